@@ -1,0 +1,32 @@
+# Two commands on a fresh machine with Python 3.11: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8501
+
+.PHONY: run test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Re-install when a requirements file changes.
+$(VENV)/.runtime: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.test: requirements.txt requirements-test.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+run: $(VENV)/.runtime
+	$(BIN)/streamlit run dashboard.py --server.port $(PORT) --server.headless true
+
+test: $(VENV)/.test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.test
+	$(BIN)/python benchmarks/bench_engine.py
+
+clean:
+	rm -rf $(VENV) catalog/build .pytest_cache

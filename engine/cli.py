@@ -1,0 +1,269 @@
+"""`python -m engine`: a thin command line over `engine.estimate` (the contract in README).
+
+Bad values exit with status 2 and one line on stderr that names the value and what is
+accepted; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine.estimate import estimate
+from engine.report import format_estimate, sweep_frame, to_csv
+
+GIB = 2**30
+
+JSON_KEYS = (
+    "weights_bytes", "gradients_bytes", "optimizer_bytes", "optimizer_temp_bytes", "autocast_copies_bytes",
+    "activations_bytes", "logits_bytes", "kv_cache_bytes", "workspace_bytes", "paged_optimizer_bytes",
+    "runtime_overhead_bytes", "peak_bytes", "peak_phase", "cpu_bytes", "params", "trainable_params",
+    "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
+    "prefill_phase_bytes", "logits_phase_bytes",
+)
+FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq", "memory_used_fraction")
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise CliError(message)
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a whole number; accepted: a whole number >= 1") from None
+        if not math.isfinite(value) or value != int(value) or value < 1:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a whole number >= 1")
+        return int(value)
+    return parse
+
+
+def _nonneg_float(name, below_one=False):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a number") from None
+        if not math.isfinite(value) or value < 0 or (below_one and value >= 1):
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a number >= 0" + (" and < 1" if below_one else ""))
+        return value
+    return parse
+
+
+def _add_scenario_args(p: argparse.ArgumentParser, single: bool) -> None:
+    p.add_argument("--model", required=single and False, help="catalog model id (see: catalog models)")
+    p.add_argument("--model-config", type=Path, help="a Hugging Face config.json to estimate instead of a catalog model")
+    p.add_argument("--task", default="train", help="train | infer")
+    p.add_argument("--method", default=None, help="full | lora | qlora | freeze (training)")
+    p.add_argument("--precision", default=None,
+                   help="training: fp32, amp_bf16, amp_fp16, bf16, fp16, mixed_bf16, mixed_fp16; "
+                        "inference: fp32, bf16, fp16, int8, int4, nf4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k")
+    p.add_argument("--optimizer", default="adamw", help="adamw, adamw_fused, adamw_8bit, paged_adamw_8bit, sgd, adafactor")
+    p.add_argument("--batch", type=_positive_int("batch"), default=1, help="micro-batch per GPU (sequences)")
+    p.add_argument("--seq", type=_positive_int("seq"), default=None, help="sequence length in tokens (default 2048, or the model's context if shorter)")
+    p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--lora-rank", type=_positive_int("lora rank"), default=8)
+    p.add_argument("--lora-targets", default="q_proj,v_proj", help="comma list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj, or 'all'")
+    p.add_argument("--freeze-layers", type=_positive_int("freeze layers"), default=2, help="trainable last layers for --method freeze")
+    p.add_argument("--base-precision", default="auto", help="frozen base for lora/qlora: auto, fp32, bf16, fp16, int8, int4, nf4")
+    p.add_argument("--kv-precision", default="auto", help="KV cache: auto (as the activations), fp32, bf16, fp16, fp8, int8, int4")
+    p.add_argument("--zero", default="0", help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
+    p.add_argument("--offload", default="none", help="none | optimizer | all")
+    p.add_argument("--gpus", type=_positive_int("gpus"), default=1, help="total GPU count")
+    p.add_argument("--tp", type=_positive_int("tp"), default=None, help="tensor-parallel degree (inference default: all GPUs)")
+    p.add_argument("--pp", type=_positive_int("pp"), default=1, help="pipeline-parallel degree")
+    p.add_argument("--headroom", type=_nonneg_float("headroom", below_one=True), default=0.0, help="fraction of GPU memory kept free (0.1 = 10%%)")
+    p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
+    p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
+    p.add_argument("--context-mib", type=_nonneg_float("context-mib"), default=None, help="runtime overhead: CUDA context per GPU, MiB (default 512)")
+    p.add_argument("--fragmentation", type=_nonneg_float("fragmentation", below_one=True), default=None, help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m engine", description="LLM hardware planner: memory per GPU, fit, and the catalog.")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    est = sub.add_parser("estimate", help="estimate one scenario")
+    _add_scenario_args(est, single=True)
+    est.add_argument("--gpu", default="", help="catalog GPU id to fit against (see: catalog gpus)")
+    est.add_argument("--json", action="store_true", help="print one JSON object")
+    sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
+    sw.add_argument("--out", type=Path, help="CSV file to write (default: standard output)")
+    sw.add_argument("--models", default="", help="comma list of model ids (default: all)")
+    sw.add_argument("--gpu-ids", default="", help="comma list of GPU ids (default: all)")
+    sw.add_argument("--methods", default="full,lora,qlora", help="comma list of training methods")
+    _add_scenario_args(sw, single=False)
+    cat = sub.add_parser("catalog", help="list catalog ids")
+    cat.add_argument("what", help="gpus | models | aliases")
+    sub.add_parser("evidence", help="estimate vs every published reference")
+    return parser
+
+
+def _scenario_from_args(args, models: pd.DataFrame) -> dict:
+    task = args.task
+    if task not in ("train", "infer"):
+        raise CliError(f"task {task!r} is not accepted; accepted: train, infer")
+    try:
+        zero = int(args.zero)
+    except ValueError:
+        raise CliError(f"zero {args.zero!r} is not accepted; accepted: 0, 1, 2 or 3") from None
+    precision = args.precision or ("bf16")
+    method = args.method or "full"
+    seq = args.seq
+    if seq is None:
+        ctx = int(models.loc[models["id"] == args.model, "max_context"].iloc[0]) if (models["id"] == args.model).any() else 2048
+        seq = min(2048, ctx)
+    tp = args.tp if args.tp is not None else (args.gpus // args.pp if task == "infer" else 1)
+    sc = dict(
+        model=args.model, task=task, method=method if task == "train" else "full", precision=precision,
+        optimizer=args.optimizer, batch=args.batch, seq=seq, grad_checkpointing=args.grad_checkpointing,
+        lora_rank=args.lora_rank, lora_targets=args.lora_targets, freeze_layers=args.freeze_layers,
+        zero=zero, offload=args.offload, gpus=args.gpus, tp=tp, pp=args.pp,
+        base_precision=args.base_precision, kv_precision=args.kv_precision, headroom=args.headroom,
+        prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
+    )
+    if task == "infer" and args.method not in (None, "full", "none"):
+        raise CliError(f"method {args.method!r} applies to training; for --task infer leave --method out")
+    return sc
+
+
+def _overhead(args) -> dict:
+    out = {}
+    if args.context_mib is not None:
+        out["context_bytes"] = args.context_mib * 2**20
+    if args.fragmentation is not None:
+        out["fragmentation"] = args.fragmentation
+    return out
+
+
+def _models_with_config(args, catalog_models: pd.DataFrame) -> pd.DataFrame:
+    if not args.model_config:
+        if not args.model:
+            raise CliError("--model is required (a catalog model id, see: python -m engine catalog models), or give --model-config")
+        return catalog_models
+    from catalog.user import model_from_config_file  # lazy: only this path reads JSON files
+    record = model_from_config_file(args.model_config)
+    if args.model and args.model != record["id"]:
+        record["id"] = args.model
+    args.model = record["id"]
+    frame = pd.DataFrame([record])
+    return pd.concat([catalog_models[catalog_models["id"] != record["id"]], frame], ignore_index=True)
+
+
+def _jsonable(value):
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if value is pd.NA or value is None:
+        return None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return None
+        return int(round(value)) if float(value).is_integer() or abs(value) > 1e6 else float(value)
+    return value if isinstance(value, (int, str)) else str(value)
+
+
+def cmd_estimate(args) -> int:
+    from catalog import default_catalog
+    cat = default_catalog()
+    models = _models_with_config(args, cat.models())
+    sc = _scenario_from_args(args, models)
+    if args.gpu:
+        sc["gpu"] = args.gpu
+    frame = estimate(pd.DataFrame([sc]), models, cat.gpus() if args.gpu else None, **_overhead(args))
+    row = frame.iloc[0]
+    if args.json:
+        keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
+                                   "grad_checkpointing", "zero", "offload", "gpus", "tp", "pp") + JSON_KEYS
+                                  + (FIT_KEYS if args.gpu else ())))
+        print(json.dumps({k: _jsonable(row[k]) for k in keys if k in row.index}, indent=2))
+    else:
+        print(format_estimate(row))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from catalog import default_catalog
+    cat = default_catalog()
+    models = cat.models()
+    gpus = cat.gpus()
+    model_ids = [m for m in args.models.split(",") if m] or list(models["id"])
+    gpu_ids = [g for g in args.gpu_ids.split(",") if g] or list(gpus["id"])
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = [g for g in gpu_ids if g not in set(gpus["id"])]
+    if unknown:
+        raise CliError(f"gpu {unknown[0]!r} is not in the catalog; accepted: {', '.join(gpus['id'])}")
+    base = dict(task=args.task, optimizer=args.optimizer, batch=args.batch, seq=args.seq or 2048,
+                grad_checkpointing=args.grad_checkpointing, lora_rank=args.lora_rank, lora_targets=args.lora_targets,
+                zero=int(args.zero) if str(args.zero).isdigit() else args.zero, offload=args.offload,
+                headroom=args.headroom, allow_long_context=True)
+    if args.precision:
+        base["precision"] = args.precision
+    frame = sweep_frame(models, gpus, model_ids, gpu_ids, methods, base, _overhead(args))
+    text = to_csv(frame)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_catalog(args) -> int:
+    from catalog import default_catalog
+    cat = default_catalog()
+    if args.what == "gpus":
+        ids = cat.gpus()["id"]
+    elif args.what == "models":
+        ids = cat.models()["id"]
+    elif args.what == "aliases":
+        al = cat.aliases()
+        ids = [f"{a}\t{c} x {g}" for a, g, c in zip(al["alias"], al["gpu"], al["count"])]
+    else:
+        raise CliError(f"catalog {args.what!r} is not accepted; accepted: gpus, models, aliases")
+    for i in ids:
+        print(i)
+    return 0
+
+
+def cmd_evidence(args) -> int:
+    from catalog import default_catalog
+    from engine.evidence import evidence_table
+    cat = default_catalog()
+    table = evidence_table(cat.references(), cat.models(), cat.gpus())
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60,
+                           "display.max_rows", 500):
+        print(table[["id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "explanation"]].to_string(index=False))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help()
+            return 2
+        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence}[args.command]
+        return handler(args)
+    except (CliError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

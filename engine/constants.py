@@ -1,0 +1,124 @@
+"""Every constant the estimation model uses, with where it comes from.
+
+Nothing here is fitted to a measurement: each figure is a storage size fixed by a data type
+or a file format, or a documented default of a library. Where a figure is an assumption
+(the runtime overhead), it says so and is a setting the caller can change.
+"""
+
+from __future__ import annotations
+
+GIB = 2**30
+MIB = 2**20
+GB = 10**9
+
+# --- Training precision modes -----------------------------------------------------------
+# Bytes per parameter of the weights kept in memory, of their gradients, and of the bytes
+# per element of the activations saved for backward, for each training precision mode.
+#   fp32       plain fp32 training (torch default dtype).
+#   amp_*      torch.autocast: fp32 weights/gradients/optimizer states, matmuls in 16-bit;
+#              autocast caches a 16-bit copy of every weight it casts (torch.amp docs,
+#              "autocast ... caches casted weights") and the backward of each matmul keeps it.
+#   bf16/fp16  "pure" 16-bit: model.to(bfloat16), gradients and optimizer states in 16-bit.
+#   mixed_*    DeepSpeed / Megatron mixed precision: 16-bit weights and gradients, an fp32
+#              master copy of the weights kept with the optimizer states (ZeRO paper,
+#              Rajbhandari et al. 2020, section 3.1: K = 12 for Adam = 4 master + 4 + 4).
+TRAIN_PRECISIONS = ("fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "mixed_bf16", "mixed_fp16")
+
+WEIGHT_BYTES = {  # bytes per stored weight (the dtype's size)
+    "fp32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "mixed_bf16": 2, "mixed_fp16": 2,
+}
+GRAD_BYTES = {  # gradients have the dtype of their parameter
+    "fp32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "mixed_bf16": 2, "mixed_fp16": 2,
+}
+# Extra optimizer-held bytes per trainable parameter that do not depend on the optimizer:
+# the fp32 master copy of DeepSpeed-style mixed precision.
+MASTER_BYTES = {
+    "fp32": 0, "amp_bf16": 0, "amp_fp16": 0, "bf16": 0, "fp16": 0, "mixed_bf16": 4, "mixed_fp16": 4,
+}
+# Bytes of the optimizer states' dtype: torch optimizers create states like the parameter
+# (torch.zeros_like(p)), so pure 16-bit training keeps 16-bit states; mixed_* keeps fp32.
+STATE_DTYPE_BYTES = {
+    "fp32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "mixed_bf16": 4, "mixed_fp16": 4,
+}
+# 16-bit copies of the weights made during forward under autocast (see above).
+AUTOCAST_COPY_BYTES = {
+    "fp32": 0, "amp_bf16": 2, "amp_fp16": 2, "bf16": 0, "fp16": 0, "mixed_bf16": 0, "mixed_fp16": 0,
+}
+# Bytes per element of the activations flowing between layers (the residual stream) and of
+# the 16-bit matmul outputs. Under autocast the residual stream stays fp32 (the embedding
+# and the additions are not autocast ops) while matmul outputs are 16-bit.
+RESIDUAL_BYTES = {
+    "fp32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "mixed_bf16": 2, "mixed_fp16": 2,
+}
+MATMUL_OUT_BYTES = {
+    "fp32": 4, "amp_bf16": 2, "amp_fp16": 2, "bf16": 2, "fp16": 2, "mixed_bf16": 2, "mixed_fp16": 2,
+}
+
+# --- Weight storage for inference and frozen bases (bits per weight) ----------------------
+# fp32/bf16/fp16: the dtype. int8: bitsandbytes LLM.int8 (1 byte + one fp32 scale per output
+# row, bitsandbytes Int8Params.SCB). int4: GPTQ/AWQ with group size 128, 4 bits + a 16-bit
+# scale and a 16-bit zero per group = 4 + 32/128 = 4.25 bits. nf4: bitsandbytes NF4 with double
+# quantization, 4 + 8/64 + 32/(64*256) = 4.127 bits (QLoRA paper, Dettmers et al. 2023, sec. 3).
+# Those quantize the linear layers only; embeddings, lm_head and norms stay 16-bit.
+# GGUF: llama.cpp quantizes every tensor; the average bits per weight of a whole file are the
+# ones llama.cpp's quantize tool prints (tools/quantize/README.md, Llama 3.1 8B table):
+# Q4_K_M 4.89 bpw, Q8_0 8.50, Q6_K 6.56, Q5_K_M 5.70, Q4_0 4.55 (4.5 + 16-bit scale per 32),
+# Q3_K_M 3.91, Q2_K 3.35 (ENGINE.md's table of the same README).
+LINEAR_BITS = {
+    "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "int8": 8.0, "int4": 4.25, "nf4": 4.127,
+}
+GGUF_BITS = {
+    "q8_0": 8.5, "q6_k": 6.5625, "q5_k_m": 5.69, "q4_k_m": 4.8944, "q4_0": 4.55, "q3_k_m": 3.91, "q2_k": 3.35,
+}
+INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
+# Bytes per element of the 16-bit (or fp32) parts and of the activations at inference.
+INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
+# bitsandbytes int8 keeps one fp32 scale per output row (Int8Params.SCB).
+INT8_ROW_SCALE_BYTES = 4
+
+# --- KV cache precision ---------------------------------------------------------------
+KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+# --- Optimizers ------------------------------------------------------------------------
+OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor")
+# States per trainable parameter, in units of the state dtype (STATE_DTYPE_BYTES).
+# AdamW: exp_avg and exp_avg_sq (torch.optim.AdamW). SGD with momentum: momentum_buffer.
+STATE_COUNT = {"adamw": 2, "adamw_fused": 2, "sgd": 1}
+# Step temporaries, in units of one state: torch's multi-tensor (foreach) AdamW computes
+# exp_avg_sq.sqrt() for every parameter at once (torch/optim/adamw.py, _multi_tensor_adamw:
+# torch._foreach_sqrt) before the update; the fused kernel and SGD's foreach path work in place.
+STEP_TEMP_COUNT = {"adamw": 1, "adamw_fused": 0, "sgd": 0}
+# bitsandbytes 8-bit Adam: two uint8 states per parameter plus one fp32 absmax per 2048-value
+# block per state (bnb.optim.Adam8bit, block_wise=True); tensors with fewer than 4096 elements
+# keep fp32 states (min_8bit_size=4096).
+ADAM8BIT_BYTES = 2 + 2 * 4 / 2048
+ADAM8BIT_MIN_SIZE = 4096
+
+# --- LoRA ------------------------------------------------------------------------------
+LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_DEFAULT_TARGETS = "q_proj,v_proj"  # peft's default for Llama (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+
+# --- Runtime overhead (what a real GPU adds on top of the tensors) ---------------------------
+# These are assumptions, stated and adjustable, never hidden in another term.
+# CUDA context + kernels loaded: Hugging Face's "model memory anatomy" measured 1,343 MB on a
+# V100 with eager module loading; CUDA 11.7+ lazy loading (default since CUDA 12.2) loads only
+# the kernels used, which brings a PyTorch context to a few hundred MB. We assume 512 MiB.
+CUDA_CONTEXT_BYTES = 512 * MIB
+# cuBLAS workspace: PyTorch's default CUBLAS_WORKSPACE_CONFIG is ":4096:8" = 8 x 4 MiB.
+CUBLAS_WORKSPACE_BYTES = 32 * MIB
+# PyTorch's caching allocator keeps freed blocks reserved and rounds large allocations to
+# 2 MiB segments; reserved exceeds allocated by a few percent in steady training. Assumed 5%
+# of the tensors' peak; set to 0 to compare with torch.cuda.max_memory_allocated().
+FRAGMENTATION_FRACTION = 0.05
+# NCCL communication buffers when more than one GPU: NCCL_BUFFSIZE defaults to 4 MiB per
+# channel and peer; with the default channel counts this is of the order of a few hundred MiB.
+NCCL_BYTES = 256 * MIB
+# Apple GPUs share memory and run no CUDA; the context term is replaced by nothing.
+
+# --- Gradient checkpointing, ZeRO-3 --------------------------------------------------------
+# ZeRO-3 / FSDP gather a layer's full weights before using it and prefetch the next one
+# (FSDP backward_prefetch=BACKWARD_PRE): two layers of 16-bit (or fp32) weights in flight.
+ZERO3_LAYERS_IN_FLIGHT = 2
+
+# --- Candidate GPU counts for "GPUs needed" ------------------------------------------------
+MAX_GPUS = 1024

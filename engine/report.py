@@ -1,0 +1,109 @@
+"""Presentation helpers shared by the CLI and the pages: text summaries, sweep frames, CSV.
+
+CSV cells that a spreadsheet would run as a formula (text starting with =, +, -, @, tab or
+carriage return) are prefixed with a single quote (OWASP "CSV injection"); numbers stay numbers.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+
+from engine.estimate import estimate
+from engine.scenarios import grid
+
+GIB = 2**30
+GB = 10**9
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+COMPONENT_LABELS = {
+    "weights_bytes": "weights",
+    "gradients_bytes": "gradients",
+    "optimizer_bytes": "optimizer states",
+    "optimizer_temp_bytes": "optimizer step temporaries",
+    "autocast_copies_bytes": "autocast 16-bit weight copies",
+    "activations_bytes": "saved activations",
+    "logits_bytes": "logits and loss buffers",
+    "kv_cache_bytes": "KV cache",
+    "workspace_bytes": "working set (transients, gathered layers)",
+    "runtime_overhead_bytes": "runtime overhead (CUDA context, allocator)",
+}
+PHASE_LABELS = {
+    "forward": "forward (loss computed)",
+    "loss_backward": "start of backward (loss gradient)",
+    "backward": "backward through the layers",
+    "optimizer": "optimizer step",
+    "prefill": "prefill (prompt processing)",
+    "logits": "output logits",
+}
+
+
+def gib(x) -> str:
+    return f"{x / GIB:,.2f} GiB ({x / GB:,.2f} GB)"
+
+
+def format_estimate(row: pd.Series) -> str:
+    lines = [
+        f"{row['model']}: {row['task']}"
+        + (f", {row['method']}" if row["task"] == "train" else "")
+        + f", {row['precision']}, batch {row['batch']}, seq {row['seq']:,}, {row['gpus']} GPU(s)",
+        f"parameters {row['params']:,} (trainable {row['trainable_params']:,})",
+        f"peak per GPU: {gib(row['peak_bytes'])} during {PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])}",
+    ]
+    for col, label in COMPONENT_LABELS.items():
+        if row[col] > 0:
+            lines.append(f"  {label:<45} {gib(row[col])}")
+    if row.get("paged_optimizer_bytes", 0) > 0:
+        lines.append(f"  paged optimizer states (may spill to CPU)     {gib(row['paged_optimizer_bytes'])}")
+    if row["cpu_bytes"] > 0:
+        lines.append(f"CPU memory needed (all processes): {gib(row['cpu_bytes'])}")
+    if isinstance(row.get("gpu"), str) and row["gpu"]:
+        fits = bool(row["fits"])
+        needed = row["gpus_needed"]
+        lines.append(
+            f"on {row['gpu']} ({gib(row['usable_bytes'])} usable): "
+            + ("fits" if fits else "does not fit")
+            + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else "; no GPU count up to 1,024 fits")
+            + f"; largest batch {int(row['max_batch'])}, longest seq {int(row['max_seq']):,}"
+        )
+    return "\n".join(lines)
+
+
+def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, methods, base: dict,
+                overhead: dict | None = None) -> pd.DataFrame:
+    """Every model x GPU (x method for training) for one workload, with fit columns."""
+    task = base.get("task", "train")
+    axes = {"model": list(model_ids), "gpu": list(gpu_ids)}
+    if task == "train":
+        axes["method"] = list(methods)
+    frame = grid(**axes)
+    for key, value in base.items():
+        frame[key] = value
+    if task == "infer":
+        frame["method"] = "full"
+    ctx = models.set_index("id")["max_context"]
+    frame["seq"] = np.minimum(frame["seq"].to_numpy(), ctx.reindex(frame["model"].astype(str)).to_numpy())
+    return estimate(frame, models, gpus, **(overhead or {}))
+
+
+def neutralize(value):
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
+    """CSV text of a frame (with the settings that produced it as leading comment lines)."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object or isinstance(out[col].dtype, (pd.StringDtype, pd.CategoricalDtype)):
+            out[col] = out[col].astype(object).map(neutralize)
+    out.columns = [neutralize(str(c)) for c in out.columns]
+    buf = io.StringIO()
+    if settings:
+        for key, value in settings.items():
+            buf.write(f"# {neutralize(str(key))}: {neutralize(str(value))}\n")
+    out.to_csv(buf, index=False)
+    return buf.getvalue()

@@ -1,0 +1,99 @@
+"""The command line contract: JSON keys and values, one-line errors, catalog listing, sweep CSV."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_issue_scenario_gives_exact_weights_and_kv_cache():
+    code, out, err = run("estimate", "--model", "llama-2-7b", "--task", "infer", "--precision", "bf16",
+                         "--batch", "1", "--seq", "4096", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["weights_bytes"] == 13_476_831_232
+    assert data["kv_cache_bytes"] == 2 * 2**30
+    for key in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "logits_bytes",
+                "kv_cache_bytes", "runtime_overhead_bytes", "peak_bytes", "peak_phase", "cpu_bytes", "params",
+                "trainable_params"):
+        assert key in data, key
+    assert data["peak_bytes"] > data["weights_bytes"] + data["kv_cache_bytes"]
+
+
+def test_gpu_adds_fit_and_gpus_needed():
+    code, out, err = run("estimate", "--model", "llama-2-70b", "--task", "infer", "--precision", "bf16",
+                         "--batch", "1", "--seq", "4096", "--gpu", "a100-80gb-sxm", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["fits"] is False
+    assert data["gpus_needed"] == 2  # 137.9 GB of weights over two 80 GB cards
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", "llama-2-7b", "--task", "train", "--method", "full", "--precision", "int4"], ["int4", "fp32", "bf16"]),
+    (["--model", "llama-2-7b", "--batch", "0"], ["batch", "'0'", ">= 1"]),
+    (["--model", "llama-2-7b", "--method", "lora", "--lora-rank", "0"], ["lora rank", "'0'"]),
+    (["--model", "llama-2-7b", "--seq", "5000"], ["5,000", "4,096", "--allow-long-context"]),
+    (["--model", "llama-2-7b", "--zero", "4"], ["zero", "4", "0, 1, 2 or 3"]),
+    (["--model", "gpt-5"], ["model", "gpt-5", "catalog model id"]),
+    (["--model", "llama-2-7b", "--gpu", "h100-160g"], ["gpu", "h100-160g", "catalog GPU id"]),
+    (["--model", "llama-2-7b", "--optimizer", "lion"], ["optimizer", "lion", "adamw"]),
+    (["--model", "llama-2-7b", "--offload", "all"], ["offload", "--zero 3"]),
+    (["--model", "llama-2-7b", "--method", "lora", "--lora-targets", "q_proj,attn"], ["attn", "q_proj"]),
+    (["--model", "llama-2-7b", "--task", "serve"], ["task", "serve", "train, infer"]),
+    (["--model", "llama-2-7b", "--batch", "two"], ["batch", "two"]),
+])
+def test_bad_values_exit_non_zero_with_one_clear_line(args, words):
+    code, out, err = run("estimate", *args)
+    assert code == 2
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_catalog_lists_ids():
+    code, out, _ = run("catalog", "gpus")
+    assert code == 0 and len(out.split()) >= 24 and "h100-sxm-80gb" in out.split()
+    code, out, _ = run("catalog", "models")
+    assert code == 0 and len(out.split()) >= 14 and "llama-3.1-405b" in out.split()
+    code, _, err = run("catalog", "tpus")
+    assert code == 2 and "gpus, models" in err
+
+
+def test_sweep_writes_every_model_and_gpu(tmp_path):
+    target = tmp_path / "report.csv"
+    code, _, err = run("sweep", "--out", str(target), "--models", "llama-2-7b,llama-3-8b",
+                       "--gpu-ids", "rtx-4090,h100-sxm-80gb", "--methods", "full,lora", "--zero", "3")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert len(rows) == 2 * 2 * 2
+    assert {r["gpu"] for r in rows} == {"rtx-4090", "h100-sxm-80gb"}
+    full = [r for r in rows if r["method"] == "full" and r["model"] == "llama-2-7b" and r["gpu"] == "rtx-4090"][0]
+    lora = [r for r in rows if r["method"] == "lora" and r["model"] == "llama-2-7b" and r["gpu"] == "rtx-4090"][0]
+    assert float(full["gpus_needed"]) > float(lora["gpus_needed"])
+
+
+def test_config_json_model(tmp_path):
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+           "max_position_embeddings": 4096, "tie_word_embeddings": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run("estimate", "--model-config", str(path), "--task", "infer", "--precision", "bf16", "--json")
+    assert code == 0, err
+    assert json.loads(out)["params"] == 6_738_415_616
+    path.write_text("{not json")
+    code, _, err = run("estimate", "--model-config", str(path), "--task", "infer")
+    assert code == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,128 @@
+"""Properties over the whole input space (hypothesis), and one engine for one row or many."""
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import estimate
+
+MODELS = ["llama-3.2-1b", "llama-3.2-3b", "llama-2-7b", "llama-3-8b", "llama-2-13b", "llama-2-70b",
+          "llama-3-70b", "llama-3.1-405b"]
+TRAIN_PRECISIONS = ["fp32", "amp_bf16", "amp_fp16", "bf16", "fp16", "mixed_bf16", "mixed_fp16"]
+OPTIMIZERS = ["adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor"]
+TARGETS = ["q_proj,v_proj", "all", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
+INFER_PRECISIONS = ["fp32", "bf16", "fp16", "int8", "int4", "nf4", "q8_0", "q6_k", "q5_k_m", "q4_k_m",
+                    "q4_0", "q3_k_m", "q2_k"]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def train_scenarios(draw):
+    method = draw(st.sampled_from(["full", "lora", "qlora", "freeze"]))
+    zero = draw(st.sampled_from([0, 1, 2, 3]))
+    offload = draw(st.sampled_from(["none", "optimizer", "all"] if zero == 3 else ["none", "optimizer"]))
+    return {
+        "model": draw(st.sampled_from(MODELS)), "task": "train", "method": method,
+        "precision": draw(st.sampled_from(TRAIN_PRECISIONS)), "optimizer": draw(st.sampled_from(OPTIMIZERS)),
+        "batch": draw(st.integers(1, 64)), "seq": draw(st.integers(1, 2048)),
+        "grad_checkpointing": draw(st.booleans()), "lora_rank": draw(st.sampled_from([1, 8, 16, 64, 256])),
+        "lora_targets": draw(st.sampled_from(TARGETS)), "freeze_layers": draw(st.integers(1, 8)),
+        "zero": zero, "offload": offload, "gpus": draw(st.sampled_from([1, 2, 8, 64])),
+    }
+
+
+@st.composite
+def infer_scenarios(draw):
+    return {
+        "model": draw(st.sampled_from(MODELS)), "task": "infer",
+        "precision": draw(st.sampled_from(INFER_PRECISIONS)),
+        "kv_precision": draw(st.sampled_from(["auto", "bf16", "fp8", "int4"])),
+        "batch": draw(st.integers(1, 256)), "seq": draw(st.integers(1, 2048)),
+        "gpus": (g := draw(st.sampled_from([1, 2, 4, 8]))), "tp": g,
+        "prefill_logits": draw(st.sampled_from(["last", "all"])),
+    }
+
+
+any_scenario = st.one_of(train_scenarios(), infer_scenarios())
+
+
+def peaks(models, rows):
+    return estimate(pd.DataFrame(rows), models)["peak_bytes"].to_numpy()
+
+
+@SETTINGS
+@given(sc=any_scenario, extra=st.integers(1, 64))
+def test_more_batch_never_uses_less_memory(models, sc, extra):
+    more = {**sc, "batch": sc["batch"] + extra}
+    a, b = peaks(models, [sc, more])
+    assert b >= a
+
+
+@SETTINGS
+@given(sc=any_scenario, extra=st.integers(1, 2048))
+def test_longer_context_never_uses_less_memory(models, sc, extra):
+    more = {**sc, "seq": sc["seq"] + extra}
+    a, b = peaks(models, [sc, more])
+    assert b >= a
+
+
+@SETTINGS
+@given(sc=infer_scenarios())
+def test_more_weight_precision_never_uses_less_memory(models, sc):
+    # two chains ordered by bits per weight: the dtypes / bitsandbytes / GPTQ, and GGUF
+    for chain in (["fp32", "bf16", "int8", "int4", "nf4"],
+                  ["bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"]):
+        values = peaks(models, [{**sc, "precision": p} for p in chain])
+        assert np.all(np.diff(values) <= 0), dict(zip(chain, values))
+
+
+@SETTINGS
+@given(sc=infer_scenarios())
+def test_more_kv_precision_never_uses_less_memory(models, sc):
+    chain = ["fp32", "bf16", "fp8", "int4"]
+    values = peaks(models, [{**sc, "kv_precision": p} for p in chain])
+    assert np.all(np.diff(values) <= 0)
+
+
+@SETTINGS
+@given(sc=train_scenarios())
+def test_fp32_training_never_uses_less_than_pure_16_bit(models, sc):
+    a, b = peaks(models, [{**sc, "precision": "fp32"}, {**sc, "precision": "bf16"}])
+    assert a >= b
+
+
+@SETTINGS
+@given(sc=train_scenarios(), gpus=st.sampled_from([2, 4, 8, 64, 512]))
+def test_more_zero_sharding_never_uses_more_per_gpu(models, sc, gpus):
+    rows = [{**sc, "zero": z, "gpus": gpus, "offload": "none"} for z in (0, 1, 2, 3)]
+    values = peaks(models, rows)
+    assert np.all(np.diff(values) <= 1e-6 * values[:-1]), values
+
+
+@SETTINGS
+@given(rows=st.lists(any_scenario, min_size=2, max_size=12))
+def test_vectorized_results_equal_one_row_results(models, gpus, rows):
+    gpu_ids = list(gpus["id"])
+    rows = [{**r, "gpu": gpu_ids[i % len(gpu_ids)]} for i, r in enumerate(rows)]
+    together = estimate(pd.DataFrame(rows), models, gpus)
+    for i, row in enumerate(rows):
+        alone = estimate(pd.DataFrame([row]), models, gpus).iloc[0]
+        for col in together.columns:
+            a, b = together[col].iloc[i], alone[col]
+            if isinstance(a, (float, np.floating)) and np.isnan(a):
+                assert np.isnan(b), col
+            else:
+                assert a == b, (col, a, b)
+
+
+@SETTINGS
+@given(rows=st.lists(any_scenario, min_size=1, max_size=8))
+def test_every_result_is_finite_and_non_negative(models, gpus, rows):
+    rows = [{**r, "gpu": "h100-sxm-80gb"} for r in rows]
+    out = estimate(pd.DataFrame(rows), models, gpus)
+    for col in [c for c in out.columns if c.endswith("_bytes") and not c.endswith("phase_bytes")]:
+        values = out[col].to_numpy(dtype=float)
+        assert np.all(np.isfinite(values)) and np.all(values >= 0), col
+    assert np.all(out["max_batch"] >= 0) and np.all(out["max_seq"] >= 0)
+    assert np.all((out["gpus_needed"] >= 1) | np.isinf(out["gpus_needed"]))
