@@ -17,6 +17,7 @@ import pandas as pd
 
 from engine.estimate import estimate
 from engine.report import format_estimate, sweep_frame, to_csv
+from engine.speed import format_speed_cost
 
 GIB = 2**30
 
@@ -28,6 +29,16 @@ JSON_KEYS = (
     "prefill_phase_bytes", "logits_phase_bytes",
 )
 FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq", "memory_used_fraction")
+# speed and cost (engine/speed.py): GPU-dependent figures with --gpu; FLOPs and settings always
+SPEED_KEYS = ("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bound", "usd_per_million_tokens",
+              "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "purchase_usd",
+              "power_usd_per_month", "rent_usd_per_month", "breakeven_months", "usd_per_gb_vram")
+SPEED_SETTING_KEYS = ("tokens", "mfu", "bandwidth_efficiency", "prompt_tokens", "usd_per_kwh", "utilization",
+                      "hours_per_month")
+# CLI flag -> scenario column for the speed and cost settings (checked by engine/speed.py)
+SPEED_FLAGS = {"tokens": "tokens", "mfu": "mfu", "bandwidth_efficiency": "bandwidth_efficiency",
+               "prompt_tokens": "prompt_tokens", "usd_per_kwh": "usd_per_kwh", "utilization": "utilization",
+               "hours_per_month": "hours_per_month"}
 
 
 class CliError(Exception):
@@ -63,6 +74,19 @@ def _nonneg_float(name, below_one=False):
     return parse
 
 
+def _number(name):
+    """A finite number (1e9 style accepted); its range is checked by the engine."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a finite number")
+        return value
+    return parse
+
+
 def _add_scenario_args(p: argparse.ArgumentParser, single: bool) -> None:
     p.add_argument("--model", required=single and False, help="catalog model id (see: catalog models)")
     p.add_argument("--model-config", type=Path, help="a Hugging Face config.json to estimate instead of a catalog model")
@@ -90,6 +114,13 @@ def _add_scenario_args(p: argparse.ArgumentParser, single: bool) -> None:
     p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
     p.add_argument("--context-mib", type=_nonneg_float("context-mib"), default=None, help="runtime overhead: CUDA context per GPU, MiB (default 512)")
     p.add_argument("--fragmentation", type=_nonneg_float("fragmentation", below_one=True), default=None, help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
+    p.add_argument("--tokens", type=_number("tokens"), default=None, help="training tokens for time and cost (default 1e9)")
+    p.add_argument("--mfu", type=_number("mfu"), default=None, help="fraction of dense peak FLOPS reached, 0-1 (default 0.49, LLaMA paper)")
+    p.add_argument("--bandwidth-efficiency", type=_number("bandwidth-efficiency"), default=None, help="fraction of memory bandwidth reached in decode, 0-1 (default 0.65, llama.cpp measurements)")
+    p.add_argument("--prompt-tokens", type=_number("prompt-tokens"), default=None, help="inference: prompt length per sequence for the prefill time (default: seq)")
+    p.add_argument("--usd-per-kwh", type=_number("usd-per-kwh"), default=None, help="electricity price for owned GPUs (default 0.13)")
+    p.add_argument("--utilization", type=_number("utilization"), default=None, help="fraction of the month the GPUs are busy, 0-1 (default 1)")
+    p.add_argument("--hours-per-month", type=_number("hours-per-month"), default=None, help="hours in a month (default 730)")
 
 
 def build_parser() -> Parser:
@@ -136,7 +167,13 @@ def _scenario_from_args(args, models: pd.DataFrame) -> dict:
     )
     if task == "infer" and args.method not in (None, "full", "none"):
         raise CliError(f"method {args.method!r} applies to training; for --task infer leave --method out")
+    sc.update(_speed_settings(args))
     return sc
+
+
+def _speed_settings(args) -> dict:
+    """The speed and cost settings the user gave (the engine supplies the rest)."""
+    return {column: getattr(args, flag) for flag, column in SPEED_FLAGS.items() if getattr(args, flag, None) is not None}
 
 
 def _overhead(args) -> dict:
@@ -188,10 +225,16 @@ def cmd_estimate(args) -> int:
     if args.json:
         keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
                                    "grad_checkpointing", "zero", "offload", "gpus", "tp", "pp") + JSON_KEYS
-                                  + (FIT_KEYS if args.gpu else ())))
-        print(json.dumps({k: _jsonable(row[k]) for k in keys if k in row.index}, indent=2))
+                                  + (FIT_KEYS + SPEED_KEYS if args.gpu else ("train_flops",)) + SPEED_SETTING_KEYS))
+        data = {k: _jsonable(row[k]) for k in keys if k in row.index}
+        if "breakeven_months" in data and row["breakeven_months"] == math.inf:
+            data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
+        print(json.dumps(data, indent=2))
     else:
         print(format_estimate(row))
+        speed = format_speed_cost(row)
+        if speed:
+            print(speed)
     return 0
 
 
@@ -212,6 +255,7 @@ def cmd_sweep(args) -> int:
                 headroom=args.headroom, allow_long_context=True)
     if args.precision:
         base["precision"] = args.precision
+    base.update(_speed_settings(args))
     frame = sweep_frame(models, gpus, model_ids, gpu_ids, methods, base, _overhead(args))
     text = to_csv(frame)
     if args.out:

@@ -96,19 +96,27 @@ ADAM8BIT_MIN_SIZE = 4096
 
 # --- LoRA ------------------------------------------------------------------------------
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# peft creates lora_A/lora_B in fp32 and, with its default autocast_adapter_dtype=True,
+# upcasts adapters of a 16-bit base to fp32 (peft.tuners.tuners_utils, cast_adapter_dtype).
+LORA_ADAPTER_BYTES = 4
 LORA_DEFAULT_TARGETS = "q_proj,v_proj"  # peft's default for Llama (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
 
 # --- Runtime overhead (what a real GPU adds on top of the tensors) ---------------------------
 # These are assumptions, stated and adjustable, never hidden in another term.
-# CUDA context + kernels loaded: Hugging Face's "model memory anatomy" measured 1,343 MB on a
-# V100 with eager module loading; CUDA 11.7+ lazy loading (default since CUDA 12.2) loads only
-# the kernels used, which brings a PyTorch context to a few hundred MB. We assume 512 MiB.
-CUDA_CONTEXT_BYTES = 512 * MIB
+# CUDA context + the kernels loaded: before CUDA 11.7 every kernel was loaded at start
+# (over 1 GB; Hugging Face's "model memory anatomy" measured 1,343 MB on a V100). With lazy
+# module loading, PyTorch's default since 1.13 (pytorch/pytorch PR #86509: 287 MB lazy vs
+# 667 MB eager, measured with cudaMemGetInfo), a context is about 300-400 MB (ptrblck in
+# pytorch/pytorch #107667, #109888), and 426 MiB was measured with PyTorch 2.10 + CUDA 13 on
+# an RTX 6000 Ada (unslothai/unsloth-zoo PR #1053). We assume 430 MiB.
+CUDA_CONTEXT_BYTES = 430 * MIB
 # cuBLAS workspace: PyTorch's default CUBLAS_WORKSPACE_CONFIG is ":4096:8" = 8 x 4 MiB.
 CUBLAS_WORKSPACE_BYTES = 32 * MIB
-# PyTorch's caching allocator keeps freed blocks reserved and rounds large allocations to
-# 2 MiB segments; reserved exceeds allocated by a few percent in steady training. Assumed 5%
-# of the tensors' peak; set to 0 to compare with torch.cuda.max_memory_allocated().
+# PyTorch's caching allocator keeps freed blocks reserved and splits large segments; what is
+# reserved but unallocated at an OOM was 1.83 GiB beside 75.31 GiB allocated (2.4%) for a
+# Llama 70B job (vllm-project/compressed-tensors PR #587, which then reserves 5% of model
+# memory for it). We assume 5% of the tensors' peak; set 0 to compare with
+# torch.cuda.max_memory_allocated().
 FRAGMENTATION_FRACTION = 0.05
 # NCCL communication buffers when more than one GPU: NCCL_BUFFSIZE defaults to 4 MiB per
 # channel and peer; with the default channel counts this is of the order of a few hundred MiB.

@@ -21,6 +21,7 @@ from engine.memory import (
 )
 from engine.params import lora_module_dims, parse_lora_targets
 from engine.scenarios import normalize
+from engine.speed import add_speed_cost
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
                 "head_dim", "vocab_size", "tied_embeddings", "params")
@@ -129,6 +130,11 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     k_layers = np.minimum(sc["freeze_layers"].to_numpy().astype(float), L)
     trainable = np.select([full, lora, freeze], [N, lora_params, k_layers * layer_all], 0.0)
     frozen = np.where(train & ~full, N - np.where(freeze, trainable, 0.0), 0.0)
+    # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
+    wb_t = np.where(lora, C.LORA_ADAPTER_BYTES, wb)
+    gb = np.where(lora, C.LORA_ADAPTER_BYTES, gb)
+    sdb = np.where(lora, C.LORA_ADAPTER_BYTES, sdb)
+    master = np.where(lora, 0.0, master)
 
     # ---- weights (whole model, before any sharding) ----------------------------------
     base = sc["base_precision"]
@@ -139,7 +145,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     # frozen base: in the training dtype, or quantized linear layers + 16-bit (or wider) rest
     frozen_quant = n_lin * base_bits / 8 + (N - n_lin) * np.minimum(wb, 2.0)
     frozen_bytes = np.where(quant_base, frozen_quant, frozen * wb)
-    train_weights = trainable * wb + np.where(lora, frozen_bytes, np.where(freeze, frozen * wb, 0.0))
+    train_weights = trainable * wb_t + np.where(lora, frozen_bytes, np.where(freeze, frozen * wb, 0.0))
 
     ip = prec
     lin_bits = _lookup(ip, C.LINEAR_BITS, np.nan)
@@ -204,21 +210,27 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     gathered = np.where(z3 & train, C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit * weights_total / N / mp, 0.0)
 
     # ---- activations ---------------------------------------------------------------
-    saves = {mod: np.where(full | freeze, 1.0, np.where(lora, flags[mod], 0.0)) for mod in C.LORA_MODULES}
+    saves = {mod: np.where(full | freeze, 1.0, 0.0) for mod in C.LORA_MODULES}
+    adapted = {mod: np.where(lora, flags[mod], 0.0) for mod in C.LORA_MODULES}
     wgrad = np.where(full | freeze, 1.0, 0.0)
-    per_layer = layer_activation_bytes(h, f, qd, kvd, a, R, M, autocast, saves, wgrad, r, tp)
+    per_layer = layer_activation_bytes(h, f, qd, kvd, a, R, M, autocast, saves, wgrad, adapted, r, tp)
     act_layers = np.where(freeze, k_layers, L)
     ckpt = R * h  # checkpointing keeps each layer's input
     head_trained = full  # lm_head (or the tied embedding) is trained only in full fine-tuning
-    final_norm = 4.0 * h + R * h * head_trained + np.where(head_trained, np.where(autocast, 2.0, R) * h, 0.0)
+    final_norm = 4.0 * h + 4.0 + R * h * head_trained + np.where(head_trained, np.where(autocast, 2.0, R) * h, 0.0)
     stack = np.where(gc, act_layers * ckpt, act_layers * per_layer) + final_norm
     logit_fwd, logit_bwd, logit_kept = logits_bytes(V, M, tp)
     transient = layer_backward_transient_bytes(h, f, R, M, tp)
     recompute = np.where(gc, per_layer, 0.0)
     # autocast's 16-bit weight copies: every linear weight whose matmul input needs grad
     lin_copies = np.where(freeze, k_layers * layer_lin, n_lin) + V * h
+    # Autocast caches the casts of trained weights until it exits (all of them in forward);
+    # casts of frozen weights are not cached: matmuls keep them only where their activations
+    # are kept, so under checkpointing only lm_head's and one layer's exist at a time.
     copies_fwd = np.where(autocast & train, acb * lin_copies / mp, 0.0)
-    copies_bwd = np.where(gc, np.where(autocast & train, acb * (V * h + layer_lin) / mp, 0.0), copies_fwd)
+    one_layer = np.where(autocast & train, acb * (V * h + layer_lin) / mp, 0.0)
+    copies_fwd = np.where(gc & ~(full | freeze), one_layer, copies_fwd)
+    copies_bwd = np.where(gc, one_layer, copies_fwd)
     head_grad = np.where(full & ~tied, V * h * gb / mp, 0.0)
 
     # ---- phases ---------------------------------------------------------------------
@@ -236,6 +248,12 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     layer_bwd = base_phase().add("autocast_copies", fixed=copies_bwd).add("gradients", fixed=head_grad)
     layer_bwd.add("activations", per_token=stack + recompute).add("logits", per_token=logit_kept)
     layer_bwd.add("workspace", per_token=transient)
+    # end of backward: all gradients; a tied embedding's two gradients summed in autograd's
+    # input buffer (lm_head's, the embedding's, their sum) before .grad is set
+    tied_grad = np.where(full & tied, V * h * gb / mp, 0.0)
+    bwd_end = base_phase().add("gradients", fixed=g_on_gpu_fix - np.where(z2, 0.0, tied_grad),
+                               shard=g_on_gpu_sh - np.where(z2, tied_grad, 0.0))
+    bwd_end.add("workspace", fixed=3.0 * tied_grad)
     step = Phase().add("weights", fixed=w_fix, shard=w_sh)
     step.add("gradients", fixed=g_on_gpu_fix, shard=g_on_gpu_sh)
     step.add("optimizer", fixed=s_gpu_fix, shard=s_gpu_sh)
@@ -248,7 +266,9 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     kv_split = np.minimum(tp, kvh)
     kv_per_token = 2.0 * L * kvd * kv_b / kv_split
     # one layer's working set in prefill (the MLP: input, residual, gate/up/SiLU/product)
-    work = act_b * (2.0 * h + 3.0 * f / tp)
+    # the layer's input (still referenced by the model's loop), the residual, the MLP input
+    # and the attention output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)
+    work = act_b * (4.0 * h + 3.0 * f / tp)
     last_only = _mask(sc["prefill_logits"], "last")
     infer_w = weights_total / mp
     prefill = Phase().add("weights", fixed=infer_w).add("kv_cache", per_token=kv_per_token)
@@ -258,7 +278,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     logits_phase.add("logits", fixed=np.where(last_only, b * V * (act_b + 4.0) / tp, 0.0),
                      per_token=np.where(last_only, 0.0, act_b * V / tp))
 
-    phases = {"forward": forward, "loss_backward": loss_bwd, "backward": layer_bwd,
+    phases = {"forward": forward, "loss_backward": loss_bwd, "backward": layer_bwd, "backward_end": bwd_end,
               "optimizer": step, "prefill": prefill, "logits": logits_phase}
     valid = {p: (train if p in TRAIN_PHASES else infer) for p in PHASES}
 
@@ -286,7 +306,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     for comp in COMPONENTS:
         result[f"{comp}_bytes"] = cols[comp]
     result["model_states_bytes"] = (w_fix + w_sh / dp + g_on_gpu_fix + g_on_gpu_sh / dp
-                                    + s_gpu_fix + s_gpu_sh / dp + np.where(infer, infer_w, 0.0))
+                                    + s_gpu_fix + s_gpu_sh / dp)
     result["paged_optimizer_bytes"] = np.where(paged, np.where(z1, s_mp / dp, s_mp), 0.0)
 
     multi = gpus_n > 1
@@ -307,7 +327,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     result = _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens,
                   kvh, context, settings["fragmentation"], phases, infer)
-    return result
+    return add_speed_cost(result, gpus, models)
 
 
 def _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens, kvh,

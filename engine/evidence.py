@@ -23,8 +23,9 @@ def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
         "trainable_params": result["trainable_params"].astype(float),
         "gpus_needed": result["gpus_needed"] if "gpus_needed" in result else states + np.nan,
     }
-    for optional in ("train_gpu_hours", "decode_tokens_per_s"):
-        columns[optional] = result[optional] if optional in result else states + np.nan
+    # speed metrics (engine/speed.py): reference metric -> result column
+    for metric, column in (("train_gpu_hours", "gpu_hours"), ("decode_tokens_per_s", "decode_tokens_per_s")):
+        columns[metric] = result[column] if column in result else states + np.nan
     out = np.full(len(result), np.nan)
     for metric, values in columns.items():
         hit = (metrics == metric).to_numpy()
@@ -35,7 +36,7 @@ def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
 def evidence_table(refs: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     """One row per reference: reference value, our estimate in the same unit, error, why."""
     scenarios = pd.DataFrame(list(refs["scenario"]))
-    scenarios = scenarios.drop(columns=[c for c in ("tokens",) if c in scenarios.columns])
+    # `tokens` (a training-token budget) stays: engine/speed.py reads it for train_gpu_hours
     if "gpu" not in scenarios:
         scenarios["gpu"] = ""
     scenarios["gpu"] = scenarios["gpu"].fillna("")

@@ -9,6 +9,9 @@ The model (derivation in docs/engine.md):
     the incoming gradient and its own output, all fp32, over the whole vocabulary;
   - `backward`: a decoder layer's backward (with checkpointing: its recomputed activations)
     on top of what is still saved, and the lm_head gradient;
+  - `backward_end`: every gradient exists; with tied embeddings the embedding's gradient and
+    lm_head's are summed in autograd's input buffer (two more V x h tensors) before the
+    parameter's .grad is set;
   - `optimizer`: weights + gradients + states + the optimizer's step temporaries.
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
   (weights + KV cache + the output logits).
@@ -34,7 +37,7 @@ COMPONENTS = (
     "weights", "gradients", "optimizer", "optimizer_temp", "autocast_copies",
     "activations", "logits", "kv_cache", "workspace",
 )
-TRAIN_PHASES = ("forward", "loss_backward", "backward", "optimizer")
+TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
 INFER_PHASES = ("prefill", "logits")
 PHASES = TRAIN_PHASES + INFER_PHASES
 
@@ -63,49 +66,59 @@ class Phase:
         return self.fixed.get(comp, 0.0) + self.shard.get(comp, 0.0) / dp + self.per_token.get(comp, 0.0) * tokens
 
 
-def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, lora_r, tp):
+def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
     M: bytes of matmul outputs (4 in fp32, else 2).
     cast_each: autocast on (each linear casts its fp32 input to a 16-bit copy it keeps).
-    saves[m]: 1 where module m keeps its input for backward: its weight is trained, or a
-      LoRA adapter on it needs the input (frozen linears keep only their weight).
-    wgrad: 1 where the norm weights are trained (full fine-tuning).
+    saves[m]: 1 where module m's weight is trained (full fine-tuning, freeze's trained layers).
+    adapted[m]: 1 where a LoRA adapter sits on module m (frozen linears keep only their weight).
+    wgrad: 1 where the norm weights are trained.
     lora_r: LoRA rank (0 when no adapters); tp: tensor-parallel degree (splits the
       attention and MLP widths, not the h-wide norms and residual stream).
 
-    Tensor by tensor (x = layer input):
-      RMSNorm: pow() keeps x in fp32 (4h: the upcast copy, or x itself when fp32);
-               weight * y keeps y (R*h) when the weight is trained.
+    Tensor by tensor (checked op by op with torch.autograd.graph.saved_tensors_hooks on
+    transformers' LlamaDecoderLayer; see docs/accuracy.md):
+      RMSNorm: pow() keeps x in fp32 (4h: the upcast copy, or x itself when fp32), rsqrt()
+               keeps one fp32 value per token; weight * y keeps y (R*h) when the weight trains.
       q/k/v inputs: the norm's output, once (R*h), or one 16-bit cast per module under autocast.
       SDPA (flash path): keeps q, k, v (after rotary; k, v at kv width with GQA), its output
                and a log-sum-exp (fp32, one per head); the s x s scores are never stored.
-      o_proj input: the transposed-contiguous copy of the attention output.
+               The output is laid out (batch, seq, heads, dim) already, so o_proj keeps the
+               same tensor: transpose(1, 2).contiguous() copies nothing.
       MLP: SiLU keeps gate's output, the product keeps SiLU's output and up's output (3*M*f),
-               down_proj keeps the product (M*f) when it saves its input.
-      LoRA: lora_B keeps lora_A's output (r wide) per adapted module.
+               down_proj keeps the product (M*f) when its weight trains.
+      LoRA (peft): adapters are fp32 (peft's autocast_adapter_dtype=True upcasts them), so a
+               16-bit input is cast to fp32 for each adapted module and kept by lora_A (4*in);
+               lora_B keeps lora_A's fp32 output (4*r). Under autocast lora_A instead casts
+               to 16-bit (2*in, or nothing new when its input is already 16-bit).
     """
     q_saves = saves["q_proj"]; k_saves = saves["k_proj"]; v_saves = saves["v_proj"]
-    o_saves = saves["o_proj"]; g_saves = saves["gate_proj"]; u_saves = saves["up_proj"]
-    d_saves = saves["down_proj"]
+    g_saves = saves["gate_proj"]; u_saves = saves["up_proj"]; d_saves = saves["down_proj"]
+    # pure 16-bit base with fp32 adapters: every adapted module keeps its own fp32 copy
+    fp32_cast = (lora_r > 0) & (R == 2) & ~cast_each
+    shared_keep = np.where(fp32_cast, 0.0, 1.0)
 
-    def norm_and_inputs(consumers):
-        any_saves = np.maximum.reduce(consumers) if len(consumers) > 1 else consumers[0]
-        count = sum(consumers)
-        inputs = np.where(cast_each, 2.0 * h * count, R * h * any_saves)
-        return 4.0 * h + wgrad * R * h + inputs
+    def norm_and_inputs(names, trained):
+        a_count = sum(adapted[m] for m in names)
+        keepers = sum(trained) + a_count * shared_keep
+        any_keeps = np.minimum(keepers, 1.0)
+        inputs = np.where(cast_each, 2.0 * h * keepers, R * h * any_keeps) + 4.0 * h * a_count * (1 - shared_keep)
+        return 4.0 * h + 4.0 + wgrad * R * h + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
-    attn = (qkv_bytes * (qd + 2 * kvd) + qkv_bytes * qd + 4.0 * a) / tp + M * qd * o_saves / tp
-    mlp = (3.0 * M * f + M * f * d_saves) / tp
-    n_adapted = sum(np.where(lora_r > 0, saves[m], 0) for m in saves)
-    lora = M * lora_r * n_adapted
+    attn = (qkv_bytes * (qd + 2 * kvd) + qkv_bytes * qd + 4.0 * a) / tp
+    attn = attn + 4.0 * qd * adapted["o_proj"] * (1 - shared_keep) / tp
+    mlp = (3.0 * M * f + M * f * np.maximum(d_saves, adapted["down_proj"] * shared_keep)) / tp
+    mlp = mlp + 4.0 * f * adapted["down_proj"] * (1 - shared_keep) / tp
+    n_adapted = sum(adapted.values())
+    lora = np.where(cast_each, 2.0, 4.0) * lora_r * n_adapted
     return (
-        norm_and_inputs([q_saves, k_saves, v_saves])
+        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves))
         + attn
-        + norm_and_inputs([g_saves, u_saves])
+        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves))
         + mlp
         + lora
     )
@@ -127,10 +140,12 @@ def logits_bytes(V, M, tp):
     HF's ForCausalLMLoss upcasts the logits (`logits.float()`, a new fp32 tensor unless
     they already are fp32) and cross_entropy keeps log_softmax's fp32 output. In backward,
     nll_loss's fp32 gradient and log_softmax's fp32 gradient exist together with it.
-    The model output keeps the 16-bit logits alive through backward.
+    The 16-bit logits themselves are dropped once the loss is computed, as Hugging Face's
+    Trainer does (it keeps only the loss); a loop that holds `outputs` through backward
+    keeps M*V more per token.
     """
     upcast = np.where(M < 4, 4.0, 0.0)
     forward = (M + upcast + 4.0) * V / tp
-    backward = (M + 12.0) * V / tp
-    kept = M * V / tp
+    backward = 12.0 * V / tp
+    kept = 0.0 * V
     return forward, backward, kept

@@ -105,7 +105,7 @@ def test_lora_trains_the_adapter_parameters_only(models):
 
 def test_qlora_base_is_nf4_on_the_linear_layers(models):
     row = one(models, model="llama-2-7b", task="train", method="qlora", precision="bf16", batch=1, seq=16)
-    adapters = 4_194_304 * 2
+    adapters = 4_194_304 * 4  # peft keeps adapters in fp32 (autocast_adapter_dtype=True)
     assert row.weights_bytes == pytest.approx(LINEAR_7B * 4.127 / 8 + REST_7B * 2 + adapters, rel=1e-12)
 
 
@@ -137,5 +137,5 @@ def test_peak_is_one_phase_and_components_add_up(models):
     assert sum(row[c] for c in parts) == pytest.approx(row.peak_bytes)
     phase_total = row[f"{row.peak_phase}_phase_bytes"]
     assert phase_total + row.runtime_overhead_bytes == pytest.approx(row.peak_bytes)
-    others = [row[f"{p}_phase_bytes"] for p in ("forward", "loss_backward", "backward", "optimizer")]
+    others = [row[f"{p}_phase_bytes"] for p in ("forward", "loss_backward", "backward", "backward_end", "optimizer")]
     assert phase_total == max(others)

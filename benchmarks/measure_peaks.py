@@ -1,0 +1,864 @@
+#!/usr/bin/env python3
+"""Measure what PyTorch really allocates for Llama training steps and inference
+prefill at full model sizes -- without a GPU and without allocating memory.
+
+The output (``tests/data/measured_peaks.csv`` + ``tests/data/measured_peaks.meta.json``)
+is the reference data the planner's formulas are calibrated against.
+
+How to run
+----------
+Use a separate virtual environment (the planner itself does not need torch)::
+
+    python3 -m venv .venv-measure
+    .venv-measure/bin/pip install -r requirements-measure.txt
+    .venv-measure/bin/python benchmarks/measure_peaks.py            # all configs
+    .venv-measure/bin/python benchmarks/measure_peaks.py --list     # list config ids
+    .venv-measure/bin/python benchmarks/measure_peaks.py --only llama-3.2-1b --out /tmp/x.csv
+
+``requirements-measure.txt`` pins ``torch==2.13.0`` (the CPU build is enough;
+pin it or pip pulls a multi-GB CUDA build) and the transformers/peft versions the
+committed data were produced with.  The whole set takes a few minutes on 2 cores.
+
+Method
+------
+1. A ``transformers.LlamaForCausalLM`` is built from a ``LlamaConfig`` written in
+   code (no hub download) with the model's real sizes, on the ``meta`` device, and
+   cast to the run's weight dtype while still on ``meta`` (casting fake tensors later
+   fails: ``nn.Module._apply`` cannot swap tensors that carry weakrefs).
+   LoRA adapters (peft) are also attached on ``meta``.
+2. Inside ``FakeTensorMode(allow_non_fake_inputs=True)`` the model is moved with
+   ``to_empty(device="cpu")``: every parameter becomes a *fake* tensor (shape, dtype,
+   device, storage identity, but no data) -- nothing is computed or allocated, so a
+   70B model "fits" in a laptop.  ``to_empty`` unties tied embeddings, so
+   ``tie_weights()`` is called again and the parameter count is checked against the
+   published one.
+3. Real training steps / a real prefill forward are run on these fake tensors under
+   ``torch.distributed._tools.mem_tracker.MemTracker`` (a TorchDispatchMode that sees
+   every aten op after autograd and keeps a per-storage ledger of live bytes, by
+   category).  Every op of HF's actual code runs: the fp32 upcast of the logits in
+   HF's loss, SDPA, RMSNorm upcasts, autocast weight casts, peft's LoRA path,
+   non-reentrant activation checkpointing, the optimizer's foreach/fused kernels.
+   The peak (the maximum of the live total after every op) and the per-category
+   breakdown at that moment are recorded.
+4. Each configuration runs in its own subprocess (fresh interpreter, no shared
+   state), with a per-config timeout.
+
+Training step = ``loss = model(input_ids, labels=input_ids, use_cache=False).loss``
+(HF computes the loss inside the forward and upcasts the logits to fp32; the logits
+are dropped right away like HF Trainer does), ``loss.backward()``,
+``optimizer.step()``, ``optimizer.zero_grad(set_to_none=True)``; done TWICE so the
+optimizer states exist during the whole 2nd step (steady state).  The peak is over
+both steps.
+
+Inference = ``model.eval()``, ``torch.inference_mode()``, one prefill forward of
+batch x seq with ``use_cache=True`` (a DynamicCache is created by the model) and
+``logits_to_keep=1`` (what ``generate()`` passes for the prefill).  A second, separately
+tracked forward with full logits (``logits_to_keep=0``) is recorded in the meta file.
+
+Categories (MemTracker's, see ``_MemRefType`` in torch/distributed/_tools/mem_tracker.py):
+  param_bytes      Parameter   module parameters (incl. LoRA adapters)
+  buffer_bytes     Buffer      module buffers (rotary inv_freq: a few bytes)
+  grad_bytes       Gradient    .grad of parameters
+  optimizer_bytes  Optstate    tensors held in optimizer.state (exp_avg, exp_avg_sq,
+                               step, momentum_buffer)
+  activation_bytes Activation  everything allocated in the forward pass (saved
+                               activations, forward transients, logits, loss, KV cache)
+                               and in the recompute of checkpointed layers
+  temp_bytes       Temp        everything allocated in the backward pass that is not a
+                               .grad (activation gradients, backward transients) and --
+                               with the workaround below -- the optimizer step's
+                               transients
+  other_bytes      Other       tensors passed to track_external (the input_ids/labels)
+
+Workarounds (each is explained again where it is implemented)
+  * Frozen parameters: MemTracker registers a grad hook on every parameter it sees;
+    ``register_hook`` raises on tensors that do not require grad (LoRA's frozen base).
+    We pre-fill MemTracker's hook-handle table with no-op handles for such params,
+    which makes the registration a no-op for exactly those tensors.
+  * Optimizer transients: stock MemTracker labels EVERY tensor allocated inside
+    ``optimizer.step()`` as Optstate, including the foreach kernels' temporary lists
+    (AdamW foreach allocates ~1 extra copy of the params).  We label new allocations
+    inside the step as Temp; MemTracker's own post-step hook then re-labels the tensors
+    that really are in ``optimizer.state`` as Optstate.  So optimizer_bytes is the real
+    persistent state and the step's scratch shows as temp_bytes.  (In the very first
+    step the freshly created states count as Temp until the step ends; the recorded
+    peak is taken from the latest step on ties, which is step 2, where states already
+    exist -- see ``peak_step`` in the meta details.)
+  * Phases: MemTracker only keeps one global peak.  A subclass records the phase
+    label (forward / backward / optimizer, set by the driver around each call) at
+    which the global peak was reached, and a peak per (step, phase).
+  * Repeated iterations: MemTracker refuses a second forward of the root module
+    unless ``reset_mod_stats()`` is called between iterations; we do.
+
+Not modelled (see the meta file): CUDA context, the caching allocator's 512-byte
+rounding / block splitting / fragmentation, cuBLAS/flash workspaces and any scratch a
+single kernel allocates internally (only op outputs are seen), NCCL buffers.  The
+kernels are CPU ones: SDPA takes the CPU flash path (saves logsumexp like CUDA flash);
+CPU autocast's op lists differ slightly from CUDA's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "tests" / "data" / "measured_peaks.csv"
+
+CSV_COLUMNS = [
+    "model", "task", "method", "precision", "optimizer", "batch", "seq",
+    "grad_checkpointing", "lora_rank", "lora_targets", "params", "trainable_params",
+    "peak_bytes", "peak_phase", "param_bytes", "buffer_bytes", "grad_bytes",
+    "optimizer_bytes", "activation_bytes", "temp_bytes", "other_bytes",
+]
+
+# --------------------------------------------------------------------------------------
+# Models: exactly the published LlamaConfig values; params = expected parameter count
+# (tied embeddings counted once).
+# --------------------------------------------------------------------------------------
+MODELS = {
+    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                         vocab_size=128256, tie_word_embeddings=True, params=1_235_814_400),
+    "llama-3.2-3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+                         num_attention_heads=24, num_key_value_heads=8, head_dim=128,
+                         vocab_size=128256, tie_word_embeddings=True, params=3_212_749_824),
+    "llama-2-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, head_dim=128,
+                       vocab_size=32000, tie_word_embeddings=False, params=6_738_415_616),
+    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                       vocab_size=128256, tie_word_embeddings=False, params=8_030_261_248),
+    "llama-2-13b": dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                        num_attention_heads=40, num_key_value_heads=40, head_dim=128,
+                        vocab_size=32000, tie_word_embeddings=False, params=13_015_864_320),
+    "llama-2-70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                        num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+                        vocab_size=32000, tie_word_embeddings=False, params=68_976_648_192),
+    "llama-3-70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                        num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+                        vocab_size=128256, tie_word_embeddings=False, params=70_553_706_496),
+}
+
+LORA_TARGETS = {
+    "q_proj,v_proj": ["q_proj", "v_proj"],
+    "all": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
+
+# --------------------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------------------
+def _train(model, precision, optimizer, batch, seq, gc, method="full", rank=0, targets=""):
+    return dict(model=model, task="train", method=method, precision=precision,
+                optimizer=optimizer, batch=batch, seq=seq, grad_checkpointing=gc,
+                lora_rank=rank, lora_targets=targets)
+
+
+def _lora(model, precision, optimizer, batch, seq, gc, rank, targets):
+    return _train(model, precision, optimizer, batch, seq, gc, "lora", rank, targets)
+
+
+def _infer(model, batch, seq):
+    return dict(model=model, task="infer", method="none", precision="bf16", optimizer="",
+                batch=batch, seq=seq, grad_checkpointing=False, lora_rank=0, lora_targets="")
+
+
+QV, ALL = "q_proj,v_proj", "all"
+CONFIGS = [
+    # ---- full fine-tuning -----------------------------------------------------------
+    # llama-3.2-1b: the dense grid (precisions x optimizers x checkpointing)
+    _train("llama-3.2-1b", "fp32", "adamw", 1, 512, False),
+    _train("llama-3.2-1b", "fp32", "adamw", 1, 512, True),
+    _train("llama-3.2-1b", "fp32", "adamw_fused", 1, 512, False),
+    _train("llama-3.2-1b", "fp32", "sgd", 1, 512, False),
+    _train("llama-3.2-1b", "amp_bf16", "adamw", 4, 1024, False),
+    _train("llama-3.2-1b", "amp_bf16", "adamw", 4, 1024, True),
+    _train("llama-3.2-1b", "amp_bf16", "adamw_fused", 2, 2048, False),
+    _train("llama-3.2-1b", "amp_bf16", "sgd", 2, 2048, True),
+    _train("llama-3.2-1b", "bf16", "adamw", 4, 1024, False),
+    _train("llama-3.2-1b", "bf16", "adamw", 4, 1024, True),
+    _train("llama-3.2-1b", "bf16", "adamw_fused", 4, 1024, False),
+    _train("llama-3.2-1b", "bf16", "sgd", 4, 1024, False),
+    _train("llama-3.2-1b", "bf16", "adamw", 16, 512, True),
+    _train("llama-3.2-1b", "bf16", "adamw", 1, 8192, True),
+    # larger models
+    _train("llama-3.2-3b", "bf16", "adamw", 2, 2048, False),
+    _train("llama-3.2-3b", "amp_bf16", "adamw", 2, 2048, True),
+    _train("llama-3.2-3b", "bf16", "adamw", 8, 1024, True),
+    _train("llama-3.2-3b", "fp32", "sgd", 1, 1024, False),
+    _train("llama-2-7b", "bf16", "adamw", 1, 2048, False),
+    _train("llama-2-7b", "bf16", "adamw", 1, 2048, True),
+    _train("llama-2-7b", "amp_bf16", "adamw", 4, 512, False),
+    _train("llama-2-7b", "fp32", "adamw_fused", 1, 512, True),
+    _train("llama-3-8b", "bf16", "adamw", 1, 2048, False),
+    _train("llama-3-8b", "amp_bf16", "adamw", 1, 2048, False),
+    _train("llama-3-8b", "bf16", "adamw", 2, 4096, True),
+    _train("llama-3-8b", "bf16", "sgd", 8, 1024, True),
+    _train("llama-2-13b", "bf16", "adamw", 1, 1024, False),
+    _train("llama-2-13b", "amp_bf16", "adamw_fused", 2, 1024, True),
+    _train("llama-2-13b", "bf16", "adamw", 1, 4096, True),
+    _train("llama-2-70b", "bf16", "adamw", 1, 1024, False),
+    _train("llama-3-70b", "bf16", "adamw", 1, 4096, True),
+    _train("llama-3-70b", "bf16", "sgd", 1, 2048, False),
+    # ---- LoRA (frozen base in the precision's dtype) -----------------------------------
+    _lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 8, QV),
+    _lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 64, ALL),
+    _lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, True, 8, ALL),
+    _lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, True, 64, QV),
+    _lora("llama-3.2-1b", "amp_bf16", "adamw", 2, 2048, False, 16, ALL),
+    _lora("llama-3.2-1b", "fp32", "sgd", 1, 512, False, 8, QV),
+    _lora("llama-3.2-3b", "bf16", "adamw_fused", 4, 2048, True, 8, QV),
+    _lora("llama-2-7b", "bf16", "adamw", 1, 4096, False, 16, ALL),
+    _lora("llama-2-7b", "bf16", "adamw", 1, 4096, True, 64, ALL),
+    _lora("llama-3-8b", "bf16", "adamw", 2, 2048, False, 8, QV),
+    _lora("llama-3-8b", "amp_bf16", "adamw", 1, 8192, True, 64, ALL),
+    _lora("llama-2-13b", "bf16", "adamw", 4, 1024, True, 16, ALL),
+    _lora("llama-2-70b", "bf16", "adamw", 1, 2048, True, 64, ALL),
+    _lora("llama-3-70b", "bf16", "adamw", 1, 2048, True, 8, QV),
+    # ---- inference prefill (bf16 weights, DynamicCache) --------------------------------
+    _infer("llama-3.2-1b", 1, 512),
+    _infer("llama-3.2-1b", 16, 1024),
+    _infer("llama-3.2-3b", 8, 2048),
+    _infer("llama-2-7b", 1, 4096),
+    _infer("llama-3-8b", 4, 8192),
+    _infer("llama-2-13b", 8, 2048),
+    _infer("llama-2-70b", 1, 4096),
+    _infer("llama-3-70b", 4, 2048),
+]
+
+
+def config_id(c: dict) -> str:
+    """A readable unique id, e.g. train-llama-3.2-1b-full-bf16-adamw-b4-s1024-gc0."""
+    parts = [c["task"], c["model"], c["method"], c["precision"]]
+    if c["optimizer"]:
+        parts.append(c["optimizer"])
+    parts += [f"b{c['batch']}", f"s{c['seq']}"]
+    if c["task"] == "train":
+        parts.append(f"gc{int(c['grad_checkpointing'])}")
+    if c["method"] == "lora":
+        parts += [f"r{c['lora_rank']}", "qv" if c["lora_targets"] == QV else c["lora_targets"]]
+    return "-".join(parts)
+
+
+# ======================================================================================
+# Worker side: runs ONE configuration (in its own subprocess) and prints a JSON line.
+# Heavy imports live here so that --list and the orchestrator stay light.
+# ======================================================================================
+def _make_tracker_class():
+    import torch
+    from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker, _MemRefType
+
+    class _NoopHandle:
+        """Stands in for a RemovableHandle; MemTracker calls .remove() on exit."""
+
+        def remove(self) -> None:
+            pass
+
+    class PhaseMemTracker(MemTracker):
+        """MemTracker + phase labels + the two workarounds documented at the top."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.phase = "setup"          # set by the driver around each call
+            self.peak_total = -1           # our own copy of the global peak ...
+            self.peak_snap: dict = {}      # ... its category breakdown ...
+            self.peak_phase = "unknown"    # ... and the phase label at that moment
+            self.phase_peaks: dict[str, int] = {}
+            self.phase_start_bytes: dict[str, int] = {}  # live total when a phase began
+
+        def set_phase(self, name: str) -> None:
+            self.phase = name
+            self.phase_start_bytes[name] = int(
+                sum(s[_TOTAL_KEY] for s in self._curr_mem_snap.values()))
+
+        def mark_head_on(self, decoder_stack: torch.nn.Module):
+            """Split each forward into '<phase>' (embedding + decoder layers + final norm)
+            and '<phase>_head' (lm_head + HF loss) with a forward hook on LlamaModel, so
+            the logits/loss part can be read off phase_peaks / phase_start_bytes.  (The
+            LlamaModel itself is never recomputed by checkpointing, only its layers.)"""
+
+            def hook(_mod, _args, _out):
+                if not self.phase.endswith("_head"):
+                    self.set_phase(self.phase + "_head")
+
+            return decoder_stack.register_forward_hook(hook)
+
+        def skip_frozen_params(self, module: torch.nn.Module) -> None:
+            # WORKAROUND 1 (frozen params): MemTracker._track_module_params_and_buffers
+            # installs `param.register_hook(...)` on every parameter unless the
+            # parameter already has an entry in `_param_to_grad_hook_handles`.
+            # register_hook raises for tensors that do not require grad, so we
+            # pre-fill the table with no-op handles for exactly those tensors: their
+            # hook registration becomes a no-op (they never get a .grad anyway).
+            for p in module.parameters():
+                if not p.requires_grad:
+                    self._param_to_grad_hook_handles[p] = (_NoopHandle(), _NoopHandle())
+
+        def _track(self, reftype, t):  # called for every op output
+            # WORKAROUND 2 (optimizer transients): stock MemTracker tags everything
+            # allocated inside optimizer.step() as Optstate.  Tag it Temp instead;
+            # MemTracker's step post-hook (_track_optimizer_states) re-tags the
+            # tensors that are really in optimizer.state as Optstate afterwards.
+            if self._in_opt and reftype == _MemRefType.OPT:
+                reftype = _MemRefType.TEMP
+            super()._track(reftype, t)
+
+        def _update_peak_stats(self, peak_state) -> None:  # called after every op
+            # SPEED-UP (replaces, does not call, MemTracker._update_peak_stats): the
+            # stock method also walks *every* tracked module on *every* op to keep
+            # per-module PEAK_FW/PEAK_BW snapshots, which are only used by
+            # display_modulewise_snapshots() and cost O(#modules) per op (>80% of the
+            # run time, hours for the 70B models).  The global-peak part below is the
+            # same logic as MemTracker's; the PRE_FW/POST_FW module snapshots we use
+            # for per-layer activations are taken in the module hooks, not here.
+            for dev, snap in self._curr_mem_snap.items():  # only one device: cpu
+                total = snap[_TOTAL_KEY]
+                if self._peak_mem.get(dev, 0) < total:  # MemTracker's own rule (">")
+                    self._peak_mem[dev] = total
+                    self._peak_mem_snap[dev] = dict(snap)  # values are ints: a copy
+                # Phase of the global peak.  ">=" so that on an exact tie the later
+                # moment wins (step 2, where the optimizer states already exist and
+                # are labelled Optstate).  The total is the same as MemTracker's;
+                # only the moment chosen on ties can differ.
+                if total >= self.peak_total:
+                    self.peak_total = total
+                    self.peak_snap = dict(snap)
+                    self.peak_phase = self.phase
+                if total > self.phase_peaks.get(self.phase, -1):
+                    self.phase_peaks[self.phase] = total
+
+    return PhaseMemTracker, _MemRefType, _TOTAL_KEY
+
+
+def _split(snap: dict, ref) -> dict:
+    """MemTracker snapshot (enum keys) -> our column names."""
+    return {
+        "param_bytes": int(snap.get(ref.PARAM, 0)),
+        "buffer_bytes": int(snap.get(ref.BUFFER, 0)),
+        "grad_bytes": int(snap.get(ref.GRAD, 0)),
+        "optimizer_bytes": int(snap.get(ref.OPT, 0)),
+        "activation_bytes": int(snap.get(ref.ACT, 0)),
+        "temp_bytes": int(snap.get(ref.TEMP, 0)),
+        "other_bytes": int(snap.get(ref.OTH, 0)),
+    }
+
+
+def _storage_bytes(t) -> int:
+    return t.untyped_storage().nbytes()
+
+
+def _layer_activation_deltas(tracker, layers, total_key) -> list[int]:
+    """Bytes each decoder layer leaves alive after its forward (POST_FW - PRE_FW).
+
+    Taken from MemTracker's per-module snapshots of the last (tracked) forward.
+    Without checkpointing this is what the layer saves for backward plus its output
+    hidden state minus what it freed; with checkpointing it is just the output.
+    """
+    from torch.distributed._tools.mem_tracker import _ModState
+
+    out = []
+    for layer in layers:
+        st = tracker.memory_tracking.get(layer)
+        if st is None or _ModState.PRE_FW not in st.snapshots or _ModState.POST_FW not in st.snapshots:
+            continue
+        pre = st.snapshots[_ModState.PRE_FW][-1]
+        post = st.snapshots[_ModState.POST_FW][-1]
+        dev = next(iter(post))
+        out.append(int(post[dev][total_key] - pre.get(dev, {}).get(total_key, 0)))
+    return out
+
+
+def run_one(c: dict) -> dict:
+    """Build, run and measure one configuration.  Returns the CSV row + details."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    PhaseMemTracker, Ref, TOTAL = _make_tracker_class()
+
+    m = dict(MODELS[c["model"]])
+    expected_params = m.pop("params")
+    cfg = LlamaConfig(**m, rms_norm_eps=1e-5,
+                      max_position_embeddings=max(8192, c["seq"]),
+                      attention_dropout=0.0, attn_implementation="sdpa")
+    cfg.use_cache = False  # training must not build a KV cache; inference passes use_cache=True
+    weight_dtype = torch.bfloat16 if c["precision"] == "bf16" else torch.float32
+
+    t0 = time.time()
+    # 1. Build on the meta device and cast there (fake tensors cannot be re-cast later).
+    with torch.device("meta"):
+        hf_model = LlamaForCausalLM(cfg)
+    hf_model.to(weight_dtype)
+    if c["task"] == "train" and c["grad_checkpointing"]:
+        kw = {"use_reentrant": False}
+        if hasattr(hf_model, "activation_checkpointing_enable"):  # transformers >= 5.x name
+            hf_model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+        else:
+            hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+        # NOTE: enable_input_require_grads() is only needed for *reentrant* checkpointing
+        # with a frozen embedding (LoRA); the non-reentrant variant used here does not
+        # need it, so it is not called.
+    model = hf_model
+    if c["method"] == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        r = c["lora_rank"]
+        lcfg = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0,
+                          target_modules=LORA_TARGETS[c["lora_targets"]], task_type="CAUSAL_LM")
+        # peft's default autocast_adapter_dtype=True keeps adapters in fp32 when the
+        # base is bf16 -- that is what users get, so it is kept.
+        model = get_peft_model(hf_model, lcfg)
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake_mode:
+        # 2. Fake storage for every parameter/buffer: nothing allocated or computed.
+        model.to_empty(device="cpu")
+        if cfg.tie_word_embeddings:
+            hf_model.tie_weights()  # to_empty gave lm_head its own storage: re-tie
+            assert hf_model.lm_head.weight is hf_model.model.embed_tokens.weight
+        n_params = sum(p.numel() for p in model.parameters())  # dedups tied params
+        n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        base_params = n_params - (n_trainable if c["method"] == "lora" else 0)
+        if base_params != expected_params:
+            raise RuntimeError(f"param count {base_params} != expected {expected_params}")
+        layers = [mod for mod in model.modules() if isinstance(mod, LlamaDecoderLayer)]
+
+        ids = torch.randint(0, cfg.vocab_size, (c["batch"], c["seq"]), dtype=torch.long)
+        details: dict = {"weight_dtype": str(weight_dtype).replace("torch.", "")}
+
+        if c["task"] == "train":
+            row_extra = _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details)
+        else:
+            row_extra = _run_infer(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details, cfg)
+
+    details["wall_s"] = round(time.time() - t0, 1)
+    row = {k: c[k] for k in ("model", "task", "method", "precision", "optimizer", "batch",
+                             "seq", "grad_checkpointing", "lora_rank", "lora_targets")}
+    row.update(params=n_params, trainable_params=n_trainable if c["task"] == "train" else 0)
+    row.update(row_extra)
+    return {"row": row, "details": details}
+
+
+def _make_optimizer(name: str, params):
+    import torch
+
+    if name == "adamw":  # the multi-tensor (foreach) default path
+        return torch.optim.AdamW(params, lr=1e-5, foreach=True, fused=False)
+    if name == "adamw_fused":
+        return torch.optim.AdamW(params, lr=1e-5, fused=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    raise ValueError(name)
+
+
+def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> dict:
+    import contextlib
+
+    import torch
+
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = _make_optimizer(c["optimizer"], trainable)
+
+    mt = PhaseMemTracker()
+    mt.skip_frozen_params(model)          # workaround 1, before any tracking
+    mt.track_external(model, opt, ids)    # params/buffers, (empty) opt state, inputs=Other
+    head_hook = mt.mark_head_on(_decoder_stack(model))
+
+    def autocast():
+        if c["precision"] == "amp_bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    per_step_opt_state = []
+    with mt:
+        for step in (1, 2):
+            if step == 2:
+                mt.reset_mod_stats()  # MemTracker refuses a 2nd root forward otherwise
+            mt.set_phase(f"step{step}.forward")
+            with autocast():
+                # HF computes the loss inside forward (logits.float() upcast + CE).
+                # Only the loss is kept, like HF Trainer (logits are freed at once).
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+            mt.set_phase(f"step{step}.backward")
+            loss.backward()
+            del loss
+            mt.set_phase(f"step{step}.optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            per_step_opt_state.append(sum(
+                _storage_bytes(v) for st in opt.state.values() for v in st.values()
+                if isinstance(v, torch.Tensor)))
+            mt.set_phase(f"step{step}.after")
+
+    head_hook.remove()
+    # Sanity: our peak total == MemTracker's own peak total.
+    mt_peak = mt.get_tracker_snapshot("peak")
+    mt_total = max(s[TOTAL] for s in mt_peak.values())
+    assert mt_total == mt.peak_total, (mt_total, mt.peak_total)
+
+    cats = _split(mt.peak_snap, Ref)
+    step, _, phase = mt.peak_phase.partition(".")
+    phase = phase.removesuffix("_head")  # forward_head (lm_head + loss) is part of forward
+    deltas = _layer_activation_deltas(mt, layers, TOTAL)
+    details.update(
+        peak_step=step,
+        phase_peaks={k: v for k, v in mt.phase_peaks.items() if not k.endswith(".after")},
+        phase_start_bytes=mt.phase_start_bytes,
+        step2_forward_split=_forward_split(mt, "step2"),
+        optimizer_state_bytes_after_step=per_step_opt_state,
+        layer_activation_bytes=_summarise_layers(deltas, c),
+        category_sum_matches_peak=sum(cats.values()) == mt.peak_total,
+    )
+    return dict(peak_bytes=mt.peak_total, peak_phase=phase, **cats)
+
+
+def _decoder_stack(model):
+    from transformers.models.llama.modeling_llama import LlamaModel
+
+    return next(mod for mod in model.modules() if isinstance(mod, LlamaModel))
+
+
+def _forward_split(mt, step: str) -> dict:
+    """Live totals around the lm_head + loss part of one training forward."""
+    ps, pk = mt.phase_start_bytes, mt.phase_peaks
+    try:
+        start, body_end, end = (ps[f"{step}.forward"], ps[f"{step}.forward_head"],
+                                ps[f"{step}.backward"])
+    except KeyError:
+        return {}
+    return {
+        "forward_start_bytes": start,
+        "decoder_stack_end_bytes": body_end,   # after embedding + layers + final norm
+        "forward_end_bytes": end,              # after the loss is returned (logits dropped)
+        "decoder_stack_peak_bytes": pk.get(f"{step}.forward"),
+        "head_peak_bytes": pk.get(f"{step}.forward_head"),  # lm_head + fp32 upcast + CE
+        "head_transient_bytes": pk.get(f"{step}.forward_head", body_end) - body_end,
+        "head_retained_bytes": end - body_end,  # what lm_head+loss keep for backward
+        "decoder_stack_retained_bytes": body_end - start,
+    }
+
+
+def _summarise_layers(deltas: list[int], c: dict) -> dict:
+    if not deltas:
+        return {}
+    inner = deltas[1:-1] or deltas
+    med = sorted(inner)[len(inner) // 2]
+    return {"per_layer_median": med, "min": min(deltas), "max": max(deltas),
+            "n_layers": len(deltas), "per_token_per_layer": med / (c["batch"] * c["seq"])}
+
+
+def _run_infer(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details, cfg) -> dict:
+    import torch
+
+    model.eval()
+    results = {}
+    for keep in (1, 0):  # 1 = generate()'s prefill (the CSV row); 0 = full logits (meta)
+        mt = PhaseMemTracker()
+        mt.track_external(model, ids)
+        head_hook = mt.mark_head_on(_decoder_stack(model))
+        with mt, torch.inference_mode():
+            mt.set_phase("prefill")
+            out = model(input_ids=ids, use_cache=True, logits_to_keep=keep)
+            mt.set_phase("after")
+            cache = out.cache
+            kv = sum(_storage_bytes(layer.keys) + _storage_bytes(layer.values)
+                     for layer in cache.layers)
+            logits = _storage_bytes(out.logits)
+            end_snap = mt.get_tracker_snapshot("current")
+            del out, cache
+        head_hook.remove()
+        results[keep] = (mt, kv, logits, end_snap)
+
+    mt, kv, logits, end_snap = results[1]
+    cats = _split(mt.peak_snap, Ref)
+    mt_full = results[0][0]
+    end = next(iter(end_snap.values()))
+    details.update(
+        kv_cache_bytes=kv,
+        logits_bytes_kept=logits,
+        activation_bytes_after_prefill=int(end[Ref.ACT]),
+        kv_cache_expected_bytes=2 * cfg.num_hidden_layers * c["batch"] * c["seq"]
+        * cfg.num_key_value_heads * cfg.head_dim * 2,
+        full_logits_peak_bytes=mt_full.peak_total,
+        full_logits_peak_breakdown=_split(mt_full.peak_snap, Ref),
+        full_logits_bytes=results[0][2],
+        layer_activation_bytes=_summarise_layers(_layer_activation_deltas(mt, layers, TOTAL), c),
+        phase_peaks=mt.phase_peaks,
+        phase_start_bytes=mt.phase_start_bytes,
+        full_logits_phase_peaks=mt_full.phase_peaks,
+        full_logits_phase_start_bytes=mt_full.phase_start_bytes,
+        category_sum_matches_peak=sum(cats.values()) == mt.peak_total,
+    )
+    return dict(peak_bytes=mt.peak_total, peak_phase=mt.peak_phase.removesuffix("_head"), **cats)
+
+
+# ======================================================================================
+# Orchestrator
+# ======================================================================================
+def _run_in_subprocess(c: dict, timeout: int) -> dict:
+    """Run one config in a fresh interpreter so configs cannot influence each other."""
+    cid = config_id(c)
+    t0 = time.time()
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", cid],
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"id": cid, "error": f"timeout after {timeout}s"}
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            res = json.loads(line[len("RESULT "):])
+            res["id"] = cid
+            return res
+    return {"id": cid, "error": f"rc={p.returncode} after {time.time() - t0:.0f}s: "
+                               f"{(p.stderr or p.stdout)[-2000:]}"}
+
+
+def _fmt_gib(x: int) -> str:
+    return f"{x / 2**30:.2f}"
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    v = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "peft"):
+        try:
+            v[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            v[pkg] = None
+    return v
+
+
+def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: float,
+          out: Path) -> dict:
+    per_model_act = {}
+    for r in results:
+        row, d = r["row"], r["details"]
+        # The "simple case" per model: the first full-FT, bf16, no-checkpointing row.
+        if (row["task"] == "train" and row["method"] == "full" and row["precision"] == "bf16"
+                and not row["grad_checkpointing"] and row["model"] not in per_model_act
+                and d.get("layer_activation_bytes")):
+            la = d["layer_activation_bytes"]
+            per_model_act[row["model"]] = {
+                "config": r["id"], "batch": row["batch"], "seq": row["seq"],
+                "bytes_per_layer": la["per_layer_median"],
+                "bytes_per_token_per_layer": la["per_token_per_layer"],
+                "bytes_per_token_per_layer_over_hidden":
+                    la["per_token_per_layer"] / MODELS[row["model"]]["hidden_size"],
+            }
+    return {
+        "description": "Peak memory of HF LlamaForCausalLM training steps and inference prefill, "
+                       "measured with torch's MemTracker on fake (data-less) CPU tensors at full "
+                       "model size. One row per configuration; all byte values are exact integers.",
+        "versions": _versions(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": " ".join(["python", "benchmarks/measure_peaks.py", *argv]),
+        "environment": "separate venv: pip install -r requirements-measure.txt (torch CPU build)",
+        "runtime_s": round(runtime_s, 1),
+        "rows": len(results),
+        "output": str(out.relative_to(REPO)) if out.is_relative_to(REPO) else str(out),
+        "columns": {
+            "model": "model id (LlamaConfig values in benchmarks/measure_peaks.py MODELS)",
+            "task": "train | infer",
+            "method": "full | lora (train); none (infer)",
+            "precision": "fp32: fp32 weights, no autocast. amp_bf16: fp32 weights/grads/optimizer "
+                         "states, torch.autocast('cpu', bfloat16) around forward+loss. bf16: "
+                         "model cast to bfloat16, pure bf16 training (grads and optimizer states "
+                         "bf16). infer rows: bf16 weights.",
+            "optimizer": "adamw: AdamW(foreach=True, fused=False); adamw_fused: AdamW(fused=True); "
+                         "sgd: SGD(momentum=0.9, foreach=True); empty for infer",
+            "batch,seq": "input_ids shape (random ints); labels = input_ids",
+            "grad_checkpointing": "HF activation checkpointing on every decoder layer, "
+                                  "use_reentrant=False",
+            "lora_rank,lora_targets": "peft LoraConfig(r, lora_alpha=2r, lora_dropout=0); targets "
+                                      "'q_proj,v_proj' or 'all' (q,k,v,o,gate,up,down). 0/empty "
+                                      "when not LoRA",
+            "params": "total parameters of the measured model (tied embeddings counted once), "
+                      "INCLUDING LoRA adapters; for LoRA rows the base count is "
+                      "params - trainable_params",
+            "trainable_params": "parameters with requires_grad (0 for infer rows)",
+            "peak_bytes": "maximum over the run of the live tensor bytes (checked after every aten "
+                          "op); train: over both steps",
+            "peak_phase": "phase during which peak_bytes was first reached: forward (model call "
+                          "incl. HF loss), backward (loss.backward()), optimizer (optimizer.step() "
+                          "+ zero_grad), prefill (inference forward)",
+            "param_bytes": "Parameter: module parameters at the peak (LoRA adapters are fp32 "
+                           "even on a bf16 base: peft's autocast_adapter_dtype default)",
+            "buffer_bytes": "Buffer: module buffers (rotary inv_freq / original_inv_freq)",
+            "grad_bytes": "Gradient: parameter .grad tensors alive at the peak (set_to_none "
+                          "between steps, so 0 during forward)",
+            "optimizer_bytes": "Optstate: tensors in optimizer.state (exp_avg, exp_avg_sq, step, "
+                               "momentum_buffer) -- persistent state only, see workarounds",
+            "activation_bytes": "Activation: every tensor allocated during a forward (saved "
+                                "activations, forward transients, bf16 logits, fp32 upcast logits "
+                                "and log-softmax, KV cache in prefill) and during the recompute "
+                                "of checkpointed layers, still alive at the peak",
+            "temp_bytes": "Temp: tensors allocated during backward that are not .grad "
+                          "(activation gradients, backward transients, the CE-loss gradient "
+                          "over the vocab) plus transients of optimizer.step() (foreach "
+                          "intermediates)",
+            "other_bytes": "Other: the input_ids/labels tensor (track_external)",
+        },
+        "how_phases_were_determined": (
+            "A MemTracker subclass holds a phase label that the driver sets right before each "
+            "call (step{1,2}.forward / .backward / .optimizer, or prefill) and records, after "
+            "every op, the label at which the running global peak was reached (on exact ties "
+            "the later moment wins) and the max per label (details.*.phase_peaks). peak_step "
+            "in details says which of the two steps held the peak."),
+        "categories_sum": (
+            "param+buffer+grad+optimizer+activation+temp+other == peak_bytes exactly for every "
+            "row: " + str(all(r["details"]["category_sum_matches_peak"] for r in results))
+            + " (per row: details.*.category_sum_matches_peak). The breakdown is MemTracker's "
+            "ledger at the peak moment, which sums to its total by construction."),
+        "workarounds": [
+            "Models are built on the meta device and cast to their dtype there, then "
+            "to_empty(device='cpu') inside FakeTensorMode; tie_weights() re-ties embeddings "
+            "that to_empty untied; the parameter count is asserted against the published one.",
+            "MemTracker installs a grad hook on every parameter; register_hook raises for "
+            "frozen (LoRA base) params, so MemTracker's hook-handle table is pre-filled with "
+            "no-op handles for params that do not require grad.",
+            "Stock MemTracker labels every allocation inside optimizer.step() as Optstate, "
+            "including foreach/fused scratch. Here new allocations inside the step are labelled "
+            "Temp and MemTracker's post-step hook re-labels the real optimizer.state tensors "
+            "Optstate, so optimizer_bytes = persistent state and the scratch is in temp_bytes.",
+            "reset_mod_stats() between the two steps (MemTracker refuses a second root-module "
+            "forward otherwise); it only clears per-module stats, not the global ledger.",
+            "Training forward passes use_cache=False (config.use_cache=False), as real "
+            "fine-tuning does; otherwise HF would build a DynamicCache during training.",
+        ],
+        "inference": (
+            "model.eval() + torch.inference_mode() (works with fake tensors), one forward with "
+            "use_cache=True and logits_to_keep=1 (what generate() passes for the prefill: only "
+            "the last position's logits are computed). The DynamicCache is created inside the "
+            "model's forward, so the KV cache (torch.cat copies in DynamicLayer.update) is "
+            "counted in activation_bytes; details.*.kv_cache_bytes gives its exact size "
+            "(= 2 * layers * batch * seq * kv_heads * head_dim * 2 bytes) and "
+            "activation_bytes_after_prefill what is still alive after the forward. "
+            "details.*.full_logits_peak_bytes is a separately tracked forward with "
+            "logits_to_keep=0 (full bf16 logits, as a plain model(...) call does)."),
+        "caveats": [
+            "Fake CPU tensors: sizes/dtypes are exactly those of the real run but kernels are the "
+            "CPU ones. SDPA dispatches to _scaled_dot_product_flash_attention_for_cpu, which, "
+            "like CUDA flash attention, saves only output + logsumexp (no s x s matrix); this "
+            "holds for fp32 too, whereas on CUDA fp32 SDPA would use the efficient/math kernel.",
+            "CPU autocast's lower-precision/fp32 op lists differ slightly from CUDA's "
+            "(HF upcasts RMSNorm and the loss by hand, so the big terms are the same).",
+            "Only op outputs are seen: scratch allocated inside a single kernel (cuBLAS / flash "
+            "workspaces, fused-optimizer internals) is not counted.",
+            "Not modelled: CUDA context (~0.3-1 GiB), the caching allocator's 512-byte rounding "
+            "and block splitting, fragmentation and reserved-but-unallocated memory, NCCL "
+            "buffers. MemTracker rounds to 512 B only for cuda devices; these CPU numbers are "
+            "raw tensor bytes.",
+            "Labels are assigned when a tensor is created (by the phase it is created in) and "
+            "changed only by MemTracker's hooks: a parameter's .grad is produced by a backward op "
+            "(Temp) and re-labelled Gradient by the grad hook right after; optimizer states "
+            "created in step 1 are Temp until the end of step 1 (see workarounds).",
+            "amp_bf16: torch.autocast caches the bf16 copies of the fp32 weights for the duration "
+            "of the autocast region (and matmuls save them for backward), so ~2 bytes/param of "
+            "weight copies appear in activation_bytes, as on CUDA.",
+            "The loss is the mean over all tokens (no padding, num_items_in_batch=None).",
+            "Model weights are never initialised (uninitialised fake storage); values are "
+            "irrelevant to memory.",
+        ],
+        "skipped": skipped,
+        "activation_bytes_per_layer_simple_case": {
+            "what": "bytes a decoder layer leaves alive after its forward (POST_FW - PRE_FW "
+                    "total from MemTracker's per-module snapshots, median over the inner layers) "
+                    "in the first full-FT, bf16, no-checkpointing row of each model: saved "
+                    "activations + the layer's output hidden state. Divide by batch*seq for a "
+                    "per-token figure.",
+            "per_model": per_model_act,
+        },
+        "details": {r["id"]: r["details"] for r in results},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                    help="CSV to write (meta JSON goes next to it: <stem>.meta.json)")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only configs whose id contains this substring (repeatable: OR)")
+    ap.add_argument("--list", action="store_true", help="list config ids and exit")
+    ap.add_argument("--jobs", type=int, default=2, help="configs run in parallel (subprocesses)")
+    ap.add_argument("--timeout", type=int, default=600, help="per-config timeout in seconds")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one config id
+    args = ap.parse_args(argv)
+    raw_argv = sys.argv[1:] if argv is None else argv
+
+    by_id = {config_id(c): c for c in CONFIGS}
+    assert len(by_id) == len(CONFIGS), "duplicate config ids"
+
+    if args.worker:
+        res = run_one(by_id[args.worker])
+        print("RESULT " + json.dumps(res), flush=True)
+        return 0
+
+    selected = [c for c in CONFIGS
+                if not args.only or any(s in config_id(c) for s in args.only)]
+    if args.list:
+        for c in selected:
+            print(config_id(c))
+        return 0
+    if not selected:
+        print("no config matches", file=sys.stderr)
+        return 2
+
+    t0 = time.time()
+    done: dict[str, dict] = {}
+
+    def work(c):
+        res = _run_in_subprocess(c, args.timeout)
+        status = "ERROR " + res["error"][-300:] if "error" in res else (
+            f"peak {_fmt_gib(res['row']['peak_bytes'])} GiB ({res['row']['peak_phase']}) "
+            f"in {res['details']['wall_s']}s")
+        print(f"[{time.time() - t0:6.0f}s] {res['id']}: {status}", flush=True)
+        return res
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        for res in ex.map(work, selected):
+            done[res["id"]] = res
+
+    ordered = [done[config_id(c)] for c in selected]
+    results = [r for r in ordered if "error" not in r]
+    skipped = [{"config": r["id"], "reason": r["error"][-500:]} for r in ordered if "error" in r]
+    runtime = time.time() - t0
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in results:
+            row = dict(r["row"])
+            row["grad_checkpointing"] = "true" if row["grad_checkpointing"] else "false"
+            w.writerow(row)
+    meta_path = args.out.with_name(args.out.stem + ".meta.json")
+    meta_path.write_text(json.dumps(_meta(results, skipped, raw_argv, runtime, args.out),
+                                    indent=1) + "\n")
+    print(f"wrote {len(results)} rows to {args.out} and {meta_path} in {runtime:.0f}s"
+          f" ({len(skipped)} skipped)")
+    return 0 if not skipped else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,408 @@
+"""Speed and cost: decode and prefill rates, training time, $ per job, $ per million tokens,
+buy versus rent. Whole-column numpy over estimate()'s result; no loop over scenario rows.
+
+`add_speed_cost(result, gpus, models)` takes the frame `estimate()` builds (scenario columns +
+per-GPU bytes) and adds:
+
+inference  decode_tokens_per_s (one sequence), aggregate_tokens_per_s (the batch, every
+           data-parallel replica), bound ("memory" | "compute"), prefill_s (time to first token
+           for the batch's prompts), usd_per_million_tokens (cloud price / generated tokens)
+training   train_flops, train_hours (wall clock on the scenario's GPUs), gpu_hours,
+           cloud_cost_usd, power_cost_usd
+every row  purchase_usd, power_usd_per_hour, power_usd_per_month, rent_usd_per_month,
+           breakeven_months, usd_per_gb_vram
+and the settings it used (tokens, mfu, bandwidth_efficiency, prompt_tokens, usd_per_kwh,
+utilization, hours_per_month), so a CSV export records them.
+
+Rows without a GPU (empty `gpu`, or no GPU table) get NaN for everything that needs one.
+
+The model (derivations in full in README "Speed and cost"):
+
+Decode (one step = one new token for each sequence of the batch) is the slower of
+  memory   bytes read / (bandwidth x bandwidth_efficiency), bytes read = the weights of the
+           tensor-parallel shard of every pipeline stage (weights_bytes x pp) + the batch's KV
+           cache at the scenario's context (kv_cache_bytes, every layer of the shard);
+  compute  batch x (2·N + 4·L·seq·a·d) FLOPs / (tp x dense TFLOPS x mfu): 2 FLOPs per weight
+           (multiply + add), and per layer q·kᵀ and p·v over seq cached keys, 2·seq·a·d each;
+plus, with tensor parallelism, two all-reduces per layer (Megatron-LM: after attention and
+after the MLP) of batch x hidden activations, ring algorithm: each GPU sends and receives
+2(tp-1)/tp of the message over one direction of its link (interconnect_gbps / 2, the catalog
+records both directions), plus a fixed latency per all-reduce.
+Prefill of prompt_tokens p per sequence: compute b·(2·N·p + 2·L·p²·a·d) (causal attention:
+token i attends i keys, sum ≈ p²/2, times 4·a·d per key) over tp x TFLOPS x mfu, or the
+weights + written KV over bandwidth if that is slower, plus the all-reduces of b·p·hidden.
+Training FLOPs per token (N parameters, T trainable, L layers, s = seq, a·d = attention width):
+  full         6N + 6·L·s·a·d   (forward 2N; backward 2N for activation gradients + 2N for
+                                 weight gradients; causal attention 2·L·s·a·d forward, x3)
+  lora, qlora  4N + 6T + 6·L·s·a·d   (the frozen base needs no weight gradients; the adapters
+                                 cost 2T forward + 2T backward + 2T weight gradients)
+  freeze       2N + 2·V·h + 4T + 2·L·s·a·d + 4·k·s·a·d   (backward stops at the lowest trainable
+                                 layer: only the lm_head and the k trainable layers)
+  + gradient checkpointing: one more forward of what backward passes through
+                 (full 2N + 2·L·s·a·d; lora 2N + 2T + 2·L·s·a·d; freeze 2T + 2·k·s·a·d).
+train_hours = tokens x FLOPs per token / (gpus x dense TFLOPS x mfu). `mfu` is the fraction of
+peak reached on the FLOPs actually executed (PaLM's "hardware FLOPs utilisation" when
+checkpointing recomputes; the same as MFU without recomputation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
+# Training-token budget: a round placeholder (one billion tokens), not a recommendation; set
+# `tokens` (CLI --tokens) to the job's real budget.
+DEFAULT_TOKENS = 1e9
+# MFU 0.49: the LLaMA paper (Touvron et al. 2023, section 2.4) reports that training the 65B
+# model "processes around 380 tokens/sec/GPU on 2048 A100 GPU with 80GB of RAM":
+# (6 x 65.29e9 + 6 x 80 x 2048 x 8192) FLOPs/token x 380 / 312e12 = 0.487. The paper's
+# GPU-hours for 7B/13B/33B (Table 15) imply 0.45/0.53/0.47 by the same formula (see
+# tests/test_speed.py). For comparison, PaLM (Chowdhery et al. 2022, Table 3) lists MFU of
+# 21.3% (GPT-3), 32.5% (Gopher), 29.7% (Megatron-Turing NLG) and 46.2% (PaLM 540B): small
+# single-node fine-tuning jobs often reach less than 0.49, so lower `mfu` for those.
+DEFAULT_MFU = 0.49
+# Bandwidth efficiency 0.65: measured decode rate x bytes read per token / bandwidth in the
+# llama.cpp Apple Silicon table (ggml-org/llama.cpp discussion #4167, LLaMA 7B, tg128):
+#   F16 (13.48 GB)   M1 Max 400 GB/s 23.03 t/s -> 0.78; M2 Ultra 800 GB/s 41.02 -> 0.69;
+#                    M3 Max 400 GB/s 25.09 -> 0.85;   M4 Max 546 GB/s 31.64 -> 0.78
+#   Q4_0 (3.83 GB)   M1 Max 61.19 -> 0.59; M2 Ultra 94.27 -> 0.45; M3 Max 66.31 -> 0.63;
+#                    M4 Max 83.06 -> 0.58
+# median 0.66; quantized weights reach less (dequantization work), 16-bit weights more.
+# Out of sample: llmfit (AlexsJones/llmfit PR #137) quotes ~40 tok/s measured for a 27B Q4_K_M
+# model on an RTX 4090 (1,008 GB/s, ~16.5 GB of weights): 0.65.
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.65
+# Electricity: the U.S. commercial-sector average retail price was about 12.7 cents/kWh in
+# 2023 (EIA, Electric Power Annual, average revenue per kWh by sector); rounded to 0.13.
+# Residential is higher (about 16 cents), large industrial sites lower (about 8 cents).
+DEFAULT_USD_PER_KWH = 0.13
+# Utilisation 1.0: the GPUs are busy (at their TDP, and rented) every hour of the month: the
+# assumption under which buying is usually weighed. An assumption, not a measurement: lower it
+# for part-time use (breakeven_months grows as 1 / utilization).
+DEFAULT_UTILIZATION = 1.0
+# 730 hours per month = 8,760 hours per year / 12.
+DEFAULT_HOURS_PER_MONTH = 730.0
+# prompt_tokens: by default the whole context (seq) is the prompt, so prefill_s is the longest
+# first-token wait at the scenario's context (and decode is timed at the full context too).
+
+# ---- Constants with sources ------------------------------------------------------------------
+# One all-reduce of a small message: about 6 microseconds between H100s over NVLink with NCCL
+# 2.20 (NVIDIA/nccl issue #1259, all_reduce_perf, 128 B - 64 KiB). PCIe-only cards take longer;
+# this is the optimistic end.
+ALLREDUCE_LATENCY_S = 6e-6
+# Two all-reduces per decoder layer in each forward pass with Megatron-style tensor parallelism
+# (Shoeybi et al. 2019, Figure 3: one after self-attention, one after the MLP).
+ALLREDUCES_PER_LAYER = 2
+
+SETTINGS = {
+    "tokens": DEFAULT_TOKENS,
+    "mfu": DEFAULT_MFU,
+    "bandwidth_efficiency": DEFAULT_BANDWIDTH_EFFICIENCY,
+    "prompt_tokens": None,  # None = the row's seq
+    "usd_per_kwh": DEFAULT_USD_PER_KWH,
+    "utilization": DEFAULT_UTILIZATION,
+    "hours_per_month": DEFAULT_HOURS_PER_MONTH,
+}
+# (low, low inclusive, high, high inclusive, what is accepted)
+_RANGES = {
+    "tokens": (0.0, False, 1e18, True, "a number of tokens > 0, e.g. 1e9"),
+    "mfu": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.4"),
+    "bandwidth_efficiency": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.65"),
+    "prompt_tokens": (1.0, True, 1e8, True, "a whole number of tokens >= 1 and <= seq"),
+    "usd_per_kwh": (0.0, True, 100.0, True, "a price in $/kWh >= 0, e.g. 0.13"),
+    "utilization": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.5 for half the hours"),
+    "hours_per_month": (0.0, False, 744.0, True, "hours in (0, 744], e.g. 730"),
+}
+
+MODEL_SHAPE = ("hidden_size", "num_layers", "num_heads", "head_dim", "vocab_size")
+# dense TFLOPS column by compute dtype; quantized weights (int8, int4, nf4, GGUF) are
+# dequantized into 16-bit matmuls, so they run at the 16-bit rate (fp16 unless bf16 is chosen)
+_TRAIN_RATE = {"fp32": "fp32_tflops", "amp_bf16": "bf16_tflops", "bf16": "bf16_tflops",
+               "mixed_bf16": "bf16_tflops", "amp_fp16": "fp16_tflops", "fp16": "fp16_tflops",
+               "mixed_fp16": "fp16_tflops"}
+_INFER_RATE = {"fp32": "fp32_tflops", "bf16": "bf16_tflops"}  # everything else: fp16_tflops
+GPU_FIELDS = ("bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "tdp_w",
+              "interconnect_gbps", "price_usd", "cloud_usd_per_hour", "memory_gb")
+
+OUTPUT_COLUMNS = (
+    "decode_tokens_per_s", "aggregate_tokens_per_s", "bound", "prefill_s", "usd_per_million_tokens",
+    "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd",
+    "purchase_usd", "power_usd_per_hour", "power_usd_per_month", "rent_usd_per_month",
+    "breakeven_months", "usd_per_gb_vram",
+)
+
+
+def _bad(column: str, value, accepted: str) -> ValueError:
+    if isinstance(value, np.generic):
+        value = value.item()
+    return ValueError(f"{column} {value!r} is not accepted; accepted: {accepted}")
+
+
+def _setting(result: pd.DataFrame, name: str, fallback) -> np.ndarray:
+    """The column `name` as floats, its missing cells filled with the default; checked."""
+    n = len(result)
+    if name not in result.columns:
+        return np.broadcast_to(np.asarray(fallback, dtype=float), (n,)).astype(float)
+    raw = result[name]
+    if isinstance(raw.dtype, pd.CategoricalDtype):
+        raw = raw.astype(object)
+    missing = np.asarray(raw.isna(), dtype=bool)
+    # true/false or complex numbers are not amounts (pandas would read True as 1.0)
+    kind = pd.api.types.infer_dtype(raw, skipna=True)
+    if kind in ("boolean", "complex", "mixed"):
+        wrong = raw.map(lambda v: isinstance(v, (bool, np.bool_, complex, np.complexfloating))).to_numpy(dtype=bool)
+        if wrong.any():
+            raise _bad(name, raw[wrong].iloc[0], _RANGES[name][4])
+    if raw.dtype == object or isinstance(raw.dtype, pd.StringDtype):
+        # text such as "1e9" is accepted, as the CLI would parse it; "" counts as missing
+        missing = missing | (raw.astype("string").str.strip() == "").fillna(False).to_numpy(dtype=bool)
+    values = pd.to_numeric(raw.where(~missing, np.nan), errors="coerce").to_numpy(dtype=float)
+    unparsed = np.isnan(values) & ~missing
+    if unparsed.any():
+        raise _bad(name, raw[unparsed].iloc[0], _RANGES[name][4])
+    low, low_in, high, high_in, accepted = _RANGES[name]
+    out_of_range = ~missing & (~np.isfinite(values) | (values < low) | ((values == low) & (not low_in))
+                               | (values > high) | ((values == high) & (not high_in)))
+    if name == "prompt_tokens":
+        out_of_range |= ~missing & np.isfinite(values) & (values != np.floor(values))
+    if out_of_range.any():
+        value = float(values[out_of_range][0])
+        raise _bad(name, int(value) if value.is_integer() and abs(value) < 1e15 else value, accepted)
+    return np.where(missing, fallback, values)
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, list]:
+    codes, uniques = pd.factorize(column.astype(object) if isinstance(column.dtype, pd.CategoricalDtype) else column)
+    return codes, [str(u) for u in uniques]
+
+
+def _pick_rate(precision: pd.Series, train: np.ndarray, rates: dict) -> np.ndarray:
+    """Dense TFLOPS per row for its compute dtype (table lookups over the unique values)."""
+    codes, uniques = _codes(precision)
+    n = len(precision)
+    out = np.full(n, np.nan)
+    for column, values in rates.items():
+        for table, which in ((_TRAIN_RATE, train), (_INFER_RATE, ~train)):
+            pick = np.array([table.get(u, "fp16_tflops") == column for u in uniques] + [False])
+            rows = pick[codes] & which
+            out = np.where(rows, values, out)
+    return out
+
+
+def _gpu_fields(result: pd.DataFrame, gpus: pd.DataFrame | None) -> dict:
+    n = len(result)
+    fields = {k: np.full(n, np.nan) for k in GPU_FIELDS}
+    if gpus is None or n == 0 or "gpu" not in result.columns:
+        return fields
+    names = result["gpu"].astype(object).fillna("").astype(str).to_numpy()
+    gidx = pd.Index(gpus["id"].astype(str)).get_indexer(names)
+    chosen = names != ""
+    bad = chosen & (gidx < 0)
+    if bad.any():
+        raise ValueError(f"gpu {names[bad][0]!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), e.g. h100-sxm-80gb, rtx-4090")
+    found = gidx >= 0
+    for k in GPU_FIELDS:
+        if k in gpus.columns:
+            col = pd.to_numeric(gpus[k], errors="coerce").to_numpy(dtype=float)
+            fields[k] = np.where(found, col[np.maximum(gidx, 0)], np.nan)
+    return fields
+
+
+def _model_shape(result: pd.DataFrame, models: pd.DataFrame | None) -> dict:
+    if all(c in result.columns for c in MODEL_SHAPE):
+        return {k: pd.to_numeric(result[k]).to_numpy(dtype=float) for k in MODEL_SHAPE}
+    if models is None:
+        raise ValueError("add_speed_cost needs the models table (or the columns " + ", ".join(MODEL_SHAPE) + ") for the attention FLOPs")
+    midx = pd.Index(models["id"].astype(str)).get_indexer(result["model"].astype(object).astype(str))
+    if (midx < 0).any():
+        value = result["model"].astype(object).astype(str).to_numpy()[midx < 0][0]
+        raise ValueError(f"model {value!r} is not in the models table; accepted: a catalog model id (python -m engine catalog models)")
+    return {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
+
+
+def _text(result: pd.DataFrame, column: str, default: str) -> pd.Series:
+    if column not in result.columns:
+        return pd.Series([default] * len(result), index=result.index, dtype=object)
+    return result[column].astype(object).fillna(default).astype(str)
+
+
+def training_flops_per_token(method: np.ndarray, N, T, L, V, h, s, attn_width, k_layers, checkpointing):
+    """FLOPs per training token (module docstring); arrays of equal length, method as text."""
+    full = method == "full"
+    lora = np.isin(method, ("lora", "qlora"))
+    freeze = method == "freeze"
+    attn = L * s * attn_width  # one causal forward's attention FLOPs is 2x this
+    frozen_attn = k_layers * s * attn_width
+    per_token = np.select(
+        [full, lora, freeze],
+        [6 * N + 6 * attn, 4 * N + 6 * T + 6 * attn, 2 * N + 2 * V * h + 4 * T + 2 * attn + 4 * frozen_attn],
+        np.nan,
+    )
+    recompute = np.select([full, lora, freeze], [2 * N + 2 * attn, 2 * N + 2 * T + 2 * attn, 2 * T + 2 * frozen_attn], 0.0)
+    return per_token + np.where(checkpointing, recompute, 0.0)
+
+
+def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Add the speed and cost columns to estimate()'s result (see the module docstring).
+
+    result: estimate()'s output (scenario columns + params, trainable_params, weights_bytes,
+    kv_cache_bytes per GPU, ...). gpus: the catalog's GPU table, joined on `gpu`; None means no
+    GPU is known (GPU-dependent columns NaN). models: the models table (layers, hidden size,
+    heads, head dim, vocab for the attention FLOPs), unless `result` carries those columns.
+    Raises ValueError naming the value for a bad setting (mfu, tokens, ...).
+    """
+    out = result.copy()
+    n = len(out)
+    if n == 0:
+        for c in OUTPUT_COLUMNS:
+            out[c] = pd.Series(dtype=float)
+        return out
+
+    # ---- settings ---------------------------------------------------------------------
+    seq = pd.to_numeric(out["seq"]).to_numpy(dtype=float)
+    tokens = _setting(out, "tokens", DEFAULT_TOKENS)
+    mfu = _setting(out, "mfu", DEFAULT_MFU)
+    bw_eff = _setting(out, "bandwidth_efficiency", DEFAULT_BANDWIDTH_EFFICIENCY)
+    prompt = _setting(out, "prompt_tokens", seq)
+    usd_kwh = _setting(out, "usd_per_kwh", DEFAULT_USD_PER_KWH)
+    util = _setting(out, "utilization", DEFAULT_UTILIZATION)
+    hours_month = _setting(out, "hours_per_month", DEFAULT_HOURS_PER_MONTH)
+
+    task = _text(out, "task", "train").to_numpy()
+    train = task == "train"
+    infer = ~train
+    too_long = infer & (prompt > seq)
+    if too_long.any():
+        i = int(np.flatnonzero(too_long)[0])
+        raise ValueError(f"prompt_tokens {int(prompt[i]):,} is longer than seq {int(seq[i]):,}; accepted: 1 to seq (the context the memory is sized for)")
+
+    shape = _model_shape(out, models)
+    h, L, a, d, V = (shape[k] for k in MODEL_SHAPE)
+    attn_width = a * d
+    N = pd.to_numeric(out["params"]).to_numpy(dtype=float)
+    T = pd.to_numeric(out["trainable_params"]).to_numpy(dtype=float)
+    b = pd.to_numeric(out["batch"]).to_numpy(dtype=float)
+    n_gpus = pd.to_numeric(out["gpus"]).to_numpy(dtype=float)
+    tp = pd.to_numeric(out["tp"]).to_numpy(dtype=float) if "tp" in out else np.ones(n)
+    pp = pd.to_numeric(out["pp"]).to_numpy(dtype=float) if "pp" in out else np.ones(n)
+    replicas = n_gpus / (tp * pp)
+    method = _text(out, "method", "full").to_numpy()
+    checkpointing = out["grad_checkpointing"].to_numpy(dtype=bool) if "grad_checkpointing" in out else np.zeros(n, bool)
+    k_layers = np.minimum(pd.to_numeric(out["freeze_layers"]).to_numpy(dtype=float), L) if "freeze_layers" in out else np.zeros(n)
+
+    g = _gpu_fields(out, gpus)
+    precision = out["precision"] if "precision" in out else pd.Series(["bf16"] * n)
+    rate = _pick_rate(precision, train, {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
+    achieved = rate * mfu                       # FLOP/s per GPU
+    bandwidth = g["bandwidth_gbps"] * 1e9 * bw_eff  # bytes/s per GPU
+    link = g["interconnect_gbps"] * 1e9 / 2     # one direction of the GPU's link, bytes/s
+    act_bytes = np.where(_text(out, "precision", "bf16").to_numpy() == "fp32", 4.0, 2.0)
+
+    # ---- inference: decode --------------------------------------------------------------
+    weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
+    kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
+    # estimate() gives weights per GPU (split by tp x pp) and the KV cache per GPU for every
+    # layer of the tensor-parallel shard (not split by pp): a token passes every stage in turn
+    read = weights * pp + kv
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_mem = read / bandwidth
+        t_compute = b * (2 * N + 4 * L * seq * attn_width) / (tp * achieved)
+        ring = 2 * (tp - 1) / tp
+        t_comm = np.where(tp > 1, L * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b * h * act_bytes / link), 0.0)
+        t_step = np.maximum(t_mem, t_compute) + t_comm
+        decode = 1.0 / t_step
+        aggregate = replicas * b / t_step
+        usd_per_hour = n_gpus * g["cloud_usd_per_hour"]
+        per_million = usd_per_hour / (aggregate * 3600.0) * 1e6
+    known = infer & np.isfinite(t_step)
+    out["decode_tokens_per_s"] = np.where(known, decode, np.nan)
+    out["aggregate_tokens_per_s"] = np.where(known, aggregate, np.nan)
+    bound = np.where(t_compute > t_mem, "compute", "memory").astype(object)
+    out["bound"] = pd.Categorical(np.where(known, bound, None), categories=["memory", "compute"])
+
+    # ---- inference: prefill -------------------------------------------------------------
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_compute = b * (2 * N * prompt + 2 * L * prompt**2 * attn_width) / (tp * achieved)
+        p_mem = (weights * pp + kv * prompt / seq) / bandwidth
+        p_comm = np.where(tp > 1, L * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b * prompt * h * act_bytes / link), 0.0)
+        prefill = np.maximum(p_compute, p_mem) + p_comm
+    out["prefill_s"] = np.where(infer, prefill, np.nan)
+    out["usd_per_million_tokens"] = np.where(known, per_million, np.nan)
+
+    # ---- training -------------------------------------------------------------------------
+    per_token = training_flops_per_token(method, N, T, L, V, h, seq, attn_width, k_layers, checkpointing)
+    flops = np.where(train, tokens * per_token, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hours = flops / (n_gpus * achieved) / 3600.0
+    gpu_hours = hours * n_gpus
+    out["train_flops"] = flops
+    out["train_hours"] = hours
+    out["gpu_hours"] = gpu_hours
+    out["cloud_cost_usd"] = gpu_hours * g["cloud_usd_per_hour"]
+    out["power_cost_usd"] = gpu_hours * g["tdp_w"] / 1000.0 * usd_kwh
+
+    # ---- buy versus rent --------------------------------------------------------------------
+    purchase = g["price_usd"] * n_gpus
+    power_hour = g["tdp_w"] / 1000.0 * n_gpus * util * usd_kwh       # averaged over wall-clock hours
+    power_month = power_hour * hours_month
+    rent_month = g["cloud_usd_per_hour"] * n_gpus * util * hours_month  # rent only the hours used
+    saving = rent_month - power_month
+    with np.errstate(divide="ignore", invalid="ignore"):
+        breakeven = np.where(saving > 0, purchase / saving, np.inf)
+    breakeven = np.where(np.isnan(purchase) | np.isnan(saving), np.nan, breakeven)
+    out["purchase_usd"] = purchase
+    out["power_usd_per_hour"] = power_hour
+    out["power_usd_per_month"] = power_month
+    out["rent_usd_per_month"] = rent_month
+    out["breakeven_months"] = breakeven
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["usd_per_gb_vram"] = g["price_usd"] / g["memory_gb"]
+
+    # the settings used, recorded beside the figures
+    out["tokens"] = tokens
+    out["mfu"] = mfu
+    out["bandwidth_efficiency"] = bw_eff
+    out["prompt_tokens"] = prompt
+    out["usd_per_kwh"] = usd_kwh
+    out["utilization"] = util
+    out["hours_per_month"] = hours_month
+    return out
+
+
+def _num(x, fmt="{:,.1f}") -> str:
+    return fmt.format(x) if np.isfinite(x) else "n/a"
+
+
+def format_speed_cost(row: pd.Series) -> str:
+    """A few lines of text for one result row (the CLI's text output)."""
+    lines = []
+    if not (isinstance(row.get("gpu"), str) and row["gpu"]):
+        if row.get("task") == "train":
+            lines.append(f"training: {row['train_flops']:.3e} FLOPs for {row['tokens']:,.0f} tokens (give --gpu for time and cost)")
+        return "\n".join(lines)
+    if row.get("task") == "infer":
+        lines.append(
+            f"decode: {_num(row['decode_tokens_per_s'])} tokens/s per sequence, "
+            f"{_num(row['aggregate_tokens_per_s'])} tokens/s for the batch ({row['bound']}-bound, "
+            f"bandwidth efficiency {row['bandwidth_efficiency']:.2f}, MFU {row['mfu']:.2f})"
+        )
+        lines.append(f"prefill of {int(row['prompt_tokens']):,} prompt tokens per sequence: {_num(row['prefill_s'], '{:,.3f}')} s")
+        lines.append(f"cloud: ${_num(row['usd_per_million_tokens'], '{:,.2f}')} per million generated tokens")
+    else:
+        lines.append(
+            f"training: {row['train_flops']:.3e} FLOPs for {row['tokens']:,.0f} tokens at MFU {row['mfu']:.2f}: "
+            f"{_num(row['train_hours'], '{:,.2f}')} h on {int(row['gpus'])} GPU(s) = {_num(row['gpu_hours'], '{:,.1f}')} GPU-hours"
+        )
+        lines.append(f"cloud cost ${_num(row['cloud_cost_usd'], '{:,.0f}')}; electricity if owned ${_num(row['power_cost_usd'], '{:,.0f}')}")
+    months = row["breakeven_months"]
+    lines.append(
+        f"buy: ${_num(row['purchase_usd'], '{:,.0f}')} (${_num(row['usd_per_gb_vram'], '{:,.0f}')} per GB of memory); "
+        f"power ${_num(row['power_usd_per_month'], '{:,.0f}')}/month vs rent ${_num(row['rent_usd_per_month'], '{:,.0f}')}/month "
+        f"at {row['utilization']:.0%} use and ${row['usd_per_kwh']:.2f}/kWh: "
+        + ("buying breaks even after " + _num(months) + " months" if np.isfinite(months)
+           else ("renting never costs more than the power" if months == np.inf else "no price to compare"))
+    )
+    return "\n".join(lines)
+
+
+__all__ = ["add_speed_cost", "format_speed_cost", "training_flops_per_token", "SETTINGS", "OUTPUT_COLUMNS"]
