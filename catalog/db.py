@@ -33,7 +33,7 @@ from catalog.schema import (
 )
 
 CATALOG_DIR = Path(__file__).resolve().parent
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: models gained the optional qkv_bias column
 YAML_FILES = ("gpus.yaml", "models.yaml", "references.yaml")
 
 SQL = {
@@ -170,11 +170,22 @@ class Catalog:
         finally:
             cur.close()
 
-    def gpus(self) -> pd.DataFrame:
-        return self.query("gpus")
+    def gpus(self, include_user: bool = False) -> pd.DataFrame:
+        """The shipped GPUs; with include_user=True also the user catalog's (see catalog/store.py),
+        with an `origin` column ('shipped' or 'user')."""
+        frame = self.query("gpus")
+        if include_user:
+            from catalog.store import with_user_entries  # lazy: only this path reads the user file
+            frame = with_user_entries(frame, "gpus")
+        return frame
 
-    def models(self) -> pd.DataFrame:
-        return self.query("models")
+    def models(self, include_user: bool = False) -> pd.DataFrame:
+        """The shipped models; with include_user=True also the user catalog's (see gpus())."""
+        frame = self.query("models")
+        if include_user:
+            from catalog.store import with_user_entries
+            frame = with_user_entries(frame, "models")
+        return frame
 
     def aliases(self) -> pd.DataFrame:
         return self.query("aliases")

@@ -1,14 +1,20 @@
 """Validation of catalog YAML documents: types, ranges, required fields, unique ids, no
 unknown keys. Every error names the file, the entry and the field, in one line.
 
-Parsing is `yaml.safe_load` only: tags that try to construct Python objects are refused by
-the parser and reported like any other malformed file.
+Parsing is `yaml.safe_load` only, behind bounds checked first on the parser's event stream
+(linear in the text, nothing constructed): a size cap, at most MAX_YAML_ALIASES aliases and
+MAX_YAML_NODES values after alias expansion (so a "billion laughs" alias bomb is refused before
+it is built), a nesting depth cap (PyYAML's composer recurses per level), no duplicate keys in
+a mapping (YAML keeps the last one silently), and only plain tags: tags that try to construct
+Python objects (`!!python/object/apply:...`) are refused by name, with their line.
+Every problem is a CatalogError, never a parser traceback.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import reprlib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -23,17 +29,40 @@ YM_RE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])$")
 YMD_RE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
 
 
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = 80
+_SHOW.maxother = 80
+_SHOW.maxlist = _SHOW.maxtuple = _SHOW.maxset = _SHOW.maxdict = 4
+_SHOW.maxlevel = 2
+
+
+def show(value) -> str:
+    """A short, one-line repr of a value for messages (bounded even for huge or nested input)."""
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:  # numpy scalar -> Python
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    return _SHOW.repr(value)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Control characters escaped and length capped, so a message is always one short line."""
+    text = str(text).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class CatalogError(ValueError):
     """A catalog document is malformed. str() is one line naming file, entry and field."""
 
     def __init__(self, file: str, entry: str | None, field: str | None, problem: str):
         self.file, self.entry, self.field, self.problem = file, entry, field, problem
-        where = file
+        where = one_line(file, 200)
         if entry is not None:
-            where += f": entry {entry}"
+            where += f": entry {one_line(entry, 100)}"
         if field is not None:
-            where += f", field '{field}'"
-        super().__init__(f"{where}: {problem}")
+            where += f", field '{one_line(field, 100)}'"
+        super().__init__(f"{where}: {one_line(problem, 600)}")
 
 
 # ---- field checkers: return the cleaned value or raise ValueError(problem) -----------------
@@ -46,13 +75,13 @@ def number(low: float | None = None, high: float | None = None, *, strict_low=Tr
     def check(v):
         if integer:
             if not isinstance(v, int) or isinstance(v, bool):
-                raise ValueError(f"must be a whole number, got {v!r}")
+                raise ValueError(f"must be a whole number, got {show(v)}")
         elif not _is_number(v):
-            raise ValueError(f"must be a number, got {v!r}")
+            raise ValueError(f"must be a number, got {show(v)}")
         if low is not None and (v <= low if strict_low else v < low):
-            raise ValueError(f"must be {'>' if strict_low else '>='} {low:g}, got {v!r}")
+            raise ValueError(f"must be {'>' if strict_low else '>='} {low:g}, got {show(v)}")
         if high is not None and v > high:
-            raise ValueError(f"must be <= {high:g}, got {v!r}")
+            raise ValueError(f"must be <= {high:g}, got {show(v)}")
         return v
     return check
 
@@ -60,32 +89,32 @@ def number(low: float | None = None, high: float | None = None, *, strict_low=Tr
 def text(max_len=500, pattern: re.Pattern | None = None, what="text"):
     def check(v):
         if not isinstance(v, str):
-            raise ValueError(f"must be {what} (a string), got {v!r}")
+            raise ValueError(f"must be {what} (a string), got {show(v)}")
         if len(v) > max_len:
             raise ValueError(f"must be at most {max_len} characters, got {len(v)}")
         if pattern is not None and not pattern.match(v):
-            raise ValueError(f"must be {what}, got {v!r}")
+            raise ValueError(f"must be {what}, got {show(v)}")
         return v
     return check
 
 
 def choice(*options):
     def check(v):
-        if v not in options:
-            raise ValueError(f"must be one of {', '.join(map(str, options))}; got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (str, int)) or v not in options:
+            raise ValueError(f"must be one of {', '.join(map(str, options))}; got {show(v)}")
         return v
     return check
 
 
 def boolean(v):
     if not isinstance(v, bool):
-        raise ValueError(f"must be true or false, got {v!r}")
+        raise ValueError(f"must be true or false, got {show(v)}")
     return v
 
 
 def year_month(v):
     if not isinstance(v, str) or not YM_RE.match(v):
-        raise ValueError(f"must be a quoted year-month 'YYYY-MM', got {v!r}")
+        raise ValueError(f"must be a quoted year-month 'YYYY-MM', got {show(v)}")
     return v
 
 
@@ -93,7 +122,11 @@ def iso_date(v):
     if isinstance(v, date):
         v = v.isoformat()
     if not isinstance(v, str) or not YMD_RE.match(v):
-        raise ValueError(f"must be a date 'YYYY-MM-DD', got {v!r}")
+        raise ValueError(f"must be a date 'YYYY-MM-DD', got {show(v)}")
+    try:
+        date.fromisoformat(v)  # the pattern lets 02-30 through; the calendar does not
+    except ValueError:
+        raise ValueError(f"must be a real calendar date 'YYYY-MM-DD', got {show(v)}") from None
     return v
 
 
@@ -119,6 +152,7 @@ NOTE = text(2000)
 class Field:
     check: Callable[[Any], Any]
     required: bool = True
+    default: Any = None  # the value of an optional field left out
 
 
 GPU_FIELDS: dict[str, Field] = {
@@ -170,6 +204,8 @@ MODEL_FIELDS: dict[str, Field] = {
     "vocab_size": Field(number(0, 10_000_000, integer=True)),
     "max_context": Field(number(0, 100_000_000, integer=True)),
     "tied_embeddings": Field(boolean),
+    # q, k and v projections with biases (Qwen2); absent = false, the Llama layout
+    "qkv_bias": Field(boolean, required=False, default=False),
     "params": Field(number(0, 1e14, integer=True)),
     "release_date": Field(iso_date),
     "source": Field(NOTE),
@@ -228,7 +264,7 @@ def validate_entries(items: Any, fields: dict[str, Field], file: str, section: s
             if name not in item:
                 if spec.required:
                     raise CatalogError(file, label, name, "is required but missing")
-                out[name] = None
+                out[name] = spec.default
                 continue
             if item[name] is None and spec.required and not getattr(spec.check, "optional", False):
                 raise CatalogError(file, label, name, "is required but empty")
@@ -249,7 +285,8 @@ def check_model(m: dict, file: str) -> None:
     if m["num_heads"] % m["num_kv_heads"]:
         raise CatalogError(file, label, "num_kv_heads", f"must divide num_heads ({m['num_heads']}), got {m['num_kv_heads']}")
     derived = total_params(m["hidden_size"], m["intermediate_size"], m["num_layers"], m["num_heads"],
-                           m["num_kv_heads"], m["head_dim"], m["vocab_size"], m["tied_embeddings"])
+                           m["num_kv_heads"], m["head_dim"], m["vocab_size"], m["tied_embeddings"],
+                           bool(m.get("qkv_bias")))
     if derived != m["params"]:
         raise CatalogError(file, label, "params",
                            f"the architecture gives {derived:,} parameters but the entry says {m['params']:,}; check the config fields")
@@ -280,23 +317,122 @@ def check_reference(ref: dict, file: str, model_ids: set[str], gpu_ids: set[str]
         raise CatalogError(file, label, "scenario.gpu", f"{sc['gpu']!r} is not a catalog GPU id")
 
 
-def read_yaml(path: Path, text_: str | None = None) -> Any:
-    """yaml.safe_load a file; any parse error becomes a CatalogError naming the file."""
-    name = path.name if path.parent.name != "catalog" else f"catalog/{path.name}"
+# Bounds on a YAML document (the shipped files are ~150 KB together, with no aliases and a
+# nesting depth under 10; these leave room for any hand-written catalog).
+MAX_YAML_BYTES = 4 * 2**20
+MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 1_000_000  # values after alias expansion
+MAX_YAML_DEPTH = 50
+# The only tags a catalog needs: YAML's core schema (plus timestamps, which safe_load makes dates).
+PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")}
+
+
+def _where(mark) -> str:
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+def _check_events(raw: str, name: str) -> None:
+    """Walk the parser's events (nothing is constructed) and refuse what safe_load must not see."""
+    sizes: dict[str, int] = {}  # anchor -> number of values it expands to
+    # one frame per open collection: [anchor, expanded size, is mapping, expecting a key, keys seen]
+    stack: list[list] = []
+    aliases = 0
+
+    def fail(mark, problem):
+        raise CatalogError(name, None, None, f"is not accepted as catalog YAML{_where(mark)}: {problem}")
+
+    def finished(size, anchor, mark, key=None):
+        if anchor is not None:
+            sizes[anchor] = size
+        if size > MAX_YAML_NODES:
+            fail(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
+        if not stack:
+            return
+        parent = stack[-1]
+        parent[1] += size
+        if parent[1] > MAX_YAML_NODES:
+            fail(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
+        if parent[2]:
+            if parent[3] and key is not None and key != "<<":
+                if key in parent[4]:
+                    fail(mark, f"key {show(key)} appears twice in the same mapping; keep one")
+                parent[4].add(key)
+            parent[3] = not parent[3]
+
+    for event in yaml.parse(raw, Loader=yaml.SafeLoader):
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
+            fail(event.start_mark, f"tag {show(_short_tag(tag))} is not allowed; only plain values "
+                                   "(text, numbers, true/false, null, lists and mappings)")
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                fail(event.start_mark, f"more than {MAX_YAML_ALIASES} aliases (*name); a catalog needs few or none")
+            if event.anchor not in sizes:
+                fail(event.start_mark, f"alias *{one_line(event.anchor, 40)} refers to an anchor that is not defined before it, or to itself")
+            finished(sizes[event.anchor], None, event.start_mark)
+        elif isinstance(event, yaml.ScalarEvent):
+            finished(1, event.anchor, event.start_mark, key=event.value)
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(stack) >= MAX_YAML_DEPTH:
+                fail(event.start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels; a catalog needs a few")
+            stack.append([event.anchor, 1, isinstance(event, yaml.MappingStartEvent), True, set()])
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, size = stack.pop()[:2]
+            finished(size, anchor, event.start_mark)
+
+
+def parse_yaml(raw: str | bytes, name: str) -> Any:
+    """Bounded yaml.safe_load of a document's text; every problem is a one-line CatalogError."""
+    if len(raw) > MAX_YAML_BYTES:
+        raise CatalogError(name, None, None, f"is {len(raw):,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CatalogError(name, None, None, f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
+    if raw.startswith("\ufeff"):
+        raw = raw[1:]  # a byte-order mark some editors add
     try:
-        raw = path.read_text(encoding="utf-8") if text_ is None else text_
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(name, None, None, f"cannot be read: {exc}") from None
-    try:
+        _check_events(raw, name)
         return yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CatalogError(name, None, None, f"is not valid YAML{where}: {problem}") from None
+        context = getattr(exc, "context", None)
+        if isinstance(context, str) and context.startswith("expected"):  # e.g. a second document
+            problem = f"{context}, {problem}"
+        raise CatalogError(name, None, None, f"is not valid YAML{_where(mark)}: {problem}") from None
+    except (ValueError, OverflowError) as exc:  # e.g. a date like 2023-02-30 (safe_load makes dates)
+        if isinstance(exc, CatalogError):
+            raise
+        raise CatalogError(name, None, None, f"is not valid YAML: {exc} (write dates quoted, as real 'YYYY-MM-DD' dates)") from None
+    except RecursionError:
+        raise CatalogError(name, None, None, "is not valid YAML: nested too deeply") from None
+
+
+def read_yaml(path: Path, text_: str | None = None) -> Any:
+    """Bounded yaml.safe_load of a file; any problem becomes a CatalogError naming the file."""
+    name = path.name if path.parent.name != "catalog" else f"catalog/{path.name}"
+    if text_ is not None:
+        return parse_yaml(text_, name)
+    try:
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise CatalogError(name, None, None, f"is {size:,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CatalogError(name, None, None, f"cannot be read: {exc.strerror or exc}") from None
+    return parse_yaml(raw, name)
 
 
 def top_level(doc: Any, file: str, allowed: dict[str, bool]) -> dict:
+    if doc is None:
+        raise CatalogError(file, None, None, f"is empty; expected a mapping with {', '.join(allowed)}")
     if not isinstance(doc, dict):
         raise CatalogError(file, None, None, f"must be a mapping with {', '.join(allowed)}, got {type(doc).__name__}")
     for k in doc:

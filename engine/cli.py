@@ -112,7 +112,7 @@ def _add_scenario_args(p: argparse.ArgumentParser, single: bool) -> None:
     p.add_argument("--headroom", type=_nonneg_float("headroom", below_one=True), default=0.0, help="fraction of GPU memory kept free (0.1 = 10%%)")
     p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
     p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
-    p.add_argument("--context-mib", type=_nonneg_float("context-mib"), default=None, help="runtime overhead: CUDA context per GPU, MiB (default 512)")
+    p.add_argument("--context-mib", type=_nonneg_float("context-mib"), default=None, help="runtime overhead: CUDA context per GPU, MiB (default 430)")
     p.add_argument("--fragmentation", type=_nonneg_float("fragmentation", below_one=True), default=None, help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
     p.add_argument("--tokens", type=_number("tokens"), default=None, help="training tokens for time and cost (default 1e9)")
     p.add_argument("--mfu", type=_number("mfu"), default=None, help="fraction of dense peak FLOPS reached, 0-1 (default 0.49, LLaMA paper)")
@@ -216,11 +216,11 @@ def _jsonable(value):
 def cmd_estimate(args) -> int:
     from catalog import default_catalog
     cat = default_catalog()
-    models = _models_with_config(args, cat.models())
+    models = _models_with_config(args, cat.models(include_user=True))
     sc = _scenario_from_args(args, models)
     if args.gpu:
         sc["gpu"] = args.gpu
-    frame = estimate(pd.DataFrame([sc]), models, cat.gpus() if args.gpu else None, **_overhead(args))
+    frame = estimate(pd.DataFrame([sc]), models, cat.gpus(include_user=True) if args.gpu else None, **_overhead(args))
     row = frame.iloc[0]
     if args.json:
         keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
@@ -241,8 +241,8 @@ def cmd_estimate(args) -> int:
 def cmd_sweep(args) -> int:
     from catalog import default_catalog
     cat = default_catalog()
-    models = cat.models()
-    gpus = cat.gpus()
+    models = cat.models(include_user=True)
+    gpus = cat.gpus(include_user=True)
     model_ids = [m for m in args.models.split(",") if m] or list(models["id"])
     gpu_ids = [g for g in args.gpu_ids.split(",") if g] or list(gpus["id"])
     methods = [m for m in args.methods.split(",") if m]
@@ -270,9 +270,9 @@ def cmd_catalog(args) -> int:
     from catalog import default_catalog
     cat = default_catalog()
     if args.what == "gpus":
-        ids = cat.gpus()["id"]
+        ids = cat.gpus(include_user=True)["id"]
     elif args.what == "models":
-        ids = cat.models()["id"]
+        ids = cat.models(include_user=True)["id"]
     elif args.what == "aliases":
         al = cat.aliases()
         ids = [f"{a}\t{c} x {g}" for a, g, c in zip(al["alias"], al["gpu"], al["count"])]
@@ -295,6 +295,8 @@ def cmd_evidence(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -75,6 +75,10 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
         raise ValueError(f"unknown overhead setting {sorted(unknown)[0]!r}; accepted: {', '.join(OVERHEAD_DEFAULTS)}")
     settings = {**OVERHEAD_DEFAULTS, **overhead}
     for key, value in settings.items():
+        try:
+            value = settings[key] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} {value!r} is not accepted; accepted: a finite number >= 0") from None
         if not np.isfinite(value) or value < 0 or (key == "fragmentation" and value >= 1):
             raise ValueError(f"{key} {value!r} is not accepted; accepted: a finite number >= 0" + (" and < 1" if key == "fragmentation" else ""))
 
@@ -88,7 +92,9 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     N = m["params"]
     qd, kvd = a * d, kvh * d
     layer_lin = h * qd + 2 * h * kvd + qd * h + 3 * h * f
-    layer_all = layer_lin + 2 * h
+    # Qwen2-style q/k/v biases (catalog column qkv_bias, absent or false for Llama)
+    qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(n, dtype=bool)
+    layer_all = layer_lin + 2 * h + np.where(qkv_bias, qd + 2 * kvd, 0.0)
     n_lin = L * layer_lin
     embed = V * h
     head = np.where(tied, 0.0, V * h)
@@ -327,6 +333,10 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     result = _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens,
                   kvh, context, settings["fragmentation"], phases, infer)
+    # the longest context is bounded by the model's own, unless the scenario allows longer
+    ctx = models["max_context"].to_numpy(dtype=float)[midx] if n else np.zeros(0)
+    result["max_seq"] = np.where(sc["allow_long_context"].to_numpy(), result["max_seq"],
+                                 np.minimum(result["max_seq"], ctx))
     return add_speed_cost(result, gpus, models)
 
 

@@ -3,6 +3,10 @@
 Embedding V*h; per layer q h*(a*d), k and v h*(kv*d) each, o (a*d)*h, MLP 3*h*ffn (gate, up,
 down), two RMSNorm weights 2h; a final norm h; lm_head V*h unless tied to the embedding.
 No biases (Llama's config has attention_bias=False, mlp_bias=False).
+
+Optional, off by default so Llama counts are unchanged: `qkv_bias`, the biases of the q, k and
+v projections (a*d + 2*kv*d per layer), as in Qwen2 (transformers' Qwen2Attention builds q_proj,
+k_proj and v_proj with bias=True and o_proj with bias=False).
 """
 
 from __future__ import annotations
@@ -21,16 +25,21 @@ def mlp_params(h, ffn):
     return 3 * h * ffn
 
 
-def layer_params(h, ffn, a, kv, d):
-    """All weights of one decoder layer, its two RMSNorms included."""
-    return attention_params(h, a, kv, d) + mlp_params(h, ffn) + 2 * h
+def qkv_bias_params(a, kv, d, qkv_bias=False):
+    """Biases of the q, k and v projections of one layer (0 without them)."""
+    return np.where(np.asarray(qkv_bias, dtype=bool), a * d + 2 * kv * d, 0)
 
 
-def total_params(h, ffn, layers, a, kv, d, vocab, tied):
+def layer_params(h, ffn, a, kv, d, qkv_bias=False):
+    """All weights of one decoder layer, its two RMSNorms (and any q/k/v biases) included."""
+    return attention_params(h, a, kv, d) + mlp_params(h, ffn) + 2 * h + qkv_bias_params(a, kv, d, qkv_bias)
+
+
+def total_params(h, ffn, layers, a, kv, d, vocab, tied, qkv_bias=False):
     """Exact parameter count (int64 for columns, int for scalars)."""
     embed = vocab * h
     head = np.where(np.asarray(tied, dtype=bool), 0, vocab * h)
-    total = embed + layers * layer_params(h, ffn, a, kv, d) + h + head
+    total = embed + layers * layer_params(h, ffn, a, kv, d, qkv_bias) + h + head
     if np.ndim(total) == 0:
         return int(total)
     return np.asarray(total, dtype=np.int64)

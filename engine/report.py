@@ -7,6 +7,7 @@ carriage return) are prefixed with a single quote (OWASP "CSV injection"); numbe
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,13 @@ from engine.scenarios import grid
 
 GIB = 2**30
 GB = 10**9
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Characters that make a spreadsheet read a cell as a formula: OWASP "CSV Injection" lists
+# =, +, -, @, tab (0x09) and carriage return (0x0D); a line feed can start a cell too, and the
+# full-width forms (U+FF1D, U+FF0B, U+FF0D, U+FF20) are read as formulas by some CJK locales.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+# Text that is only a number ("-5", "+1.5e3") cannot be a formula and stays as it is, so a
+# negative number written as text still reads as a number (defusedcsv makes the same exception).
+PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 COMPONENT_LABELS = {
     "weights_bytes": "weights",
@@ -34,6 +41,7 @@ PHASE_LABELS = {
     "forward": "forward (loss computed)",
     "loss_backward": "start of backward (loss gradient)",
     "backward": "backward through the layers",
+    "backward_end": "end of backward (all gradients)",
     "optimizer": "optimizer step",
     "prefill": "prefill (prompt processing)",
     "logits": "output logits",
@@ -89,21 +97,46 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
 
 
 def neutralize(value):
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    """Text a spreadsheet would run as a formula, prefixed with a single quote; anything else
+    (numbers, booleans, missing values, text that is only a number) unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not PLAIN_NUMBER.fullmatch(value):
         return "'" + value
     return value
+
+
+def _cell(value):
+    """neutralize(), then a carriage return inside text becomes a line feed: Python's csv writer
+    (3.11) quotes a field only for the characters of its line terminator ("\n" here), and an
+    unquoted CR would start a new row, whose first cell a spreadsheet could run as a formula."""
+    value = neutralize(value)
+    if isinstance(value, str) and "\r" in value:
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    return value
+
+
+def _comment(text) -> str:
+    """A settings value on one comment line: line breaks become spaces (a break would start a
+    new CSV row, which a spreadsheet would read as cells)."""
+    return " ".join(str(text).splitlines()).replace("\r", " ")
 
 
 def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
     """CSV text of a frame (with the settings that produced it as leading comment lines)."""
     out = frame.copy()
     for col in out.columns:
-        if out[col].dtype == object or isinstance(out[col].dtype, (pd.StringDtype, pd.CategoricalDtype)):
-            out[col] = out[col].astype(object).map(neutralize)
-    out.columns = [neutralize(str(c)) for c in out.columns]
+        values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = values.cat.categories
+            renamed = [_cell(c) for c in cats]  # one check per category, not per row
+            if len(set(renamed)) == len(renamed):
+                out[col] = values.cat.rename_categories(renamed)
+                continue
+        if values.dtype == object or isinstance(values.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+            out[col] = values.astype(object).map(_cell)
+    out.columns = [_cell(str(c)) for c in out.columns]
     buf = io.StringIO()
     if settings:
         for key, value in settings.items():
-            buf.write(f"# {neutralize(str(key))}: {neutralize(str(value))}\n")
+            buf.write(f"# {neutralize(_comment(key))}: {neutralize(_comment(value))}\n")
     out.to_csv(buf, index=False)
     return buf.getvalue()

@@ -2,11 +2,21 @@
 
 A scenario is one question ("Llama 2 7B, LoRA r=8, bf16, batch 4, seq 2048, on 1 GPU").
 `normalize()` fills defaults and checks every column at once; a bad value raises
-ValueError naming the value, the column and what is accepted. No per-row Python loops:
-checks run on the unique values of each column.
+ValueError (one line) naming the value, the column and what is accepted. No per-row Python
+loops: checks run on the unique values of each column.
+
+Whatever a frame holds (negative, zero, huge, NaN, inf, booleans where numbers belong,
+complex numbers, dates, lists, unknown strings, mixed types, duplicate columns) the result is
+a clean frame or that ValueError, never another exception: a missing value (NaN / None / NA)
+means "use the default"; numbers are checked as floats against their range *before* they are
+cast to int64, so nothing overflows or wraps around.
 """
 
 from __future__ import annotations
+
+import math
+import numbers
+import reprlib
 
 import numpy as np
 import pandas as pd
@@ -74,14 +84,132 @@ LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_l
           "gpus": 1_000_000, "tp": 4096, "pp": 4096}
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 4
+_REPR.maxlevel = 2
+
+
+def show(value) -> str:
+    """Short one-line repr for messages: numpy scalars as Python values, long text clipped."""
+    if isinstance(value, np.generic):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    return _REPR.repr(value)
+
+
 def _bad(column: str, value, accepted: str) -> ValueError:
-    return ValueError(f"{column} {value!r} is not accepted; accepted: {accepted}")
+    return ValueError(f"{column} {show(value)} is not accepted; accepted: {accepted}")
 
 
-def _as_category(series: pd.Series) -> pd.Series:
+def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
     if isinstance(series.dtype, pd.CategoricalDtype):
+        if len(series.cat.categories) == 0 or pd.api.types.infer_dtype(series.cat.categories, skipna=False) == "string":
+            if series.isna().any():  # a missing value is the empty text, never a code of -1
+                if "" not in series.cat.categories:
+                    series = series.cat.add_categories([""])
+                series = series.fillna("")
+            return series
+        series = series.astype(object)  # categories that are not text (numbers, bytes): as text
+    try:
+        text = series.astype("string")
+    except (TypeError, ValueError):  # bytes that are not UTF-8, objects without a text form
+        table = {v: v if isinstance(v, str) else str(v) for v in _unique_values(column, series, "text")}
+        text = series.map(table).astype("string")
+    return text.fillna("").astype("category")
+
+
+def _fill_missing(series: pd.Series, default) -> pd.Series:
+    """NaN / None / NA -> the column default (as object when the dtype cannot hold it)."""
+    try:
+        missing = series.isna()
+    except (TypeError, ValueError):
         return series
-    return series.astype("string").fillna("").astype("category")
+    if not missing.any():
+        return series
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        if default not in series.cat.categories:
+            series = series.cat.add_categories([default])
+        return series.fillna(default)
+    return series.astype(object).where(~missing, default)
+
+
+def _unique_values(column: str, series: pd.Series, accepted: str) -> np.ndarray:
+    """The distinct values of an object column; an unhashable one (a list, a dict) is refused."""
+    try:
+        return pd.unique(series.to_numpy(dtype=object))
+    except TypeError:
+        for value in series.to_numpy(dtype=object):  # error path only: find the culprit
+            try:
+                hash(value)
+            except TypeError:
+                raise _bad(column, value, accepted) from None
+        raise
+
+
+def _refuse_booleans(column: str, series: pd.Series, accepted: str) -> None:
+    """True/False mixed into a column of numbers: distinct-value checks cannot see them (True
+    == 1 to Python), so an object column that holds booleans is checked value by value (one C
+    pass decides; only such mixed columns get the per-value look)."""
+    kind = pd.api.types.infer_dtype(series, skipna=True)
+    if kind == "boolean":
+        raise _bad(column, series.iloc[0], accepted)
+    if kind.startswith("mixed"):
+        values = series.to_numpy(dtype=object)
+        is_bool = np.fromiter((isinstance(v, (bool, np.bool_)) for v in values), dtype=bool, count=len(values))
+        if is_bool.any():
+            raise _bad(column, values[is_bool][0], accepted)
+
+
+def _to_float(value) -> float:
+    """One distinct value -> float (NaN when it is not a real number; inf when it is a huge one)."""
+    if isinstance(value, (bool, np.bool_)):
+        return math.nan
+    if isinstance(value, str):
+        try:
+            return float(value.strip() or "nan")
+        except (ValueError, OverflowError):
+            return math.nan
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    return math.nan
+
+
+def _as_float(column: str, series: pd.Series, accepted: str) -> np.ndarray:
+    """A numeric column as float64, refusing what is not a real number (bool, complex, dates,
+    text that is not a number, objects) with a message naming the first such value."""
+    if len(series) == 0:
+        return np.zeros(0)
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype(object)
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype) or dtype.kind in "mMc":
+        raise _bad(column, series.iloc[0], accepted)
+    if dtype.kind in "iuf":
+        values = series.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        _refuse_booleans(column, series, accepted)
+        table = {v: _to_float(v) for v in _unique_values(column, series, accepted)}
+        values = series.map(table).to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise _bad(column, series[bad].iloc[0], accepted)
+    return values
+
+
+def _whole_numbers(column: str, series: pd.Series, low: int, high: int, accepted: str | None = None) -> np.ndarray:
+    """A column of whole numbers in [low, high] as int64 (range checked before the cast)."""
+    accepted = accepted or f"a whole number from {low:,} to {high:,}"
+    values = _as_float(column, series, accepted)
+    bad = (values != np.floor(values)) | (values < low) | (values > high)
+    if bad.any():
+        raise _bad(column, series[bad].iloc[0], accepted)
+    return values.astype(np.int64)
 
 
 def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
@@ -89,56 +217,57 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
     Raises ValueError (one clear sentence) for the first bad value found.
     """
+    if not isinstance(scenarios, pd.DataFrame):
+        raise ValueError(f"scenarios must be a table (a pandas DataFrame) with one row per scenario, got {type(scenarios).__name__}")
+    repeated = scenarios.columns[scenarios.columns.duplicated()]
+    if len(repeated):
+        raise ValueError(f"scenario column {show(repeated[0])} appears more than once; accepted: each column once")
     if "model" not in scenarios.columns:
         raise ValueError("scenarios need a 'model' column (a catalog model id)")
     out = scenarios.reset_index(drop=True).copy()
     for col, default in DEFAULTS.items():
         if col not in out.columns:
             out[col] = default
-        elif not isinstance(out[col].dtype, pd.CategoricalDtype) and out[col].isna().any():
-            out[col] = out[col].fillna(default)
+        else:
+            out[col] = _fill_missing(out[col], default)
 
     for col in CATEGORY_COLUMNS:
-        out[col] = _as_category(out[col])
+        out[col] = _as_category(out[col], col)
         out[col] = out[col].cat.remove_unused_categories()
 
     known = set(models["id"])
     for value in out["model"].cat.categories:
         if value not in known:
+            if value == "":
+                row = int(np.flatnonzero(out["model"].astype(str).to_numpy() == "")[0])
+                raise ValueError(f"model is missing in row {row + 1}; accepted: a catalog model id (python -m engine catalog models)")
             raise _bad("model", value, "a catalog model id (python -m engine catalog models), e.g. " + ", ".join(sorted(known)[:4]) + ", …")
     for col, accepted in CHOICES.items():
         for value in out[col].cat.categories:
             if value not in accepted:
                 raise _bad(col, value, ", ".join(accepted))
     for value in out["lora_targets"].cat.categories:
+        if len(str(value)) > 200:
+            raise _bad("lora_targets", value, "'all' or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
         parse_lora_targets(value)
 
+    lows = {"batch": 1, "seq": 1, "gpus": 1, "tp": 1, "pp": 1, "freeze_layers": 1, "lora_rank": 0, "zero": 0}
+    highs = {**LIMITS, "zero": 3}
     for col in INT_COLUMNS:
-        values = pd.to_numeric(out[col], errors="coerce")
-        bad = values.isna() | (values != np.floor(values))
-        if bad.any():
-            raise _bad(col, out[col][bad].iloc[0], "a whole number")
-        out[col] = values.astype(np.int64)
-    for col, low in (("batch", 1), ("seq", 1), ("gpus", 1), ("tp", 1), ("pp", 1), ("freeze_layers", 1)):
-        below = out[col] < low
-        if below.any():
-            raise _bad(col, int(out[col][below].iloc[0]), f"a whole number >= {low}")
-    for col, high in LIMITS.items():
-        above = out[col] > high
-        if above.any():
-            raise _bad(col, int(out[col][above].iloc[0]), f"a whole number <= {high:,}")
-    zero_bad = ~out["zero"].isin(ZERO_STAGES)
-    if zero_bad.any():
-        raise _bad("zero", int(out["zero"][zero_bad].iloc[0]), "0, 1, 2 or 3")
+        out[col] = _whole_numbers(col, out[col], lows[col], highs[col], "0, 1, 2 or 3" if col == "zero" else None)
     for col in BOOL_COLUMNS:
         col_values = out[col]
         if col_values.dtype != bool:
-            mapped = col_values.map(_to_bool)
+            if pd.api.types.is_bool_dtype(col_values.dtype):  # nullable boolean, NAs already filled
+                out[col] = col_values.astype(bool)
+                continue
+            table = {v: _to_bool(v) for v in _unique_values(col, col_values, "true or false")}
+            mapped = col_values.map(table)
             if mapped.isna().any():
                 raise _bad(col, col_values[mapped.isna()].iloc[0], "true or false")
             out[col] = mapped.astype(bool)
-    headroom = pd.to_numeric(out["headroom"], errors="coerce").astype(float)
-    bad = headroom.isna() | (headroom < 0) | (headroom >= 1)
+    headroom = _as_float("headroom", out["headroom"], "a fraction in [0, 1), e.g. 0.1 for 10%")
+    bad = (headroom < 0) | (headroom >= 1)
     if bad.any():
         raise _bad("headroom", out["headroom"][bad].iloc[0], "a fraction in [0, 1), e.g. 0.1 for 10%")
     out["headroom"] = headroom
@@ -150,9 +279,11 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 def _to_bool(value):
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
+    if isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1):
+        return bool(value)  # 1, 1.0 and True are one value to Python: all read as true
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
     if text in ("true", "1", "yes", "on"):
         return True
     if text in ("false", "0", "no", "off", ""):

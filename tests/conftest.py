@@ -8,6 +8,7 @@ import pytest
 
 # Build the DuckDB catalog outside the working tree for the whole run (before any import).
 os.environ.setdefault("LLM_PLANNER_BUILD_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))
+os.environ["LLM_PLANNER_USER_CATALOG"] = os.path.join(tempfile.mkdtemp(prefix="llm-planner-user-"), "user_catalog.yaml")  # never ~/.llm-planner
 
 ROOT = Path(__file__).resolve().parent.parent
 

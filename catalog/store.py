@@ -1,0 +1,400 @@
+"""The user catalog: the GPUs and models a user adds, kept in one YAML file of their own.
+
+Where: $LLM_PLANNER_USER_CATALOG, or ~/.llm-planner/user_catalog.yaml. The file has the same
+shape as the shipped catalog (`gpus:` and `models:` lists) and every entry is validated exactly
+like catalog/gpus.yaml and catalog/models.yaml (catalog/schema.py: the same fields, ranges and
+cross-checks, the same bounded YAML parsing). User ids may not reuse a shipped id.
+
+Writes never leave a half-written file and never lose another writer's entry:
+- every change re-reads the file, merges, validates, writes a temporary file in the same
+  folder (flushed to disk) and renames it over the old one with os.replace (atomic: readers
+  see the old file or the new one, never a mix);
+- writers in one process take a per-file threading lock; writers in different processes also
+  take an advisory lock on `<file>.lock` (fcntl.flock, where the platform has it), so the
+  re-read / merge / rename runs one at a time.
+
+A corrupt file (not YAML, a bad entry, not UTF-8, too big) is never dropped or overwritten:
+it is renamed to `<name>.corrupt-<timestamp>` next to it and reported with UserCatalogCorrupt
+(one line naming the file, the problem and where the file was kept); the user catalog then
+starts empty and the shipped catalog is unaffected.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import yaml
+
+from catalog.schema import (
+    GPU_FIELDS,
+    MAX_YAML_BYTES,
+    MODEL_FIELDS,
+    CatalogError,
+    check_gpu,
+    check_model,
+    parse_yaml,
+    show,
+    top_level,
+    validate_entries,
+)
+
+try:  # POSIX only; elsewhere write-temp-then-rename still keeps the file whole
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+ENV_VAR = "LLM_PLANNER_USER_CATALOG"
+DEFAULT_PATH = "~/.llm-planner/user_catalog.yaml"
+KINDS = ("gpus", "models")
+_KIND_NAMES = {"gpu": "gpus", "gpus": "gpus", "model": "models", "models": "models"}
+FIELDS = {"gpus": GPU_FIELDS, "models": MODEL_FIELDS}
+CHECKS = {"gpus": check_gpu, "models": check_model}
+SINGULAR = {"gpus": "GPU", "models": "model"}
+HEADER = (
+    "# LLM hardware planner: your own GPUs and models (the shipped catalog is not in this file).\n"
+    "# Every entry is validated like catalog/gpus.yaml and catalog/models.yaml; a file that does\n"
+    "# not validate is renamed to <name>.corrupt-<timestamp> and a new, empty catalog starts.\n"
+)
+
+
+class UserCatalogCorrupt(CatalogError):
+    """The user catalog file was unreadable or invalid; it was kept aside (see `kept_as`)."""
+
+    def __init__(self, original: CatalogError, kept_as: Path | None):
+        self.kept_as = kept_as
+        where = f"the file was kept as {kept_as}" if kept_as else "the file was left in place"
+        super().__init__(original.file, original.entry, original.field,
+                         f"{original.problem}; {where} and the user catalog starts empty (fix the file and import it to restore it)")
+
+
+class UserCatalogWarning(UserWarning):
+    """A problem with the user catalog that did not stop the shipped catalog from loading."""
+
+
+def user_catalog_path() -> Path:
+    """$LLM_PLANNER_USER_CATALOG, or ~/.llm-planner/user_catalog.yaml."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
+
+
+def kind_name(kind: str) -> str:
+    """'gpu' / 'gpus' -> 'gpus', 'model' / 'models' -> 'models'; anything else: CatalogError."""
+    name = _KIND_NAMES.get(kind) if isinstance(kind, str) else None
+    if name is None:
+        raise CatalogError("user catalog", None, None, f"kind {show(kind)} is not accepted; accepted: gpu, model")
+    return name
+
+
+def _plain(value):
+    """numpy scalars -> Python, NaN / NA -> None (records that come from a DataFrame row)."""
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def _plain_record(record: Any, kind: str, label: str) -> dict:
+    if not isinstance(record, dict):
+        raise CatalogError(label, None, None, f"a new {SINGULAR[kind]} must be a mapping of fields, got {type(record).__name__}")
+    return {k: _plain(v) for k, v in record.items()}
+
+
+def validate_document(doc: Any, label: str) -> dict[str, list[dict]]:
+    """A parsed user-catalog document -> validated {'gpus': [...], 'models': [...]}."""
+    top_level(doc, label, {"gpus": False, "models": False})
+    out = {}
+    for kind in KINDS:
+        entries = doc.get(kind)
+        out[kind] = validate_entries([] if entries is None else entries, FIELDS[kind], label, kind)
+        for record in out[kind]:
+            CHECKS[kind](record, label)
+    return out
+
+
+def dump_document(data: dict[str, list[dict]]) -> str:
+    """Validated records -> YAML text (optional fields left at their default are left out)."""
+    doc = {}
+    for kind in KINDS:
+        rows = []
+        for record in data.get(kind, []):
+            row = {}
+            for name, spec in FIELDS[kind].items():
+                value = record.get(name, spec.default)
+                if not spec.required and value == spec.default:
+                    continue
+                row[name] = value
+            rows.append(row)
+        doc[kind] = rows
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def _thread_lock(path: Path) -> threading.RLock:
+    key = os.path.realpath(path)
+    with _thread_locks_guard:
+        return _thread_locks.setdefault(key, threading.RLock())
+
+
+class UserCatalog:
+    """The user's own GPUs and models, persisted in one YAML file (see the module docstring).
+
+    shipped_ids: {'gpus': ids, 'models': ids} (or a callable returning it) that user ids may
+    not reuse; default: the shipped catalog's ids.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None,
+                 shipped_ids: dict[str, set] | Callable[[], dict[str, set]] | None = None):
+        self.path = Path(path).expanduser() if path is not None else user_catalog_path()
+        self._shipped_ids = shipped_ids
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def load(self) -> dict[str, list[dict]]:
+        """{'gpus': [...], 'models': [...]}, validated. Raises UserCatalogCorrupt (after keeping
+        the file aside) when the file does not validate; a missing file is an empty catalog."""
+        if not self.path.exists():
+            return {"gpus": [], "models": []}
+        with self._locked(create=False):
+            return self._read()
+
+    def add_gpu(self, record: dict, replace: bool = False) -> dict:
+        """Validate and store one GPU; returns the stored record. replace=True overwrites the
+        user's own entry with the same id (a shipped id is always refused)."""
+        return self._add("gpus", record, replace)
+
+    def add_model(self, record: dict, replace: bool = False) -> dict:
+        """Validate and store one model (e.g. catalog.user.model_from_config's record)."""
+        return self._add("models", record, replace)
+
+    def remove(self, kind: str, id: str) -> dict:
+        """Remove the user's entry `id` of `kind` ('gpu' or 'model'); returns it."""
+        kind = kind_name(kind)
+        label = str(self.path)
+        with self._locked(create=True):
+            data = self._read()
+            kept = [r for r in data[kind] if r["id"] != id]
+            if len(kept) == len(data[kind]):
+                if id in self._shipped(kind):
+                    raise CatalogError(label, f"'{id}'", None, f"is a shipped {SINGULAR[kind]}; only your own entries can be removed")
+                have = ", ".join(r["id"] for r in data[kind]) or "none"
+                raise CatalogError(label, None, None, f"has no {SINGULAR[kind]} {show(id)}; your {kind}: {have}")
+            removed = next(r for r in data[kind] if r["id"] == id)
+            data[kind] = kept
+            self._write(data)
+        return removed
+
+    def export_yaml(self) -> str:
+        """The user catalog as YAML text (what import_yaml accepts)."""
+        return dump_document(self.load())
+
+    def import_yaml(self, text: str | bytes, label: str = "imported YAML") -> dict[str, list[str]]:
+        """Validate a whole document first, then merge it in (an entry replaces the user's own
+        entry with the same id). Nothing is written unless every entry is valid. Returns the
+        imported ids per kind."""
+        doc = parse_yaml(text, label)
+        if doc is None:
+            raise CatalogError(label, None, None, "is empty; expected a mapping with gpus, models")
+        incoming = validate_document(doc, label)
+        for kind in KINDS:
+            shipped = self._shipped(kind) if incoming[kind] else set()
+            for record in incoming[kind]:
+                if record["id"] in shipped:
+                    raise CatalogError(label, f"'{record['id']}'", "id", self._collision(kind, record["id"]))
+        with self._locked(create=True):
+            data = self._read()
+            for kind in KINDS:
+                new_ids = {r["id"] for r in incoming[kind]}
+                data[kind] = [r for r in data[kind] if r["id"] not in new_ids] + incoming[kind]
+            if any(incoming.values()):
+                self._write(data)
+        return {kind: [r["id"] for r in incoming[kind]] for kind in KINDS}
+
+    def quarantined(self) -> list[Path]:
+        """Corrupt files kept aside, oldest first (a page can keep telling the user about them)."""
+        if not self.path.parent.is_dir():
+            return []
+        return sorted(self.path.parent.glob(self.path.name + ".corrupt-*"))
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _shipped(self, kind: str) -> set:
+        ids = self._shipped_ids
+        if ids is None:
+            from catalog.db import default_catalog  # lazy: the DuckDB catalog is only needed here
+            cat = default_catalog()
+            return set(cat.gpus()["id"]) if kind == "gpus" else set(cat.models()["id"])
+        if callable(ids):
+            ids = ids()
+        return set(ids.get(kind, ()))
+
+    @staticmethod
+    def _collision(kind: str, ident: str) -> str:
+        return (f"{ident!r} is the id of a shipped {SINGULAR[kind]}; user ids must differ from shipped ids "
+                f"(e.g. {ident}-custom)")
+
+    def _add(self, kind: str, record: dict, replace: bool) -> dict:
+        label = "new " + SINGULAR[kind]
+        clean = validate_entries([_plain_record(record, kind, label)], FIELDS[kind], label, kind)[0]
+        CHECKS[kind](clean, label)
+        ident = clean["id"]
+        if ident in self._shipped(kind):
+            raise CatalogError(label, f"'{ident}'", "id", self._collision(kind, ident))
+        with self._locked(create=True):
+            data = self._read()  # re-read: another writer may have changed the file
+            ids = [r["id"] for r in data[kind]]
+            if ident in ids and not replace:
+                raise CatalogError(label, f"'{ident}'", "id",
+                                   f"{ident!r} is already in your user catalog ({self.path}); remove it first or replace it")
+            data[kind] = [r for r in data[kind] if r["id"] != ident] + [clean]
+            self._write(data)
+        return clean
+
+    @contextmanager
+    def _locked(self, create: bool):
+        with _thread_lock(self.path):
+            fd = None
+            if fcntl is not None:
+                try:
+                    if create:
+                        self.path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+                except OSError:
+                    fd = None  # a read-only folder: reading still works, writing reports its error
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+
+    def _read(self) -> dict[str, list[dict]]:
+        """Read and validate the file (the caller holds the lock). A file that cannot be read
+        (permissions) is reported and left alone; one that does not validate is kept aside."""
+        label = str(self.path)
+        try:
+            size = self.path.stat().st_size
+            raw = self.path.read_bytes() if size <= MAX_YAML_BYTES else None
+        except FileNotFoundError:
+            return {"gpus": [], "models": []}
+        except OSError as exc:
+            raise CatalogError(label, None, None, f"cannot be read: {exc.strerror or exc}") from None
+        try:
+            if raw is None:
+                raise CatalogError(label, None, None, f"is {size:,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
+            doc = parse_yaml(raw, label)
+            if doc is None:  # empty, or only comments: an empty catalog
+                return {"gpus": [], "models": []}
+            return validate_document(doc, label)
+        except CatalogError as exc:
+            raise UserCatalogCorrupt(exc, self._keep_aside()) from None
+
+    def _keep_aside(self) -> Path | None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for n in range(1000):
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+            if not target.exists():
+                break
+        try:
+            os.replace(self.path, target)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return None  # could not move it: it stays where it is, and is still never overwritten
+        return target
+
+    def _write(self, data: dict[str, list[dict]]) -> None:
+        text = dump_document(data)
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:  # make the rename itself durable (POSIX)
+            dfd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass
+        finally:
+            os.close(dfd)
+
+
+def with_user_entries(frame: pd.DataFrame, kind: str, store: UserCatalog | None = None) -> pd.DataFrame:
+    """The shipped frame (gpus or models) plus the user catalog's entries, with an `origin`
+    column ('shipped' / 'user'). Problems (a corrupt user file, a user id that a newer shipped
+    catalog now also uses) never stop the shipped entries: they are warned about
+    (UserCatalogWarning) and listed in `frame.attrs['user_catalog_problems']`."""
+    kind = kind_name(kind)
+    shipped_ids = set(frame["id"])
+    store = store or UserCatalog(shipped_ids={kind: shipped_ids})
+    problems: list[str] = []
+    try:
+        records = store.load()[kind]
+    except CatalogError as exc:  # UserCatalogCorrupt included
+        problems.append(str(exc))
+        records = []
+    kept = []
+    for record in records:
+        if record["id"] in shipped_ids:
+            problems.append(f"{store.path}: entry '{record['id']}': the shipped catalog now has this id; "
+                            f"the shipped entry is used (rename yours to keep it)")
+        else:
+            kept.append(record)
+    out = frame.assign(origin="shipped")
+    if kept:
+        user = pd.DataFrame(kept, columns=list(FIELDS[kind]))
+        for col in frame.columns:
+            if col not in user.columns:
+                user[col] = None
+            try:
+                user[col] = user[col].astype(frame[col].dtype)
+            except (TypeError, ValueError):
+                pass
+        user = user[list(frame.columns)].assign(origin="user")
+        out = pd.concat([out, user], ignore_index=True)
+    for problem in problems:
+        warnings.warn(problem, UserCatalogWarning, stacklevel=3)
+    out.attrs["user_catalog_problems"] = problems
+    return out
+
+
+def merged_frames(catalog=None, store: UserCatalog | None = None) -> dict[str, pd.DataFrame]:
+    """{'gpus': ..., 'models': ...}: shipped + user entries (for the CLI and the pages)."""
+    if catalog is None:
+        from catalog.db import default_catalog
+        catalog = default_catalog()
+    return {"gpus": with_user_entries(catalog.gpus(), "gpus", store),
+            "models": with_user_entries(catalog.models(), "models", store)}
+
+
+__all__ = ["UserCatalog", "UserCatalogCorrupt", "UserCatalogWarning", "ENV_VAR", "user_catalog_path",
+           "with_user_entries", "merged_frames", "validate_document", "dump_document"]

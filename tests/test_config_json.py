@@ -1,0 +1,199 @@
+"""Custom models from a Hugging Face config.json: Llama, Mistral, Qwen2 and Gemma map onto the
+engine's fields with exact parameter counts; everything else, and every malformed file, is
+refused with one line naming the file and the config field."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from catalog import CatalogError
+from catalog.user import MAX_CONFIG_BYTES, model_from_config, model_from_config_file, model_from_config_text
+from engine import estimate
+from engine.params import total_params
+
+DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parent.parent
+
+# Published parameter counts, independent of our code:
+# - llama-2-7b, llama-3.2-1b: the Hugging Face model cards / safetensors metadata (as in test_params).
+# - Mistral-7B-v0.1: 7,241,732,096, the GGUF general.parameter_count of its conversions.
+# - Qwen2-7B: 7,615,616,512 (GGUF general.parameter_count; Qwen2.5-7B has the same config fields).
+# - Qwen2.5-0.5B: 494,032,768 (its safetensors total; the config is Qwen2's, tied embeddings).
+# - Gemma 2B / 7B: 2,506,172,416 / 8,537,680,896, the "params" of keras-hub's gemma_2b_en /
+#   gemma_7b_en presets (and PEFT's "all params" printout for google/gemma-2b).
+GOOD = {
+    "llama-2-7b.json": 6_738_415_616,
+    "llama-3.2-1b.json": 1_235_814_400,
+    "mistral-7b-v0.1.json": 7_241_732_096,
+    "qwen2-7b.json": 7_615_616_512,
+    "qwen2.5-0.5b.json": 494_032_768,
+    "gemma-2b.json": 2_506_172_416,
+    "gemma-7b.json": 8_537_680_896,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_published_configs_give_the_published_parameter_count(name):
+    record = model_from_config_file(DATA / "good_configs" / name)
+    assert record["params"] == GOOD[name]
+    cfg = json.loads((DATA / "good_configs" / name).read_text())
+    assert record["hidden_size"] == cfg["hidden_size"] and record["num_layers"] == cfg["num_hidden_layers"]
+    assert record["family"] == f"custom-{cfg['model_type']}"
+
+
+def test_every_good_config_has_a_published_count():
+    assert {p.name for p in (DATA / "good_configs").iterdir()} == set(GOOD)
+    assert {json.loads((DATA / "good_configs" / n).read_text())["model_type"] for n in GOOD} == {"llama", "mistral", "qwen2", "gemma"}
+
+
+def test_qwen2_counts_its_qkv_biases_by_hand():
+    record = model_from_config_file(DATA / "good_configs" / "qwen2-7b.json")
+    assert record["qkv_bias"] is True
+    # 28 layers x (q 28x128 + k 4x128 + v 4x128 biases) = 28 x 4,608
+    without = total_params(3584, 18944, 28, 28, 4, 128, 152064, False)
+    assert record["params"] - without == 28 * (3584 + 512 + 512) == 129_024
+
+
+def test_the_bias_term_leaves_llama_counts_identical():
+    assert total_params(4096, 11008, 32, 32, 32, 128, 32000, False) == 6_738_415_616
+    assert total_params(4096, 11008, 32, 32, 32, 128, 32000, False, qkv_bias=False) == 6_738_415_616
+
+
+def test_gemma_defaults_tie_the_embeddings_and_use_head_dim_256():
+    # gemma-7b's config gives neither head_dim nor tie_word_embeddings: GemmaConfig's defaults apply
+    cfg = json.loads((DATA / "good_configs" / "gemma-7b.json").read_text())
+    assert "head_dim" not in cfg and "tie_word_embeddings" not in cfg
+    record = model_from_config(cfg, "gemma-7b.json")
+    assert record["head_dim"] == 256 and record["tied_embeddings"] is True
+    assert record["head_dim"] != cfg["hidden_size"] // cfg["num_attention_heads"]  # 192: the Llama default would be wrong
+    untied = model_from_config({**cfg, "tie_word_embeddings": False}, "gemma-7b.json")
+    assert untied["params"] - record["params"] == 256000 * 3072
+
+
+def test_head_dim_is_taken_when_given():
+    record = model_from_config_file(DATA / "good_configs" / "llama-3.2-1b.json")
+    assert record["head_dim"] == 64 and record["tied_embeddings"] is True
+
+
+def test_sliding_window_is_noted():
+    mistral = model_from_config_file(DATA / "good_configs" / "mistral-7b-v0.1.json")
+    assert "Sliding-window attention over 4,096 tokens" in mistral["notes"]
+    qwen = model_from_config_file(DATA / "good_configs" / "qwen2-7b.json")  # use_sliding_window: false
+    assert "Sliding-window" not in qwen["notes"]
+
+
+def test_missing_kv_heads_default_to_the_attention_heads():
+    cfg = json.loads((DATA / "good_configs" / "llama-2-7b.json").read_text())
+    del cfg["num_key_value_heads"]
+    assert model_from_config(cfg)["num_kv_heads"] == 32
+
+
+# bad config -> words the one-line message must contain (besides the file's name)
+BAD = {
+    "absurd-layers.json": ["field 'num_hidden_layers'", "<= 1,000", "100,000"],
+    "absurd-vocab.json": ["field 'vocab_size'", "<= 10,000,000"],
+    "attention-bias.json": ["field 'attention_bias'", "accepted: false"],
+    "deeply-nested.json": ["nested too deeply"],
+    "duplicate-key.json": ["'hidden_size' appears twice"],
+    "empty.json": ["is empty"],
+    "fractional-layers.json": ["field 'num_hidden_layers'", "whole number", "32.5"],
+    "gemma2.json": ["field 'model_type'", "'gemma2' is not supported", "llama, mistral, qwen2, gemma"],
+    "head-dim-undefined.json": ["field 'head_dim'", "4100"],
+    "head-dim-zero.json": ["field 'head_dim'", "> 0"],
+    "hidden-size-as-text.json": ["field 'hidden_size'", "whole number", "'4096'"],
+    "hidden-size-boolean.json": ["field 'hidden_size'", "whole number", "True"],
+    "hidden-size-nan.json": ["field 'hidden_size'", "nan"],
+    "intermediate-null.json": ["field 'intermediate_size'", "null"],
+    "kv-heads-above-heads.json": ["field 'num_key_value_heads'", "divide", "64"],
+    "kv-heads-not-a-divisor.json": ["field 'num_key_value_heads'", "divide", "got 7"],
+    "llama-with-experts.json": ["field 'num_local_experts'", "mixture-of-experts"],
+    "llava-multimodal.json": ["field 'model_type'", "'llava'", "text_config"],
+    "max-position-missing.json": ["field 'max_position_embeddings'", "missing"],
+    "missing-hidden-size.json": ["field 'hidden_size'", "missing"],
+    "missing-model-type.json": ["field 'model_type'", "missing"],
+    "mixtral.json": ["field 'model_type'", "'mixtral' is not supported"],
+    "mlp-bias.json": ["field 'mlp_bias'"],
+    "model-type-number.json": ["field 'model_type'", "5 is not supported"],
+    "negative-vocab.json": ["field 'vocab_size'", "> 0", "-32000"],
+    "not-utf8.json": ["not UTF-8", "0xe9"],
+    "number-with-5000-digits.json": ["thousands of digits"],
+    "qwen2-moe-keys.json": ["field 'num_experts'", "mixture-of-experts"],
+    "tie-as-text.json": ["field 'tie_word_embeddings'", "true or false", "'yes'"],
+    "too-many-parameters.json": ["parameters; at most 100,000,000,000,000"],
+    "top-level-list.json": ["must be a JSON object", "list"],
+    "truncated.json": ["not valid JSON", "line"],
+    "unsupported-gpt2.json": ["field 'model_type'", "'gpt2' is not supported"],
+    "vocab-infinity.json": ["field 'vocab_size'", "inf"],
+    "zero-heads.json": ["field 'num_attention_heads'", "> 0"],
+}
+
+
+def test_the_bad_corpus_has_at_least_20_files_each_with_an_expectation():
+    files = {p.name for p in (DATA / "bad_configs").iterdir()}
+    assert len(files) >= 20
+    assert files == set(BAD)
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_config_is_refused_with_one_line_naming_file_and_field(name):
+    path = DATA / "bad_configs" / name
+    with pytest.raises(CatalogError) as info:
+        model_from_config_file(path)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert name in message
+    for word in BAD[name]:
+        assert word in message, (word, message)
+    # the same bytes uploaded (the Catalog page's path) give the same answer
+    with pytest.raises(CatalogError) as again:
+        model_from_config_text(path.read_bytes(), "uploaded.json")
+    assert str(again.value) == message.replace(str(path), "uploaded.json")
+
+
+def test_an_oversized_config_is_refused_before_reading(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "pad": "' + "x" * MAX_CONFIG_BYTES + '"}')
+    with pytest.raises(CatalogError, match=r"config\.json: is [\d,]+ bytes; a config\.json is at most 1,000,000"):
+        model_from_config_file(path)
+
+
+def test_a_byte_order_mark_is_accepted():
+    raw = (DATA / "good_configs" / "qwen2-7b.json").read_bytes()
+    assert model_from_config_text(b"\xef\xbb\xbf" + raw, "qwen2-7b.json")["params"] == 7_615_616_512
+
+
+def test_a_hostile_name_is_kept_as_the_display_name_only():
+    cfg = json.loads((DATA / "good_configs" / "gemma-2b.json").read_text())
+    cfg["_name_or_path"] = '=HYPERLINK("http://x")'
+    record = model_from_config(cfg)
+    assert record["name"] == '=HYPERLINK("http://x")'
+    assert record["id"] == "hyperlink-http-x"
+
+
+def test_a_config_model_runs_through_the_engine(models):
+    record = model_from_config_file(DATA / "good_configs" / "qwen2-7b.json")
+    frame = pd.concat([models, pd.DataFrame([record])], ignore_index=True)
+    out = estimate(pd.DataFrame([{"model": record["id"], "task": "infer", "precision": "bf16", "seq": 1024}]), frame)
+    # bf16 weights: 2 bytes for each of the 7,615,616,512 parameters, biases included
+    assert out["weights_bytes"].iloc[0] == 2 * 7_615_616_512
+    # KV cache: 2 (k and v) x 28 layers x 4 kv heads x 128 x 2 bytes per token
+    assert out["kv_cache_bytes"].iloc[0] == 1024 * 2 * 28 * 4 * 128 * 2
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_estimates_a_config_and_refuses_a_bad_one_in_one_line():
+    good = _cli("estimate", "--model-config", str(DATA / "good_configs" / "mistral-7b-v0.1.json"),
+                "--task", "infer", "--precision", "bf16", "--json")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["params"] == 7_241_732_096
+    bad = _cli("estimate", "--model-config", str(DATA / "bad_configs" / "llama-with-experts.json"), "--task", "infer")
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and "num_local_experts" in lines[0] and "Traceback" not in bad.stderr
