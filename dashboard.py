@@ -1,35 +1,33 @@
-"""LLM hardware planner: the Streamlit entry point (minimal: the catalog and one estimate)."""
+"""LLM hardware planner: the Streamlit entry point.
 
-import pandas as pd
+Page config, the shared workload sidebar (app.common.sidebar, kept in session state across
+pages) and the navigation over pages/. Run with `make run` (streamlit run dashboard.py).
+"""
+
 import streamlit as st
 
-from catalog import default_catalog
-from engine import estimate
+from app import common
 
-st.set_page_config(page_title="LLM hardware planner", page_icon="🧮", layout="wide")
+st.set_page_config(page_title=common.APP_NAME, page_icon="🧮", layout="wide")
 
+# url_path = the file's stem, as Streamlit's legacy pages/ handling names it (see app.common.ensure_frame)
+PAGES = {
+    "Plan": [
+        st.Page("pages/overview.py", title="Overview", icon=":material/home:", url_path="overview", default=True),
+        st.Page("pages/feasibility.py", title="Feasibility matrix", icon=":material/grid_on:", url_path="feasibility"),
+        st.Page("pages/budget.py", title="Budget planner", icon=":material/savings:", url_path="budget"),
+        st.Page("pages/cost_per_fit.py", title="Cost per fit", icon=":material/payments:", url_path="cost_per_fit"),
+        st.Page("pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference"),
+    ],
+    "Explain": [
+        st.Page("pages/breakdown.py", title="Breakdown & what-if", icon=":material/stacked_bar_chart:", url_path="breakdown"),
+        st.Page("pages/evidence.py", title="Evidence", icon=":material/fact_check:", url_path="evidence"),
+    ],
+    "Data": [
+        st.Page("pages/catalog_browser.py", title="Catalog", icon=":material/menu_book:", url_path="catalog_browser"),
+    ],
+}
 
-@st.cache_resource
-def catalog():
-    return default_catalog()
-
-
-cat = catalog()
-gpus, models = cat.gpus(), cat.models()
-
-st.title("LLM hardware planner")
-st.caption("Memory per GPU for training and serving Llama-family models; GiB = 2^30 bytes.")
-
-scenario = pd.DataFrame([{"model": "llama-3-8b", "task": "train", "method": "lora", "precision": "bf16",
-                          "batch": 1, "seq": 2048, "gpu": "rtx-4090"}])
-row = estimate(scenario, models, gpus).iloc[0]
-st.metric("Llama 3 8B LoRA (r=8, q/v), bf16, batch 1, seq 2048: peak per GPU",
-          f"{row['peak_bytes'] / 2**30:.1f} GiB",
-          help="Weights, adapters, optimizer states, saved activations, logits and runtime overhead.")
-st.write(f"On an RTX 4090 ({row['usable_bytes'] / 2**30:.1f} GiB usable): "
-         + ("fits." if bool(row["fits"]) else "does not fit."))
-
-st.subheader("GPUs")
-st.dataframe(gpus, width="stretch", hide_index=True)
-st.subheader("Models")
-st.dataframe(models, width="stretch", hide_index=True)
+page = st.navigation(PAGES)
+common.sidebar()
+page.run()

@@ -1,0 +1,550 @@
+"""Planning over the engine: how many GPUs of each card, the cheapest configuration, what a
+budget buys, what would make a workload fit, and the inference table.
+
+Pure pandas/numpy. Every function builds one scenario frame (a grid, or a handful of
+what-if variants) and calls `estimate` once or twice on it; nothing here loops over
+scenario rows, and nothing re-derives a memory formula: the bytes all come from `estimate`.
+The pages of the dashboard only call these functions and draw what they return.
+
+Conventions shared by every function:
+
+* A *workload* is a dict of scenario columns (engine.scenarios.DEFAULTS) without `model`,
+  `gpu` and `gpus`; the grids add those.
+* `gpus_needed` is the smallest count of one card that holds the workload: 1 when one card
+  does, otherwise what the engine solves for data-parallel ZeRO sharding (training) or tensor
+  parallelism over powers of two (inference). Each answer is then re-estimated *at* that count
+  (second `estimate` call) so that the breakdown, the fit and any speed or cost columns the
+  engine adds describe the configuration we recommend, not a different one.
+* ZeRO on a single GPU only adds the gathered-layer buffers, so one GPU is estimated with stage
+  0 unless offload is on (DeepSpeed's ZeRO-Offload runs on one GPU); the chosen stage applies
+  from two GPUs on (`effective_zero`).
+* Unified-memory systems (Apple) are single devices: never more than one per configuration.
+* Prices: `buy_usd` = count x the catalog's purchase price per card (GPUs only: no host,
+  chassis or network), `rent_usd_per_hour` = count x the catalog's on-demand $/GPU-hour.
+  Missing prices stay NaN and never count as free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine.estimate import estimate
+from engine.memory import PHASES
+from engine.scenarios import DEFAULTS, grid
+
+# Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
+try:
+    from engine.speed import OUTPUT_COLUMNS as _SPEED_OUTPUT
+except ImportError:  # the speed model is optional for planning
+    _SPEED_OUTPUT = ()
+SPEED_COLUMNS = tuple(dict.fromkeys(("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bound",
+                                     "usd_per_million_tokens", "train_flops", "train_hours", "gpu_hours",
+                                     "cloud_cost_usd", "purchase_usd", "breakeven_months", "usd_per_gb_vram")
+                                    + tuple(_SPEED_OUTPUT)))
+# Per-GPU components at the peak phase, in the order a stacked bar shows them.
+COMPONENT_COLUMNS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "optimizer_temp_bytes",
+                     "autocast_copies_bytes", "activations_bytes", "logits_bytes", "kv_cache_bytes",
+                     "workspace_bytes", "runtime_overhead_bytes")
+PHASE_COLUMNS = tuple(f"{p}_phase_bytes" for p in PHASES)
+GPU_INFO = ("name", "vendor", "segment", "memory_gb", "price_usd", "cloud_usd_per_hour")
+
+# The budget tiers of source article 001 (individuals / small teams), with the configuration
+# the article recommends for each (catalog/references.yaml, ids a001-budget-*).
+BUDGET_TIERS = (
+    {"label": "$5k–$10k", "low": 5_000, "high": 10_000, "reference": "a001-budget-2x-rtx4090-7b-qlora",
+     "article": "2× RTX 4090 (24 GB) → 7B QLoRA"},
+    {"label": "$10k–$20k", "low": 10_000, "high": 20_000, "reference": "a001-budget-2x-a100-40gb-7b-fp16",
+     "article": "2× A100 40GB → 7B FP16"},
+    {"label": "$20k–$50k", "low": 20_000, "high": 50_000, "reference": "a001-budget-4x-a100-80gb-13b-fp16",
+     "article": "4× A100 80GB → 13B FP16"},
+)
+
+BUDGET_MODES = ("buy", "cloud_hour", "cloud_job")
+
+
+# ---- scenario frames ------------------------------------------------------------------------
+
+def expand(workload: dict, **axes) -> pd.DataFrame:
+    """The cross product of `axes` (e.g. model=[...], gpu=[...]) with the workload's columns set."""
+    frame = grid(**axes)
+    for key, value in workload.items():
+        if key not in axes:
+            frame[key] = value
+    return frame
+
+
+def plans_frame(plans: dict[str, dict], **axes) -> pd.DataFrame:
+    """One grid per named plan (e.g. "LoRA": {task: train, method: lora, ...}), stacked, with a
+    `plan` column. A plan is a complete workload; the loop runs over the few plans, not rows."""
+    frames = [expand(workload, **axes).assign(plan=label) for label, workload in plans.items()]
+    if not frames:
+        raise ValueError("no plan chosen; accepted: at least one of the listed workloads")
+    out = pd.concat(frames, ignore_index=True)
+    out["plan"] = pd.Categorical(out["plan"], categories=list(plans))
+    return out
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name in frame.columns:
+        return frame[name].to_numpy()
+    return np.full(len(frame), DEFAULTS[name], dtype=object if isinstance(DEFAULTS[name], str) else None)
+
+
+def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every scenario column present; cells left empty (e.g. by stacking training and inference
+    plans) take the engine's default."""
+    out = frame.copy()
+    for col, default in DEFAULTS.items():
+        if col not in out.columns:
+            out[col] = default
+        elif out[col].isna().any():
+            out[col] = out[col].astype(object).where(out[col].notna(), default)
+    return out
+
+
+def clip_seq_to_context(frame: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Sweeps over many models: a sequence beyond a model's context is cut to that context
+    (flagged in `seq_clipped`) unless `allow_long_context` is set on the row."""
+    out = frame.copy()
+    ctx = models.set_index("id")["max_context"].reindex(out["model"].astype(str)).to_numpy(dtype=float)
+    seq = pd.to_numeric(pd.Series(_column(out, "seq")), errors="coerce").to_numpy(dtype=float)
+    allow = pd.Series(_column(out, "allow_long_context")).astype(str).str.strip().str.lower() \
+        .isin(("true", "1", "yes", "on")).to_numpy(dtype=bool)
+    clipped = (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
+    if clipped.any():
+        out["seq"] = np.where(clipped, ctx, out["seq"].to_numpy(dtype=object))
+    out["seq_clipped"] = clipped
+    return out
+
+
+def _nan_as_inf(values: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(values), np.inf, values)
+
+
+def effective_zero(gpus, zero, offload) -> np.ndarray:
+    """The ZeRO stage used at a GPU count: the chosen one from two GPUs on (or with offload),
+    stage 0 on a single GPU without offload (sharding over one rank only adds buffers)."""
+    gpus = np.asarray(gpus)
+    zero = np.asarray(zero)
+    offload = np.asarray(offload, dtype=object)
+    return np.where((gpus > 1) | (offload != "none"), zero, 0).astype(np.int64)
+
+
+# ---- GPUs needed and the configuration at that count ----------------------------------------
+
+def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
+                   max_gpus: int = 8, overhead: dict | None = None) -> pd.DataFrame:
+    """For every (model, gpu, workload) row: the smallest count of that card that holds it
+    (up to `max_gpus`) and the engine's estimate at that count.
+
+    Returns the estimate at the recommended count (components are per GPU there) plus:
+    gpus_needed (inf when no count up to the engine's limit holds it), fits_within (a count
+    <= max_gpus holds it, confirmed by the estimate at that count; 1 for unified-memory
+    systems), max_gpus (that limit per row), label ("2", or "✗ >8" beyond the limit),
+    one_gpu_* (the whole workload on a single card: peak, weights, KV cache, fits),
+    buy_usd, rent_usd_per_hour, total_vram_bytes and the GPU's catalog facts.
+    """
+    if "gpu" not in scenarios.columns or "model" not in scenarios.columns:
+        raise ValueError("configurations need 'model' and 'gpu' columns")
+    max_gpus = int(max_gpus)
+    if max_gpus < 1:
+        raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
+    overhead = overhead or {}
+    sc = clip_seq_to_context(with_defaults(scenarios.reset_index(drop=True)), models)
+    n = len(sc)
+    task = pd.Series(_column(sc, "task")).astype(str).to_numpy()
+    infer = task == "infer"
+    zero = pd.to_numeric(pd.Series(_column(sc, "zero"))).to_numpy(dtype=np.int64)
+    offload = pd.Series(_column(sc, "offload")).astype(str).to_numpy()
+
+    # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
+    single = sc.assign(gpus=1, tp=1, pp=1, zero=effective_zero(1, zero, offload))
+    multi = sc.assign(gpus=2, tp=1, pp=1, zero=zero)
+    both = estimate(pd.concat([single, multi], ignore_index=True), models, gpus, **overhead)
+    one = both.iloc[:n].reset_index(drop=True)
+    two = both.iloc[n:].reset_index(drop=True)
+    one_fits = one["fits"].fillna(False).to_numpy(dtype=bool)
+    solved = _nan_as_inf(two["gpus_needed"].to_numpy(dtype=float))
+    needed = np.where(one_fits, 1.0, np.maximum(2.0, solved))
+    # Unified-memory systems (Apple) count as single devices: PyTorch's multi-GPU backend
+    # (NCCL) is CUDA-only and MPS has no distributed backend, so ZeRO / tensor parallelism
+    # across several Macs is outside what this model describes.
+    gidx = pd.Index(gpus["id"]).get_indexer(sc["gpu"].astype(str))
+    unified = gpus["unified_memory"].fillna(False).to_numpy(dtype=bool)[np.maximum(gidx, 0)] \
+        if "unified_memory" in gpus.columns else np.zeros(n, dtype=bool)
+    limit = np.where(unified, 1, max_gpus)
+    within = np.isfinite(needed) & (needed <= limit)
+    count = np.where(within, needed, 1.0).astype(np.int64)
+
+    # (2) the estimate at the recommended count. Inference splits by tensor parallelism, which
+    # must divide the attention heads; what it cannot split goes to pipeline stages.
+    midx = pd.Index(models["id"]).get_indexer(sc["model"].astype(str))
+    heads = models["num_heads"].to_numpy()[midx].astype(np.int64)
+    layers = models["num_layers"].to_numpy()[midx].astype(np.int64)
+    tp = np.where(infer, np.gcd(count, heads), 1)
+    pp = np.where(infer, count // tp, 1)
+    unsplittable = pp > layers
+    tp = np.where(unsplittable, 1, tp)
+    pp = np.where(unsplittable, 1, pp)
+    conf = sc.assign(gpus=count, tp=tp, pp=pp, zero=effective_zero(count, zero, offload))
+    res = estimate(conf, models, gpus, **overhead)
+
+    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool)
+    res["gpus_needed"] = needed
+    res["fits_within"] = ok
+    res["max_gpus"] = limit
+    res["label"] = np.where(ok, count.astype(str), np.char.add("✗ >", limit.astype(str)))
+    res["one_gpu_fits"] = one_fits
+    res["one_gpu_peak_bytes"] = one["peak_bytes"].to_numpy()
+    res["one_gpu_weights_bytes"] = one["weights_bytes"].to_numpy()
+    res["one_gpu_kv_cache_bytes"] = one["kv_cache_bytes"].to_numpy()
+    res["one_gpu_memory_used_fraction"] = one["memory_used_fraction"].to_numpy()
+
+    for col in GPU_INFO:
+        res[f"gpu_{col}"] = gpus[col].to_numpy()[gidx]
+    price = pd.to_numeric(res["gpu_price_usd"], errors="coerce").to_numpy(dtype=float)
+    cloud = pd.to_numeric(res["gpu_cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
+    res["buy_usd"] = np.where(ok, count * price, np.nan)
+    res["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
+    res["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
+    return res
+
+
+def cheapest(configs: pd.DataFrame, cost: str = "buy_usd", by=("model", "plan")) -> pd.DataFrame:
+    """Per group (e.g. model x plan): the configuration with the lowest finite `cost`.
+    Ties go to fewer GPUs, then to more memory per GPU. Groups keep their first-seen order;
+    groups with no priced configuration are left out."""
+    by = [c for c in by if c in configs.columns]
+    values = pd.to_numeric(configs[cost], errors="coerce")
+    ok = configs[np.isfinite(values.to_numpy(dtype=float))].copy()
+    if ok.empty:
+        return ok
+    order = pd.MultiIndex.from_frame(configs[by].astype(str)).unique()
+    ok["_group"] = pd.MultiIndex.from_frame(ok[by].astype(str)).map(dict(zip(order, range(len(order)))))
+    ok = ok.sort_values([cost, "gpus", "usable_bytes"], ascending=[True, True, False], kind="stable")
+    best = ok.drop_duplicates(subset=by, keep="first").sort_values("_group", kind="stable")
+    return best.drop(columns="_group").reset_index(drop=True)
+
+
+def cost_per_fit(configs: pd.DataFrame, by=("model", "plan")) -> pd.DataFrame:
+    """Per group: the cheapest configuration to buy and the cheapest to rent, side by side.
+    Columns: the group keys, buy_* and rent_* (gpu, gpu_name, gpus, cost, memory used, and
+    any speed/cost columns the engine returned for that configuration)."""
+    by = [c for c in by if c in configs.columns]
+    keep = ["gpu", "gpu_name", "gpus", "memory_used_fraction", "peak_bytes", "total_vram_bytes"]
+    keep += [c for c in SPEED_COLUMNS if c in configs.columns]
+    buy = cheapest(configs, "buy_usd", by)[by + keep + ["buy_usd"]]
+    rent = cheapest(configs, "rent_usd_per_hour", by)[by + keep + ["rent_usd_per_hour"]]
+    buy = buy.rename(columns={c: f"buy_{c}" for c in keep})
+    rent = rent.rename(columns={c: f"rent_{c}" for c in keep})
+    groups = configs[by].astype(str).drop_duplicates().reset_index(drop=True)
+    out = groups.merge(buy.astype({c: str for c in by}), on=by, how="left")
+    out = out.merge(rent.astype({c: str for c in by}), on=by, how="left")
+    fits_any = configs.assign(_ok=configs["fits_within"]).astype({c: str for c in by}).groupby(by, sort=False)["_ok"].any()
+    out["fits_somewhere"] = out.set_index(by).index.map(fits_any).to_numpy(dtype=bool)
+    return out
+
+
+# ---- budgets --------------------------------------------------------------------------------
+
+def plan_cost(configs: pd.DataFrame, mode: str = "buy", hours: float | None = None) -> pd.Series:
+    """What a configuration costs under a budget mode: buy (purchase $), cloud_hour ($ per hour
+    for all its GPUs) or cloud_job ($ per hour x hours)."""
+    if mode == "buy":
+        return configs["buy_usd"].astype(float)
+    if mode == "cloud_hour":
+        return configs["rent_usd_per_hour"].astype(float)
+    if mode == "cloud_job":
+        if hours is None or not np.isfinite(hours) or hours <= 0:
+            raise ValueError(f"hours {hours!r} is not accepted; accepted: a number of hours > 0")
+        return configs["rent_usd_per_hour"].astype(float) * float(hours)
+    raise ValueError(f"budget mode {mode!r} is not accepted; accepted: {', '.join(BUDGET_MODES)}")
+
+
+def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: float | None = None,
+                stretch: float = 0.5, by=("model", "plan")) -> dict[str, pd.DataFrame]:
+    """What a budget runs. Returns three frames, each one row per group with its cheapest
+    configuration and `cost_usd`:
+      feasible   cost <= budget, cheapest first within the catalog order of groups;
+      unlocks    budget < cost <= budget x (1 + stretch), with `extra_usd` = cost - budget;
+      out_of_reach  no configuration within the GPU limit (or none priced)."""
+    if not np.isfinite(budget) or budget < 0:
+        raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
+    if not np.isfinite(stretch) or stretch < 0:
+        raise ValueError(f"stretch {stretch!r} is not accepted; accepted: a fraction >= 0, e.g. 0.5 for +50%")
+    priced = configs.assign(cost_usd=plan_cost(configs, mode, hours))
+    best = cheapest(priced, "cost_usd", by)
+    feasible = best[best["cost_usd"] <= budget].reset_index(drop=True)
+    more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))]
+    unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
+    by = [c for c in by if c in configs.columns]
+    all_groups = configs[by].astype(str).drop_duplicates()
+    priced_groups = best[by].astype(str)
+    missing = all_groups.merge(priced_groups, on=by, how="left", indicator=True)
+    out_of_reach = missing[missing["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
+    return {"feasible": feasible, "unlocks": unlocks, "out_of_reach": out_of_reach}
+
+
+def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: pd.DataFrame,
+                max_gpus: int = 8, overhead: dict | None = None) -> pd.DataFrame:
+    """Source article 001's budget tiers beside our answer: for the tier's model, method and
+    card (the rest of the training workload as given), the GPUs we need and what they cost."""
+    by_id = refs.set_index("id")
+    tiers = pd.DataFrame([t for t in BUDGET_TIERS if t["reference"] in by_id.index])
+    if tiers.empty:
+        return tiers
+    sc = pd.DataFrame(list(by_id.loc[tiers["reference"], "scenario"]))
+    tiers["model"] = sc["model"].astype(str).to_numpy()
+    tiers["gpu"] = sc["gpu"].astype(str).to_numpy()
+    tiers["method"] = sc.get("method", pd.Series(["full"] * len(sc))).fillna("full").astype(str).to_numpy()
+    tiers["article_gpus"] = by_id.loc[tiers["reference"], "value"].to_numpy(dtype=float)
+    gidx = pd.Index(gpus["id"]).get_indexer(tiers["gpu"])
+    price = np.where(gidx >= 0, gpus["price_usd"].to_numpy(dtype=float)[np.maximum(gidx, 0)], np.nan)
+    tiers["article_cost_usd"] = tiers["article_gpus"] * price
+    base = {k: v for k, v in workload.items() if k not in ("model", "gpu", "method", "gpus")}
+    base["task"] = "train"
+    frame = tiers[["model", "gpu", "method"]].copy()
+    for key, value in base.items():
+        frame[key] = value
+    frame["base_precision"] = np.where(frame["method"] == "qlora", frame.get("base_precision", "auto"), "auto")
+    conf = configurations(frame, models, gpus, max_gpus=max_gpus, overhead=overhead)
+    tiers["our_gpus"] = np.where(conf["fits_within"], conf["gpus"], np.inf)
+    tiers["our_label"] = conf["label"].to_numpy()
+    tiers["our_cost_usd"] = conf["buy_usd"].to_numpy()
+    tiers["article_config_fits"] = tiers["our_gpus"] <= tiers["article_gpus"]
+    return tiers
+
+
+# ---- what-if -------------------------------------------------------------------------------
+
+# How much a change alters the result, for ranking (lower first among changes that fit):
+# 0 the same run at no cost; 1 the same result, somewhat slower (recomputation, sharding
+# traffic); 2 the same result, much slower (states or weights moved over PCIe every step);
+# 3 a different setting of the same run (batch, sequence, precision of states, KV cache);
+# 4 a different method or a quantized model.
+IMPACT_LABELS = {0: "none", 1: "slower", 2: "much slower", 3: "changes the run", 4: "changes the method or model"}
+# Gradient checkpointing recomputes each layer's forward in backward: about one extra forward,
+# i.e. ~33% more compute for a step of forward (1x) + backward (2x) (Chen et al. 2016,
+# "Training Deep Nets with Sublinear Memory Cost"; Korthikanti et al. 2022, sec. 5).
+CHECKPOINTING_NOTE = "about 33% more compute: each layer's forward runs again in backward (Chen et al. 2016)"
+
+
+def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
+    """(label, overrides, impact, trade-off) for the changes that apply to `base`."""
+    out: list[tuple[str, dict, int, str]] = []
+    gpus = int(base.get("gpus", 1))
+    if base.get("task", "train") == "train":
+        method = base.get("method", "full")
+        gc = bool(base.get("grad_checkpointing", False))
+        opt = base.get("optimizer", "adamw")
+        prec = base.get("precision", "bf16")
+        zero = int(base.get("zero", 0))
+        batch, seq = int(base.get("batch", 1)), int(base.get("seq", 2048))
+        rank = int(base.get("lora_rank", 8))
+        if not gc:
+            out.append(("Gradient checkpointing", {"grad_checkpointing": True}, 1, CHECKPOINTING_NOTE))
+        if opt == "adamw":
+            out.append(("Fused AdamW (no step temporaries)", {"optimizer": "adamw_fused"}, 0,
+                        "same update, one fused kernel: torch.optim.AdamW(fused=True)"))
+        if opt in ("adamw", "adamw_fused"):
+            out.append(("8-bit AdamW (bitsandbytes)", {"optimizer": "adamw_8bit"}, 3,
+                        "8-bit optimizer states; matched 32-bit Adam in Dettmers et al. 2022"))
+            out.append(("Paged 8-bit AdamW (states may spill to CPU)", {"optimizer": "paged_adamw_8bit"}, 3,
+                        "8-bit states in CUDA unified memory, paged to the CPU under pressure"))
+        if prec in ("fp32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16"):
+            out.append(("Pure bf16 weights, gradients and states", {"precision": "bf16"}, 3,
+                        "no fp32 master copy: small updates can round away"))
+        if method in ("full", "freeze"):
+            out.append((f"LoRA r={rank}", {"method": "lora", "base_precision": "auto"}, 4,
+                        "trains low-rank adapters only (Hu et al. 2021)"))
+            if not gc:
+                out.append((f"LoRA r={rank} + gradient checkpointing",
+                            {"method": "lora", "base_precision": "auto", "grad_checkpointing": True}, 4,
+                            "adapters only; " + CHECKPOINTING_NOTE))
+        if method in ("full", "freeze", "lora"):
+            out.append((f"QLoRA r={rank} (4-bit NF4 base)", {"method": "qlora", "base_precision": "auto"}, 4,
+                        "frozen base quantized to NF4; slower matmuls (Dettmers et al. 2023)"))
+            if not gc:
+                out.append((f"QLoRA r={rank} + gradient checkpointing",
+                            {"method": "qlora", "base_precision": "auto", "grad_checkpointing": True}, 4,
+                            "NF4 base; " + CHECKPOINTING_NOTE))
+        for k in (2, 4, 8):
+            if k > gpus:
+                out.append((f"ZeRO-3 / FSDP over {k} GPUs", {"zero": 3, "gpus": k}, 1,
+                            f"{k} GPUs; parameters gathered layer by layer (communication)"))
+        if gpus > 1 and zero < 3:
+            out.append((f"ZeRO-3 / FSDP on the same {gpus} GPUs", {"zero": 3}, 1,
+                        "parameters gathered layer by layer (communication)"))
+        stage = max(zero, 2)
+        out.append((f"ZeRO-{stage} + optimizer states offloaded to CPU", {"zero": stage, "offload": "optimizer"}, 2,
+                    "optimizer step on the CPU (ZeRO-Offload): slower, needs host memory"))
+        out.append(("ZeRO-3 + parameters and optimizer offloaded to CPU", {"zero": 3, "offload": "all"}, 2,
+                    "weights streamed from CPU memory every step: much slower"))
+        if batch > 1:
+            out.append(("Micro-batch 1", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
+            if batch // 2 > 1:
+                out.append((f"Micro-batch {batch // 2}", {"batch": batch // 2}, 3,
+                            "gradient accumulation keeps the effective batch"))
+        if seq >= 256:
+            out.append((f"Sequence {seq // 2:,}", {"seq": seq // 2}, 3, "shorter training samples"))
+    else:
+        prec = base.get("precision", "bf16")
+        kv = base.get("kv_precision", "auto")
+        batch, seq = int(base.get("batch", 1)), int(base.get("seq", 2048))
+        tp = int(base.get("tp", 1))
+        for target, note in (("int8", "8-bit weights (LLM.int8)"), ("int4", "4-bit GPTQ/AWQ weights (group 128)"),
+                             ("q4_k_m", "llama.cpp Q4_K_M file")):
+            if target != prec:
+                out.append((f"Weights {target.upper()}", {"precision": target}, 4, note + "; some quality loss"))
+        if kv in ("auto", "fp32", "bf16", "fp16"):
+            out.append(("KV cache FP8", {"kv_precision": "fp8"}, 3, "8-bit KV cache (vLLM kv_cache_dtype=fp8)"))
+        if batch > 1:
+            out.append((f"{max(batch // 2, 1)} concurrent sequences", {"batch": max(batch // 2, 1)}, 3, "less throughput"))
+        if seq >= 256:
+            out.append((f"Context {seq // 2:,}", {"seq": seq // 2}, 3, "shorter prompts and answers"))
+        for k in (2, 4, 8):
+            if k > tp and heads % k == 0:
+                out.append((f"Tensor parallel over {k} GPUs", {"tp": k, "gpus": k}, 1,
+                            f"{k} GPUs; all-reduce after every layer"))
+    return out
+
+
+def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict | None = None) -> pd.DataFrame:
+    """The scenario `base` (a full scenario dict with model and gpu) and every change that
+    applies to it, all estimated in ONE `estimate` call.
+
+    Each variant is estimated as configured and, in the same call, sharded over two or more
+    GPUs (ZeRO-3 for training; inference solves its tensor-parallel degree anyway), which gives
+    `gpus_to_fit`: its own GPU count when it fits, else the smallest count that holds it.
+    Row 0 is the baseline; the others are ranked: those that fit first (fewer GPUs, then those
+    that save memory, lower impact, lower peak), then the rest by the same keys.
+
+    Columns: rank (0 = baseline), change, overrides (text), impact, impact_label, tradeoff,
+    gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
+    """
+    if not base.get("gpu"):
+        raise ValueError("what-if needs a GPU to fit against; accepted: a catalog GPU id")
+    known = models.set_index("id")
+    heads = int(known.loc[base["model"], "num_heads"]) if base.get("model") in known.index else 1
+    variants = _variants(base, heads)
+    rows = [dict(base)] + [{**base, **v[1]} for v in variants]  # a handful of variants, not scenario rows
+    frame = with_defaults(pd.DataFrame(rows))
+    k = len(frame)
+    count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
+    train = frame["task"].astype(str).to_numpy() == "train"
+    zero = pd.to_numeric(frame["zero"]).to_numpy(dtype=np.int64)
+    frame["zero"] = effective_zero(count, zero, frame["offload"].astype(str).to_numpy())
+    sharded = frame.assign(gpus=np.maximum(count, 2 * pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64)
+                                           * pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64)),
+                           zero=np.where(train, 3, frame["zero"]))
+    both = estimate(pd.concat([frame, sharded], ignore_index=True), models, gpus, **(overhead or {}))
+    res = both.iloc[:k].reset_index(drop=True)
+    solved = _nan_as_inf(both["gpus_needed"].iloc[k:].to_numpy(dtype=float))
+    fits = res["fits"].fillna(False).to_numpy(dtype=bool)
+    res["gpus_to_fit"] = np.where(fits, count, np.maximum(count + 1, solved))
+    res.insert(0, "change", ["As configured"] + [v[0] for v in variants])
+    res.insert(1, "overrides", ["—"] + [", ".join(f"{key}={val}" for key, val in v[1].items()) for v in variants])
+    res.insert(2, "impact", [0] + [v[2] for v in variants])
+    res.insert(3, "impact_label", ["—"] + [IMPACT_LABELS[v[2]] for v in variants])
+    res.insert(4, "tradeoff", ["—"] + [v[3] for v in variants])
+    res["saved_bytes"] = res["peak_bytes"].iloc[0] - res["peak_bytes"]
+    # a change that saves nothing at the peak (e.g. fused AdamW when the optimizer step is not
+    # the peak phase) goes after the ones that do
+    key = pd.DataFrame({"nofit": ~fits, "gpus": res["gpus_to_fit"], "no_effect": res["saved_bytes"] <= 0,
+                        "impact": res["impact"], "peak": res["memory_used_fraction"]})
+    key.iloc[0] = [False, -1.0, False, -1, -np.inf]  # the baseline stays first
+    order = key.sort_values(["nofit", "gpus", "no_effect", "impact", "peak"], kind="stable").index
+    res = res.loc[order].reset_index(drop=True)
+    res.insert(0, "rank", np.arange(len(res)))
+    return res
+
+
+def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batches,
+                 overhead: dict | None = None) -> pd.DataFrame:
+    """Peak per GPU over sequence lengths x batch sizes for one scenario (one estimate call)."""
+    axes = {"seq": list(seqs), "batch": list(batches)}
+    frame = expand({k: v for k, v in base.items() if k not in axes}, **axes)
+    frame["zero"] = effective_zero(frame["gpus"], frame["zero"], frame["offload"].astype(str))
+    return estimate(frame, models, gpus, **(overhead or {}))
+
+
+# ---- inference table -----------------------------------------------------------------------
+
+def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisions, seq: int, batch: int,
+                    card: str, kv_precision: str = "auto", max_gpus: int = 8, gpu_ids=None,
+                    allow_long_context: bool = False, headroom: float = 0.0,
+                    overhead: dict | None = None) -> pd.DataFrame:
+    """Per model x weight precision: whole-model weights, KV cache for `batch` sequences of
+    `seq` tokens, the total on one GPU (peak, runtime overhead included), the smallest single
+    GPU that holds it (least usable memory, then cheapest), and the GPUs needed on `card`."""
+    gpu_ids = list(gpu_ids) if gpu_ids is not None else list(gpus["id"])
+    if card not in gpu_ids:
+        gpu_ids.append(card)
+    workload = {"task": "infer", "seq": int(seq), "batch": int(batch), "kv_precision": kv_precision,
+                "allow_long_context": bool(allow_long_context), "headroom": float(headroom)}
+    conf = configurations(expand(workload, model=list(model_ids), precision=list(precisions), gpu=gpu_ids),
+                          models, gpus, max_gpus=max_gpus, overhead=overhead)
+    conf = conf.astype({"model": str, "precision": str, "gpu": str})
+    keys = ["model", "precision"]
+    sizes = conf.drop_duplicates(keys)[keys + ["seq", "seq_clipped", "params", "one_gpu_weights_bytes",
+                                               "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]]
+    sizes = sizes.rename(columns={"one_gpu_weights_bytes": "weights_bytes", "one_gpu_kv_cache_bytes": "kv_cache_bytes",
+                                  "one_gpu_peak_bytes": "total_bytes"})
+    singles = conf[conf["one_gpu_fits"]].sort_values(["usable_bytes", "gpu_price_usd"], kind="stable")
+    smallest = singles.drop_duplicates(keys)[keys + ["gpu", "gpu_name", "usable_bytes"]].rename(
+        columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
+    on_card = conf[conf["gpu"] == card]
+    speed = [c for c in SPEED_COLUMNS if c in on_card.columns]
+    on_card = on_card[keys + ["gpus_needed", "label", "fits_within", "memory_used_fraction", "buy_usd",
+                              "rent_usd_per_hour"] + speed].rename(
+        columns={"gpus_needed": "card_gpus_needed", "label": "card_label", "fits_within": "card_fits",
+                 "memory_used_fraction": "card_memory_used_fraction", "buy_usd": "card_buy_usd",
+                 "rent_usd_per_hour": "card_rent_usd_per_hour", **{c: f"card_{c}" for c in speed}})
+    out = sizes.merge(smallest, on=keys, how="left").merge(on_card, on=keys, how="left")
+    out.insert(2, "card", card)
+    return out.reset_index(drop=True)
+
+
+ARTICLE_INFER_PREFIX = "a000-infer-"  # source article 000's inference table in catalog/references.yaml
+UNIT_BYTES = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=("fp16", "int8", "int4")) -> pd.DataFrame:
+    """Source article 000's inference table (weights per precision and minimum card) beside ours.
+
+    refs: the catalog's references (with a parsed `scenario` column); ours: `inference_table`
+    output covering those models and precisions. GB = 10^9 bytes on both sides."""
+    art = refs[refs["id"].astype(str).str.startswith(ARTICLE_INFER_PREFIX)].reset_index(drop=True)
+    if art.empty:
+        return pd.DataFrame()
+    sc = pd.DataFrame(list(art["scenario"]))
+    art = pd.concat([art[["id", "metric", "value", "unit"]], sc[["model", "precision"]].astype(str),
+                     sc.get("gpu", pd.Series([""] * len(sc))).fillna("").astype(str).rename("gpu")], axis=1)
+    weights = art[art["metric"] == "weights_bytes"].copy()
+    weights["gb"] = weights["value"] * weights["unit"].map(UNIT_BYTES).astype(float) / 1e9
+    table = weights.pivot_table(index="model", columns="precision", values="gb", aggfunc="first")
+    cards = art[art["metric"] == "gpus_needed"].set_index("model")
+    ours = ours.astype({"model": str, "precision": str})
+    ours_w = ours.pivot_table(index="model", columns="precision", values="weights_bytes", aggfunc="first") / 1e9
+    ours_gpu = ours.set_index(["model", "precision"])["smallest_gpu"]
+    in_refs = set(weights["model"])
+    models_in = [m for m in dict.fromkeys(ours["model"]) if m in in_refs]
+    models_in += [m for m in dict.fromkeys(weights["model"]) if m not in models_in]
+    out = pd.DataFrame({"model": models_in})
+    for p in precisions:
+        out[f"article_{p}_gb"] = table[p].reindex(models_in).to_numpy() if p in table else np.nan
+        out[f"ours_{p}_gb"] = ours_w[p].reindex(models_in).to_numpy() if p in ours_w else np.nan
+    out["article_min_gpus"] = cards["value"].reindex(models_in).to_numpy(dtype=float) if len(cards) else np.nan
+    out["article_min_gpu"] = cards["gpu"].reindex(models_in).to_numpy() if len(cards) else None
+    out["article_min_precision"] = cards["precision"].reindex(models_in).to_numpy() if len(cards) else None
+    for p in precisions:
+        idx = pd.MultiIndex.from_arrays([models_in, [p] * len(models_in)])
+        out[f"ours_smallest_{p}"] = ours_gpu.reindex(idx).fillna("none fits one card").to_numpy()
+    return out
+
+
+__all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
+           "expand", "plans_frame", "with_defaults", "clip_seq_to_context", "effective_zero", "configurations", "cheapest",
+           "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve",
+           "inference_table", "article_inference_table"]

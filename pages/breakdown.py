@@ -1,0 +1,146 @@
+"""Breakdown & what-if: one scenario by component and by phase, the largest batch and longest
+context that fit, and the ranked changes that would make it fit."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from engine import planning
+from engine.memory import PHASES
+
+s = c.require_valid(single=True)
+models, gpus = c.merged_frames()
+u, div = c.unit()
+names = c.display_names(models)
+gnames = c.display_names(gpus, short=True)
+
+sc = c.scenario(s)
+row = c.guard(c.estimate_one, sc, models, gpus)
+card = f"{sc['gpus']}× {gnames.get(s['gpu'], s['gpu'])}"
+
+c.page_header("Breakdown & what-if", "Why the workload needs the memory it does, what limits it, and what would make "
+              "it fit. The scenario is the sidebar's (model, GPU and GPU count included); every figure is per GPU.")
+st.caption(c.describe(s) + f" · on {card}")
+
+fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
+k1, k2, k3, k4, k5 = st.columns(5)
+k1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
+k2.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
+          f"{row['memory_used_fraction']:.0%} used · " + ("fits" if fits else "does not fit"),
+          delta_color="green" if fits else "red", delta_arrow="off")
+k3.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['seq']):,} tokens", delta_color="off",
+          delta_arrow="off",
+          help="Sequences per GPU that still fit at this sequence length (0: not even one).")
+k4.metric("Longest sequence", f"{int(row['max_seq']):,} tokens", f"at batch {int(row['batch'])}", delta_color="off",
+          delta_arrow="off",
+          help="Tokens per sequence that still fit at this micro-batch.")
+k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
+
+# ---- by component ------------------------------------------------------------------------
+st.markdown(f"#### By component, at the peak phase ({c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])})")
+comp_cols = [col for col in planning.COMPONENT_COLUMNS if col in row.index]
+comp = pd.DataFrame({
+    "component": [c.COMPONENT_LABELS.get(col, col) for col in comp_cols],
+    "value": [float(row[col]) / div for col in comp_cols],
+})
+comp = comp[comp["value"] > 0].reset_index(drop=True)
+comp["order"] = np.arange(len(comp))
+comp["bar"] = "peak per GPU"
+stack = alt.Chart(comp).mark_bar(size=56).encode(
+    x=alt.X("sum(value):Q", title=f"Memory per GPU ({u})", stack="zero"),
+    y=alt.Y("bar:N", title=None),
+    color=alt.Color("component:N", title="Component", sort=list(comp["component"]), legend=alt.Legend(labelLimit=320)),
+    order=alt.Order("order:Q"),
+    tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
+)
+limit = alt.Chart(pd.DataFrame({"x": [float(row["usable_bytes"]) / div], "what": ["usable memory of the card"]})).mark_rule(
+    color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("x:Q", format=",.2f")])
+st.altair_chart((stack + limit).properties(height=40 + 22 * len(comp)), width="stretch")
+comp_view = pd.DataFrame({
+    "Component": comp["component"],
+    f"Per GPU ({u})": np.round(comp["value"], 3),
+    "Share of peak (%)": np.round(comp["value"] / comp["value"].sum() * 100, 1),
+})
+c.table(comp_view, "breakdown_components", c.csv_settings(page="breakdown: components", peak_phase=str(row["peak_phase"])),
+        formats={"Share of peak (%)": "%.1f%%", f"Per GPU ({u})": "%.3f"})
+
+# ---- by phase -----------------------------------------------------------------------------
+st.markdown("#### By phase of a step")
+phase_names = [p for p in PHASES if pd.notna(row.get(f"{p}_phase_bytes"))]
+phases = pd.DataFrame({
+    "phase": [c.PHASE_LABELS.get(p, p) for p in phase_names],
+    "value": [float(row[f"{p}_phase_bytes"]) / div for p in phase_names],
+    "peak": ["sets the peak" if p == str(row["peak_phase"]) else "other phase" for p in phase_names],
+})
+pchart = alt.Chart(phases).mark_bar().encode(
+    x=alt.X("value:Q", title=f"Tensors alive per GPU ({u}, before runtime overhead)"),
+    y=alt.Y("phase:N", sort=list(phases["phase"]), title=None, axis=alt.Axis(labelLimit=260)),
+    color=alt.Color("peak:N", title=None, scale=alt.Scale(domain=["sets the peak", "other phase"], range=["#dc2626", "#93c5fd"])),
+    tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
+)
+st.altair_chart(pchart.properties(height=60 + 32 * len(phases)), width="stretch")
+st.caption("The peak is the largest phase, not the sum of everything: activations are gone by the optimizer step, "
+           "gradients do not exist during the forward pass.")
+
+# ---- what-if --------------------------------------------------------------------------------
+st.markdown("#### What would make it fit" if not fits else "#### What-if: changes ranked")
+if fits:
+    st.caption("It fits as configured; the changes below show what each saves (room for a larger batch or longer "
+               "sequences) and which ones would not fit.")
+variants = c.guard(c.what_if, sc, models, gpus)
+vview = pd.DataFrame({
+    "Rank": variants["rank"].astype(int),
+    "Change": variants["change"].astype(str),
+    "Fits": variants["fits"].fillna(False).astype(bool),
+    "GPUs": variants["gpus"].astype(int),
+    "GPUs to fit": np.where(np.isfinite(variants["gpus_to_fit"].astype(float)),
+                            variants["gpus_to_fit"].astype(float).fillna(0).clip(upper=1e9).astype(int).astype(str),
+                            "more than 1,024"),
+    f"Peak per GPU ({u})": c.mem(variants["peak_bytes"]),
+    "Memory used (%)": np.round(variants["memory_used_fraction"].astype(float) * 100, 1),
+    f"Saved vs now ({u})": c.mem(variants["saved_bytes"]),
+    "Impact": variants["impact_label"].astype(str),
+    "Trade-off": variants["tradeoff"].astype(str),
+})
+c.table(vview, "breakdown_what_if", c.csv_settings(page="breakdown: what-if"),
+        formats={"Memory used (%)": "%.1f%%"},
+        help={"Rank": "0 is the scenario as configured; then changes that fit (fewest GPUs, least impact first), then "
+                      "the rest (fewest GPUs needed).",
+              "GPUs to fit": "Its own GPU count when it fits; otherwise the count that would hold it with ZeRO-3 "
+                             "(training) or tensor parallelism (serving).",
+              "Impact": "none < slower < much slower < changes the run < changes the method or model."})
+wchart = pd.DataFrame({"change": vview["Change"], "peak": vview[f"Peak per GPU ({u})"],
+                       "fits": np.where(vview["Fits"], "fits", "does not fit")})
+bars = alt.Chart(wchart).mark_bar().encode(
+    x=alt.X("peak:Q", title=f"Peak per GPU ({u})"),
+    y=alt.Y("change:N", sort=list(wchart["change"]), title=None, axis=alt.Axis(labelLimit=320)),
+    color=alt.Color("fits:N", title=None, scale=alt.Scale(domain=["fits", "does not fit"], range=["#16a34a", "#d1d5db"])),
+    tooltip=[alt.Tooltip("change:N", title="Change"), alt.Tooltip("peak:Q", title=f"Peak per GPU ({u})", format=",.2f")],
+)
+st.altair_chart((bars + limit).properties(height=40 + 24 * len(wchart)), width="stretch")
+st.caption("All changes are estimated together in one engine call. Red line: the card's usable memory.")
+
+# ---- memory as a function of sequence length and batch ------------------------------------------
+st.markdown("#### Memory against sequence length and batch")
+ctx = int(models.set_index("id").loc[s["model"], "max_context"])
+top = max(int(s["seq"]), ctx) if s["allow_long_context"] else ctx
+candidates = 256 * 2 ** np.arange(0, 20)
+seqs = sorted(set(candidates[candidates < top].tolist()) | {top} | ({int(s["seq"])} if int(s["seq"]) <= top else set()))
+batches = sorted({1, 2, 4, 8, int(s["batch"])})
+curve = c.guard(c.memory_curve, sc, models, gpus, tuple(seqs), tuple(batches))
+cdata = pd.DataFrame({"seq": curve["seq"].astype(int), "batch": curve["batch"].astype(int).astype(str),
+                      "peak": c.mem(curve["peak_bytes"])})
+lines = alt.Chart(cdata).mark_line(point=True).encode(
+    x=alt.X("seq:Q", title="Sequence length (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
+    y=alt.Y("peak:Q", title=f"Peak per GPU ({u})"),
+    color=alt.Color("batch:N", title="Micro-batch", sort=[str(b) for b in batches]),
+    tooltip=[alt.Tooltip("seq:Q", title="Tokens", format=","), alt.Tooltip("batch:N", title="Batch"),
+             alt.Tooltip("peak:Q", title=f"Peak ({u})", format=",.2f")],
+)
+hline = alt.Chart(pd.DataFrame({"y": [float(row["usable_bytes"]) / div]})).mark_rule(color="#dc2626", strokeDash=[6, 3]).encode(y="y:Q")
+st.altair_chart((lines + hline).properties(height=340), width="stretch")
+st.caption(f"Red line: usable memory of one {gnames.get(s['gpu'], s['gpu'])}. Up to the model's context of {ctx:,} tokens.")

@@ -1,0 +1,157 @@
+"""Budget planner: what a purchase (or cloud) budget runs, on its cheapest configuration, and
+what a bit more would unlock."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from engine import planning
+
+s = c.store()
+models, gpus = c.merged_frames()
+u, _ = c.unit()
+MODE_LABELS = {"buy": "Buying GPUs ($)", "cloud_hour": "Renting ($ per hour)", "cloud_job": "Renting for one job ($)"}
+COST_LABELS = {"buy": "Purchase ($)", "cloud_hour": "Cloud ($/h)", "cloud_job": "Job cost ($)"}
+
+c.page_header("Budget planner", "Every model × workload your budget can run, each on its cheapest configuration "
+              "(GPU type × count), and what a bit more budget would unlock. The workloads use the sidebar's "
+              "settings (batch, sequence, precision, ZeRO stage, …).")
+
+st.session_state.setdefault("bp_budget", 10_000.0)
+
+
+def _preset():
+    label = st.session_state.get("bp_tier")
+    for tier in planning.BUDGET_TIERS:
+        if tier["label"] == label:
+            st.session_state["bp_budget"] = float(tier["high"])
+
+
+with st.container(border=True):
+    m1, m2 = st.columns([2, 3])
+    mode = m1.radio("Budget for", list(MODE_LABELS), format_func=MODE_LABELS.get, key="bp_mode", horizontal=False)
+    if mode in ("buy", "cloud_job"):
+        m2.segmented_control("Source-article tiers (sets the budget to the tier's top)",
+                             [t["label"] for t in planning.BUDGET_TIERS], key="bp_tier", on_change=_preset)
+    b1, b2, b3 = st.columns(3)
+    hours = None
+    if mode == "cloud_hour":
+        budget = b1.number_input("Budget ($ per hour, all GPUs)", min_value=0.0, value=10.0, step=1.0, key="bp_hourly")
+    else:
+        budget = b1.number_input("Budget ($)", min_value=0.0, step=1_000.0, format="%.0f", key="bp_budget",
+                                 help="GPU prices only: host, chassis, network and power are extra." if mode == "buy" else None)
+        if mode == "cloud_job":
+            hours = b2.number_input("Hours the job runs", min_value=0.5, value=24.0, step=1.0, key="bp_hours")
+    stretch = b3.slider("'A bit more' means up to (+%)", 10, 200, 50, step=10, key="bp_stretch")
+    p1, p2 = st.columns([3, 1])
+    chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="bp_plans")
+    max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="bp_max_gpus")
+    shown_gpus = c.gpu_filter(gpus, "bp")
+
+c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))
+if not chosen or shown_gpus.empty:
+    st.info("Choose at least one workload and one GPU to plan.")
+    st.stop()
+
+conf = c.guard(c.configurations, c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus,
+               int(max_gpus))
+result = c.guard(planning.budget_plan, conf, float(budget), mode, hours, stretch / 100.0)
+feasible, unlocks, out = result["feasible"], result["unlocks"], result["out_of_reach"]
+names = c.display_names(models)
+gnames = c.display_names(gpus, short=True)
+budget_text = c.fmt_usd(budget, 2 if mode == "cloud_hour" else 0) + ("/h" if mode == "cloud_hour" else "")
+total = conf[["model", "plan"]].astype(str).drop_duplicates().shape[0]
+
+k1, k2, k3 = st.columns(3)
+k1.metric(f"Fit within {budget_text}", f"{len(feasible)} of {total}", help="model × workload combinations")
+k2.metric(f"Unlocked by up to +{stretch}%", f"{len(unlocks)}")
+k3.metric("Not within the GPU limit at any price", f"{len(out)}")
+
+
+def _view(frame: pd.DataFrame, extra: bool = False) -> pd.DataFrame:
+    v = pd.DataFrame({
+        "Model": frame["model"].astype(str).map(names),
+        "Workload": frame["plan"].astype(str),
+        "GPU": frame["gpu"].astype(str).map(gnames),
+        "GPUs": frame["gpus"].astype(int),
+        COST_LABELS[mode]: frame["cost_usd"].astype(float).round(2 if mode == "cloud_hour" else 0),
+        f"Peak per GPU ({u})": c.mem(frame["peak_bytes"]),
+        "Memory used (%)": np.round(frame["memory_used_fraction"].astype(float) * 100, 1),
+    })
+    if extra:
+        v["Extra needed ($)"] = frame["extra_usd"].astype(float).round(2 if mode == "cloud_hour" else 0)
+    return v
+
+
+settings = c.csv_settings(page="budget planner", budget_mode=mode, budget=budget, job_hours=hours,
+                          stretch_pct=stretch, workloads=",".join(chosen), max_gpus=max_gpus)
+money_format = "$%.2f" if mode == "cloud_hour" else "dollar"
+fmt = {COST_LABELS[mode]: money_format, "Extra needed ($)": money_format, "Memory used (%)": "%.1f%%"}
+
+# chart: every model x workload, coloured by whether its cheapest configuration fits the budget
+best = planning.cheapest(conf.assign(cost_usd=planning.plan_cost(conf, mode, hours)), "cost_usd")
+grid_ = conf[["model", "plan"]].astype(str).drop_duplicates().merge(
+    best.astype({"model": str, "plan": str})[["model", "plan", "cost_usd", "gpus", "gpu"]], on=["model", "plan"], how="left")
+cost = grid_["cost_usd"].astype(float).to_numpy()
+with np.errstate(invalid="ignore"):
+    short = np.where(np.isnan(cost), "✗",
+                     np.where(cost >= 1e6, "$" + np.char.mod("%.1fM", cost / 1e6),
+                              np.where(cost >= 1e3, "$" + np.char.mod("%.1fk", cost / 1e3),
+                                       "$" + np.char.mod("%.2f" if mode == "cloud_hour" else "%.0f", cost))))
+chart = pd.DataFrame({
+    "model": grid_["model"].map(names), "plan": grid_["plan"], "cost": cost, "text": short,
+    "config": np.where(np.isnan(cost), "none within the GPU limit",
+                       grid_["gpus"].fillna(0).astype(int).astype(str) + "× " + grid_["gpu"].astype(str).map(gnames)),
+    "status": np.select([cost <= budget, cost <= budget * (1 + stretch / 100)],
+                        ["within the budget", f"with up to +{stretch}%"], "beyond"),
+})
+tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("plan:N", title="Workload"),
+       alt.Tooltip("config:N", title="Cheapest configuration"), alt.Tooltip("cost:Q", title=COST_LABELS[mode], format=",.2f")]
+base = alt.Chart(chart).encode(
+    x=alt.X("plan:N", sort=chosen, title="Workload", axis=alt.Axis(orient="top", labelAngle=0)),
+    y=alt.Y("model:N", sort=[names[i] for i in models["id"]], title=None))
+cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
+    color=alt.Color("status:N", title="Against the budget", legend=alt.Legend(orient="bottom", labelLimit=240), scale=alt.Scale(
+        domain=["within the budget", f"with up to +{stretch}%", "beyond"], range=["#86efac", "#fcd34d", "#e5e7eb"])),
+    tooltip=tip)
+text = base.mark_text(fontSize=12).encode(text="text:N", tooltip=tip)
+st.altair_chart((cells + text).properties(width=alt.Step(150), height=alt.Step(28)), width="content")
+st.caption(f"Cell: the cheapest configuration's {COST_LABELS[mode].lower()} (hover for the GPU type × count). "
+           "✗: nothing within the GPU limit, or no price in the catalog.")
+
+st.markdown(f"#### Within {budget_text}")
+if feasible.empty:
+    st.info("Nothing in the catalog runs within this budget: raise it, allow more GPUs, or try QLoRA / INT4 serving.")
+else:
+    c.table(_view(feasible), "budget_feasible", settings, formats=fmt)
+
+st.markdown(f"#### What up to +{stretch}% more would unlock")
+if unlocks.empty:
+    st.info(f"Nothing more becomes possible with up to {stretch}% more; try a larger stretch.")
+else:
+    c.table(_view(unlocks, extra=True), "budget_unlocks", settings, formats=fmt)
+
+if len(out):
+    st.caption("Not within the GPU limit (or no priced GPU holds it): "
+               + "; ".join(out["model"].astype(str).map(names) + " · " + out["plan"].astype(str)))
+
+st.markdown("#### The source article's tiers, checked")
+tiers = c.guard(c.tier_checks, c.train_workload(s), models, gpus, 64)
+if len(tiers):
+    tview = pd.DataFrame({
+        "Tier": tiers["label"], "Article's configuration": tiers["article"],
+        "Article's GPUs at catalog prices ($)": tiers["article_cost_usd"].round(0),
+        "Our GPUs needed on that card": tiers["our_label"].astype(str),
+        "Our cost on that card ($)": tiers["our_cost_usd"].round(0),
+        "Article's GPU count enough?": tiers["article_config_fits"].astype(bool),
+    })
+    c.table(tview, "budget_tiers", c.csv_settings(page="budget tiers"),
+            formats={"Article's GPUs at catalog prices ($)": "dollar", "Our cost on that card ($)": "dollar"},
+            help={"Our GPUs needed on that card": "At your sidebar workload (batch, sequence, precision, ZeRO stage), "
+                                                  "for the tier's model and method, up to 64 GPUs."})
+    st.caption("Source article 001's budget table (catalog/references.yaml, a001-budget-*), evaluated at the sidebar's "
+               "training settings with the article's model, method and card.")

@@ -1,0 +1,226 @@
+"""Catalog: GPUs, models and published references, searchable; add a GPU or a model (form or
+config.json) for this session, validated exactly like the shipped YAML."""
+
+import datetime
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from catalog.schema import CatalogError
+from catalog.user import MAX_CONFIG_BYTES, model_from_config
+from engine.params import total_params
+
+models, gpus = c.merged_frames()
+refs = c.shipped("references")
+u, div = c.unit()
+added_gpus = {r["id"] for r in st.session_state.get("user_gpus", [])}
+added_models = {r["id"] for r in st.session_state.get("user_models", [])}
+
+c.page_header("Catalog", "The GPUs, models and published figures behind every estimate, with their sources. Add a GPU "
+              "or a model for this session: it is checked like the shipped catalog and every page uses it.")
+flash = st.session_state.pop("catalog_flash", None)
+if flash:
+    st.success(flash)
+query = st.text_input("Search all tables (id, name, vendor, source, …)", key="cat_search")
+
+
+def search(frame: pd.DataFrame) -> pd.DataFrame:
+    if not query:
+        return frame
+    hit = np.zeros(len(frame), dtype=bool)
+    for col in frame.columns:  # column by column, each searched whole
+        hit |= frame[col].astype(str).str.contains(query, case=False, regex=False).to_numpy()
+    return frame[hit]
+
+
+tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model = st.tabs(
+    ["GPUs", "Models", "References", "Add a GPU", "Add a model"])
+
+with tab_gpus:
+    view = pd.DataFrame({
+        "id": gpus["id"], "Name": gpus["name"], "Vendor": gpus["vendor"], "Segment": gpus["segment"],
+        "Memory (GB, vendor)": gpus["memory_gb"].astype(float),
+        f"Usable ({u})": c.mem(gpus["usable_memory_bytes"]),
+        "Memory type": gpus["memory_type"], "Unified memory": gpus["unified_memory"].astype(bool),
+        "Bandwidth (GB/s)": gpus["bandwidth_gbps"].astype(float),
+        "BF16 dense (TFLOPS)": gpus["bf16_tflops"].astype(float), "FP16 dense (TFLOPS)": gpus["fp16_tflops"].astype(float),
+        "INT8 (TOPS)": gpus["int8_tops"].astype(float), "TDP (W)": gpus["tdp_w"].astype(float),
+        "Interconnect": gpus["interconnect"], "Interconnect (GB/s)": gpus["interconnect_gbps"].astype(float),
+        "Launch year": gpus["launch_year"].astype(int),
+        "Price ($)": gpus["price_usd"].astype(float), "Price source": gpus["price_source"], "Price date": gpus["price_date"],
+        "Cloud ($/GPU-h)": gpus["cloud_usd_per_hour"].astype(float), "Cloud source": gpus["cloud_source"],
+        "Cloud date": gpus["cloud_date"], "Usable memory source": gpus["usable_memory_source"],
+        "Added this session": gpus["id"].isin(added_gpus),
+    })
+    shown = search(view)
+    st.caption(f"{len(shown)} of {len(view)} GPUs. Prices are snapshots with their source and date.")
+    c.table(shown, "catalog_gpus", c.csv_settings(page="catalog: GPUs", search=query),
+            formats={"Price ($)": "dollar", "Cloud ($/GPU-h)": "$%.2f", "Launch year": "%d"})
+
+with tab_models:
+    view = pd.DataFrame({
+        "id": models["id"], "Name": models["name"], "Family": models["family"],
+        "Parameters (billions)": np.round(models["params"].astype(float) / 1e9, 3),
+        "Parameters (exact)": models["params"].astype("int64"),
+        "Hidden": models["hidden_size"].astype(int), "FFN": models["intermediate_size"].astype(int),
+        "Layers": models["num_layers"].astype(int), "Heads": models["num_heads"].astype(int),
+        "KV heads": models["num_kv_heads"].astype(int), "Head dim": models["head_dim"].astype(int),
+        "Vocabulary": models["vocab_size"].astype(int), "Context (tokens)": models["max_context"].astype(int),
+        "Tied embeddings": models["tied_embeddings"].astype(bool), "Released": models["release_date"].astype(str),
+        "Source": models["source"], "Added this session": models["id"].isin(added_models),
+    })
+    shown = search(view)
+    st.caption(f"{len(shown)} of {len(view)} models. Parameter counts are derived from the architecture and checked "
+               "against the published ones.")
+    c.table(shown, "catalog_models", c.csv_settings(page="catalog: models", search=query),
+            formats={"Parameters (exact)": "%d", "Context (tokens)": "localized"})
+
+with tab_refs:
+    view = pd.DataFrame({
+        "id": refs["id"], "Kind": refs["kind"], "Metric": refs["metric"], "Value": refs["value"].astype(float),
+        "Unit": refs["unit"], "Per GPU": refs["per_gpu"].astype(bool), "Date": refs["date"],
+        "Scenario": refs["scenario_json"], "Source": refs["source"], "URL": refs["url"], "Setup": refs["setup_note"],
+        "Explanation": refs["explanation"].fillna(""),
+    })
+    shown = search(view)
+    st.caption(f"{len(shown)} of {len(view)} references; the Evidence page sets each beside our estimate.")
+    c.table(shown, "catalog_references", c.csv_settings(page="catalog: references", search=query),
+            formats={"Value": "%g"}, links=("URL",))
+
+with tab_add_gpu:
+    st.markdown("Every field is checked like `catalog/gpus.yaml`; empty optional fields stay unknown.")
+    with st.form("add_gpu_form"):
+        a1, a2, a3, a4 = st.columns(4)
+        gid = a1.text_input("id (lowercase letters, digits, '.', '-')", key="ag_id", placeholder="my-gpu-48gb")
+        gname = a2.text_input("Name", key="ag_name", placeholder="My GPU 48GB")
+        vendor = a3.selectbox("Vendor", ["nvidia", "amd", "intel", "apple"], key="ag_vendor")
+        segment = a4.selectbox("Segment", ["consumer", "workstation", "datacenter", "apple"], key="ag_segment")
+        b1, b2, b3, b4 = st.columns(4)
+        memory_gb = b1.number_input("Memory (GB, vendor figure)", min_value=0.0, value=48.0, key="ag_memory_gb")
+        usable_mib = b2.number_input("Usable memory (MiB, as nvidia-smi shows)", min_value=0, value=49140, step=1,
+                                     key="ag_usable_mib")
+        memory_type = b3.text_input("Memory type", value="GDDR6", key="ag_memory_type")
+        unified = b4.checkbox("Unified memory (Apple)", key="ag_unified")
+        c1_, c2_, c3_, c4_ = st.columns(4)
+        bandwidth = c1_.number_input("Bandwidth (GB/s)", min_value=0.0, value=960.0, key="ag_bandwidth")
+        fp16 = c2_.number_input("FP16 dense (TFLOPS)", min_value=0.0, value=180.0, key="ag_fp16")
+        bf16 = c3_.number_input("BF16 dense (TFLOPS, optional)", min_value=0.0, value=None, key="ag_bf16")
+        fp32 = c4_.number_input("FP32 (TFLOPS, optional)", min_value=0.0, value=None, key="ag_fp32")
+        d1, d2, d3, d4 = st.columns(4)
+        int8 = d1.number_input("INT8 (TOPS, optional)", min_value=0.0, value=None, key="ag_int8")
+        fp8 = d2.number_input("FP8 (TFLOPS, optional)", min_value=0.0, value=None, key="ag_fp8")
+        tdp = d3.number_input("TDP (W)", min_value=0.0, value=300.0, key="ag_tdp")
+        year = d4.number_input("Launch year", min_value=1990, max_value=2100, value=2024, step=1, key="ag_year")
+        e1, e2, e3, e4 = st.columns(4)
+        interconnect = e1.text_input("Interconnect", value="PCIe 4.0 x16", key="ag_interconnect")
+        link = e2.number_input("Interconnect (GB/s)", min_value=0.0, value=64.0, key="ag_link")
+        price = e3.number_input("Purchase price ($, optional)", min_value=0.0, value=None, key="ag_price")
+        cloud = e4.number_input("Cloud ($/GPU-hour, optional)", min_value=0.0, value=None, key="ag_cloud")
+        f1, f2, f3, f4 = st.columns(4)
+        price_source = f1.text_input("Price source", value="user entry", key="ag_price_source")
+        price_date = f2.text_input("Price date (YYYY-MM)", value=pd.Timestamp.today().strftime("%Y-%m"), key="ag_price_date")
+        cloud_source = f3.text_input("Cloud price source", value="user entry", key="ag_cloud_source")
+        cloud_date = f4.text_input("Cloud price date (YYYY-MM)", value=pd.Timestamp.today().strftime("%Y-%m"), key="ag_cloud_date")
+        usable_source = st.text_input("Where the usable memory comes from", value="user entry", key="ag_usable_source")
+        notes = st.text_input("Notes (optional)", key="ag_notes")
+        submitted = st.form_submit_button("Add this GPU for the session", type="primary")
+    if submitted:
+        raw = {"id": gid.strip(), "name": gname.strip(), "vendor": vendor, "segment": segment, "memory_gb": memory_gb,
+               "usable_memory_bytes": int(usable_mib) * 2**20, "usable_memory_source": usable_source,
+               "memory_type": memory_type, "unified_memory": bool(unified), "bandwidth_gbps": bandwidth,
+               "bf16_tflops": bf16, "fp16_tflops": fp16, "fp32_tflops": fp32, "int8_tops": int8, "fp8_tflops": fp8,
+               "tdp_w": tdp, "interconnect": interconnect, "interconnect_gbps": link, "launch_year": int(year),
+               "price_usd": price, "price_source": price_source, "price_date": price_date.strip(),
+               "cloud_usd_per_hour": cloud, "cloud_source": cloud_source, "cloud_date": cloud_date.strip()}
+        if notes.strip():
+            raw["notes"] = notes.strip()
+        try:
+            record = c.validate_user_entry("gpu", raw)
+        except CatalogError as exc:
+            st.error(str(exc))
+        else:
+            c.add_user_entry("gpu", record)
+            st.session_state["catalog_flash"] = f"Added GPU {record['name']} ({record['id']}); every page now includes it."
+            st.rerun()
+
+with tab_add_model:
+    up_col, form_col = st.columns(2)
+    with up_col:
+        st.markdown("**From a Hugging Face `config.json`** (Llama-style: llama, mistral)")
+        upload = st.file_uploader("config.json", type=["json"], key="am_upload")
+        upload_id = st.text_input("Model id (optional; default from the config)", key="am_upload_id")
+        if st.button("Add the uploaded model", key="am_upload_add", disabled=upload is None):
+            try:
+                data = upload.getvalue()
+                if len(data) > MAX_CONFIG_BYTES:
+                    raise CatalogError(upload.name, None, None, f"is {len(data):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,}")
+                try:
+                    cfg = json.loads(data.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise CatalogError(upload.name, None, None, "is not UTF-8 text") from None
+                except json.JSONDecodeError as exc:
+                    raise CatalogError(upload.name, None, None,
+                                       f"is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+                record = model_from_config(cfg, upload.name, upload_id.strip() or None)
+                if upload_id.strip() and not cfg.get("_name_or_path"):
+                    record["name"] = upload_id.strip()  # no name in the config: show the id the user chose
+                record = c.validate_user_entry("model", record)
+            except CatalogError as exc:
+                st.error(str(exc))
+            else:
+                c.add_user_entry("model", record)
+                st.session_state["catalog_flash"] = f"Added model {record['name']} ({record['id']}, {record['params']:,} parameters)."
+                st.rerun()
+    with form_col:
+        st.markdown("**By hand** (the parameter count is derived from the architecture)")
+        with st.form("add_model_form"):
+            g1, g2, g3 = st.columns(3)
+            mid = g1.text_input("id", key="am_id", placeholder="my-llama-7b")
+            mname = g2.text_input("Name", key="am_name", placeholder="My Llama 7B")
+            family = g3.text_input("Family", value="custom", key="am_family")
+            h1, h2, h3, h4 = st.columns(4)
+            hidden = h1.number_input("Hidden size", min_value=1, value=4096, step=1, key="am_hidden")
+            ffn = h2.number_input("Intermediate (FFN) size", min_value=1, value=11008, step=1, key="am_ffn")
+            layers = h3.number_input("Layers", min_value=1, value=32, step=1, key="am_layers")
+            heads = h4.number_input("Attention heads", min_value=1, value=32, step=1, key="am_heads")
+            i1, i2, i3, i4 = st.columns(4)
+            kv = i1.number_input("KV heads", min_value=1, value=32, step=1, key="am_kv")
+            head_dim = i2.number_input("Head dim (0 = hidden / heads)", min_value=0, value=0, step=1, key="am_head_dim")
+            vocab = i3.number_input("Vocabulary", min_value=1, value=32000, step=1, key="am_vocab")
+            context = i4.number_input("Context (tokens)", min_value=1, value=4096, step=1, key="am_context")
+            j1, j2, j3 = st.columns(3)
+            tied = j1.checkbox("Tied embeddings", key="am_tied")
+            released = j2.date_input("Release date", value=datetime.date(2024, 1, 1), key="am_released")
+            msource = j3.text_input("Source", value="user entry", key="am_source")
+            add_model = st.form_submit_button("Add this model for the session", type="primary")
+        if add_model:
+            hd = int(head_dim) or (int(hidden) // int(heads))
+            raw = {"id": mid.strip(), "name": mname.strip(), "family": family.strip(), "hidden_size": int(hidden),
+                   "intermediate_size": int(ffn), "num_layers": int(layers), "num_heads": int(heads),
+                   "num_kv_heads": int(kv), "head_dim": hd, "vocab_size": int(vocab), "max_context": int(context),
+                   "tied_embeddings": bool(tied),
+                   "params": total_params(int(hidden), int(ffn), int(layers), int(heads), int(kv), hd, int(vocab), bool(tied)),
+                   "release_date": released.isoformat(), "source": msource}
+            try:
+                record = c.validate_user_entry("model", raw)
+            except CatalogError as exc:
+                st.error(str(exc))
+            else:
+                c.add_user_entry("model", record)
+                st.session_state["catalog_flash"] = f"Added model {record['name']} ({record['id']}, {record['params']:,} parameters)."
+                st.rerun()
+
+session = [("gpu", r) for r in st.session_state.get("user_gpus", [])] + [("model", r) for r in st.session_state.get("user_models", [])]
+if session:
+    st.markdown("#### Added this session")
+    for kind, record in session:  # the user's own few entries
+        r1, r2 = st.columns([4, 1])
+        r1.write(f"{kind.upper()}: **{record['name']}** (`{record['id']}`)")
+        if r2.button("Remove", key=f"remove_{kind}_{record['id']}"):
+            c.remove_user_entry(kind, record["id"])
+            st.rerun()

@@ -1,0 +1,136 @@
+"""Cost per fit: for each model x workload, the cheapest configuration to buy and to rent,
+with the speed and cost figures the engine gives for that configuration."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from engine import planning
+
+s = c.store()
+models, gpus = c.merged_frames()
+u, _ = c.unit()
+
+c.page_header("Cost per fit", "For each model and workload: the cheapest GPU type × count that holds it, to buy and "
+              "to rent, and what that configuration delivers. Prices are the catalog's (GPUs only, with their sources "
+              "on the Catalog page); speed and job cost come from the engine's speed model.")
+
+with st.container(border=True):
+    p1, p2, p3 = st.columns([3, 1, 1])
+    chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="cf_plans")
+    max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="cf_max_gpus")
+    tokens_b = p3.number_input("Training tokens (billions)", min_value=0.001, value=1.0, step=0.5, format="%.3f",
+                               key="cf_tokens", help="The job size for training time and cost (speed model).")
+    families = list(dict.fromkeys(models["family"].astype(str)))
+    chosen_families = st.multiselect("Model family", families, default=families, key="cf_family")
+    shown_gpus = c.gpu_filter(gpus, "cf")
+
+c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))
+shown_models = models[models["family"].astype(str).isin(chosen_families)]
+if not chosen or shown_gpus.empty or shown_models.empty:
+    st.info("Choose at least one workload, one model family and one GPU.")
+    st.stop()
+
+plan_map = c.plans(chosen, s)
+for label, wl in plan_map.items():
+    if wl["task"] == "train":
+        wl["tokens"] = float(tokens_b) * 1e9
+conf = c.guard(c.configurations, plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus,
+               int(max_gpus))
+per_fit = planning.cost_per_fit(conf)
+names = c.display_names(models)
+gnames = c.display_names(gpus, short=True)
+
+
+def _config(gpu_col: str, count_col: str) -> pd.Series:
+    ok = per_fit[gpu_col].notna()
+    text = per_fit[count_col].fillna(0).astype(int).astype(str) + "× " + per_fit[gpu_col].astype(str).map(gnames)
+    return text.where(ok, "none within the limit")
+
+
+def _col(name: str, digits: int) -> pd.Series:
+    return per_fit[name].astype(float).round(digits) if name in per_fit else pd.Series(np.nan, index=per_fit.index)
+
+
+view = pd.DataFrame({
+    "Model": per_fit["model"].map(names),
+    "Workload": per_fit["plan"],
+    "Buy: configuration": _config("buy_gpu", "buy_gpus"),
+    "Buy ($)": _col("buy_usd", 0),
+    "Rent: configuration": _config("rent_gpu", "rent_gpus"),
+    "Rent ($/h)": _col("rent_usd_per_hour", 2),
+})
+extra_help = {}
+if "buy_usd_per_gb_vram" in per_fit:
+    view["$ per GB of VRAM (buy)"] = _col("buy_usd_per_gb_vram", 1)
+    extra_help["$ per GB of VRAM (buy)"] = "Card price / its memory in GB (vendor figure), from the speed model."
+if "buy_breakeven_months" in per_fit:
+    view["Buy pays off after (months)"] = _col("buy_breakeven_months", 1)
+    extra_help["Buy pays off after (months)"] = ("Months of full-time use after which buying the cheapest purchase "
+                                                 "configuration costs less than renting it (power included).")
+if "rent_train_hours" in per_fit:
+    view["Training time (h, rented config)"] = _col("rent_train_hours", 1)
+    view["Training job cost ($, rented)"] = _col("rent_cloud_cost_usd", 0)
+if "rent_aggregate_tokens_per_s" in per_fit:
+    view["Tokens/s (rented config, all sequences)"] = _col("rent_aggregate_tokens_per_s", 1)
+    view["$ per million tokens (rented)"] = _col("rent_usd_per_million_tokens", 3)
+if "buy_aggregate_tokens_per_s" in per_fit:
+    view["Tokens/s (bought config, all sequences)"] = _col("buy_aggregate_tokens_per_s", 1)
+
+tab_table, tab_buy, tab_rent = st.tabs(["Table", "Chart: buy", "Chart: rent"])
+with tab_table:
+    c.table(view, "cost_per_fit", c.csv_settings(page="cost per fit", workloads=",".join(chosen), max_gpus=max_gpus,
+                                                 training_tokens=tokens_b * 1e9),
+            formats={"Buy ($)": "dollar", "Rent ($/h)": "$%.2f", "$ per GB of VRAM (buy)": "$%.1f",
+                     "Training job cost ($, rented)": "dollar", "$ per million tokens (rented)": "$%.3f"},
+            help={"Buy: configuration": "Cheapest purchase (GPU list prices only) that holds the workload.",
+                  "Rent: configuration": "Cheapest on-demand rental per hour that holds the workload.", **extra_help})
+    st.caption("Training rows: time and cost for the token budget above at the engine's default utilisation (MFU); "
+               "serving rows: tokens/s for the sidebar's concurrent sequences at its context. Empty cells: no price "
+               "in the catalog, or the figure does not apply to the workload.")
+
+
+def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
+    ok = conf[np.isfinite(conf[cost_col].astype(float))]
+    if ok.empty:
+        return None
+    best = planning.cheapest(ok, cost_col)
+    combo = ok["model"].astype(str).map(names) + " · " + ok["plan"].astype(str)
+    dots = pd.DataFrame({"combo": combo, "cost": ok[cost_col].astype(float),
+                         "config": ok["gpus"].astype(int).astype(str) + "× " + ok["gpu"].astype(str).map(gnames),
+                         "vendor": ok["gpu_vendor"].astype(str)})
+    top = pd.DataFrame({"combo": best["model"].astype(str).map(names) + " · " + best["plan"].astype(str),
+                        "cost": best[cost_col].astype(float),
+                        "config": best["gpus"].astype(int).astype(str) + "× " + best["gpu"].astype(str).map(gnames)})
+    order = list(top.sort_values("cost")["combo"])
+    x = alt.X("cost:Q", title=title, scale=alt.Scale(type="log"))
+    y = alt.Y("combo:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
+    tip = [alt.Tooltip("combo:N", title="Model · workload"), alt.Tooltip("config:N", title="Configuration"),
+           alt.Tooltip("cost:Q", title=title, format=fmt)]
+    others = alt.Chart(dots).mark_circle(size=45, opacity=0.6).encode(
+        x=x, y=y, color=alt.Color("vendor:N", title="Vendor"), tooltip=tip + [alt.Tooltip("vendor:N")])
+    cheapest = alt.Chart(top).mark_point(shape="diamond", size=160, filled=True, color="#16a34a").encode(x=x, y=y, tooltip=tip)
+    text = alt.Chart(top).mark_text(align="left", dx=9, fontSize=11, fontWeight="bold", color="#166534").encode(
+        x=x, y=y, text="config:N")
+    return (others + cheapest + text).properties(height=max(300, 20 * len(order)))
+
+
+with tab_buy:
+    chart = _dots("buy_usd", "Purchase price of the configuration ($, log scale)", ",.0f")
+    if chart is None:
+        st.info("No priced configuration holds these workloads.")
+    else:
+        st.altair_chart(chart, width="stretch")
+        st.caption("Green diamond and label: the cheapest configuration; dots: every other GPU type that holds it "
+                   "(at its smallest count), coloured by vendor.")
+with tab_rent:
+    chart = _dots("rent_usd_per_hour", "Rent of the configuration ($ per hour, log scale)", ",.2f")
+    if chart is None:
+        st.info("No configuration with a cloud price holds these workloads.")
+    else:
+        st.altair_chart(chart, width="stretch")
+        st.caption("Green diamond and label: the cheapest rental; dots: the alternatives.")

@@ -1,0 +1,87 @@
+"""Evidence: our estimate beside every published reference point, with the error and the source."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+
+models, gpus = c.merged_frames()
+names = c.display_names(models)
+
+c.page_header("Evidence", "Every published figure we know for these models (measurements, others' estimates, and the "
+              "source articles' claims) beside the engine's estimate for the same setup, with the error and the "
+              "source. Measurements are the test; claims are shown to be checked, not trusted.")
+
+ev = c.guard(c.evidence, models, gpus)
+KIND_LABELS = {"measured": "measured", "estimate": "others' estimate", "claim": "claim (source articles etc.)"}
+
+with st.container(border=True):
+    e1, e2, e3 = st.columns([2, 2, 1])
+    kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
+    metrics = sorted(ev["metric"].astype(str).unique())
+    chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
+    outside = e3.checkbox("Only outside ±10%", key="ev_outside")
+    query = st.text_input("Search (id, model, source, notes)", key="ev_search")
+
+summary = st.columns(3)
+for col, kind in zip(summary, KIND_LABELS):
+    part = ev[(ev["kind"] == kind) & ev["error_pct"].notna()]
+    col.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
+               help="References with an estimate whose error is at most 10%.")
+
+shown = ev[ev["kind"].isin(kinds) & ev["metric"].astype(str).isin(chosen_metrics)]
+if outside:
+    shown = shown[~shown["within_10pct"].astype(bool)]
+if query:
+    text = shown[["id", "model", "source", "setup_note", "explanation"]].astype(str)
+    hit = np.zeros(len(shown), dtype=bool)
+    for col in text.columns:  # a handful of columns, each searched whole
+        hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
+    shown = shown[hit]
+
+if shown.empty:
+    st.info("No reference matches the filters.")
+    st.stop()
+
+chart = pd.DataFrame({"id": shown["id"].astype(str), "error": shown["error_pct"].astype(float).clip(-300, 300),
+                      "raw": shown["error_pct"].astype(float), "kind": shown["kind"].map(KIND_LABELS),
+                      "model": shown["model"].astype(str).map(names)}).dropna(subset=["error"])
+if len(chart):
+    band = alt.Chart(pd.DataFrame({"lo": [-10], "hi": [10]})).mark_rect(opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
+    bars = alt.Chart(chart).mark_bar().encode(
+        x=alt.X("error:Q", title="Our estimate vs published (%; clipped at ±300)"),
+        y=alt.Y("id:N", sort=alt.EncodingSortField("error", order="ascending"), title=None,
+                axis=alt.Axis(labelLimit=300, labelOverlap=False)),
+        color=alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=list(KIND_LABELS.values()),
+                                                                range=["#16a34a", "#2563eb", "#f59e0b"])),
+        tooltip=[alt.Tooltip("id:N", title="Reference"), alt.Tooltip("model:N", title="Model"),
+                 alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("kind:N", title="Kind")],
+    )
+    st.altair_chart((band + bars).properties(height=alt.Step(15)), width="stretch")
+    st.caption("Green band: ±10%, the tolerance against measurements. Positive: we estimate more than published.")
+
+view = pd.DataFrame({
+    "Reference": shown["id"].astype(str),
+    "Kind": shown["kind"].map(KIND_LABELS),
+    "Model": shown["model"].astype(str).map(names),
+    "Metric": shown["metric"].astype(str),
+    "Published": shown["reference"].astype(float),
+    "Ours": shown["estimate"].astype(float),
+    "Unit": shown["unit"].astype(str),
+    "Per GPU": shown["per_gpu"].astype(bool),
+    "Error (%)": shown["error_pct"].astype(float),
+    "Within ±10%": shown["within_10pct"].astype(bool),
+    "Source": shown["source"].astype(str),
+    "URL": shown["url"].astype(str),
+    "Setup": shown["setup_note"].astype(str),
+    "Why it differs": shown["explanation"].astype(str),
+})
+c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
+                                         only_outside=outside, search=query),
+        formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
+        help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
+              "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})

@@ -1,0 +1,112 @@
+"""Inference: weights, KV cache and total for every model at FP16 / INT8 / INT4 and GGUF types,
+the smallest single GPU that serves it, and how many of the chosen card; the source article's
+table beside ours."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from engine import planning
+from engine.constants import INFER_PRECISIONS
+
+s = c.require_valid(training=False)
+models, gpus = c.merged_frames()
+u, _ = c.unit()
+names = c.display_names(models)
+gnames = c.display_names(gpus, short=True)
+card = s["gpu"]
+
+c.page_header("Inference", "Memory to serve every model at each weight precision: the weights, the KV cache for the "
+              "sidebar's concurrent sequences at its context, and the total on one GPU (the prefill working set and "
+              "runtime overhead included); the smallest single GPU that holds it; and the GPUs needed on the "
+              "sidebar's card.")
+st.caption(f"Context {int(s['seq']):,} tokens × {int(s['batch'])} concurrent sequence(s), KV cache "
+           f"{c.KV_LABELS[s['kv_precision']]}, card: {gnames.get(card, card)}, headroom {s['headroom_pct']}%. "
+           "Change these in the sidebar (Task: Serve shows the inference settings).")
+
+with st.container(border=True):
+    i1, i2 = st.columns([3, 1])
+    precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
+                                default=["fp16", "int8", "int4", "q8_0", "q4_k_m"], key="inf_precisions",
+                                format_func=c.INFER_PRECISION_LABELS.get)
+    max_gpus = i2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="inf_max_gpus")
+if not precisions:
+    st.info("Choose at least one weight precision.")
+    st.stop()
+
+args = dict(seq=int(s["seq"]), batch=int(s["batch"]), card=card, kv_precision=s["kv_precision"],
+            max_gpus=int(max_gpus), allow_long_context=bool(s["allow_long_context"]), headroom=s["headroom_pct"] / 100)
+table = c.guard(c.inference_table, models, gpus, tuple(models["id"]), tuple(precisions), **args)
+
+view = pd.DataFrame({
+    "Model": table["model"].map(names),
+    "Weights": table["precision"].map(c.INFER_PRECISION_LABELS),
+    f"Weights ({u})": c.mem(table["weights_bytes"]),
+    f"KV cache ({u})": c.mem(table["kv_cache_bytes"]),
+    f"Total on one GPU ({u})": c.mem(table["total_bytes"]),
+    "Context used (tokens)": table["seq"].astype(int),
+    "Smallest single GPU": table["smallest_gpu"].map(gnames).fillna("none holds it alone"),
+    f"GPUs needed: {gnames.get(card, card)}": table["card_label"].astype(str),
+})
+if "card_decode_tokens_per_s" in table:
+    view[f"Tokens/s per sequence on {gnames.get(card, card)}"] = table["card_decode_tokens_per_s"].astype(float).round(1)
+if "card_usd_per_million_tokens" in table:
+    view["$ per million tokens (rented)"] = table["card_usd_per_million_tokens"].astype(float).round(3)
+c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus),
+        formats={"Context used (tokens)": "%d", "$ per million tokens (rented)": "$%.3f"},
+        help={f"Total on one GPU ({u})": "Peak on a single card: weights + KV cache + the larger of one layer's "
+                                         "prefill working set and the output logits, + runtime overhead.",
+              "Smallest single GPU": "The card with the least usable memory that holds it alone (then the cheapest).",
+              "Context used (tokens)": "The sidebar's context, cut to the model's own context length where longer."})
+
+chart_data = pd.DataFrame({
+    "model": table["model"].map(names), "precision": table["precision"].map(c.INFER_PRECISION_LABELS),
+    "weights": c.mem(table["weights_bytes"]), "kv": c.mem(table["kv_cache_bytes"]),
+    "total": c.mem(table["total_bytes"]),
+})
+model_order = [names[i] for i in models["id"]]
+usable = float(gpus.set_index("id").loc[card, "usable_memory_bytes"]) / c.unit()[1]
+precision_order = [c.INFER_PRECISION_LABELS[p] for p in precisions]
+bars = alt.Chart(chart_data).mark_point(filled=True, size=90, opacity=0.85).encode(
+    x=alt.X("model:N", sort=model_order, title="Model", axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
+    y=alt.Y("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log")),
+    color=alt.Color("precision:N", title="Weights", sort=precision_order),
+    shape=alt.Shape("precision:N", title="Weights", sort=precision_order),
+    tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("precision:N", title="Weights"),
+             alt.Tooltip("weights:Q", title=f"Weights ({u})", format=",.2f"),
+             alt.Tooltip("kv:Q", title=f"KV cache ({u})", format=",.2f"),
+             alt.Tooltip("total:Q", title=f"Total ({u})", format=",.2f")],
+)
+rule = alt.Chart(pd.DataFrame({"y": [usable], "what": [f"{gnames.get(card, card)} usable memory"]})).mark_rule(
+    color="#dc2626", strokeDash=[6, 3], size=2).encode(y="y:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("y:Q", format=",.2f")])
+st.altair_chart((bars + rule).properties(height=380), width="stretch")
+st.caption(f"Red line: one {gnames.get(card, card)} ({usable:,.1f} {u} usable). Points above it need several cards "
+           "(tensor parallelism) or a bigger one.")
+
+st.markdown("#### The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)")
+article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")
+if set(article_models) <= set(models["id"]):
+    ours = c.guard(c.inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args)
+    art = planning.article_inference_table(c.shipped("references"), ours)
+    if len(art):
+        aview = pd.DataFrame({"Model": art["model"].map(names)})
+        for p in ("fp16", "int8", "int4"):
+            aview[f"{p.upper()} article (GB)"] = art[f"article_{p}_gb"].astype(float).round(2)
+            aview[f"{p.upper()} ours (GB)"] = art[f"ours_{p}_gb"].astype(float).round(2)
+        aview["Article's minimum card"] = (art["article_min_gpus"].map(lambda n: f"{n:g}× " if pd.notna(n) else "")
+                                           + art["article_min_gpu"].map(lambda g: gnames.get(g, g) if isinstance(g, str) else "—")
+                                           + art["article_min_precision"].map(lambda p: f" ({p.upper()})" if isinstance(p, str) else ""))
+        for p in ("fp16", "int8", "int4"):
+            aview[f"Our smallest single GPU, {p.upper()}"] = art[f"ours_smallest_{p}"].map(lambda g: gnames.get(g, g))
+        c.table(aview, "inference_article", c.csv_settings(page="inference, source article table"),
+                help={"Article's minimum card": "As published (catalog/references.yaml, a000-infer-*-min-card); "
+                                                "the precision is our reading of the article."})
+        st.caption("The article's weights are nominal parameters × bytes (7e9 × 2 = 14 GB); ours use the exact "
+                   "parameter counts and the formats' real sizes (INT8 adds per-row scales; INT4 GPTQ/AWQ with "
+                   "group 128 is 4.25 bits per weight, embeddings and lm_head stay 16-bit). Our smallest GPU also "
+                   "counts the KV cache at the sidebar's context and concurrency, and the runtime overhead. "
+                   "The whole table above extends it to every model and GGUF type.")

@@ -1,0 +1,118 @@
+"""Overview: the sidebar's workload answered at a glance (peak per GPU, the cards that hold
+it, the cheapest to buy and to rent)."""
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+
+c.ensure_frame()
+from engine import planning
+
+s = c.require_valid(single=True)
+models, gpus = c.merged_frames()
+u, _ = c.unit()
+
+c.page_header(c.APP_NAME, "Which LLMs you can train, fine-tune or serve on which GPUs, how many you need, what it "
+              "costs, and why. Set the workload in the sidebar: every page follows it.")
+st.subheader(c.describe(s))
+
+sc = c.scenario(s)
+row = c.guard(c.estimate_one, sc, models, gpus)
+conf = c.guard(c.configurations, {"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8)
+gpu_names = c.display_names(gpus, short=True)
+one_card = conf[conf["one_gpu_fits"]]
+buy = planning.cheapest(conf, "buy_usd", by=("model",))
+rent = planning.cheapest(conf, "rent_usd_per_hour", by=("model",))
+
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_names.get(s['gpu'], s['gpu'])}",
+          delta_color="off", delta_arrow="off", border=True,
+          help="The largest phase of a step, runtime overhead included; its parts are on the Breakdown page.")
+m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs in the catalog", delta_color="off",
+          delta_arrow="off", border=True, help="GPUs of the catalog on which one card holds the whole workload.")
+if len(buy):
+    b = buy.iloc[0]
+    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_names.get(b['gpu'], b['gpu'])}",
+              delta_color="off", delta_arrow="off", border=True,
+              help="GPU list prices only (no host, chassis or network), up to 8 GPUs.")
+else:
+    m3.metric("Cheapest to buy", "—", "nothing priced fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
+if len(rent):
+    r = rent.iloc[0]
+    m4.metric("Cheapest to rent", c.fmt_usd(r["rent_usd_per_hour"], 2) + "/h",
+              f"{int(r['gpus'])}× {gpu_names.get(r['gpu'], r['gpu'])}", delta_color="off", delta_arrow="off", border=True,
+              help="On-demand $/GPU-hour snapshots from the catalog, times the GPU count.")
+else:
+    m4.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
+
+fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
+verdict = (f"On {sc['gpus']}× **{gpu_names.get(s['gpu'], s['gpu'])}** ({c.fmt_mem(row['usable_bytes'])} usable per card) it "
+           + ("**fits**" if fits else "**does not fit**")
+           + f", using {row['memory_used_fraction']:.0%} of each card; peak during the "
+           + f"{c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])} phase. "
+           + f"Largest micro-batch at this length: {int(row['max_batch']):,}; longest sequence at this batch: "
+           + f"{int(row['max_seq']):,} tokens.")
+(st.success if fits else st.warning)(verdict)
+
+st.markdown("#### Which cards hold it")
+need = (conf["one_gpu_memory_used_fraction"].astype(float) * 100).to_numpy()
+view_chart = pd.DataFrame({
+    "gpu": conf["gpu"].astype(str).map(gpu_names),
+    "need": np.round(need, 1), "shown": np.minimum(need, 200.0),
+    "usable": c.mem(conf["usable_bytes"]),
+    "needed": conf["label"].astype(str),
+    "status": np.where(conf["one_gpu_fits"], "one card holds it",
+                       np.where(conf["fits_within"], "needs several cards", "not within 8 cards")),
+    "price": conf["gpu_price_usd"].astype(float),
+})
+order = list(view_chart.sort_values(["usable", "gpu"])["gpu"])
+tip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("usable:Q", title=f"Usable per card ({u})", format=",.1f"),
+       alt.Tooltip("need:Q", title="Whole workload on one card (% of its memory)", format=",.1f"),
+       alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="Price per card ($)", format=",.0f")]
+y = alt.Y("gpu:N", sort=order, title=None, axis=alt.Axis(labelLimit=200))
+bars = alt.Chart(view_chart).mark_bar().encode(
+    x=alt.X("shown:Q", title="Memory the workload needs on one card (% of the card's usable memory; cut at 200%)",
+            scale=alt.Scale(domain=[0, 200])),
+    y=y,
+    color=alt.Color("status:N", title="This workload",
+                    scale=alt.Scale(domain=["one card holds it", "needs several cards", "not within 8 cards"],
+                                    range=["#16a34a", "#f59e0b", "#9ca3af"])),
+    tooltip=tip,
+)
+labels = alt.Chart(view_chart).mark_text(align="left", dx=4, fontSize=11, color="#374151").encode(
+    x="shown:Q", y=y, text=alt.Text("needed:N"), tooltip=tip)
+rule = alt.Chart(pd.DataFrame({"x": [100.0]})).mark_rule(color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q")
+st.altair_chart((bars + labels + rule).properties(height=alt.Step(20)), width="stretch")
+st.caption("Bars ending left of the red line (100%): one card holds the workload. Longer bars need ZeRO sharding "
+           "(training) or tensor parallelism (serving) over several cards; the label is the count needed.")
+
+view = pd.DataFrame({
+    "GPU": conf["gpu"].astype(str).map(gpu_names),
+    "Vendor": conf["gpu_vendor"].astype(str),
+    f"Usable per card ({u})": c.mem(conf["usable_bytes"]),
+    "GPUs needed": conf["label"].astype(str),
+    f"Peak per GPU ({u})": c.mem(conf["peak_bytes"]),
+    "Memory used (%)": np.round(conf["memory_used_fraction"].astype(float) * 100, 1),
+    "Purchase ($)": conf["buy_usd"].round(0),
+    "Rent ($/h)": conf["rent_usd_per_hour"].round(2),
+})
+if "train_hours" in conf and s["task"] == "train":
+    tokens = float(conf["tokens"].iloc[0]) if "tokens" in conf else float("nan")
+    view[f"Training time for {tokens:,.0f} tokens (h)"] = conf["train_hours"].where(conf["fits_within"]).round(1)
+if "aggregate_tokens_per_s" in conf and s["task"] == "infer":
+    view["Tokens/s (all sequences)"] = conf["aggregate_tokens_per_s"].where(conf["fits_within"]).round(1)
+view = view.sort_values([f"Usable per card ({u})", "GPU"]).reset_index(drop=True)
+c.table(view, "overview", c.csv_settings(page="overview", max_gpus=8),
+        formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%"},
+        help={"GPUs needed": "Smallest count of this card that holds the workload; ✗ >8 when 8 do not.",
+              f"Peak per GPU ({u})": "Per GPU at the count in 'GPUs needed' (at one card when none fits)."})
+
+st.markdown("#### Go further")
+l1, l2, l3, l4 = st.columns(4)
+l1.page_link("pages/feasibility.py", label="Every model × GPU", icon=":material/grid_on:")
+l2.page_link("pages/budget.py", label="What a budget buys", icon=":material/savings:")
+l3.page_link("pages/breakdown.py", label="Why this much memory", icon=":material/stacked_bar_chart:")
+l4.page_link("pages/evidence.py", label="How accurate is it", icon=":material/fact_check:")

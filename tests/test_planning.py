@@ -1,0 +1,317 @@
+"""engine/planning.py without Streamlit: GPU counts, cheapest configurations, budgets, what-if,
+the inference table. Expected values come from hand arithmetic, from the catalog's own
+figures, or from direct engine.estimate calls on single scenarios, never from the function
+under test."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import estimate, grid, planning
+
+GIB = 2**30
+
+
+def _usable(gpus, gpu_id):
+    return float(gpus.set_index("id").loc[gpu_id, "usable_memory_bytes"])
+
+
+def _price(gpus, gpu_id, col="price_usd"):
+    return float(gpus.set_index("id").loc[gpu_id, col])
+
+
+LORA_8B = {"task": "train", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 2048,
+           "grad_checkpointing": True, "zero": 3, "offload": "none"}
+
+
+# ---- scenario frames ---------------------------------------------------------------------
+
+def test_effective_zero_applies_the_stage_from_two_gpus_or_with_offload():
+    out = planning.effective_zero([1, 1, 2, 8, 1], [3, 3, 3, 2, 1], ["none", "optimizer", "none", "none", "all"])
+    assert out.tolist() == [0, 3, 3, 2, 1]
+
+
+def test_expand_and_plans_frame_are_cross_products():
+    frame = planning.expand({"task": "train", "batch": 2}, model=["llama-2-7b", "llama-3-8b"], gpu=["rtx-4090", "a10", "l4"])
+    assert len(frame) == 2 * 3
+    assert set(frame["batch"]) == {2}
+    assert set(zip(frame["model"], frame["gpu"])) == {(m, g) for m in ("llama-2-7b", "llama-3-8b") for g in ("rtx-4090", "a10", "l4")}
+    plans = planning.plans_frame({"LoRA": LORA_8B, "Serve": {"task": "infer", "precision": "int4"}},
+                                 model=["llama-2-7b", "llama-3-8b"], gpu=["rtx-4090", "a10", "l4"])
+    assert len(plans) == 2 * 2 * 3
+    assert list(plans["plan"].cat.categories) == ["LoRA", "Serve"]
+    assert (plans.loc[plans["plan"] == "Serve", "precision"] == "int4").all()
+    with pytest.raises(ValueError, match="no plan"):
+        planning.plans_frame({}, model=["llama-2-7b"], gpu=["a10"])
+
+
+def test_sequences_beyond_a_models_context_are_cut_unless_allowed(models):
+    frame = pd.DataFrame({"model": ["llama-1-7b", "llama-2-7b"], "seq": [4096, 4096]})
+    out = planning.clip_seq_to_context(frame, models)
+    assert out["seq"].tolist() == [2048, 4096]  # LLaMA-1's context is 2,048 tokens, Llama 2's 4,096
+    assert out["seq_clipped"].tolist() == [True, False]
+    allowed = planning.clip_seq_to_context(frame.assign(allow_long_context=True), models)
+    assert allowed["seq"].tolist() == [4096, 4096]
+
+
+# ---- configurations -------------------------------------------------------------------------
+
+def test_one_gpu_sizes_are_exact_for_inference(models, gpus):
+    sc = planning.expand({"task": "infer", "precision": "bf16", "batch": 1, "seq": 4096},
+                         model=["llama-2-7b"], gpu=["a100-80gb-sxm"])
+    conf = planning.configurations(sc, models, gpus)
+    assert conf["one_gpu_weights_bytes"].iloc[0] == 6_738_415_616 * 2
+    # K and V: 2 x 32 layers x 32 KV heads x 128 head dim x 4,096 tokens x 2 bytes = 2 GiB
+    assert conf["one_gpu_kv_cache_bytes"].iloc[0] == 2 * 32 * 32 * 128 * 4096 * 2 == 2 * GIB
+    assert conf["gpus_needed"].iloc[0] == 1 and conf["label"].iloc[0] == "1" and conf["fits_within"].iloc[0]
+
+
+def test_llama_2_70b_in_bf16_needs_two_80gb_cards(models, gpus):
+    weights = 68_976_648_192 * 2  # bytes
+    usable = _usable(gpus, "a100-80gb-sxm")
+    assert weights > usable > weights / 2 + 4 * GIB  # one card is too small, half the weights leave room
+    sc = planning.expand({"task": "infer", "precision": "bf16", "batch": 1, "seq": 4096},
+                         model=["llama-2-70b"], gpu=["a100-80gb-sxm"])
+    conf = planning.configurations(sc, models, gpus)
+    row = conf.iloc[0]
+    assert row["gpus_needed"] == 2 and row["gpus"] == 2 and row["tp"] == 2 and row["label"] == "2"
+    assert row["weights_bytes"] == weights / 2  # per GPU at the recommended count
+    assert row["buy_usd"] == 2 * _price(gpus, "a100-80gb-sxm")
+    assert row["rent_usd_per_hour"] == pytest.approx(2 * _price(gpus, "a100-80gb-sxm", "cloud_usd_per_hour"))
+
+
+CARDS = ["rtx-4090", "rtx-3090", "l40s", "a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm-80gb"]
+
+
+def test_the_recommended_count_is_the_smallest_that_fits(models, gpus):
+    workload = {"task": "train", "method": "full", "precision": "bf16", "optimizer": "adamw", "batch": 1,
+                "seq": 1024, "grad_checkpointing": True, "zero": 3, "offload": "none"}
+    conf = planning.configurations(planning.expand(workload, model=["llama-2-13b"], gpu=CARDS), models, gpus, max_gpus=16)
+    # independently: estimate the workload at every count 1..16 (ZeRO-3 from two GPUs on) and take the first that fits
+    direct = grid(gpu=CARDS, gpus=list(range(1, 17)))
+    direct["model"] = "llama-2-13b"
+    for key, value in workload.items():
+        direct[key] = value
+    direct["zero"] = np.where(direct["gpus"] == 1, 0, 3)
+    est = estimate(direct, models, gpus)
+    first = est[est["fits"].fillna(False).astype(bool)].groupby(est["gpu"].astype(str), observed=True)["gpus"].min()
+    got = conf.set_index(conf["gpu"].astype(str))["gpus"]
+    for gpu_id in CARDS:
+        if gpu_id in first.index:
+            assert got[gpu_id] == first[gpu_id], gpu_id
+        else:
+            assert not conf.set_index(conf["gpu"].astype(str)).loc[gpu_id, "fits_within"], gpu_id
+    assert conf["fits_within"].sum() >= 3  # the check above is not vacuous
+
+
+def test_beyond_the_limit_is_labelled_and_unpriced(models, gpus):
+    workload = {"task": "train", "method": "full", "precision": "bf16", "batch": 1, "seq": 2048, "zero": 3}
+    conf = planning.configurations(planning.expand(workload, model=["llama-3.1-405b"], gpu=["rtx-3060-12gb"]),
+                                   models, gpus, max_gpus=8)
+    row = conf.iloc[0]
+    # 405.9e9 parameters x 8 bytes of bf16 weights + gradients + AdamW states alone need >3,000 GB
+    assert 405_853_388_800 * 8 > 8 * _usable(gpus, "rtx-3060-12gb")
+    assert row["label"] == "✗ >8" and not row["fits_within"] and np.isnan(row["buy_usd"])
+    assert row["gpus_needed"] > 8
+
+
+def test_apple_systems_count_as_one_device(models, gpus):
+    # Llama 2 70B bf16 weights (137.95e9 bytes) exceed one M3 Ultra 96GB's 77.3e9 usable bytes
+    assert 68_976_648_192 * 2 > _usable(gpus, "apple-m3-ultra-96gb")
+    sc = planning.expand({"task": "infer", "precision": "bf16", "batch": 1, "seq": 4096},
+                         model=["llama-2-70b", "llama-2-7b"], gpu=["apple-m3-ultra-96gb"])
+    conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    assert conf["label"].tolist() == ["✗ >1", "1"]
+    assert conf["fits_within"].tolist() == [False, True]
+
+
+def test_configurations_call_the_engine_twice_whatever_the_grid(models, gpus, monkeypatch):
+    calls = []
+    real = planning.estimate
+
+    def counting(*args, **kwargs):
+        calls.append(len(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "estimate", counting)
+    planning.configurations(planning.expand(LORA_8B, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
+    n = len(models) * len(gpus)
+    assert calls == [2 * n, n]
+
+
+# ---- cheapest, cost per fit, budgets --------------------------------------------------------
+
+def _synthetic():
+    rows = [  # model, plan, gpu, gpus, usable, buy, rent/h
+        ("m1", "p", "a", 2, 10, 1000.0, 2.0), ("m1", "p", "b", 1, 10, 1000.0, 1.5), ("m1", "p", "c", 1, 10, 900.0, 3.0),
+        ("m2", "p", "a", 4, 10, np.nan, 4.0), ("m2", "p", "b", 2, 10, 1400.0, 2.0), ("m2", "p", "c", 1, 10, 1400.0, 9.0),
+        ("m3", "p", "a", 1, 10, 2000.0, np.nan),
+        ("m4", "p", "a", 1, 10, np.nan, np.nan),
+    ]
+    frame = pd.DataFrame(rows, columns=["model", "plan", "gpu", "gpus", "usable_bytes", "buy_usd", "rent_usd_per_hour"])
+    return frame.assign(fits_within=frame["buy_usd"].notna() | frame["rent_usd_per_hour"].notna(),
+                        gpu_name=frame["gpu"], memory_used_fraction=0.5, peak_bytes=1.0, total_vram_bytes=1.0)
+
+
+def test_cheapest_takes_the_lowest_cost_then_fewer_gpus():
+    best = planning.cheapest(_synthetic(), "buy_usd")
+    assert best[["model", "gpu", "buy_usd"]].values.tolist() == [["m1", "c", 900.0], ["m2", "c", 1400.0], ["m3", "a", 2000.0]]
+    rent = planning.cheapest(_synthetic(), "rent_usd_per_hour")
+    assert rent[["model", "gpu"]].values.tolist() == [["m1", "b"], ["m2", "b"]]
+
+
+def test_cost_per_fit_puts_buy_and_rent_side_by_side():
+    out = planning.cost_per_fit(_synthetic())
+    assert out["model"].tolist() == ["m1", "m2", "m3", "m4"]
+    assert out["buy_gpu"].tolist()[:3] == ["c", "c", "a"] and pd.isna(out["buy_gpu"].iloc[3])
+    assert out["rent_gpu"].tolist()[:2] == ["b", "b"] and out["rent_gpu"].iloc[2:].isna().all()
+    assert out["fits_somewhere"].tolist() == [True, True, True, False]
+
+
+def test_budget_plan_splits_feasible_unlocks_and_out_of_reach():
+    plan = planning.budget_plan(_synthetic(), 1000, "buy", stretch=0.5)
+    assert plan["feasible"][["model", "cost_usd"]].values.tolist() == [["m1", 900.0]]
+    assert plan["unlocks"][["model", "cost_usd", "extra_usd"]].values.tolist() == [["m2", 1400.0, 400.0]]
+    assert plan["out_of_reach"]["model"].tolist() == ["m4"]  # m3 costs 2,000: beyond +50% but priced
+    job = planning.budget_plan(_synthetic(), 200, "cloud_job", hours=100, stretch=0.5)
+    # cheapest rentals: m1 1.5 $/h x 100 h = $150, m2 2.0 x 100 = $200
+    assert job["feasible"][["model", "cost_usd"]].values.tolist() == [["m1", 150.0], ["m2", 200.0]]
+    hourly = planning.budget_plan(_synthetic(), 1.9, "cloud_hour", stretch=0.1)
+    assert hourly["feasible"]["model"].tolist() == ["m1"] and hourly["unlocks"]["model"].tolist() == ["m2"]
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"budget": -1}, ["budget", "-1"]),
+    ({"budget": 10, "mode": "lease"}, ["lease", "buy, cloud_hour, cloud_job"]),
+    ({"budget": 10, "mode": "cloud_job"}, ["hours", "> 0"]),
+    ({"budget": 10, "stretch": -0.5}, ["stretch", "-0.5"]),
+])
+def test_budget_plan_rejects_bad_values_by_name(kwargs, words):
+    with pytest.raises(ValueError) as err:
+        planning.budget_plan(_synthetic(), **kwargs)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_cheapest_configuration_matches_the_catalog_prices(models, gpus):
+    conf = planning.configurations(planning.expand(LORA_8B, model=["llama-3-8b"], gpu=["rtx-4090", "rtx-3090", "a100-80gb-sxm"]),
+                                   models, gpus)
+    assert conf["fits_within"].all() and (conf["gpus"] == 1).all()  # 8B LoRA with checkpointing fits one 24 GB card
+    per_fit = planning.cost_per_fit(conf, by=("model",))
+    prices = {g: _price(gpus, g) for g in ("rtx-4090", "rtx-3090", "a100-80gb-sxm")}
+    rents = {g: _price(gpus, g, "cloud_usd_per_hour") for g in prices}
+    assert per_fit["buy_gpu"].iloc[0] == min(prices, key=prices.get)
+    assert per_fit["buy_usd"].iloc[0] == min(prices.values())
+    assert per_fit["rent_gpu"].iloc[0] == min(rents, key=rents.get)
+
+
+def test_tier_checks_price_the_articles_configurations(cat, models, gpus):
+    tiers = planning.tier_checks(cat.references(), LORA_8B, models, gpus)
+    assert tiers["label"].tolist() == ["$5k–$10k", "$10k–$20k", "$20k–$50k"]
+    assert tiers["gpu"].tolist() == ["rtx-4090", "a100-40gb-sxm", "a100-80gb-sxm"]
+    assert tiers["article_gpus"].tolist() == [2, 2, 4]  # 2x RTX 4090, 2x A100 40GB, 4x A100 80GB
+    expected = [2 * _price(gpus, "rtx-4090"), 2 * _price(gpus, "a100-40gb-sxm"), 4 * _price(gpus, "a100-80gb-sxm")]
+    assert tiers["article_cost_usd"].tolist() == expected
+    assert tiers["method"].tolist() == ["qlora", "full", "full"]
+
+
+# ---- what-if ----------------------------------------------------------------------------------
+
+def test_what_if_evaluates_every_variant_in_one_engine_call(models, gpus, monkeypatch):
+    calls = []
+    real = planning.estimate
+    monkeypatch.setattr(planning, "estimate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    base = {**LORA_8B, "model": "llama-3-8b", "gpu": "rtx-4090", "gpus": 1, "grad_checkpointing": False}
+    res = planning.what_if(base, models, gpus)
+    assert len(calls) == 1
+    assert res["change"].iloc[0] == "As configured" and res["rank"].iloc[0] == 0
+    # the baseline does not fit: a direct estimate of the same scenario says so
+    direct = estimate(pd.DataFrame([{**base, "zero": 0}]), models, gpus).iloc[0]
+    assert not bool(direct["fits"]) and not bool(res["fits"].iloc[0])
+    assert res["peak_bytes"].iloc[0] == direct["peak_bytes"]
+    ckpt = res[res["change"] == "Gradient checkpointing"].iloc[0]
+    direct_ckpt = estimate(pd.DataFrame([{**base, "zero": 0, "grad_checkpointing": True}]), models, gpus).iloc[0]
+    assert ckpt["peak_bytes"] == direct_ckpt["peak_bytes"] and bool(ckpt["fits"]) == bool(direct_ckpt["fits"]) is True
+    fits = res["fits"].fillna(False).astype(bool).to_numpy()[1:]
+    assert fits.any() and not fits[np.argmax(~fits):].any()  # every change that fits is ranked before those that do not
+    assert (res["saved_bytes"] == res["peak_bytes"].iloc[0] - res["peak_bytes"]).all()
+
+
+def test_what_if_offers_the_usual_remedies_each_estimated_as_stated(models, gpus):
+    base = {"model": "llama-2-7b", "gpu": "a100-80gb-sxm", "task": "train", "method": "full", "precision": "amp_bf16",
+            "optimizer": "adamw", "batch": 4, "seq": 2048, "grad_checkpointing": False, "zero": 3, "offload": "none", "gpus": 1}
+    res = planning.what_if(base, models, gpus)
+    changes = " | ".join(res["change"])
+    for words in ("Gradient checkpointing", "LoRA", "QLoRA", "ZeRO-3 / FSDP over 2 GPUs", "offloaded to CPU",
+                  "Micro-batch 1", "Micro-batch 2", "Sequence 1,024", "8-bit AdamW", "Pure bf16"):
+        assert words in changes, words
+    for _, row in res.iterrows():  # each variant = a direct estimate of its stated scenario
+        sc = {k: row[k] for k in ("model", "gpu", "task", "method", "precision", "optimizer", "batch", "seq",
+                                  "grad_checkpointing", "zero", "offload", "gpus", "base_precision")}
+        direct = estimate(pd.DataFrame([sc]), models, gpus).iloc[0]
+        assert row["peak_bytes"] == direct["peak_bytes"], row["change"]
+
+
+def test_what_if_for_serving_tries_quantization_and_tensor_parallelism(models, gpus):
+    base = {"model": "llama-3-70b", "gpu": "rtx-4090", "task": "infer", "precision": "bf16", "batch": 1, "seq": 4096, "gpus": 1}
+    res = planning.what_if(base, models, gpus)
+    tp8 = res[res["change"] == "Tensor parallel over 8 GPUs"].iloc[0]
+    assert tp8["gpus"] == 8 and tp8["tp"] == 8
+    int4 = res[res["change"] == "Weights INT4"].iloc[0]
+    assert int4["weights_bytes"] < res["weights_bytes"].iloc[0] / 3  # 4.25 of 16 bits on the linear layers
+    # 141 GB of bf16 weights: at least 6 cards of 24 GB, so a power-of-two split needs 8
+    assert res["gpus_to_fit"].iloc[0] == 8
+
+
+def test_memory_curve_grows_with_sequence_and_batch(models, gpus):
+    base = {**LORA_8B, "model": "llama-3-8b", "gpu": "rtx-4090", "gpus": 1}
+    curve = planning.memory_curve(base, models, gpus, seqs=[512, 1024, 2048, 4096], batches=[1, 2, 4])
+    table = curve.pivot_table(index="seq", columns="batch", values="peak_bytes")
+    assert (np.diff(table.to_numpy(), axis=0) > 0).all() and (np.diff(table.to_numpy(), axis=1) > 0).all()
+
+
+# ---- inference table --------------------------------------------------------------------------
+
+def test_inference_table_sizes_smallest_gpu_and_count_on_a_card(models, gpus):
+    table = planning.inference_table(models, gpus, ["llama-2-7b", "llama-2-70b"], ["fp16", "int4"], seq=4096, batch=1,
+                                     card="a100-80gb-sxm")
+    by = table.set_index(["model", "precision"])
+    assert by.loc[("llama-2-7b", "fp16"), "weights_bytes"] == 6_738_415_616 * 2
+    assert by.loc[("llama-2-7b", "fp16"), "kv_cache_bytes"] == 2 * GIB
+    assert by.loc[("llama-2-7b", "int4"), "weights_bytes"] < by.loc[("llama-2-7b", "fp16"), "weights_bytes"] / 3
+    assert by.loc[("llama-2-70b", "fp16"), "card_label"] == "2"
+    # the smallest single GPU, found independently: every card at one GPU, the least usable memory that fits
+    direct = grid(gpu=list(gpus["id"]))
+    direct["model"], direct["task"], direct["precision"], direct["seq"], direct["batch"] = "llama-2-7b", "infer", "fp16", 4096, 1
+    est = estimate(direct, models, gpus)
+    fitting = est[est["fits"].fillna(False).astype(bool)].sort_values("usable_bytes")
+    assert by.loc[("llama-2-7b", "fp16"), "smallest_gpu"] == fitting["gpu"].astype(str).iloc[0]
+    assert by.loc[("llama-2-7b", "fp16"), "smallest_gpu_usable_bytes"] == fitting["usable_bytes"].iloc[0]
+
+
+def test_article_inference_table_stands_beside_ours(cat, models, gpus):
+    ours = planning.inference_table(models, gpus, ["llama-2-7b", "llama-2-13b", "llama-3-70b"], ["fp16", "int8", "int4"],
+                                    seq=2048, batch=1, card="h100-sxm-80gb")
+    art = planning.article_inference_table(cat.references(), ours).set_index("model")
+    # source article 000's table: 14 / 7 / 3.5, 26 / 13 / 6.5, 140 / 70 / 35 GB
+    assert art.loc["llama-2-7b", ["article_fp16_gb", "article_int8_gb", "article_int4_gb"]].tolist() == [14, 7, 3.5]
+    assert art.loc["llama-2-13b", ["article_fp16_gb", "article_int8_gb", "article_int4_gb"]].tolist() == [26, 13, 6.5]
+    assert art.loc["llama-3-70b", ["article_fp16_gb", "article_int8_gb", "article_int4_gb"]].tolist() == [140, 70, 35]
+    assert art.loc["llama-2-7b", "ours_fp16_gb"] == pytest.approx(6_738_415_616 * 2 / 1e9)
+    assert art.loc["llama-3-70b", "ours_fp16_gb"] == pytest.approx(70_553_706_496 * 2 / 1e9)
+    assert art.loc["llama-3-70b", "article_min_gpus"] == 2 and art.loc["llama-3-70b", "article_min_gpu"] == "h100-sxm-80gb"
+    assert list(art.index) == ["llama-2-7b", "llama-2-13b", "llama-3-70b"]
+
+
+@pytest.mark.parametrize("row, words", [
+    ({"model": "gpt-5", "gpu": "a10"}, ["model", "gpt-5", "catalog model id"]),
+    ({"model": "llama-2-7b", "gpu": "tpu-v5"}, ["gpu", "tpu-v5", "catalog GPU id"]),
+    ({"model": "llama-2-7b", "gpu": "a10", "seq": "lots"}, ["seq", "lots", "whole number"]),
+])
+def test_configurations_name_a_bad_value(models, gpus, row, words):
+    with pytest.raises(ValueError) as err:
+        planning.configurations(pd.DataFrame([row]), models, gpus)
+    for word in words:
+        assert word in str(err.value)
+    with pytest.raises(ValueError, match="max_gpus 0"):
+        planning.configurations(pd.DataFrame([{"model": "llama-2-7b", "gpu": "a10"}]), models, gpus, max_gpus=0)
