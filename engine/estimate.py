@@ -269,7 +269,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     # inference: KV cache split by tensor parallel over KV heads (never below one head)
     kv_b = _lookup(sc["kv_precision"], C.KV_BYTES, np.nan)
     kv_b = np.where(np.isnan(kv_b), act_b, kv_b)
-    kv_split = np.minimum(tp, kvh)
+    # each pipeline stage keeps the KV cache of its own layers
+    kv_split = np.minimum(tp, kvh) * pp
     kv_per_token = 2.0 * L * kvd * kv_b / kv_split
     # one layer's working set in prefill (the MLP: input, residual, gate/up/SiLU/product)
     # the layer's input (still referenced by the model's loop), the residual, the MLP input
@@ -332,7 +333,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     result["cpu_bytes"] = cpu
 
     result = _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens,
-                  kvh, context, settings["fragmentation"], phases, infer)
+                  kvh, a, L, context, settings["fragmentation"], phases, infer)
     # the longest context is bounded by the model's own, unless the scenario allows longer
     ctx = models["max_context"].to_numpy(dtype=float)[midx] if n else np.zeros(0)
     result["max_seq"] = np.where(sc["allow_long_context"].to_numpy(), result["max_seq"],
@@ -340,7 +341,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     return add_speed_cost(result, gpus, models)
 
 
-def _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens, kvh,
+def _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens, kvh, heads, layers,
          context, frag, phases, infer):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context."""
     n = len(result)
@@ -393,24 +394,32 @@ def _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, t
         need = np.where(np.vstack([valid[p] for p in phases]), need, 1.0)
         ranks = np.maximum(need.max(axis=0), 1.0)
     train_need = ranks * tp * pp
-    infer_need = _infer_gpus_needed(phases, capacity, tokens, kvh, tp, infer)
+    infer_need = _infer_gpus_needed(phases, capacity, tokens, kvh, heads, layers, tp, pp, infer)
     needed = np.where(infer, infer_need, train_need)
     needed = np.where(needed > C.MAX_GPUS, np.inf, needed)
     result["gpus_needed"] = np.where(chosen, needed, np.nan)
     return result
 
 
-def _infer_gpus_needed(phases, capacity, tokens, kvh, tp_now, infer):
-    """Smallest power-of-two tensor-parallel degree whose per-GPU memory fits."""
-    # Per GPU at degree n: weights/n + KV/min(n, kv heads) + (working set or logits)/n-ish.
-    # The phases were built at the scenario's tp; rescale them to degree n.
+def _infer_gpus_needed(phases, capacity, tokens, kvh, heads, layers, tp_now, pp_now, infer):
+    """Smallest power-of-two GPU count whose per-GPU memory fits, for serving.
+
+    n GPUs are used as tensor parallel over the largest power of two dividing both n and the
+    attention heads (vLLM requires heads divisible by tp), and pipeline parallel over the rest
+    (n / tp stages, at most one layer each). Weights split over all n; the KV cache over
+    min(tp, kv heads) x stages; the logits over tp.
+    """
     pre, lg = phases["prefill"], phases["logits"]
-    w = pre.fixed.get("weights", 0.0) * tp_now
-    kv = pre.per_token.get("kv_cache", 0.0) * tokens * np.minimum(tp_now, kvh)
+    w = pre.fixed.get("weights", 0.0) * tp_now * pp_now
+    kv = pre.per_token.get("kv_cache", 0.0) * tokens * np.minimum(tp_now, kvh) * pp_now
     work = pre.per_token.get("workspace", 0.0) * tokens
     logit = (lg.fixed.get("logits", 0.0) + lg.per_token.get("logits", 0.0) * tokens) * tp_now
+    heads_i = heads.astype(np.int64)
     best = np.full(len(capacity), np.inf)
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
-        per_gpu = w / degree + kv / np.minimum(degree, kvh) + np.maximum(work, logit / degree)
-        best = np.where(per_gpu <= capacity, degree, best)
+        tp_n = np.gcd(degree, heads_i).astype(float)
+        pp_n = degree / tp_n
+        per_gpu = w / degree + kv / (np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / tp_n)
+        ok = (per_gpu <= capacity) & (pp_n <= layers)
+        best = np.where(ok, degree, best)
     return np.where(infer, best, np.nan)

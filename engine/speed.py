@@ -20,7 +20,7 @@ The model (derivations in full in README "Speed and cost"):
 
 Decode (one step = one new token for each sequence of the batch) is the slower of
   memory   bytes read / (bandwidth x bandwidth_efficiency), bytes read = the weights of the
-           tensor-parallel shard of every pipeline stage (weights_bytes x pp) + the batch's KV
+           tensor-parallel shard of every pipeline stage ((weights + KV per GPU) x pp): the batch's KV
            cache at the scenario's context (kv_cache_bytes, every layer of the shard);
   compute  batch x (2·N + 4·L·seq·a·d) FLOPs / (tp x dense TFLOPS x mfu): 2 FLOPs per weight
            (multiply + add), and per layer q·kᵀ and p·v over seq cached keys, 2·seq·a·d each;
@@ -301,9 +301,9 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     # ---- inference: decode --------------------------------------------------------------
     weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
     kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
-    # estimate() gives weights per GPU (split by tp x pp) and the KV cache per GPU for every
-    # layer of the tensor-parallel shard (not split by pp): a token passes every stage in turn
-    read = weights * pp + kv
+    # estimate() gives weights and KV cache per GPU, both split by tp x pp (each pipeline
+    # stage holds its own layers): a token passes every stage in turn
+    read = (weights + kv) * pp
     with np.errstate(divide="ignore", invalid="ignore"):
         t_mem = read / bandwidth
         t_compute = b * (2 * N + 4 * L * seq * attn_width) / (tp * achieved)
@@ -323,7 +323,7 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     # ---- inference: prefill -------------------------------------------------------------
     with np.errstate(divide="ignore", invalid="ignore"):
         p_compute = b * (2 * N * prompt + 2 * L * prompt**2 * attn_width) / (tp * achieved)
-        p_mem = (weights * pp + kv * prompt / seq) / bandwidth
+        p_mem = (weights + kv * prompt / seq) * pp / bandwidth
         p_comm = np.where(tp > 1, L * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b * prompt * h * act_bytes / link), 0.0)
         prefill = np.maximum(p_compute, p_mem) + p_comm
     out["prefill_s"] = np.where(infer, prefill, np.nan)
