@@ -89,6 +89,12 @@ Workarounds (each is explained again where it is implemented)
     which the global peak was reached, and a peak per (step, phase).
   * Repeated iterations: MemTracker refuses a second forward of the root module
     unless ``reset_mod_stats()`` is called between iterations; we do.
+  * Speed: MemTracker._update_peak_stats also refreshes per-module peak snapshots
+    (display only) by walking every module on every op; the subclass keeps only the
+    global-peak logic (identical), which makes the 70B runs take seconds, not minutes.
+  * Head split: a forward hook on LlamaModel switches the phase label to
+    ``<phase>_head`` so the lm_head + loss part of each forward is measured apart
+    (reported as "forward" in the CSV; split in the meta details).
 
 Not modelled (see the meta file): CUDA context, the caching allocator's 512-byte
 rounding / block splitting / fragmentation, cuBLAS/flash workspaces and any scratch a
@@ -278,6 +284,11 @@ def _make_tracker_class():
 
         def set_phase(self, name: str) -> None:
             self.phase = name
+            self.phase_start_bytes[name] = int(
+                sum(s[_TOTAL_KEY] for s in self._curr_mem_snap.values()))
+
+        def mark(self, name: str) -> None:
+            """Record the live total now under `name` (no phase change)."""
             self.phase_start_bytes[name] = int(
                 sum(s[_TOTAL_KEY] for s in self._curr_mem_snap.values()))
 
@@ -498,6 +509,8 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
                 # HF computes the loss inside forward (logits.float() upcast + CE).
                 # Only the loss is kept, like HF Trainer (logits are freed at once).
                 loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                # still inside autocast: its cache of bf16 weight copies is alive here
+                mt.mark(f"step{step}.forward_returned")
             mt.set_phase(f"step{step}.backward")
             loss.backward()
             del loss
@@ -541,14 +554,17 @@ def _forward_split(mt, step: str) -> dict:
     """Live totals around the lm_head + loss part of one training forward."""
     ps, pk = mt.phase_start_bytes, mt.phase_peaks
     try:
-        start, body_end, end = (ps[f"{step}.forward"], ps[f"{step}.forward_head"],
-                                ps[f"{step}.backward"])
+        start, body_end, end, bwd = (ps[f"{step}.forward"], ps[f"{step}.forward_head"],
+                                     ps[f"{step}.forward_returned"], ps[f"{step}.backward"])
     except KeyError:
         return {}
     return {
         "forward_start_bytes": start,
         "decoder_stack_end_bytes": body_end,   # after embedding + layers + final norm
         "forward_end_bytes": end,              # after the loss is returned (logits dropped)
+        # amp_bf16: leaving torch.autocast frees its cache of bf16 weight copies (only
+        # the copies not saved for backward: ~all of them with checkpointing)
+        "autocast_cache_freed_bytes": end - bwd,
         "decoder_stack_peak_bytes": pk.get(f"{step}.forward"),
         "head_peak_bytes": pk.get(f"{step}.forward_head"),  # lm_head + fp32 upcast + CE
         "head_transient_bytes": pk.get(f"{step}.forward_head", body_end) - body_end,
@@ -744,7 +760,40 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
             "forward otherwise); it only clears per-module stats, not the global ledger.",
             "Training forward passes use_cache=False (config.use_cache=False), as real "
             "fine-tuning does; otherwise HF would build a DynamicCache during training.",
+            "Speed: the per-module PEAK_FW/PEAK_BW bookkeeping of MemTracker._update_peak_stats "
+            "(display only, O(#modules) per op) is skipped; the global peak logic is unchanged.",
         ],
+        "details_fields": {
+            "weight_dtype": "dtype the model was cast to before to_empty",
+            "peak_step": "train: step1 or step2, the step holding peak_bytes",
+            "phase_peaks": "max live total per phase label. '<step>.forward' = embedding + decoder "
+                           "layers + final norm; '<step>.forward_head' = lm_head + HF loss (split "
+                           "by a forward hook on LlamaModel); prefill / prefill_head likewise",
+            "phase_start_bytes": "live total when each phase label was set; "
+                                 "'<step>.forward_returned' is taken right after model(...) "
+                                 "returned, still inside autocast",
+            "step2_forward_split": "totals around the head of the step-2 forward: "
+                                   "head_transient_bytes = head peak - total after the decoder "
+                                   "stack (bf16 logits, fp32 upcast, log-softmax ...); "
+                                   "head_retained_bytes = what the head leaves for backward; "
+                                   "autocast_cache_freed_bytes = bf16 weight copies dropped when "
+                                   "autocast exits (amp_bf16)",
+            "optimizer_state_bytes_after_step": "sum of optimizer.state tensor bytes after step 1 "
+                                                "and step 2",
+            "layer_activation_bytes": "per decoder layer POST_FW - PRE_FW live total in the "
+                                      "(last) tracked forward: median over inner layers, min, max, "
+                                      "and per token (/ batch*seq)",
+            "kv_cache_bytes, kv_cache_expected_bytes": "infer: bytes of the DynamicCache keys+values "
+                                                       "after prefill, and 2*L*b*s*kv_heads*"
+                                                       "head_dim*2",
+            "logits_bytes_kept, activation_bytes_after_prefill": "infer: the returned logits "
+                                                                 "(last position only) and all "
+                                                                 "Activation bytes still alive "
+                                                                 "after the forward (KV + logits)",
+            "full_logits_*": "infer: the same forward with logits_to_keep=0, tracked separately",
+            "category_sum_matches_peak": "the 7 categories sum to peak_bytes",
+            "wall_s": "seconds the configuration took (build + run)",
+        },
         "inference": (
             "model.eval() + torch.inference_mode() (works with fake tensors), one forward with "
             "use_cache=True and logits_to_keep=1 (what generate() passes for the prefill: only "
@@ -772,9 +821,12 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
             "changed only by MemTracker's hooks: a parameter's .grad is produced by a backward op "
             "(Temp) and re-labelled Gradient by the grad hook right after; optimizer states "
             "created in step 1 are Temp until the end of step 1 (see workarounds).",
-            "amp_bf16: torch.autocast caches the bf16 copies of the fp32 weights for the duration "
-            "of the autocast region (and matmuls save them for backward), so ~2 bytes/param of "
-            "weight copies appear in activation_bytes, as on CUDA.",
+            "amp_bf16: torch.autocast caches the bf16 copies of fp32 weights that require grad "
+            "for the duration of the autocast region (and matmuls save them for backward), so "
+            "~2 bytes per trainable param of weight copies appear in activation_bytes, as on "
+            "CUDA. Frozen LoRA base weights are not cached (re-cast at each use). With "
+            "checkpointing the copies are not saved for backward, but the cache still holds them "
+            "until autocast exits: details.*.step2_forward_split.autocast_cache_freed_bytes.",
             "The loss is the mean over all tokens (no padding, num_items_in_batch=None).",
             "Model weights are never initialised (uninitialised fake storage); values are "
             "irrelevant to memory.",
