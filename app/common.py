@@ -9,8 +9,9 @@ Session state keys:
                   are re-seeded from it on every run, so a widget that was not drawn on the
                   last page comes back with the user's value)
   "w_<field>"     the sidebar widgets' own keys
-  "user_models", "user_gpus"   catalog entries added in this session: lists of records
-                  validated exactly like the shipped YAML (catalog.schema)
+  "user_models", "user_gpus"   catalog entries added in this session only: lists of records
+                  validated exactly like the shipped YAML (catalog.schema); the entries saved
+                  in the user catalog file are loaded for every session (app/user_entries.py)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app import user_entries
 from catalog import default_catalog
 from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
 from engine import planning
@@ -123,12 +125,20 @@ def _append(base: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     return pd.concat([base, extra], ignore_index=True)
 
 
+def shipped_ids() -> dict[str, set]:
+    """{'gpus': ids, 'models': ids} of the shipped catalog (user ids may not reuse them)."""
+    return {"gpus": set(shipped("gpus")["id"]), "models": set(shipped("models")["id"])}
+
+
 def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(models, gpus): the shipped catalog plus this session's validated additions.
-    Every page uses these; persistence of additions can be added here."""
-    models = _append(shipped("models"), st.session_state.get("user_models") or [])
-    gpus = _append(shipped("gpus"), st.session_state.get("user_gpus") or [])
-    return models, gpus
+    """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
+    (every session), plus this session's own validated additions (this session only); see
+    app/user_entries.py. Every page uses these."""
+    base = {"models": shipped("models"), "gpus": shipped("gpus")}
+    ids = {kind: set(frame["id"]) for kind, frame in base.items()}
+    user_entries.notify_once(ids)
+    return (_append(base["models"], user_entries.visible("models", ids["models"])),
+            _append(base["gpus"], user_entries.visible("gpus", ids["gpus"])))
 
 
 # Shorter GPU names for chart axes and tables: vendor brand words and parentheticals dropped
@@ -164,12 +174,12 @@ def validate_user_entry(kind: str, raw: dict) -> dict:
 
 
 def add_user_entry(kind: str, record: dict) -> None:
-    st.session_state.setdefault(f"user_{kind}s", []).append(record)
+    """Add a validated entry to this session only (the Catalog page can then save it to the file)."""
+    user_entries.add_to_session(kind, record)
 
 
 def remove_user_entry(kind: str, ident: str) -> None:
-    key = f"user_{kind}s"
-    st.session_state[key] = [r for r in st.session_state.get(key, []) if r["id"] != ident]
+    user_entries.remove_from_session(kind, ident)
 
 
 # ---- the workload in session state ---------------------------------------------------------

@@ -106,9 +106,19 @@ def _plain(value):
 
 
 def _plain_record(record: Any, kind: str, label: str) -> dict:
+    """Python values, and optional fields left at their default dropped: a record that already
+    went through validate_entries (e.g. one a page validated and kept) validates again."""
     if not isinstance(record, dict):
         raise CatalogError(label, None, None, f"a new {SINGULAR[kind]} must be a mapping of fields, got {type(record).__name__}")
-    return {k: _plain(v) for k, v in record.items()}
+    fields = FIELDS[kind]
+    out = {}
+    for key, value in record.items():
+        value = _plain(value)
+        spec = fields.get(key) if isinstance(key, str) else None
+        if spec is not None and not spec.required and value is spec.default:
+            continue
+        out[key] = value
+    return out
 
 
 def validate_document(doc: Any, label: str) -> dict[str, list[dict]]:

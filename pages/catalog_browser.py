@@ -1,31 +1,42 @@
-"""Catalog: GPUs, models and published references, searchable; add a GPU or a model (form or
-config.json) for this session, validated exactly like the shipped YAML."""
+"""Catalog: GPUs, models and published references, searchable; add a GPU or a model (form,
+config.json or a YAML import) for this session, validated exactly like the shipped YAML; save
+them to the user catalog file (loaded for every session and by the CLI), export and import it.
+See app/user_entries.py for what is shared between sessions and what is not."""
 
 import datetime
-import json
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import user_entries as ue
 
 c.ensure_frame()
 from catalog.schema import CatalogError
-from catalog.user import MAX_CONFIG_BYTES, model_from_config
+from catalog.user import model_from_config, parse_config
 from engine.params import total_params
 
 models, gpus = c.merged_frames()
 refs = c.shipped("references")
 u, div = c.unit()
-added_gpus = {r["id"] for r in st.session_state.get("user_gpus", [])}
-added_models = {r["id"] for r in st.session_state.get("user_models", [])}
+ids = c.shipped_ids()
+gpu_origin = ue.origins("gpus", ids["gpus"])
+model_origin = ue.origins("models", ids["models"])
+path = ue.catalog_path()
 
 c.page_header("Catalog", "The GPUs, models and published figures behind every estimate, with their sources. Add a GPU "
-              "or a model for this session: it is checked like the shipped catalog and every page uses it.")
+              "or a model for this session: it is checked like the shipped catalog and every page uses it. "
+              "Only you see it until you save it to your catalog file.")
 flash = st.session_state.pop("catalog_flash", None)
 if flash:
     st.success(flash)
+for problem in ue.problems(ids):
+    st.warning(ue.md_escape(problem), icon="⚠️")
+for kind, label in (("gpus", "GPU"), ("models", "model")):
+    for ident in ue.shadowed(kind):
+        st.info(f"Your catalog file also has a {label} {ue.md_code(ident)}: this session shows the one you added "
+                "here (save or remove yours to see the saved one).")
 query = st.text_input("Search all tables (id, name, vendor, source, …)", key="cat_search")
 
 
@@ -38,8 +49,14 @@ def search(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[hit]
 
 
-tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model = st.tabs(
-    ["GPUs", "Models", "References", "Add a GPU", "Add a model"])
+def added_message(label: str, record: dict) -> str:
+    extra = f", {record['params']:,} parameters" if "params" in record else ""
+    return (f"Added {label} {ue.md_code(record['name'])} ({ue.md_code(record['id'])}{extra}) to this session; every "
+            "page now includes it. Only you see it: save it to your catalog file below to keep it.")
+
+
+tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file = st.tabs(
+    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file"])
 
 with tab_gpus:
     view = pd.DataFrame({
@@ -55,7 +72,7 @@ with tab_gpus:
         "Price ($)": gpus["price_usd"].astype(float), "Price source": gpus["price_source"], "Price date": gpus["price_date"],
         "Cloud ($/GPU-h)": gpus["cloud_usd_per_hour"].astype(float), "Cloud source": gpus["cloud_source"],
         "Cloud date": gpus["cloud_date"], "Usable memory source": gpus["usable_memory_source"],
-        "Added this session": gpus["id"].isin(added_gpus),
+        "Origin": gpus["id"].map(gpu_origin).fillna(ue.ORIGIN_SHIPPED),
     })
     shown = search(view)
     st.caption(f"{len(shown)} of {len(view)} GPUs. Prices are snapshots with their source and date.")
@@ -72,7 +89,7 @@ with tab_models:
         "KV heads": models["num_kv_heads"].astype(int), "Head dim": models["head_dim"].astype(int),
         "Vocabulary": models["vocab_size"].astype(int), "Context (tokens)": models["max_context"].astype(int),
         "Tied embeddings": models["tied_embeddings"].astype(bool), "Released": models["release_date"].astype(str),
-        "Source": models["source"], "Added this session": models["id"].isin(added_models),
+        "Source": models["source"], "Origin": models["id"].map(model_origin).fillna(ue.ORIGIN_SHIPPED),
     })
     shown = search(view)
     st.caption(f"{len(shown)} of {len(view)} models. Parameter counts are derived from the architecture and checked "
@@ -145,27 +162,19 @@ with tab_add_gpu:
             st.error(str(exc))
         else:
             c.add_user_entry("gpu", record)
-            st.session_state["catalog_flash"] = f"Added GPU {record['name']} ({record['id']}); every page now includes it."
+            st.session_state["catalog_flash"] = added_message("GPU", record)
             st.rerun()
 
 with tab_add_model:
     up_col, form_col = st.columns(2)
     with up_col:
         st.markdown("**From a Hugging Face `config.json`** (Llama-style: llama, mistral)")
-        upload = st.file_uploader("config.json", type=["json"], key="am_upload")
+        upload = st.file_uploader("config.json", type=["json"], key="am_upload", max_upload_size=ue.MAX_CONFIG_UPLOAD_MB)
         upload_id = st.text_input("Model id (optional; default from the config)", key="am_upload_id")
         if st.button("Add the uploaded model", key="am_upload_add", disabled=upload is None):
             try:
-                data = upload.getvalue()
-                if len(data) > MAX_CONFIG_BYTES:
-                    raise CatalogError(upload.name, None, None, f"is {len(data):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,}")
-                try:
-                    cfg = json.loads(data.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise CatalogError(upload.name, None, None, "is not UTF-8 text") from None
-                except json.JSONDecodeError as exc:
-                    raise CatalogError(upload.name, None, None,
-                                       f"is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+                # size cap, UTF-8, JSON syntax and duplicate keys checked (catalog.user.parse_config)
+                cfg = parse_config(upload.getvalue(), upload.name)
                 record = model_from_config(cfg, upload.name, upload_id.strip() or None)
                 if upload_id.strip() and not cfg.get("_name_or_path"):
                     record["name"] = upload_id.strip()  # no name in the config: show the id the user chose
@@ -174,7 +183,7 @@ with tab_add_model:
                 st.error(str(exc))
             else:
                 c.add_user_entry("model", record)
-                st.session_state["catalog_flash"] = f"Added model {record['name']} ({record['id']}, {record['params']:,} parameters)."
+                st.session_state["catalog_flash"] = added_message("model", record)
                 st.rerun()
     with form_col:
         st.markdown("**By hand** (the parameter count is derived from the architecture)")
@@ -212,15 +221,94 @@ with tab_add_model:
                 st.error(str(exc))
             else:
                 c.add_user_entry("model", record)
-                st.session_state["catalog_flash"] = f"Added model {record['name']} ({record['id']}, {record['params']:,} parameters)."
+                st.session_state["catalog_flash"] = added_message("model", record)
                 st.rerun()
 
-session = [("gpu", r) for r in st.session_state.get("user_gpus", [])] + [("model", r) for r in st.session_state.get("user_models", [])]
+with tab_file:
+    saved = ue.saved()
+    st.markdown(f"Your catalog file is {ue.md_code(path)} (set `LLM_PLANNER_USER_CATALOG` to move it). The "
+                "entries in it load at start for every session on this server and for the command line, beside the "
+                "shipped catalog. Entries added on this page stay in this browser session until you press "
+                "**Save to my catalog file**.")
+    saved_entries = [("gpus", r) for r in saved["gpus"]] + [("models", r) for r in saved["models"]]
+    if saved_entries:
+        st.markdown("#### Saved in your catalog file")
+        for kind, record in saved_entries:  # the user's own few entries
+            r1, r2 = st.columns([3, 2])
+            r1.text(f"{'GPU' if kind == 'gpus' else 'Model'}: {record['name']} ({record['id']})")
+            if r2.button("Delete from my catalog file", key=f"delete_{kind}_{record['id']}",
+                         help="Removes it from the file for every session (the file is rewritten atomically)."):
+                try:
+                    ue.delete_saved_entry(kind, record["id"], ids)
+                except CatalogError as exc:
+                    st.error(str(exc))
+                else:
+                    st.session_state["catalog_flash"] = (f"Deleted {ue.md_code(record['name'])} "
+                                                         f"({ue.md_code(record['id'])}) from {ue.md_code(path)}.")
+                    st.rerun()
+    else:
+        st.caption("Nothing saved yet.")
+
+    st.markdown("#### Export")
+    session_count = len(ue.session_records("gpus")) + len(ue.session_records("models"))
+    x1, x2 = st.columns(2)
+    if saved_entries:
+        x1.download_button("Download my catalog file (YAML)", data=ue.export_saved(), file_name="user_catalog.yaml",
+                           mime="application/x-yaml", key="export_saved", on_click="ignore",
+                           help="The saved entries, in the shape of catalog/gpus.yaml and models.yaml.")
+    else:
+        x1.caption("Your catalog file is empty.")
+    if session_count:
+        x2.download_button("Download this session's entries (YAML)", data=ue.export_session(),
+                           file_name="session_entries.yaml", mime="application/x-yaml", key="export_session",
+                           on_click="ignore", help="The entries added in this session and not saved.")
+    else:
+        x2.caption("No unsaved entries in this session.")
+
+    st.markdown("#### Import")
+    st.caption("A YAML file with `gpus:` and/or `models:` lists, as the export writes it. Every entry is checked like "
+               "the shipped catalog; if one is wrong, nothing is imported.")
+    yaml_upload = st.file_uploader("Catalog YAML", type=["yaml", "yml"], key="imp_upload",
+                                   max_upload_size=ue.MAX_YAML_UPLOAD_MB)
+    i1, i2 = st.columns(2)
+    to_session = i1.button("Add them to this session", key="imp_session", disabled=yaml_upload is None)
+    to_file = i2.button("Save them to my catalog file", key="imp_file", disabled=yaml_upload is None,
+                        help="An entry replaces your saved entry with the same id.")
+    if to_session or to_file:
+        try:
+            if to_session:
+                taken = {"gpus": set(gpus["id"]), "models": set(models["id"])}
+                result = ue.import_into_session(yaml_upload.getvalue(), yaml_upload.name, taken)
+                where = "to this session"
+            else:
+                result = ue.import_into_file(yaml_upload.getvalue(), yaml_upload.name, ids)
+                where = f"to {ue.md_code(path)}"
+        except CatalogError as exc:
+            st.error(str(exc))
+        else:
+            names = [f"{len(result['gpus'])} GPU(s)", f"{len(result['models'])} model(s)"]
+            st.session_state["catalog_flash"] = (f"Imported {' and '.join(names)} {where}: "
+                                                 + ", ".join(ue.md_code(i) for i in result["gpus"] + result["models"]))
+            st.rerun()
+
+session = [("gpus", r) for r in ue.session_records("gpus")] + [("models", r) for r in ue.session_records("models")]
 if session:
-    st.markdown("#### Added this session")
+    st.markdown("#### Added this session (only you see these)")
     for kind, record in session:  # the user's own few entries
-        r1, r2 = st.columns([4, 1])
-        r1.write(f"{kind.upper()}: **{record['name']}** (`{record['id']}`)")
-        if r2.button("Remove", key=f"remove_{kind}_{record['id']}"):
+        r1, r2, r3 = st.columns([3, 2, 1])
+        r1.text(f"{'GPU' if kind == 'gpus' else 'Model'}: {record['name']} ({record['id']})")
+        if r2.button("Save to my catalog file", key=f"save_{kind}_{record['id']}", type="primary",
+                     help=f"Write it to {ue.md_code(path)}: it then loads for every session on this server "
+                          "and for the CLI."):
+            try:
+                stored = ue.save_session_entry(kind, record["id"], ids)
+            except CatalogError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["catalog_flash"] = (f"Saved {ue.md_code(stored['name'])} ({ue.md_code(stored['id'])}) "
+                                                     f"to {ue.md_code(path)}; it now loads at start for every "
+                                                     "session and the CLI.")
+                st.rerun()
+        if r3.button("Remove", key=f"remove_{kind[:-1]}_{record['id']}"):
             c.remove_user_entry(kind, record["id"])
             st.rerun()

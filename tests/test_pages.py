@@ -406,3 +406,274 @@ def test_a_config_json_upload_adds_a_model_and_bad_json_is_named():
     per_layer = 2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 5632 + 2 * 2048
     assert models_table.loc["tiny-llama-1b", "Parameters (exact)"] == 2 * 32000 * 2048 + 22 * per_layer + 2048
     assert "tiny-llama-1b" in at.selectbox(key="w_model").options  # no name in the config: shown by its id
+
+
+# ---- the user catalog file on the pages (issue 7) ----------------------------------------------
+# Every test below points LLM_PLANNER_USER_CATALOG at its own temporary file.
+
+import csv  # noqa: E402
+
+import yaml  # noqa: E402
+
+from catalog.store import ENV_VAR, UserCatalog  # noqa: E402
+
+HOSTILE = "'; DROP TABLE gpus; --"
+FORMULA_NAME = '=HYPERLINK("http://x")'
+SAVED = "saved in your catalog file"
+SESSION_ONLY = "this session only"
+
+
+@pytest.fixture
+def user_file(tmp_path, monkeypatch):
+    path = tmp_path / "planner" / "user_catalog.yaml"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    return path
+
+
+def _shipped_store(path, cat) -> UserCatalog:
+    return UserCatalog(path, shipped_ids={"gpus": set(cat.gpus()["id"]), "models": set(cat.models()["id"])})
+
+
+def _gpu_record(ident: str, name: str, usable_mib: int = 40_000) -> dict:
+    return {"id": ident, "name": name, "vendor": "nvidia", "segment": "workstation", "memory_gb": 42.0,
+            "usable_memory_bytes": usable_mib * 2**20, "usable_memory_source": "nvidia-smi", "memory_type": "GDDR6",
+            "unified_memory": False, "bandwidth_gbps": 800.0, "bf16_tflops": 100.0, "fp16_tflops": 100.0,
+            "fp32_tflops": None, "int8_tops": None, "fp8_tflops": None, "tdp_w": 300.0, "interconnect": "PCIe 4.0 x16", "interconnect_gbps": 64.0, "launch_year": 2023,
+            "price_usd": 3000.0, "price_source": "invoice", "price_date": "2024-05", "cloud_usd_per_hour": None,
+            "cloud_source": "not rented", "cloud_date": "2024-05"}
+
+
+def _fill_model(at: AppTest, model_id: str, name: str, hidden=512, ffn=1376, layers=4, heads=8, kv=8, vocab=1000) -> AppTest:
+    at.text_input(key="am_id").input(model_id)
+    at.text_input(key="am_name").input(name)
+    for key, value in (("am_hidden", hidden), ("am_ffn", ffn), ("am_layers", layers), ("am_heads", heads),
+                       ("am_kv", kv), ("am_vocab", vocab)):
+        at.number_input(key=key).set_value(value)
+    return at.form_submit_button[1].click().run()  # the second form: "Add a model" by hand
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _origin(at: AppTest, ident: str, i: int = 0) -> str:
+    return table(at, i).set_index("id").loc[ident, "Origin"]
+
+
+def _csv_cells(text: str) -> list[list[str]]:
+    """The CSV's data rows as a spreadsheet reads them (the settings comment lines left out)."""
+    body = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# "))
+    return list(csv.reader(io.StringIO(body)))
+
+
+def test_saved_entries_load_beside_the_shipped_catalog_for_every_session_and_the_cli(user_file, cat, capsys):
+    _shipped_store(user_file, cat).add_gpu(_gpu_record("saved-card-42gb", "Saved card 42GB"))
+    for _ in range(2):  # two sessions, both see the file's entry
+        at = open_app("pages/catalog_browser.py")
+        assert not at.error
+        shown = table(at, 0)
+        assert len(shown) == len(cat.gpus()) + 1
+        assert _origin(at, "saved-card-42gb") == SAVED and _origin(at, "rtx-4090") == "shipped"
+        assert "Saved card 42GB" in at.selectbox(key="w_gpu").options  # shown by name
+    at.selectbox(key="w_gpu").set_value("saved-card-42gb").run()
+    at.switch_page("pages/breakdown.py").run()
+    assert {m.label: m.value for m in at.metric}["Usable per GPU"] == f"{40_000 * 2**20 / GIB:,.2f} GiB"
+    from engine.cli import main
+    assert main(["catalog", "gpus"]) == 0
+    assert "saved-card-42gb" in capsys.readouterr().out.split()
+
+
+def test_an_entry_added_on_the_page_stays_in_its_session_until_saved_to_the_file(user_file, cat):
+    a = open_app("pages/catalog_browser.py")
+    _fill_gpu(a, "mine-48gb", "Mine 48GB")
+    _ok(a)
+    assert _origin(a, "mine-48gb") == SESSION_ONLY
+    assert not user_file.exists()  # adding does not write the file
+    b = open_app("pages/catalog_browser.py")
+    assert "mine-48gb" not in table(b, 0)["id"].tolist()
+    assert "Mine 48GB" in a.selectbox(key="w_gpu").options and "Mine 48GB" not in b.selectbox(key="w_gpu").options
+    # the explicit button writes it through UserCatalog
+    save = a.button(key="save_gpus_mine-48gb")
+    assert save.label == "Save to my catalog file"
+    save.click().run()
+    _ok(a)
+    assert any("Saved `Mine 48GB`" in s.value and "every session" in s.value for s in a.success)
+    stored = UserCatalog(user_file, shipped_ids={}).load()
+    assert [g["id"] for g in stored["gpus"]] == ["mine-48gb"] and stored["models"] == []
+    assert stored["gpus"][0]["usable_memory_bytes"] == 49140 * 2**20  # the form's default, as typed
+    assert _origin(a, "mine-48gb") == SAVED
+    assert not any(k.startswith("save_") for k in (w.key for w in a.button))  # nothing left unsaved
+    b.run()  # the other session's next run loads the new file
+    assert _origin(b, "mine-48gb") == SAVED
+    # deleting from the file reaches every session too
+    a.button(key="delete_gpus_mine-48gb").click().run()
+    _ok(a)
+    assert UserCatalog(user_file, shipped_ids={}).load()["gpus"] == []
+    b.run()
+    assert "mine-48gb" not in table(b, 0)["id"].tolist()
+    assert len(table(b, 0)) == len(cat.gpus())
+
+
+def test_export_and_import_yaml_all_or_nothing(user_file, downloads):
+    a = open_app("pages/catalog_browser.py")
+    _fill_model(a, "tiny-model", "Tiny model")
+    _ok(a)
+    exported = yaml.safe_load(downloads(a.download_button(key="export_session")))
+    (model,) = exported["models"]
+    assert exported["gpus"] == []
+    assert (model["id"], model["hidden_size"], model["num_layers"], model["num_heads"]) == ("tiny-model", 512, 4, 8)
+    # per layer: q,k,v,o 4 x 512^2, MLP 3 x 512 x 1376, two norms 2 x 512; embedding and lm_head 2 x 1000 x 512; final norm
+    assert model["params"] == 4 * (4 * 512 * 512 + 3 * 512 * 1376 + 2 * 512) + 2 * 1000 * 512 + 512
+    good = yaml.safe_dump(exported, sort_keys=False).encode()
+    bad_doc = {"models": [model, {**model, "id": "tiny-model-2", "num_layers": -1}]}
+    bad = yaml.safe_dump(bad_doc, sort_keys=False).encode()
+
+    b = open_app("pages/catalog_browser.py")
+    b.file_uploader(key="imp_upload").set_value(("mine.yaml", bad, "application/x-yaml")).run()
+    b.button(key="imp_session").click().run()
+    assert not b.exception
+    (error,) = [e.value for e in b.error]
+    assert "mine.yaml" in error and "'tiny-model-2'" in error and "num_layers" in error and "\n" not in error
+    assert not {"tiny-model", "tiny-model-2"} & set(table(b, 1)["id"])  # all or nothing
+    assert b.file_uploader(key="imp_upload").value is not None  # the upload is kept
+    b.file_uploader(key="imp_upload").set_value(("mine.yaml", good, "application/x-yaml")).run()
+    b.button(key="imp_session").click().run()
+    _ok(b)
+    assert _origin(b, "tiny-model", 1) == SESSION_ONLY
+    assert not user_file.exists()
+    # the same document saved to the file: every session gets it; b keeps showing its own copy
+    c = open_app("pages/catalog_browser.py")
+    c.file_uploader(key="imp_upload").set_value(("mine.yaml", good, "application/x-yaml")).run()
+    c.button(key="imp_file").click().run()
+    _ok(c)
+    assert _origin(c, "tiny-model", 1) == SAVED
+    assert [m["id"] for m in UserCatalog(user_file, shipped_ids={}).load()["models"]] == ["tiny-model"]
+    assert yaml.safe_load(downloads(c.download_button(key="export_saved")))["models"][0]["params"] == model["params"]
+    b.run()
+    assert _origin(b, "tiny-model", 1) == SESSION_ONLY
+    assert list(table(b, 1)["id"]).count("tiny-model") == 1
+    assert any("`tiny-model`" in i.value for i in b.info)  # told that it hides the saved one
+    # importing an id that is already in the catalog changes nothing
+    c.button(key="imp_session").click().run()
+    assert any("'tiny-model'" in e.value and "already in the catalog" in e.value for e in c.error)
+
+
+def test_a_corrupt_user_file_is_reported_and_kept_and_the_shipped_catalog_still_loads(user_file, cat):
+    user_file.parent.mkdir(parents=True)
+    garbage = b"gpus: [ {id: broken, name: 'half a line"
+    user_file.write_bytes(garbage)
+    a = open_app()
+    _ok(a)
+    # told at once on whatever page the session opens, and the shipped catalog is all there
+    assert any("User catalog" in t.value and "Catalog page" in t.value for t in a.toast)
+    a.switch_page("pages/catalog_browser.py").run()
+    kept = list(user_file.parent.glob(user_file.name + ".corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == garbage  # moved aside, never dropped
+    warnings_ = [w.value.replace("\\", "") for w in a.warning]
+    assert any(str(user_file) in w and str(kept[0]) in w and "not valid YAML" in w for w in warnings_), warnings_
+    assert len(table(a, 0)) == len(cat.gpus()) and len(table(a, 1)) == len(cat.models())
+    b = open_app("pages/feasibility.py")  # a later session: the shipped catalog, and the kept copy named
+    assert not b.exception and len(table(b)) == len(cat.models())
+    b.switch_page("pages/catalog_browser.py").run()
+    assert any(str(kept[0]) in w.value.replace("\\", "") for w in b.warning)
+
+
+def test_csv_downloads_neutralise_a_formula_in_a_custom_model_name(user_file, downloads):
+    at = open_app("pages/catalog_browser.py")
+    _fill_model(at, "formula-model", FORMULA_NAME)
+    _ok(at)
+    at.selectbox(key="w_model").set_value("formula-model").run()
+    quoted = "'" + FORMULA_NAME  # what a spreadsheet shows as text
+    checked = set()
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
+        for i, button in enumerate(at.download_button):
+            if not button.proto.url.endswith(".csv"):  # the YAML exports of the Catalog page are not CSV
+                continue
+            text = downloads(button)
+            for row in _csv_cells(text):
+                for value in row:  # no cell a spreadsheet would run as a formula
+                    assert not value.startswith(FORMULA_START) or value.lstrip("+-").replace(".", "", 1).isdigit(), \
+                        (page, i, value)
+            settings, _ = parse_csv(text)
+            assert settings["model"] == "formula-model"
+            assert settings["workload"].startswith(quoted)  # the settings lines name the model too, quoted
+            checked.add(page)
+    assert checked == set(PAGES)  # every page has at least one CSV download, all checked
+    # the matrix and the inference table show the name; their CSVs carry it quoted, numbers as numbers
+    at.switch_page("pages/feasibility.py").run()
+    assert FORMULA_NAME in table(at)["Model"].tolist()
+    raw = downloads(at.download_button[0])
+    assert '"\'=HYPERLINK(""http://x"")"' in raw  # the cell, CSV-quoted, with the leading quote
+    shown_row = table(at).set_index("Model").loc[FORMULA_NAME]
+    csv_row = next(r for r in _csv_cells(raw) if r[0] == quoted)
+    assert csv_row[1:] == [str(v) for v in shown_row.tolist()]
+    detail = table(at, 1)
+    rows = [r for r in _csv_cells(downloads(at.download_button[1])) if r[0] == quoted]
+    shown_rows = detail[detail["Model"] == FORMULA_NAME]
+    assert len(rows) == len(shown_rows) > 0
+    peak_col = list(detail.columns).index("Peak per GPU (GiB)")
+    assert [float(r[peak_col]) for r in rows] == pytest.approx(shown_rows["Peak per GPU (GiB)"].tolist())
+    at.switch_page("pages/inference.py").run()
+    view = table(at)
+    mine = view[view["Model"] == FORMULA_NAME]
+    assert len(mine) > 0
+    rows = [r for r in _csv_cells(downloads(at.download_button[0])) if r[0] == quoted]
+    weights_col = list(view.columns).index("Weights (GiB)")
+    assert [float(r[weights_col]) for r in rows] == pytest.approx(mine["Weights (GiB)"].tolist())
+    # FP16 weights by hand: the architecture's parameters x 2 bytes
+    params = 4 * (4 * 512 * 512 + 3 * 512 * 1376 + 2 * 512) + 2 * 1000 * 512 + 512
+    fp16 = mine.set_index("Weights").loc["FP16", "Weights (GiB)"]
+    assert fp16 == pytest.approx(params * 2 / GIB, abs=0.006)
+
+
+def test_a_hostile_gpu_name_is_shown_verbatim_and_the_shipped_tables_are_intact(user_file, cat):
+    shipped_ids = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())["gpus"]
+    shipped_ids = sorted(g["id"] for g in shipped_ids)
+    at = open_app("pages/catalog_browser.py")
+    _fill_gpu(at, "sql-gpu", HOSTILE)
+    _ok(at)
+    assert table(at, 0).set_index("id").loc["sql-gpu", "Name"] == HOSTILE
+    assert f"GPU: {HOSTILE} (sql-gpu)" in [t.value for t in at.text]
+    assert any(f"`{HOSTILE}`" in s.value for s in at.success)  # a code span: no Markdown, no typography
+    at.button(key="save_gpus_sql-gpu").click().run()
+    assert not at.error
+    assert UserCatalog(user_file, shipped_ids={}).load()["gpus"][0]["name"] == HOSTILE
+    at.switch_page("pages/feasibility.py").run()
+    assert HOSTILE in table(at).columns
+    # the shipped catalog: every table still there, the GPUs exactly those of gpus.yaml
+    from catalog import default_catalog
+    fresh = default_catalog()
+    assert sorted(fresh.gpus()["id"]) == shipped_ids == sorted(cat.gpus()["id"])
+    assert len(fresh.models()) == len(cat.models()) and len(fresh.references()) == len(cat.references())
+    assert HOSTILE not in set(fresh.gpus()["name"])
+
+
+def test_a_save_the_file_system_refuses_is_one_line_and_the_entry_stays(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the catalog's folder should be")
+    monkeypatch.setenv(ENV_VAR, str(blocker / "user_catalog.yaml"))
+    at = open_app("pages/catalog_browser.py")
+    _fill_gpu(at, "kept-48gb", "Kept 48GB")
+    _ok(at)
+    at.button(key="save_gpus_kept-48gb").click().run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert str(blocker / "user_catalog.yaml") in error and "\n" not in error
+    assert _origin(at, "kept-48gb") == SESSION_ONLY  # nothing the user entered is lost
+    assert blocker.read_text() == "a file where the catalog's folder should be"
+    # a folder that refuses the write itself (read-only, full): the same one line
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "ok" / "user_catalog.yaml"))
+
+    def refuse(self, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(UserCatalog, "_write", refuse)
+    at.run()
+    at.button(key="save_gpus_kept-48gb").click().run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert "cannot be written: Permission denied" in error and ENV_VAR in error
+    assert _origin(at, "kept-48gb") == SESSION_ONLY
