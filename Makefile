@@ -25,8 +25,14 @@ run: $(VENV)/.runtime
 test: $(VENV)/.test
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.test
+$(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
+	$(BIN)/python -m pip install --quiet -r requirements-bench.txt
+	touch $@
+
+# Engine throughput vs the peer llm-analysis, then page latency (docs/performance.md).
+bench: $(VENV)/.test $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_pages.py
 
 clean:
 	rm -rf $(VENV) catalog/build .pytest_cache

@@ -103,14 +103,18 @@ def catalog():
     return default_catalog()
 
 
-@st.cache_data(max_entries=2, show_spinner=False)
+@st.cache_resource(show_spinner=False)
 def _shipped_frames() -> dict[str, pd.DataFrame]:
+    """Read once per process and shared by every session (st.cache_data would unpickle a copy
+    of all four frames at each of the many calls of a page run)."""
     cat = catalog()
     return {"models": cat.models(), "gpus": cat.gpus(), "references": cat.references(), "aliases": cat.aliases()}
 
 
 def shipped(name: str) -> pd.DataFrame:
-    return _shipped_frames()[name]
+    """A shipped catalog frame. A shallow copy: copy-on-write keeps the shared one intact
+    whatever the caller changes, and copies nothing until then."""
+    return _shipped_frames()[name].copy(deep=False)
 
 
 def _append(base: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
@@ -519,18 +523,63 @@ def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = N
         else:
             config[col] = st.column_config.TextColumn(col, help=help.get(col))
     st.dataframe(view, column_config=config, hide_index=True, width="stretch", height=height, placeholder="—")
-    st.download_button("Download CSV", data=to_csv(view, settings), file_name=file_name or f"{key}.csv",
+    st.download_button("Download CSV", data=_csv(view, settings), file_name=file_name or f"{key}.csv",
                        mime="text/csv", key=f"download_{key}", on_click="ignore",
                        help="This table as shown, with the settings that produced it.")
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _csv(view: pd.DataFrame, settings: dict) -> str:
+    """to_csv, once per table and settings: a rerun that shows the same table reuses it."""
+    return to_csv(view, settings)
+
+
 # ---- cached engine calls (keyed by their arguments: settings, catalog frames) ----------------
+# A page's tables are derived from these, each cached on the same arguments (plus its own), so
+# a rerun that changes nothing in the workload (a tab, a filter of the view, a download) costs
+# cache look-ups only, and one that does recomputes only what the change reaches.
 
 @st.cache_data(max_entries=24, show_spinner="Estimating every model × GPU…")
 def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int) -> pd.DataFrame:
     frame = planning.plans_frame(plan_map, model=list(model_ids), gpu=list(gpu_ids))
     return planning.configurations(frame, models, gpus, max_gpus=max_gpus)
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+             max_gpus: int, cost: str = "buy_usd", by: tuple = ("model", "plan"), mode: str | None = None,
+             hours: float | None = None) -> pd.DataFrame:
+    """planning.cheapest over configurations(...) (costed by a budget mode when given)."""
+    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    if mode is not None:
+        conf, cost = conf.assign(cost_usd=planning.plan_cost(conf, mode, hours)), "cost_usd"
+    return planning.cheapest(conf, cost, by)
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+                 max_gpus: int) -> pd.DataFrame:
+    """planning.cost_per_fit over configurations(...)."""
+    return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus))
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+                max_gpus: int, budget: float, mode: str, hours: float | None, stretch: float) -> dict:
+    """planning.budget_plan over configurations(...)."""
+    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    return planning.budget_plan(conf, budget, mode, hours, stretch)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
+                            batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
+                            headroom: float) -> pd.DataFrame:
+    """planning.article_inference_table beside inference_table(...) for the article's models."""
+    ours = inference_table(models, gpus, model_ids, precisions, seq, batch, card, kv_precision, max_gpus,
+                           allow_long_context, headroom)
+    return planning.article_inference_table(shipped("references"), ours)
 
 
 @st.cache_data(max_entries=24, show_spinner=False)

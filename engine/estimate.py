@@ -1,6 +1,18 @@
 """The engine's one front door: `estimate(scenarios, models, gpus)`.
 
 Whole-column numpy over the scenario frame; a single scenario is a one-row frame.
+
+Computed at the coarsest level each term allows, with the same numbers: a sweep's rows share
+few *configurations* (every column but batch and seq: model, GPU, method, precision, GPU
+count, ...; engine.scenarios.Configs), and fewer *memory configurations* (the same without the
+GPU and the headroom). Per memory configuration: parameter counts, weights, optimizer states,
+each phase's fixed, sharded and per-token bytes. Per configuration: the GPU's capacity, the
+largest token count that fits, rates and prices. Per configuration x seq: the training time
+and cost, the largest batch. Per row: the terms in tokens = batch x seq, the peak, the GPUs
+needed. A value computed once and gathered to its rows is the very value a per-row evaluation
+of the same expression gives (the expressions keep their order of operations), so results do
+not depend on how rows are grouped; tests/test_engine_properties.py checks one row against
+many.
 """
 
 from __future__ import annotations
@@ -11,7 +23,6 @@ import pandas as pd
 from engine import constants as C
 from engine.memory import (
     COMPONENTS,
-    INFER_PHASES,
     PHASES,
     TRAIN_PHASES,
     Phase,
@@ -20,8 +31,17 @@ from engine.memory import (
     logits_bytes,
 )
 from engine.params import lora_module_dims, parse_lora_targets
-from engine.scenarios import normalize
-from engine.speed import add_speed_cost
+from engine.scenarios import Configs, View, _normalize_columns, check_combinations
+from engine.speed import (
+    GPU_FIELDS,
+    MODEL_SHAPE,
+    OUTPUT_COLUMNS,
+    add_speed_cost,
+    check_prompt,
+    pick_rate,
+    read_settings,
+    speed_cost_columns,
+)
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
                 "head_dim", "vocab_size", "tied_embeddings", "params")
@@ -33,31 +53,29 @@ OVERHEAD_DEFAULTS = {
     "fragmentation": C.FRAGMENTATION_FRACTION,
     "nccl_bytes": C.NCCL_BYTES,
 }
+PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+# Speed settings that enter per-configuration figures (rates, prices); tokens and
+# prompt_tokens only enter per-row ones.
+PER_CONFIG_SETTINGS = ("mfu", "bandwidth_efficiency", "usd_per_kwh", "utilization", "hours_per_month")
+UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
+               "e.g. h100-sxm-80gb, rtx-4090")
 
 
-def _lookup(column: pd.Series, table: dict, fill=np.nan) -> np.ndarray:
-    """Map a categorical column through a dict, by category codes (no per-row Python)."""
-    cats = column.cat.categories
-    values = np.array([table.get(c, fill) for c in cats] + [fill], dtype=float)
-    return values[column.cat.codes.to_numpy()]
-
-
-def _mask(column: pd.Series, *values) -> np.ndarray:
-    cats = column.cat.categories
-    hits = np.array([c in values for c in cats] + [False])
-    return hits[column.cat.codes.to_numpy()]
-
-
-def _lora_sums(column: pd.Series, dims_by_row: dict) -> tuple[dict, np.ndarray]:
-    """Per row: which modules are adapted (0/1 arrays) and the sum of (in + out) over them."""
-    cats = list(column.cat.categories)
-    codes = column.cat.codes.to_numpy()
+def _lora_sums(cfg: View, dims: dict) -> tuple[dict, np.ndarray]:
+    """Per (memory) configuration: which modules are adapted (0/1 arrays) and the sum of
+    (in + out) over them."""
+    cats = cfg.categories("lora_targets")
+    codes = cfg.codes("lora_targets")
     flags = {}
     for m in C.LORA_MODULES:
         table = np.array([1.0 if m in parse_lora_targets(c) else 0.0 for c in cats] + [0.0])
         flags[m] = table[codes]
-    in_out = sum(flags[m] * (dims_by_row[m][0] + dims_by_row[m][1]) for m in C.LORA_MODULES)
+    in_out = sum(flags[m] * (dims[m][0] + dims[m][1]) for m in C.LORA_MODULES)
     return flags, in_out
+
+
+def _is_zero(value) -> bool:
+    return np.ndim(value) == 0 and value == 0
 
 
 def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame | None = None,
@@ -82,9 +100,15 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
         if not np.isfinite(value) or value < 0 or (key == "fragmentation" and value >= 1):
             raise ValueError(f"{key} {value!r} is not accepted; accepted: a finite number >= 0" + (" and < 1" if key == "fragmentation" else ""))
 
-    sc = normalize(scenarios, models)
+    sc, ranges = _normalize_columns(scenarios, models)
+    cfg = Configs(sc, ranges=ranges)
+    check_combinations(sc, models, cfg)
     n = len(sc)
-    midx = pd.Index(models["id"]).get_indexer(sc["model"].astype(str)) if n else np.zeros(0, dtype=int)
+    take = cfg.take
+
+    # ==== per memory configuration: every column but the GPU, the headroom, batch and seq ====
+    mv, of_config = cfg.coarser(("gpu", "headroom"))
+    midx = mv.index_in("model", models["id"]) if n else np.zeros(0, dtype=int)
     m = {k: models[k].to_numpy()[midx].astype(float) for k in MODEL_FIELDS}
     h, f, L = m["hidden_size"], m["intermediate_size"], m["num_layers"]
     a, kvh, d, V = m["num_heads"], m["num_kv_heads"], m["head_dim"], m["vocab_size"]
@@ -93,47 +117,43 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     qd, kvd = a * d, kvh * d
     layer_lin = h * qd + 2 * h * kvd + qd * h + 3 * h * f
     # Qwen2-style q/k/v biases (catalog column qkv_bias, absent or false for Llama)
-    qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(n, dtype=bool)
+    qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(mv.size, dtype=bool)
     layer_all = layer_lin + 2 * h + np.where(qkv_bias, qd + 2 * kvd, 0.0)
     n_lin = L * layer_lin
     embed = V * h
     head = np.where(tied, 0.0, V * h)
 
-    b = sc["batch"].to_numpy().astype(float)
-    s = sc["seq"].to_numpy().astype(float)
-    tokens = b * s
-    gpus_n = sc["gpus"].to_numpy().astype(float)
-    tp = sc["tp"].to_numpy().astype(float)
-    pp = sc["pp"].to_numpy().astype(float)
+    gpus_n = mv.values("gpus").astype(float)
+    tp = mv.values("tp").astype(float)
+    pp = mv.values("pp").astype(float)
     dp = gpus_n / (tp * pp)
     mp = tp * pp  # model-parallel split of the weights
-    zero = sc["zero"].to_numpy()
-    gc = sc["grad_checkpointing"].to_numpy()
+    zero = mv.values("zero")
+    gc = mv.values("grad_checkpointing")
 
-    train = _mask(sc["task"], "train")
+    train = mv.mask("task", "train")
     infer = ~train
-    full = train & _mask(sc["method"], "full")
-    lora = train & _mask(sc["method"], "lora", "qlora")
-    qlora = train & _mask(sc["method"], "qlora")
-    freeze = train & _mask(sc["method"], "freeze")
+    full = train & mv.mask("method", "full")
+    lora = train & mv.mask("method", "lora", "qlora")
+    qlora = train & mv.mask("method", "qlora")
+    freeze = train & mv.mask("method", "freeze")
 
-    prec = sc["precision"]
-    wb = _lookup(prec, C.WEIGHT_BYTES, 0.0)
-    gb = _lookup(prec, C.GRAD_BYTES, 0.0)
-    master = _lookup(prec, C.MASTER_BYTES, 0.0)
-    sdb = _lookup(prec, C.STATE_DTYPE_BYTES, 0.0)
-    acb = _lookup(prec, C.AUTOCAST_COPY_BYTES, 0.0)
-    R = _lookup(prec, C.RESIDUAL_BYTES, 2.0)
-    M = _lookup(prec, C.MATMUL_OUT_BYTES, 2.0)
+    wb = mv.lookup("precision", C.WEIGHT_BYTES, 0.0)
+    gb = mv.lookup("precision", C.GRAD_BYTES, 0.0)
+    master = mv.lookup("precision", C.MASTER_BYTES, 0.0)
+    sdb = mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)
+    acb = mv.lookup("precision", C.AUTOCAST_COPY_BYTES, 0.0)
+    R = mv.lookup("precision", C.RESIDUAL_BYTES, 2.0)
+    M = mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0)
     autocast = acb > 0
 
     # ---- trainable parameters ------------------------------------------------------
     dims = lora_module_dims(h, f, a, kvh, d)
-    r = np.where(lora, sc["lora_rank"].to_numpy().astype(float), 0.0)
-    flags, in_out = _lora_sums(sc["lora_targets"], dims)
+    r = np.where(lora, mv.values("lora_rank").astype(float), 0.0)
+    flags, in_out = _lora_sums(mv, dims)
     n_adapted = sum(flags.values())
     lora_params = L * r * in_out
-    k_layers = np.minimum(sc["freeze_layers"].to_numpy().astype(float), L)
+    k_layers = np.minimum(mv.values("freeze_layers").astype(float), L)
     trainable = np.select([full, lora, freeze], [N, lora_params, k_layers * layer_all], 0.0)
     frozen = np.where(train & ~full, N - np.where(freeze, trainable, 0.0), 0.0)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
@@ -143,9 +163,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     master = np.where(lora, 0.0, master)
 
     # ---- weights (whole model, before any sharding) ----------------------------------
-    base = sc["base_precision"]
-    base_auto = _mask(base, "auto")
-    base_bits = _lookup(base, {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
+    base_auto = mv.mask("base_precision", "auto")
+    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
     base_bits = np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits)
     quant_base = (lora & ~base_auto) | qlora
     # frozen base: in the training dtype, or quantized linear layers + 16-bit (or wider) rest
@@ -153,12 +172,11 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     frozen_bytes = np.where(quant_base, frozen_quant, frozen * wb)
     train_weights = trainable * wb_t + np.where(lora, frozen_bytes, np.where(freeze, frozen * wb, 0.0))
 
-    ip = prec
-    lin_bits = _lookup(ip, C.LINEAR_BITS, np.nan)
-    gguf_bits = _lookup(ip, C.GGUF_BITS, np.nan)
-    act_b = _lookup(ip, C.INFER_ACT_BYTES, 2.0)
+    lin_bits = mv.lookup("precision", C.LINEAR_BITS, np.nan)
+    gguf_bits = mv.lookup("precision", C.GGUF_BITS, np.nan)
+    act_b = mv.lookup("precision", C.INFER_ACT_BYTES, 2.0)
     rows_out = L * (qd + 2 * kvd + h + 2 * f + h)
-    int8_scales = np.where(_mask(ip, "int8"), rows_out * C.INT8_ROW_SCALE_BYTES, 0.0)
+    int8_scales = np.where(mv.mask("precision", "int8"), rows_out * C.INT8_ROW_SCALE_BYTES, 0.0)
     infer_weights = np.where(
         np.isnan(gguf_bits),
         n_lin * np.nan_to_num(lin_bits) / 8 + (N - n_lin) * act_b + int8_scales,
@@ -168,12 +186,11 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     # ---- gradients and optimizer states (whole model) --------------------------------
     grads_total = np.where(train, trainable * gb, 0.0)
-    opt = sc["optimizer"]
-    state_count = _lookup(opt, C.STATE_COUNT, 0.0)
-    temp_count = _lookup(opt, C.STEP_TEMP_COUNT, 0.0)
-    is_8bit = _mask(opt, "adamw_8bit", "paged_adamw_8bit")
-    paged = _mask(opt, "paged_adamw_8bit") & train
-    adafactor = _mask(opt, "adafactor")
+    state_count = mv.lookup("optimizer", C.STATE_COUNT, 0.0)
+    temp_count = mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0)
+    is_8bit = mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit")
+    paged = mv.mask("optimizer", "paged_adamw_8bit") & train
+    adafactor = mv.mask("optimizer", "adafactor")
     # small tensors (norm weights, fewer than 4096 values) keep fp32 Adam states in bnb
     small = np.where(full | freeze, np.where(h < C.ADAM8BIT_MIN_SIZE, 2 * h * np.where(freeze, k_layers, L) + h * full, 0.0), 0.0)
     adam8 = (trainable - small) * C.ADAM8BIT_BYTES + small * 8.0
@@ -193,9 +210,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     temps_total = np.where(train, temps_total, 0.0)
 
     # ---- placement: model parallel, ZeRO sharding, offload ---------------------------
-    offload = sc["offload"]
-    off_opt = _mask(offload, "optimizer", "all") & train
-    off_all = _mask(offload, "all") & train
+    off_opt = mv.mask("offload", "optimizer", "all") & train
+    off_all = mv.mask("offload", "all") & train
     w_mp = weights_total / mp
     g_mp = grads_total / mp
     s_mp = states_total / mp
@@ -267,7 +283,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     step.add("workspace", fixed=gathered)
 
     # inference: KV cache split by tensor parallel over KV heads (never below one head)
-    kv_b = _lookup(sc["kv_precision"], C.KV_BYTES, np.nan)
+    kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     kv_b = np.where(np.isnan(kv_b), act_b, kv_b)
     # each pipeline stage keeps the KV cache of its own layers
     kv_split = np.minimum(tp, kvh) * pp
@@ -276,150 +292,389 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     # the layer's input (still referenced by the model's loop), the residual, the MLP input
     # and the attention output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)
     work = act_b * (4.0 * h + 3.0 * f / tp)
-    last_only = _mask(sc["prefill_logits"], "last")
+    last_only = mv.mask("prefill_logits", "last")
     infer_w = weights_total / mp
     prefill = Phase().add("weights", fixed=infer_w).add("kv_cache", per_token=kv_per_token)
     prefill.add("workspace", per_token=work)
     logits_phase = Phase().add("weights", fixed=infer_w).add("kv_cache", per_token=kv_per_token)
-    # generate() keeps the last position's logits (16-bit, then fp32 for sampling)
-    logits_phase.add("logits", fixed=np.where(last_only, b * V * (act_b + 4.0) / tp, 0.0),
-                     per_token=np.where(last_only, 0.0, act_b * V / tp))
+    # generate() keeps the last position's logits (16-bit, then fp32 for sampling): per token
+    # without last_only, else b x V per sequence, a fixed part that grows with the batch, so it
+    # is added per row (`logits_fixed` below)
+    logits_phase.add("logits", per_token=np.where(last_only, 0.0, act_b * V / tp))
 
     phases = {"forward": forward, "loss_backward": loss_bwd, "backward": layer_bwd, "backward_end": bwd_end,
               "optimizer": step, "prefill": prefill, "logits": logits_phase}
     valid = {p: (train if p in TRAIN_PHASES else infer) for p in PHASES}
-
-    # ---- totals and the peak ----------------------------------------------------------
-    totals = np.empty((len(PHASES), n))
-    fixed_tot = np.empty((len(PHASES), n))
-    shard_tot = np.empty((len(PHASES), n))
-    token_tot = np.empty((len(PHASES), n))
-    for i, name in enumerate(PHASES):
+    fixed_tot, shard_tot, token_tot, base_tot = {}, {}, {}, {}
+    for name in PHASES:
         fx, sh, tk = phases[name].totals()
-        fixed_tot[i] = fx
-        shard_tot[i] = sh
-        token_tot[i] = tk
-        totals[i] = np.where(valid[name], fx + sh / dp + tk * tokens, -np.inf)
-    peak_idx = np.argmax(totals, axis=0)
-    tensor_peak = totals[peak_idx, np.arange(n)]
-
-    result = sc.copy()
-    result["params"] = N.astype(np.int64)
-    result["trainable_params"] = np.rint(trainable).astype(np.int64)
-    cols = {}
-    for comp in COMPONENTS:
-        stacked = np.vstack([np.broadcast_to(phases[p].component(comp, dp, tokens), (n,)) for p in PHASES])
-        cols[comp] = stacked[peak_idx, np.arange(n)]
-    for comp in COMPONENTS:
-        result[f"{comp}_bytes"] = cols[comp]
-    result["model_states_bytes"] = (w_fix + w_sh / dp + g_on_gpu_fix + g_on_gpu_sh / dp
-                                    + s_gpu_fix + s_gpu_sh / dp)
-    result["paged_optimizer_bytes"] = np.where(paged, np.where(z1, s_mp / dp, s_mp), 0.0)
-
-    multi = gpus_n > 1
-    context = settings["context_bytes"] + settings["cublas_bytes"] + np.where(multi, settings["nccl_bytes"], 0.0)
-    overhead = context + settings["fragmentation"] * tensor_peak
-    result["runtime_overhead_bytes"] = overhead
-    result["peak_bytes"] = tensor_peak + overhead
-    result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
-    for i, name in enumerate(PHASES):
-        result[f"{name}_phase_bytes"] = np.where(valid[name], totals[i], np.nan)
-
+        fixed_tot[name], shard_tot[name], token_tot[name] = fx, sh, tk
+        base_tot[name] = fx + sh / dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
+    model_states = w_fix + w_sh / dp + g_on_gpu_fix + g_on_gpu_sh / dp + s_gpu_fix + s_gpu_sh / dp
+    paged_states = np.where(paged, np.where(z1, s_mp / dp, s_mp), 0.0)
     # host memory: offloaded states (+ their fp32 gradient copy and the parameters for
     # offload 'all'), paged optimizer states that may spill; total over all GPUs' processes
     copies = np.where(z1, 1.0, dp)  # without ZeRO every data-parallel rank holds its own
     cpu = np.where(off_opt, states_total + temps_total + trainable * 4.0, 0.0) * copies
     cpu = cpu + np.where(off_all, weights_total, 0.0) + np.where(paged, states_total * copies, 0.0)
-    result["cpu_bytes"] = cpu
+    multi = gpus_n > 1
+    context = settings["context_bytes"] + settings["cublas_bytes"] + np.where(multi, settings["nccl_bytes"], 0.0)
+    frag = settings["fragmentation"]
 
-    result = _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens,
-                  kvh, a, L, context, settings["fragmentation"], phases, infer)
+    # ==== per row (memory configurations gathered by `mtake`) ================================
+    minv = cfg.inv if of_config is None else take(of_config)
+    mtake = lambda x: x[minv] if np.ndim(x) else x  # noqa: E731 - always a fresh array (changed in place below)
+    b = sc["batch"].to_numpy().astype(float)
+    seq_int = sc["seq"].to_numpy()
+    s = seq_int.astype(float)
+    tokens = b * s
+    any_infer = bool(infer.any())
+    # the logits phase's fixed part that grows with the batch (see the logits phase above)
+    logits_fixed = np.where(mtake(last_only), b * mtake(V) * mtake(act_b + 4.0) / mtake(tp), 0.0) if any_infer else None
+
+    # ---- totals and the peak ----------------------------------------------------------
+    totals, scaled = {}, {}  # scaled: a phase's per-token bytes x tokens (the fit reuses them)
+    for name in PHASES:
+        if not valid[name].any():
+            continue  # no row of this task: -inf in every row, never the peak
+        t = mtake(base_tot[name])
+        if name == "logits":
+            t += logits_fixed
+        if not _is_zero(token_tot[name]):
+            by_tokens = mtake(token_tot[name])
+            by_tokens *= tokens
+            t += by_tokens
+            scaled[name] = by_tokens
+        if not valid[name].all():
+            t = np.where(mtake(valid[name]), t, -np.inf)
+        totals[name] = t
+    peak_idx, tensor_peak = _peak(totals, n)
+
+    result = {col: sc[col] for col in sc.columns}
+    result["params"] = mtake(N.astype(np.int64))
+    result["trainable_params"] = mtake(np.rint(trainable).astype(np.int64))
+    cols = _components(phases, valid, peak_idx, minv, mv.size, dp, tokens, logits_fixed)
+    for comp in COMPONENTS:
+        result[f"{comp}_bytes"] = cols[comp]
+    result["model_states_bytes"] = mtake(model_states)
+    result["paged_optimizer_bytes"] = _zeros_or(mtake, paged_states, n)
+
+    overhead_row = frag * tensor_peak
+    overhead_row += mtake(context)  # context + fragmentation x the tensors' peak
+    result["runtime_overhead_bytes"] = overhead_row
+    tensor_peak += overhead_row
+    result["peak_bytes"] = tensor_peak  # the tensors' peak + runtime overhead
+    result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
+    for name in PHASES:
+        if name not in totals:
+            result[f"{name}_phase_bytes"] = np.full(n, np.nan)
+        elif valid[name].all():
+            result[f"{name}_phase_bytes"] = totals[name]
+        else:
+            result[f"{name}_phase_bytes"] = np.where(mtake(valid[name]), totals[name], np.nan)
+    result["cpu_bytes"] = _zeros_or(mtake, cpu, n)
+
+    # ==== per configuration (the GPU and headroom too) =======================================
+    lift = (lambda x: x) if of_config is None else (lambda x: x[of_config] if np.ndim(x) else x)
+    live = [p for p in PHASES if valid[p].any()]  # the phases of the tasks present
+    fixed_tot, shard_tot, token_tot, valid = ({k: lift(d[k]) for k in live}
+                                               for d in (fixed_tot, shard_tot, token_tot, valid))
+    # what serving needs of its phases: weights, KV cache, working set, logits
+    serving = {k: lift(v) for k, v in (("weights", phases["prefill"].fixed.get("weights", 0.0)),
+                                       ("kv_cache", phases["prefill"].per_token.get("kv_cache", 0.0)),
+                                       ("workspace", phases["prefill"].per_token.get("workspace", 0.0)),
+                                       ("logits", phases["logits"].per_token.get("logits", 0.0)))} if infer.any() else None
+    dp, tp, pp, gpus_n, context = lift(dp), lift(tp), lift(pp), lift(gpus_n), lift(context)
+    train, infer, kvh, a, L = lift(train), lift(infer), lift(kvh), lift(a), lift(L)
+    midx = lift(midx)
+
+    # ---- fit against the chosen GPU ---------------------------------------------------
+    chosen = ~cfg.mask("gpu", "")
+    seq_level = None
+    if gpus is None or n == 0 or not chosen.any():
+        for c in ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "gpus_needed", "max_batch", "max_seq"):
+            result[c] = np.full(n, np.nan)
+        result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
+    else:
+        gidx = cfg.index_in("gpu", gpus["id"])
+        bad = chosen & (gidx < 0)
+        if bad.any():
+            raise ValueError(UNKNOWN_GPU.format(str(sc["gpu"].iloc[cfg.first_row(bad)])))
+        usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
+        headroom = cfg.values("headroom")
+        # the tensors may use what is left after headroom and the fixed runtime overhead, less the
+        # allocator's fragmentation share
+        capacity = (usable * (1 - headroom) - context) / (1 + frag)
+        seq_level = cfg.split() if logits_fixed is None else None
+        _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
+             b, s, tokens, scaled, logits_fixed, train, infer, kvh, a, L, overhead_row, seq_level)
     # the longest context is bounded by the model's own, unless the scenario allows longer
     ctx = models["max_context"].to_numpy(dtype=float)[midx] if n else np.zeros(0)
-    result["max_seq"] = np.where(sc["allow_long_context"].to_numpy(), result["max_seq"],
-                                 np.minimum(result["max_seq"], ctx))
-    return add_speed_cost(result, gpus, models)
+    allow = cfg.values("allow_long_context")
+    if allow.any():
+        result["max_seq"] = np.where(take(allow), result["max_seq"], np.minimum(result["max_seq"], take(ctx)))
+    else:
+        np.minimum(result["max_seq"], take(ctx), out=result["max_seq"])
+
+    # ---- speed and cost ---------------------------------------------------------------
+    if n == 0:
+        for c in OUTPUT_COLUMNS:
+            result[c] = np.zeros(0)
+        return pd.DataFrame(result, index=pd.RangeIndex(0), copy=False)
+    if all(c in sc.columns for c in MODEL_SHAPE):  # the frame carries its own model shape
+        return add_speed_cost(pd.DataFrame(result, index=pd.RangeIndex(n), copy=False), gpus, models)
+    st = read_settings(sc, s)
+    if st["prompt_tokens"] is not s:
+        check_prompt(st["prompt_tokens"], s, take(infer))
+    level = {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
+    level.update(N=lift(N.astype(np.int64).astype(float)), T=lift(np.rint(trainable).astype(np.int64).astype(float)),
+                 n_gpus=gpus_n, tp=tp, pp=pp, full=cfg.mask("method", "full"),
+                 lora=cfg.mask("method", "lora", "qlora"), freeze=cfg.mask("method", "freeze"),
+                 checkpointing=lift(gc), freeze_layers=cfg.values("freeze_layers").astype(float), train=train)
+    g = _gpu_fields(cfg, gpus)
+    level["rate"] = pick_rate(cfg.categories("precision"), cfg.codes("precision"), train,
+                              {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
+    level["act_bytes"] = np.where(cfg.mask("precision", "fp32"), 4.0, 2.0)
+    level.update(g)
+    inv = None if cfg.identity else cfg.inv
+    if any(np.ndim(st[k]) for k in PER_CONFIG_SETTINGS):  # a setting given per row: everything per row
+        level = {k: (take(v) if np.ndim(v) else v) for k, v in level.items()}
+        inv, seq_level = None, None
+    if seq_level is None and not cfg.identity and inv is not None:
+        seq_level = cfg.split()
+    result.update(speed_cost_columns(level, inv, b, s, result["weights_bytes"], result["kv_cache_bytes"], st, n,
+                                     seq_level))
+    return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
 
-def _fit(result, sc, gpus, fixed_tot, shard_tot, token_tot, valid, dp, tp, pp, tokens, kvh, heads, layers,
-         context, frag, phases, infer):
-    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context."""
-    n = len(result)
-    fit_cols = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "gpus_needed",
-                "max_batch", "max_seq")
-    if gpus is None or n == 0 or not (result["gpu"].astype(str) != "").any():
-        for c in fit_cols:
-            result[c] = np.nan
-        result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
-        return result
-    gidx = pd.Index(gpus["id"]).get_indexer(sc["gpu"].astype(str))
-    chosen = sc["gpu"].astype(str).to_numpy() != ""
-    bad = chosen & (gidx < 0)
+def _zeros_or(take, values: np.ndarray, n: int) -> np.ndarray:
+    """take(values), or fresh zeros (no pages touched until written) when every value is 0."""
+    return take(values) if values.any() else np.zeros(n)
+
+
+def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the phase with the largest total (the first on ties, as np.argmax) and that total."""
+    names = list(totals)
+    if not names:
+        return np.zeros(n, dtype=np.int8), np.zeros(n)
+    best = totals[names[0]].copy()
+    peak = np.full(n, PHASE_INDEX[names[0]], dtype=np.int8)
+    gt = np.empty(n, dtype=bool)
+    for name in names[1:]:
+        t = totals[name]
+        np.greater(t, best, out=gt)
+        np.copyto(peak, np.int8(PHASE_INDEX[name]), where=gt)
+        np.maximum(best, t, out=best)
+    if np.isnan(best).any():  # np.argmax takes the first NaN; the running maximum would not
+        stacked = np.full((len(PHASES), n), -np.inf)
+        for name in names:
+            stacked[PHASE_INDEX[name]] = totals[name]
+        peak = np.argmax(stacked, axis=0).astype(np.int8)
+        best = stacked[peak, np.arange(n)]
+    return peak, best
+
+
+def _components(phases: dict, valid: dict, peak: np.ndarray, minv: np.ndarray, size: int, dp, tokens,
+                logits_fixed) -> dict:
+    """Per row: each component's bytes in the row's peak phase (fixed + shard / dp + per_token
+    x tokens of that phase and memory configuration)."""
+    at = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the (phases, size) tables
+    at *= size
+    at += minv
+    out = {}
+    for comp in COMPONENTS:
+        per_config = np.empty((len(PHASES), size))
+        per_token = np.zeros((len(PHASES), size))
+        scaled = False
+        for i, name in enumerate(PHASES):
+            ph = phases[name]
+            per_config[i] = ph.fixed.get(comp, 0.0) + ph.shard.get(comp, 0.0) / dp
+            tk = ph.per_token.get(comp, 0.0)
+            # a phase that is no row's peak (its task absent) adds nothing
+            if not _is_zero(tk) and valid[name].any():
+                per_token[i] = tk
+                scaled = True
+        fixed = per_config.any()
+        if scaled and fixed:
+            value = per_token.ravel()[at]
+            value *= tokens
+            value += per_config.ravel()[at]  # (fixed + shard / dp) + per_token x tokens
+        elif scaled:  # no fixed part in any phase: 0 + x is x
+            value = per_token.ravel()[at]
+            value *= tokens
+        elif fixed:
+            value = per_config.ravel()[at]
+        else:  # nothing in any phase (e.g. the KV cache when training)
+            value = np.zeros(len(at))
+        if comp == "logits" and logits_fixed is not None:
+            value = np.where(peak == PHASE_INDEX["logits"], value + logits_fixed, value)
+        out[comp] = value
+    return out
+
+
+def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
+    """Per configuration: the chosen GPU's catalog figures for the speed and cost model."""
+    fields = {k: np.full(cfg.size, np.nan) for k in GPU_FIELDS}
+    if gpus is None or cfg.size == 0:
+        return fields
+    gidx = cfg.index_in("gpu", gpus["id"].astype(str))
+    bad = ~cfg.mask("gpu", "") & (gidx < 0)
     if bad.any():
-        value = sc["gpu"].astype(str).to_numpy()[bad][0]
-        raise ValueError(f"gpu {value!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), e.g. h100-sxm-80gb, rtx-4090")
-    usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
-    headroom = sc["headroom"].to_numpy()
-    # the tensors may use what is left after headroom and the fixed runtime overhead, less the
-    # allocator's fragmentation share
-    capacity = (usable * (1 - headroom) - context) / (1 + frag)
-    peak = result["peak_bytes"].to_numpy()
-    tensor_peak = peak - result["runtime_overhead_bytes"].to_numpy()
-    result["usable_bytes"] = usable
-    result["capacity_bytes"] = capacity
-    fits = tensor_peak <= capacity
-    result["fits"] = pd.array(np.where(chosen, fits, False), dtype="boolean")
-    result.loc[~chosen, "fits"] = pd.NA
-    result["memory_used_fraction"] = peak / usable
+        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
+    found = gidx >= 0
+    for k in GPU_FIELDS:
+        if k in gpus.columns:
+            col = pd.to_numeric(gpus[k], errors="coerce").to_numpy(dtype=float)
+            fields[k] = np.where(found, col[np.maximum(gidx, 0)], np.nan)
+    return fields
 
-    # largest token count per micro-batch that fits, over all phases
+
+def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
+         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level):
+    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context."""
+    take = cfg.take
+    n = len(b)
+    all_chosen = bool(chosen.all())
+    chosen_r = None if all_chosen else take(chosen)
+    peak = result["peak_bytes"]
+    result["usable_bytes"] = take(usable)
+    result["capacity_bytes"] = cap = take(capacity)
+    fits = (peak - overhead_row) <= cap  # the tensors' peak against what they may use
+    if all_chosen:
+        result["fits"] = pd.arrays.BooleanArray(fits, np.zeros(n, dtype=bool))
+    else:
+        result["fits"] = pd.arrays.BooleanArray(np.where(chosen_r, fits, False), ~chosen_r)
+    result["memory_used_fraction"] = peak / result["usable_bytes"]
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        room = capacity[None, :] - fixed_tot - shard_tot / dp[None, :]
-        per_phase = np.where(token_tot > 0, room / token_tot, np.where(room >= 0, np.inf, -np.inf))
-        per_phase = np.where(np.vstack([valid[p] for p in phases]), per_phase, np.inf)
-        max_tokens = per_phase.min(axis=0)
-        b = sc["batch"].to_numpy().astype(float)
-        s = sc["seq"].to_numpy().astype(float)
-        max_batch = np.floor(max_tokens / s)
-        max_seq = np.floor(max_tokens / b)
-    result["max_batch"] = np.where(chosen & (max_batch >= 1), np.minimum(max_batch, 1e12), 0.0)
-    result["max_seq"] = np.where(chosen & (max_seq >= 1), np.minimum(max_seq, 1e12), 0.0)
+        # largest token count per micro-batch that fits, over all phases (per configuration,
+        # but for the logits phase, whose fixed part grows with the batch)
+        max_tokens = np.full(cfg.size, np.inf)
+        for name in valid:
+            if name == "logits" and logits_fixed is not None:
+                continue
+            room = capacity - fixed_tot[name] - shard_tot[name] / dp
+            tk = token_tot[name]
+            per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
+            max_tokens = np.minimum(max_tokens, np.where(valid[name], per_phase, np.inf))
+        if seq_level is not None:  # per configuration and seq (the batch does not enter)
+            by_seq, seq_rows = seq_level
+            config = cfg.inv[seq_rows]
+            at_seq = np.floor(max_tokens[config] / s[seq_rows])
+            ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
+            result["max_batch"] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)[by_seq]
+            max_tokens = take(max_tokens)
+        else:
+            max_tokens = take(max_tokens)
+            if logits_fixed is not None and "logits" in valid:
+                room = cap - (take(fixed_tot["logits"]) + logits_fixed) - take(shard_tot["logits"] / dp)
+                tk = take(np.broadcast_to(token_tot["logits"], (cfg.size,)))
+                per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
+                max_tokens = np.minimum(max_tokens, np.where(take(valid["logits"]), per_phase, np.inf))
+            max_batch = np.floor(max_tokens / s)
+            ok_batch = max_batch >= 1 if all_chosen else chosen_r & (max_batch >= 1)
+            result["max_batch"] = np.where(ok_batch, np.minimum(max_batch, 1e12), 0.0)
+        max_seq = np.divide(max_tokens, b, out=max_tokens)  # max_tokens is not needed any more
+        np.floor(max_seq, out=max_seq)
+    short = max_seq < 1 if all_chosen else ~(chosen_r & (max_seq >= 1))
+    np.minimum(max_seq, 1e12, out=max_seq)
+    np.copyto(max_seq, 0.0, where=short)
+    result["max_seq"] = max_seq
 
     # GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
     # inference: tensor parallel over powers of two (KV cache split over at most kv heads).
+    needed = None
+    if train.any():
+        needed = _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n)
+        for split in (tp, pp):  # ranks x tp x pp (a factor of one everywhere changes nothing)
+            if not np.all(split == 1):
+                needed *= take(split)
+    if infer.any():
+        infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer)
+        needed = infer_need if needed is None else np.where(take(infer), infer_need, needed)
+    needed[needed > C.MAX_GPUS] = np.inf
+    if not all_chosen:
+        needed[~chosen_r] = np.nan
+    result["gpus_needed"] = needed
+
+
+def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n):
+    """Data-parallel ranks a training row needs: over the training phases, ceil(sharded bytes /
+    room left by the unsharded ones), inf where nothing is left. (A training row's inference
+    phases count one rank, which the final max with 1 covers.)"""
+    take = cfg.take
     with np.errstate(divide="ignore", invalid="ignore"):
-        room_fixed = capacity[None, :] - fixed_tot - token_tot * tokens[None, :]
-        need = np.where(shard_tot > 0, np.ceil(shard_tot / room_fixed), 1.0)
-        need = np.where(room_fixed <= 0, np.inf, need)
-        need = np.where(np.vstack([valid[p] for p in phases]), need, 1.0)
-        ranks = np.maximum(need.max(axis=0), 1.0)
-    train_need = ranks * tp * pp
-    infer_need = _infer_gpus_needed(phases, capacity, tokens, kvh, heads, layers, tp, pp, infer)
-    needed = np.where(infer, infer_need, train_need)
-    needed = np.where(needed > C.MAX_GPUS, np.inf, needed)
-    result["gpus_needed"] = np.where(chosen, needed, np.nan)
-    return result
+        ranks = np.full(cfg.size, -np.inf)
+        per_row = []
+        for name in TRAIN_PHASES:
+            if name not in fixed_tot:
+                continue
+            room_fixed = capacity - fixed_tot[name]
+            sh = shard_tot[name]
+            if _is_zero(token_tot[name]):  # no per-token part: per configuration
+                need = np.where(sh > 0, np.ceil(sh / room_fixed), 1.0)
+                ranks = np.maximum(ranks, np.where(room_fixed <= 0, np.inf, need))
+            else:
+                per_row.append((room_fixed, sh, scaled[name]))  # per_token x tokens, from the totals
+        ranks = take(ranks)
+        shards = [sh for _, sh, _ in per_row]
+        if shards and all(np.ndim(x) and np.array_equal(x, shards[0]) for x in shards):
+            # one sharded total for these phases: ceil(sh / room) is largest at the least room
+            # (division and ceil are monotone), so one division serves them all
+            least = None
+            for room_fixed, _, by_tokens in per_row:
+                room = take(room_fixed)
+                room -= by_tokens
+                least = room if least is None else np.minimum(least, room, out=least)
+            sh = shards[0]
+            need = take(sh)
+            need /= least
+            np.ceil(need, out=need)
+            if not np.all(sh > 0):
+                need = np.where(take(sh > 0), need, 1.0)
+            np.copyto(need, np.inf, where=least <= 0)
+            np.maximum(ranks, need, out=ranks)
+        else:
+            for room_fixed, sh, by_tokens in per_row:
+                room = take(room_fixed) - by_tokens
+                need = np.ceil(take(sh) / room) if np.ndim(sh) else np.ceil(sh / room)
+                positive = sh > 0
+                if not np.all(positive):
+                    need = np.where(take(positive), need, 1.0) if np.ndim(positive) else np.ones(n)
+                ranks = np.maximum(ranks, np.where(room <= 0, np.inf, need))
+        return np.maximum(ranks, 1.0, out=ranks)
 
 
-def _infer_gpus_needed(phases, capacity, tokens, kvh, heads, layers, tp_now, pp_now, infer):
-    """Smallest power-of-two GPU count whose per-GPU memory fits, for serving.
+def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer):
+    """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
+    rows).
 
     n GPUs are used as tensor parallel over the largest power of two dividing both n and the
     attention heads (vLLM requires heads divisible by tp), and pipeline parallel over the rest
     (n / tp stages, at most one layer each). Weights split over all n; the KV cache over
     min(tp, kv heads) x stages; the logits over tp.
     """
-    pre, lg = phases["prefill"], phases["logits"]
-    w = pre.fixed.get("weights", 0.0) * tp_now * pp_now
-    kv = pre.per_token.get("kv_cache", 0.0) * tokens * np.minimum(tp_now, kvh) * pp_now
-    work = pre.per_token.get("workspace", 0.0) * tokens
-    logit = (lg.fixed.get("logits", 0.0) + lg.per_token.get("logits", 0.0) * tokens) * tp_now
+    n = len(tokens)
+    rows = np.flatnonzero(cfg.take(infer)) if not infer.all() else None
+    at = cfg.inv if rows is None else cfg.inv[rows]
+    pick = (lambda x: x[at]) if not cfg.identity or rows is not None else (lambda x: x)
+    own = (lambda x: x) if rows is None else (lambda x: x[rows])
+    tok = own(tokens)
+    w = serving["weights"] * tp_now * pp_now
+    kv = pick(np.broadcast_to(serving["kv_cache"], (cfg.size,))) * tok * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
+    work = pick(np.broadcast_to(serving["workspace"], (cfg.size,))) * tok
+    logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
+    cap = pick(capacity)
     heads_i = heads.astype(np.int64)
-    best = np.full(len(capacity), np.inf)
+    best = np.full(len(tok), np.inf)
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
-        per_gpu = w / degree + kv / (np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / tp_n)
-        ok = (per_gpu <= capacity) & (pp_n <= layers)
+        per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / pick(tp_n))
+        ok = (per_gpu <= cap) & pick(pp_n <= layers)
         best = np.where(ok, degree, best)
-    return np.where(infer, best, np.nan)
+    if rows is None:
+        return best
+    out = np.full(n, np.nan)
+    out[rows] = best
+    return out

@@ -217,6 +217,64 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
     Raises ValueError (one clear sentence) for the first bad value found.
     """
+    out = normalize_columns(scenarios, models)
+    check_combinations(out, models)
+    return out
+
+
+def _constant_category(n: int, value: str) -> pd.Categorical:
+    """A column of one text value, typed exactly as `_as_category` types a filled-in default."""
+    dtype = _DEFAULT_DTYPES.get(value)
+    if dtype is None:
+        dtype = _DEFAULT_DTYPES[value] = _as_category(pd.Series([value])).dtype
+    if n == 0:
+        return _as_category(pd.Series([], dtype=object).astype("string")).array
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=dtype)
+
+
+_DEFAULT_DTYPES: dict[str, pd.CategoricalDtype] = {}
+
+
+def _drop_unused(series: pd.Series) -> pd.Series:
+    """series.cat.remove_unused_categories(), without its sort of every code when (as in a
+    grid) every category is used: a sample of rows, else one pass over the codes, decides."""
+    k = len(series.cat.categories)
+    codes = series.cat.codes.to_numpy()
+    if k and len(codes) and codes.min() >= 0:
+        used = np.zeros(k, dtype=bool)
+        used[codes[:: max(1, len(codes) // 4096)]] = True  # every category among a few rows: all used
+        if not used.all():
+            used[codes] = True
+        if used.all():
+            return series
+    return series.cat.remove_unused_categories()
+
+
+def _ints(column: str, series, low: int, high: int, accepted: str | None, ranges: dict):
+    """`_whole_numbers` for a column that already holds integers in range (the usual case): a
+    min / max look instead of a float round trip (kept in `ranges`); anything else takes the
+    checking path."""
+    if isinstance(series, pd.Series) and len(series) and series.dtype.kind in "iu":
+        values = series.to_numpy()
+        least, most = values.min(), values.max()
+        if least >= low and most <= high:
+            ranges[column] = (int(least), int(most))
+            return series if series.dtype == np.int64 else values.astype(np.int64)
+    return _whole_numbers(column, series, low, high, accepted)
+
+
+def normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Every column present, typed and checked on its own (combinations: `check_combinations`).
+
+    Checks run on distinct values (categories) or min / max, never row by row; a column that
+    is already typed (categorical text, int64, bool, float) is kept as it is, not copied.
+    """
+    return _normalize_columns(scenarios, models)[0]
+
+
+def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """normalize_columns(), and what it learnt on the way: {column: (min, max)} of the integer
+    columns it checked and of those it filled with their default (min = max)."""
     if not isinstance(scenarios, pd.DataFrame):
         raise ValueError(f"scenarios must be a table (a pandas DataFrame) with one row per scenario, got {type(scenarios).__name__}")
     repeated = scenarios.columns[scenarios.columns.duplicated()]
@@ -224,29 +282,43 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"scenario column {show(repeated[0])} appears more than once; accepted: each column once")
     if "model" not in scenarios.columns:
         raise ValueError("scenarios need a 'model' column (a catalog model id)")
-    out = scenarios.reset_index(drop=True).copy()
+    src = scenarios.reset_index(drop=True)
+    n = len(src)
+    out = {col: src[col] for col in src.columns}  # Series: copy-on-write keeps the caller's frame intact
+    ranges = {}
     for col, default in DEFAULTS.items():
-        if col not in out.columns:
-            out[col] = default
+        if col not in out:
+            ranges[col] = (default, default)
+            if col in CATEGORY_COLUMNS:
+                out[col] = _constant_category(n, default)
+            elif col == "headroom":
+                out[col] = np.full(n, float(default))
+            else:
+                out[col] = np.full(n, default, dtype=bool if isinstance(default, bool) else np.int64)
         else:
             out[col] = _fill_missing(out[col], default)
 
+    present = set(src.columns)
     for col in CATEGORY_COLUMNS:
-        out[col] = _as_category(out[col], col)
-        out[col] = out[col].cat.remove_unused_categories()
+        if col in present:
+            out[col] = _drop_unused(_as_category(out[col], col))
+
+    def categories(col):
+        values = out[col]
+        return values.categories if isinstance(values, pd.Categorical) else values.cat.categories
 
     known = set(models["id"])
-    for value in out["model"].cat.categories:
+    for value in categories("model"):
         if value not in known:
             if value == "":
-                row = int(np.flatnonzero(out["model"].astype(str).to_numpy() == "")[0])
+                row = int(np.flatnonzero(pd.Series(out["model"]).astype(str).to_numpy() == "")[0])
                 raise ValueError(f"model is missing in row {row + 1}; accepted: a catalog model id (python -m engine catalog models)")
             raise _bad("model", value, "a catalog model id (python -m engine catalog models), e.g. " + ", ".join(sorted(known)[:4]) + ", …")
     for col, accepted in CHOICES.items():
-        for value in out[col].cat.categories:
+        for value in categories(col):
             if value not in accepted:
                 raise _bad(col, value, ", ".join(accepted))
-    for value in out["lora_targets"].cat.categories:
+    for value in categories("lora_targets"):
         if len(str(value)) > 200:
             raise _bad("lora_targets", value, "'all' or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
         parse_lora_targets(value)
@@ -254,8 +326,11 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     lows = {"batch": 1, "seq": 1, "gpus": 1, "tp": 1, "pp": 1, "freeze_layers": 1, "lora_rank": 0, "zero": 0}
     highs = {**LIMITS, "zero": 3}
     for col in INT_COLUMNS:
-        out[col] = _whole_numbers(col, out[col], lows[col], highs[col], "0, 1, 2 or 3" if col == "zero" else None)
+        if col in present:
+            out[col] = _ints(col, out[col], lows[col], highs[col], "0, 1, 2 or 3" if col == "zero" else None, ranges)
     for col in BOOL_COLUMNS:
+        if col not in present:
+            continue
         col_values = out[col]
         if col_values.dtype != bool:
             if pd.api.types.is_bool_dtype(col_values.dtype):  # nullable boolean, NAs already filled
@@ -266,14 +341,19 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
             if mapped.isna().any():
                 raise _bad(col, col_values[mapped.isna()].iloc[0], "true or false")
             out[col] = mapped.astype(bool)
-    headroom = _as_float("headroom", out["headroom"], "a fraction in [0, 1), e.g. 0.1 for 10%")
-    bad = (headroom < 0) | (headroom >= 1)
-    if bad.any():
-        raise _bad("headroom", out["headroom"][bad].iloc[0], "a fraction in [0, 1), e.g. 0.1 for 10%")
-    out["headroom"] = headroom
-
-    _check_combinations(out, models)
-    return out
+    if "headroom" in present:
+        accepted = "a fraction in [0, 1), e.g. 0.1 for 10%"
+        values = out["headroom"]
+        fast = values.dtype.kind == "f" and n and 0 <= values.min() and values.max() < 1  # NaN / inf fail this
+        if not fast:
+            headroom = _as_float("headroom", values, accepted)
+            bad = (headroom < 0) | (headroom >= 1)
+            if bad.any():
+                raise _bad("headroom", values[bad].iloc[0], accepted)
+            out["headroom"] = headroom
+        elif values.dtype != np.float64:
+            out["headroom"] = values.to_numpy(dtype=np.float64)
+    return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), ranges
 
 
 def _to_bool(value):
@@ -291,76 +371,255 @@ def _to_bool(value):
     return None
 
 
-def _first(frame: pd.DataFrame, mask, column: str):
-    return frame.loc[np.asarray(mask), column].iloc[0]
+# Columns that only scale with the tokens of a micro-batch; every other column is part of a
+# scenario's configuration (see `Configs`).
+ROW_COLUMNS = ("batch", "seq")
+CONFIG_COLUMNS = ("model",) + tuple(c for c in DEFAULTS if c not in ROW_COLUMNS)
+# Below this many rows each row is its own configuration (nothing to share, no grouping cost).
+_DEDUPE_MIN_ROWS = 64
 
 
-def _check_combinations(out: pd.DataFrame, models: pd.DataFrame) -> None:
-    task = out["task"].astype(str).to_numpy()
-    precision = out["precision"].astype(str).to_numpy()
-    method = out["method"].astype(str).to_numpy()
-    train = task == "train"
+def _small_codes(values, span: tuple | None = None):
+    """(codes in [0, k), k) of a column or array, or None when it holds one value only.
+    span: the (min, max) of the values when already known."""
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        k = len(values.cat.categories)
+        return None if k <= 1 or (span and span[0] == span[1]) else (values.cat.codes.to_numpy(), k)
+    arr = np.asarray(values)
+    if len(arr) == 0 or (span and span[0] == span[1]):
+        return None
+    if arr.dtype == bool:
+        return None if arr.all() or not arr.any() else (arr.view(np.int8), 2)
+    low, high = span if span else (arr.min(), arr.max())
+    if low == high:
+        return None
+    if arr.dtype.kind in "iu" and high - low < 1 << 16:
+        codes, k = arr - low, int(high - low) + 1
+        if k > 64:  # few distinct values over a wide range (seq 256 ... 2048): renumber them
+            present = np.zeros(k, dtype=bool)
+            present[codes] = True
+            codes, k = (np.cumsum(present) - 1)[codes], int(present.sum())
+        return codes, k
+    codes, uniques = pd.factorize(arr)
+    return codes, len(uniques)
+
+
+def _group(parts: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose codes agree in every part form one group: (group of each row, one row of
+    each group). The codes are mixed into one integer key per row (in the narrowest integer
+    type that holds it) and the keys present are marked in a table (no sort); very wide keys
+    are renumbered by hashing."""
+    key, span = None, 1
+    for codes, k in parts:
+        span *= k
+        kind = np.int16 if span < 1 << 15 else np.int32 if span < 1 << 31 else np.int64
+        codes = codes.astype(kind, copy=False)
+        key = codes.copy() if key is None else key.astype(kind, copy=False) * kind(k) + codes
+        if span > 1 << 40:  # keep the mixed key well inside int64
+            key, uniques = pd.factorize(key)
+            key, span = key.astype(np.int64), len(uniques)
+    if key is None:
+        return np.zeros(n, dtype=np.intp), np.zeros(1 if n else 0, dtype=np.intp)
+    if span <= 4 * n + 4096:
+        key = key.astype(np.intp, copy=False)  # numpy indexes fastest with intp
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        ids = np.cumsum(present) - 1
+        inv = ids[key]
+        size = int(ids[-1]) + 1
+    else:
+        inv, uniques = pd.factorize(key)
+        size = len(uniques)
+    rep = np.empty(size, dtype=np.intp)
+    rep[inv] = np.arange(n)  # any row of a group stands for it
+    return inv, rep
+
+
+class View:
+    """Per-group views of a normalized scenario frame's columns, one value per group, read
+    at one row of each group (`rows`)."""
+
+    def __init__(self, frame: pd.DataFrame, rows: np.ndarray):
+        self.frame, self.rows, self.size = frame, rows, len(rows)
+        self._cache: dict = {}
+
+    def values(self, col: str) -> np.ndarray:
+        key = ("values", col)
+        if key not in self._cache:
+            self._cache[key] = self.frame[col].to_numpy()[self.rows]
+        return self._cache[key]
+
+    def codes(self, col: str) -> np.ndarray:
+        key = ("codes", col)
+        if key not in self._cache:
+            self._cache[key] = self.frame[col].cat.codes.to_numpy()[self.rows]
+        return self._cache[key]
+
+    def categories(self, col: str) -> list:
+        return list(self.frame[col].cat.categories)
+
+    def mask(self, col: str, *values) -> np.ndarray:
+        """Is the (categorical) column one of `values`."""
+        hits = np.array([c in values for c in self.categories(col)] + [False])
+        return hits[self.codes(col)]
+
+    def lookup(self, col: str, table: dict, fill=np.nan) -> np.ndarray:
+        """The (categorical) column mapped through a dict, as floats."""
+        values = np.array([table.get(c, fill) for c in self.categories(col)] + [fill], dtype=float)
+        return values[self.codes(col)]
+
+    def index_in(self, col: str, ids) -> np.ndarray:
+        """The position of the (categorical) column's value in `ids` (-1: not there)."""
+        found = pd.Index(ids).get_indexer(pd.Index(self.categories(col), dtype=object).astype(str))
+        return np.append(found, -1)[self.codes(col)]
+
+
+class Configs(View):
+    """The distinct configurations of a normalized scenario frame (every column but batch and
+    seq): `inv[row]` is the row's configuration, `rep[config]` one of its rows.
+
+    A sweep of a million rows holds a few ten thousand configurations (models x GPUs x
+    methods x ...); what does not involve batch or seq is computed once per configuration and
+    gathered to the rows (`take`): the very numbers a per-row evaluation gives. Coarser
+    groupings (`coarser`: e.g. without the GPU) and a finer one (`split`: configuration x seq)
+    serve the parts that depend on fewer or more columns.
+    """
+
+    def __init__(self, frame: pd.DataFrame, dedupe: bool | None = None, ranges: dict | None = None):
+        n = self.n = len(frame)
+        if dedupe is None:
+            dedupe = n >= _DEDUPE_MIN_ROWS
+        self.identity = not dedupe
+        if self.identity:
+            self.inv = rep = np.arange(n)
+            self.by_seq = (self.inv, rep)
+        else:
+            ranges = ranges or {}
+            parts = [_small_codes(frame[c], ranges.get(c)) for c in CONFIG_COLUMNS]
+            parts = [p for p in parts if p is not None]
+            seq = _small_codes(frame["seq"], ranges.get("seq"))
+            if seq is None:
+                self.inv, rep = _group(parts, n)
+                self.by_seq = (self.inv, rep)
+            else:
+                # configuration x seq first (seq the last digit of the key), then configurations
+                # as groups of those
+                by_seq, seq_rows = _group(parts + [seq], n)
+                of_group, reps = _group([(codes[seq_rows], k) for codes, k in parts], len(seq_rows))
+                self.inv, rep = of_group[by_seq], seq_rows[reps]
+                self.by_seq = (by_seq, seq_rows)
+        super().__init__(frame, rep)
+        self.rep = rep
+
+    def coarser(self, drop) -> tuple[View, np.ndarray]:
+        """Configurations that differ only in the `drop` columns, merged: (their view, the
+        merged group of each configuration; None when nothing is merged: one per row)."""
+        if self.identity:
+            return View(self.frame, self.rep), None
+        keep = [c for c in CONFIG_COLUMNS if c not in drop]
+        parts = []
+        for c in keep:
+            if isinstance(self.frame[c].dtype, pd.CategoricalDtype):
+                k = len(self.frame[c].cat.categories)
+                if k > 1:
+                    parts.append((self.codes(c), k))
+            else:
+                part = _small_codes(self.values(c))
+                if part is not None:
+                    parts.append(part)
+        of_config, reps = _group(parts, self.size)
+        return View(self.frame, self.rep[reps]), of_config
+
+    def split(self) -> tuple[np.ndarray, np.ndarray]:
+        """Configuration x seq: (group of each row, one row of each group)."""
+        return self.by_seq
+
+    def take(self, values):
+        """Per-configuration values -> per row, a fresh array (scalars stay scalars)."""
+        if np.ndim(values) == 0:
+            return values
+        return values[self.inv]
+
+    def first_row(self, bad: np.ndarray) -> int:
+        """The first row whose configuration is flagged in `bad` (one flag per configuration)."""
+        return int(np.argmax(self.take(bad)))
+
+
+def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
+    """The column's value in the first row of a flagged configuration (what messages show)."""
+    return frame[column].iloc[cfg.first_row(bad)]
+
+
+def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | None = None) -> None:
+    """Combinations of valid values that the engine refuses (one clear ValueError), checked per
+    configuration; messages name the first offending row's values."""
+    cfg = cfg if cfg is not None else Configs(out)
+    train = cfg.mask("task", "train")
     infer = ~train
 
-    bad = train & ~np.isin(precision, TRAIN_PRECISIONS)
+    bad = train & ~cfg.mask("precision", *TRAIN_PRECISIONS)
     if bad.any():
-        value = _first(out, bad, "precision")
+        value = _at(out, cfg, bad, "precision")
         hint = " (quantized weights train only as a frozen base: use --method qlora, or --method lora with --base-precision)" if value in INFER_PRECISIONS else ""
         raise ValueError(f"precision {value!r} cannot be used for training{hint}; accepted for training: {', '.join(TRAIN_PRECISIONS)}")
-    bad = infer & ~np.isin(precision, INFER_PRECISIONS)
+    bad = infer & ~cfg.mask("precision", *INFER_PRECISIONS)
     if bad.any():
-        raise ValueError(f"precision {_first(out, bad, 'precision')!r} is not an inference precision; accepted: {', '.join(INFER_PRECISIONS)}")
+        raise ValueError(f"precision {_at(out, cfg, bad, 'precision')!r} is not an inference precision; accepted: {', '.join(INFER_PRECISIONS)}")
 
-    base = out["base_precision"].astype(str).to_numpy()
-    bad = train & (method == "full") & (base != "auto")
+    base_auto = cfg.mask("base_precision", "auto")
+    bad = train & cfg.mask("method", "full") & ~base_auto
     if bad.any():
-        raise ValueError(f"base precision {_first(out, bad, 'base_precision')!r} needs a frozen base: full fine-tuning trains every weight; use --method lora or qlora, or leave --base-precision auto")
-    bad = train & (method == "qlora") & np.isin(base, ("fp32", "bf16", "fp16"))
+        raise ValueError(f"base precision {_at(out, cfg, bad, 'base_precision')!r} needs a frozen base: full fine-tuning trains every weight; use --method lora or qlora, or leave --base-precision auto")
+    bad = train & cfg.mask("method", "qlora") & cfg.mask("base_precision", "fp32", "bf16", "fp16")
     if bad.any():
-        raise ValueError(f"base precision {_first(out, bad, 'base_precision')!r} is not quantized; QLoRA needs a quantized base: nf4, int4, int8 or a GGUF type (or auto = nf4)")
+        raise ValueError(f"base precision {_at(out, cfg, bad, 'base_precision')!r} is not quantized; QLoRA needs a quantized base: nf4, int4, int8 or a GGUF type (or auto = nf4)")
 
-    rank_bad = train & np.isin(method, ("lora", "qlora")) & (out["lora_rank"].to_numpy() < 1)
+    rank_bad = train & cfg.mask("method", "lora", "qlora") & (cfg.values("lora_rank") < 1)
     if rank_bad.any():
-        raise ValueError(f"lora rank {int(_first(out, rank_bad, 'lora_rank'))} is not accepted; accepted: a whole number >= 1 (e.g. 8, 16, 64)")
+        raise ValueError(f"lora rank {int(_at(out, cfg, rank_bad, 'lora_rank'))} is not accepted; accepted: a whole number >= 1 (e.g. 8, 16, 64)")
 
-    zero = out["zero"].to_numpy()
-    offload = out["offload"].astype(str).to_numpy()
-    bad = (offload == "all") & (zero != 3) & train
+    zero = cfg.values("zero")
+    bad = cfg.mask("offload", "all") & (zero != 3) & train
     if bad.any():
         raise ValueError("offload 'all' (parameters too) needs ZeRO stage 3 (--zero 3); accepted with other stages: none, optimizer")
-    bad = (offload != "none") & infer
+    bad = ~cfg.mask("offload", "none") & infer
     if bad.any():
-        raise ValueError(f"offload {_first(out, bad, 'offload')!r} applies to training; accepted for inference: none")
+        raise ValueError(f"offload {_at(out, cfg, bad, 'offload')!r} applies to training; accepted for inference: none")
 
-    gpus = out["gpus"].to_numpy()
-    split = out["tp"].to_numpy() * out["pp"].to_numpy()
+    gpus = cfg.values("gpus")
+    tp = cfg.values("tp")
+    pp = cfg.values("pp")
+    split = tp * pp
     bad = gpus % split != 0
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+        i = cfg.inv[cfg.first_row(bad)]
         raise ValueError(f"gpus {gpus[i]} is not a multiple of tp x pp = {split[i]}; accepted: gpus = tp x pp x data-parallel ranks")
 
-    idx = pd.Index(models["id"]).get_indexer(out["model"].astype(str))
+    idx = cfg.index_in("model", models["id"])
     ctx = models["max_context"].to_numpy()[idx]
     heads = models["num_heads"].to_numpy()[idx]
     layers = models["num_layers"].to_numpy()[idx]
     seq = out["seq"].to_numpy()
-    bad = (seq > ctx) & ~out["allow_long_context"].to_numpy()
+    allow = cfg.values("allow_long_context")
+    by_seq, seq_rows = cfg.split()  # one check per configuration x seq
+    bad = (seq[seq_rows] > ctx[cfg.inv[seq_rows]]) & ~allow[cfg.inv[seq_rows]]
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+        i = int(np.argmax(bad[by_seq]))
+        c = ctx[cfg.inv[i]]
         raise ValueError(
-            f"seq {seq[i]:,} is longer than {out['model'].iloc[i]}'s context of {ctx[i]:,} tokens; "
-            f"accepted: 1 to {ctx[i]:,} (or allow it explicitly with --allow-long-context)"
+            f"seq {seq[i]:,} is longer than {out['model'].iloc[i]}'s context of {c:,} tokens; "
+            f"accepted: 1 to {c:,} (or allow it explicitly with --allow-long-context)"
         )
-    tp = out["tp"].to_numpy()
     bad = heads % tp != 0
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"tp {tp[i]} does not divide {out['model'].iloc[i]}'s {heads[i]} attention heads; accepted: a divisor of {heads[i]}")
-    pp = out["pp"].to_numpy()
+        i = cfg.first_row(bad)
+        j = cfg.inv[i]
+        raise ValueError(f"tp {tp[j]} does not divide {out['model'].iloc[i]}'s {heads[j]} attention heads; accepted: a divisor of {heads[j]}")
     bad = pp > layers
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"pp {pp[i]} exceeds {out['model'].iloc[i]}'s {layers[i]} layers; accepted: 1 to {layers[i]}")
+        i = cfg.first_row(bad)
+        j = cfg.inv[i]
+        raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
 
 
 def grid(**axes) -> pd.DataFrame:
@@ -395,4 +654,5 @@ def product(*frames: pd.DataFrame) -> pd.DataFrame:
     return result
 
 
-__all__ = ["DEFAULTS", "CHOICES", "normalize", "grid", "product"]
+__all__ = ["DEFAULTS", "CHOICES", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
+           "normalize_columns", "grid", "product"]

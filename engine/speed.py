@@ -179,8 +179,12 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, list]:
 def _pick_rate(precision: pd.Series, train: np.ndarray, rates: dict) -> np.ndarray:
     """Dense TFLOPS per row for its compute dtype (table lookups over the unique values)."""
     codes, uniques = _codes(precision)
-    n = len(precision)
-    out = np.full(n, np.nan)
+    return pick_rate(uniques, codes, train, rates)
+
+
+def pick_rate(uniques: list, codes: np.ndarray, train: np.ndarray, rates: dict) -> np.ndarray:
+    """Dense TFLOPS for each precision (given as codes into `uniques`) and task."""
+    out = np.full(len(codes), np.nan)
     for column, values in rates.items():
         for table, which in ((_TRAIN_RATE, train), (_INFER_RATE, ~train)):
             pick = np.array([table.get(u, "fp16_tflops") == column for u in uniques] + [False])
@@ -242,6 +246,16 @@ def training_flops_per_token(method: np.ndarray, N, T, L, V, h, s, attn_width, k
     return per_token + np.where(checkpointing, recompute, 0.0)
 
 
+def read_settings(frame: pd.DataFrame, seq) -> dict:
+    """The speed / cost settings: a column of the frame where there is one (each value checked,
+    missing cells the default), else the default as a plain number (prompt_tokens: seq)."""
+    out = {}
+    for name, default in SETTINGS.items():
+        fallback = seq if name == "prompt_tokens" else default
+        out[name] = _setting(frame, name, fallback) if name in frame.columns else fallback
+    return out
+
+
 def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.DataFrame | None = None) -> pd.DataFrame:
     """Add the speed and cost columns to estimate()'s result (see the module docstring).
 
@@ -260,86 +274,187 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
 
     # ---- settings ---------------------------------------------------------------------
     seq = pd.to_numeric(out["seq"]).to_numpy(dtype=float)
-    tokens = _setting(out, "tokens", DEFAULT_TOKENS)
-    mfu = _setting(out, "mfu", DEFAULT_MFU)
-    bw_eff = _setting(out, "bandwidth_efficiency", DEFAULT_BANDWIDTH_EFFICIENCY)
-    prompt = _setting(out, "prompt_tokens", seq)
-    usd_kwh = _setting(out, "usd_per_kwh", DEFAULT_USD_PER_KWH)
-    util = _setting(out, "utilization", DEFAULT_UTILIZATION)
-    hours_month = _setting(out, "hours_per_month", DEFAULT_HOURS_PER_MONTH)
-
+    settings = {name: _setting(out, name, seq if name == "prompt_tokens" else default)
+                for name, default in SETTINGS.items()}
     task = _text(out, "task", "train").to_numpy()
     train = task == "train"
-    infer = ~train
+    check_prompt(settings["prompt_tokens"], seq, ~train)
+
+    shape = _model_shape(out, models)
+    level = {
+        **shape,
+        "N": pd.to_numeric(out["params"]).to_numpy(dtype=float),
+        "T": pd.to_numeric(out["trainable_params"]).to_numpy(dtype=float),
+    }
+    b = pd.to_numeric(out["batch"]).to_numpy(dtype=float)
+    level["n_gpus"] = pd.to_numeric(out["gpus"]).to_numpy(dtype=float)
+    level["tp"] = pd.to_numeric(out["tp"]).to_numpy(dtype=float) if "tp" in out else np.ones(n)
+    level["pp"] = pd.to_numeric(out["pp"]).to_numpy(dtype=float) if "pp" in out else np.ones(n)
+    method = _text(out, "method", "full").to_numpy()
+    level.update(full=method == "full", lora=np.isin(method, ("lora", "qlora")), freeze=method == "freeze")
+    level["checkpointing"] = out["grad_checkpointing"].to_numpy(dtype=bool) if "grad_checkpointing" in out else np.zeros(n, bool)
+    level["freeze_layers"] = pd.to_numeric(out["freeze_layers"]).to_numpy(dtype=float) if "freeze_layers" in out else None
+
+    g = _gpu_fields(out, gpus)
+    precision = out["precision"] if "precision" in out else pd.Series(["bf16"] * n)
+    level["train"] = train
+    level["rate"] = _pick_rate(precision, train, {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
+    level["act_bytes"] = np.where(_text(out, "precision", "bf16").to_numpy() == "fp32", 4.0, 2.0)
+    level.update(g)
+    weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
+    kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
+    for name, values in speed_cost_columns(level, None, b, seq, weights, kv, settings, n).items():
+        out[name] = values
+    return out
+
+
+def check_prompt(prompt, seq, infer) -> None:
+    """A prompt longer than the context the memory is sized for is refused."""
+    if np.ndim(prompt) == 0 or prompt is seq:
+        return
     too_long = infer & (prompt > seq)
     if too_long.any():
         i = int(np.flatnonzero(too_long)[0])
         raise ValueError(f"prompt_tokens {int(prompt[i]):,} is longer than seq {int(seq[i]):,}; accepted: 1 to seq (the context the memory is sized for)")
 
-    shape = _model_shape(out, models)
-    h, L, a, d, V = (shape[k] for k in MODEL_SHAPE)
-    attn_width = a * d
-    N = pd.to_numeric(out["params"]).to_numpy(dtype=float)
-    T = pd.to_numeric(out["trainable_params"]).to_numpy(dtype=float)
-    b = pd.to_numeric(out["batch"]).to_numpy(dtype=float)
-    n_gpus = pd.to_numeric(out["gpus"]).to_numpy(dtype=float)
-    tp = pd.to_numeric(out["tp"]).to_numpy(dtype=float) if "tp" in out else np.ones(n)
-    pp = pd.to_numeric(out["pp"]).to_numpy(dtype=float) if "pp" in out else np.ones(n)
-    replicas = n_gpus / (tp * pp)
-    method = _text(out, "method", "full").to_numpy()
-    checkpointing = out["grad_checkpointing"].to_numpy(dtype=bool) if "grad_checkpointing" in out else np.zeros(n, bool)
-    k_layers = np.minimum(pd.to_numeric(out["freeze_layers"]).to_numpy(dtype=float), L) if "freeze_layers" in out else np.zeros(n)
 
-    g = _gpu_fields(out, gpus)
-    precision = out["precision"] if "precision" in out else pd.Series(["bf16"] * n)
-    rate = _pick_rate(precision, train, {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
-    achieved = rate * mfu                       # FLOP/s per GPU
+def _rows(values, inv, idx):
+    """Per-configuration values (or a scalar) at the rows `idx` (None: every row)."""
+    if np.ndim(values) == 0:
+        return values
+    if inv is not None:
+        return values[inv] if idx is None else values[inv[idx]]
+    return values if idx is None else values[idx]
+
+
+def _subset(values, idx):
+    """Per-row values (or a scalar) at the rows `idx` (None: every row)."""
+    return values if idx is None or np.ndim(values) == 0 else values[idx]
+
+
+def _which(mask: np.ndarray, inv, n: int):
+    """(any row, row indices or None for all rows) of a per-configuration mask."""
+    if not mask.any():
+        return False, None
+    if mask.all():
+        return True, None
+    rows = _rows(mask, inv, None)
+    return True, np.flatnonzero(rows)
+
+
+def _scatter(n: int, idx, values, fill=np.nan) -> np.ndarray:
+    if idx is None:
+        return values
+    out = np.full(n, fill, dtype=np.result_type(values, np.asarray(fill)))
+    out[idx] = values
+    return out
+
+
+def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n: int, by_seq=None) -> dict:
+    """The speed and cost columns (OUTPUT_COLUMNS, then the settings used) for n rows.
+
+    level: per-configuration arrays (the model's shape h, L, num_heads x head_dim, V; N, T,
+    GPU counts, method masks, checkpointing, freeze_layers, train mask, the dense FLOP/s rate,
+    activation bytes and the GPU fields), taken to rows by `inv` (None: one per row already).
+    b, seq, weights, kv: per row. settings: read_settings(); each a number, or an array per
+    row (then `level` must be per row too). Rows only compute what applies to their task.
+    by_seq: optional (group of each row, a row of each group) for configuration x seq: the
+    training figures, which do not depend on the batch, are then computed once per group.
+    """
+    st = settings
+    tokens, mfu, bw_eff, prompt = st["tokens"], st["mfu"], st["bandwidth_efficiency"], st["prompt_tokens"]
+    usd_kwh, util, hours_month = st["usd_per_kwh"], st["utilization"], st["hours_per_month"]
+    g = level
+    N, T, L, h, V = level["N"], level["T"], level["num_layers"], level["hidden_size"], level["vocab_size"]
+    attn_width = level["num_heads"] * level["head_dim"]
+    n_gpus, tp, pp = level["n_gpus"], level["tp"], level["pp"]
+    replicas = n_gpus / (tp * pp)
+    train = level["train"]
+    achieved = level["rate"] * mfu                # FLOP/s per GPU
     bandwidth = g["bandwidth_gbps"] * 1e9 * bw_eff  # bytes/s per GPU
     link = g["interconnect_gbps"] * 1e9 / 2     # one direction of the GPU's link, bytes/s
-    act_bytes = np.where(_text(out, "precision", "bf16").to_numpy() == "fp32", 4.0, 2.0)
+    act_bytes = level["act_bytes"]
+    cols = {}
 
     # ---- inference: decode --------------------------------------------------------------
-    weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
-    kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
     # estimate() gives weights and KV cache per GPU, both split by tp x pp (each pipeline
     # stage holds its own layers): a token passes every stage in turn
-    read = (weights + kv) * pp
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_mem = read / bandwidth
-        t_compute = b * (2 * N + 4 * L * seq * attn_width) / (tp * achieved)
-        ring = 2 * (tp - 1) / tp
-        t_comm = np.where(tp > 1, L * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b * h * act_bytes / link), 0.0)
-        t_step = np.maximum(t_mem, t_compute) + t_comm
-        decode = 1.0 / t_step
-        aggregate = replicas * b / t_step
-        usd_per_hour = n_gpus * g["cloud_usd_per_hour"]
-        per_million = usd_per_hour / (aggregate * 3600.0) * 1e6
-    known = infer & np.isfinite(t_step)
-    out["decode_tokens_per_s"] = np.where(known, decode, np.nan)
-    out["aggregate_tokens_per_s"] = np.where(known, aggregate, np.nan)
-    bound = np.where(t_compute > t_mem, "compute", "memory").astype(object)
-    out["bound"] = pd.Categorical(np.where(known, bound, None), categories=["memory", "compute"])
+    any_infer, idx = _which(~train, inv, n)
+    if any_infer:
+        r = lambda x: _rows(x, inv, idx)  # noqa: E731
+        s = lambda x: _subset(x, idx)  # noqa: E731
+        b_, seq_, prompt_ = s(b), s(seq), s(prompt)
+        tp_, L_, h_, act_, link_, N_, aw_ = r(tp), r(L), r(h), r(act_bytes), r(link), r(N), r(attn_width)
+        pp_, bw_, ach_ = r(pp), r(bandwidth), r(achieved)
+        weights_, kv_ = s(weights), s(kv)
+        read = (weights_ + kv_) * pp_
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_mem = read / bw_
+            t_compute = b_ * (2 * N_ + 4 * L_ * seq_ * aw_) / (tp_ * ach_)
+            ring = 2 * (tp_ - 1) / tp_
+            t_comm = np.where(tp_ > 1, L_ * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b_ * h_ * act_ / link_), 0.0)
+            t_step = np.maximum(t_mem, t_compute) + t_comm
+            decode = 1.0 / t_step
+            aggregate = r(replicas) * b_ / t_step
+            usd_per_hour = r(n_gpus * g["cloud_usd_per_hour"])
+            per_million = usd_per_hour / (aggregate * 3600.0) * 1e6
+        known = np.isfinite(t_step)
+        cols["decode_tokens_per_s"] = _scatter(n, idx, np.where(known, decode, np.nan))
+        cols["aggregate_tokens_per_s"] = _scatter(n, idx, np.where(known, aggregate, np.nan))
+        codes = _scatter(n, idx, np.where(known, np.where(t_compute > t_mem, 1, 0), -1).astype(np.int8), np.int8(-1))
+        cols["bound"] = pd.Categorical.from_codes(codes, categories=["memory", "compute"])
 
-    # ---- inference: prefill -------------------------------------------------------------
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_compute = b * (2 * N * prompt + 2 * L * prompt**2 * attn_width) / (tp * achieved)
-        p_mem = (weights + kv * prompt / seq) * pp / bandwidth
-        p_comm = np.where(tp > 1, L * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b * prompt * h * act_bytes / link), 0.0)
-        prefill = np.maximum(p_compute, p_mem) + p_comm
-    out["prefill_s"] = np.where(infer, prefill, np.nan)
-    out["usd_per_million_tokens"] = np.where(known, per_million, np.nan)
+        # ---- inference: prefill ---------------------------------------------------------
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_compute = b_ * (2 * N_ * prompt_ + 2 * L_ * prompt_**2 * aw_) / (tp_ * ach_)
+            p_mem = (weights_ + kv_ * prompt_ / seq_) * pp_ / bw_
+            p_comm = np.where(tp_ > 1, L_ * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b_ * prompt_ * h_ * act_ / link_), 0.0)
+            prefill = np.maximum(p_compute, p_mem) + p_comm
+        cols["prefill_s"] = _scatter(n, idx, prefill)
+        cols["usd_per_million_tokens"] = _scatter(n, idx, np.where(known, per_million, np.nan))
+    else:
+        for c in ("decode_tokens_per_s", "aggregate_tokens_per_s"):
+            cols[c] = np.full(n, np.nan)
+        cols["bound"] = pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=["memory", "compute"])
+        cols["prefill_s"] = np.full(n, np.nan)
+        cols["usd_per_million_tokens"] = np.full(n, np.nan)
 
     # ---- training -------------------------------------------------------------------------
-    per_token = training_flops_per_token(method, N, T, L, V, h, seq, attn_width, k_layers, checkpointing)
-    flops = np.where(train, tokens * per_token, np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        hours = flops / (n_gpus * achieved) / 3600.0
-    gpu_hours = hours * n_gpus
-    out["train_flops"] = flops
-    out["train_hours"] = hours
-    out["gpu_hours"] = gpu_hours
-    out["cloud_cost_usd"] = gpu_hours * g["cloud_usd_per_hour"]
-    out["power_cost_usd"] = gpu_hours * g["tdp_w"] / 1000.0 * usd_kwh
+    any_train, idx = _which(train, inv, n)
+    if any_train and by_seq is not None and inv is not None and np.ndim(tokens) == 0 and np.ndim(usd_kwh) == 0:
+        group, rows = by_seq
+        config = inv[rows]
+        r = lambda x: x[config] if np.ndim(x) else x  # noqa: E731
+        k_layers = np.minimum(level["freeze_layers"], L) if level.get("freeze_layers") is not None else np.zeros(len(L))
+        per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h, seq[rows],
+                                     attn_width, k_layers, level["checkpointing"], r)
+        flops = np.where(r(train), tokens * per_token, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hours = flops / r(n_gpus * achieved) / 3600.0
+        gpu_hours = hours * r(n_gpus)
+        cols["train_flops"] = flops[group]
+        cols["train_hours"] = hours[group]
+        cols["gpu_hours"] = gpu_hours[group]
+        cols["cloud_cost_usd"] = (gpu_hours * r(g["cloud_usd_per_hour"]))[group]
+        cols["power_cost_usd"] = (gpu_hours * r(g["tdp_w"]) / 1000.0 * usd_kwh)[group]
+    elif any_train:
+        r = lambda x: _rows(x, inv, idx)  # noqa: E731
+        s_ = _subset(seq, idx)
+        k_layers = np.minimum(level["freeze_layers"], L) if level.get("freeze_layers") is not None else np.zeros(len(L))
+        per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h, s_, attn_width,
+                                     k_layers, level["checkpointing"], r)
+        flops = _subset(tokens, idx) * per_token
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hours = flops / r(n_gpus * achieved) / 3600.0
+        gpu_hours = hours * r(n_gpus)
+        cols["train_flops"] = _scatter(n, idx, flops)
+        cols["train_hours"] = _scatter(n, idx, hours)
+        cols["gpu_hours"] = _scatter(n, idx, gpu_hours)
+        cols["cloud_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["cloud_usd_per_hour"]))
+        cols["power_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["tdp_w"]) / 1000.0 * _subset(usd_kwh, idx))
+    else:
+        for c in ("train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd"):
+            cols[c] = np.full(n, np.nan)
 
     # ---- buy versus rent --------------------------------------------------------------------
     purchase = g["price_usd"] * n_gpus
@@ -350,23 +465,47 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     with np.errstate(divide="ignore", invalid="ignore"):
         breakeven = np.where(saving > 0, purchase / saving, np.inf)
     breakeven = np.where(np.isnan(purchase) | np.isnan(saving), np.nan, breakeven)
-    out["purchase_usd"] = purchase
-    out["power_usd_per_hour"] = power_hour
-    out["power_usd_per_month"] = power_month
-    out["rent_usd_per_month"] = rent_month
-    out["breakeven_months"] = breakeven
+    full = lambda x: _rows(x, inv, None)  # noqa: E731
+    cols["purchase_usd"] = full(purchase)
+    cols["power_usd_per_hour"] = full(power_hour)
+    cols["power_usd_per_month"] = full(power_month)
+    cols["rent_usd_per_month"] = full(rent_month)
+    cols["breakeven_months"] = full(breakeven)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["usd_per_gb_vram"] = g["price_usd"] / g["memory_gb"]
+        cols["usd_per_gb_vram"] = full(g["price_usd"] / g["memory_gb"])
 
     # the settings used, recorded beside the figures
-    out["tokens"] = tokens
-    out["mfu"] = mfu
-    out["bandwidth_efficiency"] = bw_eff
-    out["prompt_tokens"] = prompt
-    out["usd_per_kwh"] = usd_kwh
-    out["utilization"] = util
-    out["hours_per_month"] = hours_month
-    return out
+    for name in SETTINGS:
+        value = st[name]
+        cols[name] = np.full(n, float(value)) if np.ndim(value) == 0 else np.array(value, dtype=float)
+    return cols
+
+
+def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):
+    """training_flops_per_token with per-configuration inputs (method masks, N, T, L, V, h,
+    attn_width, k_layers, checkpointing) and per-row seq `s`: the parts without seq are summed
+    once per configuration, in the same order, so every row gets the same number."""
+    full_r, lora_r, freeze_r = rows(full), rows(lora), rows(freeze)
+    attn = rows(L) * s * rows(attn_width)
+    per_token = np.full(len(s), np.nan)
+    recompute = np.zeros(len(s))
+    ckpt = np.asarray(checkpointing).any()
+    if freeze.any():
+        frozen_attn = rows(k_layers) * s * rows(attn_width)
+        per_token = np.where(freeze_r, rows(2 * N + 2 * V * h + 4 * T) + 2 * attn + 4 * frozen_attn, per_token)
+        if ckpt:
+            recompute = np.where(freeze_r, rows(2 * T) + 2 * frozen_attn, recompute)
+    if lora.any():
+        per_token = np.where(lora_r, rows(4 * N + 6 * T) + 6 * attn, per_token)
+        if ckpt:
+            recompute = np.where(lora_r, rows(2 * N + 2 * T) + 2 * attn, recompute)
+    if full.any():
+        per_token = np.where(full_r, rows(6 * N) + 6 * attn, per_token)
+        if ckpt:
+            recompute = np.where(full_r, rows(2 * N) + 2 * attn, recompute)
+    if ckpt:
+        per_token = per_token + np.where(rows(checkpointing), recompute, 0.0)
+    return per_token
 
 
 def _num(x, fmt="{:,.1f}") -> str:
@@ -405,4 +544,5 @@ def format_speed_cost(row: pd.Series) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["add_speed_cost", "format_speed_cost", "training_flops_per_token", "SETTINGS", "OUTPUT_COLUMNS"]
+__all__ = ["add_speed_cost", "format_speed_cost", "training_flops_per_token", "read_settings", "check_prompt",
+           "speed_cost_columns", "SETTINGS", "OUTPUT_COLUMNS"]

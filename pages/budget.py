@@ -57,9 +57,9 @@ if not chosen or shown_gpus.empty:
     st.info("Choose at least one workload and one GPU to plan.")
     st.stop()
 
-conf = c.guard(c.configurations, c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus,
-               int(max_gpus))
-result = c.guard(planning.budget_plan, conf, float(budget), mode, hours, stretch / 100.0)
+sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
+conf = c.guard(c.configurations, *sweep)
+result = c.guard(c.budget_plan, *sweep, float(budget), mode, hours, stretch / 100.0)
 feasible, unlocks, out = result["feasible"], result["unlocks"], result["out_of_reach"]
 names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)
@@ -93,7 +93,7 @@ money_format = "$%.2f" if mode == "cloud_hour" else "dollar"
 fmt = {COST_LABELS[mode]: money_format, "Extra needed ($)": money_format, "Memory used (%)": "%.1f%%"}
 
 # chart: every model x workload, coloured by whether its cheapest configuration fits the budget
-best = planning.cheapest(conf.assign(cost_usd=planning.plan_cost(conf, mode, hours)), "cost_usd")
+best = c.guard(c.cheapest, *sweep, mode=mode, hours=hours)
 grid_ = conf[["model", "plan"]].astype(str).drop_duplicates().merge(
     best.astype({"model": str, "plan": str})[["model", "plan", "cost_usd", "gpus", "gpu"]], on=["model", "plan"], how="left")
 cost = grid_["cost_usd"].astype(float).to_numpy()

@@ -9,7 +9,6 @@ import streamlit as st
 from app import common as c
 
 c.ensure_frame()
-from engine import planning
 
 s = c.store()
 models, gpus = c.merged_frames()
@@ -39,9 +38,9 @@ plan_map = c.plans(chosen, s)
 for label, wl in plan_map.items():
     if wl["task"] == "train":
         wl["tokens"] = float(tokens_b) * 1e9
-conf = c.guard(c.configurations, plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus,
-               int(max_gpus))
-per_fit = planning.cost_per_fit(conf)
+sweep = (plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
+conf = c.guard(c.configurations, *sweep)
+per_fit = c.guard(c.cost_per_fit, *sweep)
 names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)
 
@@ -98,7 +97,7 @@ def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
     ok = conf[np.isfinite(conf[cost_col].astype(float))]
     if ok.empty:
         return None
-    best = planning.cheapest(ok, cost_col)
+    best = c.guard(c.cheapest, *sweep, cost=cost_col)  # = planning.cheapest(ok, cost_col): it keeps finite costs only
     combo = ok["model"].astype(str).map(names) + " · " + ok["plan"].astype(str)
     dots = pd.DataFrame({"combo": combo, "cost": ok[cost_col].astype(float),
                          "config": ok["gpus"].astype(int).astype(str) + "× " + ok["gpu"].astype(str).map(gnames),

@@ -10,7 +10,6 @@ import streamlit as st
 from app import common as c
 
 c.ensure_frame()
-from engine import planning
 from engine.constants import INFER_PRECISIONS
 
 s = c.require_valid(training=False)
@@ -90,8 +89,7 @@ st.caption(f"Red line: one {gnames.get(card, card)} ({usable:,.1f} {u} usable). 
 st.markdown("#### The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)")
 article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")
 if set(article_models) <= set(models["id"]):
-    ours = c.guard(c.inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args)
-    art = planning.article_inference_table(c.shipped("references"), ours)
+    art = c.guard(c.article_inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args)
     if len(art):
         aview = pd.DataFrame({"Model": art["model"].map(names)})
         for p in ("fp16", "int8", "int4"):

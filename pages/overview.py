@@ -9,7 +9,6 @@ import streamlit as st
 from app import common as c
 
 c.ensure_frame()
-from engine import planning
 
 s = c.require_valid(single=True)
 models, gpus = c.merged_frames()
@@ -21,11 +20,12 @@ st.subheader(c.describe(s))
 
 sc = c.scenario(s)
 row = c.guard(c.estimate_one, sc, models, gpus)
-conf = c.guard(c.configurations, {"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8)
+sweep = ({"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8)
+conf = c.guard(c.configurations, *sweep)
 gpu_names = c.display_names(gpus, short=True)
 one_card = conf[conf["one_gpu_fits"]]
-buy = planning.cheapest(conf, "buy_usd", by=("model",))
-rent = planning.cheapest(conf, "rent_usd_per_hour", by=("model",))
+buy = c.guard(c.cheapest, *sweep, cost="buy_usd", by=("model",))
+rent = c.guard(c.cheapest, *sweep, cost="rent_usd_per_hour", by=("model",))
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_names.get(s['gpu'], s['gpu'])}",

@@ -126,3 +126,24 @@ def test_every_result_is_finite_and_non_negative(models, gpus, rows):
         assert np.all(np.isfinite(values)) and np.all(values >= 0), col
     assert np.all(out["max_batch"] >= 0) and np.all(out["max_seq"] >= 0)
     assert np.all((out["gpus_needed"] >= 1) | np.isinf(out["gpus_needed"]))
+
+
+@SETTINGS
+@given(rows=st.lists(any_scenario, min_size=2, max_size=6), repeat=st.integers(11, 40))
+def test_large_frames_equal_one_row_results(models, gpus, rows, repeat):
+    # frames of 64 rows or more take the engine's grouped path (each distinct configuration
+    # computed once); they must give exactly what one-row frames give
+    gpu_ids = list(gpus["id"])
+    rows = [{**r, "gpu": gpu_ids[(i * 7) % len(gpu_ids)]} for i, r in enumerate(rows)]
+    many = rows * max(repeat, -(-64 // len(rows)))
+    together = estimate(pd.DataFrame(many), models, gpus)
+    assert len(together) >= 64
+    alone = {i: estimate(pd.DataFrame([row]), models, gpus).iloc[0] for i, row in enumerate(rows)}
+    for k in range(len(many)):
+        ref = alone[k % len(rows)]
+        for col in together.columns:
+            a, b = together[col].iloc[k], ref[col]
+            if isinstance(a, (float, np.floating)) and np.isnan(a):
+                assert np.isnan(b), col
+            else:
+                assert a == b, (col, a, b)

@@ -1,0 +1,224 @@
+"""How fast is `engine.estimate` on a million-scenario sweep, and how does a peer compare?
+
+    make bench                                  # installs requirements-bench.txt, runs this
+    .venv/bin/python benchmarks/bench_engine.py [--runs 5] [--peer-sample 2000] [--small]
+
+1. Builds, with `engine.grid`, every catalog model x every catalog GPU x 4 methods x 7 training
+   precisions x 6 micro-batches x 4 sequence lengths x 4 GPU counts (ZeRO-3), >= 1,000,000
+   training scenarios, and times `estimate()` on the whole frame: one warm-up run, then the
+   median of --runs runs. Peak memory is the process's ru_maxrss right after those runs.
+2. Times the peer llm-analysis (requirements-bench.txt: llm-analysis==0.2.2) on a random
+   sample (seed 0) of --peer-sample scenarios of the same grid, one call each, as that
+   library is used: one `LLMAnalysis(...)` and one `.training(...)` per scenario. Its config
+   objects are built once per catalog model / GPU / precision beforehand (in its favour), and
+   its logging is set to ERROR (a sweep would not print its report per scenario).
+
+How our scenario maps to llm-analysis (it has no LoRA / QLoRA / freeze, no fp32 or AMP
+compute, no per-card usable memory; see docs/performance.md):
+  model      ModelConfig(num_layers, n_head, hidden_dim, vocab_size, max_seq_len = context,
+             num_key_value_heads, ffn_embed_dim = 1.5 x intermediate_size so that its two
+             MLP matrices (2·h·ffn) hold our three (3·h·ffn)), mlp_gated_linear_units=True
+  GPU        GPUConfig(mem = usable_memory_bytes in GiB, HBM GB/s, interconnect GB/s per
+             direction, 6 us all-reduce latency, dense bf16 TFLOPS, int8 TOPS)
+  precision  bf16 / fp16: w16a16e16, 16-bit gradients and AdamW states (master bytes = 2,
+             other optimizer bytes = 2: its op bytes = master + other = our 4);
+             mixed_* / amp_* / fp32: w16a16e16 with its default fp32 master + Adam (12 bytes
+             of states, fp32 gradients); it only computes in 4, 8 or 16 bits
+  method     every method is analysed as full training (it has no adapters)
+  the rest   batch_size_per_gpu = batch, seq_len = seq, dp_size = gpus (tp = pp = 1),
+             ds_zero = 3, activation_recomputation NONE, flash_attn=True,
+             flops_efficiency = our MFU 0.49, hbm_memory_efficiency = our 0.65,
+             total_num_tokens = our default 1e9 (so it also gives training time)
+A scenario that llm-analysis finds does not fit raises AssertionError there (its answer
+to "batch > max batch"); those calls are timed like the others and counted.
+
+The LAST line printed is exactly:
+  rows=<N> engine_s=<median s> rows_per_s=<...> peak_rss_mb=<...> peer=llm-analysis
+  peer_ms_per_row=<...> speedup=<peer s per row x N / engine_s>
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog import default_catalog  # noqa: E402
+from engine import estimate, grid  # noqa: E402
+from engine.constants import TRAIN_PRECISIONS  # noqa: E402
+from engine.speed import ALLREDUCE_LATENCY_S, DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_MFU, DEFAULT_TOKENS  # noqa: E402
+
+METHODS = ["full", "lora", "qlora", "freeze"]
+BATCHES = [1, 2, 4, 8, 16, 32]
+SEQS = [256, 512, 1024, 2048]  # every catalog model's context holds 2,048 tokens
+GPU_COUNTS = [1, 2, 4, 8]
+
+
+def build_grid(models, gpus, small: bool = False):
+    axes = dict(model=list(models["id"]), gpu=list(gpus["id"]), method=METHODS, precision=list(TRAIN_PRECISIONS),
+                batch=BATCHES, seq=SEQS, gpus=GPU_COUNTS, zero=3)
+    if small:  # a quick smoke run
+        axes.update(batch=[1, 8], seq=[512, 2048])
+    return grid(**axes), axes
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def time_engine(frame, models, gpus, runs: int) -> tuple[list[float], int]:
+    result = estimate(frame, models, gpus)  # warm-up (imports, caches, page faults)
+    width = result.shape[1]
+    del result
+    gc.collect()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = estimate(frame, models, gpus)
+        times.append(time.perf_counter() - start)
+        del result
+        gc.collect()
+    return times, width
+
+
+# ---- the peer ---------------------------------------------------------------------------------
+
+def peer_setup(models, gpus):
+    """llm-analysis config objects for every catalog model and GPU (built once, untimed)."""
+    from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
+    from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+    from llm_analysis.logger import logger
+
+    logger.setLevel(logging.ERROR)
+    model_cfg = {}
+    for m in models.itertuples():
+        ffn = 1.5 * m.intermediate_size  # its MLP has two h x ffn matrices; Llama's has three h x intermediate
+        model_cfg[m.id] = ModelConfig(name=m.id, num_layers=int(m.num_layers), n_head=int(m.num_heads),
+                                      hidden_dim=int(m.hidden_size), vocab_size=int(m.vocab_size),
+                                      max_seq_len=int(m.max_context), num_key_value_heads=int(m.num_kv_heads),
+                                      ffn_embed_dim=ffn, expansion_ratio=ffn / m.hidden_size, model_type="llama")
+    gpu_cfg = {}
+    for g in gpus.itertuples():
+        bf16 = float(g.bf16_tflops) if np.isfinite(g.bf16_tflops) else float(g.fp16_tflops)
+        int8 = float(g.int8_tops) if np.isfinite(g.int8_tops) else 2 * bf16
+        gpu_cfg[g.id] = GPUConfig(name=g.id, mem_per_GPU_in_GB=float(g.usable_memory_bytes) / 2**30,
+                                  hbm_bandwidth_in_GB_per_sec=float(g.bandwidth_gbps),
+                                  intra_node_bandwidth_in_GB_per_sec=float(g.interconnect_gbps) / 2,
+                                  intra_node_min_message_latency=ALLREDUCE_LATENCY_S,
+                                  peak_fp16_TFLOPS=bf16, peak_i8_TFLOPS=int8)
+    w16 = DtypeConfig(name="w16a16e16", weight_bits=16, activation_bits=16, embedding_bits=16)
+    # (dtype, master_weights_dtype_bytes, other_op_bytes) per precision
+    dtype_cfg = {p: (w16, 2, 2) if p in ("bf16", "fp16") else (w16, 4, None) for p in TRAIN_PRECISIONS}
+    return dict(LLMAnalysis=LLMAnalysis, ParallelismConfig=ParallelismConfig, DSZeRO=DSZeRO,
+                NONE=ActivationRecomputation.NONE, model=model_cfg, gpu=gpu_cfg, dtype=dtype_cfg)
+
+
+def time_peer(sample, peer) -> tuple[float, dict]:
+    """Seconds for one llm-analysis training analysis per sampled scenario (all, in a loop),
+    and the seconds of each outcome: completed, refused ('does not fit'), other errors."""
+    rows = [(str(r.model), str(r.gpu), str(r.precision), int(r.batch), int(r.seq), int(r.gpus), int(r.zero))
+            for r in sample.itertuples()]
+    LLMAnalysis, Par, Zero, none = peer["LLMAnalysis"], peer["ParallelismConfig"], peer["DSZeRO"], peer["NONE"]
+    outcome = {"completed": [], "refused": [], "error": []}
+    clock = time.perf_counter
+    start = clock()
+    for model, gpu, precision, batch, seq, count, zero in rows:
+        t0 = clock()
+        dtype, master, other = peer["dtype"][precision]
+        try:
+            analysis = LLMAnalysis(peer["model"][model], peer["gpu"][gpu], dtype, Par(tp_size=1, pp_size=1, dp_size=count),
+                                   flops_efficiency=DEFAULT_MFU, hbm_memory_efficiency=DEFAULT_BANDWIDTH_EFFICIENCY)
+            analysis.training(batch_size_per_gpu=batch, seq_len=seq, total_num_tokens=int(DEFAULT_TOKENS),
+                              activation_recomputation=none, ds_zero=Zero(zero), master_weights_dtype_bytes=master,
+                              other_op_bytes=other, flash_attn=True, mlp_gated_linear_units=True)
+            outcome["completed"].append(clock() - t0)
+        except AssertionError:  # llm-analysis's "does not fit" (batch_size_per_gpu > its max)
+            outcome["refused"].append(clock() - t0)
+        except Exception:  # noqa: BLE001 - counted and reported, never hidden
+            outcome["error"].append(clock() - t0)
+    return clock() - start, outcome
+
+
+# glibc returns the pages of freed 8 MB arrays to the OS (each is mmapped), so every call pays
+# for fresh, zeroed pages of its ~60 result columns; kept for reuse instead, the same calls run
+# faster. Process-wide allocator settings are the application's choice, not the engine's: this
+# is reported beside the result, never used for it.
+TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
+
+
+def allocator_note(args) -> str:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--engine-only", "--runs", str(args.runs)]
+    cmd += ["--small"] if args.small else []
+    try:
+        out = subprocess.run(cmd, env={**os.environ, **TUNED_MALLOC}, capture_output=True, text=True, timeout=900)
+        tuned = [line for line in out.stdout.splitlines() if line.startswith("engine_only_s=")]
+        value = tuned[-1].split("=", 1)[1] if tuned else f"n/a (exit {out.returncode})"
+    except subprocess.TimeoutExpired:
+        value = "n/a (timed out)"
+    env = " ".join(f"{k}={v}" for k, v in TUNED_MALLOC.items())
+    return f"engine, with glibc keeping freed memory for reuse ({env}): median {value} s (information only)"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="timed runs after one warm-up (median reported)")
+    ap.add_argument("--peer-sample", type=int, default=2000, help="scenarios given to llm-analysis, one call each")
+    ap.add_argument("--small", action="store_true", help="a smaller grid, for a quick check (not the target)")
+    ap.add_argument("--engine-only", action="store_true", help="time the engine only (used for the allocator note)")
+    args = ap.parse_args(argv)
+
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    start = time.perf_counter()
+    frame, axes = build_grid(models, gpus, args.small)
+    build_s = time.perf_counter() - start
+    n = len(frame)
+    print("grid: " + " x ".join(f"{k} {len(v) if isinstance(v, list) else 1}" for k, v in axes.items())
+          + f" = {n:,} scenarios (engine.grid: {build_s:.3f} s)")
+
+    times, width = time_engine(frame, models, gpus, args.runs)
+    rss = peak_rss_mb()
+    engine_s = statistics.median(times)
+    print(f"engine: estimate() on {n:,} rows -> {width} columns; runs (s): " + ", ".join(f"{t:.3f}" for t in times)
+          + f"; median {engine_s:.3f} s; peak RSS {rss:,.0f} MB")
+    if args.engine_only:
+        print(f"engine_only_s={engine_s:.4f}")
+        return 0
+    print(allocator_note(args))
+
+    try:
+        peer = peer_setup(models, gpus)
+    except ImportError as exc:
+        print(f"peer: llm-analysis is not installed ({exc}); run `make bench` (it installs requirements-bench.txt)")
+        print(f"rows={n} engine_s={engine_s:.4f} rows_per_s={n / engine_s:.0f} peak_rss_mb={rss:.0f} "
+              "peer=llm-analysis peer_ms_per_row=nan speedup=nan")
+        return 1
+    k = min(args.peer_sample, n)
+    sample = frame.iloc[np.random.default_rng(0).choice(n, size=k, replace=False)]
+    time_peer(sample.iloc[:20], peer)  # warm-up
+    peer_s, outcome = time_peer(sample, peer)
+    per_row = peer_s / k
+    parts = "; ".join(f"{len(v):,} {name} ({np.mean(v) * 1e3:.3f} ms each)" for name, v in outcome.items() if v)
+    print(f"peer: llm-analysis {k:,} training analyses in {peer_s:.2f} s = {per_row * 1e3:.3f} ms each: {parts} "
+          f"('refused': its assertion batch_size_per_gpu <= max_batch_size_per_gpu, i.e. does not fit); "
+          f"the whole grid would take {per_row * n / 60:.1f} min")
+    speedup = per_row * n / engine_s
+    print(f"rows={n} engine_s={engine_s:.4f} rows_per_s={n / engine_s:.0f} peak_rss_mb={rss:.0f} "
+          f"peer=llm-analysis peer_ms_per_row={per_row * 1e3:.4f} speedup={speedup:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
