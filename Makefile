@@ -29,10 +29,11 @@ $(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
 	$(BIN)/python -m pip install --quiet -r requirements-bench.txt
 	touch $@
 
-# Engine throughput vs the peer llm-analysis, then page latency (docs/performance.md).
+# Page latency, then engine throughput vs the peer llm-analysis, whose summary is the last
+# line printed (docs/performance.md).
 bench: $(VENV)/.test $(VENV)/.bench
-	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_pages.py
+	$(BIN)/python benchmarks/bench_engine.py
 
 clean:
 	rm -rf $(VENV) catalog/build .pytest_cache
