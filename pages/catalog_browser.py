@@ -55,6 +55,19 @@ def added_message(label: str, record: dict) -> str:
             "page now includes it. Only you see it: save it to your catalog file below to keep it.")
 
 
+def add_entry(kind: str, label: str, raw: dict) -> None:
+    """Validate what the user typed like the shipped YAML; add it to this session, or show one
+    line naming the bad field (the form keeps what was typed)."""
+    try:
+        record = c.validate_user_entry(kind, raw)
+    except CatalogError as exc:
+        st.error(str(exc))
+    else:
+        c.add_user_entry(kind, record)
+        st.session_state["catalog_flash"] = added_message(label, record)
+        st.rerun()
+
+
 tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file = st.tabs(
     ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file"])
 
@@ -156,14 +169,7 @@ with tab_add_gpu:
                "cloud_usd_per_hour": cloud, "cloud_source": cloud_source, "cloud_date": cloud_date.strip()}
         if notes.strip():
             raw["notes"] = notes.strip()
-        try:
-            record = c.validate_user_entry("gpu", raw)
-        except CatalogError as exc:
-            st.error(str(exc))
-        else:
-            c.add_user_entry("gpu", record)
-            st.session_state["catalog_flash"] = added_message("GPU", record)
-            st.rerun()
+        add_entry("gpu", "GPU", raw)
 
 with tab_add_model:
     up_col, form_col = st.columns(2)
@@ -215,14 +221,7 @@ with tab_add_model:
                    "tied_embeddings": bool(tied),
                    "params": total_params(int(hidden), int(ffn), int(layers), int(heads), int(kv), hd, int(vocab), bool(tied)),
                    "release_date": released.isoformat(), "source": msource}
-            try:
-                record = c.validate_user_entry("model", raw)
-            except CatalogError as exc:
-                st.error(str(exc))
-            else:
-                c.add_user_entry("model", record)
-                st.session_state["catalog_flash"] = added_message("model", record)
-                st.rerun()
+            add_entry("model", "model", raw)
 
 with tab_file:
     saved = ue.saved()
