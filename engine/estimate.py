@@ -37,6 +37,7 @@ from engine.speed import (
     MODEL_SHAPE,
     OUTPUT_COLUMNS,
     add_speed_cost,
+    gather_gpu_fields,
     check_prompt,
     pick_rate,
     read_settings,
@@ -521,12 +522,7 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
     bad = ~cfg.mask("gpu", "") & (gidx < 0)
     if bad.any():
         raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
-    found = gidx >= 0
-    for k in GPU_FIELDS:
-        if k in gpus.columns:
-            col = pd.to_numeric(gpus[k], errors="coerce").to_numpy(dtype=float)
-            fields[k] = np.where(found, col[np.maximum(gidx, 0)], np.nan)
-    return fields
+    return gather_gpu_fields(gpus, gidx, fields)
 
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,

@@ -204,6 +204,12 @@ def _gpu_fields(result: pd.DataFrame, gpus: pd.DataFrame | None) -> dict:
     bad = chosen & (gidx < 0)
     if bad.any():
         raise ValueError(f"gpu {names[bad][0]!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), e.g. h100-sxm-80gb, rtx-4090")
+    return gather_gpu_fields(gpus, gidx, fields)
+
+
+def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dict:
+    """Fill `fields` with the catalog figures of the GPU at each row's index in `gpus`
+    (-1: no GPU chosen, NaN)."""
     found = gidx >= 0
     for k in GPU_FIELDS:
         if k in gpus.columns:
