@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from engine import constants as C
+from engine.buffers import Columns
 from engine.memory import (
     COMPONENTS,
     PHASES,
@@ -101,7 +102,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
         if not np.isfinite(value) or value < 0 or (key == "fragmentation" and value >= 1):
             raise ValueError(f"{key} {value!r} is not accepted; accepted: a finite number >= 0" + (" and < 1" if key == "fragmentation" else ""))
 
-    sc, ranges = _normalize_columns(scenarios, models)
+    out = Columns(len(scenarios)) if isinstance(scenarios, pd.DataFrame) else None  # the result's new columns
+    sc, ranges = _normalize_columns(scenarios, models, out)
     cfg = Configs(sc, ranges=ranges)
     check_combinations(sc, models, cfg)
     n = len(sc)
@@ -324,7 +326,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     # ==== per row (memory configurations gathered by `mtake`) ================================
     minv = cfg.inv if of_config is None else take(of_config)
-    mtake = lambda x: x[minv] if np.ndim(x) else x  # noqa: E731 - always a fresh array (changed in place below)
+    mtake = lambda x: np.take(x, minv, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array (changed in place below)
+    otake = lambda x: out.take(x, minv) if np.ndim(x) else out.full(x)  # noqa: E731 - the same, for a result column
     b = sc["batch"].to_numpy().astype(float)
     seq_int = sc["seq"].to_numpy()
     s = seq_int.astype(float)
@@ -338,7 +341,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     for name in PHASES:
         if not valid[name].any():
             continue  # no row of this task: -inf in every row, never the peak
-        t = mtake(base_tot[name])
+        t = otake(base_tot[name])
         if name == "logits":
             t += logits_fixed
         if not _is_zero(token_tot[name]):
@@ -347,20 +350,20 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
             t += by_tokens
             scaled[name] = by_tokens
         if not valid[name].all():
-            t = np.where(mtake(valid[name]), t, -np.inf)
+            t = out.where(mtake(valid[name]), t, -np.inf)
         totals[name] = t
-    peak_idx, tensor_peak = _peak(totals, n)
+    peak_idx, tensor_peak = _peak(totals, n, out)
 
     result = {col: sc[col] for col in sc.columns}
-    result["params"] = mtake(N.astype(np.int64))
-    result["trainable_params"] = mtake(np.rint(trainable).astype(np.int64))
-    cols = _components(phases, valid, peak_idx, minv, mv.size, dp, tokens, logits_fixed)
+    result["params"] = otake(N.astype(np.int64))
+    result["trainable_params"] = otake(np.rint(trainable).astype(np.int64))
+    cols = _components(phases, valid, peak_idx, minv, mv.size, dp, tokens, logits_fixed, out)
     for comp in COMPONENTS:
         result[f"{comp}_bytes"] = cols[comp]
-    result["model_states_bytes"] = mtake(model_states)
-    result["paged_optimizer_bytes"] = _zeros_or(mtake, paged_states, n)
+    result["model_states_bytes"] = otake(model_states)
+    result["paged_optimizer_bytes"] = otake(paged_states) if paged_states.any() else out.full(0.0)
 
-    overhead_row = frag * tensor_peak
+    overhead_row = np.multiply(frag, tensor_peak, out=out.empty())
     overhead_row += mtake(context)  # context + fragmentation x the tensors' peak
     result["runtime_overhead_bytes"] = overhead_row
     tensor_peak += overhead_row
@@ -368,12 +371,12 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
     for name in PHASES:
         if name not in totals:
-            result[f"{name}_phase_bytes"] = np.full(n, np.nan)
+            result[f"{name}_phase_bytes"] = out.full(np.nan)
         elif valid[name].all():
             result[f"{name}_phase_bytes"] = totals[name]
         else:
-            result[f"{name}_phase_bytes"] = np.where(mtake(valid[name]), totals[name], np.nan)
-    result["cpu_bytes"] = _zeros_or(mtake, cpu, n)
+            result[f"{name}_phase_bytes"] = out.where(mtake(valid[name]), totals[name], np.nan)
+    result["cpu_bytes"] = otake(cpu) if cpu.any() else out.full(0.0)
 
     # ==== per configuration (the GPU and headroom too) =======================================
     lift = (lambda x: x) if of_config is None else (lambda x: x[of_config] if np.ndim(x) else x)
@@ -394,7 +397,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     seq_level = None
     if gpus is None or n == 0 or not chosen.any():
         for c in ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "gpus_needed", "max_batch", "max_seq"):
-            result[c] = np.full(n, np.nan)
+            result[c] = out.full(np.nan) if c != "fits" else None  # (fits: below, in this place)
         result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
     else:
         gidx = cfg.index_in("gpu", gpus["id"])
@@ -408,12 +411,12 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
         capacity = (usable * (1 - headroom) - context) / (1 + frag)
         seq_level = cfg.split() if logits_fixed is None else None
         _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
-             b, s, tokens, scaled, logits_fixed, train, infer, kvh, a, L, overhead_row, seq_level)
+             b, s, tokens, scaled, logits_fixed, train, infer, kvh, a, L, overhead_row, seq_level, out)
     # the longest context is bounded by the model's own, unless the scenario allows longer
     ctx = models["max_context"].to_numpy(dtype=float)[midx] if n else np.zeros(0)
     allow = cfg.values("allow_long_context")
     if allow.any():
-        result["max_seq"] = np.where(take(allow), result["max_seq"], np.minimum(result["max_seq"], take(ctx)))
+        result["max_seq"] = out.where(take(allow), result["max_seq"], np.minimum(result["max_seq"], take(ctx)))
     else:
         np.minimum(result["max_seq"], take(ctx), out=result["max_seq"])
 
@@ -444,22 +447,17 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     if seq_level is None and not cfg.identity and inv is not None:
         seq_level = cfg.split()
     result.update(speed_cost_columns(level, inv, b, s, result["weights_bytes"], result["kv_cache_bytes"], st, n,
-                                     seq_level))
+                                     seq_level, out))
     return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
 
-def _zeros_or(take, values: np.ndarray, n: int) -> np.ndarray:
-    """take(values), or fresh zeros (no pages touched until written) when every value is 0."""
-    return take(values) if values.any() else np.zeros(n)
-
-
-def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _peak(totals: dict, n: int, out: Columns) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the phase with the largest total (the first on ties, as np.argmax) and that total."""
     names = list(totals)
     if not names:
-        return np.zeros(n, dtype=np.int8), np.zeros(n)
-    best = totals[names[0]].copy()
-    peak = np.full(n, PHASE_INDEX[names[0]], dtype=np.int8)
+        return out.full(0, np.int8), out.full(0.0)
+    best = out.copy(totals[names[0]])
+    peak = out.full(PHASE_INDEX[names[0]], np.int8)
     gt = np.empty(n, dtype=bool)
     for name in names[1:]:
         t = totals[name]
@@ -476,13 +474,13 @@ def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _components(phases: dict, valid: dict, peak: np.ndarray, minv: np.ndarray, size: int, dp, tokens,
-                logits_fixed) -> dict:
+                logits_fixed, out: Columns) -> dict:
     """Per row: each component's bytes in the row's peak phase (fixed + shard / dp + per_token
     x tokens of that phase and memory configuration)."""
     at = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the (phases, size) tables
     at *= size
     at += minv
-    out = {}
+    columns = {}
     for comp in COMPONENTS:
         per_config = np.empty((len(PHASES), size))
         per_token = np.zeros((len(PHASES), size))
@@ -497,20 +495,20 @@ def _components(phases: dict, valid: dict, peak: np.ndarray, minv: np.ndarray, s
                 scaled = True
         fixed = per_config.any()
         if scaled and fixed:
-            value = per_token.ravel()[at]
+            value = out.take(per_token.ravel(), at)
             value *= tokens
-            value += per_config.ravel()[at]  # (fixed + shard / dp) + per_token x tokens
+            value += np.take(per_config.ravel(), at, mode="clip")  # (fixed + shard / dp) + per_token x tokens
         elif scaled:  # no fixed part in any phase: 0 + x is x
-            value = per_token.ravel()[at]
+            value = out.take(per_token.ravel(), at)
             value *= tokens
         elif fixed:
-            value = per_config.ravel()[at]
+            value = out.take(per_config.ravel(), at)
         else:  # nothing in any phase (e.g. the KV cache when training)
-            value = np.zeros(len(at))
+            value = out.full(0.0)
         if comp == "logits" and logits_fixed is not None:
-            value = np.where(peak == PHASE_INDEX["logits"], value + logits_fixed, value)
-        out[comp] = value
-    return out
+            value = out.where(peak == PHASE_INDEX["logits"], value + logits_fixed, value)
+        columns[comp] = value
+    return columns
 
 
 def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
@@ -526,21 +524,23 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
-         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level):
+         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, out):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context."""
     take = cfg.take
     n = len(b)
     all_chosen = bool(chosen.all())
     chosen_r = None if all_chosen else take(chosen)
     peak = result["peak_bytes"]
-    result["usable_bytes"] = take(usable)
-    result["capacity_bytes"] = cap = take(capacity)
-    fits = (peak - overhead_row) <= cap  # the tensors' peak against what they may use
+    result["usable_bytes"] = out.take(usable, cfg.inv)
+    result["capacity_bytes"] = cap = out.take(capacity, cfg.inv)
+    # the tensors' peak against what they may use
+    fits = np.less_equal(peak - overhead_row, cap, out=out.empty(bool))
     if all_chosen:
-        result["fits"] = pd.arrays.BooleanArray(fits, np.zeros(n, dtype=bool))
+        result["fits"] = pd.arrays.BooleanArray(fits, out.full(False, bool))
     else:
-        result["fits"] = pd.arrays.BooleanArray(np.where(chosen_r, fits, False), ~chosen_r)
-    result["memory_used_fraction"] = peak / result["usable_bytes"]
+        np.logical_and(fits, chosen_r, out=fits)
+        result["fits"] = pd.arrays.BooleanArray(fits, np.logical_not(chosen_r, out=out.empty(bool)))
+    result["memory_used_fraction"] = np.divide(peak, result["usable_bytes"], out=out.empty())
 
     with np.errstate(divide="ignore", invalid="ignore"):
         # largest token count per micro-batch that fits, over all phases (per configuration,
@@ -558,18 +558,18 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             config = cfg.inv[seq_rows]
             at_seq = np.floor(max_tokens[config] / s[seq_rows])
             ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
-            result["max_batch"] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)[by_seq]
-            max_tokens = take(max_tokens)
+            result["max_batch"] = out.take(np.where(ok, np.minimum(at_seq, 1e12), 0.0), by_seq)
+            max_tokens = out.take(max_tokens, cfg.inv)
         else:
-            max_tokens = take(max_tokens)
+            max_tokens = out.take(max_tokens, cfg.inv)
             if logits_fixed is not None and "logits" in valid:
                 room = cap - (take(fixed_tot["logits"]) + logits_fixed) - take(shard_tot["logits"] / dp)
                 tk = take(np.broadcast_to(token_tot["logits"], (cfg.size,)))
                 per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
-                max_tokens = np.minimum(max_tokens, np.where(take(valid["logits"]), per_phase, np.inf))
+                np.minimum(max_tokens, np.where(take(valid["logits"]), per_phase, np.inf), out=max_tokens)
             max_batch = np.floor(max_tokens / s)
             ok_batch = max_batch >= 1 if all_chosen else chosen_r & (max_batch >= 1)
-            result["max_batch"] = np.where(ok_batch, np.minimum(max_batch, 1e12), 0.0)
+            result["max_batch"] = out.where(ok_batch, np.minimum(max_batch, 1e12), 0.0)
         max_seq = np.divide(max_tokens, b, out=max_tokens)  # max_tokens is not needed any more
         np.floor(max_seq, out=max_seq)
     short = max_seq < 1 if all_chosen else ~(chosen_r & (max_seq >= 1))
@@ -581,20 +581,20 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
     # inference: tensor parallel over powers of two (KV cache split over at most kv heads).
     needed = None
     if train.any():
-        needed = _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n)
+        needed = _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n, out)
         for split in (tp, pp):  # ranks x tp x pp (a factor of one everywhere changes nothing)
             if not np.all(split == 1):
                 needed *= take(split)
     if infer.any():
         infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer)
-        needed = infer_need if needed is None else np.where(take(infer), infer_need, needed)
+        needed = infer_need if needed is None else out.where(take(infer), infer_need, needed)
     needed[needed > C.MAX_GPUS] = np.inf
     if not all_chosen:
         needed[~chosen_r] = np.nan
     result["gpus_needed"] = needed
 
 
-def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n):
+def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n, out):
     """Data-parallel ranks a training row needs: over the training phases, ceil(sharded bytes /
     room left by the unsharded ones), inf where nothing is left. (A training row's inference
     phases count one rank, which the final max with 1 covers.)"""
@@ -612,7 +612,7 @@ def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n
                 ranks = np.maximum(ranks, np.where(room_fixed <= 0, np.inf, need))
             else:
                 per_row.append((room_fixed, sh, scaled[name]))  # per_token x tokens, from the totals
-        ranks = take(ranks)
+        ranks = out.take(ranks, cfg.inv)
         shards = [sh for _, sh, _ in per_row]
         if shards and all(np.ndim(x) and np.array_equal(x, shards[0]) for x in shards):
             # one sharded total for these phases: ceil(sh / room) is largest at the least room
@@ -637,7 +637,7 @@ def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n
                 positive = sh > 0
                 if not np.all(positive):
                     need = np.where(take(positive), need, 1.0) if np.ndim(positive) else np.ones(n)
-                ranks = np.maximum(ranks, np.where(room <= 0, np.inf, need))
+                np.maximum(ranks, np.where(room <= 0, np.inf, need), out=ranks)
         return np.maximum(ranks, 1.0, out=ranks)
 
 

@@ -272,9 +272,10 @@ def normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataF
     return _normalize_columns(scenarios, models)[0]
 
 
-def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=None) -> tuple[pd.DataFrame, dict]:
     """normalize_columns(), and what it learnt on the way: {column: (min, max)} of the integer
-    columns it checked and of those it filled with their default (min = max)."""
+    columns it checked and of those it filled with their default (min = max).
+    columns: an engine.buffers.Columns for the columns it fills in (None: plain arrays)."""
     if not isinstance(scenarios, pd.DataFrame):
         raise ValueError(f"scenarios must be a table (a pandas DataFrame) with one row per scenario, got {type(scenarios).__name__}")
     repeated = scenarios.columns[scenarios.columns.duplicated()]
@@ -291,10 +292,9 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame) -> tuple[p
             ranges[col] = (default, default)
             if col in CATEGORY_COLUMNS:
                 out[col] = _constant_category(n, default)
-            elif col == "headroom":
-                out[col] = np.full(n, float(default))
             else:
-                out[col] = np.full(n, default, dtype=bool if isinstance(default, bool) else np.int64)
+                dtype = np.float64 if col == "headroom" else bool if isinstance(default, bool) else np.int64
+                out[col] = columns.full(default, dtype) if columns is not None else np.full(n, default, dtype=dtype)
         else:
             out[col] = _fill_missing(out[col], default)
 
@@ -538,7 +538,7 @@ class Configs(View):
         """Per-configuration values -> per row, a fresh array (scalars stay scalars)."""
         if np.ndim(values) == 0:
             return values
-        return values[self.inv]
+        return np.take(values, self.inv, axis=0, mode="clip")  # every inv is a valid position: no checks needed
 
     def first_row(self, bad: np.ndarray) -> int:
         """The first row whose configuration is flagged in `bad` (one flag per configuration)."""

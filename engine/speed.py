@@ -348,15 +348,29 @@ def _which(mask: np.ndarray, inv, n: int):
     return True, np.flatnonzero(rows)
 
 
-def _scatter(n: int, idx, values, fill=np.nan) -> np.ndarray:
+def _scatter(n: int, idx, values, fill=np.nan, out=None) -> np.ndarray:
     if idx is None:
         return values
-    out = np.full(n, fill, dtype=np.result_type(values, np.asarray(fill)))
-    out[idx] = values
-    return out
+    dtype = np.result_type(values, np.asarray(fill))
+    column = out.full(fill, dtype) if out is not None else np.full(n, fill, dtype=dtype)
+    column[idx] = values
+    return column
 
 
-def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n: int, by_seq=None) -> dict:
+class _Plain:
+    """engine.buffers.Columns' interface over plain new arrays (for callers without one)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def full(self, value, dtype=np.float64) -> np.ndarray:
+        return np.full(self.n, value, dtype=dtype)
+
+    def take(self, values, index) -> np.ndarray:
+        return values[index]
+
+
+def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n: int, by_seq=None, out=None) -> dict:
     """The speed and cost columns (OUTPUT_COLUMNS, then the settings used) for n rows.
 
     level: per-configuration arrays (the model's shape h, L, num_heads x head_dim, V; N, T,
@@ -366,7 +380,9 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     row (then `level` must be per row too). Rows only compute what applies to their task.
     by_seq: optional (group of each row, a row of each group) for configuration x seq: the
     training figures, which do not depend on the batch, are then computed once per group.
+    out: an engine.buffers.Columns for the new columns (None: plain arrays).
     """
+    out = out if out is not None else _Plain(n)
     st = settings
     tokens, mfu, bw_eff, prompt = st["tokens"], st["mfu"], st["bandwidth_efficiency"], st["prompt_tokens"]
     usd_kwh, util, hours_month = st["usd_per_kwh"], st["utilization"], st["hours_per_month"]
@@ -405,9 +421,9 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
             usd_per_hour = r(n_gpus * g["cloud_usd_per_hour"])
             per_million = usd_per_hour / (aggregate * 3600.0) * 1e6
         known = np.isfinite(t_step)
-        cols["decode_tokens_per_s"] = _scatter(n, idx, np.where(known, decode, np.nan))
-        cols["aggregate_tokens_per_s"] = _scatter(n, idx, np.where(known, aggregate, np.nan))
-        codes = _scatter(n, idx, np.where(known, np.where(t_compute > t_mem, 1, 0), -1).astype(np.int8), np.int8(-1))
+        cols["decode_tokens_per_s"] = _scatter(n, idx, np.where(known, decode, np.nan), out=out)
+        cols["aggregate_tokens_per_s"] = _scatter(n, idx, np.where(known, aggregate, np.nan), out=out)
+        codes = _scatter(n, idx, np.where(known, np.where(t_compute > t_mem, 1, 0), -1).astype(np.int8), np.int8(-1), out)
         cols["bound"] = pd.Categorical.from_codes(codes, categories=["memory", "compute"])
 
         # ---- inference: prefill ---------------------------------------------------------
@@ -416,14 +432,14 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
             p_mem = (weights_ + kv_ * prompt_ / seq_) * pp_ / bw_
             p_comm = np.where(tp_ > 1, L_ * ALLREDUCES_PER_LAYER * (ALLREDUCE_LATENCY_S + ring * b_ * prompt_ * h_ * act_ / link_), 0.0)
             prefill = np.maximum(p_compute, p_mem) + p_comm
-        cols["prefill_s"] = _scatter(n, idx, prefill)
-        cols["usd_per_million_tokens"] = _scatter(n, idx, np.where(known, per_million, np.nan))
+        cols["prefill_s"] = _scatter(n, idx, prefill, out=out)
+        cols["usd_per_million_tokens"] = _scatter(n, idx, np.where(known, per_million, np.nan), out=out)
     else:
         for c in ("decode_tokens_per_s", "aggregate_tokens_per_s"):
-            cols[c] = np.full(n, np.nan)
-        cols["bound"] = pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=["memory", "compute"])
-        cols["prefill_s"] = np.full(n, np.nan)
-        cols["usd_per_million_tokens"] = np.full(n, np.nan)
+            cols[c] = out.full(np.nan)
+        cols["bound"] = pd.Categorical.from_codes(out.full(-1, np.int8), categories=["memory", "compute"])
+        cols["prefill_s"] = out.full(np.nan)
+        cols["usd_per_million_tokens"] = out.full(np.nan)
 
     # ---- training -------------------------------------------------------------------------
     any_train, idx = _which(train, inv, n)
@@ -438,11 +454,11 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
         with np.errstate(divide="ignore", invalid="ignore"):
             hours = flops / r(n_gpus * achieved) / 3600.0
         gpu_hours = hours * r(n_gpus)
-        cols["train_flops"] = flops[group]
-        cols["train_hours"] = hours[group]
-        cols["gpu_hours"] = gpu_hours[group]
-        cols["cloud_cost_usd"] = (gpu_hours * r(g["cloud_usd_per_hour"]))[group]
-        cols["power_cost_usd"] = (gpu_hours * r(g["tdp_w"]) / 1000.0 * usd_kwh)[group]
+        cols["train_flops"] = out.take(flops, group)
+        cols["train_hours"] = out.take(hours, group)
+        cols["gpu_hours"] = out.take(gpu_hours, group)
+        cols["cloud_cost_usd"] = out.take(gpu_hours * r(g["cloud_usd_per_hour"]), group)
+        cols["power_cost_usd"] = out.take(gpu_hours * r(g["tdp_w"]) / 1000.0 * usd_kwh, group)
     elif any_train:
         r = lambda x: _rows(x, inv, idx)  # noqa: E731
         s_ = _subset(seq, idx)
@@ -453,14 +469,14 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
         with np.errstate(divide="ignore", invalid="ignore"):
             hours = flops / r(n_gpus * achieved) / 3600.0
         gpu_hours = hours * r(n_gpus)
-        cols["train_flops"] = _scatter(n, idx, flops)
-        cols["train_hours"] = _scatter(n, idx, hours)
-        cols["gpu_hours"] = _scatter(n, idx, gpu_hours)
-        cols["cloud_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["cloud_usd_per_hour"]))
-        cols["power_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["tdp_w"]) / 1000.0 * _subset(usd_kwh, idx))
+        cols["train_flops"] = _scatter(n, idx, flops, out=out)
+        cols["train_hours"] = _scatter(n, idx, hours, out=out)
+        cols["gpu_hours"] = _scatter(n, idx, gpu_hours, out=out)
+        cols["cloud_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["cloud_usd_per_hour"]), out=out)
+        cols["power_cost_usd"] = _scatter(n, idx, gpu_hours * r(g["tdp_w"]) / 1000.0 * _subset(usd_kwh, idx), out=out)
     else:
         for c in ("train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd"):
-            cols[c] = np.full(n, np.nan)
+            cols[c] = out.full(np.nan)
 
     # ---- buy versus rent --------------------------------------------------------------------
     purchase = g["price_usd"] * n_gpus
@@ -471,7 +487,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     with np.errstate(divide="ignore", invalid="ignore"):
         breakeven = np.where(saving > 0, purchase / saving, np.inf)
     breakeven = np.where(np.isnan(purchase) | np.isnan(saving), np.nan, breakeven)
-    full = lambda x: _rows(x, inv, None)  # noqa: E731
+    full = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else _rows(x, inv, None)  # noqa: E731
     cols["purchase_usd"] = full(purchase)
     cols["power_usd_per_hour"] = full(power_hour)
     cols["power_usd_per_month"] = full(power_month)
@@ -483,7 +499,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     # the settings used, recorded beside the figures
     for name in SETTINGS:
         value = st[name]
-        cols[name] = np.full(n, float(value)) if np.ndim(value) == 0 else np.array(value, dtype=float)
+        cols[name] = out.full(float(value)) if np.ndim(value) == 0 else np.array(value, dtype=float)
     return cols
 
 

@@ -1,0 +1,118 @@
+"""Memory for the columns of a big result, reused from one sweep to the next.
+
+A sweep of a million rows returns about 60 new columns of 8 MB. Fresh memory from the
+operating system arrives as zeroed pages, one page fault each: on the development machine
+that was about 80 ms of a 186 ms sweep (docs/performance.md), more than any formula. So the
+columns of a big result are carved out of one block, and when no result (nor any view of
+one of its columns) holds that block any more, the next sweep writes into it again instead
+of asking the system for new pages. This is the engine's own memory only: the process's
+allocator and everything else are left as they are.
+
+Liveness is CPython's reference count: every column is a numpy view whose `base` is the
+block, so the block is free exactly when its only holder is the pool. A block in use is
+never written; a sweep that finds none free gets a new one. The pool keeps one idle block
+at most, and a sweep that does not reuse it lets it go (`release()` does so at once).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+
+# Below this many rows a column is under 512 KiB, which malloc serves from memory it keeps
+# anyway: pooling would only hold memory for nothing.
+POOL_MIN_ROWS = 1 << 16
+# Columns' worth of room in a new block: touched pages only count once written, so room to
+# spare costs address space, not memory. A sweep that needs more falls back to plain arrays
+# and the next block is made as large as that sweep needed.
+FIRST_BLOCK_COLUMNS = 96
+ALIGN = 64  # each column starts on a cache line
+
+_lock = threading.Lock()
+_idle: np.ndarray | None = None  # the pooled block (uint8), or None
+_wanted_bytes = 0  # the most bytes a sweep has asked for
+
+
+def _acquire(n: int) -> np.ndarray | None:
+    """A block for a sweep of n rows: the pooled one if free and large enough, else a new one."""
+    global _idle
+    need = max(_wanted_bytes, n * 8 * FIRST_BLOCK_COLUMNS)
+    with _lock:
+        block = _idle
+        if block is not None and sys.getrefcount(block) == 3 and need <= block.size <= 2 * need:
+            return block  # (3 = _idle, `block`, getrefcount's argument: no result holds it)
+        if block is not None and sys.getrefcount(block) == 3:
+            _idle = None  # idle but the wrong size: let it go
+        block = np.empty(need, dtype=np.uint8)
+        _idle = block
+        return block
+
+
+def release() -> None:
+    """Drop the pooled block (its memory is freed once no result uses it)."""
+    global _idle
+    with _lock:
+        _idle = None
+
+
+def pooled_bytes() -> int:
+    """Bytes held by the pool's block (0 when none)."""
+    block = _idle
+    return 0 if block is None else int(block.size)
+
+
+class Columns:
+    """Where the new per-row columns of one result are written.
+
+    `empty`, `full`, `take`, `where` and `copy` each return a new, writable array of n rows that
+    nothing else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self._block = _acquire(n) if n >= POOL_MIN_ROWS else None
+        self._offset = 0
+        self._asked = 0
+
+    def empty(self, dtype=np.float64) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        nbytes = self.n * dtype.itemsize
+        self._asked += -(-nbytes // ALIGN) * ALIGN
+        block = self._block
+        if block is None or self._offset + nbytes > block.size:
+            self._note_need()
+            return np.empty(self.n, dtype=dtype)
+        start = self._offset
+        self._offset += -(-nbytes // ALIGN) * ALIGN
+        return block[start:start + nbytes].view(dtype)
+
+    def _note_need(self) -> None:
+        global _wanted_bytes
+        if self._block is not None and self._asked > _wanted_bytes:
+            _wanted_bytes = self._asked + 8 * ALIGN
+
+    def full(self, value, dtype=np.float64) -> np.ndarray:
+        out = self.empty(dtype)
+        out.fill(value)
+        return out
+
+    def take(self, values: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """values[index] (index: valid positions, as Configs builds them)."""
+        values = np.asarray(values)
+        out = self.empty(values.dtype)
+        return np.take(values, index, out=out, mode="clip")
+
+    def copy(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values)
+        out = self.empty(values.dtype)
+        np.copyto(out, values)
+        return out
+
+    def where(self, cond, a, b) -> np.ndarray:
+        """np.where(cond, a, b) for float64 a and b (arrays of n rows or scalars)."""
+        out = self.empty(np.float64)
+        np.copyto(out, b)
+        np.copyto(out, a, where=cond)
+        return out
