@@ -56,6 +56,10 @@ OVERHEAD_DEFAULTS = {
     "nccl_bytes": C.NCCL_BYTES,
 }
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+# Rows per block of the per-row memory terms: a block's temporaries (512 KiB each) stay in
+# the CPU's cache and in memory malloc keeps. 2^14 to 2^17 rows ran equally fast on the
+# development machine (benchmarks/bench_engine.py); one block of a million rows was 14% slower.
+ROW_BLOCK = 1 << 16
 # Speed settings that enter per-configuration figures (rates, prices); tokens and
 # prompt_tokens only enter per-row ones.
 PER_CONFIG_SETTINGS = ("mfu", "bandwidth_efficiency", "usd_per_kwh", "utilization", "hours_per_month")
@@ -104,8 +108,8 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     out = Columns(len(scenarios)) if isinstance(scenarios, pd.DataFrame) else None  # the result's new columns
     sc, ranges = _normalize_columns(scenarios, models, out)
-    cfg = Configs(sc, ranges=ranges)
-    check_combinations(sc, models, cfg)
+    cfg = Configs(sc, ranges=ranges, columns=out)
+    check_combinations(sc, models, cfg, ranges)
     n = len(sc)
     take = cfg.take
 
@@ -324,59 +328,79 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     context = settings["context_bytes"] + settings["cublas_bytes"] + np.where(multi, settings["nccl_bytes"], 0.0)
     frag = settings["fragmentation"]
 
-    # ==== per row (memory configurations gathered by `mtake`) ================================
+    # ==== per row (memory configurations gathered to rows), in blocks of rows ===============
     minv = cfg.inv if of_config is None else take(of_config)
-    mtake = lambda x: np.take(x, minv, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array (changed in place below)
-    otake = lambda x: out.take(x, minv) if np.ndim(x) else out.full(x)  # noqa: E731 - the same, for a result column
-    b = sc["batch"].to_numpy().astype(float)
-    seq_int = sc["seq"].to_numpy()
-    s = seq_int.astype(float)
-    tokens = b * s
+    mtake = lambda x: np.take(x, minv, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array
+    b = out.empty()
+    np.copyto(b, sc["batch"].to_numpy(), casting="unsafe")  # as .astype(float)
+    s = out.empty()
+    np.copyto(s, sc["seq"].to_numpy(), casting="unsafe")
+    tokens = np.multiply(b, s, out=out.empty())
     any_infer = bool(infer.any())
     # the logits phase's fixed part that grows with the batch (see the logits phase above)
     logits_fixed = np.where(mtake(last_only), b * mtake(V) * mtake(act_b + 4.0) / mtake(tp), 0.0) if any_infer else None
 
-    # ---- totals and the peak ----------------------------------------------------------
-    totals, scaled = {}, {}  # scaled: a phase's per-token bytes x tokens (the fit reuses them)
-    for name in PHASES:
-        if not valid[name].any():
-            continue  # no row of this task: -inf in every row, never the peak
-        t = otake(base_tot[name])
-        if name == "logits":
-            t += logits_fixed
-        if not _is_zero(token_tot[name]):
-            by_tokens = mtake(token_tot[name])
-            by_tokens *= tokens
-            t += by_tokens
-            scaled[name] = by_tokens
-        if not valid[name].all():
-            t = out.where(mtake(valid[name]), t, -np.inf)
-        totals[name] = t
-    peak_idx, tensor_peak = _peak(totals, n, out)
-
     result = {col: sc[col] for col in sc.columns}
-    result["params"] = otake(N.astype(np.int64))
-    result["trainable_params"] = otake(np.rint(trainable).astype(np.int64))
-    cols = _components(phases, valid, peak_idx, minv, mv.size, dp, tokens, logits_fixed, out)
+    live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
+    # the result's columns, written block by block below
+    result["params"] = out.empty(np.int64)
+    result["trainable_params"] = out.empty(np.int64)
+    tables = _component_tables(phases, valid, dp, mv.size, logits_fixed is not None)
     for comp in COMPONENTS:
-        result[f"{comp}_bytes"] = cols[comp]
-    result["model_states_bytes"] = otake(model_states)
-    result["paged_optimizer_bytes"] = otake(paged_states) if paged_states.any() else out.full(0.0)
-
-    overhead_row = np.multiply(frag, tensor_peak, out=out.empty())
-    overhead_row += mtake(context)  # context + fragmentation x the tensors' peak
-    result["runtime_overhead_bytes"] = overhead_row
-    tensor_peak += overhead_row
-    result["peak_bytes"] = tensor_peak  # the tensors' peak + runtime overhead
-    result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
+        result[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
+    result["model_states_bytes"] = out.empty()
+    result["paged_optimizer_bytes"] = out.empty() if paged_states.any() else out.full(0.0)
+    result["runtime_overhead_bytes"] = overhead_row = out.empty()
+    result["peak_bytes"] = out.empty()  # the tensors' peak + runtime overhead
+    peak_idx = out.empty(np.int8)
+    result["peak_phase"] = None  # (set below, in this place)
     for name in PHASES:
-        if name not in totals:
-            result[f"{name}_phase_bytes"] = out.full(np.nan)
-        elif valid[name].all():
-            result[f"{name}_phase_bytes"] = totals[name]
-        else:
-            result[f"{name}_phase_bytes"] = out.where(mtake(valid[name]), totals[name], np.nan)
-    result["cpu_bytes"] = otake(cpu) if cpu.any() else out.full(0.0)
+        result[f"{name}_phase_bytes"] = out.empty() if name in live else out.full(np.nan)
+    result["cpu_bytes"] = out.empty() if cpu.any() else out.full(0.0)
+    # a phase's per-token bytes x tokens, per row (the fit reuses them)
+    scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
+    N64, trainable64 = N.astype(np.int64), np.rint(trainable).astype(np.int64)
+
+    def memory_rows(rows: slice) -> None:
+        """Every memory column of the rows `rows` (a block small enough to stay in cache)."""
+        at = minv[rows]
+        get = lambda x: np.take(x, at, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array
+        put = lambda name, x: np.copyto(result[name][rows], x)  # noqa: E731
+        tok = tokens[rows]
+        totals = {}
+        for name in live:
+            t = _gather(base_tot[name], at, result[f"{name}_phase_bytes"][rows])
+            if name == "logits":
+                t += logits_fixed[rows]
+            if name in scaled:
+                by_tokens = _gather(token_tot[name], at, scaled[name][rows])
+                by_tokens *= tok
+                t += by_tokens
+            if not valid[name].all():
+                t = np.where(get(valid[name]), t, -np.inf)
+            totals[name] = t
+        peak, tensor_peak = _peak(totals, len(tok))
+        np.take(N64, at, out=result["params"][rows], mode="clip")
+        np.take(trainable64, at, out=result["trainable_params"][rows], mode="clip")
+        _components(tables, peak, at, mv.size, tok, None if logits_fixed is None else logits_fixed[rows],
+                    {comp: result[f"{comp}_bytes"][rows] for comp in COMPONENTS if tables[comp] is not None})
+        np.take(model_states, at, out=result["model_states_bytes"][rows], mode="clip")
+        if paged_states.any():
+            np.take(paged_states, at, out=result["paged_optimizer_bytes"][rows], mode="clip")
+        overhead = np.multiply(frag, tensor_peak, out=overhead_row[rows])
+        overhead += get(context)  # context + fragmentation x the tensors' peak
+        tensor_peak += overhead
+        put("peak_bytes", tensor_peak)
+        np.copyto(peak_idx[rows], peak)
+        for name in live:
+            if not valid[name].all():
+                put(f"{name}_phase_bytes", np.where(get(valid[name]), totals[name], np.nan))
+        if cpu.any():
+            np.take(cpu, at, out=result["cpu_bytes"][rows], mode="clip")
+
+    for lo in range(0, n, ROW_BLOCK):
+        memory_rows(slice(lo, min(n, lo + ROW_BLOCK)))
+    result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
 
     # ==== per configuration (the GPU and headroom too) =======================================
     lift = (lambda x: x) if of_config is None else (lambda x: x[of_config] if np.ndim(x) else x)
@@ -451,13 +475,21 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
 
-def _peak(totals: dict, n: int, out: Columns) -> tuple[np.ndarray, np.ndarray]:
+def _gather(values, at: np.ndarray, dest: np.ndarray) -> np.ndarray:
+    """values[at] (a scalar: everywhere) written into dest, which is returned."""
+    if np.ndim(values):
+        return np.take(values, at, out=dest, mode="clip")
+    dest.fill(values)
+    return dest
+
+
+def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the phase with the largest total (the first on ties, as np.argmax) and that total."""
     names = list(totals)
     if not names:
-        return out.full(0, np.int8), out.full(0.0)
-    best = out.copy(totals[names[0]])
-    peak = out.full(PHASE_INDEX[names[0]], np.int8)
+        return np.zeros(n, dtype=np.int8), np.zeros(n)
+    best = totals[names[0]].copy()
+    peak = np.full(n, PHASE_INDEX[names[0]], dtype=np.int8)
     gt = np.empty(n, dtype=bool)
     for name in names[1:]:
         t = totals[name]
@@ -473,14 +505,11 @@ def _peak(totals: dict, n: int, out: Columns) -> tuple[np.ndarray, np.ndarray]:
     return peak, best
 
 
-def _components(phases: dict, valid: dict, peak: np.ndarray, minv: np.ndarray, size: int, dp, tokens,
-                logits_fixed, out: Columns) -> dict:
-    """Per row: each component's bytes in the row's peak phase (fixed + shard / dp + per_token
-    x tokens of that phase and memory configuration)."""
-    at = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the (phases, size) tables
-    at *= size
-    at += minv
-    columns = {}
+def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bool) -> dict:
+    """Per component: its (fixed + shard / dp, per-token) bytes in each (phase, memory
+    configuration), as flat tables (None where no phase has any), or None for a component
+    that is nothing in every phase (e.g. the KV cache when training)."""
+    tables = {}
     for comp in COMPONENTS:
         per_config = np.empty((len(PHASES), size))
         per_token = np.zeros((len(PHASES), size))
@@ -494,21 +523,32 @@ def _components(phases: dict, valid: dict, peak: np.ndarray, minv: np.ndarray, s
                 per_token[i] = tk
                 scaled = True
         fixed = per_config.any()
-        if scaled and fixed:
-            value = out.take(per_token.ravel(), at)
+        if not (scaled or fixed or (comp == "logits" and logits_fixed)):
+            tables[comp] = None
+        else:
+            tables[comp] = (per_config.ravel() if fixed else None, per_token.ravel() if scaled else None)
+    return tables
+
+
+def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, tokens, logits_fixed, dest: dict):
+    """Each component's bytes in the row's peak phase (fixed + shard / dp + per_token x tokens of
+    that phase and memory configuration), written into dest[component]."""
+    where = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the tables
+    where *= size
+    where += at
+    for comp, value in dest.items():
+        per_config, per_token = tables[comp]
+        if per_token is not None:
+            np.take(per_token, where, out=value, mode="clip")
             value *= tokens
-            value += np.take(per_config.ravel(), at, mode="clip")  # (fixed + shard / dp) + per_token x tokens
-        elif scaled:  # no fixed part in any phase: 0 + x is x
-            value = out.take(per_token.ravel(), at)
-            value *= tokens
-        elif fixed:
-            value = out.take(per_config.ravel(), at)
-        else:  # nothing in any phase (e.g. the KV cache when training)
-            value = out.full(0.0)
+            if per_config is not None:  # (fixed + shard / dp) + per_token x tokens
+                value += np.take(per_config, where, mode="clip")
+        elif per_config is not None:
+            np.take(per_config, where, out=value, mode="clip")
+        else:
+            value.fill(0.0)
         if comp == "logits" and logits_fixed is not None:
-            value = out.where(peak == PHASE_INDEX["logits"], value + logits_fixed, value)
-        columns[comp] = value
-    return columns
+            np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
 
 def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
@@ -525,22 +565,21 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
          b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, out):
-    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context."""
-    take = cfg.take
+    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context. What
+    does not depend on the row first (per configuration, or configuration x seq), then the
+    rows in blocks of ROW_BLOCK."""
     n = len(b)
+    inv = cfg.inv
     all_chosen = bool(chosen.all())
-    chosen_r = None if all_chosen else take(chosen)
     peak = result["peak_bytes"]
-    result["usable_bytes"] = out.take(usable, cfg.inv)
-    result["capacity_bytes"] = cap = out.take(capacity, cfg.inv)
-    # the tensors' peak against what they may use
-    fits = np.less_equal(peak - overhead_row, cap, out=out.empty(bool))
-    if all_chosen:
-        result["fits"] = pd.arrays.BooleanArray(fits, out.full(False, bool))
-    else:
-        np.logical_and(fits, chosen_r, out=fits)
-        result["fits"] = pd.arrays.BooleanArray(fits, np.logical_not(chosen_r, out=out.empty(bool)))
-    result["memory_used_fraction"] = np.divide(peak, result["usable_bytes"], out=out.empty())
+    result["usable_bytes"] = usable_r = out.empty()
+    result["capacity_bytes"] = cap = out.empty()
+    fits, unknown = out.empty(bool), (out.full(False, bool) if all_chosen else out.empty(bool))
+    result["fits"] = None  # (below, in this place)
+    result["memory_used_fraction"] = used = out.empty()
+    result["max_batch"] = max_batch = out.empty()
+    result["max_seq"] = max_seq = out.empty()
+    result["gpus_needed"] = needed = out.empty()
 
     with np.errstate(divide="ignore", invalid="ignore"):
         # largest token count per micro-batch that fits, over all phases (per configuration,
@@ -555,52 +594,78 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             max_tokens = np.minimum(max_tokens, np.where(valid[name], per_phase, np.inf))
         if seq_level is not None:  # per configuration and seq (the batch does not enter)
             by_seq, seq_rows = seq_level
-            config = cfg.inv[seq_rows]
+            config = inv[seq_rows]
             at_seq = np.floor(max_tokens[config] / s[seq_rows])
             ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
-            result["max_batch"] = out.take(np.where(ok, np.minimum(at_seq, 1e12), 0.0), by_seq)
-            max_tokens = out.take(max_tokens, cfg.inv)
-        else:
-            max_tokens = out.take(max_tokens, cfg.inv)
-            if logits_fixed is not None and "logits" in valid:
-                room = cap - (take(fixed_tot["logits"]) + logits_fixed) - take(shard_tot["logits"] / dp)
-                tk = take(np.broadcast_to(token_tot["logits"], (cfg.size,)))
-                per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
-                np.minimum(max_tokens, np.where(take(valid["logits"]), per_phase, np.inf), out=max_tokens)
-            max_batch = np.floor(max_tokens / s)
-            ok_batch = max_batch >= 1 if all_chosen else chosen_r & (max_batch >= 1)
-            result["max_batch"] = out.where(ok_batch, np.minimum(max_batch, 1e12), 0.0)
-        max_seq = np.divide(max_tokens, b, out=max_tokens)  # max_tokens is not needed any more
-        np.floor(max_seq, out=max_seq)
-    short = max_seq < 1 if all_chosen else ~(chosen_r & (max_seq >= 1))
-    np.minimum(max_seq, 1e12, out=max_seq)
-    np.copyto(max_seq, 0.0, where=short)
-    result["max_seq"] = max_seq
-
-    # GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
-    # inference: tensor parallel over powers of two (KV cache split over at most kv heads).
-    needed = None
-    if train.any():
-        needed = _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n, out)
-        for split in (tp, pp):  # ranks x tp x pp (a factor of one everywhere changes nothing)
-            if not np.all(split == 1):
-                needed *= take(split)
+            batch_of_group = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
+        logits_room = logits_fixed is not None and "logits" in valid
+        if logits_room:
+            logits_shard = shard_tot["logits"] / dp
+            logits_token = np.broadcast_to(token_tot["logits"], (cfg.size,))
+    train_any = bool(train.any())
+    if train_any:
+        ranks, per_row, one_shard = _train_ranks(capacity, fixed_tot, shard_tot, token_tot)
+    infer_need = None
     if infer.any():
         infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer)
-        needed = infer_need if needed is None else out.where(take(infer), infer_need, needed)
-    needed[needed > C.MAX_GPUS] = np.inf
-    if not all_chosen:
-        needed[~chosen_r] = np.nan
-    result["gpus_needed"] = needed
+    splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
+
+    def fit_rows(rows: slice) -> None:
+        at = inv[rows]
+        take = lambda x: np.take(x, at, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array
+        c = np.take(capacity, at, out=cap[rows], mode="clip")
+        u = np.take(usable, at, out=usable_r[rows], mode="clip")
+        pk = peak[rows]
+        f = np.less_equal(pk - overhead_row[rows], c, out=fits[rows])  # the tensors' peak against what they may use
+        chosen_r = None
+        if not all_chosen:
+            chosen_r = take(chosen)
+            np.logical_and(f, chosen_r, out=f)
+            np.logical_not(chosen_r, out=unknown[rows])
+        np.divide(pk, u, out=used[rows])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mt = np.take(max_tokens, at, out=max_seq[rows], mode="clip")
+            if seq_level is not None:
+                np.take(batch_of_group, by_seq[rows], out=max_batch[rows], mode="clip")
+            else:
+                if logits_room:
+                    room = c - (take(fixed_tot["logits"]) + logits_fixed[rows]) - take(logits_shard)
+                    tk = take(logits_token)
+                    per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
+                    np.minimum(mt, np.where(take(valid["logits"]), per_phase, np.inf), out=mt)
+                most = np.floor(mt / s[rows])
+                ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
+                np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0))
+            ms = np.divide(mt, b[rows], out=mt)  # the longest sequence at the row's batch
+            np.floor(ms, out=ms)
+        short = ms < 1 if all_chosen else ~(chosen_r & (ms >= 1))
+        np.minimum(ms, 1e12, out=ms)
+        np.copyto(ms, 0.0, where=short)
+
+        # GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
+        # inference: tensor parallel over powers of two (KV cache split over at most kv heads).
+        nd = needed[rows]
+        if train_any:
+            _train_gpus_rows(nd, take, ranks, per_row, one_shard, {k: v[rows] for k, v in scaled.items()})
+            for split in splits:
+                nd *= take(split)
+        if infer_need is not None:
+            np.copyto(nd, np.where(take(infer), infer_need[rows], nd) if train_any else infer_need[rows])
+        nd[nd > C.MAX_GPUS] = np.inf
+        if not all_chosen:
+            nd[~chosen_r] = np.nan
+
+    for lo in range(0, n, ROW_BLOCK):
+        fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
+    result["fits"] = pd.arrays.BooleanArray(fits, unknown)
 
 
-def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n, out):
-    """Data-parallel ranks a training row needs: over the training phases, ceil(sharded bytes /
-    room left by the unsharded ones), inf where nothing is left. (A training row's inference
-    phases count one rank, which the final max with 1 covers.)"""
-    take = cfg.take
+def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
+    """Per configuration, what the data-parallel ranks a training row needs are made of: the
+    ranks of the phases without a per-token part, and (room left by the unsharded bytes,
+    sharded bytes, phase) of the others; one_shard: those share one sharded total."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        ranks = np.full(cfg.size, -np.inf)
+        ranks = np.full(len(capacity), -np.inf)
         per_row = []
         for name in TRAIN_PHASES:
             if name not in fixed_tot:
@@ -611,34 +676,46 @@ def _train_gpus_needed(cfg, capacity, fixed_tot, shard_tot, token_tot, scaled, n
                 need = np.where(sh > 0, np.ceil(sh / room_fixed), 1.0)
                 ranks = np.maximum(ranks, np.where(room_fixed <= 0, np.inf, need))
             else:
-                per_row.append((room_fixed, sh, scaled[name]))  # per_token x tokens, from the totals
-        ranks = out.take(ranks, cfg.inv)
-        shards = [sh for _, sh, _ in per_row]
-        if shards and all(np.ndim(x) and np.array_equal(x, shards[0]) for x in shards):
+                per_row.append((room_fixed, sh, name))
+    shards = [sh for _, sh, _ in per_row]
+    one_shard = bool(shards) and all(np.ndim(x) and np.array_equal(x, shards[0]) for x in shards)
+    return ranks, per_row, one_shard
+
+
+def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
+    """Data-parallel ranks a training row needs, for a block of rows, written into `needed`:
+    over the training phases, ceil(sharded bytes / room left by the unsharded ones), inf where
+    nothing is left. (A training row's inference phases count one rank, which the final max
+    with 1 covers.) take: per configuration -> the block's rows; scaled: each phase's
+    per-token bytes x tokens of those rows."""
+    n = len(needed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.copyto(needed, take(ranks))
+        if one_shard:
             # one sharded total for these phases: ceil(sh / room) is largest at the least room
             # (division and ceil are monotone), so one division serves them all
             least = None
-            for room_fixed, _, by_tokens in per_row:
+            for room_fixed, _, name in per_row:
                 room = take(room_fixed)
-                room -= by_tokens
+                room -= scaled[name]
                 least = room if least is None else np.minimum(least, room, out=least)
-            sh = shards[0]
+            sh = per_row[0][1]
             need = take(sh)
             need /= least
             np.ceil(need, out=need)
             if not np.all(sh > 0):
                 need = np.where(take(sh > 0), need, 1.0)
             np.copyto(need, np.inf, where=least <= 0)
-            np.maximum(ranks, need, out=ranks)
+            np.maximum(needed, need, out=needed)
         else:
-            for room_fixed, sh, by_tokens in per_row:
-                room = take(room_fixed) - by_tokens
+            for room_fixed, sh, name in per_row:
+                room = take(room_fixed) - scaled[name]
                 need = np.ceil(take(sh) / room) if np.ndim(sh) else np.ceil(sh / room)
                 positive = sh > 0
                 if not np.all(positive):
                     need = np.where(take(positive), need, 1.0) if np.ndim(positive) else np.ones(n)
-                np.maximum(ranks, np.where(room <= 0, np.inf, need), out=ranks)
-        return np.maximum(ranks, 1.0, out=ranks)
+                np.maximum(needed, np.where(room <= 0, np.inf, need), out=needed)
+        np.maximum(needed, 1.0, out=needed)
 
 
 def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer):

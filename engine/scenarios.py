@@ -123,6 +123,8 @@ def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
 
 def _fill_missing(series: pd.Series, default) -> pd.Series:
     """NaN / None / NA -> the column default (as object when the dtype cannot hold it)."""
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub":  # numpy ints and bools hold no missing value
+        return series
     try:
         missing = series.isna()
     except (TypeError, ValueError):
@@ -379,9 +381,10 @@ CONFIG_COLUMNS = ("model",) + tuple(c for c in DEFAULTS if c not in ROW_COLUMNS)
 _DEDUPE_MIN_ROWS = 64
 
 
-def _small_codes(values, span: tuple | None = None):
+def _small_codes(values, span: tuple | None = None, columns=None):
     """(codes in [0, k), k) of a column or array, or None when it holds one value only.
-    span: the (min, max) of the values when already known."""
+    span: the (min, max) of the values when already known. columns: where a new per-row
+    array is written (an engine.buffers.Columns; None: a plain array)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
         k = len(values.cat.categories)
         return None if k <= 1 or (span and span[0] == span[1]) else (values.cat.codes.to_numpy(), k)
@@ -394,17 +397,20 @@ def _small_codes(values, span: tuple | None = None):
     if low == high:
         return None
     if arr.dtype.kind in "iu" and high - low < 1 << 16:
-        codes, k = arr - low, int(high - low) + 1
+        new = (lambda: columns.empty(np.intp)) if columns is not None else (lambda: None)
+        codes = np.subtract(arr, low, out=new(), dtype=np.intp)
+        k = int(high - low) + 1
         if k > 64:  # few distinct values over a wide range (seq 256 ... 2048): renumber them
             present = np.zeros(k, dtype=bool)
             present[codes] = True
-            codes, k = (np.cumsum(present) - 1)[codes], int(present.sum())
+            renumber = np.cumsum(present) - 1
+            codes, k = np.take(renumber, codes, out=new(), mode="clip"), int(present.sum())
         return codes, k
     codes, uniques = pd.factorize(arr)
     return codes, len(uniques)
 
 
-def _group(parts: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _group(parts: list, n: int, columns=None) -> tuple[np.ndarray, np.ndarray]:
     """Rows whose codes agree in every part form one group: (group of each row, one row of
     each group). The codes are mixed into one integer key per row (in the narrowest integer
     type that holds it) and the keys present are marked in a table (no sort); very wide keys
@@ -421,18 +427,36 @@ def _group(parts: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     if key is None:
         return np.zeros(n, dtype=np.intp), np.zeros(1 if n else 0, dtype=np.intp)
     if span <= 4 * n + 4096:
-        key = key.astype(np.intp, copy=False)  # numpy indexes fastest with intp
+        new = (lambda: columns.empty(np.intp)) if columns is not None else (lambda: np.empty(n, dtype=np.intp))
+        if key.dtype != np.intp:  # numpy indexes fastest with intp
+            wide = new()
+            np.copyto(wide, key)
+            key = wide
         present = np.zeros(span, dtype=bool)
         present[key] = True
         ids = np.cumsum(present) - 1
-        inv = ids[key]
+        inv = np.take(ids, key, out=new(), mode="clip")
         size = int(ids[-1]) + 1
     else:
         inv, uniques = pd.factorize(key)
         size = len(uniques)
     rep = np.empty(size, dtype=np.intp)
-    rep[inv] = np.arange(n)  # any row of a group stands for it
+    rep[inv] = _arange(n)  # any row of a group stands for it
     return inv, rep
+
+
+_ARANGE = np.arange(0, dtype=np.intp)
+
+
+def _arange(n: int) -> np.ndarray:
+    """np.arange(n) (intp), read-only and kept for the next call."""
+    global _ARANGE
+    ramp = _ARANGE
+    if len(ramp) < n:
+        ramp = np.arange(n, dtype=np.intp)
+        ramp.flags.writeable = False
+        _ARANGE = ramp
+    return ramp[:n]
 
 
 class View:
@@ -452,7 +476,7 @@ class View:
     def codes(self, col: str) -> np.ndarray:
         key = ("codes", col)
         if key not in self._cache:
-            self._cache[key] = self.frame[col].cat.codes.to_numpy()[self.rows]
+            self._cache[key] = self.frame[col].array.codes[self.rows]  # (the Categorical's own codes, no copy)
         return self._cache[key]
 
     def categories(self, col: str) -> list:
@@ -485,7 +509,7 @@ class Configs(View):
     serve the parts that depend on fewer or more columns.
     """
 
-    def __init__(self, frame: pd.DataFrame, dedupe: bool | None = None, ranges: dict | None = None):
+    def __init__(self, frame: pd.DataFrame, dedupe: bool | None = None, ranges: dict | None = None, columns=None):
         n = self.n = len(frame)
         if dedupe is None:
             dedupe = n >= _DEDUPE_MIN_ROWS
@@ -495,18 +519,19 @@ class Configs(View):
             self.by_seq = (self.inv, rep)
         else:
             ranges = ranges or {}
-            parts = [_small_codes(frame[c], ranges.get(c)) for c in CONFIG_COLUMNS]
+            parts = [_small_codes(frame[c], ranges.get(c), columns) for c in CONFIG_COLUMNS]
             parts = [p for p in parts if p is not None]
-            seq = _small_codes(frame["seq"], ranges.get("seq"))
+            seq = _small_codes(frame["seq"], ranges.get("seq"), columns)
             if seq is None:
-                self.inv, rep = _group(parts, n)
+                self.inv, rep = _group(parts, n, columns)
                 self.by_seq = (self.inv, rep)
             else:
                 # configuration x seq first (seq the last digit of the key), then configurations
                 # as groups of those
-                by_seq, seq_rows = _group(parts + [seq], n)
+                by_seq, seq_rows = _group(parts + [seq], n, columns)
                 of_group, reps = _group([(codes[seq_rows], k) for codes, k in parts], len(seq_rows))
-                self.inv, rep = of_group[by_seq], seq_rows[reps]
+                inv = columns.empty(np.intp) if columns is not None else None
+                self.inv, rep = np.take(of_group, by_seq, out=inv, mode="clip"), seq_rows[reps]
                 self.by_seq = (by_seq, seq_rows)
         super().__init__(frame, rep)
         self.rep = rep
@@ -550,9 +575,11 @@ def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
     return frame[column].iloc[cfg.first_row(bad)]
 
 
-def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | None = None) -> None:
+def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | None = None,
+                       ranges: dict | None = None) -> None:
     """Combinations of valid values that the engine refuses (one clear ValueError), checked per
-    configuration; messages name the first offending row's values."""
+    configuration; messages name the first offending row's values. ranges: {column: (min, max)}
+    where normalize_columns already knows them."""
     cfg = cfg if cfg is not None else Configs(out)
     train = cfg.mask("task", "train")
     infer = ~train
@@ -601,8 +628,14 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     layers = models["num_layers"].to_numpy()[idx]
     seq = out["seq"].to_numpy()
     allow = cfg.values("allow_long_context")
-    by_seq, seq_rows = cfg.split()  # one check per configuration x seq
-    bad = (seq[seq_rows] > ctx[cfg.inv[seq_rows]]) & ~allow[cfg.inv[seq_rows]]
+    longest = (ranges or {}).get("seq", (None, None))[1]
+    limited = ctx[~allow]
+    if len(seq) and len(limited) and (longest is None or longest > limited.min()):  # else no seq can be too long
+        by_seq, seq_rows = cfg.split()  # one check per configuration x seq
+        config = cfg.inv[seq_rows]
+        bad = (seq[seq_rows] > ctx[config]) & ~allow[config]
+    else:
+        bad = np.zeros(0, dtype=bool)
     if bad.any():
         i = int(np.argmax(bad[by_seq]))
         c = ctx[cfg.inv[i]]

@@ -363,6 +363,9 @@ class _Plain:
     def __init__(self, n: int):
         self.n = n
 
+    def empty(self, dtype=np.float64) -> np.ndarray:
+        return np.empty(self.n, dtype=dtype)
+
     def full(self, value, dtype=np.float64) -> np.ndarray:
         return np.full(self.n, value, dtype=dtype)
 
@@ -499,7 +502,11 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     # the settings used, recorded beside the figures
     for name in SETTINGS:
         value = st[name]
-        cols[name] = out.full(float(value)) if np.ndim(value) == 0 else np.array(value, dtype=float)
+        if np.ndim(value) == 0:
+            cols[name] = out.full(float(value))
+        else:
+            cols[name] = out.empty()
+            np.copyto(cols[name], value, casting="unsafe")  # as np.array(value, dtype=float)
     return cols
 
 

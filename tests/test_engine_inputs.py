@@ -268,3 +268,18 @@ def test_numbers_given_as_text_are_read_as_numbers(models):
     as_text = run_estimate(pd.DataFrame({"model": ["llama-2-7b"], "batch": ["4"], "seq": [" 512 "], "zero": ["0"]}), models, None)
     as_ints = run_estimate(pd.DataFrame({"model": ["llama-2-7b"], "batch": [4], "seq": [512], "zero": [0]}), models, None)
     assert as_text["peak_bytes"].iloc[0] == as_ints["peak_bytes"].iloc[0]
+
+
+def test_a_sequence_longer_than_the_model_context_is_refused_in_a_big_sweep(models, gpus):
+    """The check per configuration x seq (skipped only when no seq can exceed any context)."""
+    from engine import grid
+
+    frame = grid(model=["llama-2-7b", "llama-1-7b", "llama-3-8b"], gpu=["rtx-4090", "h100-sxm-80gb"],
+                 method=["full", "lora"], batch=[1, 2, 4], seq=[1024, 2048, 4096], gpus=[1, 2])
+    assert len(frame) >= 64  # configurations are grouped at this size
+    with pytest.raises(ValueError, match=r"seq 4,096 is longer than llama-1-7b's context of 2,048 tokens"):
+        estimate(frame, models, gpus)
+    allowed = frame.assign(allow_long_context=frame["model"].astype(str) == "llama-1-7b")
+    assert len(estimate(allowed, models, gpus)) == len(frame)
+    short = frame[frame["seq"] <= 2048].reset_index(drop=True)
+    assert len(estimate(short, models, gpus)) == len(short)
