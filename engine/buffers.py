@@ -76,14 +76,16 @@ class Columns:
         self._offset = 0
         self._asked = 0
 
-    def empty(self, dtype=np.float64) -> np.ndarray:
+    def empty(self, dtype=np.float64, length: int | None = None) -> np.ndarray:
+        """A new array of n rows (or of `length`: scratch for per-group figures)."""
         dtype = np.dtype(dtype)
-        nbytes = self.n * dtype.itemsize
+        length = self.n if length is None else length
+        nbytes = length * dtype.itemsize
         self._asked += -(-nbytes // ALIGN) * ALIGN
         block = self._block
         if block is None or self._offset + nbytes > block.size:
             self._note_need()
-            return np.empty(self.n, dtype=dtype)
+            return np.empty(length, dtype=dtype)
         start = self._offset
         self._offset += -(-nbytes // ALIGN) * ALIGN
         return block[start:start + nbytes].view(dtype)

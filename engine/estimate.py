@@ -594,10 +594,13 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             max_tokens = np.minimum(max_tokens, np.where(valid[name], per_phase, np.inf))
         if seq_level is not None:  # per configuration and seq (the batch does not enter)
             by_seq, seq_rows = seq_level
-            config = inv[seq_rows]
-            at_seq = np.floor(max_tokens[config] / s[seq_rows])
-            ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
-            batch_of_group = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
+            batch_of_group = out.empty(length=len(seq_rows))
+            for lo in range(0, len(seq_rows), ROW_BLOCK):  # in blocks: temporaries stay small
+                part = slice(lo, min(len(seq_rows), lo + ROW_BLOCK))
+                config = inv[seq_rows[part]]
+                at_seq = np.floor(max_tokens[config] / s[seq_rows[part]])
+                ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
+                batch_of_group[part] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
         logits_room = logits_fixed is not None and "logits" in valid
         if logits_room:
             logits_shard = shard_tot["logits"] / dp

@@ -348,6 +348,10 @@ def _which(mask: np.ndarray, inv, n: int):
     return True, np.flatnonzero(rows)
 
 
+# Configuration x seq groups per block of the training figures (as engine.estimate.ROW_BLOCK).
+GROUP_BLOCK = 1 << 16
+
+
 def _scatter(n: int, idx, values, fill=np.nan, out=None) -> np.ndarray:
     if idx is None:
         return values
@@ -363,8 +367,8 @@ class _Plain:
     def __init__(self, n: int):
         self.n = n
 
-    def empty(self, dtype=np.float64) -> np.ndarray:
-        return np.empty(self.n, dtype=dtype)
+    def empty(self, dtype=np.float64, length: int | None = None) -> np.ndarray:
+        return np.empty(self.n if length is None else length, dtype=dtype)
 
     def full(self, value, dtype=np.float64) -> np.ndarray:
         return np.full(self.n, value, dtype=dtype)
@@ -448,20 +452,24 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     any_train, idx = _which(train, inv, n)
     if any_train and by_seq is not None and inv is not None and np.ndim(tokens) == 0 and np.ndim(usd_kwh) == 0:
         group, rows = by_seq
-        config = inv[rows]
-        r = lambda x: x[config] if np.ndim(x) else x  # noqa: E731
         k_layers = np.minimum(level["freeze_layers"], L) if level.get("freeze_layers") is not None else np.zeros(len(L))
-        per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h, seq[rows],
-                                     attn_width, k_layers, level["checkpointing"], r)
-        flops = np.where(r(train), tokens * per_token, np.nan)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            hours = flops / r(n_gpus * achieved) / 3600.0
-        gpu_hours = hours * r(n_gpus)
-        cols["train_flops"] = out.take(flops, group)
-        cols["train_hours"] = out.take(hours, group)
-        cols["gpu_hours"] = out.take(gpu_hours, group)
-        cols["cloud_cost_usd"] = out.take(gpu_hours * r(g["cloud_usd_per_hour"]), group)
-        cols["power_cost_usd"] = out.take(gpu_hours * r(g["tdp_w"]) / 1000.0 * usd_kwh, group)
+        rate, cloud, tdp = n_gpus * achieved, g["cloud_usd_per_hour"], g["tdp_w"]
+        figures = [out.empty(length=len(rows)) for _ in range(5)]  # per configuration x seq
+        for lo in range(0, len(rows), GROUP_BLOCK):  # in blocks: temporaries stay small
+            part = slice(lo, min(len(rows), lo + GROUP_BLOCK))
+            config = inv[rows[part]]
+            r = lambda x: x[config] if np.ndim(x) else x  # noqa: E731
+            per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h,
+                                         seq[rows[part]], attn_width, k_layers, level["checkpointing"], r)
+            flops = np.where(r(train), tokens * per_token, np.nan)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                hours = flops / r(rate) / 3600.0
+            gpu_hours = hours * r(n_gpus)
+            for figure, value in zip(figures, (flops, hours, gpu_hours, gpu_hours * r(cloud),
+                                               gpu_hours * r(tdp) / 1000.0 * usd_kwh)):
+                figure[part] = value
+        for name, figure in zip(("train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd"), figures):
+            cols[name] = out.take(figure, group)
     elif any_train:
         r = lambda x: _rows(x, inv, idx)  # noqa: E731
         s_ = _subset(seq, idx)
