@@ -66,8 +66,8 @@ def pooled_bytes() -> int:
 class Columns:
     """Where the new per-row columns of one result are written.
 
-    `empty`, `full`, `take`, `where` and `copy` each return a new, writable array of n rows that
-    nothing else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block.
+    `empty`, `full`, `take` and `where` each return a new, writable array of n rows that nothing
+    else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block.
     """
 
     def __init__(self, n: int):
@@ -105,12 +105,6 @@ class Columns:
         values = np.asarray(values)
         out = self.empty(values.dtype)
         return np.take(values, index, out=out, mode="clip")
-
-    def copy(self, values: np.ndarray) -> np.ndarray:
-        values = np.asarray(values)
-        out = self.empty(values.dtype)
-        np.copyto(out, values)
-        return out
 
     def where(self, cond, a, b) -> np.ndarray:
         """np.where(cond, a, b) for float64 a and b (arrays of n rows or scalars)."""

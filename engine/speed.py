@@ -50,6 +50,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.buffers import Columns
+
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
 # Training-token budget: a round placeholder (one billion tokens), not a recommendation; set
 # `tokens` (CLI --tokens) to the job's real budget.
@@ -361,22 +363,6 @@ def _scatter(n: int, idx, values, fill=np.nan, out=None) -> np.ndarray:
     return column
 
 
-class _Plain:
-    """engine.buffers.Columns' interface over plain new arrays (for callers without one)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def empty(self, dtype=np.float64, length: int | None = None) -> np.ndarray:
-        return np.empty(self.n if length is None else length, dtype=dtype)
-
-    def full(self, value, dtype=np.float64) -> np.ndarray:
-        return np.full(self.n, value, dtype=dtype)
-
-    def take(self, values, index) -> np.ndarray:
-        return values[index]
-
-
 def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n: int, by_seq=None, out=None) -> dict:
     """The speed and cost columns (OUTPUT_COLUMNS, then the settings used) for n rows.
 
@@ -387,9 +373,9 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     row (then `level` must be per row too). Rows only compute what applies to their task.
     by_seq: optional (group of each row, a row of each group) for configuration x seq: the
     training figures, which do not depend on the batch, are then computed once per group.
-    out: an engine.buffers.Columns for the new columns (None: plain arrays).
+    out: an engine.buffers.Columns for the new columns (None: one of its own).
     """
-    out = out if out is not None else _Plain(n)
+    out = out if out is not None else Columns(n)
     st = settings
     tokens, mfu, bw_eff, prompt = st["tokens"], st["mfu"], st["bandwidth_efficiency"], st["prompt_tokens"]
     usd_kwh, util, hours_month = st["usd_per_kwh"], st["utilization"], st["hours_per_month"]
