@@ -91,10 +91,14 @@ def one_server(monkeypatch, tmp_path):
     # AppTest's own per-run swap of the runtime and of the option now touch a stand-in
     monkeypatch.setattr(app_test_module, "Runtime", SimpleNamespace(_instance=None))
     monkeypatch.setattr(app_test_module, "patch_config_options", lambda options: contextlib.nullcontext())
-    # one compiled copy of each script for all sessions, as a server keeps (AppTest compiles them
-    # afresh on every run, and CPython 3.11's parser is not safe to run in several threads at once)
+    # one compiled copy of each script for all sessions, compiled under one lock, as a server's single
+    # ScriptCache does. AppTest and its LocalScriptRunner each make a fresh ScriptCache per run, so 20
+    # sessions would parse the same scripts in 20 threads at once, and CPython 3.11's ast module is not
+    # safe for that: "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905),
+    # seen once in CI as a page that rendered nothing. Patching the class covers every instance.
     shared_scripts = ScriptCache()
-    monkeypatch.setattr(app_test_module, "ScriptCache", lambda: shared_scripts)
+    compile_script = ScriptCache.get_bytecode
+    monkeypatch.setattr(ScriptCache, "get_bytecode", lambda _cache, path: compile_script(shared_scripts, path))
     # a warm server: pages/ is not a legacy multipage folder once st.navigation has run
     monkeypatch.setattr(PagesManager, "uses_pages_directory", False)
     monkeypatch.setattr(app_test_module, "PagesManager", type("ServerPages", (PagesManager,), {}))
@@ -127,6 +131,8 @@ def _add_entries(at: AppTest, spec: Spec) -> None:
 def observe(at: AppTest, spec: Spec, page: str, seen: dict) -> None:
     """What this session sees on one page: its sidebar, and the tables that could leak."""
     _ok(at, f"session {spec.n} {page}")
+    # a script that fails to compile leaves no exception element in AppTest, only an empty page
+    assert "w_task" in {r.key for r in at.radio}, f"session {spec.n}: {page} rendered no sidebar"
     task = at.radio(key="w_task").value
     method = at.selectbox(key="w_method").value if task == "train" else "full"  # serving has no method box
     seen["widgets"][page] = (task, method, at.selectbox(key="w_model").value, at.number_input(key="w_batch").value)
