@@ -37,6 +37,7 @@ from engine.speed import (
     GPU_FIELDS,
     MODEL_SHAPE,
     OUTPUT_COLUMNS,
+    SETTINGS,
     add_speed_cost,
     gather_gpu_fields,
     check_prompt,
@@ -62,6 +63,8 @@ PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 ROW_BLOCK = 1 << 16
 # Speed settings that enter per-configuration figures (rates, prices); tokens and
 # prompt_tokens only enter per-row ones.
+# the fit columns, in the order every result lists them (with or without a GPU)
+FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
 PER_CONFIG_SETTINGS = ("mfu", "bandwidth_efficiency", "usd_per_kwh", "utilization", "hours_per_month")
 UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
                "e.g. h100-sxm-80gb, rtx-4090")
@@ -420,7 +423,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     chosen = ~cfg.mask("gpu", "")
     seq_level = None
     if gpus is None or n == 0 or not chosen.any():
-        for c in ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "gpus_needed", "max_batch", "max_seq"):
+        for c in FIT_COLUMNS:  # the order _fit writes them in
             result[c] = out.full(np.nan) if c != "fits" else None  # (fits: below, in this place)
         result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
     else:
@@ -446,7 +449,7 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
 
     # ---- speed and cost ---------------------------------------------------------------
     if n == 0:
-        for c in OUTPUT_COLUMNS:
+        for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
             result[c] = np.zeros(0)
         return pd.DataFrame(result, index=pd.RangeIndex(0), copy=False)
     if all(c in sc.columns for c in MODEL_SHAPE):  # the frame carries its own model shape

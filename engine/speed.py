@@ -276,7 +276,7 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     out = result.copy()
     n = len(out)
     if n == 0:
-        for c in OUTPUT_COLUMNS:
+        for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
             out[c] = pd.Series(dtype=float)
         return out
 

@@ -192,6 +192,20 @@ def test_an_empty_frame_gives_an_empty_result(models, gpus):
     assert len(out) == 0 and "peak_bytes" in out.columns
 
 
+def test_every_result_lists_its_columns_in_one_order(models, gpus):
+    """With a GPU, without one, without a GPU table, or empty: a script reading the CSV by position
+    finds the same column in the same place (a GPU-less result once listed gpus_needed first)."""
+    base = {"model": "llama-2-7b", "gpu": "rtx-4090", "task": "train", "method": "lora"}
+    with_gpu = estimate(pd.DataFrame([base]), models, gpus)
+    no_gpu = estimate(pd.DataFrame([{**base, "gpu": ""}]), models, gpus)
+    no_table = estimate(pd.DataFrame([base]), models, None)
+    empty = estimate(pd.DataFrame([base]).iloc[:0], models, gpus)
+    order = list(with_gpu.columns)
+    assert order.index("max_batch") < order.index("gpus_needed")
+    for other in (no_gpu, no_table, empty):
+        assert list(other.columns) == order
+
+
 @pytest.mark.parametrize("column, value, shown", [
     ("batch", math.inf, "inf"),
     ("batch", 1e300, "1e+300"),
