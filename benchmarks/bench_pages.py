@@ -27,13 +27,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +40,8 @@ import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.local_server import CHROMIUM, IDLE, launch_chromium, running_dashboard  # noqa: E402
+
 # Clearing the caches outside a server logs "no runtime" / "missing ScriptRunContext" warnings
 # each time: not this benchmark's findings (errors still show)
 logging.disable(logging.WARNING)
@@ -50,8 +49,6 @@ logging.disable(logging.WARNING)
 DASHBOARD = str(ROOT / "dashboard.py")
 PAGES = ["pages/overview.py", "pages/feasibility.py", "pages/budget.py", "pages/cost_per_fit.py",
          "pages/inference.py", "pages/breakdown.py", "pages/evidence.py", "pages/catalog_browser.py"]
-CHROMIUM = Path("/usr/bin/chromium")
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 BATCH_LABEL = "Micro-batch per GPU (sequences)"
 
 
@@ -102,37 +99,11 @@ def bench_page(page: str, runs: int) -> dict:
 
 # ---- cold start in a browser ----------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def cold_start(browser) -> float:
     """Seconds from `streamlit run` to the first page rendered in the browser."""
-    port = _free_port()
     env = {**os.environ, "LLM_PLANNER_BUILD_DIR": tempfile.mkdtemp()}
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", DASHBOARD, "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--server.runOnSave", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("streamlit did not answer /_stcore/health within 120 s")
-            time.sleep(0.05)  # polling the health endpoint
+    with running_dashboard(env, timeout_s=120, poll_s=0.05) as url:
         page = browser.new_page(viewport={"width": 1500, "height": 1200})
         try:
             page.goto(url)
@@ -141,13 +112,6 @@ def cold_start(browser) -> float:
             return time.perf_counter() - start
         finally:
             page.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def main(argv=None) -> int:
@@ -173,9 +137,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = launch_chromium(pw)
         try:
             starts = [cold_start(browser) for _ in range(3)]
         finally:

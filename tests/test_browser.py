@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
+from app.local_server import CHROMIUM, IDLE, DashboardDidNotStart, launch_chromium, running_dashboard
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "tests" / "artifacts" / "screenshots"
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 PAGES = [  # (navigation label, title shown on the page)
     ("Overview", "LLM hardware planner"),
     ("Feasibility matrix", "Feasibility matrix"),
@@ -48,51 +41,16 @@ def _require_chromium():
     pytest.skip(f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` to run the browser test")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
     """`streamlit run dashboard.py` on a free localhost port; always terminated."""
     _require_chromium()
-    port = _free_port()
-    log = tempfile.TemporaryFile()
     env = {**os.environ, "LLM_PLANNER_BUILD_DIR": os.environ.get("LLM_PLANNER_BUILD_DIR") or tempfile.mkdtemp()}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--server.runOnSave", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read().decode(errors='replace')[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail("streamlit did not answer /_stcore/health within 60 s:\n"
-                            + log.read().decode(errors="replace")[-3000:])
-            time.sleep(0.2)  # polling the health endpoint, not waiting on the UI
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        with running_dashboard(env, timeout_s=60) as url:
+            yield url
+    except DashboardDidNotStart as exc:
+        pytest.fail(str(exc))
 
 
 def _idle(page):
@@ -119,9 +77,7 @@ def test_every_page_renders_and_keeps_the_workload(server):
         shutil.rmtree(SHOTS)
     SHOTS.mkdir(parents=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 2400})
             # the fresh server's first request is a deep link: it must still run inside the
