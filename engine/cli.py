@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from engine.estimate import estimate
-from engine.report import format_estimate, sweep_frame, to_csv
+from engine.report import format_estimate, format_what_if, sweep_frame, to_csv
 from engine.speed import format_speed_cost
 
 GIB = 2**30
@@ -28,6 +28,9 @@ JSON_KEYS = (
     "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
     "prefill_phase_bytes", "logits_phase_bytes",
 )
+# one ranked change of --what-if in --json (engine.planning.what_if's columns)
+WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
+                "memory_used_fraction", "impact", "impact_label", "tradeoff")
 FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq", "memory_used_fraction")
 # speed and cost (engine/speed.py): GPU-dependent figures with --gpu; FLOPs and settings always
 SPEED_KEYS = ("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bound", "usd_per_million_tokens",
@@ -129,6 +132,10 @@ def build_parser() -> Parser:
     est = sub.add_parser("estimate", help="estimate one scenario")
     _add_scenario_args(est, single=True)
     est.add_argument("--gpu", default="", help="catalog GPU id to fit against (see: catalog gpus)")
+    est.add_argument("--what-if", action="store_true",
+                     help="with --gpu: every change that would save memory (checkpointing, LoRA/QLoRA, 8-bit "
+                          "optimizer, ZeRO-3, offload, quantized weights, ...), ranked by whether and on how "
+                          "many GPUs it fits, as the dashboard's Breakdown page ranks them")
     est.add_argument("--json", action="store_true", help="print one JSON object")
     sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
     sw.add_argument("--out", type=Path, help="CSV file to write (default: standard output)")
@@ -220,8 +227,19 @@ def cmd_estimate(args) -> int:
     sc = _scenario_from_args(args, models)
     if args.gpu:
         sc["gpu"] = args.gpu
-    frame = estimate(pd.DataFrame([sc]), models, cat.gpus(include_user=True) if args.gpu else None, **_overhead(args))
+    elif args.what_if:
+        raise CliError("--what-if needs --gpu to fit against; accepted: a catalog GPU id (see: catalog gpus)")
+    gpus = cat.gpus(include_user=True) if args.gpu else None
+    frame = estimate(pd.DataFrame([sc]), models, gpus, **_overhead(args))
     row = frame.iloc[0]
+    changes, hint_error = None, None
+    if args.what_if:
+        changes = _what_if(sc, models, gpus, args)
+    elif args.gpu and not args.json and not bool(row["fits"]):
+        try:  # a hint under the estimate: its failure must not cost the user the estimate
+            changes = _what_if(sc, models, gpus, args)
+        except ValueError as exc:
+            hint_error = str(exc)
     if args.json:
         keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
                                    "grad_checkpointing", "zero", "offload", "gpus", "tp", "pp") + JSON_KEYS
@@ -229,13 +247,33 @@ def cmd_estimate(args) -> int:
         data = {k: _jsonable(row[k]) for k in keys if k in row.index}
         if "breakeven_months" in data and row["breakeven_months"] == math.inf:
             data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
+        if args.what_if:
+            data["what_if"] = [{k: _jsonable(r[k]) for k in WHAT_IF_KEYS}
+                               for _, r in changes[changes["rank"] > 0].iterrows()]
         print(json.dumps(data, indent=2))
-    else:
-        print(format_estimate(row))
-        speed = format_speed_cost(row)
-        if speed:
-            print(speed)
+        return 0
+    print(format_estimate(row))
+    speed = format_speed_cost(row)
+    if speed:
+        print(speed)
+    if args.what_if:
+        print("what if (each change estimated on this GPU; ranked: fits first, fewest GPUs, least impact):")
+        print(format_what_if(changes))
+    elif changes is not None:
+        fitting = changes[(changes["rank"] > 0) & changes["fits"].fillna(False).astype(bool)]
+        if len(fitting):
+            print("changes that fit, best first (all changes: --what-if):")
+            print(format_what_if(fitting, limit=3))
+        else:
+            print("no single change fits; every change and the GPUs it needs: --what-if")
+    elif hint_error:
+        print(f"(no changes to suggest: {hint_error})")
     return 0
+
+
+def _what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, args) -> pd.DataFrame:
+    from engine.planning import what_if  # lazy: only a scenario with a GPU needs it
+    return what_if(sc, models, gpus, _overhead(args))
 
 
 def cmd_sweep(args) -> int:

@@ -7,6 +7,7 @@ carriage return) are prefixed with a single quote (OWASP "CSV injection"); numbe
 from __future__ import annotations
 
 import io
+import math
 import re
 
 import numpy as np
@@ -76,6 +77,24 @@ def format_estimate(row: pd.Series) -> str:
             + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else "; no GPU count up to 1,024 fits")
             + f"; largest batch {int(row['max_batch'])}, longest seq {int(row['max_seq']):,}"
         )
+    return "\n".join(lines)
+
+
+def format_what_if(table: pd.DataFrame, limit: int | None = None) -> str:
+    """engine.planning.what_if's ranked changes as a text table (the baseline, rank 0, is left
+    out: the estimate above it is the baseline). limit: the first so many changes."""
+    changes = table[table["rank"] > 0]
+    shown = changes if limit is None else changes.head(limit)
+    width = max([len("change")] + [len(str(c)) for c in shown["change"]])
+    lines = [f"  {'rank':>4}  {'change':<{width}}  {'fits':<4}  {'GPUs to fit':>11}  {'peak per GPU':>12}  "
+             f"{'saved':>10}  impact"]
+    for _, r in shown.iterrows():
+        to_fit = float(r["gpus_to_fit"])
+        lines.append(f"  {int(r['rank']):>4}  {str(r['change']):<{width}}  {'yes' if bool(r['fits']) else 'no':<4}  "
+                     f"{(f'{int(to_fit):,}' if math.isfinite(to_fit) else '> 1,024'):>11}  "
+                     f"{r['peak_bytes'] / GIB:>8,.2f} GiB  {r['saved_bytes'] / GIB:>6,.2f} GiB  {r['impact_label']}")
+    if len(shown) < len(changes):
+        lines.append(f"  ... {len(changes) - len(shown)} more")
     return "\n".join(lines)
 
 

@@ -97,3 +97,61 @@ def test_config_json_model(tmp_path):
     path.write_text("{not json")
     code, _, err = run("estimate", "--model-config", str(path), "--task", "infer")
     assert code == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1
+
+
+def test_what_if_ranks_every_change_with_its_own_fit():
+    """`--what-if --json`: the changes the Breakdown page ranks, each with a fit that agrees with its
+    own peak against the card, fitting ones first and those on fewer GPUs before more."""
+    code, out, err = run("estimate", "--model", "llama-2-7b", "--gpu", "rtx-4090", "--what-if", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["fits"] is False  # full fine-tuning of 7B with AdamW: 16+ bytes per parameter > 24 GB
+    changes = data["what_if"]
+    assert [c["rank"] for c in changes] == list(range(1, len(changes) + 1))
+    assert len(changes) >= 10
+    for c in changes:
+        assert c["fits"] == (c["peak_bytes"] <= data["usable_bytes"]), c
+        assert c["saved_bytes"] == data["peak_bytes"] - c["peak_bytes"], c
+        if c["fits"]:
+            assert c["gpus_to_fit"] == c["gpus"]
+    fits = [c["fits"] for c in changes]
+    assert fits == sorted(fits, reverse=True)  # every change that fits comes first
+    to_fit = [c["gpus_to_fit"] for c in changes if c["fits"]]
+    assert to_fit == sorted(to_fit)
+    by_name = {c["change"]: c for c in changes}
+    # the peak is the optimizer step: 8-bit states save there, checkpointing (activations) does not
+    assert data["peak_phase"] == "optimizer"
+    assert by_name["8-bit AdamW (bitsandbytes)"]["saved_bytes"] > 0
+    assert by_name["Gradient checkpointing"]["saved_bytes"] == 0
+    assert by_name["QLoRA r=8 + gradient checkpointing"]["fits"] is True
+
+
+def test_an_estimate_that_does_not_fit_suggests_the_best_changes():
+    code, out, err = run("estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm-80gb", "--method", "qlora")
+    assert code == 0, err
+    assert "does not fit" in out
+    hint = out[out.index("changes that fit, best first"):].splitlines()
+    assert "Gradient checkpointing" in hint[2] and " yes " in hint[2]  # the first change: 52 GB of activations go
+    code, out, err = run("estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm-80gb", "--method", "qlora",
+                         "--grad-checkpointing")
+    assert code == 0, err
+    assert ": fits;" in out and "changes that fit" not in out
+
+
+def test_what_if_needs_a_gpu():
+    code, out, err = run("estimate", "--model", "llama-2-7b", "--what-if")
+    assert code == 2 and out == ""
+    assert err.strip() == "error: --what-if needs --gpu to fit against; accepted: a catalog GPU id (see: catalog gpus)"
+
+
+def test_a_failing_hint_never_costs_the_estimate(monkeypatch, capsys):
+    from engine import cli, planning
+
+    def broken(*args, **kwargs):
+        raise ValueError("seq 1 is not accepted")
+
+    monkeypatch.setattr(planning, "what_if", broken)
+    assert cli.main(["estimate", "--model", "llama-2-7b", "--gpu", "rtx-4090"]) == 0
+    out = capsys.readouterr().out
+    assert "peak per GPU" in out and "does not fit" in out
+    assert out.rstrip().endswith("(no changes to suggest: seq 1 is not accepted)")
