@@ -207,7 +207,8 @@ MODEL_FIELDS: dict[str, Field] = {
     # q, k and v projections with biases (Qwen2); absent = false, the Llama layout
     "qkv_bias": Field(boolean, required=False, default=False),
     "params": Field(number(0, 1e14, integer=True)),
-    "release_date": Field(iso_date),
+    # unknown for a model read from a config.json (it has no date): left empty, never invented
+    "release_date": Field(optional(iso_date), required=False),
     "source": Field(NOTE),
     "notes": Field(NOTE, required=False),
 }

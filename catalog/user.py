@@ -155,7 +155,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     quant = cfg.get("quantization_config")
     if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str):
         notes.append(f"Checkpoint is pre-quantized ({quant['quant_method'][:40]}): choose the matching precision.")
-    notes.append("Release date unknown (a config.json has none): 2000-01-01 is a placeholder.")
+    notes.append("Release date unknown (a config.json has none).")
 
     ident, display = _model_id(cfg, file, model_id)
     record = {
@@ -173,7 +173,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         "tied_embeddings": tied,
         "qkv_bias": qkv_bias,
         "params": int(params),
-        "release_date": "2000-01-01",
+        "release_date": None,
         "source": f"config.json ({Path(file).name})"[:2000],
         "notes": " ".join(notes),
     }

@@ -101,7 +101,7 @@ with tab_models:
         "Layers": models["num_layers"].astype(int), "Heads": models["num_heads"].astype(int),
         "KV heads": models["num_kv_heads"].astype(int), "Head dim": models["head_dim"].astype(int),
         "Vocabulary": models["vocab_size"].astype(int), "Context (tokens)": models["max_context"].astype(int),
-        "Tied embeddings": models["tied_embeddings"].astype(bool), "Released": models["release_date"].astype(str),
+        "Tied embeddings": models["tied_embeddings"].astype(bool), "Released": models["release_date"].fillna("unknown").astype(str),
         "Source": models["source"], "Origin": models["id"].map(model_origin).fillna(ue.ORIGIN_SHIPPED),
     })
     shown = search(view)

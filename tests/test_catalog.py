@@ -24,6 +24,12 @@ def test_catalog_has_at_least_24_gpus_and_14_models(gpus, models):
     assert any(gpus["vendor"] == "apple") and any(gpus["vendor"] == "amd")
 
 
+def test_every_shipped_model_has_its_release_date(models):
+    # the schema lets a config.json model go without one; the shipped catalog always states it
+    assert models["release_date"].notna().all()
+    assert models["release_date"].astype(str).str.match(r"^\d{4}-\d\d-\d\d$").all()
+
+
 def test_every_price_has_a_source_and_date(gpus):
     for col in ("price_source", "price_date", "cloud_source", "cloud_date", "usable_memory_source"):
         assert gpus[col].str.len().min() > 0, col

@@ -174,6 +174,12 @@ def test_a_hostile_name_is_kept_as_the_display_name_only():
     assert record["id"] == "hyperlink-http-x"
 
 
+def test_a_config_has_no_release_date_and_none_is_invented():
+    record = model_from_config_file(DATA / "good_configs" / "mistral-7b-v0.1.json")
+    assert record["release_date"] is None
+    assert "Release date unknown" in record["notes"]
+
+
 def test_a_config_model_runs_through_the_engine(models):
     record = model_from_config_file(DATA / "good_configs" / "qwen2-7b.json")
     frame = pd.concat([models, pd.DataFrame([record])], ignore_index=True)

@@ -405,6 +405,8 @@ def test_a_config_json_upload_adds_a_model_and_bad_json_is_named():
     # embedding + lm_head 2 x 32000 x 2048; per layer q,o 2 x 2048^2, k,v 2 x 2048 x 256, MLP 3 x 2048 x 5632, norms 2 x 2048
     per_layer = 2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 5632 + 2 * 2048
     assert models_table.loc["tiny-llama-1b", "Parameters (exact)"] == 2 * 32000 * 2048 + 22 * per_layer + 2048
+    assert models_table.loc["tiny-llama-1b", "Released"] == "unknown"  # a config.json has no date
+    assert models_table.loc["llama-2-7b", "Released"] == "2023-07-18"
     assert "tiny-llama-1b" in at.selectbox(key="w_model").options  # no name in the config: shown by its id
 
 
