@@ -61,10 +61,10 @@ PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 # the CPU's cache and in memory malloc keeps. 2^14 to 2^17 rows ran equally fast on the
 # development machine (benchmarks/bench_engine.py); one block of a million rows was 14% slower.
 ROW_BLOCK = 1 << 16
-# Speed settings that enter per-configuration figures (rates, prices); tokens and
-# prompt_tokens only enter per-row ones.
 # the fit columns, in the order every result lists them (with or without a GPU)
 FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
+# Speed settings that enter per-configuration figures (rates, prices); tokens and
+# prompt_tokens only enter per-row ones.
 PER_CONFIG_SETTINGS = ("mfu", "bandwidth_efficiency", "usd_per_kwh", "utilization", "hours_per_month")
 UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
                "e.g. h100-sxm-80gb, rtx-4090")
