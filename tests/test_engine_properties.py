@@ -100,6 +100,16 @@ def test_more_zero_sharding_never_uses_more_per_gpu(models, sc, gpus):
     assert np.all(np.diff(values) <= 1e-6 * values[:-1]), values
 
 
+def _assert_same_row(frame: pd.DataFrame, i: int, ref: pd.Series) -> None:
+    """Row i of frame equals ref in every column exactly (NaN where ref has NaN)."""
+    for col in frame.columns:
+        a, b = frame[col].iloc[i], ref[col]
+        if isinstance(a, (float, np.floating)) and np.isnan(a):
+            assert np.isnan(b), col
+        else:
+            assert a == b, (col, a, b)
+
+
 @SETTINGS
 @given(rows=st.lists(any_scenario, min_size=2, max_size=12))
 def test_vectorized_results_equal_one_row_results(models, gpus, rows):
@@ -107,13 +117,7 @@ def test_vectorized_results_equal_one_row_results(models, gpus, rows):
     rows = [{**r, "gpu": gpu_ids[i % len(gpu_ids)]} for i, r in enumerate(rows)]
     together = estimate(pd.DataFrame(rows), models, gpus)
     for i, row in enumerate(rows):
-        alone = estimate(pd.DataFrame([row]), models, gpus).iloc[0]
-        for col in together.columns:
-            a, b = together[col].iloc[i], alone[col]
-            if isinstance(a, (float, np.floating)) and np.isnan(a):
-                assert np.isnan(b), col
-            else:
-                assert a == b, (col, a, b)
+        _assert_same_row(together, i, estimate(pd.DataFrame([row]), models, gpus).iloc[0])
 
 
 @SETTINGS
@@ -140,10 +144,4 @@ def test_large_frames_equal_one_row_results(models, gpus, rows, repeat):
     assert len(together) >= 64
     alone = {i: estimate(pd.DataFrame([row]), models, gpus).iloc[0] for i, row in enumerate(rows)}
     for k in range(len(many)):
-        ref = alone[k % len(rows)]
-        for col in together.columns:
-            a, b = together[col].iloc[k], ref[col]
-            if isinstance(a, (float, np.floating)) and np.isnan(a):
-                assert np.isnan(b), col
-            else:
-                assert a == b, (col, a, b)
+        _assert_same_row(together, k, alone[k % len(rows)])
