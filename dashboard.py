@@ -7,10 +7,11 @@ pages) and the navigation over pages/. Run with `make run` (streamlit run dashbo
 import streamlit as st
 
 from app import common
+from app.frame import framed
 
 st.set_page_config(page_title=common.APP_NAME, page_icon="🧮", layout="wide")
 
-# url_path = the file's stem, as Streamlit's legacy pages/ handling names it (see app.common.ensure_frame)
+# url_path = the file's stem, as Streamlit's legacy pages/ handling names it (see app/frame.py)
 PAGES = {
     "Plan": [
         st.Page("pages/overview.py", title="Overview", icon=":material/home:", url_path="overview", default=True),
@@ -30,4 +31,5 @@ PAGES = {
 
 page = st.navigation(PAGES)
 common.sidebar()
-page.run()
+with framed():
+    page.run()

@@ -1,5 +1,5 @@
 """The dashboard's shared Streamlit helpers (sidebar, catalog access, tables, downloads).
 
 Pages import `app.common`; nothing here computes a formula: the numbers come from
-`engine.estimate` and `engine.planning`.
+`engine.estimate` and `planner.planning`.
 """

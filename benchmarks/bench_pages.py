@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
-from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.local_server import CHROMIUM, IDLE, launch_chromium, running_dashboard  # noqa: E402
@@ -52,16 +51,6 @@ PAGES = ["pages/overview.py", "pages/feasibility.py", "pages/budget.py", "pages/
 BATCH_LABEL = "Micro-batch per GPU (sequences)"
 
 
-class _WarmServerPages(PagesManager):
-    """As on a running server: once st.navigation has run, pages/ is no legacy folder any more
-    (AppTest resets that process-wide flag before every run; see tests/test_pages.py)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-
-app_test_module.PagesManager = _WarmServerPages
 
 
 def _timed_run(at: AppTest) -> float:

@@ -9,7 +9,7 @@ import streamlit as st
 from app import common as c
 
 c.ensure_frame()
-from engine import planning
+from planner import planning
 from engine.memory import PHASES
 
 s = c.require_valid(single=True)

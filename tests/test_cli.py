@@ -145,7 +145,7 @@ def test_what_if_needs_a_gpu():
 
 
 def test_a_failing_hint_never_costs_the_estimate(monkeypatch, capsys):
-    from engine import cli, planning
+    from planner import cli, planning
 
     def broken(*args, **kwargs):
         raise ValueError("seq 1 is not accepted")

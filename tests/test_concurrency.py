@@ -32,7 +32,6 @@ from streamlit.runtime.caching.storage.dummy_cache_storage import MemoryCacheSto
 from streamlit.runtime.dataframe_source_manager import DataframeSourceManager
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
@@ -99,9 +98,6 @@ def one_server(monkeypatch, tmp_path):
     shared_scripts = ScriptCache()
     compile_script = ScriptCache.get_bytecode
     monkeypatch.setattr(ScriptCache, "get_bytecode", lambda _cache, path: compile_script(shared_scripts, path))
-    # a warm server: pages/ is not a legacy multipage folder once st.navigation has run
-    monkeypatch.setattr(PagesManager, "uses_pages_directory", False)
-    monkeypatch.setattr(app_test_module, "PagesManager", type("ServerPages", (PagesManager,), {}))
     st.cache_data.clear()
     with patch_config_options({"global.appTest": True}):
         yield

@@ -13,7 +13,7 @@ import pytest
 
 from catalog.user import model_from_config
 from engine import estimate
-from engine.report import neutralize, to_csv
+from planner.report import neutralize, to_csv
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "good_configs"
 FORMULA = '=HYPERLINK("http://x")'

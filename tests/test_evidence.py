@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.evidence import evidence_table
+from planner.evidence import evidence_table
 from tests.test_cli import run
 
 

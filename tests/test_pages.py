@@ -13,11 +13,10 @@ import pytest
 import streamlit as st
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from engine import estimate, grid
-from engine.report import FORMULA_START
+from planner.report import FORMULA_START
 from tests.conftest import ROOT
 
 DASHBOARD = str(ROOT / "dashboard.py")
@@ -42,25 +41,6 @@ def clear_caches():
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
-
-
-class _WarmServerPages(PagesManager):
-    """A running server stops treating pages/ as a legacy multipage folder once st.navigation
-    has run (process-wide flag); AppTest resets that flag before every run. Keep it off, as on
-    a warm server, so each run goes through dashboard.py and clicks are not consumed by the
-    one-off rerun of app.common.ensure_frame (tested on its own below)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-
-@pytest.fixture(autouse=True)
-def warm_server(monkeypatch, request):
-    monkeypatch.setattr(PagesManager, "uses_pages_directory", None)  # restored after the test
-    if not request.node.name.startswith("test_cold_server"):
-        monkeypatch.setattr(app_test_module, "PagesManager", _WarmServerPages)
-    yield
 
 
 @pytest.fixture
@@ -193,8 +173,9 @@ def test_every_page_file_is_in_the_navigation_and_has_a_smoke_test():
 
 
 def test_cold_server_deep_link_still_runs_inside_the_dashboard_frame():
-    # AppTest as is: every run starts like a fresh server, where Streamlit would run pages/x.py
-    # alone (no sidebar); app.common.ensure_frame reruns it through dashboard.py
+    # AppTest starts every run like a fresh server, where Streamlit runs pages/x.py alone (its
+    # legacy pages/ handling); app/frame.py runs dashboard.py's frame around it, with public
+    # APIs only (no patch of Streamlit's PagesManager anywhere in the product or the tests)
     at = open_app("pages/feasibility.py")
     assert [t.value for t in at.title] == ["Feasibility matrix"]
     assert at.selectbox(key="w_method").value == "lora"
@@ -481,7 +462,7 @@ def test_saved_entries_load_beside_the_shipped_catalog_for_every_session_and_the
     at.selectbox(key="w_gpu").set_value("saved-card-42gb").run()
     at.switch_page("pages/breakdown.py").run()
     assert {m.label: m.value for m in at.metric}["Usable per GPU"] == f"{40_000 * 2**20 / GIB:,.2f} GiB"
-    from engine.cli import main
+    from planner.cli import main
     assert main(["catalog", "gpus"]) == 0
     assert "saved-card-42gb" in capsys.readouterr().out.split()
 

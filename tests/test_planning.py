@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine import estimate, grid, planning
+from engine import estimate, grid
+from planner import planning
 
 GIB = 2**30
 

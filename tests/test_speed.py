@@ -60,7 +60,7 @@ def test_llama_paper_gpu_hours_within_15_percent_at_one_mfu(models, gpus):
 
 
 def test_llama_references_get_an_estimate_on_the_evidence_page(cat, models, gpus):
-    from engine.evidence import evidence_table
+    from planner.evidence import evidence_table
     table = evidence_table(cat.references(), models, gpus)
     llama = table[table["id"].str.startswith("llama-paper-")]
     assert len(llama) == 4

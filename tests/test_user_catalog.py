@@ -20,7 +20,7 @@ from catalog import Catalog, CatalogError
 from catalog.store import ENV_VAR, UserCatalog, UserCatalogCorrupt, UserCatalogWarning, merged_frames, user_catalog_path
 from catalog.user import model_from_config_file
 from engine import estimate
-from engine.report import to_csv
+from planner.report import to_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = Path(__file__).resolve().parent / "data" / "good_configs"

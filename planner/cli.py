@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from engine.estimate import estimate
-from engine.report import format_estimate, format_what_if, sweep_frame, to_csv
+from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 from engine.speed import format_speed_cost
 
 GIB = 2**30
@@ -28,7 +28,7 @@ JSON_KEYS = (
     "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
     "prefill_phase_bytes", "logits_phase_bytes",
 )
-# one ranked change of --what-if in --json (engine.planning.what_if's columns)
+# one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
 FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq", "memory_used_fraction")
@@ -272,7 +272,7 @@ def cmd_estimate(args) -> int:
 
 
 def _what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, args) -> pd.DataFrame:
-    from engine.planning import what_if  # lazy: only a scenario with a GPU needs it
+    from planner.planning import what_if  # lazy: only a scenario with a GPU needs it
     return what_if(sc, models, gpus, _overhead(args))
 
 
@@ -323,7 +323,7 @@ def cmd_catalog(args) -> int:
 
 def cmd_evidence(args) -> int:
     from catalog import default_catalog
-    from engine.evidence import evidence_table
+    from planner.evidence import evidence_table
     cat = default_catalog()
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60,

@@ -81,7 +81,7 @@ def format_estimate(row: pd.Series) -> str:
 
 
 def format_what_if(table: pd.DataFrame, limit: int | None = None) -> str:
-    """engine.planning.what_if's ranked changes as a text table (the baseline, rank 0, is left
+    """planner.planning.what_if's ranked changes as a text table (the baseline, rank 0, is left
     out: the estimate above it is the baseline). limit: the first so many changes."""
     changes = table[table["rank"] > 0]
     shown = changes if limit is None else changes.head(limit)

@@ -1,0 +1,171 @@
+"""The dashboard's data: the catalog (one cached DuckDB connection per process), the merged
+catalog frames (shipped + saved user entries + this session's additions), and the cached
+calls of the planner (keyed by their arguments: settings and catalog frames).
+
+A page's tables are derived from these, each cached on the same arguments (plus its own), so
+a rerun that changes nothing in the workload (a tab, a filter of the view, a download) costs
+cache look-ups only, and one that does recomputes only what the change reaches.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import user_entries
+from catalog import default_catalog
+from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
+from engine.estimate import estimate
+from planner import planning
+from planner.evidence import evidence_table
+
+@st.cache_resource
+def catalog():
+    """The shipped catalog (one DuckDB connection per process, read-only)."""
+    return default_catalog()
+
+
+@st.cache_resource(show_spinner=False)
+def _shipped_frames() -> dict[str, pd.DataFrame]:
+    """Read once per process and shared by every session (st.cache_data would unpickle a copy
+    of all four frames at each of the many calls of a page run)."""
+    cat = catalog()
+    return {"models": cat.models(), "gpus": cat.gpus(), "references": cat.references(), "aliases": cat.aliases()}
+
+
+def shipped(name: str) -> pd.DataFrame:
+    """A shipped catalog frame. A shallow copy: copy-on-write keeps the shared one intact
+    whatever the caller changes, and copies nothing until then."""
+    return _shipped_frames()[name].copy(deep=False)
+
+
+def _append(base: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
+    if not records:
+        return base
+    extra = pd.DataFrame(records, columns=list(base.columns))
+    for col in base.columns:
+        try:
+            extra[col] = extra[col].astype(base[col].dtype)
+        except (TypeError, ValueError):
+            pass
+    return pd.concat([base, extra], ignore_index=True)
+
+
+def shipped_ids() -> dict[str, set]:
+    """{'gpus': ids, 'models': ids} of the shipped catalog (user ids may not reuse them)."""
+    return {"gpus": set(shipped("gpus")["id"]), "models": set(shipped("models")["id"])}
+
+
+def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
+    (every session), plus this session's own validated additions (this session only); see
+    app/user_entries.py. Every page uses these."""
+    base = {"models": shipped("models"), "gpus": shipped("gpus")}
+    ids = {kind: set(frame["id"]) for kind, frame in base.items()}
+    user_entries.notify_once(ids)
+    return (_append(base["models"], user_entries.visible("models", ids["models"])),
+            _append(base["gpus"], user_entries.visible("gpus", ids["gpus"])))
+
+
+
+def validate_user_entry(kind: str, raw: dict) -> dict:
+    """Validate a GPU or model typed (or uploaded) by the user like the shipped YAML.
+    Raises CatalogError with one line naming the field and what is accepted."""
+    fields, checker, source = ((GPU_FIELDS, check_gpu, "added GPU") if kind == "gpu"
+                               else (MODEL_FIELDS, check_model, "added model"))
+    record = validate_entries([raw], fields, source, "gpus" if kind == "gpu" else "models")[0]
+    checker(record, source)
+    models, gpus = merged_frames()
+    taken = set((gpus if kind == "gpu" else models)["id"])
+    if record["id"] in taken:
+        raise CatalogError(source, f"'{record['id']}'", "id", "is already in the catalog; choose another id")
+    return record
+
+
+def add_user_entry(kind: str, record: dict) -> None:
+    """Add a validated entry to this session only (the Catalog page can then save it to the file)."""
+    user_entries.add_to_session(kind, record)
+
+
+def remove_user_entry(kind: str, ident: str) -> None:
+    user_entries.remove_from_session(kind, ident)
+
+
+@st.cache_data(max_entries=24, show_spinner="Estimating every model × GPU…")
+def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+                   max_gpus: int) -> pd.DataFrame:
+    frame = planning.plans_frame(plan_map, model=list(model_ids), gpu=list(gpu_ids))
+    return planning.configurations(frame, models, gpus, max_gpus=max_gpus)
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+             max_gpus: int, cost: str = "buy_usd", by: tuple = ("model", "plan"), mode: str | None = None,
+             hours: float | None = None) -> pd.DataFrame:
+    """planning.cheapest over configurations(...) (costed by a budget mode when given)."""
+    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    if mode is not None:
+        conf, cost = conf.assign(cost_usd=planning.plan_cost(conf, mode, hours)), "cost_usd"
+    return planning.cheapest(conf, cost, by)
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+                 max_gpus: int) -> pd.DataFrame:
+    """planning.cost_per_fit over configurations(...)."""
+    return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus))
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
+                max_gpus: int, budget: float, mode: str, hours: float | None, stretch: float) -> dict:
+    """planning.budget_plan over configurations(...)."""
+    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    return planning.budget_plan(conf, budget, mode, hours, stretch)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
+                            batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
+                            headroom: float) -> pd.DataFrame:
+    """planning.article_inference_table beside inference_table(...) for the article's models."""
+    ours = inference_table(models, gpus, model_ids, precisions, seq, batch, card, kv_precision, max_gpus,
+                           allow_long_context, headroom)
+    return planning.article_inference_table(shipped("references"), ours)
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def estimate_one(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
+    sc = dict(sc)
+    sc["zero"] = int(planning.effective_zero(sc.get("gpus", 1), sc.get("zero", 0), sc.get("offload", "none")))
+    return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]
+
+
+@st.cache_data(max_entries=16, show_spinner="Trying the changes…")
+def what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    return planning.what_if(sc, models, gpus)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def memory_curve(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple, batches: tuple) -> pd.DataFrame:
+    return planning.memory_curve(sc, models, gpus, seqs, batches)
+
+
+@st.cache_data(max_entries=16, show_spinner="Sizing every model at every precision…")
+def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
+                    batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
+                    headroom: float) -> pd.DataFrame:
+    return planning.inference_table(models, gpus, list(model_ids), list(precisions), seq, batch, card,
+                                    kv_precision=kv_precision, max_gpus=max_gpus,
+                                    allow_long_context=allow_long_context, headroom=headroom)
+
+
+@st.cache_data(max_entries=4, show_spinner="Comparing with every published figure…")
+def evidence(models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    return evidence_table(shipped("references"), models, gpus)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def tier_checks(train: dict, models: pd.DataFrame, gpus: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
+    return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus)
+

@@ -1,0 +1,55 @@
+"""Words and names the dashboard shows people: labels of every choice, component and phase,
+and the display names of catalog entries. No Streamlit, no state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine.constants import INFER_PRECISIONS
+from engine.scenarios import KV_PRECISIONS
+from planner.report import COMPONENT_LABELS, PHASE_LABELS  # noqa: F401 (re-exported for the pages)
+
+GIB = 2**30
+GB = 10**9
+APP_NAME = "LLM hardware planner"
+
+# ---- labels shown to people ----------------------------------------------------------------
+TASK_LABELS = {"train": "Train / fine-tune", "infer": "Serve (inference)"}
+METHOD_LABELS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA (4-bit base)",
+                 "freeze": "Freeze (train the last layers)"}
+TRAIN_PRECISION_LABELS = {
+    "bf16": "bf16 (pure 16-bit)", "fp16": "fp16 (pure 16-bit)",
+    "amp_bf16": "AMP bf16 (fp32 weights)", "amp_fp16": "AMP fp16 (fp32 weights)",
+    "mixed_bf16": "Mixed bf16 (fp32 master)", "mixed_fp16": "Mixed fp16 (fp32 master)",
+    "fp32": "fp32",
+}
+INFER_PRECISION_LABELS = {p: p.upper() if not p.startswith("q") else f"GGUF {p.upper()}" for p in INFER_PRECISIONS}
+INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AWQ, g128)", "nf4": "NF4 (bitsandbytes)"})
+OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fused", "adamw_8bit": "AdamW 8-bit",
+                    "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor"}
+ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
+               3: "3: + parameters (FSDP full shard)"}
+OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}
+KV_LABELS = {"auto": "auto (as the activations)", **{k: k.upper() for k in KV_PRECISIONS if k != "auto"}}
+BASE_LABELS = {"auto": "auto (NF4)", "nf4": "NF4", "int8": "INT8", "int4": "INT4"}
+COMPONENT_NAMES = {k.removesuffix("_bytes"): v for k, v in COMPONENT_LABELS.items()}
+
+
+# Shorter GPU names for chart axes and tables: vendor brand words and parentheticals dropped
+# (the id is added back wherever two names would collide).
+SHORT_NAME_RULES = ((r"^NVIDIA (GeForce |Tesla )?", ""), (r"^AMD Instinct ", "AMD "),
+                    (r" Grace Hopper Superchip \((\d+) GB [^)]*\)", r" \1GB"),
+                    (r" \(OAM [^)]*\)", ""), (r"\s*\([^)]*\)$", ""))
+
+
+def display_names(frame: pd.DataFrame, short: bool = False) -> dict:
+    """id -> name shown in charts and tables (the id is added where two entries share a name)."""
+    names = frame["name"].astype(str)
+    if short:
+        for pattern, repl in SHORT_NAME_RULES:
+            names = names.str.replace(pattern, repl, regex=True)
+    dup = names.duplicated(keep=False).to_numpy()
+    shown = np.where(dup, names + " (" + frame["id"].astype(str) + ")", names)
+    return dict(zip(frame["id"].astype(str), shown))
+

@@ -1,0 +1,365 @@
+"""The workload kept in session state, the shared sidebar that edits it, the URL that carries
+it, and the workload dicts handed to the planner.
+
+Session state keys:
+  "settings"      the workload, one value per sidebar field (survives page switches: widgets
+                  are re-seeded from it on every run, so a widget that was not drawn on the
+                  last page comes back with the user's value)
+  "w_<field>"     the sidebar widgets' own keys
+  "user_models", "user_gpus"   catalog entries added in this session only: lists of records
+                  validated exactly like the shipped YAML (catalog.schema); the entries saved
+                  in the user catalog file are loaded for every session (app/user_entries.py)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from app.data import merged_frames
+from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, METHOD_LABELS,
+                        OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
+from catalog.schema import CatalogError
+from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
+from engine.scenarios import KV_PRECISIONS, LIMITS
+
+@dataclass(frozen=True)
+class Field:
+    key: str
+    default: object
+    kind: str                 # choice | int | bool | multi
+    options: tuple = field(default_factory=tuple)
+    low: int | None = None
+    high: int | None = None
+
+
+FIELDS: dict[str, Field] = {f.key: f for f in (
+    Field("model", "llama-3-8b", "choice"),
+    Field("gpu", "rtx-4090", "choice"),
+    Field("task", "train", "choice", tuple(TASK_LABELS)),
+    Field("method", "lora", "choice", tuple(METHOD_LABELS)),
+    Field("train_precision", "bf16", "choice", TRAIN_PRECISIONS),
+    Field("infer_precision", "bf16", "choice", INFER_PRECISIONS),
+    Field("kv_precision", "auto", "choice", KV_PRECISIONS),
+    Field("optimizer", "adamw", "choice", OPTIMIZERS),
+    Field("batch", 1, "int", low=1, high=LIMITS["batch"]),
+    Field("seq", 2048, "int", low=1, high=LIMITS["seq"]),
+    # On by default: the usual setting for fine-tuning on one card (peft/torchtune recipes).
+    Field("grad_checkpointing", True, "bool"),
+    Field("lora_rank", 8, "int", low=1, high=LIMITS["lora_rank"]),
+    Field("lora_targets", ("q_proj", "v_proj"), "multi", LORA_MODULES),
+    Field("base_precision", "auto", "choice", tuple(BASE_LABELS)),
+    Field("freeze_layers", 2, "int", low=1, high=LIMITS["freeze_layers"]),
+    Field("gpus", 1, "int", low=1, high=1024),
+    Field("zero", 3, "choice", (0, 1, 2, 3)),
+    Field("offload", "none", "choice", tuple(OFFLOAD_LABELS)),
+    Field("headroom_pct", 0, "int", low=0, high=50),
+    Field("allow_long_context", False, "bool"),
+    Field("units", "GiB", "choice", ("GiB", "GB")),
+)}
+
+
+# ---- the workload in session state ---------------------------------------------------------
+
+def store() -> dict:
+    """The workload settings of this session (field -> value)."""
+    if "settings" not in st.session_state:
+        st.session_state["settings"] = {k: f.default for k, f in FIELDS.items()}
+    settings = st.session_state["settings"]
+    for k, f in FIELDS.items():
+        settings.setdefault(k, f.default)
+    return settings
+
+
+def _parse(field_: Field, text: str):
+    """A query-parameter string as the field's value; ValueError names what is accepted."""
+    if field_.kind == "int":
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a whole number") from None
+        if not field_.low <= value <= field_.high:
+            raise ValueError(f"{field_.key}={text!r} ignored; accepted: {field_.low} to {field_.high:,}")
+        return value
+    if field_.kind == "bool":
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{field_.key}={text!r} ignored; accepted: 1 or 0")
+    if field_.kind == "multi":
+        values = tuple(v for v in text.split(",") if v)
+        bad = [v for v in values if v not in field_.options]
+        if bad or not values:
+            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a comma list of {', '.join(field_.options)}")
+        return values
+    options = field_.options
+    if field_.key == "zero":
+        options = tuple(str(o) for o in options)
+    if options and text not in options:
+        raise ValueError(f"{field_.key}={text!r} ignored; accepted: {', '.join(map(str, options))}")
+    return int(text) if field_.key == "zero" else text
+
+
+def _as_param(field_: Field, value) -> str:
+    if field_.kind == "bool":
+        return "1" if value else "0"
+    if field_.kind == "multi":
+        return ",".join(value)
+    return str(value)
+
+
+def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """Once per session: a URL's query parameters seed the workload (a shared link reproduces the view)."""
+    if st.session_state.get("_query_loaded"):
+        return
+    st.session_state["_query_loaded"] = True
+    notes = []
+    dynamic = {"model": set(models["id"]), "gpu": set(gpus["id"])}
+    for key, text in st.query_params.items():
+        if key not in FIELDS:
+            continue
+        f = FIELDS[key]
+        try:
+            value = _parse(f, str(text))
+            if key in dynamic and value not in dynamic[key]:
+                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)")
+        except ValueError as exc:
+            notes.append(str(exc))
+            continue
+        settings[key] = value
+    st.session_state["_query_notes"] = notes
+
+
+def _write_query_params(settings: dict) -> None:
+    params = {k: _as_param(f, settings[k]) for k, f in FIELDS.items() if settings[k] != f.default}
+    current = {k: st.query_params.get(k) for k in st.query_params.keys()}
+    if current != params:
+        st.query_params.from_dict(params)
+
+
+def _widget(key: str, make, options: list | None = None):
+    """Draw one sidebar widget seeded from the store and write its value back."""
+    settings = store()
+    wkey = f"w_{key}"
+    value = settings[key]
+    if options is not None and value not in options:
+        value = FIELDS[key].default if FIELDS[key].default in options else options[0]
+    if wkey not in st.session_state or (options is not None and st.session_state[wkey] not in options):
+        st.session_state[wkey] = list(value) if FIELDS[key].kind == "multi" else value
+    result = make(wkey)
+    settings[key] = tuple(result) if FIELDS[key].kind == "multi" else result
+    return settings[key]
+
+
+def sidebar() -> dict:
+    """The shared workload sidebar (drawn by dashboard.py on every page). Returns the settings."""
+    models, gpus = merged_frames()
+    settings = store()
+    _load_query_params(settings, models, gpus)
+    model_names = dict(zip(models["id"], models["name"]))
+    gpu_names = dict(zip(gpus["id"], gpus["name"]))
+    sb = st.sidebar
+    sb.header("Workload")
+    _widget("model", lambda k: sb.selectbox("Model", list(model_names), key=k, format_func=lambda i: model_names.get(i, i),
+                                            help="Used by the single-scenario views (Overview, Breakdown)."),
+            options=list(model_names))
+    task = _widget("task", lambda k: sb.radio("Task", list(TASK_LABELS), key=k, format_func=TASK_LABELS.get,
+                                              horizontal=True))
+    if task == "train":
+        method = _widget("method", lambda k: sb.selectbox("Method", list(METHOD_LABELS), key=k, format_func=METHOD_LABELS.get))
+        _widget("train_precision", lambda k: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k,
+                                                          format_func=TRAIN_PRECISION_LABELS.get))
+        _widget("optimizer", lambda k: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, format_func=OPTIMIZER_LABELS.get))
+        _widget("batch", lambda k: sb.number_input("Micro-batch per GPU (sequences)", min_value=1,
+                                                   max_value=LIMITS["batch"], step=1, key=k))
+        _widget("seq", lambda k: sb.number_input("Sequence length (tokens)", min_value=1, max_value=LIMITS["seq"],
+                                                 step=256, key=k))
+        _widget("grad_checkpointing", lambda k: sb.checkbox("Gradient checkpointing", key=k,
+                                                            help="Keep each layer's input, recompute the rest in backward."))
+        if method in ("lora", "qlora"):
+            with sb.expander("LoRA", expanded=True):
+                _widget("lora_rank", lambda k: st.number_input("Rank r", min_value=1, max_value=LIMITS["lora_rank"],
+                                                               step=8, key=k))
+                _widget("lora_targets", lambda k: st.multiselect("Target modules", list(LORA_MODULES), key=k,
+                                                                 help="peft's default for Llama: q_proj, v_proj."))
+                if method == "qlora":
+                    _widget("base_precision", lambda k: st.selectbox("Frozen base", list(BASE_LABELS), key=k,
+                                                                     format_func=BASE_LABELS.get))
+        if method == "freeze":
+            _widget("freeze_layers", lambda k: sb.number_input("Trainable last layers", min_value=1,
+                                                               max_value=LIMITS["freeze_layers"], key=k))
+    else:
+        _widget("infer_precision", lambda k: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k,
+                                                          format_func=INFER_PRECISION_LABELS.get))
+        _widget("kv_precision", lambda k: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, format_func=KV_LABELS.get))
+        _widget("batch", lambda k: sb.number_input("Concurrent sequences", min_value=1, max_value=LIMITS["batch"],
+                                                   step=1, key=k))
+        _widget("seq", lambda k: sb.number_input("Context per sequence (tokens)", min_value=1, max_value=LIMITS["seq"],
+                                                 step=256, key=k))
+    sb.header("GPUs")
+    _widget("gpu", lambda k: sb.selectbox("GPU", list(gpu_names), key=k, format_func=lambda i: gpu_names.get(i, i),
+                                          help="The card of the single-scenario views and the inference table."),
+            options=list(gpu_names))
+    _widget("gpus", lambda k: sb.number_input("GPU count", min_value=1, max_value=1024, step=1, key=k,
+                                              help="GPUs of the single-scenario views; the matrix and planners find the count themselves."))
+    if task == "train":
+        _widget("zero", lambda k: sb.selectbox("ZeRO stage when sharding", [0, 1, 2, 3], key=k, format_func=ZERO_LABELS.get,
+                                               help="Applied from two GPUs on (one GPU runs unsharded unless offload is on)."))
+        _widget("offload", lambda k: sb.selectbox("Offload", list(OFFLOAD_LABELS), key=k, format_func=OFFLOAD_LABELS.get))
+    with sb.expander("Display and margins"):
+        _widget("headroom_pct", lambda k: st.slider("Headroom kept free (% of each GPU)", 0, 50, key=k))
+        _widget("allow_long_context", lambda k: st.checkbox("Allow sequences beyond a model's context", key=k))
+        _widget("units", lambda k: st.radio("Memory units", ["GiB", "GB"], key=k, horizontal=True,
+                                            help="GiB = 2^30 bytes; GB = 10^9 bytes."))
+    for note in st.session_state.get("_query_notes", []):
+        sb.warning(note)
+    for problem in problems(settings, single=True):
+        sb.error(problem)
+    _write_query_params(settings)
+    return settings
+
+
+def problems(settings: dict | None = None, training: bool | None = None, single: bool = False) -> list[str]:
+    """Combinations the sidebar allows but the engine does not, as one-line messages.
+    training: check the training settings (default: when the task is training); single: also
+    check the single scenario (model, GPU count) of the Overview and Breakdown pages."""
+    s = settings or store()
+    training = (s["task"] == "train") if training is None else training
+    out = []
+    if training:
+        if s["method"] in ("lora", "qlora") and not s["lora_targets"]:
+            out.append("LoRA target modules: none chosen; accepted: at least one of " + ", ".join(LORA_MODULES)
+                       + " (q_proj, v_proj is peft's default).")
+        if s["offload"] == "all" and s["zero"] != 3:
+            out.append(f"Offload 'parameters + optimizer' needs ZeRO stage 3 (you chose {s['zero']}); "
+                       "accepted with this stage: none or optimizer states.")
+    if single and s["task"] == "infer":
+        models, _ = merged_frames()
+        known = models.set_index("id")
+        if s["model"] in known.index:
+            heads, count = int(known.loc[s["model"], "num_heads"]), int(s["gpus"])
+            if heads % count:
+                divisors = [d for d in range(1, heads + 1) if heads % d == 0]
+                out.append(f"GPU count {count} cannot split {known.loc[s['model'], 'name']}'s {heads} attention heads "
+                           f"evenly (tensor parallelism); accepted: {', '.join(map(str, divisors))}.")
+    return out
+
+
+def require_valid(training: bool | None = None, single: bool = False) -> dict:
+    """Stop the page with the sidebar's messages when its workload cannot be estimated."""
+    s = store()
+    issues = problems(s, training=training, single=single)
+    if issues:
+        for issue in issues:
+            st.error(issue)
+        st.stop()
+    return s
+
+
+def guard(fn, *args, **kwargs):
+    """Call the engine; a bad value becomes one clear error line on the page, never a traceback."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, CatalogError) as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+# ---- workload dicts for the engine ----------------------------------------------------------
+
+def _common(s: dict) -> dict:
+    return {"headroom": s["headroom_pct"] / 100.0, "allow_long_context": bool(s["allow_long_context"]),
+            "batch": int(s["batch"]), "seq": int(s["seq"])}
+
+
+def train_workload(s: dict | None = None, method: str | None = None) -> dict:
+    s = s or store()
+    method = method or s["method"]
+    return {**_common(s), "task": "train", "method": method, "precision": s["train_precision"],
+            "optimizer": s["optimizer"], "grad_checkpointing": bool(s["grad_checkpointing"]),
+            "lora_rank": int(s["lora_rank"]), "lora_targets": ",".join(s["lora_targets"]) or "q_proj,v_proj",
+            "base_precision": s["base_precision"] if method == "qlora" else "auto",
+            "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"]}
+
+
+def infer_workload(s: dict | None = None, precision: str | None = None) -> dict:
+    s = s or store()
+    return {**_common(s), "task": "infer", "method": "full", "precision": precision or s["infer_precision"],
+            "kv_precision": s["kv_precision"], "zero": 0, "offload": "none"}
+
+
+def workload(s: dict | None = None) -> dict:
+    s = s or store()
+    return train_workload(s) if s["task"] == "train" else infer_workload(s)
+
+
+def scenario(s: dict | None = None) -> dict:
+    """The single scenario of the Overview and Breakdown pages (model, GPU, count included)."""
+    s = s or store()
+    sc = {**workload(s), "model": s["model"], "gpu": s["gpu"], "gpus": int(s["gpus"])}
+    if sc["task"] == "infer":
+        sc["tp"] = int(s["gpus"])  # serving splits the model over its GPUs (tensor parallel)
+    return sc
+
+
+PLAN_CHOICES = {
+    "Full fine-tuning": ("train", "full"), "LoRA": ("train", "lora"), "QLoRA": ("train", "qlora"),
+    "Freeze": ("train", "freeze"),
+    "Serve BF16": ("infer", "bf16"), "Serve INT8": ("infer", "int8"), "Serve INT4": ("infer", "int4"),
+    "Serve GGUF Q4_K_M": ("infer", "q4_k_m"),
+}
+DEFAULT_PLANS = ["Full fine-tuning", "LoRA", "QLoRA", "Serve BF16", "Serve INT4"]
+
+
+def plans(labels, s: dict | None = None) -> dict[str, dict]:
+    """Named workloads (training methods and serving precisions) from the sidebar's settings."""
+    s = s or store()
+    out = {}
+    for label in labels:
+        task, what = PLAN_CHOICES[label]
+        out[label] = train_workload(s, method=what) if task == "train" else infer_workload(s, precision=what)
+    return out
+
+
+def describe(s: dict | None = None, with_model: bool = True) -> str:
+    """The workload in one line of words."""
+    s = s or store()
+    models, gpus = merged_frames()
+    name = dict(zip(models["id"], models["name"])).get(s["model"], s["model"])
+    parts = [name] if with_model else []
+    if s["task"] == "train":
+        m = METHOD_LABELS[s["method"]]
+        if s["method"] in ("lora", "qlora"):
+            m += f" r={s['lora_rank']} on {', '.join(s['lora_targets']) or '—'}"
+        if s["method"] == "freeze":
+            m += f" (last {s['freeze_layers']} layers)"
+        parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]],
+                  f"micro-batch {s['batch']} × {s['seq']:,} tokens"]
+        if s["grad_checkpointing"]:
+            parts.append("gradient checkpointing")
+    else:
+        parts += ["serving", INFER_PRECISION_LABELS[s["infer_precision"]] + " weights",
+                  f"KV cache {KV_LABELS[s['kv_precision']]}",
+                  f"{s['batch']} sequence{'s' if s['batch'] != 1 else ''} × {s['seq']:,} tokens"]
+    if s["headroom_pct"]:
+        parts.append(f"{s['headroom_pct']}% headroom")
+    return " · ".join(parts)
+
+
+def csv_settings(**extra) -> dict:
+    """The settings recorded at the top of every CSV download."""
+    s = store()
+    out = {"tool": APP_NAME, "exported": _dt.date.today().isoformat(),
+           "memory unit": unit()[0] + " (GiB = 2^30 bytes, GB = 10^9 bytes)", "workload": describe(s)}
+    out.update({k: (",".join(v) if isinstance(v, tuple) else v) for k, v in s.items()})
+    out.update(extra)
+    return out
+
+
+def unit() -> tuple[str, float]:
+    """('GiB', 2**30) or ('GB', 1e9), as chosen in the sidebar."""
+    return ("GiB", float(GIB)) if store()["units"] == "GiB" else ("GB", float(GB))
+

@@ -1,0 +1,74 @@
+"""Tables with their CSV downloads, memory and money formats in the chosen unit, the GPU
+filters and the page header."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app.state import unit
+from planner.report import to_csv
+
+def mem(x, digits: int = 2):
+    """Bytes in the chosen unit, rounded to what the tables show."""
+    return np.round(np.asarray(x, dtype=float) / unit()[1], digits)
+
+
+def fmt_mem(x: float) -> str:
+    label, div = unit()
+    return f"{x / div:,.2f} {label}" if np.isfinite(x) else "—"
+
+
+def fmt_usd(x: float, digits: int = 0) -> str:
+    return f"${x:,.{digits}f}" if x is not None and np.isfinite(x) else "—"
+
+
+def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = None, help: dict | None = None,
+          file_name: str | None = None, height: int | str = "auto", links: tuple = ()) -> None:
+    """Show a table (column names carry their units) and a CSV download of exactly that table,
+    with the settings that produced it as leading comment lines."""
+    formats = formats or {}
+    help = help or {}
+    config = {}
+    for col in view.columns:
+        series = view[col]
+        if col in links:
+            config[col] = st.column_config.LinkColumn(col, help=help.get(col))
+        elif pd.api.types.is_bool_dtype(series):
+            config[col] = st.column_config.CheckboxColumn(col, help=help.get(col))
+        elif pd.api.types.is_numeric_dtype(series):
+            config[col] = st.column_config.NumberColumn(col, help=help.get(col), format=formats.get(col, "localized"))
+        else:
+            config[col] = st.column_config.TextColumn(col, help=help.get(col))
+    st.dataframe(view, column_config=config, hide_index=True, width="stretch", height=height, placeholder="—")
+    st.download_button("Download CSV", data=_csv(view, settings), file_name=file_name or f"{key}.csv",
+                       mime="text/csv", key=f"download_{key}", on_click="ignore",
+                       help="This table as shown, with the settings that produced it.")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _csv(view: pd.DataFrame, settings: dict) -> str:
+    """to_csv, once per table and settings: a rerun that shows the same table reuses it."""
+    return to_csv(view, settings)
+
+
+def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Vendor / segment / memory filters for the GPU axis of a page (their own widget keys)."""
+    c1, c2, c3 = st.columns(3)
+    vendors = sorted(gpus["vendor"].astype(str).unique())
+    segments = sorted(gpus["segment"].astype(str).unique())
+    chosen_v = c1.multiselect("GPU vendor", vendors, default=vendors, key=f"{key}_vendor")
+    chosen_s = c2.multiselect("GPU segment", segments, default=segments, key=f"{key}_segment")
+    low, high = float(gpus["memory_gb"].min()), float(gpus["memory_gb"].max())
+    rng = c3.slider("GPU memory (GB, vendor figure)", min_value=0.0, max_value=float(np.ceil(high)),
+                    value=(0.0, float(np.ceil(high))), step=1.0, key=f"{key}_memory") if high > low else (low, high)
+    keep = (gpus["vendor"].astype(str).isin(chosen_v) & gpus["segment"].astype(str).isin(chosen_s)
+            & gpus["memory_gb"].between(rng[0], rng[1]))
+    return gpus[keep]
+
+
+def page_header(title: str, caption: str) -> None:
+    st.title(title)
+    st.caption(caption)
+
