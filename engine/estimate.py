@@ -283,8 +283,13 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     # end of backward: all gradients; a tied embedding's two gradients summed in autograd's
     # input buffer (lm_head's, the embedding's, their sum) before .grad is set
     tied_grad = np.where(full & tied, V * h * gb / mp, 0.0)
-    bwd_end = base_phase().add("gradients", fixed=g_on_gpu_fix - np.where(z2, 0.0, tied_grad),
-                               shard=g_on_gpu_sh - np.where(z2, tied_grad, 0.0))
+    # The tied parameter's own .grad is not set yet, so it is left out of the gradients the GPU
+    # holds, and only of those: with ZeRO >= 2 and optimizer offload the GPU holds none (they
+    # go to the host, g_on_gpu_* is 0), and leaving it out there too gave negative gradients
+    # (Llama 3.2, full, ZeRO-2, offload optimizer: -1,050,673,152 bytes).
+    not_yet = np.where(off_opt & z2, 0.0, tied_grad)
+    bwd_end = base_phase().add("gradients", fixed=g_on_gpu_fix - np.where(z2, 0.0, not_yet),
+                               shard=g_on_gpu_sh - np.where(z2, not_yet, 0.0))
     bwd_end.add("workspace", fixed=3.0 * tied_grad)
     step = Phase().add("weights", fixed=w_fix, shard=w_sh)
     step.add("gradients", fixed=g_on_gpu_fix, shard=g_on_gpu_sh)
@@ -660,6 +665,10 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         nd[nd > C.MAX_GPUS] = np.inf
         if not all_chosen:
             nd[~chosen_r] = np.nan
+            # a row without a GPU has no largest batch or context either: NaN, as when no row of
+            # the frame has a GPU (they read 0 when another row of the frame had one)
+            max_batch[rows][~chosen_r] = np.nan
+            ms[~chosen_r] = np.nan
 
     for lo in range(0, n, ROW_BLOCK):
         fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))

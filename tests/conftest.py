@@ -5,6 +5,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests draw the same examples on every run ("ci", the default): a submission never
+# fails by luck, and a failure reproduces. Derandomized (a seed from each test's own source),
+# no example database (a clone's .hypothesis/ would replay its own past failures), no deadline
+# (shared CI machines), the reproduce blob printed. A failing example found at random belongs
+# in tests/test_regressions_memory.py. The wide random search is `make bench`
+# (benchmarks/bench_properties.py); HYPOTHESIS_PROFILE=nightly (HYPOTHESIS_MAX_EXAMPLES, default
+# 1000) runs the same property tests with fresh random examples.
+_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", derandomize=True, database=None, max_examples=60, **_COMMON)
+settings.register_profile("nightly", derandomize=False, database=None,
+                          max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "1000")), **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Build the DuckDB catalog outside the working tree for the whole run (before any import).
 os.environ.setdefault("LLM_PLANNER_BUILD_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))

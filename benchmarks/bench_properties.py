@@ -1,0 +1,429 @@
+"""Nightly-sized property search: random scenarios over the whole input space, checked at once.
+
+    make bench            # runs this first: 50,000 scenarios, then 200 hypothesis examples per property
+    .venv/bin/python benchmarks/bench_properties.py [--n 50000] [--seed S] [--chunk 10000]
+                                                    [--hypothesis N] [--catalog-only]
+
+The suite's property tests (tests/test_engine_properties.py) draw the same examples on every
+run (the "ci" hypothesis profile in tests/conftest.py), so that a submission never fails CI by
+luck; this searches far wider. It draws --n scenarios with numpy's random generator (the seed
+is printed: rerun with --seed to reproduce) over every catalog model (and a few odd shapes,
+SYNTHETIC, unless --catalog-only), task, method, precision, optimizer, ZeRO stage, offload, GPU
+count, tensor / pipeline split, LoRA rank and targets, frozen layers, base and KV precision,
+batch 1..64 (and some far larger), seq 1..the model's context (tiny ones often, and beyond the
+context with allow_long_context), headroom, each with a catalog GPU or none, and per
+estimate() call the default or random runtime-overhead settings. Companion rows (changed
+copies) go in the same frames, so a few `estimate()` calls check everything:
+
+  * every byte column and phase total finite and >= 0 (NaN for the other task's phases); each
+    component >= 0 in every phase of the scenario's task, not only the peak one (white box: the
+    engine's per-phase component tables; the offending row is then found by bisection);
+  * peak = the sum of the components + runtime overhead = the peak phase's total + overhead;
+    the peak phase is the largest of the scenario's task;
+  * fit columns: NaN (fits NA) without a GPU; with one max_batch, max_seq >= 0, gpus_needed >= 1
+    (or inf), fits = the tensors' peak <= capacity = batch <= max_batch, fits => seq <= max_seq
+    and gpus_needed <= gpus;
+  * a row's result does not depend on its frame: a sample re-estimated in frames of 1..8 rows;
+  * more batch or a longer seq never uses less; one more ZeRO stage, offloading the optimizer
+    (and the parameters), twice the data-parallel ranks, pure bf16 instead of fp32 never use
+    more per GPU (each where it holds physically: see `companions`).
+
+--hypothesis N then runs tests/test_engine_properties.py and tests/test_regressions_memory.py
+under the "nightly" profile: N fresh random examples per property (a failure prints its blob).
+
+Prints the seed, per broken check its count and first offending scenario as a dict (ready for
+tests/test_regressions_memory.py), and last one line
+  property_search seed=<S> scenarios=<N> rows=<rows estimated> violations=<V> seconds=<s>
+Exit status 1 when anything was found (or the hypothesis run failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog import default_catalog  # noqa: E402
+from engine import estimate  # noqa: E402
+from engine.constants import (  # noqa: E402
+    GGUF_BITS, INFER_PRECISIONS, KV_BYTES, LINEAR_BITS, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+)
+from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
+from engine.params import total_params  # noqa: E402
+
+engine_estimate = importlib.import_module("engine.estimate")  # the module (engine.estimate is also the function)
+
+METHODS = ("full", "lora", "qlora", "freeze")
+QLORA_BASES = ("auto", "int8", "int4", "nf4") + tuple(GGUF_BITS)
+LORA_BASES = ("auto",) + tuple(LINEAR_BITS) + tuple(GGUF_BITS)
+TARGETS = ("q_proj,v_proj", "all", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj") + LORA_MODULES
+DP = np.array([1, 1, 1, 2, 3, 4, 8, 64, 1000])
+PART_COLUMNS = [f"{c}_bytes" for c in COMPONENTS] + ["runtime_overhead_bytes"]
+REL = 1e-9  # float tolerance of the sums (bytes up to ~1e15: a few bytes of rounding)
+
+
+# Odd shapes beside the catalog's Llamas (a user catalog may hold any config.json): tiny, tied,
+# q/k/v biases (Qwen2), the intermediate narrower than hidden, a vocabulary far wider, h not a
+# power of two (>= bitsandbytes' 4096-value threshold), one layer, one head.
+SYNTHETIC = (
+    # id, hidden, intermediate, layers, heads, kv heads, head_dim, vocab, tied, qkv_bias, context
+    ("synthetic-tiny-tied", 8, 16, 1, 2, 1, 4, 10, True, False, 64),
+    ("synthetic-tiny-bias", 16, 8, 2, 4, 4, 4, 3, False, True, 128),
+    ("synthetic-qwen2-0.5b", 896, 4864, 24, 14, 2, 64, 151936, True, True, 32768),
+    ("synthetic-wide-vocab", 4096, 1024, 2, 32, 8, 128, 256000, True, False, 8192),
+    ("synthetic-one-head", 5000, 3, 1, 1, 1, 7, 1, False, False, 4096),
+)
+
+
+def with_synthetic(models: pd.DataFrame) -> pd.DataFrame:
+    """The catalog's models and the SYNTHETIC shapes (parameter counts from engine.params)."""
+    rows = []
+    for mid, h, f, layers, heads, kv, d, vocab, tied, bias, ctx in SYNTHETIC:
+        rows.append({"id": mid, "name": mid, "family": "synthetic", "hidden_size": h, "intermediate_size": f,
+                     "num_layers": layers, "num_heads": heads, "num_kv_heads": kv, "head_dim": d, "vocab_size": vocab,
+                     "max_context": ctx, "tied_embeddings": tied, "qkv_bias": bias,
+                     "params": total_params(h, f, layers, heads, kv, d, vocab, tied, bias)})
+    extra = pd.DataFrame(rows)
+    return pd.concat([models, extra[[c for c in extra.columns if c in models.columns]]], ignore_index=True)
+
+
+def pick(rng, values, n):
+    values = np.asarray(values, dtype=object)
+    return values[rng.integers(0, len(values), n)]
+
+
+def divisors(k: int, most: int) -> list[int]:
+    return [d for d in range(1, min(k, most) + 1) if k % d == 0]
+
+
+def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """n valid scenarios (no combination the engine refuses), drawn independently per column."""
+    mi = rng.integers(0, len(models), n)
+    m = models.iloc[mi].reset_index(drop=True)
+    heads, layers, ctx = (m[c].to_numpy(dtype=np.int64) for c in ("num_heads", "num_layers", "max_context"))
+    train = rng.random(n) < 0.7
+    method = pick(rng, METHODS, n)
+    precision = np.where(train, pick(rng, TRAIN_PRECISIONS, n), pick(rng, INFER_PRECISIONS, n))
+    zero = rng.integers(0, 4, n)
+    offload = np.where(zero == 3, pick(rng, ("none", "optimizer", "all"), n), pick(rng, ("none", "optimizer"), n))
+    offload = np.where(train, offload, "none")
+    base = np.where(method == "lora", pick(rng, LORA_BASES, n), np.where(method == "qlora", pick(rng, QLORA_BASES, n), "auto"))
+    # tensor parallel: a divisor of the heads (up to 128); pipeline: up to the layers
+    tp = np.array([rng.choice(divisors(int(h), 128)) for h in heads]) * (rng.random(n) < 0.5) if n else np.zeros(0, int)
+    tp = np.maximum(tp, 1)
+    pp = np.where(rng.random(n) < 0.7, 1, np.minimum(rng.choice([2, 3, 4, 8, 10_000], n), layers))
+    gpus_n = tp * pp * DP[rng.integers(0, len(DP), n)]
+    gpus_n = np.where(gpus_n > 1_000_000, tp * pp, gpus_n)  # the engine accepts up to 1,000,000
+    # batch: mostly 1..64, some far larger; seq: log-uniform up to the context, some beyond it
+    batch = np.where(rng.random(n) < 0.9, rng.integers(1, 65, n), rng.integers(65, 100_000, n))
+    allow = rng.random(n) < 0.05
+    top = np.where(allow, ctx * 4, ctx)
+    seq = np.floor(np.exp(rng.random(n) * np.log(top + 1.0))).clip(1, top).astype(np.int64)
+    seq = np.where(rng.random(n) < 0.1, rng.integers(1, 9, n), seq)  # tiny sequences, often
+    gpu_ids = np.append(gpus["id"].astype(str).to_numpy(), "")
+    return pd.DataFrame({
+        "model": m["id"].to_numpy(), "task": np.where(train, "train", "infer"), "method": method,
+        "precision": precision, "optimizer": pick(rng, OPTIMIZERS, n), "batch": batch, "seq": seq,
+        "grad_checkpointing": rng.random(n) < 0.5, "lora_rank": pick(rng, (1, 2, 8, 16, 64, 256, 4096), n),
+        "lora_targets": pick(rng, TARGETS, n), "freeze_layers": rng.integers(1, 140, n),
+        "zero": zero, "offload": offload, "gpus": gpus_n, "tp": tp, "pp": pp, "base_precision": base,
+        "kv_precision": pick(rng, ("auto",) + tuple(KV_BYTES), n),
+        "prefill_logits": pick(rng, ("last", "all"), n), "headroom": np.where(rng.random(n) < 0.2, rng.random(n) * 0.5, 0.0),
+        "allow_long_context": allow, "gpu": pick(rng, gpu_ids, n),
+    })
+
+
+def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFrame) -> list[tuple[str, np.ndarray, pd.DataFrame]]:
+    """(relation, rows of base it applies to, changed copies of those rows): each changed row
+    must not use more memory per GPU than its base row (or, for 'more', not less)."""
+    out = []
+    more_batch = base.copy()
+    more_batch["batch"] += rng.integers(1, 65, len(base))
+    out.append(("more batch never uses less memory", np.arange(len(base)), more_batch))
+    longer = base.copy()
+    longer["seq"] += rng.integers(1, 2049, len(base))
+    longer["allow_long_context"] = True
+    out.append(("a longer seq never uses less memory", np.arange(len(base)), longer))
+    train = (base["task"] == "train").to_numpy()
+    zero, off = base["zero"].to_numpy(), base["offload"].to_numpy()
+    dp = (base["gpus"] // (base["tp"] * base["pp"])).to_numpy()
+    # ZeRO-3 gathers two units (layers, or the embedding / lm_head) whole: it saves memory only
+    # where they are less than the sharding saves of the weights (every catalog model at dp >= 2,
+    # not a two-layer model)
+    m = models.set_index("id").loc[base["model"]]
+    h, V, N = m["hidden_size"].to_numpy(float), m["vocab_size"].to_numpy(float), m["params"].to_numpy(float)
+    layer = (N - V * h * np.where(m["tied_embeddings"].to_numpy(bool), 1, 2) - h) / m["num_layers"].to_numpy(float)
+    units_less = 2 * np.maximum(layer, V * h) <= (1 - 1 / dp) * N
+    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less)))
+    sharded = base.iloc[rows].copy()
+    sharded["zero"] += 1
+    out.append(("one more ZeRO stage (no offload) never uses more per GPU", rows, sharded))
+    # (not ZeRO-3 on one GPU: the engine may run a stage without offload there as stage 0, and
+    # keep it with offload (engine/rules.py), when ZeRO-3 rightly adds its gathered layers)
+    rows = np.flatnonzero(train & (off == "none") & ~((base["gpus"] == 1).to_numpy() & (zero == 3)))
+    offloaded = base.iloc[rows].copy()
+    offloaded["offload"] = "optimizer"
+    out.append(("offloading the optimizer never uses more per GPU", rows, offloaded))
+    rows = np.flatnonzero(train & (base["gpus"] >= 2).to_numpy() & (base["gpus"] * 2 <= 1_000_000).to_numpy())
+    more_ranks = base.iloc[rows].copy()
+    more_ranks["gpus"] *= 2  # twice the data-parallel ranks (NCCL's buffers already counted)
+    out.append(("more data-parallel ranks never use more per GPU", rows, more_ranks))
+    rows = np.flatnonzero(train & (zero == 3) & (off == "optimizer"))
+    all_off = base.iloc[rows].copy()
+    all_off["offload"] = "all"
+    out.append(("offloading the parameters too never uses more per GPU", rows, all_off))
+    # (the catalog's shapes without tensor parallel: each LoRA adapter of a pure 16-bit base keeps
+    # its own h-wide fp32 copy of its input, which fp32 training shares, so where h outweighs
+    # the f-wide activations fp32 doubles (a large tp splits those, not h; an odd shape with
+    # f << h) pure bf16 LoRA rightly needs more)
+    catalog = ~base["model"].astype(str).str.startswith("synthetic-").to_numpy()
+    rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog)
+    half = base.iloc[rows].copy()
+    half["precision"] = "bf16"
+    out.append(("pure bf16 training never uses more than fp32", rows, half))
+    return out
+
+
+class CaptureTables:
+    """Wraps engine.estimate._component_tables to keep, per call, each component's (fixed +
+    shard / dp) and per-token bytes in every phase, and which phases each memory configuration
+    has (its task's). White box: skipped (with a note) when the engine no longer has it."""
+
+    def __init__(self):
+        self.calls = []
+        self.original = getattr(engine_estimate, "_component_tables", None)
+
+    def __enter__(self):
+        if self.original is not None:
+            def wrapped(phases, valid, dp, size, *args, **kwargs):
+                tables = self.original(phases, valid, dp, size, *args, **kwargs)
+                self.calls.append((tables, {k: np.broadcast_to(v, (size,)).copy() for k, v in valid.items()}, size))
+                return tables
+            engine_estimate._component_tables = wrapped
+        return self
+
+    def __exit__(self, *exc):
+        if self.original is not None:
+            engine_estimate._component_tables = self.original
+
+    def negative_components(self) -> list[str]:
+        """'component in phase' for every (component, phase) negative or not finite in some
+        memory configuration whose task has that phase."""
+        bad = []
+        for tables, valid, size in self.calls:
+            for comp, parts in tables.items():
+                if parts is None:
+                    continue
+                for part in parts:
+                    if part is None:
+                        continue
+                    part = part.reshape(len(PHASES), size)
+                    for i, phase in enumerate(PHASES):
+                        v = part[i][valid[phase]]
+                        if len(v) and not (np.all(np.isfinite(v)) and np.all(v >= 0)):
+                            bad.append(f"{comp} in {phase}")
+        return sorted(set(bad))
+
+
+def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per invariant, a boolean mask of the rows that break it."""
+    bad = {}
+    train = (frame["task"] == "train").to_numpy()
+    chosen = (frame["gpu"].astype(str) != "").to_numpy()
+    for col in [c for c in out.columns if c.endswith("_bytes") and not c.endswith("phase_bytes")]:
+        v = out[col].to_numpy(dtype=float)
+        wrong = ~(np.isfinite(v) & (v >= 0))
+        if col == "capacity_bytes":  # below zero when headroom and context leave nothing
+            wrong = ~np.isfinite(v)
+        # the GPU's figures are NaN without a GPU
+        bad[f"{col} finite and >= 0"] = wrong & chosen if col in ("usable_bytes", "capacity_bytes") else wrong
+    own = {p: np.where(train, p in TRAIN_PHASES, p in INFER_PHASES) for p in PHASES}  # the row's task has p
+    for p in PHASES:
+        v = out[f"{p}_phase_bytes"].to_numpy(dtype=float)
+        bad[f"{p}_phase_bytes finite and >= 0 (NaN for the other task)"] = np.where(
+            own[p], ~(np.isfinite(v) & (v >= 0)), ~np.isnan(v))
+    peak = out["peak_bytes"].to_numpy(dtype=float)
+    parts = sum(out[c].to_numpy(dtype=float) for c in PART_COLUMNS)
+    bad["peak = components + runtime overhead"] = ~(np.abs(parts - peak) <= REL * np.abs(peak) + 1e-3)
+    phase = out["peak_phase"].astype(str).to_numpy()
+    table = np.stack([out[f"{p}_phase_bytes"].to_numpy(dtype=float) for p in PHASES])
+    at = np.array([PHASES.index(p) if p in PHASES else 0 for p in phase])
+    at_peak = table[at, np.arange(len(out))]
+    over = out["runtime_overhead_bytes"].to_numpy(dtype=float)
+    bad["peak = peak phase + runtime overhead"] = ~(np.abs(at_peak + over - peak) <= REL * np.abs(peak) + 1e-3)
+    bad["peak phase is one of the task's phases"] = ~np.array([own[p][i] if p in own else False for i, p in enumerate(phase)])
+    bad["peak phase is the largest"] = ~(at_peak >= np.nanmax(np.where(np.stack([own[p] for p in PHASES]), table, -np.inf), axis=0))
+    mb, ms, nd = (out[c].to_numpy(dtype=float) for c in ("max_batch", "max_seq", "gpus_needed"))
+    bad["max_batch, max_seq >= 0"] = chosen & ~((mb >= 0) & (ms >= 0))
+    bad["gpus_needed >= 1 or inf"] = chosen & ~((nd >= 1) | np.isinf(nd))
+    fit_cols = ("usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
+    bad["no GPU: fit columns NaN, fits NA"] = ~chosen & ~(
+        np.all([np.isnan(out[c].to_numpy(dtype=float)) for c in fit_cols], axis=0) & out["fits"].isna().to_numpy())
+    bad["a GPU: fits is True or False"] = chosen & out["fits"].isna().to_numpy()
+    fits = out["fits"].to_numpy(dtype=bool, na_value=False)
+    cap = out["capacity_bytes"].to_numpy(dtype=float)
+    expect = (peak - over) <= cap
+    bad["fits = the tensors' peak <= capacity"] = chosen & (fits != expect)
+    batch, seq = frame["batch"].to_numpy(dtype=float), frame["seq"].to_numpy(dtype=float)
+    bad["fits = batch <= max_batch"] = chosen & (fits != (batch <= mb))
+    bad["fits => seq <= max_seq"] = chosen & fits & ~(seq <= ms)
+    gpus_n = frame["gpus"].to_numpy(dtype=float)
+    # training: data-parallel ranks at the row's own ZeRO stage; serving: tensor parallel over
+    # powers of two, the row's own layout when tp = gpus is one
+    tp, pp = frame["tp"].to_numpy(), frame["pp"].to_numpy()
+    same_layout = train | ((tp == gpus_n) & (pp == 1) & ((tp & (tp - 1)) == 0))
+    # (more than MAX_GPUS needed reads inf by design)
+    bad["fits => gpus_needed <= gpus"] = chosen & fits & same_layout & (gpus_n <= MAX_GPUS) & ~(nd <= gpus_n)
+    return bad
+
+
+def same_in_small_frames(frame: pd.DataFrame, out: pd.DataFrame, rng, models, gpus, overhead, count: int) -> list:
+    """(row, column, grouped value, small-frame value, small frame's size) for the rows (of a
+    random sample of `count`) whose result differs when estimated in frames of 1 to 8 rows
+    (the engine's per-row path) from the big frame's (its grouped path)."""
+    sample = rng.choice(len(frame), min(count, len(frame)), replace=False)
+    wrong = []
+    lo = 0
+    while lo < len(sample):
+        take = sample[lo:lo + int(rng.integers(1, 9))]
+        lo += len(take)
+        small = estimate(frame.iloc[take].reset_index(drop=True), models, gpus, **overhead)
+        for j, i in enumerate(take):
+            for col in out.columns:
+                a, b = out[col].iloc[i], small[col].iloc[j]
+                if not ((pd.isna(a) and pd.isna(b)) or (not pd.isna(a) and not pd.isna(b) and a == b)):
+                    wrong.append((int(i), col, a, b, len(take)))
+                    break
+    return wrong
+
+
+def first_negative_row(frame: pd.DataFrame, models, gpus, overhead) -> int | None:
+    """A row of `frame` whose own estimate has a negative (or non-finite) component in some
+    phase of its task, found by bisection (None when there is none)."""
+    with CaptureTables() as capture:
+        estimate(frame, models, gpus, **overhead)
+        if not capture.negative_components():
+            return None
+    if len(frame) == 1:
+        return 0
+    half = len(frame) // 2
+    for lo, part in ((0, frame.iloc[:half]), (half, frame.iloc[half:])):
+        at = first_negative_row(part.reset_index(drop=True), models, gpus, overhead)
+        if at is not None:
+            return lo + at
+    return None  # only together (a grouping defect): the frame-dependence check reports it
+
+
+def random_overhead(rng) -> dict:
+    """The runtime-overhead settings: the defaults, or random ones."""
+    if rng.random() < 0.5:
+        return {}
+    return {"context_bytes": float(rng.integers(0, 2 << 30)), "cublas_bytes": float(rng.integers(0, 64 << 20)),
+            "fragmentation": float(rng.random() * 0.5), "nccl_bytes": float(rng.integers(0, 1 << 30))}
+
+
+def scenario_dict(frame: pd.DataFrame, i: int) -> dict:
+    row = frame.iloc[i].to_dict()
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+
+
+def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int = 100) -> tuple[int, int, int]:
+    """Returns (scenarios, rows estimated, violations)."""
+    rng = np.random.default_rng(seed)
+    found = {}
+    rows_done = 0
+    with CaptureTables() as capture:
+        if capture.original is None:
+            report("note: engine.estimate._component_tables is gone; per-phase component signs not checked")
+        for lo in range(0, n, chunk):
+            base = random_scenarios(rng, min(chunk, n - lo), models, gpus)
+            pairs = companions(base, rng, models)
+            frame = pd.concat([base] + [c for _, _, c in pairs], ignore_index=True)
+            overhead = random_overhead(rng) if lo else {}
+            capture.calls.clear()
+            out = estimate(frame, models, gpus, **overhead)
+            rows_done += len(frame)
+            differ = same_in_small_frames(frame, out, rng, models, gpus, overhead, check_small)
+            if len(differ):
+                name = "a row's result does not depend on its frame (grouped = small frames)"
+                count, example = found.get(name, (0, None))
+                i, col, a, b, size = differ[0]
+                found[name] = (count + len(differ), example or {**scenario_dict(frame, i), "overhead": overhead,
+                                                                 "column": col, "grouped": a, f"in {size} rows": b})
+            for name, mask in invariant_violations(frame, out).items():
+                if mask.any():
+                    i = int(np.argmax(mask))
+                    count, example = found.get(name, (0, None))
+                    found[name] = (count + int(mask.sum()), example or {**scenario_dict(frame, i), "overhead": overhead})
+            negative = capture.negative_components()
+            if negative:
+                name = f"components >= 0 in every phase (here: {', '.join(negative)})"
+                count, example = found.get(name, (0, None))
+                if example is None:
+                    i = first_negative_row(frame, models, gpus, overhead)
+                    example = {**scenario_dict(frame, i), "overhead": overhead} if i is not None else "(not alone)"
+                found[name] = (count + 1, example)  # counted per estimate() call
+            peak = out["peak_bytes"].to_numpy(dtype=float)
+            start = len(base)
+            for name, rows, changed in pairs:
+                other = peak[start:start + len(changed)]
+                start += len(changed)
+                this = peak[:len(base)][rows]
+                if name.startswith(("more batch", "a longer seq")):
+                    broken = other < this
+                else:
+                    broken = other > this * (1 + 1e-6)
+                if broken.any():
+                    i = int(np.flatnonzero(broken)[0])
+                    count, example = found.get(name, (0, None))
+                    found[name] = (count + int(broken.sum()), example or {"base": scenario_dict(base, int(rows[i])),
+                                                                          "changed": scenario_dict(changed, i)})
+    for name, (count, example) in sorted(found.items()):
+        unit = "estimate() calls" if name.startswith("components") else "rows"
+        report(f"VIOLATION {name}: {count} {unit}; first: {json.dumps(example, default=str)}")
+    return n, rows_done, sum(c for c, _ in found.values())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=50_000, help="random scenarios (default 50,000)")
+    ap.add_argument("--seed", type=int, default=None, help="numpy seed (default: a fresh one, printed)")
+    ap.add_argument("--chunk", type=int, default=10_000, help="scenarios per estimate() call")
+    ap.add_argument("--hypothesis", type=int, default=0, metavar="N",
+                    help="also run tests/test_engine_properties.py with N random examples per property")
+    ap.add_argument("--catalog-only", action="store_true", help="only the catalog's models (no SYNTHETIC shapes)")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
+    print(f"property search: seed={seed} (rerun: {Path(__file__).name} --n {args.n} --seed {seed})", flush=True)
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    if not args.catalog_only:
+        models = with_synthetic(models)
+    t0 = time.perf_counter()
+    scenarios, rows, violations = search(args.n, seed, args.chunk, models, gpus, lambda s: print(s, flush=True))
+    failed = violations > 0
+    if args.hypothesis > 0:
+        env = {**os.environ, "HYPOTHESIS_PROFILE": "nightly", "HYPOTHESIS_MAX_EXAMPLES": str(args.hypothesis)}
+        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              str(ROOT / "tests" / "test_engine_properties.py"),
+                              str(ROOT / "tests" / "test_regressions_memory.py")], cwd=ROOT, env=env)
+        print(f"hypothesis nightly run ({args.hypothesis} examples per property): {'failed' if rc else 'passed'}")
+        failed = failed or rc != 0
+    print(f"property_search seed={seed} scenarios={scenarios} rows={rows} violations={violations} "
+          f"seconds={time.perf_counter() - t0:.1f}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
