@@ -15,7 +15,9 @@ import streamlit as st
 from app import user_entries
 from catalog import default_catalog
 from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
+from engine import rules
 from engine.estimate import estimate
+from engine.scenarios import normalize
 from planner import planning
 from planner.evidence import evidence_table
 
@@ -136,9 +138,18 @@ def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids:
 
 @st.cache_data(max_entries=24, show_spinner=False)
 def estimate_one(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
-    sc = dict(sc)
-    sc["zero"] = int(planning.effective_zero(sc.get("gpus", 1), sc.get("zero", 0), sc.get("offload", "none")))
-    return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]
+    return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]  # engine/rules.py decides ZeRO, tp, pp, ...
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
+    """What engine/rules.py decided for the sidebar's scenario, in words ("ZeRO stage 3 → 0
+    (one GPU without offload)"); nothing when the scenario cannot be estimated (the page says why)."""
+    try:
+        row = normalize(pd.DataFrame([sc]), models).iloc[0]
+    except ValueError:
+        return []
+    return rules.notes(sc, row)
 
 
 @st.cache_data(max_entries=16, show_spinner="Trying the changes…")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.data import merged_frames
+from app.data import decided_notes, merged_frames
 from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, METHOD_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
 from catalog.schema import CatalogError
@@ -90,7 +90,10 @@ def _parse(field_: Field, text: str):
             return False
         raise ValueError(f"{field_.key}={text!r} ignored; accepted: 1 or 0")
     if field_.kind == "multi":
-        values = tuple(v for v in text.split(",") if v)
+        if len(text) > 40 * max(len(field_.options), 1):
+            raise ValueError(f"{field_.key}={text[:40]!r}… ({len(text):,} characters) ignored; accepted: a comma list "
+                             f"of {', '.join(field_.options)}")
+        values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))  # each once
         bad = [v for v in values if v not in field_.options]
         if bad or not values:
             raise ValueError(f"{field_.key}={text!r} ignored; accepted: a comma list of {', '.join(field_.options)}")
@@ -216,8 +219,12 @@ def sidebar() -> dict:
                                             help="GiB = 2^30 bytes; GB = 10^9 bytes."))
     for note in st.session_state.get("_query_notes", []):
         sb.warning(note)
-    for problem in problems(settings, single=True):
+    problems_now = problems(settings, single=True)
+    for problem in problems_now:
         sb.error(problem)
+    if not problems_now:
+        for note in decided_notes(scenario(settings), models):
+            sb.caption(f"Decided: {note}")
     _write_query_params(settings)
     return settings
 
@@ -236,15 +243,6 @@ def problems(settings: dict | None = None, training: bool | None = None, single:
         if s["offload"] == "all" and s["zero"] != 3:
             out.append(f"Offload 'parameters + optimizer' needs ZeRO stage 3 (you chose {s['zero']}); "
                        "accepted with this stage: none or optimizer states.")
-    if single and s["task"] == "infer":
-        models, _ = merged_frames()
-        known = models.set_index("id")
-        if s["model"] in known.index:
-            heads, count = int(known.loc[s["model"], "num_heads"]), int(s["gpus"])
-            if heads % count:
-                divisors = [d for d in range(1, heads + 1) if heads % d == 0]
-                out.append(f"GPU count {count} cannot split {known.loc[s['model'], 'name']}'s {heads} attention heads "
-                           f"evenly (tensor parallelism); accepted: {', '.join(map(str, divisors))}.")
     return out
 
 
@@ -299,10 +297,8 @@ def workload(s: dict | None = None) -> dict:
 def scenario(s: dict | None = None) -> dict:
     """The single scenario of the Overview and Breakdown pages (model, GPU, count included)."""
     s = s or store()
-    sc = {**workload(s), "model": s["model"], "gpu": s["gpu"], "gpus": int(s["gpus"])}
-    if sc["task"] == "infer":
-        sc["tp"] = int(s["gpus"])  # serving splits the model over its GPUs (tensor parallel)
-    return sc
+    # tensor / pipeline split, ZeRO on one GPU, ...: decided by engine/rules.py, as on the CLI
+    return {**workload(s), "model": s["model"], "gpu": s["gpu"], "gpus": int(s["gpus"])}
 
 
 PLAN_CHOICES = {

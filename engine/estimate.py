@@ -452,6 +452,9 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     else:
         np.minimum(result["max_seq"], take(ctx), out=result["max_seq"])
 
+    if "_zero_asked" in ranges and "gpus_needed" in result:
+        _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, overhead)
+
     # ---- speed and cost ---------------------------------------------------------------
     if n == 0:
         for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
@@ -673,6 +676,21 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
     for lo in range(0, n, ROW_BLOCK):
         fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
     result["fits"] = pd.arrays.BooleanArray(fits, unknown)
+
+
+def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, overhead) -> None:
+    """One GPU runs without ZeRO (engine/rules.py), but the stage asked applies from two GPUs
+    on: a one-GPU row that does not fit gets the GPUs it needs at that stage, from the same
+    scenario asked at two GPUs (the engine solves the count from there). Only such rows are
+    estimated again."""
+    rows, asked = ranges["_zero_dropped_rows"], ranges["_zero_asked"]
+    fits = result["fits"].to_numpy(dtype=bool, na_value=True)[rows]
+    rows, asked = rows[~fits], asked[~fits]
+    if not len(rows):
+        return
+    probe = sc.iloc[rows].reset_index(drop=True).assign(gpus=2, zero=asked)
+    needed = estimate(probe, models, gpus, **overhead)["gpus_needed"].to_numpy(dtype=float)
+    result["gpus_needed"][rows] = needed
 
 
 def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):

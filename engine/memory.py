@@ -62,9 +62,6 @@ class Phase:
         t = sum(self.per_token.values(), 0.0)
         return f, s, t
 
-    def component(self, comp: str, dp, tokens):
-        return self.fixed.get(comp, 0.0) + self.shard.get(comp, 0.0) / dp + self.per_token.get(comp, 0.0) * tokens
-
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).

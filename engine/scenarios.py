@@ -29,6 +29,7 @@ from engine.constants import (
     OPTIMIZERS,
     TRAIN_PRECISIONS,
 )
+from engine import rules
 from engine.params import parse_lora_targets
 
 TASKS = ("train", "infer")
@@ -47,7 +48,7 @@ DEFAULTS: dict[str, object] = {
     "precision": "bf16",
     "optimizer": "adamw",
     "batch": 1,
-    "seq": 2048,
+    "seq": 0,  # 0 = auto (engine/rules.py): 2,048, or the model's context if shorter
     "grad_checkpointing": False,
     "lora_rank": 8,
     "lora_targets": "q_proj,v_proj",
@@ -55,8 +56,8 @@ DEFAULTS: dict[str, object] = {
     "zero": 0,
     "offload": "none",
     "gpus": 1,
-    "tp": 1,
-    "pp": 1,
+    "tp": 0,  # 0 = auto (engine/rules.py): decided from the task, GPUs, heads and layers
+    "pp": 0,
     "base_precision": "auto",
     "kv_precision": "auto",
     "prefill_logits": "last",
@@ -325,11 +326,14 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             raise _bad("lora_targets", value, "'all' or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
         parse_lora_targets(value)
 
-    lows = {"batch": 1, "seq": 1, "gpus": 1, "tp": 1, "pp": 1, "freeze_layers": 1, "lora_rank": 0, "zero": 0}
+    lows = {"batch": 1, "seq": 0, "gpus": 1, "tp": 0, "pp": 0, "freeze_layers": 1, "lora_rank": 0, "zero": 0}
+    auto = {"seq", "tp", "pp"}  # 0 = decided by engine/rules.py
     highs = {**LIMITS, "zero": 3}
     for col in INT_COLUMNS:
         if col in present:
-            out[col] = _ints(col, out[col], lows[col], highs[col], "0, 1, 2 or 3" if col == "zero" else None, ranges)
+            accepted = ("0, 1, 2 or 3" if col == "zero" else
+                        f"a whole number from 1 to {highs[col]:,}, or 0 for auto" if col in auto else None)
+            out[col] = _ints(col, out[col], lows[col], highs[col], accepted, ranges)
     for col in BOOL_COLUMNS:
         if col not in present:
             continue
@@ -355,6 +359,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             out["headroom"] = headroom
         elif values.dtype != np.float64:
             out["headroom"] = values.to_numpy(dtype=np.float64)
+    rules.apply(out, models, ranges)  # every default that depends on other columns, decided once
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), ranges
 
 
@@ -677,15 +682,5 @@ def grid(**axes) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def product(*frames: pd.DataFrame) -> pd.DataFrame:
-    """Cross product of several small frames (e.g. workloads x GPUs)."""
-    result = frames[0]
-    for other in frames[1:]:
-        left = result.loc[result.index.repeat(len(other))].reset_index(drop=True)
-        right = other.iloc[np.tile(np.arange(len(other)), len(result))].reset_index(drop=True)
-        result = pd.concat([left, right], axis=1)
-    return result
-
-
 __all__ = ["DEFAULTS", "CHOICES", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
-           "normalize_columns", "grid", "product"]
+           "normalize_columns", "grid"]

@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine import rules
 from engine.estimate import estimate
-from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
+from engine.scenarios import LIMITS, TASKS, show
 from engine.speed import format_speed_cost
+from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 
 GIB = 2**30
 
@@ -28,6 +30,12 @@ JSON_KEYS = (
     "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
     "prefill_phase_bytes", "logits_phase_bytes",
 )
+# the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
+NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",
+                   "prefill_logits", "headroom", "allow_long_context")
+SCENARIO_COLUMNS = ("model", "task", "method", "precision", "optimizer", "batch", "seq", "grad_checkpointing",
+                    "lora_rank", "lora_targets", "freeze_layers", "zero", "offload", "gpus", "tp", "pp",
+                    "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu")
 # one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
@@ -53,84 +61,110 @@ class Parser(argparse.ArgumentParser):
         raise CliError(message)
 
 
-def _positive_int(name):
+def _ascii_number(name: str, text: str, accepted: str) -> float:
+    """A number as people type it in ASCII (1, 0.5, 1e9). Python's float() also reads other
+    scripts' digits ("٣" is 3), which would pass unseen into a report: refused."""
+    text = str(text).strip()
+    if not text.isascii():
+        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted} (ASCII digits)")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not a number; accepted: {accepted}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted}")
+    return value
+
+
+def _whole(name: str, low: int = 1, high: int | None = None, accepted: str | None = None):
+    """A whole number in [low, high] (high: the engine's own limit for the column, LIMITS)."""
+    high = high if high is not None else LIMITS.get(name.replace(" ", "_").replace("-", "_"), 10**6)
+    accepted = accepted or f"a whole number from {low:,} to {high:,}"
+
     def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a whole number; accepted: a whole number >= 1") from None
-        if not math.isfinite(value) or value != int(value) or value < 1:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a whole number >= 1")
+        value = _ascii_number(name, text, accepted)
+        if value != int(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted}")
         return int(value)
     return parse
 
 
-def _nonneg_float(name, below_one=False):
+def _bounded(name: str, low: float, high: float, low_open: bool = False, high_open: bool = False, what: str = ""):
+    """A number in a range that describes a real system; outside it the figures would be
+    300-digit or infinite."""
+    accepted = (f"a number {'>' if low_open else '>='} {low:g} and {'<' if high_open else '<='} {high:g}"
+                + (f" ({what})" if what else ""))
+
     def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a number") from None
-        if not math.isfinite(value) or value < 0 or (below_one and value >= 1):
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a number >= 0" + (" and < 1" if below_one else ""))
+        value = _ascii_number(name, text, accepted)
+        if value < low or value > high or (low_open and value == low) or (high_open and value == high):
+            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted}")
         return value
     return parse
 
 
-def _number(name):
-    """A finite number (1e9 style accepted); its range is checked by the engine."""
+def _choice_text(name: str, choices):
+    """A text option from a fixed list (its error names the list)."""
     def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not accepted; accepted: a finite number")
-        return value
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {', '.join(map(str, choices))}")
+        return text
     return parse
 
 
-def _add_scenario_args(p: argparse.ArgumentParser, single: bool) -> None:
-    p.add_argument("--model", required=single and False, help="catalog model id (see: catalog models)")
-    p.add_argument("--model-config", type=Path, help="a Hugging Face config.json to estimate instead of a catalog model")
-    p.add_argument("--task", default="train", help="train | infer")
+def _add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """The scenario flags, the same for estimate and sweep (one request, one meaning). Every
+    flag left out is decided by engine/rules.py, as for the library and the dashboard."""
+    p.add_argument("--model", help="catalog model id (see: catalog models)")
+    p.add_argument("--model-config", help="a Hugging Face config.json to estimate instead of a catalog model")
+    p.add_argument("--task", default="train", type=_choice_text("task", TASKS), help="train | infer")
     p.add_argument("--method", default=None, help="full | lora | qlora | freeze (training)")
     p.add_argument("--precision", default=None,
                    help="training: fp32, amp_bf16, amp_fp16, bf16, fp16, mixed_bf16, mixed_fp16; "
                         "inference: fp32, bf16, fp16, int8, int4, nf4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k")
     p.add_argument("--optimizer", default="adamw", help="adamw, adamw_fused, adamw_8bit, paged_adamw_8bit, sgd, adafactor")
-    p.add_argument("--batch", type=_positive_int("batch"), default=1, help="micro-batch per GPU (sequences)")
-    p.add_argument("--seq", type=_positive_int("seq"), default=None, help="sequence length in tokens (default 2048, or the model's context if shorter)")
+    p.add_argument("--batch", type=_whole("batch"), default=1, help="micro-batch per GPU (sequences)")
+    p.add_argument("--seq", type=_whole("seq"), default=None,
+                   help="sequence length in tokens (default 2048, or the model's context if shorter)")
     p.add_argument("--grad-checkpointing", action="store_true")
-    p.add_argument("--lora-rank", type=_positive_int("lora rank"), default=8)
+    p.add_argument("--lora-rank", type=_whole("lora rank", high=LIMITS["lora_rank"]), default=8)
     p.add_argument("--lora-targets", default="q_proj,v_proj", help="comma list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj, or 'all'")
-    p.add_argument("--freeze-layers", type=_positive_int("freeze layers"), default=2, help="trainable last layers for --method freeze")
+    p.add_argument("--freeze-layers", type=_whole("freeze layers", high=LIMITS["freeze_layers"]), default=2,
+                   help="trainable last layers for --method freeze (at most the model's layers)")
     p.add_argument("--base-precision", default="auto", help="frozen base for lora/qlora: auto, fp32, bf16, fp16, int8, int4, nf4")
     p.add_argument("--kv-precision", default="auto", help="KV cache: auto (as the activations), fp32, bf16, fp16, fp8, int8, int4")
-    p.add_argument("--zero", default="0", help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
+    p.add_argument("--zero", default=0, type=_whole("zero", low=0, high=3, accepted="0, 1, 2 or 3"), help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
     p.add_argument("--offload", default="none", help="none | optimizer | all")
-    p.add_argument("--gpus", type=_positive_int("gpus"), default=1, help="total GPU count")
-    p.add_argument("--tp", type=_positive_int("tp"), default=None, help="tensor-parallel degree (inference default: all GPUs)")
-    p.add_argument("--pp", type=_positive_int("pp"), default=1, help="pipeline-parallel degree")
-    p.add_argument("--headroom", type=_nonneg_float("headroom", below_one=True), default=0.0, help="fraction of GPU memory kept free (0.1 = 10%%)")
+    p.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="total GPU count")
+    p.add_argument("--tp", type=_whole("tp", high=LIMITS["tp"]), default=None,
+                   help="tensor-parallel degree (default: inference splits over the GPUs and heads, training 1)")
+    p.add_argument("--pp", type=_whole("pp", high=LIMITS["pp"]), default=None, help="pipeline-parallel degree (default: see --tp)")
+    p.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"), default=0.0,
+                   help="fraction of GPU memory kept free (0.1 = 10%%)")
     p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
     p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
-    p.add_argument("--context-mib", type=_nonneg_float("context-mib"), default=None, help="runtime overhead: CUDA context per GPU, MiB (default 430)")
-    p.add_argument("--fragmentation", type=_nonneg_float("fragmentation", below_one=True), default=None, help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
-    p.add_argument("--tokens", type=_number("tokens"), default=None, help="training tokens for time and cost (default 1e9)")
-    p.add_argument("--mfu", type=_number("mfu"), default=None, help="fraction of dense peak FLOPS reached, 0-1 (default 0.49, LLaMA paper)")
-    p.add_argument("--bandwidth-efficiency", type=_number("bandwidth-efficiency"), default=None, help="fraction of memory bandwidth reached in decode, 0-1 (default 0.65, llama.cpp measurements)")
-    p.add_argument("--prompt-tokens", type=_number("prompt-tokens"), default=None, help="inference: prompt length per sequence for the prefill time (default: seq)")
-    p.add_argument("--usd-per-kwh", type=_number("usd-per-kwh"), default=None, help="electricity price for owned GPUs (default 0.13)")
-    p.add_argument("--utilization", type=_number("utilization"), default=None, help="fraction of the month the GPUs are busy, 0-1 (default 1)")
-    p.add_argument("--hours-per-month", type=_number("hours-per-month"), default=None, help="hours in a month (default 730)")
+    p.add_argument("--context-mib", type=_bounded("context-mib", 0, 65536, what="MiB per GPU"), default=None,
+                   help="runtime overhead: CUDA context per GPU, MiB (default 430)")
+    p.add_argument("--fragmentation", type=_bounded("fragmentation", 0, 0.9), default=None,
+                   help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
+    p.add_argument("--tokens", type=_bounded("tokens", 1, 1e15), default=None, help="training tokens for time and cost (default 1e9)")
+    p.add_argument("--mfu", type=_bounded("mfu", 0.001, 1), default=None,
+                   help="fraction of dense peak FLOPS reached, 0.001-1 (default 0.49, LLaMA paper)")
+    p.add_argument("--bandwidth-efficiency", type=_bounded("bandwidth-efficiency", 0.001, 1), default=None,
+                   help="fraction of memory bandwidth reached in decode, 0.001-1 (default 0.65, llama.cpp measurements)")
+    p.add_argument("--prompt-tokens", type=_bounded("prompt-tokens", 1, LIMITS["seq"]), default=None,
+                   help="inference: prompt length per sequence for the prefill time (default: seq)")
+    p.add_argument("--usd-per-kwh", type=_bounded("usd-per-kwh", 0, 10), default=None, help="electricity price for owned GPUs (default 0.13)")
+    p.add_argument("--utilization", type=_bounded("utilization", 0.001, 1), default=None,
+                   help="fraction of the month the GPUs are busy, 0.001-1 (default 1)")
+    p.add_argument("--hours-per-month", type=_bounded("hours-per-month", 1, 744), default=None, help="hours in a month (default 730)")
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m engine", description="LLM hardware planner: memory per GPU, fit, and the catalog.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
     est = sub.add_parser("estimate", help="estimate one scenario")
-    _add_scenario_args(est, single=True)
+    _add_scenario_args(est)
     est.add_argument("--gpu", default="", help="catalog GPU id to fit against (see: catalog gpus)")
     est.add_argument("--what-if", action="store_true",
                      help="with --gpu: every change that would save memory (checkpointing, LoRA/QLoRA, 8-bit "
@@ -138,42 +172,34 @@ def build_parser() -> Parser:
                           "many GPUs it fits, as the dashboard's Breakdown page ranks them")
     est.add_argument("--json", action="store_true", help="print one JSON object")
     sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
-    sw.add_argument("--out", type=Path, help="CSV file to write (default: standard output)")
-    sw.add_argument("--models", default="", help="comma list of model ids (default: all)")
-    sw.add_argument("--gpu-ids", default="", help="comma list of GPU ids (default: all)")
-    sw.add_argument("--methods", default="full,lora,qlora", help="comma list of training methods")
-    _add_scenario_args(sw, single=False)
+    sw.add_argument("--out", help="CSV file to write (default: standard output)")
+    sw.add_argument("--models", default=None, help="comma list of model ids (default: all)")
+    sw.add_argument("--gpu-ids", default=None, help="comma list of GPU ids (default: all)")
+    sw.add_argument("--methods", default=None, help="comma list of training methods (default full,lora,qlora; "
+                                                     "--method gives one)")
+    _add_scenario_args(sw)
     cat = sub.add_parser("catalog", help="list catalog ids")
     cat.add_argument("what", help="gpus | models | aliases")
     sub.add_parser("evidence", help="estimate vs every published reference")
     return parser
 
 
-def _scenario_from_args(args, models: pd.DataFrame) -> dict:
-    task = args.task
-    if task not in ("train", "infer"):
-        raise CliError(f"task {task!r} is not accepted; accepted: train, infer")
-    try:
-        zero = int(args.zero)
-    except ValueError:
-        raise CliError(f"zero {args.zero!r} is not accepted; accepted: 0, 1, 2 or 3") from None
-    precision = args.precision or ("bf16")
-    method = args.method or "full"
-    seq = args.seq
-    if seq is None:
-        ctx = int(models.loc[models["id"] == args.model, "max_context"].iloc[0]) if (models["id"] == args.model).any() else 2048
-        seq = min(2048, ctx)
-    tp = args.tp if args.tp is not None else (args.gpus // args.pp if task == "infer" else 1)
+def request_from_args(args) -> dict:
+    """The scenario exactly as asked on the command line: what was not given is left out, and
+    engine/rules.py decides it (the same rules as for the library and the dashboard)."""
+    if args.task == "infer" and args.method not in (None, "full", "none"):
+        raise CliError(f"method {show(args.method)} applies to training; for --task infer leave --method out")
     sc = dict(
-        model=args.model, task=task, method=method if task == "train" else "full", precision=precision,
-        optimizer=args.optimizer, batch=args.batch, seq=seq, grad_checkpointing=args.grad_checkpointing,
+        task=args.task, optimizer=args.optimizer, batch=args.batch, grad_checkpointing=args.grad_checkpointing,
         lora_rank=args.lora_rank, lora_targets=args.lora_targets, freeze_layers=args.freeze_layers,
-        zero=zero, offload=args.offload, gpus=args.gpus, tp=tp, pp=args.pp,
-        base_precision=args.base_precision, kv_precision=args.kv_precision, headroom=args.headroom,
-        prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
+        zero=args.zero, offload=args.offload, gpus=args.gpus, base_precision=args.base_precision,
+        kv_precision=args.kv_precision, headroom=args.headroom, prefill_logits=args.prefill_logits,
+        allow_long_context=args.allow_long_context,
     )
-    if task == "infer" and args.method not in (None, "full", "none"):
-        raise CliError(f"method {args.method!r} applies to training; for --task infer leave --method out")
+    for key in ("model", "method", "precision", "seq", "tp", "pp"):
+        value = getattr(args, key, None)
+        if value is not None and not (key == "method" and args.task == "infer"):
+            sc[key] = value
     sc.update(_speed_settings(args))
     return sc
 
@@ -192,14 +218,21 @@ def _overhead(args) -> dict:
     return out
 
 
-def _models_with_config(args, catalog_models: pd.DataFrame) -> pd.DataFrame:
-    if not args.model_config:
-        if not args.model:
+def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = True) -> pd.DataFrame:
+    """The catalog's models, plus the model of --model-config (named by --model when given)."""
+    if args.model_config is None:
+        if required and not args.model:
             raise CliError("--model is required (a catalog model id, see: python -m engine catalog models), or give --model-config")
         return catalog_models
+    if not str(args.model_config).strip():
+        raise CliError("model config '' is not a file; accepted: a path to a Hugging Face config.json")
+    from catalog.schema import ID_RE  # the catalog's own id rule, as for every saved model
     from catalog.user import model_from_config_file  # lazy: only this path reads JSON files
-    record = model_from_config_file(args.model_config)
-    if args.model and args.model != record["id"]:
+    record = model_from_config_file(Path(args.model_config))
+    if args.model:
+        if not ID_RE.match(args.model):
+            raise CliError(f"model id {show(args.model)} is not accepted for --model-config; accepted: lower-case "
+                           "letters, digits, '.' and '-', up to 64 characters, starting with a letter or digit")
         record["id"] = args.model
     args.model = record["id"]
     frame = pd.DataFrame([record])
@@ -224,27 +257,32 @@ def cmd_estimate(args) -> int:
     from catalog import default_catalog
     cat = default_catalog()
     models = _models_with_config(args, cat.models(include_user=True))
-    sc = _scenario_from_args(args, models)
+    request = request_from_args(args)
     if args.gpu:
-        sc["gpu"] = args.gpu
+        request["gpu"] = args.gpu
     elif args.what_if:
         raise CliError("--what-if needs --gpu to fit against; accepted: a catalog GPU id (see: catalog gpus)")
     gpus = cat.gpus(include_user=True) if args.gpu else None
-    frame = estimate(pd.DataFrame([sc]), models, gpus, **_overhead(args))
+    frame = estimate(pd.DataFrame([request]), models, gpus, **_overhead(args))
     row = frame.iloc[0]
+    notes = rules.notes(request, row)
+    decided = {k: row[k] for k in SCENARIO_COLUMNS if k in row.index}  # the scenario as estimated
+    decided.update({k: v for k, v in request.items() if k not in decided})
     changes, hint_error = None, None
     if args.what_if:
-        changes = _what_if(sc, models, gpus, args)
+        changes = _what_if(decided, models, gpus, args)
     elif args.gpu and not args.json and not bool(row["fits"]):
         try:  # a hint under the estimate: its failure must not cost the user the estimate
-            changes = _what_if(sc, models, gpus, args)
+            changes = _what_if(decided, models, gpus, args)
         except ValueError as exc:
             hint_error = str(exc)
     if args.json:
         keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
                                    "grad_checkpointing", "zero", "offload", "gpus", "tp", "pp") + JSON_KEYS
-                                  + (FIT_KEYS + SPEED_KEYS if args.gpu else ("train_flops",)) + SPEED_SETTING_KEYS))
+                                  + (FIT_KEYS + SPEED_KEYS if args.gpu else ("train_flops",)) + SPEED_SETTING_KEYS
+                                  + NORMALIZED_KEYS))
         data = {k: _jsonable(row[k]) for k in keys if k in row.index}
+        data["normalization_notes"] = notes
         if "breakeven_months" in data and row["breakeven_months"] == math.inf:
             data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
         if args.what_if:
@@ -253,6 +291,8 @@ def cmd_estimate(args) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(format_estimate(row))
+    if notes:
+        print("decided for this scenario: " + "; ".join(notes))
     speed = format_speed_cost(row)
     if speed:
         print(speed)
@@ -276,28 +316,43 @@ def _what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, args) -> pd.Dat
     return what_if(sc, models, gpus, _overhead(args))
 
 
+def _id_list(flag: str, text: str | None) -> list[str]:
+    """A comma list flag; given but empty (\"\" or \",\") is an error, never an empty sweep."""
+    if text is None:
+        return []
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise CliError(f"{flag} {show(text)} is empty; accepted: a comma list of ids")
+    return list(dict.fromkeys(items))
+
+
 def cmd_sweep(args) -> int:
+    """Every model x GPU (x method for training) of one request, with the same flags and the
+    same rules as estimate: a sweep row is the estimate of its scenario."""
     from catalog import default_catalog
     cat = default_catalog()
-    models = cat.models(include_user=True)
+    models = _models_with_config(args, cat.models(include_user=True), required=False)
     gpus = cat.gpus(include_user=True)
-    model_ids = [m for m in args.models.split(",") if m] or list(models["id"])
-    gpu_ids = [g for g in args.gpu_ids.split(",") if g] or list(gpus["id"])
-    methods = [m for m in args.methods.split(",") if m]
+    model_ids = ([args.model] if args.model else []) + [m for m in _id_list("--models", args.models) if m != args.model]
+    model_ids = model_ids or list(models["id"])
+    gpu_ids = _id_list("--gpu-ids", args.gpu_ids) or list(gpus["id"])
     unknown = [g for g in gpu_ids if g not in set(gpus["id"])]
     if unknown:
-        raise CliError(f"gpu {unknown[0]!r} is not in the catalog; accepted: {', '.join(gpus['id'])}")
-    base = dict(task=args.task, optimizer=args.optimizer, batch=args.batch, seq=args.seq or 2048,
-                grad_checkpointing=args.grad_checkpointing, lora_rank=args.lora_rank, lora_targets=args.lora_targets,
-                zero=int(args.zero) if str(args.zero).isdigit() else args.zero, offload=args.offload,
-                headroom=args.headroom, allow_long_context=True)
-    if args.precision:
-        base["precision"] = args.precision
-    base.update(_speed_settings(args))
-    frame = sweep_frame(models, gpus, model_ids, gpu_ids, methods, base, _overhead(args))
+        raise CliError(f"gpu {show(unknown[0])} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+    if args.method is not None and args.methods is not None:
+        raise CliError("give --method (one method) or --methods (a comma list), not both")
+    methods = [args.method] if args.method else _id_list("--methods", args.methods) or ["full", "lora", "qlora"]
+    request = request_from_args(args)
+    request.pop("method", None)
+    request.pop("model", None)
+    frame = sweep_frame(models, gpus, model_ids, gpu_ids, methods, request, _overhead(args))
+    left_out = frame.attrs.get("beyond_context", [])
+    if left_out:
+        print(f"note: left out {', '.join(left_out)}: the sequence is longer than their context "
+              "(--allow-long-context to estimate them)", file=sys.stderr)
     text = to_csv(frame)
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -332,9 +387,19 @@ def cmd_evidence(args) -> int:
     return 0
 
 
+MAX_MESSAGE = 400  # characters of an error line; a 100,000-character bad value is cut, not repeated
+
+
+def _one_line(message: str) -> str:
+    text = " ".join(str(message).split())
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE - 60] + f"… ({len(text):,} characters) …" + text[-40:]
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     import warnings
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {_one_line(message)}\n"
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -342,12 +407,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence}[args.command]
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return code
+    except BrokenPipeError:
+        # the reader went away (`| head -1`): stop quietly as Unix tools do, with SIGPIPE's status;
+        # stdout goes to /dev/null so that Python's own flush at exit does not complain
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
     except (CliError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
+        where = getattr(exc, "filename", "") or ""
+        print(f"error: {_one_line(f'{exc.strerror or exc}: {where}'.rstrip(': '))}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0

@@ -15,9 +15,10 @@ Conventions shared by every function:
   parallelism over powers of two (inference). Each answer is then re-estimated *at* that count
   (second `estimate` call) so that the breakdown, the fit and any speed or cost columns the
   engine adds describe the configuration we recommend, not a different one.
-* ZeRO on a single GPU only adds the gathered-layer buffers, so one GPU is estimated with stage
-  0 unless offload is on (DeepSpeed's ZeRO-Offload runs on one GPU); the chosen stage applies
-  from two GPUs on (`effective_zero`).
+* Every default that depends on other columns (ZeRO on one GPU, tensor/pipeline split, the
+  sequence, the context limit, ...) is decided by engine/rules.py for every scenario; nothing
+  here re-decides it. Rows whose sequence is beyond their model's context (without the explicit
+  override) are refused there; the tables here keep them as "✗ context" rows without figures.
 * Unified-memory systems (Apple) are single devices: never more than one per configuration.
 * Prices: `buy_usd` = count x the catalog's purchase price per card (GPUs only: no host,
   chassis or network), `rent_usd_per_hour` = count x the catalog's on-demand $/GPU-hour.
@@ -103,32 +104,18 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def clip_seq_to_context(frame: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
-    """Sweeps over many models: a sequence beyond a model's context is cut to that context
-    (flagged in `seq_clipped`) unless `allow_long_context` is set on the row."""
-    out = frame.copy()
-    ctx = models.set_index("id")["max_context"].reindex(out["model"].astype(str)).to_numpy(dtype=float)
-    seq = pd.to_numeric(pd.Series(_column(out, "seq")), errors="coerce").to_numpy(dtype=float)
-    allow = pd.Series(_column(out, "allow_long_context")).astype(str).str.strip().str.lower() \
+def beyond_context(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Rows whose sequence is longer than their model's context without `allow_long_context`:
+    the engine refuses them (engine/rules.py); tables over many models leave them out and say so."""
+    ctx = models.set_index("id")["max_context"].reindex(frame["model"].astype(str)).to_numpy(dtype=float)
+    seq = pd.to_numeric(pd.Series(_column(frame, "seq")), errors="coerce").to_numpy(dtype=float)
+    allow = pd.Series(_column(frame, "allow_long_context")).astype(str).str.strip().str.lower() \
         .isin(("true", "1", "yes", "on")).to_numpy(dtype=bool)
-    clipped = (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
-    if clipped.any():
-        out["seq"] = np.where(clipped, ctx, out["seq"].to_numpy(dtype=object))
-    out["seq_clipped"] = clipped
-    return out
+    return (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
 
 
 def _nan_as_inf(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), np.inf, values)
-
-
-def effective_zero(gpus, zero, offload) -> np.ndarray:
-    """The ZeRO stage used at a GPU count: the chosen one from two GPUs on (or with offload),
-    stage 0 on a single GPU without offload (sharding over one rank only adds buffers)."""
-    gpus = np.asarray(gpus)
-    zero = np.asarray(zero)
-    offload = np.asarray(offload, dtype=object)
-    return np.where((gpus > 1) | (offload != "none"), zero, 0).astype(np.int64)
 
 
 # ---- GPUs needed and the configuration at that count ----------------------------------------
@@ -151,16 +138,17 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     if max_gpus < 1:
         raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
     overhead = overhead or {}
-    sc = clip_seq_to_context(with_defaults(scenarios.reset_index(drop=True)), models)
+    everything = with_defaults(scenarios.reset_index(drop=True))
+    refused = beyond_context(everything, models)
+    sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
     task = pd.Series(_column(sc, "task")).astype(str).to_numpy()
     infer = task == "infer"
-    zero = pd.to_numeric(pd.Series(_column(sc, "zero"))).to_numpy(dtype=np.int64)
-    offload = pd.Series(_column(sc, "offload")).astype(str).to_numpy()
 
     # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
-    single = sc.assign(gpus=1, tp=1, pp=1, zero=effective_zero(1, zero, offload))
-    multi = sc.assign(gpus=2, tp=1, pp=1, zero=zero)
+    # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario)
+    single = sc.assign(gpus=1, tp=1, pp=1)
+    multi = sc.assign(gpus=2, tp=1, pp=1)
     both = estimate(pd.concat([single, multi], ignore_index=True), models, gpus, **overhead)
     one = both.iloc[:n].reset_index(drop=True)
     two = both.iloc[n:].reset_index(drop=True)
@@ -177,17 +165,9 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     within = np.isfinite(needed) & (needed <= limit)
     count = np.where(within, needed, 1.0).astype(np.int64)
 
-    # (2) the estimate at the recommended count. Inference splits by tensor parallelism, which
-    # must divide the attention heads; what it cannot split goes to pipeline stages.
-    midx = pd.Index(models["id"]).get_indexer(sc["model"].astype(str))
-    heads = models["num_heads"].to_numpy()[midx].astype(np.int64)
-    layers = models["num_layers"].to_numpy()[midx].astype(np.int64)
-    tp = np.where(infer, np.gcd(count, heads), 1)
-    pp = np.where(infer, count // tp, 1)
-    unsplittable = pp > layers
-    tp = np.where(unsplittable, 1, tp)
-    pp = np.where(unsplittable, 1, pp)
-    conf = sc.assign(gpus=count, tp=tp, pp=pp, zero=effective_zero(count, zero, offload))
+    # (2) the estimate at the recommended count, split over its GPUs as every scenario is
+    # (engine/rules.py: tensor parallel over the heads, pipeline stages for the rest, for inference)
+    conf = sc.assign(gpus=count, tp=0, pp=0)
     res = estimate(conf, models, gpus, **overhead)
 
     ok = within & res["fits"].fillna(False).to_numpy(dtype=bool)
@@ -208,6 +188,15 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     res["buy_usd"] = np.where(ok, count * price, np.nan)
     res["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
     res["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
+    res["beyond_context"] = False
+    if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
+        left_out = everything[refused].copy()
+        left_out["beyond_context"] = True
+        left_out["fits_within"] = False
+        left_out["label"] = "✗ context"
+        order = np.concatenate([np.flatnonzero(~refused), np.flatnonzero(refused)])
+        res = pd.concat([res, left_out], ignore_index=True)
+        res = res.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
     return res
 
 
@@ -433,10 +422,9 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     k = len(frame)
     count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
     train = frame["task"].astype(str).to_numpy() == "train"
-    zero = pd.to_numeric(frame["zero"]).to_numpy(dtype=np.int64)
-    frame["zero"] = effective_zero(count, zero, frame["offload"].astype(str).to_numpy())
-    sharded = frame.assign(gpus=np.maximum(count, 2 * pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64)
-                                           * pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64)),
+    split = (np.maximum(pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64), 1)  # 0 = auto: at least 1
+             * np.maximum(pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64), 1))
+    sharded = frame.assign(gpus=np.maximum(count, 2 * split),
                            zero=np.where(train, 3, frame["zero"]))
     both = estimate(pd.concat([frame, sharded], ignore_index=True), models, gpus, **(overhead or {}))
     res = both.iloc[:k].reset_index(drop=True)
@@ -465,7 +453,6 @@ def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, bat
     """Peak per GPU over sequence lengths x batch sizes for one scenario (one estimate call)."""
     axes = {"seq": list(seqs), "batch": list(batches)}
     frame = expand({k: v for k, v in base.items() if k not in axes}, **axes)
-    frame["zero"] = effective_zero(frame["gpus"], frame["zero"], frame["offload"].astype(str))
     return estimate(frame, models, gpus, **(overhead or {}))
 
 
@@ -487,7 +474,7 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
                           models, gpus, max_gpus=max_gpus, overhead=overhead)
     conf = conf.astype({"model": str, "precision": str, "gpu": str})
     keys = ["model", "precision"]
-    sizes = conf.drop_duplicates(keys)[keys + ["seq", "seq_clipped", "params", "one_gpu_weights_bytes",
+    sizes = conf.drop_duplicates(keys)[keys + ["seq", "beyond_context", "params", "one_gpu_weights_bytes",
                                                "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]]
     sizes = sizes.rename(columns={"one_gpu_weights_bytes": "weights_bytes", "one_gpu_kv_cache_bytes": "kv_cache_bytes",
                                   "one_gpu_peak_bytes": "total_bytes"})
@@ -545,6 +532,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "clip_seq_to_context", "effective_zero", "configurations", "cheapest",
+           "expand", "plans_frame", "with_defaults", "beyond_context", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve",
            "inference_table", "article_inference_table"]

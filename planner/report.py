@@ -100,7 +100,12 @@ def format_what_if(table: pd.DataFrame, limit: int | None = None) -> str:
 
 def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, methods, base: dict,
                 overhead: dict | None = None) -> pd.DataFrame:
-    """Every model x GPU (x method for training) for one workload, with fit columns."""
+    """Every model x GPU (x method for training) for one request, with fit columns: each row is
+    exactly what `estimate` answers for its scenario (engine/rules.py decides what the request
+    leaves open). Rows whose sequence is beyond their model's context (without the explicit
+    override) are refused by the engine, so they are left out and named in
+    `result.attrs["beyond_context"]` (model ids)."""
+    from planner.planning import beyond_context  # same layer; kept lazy to keep report light
     task = base.get("task", "train")
     axes = {"model": list(model_ids), "gpu": list(gpu_ids)}
     if task == "train":
@@ -108,25 +113,39 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     frame = grid(**axes)
     for key, value in base.items():
         frame[key] = value
-    if task == "infer":
-        frame["method"] = "full"
-    ctx = models.set_index("id")["max_context"]
-    frame["seq"] = np.minimum(frame["seq"].to_numpy(), ctx.reindex(frame["model"].astype(str)).to_numpy())
-    return estimate(frame, models, gpus, **(overhead or {}))
+    refused = beyond_context(frame, models) if "seq" in frame.columns else np.zeros(len(frame), dtype=bool)
+    left_out = list(dict.fromkeys(frame.loc[refused, "model"].astype(str))) if refused.any() else []
+    if refused.any():
+        frame = frame[~refused].reset_index(drop=True)
+    result = estimate(frame, models, gpus, **(overhead or {}))
+    result.attrs["beyond_context"] = left_out
+    return result
 
 
 def neutralize(value):
     """Text a spreadsheet would run as a formula, prefixed with a single quote; anything else
-    (numbers, booleans, missing values, text that is only a number) unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_START) and not PLAIN_NUMBER.fullmatch(value):
+    (numbers, booleans, missing values, text that is only a number) unchanged. The sign is
+    looked for after leading whitespace and double quotes too (" =1+1" runs once trimmed)."""
+    if not isinstance(value, str) or not value:
+        return value
+    if not value.startswith(FORMULA_START) and not (value[0].isspace() or value[0] == '"'):
+        return value  # the usual text: nothing to skip, no sign
+    core = SKIPPED_AROUND.sub("", value)
+    if (value.startswith(FORMULA_START) or core.startswith(FORMULA_START)) and not PLAIN_NUMBER.fullmatch(core):
         return "'" + value
     return value
 
 
-def _cell(value):
+def _cell(value, count: bool = False):
     """neutralize(), then a carriage return inside text becomes a line feed: Python's csv writer
     (3.11) quotes a field only for the characters of its line terminator ("\n" here), and an
-    unquoted CR would start a new row, whose first cell a spreadsheet could run as a formula."""
+    unquoted CR would start a new row, whose first cell a spreadsheet could run as a formula.
+    An infinite number: NOT_WITHIN for +inf in a count column, the text "-inf" quoted (a
+    spreadsheet would run -inf as a formula), +inf elsewhere as it is."""
+    if isinstance(value, (float, np.floating)) and math.isinf(value):
+        if value > 0:
+            return NOT_WITHIN if count else value
+        return "'-inf"
     value = neutralize(value)
     if isinstance(value, str) and "\r" in value:
         return value.replace("\r\n", "\n").replace("\r", "\n")

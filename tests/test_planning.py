@@ -9,6 +9,7 @@ import pytest
 
 from engine import estimate, grid
 from planner import planning
+from engine.scenarios import normalize
 
 GIB = 2**30
 
@@ -27,9 +28,11 @@ LORA_8B = {"task": "train", "method": "lora", "precision": "bf16", "optimizer": 
 
 # ---- scenario frames ---------------------------------------------------------------------
 
-def test_effective_zero_applies_the_stage_from_two_gpus_or_with_offload():
-    out = planning.effective_zero([1, 1, 2, 8, 1], [3, 3, 3, 2, 1], ["none", "optimizer", "none", "none", "all"])
-    assert out.tolist() == [0, 3, 3, 2, 1]
+def test_the_zero_stage_applies_from_two_gpus_or_with_offload(models):
+    # decided once, by engine/rules.py, for every scenario (the planner no longer re-decides it)
+    frame = pd.DataFrame({"model": "llama-2-7b", "gpus": [1, 1, 2, 8, 1], "zero": [3, 3, 3, 2, 3],
+                          "offload": ["none", "optimizer", "none", "none", "all"]})
+    assert normalize(frame, models)["zero"].tolist() == [0, 3, 3, 2, 3]
 
 
 def test_expand_and_plans_frame_are_cross_products():
@@ -46,13 +49,22 @@ def test_expand_and_plans_frame_are_cross_products():
         planning.plans_frame({}, model=["llama-2-7b"], gpu=["a10"])
 
 
-def test_sequences_beyond_a_models_context_are_cut_unless_allowed(models):
+def test_sequences_beyond_a_models_context_are_refused_unless_allowed(models):
     frame = pd.DataFrame({"model": ["llama-1-7b", "llama-2-7b"], "seq": [4096, 4096]})
-    out = planning.clip_seq_to_context(frame, models)
-    assert out["seq"].tolist() == [2048, 4096]  # LLaMA-1's context is 2,048 tokens, Llama 2's 4,096
-    assert out["seq_clipped"].tolist() == [True, False]
-    allowed = planning.clip_seq_to_context(frame.assign(allow_long_context=True), models)
-    assert allowed["seq"].tolist() == [4096, 4096]
+    # LLaMA-1's context is 2,048 tokens, Llama 2's 4,096
+    assert planning.beyond_context(frame, models).tolist() == [True, False]
+    assert planning.beyond_context(frame.assign(allow_long_context=True), models).tolist() == [False, False]
+
+
+def test_tables_keep_a_refused_row_without_figures(models, gpus):
+    frame = planning.expand({"task": "train", "method": "lora", "seq": 4096}, model=["llama-1-7b", "llama-2-7b"],
+                            gpu=["rtx-4090"])
+    conf = planning.configurations(frame, models, gpus)
+    assert conf["model"].astype(str).tolist() == ["llama-1-7b", "llama-2-7b"]
+    assert conf["beyond_context"].tolist() == [True, False]
+    assert conf.loc[0, "label"] == "✗ context" and not conf.loc[0, "fits_within"]
+    assert np.isnan(conf.loc[0, "peak_bytes"]) and conf.loc[1, "peak_bytes"] > 0
+    assert int(conf.loc[1, "seq"]) == 4096
 
 
 # ---- configurations -------------------------------------------------------------------------

@@ -1,0 +1,230 @@
+"""The one place where a request becomes a scenario: every default that depends on other
+columns, decided once.
+
+`engine.scenarios.normalize_columns` (and so every `estimate` call: the library, the CLI's
+estimate and sweep, the dashboard, the planner, the evidence) applies `apply()` after each
+column has been typed and checked on its own, and before the combinations are checked. Nothing
+downstream re-decides any of these; the result frame holds the decided values, and `notes()`
+says in words what changed from a request (the CLI prints it, the dashboard shows it).
+
+The rules (README "How a request becomes a scenario" lists the same, from `RULES`):
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine.constants import LORA_MODULES
+from engine.params import parse_lora_targets
+
+# 0 in these columns means "decide for me" (the column's default).
+AUTO = 0
+# The sequence a scenario gets when none is asked: 2,048 tokens, the context of LLaMA-1 and the
+# sequence length of the source articles' tables; shorter when the model's context is shorter.
+DEFAULT_SEQ = 2048
+
+RULES: tuple[tuple[str, str], ...] = (
+    ("zero", "ZeRO stage on one GPU without offload: none (stage 0). Sharding over a single rank "
+             "only adds gathered-layer buffers; with CPU offload the stage is kept (DeepSpeed's "
+             "ZeRO-Offload runs on one GPU). Inference: stage 0 (ZeRO shards training state)."),
+    ("method", "Inference: method full (LoRA, QLoRA and freeze describe training)."),
+    ("seq", f"Sequence not given (or 0): {DEFAULT_SEQ:,} tokens, or the model's context if shorter."),
+    ("seq beyond context", "A sequence longer than the model's context is refused unless long "
+                           "context is allowed explicitly (--allow-long-context, the sidebar's "
+                           "checkbox); tables over many models show such rows as '✗ context' "
+                           "without figures (the sweep leaves them out and names them), never "
+                           "cut to a shorter sequence."),
+    ("tp, pp", "Tensor and pipeline parallel not given (or 0): training 1 and 1 (data parallel "
+               "over the GPUs); inference splits the model over its GPUs: tensor parallel over "
+               "the largest count that divides both the GPUs (per pipeline stage) and the "
+               "attention heads, pipeline stages for the rest; when the stages would outnumber "
+               "the layers, every GPU holds a whole copy (tp 1, pp 1)."),
+    ("lora_targets", "LoRA targets: written once each, in the model's order (q, k, v, o, gate, "
+                     "up, down); every module is 'all'."),
+    ("kv_precision", "KV cache 'auto' (inference): fp32 for fp32 weights, fp16 for fp16, bf16 "
+                     "otherwise (the activations' type, as Hugging Face and vLLM keep it)."),
+)
+
+
+def _codes(column) -> tuple[np.ndarray, list]:
+    values = column.array if isinstance(column, pd.Series) else column
+    return np.asarray(values.codes), list(values.categories)
+
+
+def _category_mask(column, *values) -> np.ndarray:
+    codes, cats = _codes(column)
+    hits = np.array([c in values for c in cats] + [False])
+    return hits[codes]
+
+
+def _with_values(column, mapping: dict) -> pd.Categorical:
+    """A categorical column with some categories renamed (several may merge into one)."""
+    codes, cats = _codes(column)
+    new = [mapping.get(c, c) for c in cats]
+    uniq = list(dict.fromkeys(new))
+    where = {v: i for i, v in enumerate(uniq)}
+    table = np.array([where[v] for v in new] + [-1], dtype=np.int32)
+    return pd.Categorical.from_codes(table[codes], categories=uniq)
+
+
+def _set_rows(column, rows: np.ndarray, value: str) -> pd.Categorical:
+    """A categorical column with `value` in the flagged rows."""
+    codes, cats = _codes(column)
+    if value not in cats:
+        cats = cats + [value]
+    codes = codes.astype(np.int32, copy=True)
+    codes[rows] = cats.index(value)
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def canonical_targets(text: str) -> str:
+    """'v_proj,q_proj,q_proj' -> 'q_proj,v_proj'; every module -> 'all'."""
+    chosen = set(parse_lora_targets(text))
+    ordered = [m for m in LORA_MODULES if m in chosen]
+    return "all" if len(ordered) == len(LORA_MODULES) else ",".join(ordered)
+
+
+def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
+    """Decide every rule in place on `out` (column -> typed column, as normalize_columns builds
+    it) and keep `ranges` ({column: (min, max)} of the integer columns) up to date.
+
+    Vectorized: per row only integer arithmetic; text columns change through their categories."""
+    model_codes, model_cats = _codes(out["model"])
+    n = len(model_codes)
+    if n == 0:
+        return
+    at = pd.Index(models["id"]).get_indexer(pd.Index(model_cats, dtype=object))
+    at = np.append(np.maximum(at, 0), 0)
+
+    def per_row(field):  # a model figure for every row (gathered through the model's code)
+        return models[field].to_numpy()[at][model_codes].astype(np.int64)
+
+    infer = _category_mask(out["task"], "infer")
+    any_infer = bool(infer.any())
+
+    # method: inference rows are "full"
+    if any_infer:
+        wrong = infer & ~_category_mask(out["method"], "full")
+        if wrong.any():
+            out["method"] = _set_rows(out["method"], wrong, "full")
+
+    # zero: stage 0 on one GPU without offload, and for inference
+    zero_range = ranges.get("zero")
+    if zero_range is None or zero_range[1] > 0:
+        zero = np.asarray(out["zero"])
+        single = (np.asarray(out["gpus"]) == 1) & _category_mask(out["offload"], "none")
+        drop = (single | infer) & (zero > 0)
+        if drop.any():
+            # the stage asked still decides how many GPUs a training row needs (estimate.py)
+            asked = np.flatnonzero(drop & ~infer)
+            if len(asked):
+                ranges["_zero_dropped_rows"], ranges["_zero_asked"] = asked, zero[asked].astype(np.int64)
+            out["zero"] = np.where(drop, 0, zero).astype(np.int64)
+            ranges["zero"] = (int(out["zero"].min()), int(out["zero"].max()))
+
+    # seq: 0 = the default, cut to the model's context
+    seq_range = ranges.get("seq")
+    if seq_range is None or seq_range[0] == AUTO:
+        seq = np.asarray(out["seq"])
+        auto = seq == AUTO
+        if auto.any():
+            out["seq"] = np.where(auto, np.minimum(DEFAULT_SEQ, per_row("max_context")), seq).astype(np.int64)
+            ranges["seq"] = (int(out["seq"].min()), int(out["seq"].max()))
+
+    # tp, pp: 0 = decided from the task, the GPU count and the model's heads and layers
+    tp_range, pp_range = ranges.get("tp"), ranges.get("pp")
+    if tp_range is None or pp_range is None or tp_range[0] == AUTO or pp_range[0] == AUTO:
+        tp = np.asarray(out["tp"]).astype(np.int64)
+        pp = np.asarray(out["pp"]).astype(np.int64)
+        tp_auto, pp_auto = tp == AUTO, pp == AUTO
+        if tp_auto.any() or pp_auto.any():
+            gpus = np.asarray(out["gpus"]).astype(np.int64)
+            heads, layers = per_row("num_heads"), per_row("num_layers")
+            # inference, neither given: tp over gcd(gpus, heads), stages for the rest
+            both = infer & tp_auto & pp_auto
+            auto_tp = np.gcd(gpus, heads)
+            auto_pp = gpus // auto_tp
+            too_deep = auto_pp > layers
+            new_tp = np.where(both, np.where(too_deep, 1, auto_tp), tp)
+            new_pp = np.where(both, np.where(too_deep, 1, auto_pp), pp)
+            # inference, pp given: tp over what each stage holds
+            only_tp = infer & tp_auto & ~pp_auto
+            per_stage = np.where(gpus % np.maximum(pp, 1) == 0, gpus // np.maximum(pp, 1), 1)
+            new_tp = np.where(only_tp, np.gcd(per_stage, heads), new_tp)
+            # everything else left open: 1 (training is data parallel; inference with tp given
+            # keeps the other GPUs as replicas)
+            new_tp = np.where(new_tp == AUTO, 1, new_tp)
+            new_pp = np.where(new_pp == AUTO, 1, new_pp)
+            out["tp"], out["pp"] = new_tp.astype(np.int64), new_pp.astype(np.int64)
+            ranges["tp"] = (int(new_tp.min()), int(new_tp.max()))
+            ranges["pp"] = (int(new_pp.min()), int(new_pp.max()))
+
+    # lora_targets: one canonical spelling (a query string full of duplicates is one scenario)
+    _, target_cats = _codes(out["lora_targets"])
+    mapping = {c: canonical_targets(c) for c in target_cats}
+    if any(k != v for k, v in mapping.items()):
+        out["lora_targets"] = _with_values(out["lora_targets"], mapping)
+
+    # kv_precision: "auto" for inference is the activations' type
+    if any_infer:
+        auto_kv = infer & _category_mask(out["kv_precision"], "auto")
+        if auto_kv.any():
+            kv = out["kv_precision"]
+            for precision, kv_type in (("fp32", "fp32"), ("fp16", "fp16")):
+                rows = auto_kv & _category_mask(out["precision"], precision)
+                if rows.any():
+                    kv = _set_rows(kv, rows, kv_type)
+            rows = auto_kv & ~_category_mask(out["precision"], "fp32", "fp16")
+            if rows.any():
+                kv = _set_rows(kv, rows, "bf16")
+            out["kv_precision"] = kv
+
+
+_NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",
+          "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache"}
+_WHY = {
+    "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
+    "method": lambda r: "inference",
+    "seq": lambda r: f"default {DEFAULT_SEQ:,}, or the model's context if shorter",
+    "tp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
+    "pp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
+    "lora_targets": lambda r: "each module once, in the model's order",
+    "kv_precision": lambda r: "as the activations",
+}
+
+
+def notes(request: dict, row) -> list[str]:
+    """What the rules changed, in words: one line per column whose decided value differs from
+    the request ("ZeRO stage 3 → 0 (one GPU without offload)"). `row`: the normalized row
+    (a mapping with the same columns)."""
+    lines = []
+    for column, name in _NAMES.items():
+        if column not in row:
+            continue
+        asked = request.get(column)
+        decided = row[column]
+        if column == "lora_targets" and (str(row.get("method", "")) not in ("lora", "qlora")
+                                         or row.get("task") != "train"):
+            continue
+        if column == "kv_precision" and row.get("task") != "infer":
+            continue
+        if column in ("tp", "pp") and int(row.get("gpus", 1)) == 1:
+            continue  # one GPU: nothing to split
+        if column in ("seq", "tp", "pp"):
+            shown_asked = "auto" if asked is None or (not isinstance(asked, str) and asked == AUTO) else asked
+        elif asked is None:
+            continue  # not asked: its default is no decision to report
+        else:
+            shown_asked = asked
+        if isinstance(decided, (np.integer, int)) and not isinstance(decided, bool):
+            decided = f"{int(decided):,}"
+            if isinstance(shown_asked, (int, np.integer)):
+                shown_asked = f"{int(shown_asked):,}"
+        if str(shown_asked) == str(decided):
+            continue
+        lines.append(f"{name} {shown_asked} → {decided} ({_WHY[column](row)})")
+    return lines
+
+
+__all__ = ["AUTO", "DEFAULT_SEQ", "RULES", "apply", "canonical_targets", "notes"]
