@@ -3,6 +3,8 @@ and the display names of catalog entries. No Streamlit, no state."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -52,4 +54,26 @@ def display_names(frame: pd.DataFrame, short: bool = False) -> dict:
     dup = names.duplicated(keep=False).to_numpy()
     shown = np.where(dup, names + " (" + frame["id"].astype(str) + ")", names)
     return dict(zip(frame["id"].astype(str), shown))
+
+
+# ---- user text inside Markdown ------------------------------------------------------------------
+# Streamlit renders st.markdown / caption / subheader / title / alerts / toasts, metric labels,
+# values and deltas, and every help tooltip as GitHub-flavoured Markdown. Catalog names are user
+# text (the entries a user adds, and the saved ones every session loads): escaped, so a name such
+# as "![p](http://evil.example/pixel.png)" is shown as typed instead of loading a remote image.
+# CommonMark lets any ASCII punctuation be backslash-escaped; these are the ones that format:
+# emphasis and code (* _ `), links and images (! [ ] ( )), raw HTML and entities (< > &), headings,
+# lists and breaks at the start of a line (# + - . \), tables (|), strikethrough (~), LaTeX ($),
+# Streamlit's directives (:red[...], :material/icon:) and the bare autolinks of GFM (www.x.y,
+# http://x: the escaped '.' and ':' stop them).
+MD_SPECIAL = frozenset("\\`*_{}[]()#+-.!|<>~$:&")
+_MD_PATTERN = re.compile("[" + re.escape("".join(sorted(MD_SPECIAL))) + "]")
+
+
+def md_escape(text) -> str:
+    """User text (a catalog name or id, typed text, an exception message quoting them) for a
+    Markdown string: shown as typed, never formatting, a link, an image, HTML or LaTeX. Line
+    breaks become spaces (a break could start a heading or a list)."""
+    one_line = " ".join(str(text).splitlines())
+    return _MD_PATTERN.sub(lambda m: "\\" + m.group(0), one_line)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.state import unit
+from app.labels import md_escape
+from app.state import describe, unit
 from planner.report import to_csv
 
 def mem(x, digits: int = 2):
@@ -66,6 +67,18 @@ def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
     keep = (gpus["vendor"].astype(str).isin(chosen_v) & gpus["segment"].astype(str).isin(chosen_s)
             & gpus["memory_gb"].between(rng[0], rng[1]))
     return gpus[keep]
+
+
+def describe_md(s: dict | None = None, with_model: bool = True) -> str:
+    """app.state.describe for a Markdown element (subheader, caption): the model's name, user
+    text, escaped with md_escape; the rest is the planner's own words, kept as they read."""
+    full = describe(s, with_model=with_model)
+    if not with_model:
+        return full
+    rest = describe(s, with_model=False)
+    if full.endswith(" · " + rest):
+        return md_escape(full[: len(full) - len(rest) - 3]) + " · " + rest
+    return md_escape(full)
 
 
 def page_header(title: str, caption: str) -> None:

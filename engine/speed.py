@@ -532,38 +532,83 @@ def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers,
 
 
 def _num(x, fmt="{:,.1f}") -> str:
-    return fmt.format(x) if np.isfinite(x) else "n/a"
+    return fmt.format(x) if np.isfinite(x) else "—"
+
+
+def _known(row: pd.Series, *columns) -> bool:
+    """Every one of the row's figures is a finite number."""
+    return all(np.isfinite(float(row[c])) if pd.notna(row.get(c)) else False for c in columns)
+
+
+def _no_rate(row: pd.Series) -> str:
+    """Why a row on a GPU has no speed: the catalog lacks the GPU's dense rate for the row's
+    compute dtype (e.g. bf16 on a V100, or a user GPU entered without it)."""
+    train = row.get("task") == "train"
+    column = (_TRAIN_RATE if train else _INFER_RATE).get(str(row.get("precision")), "fp16_tflops")
+    dtype = column.removesuffix("_tflops")
+    return f"no {dtype} TFLOPS figure for {row['gpu']} in the catalog, so no speed estimate"
 
 
 def format_speed_cost(row: pd.Series) -> str:
-    """A few lines of text for one result row (the CLI's text output)."""
+    """A few lines of text for one result row (the CLI's text output). A figure the catalog
+    cannot give (no TFLOPS for the compute dtype, no purchase or cloud price) is named in words,
+    never printed as nan or n/a."""
     lines = []
     if not (isinstance(row.get("gpu"), str) and row["gpu"]):
         if row.get("task") == "train":
             lines.append(f"training: {row['train_flops']:.3e} FLOPs for {row['tokens']:,.0f} tokens (give --gpu for time and cost)")
         return "\n".join(lines)
+    no_cloud = not _known(row, "rent_usd_per_month")
     if row.get("task") == "infer":
-        lines.append(
-            f"decode: {_num(row['decode_tokens_per_s'])} tokens/s per sequence, "
-            f"{_num(row['aggregate_tokens_per_s'])} tokens/s for the batch ({row['bound']}-bound, "
-            f"bandwidth efficiency {row['bandwidth_efficiency']:.2f}, MFU {row['mfu']:.2f})"
-        )
-        lines.append(f"prefill of {int(row['prompt_tokens']):,} prompt tokens per sequence: {_num(row['prefill_s'], '{:,.3f}')} s")
-        lines.append(f"cloud: ${_num(row['usd_per_million_tokens'], '{:,.2f}')} per million generated tokens")
+        if _known(row, "decode_tokens_per_s"):
+            bound = f"{row['bound']}-bound, " if str(row.get("bound")) in ("memory", "compute") else ""
+            lines.append(
+                f"decode: {_num(row['decode_tokens_per_s'])} tokens/s per sequence, "
+                f"{_num(row['aggregate_tokens_per_s'])} tokens/s for the batch ({bound}"
+                f"bandwidth efficiency {row['bandwidth_efficiency']:.2f}, MFU {row['mfu']:.2f})"
+            )
+        else:
+            lines.append(f"decode: {_no_rate(row)}")
+        if _known(row, "prefill_s"):
+            lines.append(f"prefill of {int(row['prompt_tokens']):,} prompt tokens per sequence: {_num(row['prefill_s'], '{:,.3f}')} s")
+        if _known(row, "usd_per_million_tokens"):
+            lines.append(f"cloud: ${_num(row['usd_per_million_tokens'], '{:,.2f}')} per million generated tokens")
+        elif no_cloud:
+            lines.append(f"cloud: no cloud price for {row['gpu']} in the catalog")
     else:
-        lines.append(
-            f"training: {row['train_flops']:.3e} FLOPs for {row['tokens']:,.0f} tokens at MFU {row['mfu']:.2f}: "
-            f"{_num(row['train_hours'], '{:,.2f}')} h on {int(row['gpus'])} GPU(s) = {_num(row['gpu_hours'], '{:,.1f}')} GPU-hours"
-        )
-        lines.append(f"cloud cost ${_num(row['cloud_cost_usd'], '{:,.0f}')}; electricity if owned ${_num(row['power_cost_usd'], '{:,.0f}')}")
+        flops = f"training: {row['train_flops']:.3e} FLOPs for {row['tokens']:,.0f} tokens"
+        if _known(row, "train_hours"):
+            lines.append(
+                f"{flops} at MFU {row['mfu']:.2f}: "
+                f"{_num(row['train_hours'], '{:,.2f}')} h on {int(row['gpus'])} GPU(s) = {_num(row['gpu_hours'], '{:,.1f}')} GPU-hours"
+            )
+            cloud = (f"cloud cost ${_num(row['cloud_cost_usd'], '{:,.0f}')}" if _known(row, "cloud_cost_usd")
+                     else f"no cloud price for {row['gpu']} in the catalog")
+            power = (f"; electricity if owned ${_num(row['power_cost_usd'], '{:,.0f}')}" if _known(row, "power_cost_usd")
+                     else "")
+            lines.append(cloud + power)
+        else:
+            lines.append(f"{flops}: {_no_rate(row)}")
     months = row["breakeven_months"]
-    lines.append(
-        f"buy: ${_num(row['purchase_usd'], '{:,.0f}')} (${_num(row['usd_per_gb_vram'], '{:,.0f}')} per GB of memory); "
-        f"power ${_num(row['power_usd_per_month'], '{:,.0f}')}/month vs rent ${_num(row['rent_usd_per_month'], '{:,.0f}')}/month "
-        f"at {row['utilization']:.0%} use and ${row['usd_per_kwh']:.2f}/kWh: "
-        + ("buying breaks even after " + _num(months) + " months" if np.isfinite(months)
-           else ("renting never costs more than the power" if months == np.inf else "no price to compare"))
-    )
+    use = f"at {row['utilization']:.0%} use and ${row['usd_per_kwh']:.2f}/kWh"
+    power = (f"power ${_num(row['power_usd_per_month'], '{:,.0f}')}/month" if _known(row, "power_usd_per_month")
+             else "no power figure (TDP)")
+    rent = "" if no_cloud else f" vs rent ${_num(row['rent_usd_per_month'], '{:,.0f}')}/month"
+    if _known(row, "purchase_usd"):
+        buy = f"buy: ${_num(row['purchase_usd'], '{:,.0f}')}"
+        if _known(row, "usd_per_gb_vram"):
+            buy += f" (${_num(row['usd_per_gb_vram'], '{:,.0f}')} per GB of memory)"
+    else:
+        buy = f"buy: no purchase price for {row['gpu']} in the catalog"
+    if np.isfinite(months):
+        verdict = "buying breaks even after " + _num(months) + " months"
+    elif months == np.inf:
+        verdict = "renting never costs more than the power"
+    elif no_cloud:
+        verdict = "no cloud price to compare"
+    else:
+        verdict = "no purchase price to compare"
+    lines.append(f"{buy}; {power}{rent} {use}: {verdict}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
+from app.tables import describe_md
 
 c.ensure_frame()
 from planner import planning
@@ -24,7 +26,7 @@ card = f"{sc['gpus']}× {gnames.get(s['gpu'], s['gpu'])}"
 
 c.page_header("Breakdown & what-if", "Why the workload needs the memory it does, what limits it, and what would make "
               "it fit. The scenario is the sidebar's (model, GPU and GPU count included); every figure is per GPU.")
-st.caption(c.describe(s) + f" · on {card}")
+st.caption(describe_md(s) + f" · on {md_escape(card)}")
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 k1, k2, k3, k4, k5 = st.columns(5)
@@ -143,4 +145,5 @@ lines = alt.Chart(cdata).mark_line(point=True).encode(
 )
 hline = alt.Chart(pd.DataFrame({"y": [float(row["usable_bytes"]) / div]})).mark_rule(color="#dc2626", strokeDash=[6, 3]).encode(y="y:Q")
 st.altair_chart((lines + hline).properties(height=340), width="stretch")
-st.caption(f"Red line: usable memory of one {gnames.get(s['gpu'], s['gpu'])}. Up to the model's context of {ctx:,} tokens.")
+st.caption(f"Red line: usable memory of one {md_escape(gnames.get(s['gpu'], s['gpu']))}. Up to the model's context of "
+           f"{ctx:,} tokens.")

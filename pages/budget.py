@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
 
 c.ensure_frame()
 from planner import planning
@@ -137,7 +138,7 @@ else:
 
 if len(out):
     st.caption("Not within the GPU limit (or no priced GPU holds it): "
-               + "; ".join(out["model"].astype(str).map(names) + " · " + out["plan"].astype(str)))
+               + md_escape("; ".join(out["model"].astype(str).map(names) + " · " + out["plan"].astype(str))))
 
 st.markdown("#### The source article's tiers, checked")
 tiers = c.guard(c.tier_checks, c.train_workload(s), models, gpus, 64)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import common as c
 from app import user_entries as ue
+from app.labels import md_escape
 
 c.ensure_frame()
 from catalog.schema import CatalogError
@@ -32,7 +33,7 @@ flash = st.session_state.pop("catalog_flash", None)
 if flash:
     st.success(flash)
 for problem in ue.problems(ids):
-    st.warning(ue.md_escape(problem), icon="⚠️")
+    st.warning(md_escape(problem), icon="⚠️")
 for kind, label in (("gpus", "GPU"), ("models", "model")):
     for ident in ue.shadowed(kind):
         st.info(f"Your catalog file also has a {label} {ue.md_code(ident)}: this session shows the one you added "
@@ -61,7 +62,7 @@ def add_entry(kind: str, label: str, raw: dict) -> None:
     try:
         record = c.validate_user_entry(kind, raw)
     except CatalogError as exc:
-        st.error(str(exc))
+        st.error(md_escape(exc))
     else:
         c.add_user_entry(kind, record)
         st.session_state["catalog_flash"] = added_message(label, record)
@@ -186,7 +187,7 @@ with tab_add_model:
                     record["name"] = upload_id.strip()  # no name in the config: show the id the user chose
                 record = c.validate_user_entry("model", record)
             except CatalogError as exc:
-                st.error(str(exc))
+                st.error(md_escape(exc))
             else:
                 c.add_user_entry("model", record)
                 st.session_state["catalog_flash"] = added_message("model", record)
@@ -240,7 +241,7 @@ with tab_file:
                 try:
                     ue.delete_saved_entry(kind, record["id"], ids)
                 except CatalogError as exc:
-                    st.error(str(exc))
+                    st.error(md_escape(exc))
                 else:
                     st.session_state["catalog_flash"] = (f"Deleted {ue.md_code(record['name'])} "
                                                          f"({ue.md_code(record['id'])}) from {ue.md_code(path)}.")
@@ -283,7 +284,7 @@ with tab_file:
                 result = ue.import_into_file(yaml_upload.getvalue(), yaml_upload.name, ids)
                 where = f"to {ue.md_code(path)}"
         except CatalogError as exc:
-            st.error(str(exc))
+            st.error(md_escape(exc))
         else:
             names = [f"{len(result['gpus'])} GPU(s)", f"{len(result['models'])} model(s)"]
             st.session_state["catalog_flash"] = (f"Imported {' and '.join(names)} {where}: "
@@ -302,7 +303,7 @@ if session:
             try:
                 stored = ue.save_session_entry(kind, record["id"], ids)
             except CatalogError as exc:
-                st.error(str(exc))
+                st.error(md_escape(exc))
             else:
                 st.session_state["catalog_flash"] = (f"Saved {ue.md_code(stored['name'])} ({ue.md_code(stored['id'])}) "
                                                      f"to {ue.md_code(path)}; it now loads at start for every "

@@ -47,9 +47,12 @@ if shown.empty:
     st.info("No reference matches the filters.")
     st.stop()
 
-chart = pd.DataFrame({"id": shown["id"].astype(str), "error": shown["error_pct"].astype(float).clip(-300, 300),
-                      "raw": shown["error_pct"].astype(float), "kind": shown["kind"].map(KIND_LABELS),
-                      "model": shown["model"].astype(str).map(names)}).dropna(subset=["error"])
+error = shown["error_pct"].astype(float)
+finite_error = error.where(np.isfinite(error))  # inf: our count is beyond the engine's limit (note)
+note = shown["estimate_note"].astype(str) if "estimate_note" in shown else pd.Series("", index=shown.index)
+chart = pd.DataFrame({"id": shown["id"].astype(str), "error": error.clip(-300, 300),
+                      "raw": finite_error, "kind": shown["kind"].map(KIND_LABELS),
+                      "model": shown["model"].astype(str).map(names), "note": note}).dropna(subset=["error"])
 if len(chart):
     band = alt.Chart(pd.DataFrame({"lo": [-10], "hi": [10]})).mark_rect(opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
     bars = alt.Chart(chart).mark_bar().encode(
@@ -59,7 +62,8 @@ if len(chart):
         color=alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=list(KIND_LABELS.values()),
                                                                 range=["#16a34a", "#2563eb", "#f59e0b"])),
         tooltip=[alt.Tooltip("id:N", title="Reference"), alt.Tooltip("model:N", title="Model"),
-                 alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("kind:N", title="Kind")],
+                 alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("note:N", title="Ours"),
+                 alt.Tooltip("kind:N", title="Kind")],
     )
     st.altair_chart((band + bars).properties(height=alt.Step(15)), width="stretch")
     st.caption("Green band: ±10%, the tolerance against measurements. Positive: we estimate more than published.")
@@ -70,18 +74,22 @@ view = pd.DataFrame({
     "Model": shown["model"].astype(str).map(names),
     "Metric": shown["metric"].astype(str),
     "Published": shown["reference"].astype(float),
-    "Ours": shown["estimate"].astype(float),
+    "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
     "Unit": shown["unit"].astype(str),
     "Per GPU": shown["per_gpu"].astype(bool),
-    "Error (%)": shown["error_pct"].astype(float),
+    "Error (%)": finite_error,
     "Within ±10%": shown["within_10pct"].astype(bool),
     "Source": shown["source"].astype(str),
     "URL": shown["url"].astype(str),
     "Setup": shown["setup_note"].astype(str),
-    "Why it differs": shown["explanation"].astype(str),
+    "Why it differs": np.where(note != "", "Ours: " + note + ". " + shown["explanation"].astype(str),
+                               shown["explanation"].astype(str)),
 })
+view["Why it differs"] = view["Why it differs"].str.rstrip()
 c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
                                          only_outside=outside, search=query),
         formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
         help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
+              "Ours": "Empty where the engine has no figure; 'Why it differs' then says why (e.g. no GPU count up "
+                      "to the engine's limit holds it).",
               "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})

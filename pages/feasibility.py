@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
 
 c.ensure_frame()
 
@@ -82,10 +83,18 @@ text = base.mark_text(fontSize=9).encode(
     tooltip=tooltip,
 )
 st.altair_chart((rect + text).properties(width="container", height=alt.Step(28)), width="stretch")
-clipped = conf.loc[conf["seq_clipped"].astype(bool), "model"].astype(str).unique()
+# planner.planning flags the models whose context is shorter than the sequence: cut to it
+# (seq_clipped) or left out as "✗ context" rows (beyond_context), whichever it reports
+if "seq_clipped" in conf:
+    long_flag, long_note = conf["seq_clipped"], "Sequence cut to the model's context for"
+else:
+    long_flag = conf["beyond_context"] if "beyond_context" in conf else pd.Series(False, index=conf.index)
+    long_note = ("✗ context: the sequence is longer than the model's context (allowed under the sidebar's 'Display and "
+                 "margins') for")
+clipped = conf.loc[long_flag.fillna(False).astype(bool), "model"].astype(str).map(model_names).unique()
 st.caption("Cell text: GPUs needed (✗ >N: more than the largest count considered; Apple systems count as one "
            f"device, ✗ >1). Grey: does not fit within {max_gpus} GPUs. Hover a cell for its breakdown per GPU in {u}."
-           + (f" Sequence cut to the model's context for: {', '.join(clipped)}." if len(clipped) else ""))
+           + (f" {long_note}: {md_escape(', '.join(clipped))}." if len(clipped) else ""))
 
 st.markdown("#### As a table: GPUs needed")
 pivot = cells.pivot(index="model", columns="gpu", values="label").reindex(index=model_order, columns=gpu_order)

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
 
 c.ensure_frame()
 from engine.constants import INFER_PRECISIONS
@@ -24,7 +25,7 @@ c.page_header("Inference", "Memory to serve every model at each weight precision
               "runtime overhead included); the smallest single GPU that holds it; and the GPUs needed on the "
               "sidebar's card.")
 st.caption(f"Context {int(s['seq']):,} tokens × {int(s['batch'])} concurrent sequence(s), KV cache "
-           f"{c.KV_LABELS[s['kv_precision']]}, card: {gnames.get(card, card)}, headroom {s['headroom_pct']}%. "
+           f"{c.KV_LABELS[s['kv_precision']]}, card: {md_escape(gnames.get(card, card))}, headroom {s['headroom_pct']}%. "
            "Change these in the sidebar (Task: Serve shows the inference settings).")
 
 with st.container(border=True):
@@ -83,7 +84,7 @@ bars = alt.Chart(chart_data).mark_point(filled=True, size=90, opacity=0.85).enco
 rule = alt.Chart(pd.DataFrame({"y": [usable], "what": [f"{gnames.get(card, card)} usable memory"]})).mark_rule(
     color="#dc2626", strokeDash=[6, 3], size=2).encode(y="y:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("y:Q", format=",.2f")])
 st.altair_chart((bars + rule).properties(height=380), width="stretch")
-st.caption(f"Red line: one {gnames.get(card, card)} ({usable:,.1f} {u} usable). Points above it need several cards "
+st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points above it need several cards "
            "(tensor parallelism) or a bigger one.")
 
 st.markdown("#### The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)")

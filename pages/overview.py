@@ -7,6 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
+from app.tables import describe_md
 
 c.ensure_frame()
 
@@ -16,26 +18,27 @@ u, _ = c.unit()
 
 c.page_header(c.APP_NAME, "Which LLMs you can train, fine-tune or serve on which GPUs, how many you need, what it "
               "costs, and why. Set the workload in the sidebar: every page follows it.")
-st.subheader(c.describe(s))
+st.subheader(describe_md(s))
 
 sc = c.scenario(s)
 row = c.guard(c.estimate_one, sc, models, gpus)
 sweep = ({"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8)
 conf = c.guard(c.configurations, *sweep)
 gpu_names = c.display_names(gpus, short=True)
+gpu_md = {k: md_escape(v) for k, v in gpu_names.items()}  # catalog names inside Markdown (metrics, alerts)
 one_card = conf[conf["one_gpu_fits"]]
 buy = c.guard(c.cheapest, *sweep, cost="buy_usd", by=("model",))
 rent = c.guard(c.cheapest, *sweep, cost="rent_usd_per_hour", by=("model",))
 
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_names.get(s['gpu'], s['gpu'])}",
+m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_md.get(s['gpu'], md_escape(s['gpu']))}",
           delta_color="off", delta_arrow="off", border=True,
           help="The largest phase of a step, runtime overhead included; its parts are on the Breakdown page.")
 m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs in the catalog", delta_color="off",
           delta_arrow="off", border=True, help="GPUs of the catalog on which one card holds the whole workload.")
 if len(buy):
     b = buy.iloc[0]
-    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_names.get(b['gpu'], b['gpu'])}",
+    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))}",
               delta_color="off", delta_arrow="off", border=True,
               help="GPU list prices only (no host, chassis or network), up to 8 GPUs.")
 else:
@@ -43,13 +46,13 @@ else:
 if len(rent):
     r = rent.iloc[0]
     m4.metric("Cheapest to rent", c.fmt_usd(r["rent_usd_per_hour"], 2) + "/h",
-              f"{int(r['gpus'])}× {gpu_names.get(r['gpu'], r['gpu'])}", delta_color="off", delta_arrow="off", border=True,
+              f"{int(r['gpus'])}× {gpu_md.get(r['gpu'], md_escape(r['gpu']))}", delta_color="off", delta_arrow="off", border=True,
               help="On-demand $/GPU-hour snapshots from the catalog, times the GPU count.")
 else:
     m4.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
-verdict = (f"On {sc['gpus']}× **{gpu_names.get(s['gpu'], s['gpu'])}** ({c.fmt_mem(row['usable_bytes'])} usable per card) it "
+verdict = (f"On {sc['gpus']}× **{gpu_md.get(s['gpu'], md_escape(s['gpu']))}** ({c.fmt_mem(row['usable_bytes'])} usable per card) it "
            + ("**fits**" if fits else "**does not fit**")
            + f", using {row['memory_used_fraction']:.0%} of each card; peak during the "
            + f"{c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])} phase. "

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import textwrap
+
 import numpy as np
 import pandas as pd
 
 from engine.estimate import estimate
+from planner.report import NOT_WITHIN
 
 UNIT_FACTORS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 2**10, "MiB": 2**20,
                 "GiB": 2**30, "count": 1, "hours": 1, "tokens/s": 1}
@@ -73,4 +77,51 @@ def evidence_table(refs: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame)
     needs = (np.abs(error) > TOLERANCE_PCT) & (explanation == "")
     explanation = np.where(needs, "no explanation recorded for this difference", explanation)
     table["explanation"] = np.where(np.abs(np.nan_to_num(error)) > TOLERANCE_PCT, explanation, np.where(no_estimate, explanation, ""))
+    # a count the engine cannot reach (gpus_needed is +inf beyond engine.constants.MAX_GPUS): said in words
+    beyond = (refs["metric"].to_numpy() == "gpus_needed") & (estimate_in_unit == np.inf)
+    table["estimate_note"] = np.where(beyond, NOT_WITHIN, "")
     return table
+
+
+# The columns `python -m engine evidence` prints, in order (the explanation goes below its row).
+EVIDENCE_COLUMNS = ("id", "kind", "metric", "reference", "estimate", "unit", "error_pct")
+
+
+def _figure(value: float, fmt: str | None = None) -> str:
+    """A number for the text table: "—" when there is none; by default thousands separated, up to
+    three decimals, trailing zeros dropped (8, 17.315, 4,194,304)."""
+    if not math.isfinite(value):
+        return "—"
+    if fmt:
+        return fmt.format(value)
+    text = f"{value:,.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def format_evidence(table: pd.DataFrame, width: int = 100) -> str:
+    """evidence_table as text for a terminal: one line per reference with no trailing spaces
+    (numbers right-aligned, "—" where there is no figure, the estimate's note, e.g. "not within
+    1,024 GPUs", in place of inf), and its explanation, when there is one, wrapped to `width`
+    columns and indented below it."""
+    notes = table["estimate_note"] if "estimate_note" in table else pd.Series("", index=table.index)
+    rows = []
+    for (_, r), note in zip(table.iterrows(), notes):
+        rows.append([str(r["id"]), str(r["kind"]), str(r["metric"]), _figure(float(r["reference"])),
+                     note or _figure(float(r["estimate"])), str(r["unit"]),
+                     _figure(float(r["error_pct"]), "{:+,.1f}")])
+    numeric = {3, 4, 6}
+    widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(EVIDENCE_COLUMNS)]
+
+    def line(cells) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(EVIDENCE_COLUMNS)]
+    explanations = table["explanation"].fillna("").astype(str) if "explanation" in table else [""] * len(rows)
+    for row, text in zip(rows, explanations):
+        out.append(line(row))
+        text = " ".join(text.split())
+        if text:
+            out.extend(textwrap.wrap(text, width=max(40, width), initial_indent="    ", subsequent_indent="    ",
+                                     break_on_hyphens=False))
+    return "\n".join(out)

@@ -1,11 +1,14 @@
 """Presentation helpers shared by the CLI and the pages: text summaries, sweep frames, CSV.
 
 CSV cells that a spreadsheet would run as a formula (text starting with =, +, -, @, tab or
-carriage return) are prefixed with a single quote (OWASP "CSV injection"); numbers stay numbers.
+carriage return, also after leading spaces or double quotes) are prefixed with a single quote
+(OWASP "CSV injection"); numbers stay numbers. The settings that produced a table are leading
+CSV rows of two cells, "# key" and the value, written by the csv module like every other row.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import re
@@ -13,6 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from engine.constants import MAX_GPUS
 from engine.estimate import estimate
 from engine.scenarios import grid
 
@@ -25,6 +29,13 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff
 # Text that is only a number ("-5", "+1.5e3") cannot be a formula and stays as it is, so a
 # negative number written as text still reads as a number (defusedcsv makes the same exception).
 PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# What a spreadsheet may skip before it looks for the formula sign: spaces (LibreOffice and
+# Google Sheets trim them on import) and the double quotes of a quoted value.
+SKIPPED_AROUND = re.compile(r'^[\s"]+|[\s"]+$')
+# Count columns whose +inf means "no count up to the engine's limit fits" (engine/estimate.py sets
+# gpus_needed to inf beyond engine.constants.MAX_GPUS); the CSV says so in words.
+COUNT_COLUMNS = ("gpus_needed", "card_gpus_needed", "gpus_to_fit")
+NOT_WITHIN = f"not within {MAX_GPUS:,} GPUs"
 
 COMPONENT_LABELS = {
     "weights_bytes": "weights",
@@ -74,7 +85,7 @@ def format_estimate(row: pd.Series) -> str:
         lines.append(
             f"on {row['gpu']} ({gib(row['usable_bytes'])} usable): "
             + ("fits" if fits else "does not fit")
-            + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else "; no GPU count up to 1,024 fits")
+            + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else f"; no GPU count up to {MAX_GPUS:,} fits")
             + f"; largest batch {int(row['max_batch'])}, longest seq {int(row['max_seq']):,}"
         )
     return "\n".join(lines)
@@ -153,16 +164,59 @@ def _cell(value, count: bool = False):
 
 
 def _comment(text) -> str:
-    """A settings value on one comment line: line breaks become spaces (a break would start a
-    new CSV row, which a spreadsheet would read as cells)."""
+    """A settings key or value on one line: line breaks (every kind str.splitlines knows) become
+    spaces, so a settings row stays one line that starts with "# "."""
     return " ".join(str(text).splitlines()).replace("\r", " ")
 
 
+def _infinite_as_text(values: pd.Series, count: bool) -> pd.Series:
+    """A float column for the CSV: its infinities as _cell writes them (the rest stay numbers)."""
+    array = values.to_numpy(dtype=float, na_value=np.nan)
+    hit = (array == np.inf) & count | (array == -np.inf)
+    if not hit.any():
+        return values
+    return values.astype(object).where(~hit, pd.Series(array, index=values.index).map(lambda v: _cell(v, count)))
+
+
+def settings_rows(settings: dict) -> str:
+    """The settings as leading CSV rows, one a line: "# key" and the value, both one line, the
+    value neutralised like every data cell and quoted by the csv module where it holds a comma
+    or a double quote (a spreadsheet then shows it whole in one cell, never as a formula)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for key, value in settings.items():
+        writer.writerow(["# " + _comment(key), neutralize(_comment(value))])
+    return buf.getvalue()
+
+
+def read_settings(text: str) -> tuple[dict, str]:
+    """to_csv's text split into its settings (key -> value as written, a formula's quote
+    included) and the CSV body after them. A settings row is one line (settings_rows puts no
+    line break in it) whose first cell starts with "# " (the csv module quotes a key that holds
+    a comma or a double quote)."""
+    lines = text.split("\n")
+    settings = {}
+    body = 0
+    while body < len(lines) and lines[body].lstrip('"').startswith("# "):
+        row = next(csv.reader([lines[body]]), [""])
+        if not row[0].startswith("# "):
+            break
+        settings[row[0][2:]] = row[1] if len(row) > 1 else ""
+        body += 1
+    return settings, "\n".join(lines[body:])
+
+
 def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
-    """CSV text of a frame (with the settings that produced it as leading comment lines)."""
+    """CSV text of a frame, after the settings that produced it (settings_rows). Text cells a
+    spreadsheet would run as a formula get a leading quote; +inf in a count column
+    (COUNT_COLUMNS) reads NOT_WITHIN."""
     out = frame.copy()
     for col in out.columns:
         values = out[col]
+        count = str(col) in COUNT_COLUMNS
+        if pd.api.types.is_float_dtype(values.dtype):
+            out[col] = _infinite_as_text(values, count)
+            continue
         if isinstance(values.dtype, pd.CategoricalDtype):
             cats = values.cat.categories
             renamed = [_cell(c) for c in cats]  # one check per category, not per row
@@ -170,11 +224,10 @@ def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
                 out[col] = values.cat.rename_categories(renamed)
                 continue
         if values.dtype == object or isinstance(values.dtype, (pd.StringDtype, pd.CategoricalDtype)):
-            out[col] = values.astype(object).map(_cell)
+            out[col] = values.astype(object).map(lambda v: _cell(v, count))
     out.columns = [_cell(str(c)) for c in out.columns]
     buf = io.StringIO()
     if settings:
-        for key, value in settings.items():
-            buf.write(f"# {neutralize(_comment(key))}: {neutralize(_comment(value))}\n")
-    out.to_csv(buf, index=False)
+        buf.write(settings_rows(settings))
+    out.to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()

@@ -38,7 +38,7 @@ def test_a_model_named_like_a_formula_goes_through_estimate_and_csv_harmlessly(m
     assert rows[1][:2] == [named["id"], "'" + FORMULA]
     assert rows[2][:2] == ["'" + FORMULA, "'" + FORMULA]
     assert float(rows[1][2]) == out["peak_bytes"].iloc[0] > 0  # the number is written as a number
-    assert f"# model: '{FORMULA}\n" in text
+    assert '# model,"\'=HYPERLINK(""http://x"")"\n' in text  # a settings row: "# key", the value quoted
     for row in rows:
         for cell in row:
             assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")) or _is_number(cell), cell
@@ -53,8 +53,8 @@ def _is_number(cell: str) -> bool:
 
 
 HOSTILE = ["=1+1", "+1+1", "-1+1", "@SUM(A1:A2)", "\t=1+1", "\r=1+1", "\n=1+1", "=cmd|' /C calc'!A0",
-           "\uff1d1+1", "-", "+", "@"]
-HARMLESS = ["abc", "llama-2-7b", "'already quoted", " =leading space is text", "a=b", "", "-5", "+1.5e3", "-0.25"]
+           "\uff1d1+1", "-", "+", "@", " =1+1", '"=1+1"', ' "@SUM(1)']  # trimmed spaces and quotes too
+HARMLESS = ["abc", "llama-2-7b", "'already quoted", "a=b", "", "-5", "+1.5e3", "-0.25", " -5", "text =1"]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -70,10 +70,10 @@ def test_everything_else_is_left_alone(value):
 def test_hostile_columns_round_trip_with_numbers_intact():
     frame = pd.DataFrame({
         "text": HOSTILE + HARMLESS[:3],
-        "category": pd.Categorical((["=2*3", "plain", "-2+2"] * 5)[: len(HOSTILE) + 3]),
+        "category": pd.Categorical((["=2*3", "plain", "-2+2"] * 7)[: len(HOSTILE) + 3]),
         "negative": np.linspace(-5, -1, len(HOSTILE) + 3),
         "ints": np.arange(-7, -7 + len(HOSTILE) + 3, dtype=np.int64),
-        "mixed": pd.Series(([-3, "=1", 2.5, "-4"] * 5)[: len(HOSTILE) + 3], dtype=object),
+        "mixed": pd.Series(([-3, "=1", 2.5, "-4"] * 7)[: len(HOSTILE) + 3], dtype=object),
         "=formula header": 1,
     })
     rows = rows_of(to_csv(frame))
@@ -105,6 +105,6 @@ def test_a_category_that_would_collide_when_quoted_still_exports_both():
 def test_settings_cannot_break_out_of_their_comment_line():
     text = to_csv(pd.DataFrame({"x": [1]}), settings={"note": "fine\n=HYPERLINK(\"http://x\")", "=key": "-1+1"})
     lines = text.splitlines()
-    assert lines[0] == '# note: fine =HYPERLINK("http://x")'
-    assert lines[1] == "# '=key: '-1+1"
+    assert lines[0] == '# note,"fine =HYPERLINK(""http://x"")"'  # one row of two cells, the value whole
+    assert lines[1] == "# =key,'-1+1"  # the key cell starts with '#': never a formula
     assert lines[2:] == ["x", "1"]

@@ -4,8 +4,10 @@ switches, bad input gives one clear line, and user catalog entries reach every p
 
 Expected numbers come from direct engine.estimate calls or the catalog's own figures."""
 
+import csv
 import io
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -78,13 +80,19 @@ def table(at: AppTest, i: int = 0) -> pd.DataFrame:
     return at.dataframe[i].value
 
 
+def shown(markdown: str) -> str:
+    """A Markdown body as the page shows it: the backslash escapes of user text (app.labels.md_escape) removed."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def parse_csv(text: str) -> tuple[dict, pd.DataFrame]:
+    """The settings rows ("# key", value: one CSV row a line) and the table below them."""
     lines = text.splitlines(keepends=True)
     settings = {}
     body = 0
     while body < len(lines) and lines[body].startswith("# "):
-        key, _, value = lines[body][2:].rstrip("\n").partition(": ")
-        settings[key] = value
+        key, value = next(csv.reader([lines[body]]))
+        settings[key[2:]] = value
         body += 1
     return settings, pd.read_csv(io.StringIO("".join(lines[body:])), keep_default_na=True)
 
@@ -348,7 +356,7 @@ def test_a_gpu_added_in_the_catalog_reaches_every_page():
     at = open_app("pages/catalog_browser.py")
     _fill_gpu(at, "My GPU", "Test card 48GB")
     assert not at.exception
-    assert any("field 'id'" in e.value and "'My GPU'" in e.value for e in at.error)
+    assert any("field 'id'" in shown(e.value) and "'My GPU'" in shown(e.value) for e in at.error)
     assert at.text_input(key="ag_id").value == "My GPU"  # what the user typed is kept
     _fill_gpu(at, "test-card-48gb", "Test card 48GB")
     assert not at.exception and not at.error
@@ -394,7 +402,6 @@ def test_a_config_json_upload_adds_a_model_and_bad_json_is_named():
 # ---- the user catalog file on the pages (issue 7) ----------------------------------------------
 # Every test below points LLM_PLANNER_USER_CATALOG at its own temporary file.
 
-import csv  # noqa: E402
 
 import yaml  # noqa: E402
 
@@ -516,7 +523,7 @@ def test_export_and_import_yaml_all_or_nothing(user_file, downloads):
     b.file_uploader(key="imp_upload").set_value(("mine.yaml", bad, "application/x-yaml")).run()
     b.button(key="imp_session").click().run()
     assert not b.exception
-    (error,) = [e.value for e in b.error]
+    (error,) = [shown(e.value) for e in b.error]
     assert "mine.yaml" in error and "'tiny-model-2'" in error and "num_layers" in error and "\n" not in error
     assert not {"tiny-model", "tiny-model-2"} & set(table(b, 1)["id"])  # all or nothing
     assert b.file_uploader(key="imp_upload").value is not None  # the upload is kept
@@ -539,7 +546,7 @@ def test_export_and_import_yaml_all_or_nothing(user_file, downloads):
     assert any("`tiny-model`" in i.value for i in b.info)  # told that it hides the saved one
     # importing an id that is already in the catalog changes nothing
     c.button(key="imp_session").click().run()
-    assert any("'tiny-model'" in e.value and "already in the catalog" in e.value for e in c.error)
+    assert any("'tiny-model'" in shown(e.value) and "already in the catalog" in e.value for e in c.error)
 
 
 def test_a_corrupt_user_file_is_reported_and_kept_and_the_shipped_catalog_still_loads(user_file, cat):
@@ -643,7 +650,7 @@ def test_a_save_the_file_system_refuses_is_one_line_and_the_entry_stays(tmp_path
     _ok(at)
     at.button(key="save_gpus_kept-48gb").click().run()
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = [shown(e.value) for e in at.error]
     assert str(blocker / "user_catalog.yaml") in error and "\n" not in error
     assert _origin(at, "kept-48gb") == SESSION_ONLY  # nothing the user entered is lost
     assert blocker.read_text() == "a file where the catalog's folder should be"
@@ -657,6 +664,6 @@ def test_a_save_the_file_system_refuses_is_one_line_and_the_entry_stays(tmp_path
     at.run()
     at.button(key="save_gpus_kept-48gb").click().run()
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = [shown(e.value) for e in at.error]
     assert "cannot be written: Permission denied" in error and ENV_VAR in error
     assert _origin(at, "kept-48gb") == SESSION_ONLY
