@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from app.data import decided_notes, merged_frames
+from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
 from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, METHOD_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
 from catalog.schema import CatalogError
@@ -74,7 +75,12 @@ def store() -> dict:
 
 
 def _parse(field_: Field, text: str):
-    """A query-parameter string as the field's value; ValueError names what is accepted."""
+    """A query-parameter string as the field's value; ValueError names what is accepted (the
+    bad text is shown clipped: a URL can carry 100,000 characters)."""
+    return _parse_text(field_, text if len(text) <= 80 else text[:80] + "…")
+
+
+def _parse_text(field_: Field, text: str):
     if field_.kind == "int":
         try:
             value = int(text)
@@ -218,13 +224,13 @@ def sidebar() -> dict:
         _widget("units", lambda k: st.radio("Memory units", ["GiB", "GB"], key=k, horizontal=True,
                                             help="GiB = 2^30 bytes; GB = 10^9 bytes."))
     for note in st.session_state.get("_query_notes", []):
-        sb.warning(note)
+        sb.warning(md_escape(note))  # it repeats the URL's text: never Markdown
     problems_now = problems(settings, single=True)
     for problem in problems_now:
-        sb.error(problem)
+        sb.error(md_escape(problem))
     if not problems_now:
         for note in decided_notes(scenario(settings), models):
-            sb.caption(f"Decided: {note}")
+            sb.caption(f"Decided: {md_escape(note)}")
     _write_query_params(settings)
     return settings
 
@@ -252,7 +258,7 @@ def require_valid(training: bool | None = None, single: bool = False) -> dict:
     issues = problems(s, training=training, single=single)
     if issues:
         for issue in issues:
-            st.error(issue)
+            st.error(md_escape(issue))
         st.stop()
     return s
 
@@ -262,7 +268,7 @@ def guard(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except (ValueError, CatalogError) as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
         st.stop()
 
 

@@ -378,12 +378,10 @@ def cmd_catalog(args) -> int:
 
 def cmd_evidence(args) -> int:
     from catalog import default_catalog
-    from planner.evidence import evidence_table
+    from planner.evidence import evidence_table, format_evidence
     cat = default_catalog()
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60,
-                           "display.max_rows", 500):
-        print(table[["id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "explanation"]].to_string(index=False))
+    print(format_evidence(table))
     return 0
 
 

@@ -36,6 +36,7 @@ from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
+from app.labels import md_escape
 from catalog.store import ENV_VAR, UserCatalog
 from engine import estimate
 from tests.conftest import ROOT
@@ -215,7 +216,8 @@ def test_twenty_sessions_at_once_each_see_only_their_own_entries_and_settings(on
         assert set(seen["widgets"]) == set(PAGES), where  # it ran every page
         for page, shown in seen["widgets"].items():
             assert shown == (spec.task, spec.method, spec.model, spec.batch), (where, page)
-        assert seen["subheader"].startswith(names[spec.model] + " · "), (where, seen["subheader"])
+        # the subheader is Markdown: catalog names are shown escaped (app/labels.py md_escape)
+        assert seen["subheader"].startswith(md_escape(names[spec.model]) + " · "), (where, seen["subheader"])
         size = (f"micro-batch {spec.batch} × 2,048 tokens" if spec.task == "train"
                 else f"{spec.batch} sequences × 2,048 tokens")
         assert size in seen["subheader"], (where, seen["subheader"])
