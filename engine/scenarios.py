@@ -653,6 +653,12 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         i = cfg.first_row(bad)
         j = cfg.inv[i]
         raise ValueError(f"tp {tp[j]} does not divide {out['model'].iloc[i]}'s {heads[j]} attention heads; accepted: a divisor of {heads[j]}")
+    freeze_bad = train & cfg.mask("method", "freeze") & (cfg.values("freeze_layers") > layers)
+    if freeze_bad.any():
+        i = cfg.first_row(freeze_bad)
+        j = cfg.inv[i]
+        raise ValueError(f"freeze layers {cfg.values('freeze_layers')[j]:,} exceeds {out['model'].iloc[i]}'s "
+                         f"{layers[j]} layers; accepted: 1 to {layers[j]} (the last layers that train)")
     bad = pp > layers
     if bad.any():
         i = cfg.first_row(bad)

@@ -83,18 +83,19 @@ text = base.mark_text(fontSize=9).encode(
     tooltip=tooltip,
 )
 st.altair_chart((rect + text).properties(width="container", height=alt.Step(28)), width="stretch")
-# planner.planning flags the models whose context is shorter than the sequence: cut to it
-# (seq_clipped) or left out as "✗ context" rows (beyond_context), whichever it reports
-if "seq_clipped" in conf:
-    long_flag, long_note = conf["seq_clipped"], "Sequence cut to the model's context for"
-else:
-    long_flag = conf["beyond_context"] if "beyond_context" in conf else pd.Series(False, index=conf.index)
-    long_note = ("✗ context: the sequence is longer than the model's context (allowed under the sidebar's 'Display and "
-                 "margins') for")
-clipped = conf.loc[long_flag.fillna(False).astype(bool), "model"].astype(str).map(model_names).unique()
+# planner.planning keeps the rows the engine refuses as labelled rows without figures:
+# "✗ context" (sequence beyond the model's context) and "✗ layers" (freeze beyond its layers)
+def _named(flag: str) -> str:
+    rows = conf[flag].fillna(False).astype(bool) if flag in conf else pd.Series(False, index=conf.index)
+    return md_escape(", ".join(conf.loc[rows, "model"].astype(str).map(model_names).unique()))
+
+
+long_models, deep_models = _named("beyond_context"), _named("beyond_layers")
 st.caption("Cell text: GPUs needed (✗ >N: more than the largest count considered; Apple systems count as one "
            f"device, ✗ >1). Grey: does not fit within {max_gpus} GPUs. Hover a cell for its breakdown per GPU in {u}."
-           + (f" {long_note}: {md_escape(', '.join(clipped))}." if len(clipped) else ""))
+           + (f" ✗ context: the sequence is longer than the model's context (allowed under the sidebar's 'Display "
+              f"and margins') for {long_models}." if long_models else "")
+           + (f" ✗ layers: more trainable layers than {deep_models} has." if deep_models else ""))
 
 st.markdown("#### As a table: GPUs needed")
 pivot = cells.pivot(index="model", columns="gpu", values="label").reindex(index=model_order, columns=gpu_order)

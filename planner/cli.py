@@ -350,6 +350,10 @@ def cmd_sweep(args) -> int:
     if left_out:
         print(f"note: left out {', '.join(left_out)}: the sequence is longer than their context "
               "(--allow-long-context to estimate them)", file=sys.stderr)
+    too_deep = frame.attrs.get("beyond_layers", [])
+    if too_deep:
+        print(f"note: left out freeze rows of {', '.join(too_deep)}: --freeze-layers is more than their layers",
+              file=sys.stderr)
     text = to_csv(frame)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

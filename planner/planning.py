@@ -114,6 +114,19 @@ def beyond_context(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     return (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
 
 
+def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Freeze rows that would train more layers than their model has: refused by the engine;
+    tables keep them as "✗ layers" rows without figures (e.g. 40 trainable layers on a 32-layer
+    model in a matrix that also holds 80-layer models)."""
+    if "method" not in frame.columns or "freeze_layers" not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    layers = models.set_index("id")["num_layers"].reindex(frame["model"].astype(str)).to_numpy(dtype=float)
+    k = pd.to_numeric(pd.Series(_column(frame, "freeze_layers")), errors="coerce").to_numpy(dtype=float)
+    freeze = (pd.Series(_column(frame, "method")).astype(str).to_numpy() == "freeze") \
+        & (pd.Series(_column(frame, "task")).astype(str).to_numpy() == "train")
+    return freeze & (k > layers)
+
+
 def _nan_as_inf(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), np.inf, values)
 
@@ -139,7 +152,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
     overhead = overhead or {}
     everything = with_defaults(scenarios.reset_index(drop=True))
-    refused = beyond_context(everything, models)
+    long_rows, deep_rows = beyond_context(everything, models), beyond_layers(everything, models)
+    refused = long_rows | deep_rows
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
     task = pd.Series(_column(sc, "task")).astype(str).to_numpy()
@@ -189,11 +203,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     res["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
     res["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
     res["beyond_context"] = False
+    res["beyond_layers"] = False
     if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
         left_out = everything[refused].copy()
-        left_out["beyond_context"] = True
+        left_out["beyond_context"] = long_rows[refused]
+        left_out["beyond_layers"] = deep_rows[refused] & ~long_rows[refused]
         left_out["fits_within"] = False
-        left_out["label"] = "✗ context"
+        left_out["label"] = np.where(left_out["beyond_context"], "✗ context", "✗ layers")
         order = np.concatenate([np.flatnonzero(~refused), np.flatnonzero(refused)])
         res = pd.concat([res, left_out], ignore_index=True)
         res = res.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
@@ -532,6 +548,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "beyond_context", "configurations", "cheapest",
+           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve",
            "inference_table", "article_inference_table"]

@@ -116,7 +116,7 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     leaves open). Rows whose sequence is beyond their model's context (without the explicit
     override) are refused by the engine, so they are left out and named in
     `result.attrs["beyond_context"]` (model ids)."""
-    from planner.planning import beyond_context  # same layer; kept lazy to keep report light
+    from planner.planning import beyond_context, beyond_layers  # same layer; kept lazy to keep report light
     task = base.get("task", "train")
     axes = {"model": list(model_ids), "gpu": list(gpu_ids)}
     if task == "train":
@@ -124,12 +124,15 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     frame = grid(**axes)
     for key, value in base.items():
         frame[key] = value
-    refused = beyond_context(frame, models) if "seq" in frame.columns else np.zeros(len(frame), dtype=bool)
-    left_out = list(dict.fromkeys(frame.loc[refused, "model"].astype(str))) if refused.any() else []
-    if refused.any():
-        frame = frame[~refused].reset_index(drop=True)
+    long_rows = beyond_context(frame, models) if "seq" in frame.columns else np.zeros(len(frame), dtype=bool)
+    deep_rows = beyond_layers(frame, models) & ~long_rows
+    names = lambda rows: list(dict.fromkeys(frame.loc[rows, "model"].astype(str))) if rows.any() else []  # noqa: E731
+    left_out, too_deep = names(long_rows), names(deep_rows)
+    if (long_rows | deep_rows).any():
+        frame = frame[~(long_rows | deep_rows)].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
     result.attrs["beyond_context"] = left_out
+    result.attrs["beyond_layers"] = too_deep
     return result
 
 
