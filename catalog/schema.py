@@ -1,28 +1,54 @@
 """Validation of catalog YAML documents: types, ranges, required fields, unique ids, no
 unknown keys. Every error names the file, the entry and the field, in one line.
 
-Parsing is `yaml.safe_load` only, behind bounds checked first on the parser's event stream
-(linear in the text, nothing constructed): a size cap, at most MAX_YAML_ALIASES aliases and
-MAX_YAML_NODES values after alias expansion (so a "billion laughs" alias bomb is refused before
-it is built), a nesting depth cap (PyYAML's composer recurses per level), no duplicate keys in
-a mapping (YAML keeps the last one silently), and only plain tags: tags that try to construct
-Python objects (`!!python/object/apply:...`) are refused by name, with their line.
-Every problem is a CatalogError, never a parser traceback.
+Text fields hold one line of printable text: control characters (C0, DEL, C1: tab and line
+breaks included), Unicode line / paragraph separators, noncharacters and lone surrogates
+(text that cannot be written as UTF-8) are refused by name, so whatever validates can be
+saved, read back, put in a DataFrame and printed.
+
+Files are read only when they are regular files (after symlinks), with a bounded read
+(`read_regular_file`): a FIFO, /dev/zero or a directory is refused by name, never waited on.
+
+Parsing is one pass over the YAML parser's event stream (libyaml's C parser when PyYAML has
+it, the pure-Python parser otherwise), which checks bounds and builds the values as it goes,
+with the same results as `yaml.safe_load` (YAML 1.1 plain scalars: ints, floats, booleans,
+null, dates; merge keys): a size cap, at most MAX_YAML_ALIASES aliases and MAX_YAML_NODES
+values after alias expansion (so a "billion laughs" alias bomb is refused before it is used),
+a nesting depth cap, no duplicate keys in a mapping (YAML keeps the last one silently), and
+only plain tags: tags that try to construct Python objects (`!!python/object/apply:...`) are
+refused by name, with their line. Every problem is a CatalogError, never a parser traceback.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import reprlib
+import stat
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 from engine.params import total_params
+
+try:  # libyaml's parser, in C: about ten times faster than PyYAML's pure-Python one
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _CParser = None
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")
 YM_RE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])$")
@@ -46,10 +72,41 @@ def show(value) -> str:
     return _SHOW.repr(value)
 
 
+# What text fields refuse: C0 controls (tab and line breaks included), DEL, C1 controls, the
+# Unicode line and paragraph separators (YAML and many viewers break lines there), lone
+# surrogates (not Unicode text: UTF-8 cannot encode them, so they could be neither saved nor
+# shown) and the noncharacters U+FFFE / U+FFFF.
+NOT_TEXT_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    ch = match.group()
+    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    """Control characters escaped and length capped, so a message is always one short line."""
-    text = str(text).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    """Control characters and lone surrogates escaped and length capped, so a message is
+    always one short line that can be printed and encoded as UTF-8."""
+    text = NOT_TEXT_RE.sub(_escape, str(text))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def not_text(v: str) -> str | None:
+    """Why a string is not acceptable one-line text (see NOT_TEXT_RE), or None when it is."""
+    bad = NOT_TEXT_RE.search(v)
+    if bad is None:
+        return None
+    code = ord(bad.group())
+    if 0xD800 <= code <= 0xDFFF:
+        kind = "a lone surrogate, which is not Unicode text and cannot be saved as UTF-8"
+    elif code in (0x2028, 0x2029):
+        kind = "a line separator"
+    elif code in (0xFFFE, 0xFFFF):
+        kind = "a Unicode noncharacter"
+    else:
+        kind = "a control character"
+    return f"U+{code:04X} ({kind}) at position {bad.start() + 1}"
 
 
 class CatalogError(ValueError):
@@ -92,7 +149,11 @@ def text(max_len=500, pattern: re.Pattern | None = None, what="text"):
             raise ValueError(f"must be {what} (a string), got {show(v)}")
         if len(v) > max_len:
             raise ValueError(f"must be at most {max_len} characters, got {len(v)}")
-        if pattern is not None and not pattern.match(v):
+        problem = not_text(v)
+        if problem is not None:
+            raise ValueError(f"must be {what} on one line, without control characters; got {show(v)}, "
+                             f"which has {problem}")
+        if pattern is not None and not pattern.fullmatch(v):
             raise ValueError(f"must be {what}, got {show(v)}")
         return v
     return check
@@ -113,7 +174,7 @@ def boolean(v):
 
 
 def year_month(v):
-    if not isinstance(v, str) or not YM_RE.match(v):
+    if not isinstance(v, str) or not YM_RE.fullmatch(v):
         raise ValueError(f"must be a quoted year-month 'YYYY-MM', got {show(v)}")
     return v
 
@@ -121,7 +182,7 @@ def year_month(v):
 def iso_date(v):
     if isinstance(v, date):
         v = v.isoformat()
-    if not isinstance(v, str) or not YMD_RE.match(v):
+    if not isinstance(v, str) or not YMD_RE.fullmatch(v):
         raise ValueError(f"must be a date 'YYYY-MM-DD', got {show(v)}")
     try:
         date.fromisoformat(v)  # the pattern lets 02-30 through; the calendar does not
@@ -318,14 +379,47 @@ def check_reference(ref: dict, file: str, model_ids: set[str], gpu_ids: set[str]
         raise CatalogError(file, label, "scenario.gpu", f"{sc['gpu']!r} is not a catalog GPU id")
 
 
-# Bounds on a YAML document (the shipped files are ~150 KB together, with no aliases and a
-# nesting depth under 10; these leave room for any hand-written catalog).
-MAX_YAML_BYTES = 4 * 2**20
+# Bounds on a YAML document. The shipped files are ~150 KB together, with no aliases and a
+# nesting depth under 10; the largest document is a user's own catalog (catalog/store.py),
+# whose every GPU takes ~600 bytes and ~55 values: 16 MiB holds ~25,000 GPUs, far more than
+# any fleet, and parses in seconds, while a file that is bigger (or /dev/zero) cannot
+# exhaust memory. The node cap follows: such a catalog has ~1.5 million values.
+MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_ALIASES = 100
-MAX_YAML_NODES = 1_000_000  # values after alias expansion
+MAX_YAML_NODES = 2_000_000  # values after alias expansion
 MAX_YAML_DEPTH = 50
 # The only tags a catalog needs: YAML's core schema (plus timestamps, which safe_load makes dates).
 PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")}
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _NULL, _BOOL, _INT, _FLOAT, _TIMESTAMP, _SEQ, _MAP = (
+    _TAG + t for t in ("str", "null", "bool", "int", "float", "timestamp", "seq", "map"))
+_SCALAR_TAGS = PLAIN_TAGS - {_SEQ, _MAP}
+# YAML 1.1 plain-scalar resolution and construction, exactly as yaml.safe_load does them.
+_RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
+_SAFE = yaml.constructor.SafeConstructor()
+_BUILD = {
+    _NULL: lambda node: None,
+    _BOOL: lambda node: _SAFE.bool_values[node.value.lower()],
+    _INT: _SAFE.construct_yaml_int,
+    _FLOAT: _SAFE.construct_yaml_float,
+    _TIMESTAMP: _SAFE.construct_yaml_timestamp,
+}
+
+
+class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    """PyYAML's pure-Python event parser (the fallback when libyaml is not installed)."""
+
+    def __init__(self, stream):
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+
+
+def yaml_parser(text: str, data: bytes):
+    """The event parser for a document: libyaml's when PyYAML has it (fed the UTF-8 bytes),
+    else the pure-Python one."""
+    return _CParser(data) if _CParser is not None else _PyParser(text)
 
 
 def _where(mark) -> str:
@@ -333,102 +427,293 @@ def _where(mark) -> str:
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+    return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
 
 
-def _check_events(raw: str, name: str) -> None:
-    """Walk the parser's events (nothing is constructed) and refuse what safe_load must not see."""
-    sizes: dict[str, int] = {}  # anchor -> number of values it expands to
-    # one frame per open collection: [anchor, expanded size, is mapping, expecting a key, keys seen]
-    stack: list[list] = []
-    aliases = 0
+def _resolve(value: str) -> str:
+    """The tag of a plain (unquoted) scalar, as PyYAML's Resolver gives it."""
+    for tag, regexp in _RESOLVERS.get(value[0] if value else "", []) + _RESOLVERS.get(None, []):
+        if regexp.match(value):
+            return tag
+    return _STR
 
-    def fail(mark, problem):
+
+class _Frame:
+    """An open sequence or mapping while the events are walked."""
+    __slots__ = ("value", "anchor", "size", "is_map", "key", "key_mark", "merge", "merges")
+
+    def __init__(self, value, anchor, is_map):
+        self.value, self.anchor, self.size, self.is_map = value, anchor, 1, is_map
+        self.key, self.key_mark = _NO_KEY, None  # a mapping's pending key, until its value comes
+        self.merge = False  # the pending key is a merge key (<<)
+        self.merges: list = []
+
+
+_NO_KEY = object()
+
+
+def _load_events(parser, name: str) -> Any:
+    """Walk the parser's events once: refuse what a catalog must not hold (see the module
+    docstring) and build the document's value as yaml.safe_load would."""
+    anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, number of values it expands to)
+    stack: list[_Frame] = []
+    memo: dict[str, Any] = {}  # plain scalar -> its value (they repeat: true, nvidia, 2024-05, ...)
+    root = None
+    aliases = documents = 0
+
+    def refuse(mark, problem):
         raise CatalogError(name, None, None, f"is not accepted as catalog YAML{_where(mark)}: {problem}")
 
-    def finished(size, anchor, mark, key=None):
-        if anchor is not None:
-            sizes[anchor] = size
-        if size > MAX_YAML_NODES:
-            fail(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
-        if not stack:
-            return
-        parent = stack[-1]
-        parent[1] += size
-        if parent[1] > MAX_YAML_NODES:
-            fail(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
-        if parent[2]:
-            if parent[3] and key is not None and key != "<<":
-                if key in parent[4]:
-                    fail(mark, f"key {show(key)} appears twice in the same mapping; keep one")
-                parent[4].add(key)
-            parent[3] = not parent[3]
+    def invalid(mark, problem):
+        raise CatalogError(name, None, None, f"is not valid YAML{_where(mark)}: {problem}")
 
-    for event in yaml.parse(raw, Loader=yaml.SafeLoader):
-        tag = getattr(event, "tag", None)
-        if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
-            fail(event.start_mark, f"tag {show(_short_tag(tag))} is not allowed; only plain values "
-                                   "(text, numbers, true/false, null, lists and mappings)")
-        if isinstance(event, yaml.AliasEvent):
+    def check_tag(tag, mark, allowed, kind):
+        if tag is None or tag == "!":
+            return
+        if tag not in PLAIN_TAGS:
+            refuse(mark, f"tag {show(_short_tag(tag))} is not allowed; only plain values "
+                         "(text, numbers, true/false, null, lists and mappings)")
+        if tag not in allowed:
+            invalid(mark, f"tag {show(_short_tag(tag))} cannot be used on {kind}")
+
+    def add(value, size, anchor, mark, merge=False):
+        nonlocal root
+        if anchor is not None:
+            if anchor in anchors:
+                invalid(mark, f"anchor &{one_line(anchor, 40)} is defined twice; give each anchor its own name")
+            anchors[anchor] = (value, size)
+        if size > MAX_YAML_NODES:
+            refuse(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
+        if not stack:
+            root = value
+            return
+        frame = stack[-1]
+        frame.size += size
+        if frame.size > MAX_YAML_NODES:
+            refuse(mark, f"it expands to more than {MAX_YAML_NODES:,} values (aliases); a catalog needs far fewer")
+        if not frame.is_map:
+            frame.value.append(value)
+        elif frame.key is _NO_KEY:  # this value is a key
+            if isinstance(value, (list, dict)):
+                invalid(mark, "a mapping key must be a single value (text or a number), not a list or a mapping")
+            frame.key, frame.key_mark, frame.merge = value, mark, merge
+        else:
+            if frame.merge:
+                frame.merges.append((value, frame.key_mark))
+            elif frame.key in frame.value:
+                refuse(frame.key_mark, f"key {show(frame.key)} appears twice in the same mapping; keep one")
+            else:
+                frame.value[frame.key] = value
+            frame.key = _NO_KEY
+
+    def merged(frame):
+        out: dict = {}
+        for value, mark in frame.merges:
+            sources = value[::-1] if isinstance(value, list) else [value]  # the first of a list wins
+            for source in sources:
+                if not isinstance(source, dict):
+                    invalid(mark, "a merge key (<<) needs a mapping or a list of mappings")
+                out.update(source)
+        out.update(frame.value)
+        return out
+
+    get_event = parser.get_event
+    while True:
+        event = get_event()
+        cls = event.__class__
+        if cls is ScalarEvent:
+            value, tag = event.value, event.tag
+            merge = False
+            if (tag is None or tag == "!") and event.implicit[0]:  # plain: YAML 1.1 resolution (cached per text)
+                try:
+                    built = memo[value]
+                except KeyError:
+                    tag = _resolve(value)
+                    if tag in _BUILD:
+                        try:
+                            built = _BUILD[tag](yaml.ScalarNode(tag, value))
+                        except (ValueError, OverflowError) as exc:
+                            hint = " (write dates quoted, as real 'YYYY-MM-DD' dates)" if tag == _TIMESTAMP else ""
+                            invalid(event.start_mark, f"{exc}{hint}")
+                    else:  # text; also '<<' (a merge key), '=' and the like, which safe_load has no value for
+                        built = value
+                    if len(value) <= 64:
+                        memo[value] = built
+                merge = value == "<<" and stack and stack[-1].is_map and stack[-1].key is _NO_KEY
+            elif tag is None or tag == "!" or tag == _STR:
+                built = value
+            else:
+                check_tag(tag, event.start_mark, _SCALAR_TAGS, "a single value")
+                try:
+                    built = _BUILD[tag](yaml.ScalarNode(tag, value))
+                except (ValueError, OverflowError, KeyError, AttributeError, TypeError):
+                    invalid(event.start_mark, f"{show(value)} is not a valid {_short_tag(tag)} value")
+            add(built, 1, event.anchor, event.start_mark, merge)
+        elif cls is MappingStartEvent or cls is SequenceStartEvent:
+            is_map = cls is MappingStartEvent
+            check_tag(event.tag, event.start_mark, {_MAP} if is_map else {_SEQ}, "a mapping" if is_map else "a list")
+            if len(stack) >= MAX_YAML_DEPTH:
+                refuse(event.start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels; a catalog needs a few")
+            stack.append(_Frame({} if is_map else [], event.anchor, is_map))
+        elif cls is MappingEndEvent or cls is SequenceEndEvent:
+            frame = stack.pop()
+            add(merged(frame) if frame.merges else frame.value, frame.size, frame.anchor, event.start_mark)
+        elif cls is AliasEvent:
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
-                fail(event.start_mark, f"more than {MAX_YAML_ALIASES} aliases (*name); a catalog needs few or none")
-            if event.anchor not in sizes:
-                fail(event.start_mark, f"alias *{one_line(event.anchor, 40)} refers to an anchor that is not defined before it, or to itself")
-            finished(sizes[event.anchor], None, event.start_mark)
-        elif isinstance(event, yaml.ScalarEvent):
-            finished(1, event.anchor, event.start_mark, key=event.value)
-        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            if len(stack) >= MAX_YAML_DEPTH:
-                fail(event.start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels; a catalog needs a few")
-            stack.append([event.anchor, 1, isinstance(event, yaml.MappingStartEvent), True, set()])
-        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            anchor, size = stack.pop()[:2]
-            finished(size, anchor, event.start_mark)
+                refuse(event.start_mark, f"more than {MAX_YAML_ALIASES} aliases (*name); a catalog needs few or none")
+            if event.anchor not in anchors:
+                refuse(event.start_mark, f"alias *{one_line(event.anchor, 40)} refers to an anchor that is not "
+                                         "defined before it, or to itself")
+            value, size = anchors[event.anchor]
+            add(value, size, None, event.start_mark)
+        elif cls is DocumentStartEvent:
+            documents += 1
+            if documents > 1:
+                invalid(event.start_mark, "expected a single document in the stream, but found another document")
+        elif cls is StreamEndEvent:
+            return root
 
 
 def parse_yaml(raw: str | bytes, name: str) -> Any:
-    """Bounded yaml.safe_load of a document's text; every problem is a one-line CatalogError."""
+    """Bounded, checked parse of a document's text (one pass, see _load_events); every problem
+    is a one-line CatalogError. Gives what yaml.safe_load would, or refuses."""
     if len(raw) > MAX_YAML_BYTES:
         raise CatalogError(name, None, None, f"is {len(raw):,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
     if isinstance(raw, (bytes, bytearray)):
+        data = bytes(raw)
         try:
-            raw = bytes(raw).decode("utf-8")
+            raw = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CatalogError(name, None, None, f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
+            raise CatalogError(name, None, None, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
+    else:
+        try:
+            data = raw.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no file could hold it
+            line = raw.count("\n", 0, exc.start)
+            column = exc.start - (raw.rfind("\n", 0, exc.start) + 1)
+            raise CatalogError(name, None, None, f"is not valid text at line {line + 1}, column {column + 1}: it has "
+                                                 f"U+{ord(raw[exc.start]):04X}, a lone surrogate, which is not Unicode "
+                                                 "text and cannot be saved as UTF-8") from None
     if raw.startswith("\ufeff"):
-        raw = raw[1:]  # a byte-order mark some editors add
+        raw, data = raw[1:], data[3:]  # a byte-order mark some editors add
+    parser = yaml_parser(raw, data)
     try:
-        _check_events(raw, name)
-        return yaml.safe_load(raw)
+        return _load_events(parser, name)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        if isinstance(context, str) and context.startswith("expected"):  # e.g. a second document
-            problem = f"{context}, {problem}"
         raise CatalogError(name, None, None, f"is not valid YAML{_where(mark)}: {problem}") from None
-    except (ValueError, OverflowError) as exc:  # e.g. a date like 2023-02-30 (safe_load makes dates)
-        if isinstance(exc, CatalogError):
-            raise
-        raise CatalogError(name, None, None, f"is not valid YAML: {exc} (write dates quoted, as real 'YYYY-MM-DD' dates)") from None
-    except RecursionError:
-        raise CatalogError(name, None, None, "is not valid YAML: nested too deeply") from None
+    finally:
+        dispose = getattr(parser, "dispose", None)
+        if dispose is not None:
+            dispose()
 
 
-def read_yaml(path: Path, text_: str | None = None) -> Any:
-    """Bounded yaml.safe_load of a file; any problem becomes a CatalogError naming the file."""
-    name = path.name if path.parent.name != "catalog" else f"catalog/{path.name}"
-    if text_ is not None:
-        return parse_yaml(text_, name)
+def file_kind(mode: int) -> str:
+    """What a file is, from its st_mode, for messages: 'a directory', 'a named pipe (FIFO)', ..."""
+    for test, kind in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+class FileTooLarge(CatalogError):
+    """A file is bigger than its reader accepts (read_regular_file's limit)."""
+
+
+# Open without blocking (a FIFO swapped in after the check must not hang open()), never inherited.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _not_regular(path, name: str, mode: int, accepted: str) -> CatalogError:
+    link = ""
     try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise CatalogError(name, None, None, f"is {size:,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
-        raw = path.read_bytes()
+        if os.path.islink(path):
+            link = f" (a link to {os.path.realpath(path)})"
+    except (OSError, ValueError):
+        pass
+    return CatalogError(name, None, None, f"is {file_kind(mode)}{link}, not a regular file; accepted: {accepted}")
+
+
+def regular_file_stat(path: str | os.PathLike, accepted: str, label: str | None = None) -> os.stat_result:
+    """os.stat of a path (symlinks followed) that must be a regular file; CatalogError (one
+    line, naming the path and what is accepted) when it is anything else or cannot be looked
+    at. FileNotFoundError is raised as is (for the caller to decide what missing means)."""
+    if str(path) == "":
+        raise CatalogError(f"{label or 'path'} ''", None, None, f"is not a file; accepted: {accepted}")
+    name = label or str(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise CatalogError(name, None, None, f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_regular(path, name, info.st_mode, accepted)
+    return info
+
+
+def read_regular_file(path: str | os.PathLike, limit: int, what: str, accepted: str,
+                      label: str | None = None) -> bytes:
+    """The bytes of a regular file (symlinks followed) of at most `limit` bytes.
+
+    Anything else is refused by name before a byte is read, as a one-line CatalogError:
+    a FIFO would block open() and read() until a writer comes, /dev/zero or /dev/urandom
+    would be read until memory runs out, a directory or a socket cannot be read. The kind
+    is checked with os.stat before opening (opening some devices has effects), the file is
+    opened non-blocking and checked again with fstat (it may have been swapped in between),
+    and the read stops after `limit` bytes whatever the size said (FileTooLarge). A missing
+    file raises FileNotFoundError (a missing user catalog is an empty one). `what` names the
+    kind of file in the size message ("a config.json"), `accepted` what would do instead.
+    """
+    name = label or str(path)
+    info = regular_file_stat(path, accepted, label)
+    if info.st_size > limit:
+        raise FileTooLarge(name, None, None, f"is {info.st_size:,} bytes; {what} is at most {limit:,}")
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise CatalogError(name, None, None, f"cannot be read: {exc.strerror or exc}") from None
-    return parse_yaml(raw, name)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(path, name, info.st_mode, accepted)
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # it grew since it was measured
+                raise FileTooLarge(name, None, None, f"is more than {limit:,} bytes; {what} is at most {limit:,}")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise CatalogError(name, None, None, f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def yaml_label(path: Path) -> str:
+    """How messages name a catalog YAML file: catalog/gpus.yaml for a shipped one."""
+    return path.name if path.parent.name != "catalog" else f"catalog/{path.name}"
+
+
+def read_yaml(path: Path, text_: str | bytes | None = None) -> Any:
+    """Bounded, checked parse of a file (or of its text already read); any problem becomes a
+    CatalogError naming the file."""
+    name = yaml_label(path)
+    if text_ is None:
+        try:
+            text_ = read_regular_file(path, MAX_YAML_BYTES, "a catalog file", "a YAML file", label=name)
+        except FileNotFoundError as exc:
+            raise CatalogError(name, None, None, f"cannot be read: {exc.strerror or exc}") from None
+    return parse_yaml(text_, name)
 
 
 def top_level(doc: Any, file: str, allowed: dict[str, bool]) -> dict:

@@ -13,16 +13,25 @@ Writes never leave a half-written file and never lose another writer's entry:
   take an advisory lock on `<file>.lock` (fcntl.flock, where the platform has it), so the
   re-read / merge / rename runs one at a time.
 
-A corrupt file (not YAML, a bad entry, not UTF-8, too big) is never dropped or overwritten:
-it is renamed to `<name>.corrupt-<timestamp>` next to it and reported with UserCatalogCorrupt
-(one line naming the file, the problem and where the file was kept); the user catalog then
-starts empty and the shipped catalog is unaffected.
+A corrupt file (not YAML, a bad entry, not UTF-8, text that is not text, too big) is never
+dropped or overwritten: it is renamed to `<name>.corrupt-<timestamp>` next to it and reported
+with UserCatalogCorrupt (one line naming the file, the problem and where the file was kept);
+the user catalog then starts empty and the shipped catalog is unaffected. A path that is not
+a regular file (a FIFO, /dev/zero, a directory, or a symlink to one) is refused by name and
+left alone, never read (it could block or never end) and never moved. A file that cannot be
+written (a read-only folder, a full disk) is a UserCatalogWriteError naming it.
+
+`catalog_frames` is the one way to the merged catalog: the shipped frames, the saved entries
+and a caller's extra (session) records, each with its `origin`; Catalog.gpus/models
+(include_user=True), `with_user_entries` and `merged_frames` all go through it. The file is
+parsed once while it is unchanged, however many frames are asked for.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -39,22 +48,35 @@ from catalog.schema import (
     MAX_YAML_BYTES,
     MODEL_FIELDS,
     CatalogError,
+    FileTooLarge,
     check_gpu,
     check_model,
+    one_line,
     parse_yaml,
+    read_regular_file,
+    regular_file_stat,
     show,
     top_level,
     validate_entries,
 )
+from catalog.shipped import shipped_catalog, shipped_ids
 
 try:  # POSIX only; elsewhere write-temp-then-rename still keeps the file whole
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
+# libyaml's emitter when PyYAML has it (a big catalog is written in a third of the time), the
+# same safe representer either way.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 ENV_VAR = "LLM_PLANNER_USER_CATALOG"
 DEFAULT_PATH = "~/.llm-planner/user_catalog.yaml"
 KINDS = ("gpus", "models")
+# The user catalog file is read at most this big: MAX_YAML_BYTES, 16 MiB (~25,000 GPUs), far
+# beyond a real fleet; a bigger file (or /dev/zero behind a symlink) is refused, not read.
+MAX_USER_CATALOG_BYTES = MAX_YAML_BYTES
+ACCEPTED_PATH = f"a YAML file (set {ENV_VAR} to the path of a regular file)"
 _KIND_NAMES = {"gpu": "gpus", "gpus": "gpus", "model": "models", "models": "models"}
 FIELDS = {"gpus": GPU_FIELDS, "models": MODEL_FIELDS}
 CHECKS = {"gpus": check_gpu, "models": check_model}
@@ -73,7 +95,19 @@ class UserCatalogCorrupt(CatalogError):
         self.kept_as = kept_as
         where = f"the file was kept as {kept_as}" if kept_as else "the file was left in place"
         super().__init__(original.file, original.entry, original.field,
-                         f"{original.problem}; {where} and the user catalog starts empty (fix the file and import it to restore it)")
+                         f"{one_line(original.problem, 300)}; {where} and the user catalog starts empty "
+                         "(fix the file and import it to restore it)")
+
+
+class UserCatalogWriteError(CatalogError):
+    """The user catalog file could not be written (a read-only folder, a full disk): one line
+    naming the file; `errno` is the OSError's, which is kept as __cause__."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.errno = exc.errno
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        super().__init__(str(path), None, None, f"cannot be written: {exc.strerror or exc}{where}; "
+                                                f"nothing was changed (set {ENV_VAR} to a file in a folder you can write to)")
 
 
 class UserCatalogWarning(UserWarning):
@@ -147,7 +181,8 @@ def dump_document(data: dict[str, list[dict]]) -> str:
                 row[name] = value
             rows.append(row)
         doc[kind] = rows
-    return HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+    return HEADER + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100,
+                              default_flow_style=False)
 
 
 _thread_locks: dict[str, threading.RLock] = {}
@@ -245,9 +280,7 @@ class UserCatalog:
     def _shipped(self, kind: str) -> set:
         ids = self._shipped_ids
         if ids is None:
-            from catalog.db import default_catalog  # lazy: the DuckDB catalog is only needed here
-            cat = default_catalog()
-            return set(cat.gpus()["id"]) if kind == "gpus" else set(cat.models()["id"])
+            ids = shipped_ids()
         if callable(ids):
             ids = ids()
         return set(ids.get(kind, ()))
@@ -274,8 +307,17 @@ class UserCatalog:
             self._write(data)
         return clean
 
+    def _refuse_special_file(self) -> None:
+        """A path that exists but is not a regular file (FIFO, device, directory) is refused
+        before anything opens it or creates a lock file beside it."""
+        try:
+            regular_file_stat(self.path, ACCEPTED_PATH)
+        except FileNotFoundError:
+            pass
+
     @contextmanager
     def _locked(self, create: bool):
+        self._refuse_special_file()
         with _thread_lock(self.path):
             fd = None
             if fcntl is not None:
@@ -299,15 +341,13 @@ class UserCatalog:
         (permissions) is reported and left alone; one that does not validate is kept aside."""
         label = str(self.path)
         try:
-            size = self.path.stat().st_size
-            raw = self.path.read_bytes() if size <= MAX_YAML_BYTES else None
+            raw = read_regular_file(self.path, MAX_USER_CATALOG_BYTES, "a catalog file", ACCEPTED_PATH)
         except FileNotFoundError:
             return {"gpus": [], "models": []}
-        except OSError as exc:
-            raise CatalogError(label, None, None, f"cannot be read: {exc.strerror or exc}") from None
+        except FileTooLarge as exc:
+            raise UserCatalogCorrupt(exc, self._keep_aside()) from None
+        # any other CatalogError (not a regular file, no permission): reported, the file left alone
         try:
-            if raw is None:
-                raise CatalogError(label, None, None, f"is {size:,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
             doc = parse_yaml(raw, label)
             if doc is None:  # empty, or only comments: an empty catalog
                 return {"gpus": [], "models": []}
@@ -331,6 +371,12 @@ class UserCatalog:
 
     def _write(self, data: dict[str, list[dict]]) -> None:
         text = dump_document(data)
+        try:
+            self._replace_file(text)
+        except OSError as exc:
+            raise UserCatalogWriteError(self.path, exc) from exc
+
+    def _replace_file(self, text: str) -> None:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
@@ -358,53 +404,157 @@ class UserCatalog:
             os.close(dfd)
 
 
-def with_user_entries(frame: pd.DataFrame, kind: str, store: UserCatalog | None = None) -> pd.DataFrame:
-    """The shipped frame (gpus or models) plus the user catalog's entries, with an `origin`
-    column ('shipped' / 'user'). Problems (a corrupt user file, a user id that a newer shipped
-    catalog now also uses) never stop the shipped entries: they are warned about
-    (UserCatalogWarning) and listed in `frame.attrs['user_catalog_problems']`."""
-    kind = kind_name(kind)
-    shipped_ids = set(frame["id"])
-    store = store or UserCatalog(shipped_ids={kind: shipped_ids})
+# ---- the merged catalog: shipped + saved + extra entries ----------------------------------------
+
+ORIGINS = ("shipped", "user", "session")  # the `origin` column of the merged frames
+_saved_cache: dict[str, tuple[tuple, dict[str, list[dict]]]] = {}  # path -> (file signature, records)
+_saved_cache_lock = threading.Lock()
+
+
+def _signature(path: Path) -> tuple | None:
+    """What identifies one version of a regular file: a write replaces it (new inode) and
+    changes its size or times. None when it is missing or not a regular file."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _saved_records(store: UserCatalog) -> dict[str, list[dict]]:
+    """store.load(), parsed once per version of the file: the CLI asks for GPUs and models
+    one after the other, and a big user catalog must not be parsed twice. The lists are
+    shared: callers read them, never change them."""
+    key = os.path.realpath(store.path)
+    before = _signature(store.path)
+    if before is not None:
+        with _saved_cache_lock:
+            hit = _saved_cache.get(key)
+        if hit is not None and hit[0] == before:
+            return hit[1]
+    data = store.load()
+    if before is not None and _signature(store.path) == before:  # unchanged while it was read
+        with _saved_cache_lock:
+            if len(_saved_cache) >= 8:
+                _saved_cache.clear()
+            _saved_cache[key] = (before, data)
+    return data
+
+
+def _extra_records(kind: str, records, shipped: set, problems: list[str]) -> list[dict]:
+    """A caller's own records of one kind, validated like the YAML (a later one replaces an
+    earlier one with its id); an invalid one, or one reusing a shipped id, is a problem."""
+    label = "this session"
+    out: dict[str, dict] = {}
+    for record in records or []:
+        try:
+            clean = validate_entries([_plain_record(record, kind, label)], FIELDS[kind], label, kind)[0]
+            CHECKS[kind](clean, label)
+        except CatalogError as exc:
+            problems.append(f"{exc} (left out)")
+            continue
+        if clean["id"] in shipped:
+            problems.append(f"{label}: entry '{clean['id']}': is the id of a shipped {SINGULAR[kind]}; "
+                            "the shipped entry is used")
+            continue
+        out.pop(clean["id"], None)
+        out[clean["id"]] = clean
+    return list(out.values())
+
+
+def _with_records(frame: pd.DataFrame, kind: str, rows: list[tuple[dict, str]]) -> pd.DataFrame:
+    """The shipped frame with `origin` 'shipped', then the rows (record, origin) in the
+    shipped frame's columns and dtypes."""
+    out = frame.assign(origin="shipped")
+    if not rows:
+        return out
+    added = pd.DataFrame([record for record, _ in rows], columns=list(FIELDS[kind]))
+    for col in frame.columns:
+        if col not in added.columns:
+            added[col] = None
+        try:
+            added[col] = added[col].astype(frame[col].dtype)
+        except (TypeError, ValueError):
+            pass
+    added = added[list(frame.columns)].assign(origin=[origin for _, origin in rows])
+    return pd.concat([out, added], ignore_index=True)
+
+
+def catalog_frames(catalog=None, store: UserCatalog | None = None,
+                   extra: dict[str, list[dict]] | None = None,
+                   kinds: tuple[str, ...] = KINDS) -> dict[str, pd.DataFrame]:
+    """{'gpus': frame, 'models': frame}: the shipped entries, then the entries saved in the
+    user catalog file, then `extra`, with an `origin` column ('shipped', 'user', 'session').
+
+    catalog: gives the shipped frames through .gpus() and .models() (default: the process's
+      shipped catalog); store: the user catalog file (default: UserCatalog() at
+      $LLM_PLANNER_USER_CATALOG), parsed once while it is unchanged; extra: {'gpus': [...],
+      'models': [...]}, records of the caller's own (a dashboard session's), validated like
+      the YAML; one hides a saved entry with the same id. kinds: which frames to build.
+    Problems never stop the shipped entries: a corrupt user file (kept aside), a saved id
+    that the shipped catalog now also uses, an invalid extra record, are each warned about
+    (UserCatalogWarning) and listed in every frame's attrs['user_catalog_problems'].
+    """
+    kinds = tuple(kind_name(k) for k in kinds)
+    if catalog is None:
+        catalog = shipped_catalog()
+    shipped = {kind: catalog.gpus() if kind == "gpus" else catalog.models() for kind in kinds}
+    ids = {kind: set(frame["id"]) for kind, frame in shipped.items()}
+    store = store or UserCatalog(shipped_ids=ids)
     problems: list[str] = []
     try:
-        records = store.load()[kind]
-    except CatalogError as exc:  # UserCatalogCorrupt included
+        saved = _saved_records(store)
+    except CatalogError as exc:  # UserCatalogCorrupt included: the file was kept aside
         problems.append(str(exc))
-        records = []
-    kept = []
-    for record in records:
-        if record["id"] in shipped_ids:
-            problems.append(f"{store.path}: entry '{record['id']}': the shipped catalog now has this id; "
-                            f"the shipped entry is used (rename yours to keep it)")
-        else:
-            kept.append(record)
-    out = frame.assign(origin="shipped")
-    if kept:
-        user = pd.DataFrame(kept, columns=list(FIELDS[kind]))
-        for col in frame.columns:
-            if col not in user.columns:
-                user[col] = None
-            try:
-                user[col] = user[col].astype(frame[col].dtype)
-            except (TypeError, ValueError):
-                pass
-        user = user[list(frame.columns)].assign(origin="user")
-        out = pd.concat([out, user], ignore_index=True)
+        saved = {"gpus": [], "models": []}
+    out = {}
+    for kind in kinds:
+        own = _extra_records(kind, (extra or {}).get(kind), ids[kind], problems)
+        own_ids = {r["id"] for r in own}
+        rows = []
+        for record in saved[kind]:
+            if record["id"] in ids[kind]:
+                problems.append(f"{store.path}: entry '{record['id']}': the shipped catalog now has this id; "
+                                f"the shipped entry is used (rename yours to keep it)")
+            elif record["id"] not in own_ids:
+                rows.append((record, "user"))
+        rows += [(record, "session") for record in own]
+        out[kind] = _with_records(shipped[kind], kind, rows)
     for problem in problems:
         warnings.warn(problem, UserCatalogWarning, stacklevel=3)
-    out.attrs["user_catalog_problems"] = problems
+    for frame in out.values():
+        frame.attrs["user_catalog_problems"] = list(problems)
     return out
 
 
+class _Frames:
+    """Shipped frames already in hand, in catalog_frames' `catalog` role."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame]):
+        self._frames = frames
+
+    def gpus(self) -> pd.DataFrame:
+        return self._frames["gpus"]
+
+    def models(self) -> pd.DataFrame:
+        return self._frames["models"]
+
+
+def with_user_entries(frame: pd.DataFrame, kind: str, store: UserCatalog | None = None) -> pd.DataFrame:
+    """The shipped frame (gpus or models) plus the user catalog's entries, with an `origin`
+    column ('shipped' / 'user'): catalog_frames for one frame already in hand."""
+    kind = kind_name(kind)
+    store = store or UserCatalog(shipped_ids={kind: set(frame["id"])})
+    return catalog_frames(_Frames({kind: frame}), store, kinds=(kind,))[kind]
+
+
 def merged_frames(catalog=None, store: UserCatalog | None = None) -> dict[str, pd.DataFrame]:
-    """{'gpus': ..., 'models': ...}: shipped + user entries (for the CLI and the pages)."""
-    if catalog is None:
-        from catalog.db import default_catalog
-        catalog = default_catalog()
-    return {"gpus": with_user_entries(catalog.gpus(), "gpus", store),
-            "models": with_user_entries(catalog.models(), "models", store)}
+    """{'gpus': ..., 'models': ...}: shipped + user entries (catalog_frames without extras)."""
+    return catalog_frames(catalog, store)
 
 
-__all__ = ["UserCatalog", "UserCatalogCorrupt", "UserCatalogWarning", "ENV_VAR", "user_catalog_path",
-           "with_user_entries", "merged_frames", "validate_document", "dump_document"]
+__all__ = ["UserCatalog", "UserCatalogCorrupt", "UserCatalogWarning", "UserCatalogWriteError", "ENV_VAR",
+           "MAX_USER_CATALOG_BYTES", "user_catalog_path", "catalog_frames", "with_user_entries",
+           "merged_frames", "validate_document", "dump_document"]

@@ -27,10 +27,21 @@ import math
 import re
 from pathlib import Path
 
-from catalog.schema import MODEL_FIELDS, CatalogError, check_model, show, validate_entries
+from catalog.schema import (
+    MODEL_FIELDS,
+    CatalogError,
+    check_model,
+    not_text,
+    read_regular_file,
+    show,
+    validate_entries,
+)
 from engine.params import total_params
 
-MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KB
+# A real config.json is a few KB; reading stops at 1 MB, so a wrong path (a log, a checkpoint,
+# /dev/zero) is refused at once instead of filling memory.
+MAX_CONFIG_BYTES = 1_000_000
+ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma")
 # Keys that mark a mixture-of-experts model (Mixtral, Qwen2-MoE, DeepSeek, ...).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
@@ -85,6 +96,9 @@ def _model_id(cfg: dict, file: str, model_id: str | None) -> tuple[str, str]:
     """(id, display name) from _name_or_path, else the file name, else its folder."""
     path = Path(file)
     source = cfg.get("_name_or_path")
+    if isinstance(source, str) and not_text(source):  # it becomes the model's display name
+        raise CatalogError(file, None, "_name_or_path", f"must be one line of text without control characters; "
+                                                        f"got {show(source)}, which has {not_text(source)}")
     if not isinstance(source, str) or not source.strip():
         source = path.stem if path.stem.lower() not in ("config", "") else path.parent.name
     source = str(source or "custom")
@@ -153,7 +167,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         notes.append(f"Sliding-window attention over {window:,} tokens: the KV cache estimate counts the whole "
                      "sequence (an upper bound beyond the window).")
     quant = cfg.get("quantization_config")
-    if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str):
+    if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str) and not not_text(quant["quant_method"]):
         notes.append(f"Checkpoint is pre-quantized ({quant['quant_method'][:40]}): choose the matching precision.")
     notes.append("Release date unknown (a config.json has none).")
 
@@ -220,13 +234,14 @@ def model_from_config_text(raw: str | bytes, file: str = "config.json", model_id
     return model_from_config(parse_config(raw, file), file, model_id)
 
 
-def model_from_config_file(path: Path, model_id: str | None = None) -> dict:
-    path = Path(path)
+def model_from_config_file(path: str | Path, model_id: str | None = None) -> dict:
+    """A config.json on disk -> a validated model record. Only a regular file (symlinks
+    followed) of at most MAX_CONFIG_BYTES is read: a FIFO, a device, a directory or an empty
+    path is refused by name (catalog.schema.read_regular_file)."""
+    if str(path) == "":
+        raise CatalogError("model config ''", None, None, f"is not a file; accepted: {ACCEPTED_CONFIG}")
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise CatalogError(str(path), None, None, f"is {size:,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,}")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CatalogError(str(path), None, None, f"cannot be read: {exc.strerror or exc}") from None
+        raw = read_regular_file(path, MAX_CONFIG_BYTES, "a config.json", ACCEPTED_CONFIG)
+    except FileNotFoundError as exc:
+        raise CatalogError(str(path), None, None, f"cannot be read: {exc.strerror or exc}; accepted: {ACCEPTED_CONFIG}") from None
     return model_from_config_text(raw, str(path), model_id)

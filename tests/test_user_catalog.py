@@ -193,8 +193,10 @@ def test_a_failed_write_leaves_the_old_file_whole(store, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("catalog.store.os.replace", crash)
-    with pytest.raises(OSError):
+    # one line naming the file (a CatalogError, as the callers catch), the OSError kept as the cause
+    with pytest.raises(CatalogError, match=r"user_catalog\.yaml: cannot be written: No space left on device") as info:
         store.add_gpu(gpu_record("second-gpu"))
+    assert isinstance(info.value.__cause__, OSError) and info.value.errno == 28
     monkeypatch.undo()
     assert store.path.read_bytes() == before
     assert sorted(p.name for p in store.path.parent.iterdir()) == ["user_catalog.yaml", "user_catalog.yaml.lock"]
