@@ -9,11 +9,14 @@ cache look-ups only, and one that does recomputes only what the change reaches.
 
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 import streamlit as st
 
 from app import user_entries
 from catalog import default_catalog
+from catalog.store import UserCatalogWarning, catalog_frames
 from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
 from engine import rules
 from engine.estimate import estimate
@@ -41,33 +44,37 @@ def shipped(name: str) -> pd.DataFrame:
     return _shipped_frames()[name].copy(deep=False)
 
 
-def _append(base: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
-    if not records:
-        return base
-    extra = pd.DataFrame(records, columns=list(base.columns))
-    for col in base.columns:
-        try:
-            extra[col] = extra[col].astype(base[col].dtype)
-        except (TypeError, ValueError):
-            pass
-    return pd.concat([base, extra], ignore_index=True)
-
-
 def shipped_ids() -> dict[str, set]:
     """{'gpus': ids, 'models': ids} of the shipped catalog (user ids may not reuse them)."""
     return {"gpus": set(shipped("gpus")["id"]), "models": set(shipped("models")["id"])}
 
 
+class _Shipped:
+    """The shipped frames already in hand, in catalog_frames' `catalog` role."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame]):
+        self.frames = frames
+
+    def gpus(self) -> pd.DataFrame:
+        return self.frames["gpus"]
+
+    def models(self) -> pd.DataFrame:
+        return self.frames["models"]
+
+
 def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
-    (every session), plus this session's own validated additions (this session only); see
+    (every session), plus this session's own validated additions (this session only), through
+    the catalog's one load path (catalog.store.catalog_frames, as the CLI); see
     app/user_entries.py. Every page uses these."""
     base = {"models": shipped("models"), "gpus": shipped("gpus")}
     ids = {kind: set(frame["id"]) for kind, frame in base.items()}
-    user_entries.notify_once(ids)
-    return (_append(base["models"], user_entries.visible("models", ids["models"])),
-            _append(base["gpus"], user_entries.visible("gpus", ids["gpus"])))
-
+    user_entries.notify_once(ids)  # a corrupt or clashing file: said once on the page
+    with warnings.catch_warnings():  # ... and not again in the server log on every run
+        warnings.simplefilter("ignore", UserCatalogWarning)
+        frames = catalog_frames(catalog=_Shipped(base), store=user_entries.store(ids),
+                                extra={kind: user_entries.session_records(kind) for kind in ("gpus", "models")})
+    return frames["models"], frames["gpus"]
 
 
 def validate_user_entry(kind: str, raw: dict) -> dict:

@@ -47,10 +47,10 @@ KINDS = ("gpus", "models")
 SESSION_KEYS = {"gpus": "user_gpus", "models": "user_models"}
 ORIGIN_SHIPPED, ORIGIN_SAVED, ORIGIN_SESSION = "shipped", "saved in your catalog file", "this session only"
 # Upload caps, in the uploader's unit (MB): a config.json is a few KB (catalog.user caps it at
-# 1,000,000 bytes); a catalog document at catalog.schema.MAX_YAML_BYTES (4 MiB). The catalog
-# functions check the exact byte limits again.
+# 1,000,000 bytes); a catalog document at catalog.schema.MAX_YAML_BYTES (16 MiB, so a file the
+# page exported can be imported again). The catalog functions check the exact byte limits again.
 MAX_CONFIG_UPLOAD_MB = 1
-MAX_YAML_UPLOAD_MB = 5
+MAX_YAML_UPLOAD_MB = 16
 
 # Why each corrupt file was moved, as this server found it: {kept_as path: one-line message}.
 _moved: dict[str, str] = {}
