@@ -28,6 +28,7 @@ Activations are counted tensor by tensor for Hugging Face's LlamaDecoderLayer wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,27 @@ COMPONENTS = (
 TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
 INFER_PHASES = ("prefill", "logits")
 PHASES = TRAIN_PHASES + INFER_PHASES
+
+# The components each phase holds, in the order its totals add them (IEEE addition is not
+# associative: this order is part of the numbers; engine/components.py gives each term).
+PHASE_COMPONENTS = {
+    "forward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits"),
+    "loss_backward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits"),
+    "backward": ("weights", "optimizer", "workspace", "autocast_copies", "gradients", "activations", "logits"),
+    "backward_end": ("weights", "optimizer", "workspace", "gradients"),
+    "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace"),
+    "prefill": ("weights", "kv_cache", "workspace"),
+    "logits": ("weights", "kv_cache", "logits"),
+}
+
+
+class Part(NamedTuple):
+    """One component's bytes in one phase, per memory configuration (or a scalar): fixed +
+    shard / dp + per_token x tokens."""
+
+    fixed: np.ndarray | float = 0.0
+    shard: np.ndarray | float = 0.0
+    per_token: np.ndarray | float = 0.0
 
 
 @dataclass
@@ -61,6 +83,24 @@ class Phase:
         s = sum(self.shard.values(), 0.0)
         t = sum(self.per_token.values(), 0.0)
         return f, s, t
+
+
+def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
+    """Every phase from each component's parts ({component: {phase: Part}}), the components
+    added in PHASE_COMPONENTS's order."""
+    for comp, by_phase in parts.items():
+        stray = [name for name in by_phase if comp not in PHASE_COMPONENTS[name]]
+        if stray:  # a term the totals would leave out
+            raise AssertionError(f"component {comp!r} has a part in phase {stray[0]!r}, which does not hold it")
+    phases = {}
+    for name in PHASES:
+        phase = Phase()
+        for comp in PHASE_COMPONENTS[name]:
+            part = parts.get(comp, {}).get(name)
+            if part is not None:
+                phase.add(comp, *part)
+        phases[name] = phase
+    return phases
 
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp):
@@ -132,17 +172,16 @@ def layer_backward_transient_bytes(h, f, R, M, tp):
 
 
 def logits_bytes(V, M, tp):
-    """Per token: (forward, start of backward, kept through backward) loss buffers.
+    """Per token: (forward, start of backward) loss buffers.
 
     HF's ForCausalLMLoss upcasts the logits (`logits.float()`, a new fp32 tensor unless
     they already are fp32) and cross_entropy keeps log_softmax's fp32 output. In backward,
     nll_loss's fp32 gradient and log_softmax's fp32 gradient exist together with it.
     The 16-bit logits themselves are dropped once the loss is computed, as Hugging Face's
-    Trainer does (it keeps only the loss); a loop that holds `outputs` through backward
-    keeps M*V more per token.
+    Trainer does (it keeps only the loss), so nothing of them is kept through the layers'
+    backward; a loop that holds `outputs` through backward keeps M*V more per token.
     """
     upcast = np.where(M < 4, 4.0, 0.0)
     forward = (M + upcast + 4.0) * V / tp
     backward = 12.0 * V / tp
-    kept = 0.0 * V
-    return forward, backward, kept
+    return forward, backward

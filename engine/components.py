@@ -1,0 +1,446 @@
+"""The physics: what each memory component of a GPU holds, phase by phase.
+
+Every function here works on whole columns, one value per *memory configuration* (a
+scenario's every setting but the GPU, the headroom, batch and seq; engine/executor.py groups
+the rows): `Inputs` holds the model's shape and the scenario's settings, `totals` the
+whole-model parameter counts and bytes before any split, and one function per component
+returns its bytes in each phase that holds it, as {phase: Part(fixed, shard, per_token)}
+(engine/memory.py: bytes = fixed + shard / dp + per_token x tokens). `physics` runs them all
+and assembles the phases; the executor evaluates them per row and solves the fit.
+
+The expressions keep the order of operations of the first engine, term by term, so the
+numbers are bit-identical to it (tests/test_engine_properties.py compares one row against
+many).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from engine import constants as C
+from engine.memory import (
+    INFER_PHASES,
+    TRAIN_PHASES,
+    Part,
+    Phase,
+    assemble,
+    layer_activation_bytes,
+    layer_backward_transient_bytes,
+    logits_bytes,
+)
+from engine.params import lora_module_dims, parse_lora_targets
+from engine.scenarios import View
+
+MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
+                "head_dim", "vocab_size", "tied_embeddings", "params")
+
+
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """Per memory configuration (arrays of equal length): the model's shape and the scenario's
+    settings, as the formulas read them. Built by `inputs()`."""
+
+    # model shape (floats)
+    h: np.ndarray        # hidden size
+    f: np.ndarray        # intermediate (MLP) size
+    L: np.ndarray        # decoder layers
+    a: np.ndarray        # attention heads
+    kvh: np.ndarray      # key/value heads
+    d: np.ndarray        # head dim
+    V: np.ndarray        # vocabulary
+    tied: np.ndarray     # tied embeddings (bool)
+    N: np.ndarray        # parameters
+    qd: np.ndarray       # attention width a x d
+    kvd: np.ndarray      # key/value width kvh x d
+    layer_lin: np.ndarray  # a decoder layer's linear weights
+    layer_all: np.ndarray  # a decoder layer's weights (norms, q/k/v biases too)
+    n_lin: np.ndarray    # every decoder layer's linear weights
+    model: np.ndarray    # the model's row in the catalog's models table
+    # parallelism
+    gpus: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray       # data-parallel ranks
+    mp: np.ndarray       # model-parallel split of the weights, tp x pp
+    zero: np.ndarray     # ZeRO stage
+    off_opt: np.ndarray  # optimizer states (and gradients) offloaded to the host
+    off_all: np.ndarray  # parameters offloaded too
+    gc: np.ndarray       # gradient checkpointing
+    # task and method (bool)
+    train: np.ndarray
+    infer: np.ndarray
+    full: np.ndarray
+    lora: np.ndarray     # LoRA or QLoRA
+    qlora: np.ndarray
+    freeze: np.ndarray
+    k_layers: np.ndarray  # the layers freeze trains (at most L)
+    # precision: bytes per value
+    wb: np.ndarray       # stored weights of the precision
+    wb_trained: np.ndarray  # trained weights (LoRA adapters: fp32)
+    gb: np.ndarray       # gradients (LoRA adapters: fp32)
+    master: np.ndarray   # fp32 master copy per trained weight (mixed_*; none for LoRA)
+    sdb: np.ndarray      # optimizer states' dtype (LoRA adapters: fp32)
+    acb: np.ndarray      # autocast's 16-bit weight copies (0 without autocast)
+    autocast: np.ndarray  # (bool)
+    R: np.ndarray        # residual stream
+    M: np.ndarray        # matmul outputs
+    act_b: np.ndarray    # inference activations and the 16-bit parts of quantized weights
+    lin_bits: np.ndarray  # inference: bits per linear weight (NaN for GGUF)
+    gguf_bits: np.ndarray  # inference: GGUF bits per weight (NaN otherwise)
+    int8: np.ndarray     # bitsandbytes int8 inference weights (bool)
+    base_quant: np.ndarray  # LoRA / QLoRA over a quantized frozen base (bool)
+    base_bits: np.ndarray  # that base's bits per linear weight
+    kv_b: np.ndarray     # KV cache
+    last_only: np.ndarray  # generate() keeps the last position's logits only (bool)
+    # LoRA
+    r: np.ndarray        # rank (0 without adapters)
+    flags: dict          # module -> 1.0 where adapted
+    in_out: np.ndarray   # sum of (in + out) over the adapted modules
+    # optimizer
+    state_count: np.ndarray
+    temp_count: np.ndarray
+    adam8: np.ndarray    # bitsandbytes 8-bit AdamW (paged or not)
+    paged: np.ndarray    # paged 8-bit AdamW, training
+    adafactor: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Totals:
+    """Per memory configuration, the whole model before any split: parameters and bytes."""
+
+    trainable: np.ndarray  # trained parameters
+    weights: np.ndarray    # bytes of every weight (trained and frozen)
+    gradients: np.ndarray
+    states: np.ndarray     # optimizer states (and master weights)
+    temps: np.ndarray      # optimizer step temporaries
+
+
+def inputs(view: View, models: pd.DataFrame) -> Inputs:
+    """The Inputs of every group of a normalized scenario frame (one value per group of `view`)."""
+    mv = view
+    midx = mv.index_in("model", models["id"]) if mv.size else np.zeros(0, dtype=int)
+    m = {k: models[k].to_numpy()[midx].astype(float) for k in MODEL_FIELDS}
+    h, f, L = m["hidden_size"], m["intermediate_size"], m["num_layers"]
+    a, kvh, d, V = m["num_heads"], m["num_kv_heads"], m["head_dim"], m["vocab_size"]
+    qd, kvd = a * d, kvh * d
+    layer_lin = h * qd + 2 * h * kvd + qd * h + 3 * h * f
+    # Qwen2-style q/k/v biases (catalog column qkv_bias, absent or false for Llama)
+    qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(mv.size, dtype=bool)
+    layer_all = layer_lin + 2 * h + np.where(qkv_bias, qd + 2 * kvd, 0.0)
+
+    gpus = mv.values("gpus").astype(float)
+    tp = mv.values("tp").astype(float)
+    pp = mv.values("pp").astype(float)
+    train = mv.mask("task", "train")
+    full = train & mv.mask("method", "full")
+    lora = train & mv.mask("method", "lora", "qlora")
+    qlora = train & mv.mask("method", "qlora")
+    freeze = train & mv.mask("method", "freeze")
+
+    wb = mv.lookup("precision", C.WEIGHT_BYTES, 0.0)
+    acb = mv.lookup("precision", C.AUTOCAST_COPY_BYTES, 0.0)
+    act_b = mv.lookup("precision", C.INFER_ACT_BYTES, 2.0)
+    base_auto = mv.mask("base_precision", "auto")
+    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
+    kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
+    flags, in_out = _lora_sums(mv, lora_module_dims(h, f, a, kvh, d))
+    # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
+    return Inputs(
+        h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
+        layer_lin=layer_lin, layer_all=layer_all, n_lin=L * layer_lin, model=midx,
+        gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
+        off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
+        gc=mv.values("grad_checkpointing"),
+        train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
+        k_layers=np.minimum(mv.values("freeze_layers").astype(float), L),
+        wb=wb, wb_trained=np.where(lora, C.LORA_ADAPTER_BYTES, wb),
+        gb=np.where(lora, C.LORA_ADAPTER_BYTES, mv.lookup("precision", C.GRAD_BYTES, 0.0)),
+        master=np.where(lora, 0.0, mv.lookup("precision", C.MASTER_BYTES, 0.0)),
+        sdb=np.where(lora, C.LORA_ADAPTER_BYTES, mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)),
+        acb=acb, autocast=acb > 0,
+        R=mv.lookup("precision", C.RESIDUAL_BYTES, 2.0), M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
+        act_b=act_b, lin_bits=mv.lookup("precision", C.LINEAR_BITS, np.nan),
+        gguf_bits=mv.lookup("precision", C.GGUF_BITS, np.nan), int8=mv.mask("precision", "int8"),
+        base_quant=(lora & ~base_auto) | qlora,
+        base_bits=np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits),
+        kv_b=np.where(np.isnan(kv_b), act_b, kv_b), last_only=mv.mask("prefill_logits", "last"),
+        r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
+        state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
+        adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
+        paged=mv.mask("optimizer", "paged_adamw_8bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
+    )
+
+
+def _lora_sums(view: View, dims: dict) -> tuple[dict, np.ndarray]:
+    """Per group: which modules are adapted (0/1 arrays) and the sum of (in + out) over them."""
+    cats = view.categories("lora_targets")
+    codes = view.codes("lora_targets")
+    flags = {}
+    for m in C.LORA_MODULES:
+        table = np.array([1.0 if m in parse_lora_targets(c) else 0.0 for c in cats] + [0.0])
+        flags[m] = table[codes]
+    in_out = sum(flags[m] * (dims[m][0] + dims[m][1]) for m in C.LORA_MODULES)
+    return flags, in_out
+
+
+# ---- the whole model, before any split ------------------------------------------------------
+
+def trainable_params(x: Inputs) -> np.ndarray:
+    """Parameters that train: every one (full), the adapters' (LoRA: L x r x sum of in + out),
+    or the last k layers' (freeze); none for inference."""
+    lora_params = x.L * x.r * x.in_out
+    return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.k_layers * x.layer_all], 0.0)
+
+
+def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
+    """Every weight's bytes. Training: the trained weights in their dtype, and a frozen base in
+    the training dtype, or quantized linear layers + a 16-bit (or wider) rest. Inference: the
+    linear layers at the precision's bits + the rest at the activations' bytes (+ int8's row
+    scales), or GGUF's average bits for every weight."""
+    frozen = np.where(x.train & ~x.full, x.N - np.where(x.freeze, trainable, 0.0), 0.0)
+    frozen_quant = x.n_lin * x.base_bits / 8 + (x.N - x.n_lin) * np.minimum(x.wb, 2.0)
+    frozen_bytes = np.where(x.base_quant, frozen_quant, frozen * x.wb)
+    train_weights = trainable * x.wb_trained + np.where(x.lora, frozen_bytes, np.where(x.freeze, frozen * x.wb, 0.0))
+    rows_out = x.L * (x.qd + 2 * x.kvd + x.h + 2 * x.f + x.h)
+    int8_scales = np.where(x.int8, rows_out * C.INT8_ROW_SCALE_BYTES, 0.0)
+    infer_weights = np.where(
+        np.isnan(x.gguf_bits),
+        x.n_lin * np.nan_to_num(x.lin_bits) / 8 + (x.N - x.n_lin) * x.act_b + int8_scales,
+        x.N * np.nan_to_num(x.gguf_bits) / 8,
+    )
+    return np.where(x.train, train_weights, infer_weights)
+
+
+def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
+    """The optimizer's states and the fp32 master weights (mixed_*), for training."""
+    # small tensors (norm weights, fewer than 4096 values) keep fp32 Adam states in bnb
+    small = np.where(x.full | x.freeze, np.where(x.h < C.ADAM8BIT_MIN_SIZE,
+                                                 2 * x.h * np.where(x.freeze, x.k_layers, x.L) + x.h * x.full, 0.0), 0.0)
+    adam8 = (trainable - small) * C.ADAM8BIT_BYTES + small * 8.0
+    # Adafactor (transformers.optimization.Adafactor, beta1=None): a row and a column vector
+    # per matrix, a full second moment for vectors; no first moment.
+    per_layer_rc = (7 * x.h + 2 * x.qd + 2 * x.kvd + 3 * x.f) + 2 * x.h
+    ada_full = x.L * per_layer_rc + (x.V + x.h) * np.where(x.tied, 1.0, 2.0) + x.h
+    n_adapted = sum(x.flags.values())
+    ada_states = np.select([x.full, x.freeze, x.lora], [ada_full, x.k_layers * per_layer_rc,
+                                                        x.L * (x.in_out + 2 * x.r * n_adapted)], 0.0) * x.sdb
+    states = np.where(x.adam8, adam8, np.where(x.adafactor, ada_states, trainable * x.state_count * x.sdb)) + trainable * x.master
+    return np.where(x.train, states, 0.0)
+
+
+def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
+    """The optimizer step's temporaries: multi-tensor AdamW's sqrt of every second moment at
+    once; Adafactor squares one tensor at a time (twice the largest trainable tensor)."""
+    largest = np.select([x.full, x.freeze, x.lora], [np.maximum(x.V * x.h, x.h * x.f), x.h * x.f,
+                                                     x.r * np.maximum(x.h, x.f)], 0.0)
+    temps = np.where(x.adafactor, 2.0 * largest * x.gb, trainable * x.temp_count * x.sdb)
+    return np.where(x.train, temps, 0.0)
+
+
+def totals(x: Inputs) -> Totals:
+    trainable = trainable_params(x)
+    return Totals(trainable=trainable, weights=weight_bytes(x, trainable),
+                  gradients=np.where(x.train, trainable * x.gb, 0.0),
+                  states=optimizer_state_bytes(x, trainable), temps=step_temporary_bytes(x, trainable))
+
+
+# ---- placement: model parallel, ZeRO sharding, offload ---------------------------------------
+
+def _split(value: np.ndarray, sharded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(what every data-parallel rank holds whole, what ZeRO shards over them)."""
+    return np.where(sharded, 0.0, value), np.where(sharded, value, 0.0)
+
+
+def _on_gpu(pair: tuple, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.where(kept, pair[0], 0.0), np.where(kept, pair[1], 0.0)
+
+
+def _tied_gradient(x: Inputs) -> np.ndarray:
+    """One V x h gradient of a tied embedding (full fine-tuning), per GPU."""
+    return np.where(x.full & x.tied, x.V * x.h * x.gb / x.mp, 0.0)
+
+
+# ---- the components ---------------------------------------------------------------------------
+
+def weights(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The weights: split by tensor x pipeline parallel; ZeRO-3 shards them when training,
+    offload 'all' keeps them on the host."""
+    on_gpu = t.weights / x.mp
+    kept = _on_gpu(_split(on_gpu, (x.zero >= 3) & x.train), ~x.off_all)
+    return {**dict.fromkeys(TRAIN_PHASES, Part(*kept)), **dict.fromkeys(INFER_PHASES, Part(on_gpu))}
+
+
+def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The gradients: ZeRO-2 shards them; with optimizer offload and ZeRO-2 they go to the host
+    as they are reduced. lm_head's gradient exists from the first layer's backward on."""
+    z2 = x.zero >= 2
+    fix, sh = _on_gpu(_split(t.gradients / x.mp, z2), ~(x.off_opt & z2))
+    head = np.where(x.full & ~x.tied, x.V * x.h * x.gb / x.mp, 0.0)
+    # end of backward: a tied embedding's own .grad is not set yet (its two gradients are
+    # summed in autograd's input buffer first: `workspace`), so it is left out of the gradients
+    # the GPU holds, and only of those: with ZeRO >= 2 and optimizer offload the GPU holds none,
+    # and leaving it out there too gave negative gradients (Llama 3.2, full, ZeRO-2, offload
+    # optimizer: -1,050,673,152 bytes).
+    not_yet = np.where(x.off_opt & z2, 0.0, _tied_gradient(x))
+    end = Part(fix - np.where(z2, 0.0, not_yet), sh - np.where(z2, not_yet, 0.0))
+    return {"backward": Part(head), "backward_end": end, "optimizer": Part(fix, sh)}
+
+
+def optimizer_states(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The optimizer states (with the master weights): ZeRO-1 shards them; offloaded or paged
+    (paged AdamW: unified memory that may spill) they are not counted on the GPU."""
+    kept = _on_gpu(_split(t.states / x.mp, x.zero >= 1), ~(x.off_opt | x.paged))
+    return dict.fromkeys(TRAIN_PHASES, Part(*kept))
+
+
+def optimizer_temporaries(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The optimizer step's temporaries, in the optimizer phase (on the host with offload)."""
+    kept = _on_gpu(_split(t.temps / x.mp, x.zero >= 1), ~x.off_opt)
+    return {"optimizer": Part(*kept)}
+
+
+def autocast_copies(x: Inputs, t: Totals) -> dict[str, Part]:
+    """autocast's 16-bit copies of every linear weight whose matmul input needs grad.
+
+    Autocast caches the casts of trained weights until it exits (all of them in forward);
+    casts of frozen weights are not cached: matmuls keep them only where their activations are
+    kept, so under checkpointing only lm_head's and one layer's exist at a time."""
+    lin_copies = np.where(x.freeze, x.k_layers * x.layer_lin, x.n_lin) + x.V * x.h
+    cast = x.autocast & x.train
+    forward = np.where(cast, x.acb * lin_copies / x.mp, 0.0)
+    one_layer = np.where(cast, x.acb * (x.V * x.h + x.layer_lin) / x.mp, 0.0)
+    forward = np.where(x.gc & ~(x.full | x.freeze), one_layer, forward)
+    backward = np.where(x.gc, one_layer, forward)
+    return {"forward": Part(forward), "loss_backward": Part(backward), "backward": Part(backward)}
+
+
+def _layer_activations(x: Inputs) -> np.ndarray:
+    """Bytes per token one decoder layer saves for backward (engine/memory.py)."""
+    trains = np.where(x.full | x.freeze, 1.0, 0.0)
+    saves = {mod: trains for mod in C.LORA_MODULES}
+    adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
+    return layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp)
+
+
+def activations(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The activations saved for backward (per token): every trained layer's, or with
+    checkpointing each layer's input, and the final norm's; a layer's backward under
+    checkpointing recomputes its own."""
+    per_layer = _layer_activations(x)
+    layers = np.where(x.freeze, x.k_layers, x.L)
+    ckpt = x.R * x.h  # checkpointing keeps each layer's input
+    head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
+    final_norm = 4.0 * x.h + 4.0 + x.R * x.h * head_trained + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
+    stack = np.where(x.gc, layers * ckpt, layers * per_layer) + final_norm
+    recompute = np.where(x.gc, per_layer, 0.0)
+    return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
+            "backward": Part(per_token=stack + recompute)}
+
+
+def logits(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The loss buffers of training (per token, engine/memory.py logits_bytes) and the logits
+    generate() keeps: per token when every position's are kept, else the last position's,
+    which grow with the batch (`last_logits_bytes`, added per row)."""
+    forward, backward = logits_bytes(x.V, x.M, x.tp)
+    return {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
+            "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
+
+
+def last_logits_bytes(x: Inputs, batch: np.ndarray, take) -> np.ndarray:
+    """Per row: the last position's logits that generate() keeps, 16-bit then fp32 for sampling
+    (b x V x (act + 4) / tp), where only the last position's are kept. take: per memory
+    configuration -> the rows of `batch`."""
+    return np.where(take(x.last_only), batch * take(x.V) * take(x.act_b + 4.0) / take(x.tp), 0.0)
+
+
+def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The KV cache (per token): split by tensor parallel over the KV heads (never below one
+    head), and each pipeline stage keeps its own layers'."""
+    per_token = 2.0 * x.L * x.kvd * x.kv_b / (np.minimum(x.tp, x.kvh) * x.pp)
+    return {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token)}
+
+
+def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
+    """Working memory beside the tensors that persist.
+
+    ZeRO-3 / FSDP: the units in flight (a decoder layer, or the embedding / lm_head) gathered
+    whole, at the weights' average bytes per parameter. A layer's backward: the gradients it
+    computes (per token). End of backward: a tied embedding's two gradients and their sum in
+    autograd's input buffer. Prefill: one layer's working set (per token): the layer's input
+    (still referenced by the model's loop), the residual, the MLP input and the attention
+    output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)."""
+    biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
+    gathered = np.where((x.zero >= 3) & x.train,
+                        C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit * t.weights / x.N / x.mp, 0.0)
+    transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
+    work = x.act_b * (4.0 * x.h + 3.0 * x.f / x.tp)
+    return {"forward": Part(gathered), "loss_backward": Part(gathered), "backward": Part(gathered, per_token=transient),
+            "backward_end": Part(gathered + 3.0 * _tied_gradient(x)), "optimizer": Part(gathered),
+            "prefill": Part(per_token=work)}
+
+
+COMPONENT_FUNCTIONS = {
+    "weights": weights, "gradients": gradients, "optimizer": optimizer_states,
+    "optimizer_temp": optimizer_temporaries, "autocast_copies": autocast_copies, "activations": activations,
+    "logits": logits, "kv_cache": kv_cache, "workspace": workspace,
+}
+
+
+# ---- beside the phases ----------------------------------------------------------------------
+
+def runtime_overhead(x: Inputs, settings: dict) -> tuple[np.ndarray, float]:
+    """(the fixed runtime overhead per GPU: CUDA context + cuBLAS workspace + NCCL's buffers
+    with more than one GPU, the fraction of the tensors' peak lost to fragmentation)."""
+    context = settings["context_bytes"] + settings["cublas_bytes"] + np.where(x.gpus > 1, settings["nccl_bytes"], 0.0)
+    return context, settings["fragmentation"]
+
+
+def model_state_bytes(x: Inputs, parts: dict) -> np.ndarray:
+    """Weights + gradients + optimizer states on each GPU (at the optimizer step)."""
+    w, g, s = (parts[comp]["optimizer"] for comp in ("weights", "gradients", "optimizer"))
+    return w.fixed + w.shard / x.dp + g.fixed + g.shard / x.dp + s.fixed + s.shard / x.dp
+
+
+def paged_optimizer_bytes(x: Inputs, t: Totals) -> np.ndarray:
+    """Paged AdamW's states per GPU, in unified memory that may spill to the host."""
+    s_mp = t.states / x.mp
+    return np.where(x.paged, np.where(x.zero >= 1, s_mp / x.dp, s_mp), 0.0)
+
+
+def host_bytes(x: Inputs, t: Totals) -> np.ndarray:
+    """Host memory over all GPUs' processes: offloaded states (+ their temporaries and an fp32
+    copy of the gradients; + the parameters for offload 'all') and paged states that may
+    spill. Without ZeRO every data-parallel rank holds its own copy."""
+    copies = np.where(x.zero >= 1, 1.0, x.dp)
+    cpu = np.where(x.off_opt, t.states + t.temps + t.trainable * 4.0, 0.0) * copies
+    return cpu + np.where(x.off_all, t.weights, 0.0) + np.where(x.paged, t.states * copies, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class Physics:
+    """Everything the executor evaluates per row, per memory configuration."""
+
+    inputs: Inputs
+    totals: Totals
+    parts: dict             # {component: {phase: Part}}
+    phases: dict            # {phase: Phase}
+    model_states: np.ndarray
+    paged: np.ndarray
+    cpu: np.ndarray
+    context: np.ndarray     # runtime overhead: the fixed part
+    fragmentation: float    # runtime overhead: the fraction of the tensors' peak
+
+
+def physics(x: Inputs, settings: dict) -> Physics:
+    t = totals(x)
+    parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
+    context, frag = runtime_overhead(x, settings)
+    return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts),
+                   paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag)
+
+
+__all__ = ["Inputs", "Totals", "Physics", "inputs", "totals", "physics", "COMPONENT_FUNCTIONS", "Phase",
+           "last_logits_bytes", "runtime_overhead"]
