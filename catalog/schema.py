@@ -44,6 +44,8 @@ from yaml.events import (
 )
 
 from engine.params import total_params
+from engine.scenarios import CHOICES as SCENARIO_CHOICES
+from engine.scenarios import INT_RANGES, PRECISIONS
 
 try:  # libyaml's parser, in C: about ten times faster than PyYAML's pure-Python one
     from yaml.cyaml import CParser as _CParser
@@ -291,14 +293,15 @@ REFERENCE_FIELDS: dict[str, Field] = {
     "setup_note": Field(NOTE),
     "explanation": Field(NOTE, required=False),
 }
+# A reference's scenario is a scenario of the engine: its columns, choices and ranges come from
+# engine/scenarios.py (the one description the CLI and the dashboard use too).
 SCENARIO_KEYS = {
-    "model": IDENT, "task": choice("train", "infer"), "method": choice("full", "lora", "qlora", "freeze"),
-    "precision": text(20), "optimizer": text(30), "batch": number(0, 1e7, integer=True),
-    "seq": number(0, 1e9, integer=True), "grad_checkpointing": boolean,
-    "lora_rank": number(0, 1e6, integer=True), "lora_targets": text(200), "zero": choice(0, 1, 2, 3),
-    "offload": choice("none", "optimizer", "all"), "gpus": number(0, 1e6, integer=True),
-    "gpu": IDENT, "kv_precision": text(10), "base_precision": text(10), "tokens": number(0, 1e16),
-    "tp": number(0, 4096, integer=True), "pp": number(0, 4096, integer=True),
+    "model": IDENT, "gpu": IDENT, "grad_checkpointing": boolean, "allow_long_context": boolean,
+    "precision": choice(*PRECISIONS), "lora_targets": text(200), "headroom": number(0, 1, strict_low=False),
+    "tokens": number(0, 1e16),
+    **{col: choice(*options) for col, options in SCENARIO_CHOICES.items()},
+    **{col: (choice(0, 1, 2, 3) if col == "zero" else number(low, high, strict_low=False, integer=True))
+       for col, (low, high) in INT_RANGES.items()},
 }
 
 

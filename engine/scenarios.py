@@ -85,6 +85,16 @@ LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_l
           "gpus": 1_000_000, "tp": 4096, "pp": 4096}
 
 
+# The one description of the whole-number columns: (lowest, highest) accepted. The CLI's flags,
+# the dashboard's widgets and URL, and the catalog's reference scenarios all take their bounds
+# from here (0 in seq, tp and pp means "decide": engine/rules.py).
+INT_RANGES = {"batch": (1, LIMITS["batch"]), "seq": (0, LIMITS["seq"]), "lora_rank": (0, LIMITS["lora_rank"]),
+              "freeze_layers": (1, LIMITS["freeze_layers"]), "zero": (0, 3), "gpus": (1, LIMITS["gpus"]),
+              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"])}
+AUTO_COLUMNS = frozenset({"seq", "tp", "pp"})
+PRECISIONS = tuple(dict.fromkeys(TRAIN_PRECISIONS + INFER_PRECISIONS))
+
+
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 4
@@ -326,9 +336,9 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             raise _bad("lora_targets", value, "'all' or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
         parse_lora_targets(value)
 
-    lows = {"batch": 1, "seq": 0, "gpus": 1, "tp": 0, "pp": 0, "freeze_layers": 1, "lora_rank": 0, "zero": 0}
-    auto = {"seq", "tp", "pp"}  # 0 = decided by engine/rules.py
-    highs = {**LIMITS, "zero": 3}
+    lows = {col: low for col, (low, _) in INT_RANGES.items()}
+    highs = {col: high for col, (_, high) in INT_RANGES.items()}
+    auto = AUTO_COLUMNS  # 0 = decided by engine/rules.py
     for col in INT_COLUMNS:
         if col in present:
             accepted = ("0, 1, 2 or 3" if col == "zero" else
@@ -688,5 +698,5 @@ def grid(**axes) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-__all__ = ["DEFAULTS", "CHOICES", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
+__all__ = ["DEFAULTS", "CHOICES", "INT_RANGES", "AUTO_COLUMNS", "PRECISIONS", "LIMITS", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
            "normalize_columns", "grid"]
