@@ -67,12 +67,13 @@ class Columns:
     """Where the new per-row columns of one result are written.
 
     `empty`, `full`, `take` and `where` each return a new, writable array of n rows that nothing
-    else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block.
+    else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block (unless `pooled`
+    is false: plain arrays).
     """
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, pooled: bool = True):
         self.n = n
-        self._block = _acquire(n) if n >= POOL_MIN_ROWS else None
+        self._block = _acquire(n) if pooled and n >= POOL_MIN_ROWS else None
         self._offset = 0
         self._asked = 0
 

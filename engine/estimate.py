@@ -41,15 +41,21 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     """
     settings = overhead_settings(overhead)
     out = Columns(len(scenarios)) if isinstance(scenarios, pd.DataFrame) else None  # the result's new columns
+    sweep = _memory_and_fit(scenarios, models, gpus, settings, out)
+    return sweep.frame(gpus, models)  # + speed and cost
+
+
+def _memory_and_fit(scenarios, models, gpus, settings: dict, out) -> Sweep:
+    """The memory and fit columns of every row."""
     sc, ranges = _normalize_columns(scenarios, models, out)
     sweep = Sweep(sc, ranges, out)  # the rows' configurations
     check_combinations(sc, models, sweep.cfg, ranges)
-    x = inputs(sweep.memory_configurations(), models)
+    x = inputs(sweep.memory_configurations(), models)  # per memory configuration
     sweep.memory(physics(x, settings))
     sweep.fit(gpus, models)
     if "_zero_asked" in ranges and "gpus_needed" in sweep.result:
-        _gpus_needed_at_the_stage_asked(sweep.result, sc, ranges, models, gpus, overhead)
-    return sweep.frame(gpus, models)
+        _gpus_needed_at_the_stage_asked(sweep.result, sc, ranges, models, gpus, settings)
+    return sweep
 
 
 def overhead_settings(overhead: dict) -> dict:
@@ -68,16 +74,17 @@ def overhead_settings(overhead: dict) -> dict:
     return settings
 
 
-def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, overhead) -> None:
+def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) -> None:
     """One GPU runs without ZeRO (engine/rules.py), but the stage asked applies from two GPUs
     on: a one-GPU row that does not fit gets the GPUs it needs at that stage, from the same
     scenario asked at two GPUs (the engine solves the count from there). Only such rows are
-    estimated again."""
+    estimated again, memory and fit only, in memory of their own (the pool's block is the
+    result's)."""
     rows, asked = ranges["_zero_dropped_rows"], ranges["_zero_asked"]
     fits = result["fits"].to_numpy(dtype=bool, na_value=True)[rows]
     rows, asked = rows[~fits], asked[~fits]
     if not len(rows):
         return
     probe = sc.iloc[rows].reset_index(drop=True).assign(gpus=2, zero=asked)
-    needed = estimate(probe, models, gpus, **overhead)["gpus_needed"].to_numpy(dtype=float)
+    needed = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False)).result["gpus_needed"]
     result["gpus_needed"][rows] = needed
