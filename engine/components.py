@@ -25,14 +25,13 @@ from engine.memory import (
     INFER_PHASES,
     TRAIN_PHASES,
     Part,
-    Phase,
     assemble,
     layer_activation_bytes,
     layer_backward_transient_bytes,
     logits_bytes,
 )
 from engine.params import lora_module_dims, parse_lora_targets
-from engine.scenarios import View
+from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
                 "head_dim", "vocab_size", "tied_embeddings", "params")
@@ -172,6 +171,13 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
         paged=mv.mask("optimizer", "paged_adamw_8bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
     )
+
+
+def scenario_inputs(scenarios: pd.DataFrame, models: pd.DataFrame) -> Inputs:
+    """The Inputs of each row of a scenario frame (normalized and checked first): one
+    configuration per row, e.g. to run one component function on one scenario."""
+    sc = normalize(scenarios, models)
+    return inputs(View(sc, np.arange(len(sc))), models)
 
 
 def _lora_sums(view: View, dims: dict) -> tuple[dict, np.ndarray]:
@@ -442,5 +448,5 @@ def physics(x: Inputs, settings: dict) -> Physics:
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag)
 
 
-__all__ = ["Inputs", "Totals", "Physics", "inputs", "totals", "physics", "COMPONENT_FUNCTIONS", "Phase",
+__all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",
            "last_logits_bytes", "runtime_overhead"]

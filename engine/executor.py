@@ -83,7 +83,7 @@ class Sweep:
             base_tot[name] = fx + sh / x.dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
         frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
 
-        minv = self.cfg.inv if self.of_config is None else self.cfg.take(self.of_config)
+        minv = self.cfg.inv if self.of_config is None else out.take(self.of_config, self.cfg.inv)
         mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v  # noqa: E731 - a fresh array
         b = out.empty()
         np.copyto(b, sc["batch"].to_numpy(), casting="unsafe")  # as .astype(float)
@@ -159,8 +159,7 @@ class Sweep:
 
     # ==== per configuration (the GPU and headroom too): the fit ===============================
     def fit(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> None:
-        """The fit columns against each row's GPU, then the longest context bounded by the
-        model's own unless the scenario allows longer."""
+        """The fit columns against each row's GPU (none without one)."""
         cfg, lift, result, out, n, x = self.cfg, self._lift, self.result, self.out, self.n, self.ph.inputs
         live = [p for p in PHASES if self.valid[p].any()]  # the phases of the tasks present
         fixed_tot, shard_tot, token_tot, valid = ({k: lift(d[k]) for k in live}
@@ -177,27 +176,23 @@ class Sweep:
             for c in FIT_COLUMNS:  # the order _fit writes them in
                 result[c] = out.full(np.nan) if c != "fits" else None  # (fits: below, in this place)
             result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
-        else:
-            gidx = cfg.index_in("gpu", gpus["id"])
-            bad = chosen & (gidx < 0)
-            if bad.any():
-                raise ValueError(UNKNOWN_GPU.format(str(self.sc["gpu"].iloc[cfg.first_row(bad)])))
-            usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
-            headroom = cfg.values("headroom")
-            # the tensors may use what is left after headroom and the fixed runtime overhead, less
-            # the allocator's fragmentation share
-            capacity = (usable * (1 - headroom) - lift(self.ph.context)) / (1 + self.ph.fragmentation)
-            self.seq_level = cfg.split() if self.logits_fixed is None else None
-            _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
-                 lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
-                 lift(x.infer), lift(x.kvh), lift(x.a), lift(x.L), self.overhead_row, self.seq_level, out)
+            return
+        gidx = cfg.index_in("gpu", gpus["id"])
+        bad = chosen & (gidx < 0)
+        if bad.any():
+            raise ValueError(UNKNOWN_GPU.format(str(self.sc["gpu"].iloc[cfg.first_row(bad)])))
+        usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
+        headroom = cfg.values("headroom")
+        # the tensors may use what is left after headroom and the fixed runtime overhead, less
+        # the allocator's fragmentation share
+        capacity = (usable * (1 - headroom) - lift(self.ph.context)) / (1 + self.ph.fragmentation)
         # the longest context is bounded by the model's own, unless the scenario allows longer
-        ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)] if n else np.zeros(0)
-        allow = cfg.values("allow_long_context")
-        if allow.any():
-            result["max_seq"] = out.where(cfg.take(allow), result["max_seq"], np.minimum(result["max_seq"], cfg.take(ctx)))
-        else:
-            np.minimum(result["max_seq"], cfg.take(ctx), out=result["max_seq"])
+        ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
+        longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
+        self.seq_level = cfg.split() if self.logits_fixed is None else None
+        _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
+             lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
+             lift(x.infer), lift(x.kvh), lift(x.a), lift(x.L), self.overhead_row, self.seq_level, longest, out)
 
     # ==== speed and cost; the frame ===========================================================
     def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
@@ -329,10 +324,10 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
-         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, out):
-    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context. What
-    does not depend on the row first (per configuration, or configuration x seq), then the
-    rows in blocks of ROW_BLOCK."""
+         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out):
+    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
+    `longest`, per configuration). What does not depend on the row first (per configuration,
+    or configuration x seq), then the rows in blocks of ROW_BLOCK."""
     n = len(b)
     inv = cfg.inv
     all_chosen = bool(chosen.all())
@@ -426,6 +421,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             # the frame has a GPU (they read 0 when another row of the frame had one)
             max_batch[rows][~chosen_r] = np.nan
             ms[~chosen_r] = np.nan
+        np.minimum(ms, take(longest), out=ms)  # (NaN stays NaN)
 
     for lo in range(0, n, ROW_BLOCK):
         fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
