@@ -131,3 +131,20 @@ def test_sweeps_in_threads_each_get_their_own_numbers(frames, plain, models, gpu
     assert not errors
     for i, name in enumerate(names):
         pd.testing.assert_frame_equal(results[i], plain[name], check_exact=True)
+
+
+def test_rows_estimated_again_at_their_zero_stage_leave_the_pool_to_the_result(models, gpus):
+    """One-GPU rows that do not fit are estimated again at the ZeRO stage asked (engine/rules.py);
+    that second sweep writes plain arrays, so the pool keeps the result's block and the next
+    sweep reuses it (it once took the pool's place: every big sweep got fresh memory)."""
+    frame = grid(model=list(models["id"]), gpu=list(gpus["id"]), method=["full", "lora", "qlora", "freeze"],
+                 precision=["bf16", "fp32", "amp_bf16", "mixed_bf16"], batch=[1, 2, 4, 8, 16, 32], seq=[256, 512, 1024, 2048],
+                 gpus=1, zero=3)
+    first = estimate(frame, models, gpus)
+    assert (~first["fits"].to_numpy(dtype=bool)).sum() >= ROWS  # a pool's worth of rows estimated again
+    assert _pooled(first)
+    at, _ = _span(first["peak_bytes"].to_numpy())
+    del first
+    gc.collect()
+    second = estimate(frame, models, gpus)
+    assert _pooled(second) and _span(second["peak_bytes"].to_numpy())[0] == at  # the same memory again
