@@ -24,7 +24,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
-from engine.scenarios import KV_PRECISIONS, LIMITS
+from engine.scenarios import DEFAULTS, KV_PRECISIONS, LIMITS
 
 @dataclass(frozen=True)
 class Field:
@@ -56,7 +56,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("gpus", 1, "int", low=1, high=1024),
     Field("zero", 3, "choice", (0, 1, 2, 3)),
     Field("offload", "none", "choice", tuple(OFFLOAD_LABELS)),
-    Field("headroom_pct", 0, "int", low=0, high=50),
+    Field("headroom_pct", round(DEFAULTS["headroom"] * 100), "int", low=0, high=50),
     Field("allow_long_context", False, "bool"),
     Field("units", "GiB", "choice", ("GiB", "GB")),
 )}
@@ -346,8 +346,7 @@ def describe(s: dict | None = None, with_model: bool = True) -> str:
         parts += ["serving", INFER_PRECISION_LABELS[s["infer_precision"]] + " weights",
                   f"KV cache {KV_LABELS[s['kv_precision']]}",
                   f"{s['batch']} sequence{'s' if s['batch'] != 1 else ''} × {s['seq']:,} tokens"]
-    if s["headroom_pct"]:
-        parts.append(f"{s['headroom_pct']}% headroom")
+    parts.append(f"{s['headroom_pct']}% headroom")
     return " · ".join(parts)
 
 

@@ -193,6 +193,17 @@ def iso_date(v):
     return v
 
 
+YEAR_RE = re.compile(r"^(19|20)\d\d$")
+
+
+def year_or_month(v):
+    """'2026' or '2026-02': a used-market quote is often dated only by its year ("in 2026")."""
+    v = str(v)
+    if not (YEAR_RE.match(v) or YM_RE.match(v)):
+        raise ValueError(f"{show(v)} is not a date; accepted: YYYY or YYYY-MM")
+    return v
+
+
 def optional(check: Callable):
     def wrapped(v):
         return None if v is None else check(v)
@@ -245,6 +256,54 @@ GPU_FIELDS: dict[str, Field] = {
     "cloud_source": Field(NOTE),
     "cloud_date": Field(year_month),
     "notes": Field(NOTE, required=False),
+    # ---- systems and used prices (issue 14); optional so that older files and user GPUs load.
+    # architecture: the compatibility rules' key (catalog/gpus.yaml `compatibility`), e.g. ampere
+    "architecture": Field(optional(text(40, ID_RE, "an architecture id such as ampere, hopper, cdna3")),
+                          required=False),
+    # how the card is built into a system: pcie (a card in a slot), sxm / oam (a module on an
+    # 8-GPU baseboard, sold as a whole server), superchip (CPU+GPU module), apple (a whole computer)
+    "form_factor": Field(optional(choice("pcie", "sxm", "oam", "superchip", "apple")), required=False),
+    "max_per_node": Field(optional(number(1, 64, integer=True, strict_low=False)), required=False),
+    "node_interconnect": Field(optional(choice("PCIe", "NVLink bridge", "NVLink", "NVSwitch", "Infinity Fabric",
+                                               "Ethernet", "unified memory")), required=False),
+    # the host the card goes in: an id of the `hosts` list (chassis, CPU, RAM, PSU per node)
+    "host_class": Field(optional(IDENT), required=False),
+    "system_source": Field(NOTE, required=False),
+    "price_used_usd": Field(optional(number(0, 1e8)), required=False),
+    "price_used_source": Field(NOTE, required=False),
+    "price_used_date": Field(optional(year_or_month), required=False),
+}
+
+# What one node (server or workstation) costs besides its GPUs, by class; and what joining
+# nodes costs (network). Every figure with its source and date; unknown stays empty.
+HOST_FIELDS: dict[str, Field] = {
+    "id": Field(IDENT),
+    "name": Field(NAME),
+    "kind": Field(choice("host", "network")),
+    # host: chassis + CPU + RAM + PSU + storage of one node; network: per node joined (NIC, cables)
+    "usd_per_node": Field(optional(number(0, 1e8, strict_low=False))),
+    # network: once per multi-node plan (a switch); hosts: 0
+    "usd_fixed": Field(optional(number(0, 1e8, strict_low=False)), required=False, default=0.0),
+    "max_gpus": Field(optional(number(1, 64, integer=True, strict_low=False)), required=False),
+    "source": Field(NOTE),
+    "date": Field(year_or_month),
+    "notes": Field(NOTE, required=False),
+}
+
+# Compatibility rules: a scenario whose `columns` hold one of `values` (or, with multi_gpu,
+# any scenario on more than one GPU) is `severity` on the listed architectures / vendors.
+COMPAT_SEVERITIES = ("incompatible", "note")
+COMPAT_FIELDS: dict[str, Field] = {
+    "id": Field(IDENT),
+    "columns": Field(text(200), required=False, default=""),
+    "values": Field(text(500), required=False, default=""),
+    "multi_gpu": Field(boolean, required=False, default=False),
+    "architectures": Field(text(500), required=False, default=""),
+    "vendors": Field(text(200), required=False, default=""),
+    "severity": Field(choice(*COMPAT_SEVERITIES)),
+    "note": Field(NOTE),
+    "source": Field(NOTE),
+    "date": Field(year_month),
 }
 
 ALIAS_FIELDS: dict[str, Field] = {

@@ -28,7 +28,9 @@ import pandas as pd
 
 from catalog.schema import (
     ALIAS_FIELDS,
+    COMPAT_FIELDS,
     GPU_FIELDS,
+    HOST_FIELDS,
     MAX_YAML_BYTES,
     MODEL_FIELDS,
     REFERENCE_FIELDS,
@@ -45,7 +47,7 @@ from catalog.schema import (
 )
 
 CATALOG_DIR = Path(__file__).resolve().parent
-SCHEMA_VERSION = "2"  # 2: models gained the optional qkv_bias column
+SCHEMA_VERSION = "3"  # 2: models gained the optional qkv_bias column; 3: systems, used prices, hosts, compatibility
 YAML_FILES = ("gpus.yaml", "models.yaml", "references.yaml")
 
 SQL = {
@@ -55,8 +57,10 @@ SQL = {
     "aliases": "SELECT * FROM gpu_aliases ORDER BY alias",
     "gpu_by_id": "SELECT * FROM gpus WHERE id = ?",
     "model_by_id": "SELECT * FROM models WHERE id = ?",
+    "hosts": "SELECT * FROM hosts ORDER BY kind, id",
+    "compatibility": "SELECT * FROM compat_rules ORDER BY id",
 }
-TABLES = ("gpus", "models", "gpu_aliases", "refs")
+TABLES = ("gpus", "models", "gpu_aliases", "refs", "hosts", "compat_rules")
 # What DuckDB raises when a query meets a damaged file (not a wrong parameter, which is the
 # caller's error and raised as is): the file is then rebuilt and the query run once more.
 DAMAGED = (duckdb.IOException, duckdb.InternalException, duckdb.CatalogException,
@@ -86,7 +90,7 @@ def load_records(directory: Path = CATALOG_DIR, sources: dict[str, bytes] | None
     directory = Path(directory)
     sources = sources or {}
     gdoc = top_level(read_yaml(directory / "gpus.yaml", sources.get("gpus.yaml")), "catalog/gpus.yaml",
-                     {"gpus": True, "aliases": False})
+                     {"gpus": True, "aliases": False, "hosts": False, "compatibility": False})
     gpus = validate_entries(gdoc["gpus"], GPU_FIELDS, "catalog/gpus.yaml", "gpus")
     for g in gpus:
         check_gpu(g, "catalog/gpus.yaml")
@@ -95,6 +99,13 @@ def load_records(directory: Path = CATALOG_DIR, sources: dict[str, bytes] | None
     for al in aliases:
         if al["gpu"] not in gpu_ids:
             raise CatalogError("catalog/gpus.yaml", f"'{al['alias']}'", "gpu", f"{al['gpu']!r} is not a GPU id in this file")
+    hosts = validate_entries(gdoc.get("hosts") or [], HOST_FIELDS, "catalog/gpus.yaml", "hosts")
+    host_ids = {h["id"] for h in hosts if h["kind"] == "host"}
+    for g in gpus:
+        if g.get("host_class") and g["host_class"] not in host_ids:
+            raise CatalogError("catalog/gpus.yaml", f"'{g['id']}'", "host_class",
+                               f"{g['host_class']!r} is not a host id of the hosts list; accepted: {', '.join(sorted(host_ids))}")
+    compat = validate_entries(gdoc.get("compatibility") or [], COMPAT_FIELDS, "catalog/gpus.yaml", "compatibility")
 
     mdoc = top_level(read_yaml(directory / "models.yaml", sources.get("models.yaml")), "catalog/models.yaml",
                      {"models": True})
@@ -108,7 +119,8 @@ def load_records(directory: Path = CATALOG_DIR, sources: dict[str, bytes] | None
     model_ids = {m["id"] for m in models}
     for ref in refs:
         check_reference(ref, "catalog/references.yaml", model_ids, gpu_ids)
-    return {"gpus": gpus, "aliases": aliases, "models": models, "references": refs}
+    return {"gpus": gpus, "aliases": aliases, "models": models, "references": refs, "hosts": hosts,
+            "compatibility": compat}
 
 
 def records_to_frames(records: dict[str, list[dict]]) -> dict[str, pd.DataFrame]:
@@ -128,8 +140,15 @@ def records_to_frames(records: dict[str, list[dict]]) -> dict[str, pd.DataFrame]
     for col in ("memory_gb", "bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "int8_tops",
                 "fp8_tflops", "tdp_w", "interconnect_gbps", "price_usd", "cloud_usd_per_hour"):
         gpus[col] = gpus[col].astype("float64")
+    for col in ("max_per_node", "price_used_usd"):
+        gpus[col] = gpus[col].astype("float64")
     refs["value"] = refs["value"].astype("float64")
-    return {"gpus": gpus, "models": models, "aliases": aliases, "refs": refs}
+    hosts = pd.DataFrame(records.get("hosts") or [], columns=list(HOST_FIELDS))
+    for col in ("usd_per_node", "usd_fixed", "max_gpus"):
+        hosts[col] = hosts[col].astype("float64")
+    compat = pd.DataFrame(records.get("compatibility") or [], columns=list(COMPAT_FIELDS))
+    compat["multi_gpu"] = compat["multi_gpu"].astype(bool)
+    return {"gpus": gpus, "models": models, "aliases": aliases, "refs": refs, "hosts": hosts, "compat_rules": compat}
 
 
 def _fingerprint(sources: dict[str, bytes]) -> str:
@@ -169,7 +188,8 @@ def database_path(directory: Path = CATALOG_DIR, rebuild: bool = False) -> Path:
         try:
             con = duckdb.connect(tmp)
             try:
-                for table, frame in zip(TABLES, (frames["gpus"], frames["models"], frames["aliases"], frames["refs"])):
+                for table, frame in zip(TABLES, (frames["gpus"], frames["models"], frames["aliases"], frames["refs"],
+                                                 frames["hosts"], frames["compat_rules"])):
                     con.register("incoming", frame)
                     con.execute(f"CREATE TABLE {table} AS SELECT * FROM incoming")  # table names are ours, not input
                     con.unregister("incoming")
@@ -286,6 +306,14 @@ class ShippedCatalog:
 
     def aliases(self) -> pd.DataFrame:
         return self.query("aliases")
+
+    def hosts(self) -> pd.DataFrame:
+        """Host classes (chassis, CPU, RAM, PSU per node) and the network, with source and date."""
+        return self.query("hosts")
+
+    def compatibility(self) -> pd.DataFrame:
+        """The compatibility rules (engine/compat.py applies them)."""
+        return self.query("compatibility")
 
     def references(self) -> pd.DataFrame:
         frame = self.query("references")

@@ -61,7 +61,9 @@ DEFAULTS: dict[str, object] = {
     "base_precision": "auto",
     "kv_precision": "auto",
     "prefill_logits": "last",
-    "headroom": 0.0,
+    # 10% of each GPU kept free by default (issue 14): an answer at 97-99.8% of memory is not a
+    # plan anyone can run (allocator spikes, a longer prompt); stated on every surface, changeable.
+    "headroom": 0.1,
     "allow_long_context": False,
     "gpu": "",
 }

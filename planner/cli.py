@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine import rules
 from engine.estimate import estimate
-from engine.scenarios import LIMITS, TASKS, show
+from engine.scenarios import DEFAULTS, LIMITS, TASKS, show
 from engine.speed import format_speed_cost
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 
@@ -139,8 +139,9 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=_whole("tp", high=LIMITS["tp"]), default=None,
                    help="tensor-parallel degree (default: inference splits over the GPUs and heads, training 1)")
     p.add_argument("--pp", type=_whole("pp", high=LIMITS["pp"]), default=None, help="pipeline-parallel degree (default: see --tp)")
-    p.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"), default=0.0,
-                   help="fraction of GPU memory kept free (0.1 = 10%%)")
+    p.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"),
+                   default=DEFAULTS["headroom"],
+                   help="fraction of GPU memory kept free (default 0.1 = 10%%, as on the dashboard)")
     p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
     p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
     p.add_argument("--context-mib", type=_bounded("context-mib", 0, 65536, what="MiB per GPU"), default=None,
@@ -178,6 +179,7 @@ def build_parser() -> Parser:
     sw.add_argument("--methods", default=None, help="comma list of training methods (default full,lora,qlora; "
                                                      "--method gives one)")
     _add_scenario_args(sw)
+    _add_serve_parser(sub)
     cat = sub.add_parser("catalog", help="list catalog ids")
     cat.add_argument("what", help="gpus | models | aliases")
     sub.add_parser("evidence", help="estimate vs every published reference")
@@ -283,6 +285,8 @@ def cmd_estimate(args) -> int:
                                   + NORMALIZED_KEYS))
         data = {k: _jsonable(row[k]) for k in keys if k in row.index}
         data["normalization_notes"] = notes
+        if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
+            data.update(_compatibility(frame.iloc[:1], gpus, cat))
         if "breakeven_months" in data and row["breakeven_months"] == math.inf:
             data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
         if args.what_if:
@@ -291,6 +295,11 @@ def cmd_estimate(args) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(format_estimate(row))
+    if args.gpu:
+        verdict = _compatibility(frame.iloc[:1], gpus, cat)
+        if verdict["compatibility_notes"]:
+            lead = "compatible" if verdict["compatible"] else "NOT COMPATIBLE (never counted as a fit)"
+            print(f"{lead}: " + "; ".join(verdict["compatibility_notes"]))
     if notes:
         print("decided for this scenario: " + "; ".join(notes))
     speed = format_speed_cost(row)
@@ -309,6 +318,17 @@ def cmd_estimate(args) -> int:
     elif hint_error:
         print(f"(no changes to suggest: {hint_error})")
     return 0
+
+
+def _compatibility(rows: pd.DataFrame, gpus: pd.DataFrame, cat) -> dict:
+    """{'compatible': bool, 'compatibility_notes': [...]} of one estimated row; an incompatible
+    row never `fits` (the card cannot run it whatever the memory says)."""
+    from engine.compat import check
+    verdict = check(rows, gpus, cat.compatibility()).iloc[0]
+    out = {"compatible": bool(verdict["compatible"]), "compatibility_notes": list(verdict["compatibility_notes"])}
+    if not out["compatible"]:
+        out["fits"] = False
+    return out
 
 
 def _what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, args) -> pd.DataFrame:
@@ -389,6 +409,65 @@ def cmd_evidence(args) -> int:
     return 0
 
 
+def _add_serve_parser(sub) -> None:
+    """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
+    from engine.serving import ENGINES
+    sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama or transformers")
+    sv.add_argument("--model", help="catalog model id (see: catalog models)")
+    sv.add_argument("--model-config", help="a Hugging Face config.json to serve instead of a catalog model")
+    sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
+    sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
+    sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, ... or a GGUF type for llama.cpp/ollama "
+                                                      "(default: bf16, or q4_k_m for llama.cpp/ollama)")
+    sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
+    sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
+    sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
+    sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
+                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default 0.88)")
+    sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
+                    help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
+    sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
+    sv.add_argument("--concurrency", type=_whole("concurrency", high=65536), default=None,
+                    help="concurrent requests for TTFT, time per output token and aggregate tokens/s (default: what fits)")
+    sv.add_argument("--prompt-tokens", type=_whole("prompt-tokens", high=LIMITS["seq"]), default=512, help="prompt length (default 512)")
+    sv.add_argument("--output-tokens", type=_whole("output-tokens", high=LIMITS["seq"]), default=128, help="output length (default 128)")
+    sv.add_argument("--host-bandwidth-gbps", type=_bounded("host-bandwidth-gbps", 1, 2000), default=None,
+                    help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
+    sv.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_serve(args) -> int:
+    from catalog import default_catalog
+    from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
+    cat = default_catalog()
+    models = _models_with_config(args, cat.models(include_user=True))
+    gpus = cat.gpus(include_user=True)
+    if args.gpu not in set(gpus["id"]):
+        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+    if args.model not in set(models["id"]):
+        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+    layers = str(args.gpu_layers).strip().lower()
+    if layers == "auto":
+        gpu_layers = -1
+    else:
+        gpu_layers = _whole("gpu-layers", low=0, high=100000, accepted="a whole number >= 0 or auto")(layers)
+    gguf = args.engine in ("llama.cpp", "ollama")
+    request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
+                   precision=args.precision or ("q4_k_m" if gguf else "bf16"), kv_precision=args.kv_precision,
+                   max_model_len=args.max_model_len, gpu_layers=gpu_layers,
+                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
+    for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps"):
+        if getattr(args, key) is not None:
+            request[key] = getattr(args, key)
+    row = serve_one(request, models, gpus)
+    if args.json:
+        data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
+        print(json.dumps(data, indent=2))
+        return 0
+    print(format_serve(row))
+    return 0
+
+
 MAX_MESSAGE = 400  # characters of an error line; a 100,000-character bad value is cut, not repeated
 
 
@@ -408,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence}[args.command]
+        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence, "serve": cmd_serve}[args.command]
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code

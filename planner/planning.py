@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
@@ -133,8 +134,15 @@ def _nan_as_inf(values: np.ndarray) -> np.ndarray:
 
 # ---- GPUs needed and the configuration at that count ----------------------------------------
 
+def compatibility_rules() -> pd.DataFrame:
+    """The shipped compatibility rules (catalog/gpus.yaml `compatibility`)."""
+    from catalog import default_catalog  # lazy: pure callers pass their own rules
+    return default_catalog().compatibility()
+
+
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
-                   max_gpus: int = 8, overhead: dict | None = None) -> pd.DataFrame:
+                   max_gpus: int = 8, overhead: dict | None = None,
+                   rules: pd.DataFrame | None = None) -> pd.DataFrame:
     """For every (model, gpu, workload) row: the smallest count of that card that holds it
     (up to `max_gpus`) and the engine's estimate at that count.
 
@@ -143,7 +151,10 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     <= max_gpus holds it, confirmed by the estimate at that count; 1 for unified-memory
     systems), max_gpus (that limit per row), label ("2", or "✗ >8" beyond the limit),
     one_gpu_* (the whole workload on a single card: peak, weights, KV cache, fits),
-    buy_usd, rent_usd_per_hour, total_vram_bytes and the GPU's catalog facts.
+    buy_usd, rent_usd_per_hour, total_vram_bytes and the GPU's catalog facts;
+    compatible and compatibility_notes (engine/compat.py over `rules`, default the shipped
+    rules): an incompatible row is never `fits_within`, whatever its memory, and its label
+    says "✗ incompatible".
     """
     if "gpu" not in scenarios.columns or "model" not in scenarios.columns:
         raise ValueError("configurations need 'model' and 'gpu' columns")
@@ -184,11 +195,15 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     conf = sc.assign(gpus=count, tp=0, pp=0)
     res = estimate(conf, models, gpus, **overhead)
 
-    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool)
+    verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
+    res["compatible"] = verdict["compatible"].to_numpy(dtype=bool)
+    res["compatibility_notes"] = verdict["compatibility_notes"].to_numpy()
+    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & res["compatible"].to_numpy(dtype=bool)
     res["gpus_needed"] = needed
     res["fits_within"] = ok
     res["max_gpus"] = limit
-    res["label"] = np.where(ok, count.astype(str), np.char.add("✗ >", limit.astype(str)))
+    res["label"] = np.where(ok, count.astype(str), np.where(res["compatible"].to_numpy(dtype=bool),
+                                                            np.char.add("✗ >", limit.astype(str)), "✗ incompatible"))
     res["one_gpu_fits"] = one_fits
     res["one_gpu_peak_bytes"] = one["peak_bytes"].to_numpy()
     res["one_gpu_weights_bytes"] = one["weights_bytes"].to_numpy()
@@ -209,6 +224,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         left_out["beyond_context"] = long_rows[refused]
         left_out["beyond_layers"] = deep_rows[refused] & ~long_rows[refused]
         left_out["fits_within"] = False
+        left_out["compatible"] = True
+        left_out["compatibility_notes"] = [[] for _ in range(len(left_out))]
         left_out["label"] = np.where(left_out["beyond_context"], "✗ context", "✗ layers")
         order = np.concatenate([np.flatnonzero(~refused), np.flatnonzero(refused)])
         res = pd.concat([res, left_out], ignore_index=True)
@@ -476,7 +493,7 @@ def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, bat
 
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisions, seq: int, batch: int,
                     card: str, kv_precision: str = "auto", max_gpus: int = 8, gpu_ids=None,
-                    allow_long_context: bool = False, headroom: float = 0.0,
+                    allow_long_context: bool = False, headroom: float = DEFAULTS["headroom"],
                     overhead: dict | None = None) -> pd.DataFrame:
     """Per model x weight precision: whole-model weights, KV cache for `batch` sequences of
     `seq` tokens, the total on one GPU (peak, runtime overhead included), the smallest single
