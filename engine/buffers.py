@@ -66,7 +66,7 @@ def pooled_bytes() -> int:
 class Columns:
     """Where the new per-row columns of one result are written.
 
-    `empty`, `full`, `take` and `where` each return a new, writable array of n rows that nothing
+    `empty`, `full` and `take` each return a new, writable array of n rows that nothing
     else refers to; for n >= POOL_MIN_ROWS it is carved out of a pooled block (unless `pooled`
     is false: plain arrays).
     """
@@ -106,10 +106,3 @@ class Columns:
         values = np.asarray(values)
         out = self.empty(values.dtype)
         return np.take(values, index, out=out, mode="clip")
-
-    def where(self, cond, a, b) -> np.ndarray:
-        """np.where(cond, a, b) for float64 a and b (arrays of n rows or scalars)."""
-        out = self.empty(np.float64)
-        np.copyto(out, b)
-        np.copyto(out, a, where=cond)
-        return out

@@ -16,8 +16,9 @@ The model (derivation in docs/engine.md):
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
   (weights + KV cache + the output logits).
 
-Each phase is a sum of components; each component is `fixed + per_token * tokens`, where
-tokens = batch x sequence per GPU. Fixed parts are split into what data-parallel ZeRO
+Each phase is a sum of components (`PHASE_COMPONENTS`: which, in what order); each component
+is `fixed + per_token * tokens`, where tokens = batch x sequence per GPU; engine/components.py
+gives each component's terms, phase by phase. Fixed parts are split into what data-parallel ZeRO
 sharding divides (`shard`) and what it does not (`fixed`), so that the number of GPUs
 needed, the largest batch and the longest context are solved in closed form.
 
@@ -31,8 +32,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-
-from engine import constants as C
 
 COMPONENTS = (
     "weights", "gradients", "optimizer", "optimizer_temp", "autocast_copies",
