@@ -179,6 +179,7 @@ def build_parser() -> Parser:
     sw.add_argument("--methods", default=None, help="comma list of training methods (default full,lora,qlora; "
                                                      "--method gives one)")
     _add_scenario_args(sw)
+    _add_serve_parser(sub)
     cat = sub.add_parser("catalog", help="list catalog ids")
     cat.add_argument("what", help="gpus | models | aliases")
     sub.add_parser("evidence", help="estimate vs every published reference")
@@ -408,6 +409,71 @@ def cmd_evidence(args) -> int:
     return 0
 
 
+def _add_serve_parser(sub) -> None:
+    """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
+    from engine.serving import ENGINES
+    sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama or transformers")
+    sv.add_argument("--model", help="catalog model id (see: catalog models)")
+    sv.add_argument("--model-config", help="a Hugging Face config.json to serve instead of a catalog model")
+    sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
+    sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
+    sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, ... or a GGUF type for llama.cpp/ollama "
+                                                      "(default: bf16, or q4_k_m for llama.cpp/ollama)")
+    sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
+    sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
+    sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
+    sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
+                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default 0.88)")
+    sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
+                    help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
+    sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
+    sv.add_argument("--concurrency", type=_whole("concurrency", high=65536), default=None,
+                    help="concurrent requests for TTFT, time per output token and aggregate tokens/s (default: what fits)")
+    sv.add_argument("--prompt-tokens", type=_whole("prompt-tokens", high=LIMITS["seq"]), default=512, help="prompt length (default 512)")
+    sv.add_argument("--output-tokens", type=_whole("output-tokens", high=LIMITS["seq"]), default=128, help="output length (default 128)")
+    sv.add_argument("--host-bandwidth-gbps", type=_bounded("host-bandwidth-gbps", 1, 2000), default=None,
+                    help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
+    sv.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_serve(args) -> int:
+    from catalog import default_catalog
+    from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
+    cat = default_catalog()
+    models = _models_with_config(args, cat.models(include_user=True))
+    gpus = cat.gpus(include_user=True)
+    if args.gpu not in set(gpus["id"]):
+        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+    if args.model not in set(models["id"]):
+        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+    layers = str(args.gpu_layers).strip().lower()
+    if layers == "auto":
+        gpu_layers = -1
+    else:
+        try:
+            gpu_layers = _whole("gpu-layers", low=0, high=100000, accepted="a whole number >= 0 or auto")(layers)
+        except argparse.ArgumentTypeError as exc:
+            raise CliError(str(exc)) from None
+    gguf = args.engine in ("llama.cpp", "ollama")
+    request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
+                   precision=args.precision or ("q4_k_m" if gguf else "bf16"), kv_precision=args.kv_precision,
+                   max_model_len=args.max_model_len, gpu_layers=gpu_layers,
+                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
+    for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps"):
+        if getattr(args, key) is not None:
+            request[key] = getattr(args, key)
+    row = serve_one(request, models, gpus)
+    if args.json:
+        data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
+        print(json.dumps(data, indent=2))
+        return 0
+    print(format_serve(row))
+    return 0
+
+
+MAX_MESSAGE = 400  # characters of an error line; a 100,000-character bad value is cut, not repeated
+
+
 def _one_line(message: str) -> str:
     text = " ".join(str(message).split())
     if len(text) > MAX_MESSAGE:
@@ -424,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence}[args.command]
+        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence, "serve": cmd_serve}[args.command]
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code

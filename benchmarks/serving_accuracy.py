@@ -1,0 +1,126 @@
+"""Fit the serving speed model on the `fit` rows of catalog/serving_measurements.yaml and
+print the held-out accuracy table of docs/serving.md (markdown).
+
+    .venv/bin/python benchmarks/serving_accuracy.py            # the table (as in docs/serving.md)
+    .venv/bin/python benchmarks/serving_accuracy.py --fit      # the fitted constants
+
+The constants in engine/serving.py are these fitted values (tests/test_serving.py refits and
+compares, and checks that docs/serving.md holds this script's table). Held-out rows never set a
+constant: the error reported on them is the model's accuracy.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog import default_catalog  # noqa: E402
+from catalog.serving_data import load_measurements  # noqa: E402
+from engine import serving as S  # noqa: E402
+
+GIB = 2**30
+TABLE_BEGIN = "<!-- serving-accuracy:begin (benchmarks/serving_accuracy.py) -->"
+TABLE_END = "<!-- serving-accuracy:end -->"
+
+
+def fit(meas: pd.DataFrame) -> dict:
+    """The speed constants from the fit rows, in closed form.
+
+    NVIDIA GDDR rows (not capped): 1/v = b / (e BW) + L c, two rows -> e and c.
+    The H100 row: the cap on effective bandwidth = b / (1/v - L c).
+    The ROCm row: its efficiency = b / (BW (1/v - L c)).
+    Prefill: MFU = v x FLOPs per token / TFLOPS."""
+    f = meas[meas["role"] == "fit"]
+    dec = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
+    nv = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] < 3000)]
+    b = nv["weights_gib"].to_numpy(float) * GIB
+    x = b / (nv["bandwidth_gbps"].to_numpy(float) * 1e9)  # seconds at full bandwidth
+    y = 1.0 / nv["value"].to_numpy(float)
+    A = np.column_stack([x, nv["layers"].to_numpy(float)])
+    inv_e, c = np.linalg.lstsq(A, y, rcond=None)[0]
+    hbm = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] >= 3000)].iloc[0]
+    cap = hbm["weights_gib"] * GIB / (1.0 / hbm["value"] - hbm["layers"] * c)
+    amd = dec[dec["gpu_family"] == "amd"].iloc[0]
+    e_amd = amd["weights_gib"] * GIB / (amd["bandwidth_gbps"] * 1e9 * (1.0 / amd["value"] - amd["layers"] * c))
+    pre = f[f["metric"] == "prefill_tokens_per_s"].iloc[0]
+    flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
+    mfu = pre["value"] * flops / (pre["tflops"] * 1e12)
+    return {"efficiency_nvidia": 1.0 / inv_e, "layer_overhead_s": c, "bandwidth_cap": cap,
+            "efficiency_amd": e_amd, "prefill_mfu": mfu}
+
+
+def predict(meas: pd.DataFrame) -> pd.Series:
+    """The engine's prediction for every row (engine/serving.py's functions, whole columns)."""
+    pred = pd.Series(np.nan, index=meas.index)
+    dec = meas["metric"] == "decode_tokens_per_s"
+    d = meas[dec]
+    step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB, 0.0, d["layers"].to_numpy(float),
+                                 d["bandwidth_gbps"].to_numpy(float), d["gpu_family"].to_numpy(object),
+                                 d["engine"].to_numpy(object))
+    pred[dec] = 1.0 / step
+    pre = meas["metric"] == "prefill_tokens_per_s"
+    p = meas[pre]
+    pred[pre] = S.prefill_tokens_per_s(p["params_b"].to_numpy(float) * 1e9, p["layers"].to_numpy(float),
+                                       p["hidden"].to_numpy(float), p["prompt_tokens"].to_numpy(float),
+                                       p["tflops"].to_numpy(float), p["engine"].to_numpy(object))
+    kv = meas["metric"] == "kv_cache_available_gib"
+    if kv.any():
+        pred[kv] = vllm_kv_gib(meas[kv])
+    return pred
+
+
+def vllm_kv_gib(rows: pd.DataFrame) -> np.ndarray:
+    """vLLM's KV budget for logged start-ups: the card's total as the log prints it replaces the
+    catalog's, so the check is of the memory model, not of the catalog's usable bytes."""
+    cat = default_catalog()
+    gpus = cat.gpus()
+    base = gpus[gpus["id"] == "h100-sxm-80gb"].iloc[[0] * len(rows)].reset_index(drop=True)
+    base = base.assign(id=[f"logged-{i}" for i in range(len(rows))],
+                       usable_memory_bytes=rows["total_gpu_memory_gib"].to_numpy(float) * GIB)
+    req = pd.DataFrame({
+        "model": rows["model"].to_numpy(), "gpu": base["id"], "engine": "vllm", "precision": "bf16",
+        "max_model_len": rows["max_model_len"].to_numpy(float).astype(int),
+        "gpu_memory_utilization": rows["gpu_memory_utilization"].to_numpy(float),
+        "max_num_seqs": rows["max_num_seqs"].to_numpy(float),
+        "max_num_batched_tokens": rows["max_num_batched_tokens"].to_numpy(float),
+    })
+    out = S.serve(req, cat.models(), pd.concat([gpus, base], ignore_index=True))
+    return out["kv_cache_bytes_available"].to_numpy(float) / GIB
+
+
+def table(meas: pd.DataFrame | None = None) -> str:
+    """The markdown table (fit rows shown for reference, held-out rows carry the accuracy)."""
+    meas = load_measurements() if meas is None else meas
+    pred = predict(meas)
+    err = (pred / meas["value"] - 1) * 100
+    unit = {"decode_tokens_per_s": "tok/s", "prefill_tokens_per_s": "tok/s", "kv_cache_available_gib": "GiB"}
+    lines = ["| role | metric | GPU | model | build | published | ours | error % | source |", "|---|---|---|---|---|---|---|---|---|"]
+    for i, m in meas.sort_values(["role", "metric"], kind="stable").iterrows():
+        lines.append(f"| {m['role']} | {m['metric'].replace('_tokens_per_s', '')} ({unit[m['metric']]}) | {m['gpu_name']} "
+                     f"| {m['model_name']} | {m['build']} | {m['value']:,.2f} | {pred[i]:,.2f} | {err[i]:+.1f} "
+                     f"| {m['url']} ({m['date']}) |")
+    lines.append("")
+    for metric in ("decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_available_gib"):
+        held = err[(meas["role"] == "holdout") & (meas["metric"] == metric)].abs()
+        if len(held):
+            lines.append(f"- held-out {metric}: {len(held)} rows, median |error| {held.median():.1f}%, "
+                         f"max |error| {held.max():.1f}%, within 35%: {(held <= 35).sum()} of {len(held)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    if "--fit" in argv:
+        for key, value in fit(load_measurements()).items():
+            print(f"{key} = {value:.6g}")
+        return
+    print(table())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

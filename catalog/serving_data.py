@@ -1,0 +1,60 @@
+"""Published serving measurements (catalog/serving_measurements.yaml): the evidence the
+serving speed model (engine/serving.py) is fitted on (`role: fit`) and checked against
+(`role: holdout`), and vLLM start-up logs for the KV budget. Validated like the shipped
+catalog (catalog/schema.py's Field checks; one clear CatalogError naming file, entry and field).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from catalog.schema import IDENT, NOTE, Field, boolean, choice, number, optional, read_yaml, text, top_level, \
+    validate_entries, year_month
+
+PATH = Path(__file__).resolve().parent / "serving_measurements.yaml"
+
+MEASUREMENT_FIELDS: dict[str, Field] = {
+    "id": Field(IDENT),
+    "metric": Field(choice("decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_available_gib")),
+    "role": Field(choice("fit", "holdout")),
+    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers")),
+    "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
+    "gpu_name": Field(text(120)),
+    "gpu_family": Field(choice("nvidia", "amd", "apple")),
+    "bandwidth_gbps": Field(number(0, 1e6)),
+    "tflops": Field(optional(number(0, 1e6)), required=False),  # dense 16-bit tensor TFLOPS (prefill)
+    "model_name": Field(text(120)),
+    "model": Field(optional(text(64)), required=False),  # catalog model id where the catalog has it
+    "weights_gib": Field(optional(number(0, 1e6)), required=False),  # the file size llama-bench prints
+    "params_b": Field(number(0, 1e5)),
+    "layers": Field(number(0, 1000, integer=True)),
+    "hidden": Field(optional(number(0, 1e6, integer=True)), required=False),
+    "prompt_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
+    # vLLM start-up logs: the logged components (GiB) and the settings of the run
+    "total_gpu_memory_gib": Field(optional(number(0, 1e5)), required=False),
+    "gpu_memory_utilization": Field(optional(number(0, 1)), required=False),
+    "max_num_seqs": Field(optional(number(0, 1e6, integer=True)), required=False),
+    "max_num_batched_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
+    "max_model_len": Field(optional(number(0, 1e7, integer=True)), required=False),
+    "logged_weights_gib": Field(optional(number(0, 1e5)), required=False),
+    "logged_activation_gib": Field(optional(number(0, 1e5)), required=False),
+    "logged_non_torch_gib": Field(optional(number(0, 1e5)), required=False),
+    "value": Field(number(0, 1e9)),
+    "build": Field(text(120)),
+    "date": Field(year_month),
+    "source": Field(NOTE),
+    "url": Field(text(300)),
+    "setup_note": Field(NOTE),
+    "era_note": Field(optional(NOTE), required=False),
+    "quoted": Field(boolean, required=False, default=False),  # a figure quoted by another text, not read first-hand
+}
+
+
+def load_measurements(path: Path = PATH) -> pd.DataFrame:
+    """The validated measurements, one row each."""
+    name = path.name
+    doc = top_level(read_yaml(path), name, {"measurements": True})
+    rows = validate_entries(doc["measurements"], MEASUREMENT_FIELDS, name, "measurements")
+    return pd.DataFrame(rows, columns=list(MEASUREMENT_FIELDS))

@@ -1,0 +1,368 @@
+"""Serving capacity and speed the way serving engines allocate memory (issue 16).
+
+Whole-column numpy over a frame of serving questions (one row per model x GPU x engine x
+setting); a single question is a one-row frame. `serve(requests, models, gpus)` returns, per
+row, the memory each engine sets aside (weights, activation/profiling peak, non-torch memory,
+the KV cache budget and how many max-model-len requests it holds), the llama.cpp layer split,
+host RAM, and a decode/prefill speed model calibrated on published llama.cpp runs
+(benchmarks/serving_accuracy.py fits on the records marked `fit` in
+catalog/serving_measurements.yaml and reports the error on the held-out rest).
+
+Sources read for the memory models (cite these when changing a formula):
+- vLLM V1, vllm-project/vllm at commit 0012cf691b7e69423244d2b1405f4b6832156e19,
+  vllm/v1/worker/gpu_worker.py `Worker.determine_available_memory`:
+      available_kv_cache_memory = total_gpu_memory * gpu_memory_utilization - peak_memory
+  where peak_memory = torch's allocated peak during `profile_run()` (weights + the activation
+  peak of a dummy forward over max_num_batched_tokens + the sampler over max_num_seqs)
+  plus every non-torch allocation (CUDA context, cuBLAS/NCCL buffers): total - free - torch.
+  CUDA graphs are captured in `compile_or_warm_up_model()`, after the KV cache is allocated,
+  so they come out of the (1 - utilization) headroom, not the KV budget.
+  Its start-up log (vllm-project/vllm PR #10511, 2024-12): Meta-Llama-3-8B on an 80 GB H100,
+  0.90: can use 71.29 GiB, weights 14.96 GiB, non_torch 1.79 GiB, activation peak 1.26 GiB,
+  available_kv_cache_memory 53.29 GiB (catalog/serving_measurements.yaml keeps it).
+- llama.cpp (ggml-org/llama.cpp): `-ngl N` puts the first N repeating layers and, from
+  N > n_layer, the output layer on the GPU; the token embedding stays in host memory;
+  each layer's K/V cache lives with its layer (offload_kqv, the default). `--fit` /
+  `llama-fit-params` (tools/fit-params/README.md) lowers -ngl until the projected device
+  memory leaves a margin of 1024 MiB ("cannot fulfill margin of 1024 MiB" in its log).
+- Ollama runs llama.cpp: the same per-layer split, with Ollama's defaults (num_ctx 4096).
+  Ollama's own estimate (llm/memory.go) was NOT read in this session; this is the llama.cpp
+  model with Ollama's defaults.
+- SGLang (mem_fraction_static) and transformers are approximations, not read from source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine import constants as C
+
+ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers")
+GGUF_ENGINES = ("llama.cpp", "ollama")
+
+# --- vLLM ------------------------------------------------------------------------------
+# CacheConfig defaults (vllm/config.py): gpu_memory_utilization 0.9, block_size 16 on CUDA.
+VLLM_UTILIZATION = 0.9
+VLLM_BLOCK_SIZE = 16
+# OpenAI-server defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, read via
+# the public index): cards with >= 70 GiB that are not A100s get max_num_batched_tokens 8192
+# and max_num_seqs 1024; every other card 2048 and 256 ("Setting large
+# max_num_batched_tokens for A100 reduces throughput, see PR #17885"). The profile run
+# forwards max_num_batched_tokens tokens, so it sets the activation peak.
+VLLM_BATCHED_TOKENS_LARGE, VLLM_MAX_NUM_SEQS_LARGE = 8192, 1024
+VLLM_BATCHED_TOKENS_SMALL, VLLM_MAX_NUM_SEQS = 2048, 256
+VLLM_LARGE_GPU_BYTES = 70 * C.GIB
+# Sampler warm-up over max_num_seqs: fp32 logits plus one fp32 copy (probabilities) of
+# max_num_seqs x vocab (gpu_worker.py: _dummy_sampler_run(num_tokens=max_num_reqs)).
+SAMPLER_COPIES = 2
+# --- SGLang ----------------------------------------------------------------------------
+# mem_fraction_static: the share of the card for weights + KV pool; activations live in the
+# rest. 0.88 is an assumption (SGLang picks it by GPU size; server_args.py not read here).
+SGLANG_MEM_FRACTION = 0.88
+# --- llama.cpp / Ollama ----------------------------------------------------------------
+FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
+LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
+OLLAMA_NUM_CTX = 4096  # Ollama's default context (num_ctx) since v0.6; an assumption here
+# host memory bandwidth reached by llama.cpp's CPU matmuls for the layers left in RAM:
+# dual-channel DDR5-5600 is 89.6 GB/s theoretical; about 60% is reached in decode. A setting.
+HOST_BANDWIDTH_GBPS = 55.0
+# PCIe: llama.cpp copies host-resident weights to the GPU for large prompt batches; half the
+# catalog's bidirectional figure, one direction, at 80% (assumption).
+PCIE_EFFICIENCY = 0.8
+
+# --- Apple unified memory ---------------------------------------------------------------
+# macOS lets the GPU wire about 3/4 of unified memory on large machines and about 2/3 on
+# small ones (recommendedMaxWorkingSetSize; the catalog's Apple entries use 75%). It can be
+# raised with `sudo sysctl iogpu.wired_limit_mb=<MiB>`.
+APPLE_SHARE_LARGE = 0.75
+APPLE_SHARE_SMALL = 2 / 3
+APPLE_SMALL_GB = 36
+
+# --- Speed (calibrated; see benchmarks/serving_accuracy.py) -------------------------------
+# Decode time per step = bytes read / effective bandwidth + layers x per-layer fixed cost
+# (kernel launches, synchronisation, dequantization set-up: what does not scale with bytes).
+# Effective bandwidth = min(efficiency x bandwidth, kernel cap): llama.cpp's batch-1 matvec
+# kernels do not reach HBM bandwidth on large GPUs. Fitted in closed form on the `fit` rows of
+# catalog/serving_measurements.yaml (`benchmarks/serving_accuracy.py --fit`): the efficiency
+# and per-layer cost on the RTX 4090 (190 tok/s) and RTX PRO 6000 (278.95) Llama 2 7B Q4_0
+# runs, the cap on the H100 run (280), ROCm's efficiency on the W7900 run (99.42); the
+# efficiency is on the file size llama-bench prints, so it absorbs the token embedding that is
+# never read. tests/test_serving.py refits and compares.
+DECODE_EFFICIENCY = {  # by engine family x GPU family
+    ("gguf", "nvidia"): 0.989,  # fitted (llama.cpp CUDA)
+    ("gguf", "amd"): 0.513,  # fitted (llama.cpp ROCm)
+    ("gguf", "apple"): 0.65,  # assumption: no Apple row in the fit set yet (docs/serving.md)
+    ("torch", "nvidia"): 0.80,  # assumption: vLLM/SGLang/HF, not calibrated (no held-out row)
+    ("torch", "amd"): 0.60,  # assumption
+    ("torch", "apple"): 0.50,  # assumption (MPS)
+}
+GGUF_BANDWIDTH_CAP = 1.78e12  # B/s, fitted on the H100 SXM llama.cpp run
+LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cpp CUDA)
+                    "vllm": 15e-6, "sglang": 15e-6,  # assumption: CUDA graphs remove most launches
+                    "transformers": 120e-6}  # assumption: eager PyTorch, ~10 kernels per layer
+# Prefill: tokens/s = dense 16-bit TFLOPS x MFU / FLOPs per token (2 N + attention).
+# llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B).
+# vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
+PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40}
+DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
+
+
+def apple_gpu_share(memory_gb) -> np.ndarray:
+    """The share of unified memory macOS lets the GPU use by default."""
+    memory_gb = np.asarray(memory_gb, dtype=float)
+    return np.where(memory_gb > APPLE_SMALL_GB, APPLE_SHARE_LARGE, APPLE_SHARE_SMALL)
+
+
+def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
+    """nvidia | amd | apple, for the speed model's efficiency."""
+    unified = gpus["unified_memory"].fillna(False).astype(bool).to_numpy()
+    vendor = gpus["vendor"].astype(str).str.lower().to_numpy()
+    return np.where(unified & (vendor == "apple"), "apple", np.where(vendor == "amd", "amd", "nvidia"))
+
+
+def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
+                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan):
+    """Seconds per decode step (one token for every running sequence), whole columns.
+
+    gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
+    KV cache of every running sequence). family: nvidia|amd|apple. engine: an ENGINES name.
+    """
+    engine = np.asarray(engine, dtype=object)
+    family = np.asarray(family, dtype=object)
+    gguf = np.isin(engine, GGUF_ENGINES)
+    kind = np.where(gguf, "gguf", "torch")
+    eff = pd.Series(list(zip(kind, family)), dtype=object).map(DECODE_EFFICIENCY).to_numpy(float)
+    bw = np.asarray(bandwidth_gbps, dtype=float) * 1e9 * eff
+    bw = np.where(gguf, np.minimum(bw, GGUF_BANDWIDTH_CAP), bw)
+    t_mem = np.asarray(gpu_bytes, dtype=float) / bw + np.asarray(host_bytes, dtype=float) / (np.asarray(host_bandwidth_gbps, dtype=float) * 1e9)
+    t_comp = np.asarray(flops, dtype=float) / (np.asarray(tflops, dtype=float) * 1e12 * DECODE_MFU)
+    t_comp = np.nan_to_num(t_comp, nan=0.0)
+    overhead = pd.Series(engine, dtype=object).map(LAYER_OVERHEAD_S).to_numpy(float)
+    return np.maximum(t_mem, t_comp) + np.asarray(layers, dtype=float) * overhead
+
+
+def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1):
+    """Prompt tokens per second: dense 16-bit TFLOPS x MFU over 2 N + 2 L h p FLOPs per token
+    (the attention term: Q K^T and A V over the p/2 earlier tokens on average, x2 for K and V)."""
+    mfu = pd.Series(np.asarray(engine, dtype=object), dtype=object).map(PREFILL_MFU).to_numpy(float)
+    per_token = 2.0 * np.asarray(params, float) + 2.0 * np.asarray(layers, float) * np.asarray(hidden, float) * np.asarray(prompt, float)
+    return np.asarray(tflops, float) * 1e12 * mfu * np.asarray(tp, float) / per_token
+
+
+REQUEST_DEFAULTS = {
+    "gpus": 1, "kv_precision": "auto", "gpu_memory_utilization": np.nan, "max_num_seqs": np.nan,
+    "gpu_layers": -1, "concurrency": np.nan, "max_num_batched_tokens": np.nan, "prompt_tokens": 512, "output_tokens": 128,
+    "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS,
+}
+
+
+def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    bad = ~req["engine"].isin(ENGINES)
+    if bad.any():
+        raise ValueError(f"engine {req['engine'][bad].iloc[0]!r} is not accepted; accepted: {', '.join(ENGINES)}")
+    for col, ids, what in (("model", models["id"], "a catalog model id"), ("gpu", gpus["id"], "a catalog GPU id")):
+        bad = ~req[col].isin(set(ids))
+        if bad.any():
+            raise ValueError(f"{col} {req[col][bad].iloc[0]!r} is not in the catalog; accepted: {what}")
+    util = req["gpu_memory_utilization"].to_numpy(float)
+    if np.any((util <= 0) | (util > 1)):
+        raise ValueError("gpu_memory_utilization is not accepted; accepted: a number > 0 and <= 1")
+    gguf = req["precision"].astype(str).isin(tuple(C.GGUF_BITS))
+    llama = req["engine"].isin(GGUF_ENGINES)
+    if (llama & ~gguf).any():
+        raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
+                         f"accepted: {', '.join(C.GGUF_BITS)}")
+
+
+def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """Serving memory, capacity, speed and cost for every request row (see module docstring).
+
+    requests: columns model, gpu, engine, precision, max_model_len and optionally the
+    REQUEST_DEFAULTS columns (gpu_layers -1 = auto; NaN = the engine's default).
+    """
+    from engine.estimate import estimate  # weights and KV per token, as every surface counts them
+
+    req = requests.reset_index(drop=True).copy()
+    for col, default in REQUEST_DEFAULTS.items():
+        if col not in req:
+            req[col] = default
+        req[col] = req[col].fillna(default) if not (isinstance(default, float) and np.isnan(default)) else req[col]
+    for col in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "max_num_batched_tokens"):
+        req[col] = pd.to_numeric(req[col], errors="coerce").astype(float)
+    _check(req, models, gpus)
+    n = len(req)
+    engine = req["engine"].to_numpy(object)
+    is_vllm, is_sglang = engine == "vllm", engine == "sglang"
+    is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
+
+    m = models.set_index("id").loc[req["model"]]
+    g = gpus.set_index("id").loc[req["gpu"]].reset_index()
+    L = m["num_layers"].to_numpy(float)
+    h = m["hidden_size"].to_numpy(float)
+    ffn = m["intermediate_size"].to_numpy(float)
+    V = m["vocab_size"].to_numpy(float)
+    heads, kvh = m["num_heads"].to_numpy(float), m["num_kv_heads"].to_numpy(float)
+    d = m["head_dim"].fillna(0).to_numpy(float)
+    d = np.where(d > 0, d, h / heads)
+    params = m["params"].to_numpy(float)
+    tied = m["tied_embeddings"].fillna(False).astype(bool).to_numpy()
+    tp = req["gpus"].to_numpy(float)
+
+    # Ollama's default context when the request keeps ours (max_model_len is always given here)
+    ctx = req["max_model_len"].to_numpy(float)
+    kv_prec = req["kv_precision"].astype(str).to_numpy(object)
+
+    est = estimate(pd.DataFrame({
+        "model": req["model"], "task": "infer", "precision": req["precision"], "batch": 1,
+        "seq": ctx.astype(int), "kv_precision": kv_prec, "allow_long_context": True, "gpus": 1,
+    }), models)
+    weights = est["weights_bytes"].to_numpy(float)
+    kv_token = est["kv_cache_bytes"].to_numpy(float) / ctx  # whole model, one token
+    kv_layer_token = kv_token / L
+
+    # --- usable memory -------------------------------------------------------------------
+    unified = g["unified_memory"].fillna(False).astype(bool).to_numpy()
+    apple_total = g["memory_gb"].to_numpy(float) * C.GIB
+    usable = np.where(unified, apple_total * apple_gpu_share(g["memory_gb"]), g["usable_memory_bytes"].to_numpy(float))
+    family = gpu_family(g)
+
+    # --- engine defaults, decided here once ----------------------------------------------
+    util = req["gpu_memory_utilization"].to_numpy(float)
+    util = np.where(np.isnan(util), np.where(is_sglang, SGLANG_MEM_FRACTION, np.where(is_vllm, VLLM_UTILIZATION, 1.0)), util)
+    large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
+    seqs = req["max_num_seqs"].to_numpy(float)
+    seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)
+
+    # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
+    kv_split = np.minimum(tp, kvh) * 1.0
+    w_gpu_full = weights / tp
+    kv_token_gpu = kv_token / kv_split
+    context = np.where(unified, 0.0, C.CUDA_CONTEXT_BYTES)
+    non_torch = context + C.CUBLAS_WORKSPACE_BYTES + np.where(tp > 1, C.NCCL_BYTES, 0.0)
+
+    # --- vLLM / SGLang / transformers activation peak --------------------------------------
+    batched = req["max_num_batched_tokens"].to_numpy(float)
+    batched = np.where(np.isnan(batched), np.where(large, VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL), batched)
+    # one layer's transient working set over T tokens: gate+up (2 ffn) and the SwiGLU product
+    # (ffn) per GPU, q/k/v (a+2kv)d per GPU, and ~4 hidden-size buffers (residual, norm, attn out)
+    per_token_act = 2.0 * (3.0 * ffn / tp + (heads + 2 * kvh) * d / tp + 4.0 * h)
+    sampler = seqs * V * 4.0 * SAMPLER_COPIES
+    hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
+    activation = np.where(is_hf, hf_tokens * per_token_act + hf_tokens / ctx * V * 4.0,
+                          batched * per_token_act + sampler)
+    activation = np.where(is_llama, 0.0, activation)
+
+    # --- llama.cpp / Ollama per-layer split ------------------------------------------------
+    embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0
+    output_bytes = np.where(tied, 0.0, embed_bytes)
+    layer_w = (weights - embed_bytes - output_bytes) / L
+    llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
+    layer_kv = kv_layer_token * llama_ctx
+    compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
+    free = usable * tp - context * tp - FIT_MARGIN_BYTES
+    fit_layers = np.floor((free - compute - output_bytes) / (layer_w + layer_kv))
+    fit_layers = np.clip(fit_layers, 0, L)
+    fit_layers = np.where(fit_layers >= L, L + 1, fit_layers)  # all repeating layers + the output layer (-ngl n_layer+1)
+    asked = req["gpu_layers"].to_numpy(float)
+    gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L)
+    on_gpu_layers = np.minimum(gpu_layers, L)
+    out_on_gpu = is_llama & (gpu_layers >= L)
+    llama_gpu = on_gpu_layers * (layer_w + layer_kv) + np.where(out_on_gpu, output_bytes, 0.0) + compute + context * tp
+    llama_host = (L - on_gpu_layers) * (layer_w + layer_kv) + embed_bytes + np.where(out_on_gpu, 0.0, output_bytes)
+
+    # --- KV budget and concurrency ------------------------------------------------------
+    budget = usable * util
+    peak_vllm = w_gpu_full + activation + non_torch
+    kv_vllm = budget - peak_vllm
+    kv_sglang = budget - w_gpu_full - non_torch
+    kv_hf = usable - w_gpu_full - non_torch - activation
+    kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
+    kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
+    kv_available = np.maximum(kv_available, 0.0)
+    blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * kv_token_gpu))
+    max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
+    max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
+    fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
+    max_conc_llama = np.where(fits_llama, seqs, 0.0)
+    max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
+    weights_gpu = np.where(is_llama, (on_gpu_layers * layer_w + np.where(out_on_gpu, output_bytes, 0.0)) / tp, w_gpu_full)
+    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
+    fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
+
+    # --- speed --------------------------------------------------------------------------
+    conc = req["concurrency"].to_numpy(float)
+    conc = np.where(np.isnan(conc), np.maximum(np.minimum(np.floor(max_concurrency), seqs), 1), conc)
+    prompt = req["prompt_tokens"].to_numpy(float)
+    out_tok = req["output_tokens"].to_numpy(float)
+    position = prompt + out_tok / 2.0  # average context read per step
+    gpu_frac = np.where(is_llama, on_gpu_layers / L, 1.0)
+    step_gpu_bytes = weights_gpu + conc * kv_token_gpu * position * gpu_frac
+    step_host_bytes = np.where(is_llama, (L - on_gpu_layers) * layer_w + np.where(out_on_gpu, 0.0, output_bytes)
+                               + conc * kv_token * position * (1 - gpu_frac), 0.0)
+    tflops = g["bf16_tflops"].to_numpy(float)
+    tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
+    step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
+                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * params * conc / tp, tflops * tp)
+    prefill = prefill_tokens_per_s(params, L, h, prompt, tflops, engine, tp)
+    # llama.cpp prefills host-resident layers on the GPU, streaming their weights over PCIe
+    pcie = g["interconnect_gbps"].fillna(64).to_numpy(float) / 2 * 1e9 * PCIE_EFFICIENCY
+    host_w = np.where(is_llama, (L - on_gpu_layers) * layer_w, 0.0)
+    prefill_s = prompt / prefill + np.where(unified, 0.0, host_w / pcie)
+    prefill = prompt / prefill_s
+    ttft = prefill_s + step
+    aggregate = conc / step
+    price = g["cloud_usd_per_hour"].to_numpy(float)
+    usd_per_m = price * tp / (aggregate * 3600.0) * 1e6
+    host_ram = np.where(is_llama, llama_host, weights)  # safetensors pages during load; GGUF: the host layers
+
+    out = req.assign(
+        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
+        weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
+        non_torch_bytes=np.where(is_llama, context, non_torch), compute_buffer_bytes=np.where(is_llama, compute, 0.0),
+        kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
+        num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
+        max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
+        gpu_memory_used_bytes=memory_used, host_ram_bytes=host_ram, fits=fits, concurrency=conc,
+        decode_tokens_per_s=1.0 / step, time_per_output_token_ms=step * 1e3, prefill_tokens_per_s=prefill,
+        ttft_s=ttft, aggregate_tokens_per_s=aggregate, usd_per_million_tokens=usd_per_m,
+        cloud_usd_per_hour=price, price_source=g["cloud_source"].to_numpy(object), price_date=g["cloud_date"].to_numpy(object),
+    )
+    out["command"] = command_lines(out, m)
+    return out
+
+
+def _bits(precision: pd.Series) -> np.ndarray:
+    """Bits per weight of the embedding/output tensors: GGUF quantizes them like the rest;
+    the other formats keep them 16-bit (engine/constants.py)."""
+    p = precision.astype(str)
+    gguf = p.map(C.GGUF_BITS)
+    return np.where(gguf.notna(), gguf.astype(float), np.where(p == "fp32", 32.0, 16.0))
+
+
+def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
+    """The command that runs each row's configuration, as text (string columns, no row loop)."""
+    repo = m["source"].astype(str).str.extract(r"huggingface\.co/([^/\s]+/[^/\s]+)", expand=False)
+    hf = pd.Series(repo.fillna(pd.Series(m.index.astype(str), index=m.index)).to_numpy(), index=out.index)
+    gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
+    ngl = out["gpu_layers"].astype(int).astype(str)
+    ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
+    tp = out["gpus"].astype(int).astype(str)
+    kv = out["kv_precision"].astype(str)
+    vllm = ("vllm serve " + hf + " --max-model-len " + out["max_model_len"].astype(int).astype(str)
+            + " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str)
+            + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
+            + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
+            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", ""))
+    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + out["max_model_len"].astype(int).astype(str)
+              + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
+              + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, ""))
+    kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
+    llama = ("llama-server -m " + gguf + " -ngl " + ngl + " -c " + ctx_total + " -np " + out["max_num_seqs"].astype(int).astype(str)
+             + kvtype + np.where(tp != "1", " --split-mode layer", ""))
+    ollama = ("ollama run " + out["model"].astype(str) + "  # Modelfile: PARAMETER num_gpu " + ngl
+              + ", PARAMETER num_ctx " + out["max_model_len"].astype(int).astype(str))
+    hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
+              + hf + "', device_map='auto', torch_dtype='auto')\"")
+    e = out["engine"]
+    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama"], [vllm, sglang, llama, ollama], hf_cmd)

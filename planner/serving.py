@@ -1,0 +1,94 @@
+"""Serving use cases over engine/serving.py: one configuration (the `serve` command), the
+concurrency x context curve per card, and the cheapest configuration for a target.
+
+Thin: the physics and every engine default live in engine/serving.py; this module builds the
+request frames (whole grids at once, one vectorized `serve` call) and picks rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine.serving import ENGINES, GGUF_ENGINES, serve
+
+# `serve --json` keys: a contract (add, never rename); tests/test_serving.py checks them.
+SERVE_JSON_KEYS = (
+    "model", "gpu", "gpus", "engine", "precision", "kv_precision", "max_model_len", "gpu_memory_utilization",
+    "max_num_seqs", "usable_bytes", "budget_bytes", "weights_bytes", "weights_gpu_bytes", "activation_peak_bytes",
+    "non_torch_bytes", "compute_buffer_bytes", "kv_bytes_per_token", "kv_cache_bytes_available", "num_gpu_blocks",
+    "max_concurrency", "gpu_layers", "total_layers", "gpu_memory_used_bytes", "host_ram_bytes", "fits",
+    "concurrency", "prompt_tokens", "output_tokens", "decode_tokens_per_s", "time_per_output_token_ms",
+    "prefill_tokens_per_s", "ttft_s", "aggregate_tokens_per_s", "usd_per_million_tokens", "cloud_usd_per_hour",
+    "price_source", "price_date", "command",
+)
+CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+TP_CHOICES = (1, 2, 4, 8)
+
+
+def serve_one(request: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
+    """One serving configuration: the row of engine.serving.serve."""
+    return serve(pd.DataFrame([request]), models, gpus).iloc[0]
+
+
+def capacity_curve(model: str, gpu_ids, engine: str, precision: str, models: pd.DataFrame, gpus: pd.DataFrame,
+                   contexts=CURVE_CONTEXTS, **settings) -> pd.DataFrame:
+    """Max concurrent requests against context length for each card (one vectorized call).
+    Contexts beyond the model's own are kept: the curve shows what memory allows."""
+    grid = pd.MultiIndex.from_product([list(gpu_ids), list(contexts)], names=["gpu", "max_model_len"]).to_frame(index=False)
+    grid = grid.assign(model=model, engine=engine, precision=precision, **settings)
+    out = serve(grid, models, gpus)
+    return out[["gpu", "max_model_len", "max_concurrency", "kv_cache_bytes_available", "gpu_layers", "fits",
+                "decode_tokens_per_s"]]
+
+
+def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float, ttft_s: float,
+             models: pd.DataFrame, gpus: pd.DataFrame, engines=("vllm",), precisions=("bf16",),
+             gpu_ids=None, tp_choices=TP_CHOICES, **settings) -> pd.DataFrame:
+    """Every card x GPU count x engine x precision that serves `users` concurrent requests of
+    `context` tokens at >= tokens/s per user and <= TTFT, cheapest first ($/hour to rent).
+    Cards without a cloud price are ranked after the priced ones."""
+    gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
+    grid = pd.MultiIndex.from_product([gpu_ids, list(tp_choices), list(engines), list(precisions)],
+                                      names=["gpu", "gpus", "engine", "precision"]).to_frame(index=False)
+    gguf = grid["precision"].isin(("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"))
+    grid = grid[gguf == grid["engine"].isin(GGUF_ENGINES)].reset_index(drop=True)  # GGUF <-> llama.cpp/Ollama
+    grid = grid.assign(model=model, max_model_len=int(context), concurrency=float(users),
+                       max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
+    if grid.empty:
+        return grid
+    out = serve(grid, models, gpus)
+    ok = ((out["max_concurrency"] >= users) & (out["decode_tokens_per_s"] >= tokens_per_s_per_user)
+          & (out["ttft_s"] <= ttft_s) & out["fits"].astype(bool))
+    if out["engine"].isin(GGUF_ENGINES).any():  # llama.cpp: every layer on the GPUs
+        ok &= ~out["engine"].isin(GGUF_ENGINES) | (out["gpu_layers"] > out["total_layers"])
+    out = out[ok].assign(usd_per_hour=lambda f: f["cloud_usd_per_hour"] * f["gpus"])
+    return out.sort_values(["usd_per_hour", "gpus"], na_position="last").reset_index(drop=True)
+
+
+def format_serve(row: pd.Series) -> str:
+    """The serve command's text report."""
+    gib = 2**30
+    lines = [
+        f"{row['model']} on {int(row['gpus'])} x {row['gpu']} with {row['engine']} ({row['precision']}, "
+        f"max-model-len {int(row['max_model_len']):,})",
+        f"  memory per GPU (GiB): usable {row['usable_bytes'] / gib:.2f}, budget {row['budget_bytes'] / gib:.2f}, "
+        f"weights {row['weights_gpu_bytes'] / gib:.2f}, activation peak {row['activation_peak_bytes'] / gib:.2f}, "
+        f"non-torch {row['non_torch_bytes'] / gib:.2f}",
+        f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB -> max concurrency "
+        f"{row['max_concurrency']:.2f} requests at {int(row['max_model_len']):,} tokens",
+        f"  GPU layers: {int(row['gpu_layers'])} of {int(row['total_layers'])} (+1 = the output layer); "
+        f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
+        f"  at concurrency {int(row['concurrency'])}: decode {row['decode_tokens_per_s']:.1f} tokens/s per user "
+        f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "
+        f"TTFT {row['ttft_s']:.2f} s, aggregate {row['aggregate_tokens_per_s']:,.0f} tokens/s",
+    ]
+    if pd.notna(row["usd_per_million_tokens"]):
+        lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
+                     f"/GPU-hour ({row['price_source']}, {row['price_date']})")
+    lines.append(f"  speed model: engine/serving.py, calibrated on published llama.cpp runs (docs/serving.md)")
+    lines.append(f"  run it: {row['command']}")
+    return "\n".join(lines)
+
+
+__all__ = ["ENGINES", "SERVE_JSON_KEYS", "serve_one", "capacity_curve", "cheapest", "format_serve"]
