@@ -181,7 +181,25 @@ def build_parser() -> Parser:
     _add_scenario_args(sw)
     _add_serve_parser(sub)
     cat = sub.add_parser("catalog", help="list catalog ids")
-    cat.add_argument("what", help="gpus | models | aliases")
+    cat.add_argument("what", help="gpus | models | aliases | hosts | compatibility")
+    cat.add_argument("--json", action="store_true", help="print the records (every field, with sources and dates)")
+    bud = sub.add_parser("budget", help="what a budget buys: systems (nodes x GPUs, hosts, network), cheapest first")
+    bud.add_argument("--budget", required=True, type=_bounded("budget", 0, 1e12, what="US dollars"), help="US dollars")
+    bud.add_argument("--mode", default="buy", type=_choice_text("mode", ("buy", "cloud_hour", "cloud_job")),
+                     help="buy (cards + hosts + network) | cloud_hour ($ per hour) | cloud_job ($ for --hours)")
+    bud.add_argument("--hours", type=_bounded("hours", 0, 1e6, low_open=True), default=None, help="hours of a cloud_job")
+    bud.add_argument("--workloads", default=None,
+                     help="comma list of model:workload, workload one of full, lora, qlora, infer-bf16, infer-int8, "
+                          "infer-int4 (default: every model x qlora, lora, full, infer-int4)")
+    bud.add_argument("--deadline-days", type=_bounded("deadline-days", 0, 1e5, low_open=True), default=None,
+                     help="training must finish within this many days (1e9 tokens, see estimate --tokens)")
+    bud.add_argument("--one-purchase", action="store_true", help="one system that covers every listed workload")
+    bud.add_argument("--condition", default="either", type=_choice_text("condition", ("new", "used", "either")),
+                     help="card prices: new, used or either (the cheaper known price)")
+    bud.add_argument("--max-gpus", type=_whole("max-gpus", high=LIMITS["gpus"]), default=16, help="largest GPU count (default 16)")
+    bud.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"),
+                     default=DEFAULTS["headroom"], help="fraction of GPU memory kept free (default 0.1)")
+    bud.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("evidence", help="estimate vs every published reference")
     return parser
 
@@ -383,9 +401,41 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_budget(args) -> int:
+    """`budget`: planner.procurement.plan_budget, the function the Budget page calls."""
+    from catalog import default_catalog
+    from planner import procurement
+    cat = default_catalog()
+    result = procurement.plan_budget(cat.models(include_user=True), cat.gpus(include_user=True), cat.hosts(),
+                                     args.budget, args.mode, args.hours, args.workloads, args.deadline_days,
+                                     args.one_purchase, args.condition, args.max_gpus, args.headroom,
+                                     cat.compatibility())
+    if args.json:
+        data = {"settings": result["settings"], "rows": procurement.rows_json(result["rows"]),
+                "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"]}
+        if args.one_purchase:
+            data["purchase"] = result["purchase"]
+        print(json.dumps(data, indent=2))
+        return 0
+    print(procurement.format_budget(result))
+    return 0
+
+
 def cmd_catalog(args) -> int:
     from catalog import default_catalog
     cat = default_catalog()
+    if args.what in ("hosts", "compatibility") or getattr(args, "json", False):
+        frames = {"gpus": lambda: cat.gpus(include_user=True), "models": lambda: cat.models(include_user=True),
+                  "aliases": cat.aliases, "hosts": cat.hosts, "compatibility": cat.compatibility}
+        if args.what not in frames:
+            raise CliError(f"catalog {args.what!r} is not accepted; accepted: {', '.join(frames)}")
+        frame = frames[args.what]()
+        if not getattr(args, "json", False):
+            for i in frame["id"]:
+                print(i)
+            return 0
+        print(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in frame.to_dict("records")], indent=2))
+        return 0
     if args.what == "gpus":
         ids = cat.gpus(include_user=True)["id"]
     elif args.what == "models":
@@ -490,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "evidence": cmd_evidence, "serve": cmd_serve}[args.command]
+        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve}[args.command]
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code

@@ -1,0 +1,288 @@
+"""Procurement: what a budget buys as systems a buyer can order (issue 14).
+
+A plan is nodes x GPUs: the cards (new or used price, with its date and source), one host per
+node (chassis, CPU, RAM, PSU: catalog/gpus.yaml `hosts`, by the card's `host_class`), and
+network when there is more than one node. Compatibility (engine/compat.py) and the headroom
+(engine/scenarios.py DEFAULTS, 10%) are applied by planning.configurations, so an
+incompatible or over-full configuration is never offered.
+
+`budget_rows` answers "what does this budget run, each workload on its cheapest system";
+`one_purchase` answers "which single system covers all these workloads". The CLI's `budget`
+command and the dashboard's Budget page both call `plan_budget`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from planner import planning
+
+# Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
+# GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
+# page's presets do; inference is batch 1 at the default sequence.
+WORKLOADS: dict[str, dict] = {
+    "full": dict(task="train", method="full", precision="mixed_bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
+    "lora": dict(task="train", method="lora", precision="bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
+    "qlora": dict(task="train", method="qlora", precision="bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
+    "infer-bf16": dict(task="infer", precision="bf16"),
+    "infer-int8": dict(task="infer", precision="int8"),
+    "infer-int4": dict(task="infer", precision="int4"),
+}
+DEFAULT_WORKLOADS = ("qlora", "lora", "full", "infer-int4")
+CONDITIONS = ("new", "used", "either")
+MODES = planning.BUDGET_MODES
+# budget --json: one row per (model, workload) (add, never rename)
+ROW_KEYS = ("model", "workload", "gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd",
+            "host_usd", "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
+            "host_source", "host_date", "cloud_usd_per_hour", "cloud_date", "cloud_source",
+            "memory_used_fraction", "train_days", "tokens_per_s", "node_interconnect", "compatibility_notes")
+PURCHASE_KEYS = ("gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd", "host_usd",
+                 "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
+                 "host_source", "host_date", "node_interconnect", "covers", "workloads")
+
+
+def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
+    """'llama-3-70b:qlora,llama-3-8b:full' -> [(model, workload), ...]; ValueError names the bad item."""
+    if text is None:
+        return [(m, w) for m in model_ids for w in DEFAULT_WORKLOADS]
+    pairs = []
+    for item in [t.strip() for t in str(text).split(",") if t.strip()]:
+        model, sep, work = item.partition(":")
+        if not sep or not model or not work:
+            raise ValueError(f"workload {item!r} is not accepted; accepted: model:workload, e.g. llama-3-8b:qlora")
+        if model not in set(model_ids):
+            raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+        if work not in WORKLOADS:
+            raise ValueError(f"workload {work!r} is not accepted; accepted: {', '.join(WORKLOADS)}")
+        pairs.append((model, work))
+    if not pairs:
+        raise ValueError(f"workloads {text!r} is empty; accepted: a comma list of model:workload")
+    return list(dict.fromkeys(pairs))
+
+
+def _frame(pairs, gpu_ids, headroom: float) -> pd.DataFrame:
+    frames = [planning.expand({**WORKLOADS[w], "headroom": headroom}, model=[m], gpu=list(gpu_ids)).assign(workload=w)
+              for m, w in pairs]
+    return planning.with_defaults(pd.concat(frames, ignore_index=True))
+
+
+def _text(values) -> np.ndarray:
+    return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
+
+
+def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
+                 count: np.ndarray | None = None) -> pd.DataFrame:
+    """For every configuration (or at `count` GPUs): nodes, GPUs per node, card, host and
+    network cost, and where each price comes from. Unknown prices stay NaN (never free)."""
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
+    g = gpus.set_index("id").reindex(configs["gpu"].astype(str))
+    n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
+    new = pd.to_numeric(g["price_usd"], errors="coerce").to_numpy(dtype=float)
+    used = pd.to_numeric(g.get("price_used_usd", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+    if condition == "new":
+        take_used = np.zeros(len(n), dtype=bool)
+    elif condition == "used":
+        take_used = np.ones(len(n), dtype=bool)
+    else:  # the cheaper known price
+        take_used = np.isfinite(used) & ~(np.isfinite(new) & (new <= used))
+    card = np.where(take_used, used, new)
+
+    def col(name):
+        return _text(g[name].to_numpy()) if name in g.columns else np.full(len(n), "", dtype=object)
+
+    per_node_max = pd.to_numeric(g.get("max_per_node", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+    per_node_max = np.where(np.isfinite(per_node_max), per_node_max, np.nan)
+    nodes = np.ceil(n / per_node_max)
+    per_node = np.ceil(n / nodes)
+    host_class = col("host_class")
+    h = hosts[hosts["kind"] == "host"].set_index("id")
+    # one card in a workstation-class slot goes in a desktop (the cheaper one-GPU host)
+    if "desktop" in h.index:
+        host_class = np.where((host_class == "workstation") & (per_node <= h.loc["desktop", "max_gpus"]), "desktop", host_class)
+    hrow = h.reindex(host_class)
+    host_each = pd.to_numeric(hrow["usd_per_node"], errors="coerce").to_numpy(dtype=float)
+    net = hosts[hosts["kind"] == "network"]
+    net_node = float(net["usd_per_node"].iloc[0]) if len(net) else np.nan
+    net_fixed = float(net["usd_fixed"].fillna(0).iloc[0]) if len(net) else np.nan
+    network = np.where(nodes > 1, nodes * net_node + np.where(nodes > 2, net_fixed, 0.0), 0.0)
+    gpu_cost = n * card
+    out = pd.DataFrame({
+        "nodes": nodes, "gpus_per_node": per_node, "condition": np.where(take_used, "used", "new"),
+        "price_usd_per_card": card, "gpu_cost_usd": gpu_cost, "host_class": host_class, "host_usd": nodes * host_each,
+        "network_usd": network, "cost_usd": gpu_cost + nodes * host_each + network,
+        "price_date": np.where(take_used, col("price_used_date"), col("price_date")),
+        "price_source": np.where(take_used, col("price_used_source"), col("price_source")),
+        "host_source": _text(hrow["source"].to_numpy()), "host_date": _text(hrow["date"].to_numpy()),
+        "node_interconnect": col("node_interconnect"),
+        "network_source": (net["source"].iloc[0] if len(net) else ""),
+    }, index=configs.index)
+    return out
+
+
+def _speed(configs: pd.DataFrame) -> pd.DataFrame:
+    hours = pd.to_numeric(configs.get("train_hours", pd.Series(np.nan, index=configs.index)), errors="coerce")
+    train = configs["task"].astype(str).to_numpy() == "train"
+    tps = pd.to_numeric(configs.get("decode_tokens_per_s", pd.Series(np.nan, index=configs.index)), errors="coerce")
+    return pd.DataFrame({"train_days": np.where(train, hours / 24.0, np.nan),
+                         "tokens_per_s": np.where(train, np.nan, tps)}, index=configs.index)
+
+
+def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
+                hours: float | None = None, workloads: str | None = None, deadline_days: float | None = None,
+                one_purchase: bool = False, condition: str = "either", max_gpus: int = 16,
+                headroom: float | None = None, rules: pd.DataFrame | None = None, gpu_ids=None) -> dict:
+    """{'rows': frame (one per model x workload: its cheapest system within budget and deadline),
+    'unlocks': the next ones just above the budget, 'out_of_reach': (model, workload) pairs nothing
+    fits, 'purchase': one system for every listed workload (with one_purchase), 'settings'}."""
+    if not np.isfinite(budget) or budget < 0:
+        raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not accepted; accepted: {', '.join(MODES)}")
+    if mode == "cloud_job" and (hours is None or not hours > 0):
+        raise ValueError("--hours is required for --mode cloud_job; accepted: a number of hours > 0")
+    headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
+    pairs = parse_workloads(workloads, list(models["id"]))
+    gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
+    configs = planning.configurations(_frame(pairs, gpu_ids, headroom), models, gpus, max_gpus=max_gpus, rules=rules)
+    ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)
+    costs = system_costs(configs, gpus, hosts, condition)
+    speed = _speed(configs)
+    rows = pd.concat([configs[["model", "workload", "gpu", "gpu_name", "gpus", "memory_used_fraction", "task",
+                               "compatibility_notes", "rent_usd_per_hour"]], costs, speed], axis=1)
+    g = gpus.set_index("id").reindex(rows["gpu"].astype(str))
+    rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
+    rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
+    if mode == "cloud_hour":
+        rows["cost_usd"] = rows["rent_usd_per_hour"]
+    elif mode == "cloud_job":
+        rows["cost_usd"] = rows["rent_usd_per_hour"] * float(hours)
+    late = np.zeros(len(rows), dtype=bool)
+    if deadline_days is not None:
+        late = np.nan_to_num(rows["train_days"].to_numpy(dtype=float), nan=0.0) > float(deadline_days)
+    rows["meets_deadline"] = ~late
+    cost = pd.to_numeric(rows["cost_usd"], errors="coerce").to_numpy(dtype=float)
+    usable = ok & ~late & np.isfinite(cost)
+    cand = rows[usable].sort_values(["cost_usd", "gpus"], kind="stable")
+    best = cand.drop_duplicates(["model", "workload"], keep="first")
+    order = {p: i for i, p in enumerate(pairs)}
+    best = best.assign(_o=[order[(m, w)] for m, w in zip(best["model"], best["workload"])]).sort_values("_o").drop(columns="_o")
+    within = best[best["cost_usd"] <= budget].reset_index(drop=True)
+    unlocks = best[best["cost_usd"] > budget].reset_index(drop=True)
+    reached = set(zip(best["model"], best["workload"]))
+    out_of_reach = [{"model": m, "workload": w} for m, w in pairs if (m, w) not in reached]
+    result = {"rows": within, "unlocks": unlocks, "out_of_reach": out_of_reach, "purchase": None,
+              "settings": {"budget_usd": float(budget), "mode": mode, "hours": hours, "deadline_days": deadline_days,
+                           "condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
+                           "one_purchase": bool(one_purchase)}}
+    if one_purchase:
+        result["purchase"] = purchase_for(rows[ok & ~late], pairs, gpus, hosts, budget, mode, hours, condition)
+    return result
+
+
+def purchase_for(rows: pd.DataFrame, pairs, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str,
+                 hours: float | None, condition: str) -> dict | None:
+    """The cheapest single system (one GPU type, one count) on which every listed workload fits
+    (each on as many of its cards as it needs) within the budget; None when there is none."""
+    need = rows.groupby(["gpu", "model", "workload"], sort=False)["gpus"].min().reset_index()
+    counts = need.groupby("gpu", sort=False).agg(covered=("gpus", "size"), gpus=("gpus", "max")).reset_index()
+    counts = counts[counts["covered"] == len(pairs)].reset_index(drop=True)
+    if counts.empty:
+        return None
+    costs = system_costs(counts, gpus, hosts, condition)
+    g = gpus.set_index("id").reindex(counts["gpu"].astype(str))
+    if mode == "cloud_hour":
+        costs["cost_usd"] = counts["gpus"].to_numpy() * pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy()
+    elif mode == "cloud_job":
+        costs["cost_usd"] = counts["gpus"].to_numpy() * pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy() * hours
+    sysf = pd.concat([counts, costs], axis=1)
+    sysf["gpu_name"] = _text(g["name"].to_numpy())
+    sysf = sysf[np.isfinite(sysf["cost_usd"].to_numpy(dtype=float)) & (sysf["cost_usd"] <= budget)]
+    if sysf.empty:
+        return None
+    pick = sysf.sort_values(["cost_usd", "gpus"], kind="stable").iloc[0]
+    mine = rows[rows["gpu"] == pick["gpu"]].sort_values("gpus").drop_duplicates(["model", "workload"])
+    out = {k: planning_json(pick[k]) for k in PURCHASE_KEYS if k in pick.index}
+    out["covers"] = [f"{m}:{w}" for m, w in pairs]
+    out["workloads"] = [{"model": r["model"], "workload": r["workload"], "gpus": int(r["gpus"]),
+                         "memory_used_fraction": planning_json(r["memory_used_fraction"]),
+                         "train_days": planning_json(r["train_days"]), "tokens_per_s": planning_json(r["tokens_per_s"])}
+                        for _, r in mine.iterrows()]
+    return out
+
+
+def planning_json(value):
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):
+            return None
+        return int(value) if float(value).is_integer() else round(float(value), 4)
+    if isinstance(value, np.ndarray):
+        return [planning_json(v) for v in value]
+    if isinstance(value, list):
+        return [planning_json(v) for v in value]
+    return value
+
+
+def rows_json(frame: pd.DataFrame) -> list[dict]:
+    return [{k: planning_json(r[k]) for k in ROW_KEYS if k in r.index} for _, r in frame.iterrows()]
+
+
+def _money(v) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"${v:,.0f}"
+
+
+def format_budget(result: dict) -> str:
+    """The budget answer as text: each workload's cheapest system; every price's date and source
+    listed once at the end."""
+    st = result["settings"]
+    lines = [f"budget {_money(st['budget_usd'])} ({st['mode']}), card prices: {st['condition']}, "
+             f"headroom {st['headroom']:.0%} of each GPU kept free"]
+    rows = result["rows"]
+    sources: dict[str, str] = {}
+    if rows.empty:
+        lines.append("nothing fits within this budget")
+    for _, r in rows.iterrows():
+        speed = (f"{r['train_days']:.1f} days per 1e9 tokens" if np.isfinite(r["train_days"])
+                 else f"{r['tokens_per_s']:.1f} tokens/s" if np.isfinite(r["tokens_per_s"]) else "")
+        nodes = f"{int(r['nodes'])} nodes x {int(r['gpus_per_node'])} GPUs" if r["nodes"] > 1 else "1 node"
+        if st["mode"] == "buy":
+            cost = (f"{_money(r['cost_usd'])} = {int(r['gpus'])} x {_money(r['price_usd_per_card'])} {r['condition']} "
+                    f"[{r['price_date']}] + {r['host_class']} host {_money(r['host_usd'])} [{r['host_date']}]"
+                    + (f" + network {_money(r['network_usd'])}" if r["network_usd"] > 0 else ""))
+            sources[f"{r['gpu']} {r['condition']} [{r['price_date']}]"] = r["price_source"]
+            sources[f"host {r['host_class']} [{r['host_date']}]"] = r["host_source"]
+        else:
+            cost = f"{_money(r['cost_usd'])} at {_money(r['cloud_usd_per_hour'])}/GPU-hour [{r['cloud_date']}]"
+            sources[f"{r['gpu']} cloud [{r['cloud_date']}]"] = r["cloud_source"]
+        lines.append(f"  {r['model']}:{r['workload']}: {int(r['gpus'])}x {r['gpu_name']} ({nodes}) {cost}; "
+                     f"{r['memory_used_fraction']:.0%} of each card; {speed}")
+    if len(result["unlocks"]):
+        nxt = result["unlocks"].sort_values("cost_usd").iloc[0]
+        lines.append(f"a bigger budget: {nxt['model']}:{nxt['workload']} from {_money(nxt['cost_usd'])} "
+                     f"({int(nxt['gpus'])}x {nxt['gpu_name']}); {len(result['unlocks'])} more above this budget")
+    if result["out_of_reach"]:
+        lines.append("no configuration within the GPU limit: "
+                     + ", ".join(f"{p['model']}:{p['workload']}" for p in result["out_of_reach"]))
+    if st.get("one_purchase"):
+        p = result.get("purchase")
+        if p is None:
+            lines.append("one purchase: no single system covers every workload within the budget")
+        else:
+            lines.append(f"one purchase: {p['gpus']}x {p['gpu_name']} ({p['nodes']} node(s), {p['condition']}) "
+                         f"{_money(p['cost_usd'])} = cards {_money(p['gpu_cost_usd'])} [{p['price_date']}] + "
+                         f"{p['host_class']} host {_money(p['host_usd'])} [{p['host_date']}] + network "
+                         f"{_money(p['network_usd'])}; covers {', '.join(p['covers'])}")
+            for w in p["workloads"]:
+                lines.append(f"    {w['model']}:{w['workload']} on {w['gpus']} of them, "
+                             f"{w['memory_used_fraction']:.0%} of each card")
+            sources[f"{p['gpu']} {p['condition']} [{p['price_date']}]"] = p["price_source"]
+            sources[f"host {p['host_class']} [{p['host_date']}]"] = p["host_source"]
+    if sources:
+        lines.append("sources:")
+        lines += [f"  {k}: {v}" for k, v in sources.items()]
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""Compatibility rules (issue 14): data in catalog/gpus.yaml, applied by engine/compat.py;
+an incompatible combination is never a fit, on the CLI or in the planner's configurations."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import yaml
+
+from catalog import default_catalog
+from engine.compat import check
+from engine.scenarios import DEFAULTS
+from planner import planning
+from tests.conftest import ROOT
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+GPUS = pd.DataFrame({"id": ["old", "new", "mac"], "vendor": ["nvidia", "nvidia", "apple"],
+                     "architecture": ["volta", "ampere", "apple-m3"]})
+RULES = pd.DataFrame([
+    {"id": "bf16", "columns": "precision", "values": "bf16", "multi_gpu": False, "architectures": "volta",
+     "vendors": "", "severity": "incompatible", "note": "no bf16"},
+    {"id": "multi", "columns": "", "values": "", "multi_gpu": True, "architectures": "", "vendors": "apple",
+     "severity": "incompatible", "note": "one device"},
+    {"id": "hint", "columns": "task", "values": "train", "multi_gpu": False, "architectures": "volta",
+     "vendors": "", "severity": "note", "note": "slower attention"},
+])
+
+
+def test_check_applies_each_rule_to_its_rows_only():
+    frame = pd.DataFrame({"gpu": ["old", "old", "new", "mac", "mac", "nowhere"],
+                          "precision": ["bf16", "fp16", "bf16", "bf16", "bf16", "bf16"],
+                          "task": ["train", "infer", "train", "infer", "infer", "train"],
+                          "gpus": [1, 1, 1, 1, 2, 1]})
+    out = check(frame, GPUS, RULES)
+    assert out["compatible"].tolist() == [False, True, True, True, False, True]
+    assert out["compatibility_notes"].iloc[0] == ["incompatible: no bf16", "note: slower attention"]
+    assert out["compatibility_notes"].iloc[1] == []
+    assert out["compatibility_notes"].iloc[4] == ["incompatible: one device"]
+
+
+def test_every_shipped_rule_has_a_source_and_a_date_and_every_gpu_an_architecture():
+    doc = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+    assert len(doc["compatibility"]) >= 4
+    for rule in doc["compatibility"]:
+        assert rule["source"].strip() and rule["date"], rule["id"]
+    for g in doc["gpus"]:
+        assert g.get("architecture"), g["id"]
+
+
+def test_cli_bf16_on_v100_is_not_compatible_and_never_fits():
+    code, out, err = run("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "bf16",
+                         "--gpu", "v100-32gb", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["compatible"] is False and data["fits"] is False
+    assert any("bf16" in n for n in data["compatibility_notes"])
+    code, out, err = run("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "amp_fp16",
+                         "--gpu", "v100-32gb", "--json")
+    data = json.loads(out)
+    assert data["compatible"] is True  # fp16 is what a V100 runs; only notes remain
+    code, out, err = run("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "bf16",
+                         "--gpu", "rtx-3090", "--json")
+    data = json.loads(out)
+    assert data["compatible"] is True and data["compatibility_notes"] == []
+
+
+def test_cli_text_says_why_not_compatible():
+    code, out, err = run("estimate", "--model", "llama-2-70b", "--task", "infer", "--precision", "int8",
+                         "--gpu", "apple-m3-ultra-512gb")
+    assert code == 0, err
+    assert "NOT COMPATIBLE" in out and "bitsandbytes" in out
+
+
+def test_planner_never_offers_an_incompatible_configuration():
+    cat = default_catalog()
+    frame = planning.expand(dict(task="train", method="qlora", precision="bf16", grad_checkpointing=True),
+                            model=["llama-3.2-1b"], gpu=["apple-m3-ultra-512gb", "rtx-3090"])
+    conf = planning.configurations(frame, cat.models(), cat.gpus())
+    mac, nv = conf.iloc[0], conf.iloc[1]
+    assert not mac["compatible"] and not mac["fits_within"] and mac["label"] == "✗ incompatible"
+    assert mac["memory_used_fraction"] < 0.5  # memory alone would have fitted: the rule refuses it
+    assert nv["compatible"] and nv["fits_within"]
+
+
+def test_headroom_default_is_ten_percent_on_the_library_and_the_cli():
+    assert DEFAULTS["headroom"] == 0.1
+    code, out, err = run("estimate", "--model", "llama-2-7b", "--task", "infer", "--gpu", "rtx-4090", "--json")
+    assert json.loads(out)["headroom"] == 0.1
+    code, out, err = run("estimate", "--model", "llama-2-7b", "--task", "infer", "--gpu", "rtx-4090",
+                         "--headroom", "0", "--json")
+    assert json.loads(out)["headroom"] == 0

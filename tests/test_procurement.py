@@ -1,0 +1,146 @@
+"""Procurement (issue 14): systems a buyer can order (cards + host per node + network), dated
+prices, new/used, and one purchase for several workloads. Expected costs are recomputed here
+from the YAML figures, not from the code under test."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from catalog import default_catalog
+from planner import procurement
+from tests.conftest import ROOT
+
+DOC = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+GPU = {g["id"]: g for g in DOC["gpus"]}
+HOST = {h["id"]: h for h in DOC["hosts"]}
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def budget(*args):
+    code, out, err = run("budget", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_two_thousand_dollars_buys_one_used_24gb_card_in_a_desktop():
+    data = budget("--budget", "2000", "--workloads", "llama-3-8b:lora", "--one-purchase")
+    p = data["purchase"]
+    assert p["gpus"] == 1 and p["nodes"] == 1 and p["condition"] == "used"
+    card = GPU[p["gpu"]]
+    assert card["memory_gb"] == 24
+    assert p["cost_usd"] == card["price_used_usd"] + HOST["desktop"]["usd_per_node"] <= 2000
+    assert p["price_date"] == card["price_used_date"] and p["price_source"] == card["price_used_source"]
+    assert p["host_date"] == HOST["desktop"]["date"] and p["host_source"]
+    assert p["covers"] == ["llama-3-8b:lora"]
+
+
+def test_sixty_thousand_dollars_one_system_for_three_workloads():
+    data = budget("--budget", "60000", "--workloads", "llama-3-70b:qlora,llama-3-8b:full,llama-3-70b:infer-int4",
+                  "--one-purchase")
+    p = data["purchase"]
+    assert p is not None
+    assert p["covers"] == ["llama-3-70b:qlora", "llama-3-8b:full", "llama-3-70b:infer-int4"]
+    card = GPU[p["gpu"]]
+    price = card["price_usd"] if p["condition"] == "new" else card["price_used_usd"]
+    nodes = math.ceil(p["gpus"] / card["max_per_node"])
+    assert p["nodes"] == nodes
+    expected = p["gpus"] * price + nodes * HOST[p["host_class"]]["usd_per_node"] + p["network_usd"]
+    assert p["cost_usd"] == pytest.approx(expected) and p["cost_usd"] <= 60000
+    assert {(w["model"], w["workload"]) for w in p["workloads"]} == {
+        ("llama-3-70b", "qlora"), ("llama-3-8b", "full"), ("llama-3-70b", "infer-int4")}
+    assert all(w["gpus"] <= p["gpus"] and w["memory_used_fraction"] <= 0.9 for w in p["workloads"])
+
+
+def test_every_row_a_buyer_sees_has_dated_sourced_prices_and_systems():
+    data = budget("--budget", "10000", "--workloads", "llama-3-8b:qlora,llama-3-8b:full,llama-2-13b:infer-bf16")
+    assert data["rows"], data
+    for r in data["rows"] + data["unlocks"]:
+        for key in ("model", "workload", "gpu", "gpus", "nodes", "gpus_per_node", "cost_usd",
+                    "memory_used_fraction", "price_date", "price_source", "host_date", "host_source"):
+            assert r[key] not in (None, ""), (key, r)
+        assert r["memory_used_fraction"] <= 0.9  # the 10% headroom
+        assert r["gpus_per_node"] <= GPU[r["gpu"]]["max_per_node"]
+        assert ("train_days" in r) and ("tokens_per_s" in r)
+    assert all(r["cost_usd"] <= 10000 for r in data["rows"])
+    assert data["settings"]["headroom"] == 0.1
+
+
+def test_condition_new_uses_list_prices_only():
+    data = budget("--budget", "2000", "--workloads", "llama-3-8b:infer-int4", "--condition", "new")
+    r = data["rows"][0]
+    assert r["condition"] == "new" and r["price_usd_per_card"] == GPU[r["gpu"]]["price_usd"]
+    assert r["price_date"] == GPU[r["gpu"]]["price_date"]
+
+
+def test_multi_node_plans_add_hosts_and_network():
+    cat = default_catalog()
+    configs = pd.DataFrame({"gpu": ["h100-sxm-80gb", "h100-sxm-80gb", "h100-sxm-80gb"], "gpus": [8, 16, 24]})
+    out = procurement.system_costs(configs, cat.gpus(), cat.hosts(), "new")
+    net, host, card = HOST["multi-node-network"], HOST["gpu-server"], GPU["h100-sxm-80gb"]["price_usd"]
+    assert out["nodes"].tolist() == [1, 2, 3]
+    assert out["network_usd"].tolist() == [0, 2 * net["usd_per_node"], 3 * net["usd_per_node"] + net["usd_fixed"]]
+    assert out["cost_usd"].iloc[1] == 16 * card + 2 * host["usd_per_node"] + 2 * net["usd_per_node"]
+
+
+def test_unknown_prices_are_never_free():
+    cat = default_catalog()
+    configs = pd.DataFrame({"gpu": ["gh200-96gb", "rtx-4090"], "gpus": [1, 1]})
+    out = procurement.system_costs(configs, cat.gpus(), cat.hosts(), "used")
+    assert np.isnan(out["cost_usd"]).all()  # no GH200 price, no used 4090 quote: unknown, not $0
+
+
+def test_incompatible_combinations_are_never_recommended():
+    cat = default_catalog()
+    result = procurement.plan_budget(cat.models(), cat.gpus(), cat.hosts(), 1e6,
+                                     workloads="llama-3.2-1b:full,llama-3.2-1b:qlora",
+                                     gpu_ids=["v100-32gb", "apple-m3-ultra-512gb", "apple-m3-ultra-96gb"],
+                                     one_purchase=True)
+    # bf16 on Volta, bitsandbytes on Apple: neither is offered at any price
+    assert not ((result["rows"]["gpu"] == "v100-32gb") & (result["rows"]["workload"] == "full")).any()
+    rows = result["rows"].astype({"gpu": str})
+    assert not (rows["gpu"].str.startswith("apple") & (rows["workload"] == "qlora")).any()
+    assert (rows["workload"] == "full").any()  # full fine-tuning in bf16 is fine on a Mac: offered
+
+
+def test_deadline_refuses_slow_training():
+    data = budget("--budget", "2000", "--workloads", "llama-3-8b:qlora", "--deadline-days", "1")
+    assert data["rows"] == []
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--budget", "1000", "--workloads", "llama-3-8b"), "model:workload"),
+    (("--budget", "1000", "--workloads", "llama-3-8b:dance"), "workload 'dance'"),
+    (("--budget", "1000", "--workloads", "nope:qlora"), "not in the catalog"),
+    (("--budget", "1000", "--mode", "cloud_job"), "--hours"),
+    (("--budget", "-5"), "budget"),
+    (("--budget", "1000", "--condition", "refurbished"), "condition"),
+])
+def test_bad_budget_input_exits_2_with_one_line(args, fragment):
+    code, out, err = run("budget", *args)
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+
+
+def test_catalog_json_prints_the_records_with_dated_prices():
+    code, out, err = run("catalog", "gpus", "--json")
+    assert code == 0, err
+    gpus = {g["id"]: g for g in json.loads(out)}
+    for key in ("price_usd", "price_date", "price_source", "price_used_usd", "price_used_date", "price_used_source",
+                "cloud_usd_per_hour", "cloud_date", "cloud_source", "form_factor", "max_per_node",
+                "node_interconnect", "host_class", "architecture"):
+        assert key in gpus["rtx-3090"], key
+    assert gpus["rtx-3090"]["price_used_usd"] == GPU["rtx-3090"]["price_used_usd"]
+    code, out, err = run("catalog", "models", "--json")
+    models = json.loads(out)
+    assert {"id", "params", "source", "release_date"} <= set(models[0])
+    code, out, err = run("catalog", "hosts", "--json")
+    assert {h["id"] for h in json.loads(out)} == set(HOST)
