@@ -21,7 +21,7 @@ from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, ch
 from engine import rules
 from engine.estimate import estimate
 from engine.scenarios import normalize
-from planner import planning
+from planner import planning, procurement
 from planner.evidence import evidence_table
 
 @st.cache_resource
@@ -35,7 +35,8 @@ def _shipped_frames() -> dict[str, pd.DataFrame]:
     """Read once per process and shared by every session (st.cache_data would unpickle a copy
     of all four frames at each of the many calls of a page run)."""
     cat = catalog()
-    return {"models": cat.models(), "gpus": cat.gpus(), "references": cat.references(), "aliases": cat.aliases()}
+    return {"models": cat.models(), "gpus": cat.gpus(), "references": cat.references(), "aliases": cat.aliases(),
+            "hosts": cat.hosts(), "compatibility": cat.compatibility()}
 
 
 def shipped(name: str) -> pd.DataFrame:
@@ -123,6 +124,15 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
                  max_gpus: int) -> pd.DataFrame:
     """planning.cost_per_fit over configurations(...)."""
     return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus))
+
+
+@st.cache_data(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
+def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
+                workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
+                headroom: float) -> dict:
+    """planning/procurement.plan_budget: the function `python -m engine budget` calls."""
+    return procurement.plan_budget(models, gpus, shipped("hosts"), budget, mode, hours, workloads, deadline_days,
+                                   one_purchase, condition, max_gpus, headroom, shipped("compatibility"))
 
 
 @st.cache_data(max_entries=24, show_spinner=False)

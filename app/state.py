@@ -59,6 +59,10 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("headroom_pct", round(DEFAULTS["headroom"] * 100), "int", low=0, high=50),
     Field("allow_long_context", False, "bool"),
     Field("units", "GiB", "choice", ("GiB", "GB")),
+    # the Budget page's budget (whole dollars) and mode, so that a shared link reproduces it
+    Field("budget", 10_000, "int", low=0, high=10**10),
+    Field("budget_mode", "buy", "choice", ("buy", "cloud_hour", "cloud_job")),
+    Field("condition", "either", "choice", ("either", "new", "used")),
 )}
 
 
@@ -147,6 +151,11 @@ def _write_query_params(settings: dict) -> None:
     current = {k: st.query_params.get(k) for k in st.query_params.keys()}
     if current != params:
         st.query_params.from_dict(params)
+
+
+def sync_url() -> None:
+    """Write the settings to the URL now (a page that changed a setting below the sidebar)."""
+    _write_query_params(store())
 
 
 def _widget(key: str, make, options: list | None = None):

@@ -7,7 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import data, state
 from app.labels import md_escape
+from planner import procurement
 
 c.ensure_frame()
 from planner import planning
@@ -22,7 +24,11 @@ c.page_header("Budget planner", "Every model × workload your budget can run, ea
               "(GPU type × count), and what a bit more budget would unlock. The workloads use the sidebar's "
               "settings (batch, sequence, precision, ZeRO stage, …).")
 
-st.session_state.setdefault("bp_budget", 10_000.0)
+# the budget and its mode live in the shared settings (and so in the URL); the widgets start from them
+if "bp_budget" not in st.session_state:
+    st.session_state["bp_budget"] = float(s["budget"])
+if "bp_mode" not in st.session_state:
+    st.session_state["bp_mode"] = s["budget_mode"]
 
 
 def _preset():
@@ -44,7 +50,8 @@ with st.container(border=True):
         budget = b1.number_input("Budget ($ per hour, all GPUs)", min_value=0.0, value=10.0, step=1.0, key="bp_hourly")
     else:
         budget = b1.number_input("Budget ($)", min_value=0.0, step=1_000.0, format="%.0f", key="bp_budget",
-                                 help="GPU prices only: host, chassis, network and power are extra." if mode == "buy" else None)
+                                 help="The systems below count cards, a host per node (chassis, CPU, RAM, PSU) and the network; "
+                                      "the tables further down count GPU prices only." if mode == "buy" else None)
         if mode == "cloud_job":
             hours = b2.number_input("Hours the job runs", min_value=0.5, value=24.0, step=1.0, key="bp_hours")
     stretch = b3.slider("'A bit more' means up to (+%)", 10, 200, 50, step=10, key="bp_stretch")
@@ -53,10 +60,67 @@ with st.container(border=True):
     max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="bp_max_gpus")
     shown_gpus = c.gpu_filter(gpus, "bp")
 
+s["budget_mode"] = mode
+if mode != "cloud_hour":
+    s["budget"] = int(round(budget))
+state.sync_url()
+
 c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))
 if not chosen or shown_gpus.empty:
     st.info("Choose at least one workload and one GPU to plan.")
     st.stop()
+
+# ---- systems a buyer can order: planner/procurement.plan_budget, as `python -m engine budget` ----
+st.markdown("#### Systems you can order")
+o1, o2, o3 = st.columns([1, 2, 1])
+condition = o1.radio("Card prices", list(procurement.CONDITIONS)[::-1], key="bp_condition", horizontal=True,
+                     index=list(procurement.CONDITIONS)[::-1].index(s["condition"]),
+                     help="new: list prices; used: used-market quotes; either: the cheaper known price. "
+                          "Each price shows its date and source.")
+s["condition"] = condition
+state.sync_url()
+pair_options = [f"{m}:{w}" for m in models["id"] for w in procurement.WORKLOADS]
+pairs = o2.multiselect("Workloads (model:workload)", pair_options, key="bp_pairs",
+                       default=[p for p in ("llama-3-8b:qlora", "llama-3-8b:infer-int4") if p in pair_options])
+deadline = o3.number_input("Training deadline (days, 0 = none)", min_value=0.0, value=0.0, step=1.0, key="bp_deadline",
+                           help="Per 1e9 training tokens, at the engine's speed model.")
+one = st.checkbox("One purchase for all of them", value=True, key="bp_one")
+if pairs:
+    sysres = c.guard(data.plan_budget, models[models["id"].isin({p.split(":")[0] for p in pairs})], shown_gpus,
+                     float(budget), mode, hours, ",".join(pairs), float(deadline) or None, bool(one), condition,
+                     int(max_gpus), s["headroom_pct"] / 100.0)
+    st.caption(f"Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). Incompatible combinations "
+               "(bf16 before Ampere, bitsandbytes on Apple, several Macs, ...) are never offered.")
+    p = sysres["purchase"]
+    if one and p is not None:
+        st.success(f"One purchase: {p['gpus']}× {md_escape(p['gpu_name'])} in {p['nodes']} node(s), "
+                   f"{c.fmt_usd(p['cost_usd'], 0)} = cards {c.fmt_usd(p['gpu_cost_usd'], 0)} ({p['condition']}, "
+                   f"price of {p['price_date']}) + {p['host_class']} host {c.fmt_usd(p['host_usd'], 0)} "
+                   f"(price of {p['host_date']}) + network {c.fmt_usd(p['network_usd'], 0)}. "
+                   f"Covers {md_escape(', '.join(p['covers']))}.")
+    elif one:
+        st.warning("No single system covers every chosen workload within this budget.")
+    rows = sysres["rows"]
+    if rows.empty:
+        st.info("No system runs these workloads within this budget.")
+    else:
+        sview = pd.DataFrame({
+            "Model": rows["model"].astype(str).map(c.display_names(models)), "Workload": rows["workload"],
+            "GPU": rows["gpu"].astype(str).map(c.display_names(gpus, short=True)), "GPUs": rows["gpus"].astype(int),
+            "Nodes": rows["nodes"].astype(int), "Total ($)": rows["cost_usd"].astype(float).round(0),
+            "Card ($)": rows["price_usd_per_card"].astype(float).round(0), "Condition": rows["condition"],
+            "Price date": rows["price_date"], "Price source": rows["price_source"],
+            "Host ($)": rows["host_usd"].astype(float).round(0), "Host price date": rows["host_date"],
+            "Host source": rows["host_source"], "Network ($)": rows["network_usd"].astype(float).round(0),
+            "Memory used (%)": np.round(rows["memory_used_fraction"].astype(float) * 100, 1),
+            "Training days (1e9 tokens)": rows["train_days"].astype(float).round(1),
+            "Tokens/s": rows["tokens_per_s"].astype(float).round(1),
+        })
+        c.table(sview, "budget_systems", c.csv_settings(page="budget systems", budget=budget, budget_mode=mode,
+                                                         condition=condition, workloads=",".join(pairs)),
+                formats={"Total ($)": "dollar", "Card ($)": "dollar", "Host ($)": "dollar", "Network ($)": "dollar",
+                         "Memory used (%)": "%.1f%%"})
+st.markdown("#### Every model × workload, GPUs only")
 
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
 conf = c.guard(c.configurations, *sweep)

@@ -324,7 +324,7 @@ def cmd_estimate(args) -> int:
     if speed:
         print(speed)
     if args.what_if:
-        print("what if (each change estimated on this GPU; ranked: fits first, fewest GPUs, least impact):")
+        print("what if (each change estimated on this GPU; ranked: fits first, fewest GPUs, most memory saved, least impact):")
         print(format_what_if(changes))
     elif changes is not None:
         fitting = changes[(changes["rank"] > 0) & changes["fits"].fillna(False).astype(bool)]

@@ -439,8 +439,9 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     Each variant is estimated as configured and, in the same call, sharded over two or more
     GPUs (ZeRO-3 for training; inference solves its tensor-parallel degree anyway), which gives
     `gpus_to_fit`: its own GPU count when it fits, else the smallest count that holds it.
-    Row 0 is the baseline; the others are ranked: those that fit first (fewer GPUs, then those
-    that save memory, lower impact, lower peak), then the rest by the same keys.
+    Row 0 is the baseline; the others are ranked: those that fit first (fewer GPUs, then the
+    most memory saved, then lower impact), then the rest by the same keys. Changes that add
+    memory per GPU are left out (they never make a workload fit).
 
     Columns: rank (0 = baseline), change, overrides (text), impact, impact_label, tradeoff,
     gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
@@ -470,12 +471,17 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     res.insert(3, "impact_label", ["—"] + [IMPACT_LABELS[v[2]] for v in variants])
     res.insert(4, "tradeoff", ["—"] + [v[3] for v in variants])
     res["saved_bytes"] = res["peak_bytes"].iloc[0] - res["peak_bytes"]
-    # a change that saves nothing at the peak (e.g. fused AdamW when the optimizer step is not
-    # the peak phase) goes after the ones that do
+    # a change that adds memory per GPU (e.g. ZeRO-3 + offload on one GPU, whose gathers and
+    # pinned buffers cost more than they save there) is no way to make a workload fit: left out
+    adds = (res["saved_bytes"].to_numpy(dtype=float) < 0) & (np.arange(k) > 0)
+    if adds.any():
+        res, fits = res[~adds].reset_index(drop=True), fits[~adds]
+    # ranked: fits first, on the fewest GPUs, then by memory saved (most first: QLoRA's 10 GiB
+    # before 8-bit AdamW's 0.02 GiB), then the lower impact; changes that save nothing go last
     key = pd.DataFrame({"nofit": ~fits, "gpus": res["gpus_to_fit"], "no_effect": res["saved_bytes"] <= 0,
-                        "impact": res["impact"], "peak": res["memory_used_fraction"]})
-    key.iloc[0] = [False, -1.0, False, -1, -np.inf]  # the baseline stays first
-    order = key.sort_values(["nofit", "gpus", "no_effect", "impact", "peak"], kind="stable").index
+                        "saved": -res["saved_bytes"].astype(float), "impact": res["impact"]})
+    key.iloc[0] = [False, -1.0, False, -np.inf, -1]  # the baseline stays first
+    order = key.sort_values(["nofit", "gpus", "no_effect", "saved", "impact"], kind="stable").index
     res = res.loc[order].reset_index(drop=True)
     res.insert(0, "rank", np.arange(len(res)))
     return res

@@ -328,3 +328,21 @@ def test_configurations_name_a_bad_value(models, gpus, row, words):
         assert word in str(err.value)
     with pytest.raises(ValueError, match="max_gpus 0"):
         planning.configurations(pd.DataFrame([{"model": "llama-2-7b", "gpu": "a10"}]), models, gpus, max_gpus=0)
+
+
+def test_what_if_ranks_by_memory_saved_and_never_lists_a_change_that_adds_memory(models, gpus):
+    # issue 14: 8-bit AdamW (saves ~0.02 GiB) was ranked above QLoRA (saves ~10 GiB); ZeRO-3 +
+    # offload on one GPU was listed with a negative "saved"
+    for gpu in ("rtx-3060-12gb", "rtx-4090", "a100-80gb-sxm"):
+        for method in ("lora", "full"):
+            base = {"model": "llama-3-8b", "gpu": gpu, "gpus": 1, "task": "train", "method": method,
+                    "precision": "bf16", "grad_checkpointing": True}
+            res = planning.what_if(base, models, gpus).iloc[1:]
+            assert (res["saved_bytes"] >= 0).all(), res[["change", "saved_bytes"]]
+            for _, group in res[res["saved_bytes"] > 0].groupby([res["fits"].astype(bool), res["gpus_to_fit"]]):
+                saved = group["saved_bytes"].to_numpy()
+                assert (np.diff(saved) <= 0).all(), group[["change", "saved_bytes"]]
+    base = {"model": "llama-3-8b", "gpu": "rtx-3060-12gb", "gpus": 1, "task": "train", "method": "lora",
+            "precision": "bf16", "grad_checkpointing": True}
+    res = planning.what_if(base, models, gpus).set_index("change")
+    assert res.loc["QLoRA r=8 (4-bit NF4 base)", "rank"] < res.loc["8-bit AdamW (bitsandbytes)", "rank"]
