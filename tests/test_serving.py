@@ -1,0 +1,292 @@
+"""Serving capacity and speed (issue 16): each engine's memory model against its source and
+its logs, the llama.cpp layer split, the Apple GPU share, the speed model against published
+runs (fit rows reproduce the constants; held-out rows carry the accuracy), the `serve` CLI
+contract, and the docs table that cannot drift from its generator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from catalog import default_catalog
+from catalog.schema import CatalogError
+from catalog.serving_data import load_measurements
+from engine import serving as S
+from planner.serving import SERVE_JSON_KEYS, capacity_curve, cheapest
+from tests.conftest import ROOT
+
+GIB = 2**30
+MIB = 2**20
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import serving_accuracy  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cat():
+    c = default_catalog()
+    return c.models(), c.gpus()
+
+
+def one(cat, **request):
+    models, gpus = cat
+    return S.serve(pd.DataFrame([request]), models, gpus).iloc[0]
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", "serve", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+# --- vLLM ---------------------------------------------------------------------------------
+
+def test_vllm_kv_budget_llama3_8b_a100_40gb_follows_determine_available_memory(cat):
+    """gpu_worker.py: total x utilization - (weights + activation peak + non-torch). Every term by
+    hand: bf16 weights of 8,030,261,248 parameters; the profile run over 2,048 tokens (an A100
+    gets the small defaults, arg_utils.get_batch_defaults) of gate+up+product (3 x 14,336),
+    q/k/v ((32 + 2 x 8) x 128) and four 4,096 buffers at 2 bytes, plus the sampler's two fp32
+    copies of 256 x 128,256 logits; the CUDA context (430 MiB) and cuBLAS workspace (32 MiB)."""
+    row = one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
+              gpu_memory_utilization=0.9)
+    total = 40 * GIB  # the catalog's usable bytes of an A100 40GB (nvidia-smi 40,960 MiB)
+    weights = 8_030_261_248 * 2
+    activation = 2048 * 2 * (3 * 14336 + 48 * 128 + 4 * 4096) + 256 * 128256 * 4 * 2
+    non_torch = 430 * MIB + 32 * MIB
+    assert row["activation_peak_bytes"] == activation
+    assert row["kv_cache_bytes_available"] == pytest.approx(0.9 * total - weights - activation - non_torch, rel=1e-12)
+    # vLLM logs "Maximum concurrency for 8,192 tokens per request": blocks x 16 / 8,192
+    per_token = 2 * 32 * 8 * 128 * 2
+    blocks = np.floor(row["kv_cache_bytes_available"] / (16 * per_token))
+    assert row["max_concurrency"] == blocks * 16 / 8192
+
+
+def test_vllm_kv_budget_a100_40gb_within_15_percent_of_the_logged_overheads(cat):
+    """A budget built from what vLLM logged for the same model (PR #10511: weights 14.96 GiB,
+    non-torch 1.79 GiB, activation peak 1.26 GiB at 8,192 batched tokens, the largest terms
+    seen) on the 39.39 GiB cudaMemGetInfo reports for an A100 40GB, at 0.9."""
+    logged_like = 0.9 * 39.39 - 14.96 - 1.79 - 1.26
+    row = one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
+              gpu_memory_utilization=0.9, max_num_batched_tokens=8192)
+    assert row["kv_cache_bytes_available"] / GIB == pytest.approx(logged_like, rel=0.15)
+
+
+def test_vllm_kv_budget_matches_the_h100_startup_log_of_pr_10511():
+    meas = load_measurements()
+    rows = meas[meas["metric"] == "kv_cache_available_gib"]
+    ours = serving_accuracy.vllm_kv_gib(rows)
+    assert ours == pytest.approx(rows["value"].to_numpy(float), rel=0.15)  # logged 53.29 GiB
+    # and the activation peak term alone against the logged 1.26 GiB
+    row = rows.iloc[0]
+    act = 8192 * 2 * (3 * 14336 + 48 * 128 + 4 * 4096) + 256 * 128256 * 8
+    assert act / GIB == pytest.approx(row["logged_activation_gib"], rel=0.05)
+
+
+def test_vllm_large_cards_get_the_large_batch_defaults_but_a100_80gb_does_not(cat):
+    h100 = one(cat, model="llama-3-8b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192)
+    a100 = one(cat, model="llama-3-8b", gpu="a100-80gb-sxm", engine="vllm", precision="bf16", max_model_len=8192)
+    assert (h100["max_num_batched_tokens"], h100["max_num_seqs"]) == (8192, 1024)
+    assert (a100["max_num_batched_tokens"], a100["max_num_seqs"]) == (2048, 256)
+
+
+def test_tensor_parallel_splits_weights_and_kv_heads(cat):
+    one_gpu = one(cat, model="llama-3-70b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192)
+    four = one(cat, model="llama-3-70b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192, gpus=4)
+    assert not one_gpu["fits"]  # 131 GiB of weights on one 80 GB card
+    assert four["fits"] and four["weights_gpu_bytes"] == pytest.approx(one_gpu["weights_bytes"] / 4)
+    assert four["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 / 4  # 8 KV heads over 4 GPUs
+
+
+# --- llama.cpp / Ollama -------------------------------------------------------------------
+
+def test_llamacpp_70b_q4_k_m_on_24gb_puts_about_half_the_layers_on_the_gpu(cat):
+    row = one(cat, model="llama-3-70b", gpu="rtx-4090", engine="llama.cpp", precision="q4_k_m", max_model_len=8192)
+    assert 32 <= row["gpu_layers"] <= 48  # of 80
+    assert row["gpu_memory_used_bytes"] <= row["usable_bytes"] - S.FIT_MARGIN_BYTES
+    # the rest is read from host RAM every token: a few tokens per second, not GPU speed
+    assert 1.0 < row["decode_tokens_per_s"] < 6.0
+    assert row["host_ram_bytes"] > 15 * GIB
+    assert f"-ngl {int(row['gpu_layers'])} -c 8192" in row["command"]
+
+
+def test_llamacpp_all_layers_fit_includes_the_output_layer(cat):
+    row = one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="q4_0", max_model_len=4096)
+    assert row["gpu_layers"] == 33  # 32 repeating layers + output, as -ngl 33
+    assert row["kv_cache_bytes_available"] == 2 * 32 * 32 * 128 * 2 * 4096  # fp16 K and V of 4,096 tokens
+
+
+def test_llamacpp_asked_layers_are_kept_and_more_layers_run_faster(cat):
+    models, gpus = cat
+    req = pd.DataFrame({"model": "llama-3-70b", "gpu": "rtx-4090", "engine": "llama.cpp", "precision": "q4_k_m",
+                        "max_model_len": 4096, "gpu_layers": [0, 20, 40]})
+    out = S.serve(req, models, gpus)
+    assert list(out["gpu_layers"]) == [0, 20, 40]
+    assert out["decode_tokens_per_s"].is_monotonic_increasing
+    assert out["host_ram_bytes"].is_monotonic_decreasing
+
+
+def test_llamacpp_rejects_non_gguf_precision(cat):
+    with pytest.raises(ValueError, match="precision 'bf16' is not accepted for llama.cpp"):
+        one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="bf16", max_model_len=4096)
+
+
+# --- Apple ----------------------------------------------------------------------------------
+
+def test_apple_gpu_share_is_three_quarters_on_large_machines_two_thirds_on_small():
+    assert list(S.apple_gpu_share([16, 36, 64, 512])) == [2 / 3, 2 / 3, 0.75, 0.75]
+
+
+def test_apple_usable_memory_is_the_gpu_share_of_unified_memory(cat):
+    row = one(cat, model="llama-3-8b", gpu="apple-m3-ultra-96gb", engine="ollama", precision="q4_k_m", max_model_len=8192)
+    assert row["usable_bytes"] == 0.75 * 96 * GIB
+    assert row["non_torch_bytes"] == 0  # no CUDA context on Metal
+
+
+# --- speed ----------------------------------------------------------------------------------
+
+def test_refitting_on_the_fit_rows_gives_the_engine_constants():
+    fitted = serving_accuracy.fit(load_measurements())
+    assert S.DECODE_EFFICIENCY[("gguf", "nvidia")] == pytest.approx(fitted["efficiency_nvidia"], rel=0.01)
+    assert S.LAYER_OVERHEAD_S["llama.cpp"] == pytest.approx(fitted["layer_overhead_s"], rel=0.01)
+    assert S.GGUF_BANDWIDTH_CAP == pytest.approx(fitted["bandwidth_cap"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("gguf", "amd")] == pytest.approx(fitted["efficiency_amd"], rel=0.01)
+    assert S.PREFILL_MFU["llama.cpp"] == pytest.approx(fitted["prefill_mfu"], rel=0.01)
+
+
+@pytest.mark.parametrize("gpu,published", [("rtx-4090", 190.0), ("h100-sxm-80gb", 280.0)])
+def test_batch1_decode_llama2_7b_q4_0_within_35_percent_of_published_llamacpp(cat, gpu, published):
+    row = one(cat, model="llama-2-7b", gpu=gpu, engine="llama.cpp", precision="q4_0", max_model_len=4096,
+              concurrency=1, prompt_tokens=512, output_tokens=128)
+    assert row["decode_tokens_per_s"] == pytest.approx(published, rel=0.35)
+
+
+def test_large_hbm_cards_do_not_reach_their_bandwidth_at_batch_1(cat):
+    """The cap: an H200 (4.8 TB/s) is not 1.4x an H100 (3.35 TB/s) at batch 1 with llama.cpp."""
+    models, gpus = cat
+    req = pd.DataFrame({"model": "llama-2-7b", "gpu": ["h100-sxm-80gb", "h200-sxm-141gb"], "engine": "llama.cpp",
+                        "precision": "q4_0", "max_model_len": 4096, "concurrency": 1})
+    out = S.serve(req, models, gpus)
+    assert out["decode_tokens_per_s"][1] / out["decode_tokens_per_s"][0] < 1.05
+
+
+def test_held_out_nvidia_decode_rows_of_2025_builds_are_within_35_percent():
+    meas = load_measurements()
+    pred = serving_accuracy.predict(meas)
+    held = (meas["role"] == "holdout") & (meas["metric"] == "decode_tokens_per_s") & meas["era_note"].isna()
+    assert held.sum() >= 3
+    err = (pred[held] / meas["value"][held] - 1).abs()
+    assert (err <= 0.35).all(), meas["id"][held][err > 0.35].tolist()
+
+
+def test_continuous_batching_raises_aggregate_and_lowers_per_user_speed(cat):
+    models, gpus = cat
+    req = pd.DataFrame({"model": "llama-3-8b", "gpu": "h100-sxm-80gb", "engine": "vllm", "precision": "bf16",
+                        "max_model_len": 8192, "concurrency": [1.0, 8.0, 64.0]})
+    out = S.serve(req, models, gpus)
+    assert out["aggregate_tokens_per_s"].is_monotonic_increasing
+    assert out["decode_tokens_per_s"].is_monotonic_decreasing
+    assert np.allclose(out["time_per_output_token_ms"], 1e3 / out["decode_tokens_per_s"], rtol=1e-12)
+
+
+def test_cost_per_million_tokens_is_the_hourly_price_over_tokens_per_hour(cat):
+    row = one(cat, model="llama-3-8b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192,
+              concurrency=16)
+    assert row["usd_per_million_tokens"] == pytest.approx(2.99 / (row["aggregate_tokens_per_s"] * 3600) * 1e6)
+    assert row["price_date"] and row["price_source"]
+
+
+# --- whole columns ------------------------------------------------------------------------
+
+def test_a_frame_of_rows_equals_each_row_alone(cat):
+    models, gpus = cat
+    req = pd.DataFrame([
+        dict(model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192),
+        dict(model="llama-3-70b", gpu="rtx-4090", engine="llama.cpp", precision="q4_k_m", max_model_len=8192),
+        dict(model="llama-3-8b", gpu="l4", engine="transformers", precision="bf16", max_model_len=4096),
+        dict(model="llama-3-70b", gpu="h100-sxm-80gb", engine="sglang", precision="bf16", max_model_len=8192, gpus=4),
+        dict(model="llama-2-7b", gpu="apple-m3-ultra-96gb", engine="ollama", precision="q4_0", max_model_len=4096),
+    ])
+    together = S.serve(req, models, gpus)
+    for i in range(len(req)):
+        alone = S.serve(req.iloc[[i]], models, gpus).iloc[0]
+        for key in ("kv_cache_bytes_available", "max_concurrency", "gpu_layers", "decode_tokens_per_s", "command"):
+            assert together[key][i] == alone[key], (i, key)
+
+
+def test_capacity_curve_falls_with_context(cat):
+    models, gpus = cat
+    curve = capacity_curve("llama-3-8b", ["a100-80gb-sxm", "rtx-4090"], "vllm", "bf16", models, gpus)
+    for _, g in curve.groupby("gpu"):
+        assert g.sort_values("max_model_len")["max_concurrency"].is_monotonic_decreasing
+
+
+def test_cheapest_configuration_meets_the_target_and_is_sorted_by_price(cat):
+    models, gpus = cat
+    out = cheapest("llama-3-8b", users=32, context=8192, tokens_per_s_per_user=20, ttft_s=2.0, models=models, gpus=gpus)
+    assert len(out)
+    assert (out["max_concurrency"] >= 32).all() and (out["decode_tokens_per_s"] >= 20).all() and (out["ttft_s"] <= 2).all()
+    priced = out["usd_per_hour"].dropna()
+    assert priced.is_monotonic_increasing
+
+
+# --- data and docs ------------------------------------------------------------------------
+
+def test_every_measurement_has_a_source_a_date_and_a_role():
+    meas = load_measurements()
+    assert set(meas["role"]) == {"fit", "holdout"}
+    assert (meas["source"].str.len() > 20).all() and meas["date"].notna().all()
+    assert (meas["role"] == "holdout").sum() > (meas["role"] == "fit").sum()
+
+
+def test_a_bad_measurement_field_names_file_entry_and_field(tmp_path):
+    bad = tmp_path / "serving_measurements.yaml"
+    text = (ROOT / "catalog" / "serving_measurements.yaml").read_text(encoding="utf-8")
+    bad.write_text(text.replace("\n    role: fit\n", "\n    role: maybe\n", 1), encoding="utf-8")
+    with pytest.raises(CatalogError, match="lcpp-cuda-rtx4090-llama2-7b-q4-0-tg128.*role"):
+        load_measurements(bad)
+
+
+def test_docs_hold_the_generated_accuracy_table():
+    doc = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    start = doc.index(serving_accuracy.TABLE_BEGIN) + len(serving_accuracy.TABLE_BEGIN)
+    end = doc.index(serving_accuracy.TABLE_END)
+    assert doc[start:end].strip() == serving_accuracy.table().strip(), \
+        "docs/serving.md is stale: paste the output of .venv/bin/python benchmarks/serving_accuracy.py"
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+def test_serve_json_keys_are_the_contract():
+    code, out, err = run("--model", "llama-3-8b", "--gpu", "a100-40gb-sxm", "--engine", "vllm", "--max-model-len", "8192",
+                         "--gpu-memory-utilization", "0.9", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data) == list(SERVE_JSON_KEYS)
+    for key in ("kv_cache_bytes_available", "max_concurrency", "gpu_layers", "decode_tokens_per_s", "host_ram_bytes",
+                "activation_peak_bytes", "non_torch_bytes", "ttft_s", "time_per_output_token_ms",
+                "aggregate_tokens_per_s", "usd_per_million_tokens", "command"):
+        assert key in data
+    assert data["command"].startswith("vllm serve meta-llama/Meta-Llama-3-8B --max-model-len 8192")
+
+
+def test_serve_text_prints_the_command_to_run():
+    code, out, err = run("--model", "llama-3-70b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--max-model-len", "8192")
+    assert code == 0, err
+    assert "run it: llama-server -m llama-3-70b-Q4_K_M.gguf -ngl" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--engine", "tgi"), "engine 'tgi' is not accepted; accepted: vllm, sglang, llama.cpp, ollama, transformers"),
+    (("--engine", "llama.cpp", "--gpu-layers", "many"), "gpu-layers 'many' is not a number; accepted: a whole number >= 0 or auto"),
+    (("--engine", "vllm", "--gpu-memory-utilization", "1.2"), "gpu-memory-utilization '1.2' is not accepted"),
+    (("--engine", "vllm", "--max-model-len", "0"), "max-model-len '0' is not accepted"),
+])
+def test_serve_bad_input_exits_2_with_one_line(args, message):
+    base = ["--model", "llama-3-8b", "--gpu", "rtx-4090", "--max-model-len", "4096"]
+    code, out, err = run(*base, *args)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
