@@ -19,6 +19,7 @@ PAGES = {
         st.Page("pages/budget.py", title="Budget planner", icon=":material/savings:", url_path="budget"),
         st.Page("pages/cost_per_fit.py", title="Cost per fit", icon=":material/payments:", url_path="cost_per_fit"),
         st.Page("pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference"),
+        st.Page("pages/serving.py", title="Serving", icon=":material/dns:", url_path="serving"),
     ],
     "Explain": [
         st.Page("pages/breakdown.py", title="Breakdown & what-if", icon=":material/stacked_bar_chart:", url_path="breakdown"),

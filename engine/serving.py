@@ -284,7 +284,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
-    max_conc_llama = np.where(fits_llama, seqs, 0.0)
+    # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
+    # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
+    full_gpu = L * layer_w + output_bytes + compute
+    slots_all_on_gpu = np.floor(np.maximum(free - full_gpu, 0.0) / (kv_token * ctx))
+    max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (on_gpu_layers * layer_w + np.where(out_on_gpu, output_bytes, 0.0)) / tp, w_gpu_full)
     memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
@@ -297,14 +301,18 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     out_tok = req["output_tokens"].to_numpy(float)
     position = prompt + out_tok / 2.0  # average context read per step
     gpu_frac = np.where(is_llama, on_gpu_layers / L, 1.0)
-    step_gpu_bytes = weights_gpu + conc * kv_token_gpu * position * gpu_frac
+    # llama.cpp splits layers over GPUs (--split-mode layer): a token visits them one after the
+    # other, so a step reads every GPU's share in turn (no tensor-parallel speed-up)
+    speed_tp = np.where(is_llama, 1.0, tp)
+    step_gpu_bytes = np.where(is_llama, weights_gpu * tp + conc * kv_token * position * gpu_frac,
+                              weights_gpu + conc * kv_token_gpu * position)
     step_host_bytes = np.where(is_llama, (L - on_gpu_layers) * layer_w + np.where(out_on_gpu, 0.0, output_bytes)
                                + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
-                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * params * conc / tp, tflops * tp)
-    prefill = prefill_tokens_per_s(params, L, h, prompt, tflops, engine, tp)
+                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * params * conc, tflops * speed_tp)
+    prefill = prefill_tokens_per_s(params, L, h, prompt, tflops, engine, speed_tp)
     # llama.cpp prefills host-resident layers on the GPU, streaming their weights over PCIe
     pcie = g["interconnect_gbps"].fillna(64).to_numpy(float) / 2 * 1e9 * PCIE_EFFICIENCY
     host_w = np.where(is_llama, (L - on_gpu_layers) * layer_w, 0.0)

@@ -32,11 +32,12 @@ def serve_one(request: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Ser
 
 
 def capacity_curve(model: str, gpu_ids, engine: str, precision: str, models: pd.DataFrame, gpus: pd.DataFrame,
-                   contexts=CURVE_CONTEXTS, **settings) -> pd.DataFrame:
-    """Max concurrent requests against context length for each card (one vectorized call).
-    Contexts beyond the model's own are kept: the curve shows what memory allows."""
+                   contexts=CURVE_CONTEXTS, gpu_count: int = 1, **settings) -> pd.DataFrame:
+    """Max concurrent requests against context length for each card (one vectorized call),
+    `gpu_count` GPUs per replica. Contexts beyond the model's own are kept: the curve shows what
+    memory allows."""
     grid = pd.MultiIndex.from_product([list(gpu_ids), list(contexts)], names=["gpu", "max_model_len"]).to_frame(index=False)
-    grid = grid.assign(model=model, engine=engine, precision=precision, **settings)
+    grid = grid.assign(model=model, engine=engine, precision=precision, gpus=int(gpu_count), **settings)
     out = serve(grid, models, gpus)
     return out[["gpu", "max_model_len", "max_concurrency", "kv_cache_bytes_available", "gpu_layers", "fits",
                 "decode_tokens_per_s"]]

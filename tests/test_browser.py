@@ -120,3 +120,34 @@ def test_every_page_renders_and_keeps_the_workload(server):
         finally:
             browser.close()
     assert len(list(SHOTS.glob("*.png"))) == len(PAGES) + 1
+
+
+def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
+    """The Serving page in a real browser: the concurrency x context chart and its table render,
+    and switching the engine to llama.cpp shows its layer split without an error."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 2400})
+            page.goto(server)
+            _idle(page)
+            _goto(page, "Serving", "Serving")
+            _no_errors(page, "Serving")
+            main = page.locator("[data-testid='stMain']")
+            main.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
+            assert "Concurrent requests against context, per card" in main.inner_text()
+            assert main.locator("[data-testid='stDataFrame']").count() >= 2
+            main.locator("[data-testid='stSelectbox']", has_text="Serving engine").click()
+            page.get_by_role("option", name="llama.cpp").click()
+            _idle(page)
+            main.get_by_text("one request per slot").first.wait_for(timeout=60_000)
+            _no_errors(page, "Serving with llama.cpp")
+            SHOTS.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS.parent / "serving_llamacpp.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+# ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------

@@ -28,6 +28,7 @@ PAGES = {  # page file -> (title, charts at least)
     "pages/budget.py": ("Budget planner", 1),
     "pages/cost_per_fit.py": ("Cost per fit", 2),
     "pages/inference.py": ("Inference", 1),
+    "pages/serving.py": ("Serving", 1),
     "pages/breakdown.py": ("Breakdown & what-if", 4),
     "pages/evidence.py": ("Evidence", 1),
     "pages/catalog_browser.py": ("Catalog", 0),

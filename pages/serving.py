@@ -1,0 +1,128 @@
+"""Serving: how many concurrent requests of each context fit on each card under a serving
+engine (vLLM's KV budget, llama.cpp's layer split, ...), and the cheapest configuration that
+meets a target (users, context, tokens/s per user, time to first token). Widgets in,
+planner.serving out; the physics is engine/serving.py."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from app import common as c
+from app.labels import md_escape
+
+c.ensure_frame()
+from engine.constants import GGUF_BITS  # noqa: E402
+from engine.serving import ENGINES, GGUF_ENGINES  # noqa: E402
+from planner.serving import capacity_curve, cheapest  # noqa: E402
+
+s = c.require_valid(training=False)
+models, gpus = c.merged_frames()
+names = c.display_names(models)
+gnames = c.display_names(gpus, short=True)
+model = s["model"]
+
+c.page_header("Serving", "Concurrent requests against context length on each card, the way the serving engine "
+              "allocates memory (vLLM: utilization x card - weights - profiled activation peak - non-torch memory, "
+              "the rest in 16-token KV blocks; llama.cpp/Ollama: the layers that fit, the rest in host RAM), with "
+              "decode speed calibrated on published llama.cpp runs (docs/serving.md).")
+st.caption(f"Model: {md_escape(names.get(model, model))} (the sidebar's). Prices: the catalog's cloud $/GPU-hour, "
+           "with their source and date in the table.")
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util):
+    settings = {} if util is None else {"gpu_memory_utilization": util}
+    return capacity_curve(model, gpu_ids, engine, precision, models, gpus, gpu_count=n_gpus, **settings)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions):
+    return cheapest(model, users, context, tps, ttft, models, gpus, engines=engines, precisions=precisions)
+
+
+gguf_types = list(GGUF_BITS)
+with st.container(border=True):
+    e1, e2, e3, e4 = st.columns(4)
+    engine = e1.selectbox("Serving engine", list(ENGINES), index=0, key="srv_engine")
+    choices = gguf_types if engine in GGUF_ENGINES else ["bf16", "fp16", "int8", "int4"]
+    precision = e2.selectbox("Weights", choices, index=choices.index("q4_k_m") if "q4_k_m" in choices else 0,
+                             key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else 'torch'}",
+                             format_func=c.INFER_PRECISION_LABELS.get)
+    gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], index=0, key="srv_gpus")
+    util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, 0.9, 0.01, key="srv_util",
+                     disabled=engine not in ("vllm", "sglang"))
+    default_cards = [g for g in ("rtx-4090", "l40s", "a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm-80gb")
+                     if g in set(gpus["id"])] or list(gpus["id"][:3])
+    cards = st.multiselect("Cards", list(gpus["id"]), default=default_cards, key="srv_cards",
+                           format_func=lambda g: gnames.get(g, g))
+if not cards:
+    st.info("Choose at least one card.")
+    st.stop()
+
+with st.spinner("Sizing the KV cache on every card…"):
+    curve = c.guard(_curve, model, tuple(cards), engine, precision, models, gpus, int(gpu_count),
+                    float(util) if engine in ("vllm", "sglang") else None)
+
+u, _ = c.unit()
+st.markdown("#### Concurrent requests against context, per card")
+chart = pd.DataFrame({"card": curve["gpu"].map(gnames), "context": curve["max_model_len"].astype(int),
+                      "users": curve["max_concurrency"].astype(float).round(2),
+                      "kv": c.mem(curve["kv_cache_bytes_available"]), "layers": curve["gpu_layers"].astype(int)})
+plot = chart[chart["users"] > 0]
+lines = alt.Chart(plot).mark_line(point=True).encode(
+    x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
+    y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
+    color=alt.Color("card:N", title="Card"),
+    tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
+             alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
+             alt.Tooltip("kv:Q", title=f"KV cache available ({u})", format=",.2f")],
+)
+st.altair_chart(lines.properties(height=360), width="stretch")
+st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
+           + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
+              "see the layers column." if engine in GGUF_ENGINES else ""))
+view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"],
+                     "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
+                     "Layers on the GPU": chart["layers"],
+                     "Decode (tokens/s per user)": curve["decode_tokens_per_s"].astype(float).round(1)})
+c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, precision=precision, gpus=gpu_count,
+                                             cards=",".join(cards), utilization=util),
+        formats={"Context (tokens)": "%d"},
+        help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
+              "Layers on the GPU": "llama.cpp -ngl: repeating layers on the GPU (+1 = the output layer too)."})
+
+st.markdown("#### Cheapest configuration for a target")
+with st.container(border=True):
+    t1, t2, t3, t4 = st.columns(4)
+    users = t1.number_input("Concurrent users", 1, 4096, 32, key="srv_users")
+    context = t2.number_input("Context per user (tokens)", 256, 131072, 8192, step=256, key="srv_context")
+    tps = t3.number_input("Tokens/s per user, at least", 1.0, 500.0, 20.0, key="srv_tps")
+    ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, 2.0, key="srv_ttft")
+with st.spinner("Searching cards × GPU counts…"):
+    best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
+                   (engine,), (precision,))
+if best is None or best.empty:
+    st.info("No card and GPU count up to 8 meets this target with these weights and engine; relax the target, "
+            "or choose smaller weights.")
+    best = pd.DataFrame(columns=["gpu", "gpus", "max_concurrency", "decode_tokens_per_s", "ttft_s",
+                                 "aggregate_tokens_per_s", "usd_per_hour", "usd_per_million_tokens", "price_source",
+                                 "price_date", "command"])
+top = best.head(10)
+bview = pd.DataFrame({
+    "Card": top["gpu"].map(gnames).astype(str), "GPUs": top["gpus"].astype(int),
+    "Max concurrent requests": top["max_concurrency"].astype(float).round(1),
+    "Decode (tokens/s per user)": top["decode_tokens_per_s"].astype(float).round(1),
+    "TTFT (s)": top["ttft_s"].astype(float).round(3),
+    "Aggregate (tokens/s)": top["aggregate_tokens_per_s"].astype(float).round(0),
+    "$ per hour (rented)": top["usd_per_hour"].astype(float).round(2),
+    "$ per million tokens": top["usd_per_million_tokens"].astype(float).round(3),
+    "Price source (date)": (top["price_source"].astype(str) + " (" + top["price_date"].astype(str) + ")"),
+    "Command": top["command"].astype(str),
+})
+c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engine=engine, precision=precision,
+                                                 users=users, context=context, tokens_per_s=tps, ttft_s=ttft),
+        formats={"$ per hour (rented)": "$%.2f", "$ per million tokens": "$%.3f"},
+        help={"TTFT (s)": "Prefill of a 512-token prompt plus one decode step, without queueing.",
+              "Command": "The command line that runs this configuration."})
+st.caption("Cards without a cloud price come last. Speed: llama.cpp constants fitted on published runs "
+           "(held-out error in docs/serving.md); vLLM/SGLang speed constants are assumptions until measured.")
