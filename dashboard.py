@@ -14,7 +14,11 @@ st.set_page_config(page_title=common.APP_NAME, page_icon="🧮", layout="wide")
 # url_path = the file's stem, as Streamlit's legacy pages/ handling names it (see app/frame.py)
 PAGES = {
     "Plan": [
-        st.Page("pages/overview.py", title="Overview", icon=":material/home:", url_path="overview", default=True),
+        # the default page is served at "/" and Streamlit does not resolve its own url_path (a link
+        # to /overview said "Page not found"): the same page is also listed, hidden, at /overview
+        st.Page("pages/overview.py", title="Overview", icon=":material/home:", url_path="home", default=True),
+        st.Page("pages/overview.py", title="Overview", icon=":material/home:", url_path="overview",
+                visibility="hidden"),
         st.Page("pages/feasibility.py", title="Feasibility matrix", icon=":material/grid_on:", url_path="feasibility"),
         st.Page("pages/budget.py", title="Budget planner", icon=":material/savings:", url_path="budget"),
         st.Page("pages/cost_per_fit.py", title="Cost per fit", icon=":material/payments:", url_path="cost_per_fit"),

@@ -46,12 +46,18 @@ SHORT_NAME_RULES = ((r"^NVIDIA (GeForce |Tesla )?", ""), (r"^AMD Instinct ", "AM
 
 
 def display_names(frame: pd.DataFrame, short: bool = False) -> dict:
-    """id -> name shown in charts and tables (the id is added where two entries share a name)."""
+    """id -> name shown in charts and tables (the id is added where two entries share a name).
+    A shipped entry keeps its name when a user's entry resembles it: only the added entry gets
+    its id (adding "RTX 4090" must not rename the catalog's RTX 4090)."""
     names = frame["name"].astype(str)
     if short:
         for pattern, repl in SHORT_NAME_RULES:
             names = names.str.replace(pattern, repl, regex=True)
     dup = names.duplicated(keep=False).to_numpy()
+    if "origin" in frame.columns:
+        shipped = (frame["origin"].astype(str) == "shipped").to_numpy()
+        among_shipped = names.where(shipped).duplicated(keep=False).to_numpy() & shipped
+        dup = np.where(shipped, among_shipped, dup)
     shown = np.where(dup, names + " (" + frame["id"].astype(str) + ")", names)
     return dict(zip(frame["id"].astype(str), shown))
 

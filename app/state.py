@@ -272,12 +272,27 @@ def require_valid(training: bool | None = None, single: bool = False) -> dict:
     return s
 
 
+# The engine's messages name the command line's flags; on the dashboard, say which control to use.
+CLI_TO_DASHBOARD = (
+    ("(or allow it explicitly with --allow-long-context)",
+     "(or tick \"Allow sequences beyond a model's context\" under \"Display and margins\" in the sidebar)"),
+    ("--allow-long-context", "\"Allow sequences beyond a model's context\" (sidebar, \"Display and margins\")"),
+)
+
+
+def dashboard_message(text: str) -> str:
+    """An engine message with the command-line flags it names replaced by the sidebar's controls."""
+    for flag, control in CLI_TO_DASHBOARD:
+        text = text.replace(flag, control)
+    return text
+
+
 def guard(fn, *args, **kwargs):
     """Call the engine; a bad value becomes one clear error line on the page, never a traceback."""
     try:
         return fn(*args, **kwargs)
     except (ValueError, CatalogError) as exc:
-        st.error(md_escape(str(exc)))
+        st.error(md_escape(dashboard_message(str(exc))))
         st.stop()
 
 

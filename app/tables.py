@@ -25,6 +25,18 @@ def fmt_usd(x: float, digits: int = 0) -> str:
     return f"${x:,.{digits}f}" if x is not None and np.isfinite(x) else "—"
 
 
+def fmt_share(fraction: float) -> str:
+    """A card's memory in use, in words: "97% of each card", or for a workload far beyond it
+    "10,035× each card's memory" (never "1003464%")."""
+    if fraction is None or not np.isfinite(fraction):
+        return "— of each card"
+    if fraction >= 10:
+        return f"{fraction:,.0f}× each card's memory"
+    if fraction >= 2:
+        return f"{fraction:,.1f}× each card's memory"
+    return f"{fraction:.0%} of each card"
+
+
 def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = None, help: dict | None = None,
           file_name: str | None = None, height: int | str = "auto", links: tuple = ()) -> None:
     """Show a table (column names carry their units) and a CSV download of exactly that table,

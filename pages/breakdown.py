@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import common as c
 from app.labels import md_escape
-from app.tables import describe_md
+from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
 from planner import planning
@@ -32,12 +32,14 @@ fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
 k2.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
-          f"{row['memory_used_fraction']:.0%} used · " + ("fits" if fits else "does not fit"),
+          fmt_share(float(row["memory_used_fraction"])).replace(" of each card", " used") + " · "
+          + ("fits" if fits else "does not fit"),
           delta_color="green" if fits else "red", delta_arrow="off")
 k3.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['seq']):,} tokens", delta_color="off",
           delta_arrow="off",
           help="Sequences per GPU that still fit at this sequence length (0: not even one).")
-k4.metric("Longest sequence", f"{int(row['max_seq']):,} tokens", f"at batch {int(row['batch'])}", delta_color="off",
+# the unit goes in the label: a 5-column metric cuts a long value ("4,383 tok…")
+k4.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch'])}", delta_color="off",
           delta_arrow="off",
           help="Tokens per sequence that still fit at this micro-batch.")
 k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")

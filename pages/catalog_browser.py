@@ -69,8 +69,11 @@ def add_entry(kind: str, label: str, raw: dict) -> None:
         st.rerun()
 
 
+# keyed and tracked: the rerun after adding an entry stays on the tab the user was on (it used to
+# jump back to the GPUs tab)
 tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file = st.tabs(
-    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file"])
+    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file"], key="catalog_tab",
+    on_change="rerun")
 
 with tab_gpus:
     view = pd.DataFrame({
@@ -85,13 +88,19 @@ with tab_gpus:
         "Launch year": gpus["launch_year"].astype(int),
         "Price ($)": gpus["price_usd"].astype(float), "Price source": gpus["price_source"], "Price date": gpus["price_date"],
         "Cloud ($/GPU-h)": gpus["cloud_usd_per_hour"].astype(float), "Cloud source": gpus["cloud_source"],
-        "Cloud date": gpus["cloud_date"], "Usable memory source": gpus["usable_memory_source"],
+        "Cloud date": gpus["cloud_date"],
+        "Used price ($)": gpus["price_used_usd"].astype(float) if "price_used_usd" in gpus else np.nan,
+        "Used price date": gpus.get("price_used_date"), "Used price source": gpus.get("price_used_source"),
+        "Form factor": gpus.get("form_factor"), "Max per node": gpus.get("max_per_node"),
+        "Within a node": gpus.get("node_interconnect"), "Host class": gpus.get("host_class"),
+        "Architecture": gpus.get("architecture"), "System source": gpus.get("system_source"),
+        "Usable memory source": gpus["usable_memory_source"],
         "Origin": gpus["id"].map(gpu_origin).fillna(ue.ORIGIN_SHIPPED),
     })
     shown = search(view)
     st.caption(f"{len(shown)} of {len(view)} GPUs. Prices are snapshots with their source and date.")
     c.table(shown, "catalog_gpus", c.csv_settings(page="catalog: GPUs", search=query),
-            formats={"Price ($)": "dollar", "Cloud ($/GPU-h)": "$%.2f", "Launch year": "%d"})
+            formats={"Price ($)": "dollar", "Used price ($)": "dollar", "Cloud ($/GPU-h)": "$%.2f", "Launch year": "%d"})
 
 with tab_models:
     view = pd.DataFrame({

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import common as c
 from app.labels import md_escape
-from app.tables import describe_md
+from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
 
@@ -54,7 +54,8 @@ else:
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 verdict = (f"On {sc['gpus']}× **{gpu_md.get(s['gpu'], md_escape(s['gpu']))}** ({c.fmt_mem(row['usable_bytes'])} usable per card) it "
            + ("**fits**" if fits else "**does not fit**")
-           + f", using {row['memory_used_fraction']:.0%} of each card; peak during the "
+           + f", {'using' if float(row['memory_used_fraction']) < 2 else 'needing'} "
+           + f"{fmt_share(float(row['memory_used_fraction']))}; peak during the "
            + f"{c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])} phase. "
            + f"Largest micro-batch at this length: {int(row['max_batch']):,}; longest sequence at this batch: "
            + f"{int(row['max_seq']):,} tokens.")

@@ -151,3 +151,106 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
 
 
 # ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------
+
+
+# ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------
+
+def _open(pw, server: str, path: str, title: str):
+    browser = launch_chromium(pw)
+    page = browser.new_page(viewport={"width": 1500, "height": 2400})
+    page.goto(f"{server}{path}")
+    page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
+    _idle(page)
+    return browser, page
+
+
+def test_overview_link_opens_the_overview_without_page_not_found(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/overview", "LLM hardware planner")
+        try:
+            page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=60_000)
+            _idle(page)
+            _no_errors(page, "/overview")
+            assert page.get_by_text("Page not found").count() == 0
+            assert "Peak per GPU" in page.locator("[data-testid='stMain']").inner_text()
+        finally:
+            browser.close()
+
+
+def test_budget_and_mode_are_in_the_shareable_url_and_the_answer_is_a_system(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/budget?budget=2000", "Budget planner")
+        try:
+            _no_errors(page, "budget from the URL")
+            main = page.locator("[data-testid='stMain']")
+            assert page.locator("input[aria-label='Budget ($)']").input_value().replace(",", "") == "2000"
+            main.get_by_text("One purchase:").first.wait_for(timeout=60_000)
+            assert "host" in main.get_by_text("One purchase:").first.inner_text()
+            main.get_by_text("Renting for one job ($)").click()
+            _idle(page)
+            page.wait_for_function("() => window.location.search.includes('budget_mode=cloud_job')", timeout=60_000)
+            assert "budget=2000" in page.url
+            _no_errors(page, "budget in cloud_job mode")
+        finally:
+            browser.close()
+
+
+def test_metrics_show_their_whole_value(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/breakdown", "Breakdown & what-if")
+        try:
+            values = page.locator("[data-testid='stMetricValue']")
+            page.get_by_text("Longest sequence (tokens)").first.wait_for(timeout=60_000)
+            _idle(page)
+            assert values.count() >= 5
+            for i in range(values.count()):
+                cut = values.nth(i).evaluate(
+                    "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
+                assert not cut, f"metric value cut: {values.nth(i).inner_text()!r}"
+            assert page.get_by_text("Longest sequence (tokens)").count() == 1
+        finally:
+            browser.close()
+
+
+def test_catalog_stays_on_the_add_a_gpu_tab_after_adding_one(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/catalog_browser", "Catalog")
+        try:
+            page.get_by_role("tab", name="Add a GPU").click()
+            _idle(page)
+            page.locator("input[aria-label=\"id (lowercase letters, digits, '.', '-')\"]").fill("my-test-card")
+            page.locator("input[aria-label='Name']").first.fill("NVIDIA GeForce RTX 4090")
+            page.get_by_role("button", name="Add this GPU for the session").click()
+            page.get_by_text("to this session").first.wait_for(timeout=60_000)
+            _idle(page)
+            assert page.get_by_role("tab", name="Add a GPU").get_attribute("aria-selected") == "true"
+            # the shipped RTX 4090 keeps its name; only the added look-alike carries its id
+            page.get_by_role("tab", name="GPUs").click()
+            _idle(page)
+            _no_errors(page, "catalog after adding a GPU")
+        finally:
+            browser.close()
+
+
+def test_long_context_is_refused_with_the_sidebar_control_not_the_cli_flag(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 2400})
+            page.goto(f"{server}/overview?model=llama-2-7b&seq=8192")
+            page.locator("[data-testid='stAlertContentError']").first.wait_for(timeout=60_000)
+            text = page.locator("[data-testid='stAlertContentError']").first.inner_text()
+            assert "--allow-long-context" not in text
+            assert "Allow sequences beyond a model's context" in text and "Display and margins" in text
+        finally:
+            browser.close()

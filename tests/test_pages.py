@@ -271,14 +271,16 @@ def test_query_parameters_seed_the_workload_and_bad_ones_are_named():
 def test_budget_planner_respects_the_budget_and_the_article_tiers():
     at = open_app("pages/budget.py")
     at.number_input(key="bp_budget").set_value(5000.0).run()
-    feasible, unlocks = table(at, 0), table(at, 1)
+    # table 0 is "Systems you can order" (issue 14); the GPU-only tables follow it
+    assert "Total ($)" in table(at, 0).columns
+    feasible, unlocks = table(at, 1), table(at, 2)
     assert len(feasible) > 0 and (feasible["Purchase ($)"] <= 5000).all()
     assert ((unlocks["Purchase ($)"] > 5000) & (unlocks["Purchase ($)"] <= 7500)).all()
     assert np.allclose(unlocks["Extra needed ($)"], unlocks["Purchase ($)"] - 5000)
     at.segmented_control(key="bp_tier").set_value("$20k–$50k").run()
     assert at.number_input(key="bp_budget").value == 50_000
     assert any(m.label == "Fit within $50,000" for m in at.metric)
-    assert len(table(at, 0)) > len(feasible)
+    assert len(table(at, 1)) > len(feasible)
     tiers = table(at, len(at.dataframe) - 1)
     assert tiers["Article's configuration"].tolist()[0].startswith("2× RTX 4090")
 
@@ -288,7 +290,8 @@ def test_cloud_budget_per_job_uses_hours():
     at.radio(key="bp_mode").set_value("cloud_job").run()
     at.number_input(key="bp_budget").set_value(100.0).run()
     at.number_input(key="bp_hours").set_value(10.0).run()
-    feasible = table(at, 0)
+    systems, feasible = table(at, 0), table(at, 1)
+    assert (systems["Total ($)"] <= 100).all()
     assert "Job cost ($)" in feasible.columns and (feasible["Job cost ($)"] <= 100).all()
 
 
@@ -668,3 +671,46 @@ def test_a_save_the_file_system_refuses_is_one_line_and_the_entry_stays(tmp_path
     (error,) = [shown(e.value) for e in at.error]
     assert "cannot be written: Permission denied" in error and ENV_VAR in error
     assert _origin(at, "kept-48gb") == SESSION_ONLY
+
+
+
+# ---- issue 14 ---------------------------------------------------------------------------------
+
+def test_budget_page_systems_come_from_the_budget_commands_function_with_dated_prices():
+    from catalog import default_catalog
+    from planner import procurement
+    at = open_app("pages/budget.py", {"budget": "2000"})
+    systems = table(at, 0)
+    cat = default_catalog()
+    direct = procurement.plan_budget(cat.models(), cat.gpus(), cat.hosts(), 2000,
+                                     workloads="llama-3-8b:qlora,llama-3-8b:infer-int4", one_purchase=True)
+    assert systems["Total ($)"].tolist() == direct["rows"]["cost_usd"].round(0).tolist()
+    assert systems["Price date"].str.len().gt(0).all() and systems["Host price date"].str.len().gt(0).all()
+    assert any("One purchase" in m.value for m in at.success)
+
+
+def test_long_context_message_names_the_sidebar_control():
+    at = AppTest.from_file(DASHBOARD, default_timeout=60)
+    at.query_params.update({"model": "llama-2-7b", "seq": "8192"})
+    at.run()
+    errors = [shown(e.value) for e in at.error]
+    assert errors and all("--allow-long-context" not in e for e in errors)
+    assert any("Allow sequences beyond a model's context" in e for e in errors)
+
+
+def test_overview_says_how_many_times_the_card_instead_of_a_huge_percentage():
+    at = open_app(None, {"model": "llama-3.1-405b", "gpu": "rtx-3060-12gb", "method": "full"})
+    verdict = " ".join(shown(m.value) for m in at.warning)
+    assert "× each card's memory" in verdict and not re.search(r"\d{4,}%", verdict.replace(",", ""))
+
+
+def test_an_added_gpu_does_not_rename_the_shipped_card_it_resembles():
+    from app.labels import display_names
+    frame = pd.DataFrame({"id": ["rtx-4090", "my-4090"], "name": ["NVIDIA GeForce RTX 4090", "RTX 4090"],
+                          "origin": ["shipped", "session"]})
+    assert display_names(frame, short=True) == {"rtx-4090": "RTX 4090", "my-4090": "RTX 4090 (my-4090)"}
+
+
+def test_headroom_default_is_the_engines_on_the_dashboard():
+    at = open_app()
+    assert at.slider(key="w_headroom_pct").value == 10
