@@ -152,9 +152,6 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
 
 # ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------
 
-
-# ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------
-
 def _open(pw, server: str, path: str, title: str):
     browser = launch_chromium(pw)
     page = browser.new_page(viewport={"width": 1500, "height": 2400})
