@@ -84,6 +84,16 @@ DEFAULT_USD_PER_KWH = 0.13
 DEFAULT_UTILIZATION = 1.0
 # 730 hours per month = 8,760 hours per year / 12.
 DEFAULT_HOURS_PER_MONTH = 730.0
+# Power usage effectiveness (facility power / IT power): 1.0 by default, a machine at a desk or in
+# an office with no cooling of its own counted. A data-centre room: the Uptime Institute's Global
+# Data Center Survey 2023 reports an average PUE of 1.58; pass --pue 1.58 for that. Every
+# electricity figure (power_cost_usd, power_usd_per_*) is multiplied by it.
+DEFAULT_PUE = 1.0
+# Resale: the share of the purchase price the cards fetch when sold at the end (depreciation =
+# purchase x (1 - resale_fraction)). 0 by default (nothing assumed back). For scale, the catalog's
+# used RTX 3090 quote ($850, Feb 2026) is 57% of its $1,499 launch price 5.4 years earlier.
+# The buy-vs-rent break-even weighs the depreciation, not the whole price, against renting.
+DEFAULT_RESALE_FRACTION = 0.0
 # prompt_tokens: by default the whole context (seq) is the prompt, so prefill_s is the longest
 # first-token wait at the scenario's context (and decode is timed at the full context too).
 
@@ -104,6 +114,8 @@ SETTINGS = {
     "usd_per_kwh": DEFAULT_USD_PER_KWH,
     "utilization": DEFAULT_UTILIZATION,
     "hours_per_month": DEFAULT_HOURS_PER_MONTH,
+    "pue": DEFAULT_PUE,
+    "resale_fraction": DEFAULT_RESALE_FRACTION,
 }
 # (low, low inclusive, high, high inclusive, what is accepted)
 _RANGES = {
@@ -114,6 +126,8 @@ _RANGES = {
     "usd_per_kwh": (0.0, True, 100.0, True, "a price in $/kWh >= 0, e.g. 0.13"),
     "utilization": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.5 for half the hours"),
     "hours_per_month": (0.0, False, 744.0, True, "hours in (0, 744], e.g. 730"),
+    "pue": (1.0, True, 5.0, True, "a power usage effectiveness in [1, 5], e.g. 1.58"),
+    "resale_fraction": (0.0, True, 1.0, False, "a fraction in [0, 1), e.g. 0.5 if half the price comes back"),
 }
 
 MODEL_SHAPE = ("hidden_size", "num_layers", "num_heads", "head_dim", "vocab_size")
@@ -379,6 +393,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     st = settings
     tokens, mfu, bw_eff, prompt = st["tokens"], st["mfu"], st["bandwidth_efficiency"], st["prompt_tokens"]
     usd_kwh, util, hours_month = st["usd_per_kwh"], st["utilization"], st["hours_per_month"]
+    usd_kwh = usd_kwh * st["pue"]  # electricity at the wall, cooling included (DEFAULT_PUE)
     g = level
     N, T, L, h, V = level["N"], level["T"], level["num_layers"], level["hidden_size"], level["vocab_size"]
     attn_width = level["num_heads"] * level["head_dim"]
@@ -481,8 +496,9 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     power_month = power_hour * hours_month
     rent_month = g["cloud_usd_per_hour"] * n_gpus * util * hours_month  # rent only the hours used
     saving = rent_month - power_month
+    depreciation = purchase * (1.0 - st["resale_fraction"])  # what owning costs besides power
     with np.errstate(divide="ignore", invalid="ignore"):
-        breakeven = np.where(saving > 0, purchase / saving, np.inf)
+        breakeven = np.where(saving > 0, depreciation / saving, np.inf)
     breakeven = np.where(np.isnan(purchase) | np.isnan(saving), np.nan, breakeven)
     full = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else _rows(x, inv, None)  # noqa: E731
     cols["purchase_usd"] = full(purchase)

@@ -45,11 +45,11 @@ SPEED_KEYS = ("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bou
               "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "purchase_usd",
               "power_usd_per_month", "rent_usd_per_month", "breakeven_months", "usd_per_gb_vram")
 SPEED_SETTING_KEYS = ("tokens", "mfu", "bandwidth_efficiency", "prompt_tokens", "usd_per_kwh", "utilization",
-                      "hours_per_month")
+                      "hours_per_month", "pue", "resale_fraction")
 # CLI flag -> scenario column for the speed and cost settings (checked by engine/speed.py)
 SPEED_FLAGS = {"tokens": "tokens", "mfu": "mfu", "bandwidth_efficiency": "bandwidth_efficiency",
                "prompt_tokens": "prompt_tokens", "usd_per_kwh": "usd_per_kwh", "utilization": "utilization",
-               "hours_per_month": "hours_per_month"}
+               "hours_per_month": "hours_per_month", "pue": "pue", "resale_fraction": "resale_fraction"}
 
 
 class CliError(Exception):
@@ -159,6 +159,11 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--utilization", type=_bounded("utilization", 0.001, 1), default=None,
                    help="fraction of the month the GPUs are busy, 0.001-1 (default 1)")
     p.add_argument("--hours-per-month", type=_bounded("hours-per-month", 1, 744), default=None, help="hours in a month (default 730)")
+    p.add_argument("--pue", type=_bounded("pue", 1, 5), default=None,
+                   help="power usage effectiveness multiplying electricity (default 1.0; a data centre ~1.58)")
+    p.add_argument("--resale-fraction", type=_bounded("resale-fraction", 0, 1, high_open=True), default=None,
+                   help="share of the purchase price recovered by selling the cards later (default 0); "
+                        "the buy-vs-rent break-even weighs the rest")
 
 
 def build_parser() -> Parser:

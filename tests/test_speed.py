@@ -310,3 +310,26 @@ def test_settings_that_are_not_amounts_are_refused_by_name(models, gpus, value):
                           "utilization": pd.Series([value], dtype=object)})
     with pytest.raises(ValueError, match=r"^utilization .* is not accepted; accepted: a fraction in \(0, 1\]"):
         estimate(frame, models, gpus)
+
+
+def test_tco_pue_multiplies_power_and_resale_shortens_the_breakeven():
+    # issue 14: power with PUE, depreciation and resale in the buy-vs-rent break-even; expected
+    # figures from the catalog's YAML and the formula's definition, not from engine/speed.py
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    card = {g["id"]: g for g in yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())["gpus"]}["rtx-4090"]
+    proc = subprocess.run([sys.executable, "-m", "engine", "estimate", "--model", "llama-2-7b", "--task", "infer",
+                           "--gpu", "rtx-4090", "--pue", "1.5", "--resale-fraction", "0.4", "--utilization", "0.5",
+                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    data = json.loads(proc.stdout)
+    power_month = card["tdp_w"] / 1000 * 0.5 * 0.13 * 1.5 * 730
+    rent_month = card["cloud_usd_per_hour"] * 0.5 * 730
+    assert data["power_usd_per_month"] == pytest.approx(power_month)
+    assert data["breakeven_months"] == pytest.approx(card["price_usd"] * (1 - 0.4) / (rent_month - power_month))
+    assert data["pue"] == 1.5 and data["resale_fraction"] == 0.4
