@@ -8,9 +8,9 @@ returns its bytes in each phase that holds it, as {phase: Part(fixed, shard, per
 (engine/memory.py: bytes = fixed + shard / dp + per_token x tokens). `physics` runs them all
 and assembles the phases; the executor evaluates them per row and solves the fit.
 
-The expressions keep the order of operations of the first engine, term by term, so the
-numbers are bit-identical to it (tests/test_engine_properties.py compares one row against
-many).
+The expressions keep the order of operations of the engine before this split, term by term,
+so the numbers are bit-identical to it. tests/test_engine_structure.py runs each component
+alone against textbook bytes; tests/test_engine_properties.py compares one row against many.
 """
 
 from __future__ import annotations
