@@ -34,7 +34,7 @@ def fit(meas: pd.DataFrame) -> dict:
 
     NVIDIA GDDR rows (not capped): 1/v = b / (e BW) + L c, two rows -> e and c.
     The H100 row: the cap on effective bandwidth = b / (1/v - L c).
-    The ROCm row: its efficiency = b / (BW (1/v - L c)).
+    The ROCm and the Metal row: their family's efficiency = b / (BW (1/v - L c)).
     Prefill: MFU = v x FLOPs per token / TFLOPS."""
     f = meas[meas["role"] == "fit"]
     dec = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
@@ -46,13 +46,14 @@ def fit(meas: pd.DataFrame) -> dict:
     inv_e, c = np.linalg.lstsq(A, y, rcond=None)[0]
     hbm = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] >= 3000)].iloc[0]
     cap = hbm["weights_gib"] * GIB / (1.0 / hbm["value"] - hbm["layers"] * c)
-    amd = dec[dec["gpu_family"] == "amd"].iloc[0]
-    e_amd = amd["weights_gib"] * GIB / (amd["bandwidth_gbps"] * 1e9 * (1.0 / amd["value"] - amd["layers"] * c))
+    def family_efficiency(family):  # one fit row per other GPU family, same per-layer cost
+        r = dec[dec["gpu_family"] == family].iloc[0]
+        return r["weights_gib"] * GIB / (r["bandwidth_gbps"] * 1e9 * (1.0 / r["value"] - r["layers"] * c))
     pre = f[f["metric"] == "prefill_tokens_per_s"].iloc[0]
     flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
     mfu = pre["value"] * flops / (pre["tflops"] * 1e12)
     return {"efficiency_nvidia": 1.0 / inv_e, "layer_overhead_s": c, "bandwidth_cap": cap,
-            "efficiency_amd": e_amd, "prefill_mfu": mfu}
+            "efficiency_amd": family_efficiency("amd"), "efficiency_apple": family_efficiency("apple"), "prefill_mfu": mfu}
 
 
 def predict(meas: pd.DataFrame) -> pd.Series:

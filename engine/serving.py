@@ -86,13 +86,14 @@ APPLE_SMALL_GB = 36
 # kernels do not reach HBM bandwidth on large GPUs. Fitted in closed form on the `fit` rows of
 # catalog/serving_measurements.yaml (`benchmarks/serving_accuracy.py --fit`): the efficiency
 # and per-layer cost on the RTX 4090 (190 tok/s) and RTX PRO 6000 (278.95) Llama 2 7B Q4_0
-# runs, the cap on the H100 run (280), ROCm's efficiency on the W7900 run (99.42); the
+# runs, the cap on the H100 run (280), ROCm's efficiency on the W7900 run (99.42), Metal's on
+# the M1 Max run (61.19, llama.cpp discussion #4167); the
 # efficiency is on the file size llama-bench prints, so it absorbs the token embedding that is
 # never read. tests/test_serving.py refits and compares.
 DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("gguf", "nvidia"): 0.989,  # fitted (llama.cpp CUDA)
     ("gguf", "amd"): 0.513,  # fitted (llama.cpp ROCm)
-    ("gguf", "apple"): 0.65,  # assumption: no Apple row in the fit set yet (docs/serving.md)
+    ("gguf", "apple"): 0.641,  # fitted (llama.cpp Metal, M1 Max Q4_0 of discussion #4167)
     ("torch", "nvidia"): 0.80,  # assumption: vLLM/SGLang/HF, not calibrated (no held-out row)
     ("torch", "amd"): 0.60,  # assumption
     ("torch", "apple"): 0.50,  # assumption (MPS)

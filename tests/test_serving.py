@@ -154,6 +154,7 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.LAYER_OVERHEAD_S["llama.cpp"] == pytest.approx(fitted["layer_overhead_s"], rel=0.01)
     assert S.GGUF_BANDWIDTH_CAP == pytest.approx(fitted["bandwidth_cap"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("gguf", "amd")] == pytest.approx(fitted["efficiency_amd"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("gguf", "apple")] == pytest.approx(fitted["efficiency_apple"], rel=0.01)
     assert S.PREFILL_MFU["llama.cpp"] == pytest.approx(fitted["prefill_mfu"], rel=0.01)
 
 
