@@ -40,9 +40,10 @@ PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 ROW_BLOCK = 1 << 16
 # the fit columns, in the order every result lists them (with or without a GPU)
 FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
-# Speed settings that enter per-configuration figures (rates, prices); tokens and
-# prompt_tokens only enter per-row ones.
-PER_CONFIG_SETTINGS = ("mfu", "bandwidth_efficiency", "usd_per_kwh", "utilization", "hours_per_month")
+# Speed settings that enter per-configuration figures (rates, prices, power): all but tokens and
+# prompt_tokens, which only enter per-row ones. A frame that gives one of them per row is
+# evaluated per row.
+PER_CONFIG_SETTINGS = tuple(k for k in SETTINGS if k not in ("tokens", "prompt_tokens"))
 UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
                "e.g. h100-sxm-80gb, rtx-4090")
 

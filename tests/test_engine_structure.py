@@ -197,3 +197,29 @@ def test_estimate_is_a_short_front_door():
     from engine import estimate as front
     lines = inspect.getsource(front).splitlines()
     assert len(lines) < 30, "estimate() should validate, normalize and hand over (components, executor)"
+
+
+def _midpoint(name):
+    from engine.speed import _RANGES
+    low, _, high, _, _ = _RANGES[name]
+    return (low + high) / 2
+
+
+@pytest.mark.parametrize("name", sorted(__import__("engine.executor", fromlist=["x"]).PER_CONFIG_SETTINGS))
+def test_a_per_configuration_speed_setting_given_per_row_gives_each_row_its_own_answer(models, gpus, name):
+    """Settings that enter per-configuration figures (rates, prices, power) switch the speed
+    model to per row when a frame gives them per row (every SETTINGS key but tokens and
+    prompt_tokens, so a new setting is covered the day it is added)."""
+    from engine.executor import PER_CONFIG_SETTINGS
+    from engine.speed import SETTINGS
+    assert set(PER_CONFIG_SETTINGS) == set(SETTINGS) - {"tokens", "prompt_tokens"}
+    train = grid(model=["llama-2-7b", "llama-3-8b"], gpu=["h100-sxm-80gb", "rtx-4090"], method=["full", "lora"],
+                 batch=[1, 2, 4, 8], seq=[256, 512, 1024, 2048])
+    infer = grid(model=["llama-2-7b"], gpu=["h100-sxm-80gb", "rtx-4090"], task="infer", batch=[1, 8], seq=[512, 2048])
+    frame = pd.concat([train, infer], ignore_index=True)
+    frame[name] = np.where(np.arange(len(frame)) % 2, _midpoint(name), SETTINGS[name])
+    result = estimate(frame, models, gpus)
+    numbers = [c for c in result.columns if result[c].dtype.kind == "f"]
+    for i in (0, 1, 37, 100, len(train), len(frame) - 1):
+        alone = estimate(frame.iloc[[i]].reset_index(drop=True), models, gpus)
+        pd.testing.assert_frame_equal(result.iloc[[i]].reset_index(drop=True)[numbers], alone[numbers], check_exact=True)
