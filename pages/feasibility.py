@@ -50,12 +50,15 @@ cells = pd.DataFrame({
     "buy": conf["buy_usd"].astype(float),
     "rent": conf["rent_usd_per_hour"].astype(float),
     "seq": conf["seq"].astype(int),
+    # why a card cannot run it at all (catalog/gpus.yaml `compatibility`, engine/compat.py)
+    "why": conf["compatibility_notes"].map(lambda n: "; ".join(n) if isinstance(n, (list, tuple)) else "")
+    if "compatibility_notes" in conf.columns else "",
 })
 for comp in ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "workspace", "runtime_overhead"):
     cells[comp] = c.mem(conf[f"{comp}_bytes"])
 
 tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("gpu:N", title="GPU"),
-           alt.Tooltip("label:N", title="GPUs needed"),
+           alt.Tooltip("label:N", title="GPUs needed"), alt.Tooltip("why:N", title="Compatibility"),
            alt.Tooltip("needed:Q", title="GPUs needed (even beyond the limit)", format=",.0f"),
            alt.Tooltip("share:Q", title="Memory used per GPU (%)", format=".1f"),
            alt.Tooltip("peak:Q", title=f"Peak per GPU ({u})", format=",.2f"),
@@ -95,7 +98,10 @@ st.caption("Cell text: GPUs needed (✗ >N: more than the largest count consider
            f"device, ✗ >1). Grey: does not fit within {max_gpus} GPUs. Hover a cell for its breakdown per GPU in {u}."
            + (f" ✗ context: the sequence is longer than the model's context (allowed under the sidebar's 'Display "
               f"and margins') for {long_models}." if long_models else "")
-           + (f" ✗ layers: more trainable layers than {deep_models} has." if deep_models else ""))
+           + (f" ✗ layers: more trainable layers than {deep_models} has." if deep_models else "")
+           + (" ✗ incompatible: the card cannot run this workload whatever its memory (e.g. bf16 before Ampere, "
+              "bitsandbytes on Apple); hover the cell for the reason and its source in the Catalog's rules."
+              if (conf["label"].astype(str) == "✗ incompatible").any() else ""))
 
 st.markdown("#### As a table: GPUs needed")
 pivot = cells.pivot(index="model", columns="gpu", values="label").reindex(index=model_order, columns=gpu_order)

@@ -714,3 +714,11 @@ def test_an_added_gpu_does_not_rename_the_shipped_card_it_resembles():
 def test_headroom_default_is_the_engines_on_the_dashboard():
     at = open_app()
     assert at.slider(key="w_headroom_pct").value == 10
+
+
+def test_feasibility_marks_incompatible_cards_and_says_why():
+    at = open_app("pages/feasibility.py", {"method": "qlora"})
+    pivot = table(at, 0)
+    apple = [col for col in pivot.columns if "M3 Ultra" in str(col)]
+    assert apple and (pivot[apple] == "✗ incompatible").all().all()  # QLoRA needs bitsandbytes: no Apple backend
+    assert any("✗ incompatible" in m.value and "bitsandbytes" in m.value for m in at.caption)
