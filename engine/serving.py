@@ -25,9 +25,9 @@ Sources read for the memory models (cite these when changing a formula):
   each layer's K/V cache lives with its layer (offload_kqv, the default). `--fit` /
   `llama-fit-params` (tools/fit-params/README.md) lowers -ngl until the projected device
   memory leaves a margin of 1024 MiB ("cannot fulfill margin of 1024 MiB" in its log).
-- Ollama runs llama.cpp: the same per-layer split, with Ollama's defaults (num_ctx 4096).
-  Ollama's own estimate (llm/memory.go) was NOT read in this session; this is the llama.cpp
-  model with Ollama's defaults.
+- Ollama (ollama/ollama at commit 000ce02098f6bfea486601b5cae35ba38f8824fc, llm/memory.go
+  `EstimateGPULayers`): its own layer count, see OLLAMA_MINIMUM_MEMORY below; it runs
+  llama.cpp, so the rest (KV with its layer, host layers) is llama.cpp's.
 - SGLang (mem_fraction_static) and transformers are approximations, not read from source.
 """
 
@@ -63,7 +63,12 @@ SGLANG_MEM_FRACTION = 0.88
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
 LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
-OLLAMA_NUM_CTX = 4096  # Ollama's default context (num_ctx) since v0.6; an assumption here
+# Ollama's estimate (ollama/ollama llm/memory.go `EstimateGPULayers`, commit 000ce020 as read
+# via the public index): a layer = blk.0's bytes + its share of the fp16 KV cache; the GPU is
+# charged its minimum memory (gpu/gpu.go: cudaMinimumMemory = rocmMinimumMemory = 457 MiB)
+# plus one extra layer as a buffer; layers are placed while free > allocated + graph + layer;
+# the output layer goes last, if it fits.
+OLLAMA_MINIMUM_MEMORY = 457 * C.MIB
 # host memory bandwidth reached by llama.cpp's CPU matmuls for the layers left in RAM:
 # dual-channel DDR5-5600 is 89.6 GB/s theoretical; about 60% is reached in decode. A setting.
 HOST_BANDWIDTH_GBPS = 55.0
@@ -262,9 +267,15 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
     free = usable * tp - context * tp - FIT_MARGIN_BYTES
-    fit_layers = np.floor((free - compute - output_bytes) / (layer_w + layer_kv))
+    layer_full = layer_w + layer_kv
+    fit_layers = np.floor((free - compute - output_bytes) / layer_full)
     fit_layers = np.clip(fit_layers, 0, L)
     fit_layers = np.where(fit_layers >= L, L + 1, fit_layers)  # all repeating layers + the output layer (-ngl n_layer+1)
+    # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
+    ollama_free = usable * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
+    ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
+    ollama_layers = np.where((ollama_layers >= L) & (ollama_free - L * layer_full > output_bytes), L + 1, ollama_layers)
+    fit_layers = np.where(engine == "ollama", ollama_layers, fit_layers)
     asked = req["gpu_layers"].to_numpy(float)
     gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L)
     on_gpu_layers = np.minimum(gpu_layers, L)
@@ -369,8 +380,9 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
     kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
     llama = ("llama-server -m " + gguf + " -ngl " + ngl + " -c " + ctx_total + " -np " + out["max_num_seqs"].astype(int).astype(str)
              + kvtype + np.where(tp != "1", " --split-mode layer", ""))
-    ollama = ("ollama run " + out["model"].astype(str) + "  # Modelfile: PARAMETER num_gpu " + ngl
-              + ", PARAMETER num_ctx " + out["max_model_len"].astype(int).astype(str))
+    ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
+              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": "
+              + out["max_model_len"].astype(int).astype(str) + "}}'")
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
               + hf + "', device_map='auto', torch_dtype='auto')\"")
     e = out["engine"]

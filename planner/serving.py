@@ -78,12 +78,16 @@ def format_serve(row: pd.Series) -> str:
         f"non-torch {row['non_torch_bytes'] / gib:.2f}",
         f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB -> max concurrency "
         f"{row['max_concurrency']:.2f} requests at {int(row['max_model_len']):,} tokens",
-        f"  GPU layers: {int(row['gpu_layers'])} of {int(row['total_layers'])} (+1 = the output layer); "
-        f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
+        (f"  GPU layers: {int(row['gpu_layers'])} of {int(row['total_layers'])} (+1 = the output layer too); "
+         if row["engine"] in ("llama.cpp", "ollama") else "  ") + f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
         f"  at concurrency {int(row['concurrency'])}: decode {row['decode_tokens_per_s']:.1f} tokens/s per user "
         f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "
         f"TTFT {row['ttft_s']:.2f} s, aggregate {row['aggregate_tokens_per_s']:,.0f} tokens/s",
     ]
+    if not bool(row["fits"]):
+        lines.insert(1, f"  DOES NOT FIT: the weights ({row['weights_gpu_bytes'] / gib:.2f} GiB per GPU) leave no room for one "
+                        f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
+                        f"a shorter --max-model-len")
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")

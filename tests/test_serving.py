@@ -129,6 +129,15 @@ def test_llamacpp_asked_layers_are_kept_and_more_layers_run_faster(cat):
     assert out["host_ram_bytes"].is_monotonic_decreasing
 
 
+def test_ollama_counts_layers_its_own_way_and_keeps_all_when_they_fit(cat):
+    """llm/memory.go: no 1 GiB fit margin but 457 MiB minimum memory and one buffer layer; a 70B
+    Q4_K_M on 24 GB still gets about half the layers, an 8B all of them and the output layer."""
+    big = one(cat, model="llama-3-70b", gpu="rtx-4090", engine="ollama", precision="q4_k_m", max_model_len=8192)
+    small = one(cat, model="llama-3-8b", gpu="rtx-4090", engine="ollama", precision="q4_k_m", max_model_len=8192)
+    assert 32 <= big["gpu_layers"] <= 48 and small["gpu_layers"] == 33
+    assert '"num_gpu": ' + str(int(big["gpu_layers"])) in big["command"]
+
+
 def test_llamacpp_rejects_non_gguf_precision(cat):
     with pytest.raises(ValueError, match="precision 'bf16' is not accepted for llama.cpp"):
         one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="bf16", max_model_len=4096)
