@@ -28,7 +28,9 @@ Sources read for the memory models (cite these when changing a formula):
 - Ollama (ollama/ollama at commit 000ce02098f6bfea486601b5cae35ba38f8824fc, llm/memory.go
   `EstimateGPULayers`): its own layer count, see OLLAMA_MINIMUM_MEMORY below; it runs
   llama.cpp, so the rest (KV with its layer, host layers) is llama.cpp's.
-- SGLang (mem_fraction_static) and transformers are approximations, not read from source.
+- SGLang: KV pool = total x mem_fraction_static - weights - non-torch (its defaults from
+  python/sglang/srt/server_args.py, see SGLANG_MEM_FRACTION_BY_TP); transformers: an
+  approximation, not read from source.
 """
 
 from __future__ import annotations
@@ -57,9 +59,12 @@ VLLM_LARGE_GPU_BYTES = 70 * C.GIB
 # max_num_seqs x vocab (gpu_worker.py: _dummy_sampler_run(num_tokens=max_num_reqs)).
 SAMPLER_COPIES = 2
 # --- SGLang ----------------------------------------------------------------------------
-# mem_fraction_static: the share of the card for weights + KV pool; activations live in the
-# rest. 0.88 is an assumption (SGLang picks it by GPU size; server_args.py not read here).
+# mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
+# graphs live in the rest. Its default falls with the tensor-parallel size
+# (python/sglang/srt/server_args.py `ServerArgs.__post_init__`, one version read via the public
+# index): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
 SGLANG_MEM_FRACTION = 0.88
+SGLANG_MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
 LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
@@ -235,7 +240,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     # --- engine defaults, decided here once ----------------------------------------------
     util = req["gpu_memory_utilization"].to_numpy(float)
-    util = np.where(np.isnan(util), np.where(is_sglang, SGLANG_MEM_FRACTION, np.where(is_vllm, VLLM_UTILIZATION, 1.0)), util)
+    sglang_default = np.select([tp >= n for n, _ in SGLANG_MEM_FRACTION_BY_TP], [f for _, f in SGLANG_MEM_FRACTION_BY_TP],
+                               SGLANG_MEM_FRACTION)
+    util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION, 1.0)), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
     seqs = req["max_num_seqs"].to_numpy(float)
     seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)

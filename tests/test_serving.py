@@ -101,6 +101,14 @@ def test_tensor_parallel_splits_weights_and_kv_heads(cat):
     assert four["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 / 4  # 8 KV heads over 4 GPUs
 
 
+def test_sglang_default_fraction_falls_with_tensor_parallel_size(cat):
+    models, gpus = cat
+    req = pd.DataFrame({"model": "llama-3-8b", "gpu": "h100-sxm-80gb", "engine": "sglang", "precision": "bf16",
+                        "max_model_len": 8192, "gpus": [1, 2, 4, 8, 16]})
+    out = S.serve(req, models, gpus)
+    assert list(out["gpu_memory_utilization"]) == [0.88, 0.87, 0.85, 0.81, 0.79]  # server_args.py
+
+
 # --- llama.cpp / Ollama -------------------------------------------------------------------
 
 def test_llamacpp_70b_q4_k_m_on_24gb_puts_about_half_the_layers_on_the_gpu(cat):
