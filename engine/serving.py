@@ -20,9 +20,12 @@ Sources read for the memory models (cite these when changing a formula):
   Its start-up log (vllm-project/vllm PR #10511, 2024-12): Meta-Llama-3-8B on an 80 GB H100,
   0.90: can use 71.29 GiB, weights 14.96 GiB, non_torch 1.79 GiB, activation peak 1.26 GiB,
   available_kv_cache_memory 53.29 GiB (catalog/serving_measurements.yaml keeps it).
-- llama.cpp (ggml-org/llama.cpp): `-ngl N` puts the first N repeating layers and, from
-  N > n_layer, the output layer on the GPU; the token embedding stays in host memory;
-  each layer's K/V cache lives with its layer (offload_kqv, the default). `--fit` /
+- llama.cpp (ggml-org/llama.cpp, src/llama-model.cpp `load_tensors`, 2025 versions read via
+  the public code index): `-ngl N` puts the last N of the n_layer + 1 layer slots on the GPU,
+  the output layer being the last slot (i_gpu_start = max(n_layer + 1 - N, 0)); the input
+  (token embedding) stays in host memory ("very little benefit to offloading the input
+  layer"); each layer's K/V cache lives with its layer (offload_kqv, the default); llama-server's
+  -c is shared by its -np slots. `--fit` /
   `llama-fit-params` (tools/fit-params/README.md) lowers -ngl until the projected device
   memory leaves a margin of 1024 MiB ("cannot fulfill margin of 1024 MiB" in its log).
 - Ollama (ollama/ollama at commit 000ce02098f6bfea486601b5cae35ba38f8824fc, llm/memory.go
@@ -273,20 +276,23 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
+    # -ngl N counts the output layer first: src/llama-model.cpp `load_tensors` puts layer slots
+    # i >= i_gpu_start = max(n_layer + 1 - N, 0) on the GPU, slot n_layer being the output
+    # (dev_output = get_layer_buft_list(n_layer)); so N = 1 is the output alone and N = n_layer + 1
+    # everything. Each layer's K/V goes to that layer's device (offload_kqv, the default).
     free = usable * tp - context * tp - FIT_MARGIN_BYTES
     layer_full = layer_w + layer_kv
-    fit_layers = np.floor((free - compute - output_bytes) / layer_full)
-    fit_layers = np.clip(fit_layers, 0, L)
-    fit_layers = np.where(fit_layers >= L, L + 1, fit_layers)  # all repeating layers + the output layer (-ngl n_layer+1)
+    repeating_fit = np.clip(np.floor((free - compute - output_bytes) / layer_full), 0, L)
+    fit_layers = np.where(free - compute - output_bytes >= 0, repeating_fit + 1, 0)
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
     ollama_free = usable * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
     ollama_layers = np.where((ollama_layers >= L) & (ollama_free - L * layer_full > output_bytes), L + 1, ollama_layers)
     fit_layers = np.where(engine == "ollama", ollama_layers, fit_layers)
     asked = req["gpu_layers"].to_numpy(float)
-    gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L)
-    on_gpu_layers = np.minimum(gpu_layers, L)
-    out_on_gpu = is_llama & (gpu_layers >= L)
+    gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L + 1)
+    on_gpu_layers = np.maximum(gpu_layers - 1, 0)  # repeating layers on the GPU
+    out_on_gpu = is_llama & (gpu_layers >= 1)
     llama_gpu = on_gpu_layers * (layer_w + layer_kv) + np.where(out_on_gpu, output_bytes, 0.0) + compute + context * tp
     llama_host = (L - on_gpu_layers) * (layer_w + layer_kv) + embed_bytes + np.where(out_on_gpu, 0.0, output_bytes)
 

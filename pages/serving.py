@@ -89,7 +89,8 @@ c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, pre
                                              cards=",".join(cards), utilization=util),
         formats={"Context (tokens)": "%d"},
         help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
-              "Layers on the GPU": "llama.cpp -ngl: repeating layers on the GPU (+1 = the output layer too)."})
+              "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
+                                   "repeating layers; the model's layer count + 1 = everything."})
 
 st.markdown("#### Cheapest configuration for a target")
 with st.container(border=True):

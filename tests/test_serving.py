@@ -123,7 +123,7 @@ def test_llamacpp_70b_q4_k_m_on_24gb_puts_about_half_the_layers_on_the_gpu(cat):
 
 def test_llamacpp_all_layers_fit_includes_the_output_layer(cat):
     row = one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="q4_0", max_model_len=4096)
-    assert row["gpu_layers"] == 33  # 32 repeating layers + output, as -ngl 33
+    assert row["gpu_layers"] == 33  # the output slot + 32 repeating layers: -ngl 33 (n_layer + 1)
     assert row["kv_cache_bytes_available"] == 2 * 32 * 32 * 128 * 2 * 4096  # fp16 K and V of 4,096 tokens
 
 
@@ -133,6 +133,9 @@ def test_llamacpp_asked_layers_are_kept_and_more_layers_run_faster(cat):
                         "max_model_len": 4096, "gpu_layers": [0, 20, 40]})
     out = S.serve(req, models, gpus)
     assert list(out["gpu_layers"]) == [0, 20, 40]
+    # -ngl 20 = the output layer + 19 repeating layers (src/llama-model.cpp's i_gpu_start)
+    layer = (out["weights_bytes"][0] - 2 * 128256 * 8192 * 4.8944 / 8) / 80
+    assert out["weights_gpu_bytes"][1] == pytest.approx(19 * layer + 128256 * 8192 * 4.8944 / 8)
     assert out["decode_tokens_per_s"].is_monotonic_increasing
     assert out["host_ram_bytes"].is_monotonic_decreasing
 
