@@ -204,6 +204,21 @@ def year_or_month(v):
     return v
 
 
+def whole_count(low: int, high: int):
+    """A count that may arrive as a float from a DataFrame column with empty cells (2.0): kept
+    as the whole number it is; 2.5 is refused."""
+    inner = number(low, high, strict_low=False, integer=True)
+
+    def check(v):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        elif hasattr(v, "item") and not isinstance(v, bool):  # a numpy number
+            v = v.item()
+            v = int(v) if isinstance(v, float) and v.is_integer() else v
+        return inner(v)
+    return check
+
+
 def optional(check: Callable):
     def wrapped(v):
         return None if v is None else check(v)
@@ -263,7 +278,7 @@ GPU_FIELDS: dict[str, Field] = {
     # how the card is built into a system: pcie (a card in a slot), sxm / oam (a module on an
     # 8-GPU baseboard, sold as a whole server), superchip (CPU+GPU module), apple (a whole computer)
     "form_factor": Field(optional(choice("pcie", "sxm", "oam", "superchip", "apple")), required=False),
-    "max_per_node": Field(optional(number(1, 64, integer=True, strict_low=False)), required=False),
+    "max_per_node": Field(optional(whole_count(1, 64)), required=False),
     "node_interconnect": Field(optional(choice("PCIe", "NVLink bridge", "NVLink", "NVSwitch", "Infinity Fabric",
                                                "Ethernet", "unified memory")), required=False),
     # the host the card goes in: an id of the `hosts` list (chassis, CPU, RAM, PSU per node)
@@ -284,7 +299,7 @@ HOST_FIELDS: dict[str, Field] = {
     "usd_per_node": Field(optional(number(0, 1e8, strict_low=False))),
     # network: once per multi-node plan (a switch); hosts: 0
     "usd_fixed": Field(optional(number(0, 1e8, strict_low=False)), required=False, default=0.0),
-    "max_gpus": Field(optional(number(1, 64, integer=True, strict_low=False)), required=False),
+    "max_gpus": Field(optional(whole_count(1, 64)), required=False),
     "source": Field(NOTE),
     "date": Field(year_or_month),
     "notes": Field(NOTE, required=False),
