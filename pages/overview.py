@@ -38,16 +38,21 @@ m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs i
           delta_arrow="off", border=True, help="GPUs of the catalog on which one card holds the whole workload.")
 if len(buy):
     b = buy.iloc[0]
-    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))}",
+    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))}"
+              f" · price of {md_escape(b.get('gpu_price_date', ''))}",
               delta_color="off", delta_arrow="off", border=True,
-              help="GPU list prices only (no host, chassis or network), up to 8 GPUs.")
+              help="GPU list prices only (no host, chassis or network), up to 8 GPUs; a whole system with hosts, "
+                   "used prices and the network is on the Budget planner. Price source: "
+                   + md_escape(b.get("gpu_price_source", "")))
 else:
     m3.metric("Cheapest to buy", "—", "nothing priced fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 if len(rent):
     r = rent.iloc[0]
     m4.metric("Cheapest to rent", c.fmt_usd(r["rent_usd_per_hour"], 2) + "/h",
-              f"{int(r['gpus'])}× {gpu_md.get(r['gpu'], md_escape(r['gpu']))}", delta_color="off", delta_arrow="off", border=True,
-              help="On-demand $/GPU-hour snapshots from the catalog, times the GPU count.")
+              f"{int(r['gpus'])}× {gpu_md.get(r['gpu'], md_escape(r['gpu']))} · {md_escape(r.get('gpu_cloud_date', ''))}",
+              delta_color="off", delta_arrow="off", border=True,
+              help="On-demand $/GPU-hour snapshots from the catalog, times the GPU count. Source: "
+                   + md_escape(r.get("gpu_cloud_source", "")))
 else:
     m4.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 

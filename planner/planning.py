@@ -49,7 +49,8 @@ COMPONENT_COLUMNS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "opt
                      "autocast_copies_bytes", "activations_bytes", "logits_bytes", "kv_cache_bytes",
                      "workspace_bytes", "runtime_overhead_bytes")
 PHASE_COLUMNS = tuple(f"{p}_phase_bytes" for p in PHASES)
-GPU_INFO = ("name", "vendor", "segment", "memory_gb", "price_usd", "cloud_usd_per_hour")
+GPU_INFO = ("name", "vendor", "segment", "memory_gb", "price_usd", "cloud_usd_per_hour", "price_date", "price_source",
+            "cloud_date", "cloud_source")
 
 # The budget tiers of source article 001 (individuals / small teams), with the configuration
 # the article recommends for each (catalog/references.yaml, ids a001-budget-*).
