@@ -449,7 +449,7 @@ def cmd_catalog(args) -> int:
         al = cat.aliases()
         ids = [f"{a}\t{c} x {g}" for a, g, c in zip(al["alias"], al["gpu"], al["count"])]
     else:
-        raise CliError(f"catalog {args.what!r} is not accepted; accepted: gpus, models, aliases")
+        raise CliError(f"catalog {args.what!r} is not accepted; accepted: gpus, models, aliases, hosts, compatibility")
     for i in ids:
         print(i)
     return 0
