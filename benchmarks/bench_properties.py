@@ -62,7 +62,7 @@ from engine.constants import (  # noqa: E402
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
-engine_estimate = importlib.import_module("engine.estimate")  # the module (engine.estimate is also the function)
+engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
 
 METHODS = ("full", "lora", "qlora", "freeze")
 QLORA_BASES = ("auto", "int8", "int4", "nf4") + tuple(GGUF_BITS)
@@ -136,7 +136,9 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "model": m["id"].to_numpy(), "task": np.where(train, "train", "infer"), "method": method,
         "precision": precision, "optimizer": pick(rng, OPTIMIZERS, n), "batch": batch, "seq": seq,
         "grad_checkpointing": rng.random(n) < 0.5, "lora_rank": pick(rng, (1, 2, 8, 16, 64, 256, 4096), n),
-        "lora_targets": pick(rng, TARGETS, n), "freeze_layers": rng.integers(1, 140, n),
+        "lora_targets": pick(rng, TARGETS, n),
+        # trainable last layers: 1 up to the model's layers (more is refused: engine/scenarios.py)
+        "freeze_layers": np.minimum(rng.integers(1, 140, n), layers),
         "zero": zero, "offload": offload, "gpus": gpus_n, "tp": tp, "pp": pp, "base_precision": base,
         "kv_precision": pick(rng, ("auto",) + tuple(KV_BYTES), n),
         "prefill_logits": pick(rng, ("last", "all"), n), "headroom": np.where(rng.random(n) < 0.2, rng.random(n) * 0.5, 0.0),
@@ -196,7 +198,7 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
 
 
 class CaptureTables:
-    """Wraps engine.estimate._component_tables to keep, per call, each component's (fixed +
+    """Wraps engine.executor._component_tables to keep, per call, each component's (fixed +
     shard / dp) and per-token bytes in every phase, and which phases each memory configuration
     has (its task's). White box: skipped (with a note) when the engine no longer has it."""
 
@@ -345,7 +347,7 @@ def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int
     rows_done = 0
     with CaptureTables() as capture:
         if capture.original is None:
-            report("note: engine.estimate._component_tables is gone; per-phase component signs not checked")
+            report("note: engine.executor._component_tables is gone; per-phase component signs not checked")
         for lo in range(0, n, chunk):
             base = random_scenarios(rng, min(chunk, n - lo), models, gpus)
             pairs = companions(base, rng, models)

@@ -134,31 +134,44 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
 
     # tp, pp: 0 = decided from the task, the GPU count and the model's heads and layers
     tp_range, pp_range = ranges.get("tp"), ranges.get("pp")
-    if tp_range is None or pp_range is None or tp_range[0] == AUTO or pp_range[0] == AUTO:
-        tp = np.asarray(out["tp"]).astype(np.int64)
-        pp = np.asarray(out["pp"]).astype(np.int64)
+    if tp_range == (AUTO, AUTO) and pp_range == (AUTO, AUTO) and not any_infer:
+        # the usual training sweep: both left out, data parallel (no per-row arithmetic)
+        out["tp"], out["pp"] = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+        ranges["tp"] = ranges["pp"] = (1, 1)
+    elif tp_range is None or pp_range is None or tp_range[0] == AUTO or pp_range[0] == AUTO:
+        tp = np.array(out["tp"], dtype=np.int64)  # copies: the caller's columns stay as they were
+        pp = np.array(out["pp"], dtype=np.int64)
         tp_auto, pp_auto = tp == AUTO, pp == AUTO
-        if tp_auto.any() or pp_auto.any():
-            gpus = np.asarray(out["gpus"]).astype(np.int64)
-            heads, layers = per_row("num_heads"), per_row("num_layers")
-            # inference, neither given: tp over gcd(gpus, heads), stages for the rest
-            both = infer & tp_auto & pp_auto
+        rows = np.flatnonzero(infer & (tp_auto | pp_auto)) if any_infer else np.zeros(0, dtype=np.intp)
+        if len(rows):  # inference splits the model over its GPUs (only these rows are computed)
+            gpus = np.asarray(out["gpus"])[rows].astype(np.int64)
+            codes = model_codes[rows]
+            heads = models["num_heads"].to_numpy()[at][codes].astype(np.int64)
+            layers = models["num_layers"].to_numpy()[at][codes].astype(np.int64)
+            t_auto, p_auto = tp_auto[rows], pp_auto[rows]
+            t, p = tp[rows], pp[rows]
+            # neither given: tp over gcd(gpus, heads), stages for the rest; a whole copy per GPU
+            # when the stages would outnumber the layers
+            both = t_auto & p_auto
             auto_tp = np.gcd(gpus, heads)
             auto_pp = gpus // auto_tp
             too_deep = auto_pp > layers
-            new_tp = np.where(both, np.where(too_deep, 1, auto_tp), tp)
-            new_pp = np.where(both, np.where(too_deep, 1, auto_pp), pp)
-            # inference, pp given: tp over what each stage holds
-            only_tp = infer & tp_auto & ~pp_auto
-            per_stage = np.where(gpus % np.maximum(pp, 1) == 0, gpus // np.maximum(pp, 1), 1)
-            new_tp = np.where(only_tp, np.gcd(per_stage, heads), new_tp)
-            # everything else left open: 1 (training is data parallel; inference with tp given
-            # keeps the other GPUs as replicas)
-            new_tp = np.where(new_tp == AUTO, 1, new_tp)
-            new_pp = np.where(new_pp == AUTO, 1, new_pp)
-            out["tp"], out["pp"] = new_tp.astype(np.int64), new_pp.astype(np.int64)
-            ranges["tp"] = (int(new_tp.min()), int(new_tp.max()))
-            ranges["pp"] = (int(new_pp.min()), int(new_pp.max()))
+            t = np.where(both, np.where(too_deep, 1, auto_tp), t)
+            p = np.where(both, np.where(too_deep, 1, auto_pp), p)
+            # pp given: tp over what each stage holds
+            only_tp = t_auto & ~p_auto
+            if only_tp.any():
+                stages = np.maximum(p, 1)
+                per_stage = np.where(gpus % stages == 0, gpus // stages, 1)
+                t = np.where(only_tp, np.gcd(per_stage, heads), t)
+            tp[rows], pp[rows] = t, p
+        # everything else left open: 1 (training is data parallel; inference with tp given keeps
+        # the other GPUs as replicas)
+        tp[tp == AUTO] = 1
+        pp[pp == AUTO] = 1
+        out["tp"], out["pp"] = tp, pp
+        ranges["tp"] = (int(tp.min()), int(tp.max()))
+        ranges["pp"] = (int(pp.min()), int(pp.max()))
 
     # lora_targets: one canonical spelling (a query string full of duplicates is one scenario)
     _, target_cats = _codes(out["lora_targets"])

@@ -364,7 +364,7 @@ def _which(mask: np.ndarray, inv, n: int):
     return True, np.flatnonzero(rows)
 
 
-# Configuration x seq groups per block of the training figures (as engine.estimate.ROW_BLOCK).
+# Configuration x seq groups per block of the training figures (as engine.executor.ROW_BLOCK).
 GROUP_BLOCK = 1 << 16
 
 

@@ -205,6 +205,9 @@ def test_metrics_show_their_whole_value(server):
             values = page.locator("[data-testid='stMetricValue']")
             page.get_by_text("Longest sequence (tokens)").first.wait_for(timeout=60_000)
             _idle(page)
+            # every metric drawn (under load the last ones can follow the idle state by a moment)
+            page.wait_for_function("document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 5",
+                                   timeout=60_000)
             assert values.count() >= 5
             for i in range(values.count()):
                 cut = values.nth(i).evaluate(
