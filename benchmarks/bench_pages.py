@@ -47,7 +47,7 @@ logging.disable(logging.WARNING)
 
 DASHBOARD = str(ROOT / "dashboard.py")
 PAGES = ["pages/overview.py", "pages/feasibility.py", "pages/budget.py", "pages/cost_per_fit.py",
-         "pages/inference.py", "pages/breakdown.py", "pages/evidence.py", "pages/catalog_browser.py"]
+         "pages/inference.py", "pages/serving.py", "pages/breakdown.py", "pages/evidence.py", "pages/catalog_browser.py"]
 BATCH_LABEL = "Micro-batch per GPU (sequences)"
 
 
