@@ -16,7 +16,7 @@ import streamlit as st
 
 from app import user_entries
 from catalog import default_catalog
-from catalog.store import UserCatalogWarning, catalog_frames
+from catalog.store import ShippedFrames, UserCatalogWarning, catalog_frames
 from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
 from engine import rules
 from engine.estimate import estimate
@@ -50,19 +50,6 @@ def shipped_ids() -> dict[str, set]:
     return {"gpus": set(shipped("gpus")["id"]), "models": set(shipped("models")["id"])}
 
 
-class _Shipped:
-    """The shipped frames already in hand, in catalog_frames' `catalog` role."""
-
-    def __init__(self, frames: dict[str, pd.DataFrame]):
-        self.frames = frames
-
-    def gpus(self) -> pd.DataFrame:
-        return self.frames["gpus"]
-
-    def models(self) -> pd.DataFrame:
-        return self.frames["models"]
-
-
 def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
     (every session), plus this session's own validated additions (this session only), through
@@ -73,7 +60,7 @@ def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     user_entries.notify_once(ids)  # a corrupt or clashing file: said once on the page
     with warnings.catch_warnings():  # ... and not again in the server log on every run
         warnings.simplefilter("ignore", UserCatalogWarning)
-        frames = catalog_frames(catalog=_Shipped(base), store=user_entries.store(ids),
+        frames = catalog_frames(catalog=ShippedFrames(base), store=user_entries.store(ids),
                                 extra={kind: user_entries.session_records(kind) for kind in ("gpus", "models")})
     return frames["models"], frames["gpus"]
 

@@ -529,8 +529,9 @@ def catalog_frames(catalog=None, store: UserCatalog | None = None,
     return out
 
 
-class _Frames:
-    """Shipped frames already in hand, in catalog_frames' `catalog` role."""
+class ShippedFrames:
+    """Shipped frames already in hand, in catalog_frames' `catalog` role (the dashboard keeps
+    them cached per process and passes them in)."""
 
     def __init__(self, frames: dict[str, pd.DataFrame]):
         self._frames = frames
@@ -547,7 +548,7 @@ def with_user_entries(frame: pd.DataFrame, kind: str, store: UserCatalog | None 
     column ('shipped' / 'user'): catalog_frames for one frame already in hand."""
     kind = kind_name(kind)
     store = store or UserCatalog(shipped_ids={kind: set(frame["id"])})
-    return catalog_frames(_Frames({kind: frame}), store, kinds=(kind,))[kind]
+    return catalog_frames(ShippedFrames({kind: frame}), store, kinds=(kind,))[kind]
 
 
 def merged_frames(catalog=None, store: UserCatalog | None = None) -> dict[str, pd.DataFrame]:

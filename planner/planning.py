@@ -378,20 +378,18 @@ def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
         if prec in ("fp32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16"):
             out.append(("Pure bf16 weights, gradients and states", {"precision": "bf16"}, 3,
                         "no fp32 master copy: small updates can round away"))
-        if method in ("full", "freeze"):
-            out.append((f"LoRA r={rank}", {"method": "lora", "base_precision": "auto"}, 4,
-                        "trains low-rank adapters only (Hu et al. 2021)"))
-            if not gc:
-                out.append((f"LoRA r={rank} + gradient checkpointing",
-                            {"method": "lora", "base_precision": "auto", "grad_checkpointing": True}, 4,
-                            "adapters only; " + CHECKPOINTING_NOTE))
-        if method in ("full", "freeze", "lora"):
-            out.append((f"QLoRA r={rank} (4-bit NF4 base)", {"method": "qlora", "base_precision": "auto"}, 4,
-                        "frozen base quantized to NF4; slower matmuls (Dettmers et al. 2023)"))
-            if not gc:
-                out.append((f"QLoRA r={rank} + gradient checkpointing",
-                            {"method": "qlora", "base_precision": "auto", "grad_checkpointing": True}, 4,
-                            "NF4 base; " + CHECKPOINTING_NOTE))
+        adapters = (  # (method, label, trade-off, short trade-off, the methods it replaces)
+            ("lora", f"LoRA r={rank}", "trains low-rank adapters only (Hu et al. 2021)", "adapters only",
+             ("full", "freeze")),
+            ("qlora", f"QLoRA r={rank} (4-bit NF4 base)", "frozen base quantized to NF4; slower matmuls "
+             "(Dettmers et al. 2023)", "NF4 base", ("full", "freeze", "lora")))
+        for target, label, note, short, replaces in adapters:
+            if method in replaces:
+                out.append((label, {"method": target, "base_precision": "auto"}, 4, note))
+                if not gc:
+                    out.append((label.split(" (")[0] + " + gradient checkpointing",
+                                {"method": target, "base_precision": "auto", "grad_checkpointing": True}, 4,
+                                f"{short}; " + CHECKPOINTING_NOTE))
         for k in (2, 4, 8):
             if k > gpus:
                 out.append((f"ZeRO-3 / FSDP over {k} GPUs", {"zero": 3, "gpus": k}, 1,

@@ -41,3 +41,25 @@ def models(cat):
 @pytest.fixture(scope="session")
 def gpus(cat):
     return cat.gpus()
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """Read what a download button would hand to the browser (AppTest keeps it in memory)."""
+    import streamlit.testing.v1.app_test as app_test_module
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    stores = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", Recording)
+
+    def read(button) -> str:
+        file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
+        return stores[-1].get_file(file_id).content.decode("utf-8")
+
+    return read

@@ -17,9 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import streamlit as st
-import streamlit.testing.v1.app_test as app_test_module
 from hypothesis import given, settings as hyp_settings, strategies as hs
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from app.labels import md_escape
@@ -223,25 +221,6 @@ def user_file(tmp_path, monkeypatch):
     path = tmp_path / "planner" / "user_catalog.yaml"
     monkeypatch.setenv(ENV_VAR, str(path))
     return path
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """Read what a download button hands to the browser (AppTest keeps it in memory)."""
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", Recording)
-
-    def read(button) -> str:
-        file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
-        return stores[-1].get_file(file_id).content.decode("utf-8")
-
-    return read
 
 
 def open_app(page: str | None = None) -> AppTest:

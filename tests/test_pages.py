@@ -13,8 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import streamlit as st
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from engine import estimate, grid
@@ -44,25 +42,6 @@ def clear_caches():
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """Read what a download button would hand to the browser (AppTest keeps it in memory)."""
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", Recording)
-
-    def read(button) -> str:
-        file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
-        return stores[-1].get_file(file_id).content.decode("utf-8")
-
-    return read
 
 
 def open_app(page: str | None = None, query: dict | None = None) -> AppTest:
