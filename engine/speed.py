@@ -252,22 +252,6 @@ def _text(result: pd.DataFrame, column: str, default: str) -> pd.Series:
     return result[column].astype(object).fillna(default).astype(str)
 
 
-def training_flops_per_token(method: np.ndarray, N, T, L, V, h, s, attn_width, k_layers, checkpointing):
-    """FLOPs per training token (module docstring); arrays of equal length, method as text."""
-    full = method == "full"
-    lora = np.isin(method, ("lora", "qlora"))
-    freeze = method == "freeze"
-    attn = L * s * attn_width  # one causal forward's attention FLOPs is 2x this
-    frozen_attn = k_layers * s * attn_width
-    per_token = np.select(
-        [full, lora, freeze],
-        [6 * N + 6 * attn, 4 * N + 6 * T + 6 * attn, 2 * N + 2 * V * h + 4 * T + 2 * attn + 4 * frozen_attn],
-        np.nan,
-    )
-    recompute = np.select([full, lora, freeze], [2 * N + 2 * attn, 2 * N + 2 * T + 2 * attn, 2 * T + 2 * frozen_attn], 0.0)
-    return per_token + np.where(checkpointing, recompute, 0.0)
-
-
 def read_settings(frame: pd.DataFrame, seq) -> dict:
     """The speed / cost settings: a column of the frame where there is one (each value checked,
     missing cells the default), else the default as a plain number (prompt_tokens: seq)."""
@@ -521,7 +505,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
 
 
 def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):
-    """training_flops_per_token with per-configuration inputs (method masks, N, T, L, V, h,
+    """FLOPs per training token (module docstring) from per-configuration inputs (method masks, N, T, L, V, h,
     attn_width, k_layers, checkpointing) and per-row seq `s`: the parts without seq are summed
     once per configuration, in the same order, so every row gets the same number."""
     full_r, lora_r, freeze_r = rows(full), rows(lora), rows(freeze)
@@ -628,5 +612,5 @@ def format_speed_cost(row: pd.Series) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["add_speed_cost", "format_speed_cost", "training_flops_per_token", "read_settings", "check_prompt",
+__all__ = ["add_speed_cost", "format_speed_cost", "read_settings", "check_prompt",
            "speed_cost_columns", "SETTINGS", "OUTPUT_COLUMNS"]
