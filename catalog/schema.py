@@ -43,7 +43,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from engine.params import total_params
+from engine.params import architecture_counts
 from engine.scenarios import CHOICES as SCENARIO_CHOICES
 from engine.scenarios import INT_RANGES, PRECISIONS
 
@@ -343,7 +343,32 @@ MODEL_FIELDS: dict[str, Field] = {
     "tied_embeddings": Field(boolean),
     # q, k and v projections with biases (Qwen2); absent = false, the Llama layout
     "qkv_bias": Field(boolean, required=False, default=False),
+    # Beyond the dense Llama layout (issue 15), each optional with the Llama value as default
+    # (engine/params.py ARCH_DEFAULTS says what each counts): mixture-of-experts ...
+    "num_experts": Field(whole_count(0, 100_000), required=False, default=0),
+    "experts_per_token": Field(whole_count(0, 100_000), required=False, default=0),
+    "expert_intermediate_size": Field(whole_count(0, 10_000_000), required=False, default=0),
+    "shared_intermediate_size": Field(whole_count(0, 10_000_000), required=False, default=0),
+    "shared_expert_gate": Field(boolean, required=False, default=False),
+    "first_dense_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    "moe_layer_step": Field(whole_count(1, 1_000), required=False, default=1),
+    "router_bias": Field(boolean, required=False, default=False),
+    "expert_bias": Field(boolean, required=False, default=False),
+    # ... attention: biases on q/k/v/o, sinks, q/k norms, norms per layer, MLA, sliding window
+    "attention_bias": Field(boolean, required=False, default=False),
+    "attention_sinks": Field(boolean, required=False, default=False),
+    "qk_norm": Field(boolean, required=False, default=False),
+    "norms_per_layer": Field(whole_count(0, 16), required=False, default=2),
+    "kv_lora_rank": Field(whole_count(0, 1_000_000), required=False, default=0),
+    "q_lora_rank": Field(whole_count(0, 1_000_000), required=False, default=0),
+    "qk_rope_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "qk_nope_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "v_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "sliding_window": Field(whole_count(0, 100_000_000), required=False, default=0),
+    "sliding_window_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "params": Field(number(0, 1e14, integer=True)),
+    # derived by the loader (engine/params.py architecture_counts), never written by hand
+    "active_params": Field(optional(number(0, 1e14, integer=True)), required=False),
     # unknown for a model read from a config.json (it has no date): left empty, never invented
     "release_date": Field(optional(iso_date), required=False),
     "source": Field(NOTE),
@@ -423,9 +448,22 @@ def check_model(m: dict, file: str) -> None:
     label = f"'{m['id']}'"
     if m["num_heads"] % m["num_kv_heads"]:
         raise CatalogError(file, label, "num_kv_heads", f"must divide num_heads ({m['num_heads']}), got {m['num_kv_heads']}")
-    derived = total_params(m["hidden_size"], m["intermediate_size"], m["num_layers"], m["num_heads"],
-                           m["num_kv_heads"], m["head_dim"], m["vocab_size"], m["tied_embeddings"],
-                           bool(m.get("qkv_bias")))
+    if m.get("num_experts", 0) and not (0 < m.get("experts_per_token", 0) <= m["num_experts"]):
+        raise CatalogError(file, label, "experts_per_token",
+                           f"must be 1 to num_experts ({m['num_experts']}), got {m.get('experts_per_token', 0)}")
+    if m.get("num_experts", 0) and not m.get("expert_intermediate_size", 0):
+        raise CatalogError(file, label, "expert_intermediate_size", "is required (> 0) for a mixture-of-experts model")
+    if m.get("sliding_window_layers", 0) > m["num_layers"]:
+        raise CatalogError(file, label, "sliding_window_layers",
+                           f"must be at most num_layers ({m['num_layers']}), got {m['sliding_window_layers']}")
+    if bool(m.get("sliding_window_layers", 0)) != bool(m.get("sliding_window", 0)):
+        raise CatalogError(file, label, "sliding_window", "and sliding_window_layers are given together (both > 0) or not at all")
+    if m.get("kv_lora_rank", 0) and not (m.get("qk_rope_head_dim", 0) and m.get("v_head_dim", 0)):
+        raise CatalogError(file, label, "kv_lora_rank", "latent attention needs qk_rope_head_dim and v_head_dim (> 0)")
+    counts = architecture_counts(m)
+    derived = int(counts["total"])
+    if derived == m["params"]:
+        m["active_params"] = int(counts["active"])
     if derived != m["params"]:
         raise CatalogError(file, label, "params",
                            f"the architecture gives {derived:,} parameters but the entry says {m['params']:,}; check the config fields")

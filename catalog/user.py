@@ -36,20 +36,28 @@ from catalog.schema import (
     show,
     validate_entries,
 )
-from engine.params import total_params
+from engine.params import architecture_counts
 
 # A real config.json is a few KB; reading stops at 1 MB, so a wrong path (a log, a checkpoint,
 # /dev/zero) is refused at once instead of filling memory.
 MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
-SUPPORTED = ("llama", "mistral", "qwen2", "gemma")
-# Keys that mark a mixture-of-experts model (Mixtral, Qwen2-MoE, DeepSeek, ...).
+SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
+             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4")
+# Multimodal configs whose language model is under text_config: only it is read (the vision
+# tower's parameters are not counted; the record's notes say so).
+TEXT_CONFIG = ("gemma3", "llama4")
+# Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text")
 # model_type -> defaults of its transformers config class that change the count.
-TIED_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "gemma": True}
-HEAD_DIM_DEFAULT = {"gemma": 256}  # GemmaConfig(head_dim=256); the others derive it
-QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True, "gemma": False}
+TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+# GemmaConfig/Gemma2Config/Gemma3TextConfig(head_dim=256), Qwen3Config/Qwen3MoeConfig(head_dim=128),
+# GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128); the others derive it
+HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128,
+                    "gpt_oss": 64, "llama4_text": 128}
+QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
 BOUNDS = {
     "hidden_size": 1_000_000,
@@ -80,6 +88,23 @@ def _number(cfg: dict, key: str, file: str, default=None) -> int:
         raise CatalogError(file, None, key, f"must be > 0, got {value}")
     if value > BOUNDS[key]:
         raise CatalogError(file, None, key, f"must be <= {BOUNDS[key]:,}, got {value:,}")
+    return value
+
+
+def _count(cfg: dict, key: str, file: str, default, low: int = 0, high: int = 10_000_000) -> int:
+    """A whole number >= low (0 allowed by default) for the architecture fields; missing or null
+    takes `default` (refused when None)."""
+    value = cfg.get(key)
+    if value is None:
+        value = default
+    if value is None:
+        raise CatalogError(file, None, key, "is required but missing" if key not in cfg else "is required but null")
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CatalogError(file, None, key, f"must be a whole number, got {show(value)}")
+    if not low <= value <= high:
+        raise CatalogError(file, None, key, f"must be {low:,} to {high:,}, got {value:,}")
     return value
 
 
@@ -120,12 +145,25 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         hint = " (a multimodal config: its language model is under text_config)" if "text_config" in cfg else ""
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
-    for key in MOE_KEYS:
-        value = cfg.get(key)
-        if value not in (None, 0, False, [], {}):
-            raise CatalogError(file, None, key, f"is {show(value)}: mixture-of-experts models are not modelled yet; "
-                                                "accepted: dense models without this field")
-    if model_type != "qwen2":  # Qwen2's q/k/v biases are fixed by its code, not by this flag
+    notes = []
+    if model_type in TEXT_CONFIG:
+        text = cfg.get("text_config")
+        if not isinstance(text, dict):
+            raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
+        notes.append("Language model only (text_config): the vision encoder's parameters are not counted.")
+        outer_name = cfg.get("_name_or_path")
+        cfg = dict(text)
+        if outer_name is not None and "_name_or_path" not in cfg:
+            cfg["_name_or_path"] = outer_name
+        model_type = {"gemma3": "gemma3_text", "llama4": "llama4_text"}[model_type]
+    if model_type not in MOE_TYPES:
+        for key in MOE_KEYS:
+            value = cfg.get(key)
+            if value not in (None, 0, False, [], {}):
+                raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
+                                                    f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
+    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text"):
+        # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):
                 raise CatalogError(file, None, key, "true adds biases the engine does not count; accepted: false "
@@ -136,7 +174,15 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     kv_heads = _number(cfg, "num_key_value_heads", file, default=heads)
     if kv_heads > heads or heads % kv_heads:
         raise CatalogError(file, None, "num_key_value_heads", f"must divide num_attention_heads ({heads}), got {kv_heads}")
-    if cfg.get("head_dim") is not None or model_type in HEAD_DIM_DEFAULT:
+    arch = {}
+    if model_type == "deepseek_v3":
+        # MLA (DeepseekV3Config): q/k heads of qk_nope_head_dim + qk_rope_head_dim
+        for key, default in (("kv_lora_rank", 512), ("qk_rope_head_dim", 64), ("qk_nope_head_dim", 128),
+                             ("v_head_dim", 128)):
+            arch[key] = _count(cfg, key, file, default)
+        arch["q_lora_rank"] = _count(cfg, "q_lora_rank", file, 0)
+        head_dim = arch["qk_nope_head_dim"] + arch["qk_rope_head_dim"]
+    elif cfg.get("head_dim") is not None or model_type in HEAD_DIM_DEFAULT:
         head_dim = _number(cfg, "head_dim", file, default=HEAD_DIM_DEFAULT.get(model_type))
     else:
         if hidden % heads:
@@ -147,25 +193,101 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     layers = _number(cfg, "num_hidden_layers", file)
     vocab = _number(cfg, "vocab_size", file)
     context = _number(cfg, "max_position_embeddings", file)
-    tied = _flag(cfg, "tie_word_embeddings", file, TIED_DEFAULT[model_type])
-    qkv_bias = QKV_BIAS[model_type]
+    tied = _flag(cfg, "tie_word_embeddings", file, TIED_DEFAULT.get(model_type, False))
+    qkv_bias = QKV_BIAS.get(model_type, False)
 
-    params = total_params(hidden, ffn, layers, heads, kv_heads, head_dim, vocab, tied, qkv_bias)
+    # mixture of experts, per transformers' config classes
+    if model_type in MOE_TYPES:
+        experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "llama4_text": "num_local_experts",
+                       "deepseek_v3": "n_routed_experts"}.get(model_type, "num_experts")
+        arch["num_experts"] = _count(cfg, experts_key, file, None, low=1)
+        arch["experts_per_token"] = _count(cfg, "num_experts_per_tok", file, None, low=1)
+        if arch["experts_per_token"] > arch["num_experts"]:
+            raise CatalogError(file, None, "num_experts_per_tok", f"must be at most {experts_key} ({arch['num_experts']}), "
+                                                                  f"got {arch['experts_per_token']}")
+        if model_type in ("mixtral", "gpt_oss", "llama4_text"):
+            arch["expert_intermediate_size"] = ffn  # each expert's width is intermediate_size
+        else:
+            arch["expert_intermediate_size"] = _count(cfg, "moe_intermediate_size", file, None, low=1)
+        if model_type == "qwen2_moe":  # Qwen2MoeSparseMoeBlock: one shared expert and its sigmoid gate
+            arch["shared_intermediate_size"] = _count(cfg, "shared_expert_intermediate_size", file, 0)
+            arch["shared_expert_gate"] = arch["shared_intermediate_size"] > 0
+        if model_type in ("qwen2_moe", "qwen3_moe"):
+            if cfg.get("mlp_only_layers") not in (None, []):
+                raise CatalogError(file, None, "mlp_only_layers", f"is {show(cfg.get('mlp_only_layers'))}; accepted: [] "
+                                                                  "(dense layers between MoE layers are not read)")
+            arch["moe_layer_step"] = _count(cfg, "decoder_sparse_step", file, 1, low=1)
+        if model_type == "deepseek_v3":  # DeepseekV3MoE: n_shared_experts x moe_intermediate_size, dense first
+            arch["shared_intermediate_size"] = _count(cfg, "n_shared_experts", file, 0) * arch["expert_intermediate_size"]
+            arch["first_dense_layers"] = _count(cfg, "first_k_dense_replace", file, 0)
+            arch["moe_layer_step"] = _count(cfg, "moe_layer_freq", file, 1, low=1)
+            arch["router_bias"] = True  # e_score_correction_bias, n_routed_experts per MoE layer (in the checkpoint)
+        if model_type == "llama4_text":  # Llama4TextMoe: one shared expert of intermediate_size
+            arch["shared_intermediate_size"] = ffn
+            arch["moe_layer_step"] = _count(cfg, "interleave_moe_layer_step", file, 1, low=1)
+            ffn = _count(cfg, "intermediate_size_mlp", file, ffn, low=1)  # the dense layers' width
+        if model_type == "gpt_oss":  # GptOssExperts: gate_up and down biases; the router has a bias
+            arch.update(expert_bias=True, router_bias=True)
+    if model_type == "gpt_oss":  # GptOssAttention: q/k/v/o biases and one sink per head
+        arch.update(attention_bias=True, attention_sinks=True)
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # q_norm, k_norm over head_dim
+        arch["qk_norm"] = True
+    if model_type in ("gemma2", "gemma3_text"):  # input, post_attention, pre_ and post_feedforward norms
+        arch["norms_per_layer"] = 4
+
+    # sliding-window layers: layer_types when the config lists them, else the class's pattern
+    window = cfg.get("sliding_window")
+    if model_type == "llama4_text":  # chunked attention on the layers with rope (3 of 4: no_rope_layers)
+        window = cfg.get("attention_chunk_size")
+    window = window if isinstance(window, int) and not isinstance(window, bool) and 0 < window < context else 0
+    sliding = 0
+    if window:
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and len(types) == layers:
+            sliding = sum(1 for t in types if t in ("sliding_attention", "chunked_attention"))
+        elif model_type == "gemma2":  # Gemma2: layers 0, 2, 4, ... slide
+            sliding = (layers + 1) // 2
+        elif model_type == "gemma3_text":  # Gemma3: every sliding_window_pattern-th layer is full
+            pattern = _count(cfg, "sliding_window_pattern", file, 6, low=1)
+            sliding = layers - layers // pattern
+        elif model_type == "gpt_oss":  # GptOss: alternating, sliding first
+            sliding = (layers + 1) // 2
+        elif model_type == "llama4_text":
+            no_rope = cfg.get("no_rope_layers")
+            if isinstance(no_rope, list) and len(no_rope) == layers:
+                sliding = sum(1 for v in no_rope if v)  # 1 = the layer uses rope (chunked)
+            else:
+                sliding = layers - layers // 4
+        elif model_type in ("mistral", "mixtral") or (model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+                                                      and cfg.get("use_sliding_window", False)):
+            sliding = layers if model_type in ("mistral", "mixtral") else layers - _count(cfg, "max_window_layers", file, 0)
+        if sliding <= 0:
+            window, sliding = 0, 0
+        arch.update(sliding_window=window, sliding_window_layers=min(sliding, layers))
+
+    counts = architecture_counts({"hidden_size": hidden, "intermediate_size": ffn, "num_layers": layers,
+                                  "num_heads": heads, "num_kv_heads": kv_heads, "head_dim": head_dim,
+                                  "vocab_size": vocab, "tied_embeddings": tied, "qkv_bias": qkv_bias, **arch})
+    params = int(counts["total"])
     if params > MAX_PARAMS:
         raise CatalogError(file, None, "num_hidden_layers",
                            f"the fields give {params:,} parameters; at most {MAX_PARAMS:,} accepted (check hidden_size, "
                            "intermediate_size, num_hidden_layers and vocab_size)")
 
-    notes = [f"From a Hugging Face config.json (model_type {model_type})."]
+    notes.insert(0, f"From a Hugging Face config.json (model_type {model_type}).")
     if qkv_bias:
         notes.append("q/k/v projections have biases (Qwen2), counted in params.")
     if model_type == "gemma":
         notes.append("Gemma: GeGLU MLP (gelu) and scaled embeddings, memory modelled as the Llama layout.")
-    window = cfg.get("sliding_window")
-    uses_window = cfg.get("use_sliding_window", model_type != "qwen2")
-    if isinstance(window, int) and not isinstance(window, bool) and window > 0 and uses_window and window < context:
-        notes.append(f"Sliding-window attention over {window:,} tokens: the KV cache estimate counts the whole "
-                     "sequence (an upper bound beyond the window).")
+    if arch.get("num_experts"):
+        notes.append(f"Mixture of experts: {arch['num_experts']} experts, {arch['experts_per_token']} per token; "
+                     f"{int(counts['active']):,} parameters active per token.")
+    if arch.get("sliding_window"):
+        notes.append(f"Sliding-window attention over {arch['sliding_window']:,} tokens on "
+                     f"{arch['sliding_window_layers']} of {layers} layers (KV cache per --kv-policy).")
+    if arch.get("kv_lora_rank"):
+        notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
+                     "token and layer.")
     quant = cfg.get("quantization_config")
     if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str) and not not_text(quant["quant_method"]):
         notes.append(f"Checkpoint is pre-quantized ({quant['quant_method'][:40]}): choose the matching precision.")
@@ -186,6 +308,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         "max_context": context,
         "tied_embeddings": tied,
         "qkv_bias": qkv_bias,
+        **arch,
         "params": int(params),
         "release_date": None,
         "source": f"config.json ({Path(file).name})"[:2000],

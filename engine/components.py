@@ -30,7 +30,7 @@ from engine.memory import (
     layer_backward_transient_bytes,
     logits_bytes,
 )
-from engine.params import lora_module_dims, parse_lora_targets
+from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_token, lora_module_dims, parse_lora_targets
 from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -58,6 +58,9 @@ class Inputs:
     layer_all: np.ndarray  # a decoder layer's weights (norms, q/k/v biases too)
     n_lin: np.ndarray    # every decoder layer's linear weights
     model: np.ndarray    # the model's row in the catalog's models table
+    active: np.ndarray   # parameters one token uses (= N for a dense model; MoE: the routed experts' share)
+    kv_window: np.ndarray  # KV bytes per token per GPU of the sliding-window layers (0 unless kv_policy windowed)
+    window: np.ndarray   # their window in tokens (0: none)
     # parallelism
     gpus: np.ndarray
     tp: np.ndarray
@@ -93,6 +96,8 @@ class Inputs:
     base_quant: np.ndarray  # LoRA / QLoRA over a quantized frozen base (bool)
     base_bits: np.ndarray  # that base's bits per linear weight
     kv_b: np.ndarray     # KV cache
+    kv_elems: np.ndarray  # values per token in the KV cache over all layers (full length; MLA per the policy)
+    mla: np.ndarray      # the cache holds MLA's latent (one copy per tensor-parallel rank, not split by heads)
     last_only: np.ndarray  # generate() keeps the last position's logits only (bool)
     # LoRA
     r: np.ndarray        # rank (0 without adapters)
@@ -129,6 +134,36 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # Qwen2-style q/k/v biases (catalog column qkv_bias, absent or false for Llama)
     qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(mv.size, dtype=bool)
     layer_all = layer_lin + 2 * h + np.where(qkv_bias, qd + 2 * kvd, 0.0)
+    n_lin = L * layer_lin
+    # Beyond the dense Llama layout (engine/params.py architecture_counts): MoE, MLA, extra norms
+    # and biases. A model without any of it keeps the expressions above (bit-identical).
+    arch = {k: (models[k].fillna(v).to_numpy()[midx] if k in models else np.full(mv.size, v))
+            for k, v in ARCH_DEFAULTS.items()}
+    arch.update(m, qkv_bias=qkv_bias)
+    counts = architecture_counts(arch)
+    special = np.zeros(mv.size, dtype=bool)
+    for k, v in ARCH_DEFAULTS.items():
+        if k not in ("sliding_window", "sliding_window_layers"):
+            special |= arch[k] != v
+    active = m["params"]
+    mla = arch["kv_lora_rank"] > 0
+    if special.any():
+        # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);
+        # MoE activations go through the experts a token uses: experts_per_token x their width
+        # plus the shared experts' (an approximation for MoE training, stated in the README)
+        n_lin = np.where(special, counts["linear"], n_lin)
+        layer_lin = np.where(special, counts["linear"] / L, layer_lin)
+        layer_all = np.where(special, counts["layer_mean"], layer_all)
+        moe = arch["num_experts"] > 0
+        f = np.where(moe, arch["experts_per_token"] * arch["expert_intermediate_size"]
+                     + arch["shared_intermediate_size"], f)
+        active = np.where(moe, counts["active"], active)
+    # KV cache under the policy (engine/scenarios.py KV_POLICIES; default engine/rules.py)
+    windowed = mv.mask("kv_policy", "windowed") if "kv_policy" in mv.frame else np.ones(mv.size, dtype=bool)
+    full_policy = mv.mask("kv_policy", "full") if "kv_policy" in mv.frame else np.zeros(mv.size, dtype=bool)
+    kv_elems = kv_elements_per_token(arch, full_policy)
+    win_layers = np.where(windowed & ~mla, arch["sliding_window_layers"].astype(float), 0.0)
+    window = np.where(win_layers > 0, arch["sliding_window"].astype(float), 0.0)
 
     gpus = mv.values("gpus").astype(float)
     tp = mv.values("tp").astype(float)
@@ -149,7 +184,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
-        layer_lin=layer_lin, layer_all=layer_all, n_lin=L * layer_lin, model=midx,
+        layer_lin=layer_lin, layer_all=layer_all, n_lin=n_lin, model=midx, active=active,
+        kv_window=win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp),
+        window=window, kv_elems=kv_elems, mla=mla & ~full_policy,
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
@@ -355,6 +392,14 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
 
 
+def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.ndarray:
+    """Per row (<= 0): what the sliding-window layers do not keep under kv_policy windowed, the
+    tokens beyond their window (llama.cpp's SWA cache and transformers' sliding-window cache keep
+    the last `sliding_window` tokens of those layers): -bytes per token x batch x max(seq - window, 0).
+    take: per memory configuration -> the rows."""
+    return -take(x.kv_window) * batch * np.maximum(seq - take(x.window), 0.0)
+
+
 def last_logits_bytes(x: Inputs, batch: np.ndarray, take) -> np.ndarray:
     """Per row: the last position's logits that generate() keeps, 16-bit then fp32 for sampling
     (b x V x (act + 4) / tp), where only the last position's are kept. take: per memory
@@ -366,6 +411,10 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     """The KV cache (per token): split by tensor parallel over the KV heads (never below one
     head), and each pipeline stage keeps its own layers'."""
     per_token = 2.0 * x.L * x.kvd * x.kv_b / (np.minimum(x.tp, x.kvh) * x.pp)
+    # MLA: the latent (kv_lora_rank + qk_rope_head_dim per layer) is not split by heads: every
+    # tensor-parallel rank keeps the whole of it (vLLM's MLA backends; DeepSeek-V3 report, 3.4)
+    per_token = np.where(x.kv_elems == 2.0 * x.L * x.kvd, per_token,
+                         x.kv_elems * x.kv_b / (np.where(x.mla, 1.0, np.minimum(x.tp, x.kvh)) * x.pp))
     return {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token)}
 
 
@@ -449,4 +498,4 @@ def physics(x: Inputs, settings: dict) -> Physics:
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",
-           "last_logits_bytes", "runtime_overhead"]
+           "last_logits_bytes", "kv_window_saving", "runtime_overhead"]

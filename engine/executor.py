@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from engine import constants as C
-from engine.components import Physics, last_logits_bytes
+from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES
 from engine.scenarios import Configs, View
 from engine.speed import (
@@ -93,11 +93,14 @@ class Sweep:
         tokens = np.multiply(b, s, out=out.empty())
         # the logits phase's fixed part that grows with the batch (components.last_logits_bytes)
         logits_fixed = last_logits_bytes(x, b, mtake) if x.infer.any() else None
+        # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
+        kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
 
         live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
         # the result's columns, written block by block below
         result["params"] = out.empty(np.int64)
         result["trainable_params"] = out.empty(np.int64)
+        result["active_params"] = out.empty(np.int64)
         tables = _component_tables(phases, valid, x.dp, self.mv.size, logits_fixed is not None)
         for comp in COMPONENTS:
             result[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
@@ -113,6 +116,7 @@ class Sweep:
         # a phase's per-token bytes x tokens, per row (the fit reuses them)
         scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
         N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
+        active64 = np.asarray(x.active).astype(np.int64)
         comp_cols = {comp: result[f"{comp}_bytes"] for comp in COMPONENTS if tables[comp] is not None}
 
         def memory_rows(rows: slice) -> None:
@@ -125,6 +129,8 @@ class Sweep:
                 t = _gather(base_tot[name], at, result[f"{name}_phase_bytes"][rows])
                 if name == "logits":
                     t += logits_fixed[rows]
+                if kv_saving is not None and name in ("prefill", "logits"):
+                    t += kv_saving[rows]
                 if name in scaled:
                     by_tokens = _gather(token_tot[name], at, scaled[name][rows])
                     by_tokens *= tok
@@ -135,8 +141,11 @@ class Sweep:
             peak, tensor_peak = _peak(totals, len(tok))
             np.take(N64, at, out=result["params"][rows], mode="clip")
             np.take(trainable64, at, out=result["trainable_params"][rows], mode="clip")
+            np.take(active64, at, out=result["active_params"][rows], mode="clip")
             _components(tables, peak, at, self.mv.size, tok, None if logits_fixed is None else logits_fixed[rows],
                         {comp: col[rows] for comp, col in comp_cols.items()})
+            if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache
+                result["kv_cache_bytes"][rows] += kv_saving[rows]
             np.take(ph.model_states, at, out=result["model_states_bytes"][rows], mode="clip")
             if paged.any():
                 np.take(paged, at, out=result["paged_optimizer_bytes"][rows], mode="clip")
@@ -155,6 +164,7 @@ class Sweep:
             memory_rows(slice(lo, min(n, lo + ROW_BLOCK)))
         result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
         self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
+        self.kv_saving = kv_saving
         self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
         self.overhead_row = overhead_row
 
@@ -193,7 +203,8 @@ class Sweep:
         self.seq_level = cfg.split() if self.logits_fixed is None else None
         _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
              lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
-             lift(x.infer), lift(x.kvh), lift(x.a), lift(x.L), self.overhead_row, self.seq_level, longest, out)
+             lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
+             longest, out, self.kv_saving)
 
     # ==== speed and cost; the frame ===========================================================
     def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
@@ -211,7 +222,8 @@ class Sweep:
             check_prompt(st["prompt_tokens"], s, take(lift(x.infer)))
         midx = lift(x.model)
         level = {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
-        level.update(N=lift(x.N.astype(np.int64).astype(float)),
+        # MoE: a token's FLOPs go through its active parameters (2 x active per token forward)
+        level.update(N=lift(np.asarray(x.active).astype(np.int64).astype(float)),
                      T=lift(np.rint(self.ph.totals.trainable).astype(np.int64).astype(float)),
                      n_gpus=lift(x.gpus), tp=lift(x.tp), pp=lift(x.pp), full=cfg.mask("method", "full"),
                      lora=cfg.mask("method", "lora", "qlora"), freeze=cfg.mask("method", "freeze"),
@@ -227,7 +239,10 @@ class Sweep:
             inv, seq_level = None, None
         if seq_level is None and not cfg.identity and inv is not None:
             seq_level = cfg.split()
-        result.update(speed_cost_columns(level, inv, self.b, s, result["weights_bytes"], result["kv_cache_bytes"], st, n,
+        weights_read = result["weights_bytes"]
+        if np.any(x.active != x.N):  # MoE decode reads the active experts' weights (+ shared), all else once
+            weights_read = weights_read * take(lift(np.asarray(x.active, dtype=float) / x.N))
+        result.update(speed_cost_columns(level, inv, self.b, s, weights_read, result["kv_cache_bytes"], st, n,
                                          seq_level, self.out))
         return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
@@ -325,7 +340,8 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
-         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out):
+         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out,
+         kv_saving=None):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
     `longest`, per configuration). What does not depend on the row first (per configuration,
     or configuration x seq), then the rows in blocks of ROW_BLOCK."""
@@ -371,7 +387,8 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         ranks, per_row, one_shard = _train_ranks(capacity, fixed_tot, shard_tot, token_tot)
     infer_need = None
     if infer.any():
-        infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer)
+        infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer,
+                                        kv_saving)
     splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
 
     def fit_rows(rows: slice) -> None:
@@ -487,7 +504,8 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
         np.maximum(needed, 1.0, out=needed)
 
 
-def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer):
+def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer,
+                       kv_saving=None):
     """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
     rows).
 
@@ -504,6 +522,8 @@ def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads,
     tok = own(tokens)
     w = serving["weights"] * tp_now * pp_now
     kv = pick(np.broadcast_to(serving["kv_cache"], (cfg.size,))) * tok * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
+    if kv_saving is not None:  # sliding-window layers beyond their window (kv_policy windowed)
+        kv = kv + own(kv_saving) * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
     work = pick(np.broadcast_to(serving["workspace"], (cfg.size,))) * tok
     logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
     cap = pick(capacity)

@@ -50,6 +50,109 @@ def linear_params(h, ffn, layers, a, kv, d):
     return layers * (attention_params(h, a, kv, d) + mlp_params(h, ffn))
 
 
+# ---- beyond the dense Llama layout: mixture-of-experts, latent attention, extra norms/biases ----
+# Catalog columns (catalog/schema.py MODEL_FIELDS) and their value for the dense Llama layout; a
+# column missing from a models table takes it, so the counts above are unchanged for Llama.
+ARCH_DEFAULTS = {
+    "num_experts": 0,                 # routed experts per MoE layer (Mixtral num_local_experts)
+    "experts_per_token": 0,           # routed experts each token uses (num_experts_per_tok)
+    "expert_intermediate_size": 0,    # one expert's MLP width (moe_intermediate_size; Mixtral: intermediate_size)
+    "shared_intermediate_size": 0,    # the shared experts' MLP width, all of them (DeepSeek n_shared x width)
+    "shared_expert_gate": False,      # a sigmoid gate h -> 1 on the shared expert (Qwen2-MoE)
+    "first_dense_layers": 0,          # dense layers before the first MoE layer (DeepSeek first_k_dense_replace)
+    "moe_layer_step": 1,              # every step-th layer is MoE (Llama 4 interleave_moe_layer_step)
+    "router_bias": False,             # the router's linear has a bias (gpt-oss)
+    "expert_bias": False,             # each expert's projections have biases (gpt-oss)
+    "attention_bias": False,          # q, k, v and o projections all have biases (gpt-oss)
+    "attention_sinks": False,         # one learned sink logit per head and layer (gpt-oss)
+    "qk_norm": False,                 # RMSNorm over q and k heads, 2 x head_dim per layer (Qwen3, Gemma 3)
+    "norms_per_layer": 2,             # RMSNorms of hidden size per layer (Gemma 2/3: 4, pre and post)
+    "kv_lora_rank": 0,                # MLA: the compressed KV width (DeepSeek-V2/V3)
+    "q_lora_rank": 0,                 # MLA: the compressed query width (0: a plain q projection)
+    "qk_rope_head_dim": 0,            # MLA: the rotary part of each q/k head (shared by the heads for k)
+    "qk_nope_head_dim": 0,            # MLA: the non-rotary part of each q/k head
+    "v_head_dim": 0,                  # MLA: each value head's width
+    "sliding_window": 0,              # sliding-window width in tokens (0: none)
+    "sliding_window_layers": 0,       # layers that use it (the rest attend over the whole sequence)
+}
+
+
+def _col(m, key):
+    value = m[key] if key in m else ARCH_DEFAULTS[key]
+    if isinstance(value, (bool, np.bool_)) or (np.ndim(value) and np.asarray(value).dtype == bool):
+        return np.asarray(value, dtype=bool)
+    return np.asarray(value, dtype=np.float64)
+
+
+def architecture_counts(m) -> dict:
+    """Exact parameter counts of any catalog model (dense Llama, MoE, MLA, Gemma 2/3, gpt-oss),
+    scalars or whole columns: {'total', 'active', 'linear', 'layer_mean'} as float64 (integers
+    below 2**53, so exact).
+
+    m: a mapping with the catalog's model fields (hidden_size, intermediate_size, num_layers,
+    num_heads, num_kv_heads, head_dim, vocab_size, tied_embeddings, qkv_bias and ARCH_DEFAULTS's).
+    Per layer, following transformers' modeling files:
+      attention: q h*a*d, k and v h*kv*d, o a*d*h (LlamaAttention); MLA (DeepseekV3Attention):
+        q_a_proj h*rq, q_a_layernorm rq, q_b_proj rq*a*(nope+rope) (or q_proj h*a*(nope+rope)),
+        kv_a_proj_with_mqa h*(rkv+rope), kv_a_layernorm rkv, kv_b_proj rkv*a*(nope+v), o_proj a*v*h;
+        biases a*d+2*kv*d (Qwen2 q/k/v) or a*d+2*kv*d+h (gpt-oss, o too); sinks a (GptOssAttention);
+        q_norm and k_norm d each (Qwen3Attention, Gemma3Attention).
+      MLP: dense 3*h*f (gate, up, down); MoE (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock,
+        DeepseekV3MoE, Llama4TextMoe, GptOssMLP): E experts of 3*h*fe, the router E*h (+E bias),
+        expert biases E*(2*fe+h) (gpt-oss gate_up_proj_bias, down_proj_bias), the shared experts
+        3*h*fs (+h for Qwen2-MoE's shared_expert_gate).
+      norms: norms_per_layer*h. Whole model: embedding V*h, lm_head V*h unless tied, final norm h.
+    Active parameters (per token): the same with experts_per_token experts instead of all (the
+    router and the shared experts always run); embedding and lm_head counted, as published
+    (Mixtral 8x7B: 12.9B active of 46.7B).
+    """
+    h, f, L = (np.asarray(m[k], dtype=np.float64) for k in ("hidden_size", "intermediate_size", "num_layers"))
+    a, kv, d, V = (np.asarray(m[k], dtype=np.float64) for k in ("num_heads", "num_kv_heads", "head_dim", "vocab_size"))
+    tied = np.asarray(m["tied_embeddings"], dtype=bool)
+    qkv_bias = np.asarray(m["qkv_bias"] if "qkv_bias" in m else False, dtype=bool)
+    E, k, fe, fs = (_col(m, c) for c in ("num_experts", "experts_per_token", "expert_intermediate_size",
+                                         "shared_intermediate_size"))
+    rkv, rq, rope, nope, vd = (_col(m, c) for c in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                                                    "qk_nope_head_dim", "v_head_dim"))
+    mla = rkv > 0
+    qk = nope + rope
+    q_lin = np.where(rq > 0, h * rq + rq * a * qk, h * a * qk)
+    mla_lin = q_lin + h * (rkv + rope) + rkv * a * (nope + vd) + a * vd * h
+    attn_lin = np.where(mla, mla_lin, attention_params(h, a, kv, d))
+    attn_other = (np.where(qkv_bias, a * d + 2 * kv * d, 0.0)
+                  + np.where(_col(m, "attention_bias"), a * d + 2 * kv * d + h, 0.0)
+                  + np.where(_col(m, "attention_sinks"), a, 0.0)
+                  + np.where(_col(m, "qk_norm"), 2 * d, 0.0)
+                  + np.where(mla, rkv + rq, 0.0)
+                  + _col(m, "norms_per_layer") * h)
+    step = np.maximum(_col(m, "moe_layer_step"), 1.0)
+    moe_layers = np.where(E > 0, np.floor(np.maximum(L - _col(m, "first_dense_layers"), 0.0) / step), 0.0)
+    dense_layers = L - moe_layers
+    router = E * h + np.where(_col(m, "router_bias"), E, 0.0)
+    shared = 3 * h * fs + np.where(_col(m, "shared_expert_gate") & (fs > 0), h, 0.0)
+    expert_bias = np.where(_col(m, "expert_bias"), 2 * fe + h, 0.0)
+    moe_all = E * (3 * h * fe + expert_bias) + router + shared
+    moe_active = k * (3 * h * fe + expert_bias) + router + shared
+    outside = V * h + np.where(tied, 0.0, V * h) + h
+    layers_common = L * (attn_lin + attn_other) + dense_layers * mlp_params(h, f)
+    total = outside + layers_common + moe_layers * moe_all
+    active = outside + layers_common + moe_layers * moe_active
+    linear = L * attn_lin + dense_layers * mlp_params(h, f) + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
+    return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
+            "moe_layers": moe_layers}
+
+
+def kv_elements_per_token(m, policy_full: bool = False):
+    """Values one token keeps in the KV cache over all layers at full length (before any window):
+    2*kv*d per layer (k and v of the KV heads); MLA keeps one latent rkv + rope per layer (what
+    vLLM, SGLang and llama.cpp store), or with policy_full the per-head k (a*(nope+rope)) and v
+    (a*v) that transformers' DeepseekV3Attention caches."""
+    L, kv, d, a = (np.asarray(m[k], dtype=np.float64) for k in ("num_layers", "num_kv_heads", "head_dim", "num_heads"))
+    rkv, rope, nope, vd = (_col(m, c) for c in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
+    latent = np.where(policy_full, a * (nope + rope) + a * vd, rkv + rope)
+    return np.where(rkv > 0, L * latent, 2.0 * L * kv * d)
+
+
 def lora_module_dims(h, ffn, a, kv, d):
     """(in_features, out_features) of each LoRA-targetable module of one layer."""
     return {

@@ -44,6 +44,12 @@ RULES: tuple[tuple[str, str], ...] = (
                      "up, down); every module is 'all'."),
     ("kv_precision", "KV cache 'auto' (inference): fp32 for fp32 weights, fp16 for fp16, bf16 "
                      "otherwise (the activations' type, as Hugging Face and vLLM keep it)."),
+    ("kv_policy", "KV policy 'auto': windowed, the smallest cache engines keep: sliding-window "
+                  "layers hold at most their window (llama.cpp's SWA cache, Hugging Face's "
+                  "sliding-window cache) and latent attention (MLA) its latent, as vLLM, SGLang "
+                  "and llama.cpp store it; --kv-policy full (every layer at full length) and "
+                  "latent (MLA latent, sliding layers at full length, as vLLM's allocator "
+                  "reserves them) are asked explicitly."),
 )
 
 
@@ -193,9 +199,16 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
                 kv = _set_rows(kv, rows, "bf16")
             out["kv_precision"] = kv
 
+    # kv_policy: "auto" is windowed (RULES)
+    if "kv_policy" in out:
+        auto_policy = _category_mask(out["kv_policy"], "auto")
+        if auto_policy.any():
+            out["kv_policy"] = _set_rows(out["kv_policy"], auto_policy, "windowed")
+
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",
-          "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache"}
+          "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
+          "kv_policy": "KV policy"}
 _WHY = {
     "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
     "method": lambda r: "inference",
@@ -204,6 +217,7 @@ _WHY = {
     "pp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
     "lora_targets": lambda r: "each module once, in the model's order",
     "kv_precision": lambda r: "as the activations",
+    "kv_policy": lambda r: "the smallest cache engines keep",
 }
 
 
@@ -220,7 +234,7 @@ def notes(request: dict, row) -> list[str]:
         if column == "lora_targets" and (str(row.get("method", "")) not in ("lora", "qlora")
                                          or row.get("task") != "train"):
             continue
-        if column == "kv_precision" and row.get("task") != "infer":
+        if column in ("kv_precision", "kv_policy") and row.get("task") != "infer":
             continue
         if column in ("tp", "pp") and int(row.get("gpus", 1)) == 1:
             continue  # one GPU: nothing to split

@@ -40,6 +40,12 @@ ZERO_STAGES = (0, 1, 2, 3)
 BASE_PRECISIONS = ("auto",) + tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 KV_PRECISIONS = ("auto",) + tuple(KV_BYTES)
 PREFILL_LOGITS = ("last", "all")
+# How the KV cache keeps layers that are not plain full attention (issue 15); 'auto' is decided
+# in engine/rules.py. windowed: sliding-window layers keep at most their window (llama.cpp's SWA
+# cache, transformers' sliding-window cache), MLA its latent; full: every layer at the whole
+# sequence, MLA as per-head k and v (transformers' DeepseekV3 cache); latent: MLA's latent,
+# sliding-window layers at the whole sequence (vLLM's paged allocator reserving full length).
+KV_POLICIES = ("auto", "windowed", "full", "latent")
 
 # Column -> default. `gpu` empty means "no GPU chosen" (no fit columns for that row).
 DEFAULTS: dict[str, object] = {
@@ -60,6 +66,7 @@ DEFAULTS: dict[str, object] = {
     "pp": 0,
     "base_precision": "auto",
     "kv_precision": "auto",
+    "kv_policy": "auto",
     "prefill_logits": "last",
     # 10% of each GPU kept free by default (issue 14): an answer at 97-99.8% of memory is not a
     # plan anyone can run (allocator spikes, a longer prompt); stated on every surface, changeable.
@@ -75,13 +82,14 @@ CHOICES: dict[str, tuple] = {
     "offload": OFFLOADS,
     "base_precision": BASE_PRECISIONS,
     "kv_precision": KV_PRECISIONS,
+    "kv_policy": KV_POLICIES,
     "prefill_logits": PREFILL_LOGITS,
 }
 
 INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
-                    "base_precision", "kv_precision", "prefill_logits", "gpu")
+                    "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu")
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
           "gpus": 1_000_000, "tp": 4096, "pp": 4096}

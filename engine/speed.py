@@ -308,6 +308,11 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     level["act_bytes"] = np.where(_text(out, "precision", "bf16").to_numpy() == "fp32", 4.0, 2.0)
     level.update(g)
     weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
+    if "active_params" in out:  # MoE: decode reads the active experts' weights (+ shared) per token
+        active = pd.to_numeric(out["active_params"]).to_numpy(dtype=float)
+        if np.any(active != level["N"]):
+            weights = weights * (active / level["N"])
+            level["N"] = active  # and a token's FLOPs go through the active parameters
     kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
     for name, values in speed_cost_columns(level, None, b, seq, weights, kv, settings, n).items():
         out[name] = values

@@ -29,13 +29,15 @@ JSON_KEYS = (
     "runtime_overhead_bytes", "peak_bytes", "peak_phase", "cpu_bytes", "params", "trainable_params",
     "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
     "prefill_phase_bytes", "logits_phase_bytes",
+    "active_params",  # issue 15: parameters one token uses (MoE: routed experts per token + shared); = params if dense
 )
 # the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
 NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",
-                   "prefill_logits", "headroom", "allow_long_context")
+                   "prefill_logits", "headroom", "allow_long_context", "kv_policy")
 SCENARIO_COLUMNS = ("model", "task", "method", "precision", "optimizer", "batch", "seq", "grad_checkpointing",
                     "lora_rank", "lora_targets", "freeze_layers", "zero", "offload", "gpus", "tp", "pp",
-                    "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu")
+                    "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu",
+                    "kv_policy")
 # one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
@@ -133,6 +135,8 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
                    help="trainable last layers for --method freeze (at most the model's layers)")
     p.add_argument("--base-precision", default="auto", help="frozen base for lora/qlora: auto, fp32, bf16, fp16, int8, int4, nf4")
     p.add_argument("--kv-precision", default="auto", help="KV cache: auto (as the activations), fp32, bf16, fp16, fp8, int8, int4")
+    p.add_argument("--kv-policy", default="auto",
+                   help="KV cache of sliding-window and latent-attention layers: auto (= windowed), windowed, full, latent")
     p.add_argument("--zero", default=0, type=_whole("zero", low=0, high=3, accepted="0, 1, 2 or 3"), help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
     p.add_argument("--offload", default="none", help="none | optimizer | all")
     p.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="total GPU count")
@@ -218,8 +222,8 @@ def request_from_args(args) -> dict:
         task=args.task, optimizer=args.optimizer, batch=args.batch, grad_checkpointing=args.grad_checkpointing,
         lora_rank=args.lora_rank, lora_targets=args.lora_targets, freeze_layers=args.freeze_layers,
         zero=args.zero, offload=args.offload, gpus=args.gpus, base_precision=args.base_precision,
-        kv_precision=args.kv_precision, headroom=args.headroom, prefill_logits=args.prefill_logits,
-        allow_long_context=args.allow_long_context,
+        kv_precision=args.kv_precision, kv_policy=args.kv_policy, headroom=args.headroom,
+        prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
     )
     for key in ("model", "method", "precision", "seq", "tp", "pp"):
         value = getattr(args, key, None)
@@ -318,6 +322,9 @@ def cmd_estimate(args) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(format_estimate(row))
+    if "active_params" in row.index and row["active_params"] != row["params"]:
+        print(f"mixture of experts: {row['active_params']:,} of {row['params']:,} parameters active per token "
+              f"(every expert resident; decode reads the active ones)")
     if args.gpu:
         verdict = _compatibility(frame.iloc[:1], gpus, cat)
         if verdict["compatibility_notes"]:
