@@ -1,0 +1,156 @@
+"""Issue 15: mixture-of-experts, sliding-window / interleaved attention and latent attention (MLA).
+
+The Done-when figures: Mixtral 8x7B from its published config.json gives 46,702,792,704
+parameters and 12,879,925,248 active; Gemma 2 9B at 8,192 tokens keeps 1.96875 GiB of bf16 KV
+cache windowed and 2.625 GiB full; DeepSeek-V3's latent KV is (512 + 64) x 61 x 2 bytes per
+token; the shipped catalog lists at least 30 models."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from catalog.user import model_from_config_file
+from engine import estimate
+from engine.params import architecture_counts
+
+DATA = Path(__file__).resolve().parent / "data" / "good_configs"
+ROOT = Path(__file__).resolve().parent.parent
+GIB = 2**30
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def _estimate(name, **scenario):
+    record = model_from_config_file(DATA / name)
+    models = pd.DataFrame([record])
+    row = {"model": record["id"], "task": "infer", "precision": "bf16", "batch": 1, **scenario}
+    return estimate(pd.DataFrame([row]), models).iloc[0], record
+
+
+def test_mixtral_cli_gives_the_published_total_and_active_counts():
+    out = _cli("estimate", "--model-config", str(DATA / "mixtral-8x7b-v0.1.json"), "--task", "infer", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["params"] == 46_702_792_704
+    assert data["active_params"] == 12_879_925_248
+    text = _cli("estimate", "--model-config", str(DATA / "mixtral-8x7b-v0.1.json"), "--task", "infer")
+    assert "12,879,925,248" in text.stdout and "46,702,792,704" in text.stdout
+
+
+def test_mixtral_counts_by_hand():
+    # per layer: attention 4096 x (4096 + 2 x 1024) + 4096 x 4096, 8 experts of 3 x 4096 x 14336,
+    # a router 8 x 4096, two norms; embedding and lm_head 32000 x 4096 each, a final norm
+    attn, expert, router, norms = 2 * 4096 * 4096 + 2 * 4096 * 1024, 3 * 4096 * 14336, 8 * 4096, 2 * 4096
+    outside = 2 * 32000 * 4096 + 4096
+    record = model_from_config_file(DATA / "mixtral-8x7b-v0.1.json")
+    assert record["params"] == outside + 32 * (attn + 8 * expert + router + norms)
+    assert record["active_params"] == outside + 32 * (attn + 2 * expert + router + norms)
+
+
+@pytest.mark.parametrize("name, active", [
+    # published active counts: OpenAI's gpt-oss model card (3.61B active: lm_head counted, the
+    # embedding not) and Qwen's card (3.3B); ours count the embedding too, like Mixtral's 12.9B
+    ("gpt-oss-20b.json", 3_608_307_264 + 201_088 * 2_880),
+    ("qwen3-30b-a3b.json", 3_353_032_704),
+])
+def test_active_counts(name, active):
+    assert model_from_config_file(DATA / name)["active_params"] == active
+
+
+def test_deepseek_v3_active_count_is_the_published_37b():
+    record = model_from_config_file(DATA / "deepseek-v3.json")
+    assert round(record["params"] / 1e9) == 671 and round(record["active_params"] / 1e9, 0) in (37, 38)
+
+
+def test_gemma_2_9b_kv_cache_windowed_and_full():
+    windowed, _ = _estimate("gemma-2-9b.json", seq=8192)
+    full, _ = _estimate("gemma-2-9b.json", seq=8192, kv_policy="full")
+    assert windowed["kv_policy"] == "windowed"  # the rule's default
+    assert windowed["kv_cache_bytes"] / GIB == 1.96875
+    assert full["kv_cache_bytes"] / GIB == 2.625
+    assert full["peak_bytes"] - windowed["peak_bytes"] > (2.625 - 1.96875) * GIB  # the peak follows
+    # inside the window, the policies agree
+    short_w, _ = _estimate("gemma-2-9b.json", seq=4096)
+    short_f, _ = _estimate("gemma-2-9b.json", seq=4096, kv_policy="full")
+    assert short_w["kv_cache_bytes"] == short_f["kv_cache_bytes"] == 42 * 2 * 8 * 256 * 2 * 4096
+
+
+def test_gemma_2_9b_cli_kv_policy():
+    for policy, gib in (("windowed", 1.96875), ("full", 2.625), ("auto", 1.96875)):
+        out = _cli("estimate", "--model-config", str(DATA / "gemma-2-9b.json"), "--task", "infer", "--seq", "8192",
+                   "--kv-policy", policy, "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["kv_cache_bytes"] / GIB == gib
+    bad = _cli("estimate", "--model-config", str(DATA / "gemma-2-9b.json"), "--task", "infer", "--kv-policy", "paged")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "kv_policy" in bad.stderr
+
+
+def test_deepseek_v3_latent_kv_per_token():
+    for policy in ("windowed", "latent"):
+        row, _ = _estimate("deepseek-v3.json", seq=1000, kv_policy=policy)
+        assert row["kv_cache_bytes"] == (512 + 64) * 61 * 2 * 1000
+    full, _ = _estimate("deepseek-v3.json", seq=1000, kv_policy="full")  # per-head k (128 x 192) and v (128 x 128)
+    assert full["kv_cache_bytes"] == 61 * 128 * (192 + 128) * 2 * 1000
+    # the latent is not split by tensor parallel (every rank keeps it), pipeline stages split layers
+    tp8, _ = _estimate("deepseek-v3.json", seq=1000, gpus=8, tp=8, pp=1)
+    assert tp8["kv_cache_bytes"] == (512 + 64) * 61 * 2 * 1000
+
+
+def test_moe_decode_reads_the_active_weights_only():
+    from catalog.shipped import shipped_catalog
+    gpus = shipped_catalog().gpus()
+    gpu = "h100-sxm-80gb" if "h100-sxm-80gb" in set(gpus["id"]) else gpus["id"].iloc[0]
+    record = model_from_config_file(DATA / "mixtral-8x7b-v0.1.json")
+    models = pd.DataFrame([record])
+    sc = pd.DataFrame([{"model": record["id"], "task": "infer", "precision": "int4", "batch": 1, "seq": 1024,
+                        "gpu": gpu, "gpus": 8}])
+    row = estimate(sc, models, gpus).iloc[0]
+    dense = models.assign(active_params=record["params"])
+    # the same model as if every expert ran: decode reads all the weights, so it is slower
+    as_dense = estimate(sc, dense.assign(num_experts=0, experts_per_token=0, expert_intermediate_size=0,
+                                         intermediate_size=8 * 14336), gpus).iloc[0]
+    assert as_dense["params"] == row["params"]
+    assert row["weights_bytes"] == pytest.approx(as_dense["weights_bytes"], rel=1e-3)  # every expert resident
+    assert row["decode_tokens_per_s"] > 2 * as_dense["decode_tokens_per_s"]  # reads 12.9 of 46.7B
+
+
+def test_catalog_lists_at_least_30_models_with_active_counts():
+    out = _cli("catalog", "models", "--json")
+    assert out.returncode == 0, out.stderr
+    models = json.loads(out.stdout)
+    models = models["models"] if isinstance(models, dict) else models
+    assert len(models) >= 30
+    by_id = {m["id"]: m for m in models}
+    moe = [m for m in models if m.get("num_experts")]
+    assert len(moe) >= 6
+    assert all(m["active_params"] < m["params"] for m in moe)
+    dense = [m for m in models if not m.get("num_experts")]
+    assert all(m["active_params"] == m["params"] for m in dense)
+    assert by_id["mixtral-8x7b"]["active_params"] == 12_879_925_248
+
+
+def test_every_catalog_model_count_is_derived_exactly():
+    from catalog.shipped import shipped_catalog
+    models = shipped_catalog().models()
+    for _, m in models.iterrows():
+        counts = architecture_counts(m.to_dict())
+        assert int(counts["total"]) == m["params"], m["id"]
+
+
+def test_older_records_without_the_new_fields_still_estimate_the_same():
+    record = model_from_config_file(DATA / "llama-2-7b.json")
+    old = {k: record[k] for k in ("id", "name", "family", "hidden_size", "intermediate_size", "num_layers",
+                                  "num_heads", "num_kv_heads", "head_dim", "vocab_size", "max_context",
+                                  "tied_embeddings", "params")}
+    sc = pd.DataFrame([{"model": record["id"], "task": "infer", "precision": "bf16", "seq": 4096},
+                       {"model": record["id"], "task": "train", "method": "lora", "seq": 512}])
+    a = estimate(sc, pd.DataFrame([old]))
+    b = estimate(sc, pd.DataFrame([record]))
+    pd.testing.assert_series_equal(a["peak_bytes"], b["peak_bytes"])
+    assert (a["active_params"] == a["params"]).all()
