@@ -83,3 +83,11 @@ def md_escape(text) -> str:
     one_line = " ".join(str(text).splitlines())
     return _MD_PATTERN.sub(lambda m: "\\" + m.group(0), one_line)
 
+
+
+def moe_caption(params: int, active: int, kv_policy: str = "") -> str:
+    """A mixture-of-experts model's total and active parameters, in words (Breakdown page)."""
+    return (f"Mixture of experts: {params / 1e9:,.1f}B parameters resident (every expert's weights are in memory), "
+            f"{active / 1e9:,.1f}B active per token (the routed experts a token uses, the shared ones, attention "
+            "and embeddings): decode reads the active weights."
+            + (f" KV cache policy: {kv_policy}." if kv_policy else ""))

@@ -12,6 +12,7 @@ from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
 from planner import planning
+from app.labels import moe_caption
 from engine.memory import PHASES
 
 s = c.require_valid(single=True)
@@ -27,6 +28,9 @@ card = f"{sc['gpus']}× {gnames.get(s['gpu'], s['gpu'])}"
 c.page_header("Breakdown & what-if", "Why the workload needs the memory it does, what limits it, and what would make "
               "it fit. The scenario is the sidebar's (model, GPU and GPU count included); every figure is per GPU.")
 st.caption(describe_md(s) + f" · on {md_escape(card)}")
+if "active_params" in row.index and pd.notna(row["active_params"]) and row["active_params"] != row["params"]:
+    # issue 15: a mixture-of-experts model holds every expert but a token uses a few
+    st.caption(moe_caption(int(row["params"]), int(row["active_params"]), str(row.get("kv_policy", ""))))
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 k1, k2, k3, k4, k5 = st.columns(5)

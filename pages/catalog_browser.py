@@ -107,6 +107,16 @@ with tab_models:
         "id": models["id"], "Name": models["name"], "Family": models["family"],
         "Parameters (billions)": np.round(models["params"].astype(float) / 1e9, 3),
         "Parameters (exact)": models["params"].astype("int64"),
+        # issue 15: mixture of experts: what one token uses beside the total (= the total if dense)
+        "Active per token (billions)": np.round(pd.to_numeric(models.get("active_params", models["params"]))
+                                                .fillna(models["params"]).astype(float) / 1e9, 3),
+        "Experts (per token)": [f"{int(e)} ({int(k)})" if e else "dense" for e, k in
+                                zip(models.get("num_experts", pd.Series(0, index=models.index)).fillna(0),
+                                    models.get("experts_per_token", pd.Series(0, index=models.index)).fillna(0))],
+        "Attention": [("MLA latent" if r else "") + (f"{int(n)} layers window {int(w):,}" if w else "") or "full"
+                      for r, n, w in zip(models.get("kv_lora_rank", pd.Series(0, index=models.index)).fillna(0),
+                                         models.get("sliding_window_layers", pd.Series(0, index=models.index)).fillna(0),
+                                         models.get("sliding_window", pd.Series(0, index=models.index)).fillna(0))],
         "Hidden": models["hidden_size"].astype(int), "FFN": models["intermediate_size"].astype(int),
         "Layers": models["num_layers"].astype(int), "Heads": models["num_heads"].astype(int),
         "KV heads": models["num_kv_heads"].astype(int), "Head dim": models["head_dim"].astype(int),
