@@ -128,6 +128,8 @@ BAD = {
     "missing-hidden-size.json": ["field 'hidden_size'", "missing"],
     "missing-model-type.json": ["field 'model_type'", "missing"],
     "mlp-bias.json": ["field 'mlp_bias'"],
+    "mixtral-top-k-above-experts.json": ["field 'num_experts_per_tok'", "at most num_local_experts (8)", "got 10"],
+    "deepseek-missing-experts.json": ["field 'n_routed_experts'", "missing"],
     "model-type-number.json": ["field 'model_type'", "5 is not supported"],
     "negative-vocab.json": ["field 'vocab_size'", "> 0", "-32000"],
     "not-utf8.json": ["not UTF-8", "0xe9"],
