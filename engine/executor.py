@@ -414,6 +414,20 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                     tk = take(logits_token)
                     per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
                     np.minimum(mt, np.where(take(valid["logits"]), per_phase, np.inf), out=mt)
+                if kv_saving is not None:
+                    # windowed sliding-window layers: at the row's seq each token costs less KV
+                    # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
+                    corr = kv_saving[rows] / tokens[rows]
+                    lim = np.full(len(corr), np.inf)
+                    for name in ("prefill", "logits"):
+                        if name not in valid:
+                            continue
+                        room = c - take(fixed_tot[name]) - take(shard_tot[name] / dp)
+                        if name == "logits" and logits_fixed is not None:
+                            room = room - logits_fixed[rows]
+                        tk = take(np.broadcast_to(token_tot[name], (cfg.size,))) + corr
+                        lim = np.minimum(lim, np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf)))
+                    np.copyto(mt, lim, where=take(infer) & (corr < 0))
                 most = np.floor(mt / s[rows])
                 ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
                 np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0))

@@ -154,3 +154,16 @@ def test_older_records_without_the_new_fields_still_estimate_the_same():
     b = estimate(sc, pd.DataFrame([record]))
     pd.testing.assert_series_equal(a["peak_bytes"], b["peak_bytes"])
     assert (a["active_params"] == a["params"]).all()
+
+
+@pytest.mark.parametrize("model, gpu, seq", [("gemma-2-9b", "rtx-4090", 8192), ("gemma-2-2b", "rtx-4090", 8192),
+                                             ("gpt-oss-20b", "h100-sxm-80gb", 65536)])
+def test_windowed_largest_batch_is_the_one_that_fits(model, gpu, seq):
+    from catalog import default_catalog
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    base = dict(model=model, task="infer", precision="bf16", seq=seq, gpu=gpu, allow_long_context=True)
+    most = int(estimate(pd.DataFrame([base]), models, gpus).iloc[0]["max_batch"])
+    assert most >= 1
+    rows = estimate(pd.DataFrame([{**base, "batch": most}, {**base, "batch": most + 1}]), models, gpus)
+    assert rows["fits"].tolist() == [True, False]
