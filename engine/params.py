@@ -79,8 +79,8 @@ ARCH_DEFAULTS = {
 
 def _col(m, key):
     value = m[key] if key in m else ARCH_DEFAULTS[key]
-    if isinstance(value, (bool, np.bool_)) or (np.ndim(value) and np.asarray(value).dtype == bool):
-        return np.asarray(value, dtype=bool)
+    if isinstance(ARCH_DEFAULTS[key], bool):  # a flag, whatever dtype the column arrived in
+        return np.asarray(value).astype(bool)
     return np.asarray(value, dtype=np.float64)
 
 
