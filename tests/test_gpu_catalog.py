@@ -163,9 +163,10 @@ def test_unified_memory_parts_follow_the_apple_convention(by_id):
     ("rtx-3080-10gb", "bandwidth_gbps", 760),
     ("rtx-3080-10gb", "fp32_tflops", 29.8),
     ("rtx-3080-10gb", "price_usd", 699),
-    # pangoly.com (NVIDIA launch data): RTX 4060 Ti 288 GB/s, 160 W TGP; $499 for 16 GB
+    # pangoly.com (NVIDIA launch data): RTX 4060 Ti 288 GB/s; convly.ai (2026-05): 165 W, launch price $499 for 16 GB
     ("rtx-4060-ti-16gb", "bandwidth_gbps", 288),
     ("rtx-4060-ti-16gb", "price_usd", 499),
+    ("rtx-4060-ti-16gb", "tdp_w", 165),
     # NVIDIA T4 datasheet (networkoutlet.com, deploybase.ai): 16 GB, 320 GB/s, FP16 65, INT8 130, 70 W
     ("t4", "memory_gb", 16),
     ("t4", "bandwidth_gbps", 320),
