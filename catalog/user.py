@@ -15,9 +15,22 @@ Accepted architectures (`model_type`), all decoders of the Llama layout the engi
 
 Fields a config leaves out take the transformers config class's default where it has one
 (`num_key_value_heads` = `num_attention_heads`; `head_dim` = hidden_size / heads, 256 for
-Gemma; `tie_word_embeddings` false, true for Gemma). A sliding-window attention setting is
-recorded in `notes` (the engine sizes the KV cache for the whole sequence, an upper bound).
-Mixture-of-experts configs and every other architecture are refused with the field named.
+Gemma; `tie_word_embeddings` false, true for Gemma).
+
+Issue 15, beyond the dense layout (fields in catalog/schema.py MODEL_FIELDS, counted by
+engine/params.py architecture_counts):
+
+- mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss, llama4_text: mixture of experts (experts,
+  experts per token, expert width, shared experts, dense layers first or interleaved).
+- qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
+- deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
+- gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
+- gemma3 and llama4 (multimodal): their text_config is read; the vision encoder is not counted.
+- Sliding-window (or chunked) layers: `layer_types` when listed, else the class's pattern
+  (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
+  three chunked of four, Mistral/Mixtral every layer); the KV cache follows --kv-policy.
+
+MoE keys in a config of a dense type, and every other architecture, are refused with the field named.
 """
 
 from __future__ import annotations

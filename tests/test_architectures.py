@@ -167,3 +167,16 @@ def test_windowed_largest_batch_is_the_one_that_fits(model, gpu, seq):
     assert most >= 1
     rows = estimate(pd.DataFrame([{**base, "batch": most}, {**base, "batch": most + 1}]), models, gpus)
     assert rows["fits"].tolist() == [True, False]
+
+
+def test_sweep_takes_kv_policy_and_reports_active_params(tmp_path):
+    out = tmp_path / "r.csv"
+    done = _cli("sweep", "--out", str(out), "--models", "gemma-2-9b,mixtral-8x7b", "--task", "infer", "--seq", "8192",
+                "--kv-policy", "full")
+    assert done.returncode == 0, done.stderr
+    frame = pd.read_csv(out, comment="#")
+    assert set(frame["kv_policy"]) == {"full"}
+    mixtral = frame[frame["model"] == "mixtral-8x7b"]
+    assert (mixtral["active_params"] == 12_879_925_248).all() and (mixtral["params"] == 46_702_792_704).all()
+    gemma = frame[frame["model"] == "gemma-2-9b"]
+    assert (gemma["kv_cache_bytes"] == 2.625 * GIB).all()
