@@ -61,6 +61,8 @@ class Inputs:
     active: np.ndarray   # parameters one token uses (= N for a dense model; MoE: the routed experts' share)
     kv_window: np.ndarray  # KV bytes per token per GPU of the sliding-window layers (0 unless kv_policy windowed)
     window: np.ndarray   # their window in tokens (0: none)
+    ep: np.ndarray       # expert parallel (1: experts split like the rest)
+    expert_params: np.ndarray  # the routed experts' parameters (0 for a dense model)
     # parallelism
     gpus: np.ndarray
     tp: np.ndarray
@@ -120,6 +122,7 @@ class Totals:
     gradients: np.ndarray
     states: np.ndarray     # optimizer states (and master weights)
     temps: np.ndarray      # optimizer step temporaries
+    experts: np.ndarray    # bytes of the routed experts' weights (their share of `weights`)
 
 
 def inputs(view: View, models: pd.DataFrame) -> Inputs:
@@ -146,6 +149,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         if k not in ("sliding_window", "sliding_window_layers"):
             special |= arch[k] != v
     active = m["params"]
+    expert_params = np.where(special, counts["experts"], 0.0)
     mla = arch["kv_lora_rank"] > 0
     if special.any():
         # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);
@@ -186,7 +190,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
         layer_lin=layer_lin, layer_all=layer_all, n_lin=n_lin, model=midx, active=active,
         kv_window=win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp),
-        window=window, kv_elems=kv_elems, mla=mla & ~full_policy,
+        window=window, kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
+        ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
@@ -287,7 +292,31 @@ def totals(x: Inputs) -> Totals:
     trainable = trainable_params(x)
     return Totals(trainable=trainable, weights=weight_bytes(x, trainable),
                   gradients=np.where(x.train, trainable * x.gb, 0.0),
-                  states=optimizer_state_bytes(x, trainable), temps=step_temporary_bytes(x, trainable))
+                  states=optimizer_state_bytes(x, trainable), temps=step_temporary_bytes(x, trainable),
+                  experts=expert_weight_bytes(x))
+
+
+def expert_weight_bytes(x: Inputs) -> np.ndarray:
+    """The routed experts' weight bytes: linear layers, at the linear bits of the precision
+    (inference: int8/int4/nf4 bits or GGUF's average; a quantized frozen base: its bits; else
+    the weights' bytes)."""
+    infer_b = np.where(np.isnan(x.gguf_bits), np.nan_to_num(x.lin_bits) / 8, np.nan_to_num(x.gguf_bits) / 8)
+    train_b = np.where(x.base_quant, x.base_bits / 8, x.wb)
+    return x.expert_params * np.where(x.train, train_b, infer_b)
+
+
+def _ep_weights(x: Inputs, t: Totals) -> np.ndarray:
+    """Weights per GPU: expert parallel ep > 1 keeps 1/ep of the experts whole on each GPU of a
+    stage instead of 1/tp of each (vLLM --enable-expert-parallel: EP size = TP x DP; Megatron-Core
+    expert-model-parallel), the other weights split by tp x pp as before."""
+    return np.where(x.ep > 1, (t.weights - t.experts * (1 - x.tp / x.ep)) / x.mp, t.weights / x.mp)
+
+
+def _ep_share(x: Inputs) -> np.ndarray:
+    """Full fine-tuning with ep > 1: the share of gradients and optimizer states left on a GPU
+    (the experts' part divided over ep instead of tp); 1.0 otherwise (bit-identical)."""
+    share = x.expert_params / x.N
+    return np.where((x.ep > 1) & x.full, 1 - share * (1 - x.tp / x.ep), 1.0)
 
 
 # ---- placement: model parallel, ZeRO sharding, offload ---------------------------------------
@@ -311,7 +340,7 @@ def _tied_gradient(x: Inputs) -> np.ndarray:
 def weights(x: Inputs, t: Totals) -> dict[str, Part]:
     """The weights: split by tensor x pipeline parallel; ZeRO-3 shards them when training,
     offload 'all' keeps them on the host."""
-    on_gpu = t.weights / x.mp
+    on_gpu = _ep_weights(x, t)
     kept = _on_gpu(_split(on_gpu, (x.zero >= 3) & x.train), ~x.off_all)
     return {**dict.fromkeys(TRAIN_PHASES, Part(*kept)), **dict.fromkeys(INFER_PHASES, Part(on_gpu))}
 
@@ -320,7 +349,7 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     """The gradients: ZeRO-2 shards them; with optimizer offload and ZeRO-2 they go to the host
     as they are reduced. lm_head's gradient exists from the first layer's backward on."""
     z2 = x.zero >= 2
-    fix, sh = _on_gpu(_split(t.gradients / x.mp, z2), ~(x.off_opt & z2))
+    fix, sh = _on_gpu(_split(t.gradients / x.mp * _ep_share(x), z2), ~(x.off_opt & z2))
     head = np.where(x.full & ~x.tied, x.V * x.h * x.gb / x.mp, 0.0)
     # end of backward: a tied embedding's own .grad is not set yet (its two gradients are
     # summed in autograd's input buffer first: `workspace`), so it is left out of the gradients
@@ -335,13 +364,13 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
 def optimizer_states(x: Inputs, t: Totals) -> dict[str, Part]:
     """The optimizer states (with the master weights): ZeRO-1 shards them; offloaded or paged
     (paged AdamW: unified memory that may spill) they are not counted on the GPU."""
-    kept = _on_gpu(_split(t.states / x.mp, x.zero >= 1), ~(x.off_opt | x.paged))
+    kept = _on_gpu(_split(t.states / x.mp * _ep_share(x), x.zero >= 1), ~(x.off_opt | x.paged))
     return dict.fromkeys(TRAIN_PHASES, Part(*kept))
 
 
 def optimizer_temporaries(x: Inputs, t: Totals) -> dict[str, Part]:
     """The optimizer step's temporaries, in the optimizer phase (on the host with offload)."""
-    kept = _on_gpu(_split(t.temps / x.mp, x.zero >= 1), ~x.off_opt)
+    kept = _on_gpu(_split(t.temps / x.mp * _ep_share(x), x.zero >= 1), ~x.off_opt)
     return {"optimizer": Part(*kept)}
 
 

@@ -204,7 +204,8 @@ class Sweep:
         _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
              lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
              lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
-             longest, out, self.kv_saving)
+             longest, out, self.kv_saving,
+             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None)
 
     # ==== speed and cost; the frame ===========================================================
     def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
@@ -341,7 +342,7 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
          b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out,
-         kv_saving=None):
+         kv_saving=None, ep_floor=None):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
     `longest`, per configuration). What does not depend on the row first (per configuration,
     or configuration x seq), then the rows in blocks of ROW_BLOCK."""
@@ -446,6 +447,8 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 nd *= take(split)
         if infer_need is not None:
             np.copyto(nd, np.where(take(infer), infer_need[rows], nd) if train_any else infer_need[rows])
+        if ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
+            np.maximum(nd, take(ep_floor), out=nd)
         nd[nd > C.MAX_GPUS] = np.inf
         if not all_chosen:
             nd[~chosen_r] = np.nan

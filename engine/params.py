@@ -139,7 +139,7 @@ def architecture_counts(m) -> dict:
     active = outside + layers_common + moe_layers * moe_active
     linear = L * attn_lin + dense_layers * mlp_params(h, f) + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
     return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
-            "moe_layers": moe_layers}
+            "moe_layers": moe_layers, "experts": moe_layers * E * (3 * h * fe + expert_bias)}
 
 
 def kv_elements_per_token(m, policy_full: bool = False):

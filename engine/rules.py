@@ -50,6 +50,10 @@ RULES: tuple[tuple[str, str], ...] = (
                   "and llama.cpp store it; --kv-policy full (every layer at full length) and "
                   "latent (MLA latent, sliding layers at full length, as vLLM's allocator "
                   "reserves them) are asked explicitly."),
+    ("ep", "Expert parallel (--ep) applies to mixture-of-experts models: a dense model's ep is 1. "
+           "ep 1 splits the experts like every other weight (by tensor parallel); ep > 1 (a multiple "
+           "of tp dividing gpus / pp) places whole experts on ep GPUs of each pipeline stage, and "
+           "the GPUs needed are at least ep x pp."),
 )
 
 
@@ -198,6 +202,14 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
             if rows.any():
                 kv = _set_rows(kv, rows, "bf16")
             out["kv_precision"] = kv
+
+    # ep: 1 for a dense model (RULES)
+    if "ep" in out and ranges.get("ep", (1, 1))[1] > 1:
+        experts = models["num_experts"].fillna(0).to_numpy()[at][model_codes] if "num_experts" in models else np.zeros(n)
+        ep = np.asarray(out["ep"], dtype=np.int64)
+        if ((ep > 1) & (experts == 0)).any():
+            out["ep"] = np.where(experts == 0, 1, ep).astype(np.int64)
+            ranges["ep"] = (int(out["ep"].min()), int(out["ep"].max()))
 
     # kv_policy: "auto" is windowed (RULES)
     if "kv_policy" in out:

@@ -64,6 +64,9 @@ DEFAULTS: dict[str, object] = {
     "gpus": 1,
     "tp": 0,  # 0 = auto (engine/rules.py): decided from the task, GPUs, heads and layers
     "pp": 0,
+    # expert parallel (issue 15): 1 = a mixture-of-experts model's experts split like every other
+    # weight (by tp); > 1: the routed experts spread whole over ep GPUs of each pipeline stage
+    "ep": 1,
     "base_precision": "auto",
     "kv_precision": "auto",
     "kv_policy": "auto",
@@ -86,13 +89,13 @@ CHOICES: dict[str, tuple] = {
     "prefill_logits": PREFILL_LOGITS,
 }
 
-INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp")
+INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
                     "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu")
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
-          "gpus": 1_000_000, "tp": 4096, "pp": 4096}
+          "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096}
 
 
 # The one description of the whole-number columns: (lowest, highest) accepted. The CLI's flags,
@@ -100,7 +103,7 @@ LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_l
 # from here (0 in seq, tp and pp means "decide": engine/rules.py).
 INT_RANGES = {"batch": (1, LIMITS["batch"]), "seq": (0, LIMITS["seq"]), "lora_rank": (0, LIMITS["lora_rank"]),
               "freeze_layers": (1, LIMITS["freeze_layers"]), "zero": (0, 3), "gpus": (1, LIMITS["gpus"]),
-              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"])}
+              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"]), "ep": (1, LIMITS["ep"])}
 AUTO_COLUMNS = frozenset({"seq", "tp", "pp"})
 PRECISIONS = tuple(dict.fromkeys(TRAIN_PRECISIONS + INFER_PRECISIONS))
 
@@ -646,6 +649,13 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     if bad.any():
         i = cfg.inv[cfg.first_row(bad)]
         raise ValueError(f"gpus {gpus[i]} is not a multiple of tp x pp = {split[i]}; accepted: gpus = tp x pp x data-parallel ranks")
+    if "ep" in out:
+        ep = cfg.values("ep")
+        bad = (ep > 1) & ((ep % tp != 0) | ((gpus // pp) % ep != 0))
+        if bad.any():
+            i = cfg.inv[cfg.first_row(bad)]
+            raise ValueError(f"ep {ep[i]} is not accepted with gpus {gpus[i]}, tp {tp[i]}, pp {pp[i]}; accepted: 1, or a "
+                             "multiple of tp that divides gpus / pp (the experts spread over those GPUs of each stage)")
 
     idx = cfg.index_in("model", models["id"])
     ctx = models["max_context"].to_numpy()[idx]

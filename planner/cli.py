@@ -33,11 +33,11 @@ JSON_KEYS = (
 )
 # the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
 NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",
-                   "prefill_logits", "headroom", "allow_long_context", "kv_policy")
+                   "prefill_logits", "headroom", "allow_long_context", "kv_policy", "ep")
 SCENARIO_COLUMNS = ("model", "task", "method", "precision", "optimizer", "batch", "seq", "grad_checkpointing",
                     "lora_rank", "lora_targets", "freeze_layers", "zero", "offload", "gpus", "tp", "pp",
                     "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu",
-                    "kv_policy")
+                    "kv_policy", "ep")
 # one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
@@ -135,6 +135,9 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
                    help="trainable last layers for --method freeze (at most the model's layers)")
     p.add_argument("--base-precision", default="auto", help="frozen base for lora/qlora: auto, fp32, bf16, fp16, int8, int4, nf4")
     p.add_argument("--kv-precision", default="auto", help="KV cache: auto (as the activations), fp32, bf16, fp16, fp8, int8, int4")
+    p.add_argument("--ep", type=_whole("ep", high=LIMITS["ep"]), default=1,
+                   help="expert parallel for mixture-of-experts models: 1 (experts split by --tp), or a multiple of "
+                        "tp dividing gpus / pp (whole experts spread over those GPUs)")
     p.add_argument("--kv-policy", default="auto",
                    help="KV cache of sliding-window and latent-attention layers: auto (= windowed), windowed, full, latent")
     p.add_argument("--zero", default=0, type=_whole("zero", low=0, high=3, accepted="0, 1, 2 or 3"), help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
@@ -222,7 +225,7 @@ def request_from_args(args) -> dict:
         task=args.task, optimizer=args.optimizer, batch=args.batch, grad_checkpointing=args.grad_checkpointing,
         lora_rank=args.lora_rank, lora_targets=args.lora_targets, freeze_layers=args.freeze_layers,
         zero=args.zero, offload=args.offload, gpus=args.gpus, base_precision=args.base_precision,
-        kv_precision=args.kv_precision, kv_policy=args.kv_policy, headroom=args.headroom,
+        kv_precision=args.kv_precision, kv_policy=args.kv_policy, ep=args.ep, headroom=args.headroom,
         prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
     )
     for key in ("model", "method", "precision", "seq", "tp", "pp"):

@@ -180,3 +180,50 @@ def test_sweep_takes_kv_policy_and_reports_active_params(tmp_path):
     assert (mixtral["active_params"] == 12_879_925_248).all() and (mixtral["params"] == 46_702_792_704).all()
     gemma = frame[frame["model"] == "gemma-2-9b"]
     assert (gemma["kv_cache_bytes"] == 2.625 * GIB).all()
+
+
+def test_expert_parallel_places_whole_experts():
+    record = model_from_config_file(DATA / "deepseek-v3.json")
+    models = pd.DataFrame([record])
+    base = {"model": record["id"], "task": "infer", "precision": "int4", "seq": 1024, "gpus": 8, "pp": 1}
+    rows = estimate(pd.DataFrame([{**base, "tp": 8}, {**base, "tp": 1, "ep": 8}, {**base, "tp": 1}, {**base, "tp": 8, "ep": 8}]),
+                    models)
+    tp8, ep8, whole, both = rows["weights_bytes"].tolist()
+    experts = 58 * 256 * 3 * 7168 * 2048  # 58 MoE layers x 256 experts x (gate, up, down)
+    assert experts == pytest.approx(0.975 * record["params"], rel=0.01)
+    # ep 8 keeps an eighth of the experts and every other weight whole; tp 8 an eighth of all
+    assert ep8 == pytest.approx(whole - experts * 4.25 / 8 * 7 / 8, rel=1e-12)
+    assert tp8 == pytest.approx(whole / 8, rel=1e-12) and both == pytest.approx(tp8, rel=1e-12)
+    assert (rows["ep"] == [1, 8, 1, 8]).all()
+    with pytest.raises(ValueError, match="ep 2 is not accepted"):
+        estimate(pd.DataFrame([{**base, "tp": 4, "ep": 2}]), models)
+    # a dense model's ep is 1 (engine/rules.py)
+    dense = model_from_config_file(DATA / "llama-2-7b.json")
+    row = estimate(pd.DataFrame([{"model": dense["id"], "task": "infer", "gpus": 8, "tp": 1, "ep": 8}]),
+                   pd.DataFrame([dense])).iloc[0]
+    assert row["ep"] == 1
+
+
+def test_expert_parallel_full_training_splits_expert_states_and_needs_ep_gpus():
+    record = model_from_config_file(DATA / "qwen3-30b-a3b.json")
+    models = pd.DataFrame([record])
+    base = {"model": record["id"], "task": "train", "method": "full", "precision": "bf16", "seq": 512, "gpus": 8,
+            "tp": 1, "pp": 1}
+    rows = estimate(pd.DataFrame([base, {**base, "ep": 8}]), models)
+    plain, ep8 = rows.iloc[0], rows.iloc[1]
+    share = 1 - (48 * 128 * 3 * 2048 * 768) / record["params"] * 7 / 8
+    assert ep8["weights_bytes"] < plain["weights_bytes"]
+    assert ep8["optimizer_bytes"] == pytest.approx(plain["optimizer_bytes"] * share, rel=1e-12)
+    from catalog import default_catalog
+    gpus = default_catalog().gpus()
+    fit = estimate(pd.DataFrame([{**base, "ep": 8, "gpu": "h100-sxm-80gb"}]), models, gpus).iloc[0]
+    assert fit["gpus_needed"] >= 8
+
+
+def test_cli_ep_flag_and_bad_ep_in_one_line():
+    good = _cli("estimate", "--model", "deepseek-v3", "--task", "infer", "--precision", "int4", "--gpus", "8",
+                "--tp", "1", "--ep", "8", "--json")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["ep"] == 8
+    bad = _cli("estimate", "--model", "deepseek-v3", "--task", "infer", "--gpus", "8", "--tp", "4", "--ep", "2")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "ep 2" in bad.stderr
