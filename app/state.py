@@ -159,16 +159,30 @@ def sync_url() -> None:
 
 
 def _widget(key: str, make, options: list | None = None):
-    """Draw one sidebar widget seeded from the store and write its value back."""
+    """Draw one sidebar widget whose initial value is the store's, and write its value back.
+
+    The store (st.session_state["settings"]) is the source of truth; each widget gets it as its
+    own default (`value=`, `index=`, `default=`), never through st.session_state[<widget key>]:
+    Streamlit drops a widget's keyed state when a run is cut short by the next one or when a
+    page switch does not render it, and a widget seeded only through its key then came back at
+    its own default (sequence 1, rank 1, no LoRA targets, the first model: seen in a real
+    browser on a busy machine, tests/test_browser.py). With the store as the default, a lost
+    widget state comes back as the user's value."""
     settings = store()
     wkey = f"w_{key}"
+    field_ = FIELDS[key]
+    choices = list(options if options is not None else field_.options)
     value = settings[key]
-    if options is not None and value not in options:
-        value = FIELDS[key].default if FIELDS[key].default in options else options[0]
-    if wkey not in st.session_state or (options is not None and st.session_state[wkey] not in options):
-        st.session_state[wkey] = list(value) if FIELDS[key].kind == "multi" else value
-    result = make(wkey)
-    settings[key] = tuple(result) if FIELDS[key].kind == "multi" else result
+    if field_.kind == "choice" and choices and value not in choices:
+        value = field_.default if field_.default in choices else choices[0]
+    if field_.kind == "choice":
+        init = {"index": choices.index(value)}
+    elif field_.kind == "multi":
+        init = {"default": [v for v in value if v in choices]}
+    else:
+        init = {"value": value}
+    result = make(wkey, **init)
+    settings[key] = tuple(result) if field_.kind == "multi" else result
     return settings[key]
 
 
@@ -181,56 +195,56 @@ def sidebar() -> dict:
     gpu_names = dict(zip(gpus["id"], gpus["name"]))
     sb = st.sidebar
     sb.header("Workload")
-    _widget("model", lambda k: sb.selectbox("Model", list(model_names), key=k, format_func=lambda i: model_names.get(i, i),
+    _widget("model", lambda k, **v: sb.selectbox("Model", list(model_names), key=k, **v, format_func=lambda i: model_names.get(i, i),
                                             help="Used by the single-scenario views (Overview, Breakdown)."),
             options=list(model_names))
-    task = _widget("task", lambda k: sb.radio("Task", list(TASK_LABELS), key=k, format_func=TASK_LABELS.get,
+    task = _widget("task", lambda k, **v: sb.radio("Task", list(TASK_LABELS), key=k, **v, format_func=TASK_LABELS.get,
                                               horizontal=True))
     if task == "train":
-        method = _widget("method", lambda k: sb.selectbox("Method", list(METHOD_LABELS), key=k, format_func=METHOD_LABELS.get))
-        _widget("train_precision", lambda k: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k,
+        method = _widget("method", lambda k, **v: sb.selectbox("Method", list(METHOD_LABELS), key=k, **v, format_func=METHOD_LABELS.get))
+        _widget("train_precision", lambda k, **v: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k, **v,
                                                           format_func=TRAIN_PRECISION_LABELS.get))
-        _widget("optimizer", lambda k: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, format_func=OPTIMIZER_LABELS.get))
-        _widget("batch", lambda k: sb.number_input("Micro-batch per GPU (sequences)", min_value=1,
-                                                   max_value=LIMITS["batch"], step=1, key=k))
-        _widget("seq", lambda k: sb.number_input("Sequence length (tokens)", min_value=1, max_value=LIMITS["seq"],
-                                                 step=256, key=k))
-        _widget("grad_checkpointing", lambda k: sb.checkbox("Gradient checkpointing", key=k,
+        _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v, format_func=OPTIMIZER_LABELS.get))
+        _widget("batch", lambda k, **v: sb.number_input("Micro-batch per GPU (sequences)", min_value=1,
+                                                   max_value=LIMITS["batch"], step=1, key=k, **v))
+        _widget("seq", lambda k, **v: sb.number_input("Sequence length (tokens)", min_value=1, max_value=LIMITS["seq"],
+                                                 step=256, key=k, **v))
+        _widget("grad_checkpointing", lambda k, **v: sb.checkbox("Gradient checkpointing", key=k, **v,
                                                             help="Keep each layer's input, recompute the rest in backward."))
         if method in ("lora", "qlora"):
             with sb.expander("LoRA", expanded=True):
-                _widget("lora_rank", lambda k: st.number_input("Rank r", min_value=1, max_value=LIMITS["lora_rank"],
-                                                               step=8, key=k))
-                _widget("lora_targets", lambda k: st.multiselect("Target modules", list(LORA_MODULES), key=k,
+                _widget("lora_rank", lambda k, **v: st.number_input("Rank r", min_value=1, max_value=LIMITS["lora_rank"],
+                                                               step=8, key=k, **v))
+                _widget("lora_targets", lambda k, **v: st.multiselect("Target modules", list(LORA_MODULES), key=k, **v,
                                                                  help="peft's default for Llama: q_proj, v_proj."))
                 if method == "qlora":
-                    _widget("base_precision", lambda k: st.selectbox("Frozen base", list(BASE_LABELS), key=k,
+                    _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))
         if method == "freeze":
-            _widget("freeze_layers", lambda k: sb.number_input("Trainable last layers", min_value=1,
-                                                               max_value=LIMITS["freeze_layers"], key=k))
+            _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", min_value=1,
+                                                               max_value=LIMITS["freeze_layers"], key=k, **v))
     else:
-        _widget("infer_precision", lambda k: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k,
+        _widget("infer_precision", lambda k, **v: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k, **v,
                                                           format_func=INFER_PRECISION_LABELS.get))
-        _widget("kv_precision", lambda k: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, format_func=KV_LABELS.get))
-        _widget("batch", lambda k: sb.number_input("Concurrent sequences", min_value=1, max_value=LIMITS["batch"],
-                                                   step=1, key=k))
-        _widget("seq", lambda k: sb.number_input("Context per sequence (tokens)", min_value=1, max_value=LIMITS["seq"],
-                                                 step=256, key=k))
+        _widget("kv_precision", lambda k, **v: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, **v, format_func=KV_LABELS.get))
+        _widget("batch", lambda k, **v: sb.number_input("Concurrent sequences", min_value=1, max_value=LIMITS["batch"],
+                                                   step=1, key=k, **v))
+        _widget("seq", lambda k, **v: sb.number_input("Context per sequence (tokens)", min_value=1, max_value=LIMITS["seq"],
+                                                 step=256, key=k, **v))
     sb.header("GPUs")
-    _widget("gpu", lambda k: sb.selectbox("GPU", list(gpu_names), key=k, format_func=lambda i: gpu_names.get(i, i),
+    _widget("gpu", lambda k, **v: sb.selectbox("GPU", list(gpu_names), key=k, **v, format_func=lambda i: gpu_names.get(i, i),
                                           help="The card of the single-scenario views and the inference table."),
             options=list(gpu_names))
-    _widget("gpus", lambda k: sb.number_input("GPU count", min_value=1, max_value=1024, step=1, key=k,
+    _widget("gpus", lambda k, **v: sb.number_input("GPU count", min_value=1, max_value=1024, step=1, key=k, **v,
                                               help="GPUs of the single-scenario views; the matrix and planners find the count themselves."))
     if task == "train":
-        _widget("zero", lambda k: sb.selectbox("ZeRO stage when sharding", [0, 1, 2, 3], key=k, format_func=ZERO_LABELS.get,
+        _widget("zero", lambda k, **v: sb.selectbox("ZeRO stage when sharding", [0, 1, 2, 3], key=k, **v, format_func=ZERO_LABELS.get,
                                                help="Applied from two GPUs on (one GPU runs unsharded unless offload is on)."))
-        _widget("offload", lambda k: sb.selectbox("Offload", list(OFFLOAD_LABELS), key=k, format_func=OFFLOAD_LABELS.get))
+        _widget("offload", lambda k, **v: sb.selectbox("Offload", list(OFFLOAD_LABELS), key=k, **v, format_func=OFFLOAD_LABELS.get))
     with sb.expander("Display and margins"):
-        _widget("headroom_pct", lambda k: st.slider("Headroom kept free (% of each GPU)", 0, 50, key=k))
-        _widget("allow_long_context", lambda k: st.checkbox("Allow sequences beyond a model's context", key=k))
-        _widget("units", lambda k: st.radio("Memory units", ["GiB", "GB"], key=k, horizontal=True,
+        _widget("headroom_pct", lambda k, **v: st.slider("Headroom kept free (% of each GPU)", 0, 50, key=k, **v))
+        _widget("allow_long_context", lambda k, **v: st.checkbox("Allow sequences beyond a model's context", key=k, **v))
+        _widget("units", lambda k, **v: st.radio("Memory units", ["GiB", "GB"], key=k, **v, horizontal=True,
                                             help="GiB = 2^30 bytes; GB = 10^9 bytes."))
     for note in st.session_state.get("_query_notes", []):
         sb.warning(md_escape(note))  # it repeats the URL's text: never Markdown

@@ -24,23 +24,22 @@ c.page_header("Budget planner", "Every model × workload your budget can run, ea
               "(GPU type × count), and what a bit more budget would unlock. The workloads use the sidebar's "
               "settings (batch, sequence, precision, ZeRO stage, …).")
 
-# the budget and its mode live in the shared settings (and so in the URL); the widgets start from them
-if "bp_budget" not in st.session_state:
-    st.session_state["bp_budget"] = float(s["budget"])
-if "bp_mode" not in st.session_state:
-    st.session_state["bp_mode"] = s["budget_mode"]
+# the budget and its mode live in the shared settings (and so in the URL); the widgets take them
+# as their defaults, never through their keys' session state (app/state.py _widget says why)
 
 
 def _preset():
     label = st.session_state.get("bp_tier")
     for tier in planning.BUDGET_TIERS:
         if tier["label"] == label:
-            st.session_state["bp_budget"] = float(tier["high"])
+            s["budget"] = int(tier["high"])
+            st.session_state.pop("bp_budget", None)  # the widget starts again from the preset
 
 
 with st.container(border=True):
     m1, m2 = st.columns([2, 3])
-    mode = m1.radio("Budget for", list(MODE_LABELS), format_func=MODE_LABELS.get, key="bp_mode", horizontal=False)
+    mode = m1.radio("Budget for", list(MODE_LABELS), format_func=MODE_LABELS.get, key="bp_mode", horizontal=False,
+                    index=list(MODE_LABELS).index(s["budget_mode"]) if s["budget_mode"] in MODE_LABELS else 0)
     if mode in ("buy", "cloud_job"):
         m2.segmented_control("Source-article tiers (sets the budget to the tier's top)",
                              [t["label"] for t in planning.BUDGET_TIERS], key="bp_tier", on_change=_preset)
@@ -49,7 +48,8 @@ with st.container(border=True):
     if mode == "cloud_hour":
         budget = b1.number_input("Budget ($ per hour, all GPUs)", min_value=0.0, value=10.0, step=1.0, key="bp_hourly")
     else:
-        budget = b1.number_input("Budget ($)", min_value=0.0, step=1_000.0, format="%.0f", key="bp_budget",
+        budget = b1.number_input("Budget ($)", min_value=0.0, value=float(s["budget"]), step=1_000.0, format="%.0f",
+                                 key="bp_budget",
                                  help="The systems below count cards, a host per node (chassis, CPU, RAM, PSU) and the network; "
                                       "the tables further down count GPU prices only." if mode == "buy" else None)
         if mode == "cloud_job":
