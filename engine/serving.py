@@ -227,9 +227,14 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     ctx = req["max_model_len"].to_numpy(float)
     kv_prec = req["kv_precision"].astype(str).to_numpy(object)
 
+    # KV policy by engine (issue 15): vLLM's and SGLang's paged allocators reserve every layer at
+    # the full length for hybrid sliding-window models and keep MLA's latent ("latent");
+    # llama.cpp's SWA cache and Hugging Face's sliding-window cache keep the window ("windowed")
+    policy = np.where(is_vllm | is_sglang, "latent", "windowed")
     est = estimate(pd.DataFrame({
         "model": req["model"], "task": "infer", "precision": req["precision"], "batch": 1,
         "seq": ctx.astype(int), "kv_precision": kv_prec, "allow_long_context": True, "gpus": 1,
+        "kv_policy": policy,
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_bytes"].to_numpy(float) / ctx  # whole model, one token
@@ -353,7 +358,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
         non_torch_bytes=np.where(is_llama, context, non_torch), compute_buffer_bytes=np.where(is_llama, compute, 0.0),
-        kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
+        kv_policy=policy, kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
         gpu_memory_used_bytes=memory_used, host_ram_bytes=host_ram, fits=fits, concurrency=conc,

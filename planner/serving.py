@@ -20,7 +20,7 @@ SERVE_JSON_KEYS = (
     "max_concurrency", "gpu_layers", "total_layers", "gpu_memory_used_bytes", "host_ram_bytes", "fits",
     "concurrency", "prompt_tokens", "output_tokens", "decode_tokens_per_s", "time_per_output_token_ms",
     "prefill_tokens_per_s", "ttft_s", "aggregate_tokens_per_s", "usd_per_million_tokens", "cloud_usd_per_hour",
-    "price_source", "price_date", "command",
+    "price_source", "price_date", "command", "kv_policy",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
