@@ -133,10 +133,10 @@ def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Dat
 @st.cache_data(max_entries=16, show_spinner=False)
 def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                             batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
-                            headroom: float) -> pd.DataFrame:
+                            headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
     """planning.article_inference_table beside inference_table(...) for the article's models."""
     ours = inference_table(models, gpus, model_ids, precisions, seq, batch, card, kv_precision, max_gpus,
-                           allow_long_context, headroom)
+                           allow_long_context, headroom, kv_policy)
     return planning.article_inference_table(shipped("references"), ours)
 
 
@@ -169,10 +169,10 @@ def memory_curve(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple
 @st.cache_data(max_entries=16, show_spinner="Sizing every model at every precision…")
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                     batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
-                    headroom: float) -> pd.DataFrame:
+                    headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
     return planning.inference_table(models, gpus, list(model_ids), list(precisions), seq, batch, card,
                                     kv_precision=kv_precision, max_gpus=max_gpus,
-                                    allow_long_context=allow_long_context, headroom=headroom)
+                                    allow_long_context=allow_long_context, headroom=headroom, kv_policy=kv_policy)
 
 
 @st.cache_data(max_entries=4, show_spinner="Comparing with every published figure…")

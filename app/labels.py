@@ -34,6 +34,9 @@ ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}
 KV_LABELS = {"auto": "auto (as the activations)", **{k: k.upper() for k in KV_PRECISIONS if k != "auto"}}
+KV_POLICY_LABELS = {"windowed": "windowed (sliding layers keep their window)",
+                    "full": "full (every layer at full length)",
+                    "latent": "latent (MLA latent; sliding layers full, as vLLM)"}
 BASE_LABELS = {"auto": "auto (NF4)", "nf4": "NF4", "int8": "INT8", "int4": "INT4"}
 COMPONENT_NAMES = {k.removesuffix("_bytes"): v for k, v in COMPONENT_LABELS.items()}
 

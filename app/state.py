@@ -20,7 +20,7 @@ import streamlit as st
 
 from app.data import decided_notes, merged_frames
 from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
-from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, METHOD_LABELS,
+from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
@@ -44,6 +44,8 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("train_precision", "bf16", "choice", TRAIN_PRECISIONS),
     Field("infer_precision", "bf16", "choice", INFER_PRECISIONS),
     Field("kv_precision", "auto", "choice", KV_PRECISIONS),
+    # engine/rules.py decides "auto" as windowed; the sidebar shows that decided value
+    Field("kv_policy", "windowed", "choice", ("windowed", "full", "latent")),
     Field("optimizer", "adamw", "choice", OPTIMIZERS),
     Field("batch", 1, "int", low=1, high=LIMITS["batch"]),
     Field("seq", 2048, "int", low=1, high=LIMITS["seq"]),
@@ -227,6 +229,11 @@ def sidebar() -> dict:
         _widget("infer_precision", lambda k, **v: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k, **v,
                                                           format_func=INFER_PRECISION_LABELS.get))
         _widget("kv_precision", lambda k, **v: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, **v, format_func=KV_LABELS.get))
+        _widget("kv_policy", lambda k, **v: sb.selectbox("KV cache of sliding-window / MLA layers", list(KV_POLICY_LABELS),
+                                                         key=k, **v, format_func=KV_POLICY_LABELS.get,
+                                                         help="Models whose layers do not all attend to the whole "
+                                                              "context (Gemma 2/3, gpt-oss, DeepSeek MLA); dense "
+                                                              "full-attention models are the same under every policy."))
         _widget("batch", lambda k, **v: sb.number_input("Concurrent sequences", min_value=1, max_value=LIMITS["batch"],
                                                    step=1, key=k, **v))
         _widget("seq", lambda k, **v: sb.number_input("Context per sequence (tokens)", min_value=1, max_value=LIMITS["seq"],
@@ -330,7 +337,7 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
 def infer_workload(s: dict | None = None, precision: str | None = None) -> dict:
     s = s or store()
     return {**_common(s), "task": "infer", "method": "full", "precision": precision or s["infer_precision"],
-            "kv_precision": s["kv_precision"], "zero": 0, "offload": "none"}
+            "kv_precision": s["kv_precision"], "kv_policy": s["kv_policy"], "zero": 0, "offload": "none"}
 
 
 def workload(s: dict | None = None) -> dict:

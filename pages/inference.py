@@ -38,7 +38,7 @@ if not precisions:
     st.info("Choose at least one weight precision.")
     st.stop()
 
-args = dict(seq=int(s["seq"]), batch=int(s["batch"]), card=card, kv_precision=s["kv_precision"],
+args = dict(seq=int(s["seq"]), batch=int(s["batch"]), card=card, kv_precision=s["kv_precision"], kv_policy=s["kv_policy"],
             max_gpus=int(max_gpus), allow_long_context=bool(s["allow_long_context"]), headroom=s["headroom_pct"] / 100)
 table = c.guard(c.inference_table, models, gpus, tuple(models["id"]), tuple(precisions), **args)
 

@@ -499,7 +499,7 @@ def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, bat
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisions, seq: int, batch: int,
                     card: str, kv_precision: str = "auto", max_gpus: int = 8, gpu_ids=None,
                     allow_long_context: bool = False, headroom: float = DEFAULTS["headroom"],
-                    overhead: dict | None = None) -> pd.DataFrame:
+                    overhead: dict | None = None, kv_policy: str = "auto") -> pd.DataFrame:
     """Per model x weight precision: whole-model weights, KV cache for `batch` sequences of
     `seq` tokens, the total on one GPU (peak, runtime overhead included), the smallest single
     GPU that holds it (least usable memory, then cheapest), and the GPUs needed on `card`."""
@@ -507,7 +507,7 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     if card not in gpu_ids:
         gpu_ids.append(card)
     workload = {"task": "infer", "seq": int(seq), "batch": int(batch), "kv_precision": kv_precision,
-                "allow_long_context": bool(allow_long_context), "headroom": float(headroom)}
+                "kv_policy": kv_policy, "allow_long_context": bool(allow_long_context), "headroom": float(headroom)}
     conf = configurations(expand(workload, model=list(model_ids), precision=list(precisions), gpu=gpu_ids),
                           models, gpus, max_gpus=max_gpus, overhead=overhead)
     conf = conf.astype({"model": str, "precision": str, "gpu": str})

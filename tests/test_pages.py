@@ -701,3 +701,19 @@ def test_feasibility_marks_incompatible_cards_and_says_why():
     apple = [col for col in pivot.columns if "M3 Ultra" in str(col)]
     assert apple and (pivot[apple] == "✗ incompatible").all().all()  # QLoRA needs bitsandbytes: no Apple backend
     assert any("✗ incompatible" in m.value and "bitsandbytes" in m.value for m in at.caption)
+
+
+def test_the_kv_policy_in_the_sidebar_reaches_the_inference_table():
+    # Gemma 2 9B at 8,192 tokens, 16-bit KV: windowed (half its 42 layers keep a 4,096 window)
+    # 1.96875 GiB, full 2.625 GiB (42 x 8 KV heads x 256 x 2 x 2 bytes x 8,192); Llama 2 7B
+    # (every layer full attention) is the same under both
+    at = open_app("pages/inference.py", query={"task": "infer", "seq": "8192", "allow_long_context": "1"})
+    def kv(model):
+        frame = table(at)
+        rows = frame[(frame["Model"] == model) & (frame["Weights"] == "FP16")]  # KV auto: fp16, 2 bytes
+        return float(rows["KV cache (GiB)"].iloc[0])
+    windowed, llama_windowed = kv("Gemma 2 9B"), kv("Llama 2 7B")
+    at.selectbox(key="w_kv_policy").set_value("full").run()
+    assert not at.exception
+    assert (windowed, kv("Gemma 2 9B")) == (1.97, 2.62)  # 1.96875 and 2.625 GiB, shown to 2 decimals
+    assert kv("Llama 2 7B") == llama_windowed == 4.0  # 32 x 32 x 128 x 2 x 2 bytes x 8,192 = 4 GiB
