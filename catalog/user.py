@@ -88,20 +88,7 @@ MAX_PARAMS = 10**14
 def _number(cfg: dict, key: str, file: str, default=None) -> int:
     """A positive whole number within BOUNDS; a missing or null field takes `default` (the
     transformers config class's), or is refused when there is none."""
-    value = cfg.get(key)
-    if value is None:
-        value = default
-    if value is None:
-        raise CatalogError(file, None, key, "is required but missing" if key not in cfg else "is required but null")
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        value = int(value)  # 4096.0 is 4096
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CatalogError(file, None, key, f"must be a whole number, got {show(value)}")
-    if value <= 0:
-        raise CatalogError(file, None, key, f"must be > 0, got {value}")
-    if value > BOUNDS[key]:
-        raise CatalogError(file, None, key, f"must be <= {BOUNDS[key]:,}, got {value:,}")
-    return value
+    return _count(cfg, key, file, default, low=1, high=BOUNDS[key])
 
 
 def _count(cfg: dict, key: str, file: str, default, low: int = 0, high: int = 10_000_000) -> int:
@@ -116,8 +103,10 @@ def _count(cfg: dict, key: str, file: str, default, low: int = 0, high: int = 10
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise CatalogError(file, None, key, f"must be a whole number, got {show(value)}")
-    if not low <= value <= high:
-        raise CatalogError(file, None, key, f"must be {low:,} to {high:,}, got {value:,}")
+    if value < low:
+        raise CatalogError(file, None, key, f"must be {'> 0' if low == 1 else f'>= {low:,}'}, got {value}")
+    if value > high:
+        raise CatalogError(file, None, key, f"must be <= {high:,}, got {value:,}")
     return value
 
 
