@@ -228,7 +228,9 @@ class Sweep:
                      T=lift(np.rint(self.ph.totals.trainable).astype(np.int64).astype(float)),
                      n_gpus=lift(x.gpus), tp=lift(x.tp), pp=lift(x.pp), full=cfg.mask("method", "full"),
                      lora=cfg.mask("method", "lora", "qlora"), freeze=cfg.mask("method", "freeze"),
-                     checkpointing=lift(x.gc), freeze_layers=cfg.values("freeze_layers").astype(float), train=train)
+                     checkpointing=lift(x.gc), freeze_layers=cfg.values("freeze_layers").astype(float), train=train,
+                     N_total=lift(np.asarray(x.N, dtype=float)), zero=lift(np.asarray(x.zero, dtype=float)),
+                     weight_bytes=lift(np.asarray(x.wb, dtype=float)), grad_bytes=lift(np.asarray(x.wb_trained, dtype=float)))
         g = _gpu_fields(cfg, gpus)
         level["rate"] = pick_rate(cfg.categories("precision"), cfg.codes("precision"), train,
                                   {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12

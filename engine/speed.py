@@ -8,7 +8,8 @@ inference  decode_tokens_per_s (one sequence), aggregate_tokens_per_s (the batch
            data-parallel replica), bound ("memory" | "compute"), prefill_s (time to first token
            for the batch's prompts), usd_per_million_tokens (cloud price / generated tokens)
 training   train_flops, train_hours (wall clock on the scenario's GPUs), gpu_hours,
-           cloud_cost_usd, power_cost_usd
+           cloud_cost_usd, power_cost_usd, comm_hours (the part of train_hours spent in
+           data-parallel communication)
 every row  purchase_usd, power_usd_per_hour, power_usd_per_month, rent_usd_per_month,
            breakeven_months, usd_per_gb_vram
 and the settings it used (tokens, mfu, bandwidth_efficiency, prompt_tokens, usd_per_kwh,
@@ -40,9 +41,21 @@ Training FLOPs per token (N parameters, T trainable, L layers, s = seq, a·d = a
                                  layer: only the lm_head and the k trainable layers)
   + gradient checkpointing: one more forward of what backward passes through
                  (full 2N + 2·L·s·a·d; lora 2N + 2T + 2·L·s·a·d; freeze 2T + 2·k·s·a·d).
-train_hours = tokens x FLOPs per token / (gpus x dense TFLOPS x mfu). `mfu` is the fraction of
-peak reached on the FLOPs actually executed (PaLM's "hardware FLOPs utilisation" when
+train_hours = tokens x FLOPs per token / (gpus x dense TFLOPS x mfu) + comm_hours. `mfu` is the
+fraction of peak reached on the FLOPs actually executed (PaLM's "hardware FLOPs utilisation" when
 checkpointing recomputes; the same as MFU without recomputation).
+comm_hours (training, only with dp = gpus / (tp x pp) > 1 data-parallel ranks): the gradient and
+parameter traffic of data parallelism over the GPU's intra-node link (one direction,
+interconnect_gbps / 2, as for inference), ring algorithms (NCCL docs, "Collective operations";
+Patarasuk & Yuan 2009): per step each rank moves
+  ZeRO 0-2  all-reduce of the gradients          2(dp-1)/dp x T_shard x gradient bytes
+  ZeRO-3    all-gather of the weights, forward and backward  2 x (dp-1)/dp x N_shard x weight bytes
+            + reduce-scatter of the gradients                  (dp-1)/dp x T_shard x gradient bytes
+(shard = / (tp x pp)) plus ALLREDUCE_LATENCY_S per collective (one per DDP_BUCKET_BYTES bucket;
+ZERO3_COLLECTIVES_PER_LAYER per layer). Steps per job = tokens / (batch x seq x dp). Assumed: no
+overlap with compute (an upper bound: DDP and FSDP overlap part of it with backward; we found no
+published overlap fraction to use), and every GPU in one node (the network between nodes is slower
+and is not modelled). gpu_hours, cloud_cost_usd and power_cost_usd include comm_hours.
 """
 
 from __future__ import annotations
@@ -105,6 +118,14 @@ ALLREDUCE_LATENCY_S = 6e-6
 # Two all-reduces per decoder layer in each forward pass with Megatron-style tensor parallelism
 # (Shoeybi et al. 2019, Figure 3: one after self-attention, one after the MLP).
 ALLREDUCES_PER_LAYER = 2
+# Data-parallel gradient all-reduce: PyTorch DistributedDataParallel groups gradients into
+# buckets of bucket_cap_mb = 25 MiB (torch.nn.parallel.DistributedDataParallel docs) and launches
+# one all-reduce per bucket; each pays ALLREDUCE_LATENCY_S.
+DDP_BUCKET_BYTES = 25 * 2**20
+# ZeRO-3 / FSDP collectives per decoder layer per step (Rajbhandari et al. 2020, "ZeRO", section
+# 7.2.2 / FSDP docs): an all-gather of the layer's parameters in forward, another in backward, and a
+# reduce-scatter of its gradients.
+ZERO3_COLLECTIVES_PER_LAYER = 3
 
 SETTINGS = {
     "tokens": DEFAULT_TOKENS,
@@ -142,7 +163,7 @@ GPU_FIELDS = ("bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "td
 
 OUTPUT_COLUMNS = (
     "decode_tokens_per_s", "aggregate_tokens_per_s", "bound", "prefill_s", "usd_per_million_tokens",
-    "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd",
+    "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "comm_hours",
     "purchase_usd", "power_usd_per_hour", "power_usd_per_month", "rent_usd_per_month",
     "breakeven_months", "usd_per_gb_vram",
 )
@@ -478,6 +499,10 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     else:
         for c in ("train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd"):
             cols[c] = out.full(np.nan)
+    if any_train:
+        _add_comm(cols, level, inv, b, seq, tokens, usd_kwh, n, out)
+    else:
+        cols["comm_hours"] = out.full(np.nan)
 
     # ---- buy versus rent --------------------------------------------------------------------
     purchase = g["price_usd"] * n_gpus
@@ -507,6 +532,40 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
             cols[name] = out.empty()
             np.copyto(cols[name], value, casting="unsafe")  # as np.array(value, dtype=float)
     return cols
+
+
+def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out) -> None:
+    """comm_hours (module docstring) per row, added to train_hours, gpu_hours and the costs."""
+    n_gpus, tp, pp, L = level["n_gpus"], level["tp"], level["pp"], level["num_layers"]
+    dp = n_gpus / (tp * pp)
+    mp = tp * pp
+    N = level.get("N_total", level["N"])
+    T = level["T"]
+    act = level["act_bytes"]
+    weight_b = level.get("weight_bytes", act)
+    grad_b = level.get("grad_bytes", act)
+    zero = level.get("zero", 0.0)
+    link = level["interconnect_gbps"] * 1e9 / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = (dp - 1) / dp
+        grad_bytes = T / mp * grad_b
+        buckets = np.maximum(1.0, np.ceil(grad_bytes / DDP_BUCKET_BYTES))
+        allreduce = 2 * frac * grad_bytes / link + buckets * ALLREDUCE_LATENCY_S
+        zero3 = (2 * frac * N / mp * weight_b + frac * grad_bytes) / link \
+            + ZERO3_COLLECTIVES_PER_LAYER * L / pp * ALLREDUCE_LATENCY_S
+        per_step = np.where(dp > 1, np.where(np.asarray(zero) >= 3, zero3, allreduce), 0.0)
+    per_step = np.where(level["train"], per_step, np.nan)
+    row = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else x  # noqa: E731
+    dp_r, step_r, gpus_r = row(dp), row(per_step), row(n_gpus)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = tokens / (b * seq * dp_r)
+        comm = np.where(step_r > 0, steps * step_r / 3600.0, step_r)  # 0 (one rank) or NaN stay
+    cols["comm_hours"] = comm
+    extra_gpu_h = np.nan_to_num(comm) * gpus_r
+    cols["train_hours"] = cols["train_hours"] + np.nan_to_num(comm)
+    cols["gpu_hours"] = cols["gpu_hours"] + extra_gpu_h
+    cols["cloud_cost_usd"] = cols["cloud_cost_usd"] + extra_gpu_h * row(level["cloud_usd_per_hour"])
+    cols["power_cost_usd"] = cols["power_cost_usd"] + extra_gpu_h * row(level["tdp_w"]) / 1000.0 * usd_kwh
 
 
 def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):

@@ -262,9 +262,13 @@ def test_costs_scale_linearly_with_gpus_tokens_hours_and_use(models, gpus):
     ]), models, gpus)
     four, eight, twice, half_month, half_use = (r.iloc[i] for i in range(5))
     assert eight["purchase_usd"] == 2 * four["purchase_usd"] == 8 * 17_500
-    assert eight["train_hours"] == pytest.approx(four["train_hours"] / 2, rel=1e-12)
-    assert eight["gpu_hours"] == pytest.approx(four["gpu_hours"], rel=1e-12)
-    assert eight["cloud_cost_usd"] == pytest.approx(four["cloud_cost_usd"], rel=1e-12)
+    # the compute part halves with twice the GPUs; the ZeRO-3 traffic over NVLink (comm_hours, worked
+    # out by hand in tests/test_interconnect.py) does not, so only the compute part scales exactly
+    compute = lambda row: row["train_hours"] - row["comm_hours"]  # noqa: E731
+    assert compute(eight) == pytest.approx(compute(four) / 2, rel=1e-9)
+    assert four["comm_hours"] > 0 and eight["comm_hours"] > 0
+    assert eight["gpu_hours"] == pytest.approx(8 * eight["train_hours"], rel=1e-12)
+    assert eight["cloud_cost_usd"] == pytest.approx(eight["gpu_hours"] * 1.79, rel=1e-12)
     assert four["cloud_cost_usd"] == pytest.approx(four["gpu_hours"] * 1.79, rel=1e-12)
     assert four["power_cost_usd"] == pytest.approx(four["gpu_hours"] * 0.4 * 0.13, rel=1e-12)
     assert twice["train_hours"] == pytest.approx(2 * four["train_hours"], rel=1e-12)
