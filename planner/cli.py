@@ -45,7 +45,8 @@ FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq"
 # speed and cost (engine/speed.py): GPU-dependent figures with --gpu; FLOPs and settings always
 SPEED_KEYS = ("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bound", "usd_per_million_tokens",
               "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "purchase_usd",
-              "power_usd_per_month", "rent_usd_per_month", "breakeven_months", "usd_per_gb_vram")
+              "power_usd_per_month", "rent_usd_per_month", "breakeven_months", "usd_per_gb_vram",
+              "comm_hours")  # added at the end: a contract, keys are added, never renamed
 SPEED_SETTING_KEYS = ("tokens", "mfu", "bandwidth_efficiency", "prompt_tokens", "usd_per_kwh", "utilization",
                       "hours_per_month", "pue", "resale_fraction")
 # CLI flag -> scenario column for the speed and cost settings (checked by engine/speed.py)

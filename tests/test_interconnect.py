@@ -81,3 +81,20 @@ def test_tensor_parallel_only_has_no_data_parallel_traffic_and_inference_none(mo
     infer = estimate(pd.DataFrame([dict(model="llama-3-8b", task="infer", precision="bf16", seq=1024,
                                         gpu="h100-sxm-80gb", gpus=2)]), models, gpus).iloc[0]
     assert np.isnan(infer["comm_hours"])
+
+
+def test_estimate_json_carries_the_communication_hours():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "engine", "estimate", "--model", "llama-3-8b", "--method", "full",
+                           "--gpu", "rtx-4090", "--gpus", "8", "--batch", "4", "--tokens", "1e9", "--json"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["comm_hours"] > 0 and data["train_hours"] > data["comm_hours"]
+    one = subprocess.run([sys.executable, "-m", "engine", "estimate", "--model", "llama-3-8b", "--method", "lora",
+                          "--gpu", "rtx-4090", "--json"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert json.loads(one.stdout)["comm_hours"] == 0  # one GPU: nothing to exchange
