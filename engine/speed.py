@@ -55,7 +55,8 @@ Patarasuk & Yuan 2009): per step each rank moves
 ZERO3_COLLECTIVES_PER_LAYER per layer). Steps per job = tokens / (batch x seq x dp). Assumed: no
 overlap with compute (an upper bound: DDP and FSDP overlap part of it with backward; we found no
 published overlap fraction to use), and every GPU in one node (the network between nodes is slower
-and is not modelled). gpu_hours, cloud_cost_usd and power_cost_usd include comm_hours.
+and is not modelled: comm_hours is empty, and nothing is added, when the GPUs outnumber the card's
+max_per_node). gpu_hours, cloud_cost_usd and power_cost_usd include comm_hours.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ _TRAIN_RATE = {"fp32": "fp32_tflops", "amp_bf16": "bf16_tflops", "bf16": "bf16_t
                "mixed_fp16": "fp16_tflops"}
 _INFER_RATE = {"fp32": "fp32_tflops", "bf16": "bf16_tflops"}  # everything else: fp16_tflops
 GPU_FIELDS = ("bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "tdp_w",
-              "interconnect_gbps", "price_usd", "cloud_usd_per_hour", "memory_gb")
+              "interconnect_gbps", "price_usd", "cloud_usd_per_hour", "memory_gb", "max_per_node")
 
 OUTPUT_COLUMNS = (
     "decode_tokens_per_s", "aggregate_tokens_per_s", "bound", "prefill_s", "usd_per_million_tokens",
@@ -555,6 +556,12 @@ def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out
             + ZERO3_COLLECTIVES_PER_LAYER * L / pp * ALLREDUCE_LATENCY_S
         per_step = np.where(dp > 1, np.where(np.asarray(zero) >= 3, zero3, allreduce), 0.0)
     per_step = np.where(level["train"], per_step, np.nan)
+    # GPUs over several nodes (more than the card's max_per_node) talk over the network between
+    # nodes, which the catalog does not describe: not modelled there (empty, nothing added), never
+    # the intra-node link's figure (the LLaMA paper's 2,048 A100s would read 30% too slow)
+    per_node = level.get("max_per_node")
+    if per_node is not None:
+        per_step = np.where(np.asarray(n_gpus) > np.asarray(per_node, dtype=float), np.nan, per_step)
     row = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else x  # noqa: E731
     dp_r, step_r, gpus_r = row(dp), row(per_step), row(n_gpus)
     with np.errstate(divide="ignore", invalid="ignore"):
