@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine import constants as C
+import engine.constants as C
 from engine.memory import (
     INFER_PHASES,
     TRAIN_PHASES,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import constants as C
+import engine.constants as C
 from engine.buffers import Columns
 from engine.components import inputs, physics
 from engine.executor import Sweep

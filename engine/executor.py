@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import constants as C
+import engine.constants as C
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES
 from engine.scenarios import Configs, View

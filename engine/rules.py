@@ -107,8 +107,9 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
     at = pd.Index(models["id"]).get_indexer(pd.Index(model_cats, dtype=object))
     at = np.append(np.maximum(at, 0), 0)
 
-    def per_row(field):  # a model figure for every row (gathered through the model's code)
-        return models[field].to_numpy()[at][model_codes].astype(np.int64)
+    def per_row(field, rows=None):  # a model figure for every row (or `rows`), through the model's code
+        codes = model_codes if rows is None else model_codes[rows]
+        return models[field].to_numpy()[at][codes].astype(np.int64)
 
     infer = _category_mask(out["task"], "infer")
     any_infer = bool(infer.any())
@@ -155,9 +156,7 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
         rows = np.flatnonzero(infer & (tp_auto | pp_auto)) if any_infer else np.zeros(0, dtype=np.intp)
         if len(rows):  # inference splits the model over its GPUs (only these rows are computed)
             gpus = np.asarray(out["gpus"])[rows].astype(np.int64)
-            codes = model_codes[rows]
-            heads = models["num_heads"].to_numpy()[at][codes].astype(np.int64)
-            layers = models["num_layers"].to_numpy()[at][codes].astype(np.int64)
+            heads, layers = per_row("num_heads", rows), per_row("num_layers", rows)
             t_auto, p_auto = tp_auto[rows], pp_auto[rows]
             t, p = tp[rows], pp[rows]
             # neither given: tp over gcd(gpus, heads), stages for the rest; a whole copy per GPU

@@ -29,7 +29,7 @@ from engine.constants import (
     OPTIMIZERS,
     TRAIN_PRECISIONS,
 )
-from engine import rules
+import engine.rules as rules
 from engine.params import parse_lora_targets
 
 TASKS = ("train", "infer")

@@ -41,7 +41,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import constants as C
+import engine.constants as C
+from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 
 ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers")
 GGUF_ENGINES = ("llama.cpp", "ollama")
@@ -195,7 +196,6 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     requests: columns model, gpu, engine, precision, max_model_len and optionally the
     REQUEST_DEFAULTS columns (gpu_layers -1 = auto; NaN = the engine's default).
     """
-    from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 
     req = requests.reset_index(drop=True).copy()
     for col, default in REQUEST_DEFAULTS.items():

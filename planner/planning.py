@@ -129,6 +129,13 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     return freeze & (k > layers)
 
 
+def refused_rows(frame: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows the engine refuses that tables keep out of its call: (beyond the context,
+    beyond the layers); a row that is both counts as beyond the context."""
+    long_rows = beyond_context(frame, models)
+    return long_rows, beyond_layers(frame, models) & ~long_rows
+
+
 def _nan_as_inf(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), np.inf, values)
 
@@ -164,7 +171,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
     overhead = overhead or {}
     everything = with_defaults(scenarios.reset_index(drop=True))
-    long_rows, deep_rows = beyond_context(everything, models), beyond_layers(everything, models)
+    long_rows, deep_rows = refused_rows(everything, models)
     refused = long_rows | deep_rows
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
@@ -223,7 +230,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
         left_out = everything[refused].copy()
         left_out["beyond_context"] = long_rows[refused]
-        left_out["beyond_layers"] = deep_rows[refused] & ~long_rows[refused]
+        left_out["beyond_layers"] = deep_rows[refused]
         left_out["fits_within"] = False
         left_out["compatible"] = True
         left_out["compatibility_notes"] = [[] for _ in range(len(left_out))]
@@ -570,6 +577,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "configurations", "cheapest",
+           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve",
            "inference_table", "article_inference_table"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from engine.constants import MAX_GPUS
 from engine.estimate import estimate
-from engine.scenarios import grid
+from planner.planning import expand, refused_rows
 
 GIB = 2**30
 GB = 10**9
@@ -113,19 +113,14 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
                 overhead: dict | None = None) -> pd.DataFrame:
     """Every model x GPU (x method for training) for one request, with fit columns: each row is
     exactly what `estimate` answers for its scenario (engine/rules.py decides what the request
-    leaves open). Rows whose sequence is beyond their model's context (without the explicit
-    override) are refused by the engine, so they are left out and named in
-    `result.attrs["beyond_context"]` (model ids)."""
-    from planner.planning import beyond_context, beyond_layers  # same layer; kept lazy to keep report light
-    task = base.get("task", "train")
+    leaves open). Rows the engine refuses (a sequence beyond the model's context without the
+    explicit override, freeze layers beyond its layers: planning.refused_rows) are left out and
+    named in `result.attrs["beyond_context"]` and `["beyond_layers"]` (model ids)."""
     axes = {"model": list(model_ids), "gpu": list(gpu_ids)}
-    if task == "train":
+    if base.get("task", "train") == "train":
         axes["method"] = list(methods)
-    frame = grid(**axes)
-    for key, value in base.items():
-        frame[key] = value
-    long_rows = beyond_context(frame, models) if "seq" in frame.columns else np.zeros(len(frame), dtype=bool)
-    deep_rows = beyond_layers(frame, models) & ~long_rows
+    frame = expand(base, **axes)
+    long_rows, deep_rows = refused_rows(frame, models)
     names = lambda rows: list(dict.fromkeys(frame.loc[rows, "model"].astype(str))) if rows.any() else []  # noqa: E731
     left_out, too_deep = names(long_rows), names(deep_rows)
     if (long_rows | deep_rows).any():

@@ -63,3 +63,15 @@ def downloads(monkeypatch):
         return stores[-1].get_file(file_id).content.decode("utf-8")
 
     return read
+
+
+@pytest.fixture
+def clear_streamlit_caches():
+    """Empty st.cache_data and st.cache_resource before and after a dashboard test."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()

@@ -16,7 +16,6 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit as st
 from hypothesis import given, settings as hyp_settings, strategies as hs
 from streamlit.testing.v1 import AppTest
 
@@ -207,13 +206,8 @@ def test_format_evidence_has_no_padding_and_no_inf(evidence):
 
 # ---- the pages (AppTest) ------------------------------------------------------------------------
 
-@pytest.fixture(autouse=True)
-def clear_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
+# every test starts and ends with empty Streamlit caches (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
 
 
 @pytest.fixture

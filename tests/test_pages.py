@@ -12,7 +12,6 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from engine import estimate, grid
@@ -35,13 +34,8 @@ UNIT_WORDS = ("GiB", "GB", "$", "%", "tokens")
 GIB = 2**30
 
 
-@pytest.fixture(autouse=True)
-def clear_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
+# every test starts and ends with empty Streamlit caches (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
 
 
 def open_app(page: str | None = None, query: dict | None = None) -> AppTest:
