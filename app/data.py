@@ -90,17 +90,19 @@ def remove_user_entry(kind: str, ident: str) -> None:
 
 @st.cache_data(max_entries=24, show_spinner="Estimating every model × GPU…")
 def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
-                   max_gpus: int) -> pd.DataFrame:
+                   max_gpus: int, condition: str = "new") -> pd.DataFrame:
+    """planning.configurations; `condition` (new | used | either) prices the whole systems (system_usd)."""
     frame = planning.plans_frame(plan_map, model=list(model_ids), gpu=list(gpu_ids))
-    return planning.configurations(frame, models, gpus, max_gpus=max_gpus)
+    return planning.configurations(frame, models, gpus, max_gpus=max_gpus, rules=shipped("compatibility"),
+                                   hosts=shipped("hosts"), condition=condition)
 
 
 @st.cache_data(max_entries=24, show_spinner=False)
 def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
              max_gpus: int, cost: str = "buy_usd", by: tuple = ("model", "plan"), mode: str | None = None,
-             hours: float | None = None) -> pd.DataFrame:
+             hours: float | None = None, condition: str = "new") -> pd.DataFrame:
     """planning.cheapest over configurations(...) (costed by a budget mode when given)."""
-    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus, condition)
     if mode is not None:
         conf, cost = conf.assign(cost_usd=planning.plan_cost(conf, mode, hours)), "cost_usd"
     return planning.cheapest(conf, cost, by)
@@ -108,9 +110,10 @@ def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFr
 
 @st.cache_data(max_entries=24, show_spinner=False)
 def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
-                 max_gpus: int) -> pd.DataFrame:
-    """planning.cost_per_fit over configurations(...)."""
-    return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus))
+                 max_gpus: int, condition: str = "new") -> pd.DataFrame:
+    """planning.cost_per_fit over configurations(...): the cheapest to buy is the cheapest whole system."""
+    return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus, condition),
+                                 buy_cost="system_usd")
 
 
 @st.cache_data(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")

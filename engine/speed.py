@@ -510,11 +510,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     power_hour = g["tdp_w"] / 1000.0 * n_gpus * util * usd_kwh       # averaged over wall-clock hours
     power_month = power_hour * hours_month
     rent_month = g["cloud_usd_per_hour"] * n_gpus * util * hours_month  # rent only the hours used
-    saving = rent_month - power_month
-    depreciation = purchase * (1.0 - st["resale_fraction"])  # what owning costs besides power
-    with np.errstate(divide="ignore", invalid="ignore"):
-        breakeven = np.where(saving > 0, depreciation / saving, np.inf)
-    breakeven = np.where(np.isnan(purchase) | np.isnan(saving), np.nan, breakeven)
+    breakeven = breakeven_months(purchase, rent_month, power_month, st["resale_fraction"])
     full = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else _rows(x, inv, None)  # noqa: E731
     cols["purchase_usd"] = full(purchase)
     cols["power_usd_per_hour"] = full(power_hour)
@@ -533,6 +529,19 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
             cols[name] = out.empty()
             np.copyto(cols[name], value, casting="unsafe")  # as np.array(value, dtype=float)
     return cols
+
+
+def breakeven_months(purchase, rent_month, power_month, resale_fraction):
+    """Months after which owning costs less than renting: the depreciation (purchase x (1 -
+    resale_fraction), what owning costs besides power) over the monthly saving (rent of the
+    hours used - electricity for them, PUE included). inf when renting is never dearer; NaN
+    when a price is unknown. The planner's whole systems (planner/systems.py) use it too."""
+    purchase = np.asarray(purchase, dtype=float)
+    saving = np.asarray(rent_month, dtype=float) - np.asarray(power_month, dtype=float)
+    depreciation = purchase * (1.0 - np.asarray(resale_fraction, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        months = np.where(saving > 0, depreciation / saving, np.inf)
+    return np.where(np.isnan(purchase) | np.isnan(saving), np.nan, months)
 
 
 def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out) -> None:

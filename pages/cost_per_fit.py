@@ -14,9 +14,10 @@ s = c.store()
 models, gpus = c.merged_frames()
 u, _ = c.unit()
 
-c.page_header("Cost per fit", "For each model and workload: the cheapest GPU type × count that holds it, to buy and "
-              "to rent, and what that configuration delivers. Prices are the catalog's (GPUs only, with their sources "
-              "on the Catalog page); speed and job cost come from the engine's speed model.")
+c.page_header("Cost per fit", "For each model and workload: the cheapest GPU type × count that holds it, to buy (the "
+              "whole system: cards + a host per node + the network from two nodes) and to rent, and what that "
+              "configuration delivers. Prices are the catalog's, each with its date (sources on the Catalog page); "
+              "speed and job cost come from the engine's speed model.")
 
 with st.container(border=True):
     p1, p2, p3 = st.columns([3, 1, 1])
@@ -38,7 +39,8 @@ plan_map = c.plans(chosen, s)
 for label, wl in plan_map.items():
     if wl["task"] == "train":
         wl["tokens"] = float(tokens_b) * 1e9
-sweep = (plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
+condition = s["condition"]  # card prices new / used / either: the Budget page's choice, in the URL
+sweep = (plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus), condition)
 conf = c.guard(c.configurations, *sweep)
 per_fit = c.guard(c.cost_per_fit, *sweep)
 names = c.display_names(models)
@@ -59,7 +61,11 @@ view = pd.DataFrame({
     "Model": per_fit["model"].map(names),
     "Workload": per_fit["plan"],
     "Buy: configuration": _config("buy_gpu", "buy_gpus"),
-    "Buy ($)": _col("buy_usd", 0),
+    "Buy: system ($)": _col("buy_system_usd", 0),
+    "Buy: cards ($)": _col("buy_system_gpu_usd", 0),
+    "Buy: host + network ($)": (_col("buy_host_usd", 0) + _col("buy_network_usd", 0)).round(0),
+    "Buy: card price": (per_fit["buy_system_condition"].fillna("").astype(str) + " ("
+                        + per_fit["buy_system_price_date"].fillna("").astype(str) + ")").where(per_fit["buy_gpu"].notna(), ""),
     "Rent: configuration": _config("rent_gpu", "rent_gpus"),
     "Rent ($/h)": _col("rent_usd_per_hour", 2),
 })
@@ -67,10 +73,14 @@ extra_help = {}
 if "buy_usd_per_gb_vram" in per_fit:
     view["$ per GB of VRAM (buy)"] = _col("buy_usd_per_gb_vram", 1)
     extra_help["$ per GB of VRAM (buy)"] = "Card price / its memory in GB (vendor figure), from the speed model."
-if "buy_breakeven_months" in per_fit:
-    view["Buy pays off after (months)"] = _col("buy_breakeven_months", 1)
-    extra_help["Buy pays off after (months)"] = ("Months of full-time use after which buying the cheapest purchase "
-                                                 "configuration costs less than renting it (power included).")
+if "buy_system_breakeven_months" in per_fit:
+    view["Buy pays off after (months)"] = _col("buy_system_breakeven_months", 1)
+    view["Buy pays off after (hours of use)"] = _col("buy_system_breakeven_hours", 0)
+    extra_help["Buy pays off after (months)"] = (
+        "Months after which buying the cheapest system (cards + host + network) costs less than renting its GPUs: "
+        "its price x (1 - resale share) over the monthly rent saved minus the GPUs' electricity (x PUE), at the "
+        "engine's utilisation; ∞: renting never costs more.")
+    extra_help["Buy pays off after (hours of use)"] = "The same break-even in hours the GPUs are busy."
 if "rent_train_hours" in per_fit:
     view["Training time (h, rented config)"] = _col("rent_train_hours", 1)
     view["Training job cost ($, rented)"] = _col("rent_cloud_cost_usd", 0)
@@ -83,10 +93,11 @@ if "buy_aggregate_tokens_per_s" in per_fit:
 tab_table, tab_buy, tab_rent = st.tabs(["Table", "Chart: buy", "Chart: rent"])
 with tab_table:
     c.table(view, "cost_per_fit", c.csv_settings(page="cost per fit", workloads=",".join(chosen), max_gpus=max_gpus,
-                                                 training_tokens=tokens_b * 1e9),
-            formats={"Buy ($)": "dollar", "Rent ($/h)": "$%.2f", "$ per GB of VRAM (buy)": "$%.1f",
+                                                 training_tokens=tokens_b * 1e9, condition=condition),
+            formats={"Buy: system ($)": "dollar", "Buy: cards ($)": "dollar", "Buy: host + network ($)": "dollar", "Rent ($/h)": "$%.2f", "$ per GB of VRAM (buy)": "$%.1f",
                      "Training job cost ($, rented)": "dollar", "$ per million tokens (rented)": "$%.3f"},
-            help={"Buy: configuration": "Cheapest purchase (GPU list prices only) that holds the workload.",
+            help={"Buy: configuration": "Cheapest whole system that holds the workload: cards (new, used or "
+                                        "either, as chosen on the Budget planner) + hosts + network.",
                   "Rent: configuration": "Cheapest on-demand rental per hour that holds the workload.", **extra_help})
     st.caption("Training rows: time and cost for the token budget above at the engine's default utilisation (MFU); "
                "serving rows: tokens/s for the sidebar's concurrent sequences at its context. Empty cells: no price "
@@ -97,7 +108,7 @@ def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
     ok = conf[np.isfinite(conf[cost_col].astype(float))]
     if ok.empty:
         return None
-    best = c.guard(c.cheapest, *sweep, cost=cost_col)  # = planning.cheapest(ok, cost_col): it keeps finite costs only
+    best = c.guard(c.cheapest, *sweep[:6], cost=cost_col, condition=condition)  # = planning.cheapest(ok, cost_col): it keeps finite costs only
     combo = ok["model"].astype(str).map(names) + " · " + ok["plan"].astype(str)
     dots = pd.DataFrame({"combo": combo, "cost": ok[cost_col].astype(float),
                          "config": ok["gpus"].astype(int).astype(str) + "× " + ok["gpu"].astype(str).map(gnames),
@@ -119,7 +130,7 @@ def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
 
 
 with tab_buy:
-    chart = _dots("buy_usd", "Purchase price of the configuration ($, log scale)", ",.0f")
+    chart = _dots("system_usd", "Price of the whole system ($: cards + hosts + network, log scale)", ",.0f")
     if chart is None:
         st.info("No priced configuration holds these workloads.")
     else:

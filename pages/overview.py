@@ -22,13 +22,14 @@ st.subheader(describe_md(s))
 
 sc = c.scenario(s)
 row = c.guard(c.estimate_one, sc, models, gpus)
-sweep = ({"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8)
+condition = s["condition"]  # card prices new / used / either: the Budget page's choice, in the URL
+sweep = ({"this workload": c.workload(s)}, (s["model"],), tuple(gpus["id"]), models, gpus, 8, condition)
 conf = c.guard(c.configurations, *sweep)
 gpu_names = c.display_names(gpus, short=True)
 gpu_md = {k: md_escape(v) for k, v in gpu_names.items()}  # catalog names inside Markdown (metrics, alerts)
 one_card = conf[conf["one_gpu_fits"]]
-buy = c.guard(c.cheapest, *sweep, cost="buy_usd", by=("model",))
-rent = c.guard(c.cheapest, *sweep, cost="rent_usd_per_hour", by=("model",))
+buy = c.guard(c.cheapest, *sweep[:6], cost="system_usd", by=("model",), condition=condition)
+rent = c.guard(c.cheapest, *sweep[:6], cost="rent_usd_per_hour", by=("model",), condition=condition)
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_md.get(s['gpu'], md_escape(s['gpu']))}",
@@ -38,12 +39,17 @@ m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs i
           delta_arrow="off", border=True, help="GPUs of the catalog on which one card holds the whole workload.")
 if len(buy):
     b = buy.iloc[0]
-    m3.metric("Cheapest to buy", c.fmt_usd(b["buy_usd"]), f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))}"
-              f" · price of {md_escape(b.get('gpu_price_date', ''))}",
+    m3.metric("Cheapest to buy", c.fmt_usd(b["system_usd"]),
+              f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))} {b['system_condition']} + "
+              f"{md_escape(b['host_class'])} · {md_escape(b['system_price_date'])}",
               delta_color="off", delta_arrow="off", border=True,
-              help="GPU list prices only (no host, chassis or network), up to 8 GPUs; a whole system with hosts, "
-                   "used prices and the network is on the Budget planner. Price source: "
-                   + md_escape(b.get("gpu_price_source", "")))
+              help=f"A whole system, up to 8 GPUs: the cards {c.fmt_usd(b['system_gpu_usd'])} ({md_escape(condition)} "
+                   f"prices: {md_escape(b['system_condition'])}, price of {md_escape(b['system_price_date'])}, "
+                   + md_escape(b["system_price_source"]) + f") + {int(b['nodes'])} {md_escape(b['host_class'])} "
+                   f"host(s) {c.fmt_usd(b['host_usd'])} (price of {md_escape(b['host_date'])}, "
+                   + md_escape(b["host_source"]) + ")"
+                   + (f" + the network between nodes {c.fmt_usd(b['network_usd'])}" if float(b["network_usd"]) > 0 else "")
+                   + ". New / used / either is chosen on the Budget planner.")
 else:
     m3.metric("Cheapest to buy", "—", "nothing priced fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 if len(rent):
@@ -75,12 +81,12 @@ view_chart = pd.DataFrame({
     "needed": conf["label"].astype(str),
     "status": np.where(conf["one_gpu_fits"], "one card holds it",
                        np.where(conf["fits_within"], "needs several cards", "not within 8 cards")),
-    "price": conf["gpu_price_usd"].astype(float),
+    "price": conf["system_usd"].astype(float),
 })
 order = list(view_chart.sort_values(["usable", "gpu"])["gpu"])
 tip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("usable:Q", title=f"Usable per card ({u})", format=",.1f"),
        alt.Tooltip("need:Q", title="Whole workload on one card (% of its memory)", format=",.1f"),
-       alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="Price per card ($)", format=",.0f")]
+       alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="System at that count ($)", format=",.0f")]
 y = alt.Y("gpu:N", sort=order, title=None, axis=alt.Axis(labelLimit=200))
 bars = alt.Chart(view_chart).mark_bar().encode(
     x=alt.X("shown:Q", title="Memory the workload needs on one card (% of the card's usable memory; cut at 200%)",
@@ -105,7 +111,12 @@ view = pd.DataFrame({
     "GPUs needed": conf["label"].astype(str),
     f"Peak per GPU ({u})": c.mem(conf["peak_bytes"]),
     "Memory used (%)": np.round(conf["memory_used_fraction"].astype(float) * 100, 1),
-    "Purchase ($)": conf["buy_usd"].round(0),
+    "System ($)": conf["system_usd"].round(0),
+    "Cards ($)": conf["system_gpu_usd"].round(0),
+    "Host + network ($)": (conf["host_usd"] + conf["network_usd"]).round(0),
+    "Card price": conf["system_condition"].fillna("").astype(str) + np.where(
+        conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")", ""),
+    "Nodes": conf["nodes"],
     "Rent ($/h)": conf["rent_usd_per_hour"].round(2),
 })
 if "train_hours" in conf and s["task"] == "train":
@@ -114,9 +125,13 @@ if "train_hours" in conf and s["task"] == "train":
 if "aggregate_tokens_per_s" in conf and s["task"] == "infer":
     view["Tokens/s (all sequences)"] = conf["aggregate_tokens_per_s"].where(conf["fits_within"]).round(1)
 view = view.sort_values([f"Usable per card ({u})", "GPU"]).reset_index(drop=True)
-c.table(view, "overview", c.csv_settings(page="overview", max_gpus=8),
-        formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%"},
+c.table(view, "overview", c.csv_settings(page="overview", max_gpus=8, condition=condition),
+        formats={"System ($)": "dollar", "Cards ($)": "dollar", "Host + network ($)": "dollar", "Rent ($/h)": "$%.2f",
+                 "Memory used (%)": "%.1f%%"},
         help={"GPUs needed": "Smallest count of this card that holds the workload; ✗ >8 when 8 do not.",
+              "System ($)": "Cards + one host per node (by the card's host class) + the network from two nodes; "
+                            "empty when a price is unknown (never counted as free).",
+              "Card price": "new (list price) or used (market quote), with the price's date; sources on the Catalog page.",
               f"Peak per GPU ({u})": "Per GPU at the count in 'GPUs needed' (at one card when none fits)."})
 
 st.markdown("#### Go further")

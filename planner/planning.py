@@ -21,8 +21,11 @@ Conventions shared by every function:
   override) are refused there; the tables here keep them as "✗ context" rows without figures.
 * Unified-memory systems (Apple) are single devices: never more than one per configuration.
 * Prices: `buy_usd` = count x the catalog's purchase price per card (GPUs only: no host,
-  chassis or network), `rent_usd_per_hour` = count x the catalog's on-demand $/GPU-hour.
-  Missing prices stay NaN and never count as free.
+  chassis or network); `system_usd` = the whole system a buyer orders at that count: the cards
+  (new, used or the cheaper known price: `condition`) + one host per node + the network from two
+  nodes (planner/systems.py `system_costs`, the function the budget planner uses), split into
+  `system_gpu_usd` / `host_usd` / `network_usd`; `rent_usd_per_hour` = count x the catalog's
+  on-demand $/GPU-hour. Missing prices stay NaN and never count as free.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
+from planner.systems import CONDITIONS, breakeven, system_costs
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
 try:
@@ -148,9 +152,24 @@ def compatibility_rules() -> pd.DataFrame:
     return default_catalog().compatibility()
 
 
+def shipped_hosts() -> pd.DataFrame:
+    """The shipped host classes and network (catalog/gpus.yaml `hosts`)."""
+    from catalog import default_catalog  # lazy: pure callers pass their own hosts
+    return default_catalog().hosts()
+
+
+# configurations' system columns (planner/systems.py system_costs), each prefixed where the name is ambiguous
+SYSTEM_COLUMNS = {"cost_usd": "system_usd", "gpu_cost_usd": "system_gpu_usd", "host_usd": "host_usd",
+                  "network_usd": "network_usd", "nodes": "nodes", "gpus_per_node": "gpus_per_node",
+                  "host_class": "host_class", "host_date": "host_date", "host_source": "host_source",
+                  "condition": "system_condition", "price_usd_per_card": "system_price_usd_per_card",
+                  "price_date": "system_price_date", "price_source": "system_price_source"}
+
+
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int = 8, overhead: dict | None = None,
-                   rules: pd.DataFrame | None = None) -> pd.DataFrame:
+                   rules: pd.DataFrame | None = None, hosts: pd.DataFrame | None = None,
+                   condition: str = "new") -> pd.DataFrame:
     """For every (model, gpu, workload) row: the smallest count of that card that holds it
     (up to `max_gpus`) and the engine's estimate at that count.
 
@@ -159,7 +178,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     <= max_gpus holds it, confirmed by the estimate at that count; 1 for unified-memory
     systems), max_gpus (that limit per row), label ("2", or "✗ >8" beyond the limit),
     one_gpu_* (the whole workload on a single card: peak, weights, KV cache, fits),
-    buy_usd, rent_usd_per_hour, total_vram_bytes and the GPU's catalog facts;
+    buy_usd (cards only), system_usd (cards at `condition` + hosts + network, with
+    system_gpu_usd, host_usd, network_usd, nodes, gpus_per_node, host_class, host_date,
+    host_source, system_condition, system_price_usd_per_card, system_price_date,
+    system_price_source; `hosts` default the shipped ones), system_breakeven_months /
+    system_breakeven_hours (buying that system vs renting its GPUs, planner/systems.py
+    breakeven), rent_usd_per_hour,
+    total_vram_bytes and the GPU's catalog facts;
     compatible and compatibility_notes (engine/compat.py over `rules`, default the shipped
     rules): an incompatible row is never `fits_within`, whatever its memory, and its label
     says "✗ incompatible".
@@ -167,6 +192,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     if "gpu" not in scenarios.columns or "model" not in scenarios.columns:
         raise ValueError("configurations need 'model' and 'gpu' columns")
     max_gpus = int(max_gpus)
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
     if max_gpus < 1:
         raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
     overhead = overhead or {}
@@ -224,6 +251,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     cloud = pd.to_numeric(res["gpu_cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     res["buy_usd"] = np.where(ok, count * price, np.nan)
     res["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
+    system = system_costs(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
+    for src, dst in SYSTEM_COLUMNS.items():
+        values = system[src].to_numpy()
+        res[dst] = np.where(ok, values, np.nan) if values.dtype.kind == "f" else np.where(ok, values, "")
+    pays = breakeven(res["system_usd"].to_numpy(dtype=float), res)
+    res["system_breakeven_months"] = pays["breakeven_months"].to_numpy()
+    res["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy()
     res["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
     res["beyond_context"] = False
     res["beyond_layers"] = False
@@ -257,16 +291,20 @@ def cheapest(configs: pd.DataFrame, cost: str = "buy_usd", by=("model", "plan"))
     return best.drop(columns="_group").reset_index(drop=True)
 
 
-def cost_per_fit(configs: pd.DataFrame, by=("model", "plan")) -> pd.DataFrame:
+def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "buy_usd") -> pd.DataFrame:
     """Per group: the cheapest configuration to buy and the cheapest to rent, side by side.
     Columns: the group keys, buy_* and rent_* (gpu, gpu_name, gpus, cost, memory used, and
-    any speed/cost columns the engine returned for that configuration)."""
+    any speed/cost columns the engine returned for that configuration). `buy_cost` chooses
+    what "cheapest to buy" weighs: buy_usd (the cards) or system_usd (the whole system, whose
+    parts then come as buy_system_usd, buy_system_gpu_usd, buy_host_usd, ...)."""
     by = [c for c in by if c in configs.columns]
     keep = ["gpu", "gpu_name", "gpus", "memory_used_fraction", "peak_bytes", "total_vram_bytes"]
     keep += [c for c in SPEED_COLUMNS if c in configs.columns]
-    buy = cheapest(configs, "buy_usd", by)[by + keep + ["buy_usd"]]
+    system = [c for c in (*SYSTEM_COLUMNS.values(), "system_breakeven_months", "system_breakeven_hours")
+              if c in configs.columns]
+    buy = cheapest(configs, buy_cost, by)[list(dict.fromkeys(by + keep + system + ["buy_usd", buy_cost]))]
     rent = cheapest(configs, "rent_usd_per_hour", by)[by + keep + ["rent_usd_per_hour"]]
-    buy = buy.rename(columns={c: f"buy_{c}" for c in keep})
+    buy = buy.rename(columns={c: f"buy_{c}" for c in keep + system})
     rent = rent.rename(columns={c: f"rent_{c}" for c in keep})
     groups = configs[by].astype(str).drop_duplicates().reset_index(drop=True)
     out = groups.merge(buy.astype({c: str for c in by}), on=by, how="left")

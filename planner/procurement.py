@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from planner import planning
+from planner.systems import CONDITIONS, _text, system_costs  # noqa: F401 (system_costs: the one implementation)
 
 # Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
 # GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
@@ -30,7 +31,6 @@ WORKLOADS: dict[str, dict] = {
     "infer-int4": dict(task="infer", precision="int4"),
 }
 DEFAULT_WORKLOADS = ("qlora", "lora", "full", "infer-int4")
-CONDITIONS = ("new", "used", "either")
 MODES = planning.BUDGET_MODES
 # budget --json: one row per (model, workload) (add, never rename)
 ROW_KEYS = ("model", "workload", "gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd",
@@ -65,60 +65,6 @@ def _frame(pairs, gpu_ids, headroom: float) -> pd.DataFrame:
     frames = [planning.expand({**WORKLOADS[w], "headroom": headroom}, model=[m], gpu=list(gpu_ids)).assign(workload=w)
               for m, w in pairs]
     return planning.with_defaults(pd.concat(frames, ignore_index=True))
-
-
-def _text(values) -> np.ndarray:
-    return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
-
-
-def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
-                 count: np.ndarray | None = None) -> pd.DataFrame:
-    """For every configuration (or at `count` GPUs): nodes, GPUs per node, card, host and
-    network cost, and where each price comes from. Unknown prices stay NaN (never free)."""
-    if condition not in CONDITIONS:
-        raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
-    g = gpus.set_index("id").reindex(configs["gpu"].astype(str))
-    n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
-    new = pd.to_numeric(g["price_usd"], errors="coerce").to_numpy(dtype=float)
-    used = pd.to_numeric(g.get("price_used_usd", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
-    if condition == "new":
-        take_used = np.zeros(len(n), dtype=bool)
-    elif condition == "used":
-        take_used = np.ones(len(n), dtype=bool)
-    else:  # the cheaper known price
-        take_used = np.isfinite(used) & ~(np.isfinite(new) & (new <= used))
-    card = np.where(take_used, used, new)
-
-    def col(name):
-        return _text(g[name].to_numpy()) if name in g.columns else np.full(len(n), "", dtype=object)
-
-    per_node_max = pd.to_numeric(g.get("max_per_node", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
-    per_node_max = np.where(np.isfinite(per_node_max), per_node_max, np.nan)
-    nodes = np.ceil(n / per_node_max)
-    per_node = np.ceil(n / nodes)
-    host_class = col("host_class")
-    h = hosts[hosts["kind"] == "host"].set_index("id")
-    # one card in a workstation-class slot goes in a desktop (the cheaper one-GPU host)
-    if "desktop" in h.index:
-        host_class = np.where((host_class == "workstation") & (per_node <= h.loc["desktop", "max_gpus"]), "desktop", host_class)
-    hrow = h.reindex(host_class)
-    host_each = pd.to_numeric(hrow["usd_per_node"], errors="coerce").to_numpy(dtype=float)
-    net = hosts[hosts["kind"] == "network"]
-    net_node = float(net["usd_per_node"].iloc[0]) if len(net) else np.nan
-    net_fixed = float(net["usd_fixed"].fillna(0).iloc[0]) if len(net) else np.nan
-    network = np.where(nodes > 1, nodes * net_node + np.where(nodes > 2, net_fixed, 0.0), 0.0)
-    gpu_cost = n * card
-    out = pd.DataFrame({
-        "nodes": nodes, "gpus_per_node": per_node, "condition": np.where(take_used, "used", "new"),
-        "price_usd_per_card": card, "gpu_cost_usd": gpu_cost, "host_class": host_class, "host_usd": nodes * host_each,
-        "network_usd": network, "cost_usd": gpu_cost + nodes * host_each + network,
-        "price_date": np.where(take_used, col("price_used_date"), col("price_date")),
-        "price_source": np.where(take_used, col("price_used_source"), col("price_source")),
-        "host_source": _text(hrow["source"].to_numpy()), "host_date": _text(hrow["date"].to_numpy()),
-        "node_interconnect": col("node_interconnect"),
-        "network_source": (net["source"].iloc[0] if len(net) else ""),
-    }, index=configs.index)
-    return out
 
 
 def _speed(configs: pd.DataFrame) -> pd.DataFrame:

@@ -7,11 +7,13 @@ Expected numbers come from direct engine.estimate calls or the catalog's own fig
 import csv
 import io
 import json
+import math
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from streamlit.testing.v1 import AppTest
 
 from engine import estimate, grid
@@ -173,15 +175,33 @@ def test_first_screen_answers_llama_3_8b_lora(models, gpus):
     direct = estimate(pd.DataFrame([{**DEFAULT_WORKLOAD, "zero": 0, "model": "llama-3-8b", "gpu": "rtx-4090"}]),
                       models, gpus).iloc[0]
     assert metrics["Peak per GPU"].value == f"{direct['peak_bytes'] / GIB:,.2f} GiB"
-    # cheapest purchase, found directly: for every priced card, its smallest count up to 8, times its price
+    # cheapest whole system, found directly from the YAML: for every card, its smallest count up to 8 (one for
+    # a unified-memory computer), times the cheaper known card price (new or used: the default "either"),
+    # plus one host per node of its class (a workstation card alone goes in the one-GPU desktop), plus the
+    # network from two nodes (per node, and the switch from three); bf16 is not offered before Ampere
+    doc = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+    hosts = {h["id"]: h for h in doc["hosts"]}
+    net = hosts["multi-node-network"]
+    no_bf16 = next(r for r in doc["compatibility"] if r["id"] == "bf16-needs-ampere")["architectures"].split(",")
     costs = {}
-    for gpu_id, price in zip(gpus["id"], gpus["price_usd"]):
-        if pd.isna(price) or bool(gpus.set_index("id").loc[gpu_id, "unified_memory"]):
+    for g in doc["gpus"]:
+        known = [p for p in (g.get("price_usd"), g.get("price_used_usd")) if p is not None]
+        if not known or g["architecture"] in no_bf16 or g.get("host_class") is None:
             continue
-        n = smallest_count(models, gpus, DEFAULT_WORKLOAD, "llama-3-8b", gpu_id)
-        if n:
-            costs[gpu_id] = n * price
+        n = smallest_count(models, gpus, DEFAULT_WORKLOAD, "llama-3-8b", g["id"], 1 if g["unified_memory"] else 8)
+        if not n:
+            continue
+        nodes = math.ceil(n / g["max_per_node"])
+        host = hosts["desktop" if g["host_class"] == "workstation" and n == 1 else g["host_class"]]["usd_per_node"]
+        if host is None:
+            continue
+        network = 0 if nodes == 1 else nodes * net["usd_per_node"] + (net["usd_fixed"] if nodes > 2 else 0)
+        costs[g["id"]] = n * min(known) + nodes * host + network
     assert metrics["Cheapest to buy"].value == f"${min(costs.values()):,.0f}"
+    best = min(costs, key=costs.get)  # at HEAD: one used RTX 3090 ($850, 2026-02) in a $500 desktop = $1,350
+    delta = metrics["Cheapest to buy"].delta
+    from app.labels import display_names
+    assert delta.startswith(f"1× {display_names(gpus, short=True)[best]} "), (best, delta)
     singles = estimate(grid(gpu=list(gpus["id"])).assign(model="llama-3-8b", **{**DEFAULT_WORKLOAD, "zero": 0}), models, gpus)
     assert metrics["Cards that hold it alone"].value == f"{int(singles['fits'].sum())} of {len(gpus)}"
 

@@ -144,3 +144,53 @@ def test_catalog_json_prints_the_records_with_dated_prices():
     assert {"id", "params", "source", "release_date"} <= set(models[0])
     code, out, err = run("catalog", "hosts", "--json")
     assert {h["id"] for h in json.loads(out)} == set(HOST)
+
+
+# ---- whole systems in planning.configurations (Overview, Cost per fit) ----------------------
+
+LORA_8B = dict(task="train", method="lora", precision="bf16", optimizer="adamw", batch=1, seq=2048,
+               grad_checkpointing=True, lora_rank=8, lora_targets="q_proj,v_proj", zero=3, offload="none")
+
+
+def _expected_system(gpu_id: str, n: int, condition: str) -> tuple[float, int]:
+    """From the YAML alone: cards + one host per node (a lone workstation card in the desktop) + network."""
+    g = GPU[gpu_id]
+    price = {"new": g["price_usd"], "used": g["price_used_usd"],
+             "either": min(p for p in (g["price_usd"], g["price_used_usd"]) if p is not None)}[condition]
+    nodes = math.ceil(n / g["max_per_node"])
+    host = HOST["desktop" if g["host_class"] == "workstation" and n == 1 else g["host_class"]]["usd_per_node"]
+    net = HOST["multi-node-network"]
+    network = 0 if nodes == 1 else nodes * net["usd_per_node"] + (net["usd_fixed"] if nodes > 2 else 0)
+    return n * price + nodes * host + network, nodes
+
+
+@pytest.mark.parametrize("condition", ["new", "either"])
+def test_configurations_price_whole_systems(condition):
+    from planner import planning
+    cat = default_catalog()
+    ids = ["rtx-3090", "rtx-3080-10gb", "rtx-a6000", "h100-sxm-80gb"]
+    conf = planning.configurations(planning.expand(LORA_8B, model=["llama-3-8b"], gpu=ids), cat.models(), cat.gpus(),
+                                   max_gpus=8, condition=condition)
+    assert conf["fits_within"].all()
+    by_gpu = conf.set_index("gpu")
+    for gpu_id in ids:
+        r = by_gpu.loc[gpu_id]
+        total, nodes = _expected_system(gpu_id, int(r["gpus"]), condition)
+        assert r["system_usd"] == pytest.approx(total), gpu_id
+        assert r["nodes"] == nodes and r["system_usd"] == pytest.approx(r["system_gpu_usd"] + r["host_usd"] + r["network_usd"])
+        assert r["buy_usd"] == r["gpus"] * GPU[gpu_id]["price_usd"]  # the cards-only column is unchanged
+        assert r["system_price_date"] and r["host_date"] and r["host_source"]
+    # the 3080 10GB needs more cards than one workstation holds: several nodes, with the network
+    assert by_gpu.loc["rtx-3080-10gb", "nodes"] > 1 and by_gpu.loc["rtx-3080-10gb", "network_usd"] > 0
+    per_fit = planning.cost_per_fit(conf.assign(plan="lora"), buy_cost="system_usd")
+    cheapest = min(ids, key=lambda g: _expected_system(g, int(by_gpu.loc[g, "gpus"]), condition)[0])
+    assert per_fit["buy_gpu"].iloc[0] == cheapest
+    assert per_fit["buy_system_usd"].iloc[0] == pytest.approx(by_gpu.loc[cheapest, "system_usd"])
+
+
+def test_configurations_refuse_an_unknown_condition():
+    from planner import planning
+    cat = default_catalog()
+    with pytest.raises(ValueError, match="condition 'refurbished'"):
+        planning.configurations(planning.expand(LORA_8B, model=["llama-3-8b"], gpu=["rtx-3090"]), cat.models(),
+                                cat.gpus(), condition="refurbished")

@@ -1,0 +1,89 @@
+"""Systems: what a configuration of cards costs as something a buyer can order (issue 14).
+
+One function, `system_costs`: for each (gpu, count) the nodes (at most the card's `max_per_node`
+GPUs each), the cards at a new or used price (with its date and source), one host per node by
+the card's `host_class` (catalog/gpus.yaml `hosts`) and, from two nodes on, the network. The
+planner's configurations (`system_usd`, the Overview and Cost per fit pages) and procurement (the
+`budget` command and the Budget page) both price systems through it; no other implementation.
+Unknown prices stay NaN: never free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CONDITIONS = ("new", "used", "either")
+
+
+def _text(values) -> np.ndarray:
+    return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
+
+
+def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
+                 count: np.ndarray | None = None) -> pd.DataFrame:
+    """For every configuration (or at `count` GPUs): nodes, GPUs per node, card, host and
+    network cost, and where each price comes from. Unknown prices stay NaN (never free)."""
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
+    g = gpus.set_index("id").reindex(configs["gpu"].astype(str))
+    n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
+    new = pd.to_numeric(g["price_usd"], errors="coerce").to_numpy(dtype=float)
+    used = pd.to_numeric(g.get("price_used_usd", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+    if condition == "new":
+        take_used = np.zeros(len(n), dtype=bool)
+    elif condition == "used":
+        take_used = np.ones(len(n), dtype=bool)
+    else:  # the cheaper known price
+        take_used = np.isfinite(used) & ~(np.isfinite(new) & (new <= used))
+    card = np.where(take_used, used, new)
+
+    def col(name):
+        return _text(g[name].to_numpy()) if name in g.columns else np.full(len(n), "", dtype=object)
+
+    per_node_max = pd.to_numeric(g.get("max_per_node", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+    per_node_max = np.where(np.isfinite(per_node_max), per_node_max, np.nan)
+    nodes = np.ceil(n / per_node_max)
+    per_node = np.ceil(n / nodes)
+    host_class = col("host_class")
+    h = hosts[hosts["kind"] == "host"].set_index("id")
+    # one card in a workstation-class slot goes in a desktop (the cheaper one-GPU host)
+    if "desktop" in h.index:
+        host_class = np.where((host_class == "workstation") & (per_node <= h.loc["desktop", "max_gpus"]), "desktop", host_class)
+    hrow = h.reindex(host_class)
+    host_each = pd.to_numeric(hrow["usd_per_node"], errors="coerce").to_numpy(dtype=float)
+    net = hosts[hosts["kind"] == "network"]
+    net_node = float(net["usd_per_node"].iloc[0]) if len(net) else np.nan
+    net_fixed = float(net["usd_fixed"].fillna(0).iloc[0]) if len(net) else np.nan
+    network = np.where(nodes > 1, nodes * net_node + np.where(nodes > 2, net_fixed, 0.0), 0.0)
+    gpu_cost = n * card
+    out = pd.DataFrame({
+        "nodes": nodes, "gpus_per_node": per_node, "condition": np.where(take_used, "used", "new"),
+        "price_usd_per_card": card, "gpu_cost_usd": gpu_cost, "host_class": host_class, "host_usd": nodes * host_each,
+        "network_usd": network, "cost_usd": gpu_cost + nodes * host_each + network,
+        "price_date": np.where(take_used, col("price_used_date"), col("price_date")),
+        "price_source": np.where(take_used, col("price_used_source"), col("price_source")),
+        "host_source": _text(hrow["source"].to_numpy()), "host_date": _text(hrow["date"].to_numpy()),
+        "node_interconnect": col("node_interconnect"),
+        "network_source": (net["source"].iloc[0] if len(net) else ""),
+    }, index=configs.index)
+    return out
+
+
+def breakeven(cost_usd, frame: pd.DataFrame) -> pd.DataFrame:
+    """Buy vs rent for a whole system of `cost_usd` (cards + hosts + network) against renting the
+    same GPUs: `breakeven_months` (engine/speed.py breakeven_months over the engine's own TCO
+    figures of each row: rent_usd_per_month and power_usd_per_month at its utilization, PUE and
+    electricity price, resale_fraction) and `breakeven_hours`, the hours of use that takes
+    (months x hours_per_month x utilization). inf: renting never costs more; NaN: a price unknown.
+    The electricity counts the GPUs' TDP only (no host power): an optimistic owner."""
+    from engine.speed import breakeven_months
+
+    def col(name, default=np.nan):
+        return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float) if name in frame.columns \
+            else np.full(len(frame), default)
+
+    months = breakeven_months(np.asarray(cost_usd, dtype=float), col("rent_usd_per_month"), col("power_usd_per_month"),
+                              np.nan_to_num(col("resale_fraction", 0.0)))
+    hours = months * col("hours_per_month") * col("utilization")
+    return pd.DataFrame({"breakeven_months": months, "breakeven_hours": hours}, index=frame.index)
