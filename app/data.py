@@ -119,10 +119,12 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
 @st.cache_data(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
                 workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
-                headroom: float) -> dict:
-    """planning/procurement.plan_budget: the function `python -m engine budget` calls."""
+                headroom: float, tco: tuple = ()) -> dict:
+    """planning/procurement.plan_budget: the function `python -m engine budget` calls; `tco` as
+    ((setting, value), ...) pairs of procurement.TCO_KEYS (hashable, for the cache)."""
     return procurement.plan_budget(models, gpus, shipped("hosts"), budget, mode, hours, workloads, deadline_days,
-                                   one_purchase, condition, max_gpus, headroom, shipped("compatibility"))
+                                   one_purchase, condition, max_gpus, headroom, shipped("compatibility"),
+                                   tco=dict(tco))
 
 
 @st.cache_data(max_entries=24, show_spinner=False)

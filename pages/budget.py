@@ -85,10 +85,19 @@ pairs = o2.multiselect("Workloads (model:workload)", pair_options, key="bp_pairs
 deadline = o3.number_input("Training deadline (days, 0 = none)", min_value=0.0, value=0.0, step=1.0, key="bp_deadline",
                            help="Per 1e9 training tokens, at the engine's speed model.")
 one = st.checkbox("One purchase for all of them", value=True, key="bp_one")
+with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
+    t1, t2, t3, t4 = st.columns(4)
+    tco = (("utilization", t1.slider("Utilisation (% of hours busy)", 1, 100, 100, key="bp_util") / 100.0),
+           ("pue", t2.number_input("PUE", min_value=1.0, max_value=5.0, value=1.0, step=0.1, key="bp_pue",
+                                   help="Facility power / IT power: 1.0 at a desk; ~1.58 an average data centre "
+                                        "(Uptime Institute survey 2023).")),
+           ("usd_per_kwh", t3.number_input("Electricity ($/kWh)", min_value=0.0, max_value=10.0, value=0.13, step=0.01,
+                                           key="bp_kwh", help="Default: U.S. commercial average 2023 (EIA), rounded.")),
+           ("resale_fraction", t4.slider("Resale at the end (% of the price)", 0, 95, 0, key="bp_resale") / 100.0))
 if pairs:
     sysres = c.guard(data.plan_budget, models[models["id"].isin({p.split(":")[0] for p in pairs})], shown_gpus,
                      float(budget), mode, hours, ",".join(pairs), float(deadline) or None, bool(one), condition,
-                     int(max_gpus), s["headroom_pct"] / 100.0)
+                     int(max_gpus), s["headroom_pct"] / 100.0, tco)
     st.caption(f"Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). Incompatible combinations "
                "(bf16 before Ampere, bitsandbytes on Apple, several Macs, ...) are never offered.")
     p = sysres["purchase"]
@@ -97,7 +106,8 @@ if pairs:
                    f"{c.fmt_usd(p['cost_usd'], 0)} = cards {c.fmt_usd(p['gpu_cost_usd'], 0)} ({p['condition']}, "
                    f"price of {p['price_date']}) + {p['host_class']} host {c.fmt_usd(p['host_usd'], 0)} "
                    f"(price of {p['host_date']}) + network {c.fmt_usd(p['network_usd'], 0)}. "
-                   f"Covers {md_escape(', '.join(p['covers']))}.")
+                   f"Covers {md_escape(', '.join(p['covers']))}. {md_escape(procurement.pays_text(p)).capitalize()} "
+                   "against renting the same GPUs.")
     elif one:
         st.warning("No single system covers every chosen workload within this budget.")
     rows = sysres["rows"]
@@ -115,11 +125,18 @@ if pairs:
             "Memory used (%)": np.round(rows["memory_used_fraction"].astype(float) * 100, 1),
             "Training days (1e9 tokens)": rows["train_days"].astype(float).round(1),
             "Tokens/s": rows["tokens_per_s"].astype(float).round(1),
+            "Buy pays off after (months)": rows["breakeven_months"].astype(float).round(1),
+            "Buy pays off after (hours of use)": rows["breakeven_hours"].astype(float).round(0),
         })
         c.table(sview, "budget_systems", c.csv_settings(page="budget systems", budget=budget, budget_mode=mode,
-                                                         condition=condition, workloads=",".join(pairs)),
+                                                         condition=condition, workloads=",".join(pairs), **dict(tco)),
                 formats={"Total ($)": "dollar", "Card ($)": "dollar", "Host ($)": "dollar", "Network ($)": "dollar",
-                         "Memory used (%)": "%.1f%%"})
+                         "Memory used (%)": "%.1f%%"},
+                help={"Buy pays off after (months)": (
+                    "Buying this system (cards + host + network) vs renting the same GPUs on demand: the price x "
+                    "(1 - resale) over the monthly rent saved minus the GPUs' electricity (x PUE), at the utilisation "
+                    "above. ∞: renting never costs more; empty: no cloud price. Host power is not counted."),
+                      "Buy pays off after (hours of use)": "The same break-even in hours the GPUs are busy."})
 st.markdown("#### Every model × workload, GPUs only")
 
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))

@@ -212,6 +212,17 @@ def build_parser() -> Parser:
     bud.add_argument("--max-gpus", type=_whole("max-gpus", high=LIMITS["gpus"]), default=16, help="largest GPU count (default 16)")
     bud.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"),
                      default=DEFAULTS["headroom"], help="fraction of GPU memory kept free (default 0.1)")
+    # buy vs rent (break-even per row): the speed model's TCO settings, as for estimate
+    bud.add_argument("--utilization", type=_bounded("utilization", 0.001, 1), default=None,
+                     help="fraction of the month the GPUs are busy, 0.001-1 (default 1)")
+    bud.add_argument("--pue", type=_bounded("pue", 1, 5), default=None,
+                     help="power usage effectiveness multiplying electricity (default 1.0; a data centre ~1.58)")
+    bud.add_argument("--usd-per-kwh", type=_bounded("usd-per-kwh", 0, 10), default=None,
+                     help="electricity price for owned GPUs (default 0.13)")
+    bud.add_argument("--hours-per-month", type=_bounded("hours-per-month", 1, 744), default=None,
+                     help="hours in a month (default 730)")
+    bud.add_argument("--resale-fraction", type=_bounded("resale-fraction", 0, 1, high_open=True), default=None,
+                     help="share of the system's price recovered by selling it later (default 0)")
     bud.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("evidence", help="estimate vs every published reference")
     return parser
@@ -425,7 +436,8 @@ def cmd_budget(args) -> int:
     result = procurement.plan_budget(cat.models(include_user=True), cat.gpus(include_user=True), cat.hosts(),
                                      args.budget, args.mode, args.hours, args.workloads, args.deadline_days,
                                      args.one_purchase, args.condition, args.max_gpus, args.headroom,
-                                     cat.compatibility())
+                                     cat.compatibility(),
+                                     tco={k: getattr(args, k) for k in procurement.TCO_KEYS})
     if args.json:
         data = {"settings": result["settings"], "rows": procurement.rows_json(result["rows"]),
                 "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"]}

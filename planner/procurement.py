@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from planner import planning
-from planner.systems import CONDITIONS, _text, system_costs  # noqa: F401 (system_costs: the one implementation)
+from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
 
 # Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
 # GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
@@ -36,10 +36,17 @@ MODES = planning.BUDGET_MODES
 ROW_KEYS = ("model", "workload", "gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd",
             "host_usd", "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
             "host_source", "host_date", "cloud_usd_per_hour", "cloud_date", "cloud_source",
-            "memory_used_fraction", "train_days", "tokens_per_s", "node_interconnect", "compatibility_notes")
+            "memory_used_fraction", "train_days", "tokens_per_s", "node_interconnect", "compatibility_notes",
+            "system_usd", "rent_usd_per_month", "power_usd_per_month", "breakeven_months", "breakeven_hours")
 PURCHASE_KEYS = ("gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd", "host_usd",
                  "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
-                 "host_source", "host_date", "node_interconnect", "covers", "workloads")
+                 "host_source", "host_date", "node_interconnect", "covers", "workloads",
+                 "system_usd", "rent_usd_per_month", "power_usd_per_month", "breakeven_months", "breakeven_hours")
+# The buy-vs-rent settings (engine/speed.py SETTINGS, each a scenario column the speed model reads):
+# utilization, PUE, electricity price, hours per month and the resale share of the purchase.
+TCO_KEYS = ("utilization", "pue", "usd_per_kwh", "hours_per_month", "resale_fraction")
+# break-even keys where "inf" (renting never costs more) is printed as the text "inf", as in estimate --json
+_INF_AS_TEXT = ("breakeven_months", "breakeven_hours")
 
 
 def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
@@ -61,9 +68,10 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _frame(pairs, gpu_ids, headroom: float) -> pd.DataFrame:
-    frames = [planning.expand({**WORKLOADS[w], "headroom": headroom}, model=[m], gpu=list(gpu_ids)).assign(workload=w)
-              for m, w in pairs]
+def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None) -> pd.DataFrame:
+    extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
+    frames = [planning.expand({**WORKLOADS[w], "headroom": headroom, **extra}, model=[m], gpu=list(gpu_ids))
+              .assign(workload=w) for m, w in pairs]
     return planning.with_defaults(pd.concat(frames, ignore_index=True))
 
 
@@ -78,10 +86,19 @@ def _speed(configs: pd.DataFrame) -> pd.DataFrame:
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
                 hours: float | None = None, workloads: str | None = None, deadline_days: float | None = None,
                 one_purchase: bool = False, condition: str = "either", max_gpus: int = 16,
-                headroom: float | None = None, rules: pd.DataFrame | None = None, gpu_ids=None) -> dict:
+                headroom: float | None = None, rules: pd.DataFrame | None = None, gpu_ids=None,
+                tco: dict | None = None) -> dict:
     """{'rows': frame (one per model x workload: its cheapest system within budget and deadline),
     'unlocks': the next ones just above the budget, 'out_of_reach': (model, workload) pairs nothing
-    fits, 'purchase': one system for every listed workload (with one_purchase), 'settings'}."""
+    fits, 'purchase': one system for every listed workload (with one_purchase), 'settings'}.
+    Every row and the purchase carry the buy-vs-rent break-even of the whole system (`system_usd`:
+    cards + hosts + network, whatever the mode) against renting the same GPUs: `breakeven_months`
+    and `breakeven_hours` (hours of use), from the engine's TCO figures at `tco` (TCO_KEYS;
+    engine/speed.py defaults where left out)."""
+    tco = {k: v for k, v in (tco or {}).items() if v is not None}
+    unknown = sorted(set(tco) - set(TCO_KEYS))
+    if unknown:
+        raise ValueError(f"TCO setting {unknown[0]!r} is not accepted; accepted: {', '.join(TCO_KEYS)}")
     if not np.isfinite(budget) or budget < 0:
         raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
     if mode not in MODES:
@@ -91,12 +108,17 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
-    configs = planning.configurations(_frame(pairs, gpu_ids, headroom), models, gpus, max_gpus=max_gpus, rules=rules)
+    configs = planning.configurations(_frame(pairs, gpu_ids, headroom, tco), models, gpus, max_gpus=max_gpus, rules=rules,
+                                      hosts=hosts, condition=condition)
     ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)
     costs = system_costs(configs, gpus, hosts, condition)
     speed = _speed(configs)
+    pays = breakeven(costs["cost_usd"].to_numpy(dtype=float), configs)
     rows = pd.concat([configs[["model", "workload", "gpu", "gpu_name", "gpus", "memory_used_fraction", "task",
-                               "compatibility_notes", "rent_usd_per_hour"]], costs, speed], axis=1)
+                               "compatibility_notes", "rent_usd_per_hour", "rent_usd_per_month", "power_usd_per_month"]
+                              + [k for k in TCO_KEYS if k in configs.columns]],
+                      costs, speed, pays], axis=1)
+    rows["system_usd"] = costs["cost_usd"]  # what buying costs, also in the cloud modes (cost_usd is then rent)
     g = gpus.set_index("id").reindex(rows["gpu"].astype(str))
     rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
@@ -121,7 +143,9 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
     result = {"rows": within, "unlocks": unlocks, "out_of_reach": out_of_reach, "purchase": None,
               "settings": {"budget_usd": float(budget), "mode": mode, "hours": hours, "deadline_days": deadline_days,
                            "condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
-                           "one_purchase": bool(one_purchase)}}
+                           "one_purchase": bool(one_purchase),
+                           "tco": {k: planning_json(float(pd.to_numeric(configs[k]).iloc[0]))
+                                   for k in TCO_KEYS if k in configs.columns and len(configs)}}}
     if one_purchase:
         result["purchase"] = purchase_for(rows[ok & ~late], pairs, gpus, hosts, budget, mode, hours, condition)
     return result
@@ -137,6 +161,7 @@ def purchase_for(rows: pd.DataFrame, pairs, gpus: pd.DataFrame, hosts: pd.DataFr
     if counts.empty:
         return None
     costs = system_costs(counts, gpus, hosts, condition)
+    costs["system_usd"] = costs["cost_usd"]
     g = gpus.set_index("id").reindex(counts["gpu"].astype(str))
     if mode == "cloud_hour":
         costs["cost_usd"] = counts["gpus"].to_numpy() * pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy()
@@ -149,7 +174,14 @@ def purchase_for(rows: pd.DataFrame, pairs, gpus: pd.DataFrame, hosts: pd.DataFr
         return None
     pick = sysf.sort_values(["cost_usd", "gpus"], kind="stable").iloc[0]
     mine = rows[rows["gpu"] == pick["gpu"]].sort_values("gpus").drop_duplicates(["model", "workload"])
-    out = {k: planning_json(pick[k]) for k in PURCHASE_KEYS if k in pick.index}
+    # renting the same GPUs: the TCO figures of a workload row at the system's count (the largest need)
+    same = mine[mine["gpus"] == pick["gpus"]].iloc[[0]]
+    pays = breakeven(np.array([float(pick["system_usd"])]), same)
+    pick = pd.concat([pick, pd.Series({"rent_usd_per_month": float(same["rent_usd_per_month"].iloc[0]),
+                                       "power_usd_per_month": float(same["power_usd_per_month"].iloc[0]),
+                                       "breakeven_months": float(pays["breakeven_months"].iloc[0]),
+                                       "breakeven_hours": float(pays["breakeven_hours"].iloc[0])})])
+    out = {k: _json_value(k, pick[k]) for k in PURCHASE_KEYS if k in pick.index}
     out["covers"] = [f"{m}:{w}" for m, w in pairs]
     out["workloads"] = [{"model": r["model"], "workload": r["workload"], "gpus": int(r["gpus"]),
                          "memory_used_fraction": planning_json(r["memory_used_fraction"]),
@@ -174,12 +206,28 @@ def planning_json(value):
     return value
 
 
+def _json_value(key: str, value):
+    if key in _INF_AS_TEXT and isinstance(value, (float, np.floating)) and np.isinf(value):
+        return "inf"
+    return planning_json(value)
+
+
 def rows_json(frame: pd.DataFrame) -> list[dict]:
-    return [{k: planning_json(r[k]) for k in ROW_KEYS if k in r.index} for _, r in frame.iterrows()]
+    return [{k: _json_value(k, r[k]) for k in ROW_KEYS if k in r.index} for _, r in frame.iterrows()]
 
 
 def _money(v) -> str:
     return "n/a" if v is None or not np.isfinite(v) else f"${v:,.0f}"
+
+
+def pays_text(r) -> str:
+    """The break-even of buying the system vs renting its GPUs, in words."""
+    months, hours = r["breakeven_months"], r["breakeven_hours"]
+    if months is None or months == "inf" or (isinstance(months, float) and np.isinf(months)):
+        return "buying never beats renting" if months is not None and not pd.isna(months) else "break-even: no cloud price"
+    if pd.isna(months):
+        return "break-even: no cloud price"
+    return f"buying pays off after {float(months):.1f} months ({float(hours):,.0f} h of use)"
 
 
 def format_budget(result: dict) -> str:
@@ -188,6 +236,10 @@ def format_budget(result: dict) -> str:
     st = result["settings"]
     lines = [f"budget {_money(st['budget_usd'])} ({st['mode']}), card prices: {st['condition']}, "
              f"headroom {st['headroom']:.0%} of each GPU kept free"]
+    if st.get("tco"):
+        t = st["tco"]
+        lines.append(f"buy vs rent at {t.get('utilization', 1):.0%} use, PUE {t.get('pue', 1):g}, "
+                     f"${t.get('usd_per_kwh', 0):.2f}/kWh, resale {t.get('resale_fraction', 0):.0%} of the price")
     rows = result["rows"]
     sources: dict[str, str] = {}
     if rows.empty:
@@ -206,7 +258,7 @@ def format_budget(result: dict) -> str:
             cost = f"{_money(r['cost_usd'])} at {_money(r['cloud_usd_per_hour'])}/GPU-hour [{r['cloud_date']}]"
             sources[f"{r['gpu']} cloud [{r['cloud_date']}]"] = r["cloud_source"]
         lines.append(f"  {r['model']}:{r['workload']}: {int(r['gpus'])}x {r['gpu_name']} ({nodes}) {cost}; "
-                     f"{r['memory_used_fraction']:.0%} of each card; {speed}")
+                     f"{r['memory_used_fraction']:.0%} of each card; {speed}; {pays_text(r)}")
     if len(result["unlocks"]):
         nxt = result["unlocks"].sort_values("cost_usd").iloc[0]
         lines.append(f"a bigger budget: {nxt['model']}:{nxt['workload']} from {_money(nxt['cost_usd'])} "
@@ -222,7 +274,7 @@ def format_budget(result: dict) -> str:
             lines.append(f"one purchase: {p['gpus']}x {p['gpu_name']} ({p['nodes']} node(s), {p['condition']}) "
                          f"{_money(p['cost_usd'])} = cards {_money(p['gpu_cost_usd'])} [{p['price_date']}] + "
                          f"{p['host_class']} host {_money(p['host_usd'])} [{p['host_date']}] + network "
-                         f"{_money(p['network_usd'])}; covers {', '.join(p['covers'])}")
+                         f"{_money(p['network_usd'])}; covers {', '.join(p['covers'])}; {pays_text(p)}")
             for w in p["workloads"]:
                 lines.append(f"    {w['model']}:{w['workload']} on {w['gpus']} of them, "
                              f"{w['memory_used_fraction']:.0%} of each card")

@@ -731,3 +731,23 @@ def test_the_kv_policy_in_the_sidebar_reaches_the_inference_table():
     assert not at.exception
     assert (windowed, kv("Gemma 2 9B")) == (1.97, 2.62)  # 1.96875 and 2.625 GiB, shown to 2 decimals
     assert kv("Llama 2 7B") == llama_windowed == 4.0  # 32 x 32 x 128 x 2 x 2 bytes x 8,192 = 4 GiB
+
+
+def test_budget_systems_show_the_buy_vs_rent_break_even():
+    at = open_app("pages/budget.py")
+    systems = table(at, 0)
+    doc = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+    shown = 0
+    for _, r in systems.iterrows():
+        g = next((g for g in doc["gpus"] if r["GPU"] in (g["name"], g["name"].replace("NVIDIA GeForce ", ""))), None)
+        if g is None or g.get("cloud_usd_per_hour") is None:
+            continue
+        # worked from the YAML: system price over (rent of the same GPUs - their electricity) per 730-hour month
+        saving = r["GPUs"] * (g["cloud_usd_per_hour"] - g["tdp_w"] / 1000 * 0.13) * 730
+        assert r["Buy pays off after (months)"] == pytest.approx(r["Total ($)"] / saving, abs=0.06), r.to_dict()
+        shown += 1
+    assert shown
+    # half-time use doubles the months it takes
+    at.slider(key="bp_util").set_value(50).run()
+    half = table(at, 0)
+    assert np.allclose(half["Buy pays off after (months)"], 2 * systems["Buy pays off after (months)"], atol=0.11)

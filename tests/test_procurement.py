@@ -194,3 +194,50 @@ def test_configurations_refuse_an_unknown_condition():
     with pytest.raises(ValueError, match="condition 'refurbished'"):
         planning.configurations(planning.expand(LORA_8B, model=["llama-3-8b"], gpu=["rtx-3090"]), cat.models(),
                                 cat.gpus(), condition="refurbished")
+
+
+# ---- buy vs rent per budget row (TCO: utilisation, PUE, electricity, resale) -----------------
+
+def _expected_breakeven(row: dict, util: float, pue: float, kwh: float, resale: float, hours_month: float = 730.0):
+    """Worked from the YAML: the whole system's price less resale over the monthly rent saved
+    (the same GPUs rented for the hours used) minus their electricity at the wall."""
+    g = GPU[row["gpu"]]
+    rent = row["gpus"] * g["cloud_usd_per_hour"] * util * hours_month
+    power = g["tdp_w"] / 1000 * row["gpus"] * util * kwh * pue * hours_month
+    months = row["system_usd"] * (1 - resale) / (rent - power)
+    return months, months * hours_month * util
+
+
+def test_budget_rows_carry_the_buy_vs_rent_break_even():
+    tco = dict(util=0.5, pue=1.58, kwh=0.2, resale=0.4)
+    data = budget("--budget", "60000", "--workloads", "llama-3-8b:lora,llama-3-8b:full", "--one-purchase",
+                  "--utilization", "0.5", "--pue", "1.58", "--usd-per-kwh", "0.2", "--resale-fraction", "0.4")
+    assert data["settings"]["tco"] == {"utilization": 0.5, "pue": 1.58, "usd_per_kwh": 0.2, "hours_per_month": 730,
+                                       "resale_fraction": 0.4}
+    assert data["rows"]
+    for r in data["rows"] + [data["purchase"]]:
+        assert r["system_usd"] == r["cost_usd"]  # buy mode: the cost is the system
+        months, hours = _expected_breakeven(r, **tco)
+        assert r["breakeven_months"] == pytest.approx(months, rel=1e-3), r
+        assert r["breakeven_hours"] == pytest.approx(hours, rel=1e-3), r
+    # the defaults (100% use, PUE 1, $0.13/kWh, no resale) give a shorter break-even than half-time use
+    plain = budget("--budget", "60000", "--workloads", "llama-3-8b:lora")
+    r = plain["rows"][0]
+    assert r["breakeven_months"] == pytest.approx(_expected_breakeven(r, 1.0, 1.0, 0.13, 0.0)[0], rel=1e-3)
+
+
+def test_break_even_is_empty_without_a_cloud_price_and_kept_in_cloud_modes():
+    data = budget("--budget", "5000", "--workloads", "llama-3-8b:infer-int4", "--condition", "new")
+    # an Apple or mini-PC system has no cloud price: no break-even (null), never a made-up one
+    no_cloud = [r for r in data["rows"] if GPU[r["gpu"]].get("cloud_usd_per_hour") is None]
+    assert all(r["breakeven_months"] is None for r in no_cloud)
+    hourly = budget("--budget", "5", "--mode", "cloud_hour", "--workloads", "llama-3-8b:lora")
+    r = hourly["rows"][0]
+    assert r["cost_usd"] == pytest.approx(r["gpus"] * GPU[r["gpu"]]["cloud_usd_per_hour"])
+    assert r["system_usd"] > r["cost_usd"]  # what buying would cost, beside the hourly rent
+    assert r["breakeven_months"] == pytest.approx(_expected_breakeven(r, 1.0, 1.0, 0.13, 0.0)[0], rel=1e-3)
+
+
+def test_bad_tco_flag_exits_2():
+    code, out, err = run("budget", "--budget", "1000", "--pue", "0.5")
+    assert code == 2 and "pue" in err and err.count("\n") == 1, err
