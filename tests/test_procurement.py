@@ -94,9 +94,9 @@ def test_multi_node_plans_add_hosts_and_network():
 
 def test_unknown_prices_are_never_free():
     cat = default_catalog()
-    configs = pd.DataFrame({"gpu": ["gh200-96gb", "rtx-4090"], "gpus": [1, 1]})
+    configs = pd.DataFrame({"gpu": ["gh200-96gb", "rtx-5090"], "gpus": [1, 1]})
     out = procurement.system_costs(configs, cat.gpus(), cat.hosts(), "used")
-    assert np.isnan(out["cost_usd"]).all()  # no GH200 price, no used 4090 quote: unknown, not $0
+    assert np.isnan(out["cost_usd"]).all()  # no GH200 price, no used 5090 quote: unknown, not $0
 
 
 def test_incompatible_combinations_are_never_recommended():
@@ -241,3 +241,17 @@ def test_break_even_is_empty_without_a_cloud_price_and_kept_in_cloud_modes():
 def test_bad_tco_flag_exits_2():
     code, out, err = run("budget", "--budget", "1000", "--pue", "0.5")
     assert code == 2 and "pue" in err and err.count("\n") == 1, err
+
+
+def test_used_quotes_recorded_as_a_midpoint_are_the_midpoint_of_the_quoted_range():
+    import re
+    midpoints = 0
+    for g in DOC["gpus"]:
+        m = re.search(r"midpoint of ~?\$([\d,]+)\s*-\s*\$?([\d,]+)", g.get("price_used_source") or "")
+        if m and g.get("price_used_usd") is not None:
+            low, high = (float(x.replace(",", "")) for x in m.groups())
+            assert g["price_used_usd"] == pytest.approx((low + high) / 2, abs=0.5), g["id"]
+            midpoints += 1
+    assert midpoints >= 6  # 3060 Ti, 3060 12GB, 3090, 3090 Ti, 4090, V100 16/32GB (A6000 is a single quote)
+    for card in ("rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-a6000", "v100-32gb"):
+        assert GPU[card]["price_used_usd"] and GPU[card]["price_used_date"] and GPU[card]["price_used_source"]
