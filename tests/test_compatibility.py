@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 
 from catalog import default_catalog
@@ -95,3 +96,55 @@ def test_headroom_default_is_ten_percent_on_the_library_and_the_cli():
     code, out, err = run("estimate", "--model", "llama-2-7b", "--task", "infer", "--gpu", "rtx-4090",
                          "--headroom", "0", "--json")
     assert json.loads(out)["headroom"] == 0
+
+
+# ---- the newer architectures (issue 14): named by the rules, sourced ------------------------
+
+NEW_ARCHITECTURES = ("apple-m2", "apple-m4", "rdna3", "rdna3.5", "cdna4", "blackwell-gb10")
+
+
+def _names(text):
+    return {t.strip() for t in str(text or "").split(",") if t.strip()}
+
+
+def test_every_newer_architecture_is_named_by_a_rule_or_its_vendor():
+    doc = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+    by_arch = {g["architecture"]: g["vendor"] for g in doc["gpus"]}
+    for arch in NEW_ARCHITECTURES:
+        assert arch in by_arch, arch  # a catalog card has it
+        hits = [r["id"] for r in doc["compatibility"]
+                if arch in _names(r.get("architectures")) or by_arch[arch] in _names(r.get("vendors"))]
+        assert hits, arch
+
+
+@pytest.mark.parametrize("args, gpu, fragment", [
+    (("--method", "qlora"), "amd-ryzen-ai-max-395-128gb", "bitsandbytes' AMD ROCm backend"),
+    (("--task", "infer", "--kv-precision", "fp8"), "rx-7900-xtx", "no FP8 tensor cores"),
+    (("--task", "infer", "--kv-precision", "fp8"), "apple-m4-max-128gb", "no FP8 tensor cores"),
+    (("--task", "infer"), "rx-7900-xtx", "Triton backend"),
+    (("--task", "infer", "--gpus", "2"), "nvidia-dgx-spark", "ConnectX-7"),
+    (("--task", "infer", "--gpus", "2"), "amd-ryzen-ai-max-395-128gb", "no GPU-to-GPU link"),
+])
+def test_cli_names_the_newer_architectures_notes(args, gpu, fragment):
+    code, out, err = run("estimate", "--model", "llama-3.2-1b", *args, "--gpu", gpu, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert any(fragment in n for n in data["compatibility_notes"]), data["compatibility_notes"]
+
+
+def test_mini_pcs_are_whole_computers_with_their_own_host_class():
+    doc = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
+    hosts = {h["id"]: h for h in doc["hosts"]}
+    gpus = {g["id"]: g for g in doc["gpus"]}
+    assert hosts["mini-pc"]["usd_per_node"] == 0 and hosts["mini-pc"]["source"] and hosts["mini-pc"]["date"]
+    for card in ("nvidia-dgx-spark", "amd-ryzen-ai-max-395-128gb"):
+        assert gpus[card]["host_class"] == "mini-pc"  # not the Mac Studio class
+    from catalog import default_catalog
+    from planner import procurement
+    cat = default_catalog()
+    out = procurement.system_costs(pd.DataFrame({"gpu": ["nvidia-dgx-spark", "amd-ryzen-ai-max-395-128gb"],
+                                                 "gpus": [1, 1]}), cat.gpus(), cat.hosts(), "new")
+    assert out["host_class"].tolist() == ["mini-pc", "mini-pc"]
+    assert out["cost_usd"].tolist() == [gpus["nvidia-dgx-spark"]["price_usd"],
+                                        gpus["amd-ryzen-ai-max-395-128gb"]["price_usd"]]
+    assert out["host_source"].str.contains("Framework Desktop").all()
