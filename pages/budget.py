@@ -116,6 +116,8 @@ if pairs:
     else:
         sview = pd.DataFrame({
             "Model": rows["model"].astype(str).map(c.display_names(models)), "Workload": rows["workload"],
+            "Parameters (B, total / active)": [f"{t / 1e9:,.1f}" + ("" if t == a else f" / {a / 1e9:,.1f}")
+                                               for t, a in zip(rows["params"], rows["active_params"])],
             "GPU": rows["gpu"].astype(str).map(c.display_names(gpus, short=True)), "GPUs": rows["gpus"].astype(int),
             "Nodes": rows["nodes"].astype(int), "Total ($)": rows["cost_usd"].astype(float).round(0),
             "Card ($)": rows["price_usd_per_card"].astype(float).round(0), "Condition": rows["condition"],

@@ -57,8 +57,14 @@ def _col(name: str, digits: int) -> pd.Series:
     return per_fit[name].astype(float).round(digits) if name in per_fit else pd.Series(np.nan, index=per_fit.index)
 
 
+_params = models.set_index("id").reindex(per_fit["model"].astype(str))
+_total = pd.to_numeric(_params["params"], errors="coerce").to_numpy(dtype=float)
+_active = pd.to_numeric(_params.get("active_params", _params["params"]), errors="coerce").to_numpy(dtype=float)
+_active = np.where(np.isfinite(_active), _active, _total)
 view = pd.DataFrame({
     "Model": per_fit["model"].map(names),
+    "Parameters (B, total / active)": [f"{t / 1e9:,.1f}" + ("" if t == a else f" / {a / 1e9:,.1f}")
+                                       for t, a in zip(_total, _active)],
     "Workload": per_fit["plan"],
     "Buy: configuration": _config("buy_gpu", "buy_gpus"),
     "Buy: system ($)": _col("buy_system_usd", 0),
@@ -96,7 +102,9 @@ with tab_table:
                                                  training_tokens=tokens_b * 1e9, condition=condition),
             formats={"Buy: system ($)": "dollar", "Buy: cards ($)": "dollar", "Buy: host + network ($)": "dollar", "Rent ($/h)": "$%.2f", "$ per GB of VRAM (buy)": "$%.1f",
                      "Training job cost ($, rented)": "dollar", "$ per million tokens (rented)": "$%.3f"},
-            help={"Buy: configuration": "Cheapest whole system that holds the workload: cards (new, used or "
+            help={"Parameters (B, total / active)": "Billions of parameters; a mixture of experts shows total / "
+                                                    "active per token (every expert is in memory, a token uses a few).",
+                  "Buy: configuration": "Cheapest whole system that holds the workload: cards (new, used or "
                                         "either, as chosen on the Budget planner) + hosts + network.",
                   "Rent: configuration": "Cheapest on-demand rental per hour that holds the workload.", **extra_help})
     st.caption("Training rows: time and cost for the token budget above at the engine's default utilisation (MFU); "

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
-from app.labels import md_escape
+from app.labels import md_escape, moe_caption
 from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
@@ -19,6 +19,9 @@ u, _ = c.unit()
 c.page_header(c.APP_NAME, "Which LLMs you can train, fine-tune or serve on which GPUs, how many you need, what it "
               "costs, and why. Set the workload in the sidebar: every page follows it.")
 st.subheader(describe_md(s))
+_m = models.set_index("id").loc[s["model"]] if s["model"] in set(models["id"]) else None
+if _m is not None and "active_params" in _m.index and pd.notna(_m["active_params"]) and _m["active_params"] != _m["params"]:
+    st.caption(moe_caption(int(_m["params"]), int(_m["active_params"])))  # a mixture of experts: total vs active
 
 sc = c.scenario(s)
 row = c.guard(c.estimate_one, sc, models, gpus)

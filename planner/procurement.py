@@ -37,7 +37,8 @@ ROW_KEYS = ("model", "workload", "gpu", "gpu_name", "gpus", "nodes", "gpus_per_n
             "host_usd", "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
             "host_source", "host_date", "cloud_usd_per_hour", "cloud_date", "cloud_source",
             "memory_used_fraction", "train_days", "tokens_per_s", "node_interconnect", "compatibility_notes",
-            "system_usd", "rent_usd_per_month", "power_usd_per_month", "breakeven_months", "breakeven_hours")
+            "system_usd", "rent_usd_per_month", "power_usd_per_month", "breakeven_months", "breakeven_hours",
+            "params", "active_params")
 PURCHASE_KEYS = ("gpu", "gpu_name", "gpus", "nodes", "gpus_per_node", "cost_usd", "gpu_cost_usd", "host_usd",
                  "network_usd", "condition", "price_usd_per_card", "price_date", "price_source", "host_class",
                  "host_source", "host_date", "node_interconnect", "covers", "workloads",
@@ -119,6 +120,12 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
                               + [k for k in TCO_KEYS if k in configs.columns]],
                       costs, speed, pays], axis=1)
     rows["system_usd"] = costs["cost_usd"]  # what buying costs, also in the cloud modes (cost_usd is then rent)
+    # total and active parameters (a mixture of experts holds every expert, a token uses a few)
+    m = models.set_index("id").reindex(rows["model"].astype(str))
+    rows["params"] = pd.to_numeric(m["params"], errors="coerce").to_numpy(dtype=float)
+    active = m["active_params"] if "active_params" in m.columns else m["params"]
+    active = pd.to_numeric(active, errors="coerce").to_numpy(dtype=float)
+    rows["active_params"] = np.where(np.isfinite(active), active, rows["params"].to_numpy())
     g = gpus.set_index("id").reindex(rows["gpu"].astype(str))
     rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
@@ -220,6 +227,14 @@ def _money(v) -> str:
     return "n/a" if v is None or not np.isfinite(v) else f"${v:,.0f}"
 
 
+def params_text(r) -> str:
+    """' (46.7B total, 12.9B active)' for a mixture of experts; '' for a dense model."""
+    total, active = r.get("params"), r.get("active_params")
+    if total is None or active is None or pd.isna(total) or pd.isna(active) or total == active:
+        return ""
+    return f" ({total / 1e9:,.1f}B total, {active / 1e9:,.1f}B active)"
+
+
 def pays_text(r) -> str:
     """The break-even of buying the system vs renting its GPUs, in words."""
     months, hours = r["breakeven_months"], r["breakeven_hours"]
@@ -257,7 +272,7 @@ def format_budget(result: dict) -> str:
         else:
             cost = f"{_money(r['cost_usd'])} at {_money(r['cloud_usd_per_hour'])}/GPU-hour [{r['cloud_date']}]"
             sources[f"{r['gpu']} cloud [{r['cloud_date']}]"] = r["cloud_source"]
-        lines.append(f"  {r['model']}:{r['workload']}: {int(r['gpus'])}x {r['gpu_name']} ({nodes}) {cost}; "
+        lines.append(f"  {r['model']}:{r['workload']}{params_text(r)}: {int(r['gpus'])}x {r['gpu_name']} ({nodes}) {cost}; "
                      f"{r['memory_used_fraction']:.0%} of each card; {speed}; {pays_text(r)}")
     if len(result["unlocks"]):
         nxt = result["unlocks"].sort_values("cost_usd").iloc[0]

@@ -752,3 +752,14 @@ def test_budget_systems_show_the_buy_vs_rent_break_even():
     at.slider(key="bp_util").set_value(50).run()
     half = table(at, 0)
     assert np.allclose(half["Buy pays off after (months)"], 2 * systems["Buy pays off after (months)"], atol=0.11)
+
+
+def test_moe_models_show_total_and_active_parameters_on_overview_and_cost_per_fit():
+    at = open_app(query={"model": "mixtral-8x7b"})
+    # Mixtral 8x7B: 46,702,792,704 parameters, 12,879,925,248 active per token (issue 15)
+    assert any("46.7B parameters resident" in cap.value and "12.9B active per token" in cap.value for cap in at.caption)
+    at.switch_page("pages/cost_per_fit.py").run()
+    assert not at.exception
+    view = table(at)
+    shown_params = dict(zip(view["Model"], view["Parameters (B, total / active)"]))
+    assert shown_params["Mixtral 8x7B"] == "46.7 / 12.9" and shown_params["Llama 3 8B"] == "8.0"

@@ -255,3 +255,22 @@ def test_used_quotes_recorded_as_a_midpoint_are_the_midpoint_of_the_quoted_range
     assert midpoints >= 6  # 3060 Ti, 3060 12GB, 3090, 3090 Ti, 4090, V100 16/32GB (A6000 is a single quote)
     for card in ("rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-a6000", "v100-32gb"):
         assert GPU[card]["price_used_usd"] and GPU[card]["price_used_date"] and GPU[card]["price_used_source"]
+
+
+# ---- mixture-of-experts models in the budget planner ---------------------------------------
+
+def test_moe_models_are_planned_and_show_total_and_active_parameters():
+    pairs = "mixtral-8x7b:qlora,mixtral-8x7b:infer-int4,qwen3-30b-a3b:infer-int4,deepseek-v3:infer-int4"
+    data = budget("--budget", "200000", "--workloads", pairs, "--one-purchase")
+    rows = {(r["model"], r["workload"]): r for r in data["rows"]}
+    assert set(rows) == {tuple(p.split(":")) for p in pairs.split(",")}, data["out_of_reach"]
+    # Mixtral 8x7B: 46,702,792,704 in all, 12,879,925,248 per token (the counts issue 15 checked)
+    assert rows[("mixtral-8x7b", "qlora")]["params"] == 46_702_792_704
+    assert rows[("mixtral-8x7b", "qlora")]["active_params"] == 12_879_925_248
+    assert rows[("deepseek-v3", "infer-int4")]["active_params"] < rows[("deepseek-v3", "infer-int4")]["params"] / 10
+    assert all(r["memory_used_fraction"] <= 0.9 for r in rows.values())
+    assert data["purchase"] is not None and len(data["purchase"]["covers"]) == 4
+    code, out, err = run("budget", "--budget", "200000", "--workloads", "mixtral-8x7b:infer-int4,llama-3-8b:lora")
+    assert code == 0, err
+    assert "mixtral-8x7b:infer-int4 (46.7B total, 12.9B active):" in out
+    assert "llama-3-8b:lora:" in out and "llama-3-8b:lora (" not in out  # a dense model: no split
