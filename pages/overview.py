@@ -43,8 +43,7 @@ m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs i
 if len(buy):
     b = buy.iloc[0]
     m3.metric("Cheapest to buy", c.fmt_usd(b["system_usd"]),
-              f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))} {b['system_condition']} + "
-              f"{md_escape(b['host_class'])} · {md_escape(b['system_price_date'])}",
+              f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))} + {md_escape(b['host_class'])}",
               delta_color="off", delta_arrow="off", border=True,
               help=f"A whole system, up to 8 GPUs: the cards {c.fmt_usd(b['system_gpu_usd'])} ({md_escape(condition)} "
                    f"prices: {md_escape(b['system_condition'])}, price of {md_escape(b['system_price_date'])}, "
@@ -64,6 +63,15 @@ if len(rent):
                    + md_escape(r.get("gpu_cloud_source", "")))
 else:
     m4.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
+
+if len(buy):  # the purchase in words, each price with its date (the metric's delta has room for the system only)
+    b = buy.iloc[0]
+    st.caption(f"Cheapest to buy: {int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))} "
+               f"{md_escape(b['system_condition'])} {c.fmt_usd(b['system_gpu_usd'])} (price of "
+               f"{md_escape(b['system_price_date'])}) + {int(b['nodes'])} {md_escape(b['host_class'])} host "
+               f"{c.fmt_usd(b['host_usd'])} (price of {md_escape(b['host_date'])})"
+               + (f" + network {c.fmt_usd(b['network_usd'])}" if float(b["network_usd"]) > 0 else "")
+               + f". Card prices: {md_escape(condition)} (chosen on the Budget planner); sources in the tooltip.")
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 verdict = (f"On {sc['gpus']}× **{gpu_md.get(s['gpu'], md_escape(s['gpu']))}** ({c.fmt_mem(row['usable_bytes'])} usable per card) it "

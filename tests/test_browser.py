@@ -284,3 +284,27 @@ def test_the_sidebar_keeps_its_values_through_page_switches_and_page_controls(se
                 page.close()
         finally:
             browser.close()
+
+
+def test_overview_prices_a_whole_system_with_its_date(server):
+    """Issue 14: the Overview's cheapest purchase is a system (card + host), dated, and no metric is cut."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/", "LLM hardware planner")
+        try:
+            main = page.locator("[data-testid='stMain']")
+            main.get_by_text("Cheapest to buy").first.wait_for(timeout=60_000)
+            _idle(page)
+            _no_errors(page, "overview")
+            box = main.locator("[data-testid='stMetric']", has_text="Cheapest to buy").first
+            assert "+ desktop" in box.inner_text(), box.inner_text()  # at HEAD: $1,350, one used 24 GB card
+            words = main.get_by_text("Cheapest to buy: 1×").first.inner_text()
+            assert "used" in words and "price of 2026" in words and "desktop host" in words, words
+            values = page.locator("[data-testid='stMetricValue'], [data-testid='stMetricDelta']")
+            for i in range(values.count()):
+                cut = values.nth(i).evaluate(
+                    "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
+                assert not cut, f"metric cut: {values.nth(i).inner_text()!r}"
+        finally:
+            browser.close()

@@ -203,6 +203,11 @@ def test_first_screen_answers_llama_3_8b_lora(models, gpus):
     delta = metrics["Cheapest to buy"].delta
     from app.labels import display_names
     assert any(delta.startswith(f"1× {display_names(gpus, short=True)[g]} ") for g in best), (best, delta)
+    # the purchase in words below the metrics, every price with its date (from the YAML)
+    words = next(shown(cap.value) for cap in at.caption if "Cheapest to buy:" in cap.value)
+    card = next(g for g in doc["gpus"] if g["id"] in best and display_names(gpus, short=True)[g["id"]] in words)
+    assert f"used $850 (price of {card['price_used_date']})" in words, words
+    assert f"1 desktop host $500 (price of {hosts['desktop']['date']})" in words, words
     singles = estimate(grid(gpu=list(gpus["id"])).assign(model="llama-3-8b", **{**DEFAULT_WORKLOAD, "zero": 0}), models, gpus)
     assert metrics["Cards that hold it alone"].value == f"{int(singles['fits'].sum())} of {len(gpus)}"
 
