@@ -72,6 +72,8 @@ view = pd.DataFrame({
     "Buy: host + network ($)": (_col("buy_host_usd", 0) + _col("buy_network_usd", 0)).round(0),
     "Buy: card price": (per_fit["buy_system_condition"].fillna("").astype(str) + " ("
                         + per_fit["buy_system_price_date"].fillna("").astype(str) + ")").where(per_fit["buy_gpu"].notna(), ""),
+    "Buy: host (price date)": (per_fit["buy_host_class"].fillna("").astype(str) + " ("
+                               + per_fit["buy_host_date"].fillna("").astype(str) + ")").where(per_fit["buy_gpu"].notna(), ""),
     "Rent: configuration": _config("rent_gpu", "rent_gpus"),
     "Rent ($/h)": _col("rent_usd_per_hour", 2),
 })

@@ -127,6 +127,8 @@ view = pd.DataFrame({
     "Host + network ($)": (conf["host_usd"] + conf["network_usd"]).round(0),
     "Card price": conf["system_condition"].fillna("").astype(str) + np.where(
         conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")", ""),
+    "Host (price date)": conf["host_class"].fillna("").astype(str) + np.where(
+        conf["host_date"].fillna("").astype(str) != "", " (" + conf["host_date"].fillna("").astype(str) + ")", ""),
     "Nodes": conf["nodes"],
     "Rent ($/h)": conf["rent_usd_per_hour"].round(2),
 })
