@@ -139,6 +139,16 @@ PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 
 
+def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
+    """Share of the routed experts a decode step reads: with c sequences routing k of E experts
+    each, uniformly and independently (an assumption), 1 - (1 - k/E)^c (k/E at one request);
+    1 for a dense model (E = 0)."""
+    E = np.asarray(num_experts, dtype=float)
+    k = np.asarray(experts_per_token, dtype=float)
+    c = np.asarray(concurrency, dtype=float)
+    return np.where(E > 0, 1.0 - (1.0 - k / np.maximum(E, 1.0)) ** c, 1.0)
+
+
 def apple_gpu_share(memory_gb) -> np.ndarray:
     """The share of unified memory macOS lets the GPU use by default."""
     memory_gb = np.asarray(memory_gb, dtype=float)
@@ -403,9 +413,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # MoE: a decode step reads, in each MoE layer, the experts its running sequences route to;
     # with c sequences routing k of E experts each, uniformly and independently (assumption),
     # 1 - (1 - k/E)^c of the experts: k/E at batch 1 (the active parameters), all at large c
-    E = _model_col(m, "num_experts")
-    k_tok = _model_col(m, "experts_per_token")
-    read_share = np.where(E > 0, 1.0 - (1.0 - k_tok / np.maximum(E, 1.0)) ** conc, 1.0)
+    read_share = expert_read_share(_model_col(m, "experts_per_token"), _model_col(m, "num_experts"), conc)
     unread = 1.0 - read_share
     step_gpu_bytes = np.where(is_llama, weights_gpu * tp - expert_gpu * unread + conc * kv_token * position * gpu_frac,
                               weights_gpu - expert_bytes / tp * unread + conc * kv_token_gpu * position)

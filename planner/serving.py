@@ -96,6 +96,8 @@ def format_serve(row: pd.Series) -> str:
             moe += (f", {row['expert_host_bytes'] / gib:.2f} GiB of them in host RAM"
                     + (f" (--n-cpu-moe {n_cpu}: the experts of layers 0-{n_cpu - 1}" if n_cpu > 0 else " (")
                     + f"{', ' if n_cpu > 0 else ''}read at {row['host_bandwidth_gbps']:g} GB/s, --host-bandwidth-gbps)")
+        moe += ("; decode speed is an upper bound for MoE (a step reads only the routed experts; llama.cpp's one "
+                "published MoE run is half as fast, docs/serving.md)")
         lines.insert(1, moe)
     if not bool(row["fits"]):
         lines.insert(1, f"  DOES NOT FIT: the weights ({row['weights_gpu_bytes'] / gib:.2f} GiB per GPU) leave no room for one "
