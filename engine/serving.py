@@ -318,6 +318,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     expert_bytes = np.asarray(counts["experts"], dtype=float) * _linear_bits(req["precision"]) / 8.0
     e_layer = np.where(moe_L > 0, expert_bytes / np.maximum(moe_L, 1.0), 0.0)
     ne_layer = layer_w - expert_bytes / L  # a layer without its routed experts (average)
+    # MoE models: a dense layer (DeepSeek's first 3, Llama 4 Maverick's even ones) holds a dense
+    # MLP (3 h f) where a MoE layer holds its router and shared experts; both share attention and
+    # norms (engine/params.py architecture_counts). By parameter count, at the layers' mean bits.
+    E_col = _model_col(m, "num_experts")
+    mlp_p = 3.0 * h * ffn
+    fs = _model_col(m, "shared_intermediate_size")
+    rs_p = (E_col * h + np.where(_model_col(m, "router_bias") > 0, E_col, 0.0) + 3.0 * h * fs
+            + np.where((_model_col(m, "shared_expert_gate") > 0) & (fs > 0), h, 0.0))
+    dense_L = L - moe_L
+    outside_p = V * h + np.where(tied, 0.0, V * h) + h
+    attn_p = (np.asarray(counts["total"], float) - outside_p - np.asarray(counts["experts"], float)
+              - dense_L * mlp_p - moe_L * rs_p) / L
+    ne_total = layer_w * L - expert_bytes
+    per_param = ne_total / np.maximum(L * attn_p + dense_L * mlp_p + moe_L * rs_p, 1.0)
     first_dense = _model_col(m, "first_dense_layers")
     moe_step = np.maximum(_model_col(m, "moe_layer_step"), 1.0)
     llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
@@ -341,12 +355,19 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         """MoE layers among layer indices 0..x-1 (dense first, then every step-th layer)."""
         return np.minimum(np.floor(np.maximum(x - c(first_dense), 0.0) / c(moe_step)), c(moe_L))
 
+    def ne_bytes(k, c=np.asarray):
+        """The routed-expert-free bytes of the last k layers (the ones -ngl puts on the GPU):
+        k x the mean for a dense model; for MoE, each layer's own kind."""
+        moe_in = c(moe_L) - moe_below(c(L) - k, c)
+        exact = k * c(attn_p * per_param) + (k - moe_in) * c(mlp_p * per_param) + moe_in * c(rs_p * per_param)
+        return np.where(c(moe_L) > 0, exact, k * c(ne_layer))
+
     def gpu_bytes(k, n_cpu, out, c=np.asarray):
         """Bytes on the GPUs with k repeating layers there (and the output if out), experts of
         the first n_cpu layers in host RAM; the CUDA context is added by the caller.
         c=col evaluates a rows x grid array."""
         gpu_experts = (c(moe_L) - moe_below(np.maximum(c(L) - k, n_cpu), c)) * c(e_layer)
-        return k * c(ne_layer + layer_kv) + gpu_experts + out * c(output_bytes) + c(compute)
+        return ne_bytes(k, c) + k * c(layer_kv) + gpu_experts + out * c(output_bytes) + c(compute)
 
     grid = np.arange(int(np.nanmax(L)) + 2 if n else 1, dtype=float)[None, :]
     asked = req["gpu_layers"].to_numpy(float)
@@ -373,7 +394,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     expert_gpu = np.where(is_llama, (moe_L - moe_below(np.maximum(L - on_gpu_layers, n_cpu))) * e_layer, expert_bytes)
     expert_host = expert_bytes - expert_gpu
     llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) + context * tp
-    llama_host = ((L - on_gpu_layers) * (ne_layer + layer_kv) + expert_host + embed_bytes
+    ne_gpu = ne_bytes(on_gpu_layers)
+    llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
                   + np.where(out_on_gpu, 0.0, output_bytes))
 
     # --- KV budget and concurrency ------------------------------------------------------
@@ -395,7 +417,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     slots_all_on_gpu = np.floor(np.maximum(free - full_gpu, 0.0) / (kv_token * ctx))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
-    weights_gpu = np.where(is_llama, (on_gpu_layers * ne_layer + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
+    weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
     memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
     fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
@@ -417,7 +439,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     unread = 1.0 - read_share
     step_gpu_bytes = np.where(is_llama, weights_gpu * tp - expert_gpu * unread + conc * kv_token * position * gpu_frac,
                               weights_gpu - expert_bytes / tp * unread + conc * kv_token_gpu * position)
-    step_host_bytes = np.where(is_llama, (L - on_gpu_layers) * ne_layer + expert_host * read_share
+    step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
@@ -429,7 +451,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert
     pcie = g["interconnect_gbps"].fillna(64).to_numpy(float) / 2 * 1e9 * PCIE_EFFICIENCY
-    host_w = np.where(is_llama, (L - on_gpu_layers) * ne_layer + expert_host, 0.0)
+    host_w = np.where(is_llama, (ne_total - ne_gpu) + expert_host, 0.0)
     prefill_s = prompt / prefill + np.where(unified, 0.0, host_w / pcie)
     prefill = prompt / prefill_s
     ttft = prefill_s + step

@@ -184,3 +184,23 @@ def test_serve_cpu_moe_bad_input_exits_2_with_one_line(args, message):
     code, out, err = run("--model", "qwen3-30b-a3b", "--gpu", "rtx-4090", "--max-model-len", "4096", *args)
     assert code == 2 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_gpu_layers_of_deepseek_hold_moe_layers_and_the_dense_first_layers_stay_on_the_host(cat):
+    # DeepSeek-V3 Q4_K_M with -ngl 59: the output and the last 58 layers (3..60, all MoE) on the
+    # GPU; layers 0-2 (dense MLP 3 x 7168 x 18432) in host RAM. Per MoE layer, from the config:
+    # MLA attention q_a 7168x1536 + q_a_norm 1536 + q_b 1536x128x192 + kv_a 7168x576 + kv_a_norm 512
+    # + kv_b 512x128x256 + o 128x128x7168, two norms 2x7168, router 256x7168 + 256 bias, shared
+    # expert 3x7168x2048 and 256 routed experts of 3x7168x2048
+    h = 7168
+    attn = h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256 + 128 * 128 * h + 2 * h
+    moe_layer = attn + 256 * h + 256 + 3 * h * 2048 + 256 * 3 * h * 2048
+    output = 129280 * h
+    out = rows(cat, llama("deepseek-v3", gpu="b200-180gb", gpus=1, gpu_layers=59)).iloc[0]
+    # (rel 1e-6: the estimate's GGUF file total differs from params x bits by a few KB, spread by
+    # parameter count; an average dense/MoE layer would be off by 1e-3)
+    assert out["weights_gpu_bytes"] == pytest.approx((58 * moe_layer + output) * Q4KM, rel=1e-6)
+    dense_layer = attn + 3 * h * 18432
+    embed = 129280 * h
+    assert out["host_ram_bytes"] - out["kv_bytes_per_token"] * 8192 * 3 / 61 == pytest.approx(
+        (3 * dense_layer + embed) * Q4KM, rel=1e-6)
