@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from catalog import default_catalog  # noqa: E402
 from catalog.serving_data import load_measurements  # noqa: E402
 from engine import serving as S  # noqa: E402
+from engine.params import ARCH_DEFAULTS, architecture_counts  # noqa: E402
 
 GIB = 2**30
 TABLE_BEGIN = "<!-- serving-accuracy:begin (benchmarks/serving_accuracy.py) -->"
@@ -61,7 +62,7 @@ def predict(meas: pd.DataFrame) -> pd.Series:
     pred = pd.Series(np.nan, index=meas.index)
     dec = meas["metric"] == "decode_tokens_per_s"
     d = meas[dec]
-    step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB, 0.0, d["layers"].to_numpy(float),
+    step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d), 0.0, d["layers"].to_numpy(float),
                                  d["bandwidth_gbps"].to_numpy(float), d["gpu_family"].to_numpy(object),
                                  d["engine"].to_numpy(object))
     pred[dec] = 1.0 / step
@@ -74,6 +75,23 @@ def predict(meas: pd.DataFrame) -> pd.Series:
     if kv.any():
         pred[kv] = vllm_kv_gib(meas[kv])
     return pred
+
+
+def batch1_read_share(rows: pd.DataFrame) -> np.ndarray:
+    """Share of the file a batch-1 decode step reads: 1 for a dense model; for a catalog
+    mixture-of-experts model, every weight but the routed experts a token does not use
+    (engine/serving.py expert_read_share at one request), by parameter count."""
+    share = np.ones(len(rows))
+    models = default_catalog().models().set_index("id")
+    known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(len(rows), bool)
+    if not known.any():
+        return share
+    m = models.loc[rows["model"][known]]
+    m = m.assign(**{k: m[k].fillna(v) if k in m else v for k, v in ARCH_DEFAULTS.items()})
+    counts = architecture_counts(m)
+    unread = 1.0 - S.expert_read_share(m["experts_per_token"].to_numpy(float), m["num_experts"].to_numpy(float))
+    share[known] = 1.0 - np.asarray(counts["experts"], float) * unread / np.asarray(counts["total"], float)
+    return share
 
 
 def vllm_kv_gib(rows: pd.DataFrame) -> np.ndarray:

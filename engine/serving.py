@@ -1,4 +1,4 @@
-"""Serving capacity and speed the way serving engines allocate memory (issue 16).
+r"""Serving capacity and speed the way serving engines allocate memory (issue 16).
 
 Whole-column numpy over a frame of serving questions (one row per model x GPU x engine x
 setting); a single question is a one-row frame. `serve(requests, models, gpus)` returns, per
@@ -31,6 +31,16 @@ Sources read for the memory models (cite these when changing a formula):
 - Ollama (ollama/ollama at commit 000ce02098f6bfea486601b5cae35ba38f8824fc, llm/memory.go
   `EstimateGPULayers`): its own layer count, see OLLAMA_MINIMUM_MEMORY below; it runs
   llama.cpp, so the rest (KV with its layer, host layers) is llama.cpp's.
+- llama.cpp MoE expert offload (ggml-org/llama.cpp common/arg.cpp at commit
+  0017d6fb63f9590e791a7562b276148f7bd5b7fc, read via the public code index): `-cmoe/--cpu-moe`
+  ("keep all Mixture of Experts (MoE) weights in the CPU") pushes `llm_ffn_exps_cpu_override()`
+  and `-ncmoe/--n-cpu-moe N` ("keep the Mixture of Experts (MoE) weights of the first N layers in
+  the CPU") pushes `llm_ffn_exps_block_regex(i)` for i = 0..N-1, each bound to
+  ggml_backend_cpu_buffer_type(); the regex (common/common.h LLM_FFN_EXPS_REGEX,
+  `\.ffn_(up|down|gate|gate_up)_(ch|)exps`, prefixed `blk\.<i>`) matches the routed experts'
+  tensors only, so attention, the router (ffn_gate_inp), the shared experts (ffn_*_shexp) and
+  the layer's K/V stay with the layer's device. N counts layer indices, dense layers included
+  (DeepSeek's first 3 layers have no experts). `-ot ".ffn_.*_exps.=CPU"` is the same by hand.
 - SGLang: KV pool = total x mem_fraction_static - weights - non-torch (its defaults from
   python/sglang/srt/server_args.py, see SGLANG_MEM_FRACTION_BY_TP); transformers: an
   approximation, not read from source.
@@ -43,6 +53,7 @@ import pandas as pd
 
 import engine.constants as C
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
+from engine.params import ARCH_DEFAULTS, architecture_counts
 
 ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers")
 GGUF_ENGINES = ("llama.cpp", "ollama")
@@ -78,9 +89,14 @@ LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
 # plus one extra layer as a buffer; layers are placed while free > allocated + graph + layer;
 # the output layer goes last, if it fits.
 OLLAMA_MINIMUM_MEMORY = 457 * C.MIB
-# host memory bandwidth reached by llama.cpp's CPU matmuls for the layers left in RAM:
-# dual-channel DDR5-5600 is 89.6 GB/s theoretical; about 60% is reached in decode. A setting.
+# host memory bandwidth reached by llama.cpp's CPU matmuls for the layers (and, with
+# --n-cpu-moe/--cpu-moe, the routed experts) left in RAM: dual-channel DDR5-5600 is 89.6 GB/s
+# theoretical (2 channels x 8 B x 5,600 MT/s); about 60% is reached in decode (assumption, not
+# fitted). A setting: `serve --host-bandwidth-gbps` (a server with 8-12 DDR5 channels reaches
+# several times more).
 HOST_BANDWIDTH_GBPS = 55.0
+# --cpu-moe-layers special values (llama.cpp counts layers from 0; "all" is its --cpu-moe)
+CPU_MOE_AUTO, CPU_MOE_ALL = -1, -2
 # PCIe: llama.cpp copies host-resident weights to the GPU for large prompt batches; half the
 # catalog's bidirectional figure, one direction, at 80% (assumption).
 PCIE_EFFICIENCY = 0.8
@@ -121,6 +137,16 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
 PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40}
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
+
+
+def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
+    """Share of the routed experts a decode step reads: with c sequences routing k of E experts
+    each, uniformly and independently (an assumption), 1 - (1 - k/E)^c (k/E at one request);
+    1 for a dense model (E = 0)."""
+    E = np.asarray(num_experts, dtype=float)
+    k = np.asarray(experts_per_token, dtype=float)
+    c = np.asarray(concurrency, dtype=float)
+    return np.where(E > 0, 1.0 - (1.0 - k / np.maximum(E, 1.0)) ** c, 1.0)
 
 
 def apple_gpu_share(memory_gb) -> np.ndarray:
@@ -168,7 +194,7 @@ def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1):
 REQUEST_DEFAULTS = {
     "gpus": 1, "kv_precision": "auto", "gpu_memory_utilization": np.nan, "max_num_seqs": np.nan,
     "gpu_layers": -1, "concurrency": np.nan, "max_num_batched_tokens": np.nan, "prompt_tokens": 512, "output_tokens": 128,
-    "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS,
+    "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS, "cpu_moe_layers": 0,
 }
 
 
@@ -183,6 +209,13 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     util = req["gpu_memory_utilization"].to_numpy(float)
     if np.any((util <= 0) | (util > 1)):
         raise ValueError("gpu_memory_utilization is not accepted; accepted: a number > 0 and <= 1")
+    cpu_moe = req["cpu_moe_layers"].to_numpy(float)
+    bad = (cpu_moe != 0) & (req["engine"] != "llama.cpp").to_numpy(bool)
+    if bad.any():
+        raise ValueError(f"cpu_moe_layers is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
+                         "llama.cpp only (its --n-cpu-moe / --cpu-moe)")
+    if np.any((cpu_moe < CPU_MOE_ALL) | (cpu_moe != np.floor(cpu_moe))):
+        raise ValueError("cpu_moe_layers is not accepted; accepted: a whole number >= 0, -1 (auto) or -2 (all)")
     gguf = req["precision"].astype(str).isin(tuple(C.GGUF_BITS))
     llama = req["engine"].isin(GGUF_ENGINES)
     if (llama & ~gguf).any():
@@ -278,6 +311,29 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0
     output_bytes = np.where(tied, 0.0, embed_bytes)
     layer_w = (weights - embed_bytes - output_bytes) / L
+    # MoE: the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits),
+    # per MoE layer; the rest of a layer (attention, router, shared experts, norms) is averaged
+    counts = architecture_counts(m)
+    moe_L = np.asarray(counts["moe_layers"], dtype=float)
+    expert_bytes = np.asarray(counts["experts"], dtype=float) * _linear_bits(req["precision"]) / 8.0
+    e_layer = np.where(moe_L > 0, expert_bytes / np.maximum(moe_L, 1.0), 0.0)
+    ne_layer = layer_w - expert_bytes / L  # a layer without its routed experts (average)
+    # MoE models: a dense layer (DeepSeek's first 3, Llama 4 Maverick's even ones) holds a dense
+    # MLP (3 h f) where a MoE layer holds its router and shared experts; both share attention and
+    # norms (engine/params.py architecture_counts). By parameter count, at the layers' mean bits.
+    E_col = _model_col(m, "num_experts")
+    mlp_p = 3.0 * h * ffn
+    fs = _model_col(m, "shared_intermediate_size")
+    rs_p = (E_col * h + np.where(_model_col(m, "router_bias") > 0, E_col, 0.0) + 3.0 * h * fs
+            + np.where((_model_col(m, "shared_expert_gate") > 0) & (fs > 0), h, 0.0))
+    dense_L = L - moe_L
+    outside_p = V * h + np.where(tied, 0.0, V * h) + h
+    attn_p = (np.asarray(counts["total"], float) - outside_p - np.asarray(counts["experts"], float)
+              - dense_L * mlp_p - moe_L * rs_p) / L
+    ne_total = layer_w * L - expert_bytes
+    per_param = ne_total / np.maximum(L * attn_p + dense_L * mlp_p + moe_L * rs_p, 1.0)
+    first_dense = _model_col(m, "first_dense_layers")
+    moe_step = np.maximum(_model_col(m, "moe_layer_step"), 1.0)
     llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
@@ -285,21 +341,62 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # i >= i_gpu_start = max(n_layer + 1 - N, 0) on the GPU, slot n_layer being the output
     # (dev_output = get_layer_buft_list(n_layer)); so N = 1 is the output alone and N = n_layer + 1
     # everything. Each layer's K/V goes to that layer's device (offload_kqv, the default).
+    # --n-cpu-moe N keeps the experts of layers 0..N-1 in host RAM (see the module docstring);
+    # -ngl keeps layers 0..L-k-1 there whole, so the GPU holds the experts of the MoE layers
+    # with index >= max(L - k, N).
     free = usable * tp - context * tp - FIT_MARGIN_BYTES
     layer_full = layer_w + layer_kv
-    repeating_fit = np.clip(np.floor((free - compute - output_bytes) / layer_full), 0, L)
-    fit_layers = np.where(free - compute - output_bytes >= 0, repeating_fit + 1, 0)
+
+    def col(a):
+        """A row column as a (rows, 1) array, for the rows x layer-count grids below."""
+        return np.asarray(a, dtype=float)[:, None]
+
+    def moe_below(x, c=np.asarray):
+        """MoE layers among layer indices 0..x-1 (dense first, then every step-th layer)."""
+        return np.minimum(np.floor(np.maximum(x - c(first_dense), 0.0) / c(moe_step)), c(moe_L))
+
+    def ne_bytes(k, c=np.asarray):
+        """The routed-expert-free bytes of the last k layers (the ones -ngl puts on the GPU):
+        k x the mean for a dense model; for MoE, each layer's own kind."""
+        moe_in = c(moe_L) - moe_below(c(L) - k, c)
+        exact = k * c(attn_p * per_param) + (k - moe_in) * c(mlp_p * per_param) + moe_in * c(rs_p * per_param)
+        return np.where(c(moe_L) > 0, exact, k * c(ne_layer))
+
+    def gpu_bytes(k, n_cpu, out, c=np.asarray):
+        """Bytes on the GPUs with k repeating layers there (and the output if out), experts of
+        the first n_cpu layers in host RAM; the CUDA context is added by the caller.
+        c=col evaluates a rows x grid array."""
+        gpu_experts = (c(moe_L) - moe_below(np.maximum(c(L) - k, n_cpu), c)) * c(e_layer)
+        return ne_bytes(k, c) + k * c(layer_kv) + gpu_experts + out * c(output_bytes) + c(compute)
+
+    grid = np.arange(int(np.nanmax(L)) + 2 if n else 1, dtype=float)[None, :]
+    asked = req["gpu_layers"].to_numpy(float)
+    asked_cpu = req["cpu_moe_layers"].to_numpy(float)
+    # auto (-1): the fewest layers whose experts go to host RAM for the layers asked (all of them
+    # when -ngl is auto) to fit; where none does, every layer's experts (--cpu-moe)
+    k_target = np.where(asked < 0, L, np.clip(asked - 1, 0, L))
+    out_target = np.where(asked < 0, 1.0, (asked >= 1) * 1.0)
+    fits_n = (grid <= col(L)) & (gpu_bytes(col(k_target), grid, col(out_target), col) <= col(free))
+    n_auto = np.where(fits_n.any(axis=1), np.argmax(fits_n, axis=1), L)
+    n_cpu = np.where(asked_cpu == CPU_MOE_AUTO, n_auto, np.where(asked_cpu == CPU_MOE_ALL, L, np.minimum(asked_cpu, L)))
+    n_cpu = np.where(moe_L > 0, n_cpu, 0.0)  # a dense model has no expert tensors to move
+    # the most repeating layers that fit after the output layer (the fit grid, as --fit does)
+    fits_k = (grid <= col(L)) & (gpu_bytes(grid, col(n_cpu), 1.0, col) <= col(free))
+    fit_layers = np.where(fits_k.any(axis=1), fits_k.sum(axis=1), 0.0)  # k + 1 slots (output first)
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
     ollama_free = usable * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
     ollama_layers = np.where((ollama_layers >= L) & (ollama_free - L * layer_full > output_bytes), L + 1, ollama_layers)
     fit_layers = np.where(engine == "ollama", ollama_layers, fit_layers)
-    asked = req["gpu_layers"].to_numpy(float)
     gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L + 1)
     on_gpu_layers = np.maximum(gpu_layers - 1, 0)  # repeating layers on the GPU
     out_on_gpu = is_llama & (gpu_layers >= 1)
-    llama_gpu = on_gpu_layers * (layer_w + layer_kv) + np.where(out_on_gpu, output_bytes, 0.0) + compute + context * tp
-    llama_host = (L - on_gpu_layers) * (layer_w + layer_kv) + embed_bytes + np.where(out_on_gpu, 0.0, output_bytes)
+    expert_gpu = np.where(is_llama, (moe_L - moe_below(np.maximum(L - on_gpu_layers, n_cpu))) * e_layer, expert_bytes)
+    expert_host = expert_bytes - expert_gpu
+    llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) + context * tp
+    ne_gpu = ne_bytes(on_gpu_layers)
+    llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
+                  + np.where(out_on_gpu, 0.0, output_bytes))
 
     # --- KV budget and concurrency ------------------------------------------------------
     budget = usable * util
@@ -316,11 +413,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
-    full_gpu = L * layer_w + output_bytes + compute
+    full_gpu = gpu_bytes(L, n_cpu, 1.0) - L * layer_kv  # every layer's weights, no KV
     slots_all_on_gpu = np.floor(np.maximum(free - full_gpu, 0.0) / (kv_token * ctx))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
-    weights_gpu = np.where(is_llama, (on_gpu_layers * layer_w + np.where(out_on_gpu, output_bytes, 0.0)) / tp, w_gpu_full)
+    weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
+                           w_gpu_full)
     memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
     fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
 
@@ -334,18 +432,26 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # llama.cpp splits layers over GPUs (--split-mode layer): a token visits them one after the
     # other, so a step reads every GPU's share in turn (no tensor-parallel speed-up)
     speed_tp = np.where(is_llama, 1.0, tp)
-    step_gpu_bytes = np.where(is_llama, weights_gpu * tp + conc * kv_token * position * gpu_frac,
-                              weights_gpu + conc * kv_token_gpu * position)
-    step_host_bytes = np.where(is_llama, (L - on_gpu_layers) * layer_w + np.where(out_on_gpu, 0.0, output_bytes)
-                               + conc * kv_token * position * (1 - gpu_frac), 0.0)
+    # MoE: a decode step reads, in each MoE layer, the experts its running sequences route to;
+    # with c sequences routing k of E experts each, uniformly and independently (assumption),
+    # 1 - (1 - k/E)^c of the experts: k/E at batch 1 (the active parameters), all at large c
+    read_share = expert_read_share(_model_col(m, "experts_per_token"), _model_col(m, "num_experts"), conc)
+    unread = 1.0 - read_share
+    step_gpu_bytes = np.where(is_llama, weights_gpu * tp - expert_gpu * unread + conc * kv_token * position * gpu_frac,
+                              weights_gpu - expert_bytes / tp * unread + conc * kv_token_gpu * position)
+    step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
+                               + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
+    # a token's FLOPs go through its active parameters (= params for a dense model)
+    active = est["active_params"].to_numpy(float) if "active_params" in est else params
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
-                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * params * conc, tflops * speed_tp)
-    prefill = prefill_tokens_per_s(params, L, h, prompt, tflops, engine, speed_tp)
-    # llama.cpp prefills host-resident layers on the GPU, streaming their weights over PCIe
+                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp)
+    prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp)
+    # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
+    # their weights over PCIe: a prompt batch touches every expert
     pcie = g["interconnect_gbps"].fillna(64).to_numpy(float) / 2 * 1e9 * PCIE_EFFICIENCY
-    host_w = np.where(is_llama, (L - on_gpu_layers) * layer_w, 0.0)
+    host_w = np.where(is_llama, (ne_total - ne_gpu) + expert_host, 0.0)
     prefill_s = prompt / prefill + np.where(unified, 0.0, host_w / pcie)
     prefill = prompt / prefill_s
     ttft = prefill_s + step
@@ -365,9 +471,27 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         decode_tokens_per_s=1.0 / step, time_per_output_token_ms=step * 1e3, prefill_tokens_per_s=prefill,
         ttft_s=ttft, aggregate_tokens_per_s=aggregate, usd_per_million_tokens=usd_per_m,
         cloud_usd_per_hour=price, price_source=g["cloud_source"].to_numpy(object), price_date=g["cloud_date"].to_numpy(object),
+        cpu_moe_layers=np.where(is_llama, n_cpu, 0.0), expert_bytes=expert_bytes,
+        expert_host_bytes=np.where(is_llama, expert_host, 0.0), params=params, active_params=active,
+        moe_layers=moe_L,
     )
     out["command"] = command_lines(out, m)
     return out
+
+
+def _model_col(m: pd.DataFrame, key: str) -> np.ndarray:
+    """A model column as floats, the dense Llama value (engine/params.py ARCH_DEFAULTS) where absent."""
+    if key not in m:
+        return np.full(len(m), float(ARCH_DEFAULTS[key]))
+    return pd.to_numeric(m[key], errors="coerce").fillna(ARCH_DEFAULTS[key]).to_numpy(float)
+
+
+def _linear_bits(precision: pd.Series) -> np.ndarray:
+    """Bits per weight of the linear layers (the experts): the GGUF type's, else the format's
+    (engine/constants.py LINEAR_BITS)."""
+    p = precision.astype(str)
+    bits = p.map(C.GGUF_BITS).fillna(p.map(C.LINEAR_BITS))
+    return bits.fillna(16.0).to_numpy(float)
 
 
 def _bits(precision: pd.Series) -> np.ndarray:
@@ -396,8 +520,13 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
               + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
               + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, ""))
     kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
-    llama = ("llama-server -m " + gguf + " -ngl " + ngl + " -c " + ctx_total + " -np " + out["max_num_seqs"].astype(int).astype(str)
-             + kvtype + np.where(tp != "1", " --split-mode layer", ""))
+    # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
+    # (common/arg.cpp; N counts layers from 0, dense ones included)
+    n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
+    all_moe = (out["expert_host_bytes"] >= out["expert_bytes"]) & (out["expert_bytes"] > 0)
+    cpu_moe = np.where(all_moe & (n_cpu > 0), " --cpu-moe", np.where(n_cpu > 0, " --n-cpu-moe " + n_cpu.astype(str), ""))
+    llama = ("llama-server -m " + gguf + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
+             + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", ""))
     ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
               + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": "
               + out["max_model_len"].astype(int).astype(str) + "}}'")

@@ -42,8 +42,13 @@ args = dict(seq=int(s["seq"]), batch=int(s["batch"]), card=card, kv_precision=s[
             max_gpus=int(max_gpus), allow_long_context=bool(s["allow_long_context"]), headroom=s["headroom_pct"] / 100)
 table = c.guard(c.inference_table, models, gpus, tuple(models["id"]), tuple(precisions), **args)
 
+# issue 15: total vs active parameters (a mixture-of-experts model holds every expert, a token uses a few)
+_params = models.set_index("id")["params"].astype(float)
+_active = pd.to_numeric(models.set_index("id").get("active_params", _params), errors="coerce").fillna(_params)
 view = pd.DataFrame({
     "Model": table["model"].map(names),
+    "Parameters (billions)": (table["model"].map(_params) / 1e9).round(2),
+    "Active per token (billions)": (table["model"].map(_active) / 1e9).round(2),
     "Weights": table["precision"].map(c.INFER_PRECISION_LABELS),
     f"Weights ({u})": c.mem(table["weights_bytes"]),
     f"KV cache ({u})": c.mem(table["kv_cache_bytes"]),
@@ -58,7 +63,10 @@ if "card_usd_per_million_tokens" in table:
     view["$ per million tokens (rented)"] = table["card_usd_per_million_tokens"].astype(float).round(3)
 c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus),
         formats={"Context used (tokens)": "%d", "$ per million tokens (rented)": "$%.3f"},
-        help={f"Total on one GPU ({u})": "Peak on a single card: weights + KV cache + the larger of one layer's "
+        help={"Active per token (billions)": "Mixture of experts: the parameters one token uses (its routed experts, "
+                                             "the shared ones, attention and embeddings); the weights column holds "
+                                             "every expert. Equal to the total for a dense model.",
+              f"Total on one GPU ({u})": "Peak on a single card: weights + KV cache + the larger of one layer's "
                                          "prefill working set and the output logits, + runtime overhead.",
               "Smallest single GPU": "The card with the least usable memory that holds it alone (then the cheapest).",
               "Context used (tokens)": "The sidebar's context, cut to the model's own context length where longer."})

@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
-from app.labels import md_escape
+from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
 from engine.constants import GGUF_BITS  # noqa: E402
-from engine.serving import ENGINES, GGUF_ENGINES  # noqa: E402
+from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES  # noqa: E402
 from planner.serving import capacity_curve, cheapest  # noqa: E402
 
 s = c.require_valid(training=False)
@@ -27,17 +27,25 @@ c.page_header("Serving", "Concurrent requests against context length on each car
               "decode speed calibrated on published llama.cpp runs (docs/serving.md).")
 st.caption(f"Model: {md_escape(names.get(model, model))} (the sidebar's). Prices: the catalog's cloud $/GPU-hour, "
            "with their source and date in the table.")
+_m = models.set_index("id").loc[model]
+_active = _m.get("active_params", _m["params"])
+moe_info = bool(pd.notna(_active) and int(_active) != int(_m["params"]))
+if moe_info:  # issue 15: total vs active, and what llama.cpp can keep in host RAM
+    st.caption(moe_caption(int(_m["params"]), int(_active)) + " On llama.cpp the routed experts can stay in host "
+               "RAM (--n-cpu-moe), read at the host bandwidth (55 GB/s assumed, docs/serving.md).")
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util):
+def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util, cpu_moe=0):
     settings = {} if util is None else {"gpu_memory_utilization": util}
-    return capacity_curve(model, gpu_ids, engine, precision, models, gpus, gpu_count=n_gpus, **settings)
+    return capacity_curve(model, gpu_ids, engine, precision, models, gpus, gpu_count=n_gpus, cpu_moe_layers=cpu_moe,
+                          **settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions):
-    return cheapest(model, users, context, tps, ttft, models, gpus, engines=engines, precisions=precisions)
+def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions, cpu_moe=0):
+    return cheapest(model, users, context, tps, ttft, models, gpus, engines=engines, precisions=precisions,
+                    cpu_moe_layers=cpu_moe)
 
 
 gguf_types = list(GGUF_BITS)
@@ -51,6 +59,13 @@ with st.container(border=True):
     gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], index=0, key="srv_gpus")
     util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, 0.9, 0.01, key="srv_util",
                      disabled=engine not in ("vllm", "sglang"))
+    # llama.cpp's --n-cpu-moe / --cpu-moe for mixture-of-experts models (engine/serving.py)
+    cpu_moe_choices = {"none": 0, "auto (fewest layers that fit)": CPU_MOE_AUTO, "all (--cpu-moe)": CPU_MOE_ALL}
+    cpu_moe_label = st.selectbox("Routed experts in host RAM (llama.cpp --n-cpu-moe)", list(cpu_moe_choices),
+                                 index=0, key="srv_cpu_moe", disabled=engine != "llama.cpp" or not moe_info,
+                                 help="Keeps the routed experts' weights of the first layers in host RAM; attention, "
+                                      "shared experts and the KV cache stay on the GPU. Dense models have none.")
+    cpu_moe = cpu_moe_choices[cpu_moe_label] if engine == "llama.cpp" and moe_info else 0
     default_cards = [g for g in ("rtx-4090", "l40s", "a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm-80gb")
                      if g in set(gpus["id"])] or list(gpus["id"][:3])
     cards = st.multiselect("Cards", list(gpus["id"]), default=default_cards, key="srv_cards",
@@ -61,7 +76,7 @@ if not cards:
 
 with st.spinner("Sizing the KV cache on every card…"):
     curve = c.guard(_curve, model, tuple(cards), engine, precision, models, gpus, int(gpu_count),
-                    float(util) if engine in ("vllm", "sglang") else None)
+                    float(util) if engine in ("vllm", "sglang") else None, cpu_moe)
 
 u, _ = c.unit()
 st.markdown("#### Concurrent requests against context, per card")
@@ -85,8 +100,11 @@ view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"]
                      "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
                      "Layers on the GPU": chart["layers"],
                      "Decode (tokens/s per user)": curve["decode_tokens_per_s"].astype(float).round(1)})
+if engine in GGUF_ENGINES:
+    view["Experts' layers in host RAM (--n-cpu-moe)"] = curve["cpu_moe_layers"].astype(int)
+    view[f"Host RAM ({u})"] = c.mem(curve["host_ram_bytes"])
 c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, precision=precision, gpus=gpu_count,
-                                             cards=",".join(cards), utilization=util),
+                                             cards=",".join(cards), utilization=util, cpu_moe=cpu_moe_label),
         formats={"Context (tokens)": "%d"},
         help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
               "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
@@ -101,7 +119,7 @@ with st.container(border=True):
     ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, 2.0, key="srv_ttft")
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
-                   (engine,), (precision,))
+                   (engine,), (precision,), cpu_moe)
 if best is None or best.empty:
     st.info("No card and GPU count up to 8 meets this target with these weights and engine; relax the target, "
             "or choose smaller weights.")

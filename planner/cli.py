@@ -505,6 +505,9 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
                     help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
+    sv.add_argument("--cpu-moe-layers", default="0",
+                    help="llama.cpp, mixture-of-experts models: keep the routed experts of the first N layers in host RAM "
+                         "(its --n-cpu-moe N), all (its --cpu-moe) or auto (the fewest layers that fit); default 0")
     sv.add_argument("--concurrency", type=_whole("concurrency", high=65536), default=None,
                     help="concurrent requests for TTFT, time per output token and aggregate tokens/s (default: what fits)")
     sv.add_argument("--prompt-tokens", type=_whole("prompt-tokens", high=LIMITS["seq"]), default=512, help="prompt length (default 512)")
@@ -512,6 +515,23 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--host-bandwidth-gbps", type=_bounded("host-bandwidth-gbps", 1, 2000), default=None,
                     help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _cpu_moe_layers(text, engine: str) -> int:
+    """--cpu-moe-layers N|all|auto -> N, -2 (all) or -1 (auto), as engine/serving.py takes it."""
+    from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO
+    value = str(text).strip().lower()
+    if value in ("auto", "all"):
+        layers = CPU_MOE_AUTO if value == "auto" else CPU_MOE_ALL
+    else:
+        try:
+            layers = _whole("cpu-moe-layers", low=0, high=100000, accepted="a whole number >= 0, all or auto")(value)
+        except argparse.ArgumentTypeError as exc:
+            raise CliError(str(exc)) from None
+    if layers != 0 and engine != "llama.cpp":
+        raise CliError(f"cpu-moe-layers {show(text)} is not accepted with --engine {engine}; accepted: 0, or "
+                       "--engine llama.cpp (its --n-cpu-moe / --cpu-moe)")
+    return layers
 
 
 def cmd_serve(args) -> int:
@@ -532,10 +552,11 @@ def cmd_serve(args) -> int:
             gpu_layers = _whole("gpu-layers", low=0, high=100000, accepted="a whole number >= 0 or auto")(layers)
         except argparse.ArgumentTypeError as exc:
             raise CliError(str(exc)) from None
+    cpu_moe_layers = _cpu_moe_layers(args.cpu_moe_layers, args.engine)
     gguf = args.engine in ("llama.cpp", "ollama")
     request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
                    precision=args.precision or ("q4_k_m" if gguf else "bf16"), kv_precision=args.kv_precision,
-                   max_model_len=args.max_model_len, gpu_layers=gpu_layers,
+                   max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
     for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps"):
         if getattr(args, key) is not None:

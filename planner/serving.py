@@ -21,6 +21,9 @@ SERVE_JSON_KEYS = (
     "concurrency", "prompt_tokens", "output_tokens", "decode_tokens_per_s", "time_per_output_token_ms",
     "prefill_tokens_per_s", "ttft_s", "aggregate_tokens_per_s", "usd_per_million_tokens", "cloud_usd_per_hour",
     "price_source", "price_date", "command", "kv_policy",
+    # issue 15: MoE (total vs active parameters, llama.cpp's routed experts in host RAM)
+    "params", "active_params", "moe_layers", "expert_bytes", "cpu_moe_layers", "expert_host_bytes",
+    "host_bandwidth_gbps",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
@@ -40,7 +43,7 @@ def capacity_curve(model: str, gpu_ids, engine: str, precision: str, models: pd.
     grid = grid.assign(model=model, engine=engine, precision=precision, gpus=int(gpu_count), **settings)
     out = serve(grid, models, gpus)
     return out[["gpu", "max_model_len", "max_concurrency", "kv_cache_bytes_available", "gpu_layers", "fits",
-                "decode_tokens_per_s"]]
+                "decode_tokens_per_s", "cpu_moe_layers", "expert_host_bytes", "host_ram_bytes"]]
 
 
 def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float, ttft_s: float,
@@ -85,6 +88,17 @@ def format_serve(row: pd.Series) -> str:
         f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "
         f"TTFT {row['ttft_s']:.2f} s, aggregate {row['aggregate_tokens_per_s']:,.0f} tokens/s",
     ]
+    if row.get("moe_layers", 0) > 0:
+        moe = (f"  mixture of experts: {row['params'] / 1e9:,.1f}B parameters in total, {row['active_params'] / 1e9:,.1f}B "
+               f"active per token; routed experts {row['expert_bytes'] / gib:.2f} GiB")
+        if row["engine"] == "llama.cpp":
+            n_cpu = int(row["cpu_moe_layers"])
+            moe += (f", {row['expert_host_bytes'] / gib:.2f} GiB of them in host RAM"
+                    + (f" (--n-cpu-moe {n_cpu}: the experts of layers 0-{n_cpu - 1}" if n_cpu > 0 else " (")
+                    + f"{', ' if n_cpu > 0 else ''}read at {row['host_bandwidth_gbps']:g} GB/s, --host-bandwidth-gbps)")
+        moe += ("; decode speed is an upper bound for MoE (a step reads only the routed experts; llama.cpp's one "
+                "published MoE run is half as fast, docs/serving.md)")
+        lines.insert(1, moe)
     if not bool(row["fits"]):
         lines.insert(1, f"  DOES NOT FIT: the weights ({row['weights_gpu_bytes'] / gib:.2f} GiB per GPU) leave no room for one "
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "

@@ -197,10 +197,26 @@ def test_large_hbm_cards_do_not_reach_their_bandwidth_at_batch_1(cat):
 def test_held_out_nvidia_decode_rows_of_2025_builds_are_within_35_percent():
     meas = load_measurements()
     pred = serving_accuracy.predict(meas)
-    held = (meas["role"] == "holdout") & (meas["metric"] == "decode_tokens_per_s") & meas["era_note"].isna()
+    # dense models: the mixture-of-experts rows have their own, documented miss (test below)
+    moe = serving_accuracy.batch1_read_share(meas) < 1
+    held = (meas["role"] == "holdout") & (meas["metric"] == "decode_tokens_per_s") & meas["era_note"].isna() & ~moe
     assert held.sum() >= 3
     err = (pred[held] / meas["value"][held] - 1).abs()
     assert (err <= 0.35).all(), meas["id"][held][err > 0.35].tolist()
+
+
+def test_moe_decode_is_an_upper_bound_as_docs_serving_says():
+    # issue 15: the one published llama.cpp MoE run (Qwen3 30B-A3B Q4_K_M, M1 Max, 51.03 tok/s)
+    # runs at about half the modelled speed; docs/serving.md and `serve`'s text say the MoE
+    # decode figure is an upper bound. If the model is fixed, this fails and the docs must change.
+    meas = load_measurements()
+    moe = (serving_accuracy.batch1_read_share(meas) < 1) & (meas["metric"] == "decode_tokens_per_s")
+    assert moe.sum() >= 1
+    err = serving_accuracy.predict(meas)[moe] / meas["value"][moe] - 1
+    assert (err > 0.5).all() and (err < 1.5).all(), err.tolist()
+    # the read share is the active experts' share of the file: 8 of 128 experts per layer
+    share = serving_accuracy.batch1_read_share(meas[moe])[0]
+    assert 0.10 < share < 0.12
 
 
 def test_continuous_batching_raises_aggregate_and_lowers_per_user_speed(cat):

@@ -1,0 +1,94 @@
+"""Every page with a mixture-of-experts model selected (issue 15, done-when: "every page and the
+budget planner handle MoE models (total vs active shown)"): nothing breaks, and where a page
+shows a model's size it shows the total and the active parameters.
+
+Expected counts come from the catalog's published totals and engine.params (the derivation the
+catalog loader checks against the published count), not from the pages."""
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from catalog import default_catalog
+from engine.params import architecture_counts
+from tests.conftest import ROOT
+
+DASHBOARD = str(ROOT / "dashboard.py")
+ALL_PAGES = ("pages/overview.py", "pages/feasibility.py", "pages/budget.py", "pages/cost_per_fit.py",
+             "pages/inference.py", "pages/serving.py", "pages/breakdown.py", "pages/evidence.py",
+             "pages/catalog_browser.py")
+
+pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
+
+
+def open_app(page: str, query: dict) -> AppTest:
+    at = AppTest.from_file(DASHBOARD, default_timeout=90)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.switch_page(page).run()
+    assert not at.exception, (page, [e.value for e in at.exception])
+    return at
+
+
+def counts(model: str) -> tuple[float, float]:
+    m = default_catalog().models().set_index("id").loc[model]
+    c = architecture_counts(m.to_dict())
+    assert c["total"] == m["params"]  # the derivation is the published total
+    return float(c["total"]), float(c["active"])
+
+
+def captions(at: AppTest) -> str:
+    return " ".join(str(el.value) for el in at.caption)
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+@pytest.mark.parametrize("task", ["infer", "train"])
+def test_every_page_renders_with_a_moe_model(page, task):
+    query = {"model": "mixtral-8x7b", "task": task, "gpu": "h100-sxm-80gb"}
+    if task == "train":
+        query.update(method="qlora")
+    at = open_app(page, query)
+    assert at.session_state["w_model"] == "mixtral-8x7b"  # the sidebar took the MoE model
+    assert len(at.error) == 0, (page, [e.value for e in at.error])
+
+
+def test_inference_table_shows_total_and_active_parameters():
+    total, active = counts("mixtral-8x7b")  # 46,702,792,704 and 12,879,925,248 (issue 15)
+    assert (total, active) == (46_702_792_704, 12_879_925_248)
+    at = open_app("pages/inference.py", {"task": "infer"})
+    frame = at.dataframe[0].value
+    row = frame[frame["Model"] == "Mixtral 8x7B"].iloc[0]
+    assert row["Parameters (billions)"] == round(total / 1e9, 2) == 46.7
+    assert row["Active per token (billions)"] == round(active / 1e9, 2) == 12.88
+    dense = frame[frame["Model"] == "Llama 2 7B"].iloc[0]
+    assert dense["Parameters (billions)"] == dense["Active per token (billions)"] == round(6_738_415_616 / 1e9, 2)
+
+
+def test_serving_page_shows_total_and_active_and_offers_expert_offload():
+    total, active = counts("qwen3-30b-a3b")
+    at = open_app("pages/serving.py", {"model": "qwen3-30b-a3b", "task": "infer"})
+    text = captions(at)
+    assert f"{total / 1e9:,.1f}B parameters resident" in text and f"{active / 1e9:,.1f}B active per token" in text
+    at.selectbox(key="srv_engine").set_value("llama.cpp").run()
+    assert not at.exception
+    at.selectbox(key="srv_cpu_moe").set_value("all (--cpu-moe)").run()
+    assert not at.exception, [e.value for e in at.exception]
+    curve = at.dataframe[0].value
+    L = default_catalog().models().set_index("id").loc["qwen3-30b-a3b", "num_layers"]
+    assert (curve["Experts' layers in host RAM (--n-cpu-moe)"] == L).all()
+    assert (curve["Host RAM (GiB)"] > 0).all()
+
+
+def test_serving_page_on_a_dense_model_has_no_expert_control_in_use():
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "task": "infer"})
+    assert "active per token" not in captions(at)
+    assert at.selectbox(key="srv_cpu_moe").disabled
+
+
+def test_breakdown_shows_total_and_active_for_a_moe_model():
+    total, active = counts("mixtral-8x7b")
+    at = open_app("pages/breakdown.py", {"model": "mixtral-8x7b", "task": "infer", "gpu": "h100-sxm-80gb"})
+    text = captions(at)
+    assert f"{total / 1e9:,.1f}B parameters resident" in text and f"{active / 1e9:,.1f}B active per token" in text
+    assert not pd.isna(at.metric[0].value)
