@@ -234,6 +234,7 @@ def _resolve_stack(out: dict, n: int) -> None:
     r_codes, r_cats = _codes(out["recipe"])
     m_codes, m_cats = _codes(out["method"])
     gc = np.asarray(out["grad_checkpointing"], dtype=bool)
+    flags = (False, True) if gc.any() and not gc.all() else (bool(gc[0]),)  # the flags present
     key = None
     for switch in SWITCHES:
         if switch not in out:
@@ -241,9 +242,7 @@ def _resolve_stack(out: dict, n: int) -> None:
         codes, cats = _codes(out[switch])
         if "auto" not in cats:
             continue
-        table = np.array([[[recipe_value(r, switch, m, g) for g in (False, True)] for m in m_cats] for r in r_cats],
-                         dtype=object).reshape(-1)
-        distinct = list(dict.fromkeys(table))
+        distinct = list(dict.fromkeys(recipe_value(r, switch, m, g) for r in r_cats for m in m_cats for g in flags))
         if len(distinct) == 1:  # one value for every auto row: rename the category
             mapping = {"auto": distinct[0]}
             renamed = [mapping.get(c, c) for c in cats]
@@ -252,9 +251,11 @@ def _resolve_stack(out: dict, n: int) -> None:
             else:
                 out[switch] = _with_values(out[switch], mapping)
             continue
+        table = np.array([[[recipe_value(r, switch, m, g) for g in (False, True)] for m in m_cats] for r in r_cats],
+                         dtype=object).reshape(-1)
         if key is None:
             key = (r_codes.astype(np.int64) * len(m_cats) + m_codes) * 2 + gc
-        new_cats = list(dict.fromkeys([c for c in cats if c != "auto"] + distinct))
+        new_cats = list(dict.fromkeys([c for c in cats if c != "auto"] + list(dict.fromkeys(table))))
         where = {v: i for i, v in enumerate(new_cats)}
         keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
         by_key = np.array([where[v] for v in table], dtype=np.int32)
@@ -264,9 +265,13 @@ def _resolve_stack(out: dict, n: int) -> None:
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
         codes, cats = _codes(out["checkpointing"])
         on = np.array([c != "none" for c in cats] + [False])
-        flags = on[codes]
-        if not np.array_equal(flags, gc):
-            out["grad_checkpointing"] = flags
+        if on[:-1].all() or not on[:-1].any():  # one answer for every row
+            if bool(on[0]) != (flags == (True,)) or len(flags) > 1:
+                out["grad_checkpointing"] = np.full(n, bool(on[0]))
+        else:
+            decided = on[codes]
+            if not np.array_equal(decided, gc):
+                out["grad_checkpointing"] = decided
 
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",

@@ -311,6 +311,9 @@ def cmd_estimate(args) -> int:
     notes = rules.notes(request, row)
     decided = {k: row[k] for k in SCENARIO_COLUMNS if k in row.index}  # the scenario as estimated
     decided.update({k: v for k, v in request.items() if k not in decided})
+    # the stack's switches as asked ('auto' unless given): a what-if change such as gradient
+    # checkpointing must reach the recipe's rule, not meet the value decided without it
+    decided.update({k: request.get(k, DEFAULTS[k]) for k in STACK_COLUMNS})
     changes, hint_error = None, None
     if args.what_if:
         changes = _what_if(decided, models, gpus, args)

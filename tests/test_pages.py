@@ -711,3 +711,24 @@ def test_the_kv_policy_in_the_sidebar_reaches_the_inference_table():
     assert not at.exception
     assert (windowed, kv("Gemma 2 9B")) == (1.97, 2.62)  # 1.96875 and 2.625 GiB, shown to 2 decimals
     assert kv("Llama 2 7B") == llama_windowed == 4.0  # 32 x 32 x 128 x 2 x 2 bytes x 8,192 = 4 GiB
+
+
+def test_the_recipe_in_the_url_and_the_sidebar_reaches_the_overview(models, gpus):
+    # issue 13: ?recipe=unsloth opens the Overview under Unsloth's stack; the sidebar's switch
+    # then overrides one of its values; each figure is the library's for the same scenario
+    at = open_app(query={"recipe": "unsloth"})
+    assert at.selectbox(key="w_recipe").value == "unsloth"
+    base = {**DEFAULT_WORKLOAD, "zero": 0, "model": "llama-3-8b", "gpu": "rtx-4090"}
+
+    def peak():
+        return {m.label: m for m in at.metric}["Peak per GPU"].value
+
+    def direct(**stack):
+        row = estimate(pd.DataFrame([{**base, **stack}]), models, gpus).iloc[0]
+        return f"{row['peak_bytes'] / GIB:,.2f} GiB"
+
+    assert peak() == direct(recipe="unsloth") != direct(recipe="hf")
+    at.selectbox(key="w_loss").set_value("unfused").run()
+    assert not at.exception
+    assert peak() == direct(recipe="unsloth", loss="unfused")
+    assert at.query_params["loss"] == ["unfused"] or at.query_params["loss"] == "unfused"
