@@ -185,8 +185,15 @@ def test_longest_qlora_context_on_a_24gb_card_is_longer_under_unsloth_and_torcht
 def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
     from planner.evidence import evidence_table, hit_rate
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
-    tt = table[table["id"].str.startswith("torchtune-")]
-    assert (tt["recipe"] == "torchtune").all() and len(tt) == 8
+    assert (table.loc[table["id"].str.startswith("torchtune-"), "recipe"] == "torchtune").all()
+    # the README's 'Optimization flags' rows (Llama 3.2 3B, techniques added one by one): all but
+    # checkpointing (optimizer step temporaries) and QLoRA (torchao NF4) within 15%, every one within 25%
+    flags = table[table["id"].str.startswith("torchtune-llama32-3b-flags-")]
+    assert len(flags) == 9 and (flags["error_pct"].abs() <= 25).all()
+    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-ac",
+                                                                    "torchtune-llama32-3b-flags-qlora"}
+    tt = table[table["id"].str.startswith("torchtune-llama31-")]
+    assert len(tt) == 8
     off = set(tt.loc[tt["error_pct"].abs() > 15, "id"])
     # the README's two A6000 rows are far above its 4090 rows of the same config (unexplained by the
     # README) and the 405B row (+17% as printed in 'GB', +9% if the unit is GiB like every other row):
@@ -195,7 +202,7 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
                    "torchtune-llama31-405b-qlora-8xa100"}, off
     assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
     hits, total = hit_rate(table)
-    assert total >= 20 and hits / total >= 0.65, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+    assert total >= 29 and hits / total >= 0.68, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
 
 
 # ---- the CLI and the JSON contract -----------------------------------------------------------
