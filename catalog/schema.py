@@ -45,7 +45,6 @@ from yaml.events import (
 
 from engine.params import architecture_counts
 from engine.scenarios import CHOICES as SCENARIO_CHOICES
-from engine.stacks import RECIPE_NAMES
 from engine.scenarios import INT_RANGES, PRECISIONS
 
 try:  # libyaml's parser, in C: about ten times faster than PyYAML's pure-Python one
@@ -397,7 +396,7 @@ REFERENCE_FIELDS: dict[str, Field] = {
     "setup_note": Field(NOTE),
     "explanation": Field(NOTE, required=False),
     # the software stack the figure was measured under (issue 13, engine/stacks.py); absent = hf
-    "recipe": Field(choice(*RECIPE_NAMES), required=False),
+    "recipe": Field(choice(*SCENARIO_CHOICES["recipe"]), required=False),
 }
 # A reference's scenario is a scenario of the engine: its columns, choices and ranges come from
 # engine/scenarios.py (the one description the CLI and the dashboard use too).
