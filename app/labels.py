@@ -29,7 +29,15 @@ TRAIN_PRECISION_LABELS = {
 INFER_PRECISION_LABELS = {p: p.upper() if not p.startswith("q") else f"GGUF {p.upper()}" for p in INFER_PRECISIONS}
 INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AWQ, g128)", "nf4": "NF4 (bitsandbytes)"})
 OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fused", "adamw_8bit": "AdamW 8-bit",
-                    "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor"}
+                    "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor",
+                    "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)"}
+# the software stack (engine/stacks.py, docs/stacks.md)
+RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
+                 "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)"}
+SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementation",
+                 "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
+                 "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",
+                 "attention": "Attention kernel", "compile": "torch.compile", "packing": "Sequence packing"}
 ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}

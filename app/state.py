@@ -21,10 +21,12 @@ import streamlit as st
 from app.data import decided_notes, merged_frames
 from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
 from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS,
-                        OFFLOAD_LABELS, OPTIMIZER_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS)
+                        OFFLOAD_LABELS, OPTIMIZER_LABELS, RECIPE_LABELS, SWITCH_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS,
+                        ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.scenarios import DEFAULTS, KV_PRECISIONS, LIMITS
+from engine.stacks import RECIPE_NAMES, SWITCHES
 
 @dataclass(frozen=True)
 class Field:
@@ -65,6 +67,9 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("budget", 10_000, "int", low=0, high=10**10),
     Field("budget_mode", "buy", "choice", ("buy", "cloud_hour", "cloud_job")),
     Field("condition", "either", "choice", ("either", "new", "used")),
+    # the software stack (issue 13): a recipe and its switches, 'auto' = as the recipe sets it
+    Field("recipe", DEFAULTS["recipe"], "choice", RECIPE_NAMES),
+    *(Field(switch, "auto", "choice", values) for switch, values in SWITCHES.items()),
 )}
 
 
@@ -222,6 +227,12 @@ def sidebar() -> dict:
                 if method == "qlora":
                     _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))
+        with sb.expander("Software stack"):
+            _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v, format_func=RECIPE_LABELS.get,
+                                                          help="Whose defaults the switches below take (docs/stacks.md)."))
+            for switch, values in SWITCHES.items():
+                _widget(switch, lambda k, label=SWITCH_LABELS[switch], values=values, **v: st.selectbox(
+                    label, list(values), key=k, **v, help="auto: as the recipe sets it"))
         if method == "freeze":
             _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", min_value=1,
                                                                max_value=LIMITS["freeze_layers"], key=k, **v))
@@ -331,7 +342,8 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
             "optimizer": s["optimizer"], "grad_checkpointing": bool(s["grad_checkpointing"]),
             "lora_rank": int(s["lora_rank"]), "lora_targets": ",".join(s["lora_targets"]) or "q_proj,v_proj",
             "base_precision": s["base_precision"] if method == "qlora" else "auto",
-            "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"]}
+            "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"],
+            "recipe": s["recipe"], **{switch: s[switch] for switch in SWITCHES}}
 
 
 def infer_workload(s: dict | None = None, precision: str | None = None) -> dict:
@@ -387,6 +399,8 @@ def describe(s: dict | None = None, with_model: bool = True) -> str:
                   f"micro-batch {s['batch']} × {s['seq']:,} tokens"]
         if s["grad_checkpointing"]:
             parts.append("gradient checkpointing")
+        stack = [f"{k.replace('_', ' ')} {s[k]}" for k in SWITCHES if s[k] != "auto"]
+        parts.append(f"recipe {s['recipe']}" + (f" ({', '.join(stack)})" if stack else ""))
     else:
         parts += ["serving", INFER_PRECISION_LABELS[s["infer_precision"]] + " weights",
                   f"KV cache {KV_LABELS[s['kv_precision']]}",

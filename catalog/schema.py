@@ -376,7 +376,11 @@ MODEL_FIELDS: dict[str, Field] = {
 }
 
 REFERENCE_METRICS = ("peak_bytes", "weights_bytes", "kv_cache_bytes", "model_states_bytes",
-                     "trainable_params", "gpus_needed", "train_gpu_hours", "decode_tokens_per_s")
+                     "trainable_params", "gpus_needed", "train_gpu_hours", "decode_tokens_per_s",
+                     # issue 13: torch's own peak (torch.cuda.max_memory_allocated / memory_stats'
+                     # active peak, what torchtune and most training logs print): the tensors' peak,
+                     # without the CUDA context, cuBLAS workspace and allocator fragmentation
+                     "allocated_peak_bytes")
 UNITS = ("B", "KB", "MB", "GB", "KiB", "MiB", "GiB", "TB", "count", "hours", "tokens/s")
 REFERENCE_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),
@@ -391,6 +395,8 @@ REFERENCE_FIELDS: dict[str, Field] = {
     "scenario": Field(mapping),
     "setup_note": Field(NOTE),
     "explanation": Field(NOTE, required=False),
+    # the software stack the figure was measured under (issue 13, engine/stacks.py); absent = hf
+    "recipe": Field(choice(*SCENARIO_CHOICES["recipe"]), required=False),
 }
 # A reference's scenario is a scenario of the engine: its columns, choices and ranges come from
 # engine/scenarios.py (the one description the CLI and the dashboard use too).
@@ -486,6 +492,8 @@ def check_reference(ref: dict, file: str, model_ids: set[str], gpu_ids: set[str]
             SCENARIO_KEYS[k](v)
         except ValueError as exc:
             raise CatalogError(file, label, f"scenario.{k}", str(exc)) from None
+    if "recipe" in sc:  # one place for it: the reference's own `recipe` field
+        raise CatalogError(file, label, "scenario.recipe", "give the recipe as the reference's `recipe` field, not in its scenario")
     if "model" not in sc:
         raise CatalogError(file, label, "scenario.model", "is required but missing")
     if sc["model"] not in model_ids:

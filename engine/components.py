@@ -29,7 +29,9 @@ from engine.memory import (
     layer_activation_bytes,
     layer_backward_transient_bytes,
     logits_bytes,
+    stack_logits_bytes,
 )
+from engine.stacks import LOSS_CHUNKS, OFFLOAD_LAYERS_IN_FLIGHT, SELECTIVE_EVERY
 from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_token, lora_module_dims, parse_lora_targets
 from engine.scenarios import View, normalize
 
@@ -111,6 +113,17 @@ class Inputs:
     adam8: np.ndarray    # bitsandbytes 8-bit AdamW (paged or not)
     paged: np.ndarray    # paged 8-bit AdamW, training
     adafactor: np.ndarray
+    # the software stack (issue 13, engine/stacks.py; resolved by engine/rules.py). The defaults are
+    # the stack the engine always modelled (recipe hf), so a caller that builds Inputs itself keeps it.
+    adapter16: np.ndarray | bool = False  # LoRA adapters (and their gradients, states) in 16-bit
+    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused'} -> mask (None: unfused)
+    legacy_logits: np.ndarray | bool = False  # transformers' older in-model fp32 upcast of the logits
+    compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
+    ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
+    act_offload: np.ndarray | bool = False  # saved activations (or checkpointed inputs) in host RAM
+    opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
+    paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
+    paged_small: np.ndarray | float = 0.0  # trainable values in tensors bitsandbytes does not page (< 1e5)
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +197,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     base_auto = mv.mask("base_precision", "auto")
     base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
-    flags, in_out = _lora_sums(mv, lora_module_dims(h, f, a, kvh, d))
+    dims = lora_module_dims(h, f, a, kvh, d)
+    flags, in_out = _lora_sums(mv, dims)
+    stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
+                          np.minimum(mv.values("freeze_layers").astype(float), L))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
@@ -197,10 +213,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
         k_layers=np.minimum(mv.values("freeze_layers").astype(float), L),
-        wb=wb, wb_trained=np.where(lora, C.LORA_ADAPTER_BYTES, wb),
-        gb=np.where(lora, C.LORA_ADAPTER_BYTES, mv.lookup("precision", C.GRAD_BYTES, 0.0)),
+        wb=wb, wb_trained=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), wb),
+        gb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.GRAD_BYTES, 0.0)),
         master=np.where(lora, 0.0, mv.lookup("precision", C.MASTER_BYTES, 0.0)),
-        sdb=np.where(lora, C.LORA_ADAPTER_BYTES, mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)),
+        sdb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)),
         acb=acb, autocast=acb > 0,
         R=mv.lookup("precision", C.RESIDUAL_BYTES, 2.0), M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
         act_b=act_b, lin_bits=mv.lookup("precision", C.LINEAR_BITS, np.nan),
@@ -211,7 +227,32 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
-        paged=mv.mask("optimizer", "paged_adamw_8bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
+        paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
+        **stack,
+    )
+
+
+def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, k_layers) -> dict:
+    """The stack switches of each group as Inputs fields (engine/stacks.py). A frame without
+    the columns (an old caller) gets the defaults: the hf stack."""
+    def mask(col, *values):
+        return mv.mask(col, *values) if col in mv.frame else np.zeros(mv.size, dtype=bool)
+
+    paged32 = mv.mask("optimizer", "paged_adamw_32bit") & train
+    small = 0.0
+    if paged32.any():  # bitsandbytes get_state_buffer pages only tensors of >= 1e5 elements
+        lim = C.PAGED_MIN_ELEMENTS
+        lora_small = sum(flags[m] * (np.where(rank * i < lim, rank * i, 0.0) + np.where(rank * o < lim, rank * o, 0.0))
+                         for m, (i, o) in dims.items()) * L
+        norms = np.where(h < lim, 2 * h * np.where(freeze, k_layers, L) + h * full, 0.0)
+        small = np.where(paged32, np.where(lora, lora_small, np.where(full | freeze, norms, 0.0)), 0.0)
+    return dict(
+        adapter16=mask("adapter_dtype", "bf16") & lora,
+        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused")},
+        legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
+        ckpt_selective=mask("checkpointing", "selective") & train,
+        act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
+        opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
     )
 
 
@@ -276,6 +317,8 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     ada_states = np.select([x.full, x.freeze, x.lora], [ada_full, x.k_layers * per_layer_rc,
                                                         x.L * (x.in_out + 2 * x.r * n_adapted)], 0.0) * x.sdb
     states = np.where(x.adam8, adam8, np.where(x.adafactor, ada_states, trainable * x.state_count * x.sdb)) + trainable * x.master
+    # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
+    states = np.where(x.paged32, trainable * C.PAGED_32BIT_STATE_BYTES, states)
     return np.where(x.train, states, 0.0)
 
 
@@ -285,7 +328,16 @@ def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     largest = np.select([x.full, x.freeze, x.lora], [np.maximum(x.V * x.h, x.h * x.f), x.h * x.f,
                                                      x.r * np.maximum(x.h, x.f)], 0.0)
     temps = np.where(x.adafactor, 2.0 * largest * x.gb, trainable * x.temp_count * x.sdb)
+    # optimizer in backward: each parameter steps alone, so only the largest one's temporaries
+    temps = np.where(x.opt_bwd, np.minimum(temps, largest * x.temp_count * x.sdb), temps)
     return np.where(x.train, temps, 0.0)
+
+
+def _largest_gradient(x: Inputs) -> np.ndarray:
+    """The largest trained tensor's gradient, per GPU (the one optimizer-in-backward holds)."""
+    largest = np.select([x.full, x.freeze, x.lora], [np.maximum(np.where(x.tied, 0.0, x.V * x.h), x.h * x.f), x.h * x.f,
+                                                     x.r * np.maximum(x.h, x.f)], 0.0)
+    return largest * x.gb / x.mp
 
 
 def totals(x: Inputs) -> Totals:
@@ -358,6 +410,11 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     # optimizer: -1,050,673,152 bytes).
     not_yet = np.where(x.off_opt & z2, 0.0, _tied_gradient(x))
     end = Part(fix - np.where(z2, 0.0, not_yet), sh - np.where(z2, not_yet, 0.0))
+    if np.any(x.opt_bwd):  # optimizer in backward (torchtune): each gradient is applied and freed at once
+        one = _largest_gradient(x)
+        head = np.where(x.opt_bwd, one, head)
+        end = Part(np.where(x.opt_bwd, one, end.fixed), np.where(x.opt_bwd, 0.0, end.shard))
+        fix, sh = np.where(x.opt_bwd, one, fix), np.where(x.opt_bwd, 0.0, sh)
     return {"backward": Part(head), "backward_end": end, "optimizer": Part(fix, sh)}
 
 
@@ -365,6 +422,9 @@ def optimizer_states(x: Inputs, t: Totals) -> dict[str, Part]:
     """The optimizer states (with the master weights): ZeRO-1 shards them; offloaded or paged
     (paged AdamW: unified memory that may spill) they are not counted on the GPU."""
     kept = _on_gpu(_split(t.states / x.mp * _ep_share(x), x.zero >= 1), ~(x.off_opt | x.paged))
+    if np.any(x.paged32):  # bitsandbytes keeps the states of tensors under 1e5 elements on the device
+        resident = _on_gpu(_split(x.paged_small * C.PAGED_32BIT_STATE_BYTES / x.mp, x.zero >= 1), x.paged32 & ~x.off_opt)
+        kept = (kept[0] + resident[0], kept[1] + resident[1])
     return dict.fromkeys(TRAIN_PHASES, Part(*kept))
 
 
@@ -394,7 +454,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     trains = np.where(x.full | x.freeze, 1.0, 0.0)
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
-    return layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp)
+    return layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
+                                  adapter16=x.adapter16)
 
 
 def activations(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -408,8 +469,29 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     final_norm = 4.0 * x.h + 4.0 + x.R * x.h * head_trained + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
     stack = np.where(x.gc, layers * ckpt, layers * per_layer) + final_norm
     recompute = np.where(x.gc, per_layer, 0.0)
+    if np.any(x.ckpt_selective | x.act_offload):  # the stack's checkpointing variants (engine/stacks.py)
+        stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer) + final_norm, stack)
+        kept = np.where(x.gc, ckpt, per_layer)  # what each layer saves
+        stack = np.where(x.act_offload, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * kept + final_norm, stack)
     return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
             "backward": Part(per_token=stack + recompute)}
+
+
+def _selective_stack(layers, ckpt, per_layer):
+    """Selective checkpointing (every SELECTIVE_EVERY-th layer): those keep their input, the
+    others all their activations."""
+    checkpointed = np.floor(layers / SELECTIVE_EVERY)
+    return checkpointed * ckpt + (layers - checkpointed) * per_layer
+
+
+def offloaded_activation_bytes(x: Inputs) -> np.ndarray:
+    """Per token: the activations (or checkpointed layer inputs) held in host RAM under
+    activation offload / offloaded checkpointing (0 elsewhere), for cpu_bytes."""
+    if not np.any(x.act_offload):
+        return np.zeros(len(x.h))
+    layers = np.where(x.freeze, x.k_layers, x.L)
+    kept = np.where(x.gc, x.R * x.h, _layer_activations(x))
+    return np.where(x.act_offload, layers * kept, 0.0)
 
 
 def logits(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -417,6 +499,9 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     generate() keeps: per token when every position's are kept, else the last position's,
     which grow with the batch (`last_logits_bytes`, added per row)."""
     forward, backward = logits_bytes(x.V, x.M, x.tp)
+    if x.loss_kind is not None and (any(np.any(m) for m in x.loss_kind.values()) or np.any(x.legacy_logits)):
+        forward, backward = stack_logits_bytes(x.V, x.M, x.h, x.tp, (forward, backward), x.loss_kind, x.compiled,
+                                               x.legacy_logits, LOSS_CHUNKS)
     return {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
 
@@ -490,7 +575,7 @@ def model_state_bytes(x: Inputs, parts: dict) -> np.ndarray:
 
 def paged_optimizer_bytes(x: Inputs, t: Totals) -> np.ndarray:
     """Paged AdamW's states per GPU, in unified memory that may spill to the host."""
-    s_mp = t.states / x.mp
+    s_mp = np.where(x.paged32, t.states - x.paged_small * C.PAGED_32BIT_STATE_BYTES, t.states) / x.mp
     return np.where(x.paged, np.where(x.zero >= 1, s_mp / x.dp, s_mp), 0.0)
 
 
@@ -500,7 +585,8 @@ def host_bytes(x: Inputs, t: Totals) -> np.ndarray:
     spill. Without ZeRO every data-parallel rank holds its own copy."""
     copies = np.where(x.zero >= 1, 1.0, x.dp)
     cpu = np.where(x.off_opt, t.states + t.temps + t.trainable * 4.0, 0.0) * copies
-    return cpu + np.where(x.off_all, t.weights, 0.0) + np.where(x.paged, t.states * copies, 0.0)
+    paged_states = np.where(x.paged32, t.states - x.paged_small * C.PAGED_32BIT_STATE_BYTES, t.states)
+    return cpu + np.where(x.off_all, t.weights, 0.0) + np.where(x.paged, paged_states * copies, 0.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -516,6 +602,7 @@ class Physics:
     cpu: np.ndarray
     context: np.ndarray     # runtime overhead: the fixed part
     fragmentation: float    # runtime overhead: the fraction of the tensors' peak
+    cpu_per_token: np.ndarray | float = 0.0  # host RAM per token: offloaded activations (issue 13)
 
 
 def physics(x: Inputs, settings: dict) -> Physics:
@@ -523,7 +610,8 @@ def physics(x: Inputs, settings: dict) -> Physics:
     parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
     context, frag = runtime_overhead(x, settings)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts),
-                   paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag)
+                   paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
+                   cpu_per_token=offloaded_activation_bytes(x))
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",

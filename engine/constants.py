@@ -80,7 +80,16 @@ INT8_ROW_SCALE_BYTES = 4
 KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 # --- Optimizers ------------------------------------------------------------------------
-OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor")
+OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor", "paged_adamw_32bit")
+# paged_adamw_32bit (issue 13): bitsandbytes PagedAdamW32bit, transformers' optim="paged_adamw_32bit"
+# (the QLoRA paper's optimizer). bitsandbytes 0.50 bitsandbytes/optim/optimizer.py
+# Optimizer2State.init_state: optim_bits 32 -> state1, state2 fp32 (4 bytes each, whatever the
+# parameter's dtype); get_state_buffer pages (cudaMallocManaged, F.get_paged) every state of a
+# tensor with at least 1e5 elements, which the driver evicts to host RAM under memory pressure,
+# and keeps smaller ones as ordinary device tensors. bitsandbytes' "adamw_bnb_8bit" is the same
+# optimizer as adamw_8bit (transformers maps both to bnb AdamW with optim_bits=8): not repeated.
+PAGED_32BIT_STATE_BYTES = 8
+PAGED_MIN_ELEMENTS = 100_000
 # States per trainable parameter, in units of the state dtype (STATE_DTYPE_BYTES).
 # AdamW: exp_avg and exp_avg_sq (torch.optim.AdamW). SGD with momentum: momentum_buffer.
 STATE_COUNT = {"adamw": 2, "adamw_fused": 2, "sgd": 1}

@@ -83,6 +83,8 @@ class Sweep:
             fixed_tot[name], shard_tot[name], token_tot[name] = fx, sh, tk
             base_tot[name] = fx + sh / x.dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
         frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
+        cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
+        host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
 
         minv = self.cfg.inv if self.of_config is None else out.take(self.of_config, self.cfg.inv)
         mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v  # noqa: E731 - a fresh array
@@ -112,7 +114,7 @@ class Sweep:
         result["peak_phase"] = None  # (set below, in this place)
         for name in PHASES:
             result[f"{name}_phase_bytes"] = out.empty() if name in live else out.full(np.nan)
-        result["cpu_bytes"] = out.empty() if cpu.any() else out.full(0.0)
+        result["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
         # a phase's per-token bytes x tokens, per row (the fit reuses them)
         scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
         N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
@@ -157,8 +159,10 @@ class Sweep:
             for name in live:
                 if not valid[name].all():
                     np.copyto(result[f"{name}_phase_bytes"][rows], np.where(get(valid[name]), totals[name], np.nan))
-            if cpu.any():
+            if host_rows:
                 np.take(cpu, at, out=result["cpu_bytes"][rows], mode="clip")
+                if np.any(cpu_tok):
+                    result["cpu_bytes"][rows] += get(cpu_tok) * tok
 
         for lo in range(0, n, ROW_BLOCK):
             memory_rows(slice(lo, min(n, lo + ROW_BLOCK)))

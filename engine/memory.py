@@ -102,7 +102,7 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
     return phases
 
 
-def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp):
+def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -129,11 +129,14 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                16-bit input is cast to fp32 for each adapted module and kept by lora_A (4*in);
                lora_B keeps lora_A's fp32 output (4*r). Under autocast lora_A instead casts
                to 16-bit (2*in, or nothing new when its input is already 16-bit).
+      adapter16 (issue 13, engine/stacks.py adapter_dtype bf16): adapters in the base's 16-bit
+               type (torchtune) take the 16-bit input the base linear keeps (nothing new) and
+               lora_B keeps a 16-bit output (2*r).
     """
     q_saves = saves["q_proj"]; k_saves = saves["k_proj"]; v_saves = saves["v_proj"]
     g_saves = saves["gate_proj"]; u_saves = saves["up_proj"]; d_saves = saves["down_proj"]
     # pure 16-bit base with fp32 adapters: every adapted module keeps its own fp32 copy
-    fp32_cast = (lora_r > 0) & (R == 2) & ~cast_each
+    fp32_cast = (lora_r > 0) & (R == 2) & ~cast_each & ~np.asarray(adapter16, dtype=bool)
     shared_keep = np.where(fp32_cast, 0.0, 1.0)
 
     def norm_and_inputs(names, trained):
@@ -150,7 +153,7 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     mlp = (3.0 * M * f + M * f * np.maximum(d_saves, adapted["down_proj"] * shared_keep)) / tp
     mlp = mlp + 4.0 * f * adapted["down_proj"] * (1 - shared_keep) / tp
     n_adapted = sum(adapted.values())
-    lora = np.where(cast_each, 2.0, 4.0) * lora_r * n_adapted
+    lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (
         norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves))
         + attn
@@ -184,3 +187,44 @@ def logits_bytes(V, M, tp):
     forward = (M + upcast + 4.0) * V / tp
     backward = 12.0 * V / tp
     return forward, backward
+
+
+def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
+    """Per token: (forward, start of backward) loss buffers under the stack's loss (issue 13,
+    engine/stacks.py `loss`); `old` = logits_bytes' pair (the unfused loss), kept bit for bit
+    where it applies. kind: {'chunked', 'linear_chunked', 'fused'} -> row masks; compiled,
+    legacy: row masks (torch.compile on; transformers' older in-model upcast). Derivation, with
+    u = 4 bytes of a chunk's fp32 upcast when the logits are 16-bit (0 when already fp32) and c
+    the 16-bit cast back of its gradient (M, 0 in fp32), C chunks:
+      legacy unfused (transformers before 4.46: logits.float() in the model, then
+               shift_logits = logits[..., :-1, :].contiguous()): fp32 logits + the shifted fp32
+               copy + log_softmax's fp32 output = 12 V forward; backward as the unfused loss.
+      chunked (CEWithChunkedOutputLoss): every chunk's 16-bit logits (M V, the model's output
+               list) + the fp32 log_softmax outputs cross_entropy saves (4 V over all chunks) +
+               the last chunk's upcast (u V / C); backward (the logits list is deleted first):
+               the saved outputs + one chunk's nll and log_softmax gradients and cast (8 + c) V / C.
+      linear_chunked (LinearCrossEntropyLoss): the projection per chunk inside the loss: no
+               whole 16-bit logits; the saved fp32 outputs (4 V) + one chunk's logits, upcast
+               (M + u) V / C; backward as chunked.
+      compiled chunked / linear_chunked: inductor keeps each chunk's 16-bit input and a log-sum-
+               exp (4 B) and recomputes the softmax in backward: M V + (u + 4) V / C + 4 forward,
+               M V + M V / C + 4 backward.
+      fused (Liger / Unsloth fused linear cross-entropy): logits of about 2 h / V of the tokens at
+               a time (2 (M + u + 4) h per token) and the hidden states' gradient computed in
+               forward and kept (M h); backward: that gradient (M h).
+    """
+    u = np.where(M < 4, 4.0, 0.0)
+    c = np.where(M < 4, M, 0.0)
+    fwd_old, bwd_old = old
+    chunked, linear, fused = kind["chunked"], kind["linear_chunked"], kind["fused"]
+    fwd = np.where(legacy & ~(chunked | linear | fused), 12.0 * V / tp, fwd_old)
+    bwd = bwd_old
+    fwd = np.where(chunked, (M * V + 4.0 * V + u * V / chunks) / tp, fwd)
+    fwd = np.where(linear, (4.0 * V + (M + u) * V / chunks) / tp, fwd)
+    bwd = np.where(chunked | linear, (4.0 * V + (8.0 + c) * V / chunks) / tp, bwd)
+    comp = compiled & (chunked | linear)
+    fwd = np.where(comp, (M * V + (u + 4.0) * V / chunks) / tp + 4.0, fwd)
+    bwd = np.where(comp, (M * V + M * V / chunks) / tp + 4.0, bwd)
+    fwd = np.where(fused, 2.0 * (M + u + 4.0) * h + M * h, fwd)
+    bwd = np.where(fused, M * h, bwd)
+    return fwd, bwd

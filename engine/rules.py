@@ -17,6 +17,7 @@ import pandas as pd
 
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
+from engine.stacks import RECIPES, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -54,6 +55,12 @@ RULES: tuple[tuple[str, str], ...] = (
            "ep 1 splits the experts like every other weight (by tensor parallel); ep > 1 (a multiple "
            "of tp dividing gpus / pp) places whole experts on ep GPUs of each pipeline stage, and "
            "the GPUs needed are at least ep x pp."),
+    ("stack", "Recipe (--recipe, default hf) and its switches (engine/stacks.py): every switch left at "
+              "'auto' takes the recipe's value (hf: fp32 adapters, the unfused loss, SDPA, checkpointing as "
+              "--grad-checkpointing asks; torchtune: bf16 adapters, its chunked loss, checkpointing, the "
+              "optimizer step in backward for full fine-tuning; unsloth: fused loss, checkpoints offloaded to "
+              "host RAM; ...); a switch given explicitly wins. grad_checkpointing is then true exactly when "
+              "the checkpointing decided is not 'none'."),
 )
 
 
@@ -210,11 +217,61 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
             out["ep"] = np.where(experts == 0, 1, ep).astype(np.int64)
             ranges["ep"] = (int(out["ep"].min()), int(out["ep"].max()))
 
+    # the software stack: every 'auto' switch as the recipe sets it (RULES "stack")
+    if "recipe" in out:
+        _resolve_stack(out, n)
+
     # kv_policy: "auto" is windowed (RULES)
     if "kv_policy" in out:
         auto_policy = _category_mask(out["kv_policy"], "auto")
         if auto_policy.any():
             out["kv_policy"] = _set_rows(out["kv_policy"], auto_policy, "windowed")
+
+
+def _resolve_stack(out: dict, n: int) -> None:
+    """Each switch's 'auto' rows take the value of their recipe (for their method and checkpointing
+    flag), through the categories: per row only a table look-up where the value differs by row."""
+    r_codes, r_cats = _codes(out["recipe"])
+    m_codes, m_cats = _codes(out["method"])
+    gc = np.asarray(out["grad_checkpointing"], dtype=bool)
+    flags = (False, True) if gc.any() and not gc.all() else (bool(gc[0]),)  # the flags present
+    key = None
+    for switch in SWITCHES:
+        if switch not in out:
+            continue
+        codes, cats = _codes(out[switch])
+        if "auto" not in cats:
+            continue
+        distinct = list(dict.fromkeys(recipe_value(r, switch, m, g) for r in r_cats for m in m_cats for g in flags))
+        if len(distinct) == 1:  # one value for every auto row: rename the category
+            mapping = {"auto": distinct[0]}
+            renamed = [mapping.get(c, c) for c in cats]
+            if len(set(renamed)) == len(renamed):
+                out[switch] = pd.Categorical.from_codes(codes, categories=renamed, validate=False)
+            else:
+                out[switch] = _with_values(out[switch], mapping)
+            continue
+        table = np.array([[[recipe_value(r, switch, m, g) for g in (False, True)] for m in m_cats] for r in r_cats],
+                         dtype=object).reshape(-1)
+        if key is None:
+            key = (r_codes.astype(np.int64) * len(m_cats) + m_codes) * 2 + gc
+        new_cats = list(dict.fromkeys([c for c in cats if c != "auto"] + list(dict.fromkeys(table))))
+        where = {v: i for i, v in enumerate(new_cats)}
+        keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
+        by_key = np.array([where[v] for v in table], dtype=np.int32)
+        auto = codes == cats.index("auto")
+        out[switch] = pd.Categorical.from_codes(np.where(auto, by_key[key], keep[codes]).astype(np.int32),
+                                                categories=new_cats, validate=False)
+    if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
+        codes, cats = _codes(out["checkpointing"])
+        on = np.array([c != "none" for c in cats] + [False])
+        if on[:-1].all() or not on[:-1].any():  # one answer for every row
+            if bool(on[0]) != (flags == (True,)) or len(flags) > 1:
+                out["grad_checkpointing"] = np.full(n, bool(on[0]))
+        else:
+            decided = on[codes]
+            if not np.array_equal(decided, gc):
+                out["grad_checkpointing"] = decided
 
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",

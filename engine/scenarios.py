@@ -31,6 +31,7 @@ from engine.constants import (
 )
 import engine.rules as rules
 from engine.params import parse_lora_targets
+from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
 METHODS = ("full", "lora", "qlora", "freeze")
@@ -76,6 +77,11 @@ DEFAULTS: dict[str, object] = {
     "headroom": 0.1,
     "allow_long_context": False,
     "gpu": "",
+    # the software stack (issue 13, engine/stacks.py): a recipe and its switches, each 'auto' =
+    # as the recipe sets it (engine/rules.py); recipe 'hf' with every switch 'auto' is the stack
+    # the engine always modelled (transformers + peft defaults)
+    "recipe": DEFAULT_RECIPE,
+    **{switch: "auto" for switch in SWITCHES},
 }
 
 CHOICES: dict[str, tuple] = {
@@ -87,12 +93,14 @@ CHOICES: dict[str, tuple] = {
     "kv_precision": KV_PRECISIONS,
     "kv_policy": KV_POLICIES,
     "prefill_logits": PREFILL_LOGITS,
+    "recipe": RECIPE_NAMES,
+    **SWITCHES,
 }
 
 INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
-                    "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu")
+                    "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES)
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
           "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096}
@@ -632,6 +640,13 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     rank_bad = train & cfg.mask("method", "lora", "qlora") & (cfg.values("lora_rank") < 1)
     if rank_bad.any():
         raise ValueError(f"lora rank {int(_at(out, cfg, rank_bad, 'lora_rank'))} is not accepted; accepted: a whole number >= 1 (e.g. 8, 16, 64)")
+
+    if "attention" in out:  # issue 13: eager attention's s x s scores are not modelled (docs/stacks.md)
+        bad = cfg.mask("attention", "eager") & train
+        if bad.any():
+            raise ValueError("attention 'eager' is not modelled yet: its batch x heads x seq x seq scores grow with the "
+                             "square of the sequence, which the closed-form largest batch and longest context do not "
+                             "take; accepted: auto, sdpa, flash (no s x s matrix kept)")
 
     zero = cfg.values("zero")
     bad = cfg.mask("offload", "all") & (zero != 3) & train

@@ -19,6 +19,7 @@ from engine import rules
 from engine.estimate import estimate
 from engine.scenarios import DEFAULTS, LIMITS, TASKS, show
 from engine.speed import format_speed_cost
+from engine.stacks import RECIPE_NAMES, STACK_COLUMNS, SWITCHES
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 
 GIB = 2**30
@@ -33,11 +34,11 @@ JSON_KEYS = (
 )
 # the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
 NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",
-                   "prefill_logits", "headroom", "allow_long_context", "kv_policy", "ep")
+                   "prefill_logits", "headroom", "allow_long_context", "kv_policy", "ep") + STACK_COLUMNS
 SCENARIO_COLUMNS = ("model", "task", "method", "precision", "optimizer", "batch", "seq", "grad_checkpointing",
                     "lora_rank", "lora_targets", "freeze_layers", "zero", "offload", "gpus", "tp", "pp",
                     "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu",
-                    "kv_policy", "ep")
+                    "kv_policy", "ep") + STACK_COLUMNS
 # one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
@@ -125,7 +126,8 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default=None,
                    help="training: fp32, amp_bf16, amp_fp16, bf16, fp16, mixed_bf16, mixed_fp16; "
                         "inference: fp32, bf16, fp16, int8, int4, nf4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k")
-    p.add_argument("--optimizer", default="adamw", help="adamw, adamw_fused, adamw_8bit, paged_adamw_8bit, sgd, adafactor")
+    p.add_argument("--optimizer", default="adamw",
+                   help="adamw, adamw_fused, adamw_8bit, paged_adamw_8bit, sgd, adafactor, paged_adamw_32bit")
     p.add_argument("--batch", type=_whole("batch"), default=1, help="micro-batch per GPU (sequences)")
     p.add_argument("--seq", type=_whole("seq"), default=None,
                    help="sequence length in tokens (default 2048, or the model's context if shorter)")
@@ -152,6 +154,12 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
                    help="fraction of GPU memory kept free (default 0.1 = 10%%, as on the dashboard)")
     p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
     p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
+    # the software stack (issue 13, engine/stacks.py): a recipe, and switches that default to its values
+    p.add_argument("--recipe", default=None, type=_choice_text("recipe", RECIPE_NAMES),
+                   help="software stack whose defaults the switches below take: " + " | ".join(RECIPE_NAMES) + " (default hf)")
+    for switch, values in SWITCHES.items():
+        p.add_argument("--" + switch.replace("_", "-"), default=None, type=_choice_text(switch.replace("_", "-"), values),
+                       help=" | ".join(values) + " (auto: as the recipe sets it; docs/stacks.md)")
     p.add_argument("--context-mib", type=_bounded("context-mib", 0, 65536, what="MiB per GPU"), default=None,
                    help="runtime overhead: CUDA context per GPU, MiB (default 430)")
     p.add_argument("--fragmentation", type=_bounded("fragmentation", 0, 0.9), default=None,
@@ -224,7 +232,9 @@ def build_parser() -> Parser:
     bud.add_argument("--resale-fraction", type=_bounded("resale-fraction", 0, 1, high_open=True), default=None,
                      help="share of the system's price recovered by selling it later (default 0)")
     bud.add_argument("--json", action="store_true", help="print one JSON object")
-    sub.add_parser("evidence", help="estimate vs every published reference")
+    ev = sub.add_parser("evidence", help="estimate vs every published reference")
+    ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
+                                                        "reference, estimate, unit, error_pct, recipe, explanation, ...)")
     return parser
 
 
@@ -240,7 +250,7 @@ def request_from_args(args) -> dict:
         kv_precision=args.kv_precision, kv_policy=args.kv_policy, ep=args.ep, headroom=args.headroom,
         prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
     )
-    for key in ("model", "method", "precision", "seq", "tp", "pp"):
+    for key in ("model", "method", "precision", "seq", "tp", "pp") + STACK_COLUMNS:
         value = getattr(args, key, None)
         if value is not None and not (key == "method" and args.task == "infer"):
             sc[key] = value
@@ -312,6 +322,9 @@ def cmd_estimate(args) -> int:
     notes = rules.notes(request, row)
     decided = {k: row[k] for k in SCENARIO_COLUMNS if k in row.index}  # the scenario as estimated
     decided.update({k: v for k, v in request.items() if k not in decided})
+    # the stack's switches as asked ('auto' unless given): a what-if change such as gradient
+    # checkpointing must reach the recipe's rule, not meet the value decided without it
+    decided.update({k: request.get(k, DEFAULTS[k]) for k in STACK_COLUMNS})
     changes, hint_error = None, None
     if args.what_if:
         changes = _what_if(decided, models, gpus, args)
@@ -483,6 +496,10 @@ def cmd_evidence(args) -> int:
     from planner.evidence import evidence_table, format_evidence
     cat = default_catalog()
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
+    if getattr(args, "json", False):
+        from planner.evidence import EVIDENCE_JSON_KEYS
+        print(json.dumps([{k: _jsonable(r[k]) for k in EVIDENCE_JSON_KEYS} for _, r in table.iterrows()], indent=2))
+        return 0
     print(format_evidence(table))
     return 0
 

@@ -9,18 +9,26 @@ import numpy as np
 import pandas as pd
 
 from engine.estimate import estimate
+from engine.stacks import DEFAULT_RECIPE
 from planner.report import NOT_WITHIN
 
 UNIT_FACTORS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 2**10, "MiB": 2**20,
                 "GiB": 2**30, "count": 1, "hours": 1, "tokens/s": 1}
 BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB")
 TOLERANCE_PCT = 10.0
+# issue 13's target: measured references within 15% under their own recipe
+TARGET_PCT = 15.0
+# `python -m engine evidence --json`: one object per row with these keys (a contract: add, never rename)
+EVIDENCE_JSON_KEYS = ("id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "recipe", "explanation",
+                      "model", "per_gpu", "within_10pct", "within_15pct", "source", "url", "setup_note", "estimate_note")
 
 
 def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
     states = result["weights_bytes"] * 0  # placeholder shape
     columns = {
         "peak_bytes": result["peak_bytes"],
+        # torch.cuda.max_memory_allocated's counterpart: the tensors' peak, no runtime overhead
+        "allocated_peak_bytes": result["peak_bytes"] - result["runtime_overhead_bytes"],
         "weights_bytes": result["weights_bytes"],
         "kv_cache_bytes": result["kv_cache_bytes"],
         "model_states_bytes": result["model_states_bytes"],
@@ -46,6 +54,9 @@ def evidence_table(refs: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame)
     scenarios["gpu"] = scenarios["gpu"].fillna("")
     # the published setups sometimes exceed a model's native context (e.g. 128k KV figures)
     scenarios["allow_long_context"] = True
+    # each figure under the stack it was measured with (issue 13): the reference's recipe, else hf
+    recipes = refs["recipe"] if "recipe" in refs else pd.Series(None, index=refs.index, dtype=object)
+    scenarios["recipe"] = recipes.fillna(DEFAULT_RECIPE).replace("", DEFAULT_RECIPE).to_numpy(dtype=object)
     result = estimate(scenarios, models, gpus)
     factor = refs["unit"].map(UNIT_FACTORS).to_numpy(dtype=float)
     est = _metric_values(result, refs["metric"])
@@ -70,6 +81,8 @@ def evidence_table(refs: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame)
         "source": refs["source"],
         "url": refs["url"],
         "setup_note": refs["setup_note"],
+        "recipe": scenarios["recipe"].to_numpy(dtype=object),
+        "within_15pct": np.abs(error) <= TARGET_PCT,
     })
     explanation = refs["explanation"].fillna("").to_numpy(dtype=object)
     no_estimate = np.isnan(estimate_in_unit)
@@ -125,3 +138,10 @@ def format_evidence(table: pd.DataFrame, width: int = 100) -> str:
             out.extend(textwrap.wrap(text, width=max(40, width), initial_indent="    ", subsequent_indent="    ",
                                      break_on_hyphens=False))
     return "\n".join(out)
+
+
+def hit_rate(table: pd.DataFrame, kind: str = "measured", pct: float = TARGET_PCT) -> tuple[int, int]:
+    """(rows of `kind` whose estimate is within pct %, rows of `kind`): the Evidence page's and
+    the README's hit rate."""
+    rows = table[table["kind"] == kind]
+    return int((rows["error_pct"].abs() <= pct).sum()), len(rows)

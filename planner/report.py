@@ -68,7 +68,8 @@ def format_estimate(row: pd.Series) -> str:
     lines = [
         f"{row['model']}: {row['task']}"
         + (f", {row['method']}" if row["task"] == "train" else "")
-        + f", {row['precision']}, batch {row['batch']}, seq {row['seq']:,}, {row['gpus']} GPU(s)",
+        + f", {row['precision']}, batch {row['batch']}, seq {row['seq']:,}, {row['gpus']} GPU(s)"
+        + (f", recipe {row['recipe']}" if row["task"] == "train" and "recipe" in row.index else ""),
         f"parameters {row['params']:,} (trainable {row['trainable_params']:,})",
         f"peak per GPU: {gib(row['peak_bytes'])} during {PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])}",
     ]

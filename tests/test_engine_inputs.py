@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 from engine import estimate
 from engine.memory import INFER_PHASES, TRAIN_PHASES
 from engine.scenarios import DEFAULTS
+from engine.stacks import RECIPE_NAMES, SWITCHES
+
+STACK_CHOICES = {"recipe": RECIPE_NAMES, **SWITCHES}
 
 MODELS = ["llama-3.2-1b", "llama-2-7b", "llama-3-8b", "llama-2-70b"]
 GPUS = ["h100-sxm-80gb", "rtx-4090", "l4", "mi300x"]
@@ -54,6 +57,8 @@ VALID = {
     "headroom": st.sampled_from([0.0, 0.1, 0.999]),
     "allow_long_context": st.booleans(),
     "gpu": st.sampled_from(GPUS + [""]),
+    # the software stack (issue 13, engine/stacks.py): every value of each column
+    **{col: st.sampled_from(list(values)) for col, values in STACK_CHOICES.items()},
 }
 # Anything at all: wrong types, out-of-range numbers, missing values, hostile text.
 INVALID = st.one_of(

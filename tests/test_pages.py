@@ -768,3 +768,24 @@ def test_moe_models_show_total_and_active_parameters_on_overview_and_cost_per_fi
     view = table(at)
     shown_params = dict(zip(view["Model"], view["Parameters (B, total / active)"]))
     assert shown_params["Mixtral 8x7B"] == "46.7 / 12.9" and shown_params["Llama 3 8B"] == "8.0"
+
+
+def test_the_recipe_in_the_url_and_the_sidebar_reaches_the_overview(models, gpus):
+    # issue 13: ?recipe=unsloth opens the Overview under Unsloth's stack; the sidebar's switch
+    # then overrides one of its values; each figure is the library's for the same scenario
+    at = open_app(query={"recipe": "unsloth"})
+    assert at.selectbox(key="w_recipe").value == "unsloth"
+    base = {**DEFAULT_WORKLOAD, "zero": 0, "model": "llama-3-8b", "gpu": "rtx-4090"}
+
+    def peak():
+        return {m.label: m for m in at.metric}["Peak per GPU"].value
+
+    def direct(**stack):
+        row = estimate(pd.DataFrame([{**base, **stack}]), models, gpus).iloc[0]
+        return f"{row['peak_bytes'] / GIB:,.2f} GiB"
+
+    assert peak() == direct(recipe="unsloth") != direct(recipe="hf")
+    at.selectbox(key="w_loss").set_value("unfused").run()
+    assert not at.exception
+    assert peak() == direct(recipe="unsloth", loss="unfused")
+    assert at.query_params["loss"] == ["unfused"] or at.query_params["loss"] == "unfused"

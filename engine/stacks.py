@@ -1,0 +1,195 @@
+"""The software stack of a training run: its switches and the recipes that bundle them (issue 13).
+
+Every switch is a scenario column (engine/scenarios.py DEFAULTS / CHOICES, so the CLI's flags,
+the dashboard's sidebar and URL and the catalog's reference scenarios all read it from there)
+whose default is 'auto'; engine/rules.py resolves 'auto' by the row's `recipe` from `RECIPES`
+below. With recipe 'hf' and every switch 'auto' the resolved values are the stack the engine has
+always modelled (transformers + peft defaults), so its numbers do not move.
+
+What each value changes in memory (engine/components.py and engine/memory.py hold the terms;
+docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
+
+* adapter_dtype   fp32: peft creates lora_A/lora_B in fp32 and keeps them fp32 on a 16-bit base
+                  (peft.tuners.tuners_utils.BaseTuner, autocast_adapter_dtype=True; peft 0.13+):
+                  4-byte adapter weights, gradients and states, and each adapted module keeps an
+                  fp32 copy of its input. bf16: adapters in the base's 16-bit type (torchtune
+                  builds the model under training.set_default_dtype(bf16), torchtune 0.7.0
+                  recipes/lora_finetune_single_device.py): 2-byte adapters and states, no copies.
+* loss            unfused: transformers' ForCausalLMLoss (`logits.float()`, then cross_entropy):
+                  16-bit logits + fp32 upcast + fp32 log-softmax output per vocabulary entry
+                  (engine/memory.py logits_bytes). chunked: torchtune CEWithChunkedOutputLoss
+                  (torchtune/modules/loss/ce_chunked_output_loss.py, num_output_chunks=8): the
+                  16-bit logits of every chunk exist, each chunk is upcast alone; cross_entropy
+                  keeps each chunk's fp32 log-softmax output for backward. linear_chunked:
+                  torchtune LinearCrossEntropyLoss (torchtune/modules/loss/cross_entropy_loss.py,
+                  0.7.0): the output projection runs per chunk inside the loss, so no whole 16-bit
+                  logits; each chunk's fp32 log-softmax output is kept. fused: a fused linear +
+                  cross-entropy kernel (Liger FusedLinearCrossEntropy, Unsloth's
+                  unsloth_fused_ce_loss): logits exist one chunk of about 2 x tokens x h / V tokens
+                  at a time (liger_kernel/ops/fused_linear_cross_entropy.py: chunk_size =
+                  next_power_of_2(cdiv(BT, cdiv(V, H)))) and the gradient of the hidden states is
+                  computed in forward and kept (h values per token).
+* logits_upcast   loss: transformers >= 4.46 upcast inside the loss function (the engine's model).
+                  model: older transformers (LlamaForCausalLM.forward, `logits = logits.float()`
+                  then `shift_logits = logits[..., :-1, :].contiguous()`): the fp32 logits and a
+                  shifted fp32 copy exist beside the log-softmax output (applies to loss unfused).
+* checkpointing   none / full (every decoder layer keeps only its input: transformers'
+                  gradient_checkpointing_enable, torchtune enable_activation_checkpointing) /
+                  selective (torchtune ac_mode 'selective', selective_ac_option 2: every second layer
+                  checkpointed, torchtune/training/activations.py) / offload
+                  (Unsloth's use_gradient_checkpointing="unsloth", axolotl 'offload': each layer's
+                  input is copied to host RAM and brought back for its backward, so the GPU keeps
+                  about two layers' inputs in flight and the host holds the rest: cpu_bytes).
+* optimizer_in_backward  on: the optimizer step runs inside backward per parameter and frees its
+                  gradient at once (torchtune optimizer_in_bwd, torchtune/training/memory.py
+                  register_optim_in_bwd_hooks: register_post_accumulate_grad_hook, step + zero_grad): no full set of gradients; the largest
+                  tensor's gradient at a time.
+* activation_offload  on: torchtune enable_activation_offloading (training/_activation_offloading.py
+                  OffloadActivations saved-tensor hooks): the saved activations (with checkpointing:
+                  the layers' inputs) move to host RAM; the GPU keeps about two layers' worth.
+* attention       sdpa / flash: the fused kernels keep q, k, v, the output and a log-sum-exp,
+                  never the s x s scores (the engine's model; the two are the same in memory).
+                  eager: transformers' eager_attention_forward materialises the scores and keeps
+                  the fp32 softmax output and its 16-bit copy for backward, (4 + 2) bytes x heads x
+                  seq per token per layer; that term grows with seq squared, which the closed-form
+                  solvers (largest batch, longest context) do not take, so training with 'eager' is
+                  refused with that reason (engine/scenarios.py check_combinations), not estimated.
+* compile         on: torch.compile. Modelled only where the library documents a memory effect
+                  the engine can derive: a compiled chunked cross-entropy keeps each chunk's
+                  16-bit input instead of its fp32 log-softmax output (torchtune
+                  CEWithChunkedOutputLoss docstring; inductor recomputes the softmax in backward).
+                  Elsewhere compile changes no term here (its fusion of the norms and SiLU may save
+                  some activations; not modelled, the estimate stays on the uncompiled side).
+* packing         on: several examples packed into one sequence (torchtune dataset.packed,
+                  axolotl sample_packing). No memory term changes: the engine already counts every
+                  position of the micro-batch as a real token, which is what packing achieves;
+                  without packing, padding makes tokens per step smaller than batch x seq, not the
+                  peak (padded positions are computed and stored all the same).
+"""
+
+from __future__ import annotations
+
+# switch -> its values; 'auto' (first) is resolved by the recipe (engine/rules.py)
+SWITCHES: dict[str, tuple[str, ...]] = {
+    "adapter_dtype": ("auto", "fp32", "bf16"),
+    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused"),
+    "logits_upcast": ("auto", "loss", "model"),
+    "checkpointing": ("auto", "none", "full", "selective", "offload"),
+    "optimizer_in_backward": ("auto", "off", "on"),
+    "activation_offload": ("auto", "off", "on"),
+    "attention": ("auto", "sdpa", "flash", "eager"),
+    "compile": ("auto", "off", "on"),
+    "packing": ("auto", "off", "on"),
+}
+RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed")
+DEFAULT_RECIPE = "hf"
+
+# torchtune CEWithChunkedOutputLoss / LinearCrossEntropyLoss: num_output_chunks=8 (their default)
+LOSS_CHUNKS = 8
+# torchtune selective activation checkpointing, selective_ac_option 2 (torchtune/training/activations.py): every second layer checkpointed
+SELECTIVE_EVERY = 2
+# activation offload / offloaded checkpointing: layers in flight on the GPU (the one in use and
+# the one being copied; torchtune OffloadActivations uses one extra stream, Unsloth copies one
+# layer's input ahead)
+OFFLOAD_LAYERS_IN_FLIGHT = 2
+
+# recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
+# grad_checkpointing (full when true, none when false). A dict value picks by training method.
+_HF = "transformers 4.5x Trainer + peft 0.13+ defaults"
+RECIPES: dict[str, dict[str, tuple]] = {
+    "hf": {
+        "adapter_dtype": ("fp32", "peft get_peft_model(autocast_adapter_dtype=True): adapters fp32 (peft/tuners/tuners_utils.py)"),
+        "loss": ("unfused", "transformers loss/loss_utils.py ForCausalLMLoss: logits.float() + cross_entropy"),
+        "logits_upcast": ("loss", "transformers >= 4.46: the upcast sits in the loss function"),
+        "checkpointing": ("flag", "TrainingArguments.gradient_checkpointing (default False): the scenario's flag"),
+        "optimizer_in_backward": ("off", _HF + ": Trainer steps after backward"),
+        "activation_offload": ("off", _HF + ": no activation offload"),
+        "attention": ("sdpa", "transformers attn_implementation default 'sdpa' (torch >= 2.1.1)"),
+        "compile": ("off", "TrainingArguments.torch_compile default False"),
+        "packing": ("off", "trl SFTConfig packing default False"),
+    },
+    "torchtune": {
+        "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
+        "loss": ("linear_chunked", "torchtune 0.7.0 recipes/configs/llama3_1/8B_lora_single_device.yaml loss: torchtune.modules.loss.LinearCrossEntropyLoss"),
+        "logits_upcast": ("loss", "torchtune computes the loss itself (no transformers model forward)"),
+        "checkpointing": ("full", "torchtune 0.7.0 llama3_1/8B_*_single_device.yaml enable_activation_checkpointing: True"),
+        "optimizer_in_backward": ({"full": "on"}, "torchtune 0.7.0 llama3_1/8B_full_single_device.yaml optimizer_in_bwd: True (LoRA recipes have none)"),
+        "activation_offload": ("off", "torchtune 0.7.0 configs enable_activation_offloading: False"),
+        "attention": ("sdpa", "torchtune MultiHeadAttention: F.scaled_dot_product_attention (torchtune/modules/attention_utils.py)"),
+        "compile": ("off", "torchtune 0.7.0 configs compile: False"),
+        "packing": ("off", "torchtune 0.7.0 configs dataset.packed: False"),
+    },
+    "unsloth": {
+        "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
+        "loss": ("fused", "unsloth 2026.8.19 unsloth/models/llama.py CausalLM_fast_forward: unsloth_fused_ce_loss (chunked linear + CE, no full logits)"),
+        "logits_upcast": ("loss", "unsloth computes the loss itself"),
+        "checkpointing": ("offload", "unsloth 2026.8.19 FastLlamaModel.get_peft_model(use_gradient_checkpointing='unsloth'): layer inputs offloaded to host RAM"),
+        "optimizer_in_backward": ("off", "unsloth uses the transformers/trl Trainer"),
+        "activation_offload": ("off", "only the checkpointed inputs are offloaded (checkpointing 'offload')"),
+        "attention": ("flash", "unsloth llama attention: flash-attn / xformers / SDPA kernels, no s x s scores kept"),
+        "compile": ("off", "not modelled for unsloth's own compiled kernels"),
+        "packing": ("off", "trl SFTConfig packing default False"),
+    },
+    "llama-factory": {
+        "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
+        "loss": ("unfused", "LLaMA-Factory 0.9.6.dev0 model_args.py enable_liger_kernel: False (transformers' loss)"),
+        "logits_upcast": ("loss", "transformers >= 4.46 (LLaMA-Factory 0.9.6 requires a recent transformers)"),
+        "checkpointing": ("full", "LLaMA-Factory 0.9.6.dev0 model_args.py disable_gradient_checkpointing: False (on by default); use_unsloth_gc: False"),
+        "optimizer_in_backward": ("off", "transformers Trainer"),
+        "activation_offload": ("off", "not a LLaMA-Factory option by default"),
+        "attention": ("sdpa", "LLaMA-Factory 0.9.6.dev0 model_args.py flash_attn: auto (transformers' default, sdpa)"),
+        "compile": ("off", "TrainingArguments.torch_compile default False"),
+        "packing": ("off", "LLaMA-Factory data_args.packing default None (off for sft)"),
+    },
+    "axolotl": {
+        "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
+        "loss": ("unfused", "axolotl 0.18.0 schemas: cut_cross_entropy / liger plugins off by default"),
+        "logits_upcast": ("loss", "transformers >= 4.46"),
+        "checkpointing": ("flag", "axolotl 0.18.0 src/axolotl/utils/schemas/config.py gradient_checkpointing default False ('offload' on request)"),
+        "optimizer_in_backward": ("off", "transformers Trainer"),
+        "activation_offload": ("off", "axolotl 0.18.0: activation_offloading default None"),
+        "attention": ("sdpa", "axolotl 0.18.0 attn_implementation default None (transformers' sdpa)"),
+        "compile": ("off", "axolotl 0.18.0 torch_compile default None"),
+        "packing": ("off", "axolotl 0.18.0 sample_packing default None (examples set true)"),
+    },
+    "deepspeed": {
+        "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
+        "loss": ("unfused", "transformers' loss (DeepSpeed does not replace it)"),
+        "logits_upcast": ("loss", "transformers >= 4.46"),
+        "checkpointing": ("flag", "DeepSpeed activation_checkpointing is off unless configured: the scenario's flag"),
+        "optimizer_in_backward": ("off", "DeepSpeed steps after backward (ZeRO's stages and offload are the zero/offload columns)"),
+        "activation_offload": ("off", "DeepSpeed activation_checkpointing.cpu_checkpointing default false"),
+        "attention": ("sdpa", "transformers' default attention"),
+        "compile": ("off", "DeepSpeed compile off by default"),
+        "packing": ("off", "no packing by default"),
+    },
+}
+
+# the columns, in order: recipe then the switches (scenario columns, CLI flags, JSON keys)
+STACK_COLUMNS = ("recipe",) + tuple(SWITCHES)
+
+
+def recipe_value(recipe: str, switch: str, method: str, grad_checkpointing: bool) -> str:
+    """The value `recipe` gives `switch` for a row of `method` (checkpointing 'flag': the row's
+    grad_checkpointing)."""
+    value = RECIPES[recipe][switch][0]
+    if isinstance(value, dict):
+        value = value.get(method, "off")
+    if value == "flag":
+        value = "full" if grad_checkpointing else "none"
+    return value
+
+
+def stacks_table() -> list[dict]:
+    """Every recipe's value and source of every switch (docs/stacks.md's table)."""
+    rows = []
+    for recipe, switches in RECIPES.items():
+        for switch, (value, source) in switches.items():
+            shown = value if isinstance(value, str) else ", ".join(f"{k}: {v}" for k, v in value.items()) + ", else off"
+            shown = "as --grad-checkpointing" if shown == "flag" else shown
+            rows.append({"recipe": recipe, "switch": switch, "value": shown, "source": source})
+    return rows
+
+
+__all__ = ["SWITCHES", "RECIPES", "RECIPE_NAMES", "DEFAULT_RECIPE", "STACK_COLUMNS", "recipe_value", "stacks_table",
+           "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT"]

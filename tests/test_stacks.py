@@ -1,0 +1,263 @@
+"""The software stack as part of the scenario (issue 13): recipes, switches, their terms, the
+solvers under them, the CLI and the evidence under each reference's own recipe."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import estimate
+from engine.stacks import RECIPES, SWITCHES, recipe_value, stacks_table
+from tests.conftest import ROOT
+
+GIB = 2**30
+ALL_LINEAR = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+MEMORY = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "optimizer_temp_bytes", "activations_bytes",
+          "logits_bytes", "workspace_bytes", "peak_bytes", "cpu_bytes", "max_batch", "max_seq", "gpus_needed")
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def one(models, gpus=None, **sc):
+    base = dict(model="llama-3.1-8b", task="train", method="lora", precision="bf16", batch=2, seq=2048,
+                lora_targets=ALL_LINEAR, grad_checkpointing=True)
+    base.update(sc)
+    return estimate(pd.DataFrame([base]), models, gpus).iloc[0]
+
+
+# ---- the hf recipe is the engine as it was --------------------------------------------------
+
+def test_hf_recipe_with_its_values_given_explicitly_is_bit_identical_to_the_defaults(models, gpus):
+    rows = [dict(model=m, task="train", method=meth, precision=p, optimizer=o, batch=b, seq=s, grad_checkpointing=g,
+                 lora_targets="q_proj,v_proj", gpu="rtx-4090")
+            for m in ("llama-2-7b", "llama-3.1-8b") for meth in ("full", "lora", "qlora", "freeze")
+            for p in ("bf16", "amp_bf16") for o in ("adamw", "paged_adamw_8bit") for b, s in ((1, 512), (4, 2048))
+            for g in (False, True)]
+    plain = estimate(pd.DataFrame(rows), models, gpus)
+    explicit = pd.DataFrame(rows)
+    explicit["recipe"] = "hf"
+    for switch in SWITCHES:
+        explicit[switch] = [recipe_value("hf", switch, r["method"], r["grad_checkpointing"]) for r in rows]
+    stated = estimate(explicit, models, gpus)
+    for col in MEMORY:
+        np.testing.assert_array_equal(plain[col].to_numpy(dtype=float), stated[col].to_numpy(dtype=float), err_msg=col)
+    # and 'auto' resolves to those values in the result
+    assert (plain["recipe"] == "hf").all() and (plain["loss"] == "unfused").all()
+    assert list(plain["checkpointing"]) == ["full" if r["grad_checkpointing"] else "none" for r in rows]
+
+
+def test_every_recipe_value_is_a_value_of_its_switch_and_has_a_source():
+    for recipe, switches in RECIPES.items():
+        assert set(switches) == set(SWITCHES), recipe
+        for switch, (value, source) in switches.items():
+            values = value.values() if isinstance(value, dict) else [value]
+            for v in values:
+                assert v == "flag" or v in SWITCHES[switch][1:], (recipe, switch, v)
+            assert len(source) > 15, (recipe, switch)
+    assert len(stacks_table()) == len(RECIPES) * len(SWITCHES)
+
+
+# ---- each switch's term, against bytes worked out by hand ----------------------------------------
+
+def test_bf16_adapters_halve_the_adapter_bytes_and_drop_the_fp32_input_copies(models):
+    fp32 = one(models, adapter_dtype="fp32")
+    bf16 = one(models, adapter_dtype="bf16")
+    trainable = fp32["trainable_params"]
+    # Llama 3.1 8B, q,k,v,o,gate,up,down at r=8: 32 x 8 x (2x(4096+4096) + 2x(4096+1024) + 3x(4096+14336))
+    assert trainable == 32 * 8 * (2 * 8192 + 2 * 5120 + 3 * 18432) == 20_971_520
+    assert fp32["weights_bytes"] - bf16["weights_bytes"] == 2 * trainable
+    # end of backward: weights, gradients (2 bytes less each) and the two AdamW states (2 x 2 less)
+    assert fp32["backward_end_phase_bytes"] - bf16["backward_end_phase_bytes"] == (2 + 2 + 4) * trainable
+    # without checkpointing the saved activations shrink too: per layer peft's fp32 inputs of the
+    # 7 adapted modules (4 x (5h + qd + f)) are gone, lora_B's saved output halves (4r -> 2r per module)
+    a = one(models, adapter_dtype="fp32", grad_checkpointing=False, batch=1, seq=4096)
+    b = one(models, adapter_dtype="bf16", grad_checkpointing=False, batch=1, seq=4096)
+    assert a["peak_phase"] in ("forward", "loss_backward", "backward") and b["peak_phase"] in ("forward", "loss_backward", "backward")
+    h, f, qd = 4096, 14336, 4096
+    per_layer_fp32 = 4.0 * (5 * h + qd + f)  # q,k,v,gate,up inputs (h each), o's (qd), down's (f)
+    shared = 2.0 * h * 2 + 2.0 * f  # what the 16-bit base keeps once per norm output / down input instead
+    expected = 32 * (per_layer_fp32 - shared + (4 - 2) * 8 * 7) * 4096
+    assert a["activations_bytes"] - b["activations_bytes"] == expected
+
+
+def test_loss_variants_per_token_bytes(models):
+    V, h = 128256, 4096
+    tokens = 2 * 2048
+    rows = {k: one(models, loss=k, grad_checkpointing=True) for k in ("unfused", "chunked", "linear_chunked", "fused")}
+    # the loss buffers sit in the forward phase when the peak is there; compare the phases directly
+    fwd = {k: r["forward_phase_bytes"] for k, r in rows.items()}
+    unfused_logits = (2 + 4 + 4) * V * tokens
+    assert fwd["unfused"] - fwd["chunked"] == pytest.approx(unfused_logits - (2 * V + 4 * V + 4 * V / 8) * tokens)
+    assert fwd["unfused"] - fwd["linear_chunked"] == pytest.approx(unfused_logits - (4 * V + 6 * V / 8) * tokens)
+    assert fwd["unfused"] - fwd["fused"] == pytest.approx(unfused_logits - (2 * 10 * h + 2 * h) * tokens)
+    assert fwd["fused"] < fwd["linear_chunked"] < fwd["chunked"] < fwd["unfused"]
+    compiled = one(models, loss="chunked", compile="on")
+    assert fwd["chunked"] - compiled["forward_phase_bytes"] == pytest.approx((4 * V - 8 * V / 8 + 4 * V / 8) * tokens - 4 * tokens)
+    # compile changes nothing else: with the unfused loss the figures are those without it
+    assert one(models, compile="on")["peak_bytes"] == rows["unfused"]["peak_bytes"]
+    # older transformers: the fp32 logits and their shifted copy live in forward (12 V per token)
+    legacy = one(models, logits_upcast="model")
+    assert legacy["forward_phase_bytes"] - fwd["unfused"] == pytest.approx((12 - 10) * V * tokens)
+
+
+def test_checkpointing_variants(models):
+    none = one(models, checkpointing="none")
+    full = one(models, checkpointing="full")
+    sel = one(models, checkpointing="selective")
+    off = one(models, checkpointing="offload")
+    assert none["grad_checkpointing"] is False or not none["grad_checkpointing"]
+    assert full["activations_bytes"] < sel["activations_bytes"] < none["activations_bytes"]
+    # offloaded checkpointing (Unsloth): 2 layer inputs (bf16, h) on the GPU, all 32 in host RAM
+    tokens, h = 2 * 2048, 4096
+    assert off["cpu_bytes"] == 32 * 2 * h * tokens
+    assert full["forward_phase_bytes"] - off["forward_phase_bytes"] == pytest.approx((32 - 2) * 2 * h * tokens)
+    assert full["cpu_bytes"] == 0
+    # the bool flag is the 'full' variant
+    assert one(models, grad_checkpointing=True)["peak_bytes"] == full["peak_bytes"]
+    # activation offload (torchtune) with checkpointing is the same placement
+    assert one(models, checkpointing="full", activation_offload="on")["cpu_bytes"] == off["cpu_bytes"]
+
+
+def test_optimizer_in_backward_keeps_one_gradient_at_a_time(models):
+    base = dict(method="full", optimizer="paged_adamw_8bit")
+    off = one(models, optimizer_in_backward="off", **base)
+    on = one(models, optimizer_in_backward="on", **base)
+    V, h, N = 128256, 4096, off["trainable_params"]
+    assert off["gradients_bytes"] > 0 and off["peak_phase"] in ("backward_end", "optimizer")
+    # every bf16 gradient at the step (paged 8-bit states are not on the GPU, its step has no
+    # temporaries) against the largest tensor's alone: lm_head's V x h
+    assert off["optimizer_phase_bytes"] - on["optimizer_phase_bytes"] == 2 * N - 2 * V * h
+    assert off["peak_bytes"] - on["peak_bytes"] > 7 * GIB  # the peak moves to the forward pass
+
+
+def test_paged_adamw_32bit_states_are_fp32_and_paged_except_small_tensors(models):
+    r = one(models, optimizer="paged_adamw_32bit", adapter_dtype="bf16", lora_rank=64)
+    trainable = r["trainable_params"]
+    # r=64: only k_proj's and v_proj's lora_B (1024 x 64 = 65,536 values) are under 1e5: not paged
+    resident64 = 32 * 2 * 1024 * 64
+    assert r["optimizer_bytes"] == 8 * resident64
+    assert r["paged_optimizer_bytes"] == 8 * (trainable - resident64) == r["cpu_bytes"]
+    small = one(models, optimizer="paged_adamw_32bit", lora_rank=8)
+    # r=8: every A and B is r x 4096 (32,768), r x 1024 or r x 14336 (114,688 >= 1e5): gate's and
+    # up's B and down's A are paged, the other 9 of r x 4096 and 2 of r x 1024 stay
+    L, r8 = 32, 8
+    resident = L * r8 * (9 * 4096 + 2 * 1024)
+    assert small["optimizer_bytes"] == 8 * resident
+    assert small["paged_optimizer_bytes"] == 8 * (small["trainable_params"] - resident)
+
+
+# ---- the issue's targets ------------------------------------------------------------------------
+
+def test_qlora_paper_65b_fits_one_48gb_card_with_bf16_adapters_and_paged_32bit_adamw():
+    code, out, err = run("estimate", "--model", "llama-1-65b", "--method", "qlora", "--lora-rank", "64", "--lora-targets",
+                         ALL_LINEAR, "--adapter-dtype", "bf16", "--optimizer", "paged_adamw_32bit", "--grad-checkpointing",
+                         "--batch", "1", "--seq", "512", "--gpu", "rtx-a6000", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["fits"] is True and data["headroom"] == 0.1 and data["gpus_needed"] == 1
+    assert data["adapter_dtype"] == "bf16" and data["recipe"] == "hf"
+    # the states (6.4 GB of fp32 for 0.8 B adapter values) live in paged memory: host RAM when evicted
+    assert data["paged_optimizer_bytes"] == 8 * data["trainable_params"] == data["cpu_bytes"]
+    assert data["peak_bytes"] < 0.9 * data["usable_bytes"]
+
+
+def test_longest_qlora_context_on_a_24gb_card_is_longer_under_unsloth_and_torchtune_than_under_hf(models, gpus):
+    sc = dict(model="llama-3.1-8b", method="qlora", lora_rank=16, gpu="rtx-4090", allow_long_context=True, batch=1, seq=2048)
+    hf = one(models, gpus, recipe="hf", **sc)
+    tt = one(models, gpus, recipe="torchtune", **sc)
+    un = one(models, gpus, recipe="unsloth", **sc)
+    assert hf["max_seq"] < tt["max_seq"] < un["max_seq"]
+    # the solver's answer fits and one more 1% does not (it honours every switch's per-token terms)
+    for row, recipe in ((hf, "hf"), (un, "unsloth")):
+        at = one(models, gpus, recipe=recipe, **{**sc, "seq": int(row["max_seq"])})
+        beyond = one(models, gpus, recipe=recipe, **{**sc, "seq": int(row["max_seq"] * 1.01) + 1})
+        assert at["fits"] and not beyond["fits"], recipe
+    # a bigger batch under unsloth too
+    assert un["max_batch"] > hf["max_batch"]
+
+
+def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
+    from planner.evidence import evidence_table, hit_rate
+    table = evidence_table(cat.references(), cat.models(), cat.gpus())
+    assert (table.loc[table["id"].str.startswith("torchtune-"), "recipe"] == "torchtune").all()
+    # the README's 'Optimization flags' rows (Llama 3.2 3B, techniques added one by one): all but
+    # checkpointing (optimizer step temporaries) and QLoRA (torchao NF4) within 15%, every one within 25%
+    flags = table[table["id"].str.startswith("torchtune-llama32-3b-flags-")]
+    assert len(flags) == 9 and (flags["error_pct"].abs() <= 25).all()
+    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-ac",
+                                                                    "torchtune-llama32-3b-flags-qlora"}
+    tt = table[table["id"].str.startswith("torchtune-llama31-")]
+    assert len(tt) == 8
+    off = set(tt.loc[tt["error_pct"].abs() > 15, "id"])
+    # the README's two A6000 rows are far above its 4090 rows of the same config (unexplained by the
+    # README) and the 405B row (+17% as printed in 'GB', +9% if the unit is GiB like every other row):
+    # see their explanations; the only torchtune rows outside 15%
+    assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000",
+                   "torchtune-llama31-405b-qlora-8xa100"}, off
+    assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
+    hits, total = hit_rate(table)
+    assert total >= 29 and hits / total >= 0.68, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+
+
+# ---- the CLI and the JSON contract -----------------------------------------------------------
+
+def test_estimate_json_names_the_recipe_and_every_decided_switch():
+    code, out, err = run("estimate", "--model", "llama-3.1-8b", "--method", "full", "--optimizer", "paged_adamw_8bit",
+                         "--recipe", "torchtune", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["recipe"] == "torchtune"
+    assert {k: data[k] for k in SWITCHES} == {"adapter_dtype": "bf16", "loss": "linear_chunked", "logits_upcast": "loss",
+                                              "checkpointing": "full", "optimizer_in_backward": "on",
+                                              "activation_offload": "off", "attention": "sdpa", "compile": "off",
+                                              "packing": "off"}
+    assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
+
+
+def test_text_estimate_title_names_the_recipe():
+    code, out, err = run("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--recipe", "unsloth")
+    assert code == 0, err
+    assert out.splitlines()[0].endswith("recipe unsloth")
+
+
+@pytest.mark.parametrize("flag, value", [("--recipe", "hugging"), ("--loss", "chunky"), ("--adapter-dtype", "fp8"),
+                                         ("--checkpointing", "yes"), ("--attention", "flash3"),
+                                         ("--attention", "eager")])
+def test_bad_stack_values_exit_2_with_one_line(flag, value):
+    code, out, err = run("estimate", "--model", "llama-3.1-8b", flag, value)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and value in err and "accepted" in err
+
+
+def test_evidence_json_rows_carry_the_recipe():
+    code, out, err = run("evidence", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    for key in ("id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "recipe", "explanation"):
+        assert all(key in r for r in rows), key
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["torchtune-llama31-8b-qlora-4090"]["recipe"] == "torchtune"
+    assert by_id["qlora-paper-65b-one-48gb-gpu"]["estimate"] == 1
+
+
+def test_sweep_csv_has_the_stack_columns():
+    code, out, err = run("sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--methods", "qlora",
+                         "--recipe", "unsloth")
+    assert code == 0, err
+    header = out.splitlines()[0].split(",")
+    for col in ("recipe",) + tuple(SWITCHES):
+        assert col in header, col
+    assert ",unsloth," in out.splitlines()[1]
+
+
+def test_docs_stacks_page_holds_the_computed_figures(cat):
+    from planner.stacks_report import blocks
+    doc = (ROOT / "docs" / "stacks.md").read_text(encoding="utf-8")
+    for name, text in blocks(cat).items():
+        assert f"<!-- {name} -->\n{text}\n" in doc, name
