@@ -549,8 +549,7 @@ def run_one(c: dict) -> dict:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+    from transformers import AutoModelForCausalLM
 
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
@@ -559,17 +558,26 @@ def run_one(c: dict) -> dict:
 
     m = dict(MODELS[c["model"]])
     expected_params = m.pop("params")
-    cfg = LlamaConfig(**m, rms_norm_eps=1e-5,
-                      max_position_embeddings=max(8192, c["seq"]),
-                      attention_dropout=0.0, attn_implementation="sdpa")
+    config_class = getattr(transformers, m.pop("arch", "LlamaConfig"))
+    extra = {"rms_norm_eps": 1e-5} if config_class.__name__ == "LlamaConfig" else {}
+    cfg = config_class(**m, **extra, max_position_embeddings=max(8192, c["seq"]),
+                       attention_dropout=0.0, attn_implementation="sdpa")
     cfg.use_cache = False  # training must not build a KV cache; inference passes use_cache=True
-    weight_dtype = torch.bfloat16 if c["precision"] == "bf16" else torch.float32
+    weight_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(c["precision"], torch.float32)
 
     t0 = time.time()
     # 1. Build on the meta device and cast there (fake tensors cannot be re-cast later).
     with torch.device("meta"):
-        hf_model = LlamaForCausalLM(cfg)
+        hf_model = AutoModelForCausalLM.from_config(cfg)
     hf_model.to(weight_dtype)
+    if c["method"] == "freeze":
+        # LLaMA-Factory (src/llamafactory/model/adapter.py _setup_freeze_tuning with
+        # freeze_trainable_modules=all): the last k decoder layers train, nothing else.
+        decoder = _layers_of(hf_model)
+        keep = {id(p) for layer in decoder[-c["freeze_layers"]:] for p in layer.parameters()}
+        for p in hf_model.parameters():
+            p.requires_grad_(id(p) in keep)
+    fsdp_mesh = _fsdp_setup(c, hf_model) if c.get("zero") else None
     if c["task"] == "train" and c["grad_checkpointing"]:
         kw = {"use_reentrant": False}
         if hasattr(hf_model, "activation_checkpointing_enable"):  # transformers >= 5.x name
@@ -602,7 +610,7 @@ def run_one(c: dict) -> dict:
         base_params = n_params - (n_trainable if c["method"] == "lora" else 0)
         if base_params != expected_params:
             raise RuntimeError(f"param count {base_params} != expected {expected_params}")
-        layers = [mod for mod in model.modules() if isinstance(mod, LlamaDecoderLayer)]
+        layers = _layers_of(model)
 
         ids = torch.randint(0, cfg.vocab_size, (c["batch"], c["seq"]), dtype=torch.long)
         details: dict = {"weight_dtype": str(weight_dtype).replace("torch.", "")}
@@ -630,7 +638,39 @@ def _make_optimizer(name: str, params):
         return torch.optim.AdamW(params, lr=1e-5, fused=True)
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    if name == "adafactor":
+        # what HF Trainer builds for optim="adafactor" (transformers/trainer.py
+        # get_optimizer_cls_and_kwargs: scale_parameter=False, relative_step=False, lr set)
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=1e-5, scale_parameter=False, relative_step=False,
+                         warmup_init=False)
+    if name == "adamw_loop":  # FSDP rows: the per-parameter loop (see _fsdp_setup)
+        return torch.optim.AdamW(params, lr=1e-5, foreach=False, fused=False)
     raise ValueError(name)
+
+
+def _layers_of(model):
+    """The decoder layers (LlamaDecoderLayer, Qwen2DecoderLayer, Gemma2DecoderLayer, ...)."""
+    return [mod for mod in model.modules() if type(mod).__name__.endswith("DecoderLayer")]
+
+
+def _fsdp_setup(c, hf_model):
+    """FSDP2 on a fake process group: the mesh is made outside FakeTensorMode, every decoder
+    layer and then the root are fully_shard-ed on the meta model; to_empty (inside
+    FakeTensorMode) then gives each rank's DTensor shards fake storage."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if not dist.is_initialized():
+        dist.init_process_group("fake", rank=0, world_size=c["gpus"], store=FakeStore())
+    mesh = init_device_mesh("cpu", (c["gpus"],))
+    for layer in _layers_of(hf_model):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(hf_model, mesh=mesh)
+    return mesh
 
 
 def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> dict:
@@ -640,7 +680,11 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
 
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = _make_optimizer(c["optimizer"], trainable)
+    # FSDP rows: foreach/fused AdamW on DTensor parameters materialises global-size
+    # temporaries under fake tensors (docs/accuracy.md); the per-parameter loop measures
+    # the per-rank state cleanly.
+    opt = _make_optimizer("adamw_loop" if c.get("zero") and c["optimizer"] == "adamw"
+                          else c["optimizer"], trainable)
 
     mt = PhaseMemTracker()
     mt.skip_frozen_params(model)          # workaround 1, before any tracking
@@ -650,6 +694,8 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
     def autocast():
         if c["precision"] == "amp_bf16":
             return torch.autocast("cpu", dtype=torch.bfloat16)
+        if c["precision"] == "amp_fp16":  # GradScaler left out: see the meta file's caveats
+            return torch.autocast("cpu", dtype=torch.float16)
         return contextlib.nullcontext()
 
     per_step_opt_state = []
@@ -698,9 +744,9 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
 
 
 def _decoder_stack(model):
-    from transformers.models.llama.modeling_llama import LlamaModel
-
-    return next(mod for mod in model.modules() if isinstance(mod, LlamaModel))
+    # LlamaModel, Qwen2Model, GemmaModel, ...: the decoder stack under the *ForCausalLM head
+    return next(mod for mod in model.modules() if type(mod).__name__.endswith("Model")
+                and not type(mod).__name__.endswith("ForCausalLM") and hasattr(mod, "layers"))
 
 
 def _forward_split(mt, step: str) -> dict:
@@ -766,7 +812,8 @@ def _run_infer(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details, cfg)
         logits_bytes_kept=logits,
         activation_bytes_after_prefill=int(end[Ref.ACT]),
         kv_cache_expected_bytes=2 * cfg.num_hidden_layers * c["batch"] * c["seq"]
-        * cfg.num_key_value_heads * cfg.head_dim * 2,
+        * cfg.num_key_value_heads
+        * (getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads) * 2,
         full_logits_peak_bytes=mt_full.peak_total,
         full_logits_peak_breakdown=_split(mt_full.peak_snap, Ref),
         full_logits_bytes=results[0][2],

@@ -184,3 +184,20 @@ def logits_bytes(V, M, tp):
     forward = (M + upcast + 4.0) * V / tp
     backward = 12.0 * V / tp
     return forward, backward
+
+
+def moe_routing_bytes(h, E, k, M, experts_train, tp):
+    """Bytes per token one MoE layer saves beyond its experts' MLP tensors (which the dense formula
+    counts at the width experts_per_token x expert width), for transformers' default experts
+    implementation (5.24 integrations/moe.py grouped_mm_experts_forward; traced op by op on a
+    small Qwen3-MoE under fake tensors, docs/accuracy.md):
+      router: the fp32 softmax over the E experts (4E), the top-k sum (4), the normalized weights
+        (4k), the top-k, sort, token and inverse-permutation int64 indices (4 x 8k), the gathered
+        16-bit routing weights (2k);
+      the experts' output rows, kept by the multiplication with the routing weights (M*k*h);
+      the hidden states gathered into expert order (M*k*h), kept by the grouped matmul only when
+        the experts train (full fine-tuning).
+    M: bytes of the layer's 16-bit (or fp32) values; experts_train: 1 where the experts train."""
+    router = 4.0 * E + 4.0 + 4.0 * k + 32.0 * k + 2.0 * k
+    return router + (M * k * h + experts_train * M * k * h) / tp
+
