@@ -560,8 +560,11 @@ def run_one(c: dict) -> dict:
     expected_params = m.pop("params")
     config_class = getattr(transformers, m.pop("arch", "LlamaConfig"))
     extra = {"rms_norm_eps": 1e-5} if config_class.__name__ == "LlamaConfig" else {}
+    # Gemma 2: transformers 5.24 Gemma2PreTrainedModel has _supports_sdpa = False (SDPA cannot
+    # softcap the attention logits), so its default and only CPU path is eager attention
+    attn = "eager" if config_class.__name__ == "Gemma2Config" else "sdpa"
     cfg = config_class(**m, **extra, max_position_embeddings=max(8192, c["seq"]),
-                       attention_dropout=0.0, attn_implementation="sdpa")
+                       attention_dropout=0.0, attn_implementation=attn)
     cfg.use_cache = False  # training must not build a KV cache; inference passes use_cache=True
     weight_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(c["precision"], torch.float32)
 
@@ -613,7 +616,8 @@ def run_one(c: dict) -> dict:
         layers = _layers_of(model)
 
         ids = torch.randint(0, cfg.vocab_size, (c["batch"], c["seq"]), dtype=torch.long)
-        details: dict = {"weight_dtype": str(weight_dtype).replace("torch.", "")}
+        details: dict = {"weight_dtype": str(weight_dtype).replace("torch.", ""),
+                         "attn_implementation": hf_model.config._attn_implementation}
 
         if c["task"] == "train":
             row_extra = _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details)

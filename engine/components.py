@@ -28,7 +28,9 @@ from engine.memory import (
     assemble,
     layer_activation_bytes,
     layer_backward_transient_bytes,
+    gemma_norm_bytes,
     moe_routing_bytes,
+    softcap_logits_bytes,
     logits_bytes,
 )
 from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_token, lora_module_dims, parse_lora_targets
@@ -116,6 +118,10 @@ class Inputs:
     n_experts: np.ndarray | float = 0.0
     k_experts: np.ndarray | float = 0.0
     moe_share: np.ndarray | float = 0.0
+    # Gemma's RMSNorm (issue 12): (x * (1 + w)) in fp32 (1 where the model is a Gemma); norms per layer
+    gemma_norm: np.ndarray | float = 0.0
+    norms: np.ndarray | float = 2.0
+    softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
 
 
 @dataclass(frozen=True, eq=False)
@@ -218,6 +224,11 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
         paged=mv.mask("optimizer", "paged_adamw_8bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
+        gemma_norm=(models["family"].astype(str).str.startswith("gemma").to_numpy()[midx] if "family" in models
+                    else np.zeros(mv.size, dtype=bool)).astype(float),
+        norms=np.asarray(arch["norms_per_layer"], dtype=float),
+        softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
+                 else np.zeros(mv.size, dtype=bool)).astype(float),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
     )
@@ -417,6 +428,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp)
+    if np.any(x.gemma_norm > 0):
+        dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
@@ -442,6 +455,9 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     generate() keeps: per token when every position's are kept, else the last position's,
     which grow with the batch (`last_logits_bytes`, added per row)."""
     forward, backward = logits_bytes(x.V, x.M, x.tp)
+    if np.any(x.softcap > 0):  # Gemma 2 (issue 12): tanh's output of the softcapped logits is kept for backward
+        cap = x.softcap * softcap_logits_bytes(x.V, x.M, x.tp)
+        forward, backward = forward + cap, backward + cap
     return {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
 

@@ -201,3 +201,26 @@ def moe_routing_bytes(h, E, k, M, experts_train, tp):
     router = 4.0 * E + 4.0 + 4.0 * k + 32.0 * k + 2.0 * k
     return router + (M * k * h + experts_train * M * k * h) / tp
 
+
+def gemma_norm_bytes(h, R, wgrad, norms, gemma):
+    """Bytes per token a Gemma decoder layer's RMSNorms save beyond Llama's two (transformers 5.24
+    GemmaRMSNorm / Gemma2RMSNorm: `output = self._norm(x.float()); output * (1.0 + self.weight.float())`,
+    then `.type_as(x)`; traced op by op on a small Gemma 2, docs/accuracy.md):
+      where the weight trains, the product keeps the fp32 normalized output (4h) where Llama's
+        keeps the 16-bit one (R*h): (4 - R) h more per norm;
+      norms beyond two (Gemma 2/3: post-attention and post-feedforward norms on the projections'
+        outputs) each keep the fp32 upcast input (4h), the fp32 rsqrt per token (4) and, where
+        the weight trains, the fp32 normalized output (4h).
+    gemma: 1 for Gemma models (0 leaves the Llama norms unchanged)."""
+    extra_norms = np.maximum(norms - 2.0, 0.0)
+    return gemma * (2.0 * wgrad * (4.0 - R) * h + extra_norms * (4.0 * h + 4.0 + wgrad * 4.0 * h))
+
+
+def softcap_logits_bytes(V, M, tp):
+    """Per token, in forward and at the start of backward: Gemma 2's final-logit softcapping
+    (transformers 5.24 Gemma2ForCausalLM.forward: `logits / cap`, `torch.tanh`, `* cap`) keeps
+    tanh's output (M*V) for backward beside the logits that the loss upcasts. Measured: gemma-2-2b
+    LoRA b2 x 2048 with checkpointing (calibration) held 1.95 GiB = 4,096 tokens x 256,000 x 2
+    bytes more than the loss buffers without it."""
+    return M * V / tp
+
