@@ -28,6 +28,9 @@ from engine.memory import (
     assemble,
     layer_activation_bytes,
     layer_backward_transient_bytes,
+    gemma_norm_bytes,
+    moe_routing_bytes,
+    softcap_logits_bytes,
     logits_bytes,
     stack_logits_bytes,
 )
@@ -124,6 +127,14 @@ class Inputs:
     opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
     paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
     paged_small: np.ndarray | float = 0.0  # trainable values in tensors bitsandbytes does not page (< 1e5)
+    # mixture of experts (issue 12): routed experts per MoE layer, experts per token, share of MoE layers
+    n_experts: np.ndarray | float = 0.0
+    k_experts: np.ndarray | float = 0.0
+    moe_share: np.ndarray | float = 0.0
+    # Gemma's RMSNorm (issue 12): (x * (1 + w)) in fp32 (1 where the model is a Gemma); norms per layer
+    gemma_norm: np.ndarray | float = 0.0
+    norms: np.ndarray | float = 2.0
+    softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,6 +239,14 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
+        n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
+        gemma_norm=(models["family"].astype(str).str.startswith("gemma").to_numpy()[midx] if "family" in models
+                    else np.zeros(mv.size, dtype=bool)).astype(float),
+        norms=np.asarray(arch["norms_per_layer"], dtype=float),
+        softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
+                 else np.zeros(mv.size, dtype=bool)).astype(float),
+        moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
+                           / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
     )
 
@@ -314,8 +333,10 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     per_layer_rc = (7 * x.h + 2 * x.qd + 2 * x.kvd + 3 * x.f) + 2 * x.h
     ada_full = x.L * per_layer_rc + (x.V + x.h) * np.where(x.tied, 1.0, 2.0) + x.h
     n_adapted = sum(x.flags.values())
+    # the states follow the fp32 gradient copy (`state[...].to(grad)` after `grad = grad.float()`
+    # in transformers 5.24 Adafactor.step): fp32 whatever the parameters' dtype
     ada_states = np.select([x.full, x.freeze, x.lora], [ada_full, x.k_layers * per_layer_rc,
-                                                        x.L * (x.in_out + 2 * x.r * n_adapted)], 0.0) * x.sdb
+                                                        x.L * (x.in_out + 2 * x.r * n_adapted)], 0.0) * 4.0
     states = np.where(x.adam8, adam8, np.where(x.adafactor, ada_states, trainable * x.state_count * x.sdb)) + trainable * x.master
     # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
     states = np.where(x.paged32, trainable * C.PAGED_32BIT_STATE_BYTES, states)
@@ -327,7 +348,7 @@ def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     once; Adafactor squares one tensor at a time (twice the largest trainable tensor)."""
     largest = np.select([x.full, x.freeze, x.lora], [np.maximum(x.V * x.h, x.h * x.f), x.h * x.f,
                                                      x.r * np.maximum(x.h, x.f)], 0.0)
-    temps = np.where(x.adafactor, 2.0 * largest * x.gb, trainable * x.temp_count * x.sdb)
+    temps = np.where(x.adafactor, largest * adafactor_step_bytes_per_value(x), trainable * x.temp_count * x.sdb)
     # optimizer in backward: each parameter steps alone, so only the largest one's temporaries
     temps = np.where(x.opt_bwd, np.minimum(temps, largest * x.temp_count * x.sdb), temps)
     return np.where(x.train, temps, 0.0)
@@ -338,6 +359,18 @@ def _largest_gradient(x: Inputs) -> np.ndarray:
     largest = np.select([x.full, x.freeze, x.lora], [np.maximum(np.where(x.tied, 0.0, x.V * x.h), x.h * x.f), x.h * x.f,
                                                      x.r * np.maximum(x.h, x.f)], 0.0)
     return largest * x.gb / x.mp
+
+
+def adafactor_step_bytes_per_value(x: Inputs) -> np.ndarray:
+    """Bytes per value of the largest trained tensor alive at once inside transformers'
+    Adafactor.step (transformers 5.24 optimization.py Adafactor.step, one parameter at a time):
+    `update = (grad**2) + eps` holds grad**2 and the sum (two fp32 tensors; the later
+    `_approx_sq_grad` product and `p_data_fp32.add_(-update)` hold two as well), and a 16-bit
+    parameter first gets fp32 copies of its gradient (`grad = grad.float()`) and of itself
+    (`p_data_fp32 = p.float()`): 8 bytes per value for fp32 tensors, 16 for 16-bit ones.
+    Measured: llama-2-7b bf16 full b1 x 2048 (calibration) holds 1.46 GiB more than 2 x largest x
+    gradient bytes, 16 - 4 = 12 bytes x 131M embedding values."""
+    return 8.0 + np.where(x.gb < 4, 8.0, 0.0)
 
 
 def totals(x: Inputs) -> Totals:
@@ -454,8 +487,13 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     trains = np.where(x.full | x.freeze, 1.0, 0.0)
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
-    return layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
-                                  adapter16=x.adapter16)
+    dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
+                                   adapter16=x.adapter16)
+    if np.any(x.gemma_norm > 0):
+        dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
+    if not np.any(x.moe_share > 0):
+        return dense
+    return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
 
 
 def activations(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -502,6 +540,9 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     if x.loss_kind is not None and (any(np.any(m) for m in x.loss_kind.values()) or np.any(x.legacy_logits)):
         forward, backward = stack_logits_bytes(x.V, x.M, x.h, x.tp, (forward, backward), x.loss_kind, x.compiled,
                                                x.legacy_logits, LOSS_CHUNKS)
+    if np.any(x.softcap > 0):  # Gemma 2 (issue 12): tanh's output of the softcapped logits is kept for backward
+        cap = x.softcap * softcap_logits_bytes(x.V, x.M, x.tp)
+        forward, backward = forward + cap, backward + cap
     return {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
 

@@ -97,10 +97,12 @@ STATE_COUNT = {"adamw": 2, "adamw_fused": 2, "sgd": 1}
 # exp_avg_sq.sqrt() for every parameter at once (torch/optim/adamw.py, _multi_tensor_adamw:
 # torch._foreach_sqrt) before the update; the fused kernel and SGD's foreach path work in place.
 STEP_TEMP_COUNT = {"adamw": 1, "adamw_fused": 0, "sgd": 0}
-# bitsandbytes 8-bit Adam: two uint8 states per parameter plus one fp32 absmax per 2048-value
-# block per state (bnb.optim.Adam8bit, block_wise=True); tensors with fewer than 4096 elements
-# keep fp32 states (min_8bit_size=4096).
-ADAM8BIT_BYTES = 2 + 2 * 4 / 2048
+# bitsandbytes 8-bit Adam: two uint8 states per parameter plus one fp32 absmax per 256-value
+# block per state (bitsandbytes/optim/optimizer.py Optimizer2State.init_state, lines 518-529 at
+# 95f9af3 / 0.50.2.dev0: `blocksize = 256`, absmax1/absmax2 fp32; 256 since bitsandbytes 0.44.0,
+# commit aa57bd89 "Change 8bit optimizer blocksize 2048->256", 2024-09-20; 2048 before);
+# tensors with fewer than 4096 elements keep fp32 states (min_8bit_size=4096, line 502).
+ADAM8BIT_BYTES = 2 + 2 * 4 / 256
 ADAM8BIT_MIN_SIZE = 4096
 
 # --- LoRA ------------------------------------------------------------------------------

@@ -228,3 +228,42 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
     fwd = np.where(fused, 2.0 * (M + u + 4.0) * h + M * h, fwd)
     bwd = np.where(fused, M * h, bwd)
     return fwd, bwd
+
+def moe_routing_bytes(h, E, k, M, experts_train, tp):
+    """Bytes per token one MoE layer saves beyond its experts' MLP tensors (which the dense formula
+    counts at the width experts_per_token x expert width), for transformers' default experts
+    implementation (5.24 integrations/moe.py grouped_mm_experts_forward; traced op by op on a
+    small Qwen3-MoE under fake tensors, docs/accuracy.md):
+      router: the fp32 softmax over the E experts (4E), the top-k sum (4), the normalized weights
+        (4k), the top-k, sort, token and inverse-permutation int64 indices (4 x 8k), the gathered
+        16-bit routing weights (2k);
+      the experts' output rows, kept by the multiplication with the routing weights (M*k*h);
+      the hidden states gathered into expert order (M*k*h), kept by the grouped matmul only when
+        the experts train (full fine-tuning).
+    M: bytes of the layer's 16-bit (or fp32) values; experts_train: 1 where the experts train."""
+    router = 4.0 * E + 4.0 + 4.0 * k + 32.0 * k + 2.0 * k
+    return router + (M * k * h + experts_train * M * k * h) / tp
+
+
+def gemma_norm_bytes(h, R, wgrad, norms, gemma):
+    """Bytes per token a Gemma decoder layer's RMSNorms save beyond Llama's two (transformers 5.24
+    GemmaRMSNorm / Gemma2RMSNorm: `output = self._norm(x.float()); output * (1.0 + self.weight.float())`,
+    then `.type_as(x)`; traced op by op on a small Gemma 2, docs/accuracy.md):
+      where the weight trains, the product keeps the fp32 normalized output (4h) where Llama's
+        keeps the 16-bit one (R*h): (4 - R) h more per norm;
+      norms beyond two (Gemma 2/3: post-attention and post-feedforward norms on the projections'
+        outputs) each keep the fp32 upcast input (4h), the fp32 rsqrt per token (4) and, where
+        the weight trains, the fp32 normalized output (4h).
+    gemma: 1 for Gemma models (0 leaves the Llama norms unchanged)."""
+    extra_norms = np.maximum(norms - 2.0, 0.0)
+    return gemma * (2.0 * wgrad * (4.0 - R) * h + extra_norms * (4.0 * h + 4.0 + wgrad * 4.0 * h))
+
+
+def softcap_logits_bytes(V, M, tp):
+    """Per token, in forward and at the start of backward: Gemma 2's final-logit softcapping
+    (transformers 5.24 Gemma2ForCausalLM.forward: `logits / cap`, `torch.tanh`, `* cap`) keeps
+    tanh's output (M*V) for backward beside the logits that the loss upcasts. Measured: gemma-2-2b
+    LoRA b2 x 2048 with checkpointing (calibration) held 1.95 GiB = 4,096 tokens x 256,000 x 2
+    bytes more than the loss buffers without it."""
+    return M * V / tp
+

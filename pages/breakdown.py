@@ -14,6 +14,7 @@ c.ensure_frame()
 from planner import planning
 from app.labels import moe_caption
 from engine.memory import PHASES
+from engine import uncertainty
 
 s = c.require_valid(single=True)
 models, gpus = c.merged_frames()
@@ -47,6 +48,11 @@ k4.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {i
           delta_arrow="off",
           help="Tokens per sequence that still fit at this micro-batch.")
 k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
+# issue 12: the band around the peak (engine/uncertainty.py): held-out error plus what is not measured
+_band = uncertainty.band(row.to_frame().T, models).iloc[0]
+st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "
+           f"(−{_band['uncertainty_low_pct']:.1f}% / +{_band['uncertainty_high_pct']:.1f}% of the tensors: "
+           f"{md_escape(str(_band['uncertainty_reasons']))}). Fits and GPU counts use the point estimate.")
 
 # ---- by component ------------------------------------------------------------------------
 st.markdown(f"#### By component, at the peak phase ({c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])})")

@@ -20,6 +20,7 @@ from engine.estimate import estimate
 from engine.scenarios import DEFAULTS, LIMITS, TASKS, show
 from engine.speed import format_speed_cost
 from engine.stacks import RECIPE_NAMES, STACK_COLUMNS, SWITCHES
+from engine import uncertainty
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 
 GIB = 2**30
@@ -340,6 +341,8 @@ def cmd_estimate(args) -> int:
                                   + NORMALIZED_KEYS))
         data = {k: _jsonable(row[k]) for k in keys if k in row.index}
         data["normalization_notes"] = notes
+        # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
+        data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
         if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
             data.update(_compatibility(frame.iloc[:1], gpus, cat))
         if "breakeven_months" in data and row["breakeven_months"] == math.inf:

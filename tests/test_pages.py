@@ -309,6 +309,14 @@ def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     assert any(m.label == "Largest micro-batch" for m in at.metric)
 
 
+def test_breakdown_shows_the_uncertainty_band_of_the_peak(models, gpus):
+    at = open_app("pages/breakdown.py")
+    at.selectbox(key="w_method").set_value("qlora").run()
+    assert not at.exception
+    band = [m.value for m in at.caption if m.value.startswith("Peak per GPU likely between")]
+    assert len(band) == 1 and "bitsandbytes" in band[0]
+
+
 def test_inference_page_sets_the_articles_table_beside_ours():
     at = open_app("pages/inference.py")
     article = table(at, 1).set_index("Model")

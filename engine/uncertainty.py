@@ -1,0 +1,199 @@
+"""How far the real peak may be from the estimate: a band around `peak_bytes`, per row.
+
+The point estimate (`peak_bytes`) is what fits / gpus_needed / max_batch use. Where it has been
+checked against measured runs (tests/data/measured_peaks.csv, docs/accuracy.md) its held-out
+error sets the band; where a path could not be measured (bitsandbytes kernels need CUDA; ZeRO-1/2,
+offload, tensor and pipeline parallelism, architectures no measured row has) the band is widened
+by a stated allowance, and the reasons are named. The band applies to the tensors' part of the
+peak (peak minus the runtime overhead, which is an assumption of its own: engine/constants.py):
+
+    peak_low_bytes  = peak_bytes - tensors x uncertainty_low_pct / 100
+    peak_high_bytes = peak_bytes + tensors x uncertainty_high_pct / 100
+
+Vectorized: one numpy expression per reason over the whole result frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# ---- measured: the held-out error of the engine (docs/accuracy.md, benchmarks/accuracy_table.py) ----
+# Fitted constants, named as such: the largest over- and underestimate on the held-out rows of
+# tests/data/measured_peaks.csv, rounded up to the next half percent (tests/test_uncertainty.py checks
+# that every measured row's peak lies inside its band).
+MEASURED_HIGH_PCT = 3.0   # the real peak may be up to this much above ours
+MEASURED_LOW_PCT = 3.0    # ... or this much below
+
+# ---- not measurable here: allowances (percent of the tensors' peak, added on the high side) ----
+# bitsandbytes (QLoRA NF4 base, LLM.int8 / NF4 / int4 weights, 8-bit and paged optimizers): its
+# kernels need CUDA, so no fake-tensor CPU run can execute them (docs/accuracy.md derives the
+# terms from bitsandbytes' source). The allowance covers the dequantized 16-bit copy of one
+# weight matrix per matmul (bnb.functional.dequantize_4bit in MatMul4Bit) and the blockwise
+# quantization statistics, which the engine does not count separately.
+BNB_HIGH_PCT = 5.0
+# ZeRO-1/2 (DeepSpeed's buckets), CPU offload, tensor and pipeline parallelism: no measured row.
+PARALLEL_HIGH_PCT = 10.0
+# architectures without a measured row (MLA, attention sinks / expert biases, interleaved MoE,
+# shared experts): the layer's own tensors are counted as for the measured families.
+ARCH_HIGH_PCT = 10.0
+# GGUF (llama.cpp) inference: compute buffers are llama.cpp's, not PyTorch's.
+GGUF_HIGH_PCT = 10.0
+# mixture-of-experts training: transformers' default grouped_mm experts hold T x k rows whatever the
+# routing (measured); other experts implementations (eager per-expert loop, expert parallel
+# capacity factors) depend on the routing's imbalance.
+MOE_TRAIN_HIGH_PCT = 3.0
+# ZeRO-3 / FSDP: measured with FSDP2 fully_shard on a fake process group (4 rows: -9.7% to +8.2%,
+# docs/accuracy.md): FSDP2 keeps the root unit (embedding + lm_head) gathered, prefetches a layer and
+# holds a layer's unsharded gradients, where the engine counts two gathered units; both sides.
+ZERO3_PCT = 10.0
+# Gemma 2's eager attention (in the high side as bytes, `padded_attention_bytes` /
+# `eager_prefill_bytes`): a derived term whose prefill part fell short on the held-out gemma-2-9b
+# prefill at 8,192 tokens (derived 12.5 GiB of score tensors, measured 16.8 GiB beside the rest: the
+# tensors a prefill holds at once are not all traced), so the high side takes 1.5 x the term.
+EAGER_HIGH_FACTOR = 1.5
+
+BNB_PRECISIONS = ("int8", "int4", "nf4")
+BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
+COLUMNS = ("peak_low_bytes", "peak_high_bytes", "uncertainty_low_pct", "uncertainty_high_pct", "uncertainty_reasons")
+
+
+def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default) -> np.ndarray:
+    if name not in models:
+        return np.full(len(result), default)
+    table = pd.Series(models[name].fillna(default).to_numpy(), index=models["id"].to_numpy())
+    return table.reindex(result["model"].to_numpy()).fillna(default).to_numpy()
+
+
+def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per training row, (bytes added to the forward / start-of-backward phases, bytes added to the
+    layers' backward) when transformers materializes the attention mask.
+
+    transformers 5.24 skips the mask (SDPA `is_causal`, masking_utils.py `_ignore_causal_mask_sdpa`)
+    only for an unpadded batch it can inspect; with padding tokens in the batch (and in every
+    fake-tensor run, whose position tensors count as tracing: utils/import_utils.py `is_tracing`,
+    masking_utils.py lines 280-284) it builds a (batch, 1, seq, seq) mask. torch's SDPA converts it
+    to the query's dtype in every layer's call and keeps it for backward, and with a mask
+    transformers' sdpa_attention_forward repeats the grouped K and V to every head (repeat_kv,
+    integrations/sdpa_attention.py lines 118-127, `use_gqa_in_sdpa` needs attention_mask None):
+    per layer and token 2 x (heads - kv heads) x head_dim values of K and V plus seq mask values.
+    Traced op by op on real tensors (a 3-layer Llama, bf16): the mask-free run holds exactly
+    this much less per layer (docs/accuracy.md). Every layer that saves activations holds them;
+    with checkpointing only the recomputed layer. The engine's point estimate is the unpadded
+    (or packed) batch; `band` adds these bytes to the high side."""
+    n = len(result)
+    take = lambda k, d: _model_column(result, models, k, d).astype(float)  # noqa: E731
+    a, kvh, d, L = take("num_heads", 1), take("num_kv_heads", 1), take("head_dim", 1), take("num_layers", 1)
+    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    train = col("task", "train") == "train"
+    method, precision = col("method", "full"), col("precision", "bf16")
+    b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
+    tp = col("tp", 1).astype(float)
+    gc = col("grad_checkpointing", False).astype(bool)
+    layers = np.where(method == "freeze", np.minimum(col("freeze_layers", 0).astype(float), L), L)
+    value_b = np.where(precision == "fp32", 4.0, 2.0)  # the query's dtype (16-bit under autocast)
+    per_layer = b * s * value_b * (s + 2.0 * (a - kvh) * d) / tp
+    # Gemma 2 softcaps its attention logits, which SDPA cannot: transformers 5.24 runs it eagerly
+    # (Gemma2PreTrainedModel._supports_sdpa = False; modeling_gemma2.py eager_attention_forward):
+    # per layer and token the tanh of the scores (16-bit), the fp32 softmax and its 16-bit cast,
+    # heads x seq values each, are kept for backward, and K, V are repeated to every head
+    eager = _eager_attention(result, models)
+    per_layer = np.where(eager, b * s * (a * s * (2.0 * value_b + 4.0) + 2.0 * (a - kvh) * d * value_b) / tp,
+                         per_layer)
+    saved = np.where(train & ~gc, layers * per_layer, 0.0)
+    recompute = np.where(train & gc, per_layer, 0.0)
+    return saved, saved + recompute
+
+
+def eager_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per inference row of an eagerly-attending model (Gemma 2), what one layer's scores hold at
+    once in a prefill (nothing is kept for backward, so each step frees its input): the 16-bit
+    scores and their fp32 softmax (2 + 4 bytes per batch x heads x seq x seq value) beside the
+    two (batch, 1, seq, seq) 16-bit masks (full and sliding-window layers)."""
+    n = len(result)
+    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    a = _model_column(result, models, "num_heads", 1).astype(float)
+    b, s, tp = col("batch", 1).astype(float), col("seq", 1).astype(float), col("tp", 1).astype(float)
+    infer = col("task", "train") != "train"
+    return np.where(infer & _eager_attention(result, models), b * s * s * (6.0 * a + 4.0) / tp, 0.0)
+
+
+def _eager_attention(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Rows of a model whose attention transformers runs eagerly (Gemma 2: logit softcapping)."""
+    return pd.Series(_model_column(result, models, "family", "")).astype(str).eq("gemma-2").to_numpy()
+
+
+def padded_peak_bytes(result: pd.DataFrame, models: pd.DataFrame, padded: bool = True) -> np.ndarray:
+    """The tensors' peak of each row with the attention mask materialized (a padded batch):
+    the largest phase after `padded_attention_bytes` is added to the phases that hold activations
+    (padded=False: the largest phase as it is)."""
+    fwd, bwd = padded_attention_bytes(result, models)
+    if not padded:
+        fwd, bwd = 0.0 * fwd, 0.0 * bwd
+    pre = eager_prefill_bytes(result, models) * (1.0 if padded else 0.0)
+    phases = {"forward": fwd, "loss_backward": fwd, "backward": bwd, "backward_end": 0.0, "optimizer": 0.0,
+              "prefill": pre, "logits": 0.0}
+    best = np.full(len(result), -np.inf)
+    for name, extra in phases.items():
+        col = f"{name}_phase_bytes"
+        if col in result:
+            best = np.fmax(best, result[col].to_numpy(dtype=float) + extra)
+    return best
+
+
+def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """The uncertainty band of every row of an estimate() result (COLUMNS, same index)."""
+    n = len(result)
+    col = lambda k, d: result[k].to_numpy() if k in result else np.full(n, d)  # noqa: E731
+    train = col("task", "train") == "train"
+    method, precision = col("method", "full"), col("precision", "bf16")
+    optimizer, base = col("optimizer", "adamw"), col("base_precision", "auto")
+    zero, offload = col("zero", 0).astype(float), col("offload", "none")
+    tp, pp = col("tp", 1).astype(float), col("pp", 1).astype(float)
+    gpus = col("gpus", 1).astype(float)
+
+    experts = _model_column(result, models, "num_experts", 0).astype(float)
+    unmeasured_arch = ((_model_column(result, models, "kv_lora_rank", 0).astype(float) > 0)
+                       | _model_column(result, models, "attention_sinks", False).astype(bool)
+                       | _model_column(result, models, "expert_bias", False).astype(bool)
+                       | (_model_column(result, models, "moe_layer_step", 1).astype(float) > 1)
+                       | (_model_column(result, models, "shared_intermediate_size", 0).astype(float) > 0))
+    bnb = ((train & ((method == "qlora") | np.isin(base, BNB_PRECISIONS) | np.isin(optimizer, BNB_OPTIMIZERS)))
+           | (~train & np.isin(precision, BNB_PRECISIONS)))
+    gguf = ~train & pd.Series(precision).astype(str).str.startswith(("q", "iq")).to_numpy() & ~np.isin(precision, BNB_PRECISIONS)
+    parallel = (tp > 1) | (pp > 1) | (train & (offload != "none")) | (train & (gpus > 1) & ((zero == 1) | (zero == 2)))
+    moe_train = train & (experts > 0)
+    zero3 = train & (zero >= 3) & (gpus > 1)
+    eager = _eager_attention(result, models)
+
+    reasons = [
+        (bnb, BNB_HIGH_PCT, "bitsandbytes kernels (CUDA only) not measured"),
+        (parallel, PARALLEL_HIGH_PCT, "ZeRO-1/2, offload or tensor/pipeline parallelism not measured"),
+        (unmeasured_arch, ARCH_HIGH_PCT, "architecture without a measured run"),
+        (gguf, GGUF_HIGH_PCT, "llama.cpp compute buffers not measured"),
+        (moe_train, MOE_TRAIN_HIGH_PCT, "mixture-of-experts routing imbalance (implementation-dependent)"),
+        (zero3, ZERO3_PCT, "ZeRO-3/FSDP working set (FSDP2 measured within 10%)"),
+    ]
+    extra = np.zeros(n)
+    text = np.full(n, "measured paths: held-out error", dtype=object)
+    for cond, pct, label in reasons:
+        extra = np.where(cond, np.maximum(extra, pct), extra)
+        text = np.where(cond, text + "; " + label, text)
+    high = MEASURED_HIGH_PCT + extra
+    low = MEASURED_LOW_PCT + np.where(zero3, ZERO3_PCT, 0.0)
+    peak = result["peak_bytes"].to_numpy(dtype=float)
+    tensors = peak - (result["runtime_overhead_bytes"].to_numpy(dtype=float)
+                      if "runtime_overhead_bytes" in result else 0.0)
+    # a padded batch's attention mask (and repeated K, V) on top, where the phases carry it
+    padded = np.nan_to_num(padded_peak_bytes(result, models) - padded_peak_bytes(result, models, padded=False),
+                           nan=0.0, neginf=0.0, posinf=0.0) * np.where(eager, EAGER_HIGH_FACTOR, 1.0)
+    eager = _eager_attention(result, models)
+    text = np.where((padded > 0) & ~eager, text + "; padded batch: attention mask and repeated K/V", text)
+    text = np.where((padded > 0) & eager, text + "; eager attention (softcapping: no SDPA in transformers)", text)
+    return pd.DataFrame({
+        "peak_low_bytes": peak - tensors * low / 100, "peak_high_bytes": peak + padded + tensors * high / 100,
+        "uncertainty_low_pct": low, "uncertainty_high_pct": high, "uncertainty_reasons": text,
+    }, index=result.index)
+
+
+__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "eager_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]

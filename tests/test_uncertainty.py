@@ -1,0 +1,82 @@
+"""engine/uncertainty.py: the band around the peak, and its keys in `estimate --json`."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import estimate, uncertainty
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import accuracy_table  # noqa: E402
+
+
+def _band(models, **row):
+    result = estimate(pd.DataFrame([row]), models)
+    return result.iloc[0], uncertainty.band(result, models).iloc[0]
+
+
+def test_a_measured_path_gets_the_held_out_band(models):
+    row, b = _band(models, model="llama-3-8b", task="train", method="lora", precision="bf16", batch=2, seq=2048)
+    tensors = row["peak_bytes"] - row["runtime_overhead_bytes"]
+    assert b["uncertainty_high_pct"] == uncertainty.MEASURED_HIGH_PCT
+    # a padded batch: per layer b x s x 2 bytes x (s mask values + 2 x (32 - 8) x 128 repeated K/V),
+    # 32 layers: 2 x 2048 x 2 x (2048 + 6144) x 32 = 2 GiB more at the start of backward (the peak)
+    assert row["peak_phase"] == "loss_backward"
+    padded = 2 * 2048 * 2 * (2048 + 2 * 24 * 128) * 32
+    assert padded == 2**31
+    assert b["peak_high_bytes"] == pytest.approx(row["peak_bytes"] + padded + tensors * uncertainty.MEASURED_HIGH_PCT / 100)
+    assert b["peak_low_bytes"] == pytest.approx(row["peak_bytes"] - tensors * uncertainty.MEASURED_LOW_PCT / 100)
+    assert b["uncertainty_reasons"] == "measured paths: held-out error; padded batch: attention mask and repeated K/V"
+    _, infer = _band(models, model="llama-3-8b", task="infer", precision="bf16", batch=2, seq=2048)
+    assert infer["uncertainty_reasons"] == "measured paths: held-out error"
+
+
+@pytest.mark.parametrize("row, reason, pct", [
+    (dict(model="llama-3-70b", task="train", method="qlora"), "bitsandbytes", uncertainty.BNB_HIGH_PCT),
+    (dict(model="llama-3-8b", task="train", method="full", optimizer="paged_adamw_8bit"), "bitsandbytes", uncertainty.BNB_HIGH_PCT),
+    (dict(model="llama-3-8b", task="infer", precision="nf4"), "bitsandbytes", uncertainty.BNB_HIGH_PCT),
+    (dict(model="llama-3-70b", task="train", method="full", gpus=8, zero=2), "ZeRO-1/2", uncertainty.PARALLEL_HIGH_PCT),
+    (dict(model="llama-3-70b", task="infer", gpus=4, tp=4), "tensor/pipeline", uncertainty.PARALLEL_HIGH_PCT),
+    (dict(model="deepseek-v3", task="infer", gpus=8, tp=8), "architecture without a measured run", uncertainty.ARCH_HIGH_PCT),
+    (dict(model="llama-3-8b", task="infer", precision="q4_k_m"), "llama.cpp", uncertainty.GGUF_HIGH_PCT),
+])
+def test_an_unmeasured_path_widens_the_band_and_says_why(models, row, reason, pct):
+    _, b = _band(models, **row)
+    assert reason in b["uncertainty_reasons"]
+    assert b["uncertainty_high_pct"] == uncertainty.MEASURED_HIGH_PCT + pct
+
+
+def test_every_measured_peak_lies_inside_its_band(models):
+    measured = accuracy_table.load()
+    result = estimate(accuracy_table.scenario_frame(measured), models)
+    b = uncertainty.band(result, models)
+    overhead = result["runtime_overhead_bytes"].to_numpy()
+    low = b["peak_low_bytes"].to_numpy() - overhead
+    high = b["peak_high_bytes"].to_numpy() - overhead
+    inside = (measured["peak_bytes"].to_numpy() >= low) & (measured["peak_bytes"].to_numpy() <= high)
+    assert inside.all(), measured.loc[~inside, ["model", "method", "precision", "optimizer", "batch", "seq", "split"]]
+
+
+def test_band_is_vectorized_and_keeps_the_index(models):
+    frame = pd.DataFrame([dict(model=m, task="train", method="lora") for m in ("llama-3-8b", "mixtral-8x7b")] * 3)
+    result = estimate(frame, models)
+    result.index = np.arange(10, 16)
+    b = uncertainty.band(result, models)
+    assert list(b.columns) == list(uncertainty.COLUMNS) and list(b.index) == list(range(10, 16))
+    assert (b["peak_low_bytes"] < b["peak_high_bytes"]).all()
+
+
+def test_estimate_json_carries_the_band():
+    out = subprocess.run([sys.executable, "-m", "engine", "estimate", "--model", "llama-3-70b", "--method", "qlora",
+                          "--json"], capture_output=True, text=True, cwd=ROOT, check=True)
+    data = json.loads(out.stdout)
+    for key in uncertainty.COLUMNS:
+        assert key in data
+    assert data["peak_low_bytes"] < data["peak_bytes"] < data["peak_high_bytes"]
+    assert "bitsandbytes" in data["uncertainty_reasons"]
