@@ -283,6 +283,21 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
+def test_estimate_json_kbit_prep_key_and_off_is_the_engine_before_it():
+    args = ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--lora-rank", "32", "--lora-targets", ALL_LINEAR,
+            "--grad-checkpointing", "--batch", "1", "--seq", "4096", "--gpu", "rtx-4090", "--json")
+    code, out, err = run(*args)
+    assert code == 0, err
+    on = json.loads(out)
+    code, out, err = run(*args, "--kbit-prep", "off")
+    assert code == 0, err
+    off = json.loads(out)
+    assert (on["recipe"], on["kbit_prep"], off["kbit_prep"]) == ("hf", "on", "off")
+    # off: the figures the engine gave before the switch existed (measured on 7934d51: peak 15,346,011,272 B, max_seq 8,201)
+    assert (off["peak_bytes"], off["max_seq"]) == (15346011272, 8201)
+    assert on["max_seq"] < off["max_seq"] and on["peak_bytes"] > off["peak_bytes"]
+
+
 def test_text_estimate_title_names_the_recipe():
     code, out, err = run("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--recipe", "unsloth")
     assert code == 0, err
