@@ -135,6 +135,7 @@ class Inputs:
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
+    kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,6 +213,13 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     flags, in_out = _lora_sums(mv, dims)
     stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
                           np.minimum(mv.values("freeze_layers").astype(float), L))
+    # peft prepare_model_for_kbit_training (engine/stacks.py kbit_prep): fp32 embeddings, lm_head and
+    # norms, so an fp32 residual stream (R = 4) under the Trainer's bf16 autocast (each linear's input
+    # cast to 16-bit, lm_head's fp32 weight cast to a 16-bit copy: acb = 2), as amp_bf16 holds them
+    kbit = (mv.mask("kbit_prep", "on") if "kbit_prep" in mv.frame else np.zeros(mv.size, dtype=bool)) & qlora
+    stack["kbit_prep"] = kbit
+    acb = np.where(kbit, C.AUTOCAST_COPY_BYTES["amp_bf16"], acb)
+    residual = np.where(kbit, C.RESIDUAL_BYTES["amp_bf16"], mv.lookup("precision", C.RESIDUAL_BYTES, 2.0))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
@@ -229,7 +237,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         master=np.where(lora, 0.0, mv.lookup("precision", C.MASTER_BYTES, 0.0)),
         sdb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)),
         acb=acb, autocast=acb > 0,
-        R=mv.lookup("precision", C.RESIDUAL_BYTES, 2.0), M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
+        R=residual, M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
         act_b=act_b, lin_bits=mv.lookup("precision", C.LINEAR_BITS, np.nan),
         gguf_bits=mv.lookup("precision", C.GGUF_BITS, np.nan), int8=mv.mask("precision", "int8"),
         base_quant=(lora & ~base_auto) | qlora,
@@ -309,7 +317,8 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     linear layers at the precision's bits + the rest at the activations' bytes (+ int8's row
     scales), or GGUF's average bits for every weight."""
     frozen = np.where(x.train & ~x.full, x.N - np.where(x.freeze, trainable, 0.0), 0.0)
-    frozen_quant = x.n_lin * x.base_bits / 8 + (x.N - x.n_lin) * np.minimum(x.wb, 2.0)
+    rest_b = np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0))  # kbit_prep: embeddings, lm_head, norms fp32
+    frozen_quant = x.n_lin * x.base_bits / 8 + (x.N - x.n_lin) * rest_b
     frozen_bytes = np.where(x.base_quant, frozen_quant, frozen * x.wb)
     train_weights = trainable * x.wb_trained + np.where(x.lora, frozen_bytes, np.where(x.freeze, frozen * x.wb, 0.0))
     rows_out = x.L * (x.qd + 2 * x.kvd + x.h + 2 * x.f + x.h)
@@ -478,8 +487,15 @@ def autocast_copies(x: Inputs, t: Totals) -> dict[str, Part]:
     forward = np.where(cast, x.acb * lin_copies / x.mp, 0.0)
     one_layer = np.where(cast, x.acb * (x.V * x.h + x.layer_lin) / x.mp, 0.0)
     forward = np.where(x.gc & ~(x.full | x.freeze), one_layer, forward)
+    # kbit_prep (QLoRA): only lm_head's fp32 weight is cast; bitsandbytes dequantizes the 4-bit
+    # linears inside each call (bnb MatMul4Bit), so no 16-bit copy of them is kept; lm_head's copy is
+    # saved for its backward, which runs before the decoder layers' (freed by the `backward` phase)
     backward = np.where(x.gc, one_layer, forward)
-    return {"forward": Part(forward), "loss_backward": Part(backward), "backward": Part(backward)}
+    head = np.where(cast, x.acb * x.V * x.h / x.mp, 0.0)
+    forward = np.where(x.kbit_prep, head, forward)
+    loss_backward = np.where(x.kbit_prep, head, backward)
+    backward = np.where(x.kbit_prep, 0.0, backward)
+    return {"forward": Part(forward), "loss_backward": Part(loss_backward), "backward": Part(backward)}
 
 
 def _layer_activations(x: Inputs) -> np.ndarray:

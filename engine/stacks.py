@@ -65,6 +65,23 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   position of the micro-batch as a real token, which is what packing achieves;
                   without packing, padding makes tokens per step smaller than batch x seq, not the
                   peak (padded positions are computed and stored all the same).
+* kbit_prep       on (QLoRA only): peft's prepare_model_for_kbit_training (peft 0.20.1.dev0
+                  src/peft/utils/other.py: "cast all non INT8 parameters to fp32", every fp16/bf16
+                  parameter that is not Params4bit -> fp32, then enable_input_require_grads and
+                  gradient checkpointing), trained under the Trainer's bf16=True autocast
+                  (accelerate wraps the model's forward in torch.autocast). What it implies:
+                  embed_tokens, lm_head and the norms are held in fp32 (4 bytes each instead of 2:
+                  the parameters outside the quantized linears); the embedding's fp32 output and
+                  the fp32 norm weights keep the residual stream in fp32 (checkpointed layer inputs
+                  4 h bytes, not 2 h; the engine's amp residual R = 4); autocast casts each
+                  linear's input to 16-bit (the amp activation model); lm_head's frozen fp32 weight
+                  is cast to a 16-bit copy that its matmul keeps for backward (V x h x 2 bytes
+                  from forward to the end of lm_head's backward). The 4-bit linears are
+                  dequantized by bitsandbytes per call and keep no 16-bit copy. off: the parameters
+                  outside the quantized linears stay in the 16-bit load dtype (torchtune, Unsloth's
+                  own prepare_model_for_kbit_training, which upcasts only the LoRA parameters:
+                  unsloth/models/_utils.py; axolotl converts the norms and embeddings back to the
+                  16-bit dtype after it: src/axolotl/loaders/model.py _configure_embedding_dtypes).
 """
 
 from __future__ import annotations
@@ -80,6 +97,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "attention": ("auto", "sdpa", "flash", "eager"),
     "compile": ("auto", "off", "on"),
     "packing": ("auto", "off", "on"),
+    "kbit_prep": ("auto", "off", "on"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed")
 DEFAULT_RECIPE = "hf"
@@ -107,6 +125,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("sdpa", "transformers attn_implementation default 'sdpa' (torch >= 2.1.1)"),
         "compile": ("off", "TrainingArguments.torch_compile default False"),
         "packing": ("off", "trl SFTConfig packing default False"),
+        "kbit_prep": ({"qlora": "on"}, "peft 0.20 docs/source/developer_guides/quantization.md: QLoRA calls prepare_model_for_kbit_training (peft/utils/other.py: non-4-bit parameters to fp32), then get_peft_model and the Trainer with bf16=True (trl SFTTrainer given a peft_config casts embeddings and lm_head back to bf16 with bf16=True: not this recipe; --kbit-prep off)"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -118,6 +137,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("sdpa", "torchtune MultiHeadAttention: F.scaled_dot_product_attention (torchtune/modules/attention_utils.py)"),
         "compile": ("off", "torchtune 0.7.0 configs compile: False"),
         "packing": ("off", "torchtune 0.7.0 configs dataset.packed: False"),
+        "kbit_prep": ("off", "torchtune 0.7.0: no peft; the base is built in bf16 and only its linears are NF4 (torchtune/modules/peft/lora.py LoRALinear quantize_base: to_nf4 on the linear weight)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -129,6 +149,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("flash", "unsloth llama attention: flash-attn / xformers / SDPA kernels, no s x s scores kept"),
         "compile": ("off", "not modelled for unsloth's own compiled kernels"),
         "packing": ("off", "trl SFTConfig packing default False"),
+        "kbit_prep": ("off", "unsloth 2026.8.19 unsloth/models/_utils.py prepare_model_for_kbit_training: freezes the base and upcasts only the LoRA parameters to fp32"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -140,6 +161,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("sdpa", "LLaMA-Factory 0.9.6.dev0 model_args.py flash_attn: auto (transformers' default, sdpa)"),
         "compile": ("off", "TrainingArguments.torch_compile default False"),
         "packing": ("off", "LLaMA-Factory data_args.packing default None (off for sft)"),
+        "kbit_prep": ("off", "LLaMA-Factory 0.9.6.dev0 does not call peft prepare_model_for_kbit_training; model_args.py upcast_layernorm and upcast_lmhead_output default False"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -151,6 +173,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("sdpa", "axolotl 0.18.0 attn_implementation default None (transformers' sdpa)"),
         "compile": ("off", "axolotl 0.18.0 torch_compile default None"),
         "packing": ("off", "axolotl 0.18.0 sample_packing default None (examples set true)"),
+        "kbit_prep": ("off", "axolotl 0.18.0 src/axolotl/loaders/model.py: calls prepare_model_for_kbit_training for qlora, then _configure_embedding_dtypes converts the norms and embeddings back to torch_dtype (16-bit) for LoRA/QLoRA"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -162,6 +185,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "attention": ("sdpa", "transformers' default attention"),
         "compile": ("off", "DeepSpeed compile off by default"),
         "packing": ("off", "no packing by default"),
+        "kbit_prep": ({"qlora": "on"}, "transformers Trainer + DeepSpeed runs the same peft QLoRA script as hf (prepare_model_for_kbit_training)"),
     },
 }
 

@@ -104,9 +104,14 @@ def test_lora_trains_the_adapter_parameters_only(models):
 
 
 def test_qlora_base_is_nf4_on_the_linear_layers(models):
-    row = one(models, model="llama-2-7b", task="train", method="qlora", precision="bf16", batch=1, seq=16)
+    sc = dict(model="llama-2-7b", task="train", method="qlora", precision="bf16", batch=1, seq=16)
     adapters = 4_194_304 * 4  # peft keeps adapters in fp32 (autocast_adapter_dtype=True)
+    # the rest (embeddings, lm_head, norms) in the 16-bit load dtype without peft's prepare_model_for_kbit_training
+    row = one(models, kbit_prep="off", **sc)
     assert row.weights_bytes == pytest.approx(LINEAR_7B * 4.127 / 8 + REST_7B * 2 + adapters, rel=1e-12)
+    # the hf recipe calls it (issue 13, engine/stacks.py kbit_prep): every non-4-bit parameter in fp32
+    row = one(models, **sc)
+    assert row.weights_bytes == pytest.approx(LINEAR_7B * 4.127 / 8 + REST_7B * 4 + adapters, rel=1e-12)
 
 
 def test_tensor_parallel_splits_kv_by_kv_heads_never_below_one(models):
