@@ -6,9 +6,8 @@ cache windowed and 2.625 GiB full; DeepSeek-V3's latent KV is (512 + 64) x 61 x 
 token; the shipped catalog lists at least 30 models."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from catalog.user import model_from_config_file
 from engine import estimate
 from engine.params import architecture_counts
+from tests.clirun import run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "good_configs"
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +23,9 @@ GIB = 2**30
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """`python -m engine *args`, in this process (tests/clirun.py), as a finished process's fields."""
+    code, out, err = run_cli(*args)
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def _estimate(name, **scenario):

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
+from tests.clirun import run_cli
 from tests.conftest import ROOT
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli(*args)  # `python -m engine *args`, in this process (tests/clirun.py)
 
 
 def test_issue_scenario_gives_exact_weights_and_kv_cache():
@@ -158,3 +158,22 @@ def test_a_failing_hint_never_costs_the_estimate(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "peak per GPU" in out and "does not fit" in out
     assert out.rstrip().endswith("(no changes to suggest: seq 1 is not accepted)")
+
+
+def _process(*args):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("code, args", [
+    (0, ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--gpu", "rtx-4090", "--json")),
+    (2, ("estimate", "--model", "llama-2-7b", "--batch", "-3")),           # a bad value: one line
+    (2, ("estimate", "--model", "llama-2-7b", "--task", "nope")),          # argparse's own refusal
+    (0, ("sweep", "--models", "llama-3.2-1b", "--gpu-ids", "rtx-4090,a100-80gb-sxm")),  # CSV on stdout
+])
+def test_the_entry_point_is_main(code, args):
+    """Most CLI tests call planner.cli.main in the test process (tests/clirun.py); a real
+    `python -m engine` gives the same exit code, stdout and stderr."""
+    real = _process(*args)
+    assert real[0] == code and (real[1] or real[2])
+    assert real == run_cli(*args)

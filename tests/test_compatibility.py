@@ -2,8 +2,6 @@
 an incompatible combination is never a fit, on the CLI or in the planner's configurations."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -14,11 +12,11 @@ from engine.compat import check
 from engine.scenarios import DEFAULTS
 from planner import planning
 from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli(*args)  # `python -m engine *args`, in this process (tests/clirun.py)
 
 
 GPUS = pd.DataFrame({"id": ["old", "new", "mac"], "vendor": ["nvidia", "nvidia", "apple"],

@@ -3,9 +3,8 @@ engine's fields with exact parameter counts; everything else, and every malforme
 refused with one line naming the file and the config field."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,6 +13,7 @@ from catalog import CatalogError
 from catalog.user import MAX_CONFIG_BYTES, model_from_config, model_from_config_file, model_from_config_text
 from engine import estimate
 from engine.params import total_params
+from tests.clirun import run_cli
 
 DATA = Path(__file__).resolve().parent / "data"
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,7 +204,9 @@ def test_a_config_model_runs_through_the_engine(models):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """`python -m engine *args`, in this process (tests/clirun.py), as a finished process's fields."""
+    code, out, err = run_cli(*args)
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def test_cli_estimates_a_config_and_refuses_a_bad_one_in_one_line():

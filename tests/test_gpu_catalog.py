@@ -6,13 +6,11 @@ they are never computed by the code under test."""
 
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 # The GPUs issue 15 asks for (the consumer mid-range and the 2025-26 parts).
 ISSUE_15_GPUS = {
@@ -30,10 +28,9 @@ YEAR_OR_MONTH = re.compile(r"^(19|20)\d\d(-(0[1-9]|1[0-2]))?$")
 
 @pytest.fixture(scope="module")
 def cli_gpus():
-    proc = subprocess.run([sys.executable, "-m", "engine", "catalog", "gpus", "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    code, out, err = run_cli("catalog", "gpus", "--json")  # in this process (tests/clirun.py)
+    assert code == 0, err
+    return json.loads(out)
 
 
 @pytest.fixture(scope="module")

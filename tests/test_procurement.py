@@ -4,8 +4,6 @@ from the YAML figures, not from the code under test."""
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -15,6 +13,7 @@ import yaml
 from catalog import default_catalog
 from planner import procurement
 from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 DOC = yaml.safe_load((ROOT / "catalog" / "gpus.yaml").read_text())
 GPU = {g["id"]: g for g in DOC["gpus"]}
@@ -22,8 +21,7 @@ HOST = {h["id"]: h for h in DOC["hosts"]}
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=180)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli(*args)  # `python -m engine *args`, in this process (tests/clirun.py)
 
 
 def budget(*args):

@@ -6,7 +6,6 @@ contract, and the docs table that cannot drift from its generator."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +18,7 @@ from catalog.serving_data import load_measurements
 from engine import serving as S
 from planner.serving import SERVE_JSON_KEYS, capacity_curve, cheapest
 from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 GIB = 2**30
 MIB = 2**20
@@ -38,9 +38,7 @@ def one(cat, **request):
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", "serve", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli("serve", *args)  # `python -m engine serve *args`, in this process (tests/clirun.py)
 
 
 # --- vLLM ---------------------------------------------------------------------------------

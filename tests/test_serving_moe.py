@@ -8,8 +8,6 @@ GGUF bits of engine/constants.py, not read back from engine/serving.py."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -18,7 +16,7 @@ import engine.constants as C
 from catalog import default_catalog
 from engine import serving as S
 from planner.serving import SERVE_JSON_KEYS
-from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 GIB = 2**30
 Q4KM = C.GGUF_BITS["q4_k_m"] / 8  # bytes per weight
@@ -152,9 +150,7 @@ def test_cpu_moe_layers_is_for_llamacpp_only(cat):
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", "serve", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli("serve", *args)  # `python -m engine serve *args`, in this process (tests/clirun.py)
 
 
 def test_serve_cli_cpu_moe_layers_auto_json_and_text():

@@ -2,8 +2,6 @@
 solvers under them, the CLI and the evidence under each reference's own recipe."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -12,6 +10,7 @@ import pytest
 from engine import estimate
 from engine.stacks import RECIPES, SWITCHES, recipe_value, stacks_table
 from tests.conftest import ROOT
+from tests.clirun import run_cli
 
 GIB = 2**30
 ALL_LINEAR = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
@@ -20,8 +19,7 @@ MEMORY = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "optimizer_temp
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    return run_cli(*args)  # `python -m engine *args`, in this process (tests/clirun.py)
 
 
 def one(models, gpus=None, **sc):
