@@ -22,8 +22,9 @@ $(VENV)/.test: requirements.txt requirements-test.txt | $(BIN)/python
 run: $(VENV)/.runtime
 	$(BIN)/streamlit run dashboard.py --server.port $(PORT) --server.headless true
 
+# -n auto: one worker process per CPU (pytest-xdist); worksteal evens out the few long tests
 test: $(VENV)/.test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
 	$(BIN)/python -m pip install --quiet -r requirements-bench.txt
