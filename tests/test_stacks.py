@@ -98,7 +98,9 @@ def test_loss_variants_per_token_bytes(models):
     assert fwd["unfused"] - fwd["fused"] == pytest.approx(unfused_logits - (2 * 10 * h + 2 * h) * tokens)
     assert fwd["fused"] < fwd["linear_chunked"] < fwd["chunked"] < fwd["unfused"]
     compiled = one(models, loss="chunked", compile="on")
-    assert fwd["chunked"] - compiled["forward_phase_bytes"] == pytest.approx((4 * V - 8 * V / 8 + 4 * V / 8) * tokens - 4 * tokens)
+    # compiled (benchmarks/check_compiled_ce_buffers.py): no V-wide fp32 tensor in forward, the 16-bit
+    # chunks and 8 bytes per token (max, log-sum-exp) instead of 4 V + the last chunk's 4 V / 8 upcast
+    assert fwd["chunked"] - compiled["forward_phase_bytes"] == pytest.approx((4 * V + 4 * V / 8) * tokens - 8 * tokens)
     # compile changes nothing else: with the unfused loss the figures are those without it
     assert one(models, compile="on")["peak_bytes"] == rows["unfused"]["peak_bytes"]
     # older transformers: the fp32 logits and their shifted copy live in forward (12 V per token)
@@ -187,22 +189,23 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
     assert (table.loc[table["id"].str.startswith("torchtune-"), "recipe"] == "torchtune").all()
     # the README's 'Optimization flags' rows (Llama 3.2 3B, techniques added one by one): all but
-    # checkpointing (optimizer step temporaries) and QLoRA (torchao NF4) within 15%, every one within 25%
+    # 8-bit AdamW (its saving is smaller than two bytes per value) within 15%, every one within 20%
+    # (before: checkpointing +20% with multi-tensor AdamW's step temporary, QLoRA +24% with an fp32
+    # chunk the compiled loss never materialises)
     flags = table[table["id"].str.startswith("torchtune-llama32-3b-flags-")]
-    assert len(flags) == 9 and (flags["error_pct"].abs() <= 25).all()
-    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-ac",
-                                                                    "torchtune-llama32-3b-flags-qlora"}
+    assert len(flags) == 9 and (flags["error_pct"].abs() <= 20).all()
+    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-adamw-8bit"}
     tt = table[table["id"].str.startswith("torchtune-llama31-")]
     assert len(tt) == 8
     off = set(tt.loc[tt["error_pct"].abs() > 15, "id"])
     # the README's two A6000 rows are far above its 4090 rows of the same config (unexplained by the
-    # README) and the 405B row (+17% as printed in 'GB', +9% if the unit is GiB like every other row):
+    # README) and the 405B row (above the measurement with its checkpoints and weights alone):
     # see their explanations; the only torchtune rows outside 15%
     assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000",
                    "torchtune-llama31-405b-qlora-8xa100"}, off
     assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
     hits, total = hit_rate(table)
-    assert total >= 29 and hits / total >= 0.68, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+    assert total >= 33 and hits / total >= 0.78, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
 
 
 # ---- peft prepare_model_for_kbit_training (kbit_prep) and the published longest QLoRA contexts --
