@@ -205,7 +205,7 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
                    "torchtune-llama31-405b-qlora-8xa100"}, off
     assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
     hits, total = hit_rate(table)
-    assert total >= 33 and hits / total >= 0.78, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+    assert total >= 32 and hits / total >= 0.8, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
 
 
 # ---- peft prepare_model_for_kbit_training (kbit_prep) and the published longest QLoRA contexts --
