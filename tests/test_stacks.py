@@ -271,6 +271,36 @@ def test_longest_qlora_context_within_minus_40_plus_25_percent_of_unsloths_publi
     assert max(e for (g, rec), e in errors.items() if rec == "hf") <= 0.25
 
 
+# The README's second table, "Llama 3.3 (70B) max. context length" (same setup, same commit): 48 GB:
+# Unsloth 12,106, Hugging Face + FA2 OOM; 80 GB: 89,389 and 6,916.
+UNSLOTH_MAX_CONTEXT_70B = {48: ("rtx-a6000", 12106, None), 80: ("a100-80gb-sxm", 89389, 6916)}
+
+
+def test_longest_qlora_context_of_llama_33_70b_within_the_band_and_oom_where_published(models, gpus):
+    rows = [dict(model="llama-3.3-70b", task="train", method="qlora", precision="bf16", lora_rank=32,
+                 lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
+                 headroom=0.0, allow_long_context=True)
+             for card, _, _ in UNSLOTH_MAX_CONTEXT_70B.values() for recipe in ("unsloth", "hf")]
+    out = estimate(pd.DataFrame(rows), models, gpus)
+    refs = [ref for _, un, hf in UNSLOTH_MAX_CONTEXT_70B.values() for ref in (un, hf)]
+    for r, est, fits, ref in zip(rows, out["max_seq"], out["fits"], refs):
+        if ref is None:  # OOM on the card: not even the shortest sequence fits under hf
+            assert est == 0 and not fits, (r["gpu"], r["recipe"], est)
+        else:
+            assert -0.40 <= float(est) / ref - 1 <= 0.25, (r["gpu"], r["recipe"], est, ref)
+
+
+def test_docs_published_context_block_names_every_published_figure(cat):
+    from planner.stacks_report import published_context_rows
+    t = published_context_rows(cat)
+    published = {(m, g, rec): p for m, g, rec, p in zip(t["model"], t["gpu"], t["recipe"], t["published"])}
+    for _, (card, un, hf) in UNSLOTH_MAX_CONTEXT.items():
+        assert published[("llama-3.1-8b", card, "unsloth")] == un and published[("llama-3.1-8b", card, "hf")] == hf
+    for _, (card, un, hf) in UNSLOTH_MAX_CONTEXT_70B.items():
+        assert published[("llama-3.3-70b", card, "unsloth")] == un
+        assert published[("llama-3.3-70b", card, "hf")] == hf or (hf is None and pd.isna(published[("llama-3.3-70b", card, "hf")]))
+
+
 # ---- the CLI and the JSON contract -----------------------------------------------------------
 
 def test_estimate_json_names_the_recipe_and_every_decided_switch():
