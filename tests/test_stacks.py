@@ -199,13 +199,12 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
     assert len(tt) == 8
     off = set(tt.loc[tt["error_pct"].abs() > 15, "id"])
     # the README's two A6000 rows are far above its 4090 rows of the same config (unexplained by the
-    # README) and the 405B row (above the measurement with its checkpoints and weights alone):
-    # see their explanations; the only torchtune rows outside 15%
-    assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000",
-                   "torchtune-llama31-405b-qlora-8xa100"}, off
+    # README): see their explanations; the only torchtune rows outside 15% (the 405B row, in GiB as
+    # torchtune logged it since 2024-08 though the README prints GB, is within)
+    assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000"}, off
     assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
     hits, total = hit_rate(table)
-    assert total >= 32 and hits / total >= 0.8, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+    assert total >= 34 and hits / total >= 0.85, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
 
 
 # ---- peft prepare_model_for_kbit_training (kbit_prep) and the published longest QLoRA contexts --
