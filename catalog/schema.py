@@ -380,7 +380,9 @@ REFERENCE_METRICS = ("peak_bytes", "weights_bytes", "kv_cache_bytes", "model_sta
                      # issue 13: torch's own peak (torch.cuda.max_memory_allocated / memory_stats'
                      # active peak, what torchtune and most training logs print): the tensors' peak,
                      # without the CUDA context, cuBLAS workspace and allocator fragmentation
-                     "allocated_peak_bytes")
+                     "allocated_peak_bytes",
+                     # the LoRA adapters' own weights (trainable parameters x their dtype's bytes)
+                     "adapter_bytes")
 UNITS = ("B", "KB", "MB", "GB", "KiB", "MiB", "GiB", "TB", "count", "hours", "tokens/s")
 REFERENCE_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),

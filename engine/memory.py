@@ -206,9 +206,12 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
       linear_chunked (LinearCrossEntropyLoss): the projection per chunk inside the loss: no
                whole 16-bit logits; the saved fp32 outputs (4 V) + one chunk's logits, upcast
                (M + u) V / C; backward as chunked.
-      compiled chunked / linear_chunked: inductor keeps each chunk's 16-bit input and a log-sum-
-               exp (4 B) and recomputes the softmax in backward: M V + (u + 4) V / C + 4 forward,
-               M V + M V / C + 4 backward.
+      compiled chunked / linear_chunked: inductor fuses the upcast, log_softmax and nll into one
+               reduction kernel that materialises no V-wide tensor, keeps each chunk's 16-bit input
+               and two fp32 values per token (the max and the log-sum-exp, 8 B) and recomputes the
+               softmax in backward, which allocates only the chunk's 16-bit gradient: M V + 8
+               forward, M V + M V / C + 8 backward (benchmarks/check_compiled_ce_buffers.py lists
+               the generated code's buffers, torch 2.13).
       fused (Liger / Unsloth fused linear cross-entropy): logits of about 2 h / V of the tokens at
                a time (2 (M + u + 4) h per token) and the hidden states' gradient computed in
                forward and kept (M h); backward: that gradient (M h).
@@ -223,8 +226,8 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
     fwd = np.where(linear, (4.0 * V + (M + u) * V / chunks) / tp, fwd)
     bwd = np.where(chunked | linear, (4.0 * V + (8.0 + c) * V / chunks) / tp, bwd)
     comp = compiled & (chunked | linear)
-    fwd = np.where(comp, (M * V + (u + 4.0) * V / chunks) / tp + 4.0, fwd)
-    bwd = np.where(comp, (M * V + M * V / chunks) / tp + 4.0, bwd)
+    fwd = np.where(comp, M * V / tp + 8.0, fwd)
+    bwd = np.where(comp, (M * V + M * V / chunks) / tp + 8.0, bwd)
     fwd = np.where(fused, 2.0 * (M + u + 4.0) * h + M * h, fwd)
     bwd = np.where(fused, M * h, bwd)
     return fwd, bwd

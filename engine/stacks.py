@@ -56,8 +56,10 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   refused with that reason (engine/scenarios.py check_combinations), not estimated.
 * compile         on: torch.compile. Modelled only where the library documents a memory effect
                   the engine can derive: a compiled chunked cross-entropy keeps each chunk's
-                  16-bit input instead of its fp32 log-softmax output (torchtune
-                  CEWithChunkedOutputLoss docstring; inductor recomputes the softmax in backward).
+                  16-bit input and 8 bytes per token instead of its fp32 log-softmax output and
+                  materialises no fp32 chunk (torchtune CEWithChunkedOutputLoss docstring; inductor
+                  fuses upcast + log_softmax + nll and recomputes the softmax in backward:
+                  benchmarks/check_compiled_ce_buffers.py).
                   Elsewhere compile changes no term here (its fusion of the norms and SiLU may save
                   some activations; not modelled, the estimate stays on the uncompiled side).
 * packing         on: several examples packed into one sequence (torchtune dataset.packed,

@@ -23,6 +23,17 @@ EVIDENCE_JSON_KEYS = ("id", "kind", "metric", "reference", "estimate", "unit", "
                       "model", "per_gpu", "within_10pct", "within_15pct", "source", "url", "setup_note", "estimate_note")
 
 
+def _adapter_bytes(result: pd.DataFrame) -> np.ndarray:
+    """The LoRA adapters' weights as the engine holds them (engine/components.py `wb_trained`):
+    trainable parameters x 2 bytes with adapter_dtype bf16, x engine.constants.LORA_ADAPTER_BYTES
+    (peft's fp32) otherwise; NaN for rows without adapters."""
+    from engine.constants import LORA_ADAPTER_BYTES
+    lora = result["method"].isin(("lora", "qlora")).to_numpy() if "method" in result else np.zeros(len(result), bool)
+    bf16 = (result["adapter_dtype"] == "bf16").to_numpy() if "adapter_dtype" in result else np.zeros(len(result), bool)
+    per_param = np.where(bf16, 2.0, float(LORA_ADAPTER_BYTES))
+    return np.where(lora, result["trainable_params"].to_numpy(dtype=float) * per_param, np.nan)
+
+
 def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
     states = result["weights_bytes"] * 0  # placeholder shape
     columns = {
@@ -34,6 +45,7 @@ def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
         "model_states_bytes": result["model_states_bytes"],
         "trainable_params": result["trainable_params"].astype(float),
         "gpus_needed": result["gpus_needed"] if "gpus_needed" in result else states + np.nan,
+        "adapter_bytes": _adapter_bytes(result),
     }
     # speed metrics (engine/speed.py): reference metric -> result column
     for metric, column in (("train_gpu_hours", "gpu_hours"), ("decode_tokens_per_s", "decode_tokens_per_s")):

@@ -17,6 +17,50 @@ CONTEXT_SCENARIO = dict(model="llama-3.1-8b", task="train", method="qlora", prec
                         allow_long_context=True)
 
 
+# Unsloth README 'Context length benchmarks' (github.com/unslothai/unsloth README.md before commit
+# c60636695c, 2026-03; the tables first in the Llama 3.3 blog, Dec 2024), measured: 4-bit QLoRA on
+# q, k, v, o, gate, up, down, rank 32, batch 1, sequences padded to the length. (model, VRAM GB,
+# catalog card) -> (Unsloth, Hugging Face + FA2) tokens; None = OOM. 8 GB (2,972 / OOM) has no
+# bf16 card in the catalog. Issue 13 judges these within -40% / +25% (tests/test_stacks.py).
+PUBLISHED_MAX_CONTEXT = {
+    ("llama-3.1-8b", 12, "rtx-3060-12gb"): (21848, 932),
+    ("llama-3.1-8b", 16, "rtx-4060-ti-16gb"): (40724, 2551),
+    ("llama-3.1-8b", 24, "rtx-4090"): (78475, 5789),
+    ("llama-3.1-8b", 40, "a100-40gb-sxm"): (153977, 12264),
+    ("llama-3.1-8b", 48, "rtx-a6000"): (191728, 15502),
+    ("llama-3.1-8b", 80, "a100-80gb-sxm"): (342733, 28454),
+    ("llama-3.3-70b", 48, "rtx-a6000"): (12106, None),
+    ("llama-3.3-70b", 80, "a100-80gb-sxm"): (89389, 6916),
+}
+PUBLISHED_RECIPES = ("unsloth", "hf")  # the table's columns: Unsloth, Hugging Face + FA2 (peft QLoRA)
+
+
+def published_context_rows(cat) -> pd.DataFrame:
+    """Every published longest context beside the estimate's max_seq under the column's recipe
+    (QLoRA r=32 on every linear layer, batch 1, no headroom: the whole card)."""
+    rows = [dict(CONTEXT_SCENARIO, model=m, lora_targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                 gpu=g, recipe=r)
+            for (m, _, g) in PUBLISHED_MAX_CONTEXT for r in PUBLISHED_RECIPES]
+    result = estimate(pd.DataFrame(rows), cat.models(), cat.gpus())
+    published = [v for pair in PUBLISHED_MAX_CONTEXT.values() for v in pair]
+    vram = [gb for (_, gb, _) in PUBLISHED_MAX_CONTEXT for _ in PUBLISHED_RECIPES]
+    out = pd.DataFrame({"model": [r["model"] for r in rows], "vram_gb": vram, "gpu": [r["gpu"] for r in rows],
+                        "recipe": [r["recipe"] for r in rows], "published": published,
+                        "estimate": result["max_seq"].to_numpy(dtype=float), "fits": result["fits"].to_numpy()})
+    return out
+
+
+def published_context_block(cat) -> str:
+    t = published_context_rows(cat)
+    lines = ["| model | VRAM | GPU | recipe | published | estimate | error |", "|---|---:|---|---|---:|---:|---:|"]
+    for _, r in t.iterrows():
+        pub = "OOM" if r["published"] is None or pd.isna(r["published"]) else f"{int(r['published']):,}"
+        est = f"{int(r['estimate']):,}" if r["estimate"] > 0 else "does not fit"
+        err = "—" if pub == "OOM" else f"{100 * (r['estimate'] / r['published'] - 1):+.1f}%"
+        lines.append(f"| {r['model']} | {r['vram_gb']} GB | {r['gpu']} | {r['recipe']} | {pub} | {est} | {err} |")
+    return "\n".join(lines)
+
+
 def recipe_block() -> str:
     lines = ["| recipe | switch | value | source |", "|---|---|---|---|"]
     for r in stacks_table():
@@ -52,7 +96,8 @@ def context_block(cat) -> str:
 
 
 def blocks(cat) -> dict[str, str]:
-    return {"recipes": recipe_block(), "evidence": evidence_block(cat), "context": context_block(cat)}
+    return {"recipes": recipe_block(), "evidence": evidence_block(cat), "context": context_block(cat),
+            "context-published": published_context_block(cat)}
 
 
 if __name__ == "__main__":

@@ -43,3 +43,23 @@ def test_cli_prints_the_table():
     code, out, err = run("evidence")
     assert code == 0, err
     assert "torchtune-llama31-8b-full-4090" in out and "error_pct" in out
+
+
+def test_adapter_bytes_metric_is_the_adapters_trainable_parameters_in_their_dtype(table, models, gpus):
+    """The QLoRA paper's 26 MB is an adapter size: compared as adapter_bytes, not as weights_bytes
+    (which holds the 4-bit base model too)."""
+    import pandas as pd
+    from engine.estimate import estimate
+    from planner.evidence import _adapter_bytes
+    row = table.set_index("id").loc["qlora-paper-llama-7b-lora-params"]
+    assert row["metric"] == "adapter_bytes" and row["kind"] == "estimate"
+    # LLaMA 7B by hand: r=64 on q, k, v, o (4096 -> 4096) and gate, up, down (4096 <-> 11008), 32 layers
+    per_layer = 4 * 64 * (4096 + 4096) + 3 * 64 * (4096 + 11008)
+    assert row["estimate"] == pytest.approx(32 * per_layer * 2 / 1e6, abs=1e-3)  # bf16 adapters, MB
+    sc = dict(model="llama-1-7b", task="train", method="qlora", precision="bf16", lora_rank=64, lora_targets="all",
+              batch=1, seq=512, grad_checkpointing=True)
+    out = estimate(pd.DataFrame([dict(sc, adapter_dtype="fp32"), dict(sc, adapter_dtype="bf16"),
+                                 dict(sc, method="full")]), models, gpus)
+    got = _adapter_bytes(out)
+    assert got[0] == 32 * per_layer * 4 and got[1] == 32 * per_layer * 2  # peft's fp32 / bf16
+    assert np.isnan(got[2])  # full fine-tuning has no adapters

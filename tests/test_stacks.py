@@ -96,7 +96,9 @@ def test_loss_variants_per_token_bytes(models):
     assert fwd["unfused"] - fwd["fused"] == pytest.approx(unfused_logits - (2 * 10 * h + 2 * h) * tokens)
     assert fwd["fused"] < fwd["linear_chunked"] < fwd["chunked"] < fwd["unfused"]
     compiled = one(models, loss="chunked", compile="on")
-    assert fwd["chunked"] - compiled["forward_phase_bytes"] == pytest.approx((4 * V - 8 * V / 8 + 4 * V / 8) * tokens - 4 * tokens)
+    # compiled (benchmarks/check_compiled_ce_buffers.py): no V-wide fp32 tensor in forward, the 16-bit
+    # chunks and 8 bytes per token (max, log-sum-exp) instead of 4 V + the last chunk's 4 V / 8 upcast
+    assert fwd["chunked"] - compiled["forward_phase_bytes"] == pytest.approx((4 * V + 4 * V / 8) * tokens - 8 * tokens)
     # compile changes nothing else: with the unfused loss the figures are those without it
     assert one(models, compile="on")["peak_bytes"] == rows["unfused"]["peak_bytes"]
     # older transformers: the fp32 logits and their shifted copy live in forward (12 V per token)
@@ -185,22 +187,22 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
     assert (table.loc[table["id"].str.startswith("torchtune-"), "recipe"] == "torchtune").all()
     # the README's 'Optimization flags' rows (Llama 3.2 3B, techniques added one by one): all but
-    # checkpointing (optimizer step temporaries) and QLoRA (torchao NF4) within 15%, every one within 25%
+    # 8-bit AdamW (its saving is smaller than two bytes per value) within 15%, every one within 20%
+    # (before: checkpointing +20% with multi-tensor AdamW's step temporary, QLoRA +24% with an fp32
+    # chunk the compiled loss never materialises)
     flags = table[table["id"].str.startswith("torchtune-llama32-3b-flags-")]
-    assert len(flags) == 9 and (flags["error_pct"].abs() <= 25).all()
-    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-ac",
-                                                                    "torchtune-llama32-3b-flags-qlora"}
+    assert len(flags) == 9 and (flags["error_pct"].abs() <= 20).all()
+    assert set(flags.loc[flags["error_pct"].abs() > 15, "id"]) == {"torchtune-llama32-3b-flags-adamw-8bit"}
     tt = table[table["id"].str.startswith("torchtune-llama31-")]
     assert len(tt) == 8
     off = set(tt.loc[tt["error_pct"].abs() > 15, "id"])
     # the README's two A6000 rows are far above its 4090 rows of the same config (unexplained by the
-    # README) and the 405B row (+17% as printed in 'GB', +9% if the unit is GiB like every other row):
-    # see their explanations; the only torchtune rows outside 15%
-    assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000",
-                   "torchtune-llama31-405b-qlora-8xa100"}, off
+    # README): see their explanations; the only torchtune rows outside 15% (the 405B row, in GiB as
+    # torchtune logged it since 2024-08 though the README prints GB, is within)
+    assert off == {"torchtune-llama31-8b-full-a6000", "torchtune-llama31-8b-lora-a6000"}, off
     assert (tt.loc[tt["id"].isin(off), "explanation"].str.len() > 40).all()
     hits, total = hit_rate(table)
-    assert total >= 29 and hits / total >= 0.68, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
+    assert total >= 34 and hits / total >= 0.85, (hits, total)  # before issue 13: 9 of 20; docs/stacks.md prints it
 
 
 # ---- peft prepare_model_for_kbit_training (kbit_prep) and the published longest QLoRA contexts --
@@ -264,6 +266,36 @@ def test_longest_qlora_context_within_minus_40_plus_25_percent_of_unsloths_publi
     assert not bad, bad
     # hf no longer says longer than measured by more than the target allows on any card (before: +44% to +201%)
     assert max(e for (g, rec), e in errors.items() if rec == "hf") <= 0.25
+
+
+# The README's second table, "Llama 3.3 (70B) max. context length" (same setup, same commit): 48 GB:
+# Unsloth 12,106, Hugging Face + FA2 OOM; 80 GB: 89,389 and 6,916.
+UNSLOTH_MAX_CONTEXT_70B = {48: ("rtx-a6000", 12106, None), 80: ("a100-80gb-sxm", 89389, 6916)}
+
+
+def test_longest_qlora_context_of_llama_33_70b_within_the_band_and_oom_where_published(models, gpus):
+    rows = [dict(model="llama-3.3-70b", task="train", method="qlora", precision="bf16", lora_rank=32,
+                 lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
+                 headroom=0.0, allow_long_context=True)
+             for card, _, _ in UNSLOTH_MAX_CONTEXT_70B.values() for recipe in ("unsloth", "hf")]
+    out = estimate(pd.DataFrame(rows), models, gpus)
+    refs = [ref for _, un, hf in UNSLOTH_MAX_CONTEXT_70B.values() for ref in (un, hf)]
+    for r, est, fits, ref in zip(rows, out["max_seq"], out["fits"], refs):
+        if ref is None:  # OOM on the card: not even the shortest sequence fits under hf
+            assert est == 0 and not fits, (r["gpu"], r["recipe"], est)
+        else:
+            assert -0.40 <= float(est) / ref - 1 <= 0.25, (r["gpu"], r["recipe"], est, ref)
+
+
+def test_docs_published_context_block_names_every_published_figure(cat):
+    from planner.stacks_report import published_context_rows
+    t = published_context_rows(cat)
+    published = {(m, g, rec): p for m, g, rec, p in zip(t["model"], t["gpu"], t["recipe"], t["published"])}
+    for _, (card, un, hf) in UNSLOTH_MAX_CONTEXT.items():
+        assert published[("llama-3.1-8b", card, "unsloth")] == un and published[("llama-3.1-8b", card, "hf")] == hf
+    for _, (card, un, hf) in UNSLOTH_MAX_CONTEXT_70B.items():
+        assert published[("llama-3.3-70b", card, "unsloth")] == un
+        assert published[("llama-3.3-70b", card, "hf")] == hf or (hf is None and pd.isna(published[("llama-3.3-70b", card, "hf")]))
 
 
 # ---- the CLI and the JSON contract -----------------------------------------------------------
