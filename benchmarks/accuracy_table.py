@@ -66,6 +66,12 @@ def scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     # step temporaries, which the engine's adamw_fused (in-place, one kernel) also has none of
     fsdp_loop = (sc["zero"] == 3) & (sc["optimizer"] == "adamw")
     sc.loc[fsdp_loop, "optimizer"] = "adamw_fused"
+    # the prefills ran transformers' DynamicCache, whose sliding-window layers keep a view of the
+    # whole prefill's keys and values (transformers 5.24 cache_utils.py DynamicSlidingWindowLayer.update,
+    # lines 242-249: `self.keys = full_key_states[:, :, -self.sliding_window + 1 :, :]` slices the
+    # torch.cat output, so its storage stays the full length until the next update): the KV cache
+    # a prefill holds is the full one (details.*.kv_cache_bytes), not the window
+    sc["kv_policy"] = "full"
     return sc
 
 

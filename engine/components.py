@@ -30,6 +30,7 @@ from engine.memory import (
     layer_backward_transient_bytes,
     gemma_norm_bytes,
     moe_routing_bytes,
+    qk_norm_bytes,
     softcap_logits_bytes,
     logits_bytes,
     stack_logits_bytes,
@@ -134,6 +135,7 @@ class Inputs:
     # Gemma's RMSNorm (issue 12): (x * (1 + w)) in fp32 (1 where the model is a Gemma); norms per layer
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
+    qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
 
@@ -251,6 +253,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gemma_norm=(models["family"].astype(str).str.startswith("gemma").to_numpy()[midx] if "family" in models
                     else np.zeros(mv.size, dtype=bool)).astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
+        qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
                  else np.zeros(mv.size, dtype=bool)).astype(float),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
@@ -507,6 +510,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
                                    adapter16=x.adapter16)
     if np.any(x.gemma_norm > 0):
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
+    if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
+        dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)

@@ -107,15 +107,31 @@ def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[
 
 def eager_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Per inference row of an eagerly-attending model (Gemma 2), what one layer's scores hold at
-    once in a prefill (nothing is kept for backward, so each step frees its input): the 16-bit
-    scores and their fp32 softmax (2 + 4 bytes per batch x heads x seq x seq value) beside the
-    two (batch, 1, seq, seq) 16-bit masks (full and sliding-window layers)."""
+    once in a prefill: transformers 5.24 models/gemma2/modeling_gemma2.py eager_attention_forward,
+    line 203 `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`: while the fp32
+    softmax (4 bytes) is cast back, the masked 16-bit scores it was computed from are still bound to
+    `attn_weights` (2, line 200) and the 16-bit cast is being written (2): 8 bytes per batch x heads x
+    seq x seq value, beside the two (batch, 1, seq, seq) 16-bit masks (full and sliding-window
+    layers, built once per forward). Traced with benchmarks/trace_peak.py on the gemma-2-9b prefill
+    2 x 8,192 (held-out): the peak is that cast in the last layer, 8 + 4 + 4 + 0.5 GiB of these
+    tensors (the first version counted 2 + 4 bytes: the cast's output was missing). Returned: the
+    bytes this working set exceeds the MLP working set the prefill phase already counts by."""
     n = len(result)
     col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    a = _model_column(result, models, "num_heads", 1).astype(float)
+    take = lambda k: _model_column(result, models, k, 1).astype(float)  # noqa: E731
+    a, kvh, d, h, f = take("num_heads"), take("num_kv_heads"), take("head_dim"), take("hidden_size"), take("intermediate_size")
     b, s, tp = col("batch", 1).astype(float), col("seq", 1).astype(float), col("tp", 1).astype(float)
     infer = col("task", "train") != "train"
-    return np.where(infer & _eager_attention(result, models), b * s * s * (6.0 * a + 4.0) / tp, 0.0)
+    value_b = np.where(col("precision", "bf16") == "fp32", 4.0, 2.0)
+    scores = b * s * s * (8.0 * a + 2.0 * value_b) / tp
+    # beside the scores, per token: the embedding output (kept by the model's loop), the layer input,
+    # the normed input, q and K, V repeated to every head (repeat_kv, line 190, a copy where kv
+    # heads < heads); this replaces the MLP's working set that the engine's prefill phase counts
+    # (engine/components.py workspace: 4h + 3f), which is not alive at the same time
+    attn_tokens = value_b * (3.0 * h + d * (a + 2.0 * a * (kvh < a)) / tp)
+    mlp_tokens = value_b * (4.0 * h + 3.0 * f / tp)
+    extra = np.maximum(scores + b * s * (attn_tokens - mlp_tokens), 0.0)
+    return np.where(infer & _eager_attention(result, models), extra, 0.0)
 
 
 def _eager_attention(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:

@@ -152,11 +152,6 @@ def test_readme_states_the_held_out_figures_the_script_computes(models):
 # new miss shows up here; each known miss must still lie inside the uncertainty band
 # (tests/test_uncertainty.py checks every measured row).
 KNOWN_MISSES = {
-    # Gemma 2's eager prefill at 8,192 tokens holds more score tensors than the band's derived
-    # eager term (6 x heads + 4 bytes per batch x seq x seq): not traced down in time
-    ("gemma-2-9b", "infer", 2, 8192): "eager prefill working set",
-    # Qwen3-MoE LoRA without checkpointing keeps ~9h bytes per layer and token more than counted
-    ("qwen3-30b-a3b", "train", 2, 2048): "MoE LoRA activations",
     # FSDP2 holds the root unit (embedding + lm_head) gathered, the prefetched layer and a layer's
     # unsharded gradients; the engine's ZeRO-3 workspace counts two gathered units
     ("qwen2.5-7b", "train", 2, 1024): "FSDP2 working set",
