@@ -460,6 +460,17 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
         head = np.where(x.opt_bwd, one, head)
         end = Part(np.where(x.opt_bwd, one, end.fixed), np.where(x.opt_bwd, 0.0, end.shard))
         fix, sh = np.where(x.opt_bwd, one, fix), np.where(x.opt_bwd, 0.0, sh)
+    # ZeRO-3 / FSDP2: each layer's gradients are reduce-scattered to their shard as its backward ends,
+    # so the decoder layers' shards accumulate through backward while the checkpointed inputs (or saved
+    # activations) are freed: the `backward` phase is its start (no shard yet, every layer's activations),
+    # `backward_end` its last layer (every layer's shard, lm_head's unsharded gradient, one layer's
+    # activations: workspace), the larger of the two ends (measured: 26 of qwen2.5-7b's 28 layers'
+    # shards at its peak). The root's own gradients are reduce-scattered after its parameters are
+    # resharded (_fsdp_param_group.py post_backward: reshard, then foreach_reduce), which holds less.
+    z3 = (x.zero >= 3) & x.train
+    if np.any(z3):
+        layers_share = np.where(x.full, 1.0 - _root_params(x) / np.maximum(t.trainable, 1.0), 1.0)
+        end = Part(np.where(z3, head, end.fixed), np.where(z3, sh * layers_share, end.shard))
     return {"backward": Part(head), "backward_end": end, "optimizer": Part(fix, sh)}
 
 
@@ -603,14 +614,47 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     autograd's input buffer. Prefill: one layer's working set (per token): the layer's input
     (still referenced by the model's loop), the residual, the MLP input and the attention
     output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)."""
-    biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
-    gathered = np.where((x.zero >= 3) & x.train,
-                        C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit * t.weights / x.N / x.mp, 0.0)
+    zero3 = (x.zero >= 3) & x.train
+    gathered = np.where(zero3, _fsdp_gathered_params(x) * t.weights / x.N / x.mp, 0.0)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
+    # FSDP2 keeps the previous layer's reduce-scatter input alive while the next one is copied in
+    # (torch 2.13 distributed/fsdp/_fully_shard/_fsdp_param_group.py lines 107-113, 640-660:
+    # reduce_scatter_max_input_buffers = 1; _fsdp_collectives.py line 597 allocates each input at
+    # the size of the layer's unsharded gradients): two layers' gradients, unsharded
+    rs_buffers = np.where(zero3, 2.0 * _layer_trained_params(x, t) * x.gb / x.mp, 0.0)
     work = x.act_b * (4.0 * x.h + 3.0 * x.f / x.tp)
-    return {"forward": Part(gathered), "loss_backward": Part(gathered), "backward": Part(gathered, per_token=transient),
-            "backward_end": Part(gathered + 3.0 * _tied_gradient(x)), "optimizer": Part(gathered),
+    # ZeRO-3's backward_end is its last layer's backward (engine/components.py gradients): that layer's
+    # activations (recomputed under checkpointing) and the backward transients beside the buffers
+    last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0
+    end = np.where(zero3, gathered + rs_buffers, gathered + 3.0 * _tied_gradient(x))
+    return {"forward": Part(gathered), "loss_backward": Part(gathered),
+            "backward": Part(gathered + rs_buffers, per_token=transient),
+            "backward_end": Part(end, per_token=last_layer), "optimizer": Part(gathered),
             "prefill": Part(per_token=work)}
+
+
+def _root_params(x: Inputs) -> np.ndarray:
+    """Parameters outside the decoder layers: the embedding, lm_head (unless tied) and the final norm."""
+    return x.V * x.h * np.where(x.tied, 1.0, 2.0) + x.h
+
+
+def _fsdp_gathered_params(x: Inputs) -> np.ndarray:
+    """ZeRO-3 / FSDP2 (issue 12, measured with fully_shard on every decoder layer and the root on a
+    fake process group, traced with benchmarks/trace_peak.py): the root unit's parameters (embedding,
+    lm_head, final norm) stay unsharded from the forward through the whole backward (torch 2.13
+    distributed/fsdp/_fully_shard/_fsdp_state.py lines 203-207: the root is not resharded after
+    forward) and one decoder layer's are gathered at a time (its all-gather output is freed,
+    `resize_(0)`, when it reshards; under the fake process group the collectives complete at once, so
+    no prefetched layer overlaps: real runs may hold the prefetched next layer too, the band's ZeRO-3
+    allowance). Replaces two of the largest unit (ZERO3_LAYERS_IN_FLIGHT), which double-counted a tied
+    embedding (llama-3.2-1b x 8: +8.2%) and left out the root or the layer (llama-2-7b x 4: -9.7%)."""
+    return _root_params(x) + x.layer_all
+
+
+def _layer_trained_params(x: Inputs, t: Totals) -> np.ndarray:
+    """A decoder layer's trained parameters: all of them in full fine-tuning and in freeze's trained
+    layers, else the adapters' mean share per layer."""
+    return np.where(x.full | x.freeze, x.layer_all, t.trainable / np.maximum(x.L, 1.0))
 
 
 COMPONENT_FUNCTIONS = {
