@@ -43,15 +43,18 @@ GGUF_HIGH_PCT = 10.0
 # routing (measured); other experts implementations (eager per-expert loop, expert parallel
 # capacity factors) depend on the routing's imbalance.
 MOE_TRAIN_HIGH_PCT = 3.0
-# ZeRO-3 / FSDP: measured with FSDP2 fully_shard on a fake process group (4 rows: -9.7% to +8.2%,
-# docs/accuracy.md): FSDP2 keeps the root unit (embedding + lm_head) gathered, prefetches a layer and
-# holds a layer's unsharded gradients, where the engine counts two gathered units; both sides.
+# ZeRO-3 / FSDP: measured with FSDP2 fully_shard on a fake process group (5 rows, within 0.5% after
+# issue 12 modelled the root unit, one gathered layer and two reduce-scatter inputs,
+# engine/components.py `_fsdp_gathered_params`); on a real process group the collectives overlap, so
+# the prefetched next layer may be gathered too, and DeepSpeed ZeRO-3 keeps its own prefetch buckets
+# (stage3_max_live_parameters): both sides.
 ZERO3_PCT = 10.0
 # Gemma 2's eager attention (in the high side as bytes, `padded_attention_bytes` /
-# `eager_prefill_bytes`): a derived term whose prefill part fell short on the held-out gemma-2-9b
-# prefill at 8,192 tokens (derived 12.5 GiB of score tensors, measured 16.8 GiB beside the rest: the
-# tensors a prefill holds at once are not all traced), so the high side takes 1.5 x the term.
-EAGER_HIGH_FACTOR = 1.5
+# `eager_prefill_bytes`): the first version's prefill term fell short on the held-out gemma-2-9b
+# prefill at 8,192 tokens and the high side took 1.5 x the term; traced (the 16-bit cast of the fp32
+# softmax beside its input), the term now matches the measured prefills (gemma-2-2b, gemma-2-9b)
+# within 0.1%, so the high side takes the term as it is.
+EAGER_HIGH_FACTOR = 1.0
 
 BNB_PRECISIONS = ("int8", "int4", "nf4")
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
@@ -134,6 +137,25 @@ def eager_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarra
     return np.where(infer & _eager_attention(result, models), extra, 0.0)
 
 
+def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per inference row under kv_policy windowed, the keys and values beyond the window that a
+    transformers prefill still holds in its sliding-window layers: DynamicSlidingWindowLayer.update
+    (transformers 5.24 cache_utils.py lines 242-249) keeps `full_key_states[:, :, -sliding_window + 1:, :]`,
+    a view whose storage is the whole torch.cat output, until the next update (measured: the
+    gemma-2-9b prefill 2 x 8,192 held all 42 layers' keys and values at 8,192 tokens). From the
+    row's own cache bytes: per layer and token = kv_cache_bytes / (batch x (full layers x seq +
+    window layers x min(seq, window)))."""
+    n = len(result)
+    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    take = lambda k: _model_column(result, models, k, 0).astype(float)  # noqa: E731
+    L, win_layers, window = take("num_layers"), take("sliding_window_layers"), take("sliding_window")
+    b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
+    windowed = (col("task", "train") != "train") & (col("kv_policy", "windowed") == "windowed") & (win_layers > 0) & (window > 0)
+    kept = b * ((L - win_layers) * s + win_layers * np.minimum(s, window))
+    per = np.where(windowed & (kept > 0), col("kv_cache_bytes", 0.0).astype(float) / np.maximum(kept, 1.0), 0.0)
+    return np.nan_to_num(per * win_layers * b * np.maximum(s - window, 0.0))
+
+
 def _eager_attention(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Rows of a model whose attention transformers runs eagerly (Gemma 2: logit softcapping)."""
     return pd.Series(_model_column(result, models, "family", "")).astype(str).eq("gemma-2").to_numpy()
@@ -204,12 +226,15 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     padded = np.nan_to_num(padded_peak_bytes(result, models) - padded_peak_bytes(result, models, padded=False),
                            nan=0.0, neginf=0.0, posinf=0.0) * np.where(eager, EAGER_HIGH_FACTOR, 1.0)
     eager = _eager_attention(result, models)
-    text = np.where((padded > 0) & ~eager, text + "; padded batch: attention mask and repeated K/V", text)
-    text = np.where((padded > 0) & eager, text + "; eager attention (softcapping: no SDPA in transformers)", text)
+    window_kv = window_prefill_bytes(result, models)
+    padded = padded + window_kv
+    text = np.where(window_kv > 0, text + "; sliding-window layers: transformers keeps the whole prefill's K/V", text)
+    text = np.where((padded - window_kv > 0) & ~eager, text + "; padded batch: attention mask and repeated K/V", text)
+    text = np.where((padded - window_kv > 0) & eager, text + "; eager attention (softcapping: no SDPA in transformers)", text)
     return pd.DataFrame({
         "peak_low_bytes": peak - tensors * low / 100, "peak_high_bytes": peak + padded + tensors * high / 100,
         "uncertainty_low_pct": low, "uncertainty_high_pct": high, "uncertainty_reasons": text,
     }, index=result.index)
 
 
-__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "eager_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]
+__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "eager_prefill_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]
