@@ -136,6 +136,10 @@ class Inputs:
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
     qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
+    # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
+    # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
+    # (its configs' custom_sharded_layers: tok_embeddings, output) and keeps the previous expression
+    fsdp_root: np.ndarray | bool = True
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
 
@@ -254,6 +258,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                     else np.zeros(mv.size, dtype=bool)).astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
+        fsdp_root=~mv.mask("recipe", "torchtune") if "recipe" in mv.frame else np.ones(mv.size, dtype=bool),
         softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
                  else np.zeros(mv.size, dtype=bool)).astype(float),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
@@ -467,7 +472,7 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     # activations: workspace), the larger of the two ends (measured: 26 of qwen2.5-7b's 28 layers'
     # shards at its peak). The root's own gradients are reduce-scattered after its parameters are
     # resharded (_fsdp_param_group.py post_backward: reshard, then foreach_reduce), which holds less.
-    z3 = (x.zero >= 3) & x.train
+    z3 = (x.zero >= 3) & x.train & x.fsdp_root
     if np.any(z3):
         layers_share = np.where(x.full, 1.0 - _root_params(x) / np.maximum(t.trainable, 1.0), 1.0)
         end = Part(np.where(z3, head, end.fixed), np.where(z3, sh * layers_share, end.shard))
@@ -615,7 +620,10 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     (still referenced by the model's loop), the residual, the MLP input and the attention
     output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)."""
     zero3 = (x.zero >= 3) & x.train
-    gathered = np.where(zero3, _fsdp_gathered_params(x) * t.weights / x.N / x.mp, 0.0)
+    biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
+    units = np.where(x.fsdp_root, _fsdp_gathered_params(x), C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit)
+    gathered = np.where(zero3, units * t.weights / x.N / x.mp, 0.0)
+    zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
     # FSDP2 keeps the previous layer's reduce-scatter input alive while the next one is copied in
     # (torch 2.13 distributed/fsdp/_fully_shard/_fsdp_param_group.py lines 107-113, 640-660:
