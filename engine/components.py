@@ -138,7 +138,8 @@ class Inputs:
     qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
-    # (its configs' custom_sharded_layers: tok_embeddings, output) and keeps the previous expression
+    # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
+    # `custom_sharded_layers: ['tok_embeddings', 'output']`), not measured: the previous expression
     fsdp_root: np.ndarray | bool = True
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
