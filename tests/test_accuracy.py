@@ -59,8 +59,9 @@ def test_both_splits_cover_the_new_mechanisms_and_families():
         assert (part["task"] == "infer").any(), split
     held = new[new["split"] == "heldout"]
     cal = MEASURED[MEASURED["split"] == "calibration"]
-    # no held-out row repeats a calibration row's model, task, method, optimizer and batch x seq
-    key = ["model", "task", "method", "optimizer", "batch", "seq"]
+    # no held-out row repeats a calibration row's model, task, method, optimizer, batch x seq and
+    # sharding (the probe's FSDP2 row over 4 ranks shares its model and shape with a one-GPU row)
+    key = ["model", "task", "method", "optimizer", "batch", "seq", "gpus", "zero"]
     overlap = held.merge(cal[key].drop_duplicates(), on=key)
     assert overlap.empty, overlap[key]
 
