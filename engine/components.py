@@ -473,7 +473,7 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     # activations: workspace), the larger of the two ends (measured: 26 of qwen2.5-7b's 28 layers'
     # shards at its peak). The root's own gradients are reduce-scattered after its parameters are
     # resharded (_fsdp_param_group.py post_backward: reshard, then foreach_reduce), which holds less.
-    z3 = (x.zero >= 3) & x.train & x.fsdp_root
+    z3 = (x.zero >= 3) & x.train & x.fsdp_root & ~np.asarray(x.opt_bwd, dtype=bool)  # opt_bwd: freed at once
     if np.any(z3):
         layers_share = np.where(x.full, 1.0 - _root_params(x) / np.maximum(t.trainable, 1.0), 1.0)
         end = Part(np.where(z3, head, end.fixed), np.where(z3, sh * layers_share, end.shard))
