@@ -543,7 +543,11 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     ckpt = x.R * x.h  # checkpointing keeps each layer's input
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
     final_norm = 4.0 * x.h + 4.0 + x.R * x.h * head_trained + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
-    stack = np.where(x.gc, layers * ckpt, layers * per_layer) + final_norm
+    # checkpointing keeps every layer's input, the frozen layers' under freeze too (issue 12, traced
+    # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
+    # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
+    # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
+    stack = np.where(x.gc, x.L * ckpt, layers * per_layer) + final_norm
     recompute = np.where(x.gc, per_layer, 0.0)
     if np.any(x.ckpt_selective | x.act_offload):  # the stack's checkpointing variants (engine/stacks.py)
         stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer) + final_norm, stack)
@@ -632,6 +636,17 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     # the size of the layer's unsharded gradients): two layers' gradients, unsharded
     rs_buffers = np.where(zero3, 2.0 * _layer_trained_params(x, t) * x.gb / x.mp, 0.0)
     work = x.act_b * (4.0 * x.h + 3.0 * x.f / x.tp)
+    if np.any(x.moe_share > 0):
+        # a MoE layer's prefill (issue 12, traced with benchmarks/trace_peak.py on the held-out
+        # qwen3-30b-a3b prefill 4 x 4,096, -2.4% before): transformers 5.24 integrations/moe.py
+        # grouped_mm_experts_forward keeps the hidden states gathered into expert order (line 441,
+        # k x h per token) through the experts, and at `weighted_out[inv_perm]` (line 528) four k x h
+        # tensors are alive: that gathered input, the down projection's output (line 511), the
+        # weighted output (line 524) and its copy back in token order; before, the gathered input
+        # beside gate/up/activation (k x h + 3 f, f = k x expert width). The larger of the two.
+        k = x.k_experts
+        moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
+        work = np.where(x.moe_share > 0, moe_work, work)
     # ZeRO-3's backward_end is its last layer's backward (engine/components.py gradients): that layer's
     # activations (recomputed under checkpointing) and the backward transients beside the buffers
     last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0
