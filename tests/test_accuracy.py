@@ -148,7 +148,7 @@ def test_readme_states_the_held_out_figures_the_script_computes(models):
 
 
 # ---- per split (issue 12): the targets on the held-out rows ----------------------------------
-# Held-out rows that miss a target, each with why (docs/accuracy.md "Known misses"). The tests below
+# Held-out rows that miss a target, each with why (docs/accuracy.md "The first version's known misses, traced"). The tests below
 # assert the targets on every other held-out row AND that exactly these rows miss, so a fix or a
 # new miss shows up here; each known miss must still lie inside the uncertainty band
 # (tests/test_uncertainty.py checks every measured row).
