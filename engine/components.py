@@ -30,6 +30,7 @@ from engine.memory import (
     layer_backward_transient_bytes,
     gemma_norm_bytes,
     moe_routing_bytes,
+    qk_norm_bytes,
     softcap_logits_bytes,
     logits_bytes,
     stack_logits_bytes,
@@ -134,6 +135,12 @@ class Inputs:
     # Gemma's RMSNorm (issue 12): (x * (1 + w)) in fp32 (1 where the model is a Gemma); norms per layer
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
+    qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
+    # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
+    # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
+    # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
+    # `custom_sharded_layers: ['tok_embeddings', 'output']`), not measured: the previous expression
+    fsdp_root: np.ndarray | bool = True
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
 
@@ -251,6 +258,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gemma_norm=(models["family"].astype(str).str.startswith("gemma").to_numpy()[midx] if "family" in models
                     else np.zeros(mv.size, dtype=bool)).astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
+        qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
+        fsdp_root=~mv.mask("recipe", "torchtune") if "recipe" in mv.frame else np.ones(mv.size, dtype=bool),
         softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
                  else np.zeros(mv.size, dtype=bool)).astype(float),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
@@ -457,6 +466,17 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
         head = np.where(x.opt_bwd, one, head)
         end = Part(np.where(x.opt_bwd, one, end.fixed), np.where(x.opt_bwd, 0.0, end.shard))
         fix, sh = np.where(x.opt_bwd, one, fix), np.where(x.opt_bwd, 0.0, sh)
+    # ZeRO-3 / FSDP2: each layer's gradients are reduce-scattered to their shard as its backward ends,
+    # so the decoder layers' shards accumulate through backward while the checkpointed inputs (or saved
+    # activations) are freed: the `backward` phase is its start (no shard yet, every layer's activations),
+    # `backward_end` its last layer (every layer's shard, lm_head's unsharded gradient, one layer's
+    # activations: workspace), the larger of the two ends (measured: 26 of qwen2.5-7b's 28 layers'
+    # shards at its peak). The root's own gradients are reduce-scattered after its parameters are
+    # resharded (_fsdp_param_group.py post_backward: reshard, then foreach_reduce), which holds less.
+    z3 = (x.zero >= 3) & x.train & x.fsdp_root & ~np.asarray(x.opt_bwd, dtype=bool)  # opt_bwd: freed at once
+    if np.any(z3):
+        layers_share = np.where(x.full, 1.0 - _root_params(x) / np.maximum(t.trainable, 1.0), 1.0)
+        end = Part(np.where(z3, head, end.fixed), np.where(z3, sh * layers_share, end.shard))
     return {"backward": Part(head), "backward_end": end, "optimizer": Part(fix, sh)}
 
 
@@ -507,6 +527,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
                                    adapter16=x.adapter16)
     if np.any(x.gemma_norm > 0):
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
+    if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
+        dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
@@ -521,7 +543,11 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     ckpt = x.R * x.h  # checkpointing keeps each layer's input
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
     final_norm = 4.0 * x.h + 4.0 + x.R * x.h * head_trained + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
-    stack = np.where(x.gc, layers * ckpt, layers * per_layer) + final_norm
+    # checkpointing keeps every layer's input, the frozen layers' under freeze too (issue 12, traced
+    # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
+    # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
+    # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
+    stack = np.where(x.gc, x.L * ckpt, layers * per_layer) + final_norm
     recompute = np.where(x.gc, per_layer, 0.0)
     if np.any(x.ckpt_selective | x.act_offload):  # the stack's checkpointing variants (engine/stacks.py)
         stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer) + final_norm, stack)
@@ -598,14 +624,61 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     autograd's input buffer. Prefill: one layer's working set (per token): the layer's input
     (still referenced by the model's loop), the residual, the MLP input and the attention
     output added to it (4 h-wide), gate/up/SiLU/product (3 f-wide alive)."""
+    zero3 = (x.zero >= 3) & x.train
     biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
-    gathered = np.where((x.zero >= 3) & x.train,
-                        C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit * t.weights / x.N / x.mp, 0.0)
+    units = np.where(x.fsdp_root, _fsdp_gathered_params(x), C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit)
+    gathered = np.where(zero3, units * t.weights / x.N / x.mp, 0.0)
+    zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
+    # FSDP2 keeps the previous layer's reduce-scatter input alive while the next one is copied in
+    # (torch 2.13 distributed/fsdp/_fully_shard/_fsdp_param_group.py lines 107-113, 640-660:
+    # reduce_scatter_max_input_buffers = 1; _fsdp_collectives.py line 597 allocates each input at
+    # the size of the layer's unsharded gradients): two layers' gradients, unsharded
+    rs_buffers = np.where(zero3, 2.0 * _layer_trained_params(x, t) * x.gb / x.mp, 0.0)
     work = x.act_b * (4.0 * x.h + 3.0 * x.f / x.tp)
-    return {"forward": Part(gathered), "loss_backward": Part(gathered), "backward": Part(gathered, per_token=transient),
-            "backward_end": Part(gathered + 3.0 * _tied_gradient(x)), "optimizer": Part(gathered),
+    if np.any(x.moe_share > 0):
+        # a MoE layer's prefill (issue 12, traced with benchmarks/trace_peak.py on the held-out
+        # qwen3-30b-a3b prefill 4 x 4,096, -2.4% before): transformers 5.24 integrations/moe.py
+        # grouped_mm_experts_forward keeps the hidden states gathered into expert order (line 441,
+        # k x h per token) through the experts, and at `weighted_out[inv_perm]` (line 528) four k x h
+        # tensors are alive: that gathered input, the down projection's output (line 511), the
+        # weighted output (line 524) and its copy back in token order; before, the gathered input
+        # beside gate/up/activation (k x h + 3 f, f = k x expert width). The larger of the two.
+        k = x.k_experts
+        moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
+        work = np.where(x.moe_share > 0, moe_work, work)
+    # ZeRO-3's backward_end is its last layer's backward (engine/components.py gradients): that layer's
+    # activations (recomputed under checkpointing) and the backward transients beside the buffers
+    last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0
+    end = np.where(zero3, gathered + rs_buffers, gathered + 3.0 * _tied_gradient(x))
+    return {"forward": Part(gathered), "loss_backward": Part(gathered),
+            "backward": Part(gathered + rs_buffers, per_token=transient),
+            "backward_end": Part(end, per_token=last_layer), "optimizer": Part(gathered),
             "prefill": Part(per_token=work)}
+
+
+def _root_params(x: Inputs) -> np.ndarray:
+    """Parameters outside the decoder layers: the embedding, lm_head (unless tied) and the final norm."""
+    return x.V * x.h * np.where(x.tied, 1.0, 2.0) + x.h
+
+
+def _fsdp_gathered_params(x: Inputs) -> np.ndarray:
+    """ZeRO-3 / FSDP2 (issue 12, measured with fully_shard on every decoder layer and the root on a
+    fake process group, traced with benchmarks/trace_peak.py): the root unit's parameters (embedding,
+    lm_head, final norm) stay unsharded from the forward through the whole backward (torch 2.13
+    distributed/fsdp/_fully_shard/_fsdp_state.py lines 203-207: the root is not resharded after
+    forward) and one decoder layer's are gathered at a time (its all-gather output is freed,
+    `resize_(0)`, when it reshards; under the fake process group the collectives complete at once, so
+    no prefetched layer overlaps: real runs may hold the prefetched next layer too, the band's ZeRO-3
+    allowance). Replaces two of the largest unit (ZERO3_LAYERS_IN_FLIGHT), which double-counted a tied
+    embedding (llama-3.2-1b x 8: +8.2%) and left out the root or the layer (llama-2-7b x 4: -9.7%)."""
+    return _root_params(x) + x.layer_all
+
+
+def _layer_trained_params(x: Inputs, t: Totals) -> np.ndarray:
+    """A decoder layer's trained parameters: all of them in full fine-tuning and in freeze's trained
+    layers, else the adapters' mean share per layer."""
+    return np.where(x.full | x.freeze, x.layer_all, t.trainable / np.maximum(x.L, 1.0))
 
 
 COMPONENT_FUNCTIONS = {

@@ -137,6 +137,9 @@ NCCL_BYTES = 256 * MIB
 # --- Gradient checkpointing, ZeRO-3 --------------------------------------------------------
 # ZeRO-3 / FSDP gather a layer's full weights before using it and prefetch the next one
 # (FSDP backward_prefetch=BACKWARD_PRE): two layers of 16-bit (or fp32) weights in flight.
+# Since issue 12 only for the torchtune recipe (embedding and output sharded as units of their own,
+# not measured); the HF/accelerate wrapping uses the measured FSDP2 working set
+# (engine/components.py `_fsdp_gathered_params`).
 ZERO3_LAYERS_IN_FLIGHT = 2
 
 # --- Candidate GPU counts for "GPUs needed" ------------------------------------------------

