@@ -80,6 +80,8 @@ def test_estimate_json_carries_the_band():
         assert key in data
     assert data["peak_low_bytes"] < data["peak_bytes"] < data["peak_high_bytes"]
     assert "bitsandbytes" in data["uncertainty_reasons"]
+    # no checkpointing asked: every layer keeps the padded batch's mask and repeated K/V (GQA: 8 of 64 heads)
+    assert data["peak_bytes"] < data["peak_padded_batch_bytes"] <= data["peak_high_bytes"]
 
 
 def test_no_measured_row_exceeds_the_high_side_of_the_band_a_user_gets(models):
@@ -107,3 +109,34 @@ def test_no_measured_row_exceeds_the_high_side_of_the_band_a_user_gets(models):
     high = uncertainty.band(result, models)["peak_high_bytes"].to_numpy() - result["runtime_overhead_bytes"].to_numpy()
     over = frame["measured"].to_numpy() > high
     assert not over.any(), frame.loc[over, ["model", "task", "method", "precision", "batch", "seq", "measured"]]
+
+
+def test_the_padded_batch_figure_is_within_the_targets_on_the_held_out_runs(models):
+    # peak_padded_batch_bytes is the estimate along the fake-tensor runs' own path (a padded batch:
+    # attention mask and repeated K/V; Gemma 2 eager). On the held-out rows of the CSV, asked as a
+    # user asks (as above, hf recipe defaults), it meets issue 12's targets on its own: every row
+    # within 5%, none under by more than 3%, the median within 2%
+    import csv
+
+    rows = []
+    with open(ROOT / "tests" / "data" / "measured_peaks.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["split"] != "heldout":
+                continue
+            lora = r["method"] == "lora"
+            rows.append(dict(
+                model=r["model"], task=r["task"], method=r["method"] if r["task"] == "train" else "full",
+                precision=r["precision"], optimizer=r["optimizer"] or "adamw", batch=int(r["batch"]), seq=int(r["seq"]),
+                grad_checkpointing=r["grad_checkpointing"] == "true",
+                lora_rank=int(r["lora_rank"]) if lora else 8, lora_targets=r["lora_targets"] if lora else "q_proj,v_proj",
+                freeze_layers=int(r["freeze_layers"]) if r["method"] == "freeze" else 2,
+                gpus=int(r["gpus"]), zero=int(r["zero"]), kv_policy="full", measured=int(r["peak_bytes"])))
+    frame = pd.DataFrame(rows)
+    assert len(frame) >= 40
+    result = estimate(frame.drop(columns="measured"), models)
+    ours = uncertainty.band(result, models)["peak_padded_batch_bytes"].to_numpy() - result["runtime_overhead_bytes"].to_numpy()
+    err = (ours - frame["measured"].to_numpy()) / frame["measured"].to_numpy() * 100
+    show = frame.assign(err=err)[["model", "task", "method", "batch", "seq", "gpus", "err"]]
+    assert (abs(err) <= 5).all(), show[abs(err) > 5]
+    assert (err >= -3).all(), show[err < -3]
+    assert abs(np.median(err)) <= 2, np.median(err)
