@@ -223,10 +223,13 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # peft prepare_model_for_kbit_training (engine/stacks.py kbit_prep): fp32 embeddings, lm_head and
     # norms, so an fp32 residual stream (R = 4) under the Trainer's bf16 autocast (each linear's input
     # cast to 16-bit, lm_head's fp32 weight cast to a 16-bit copy: acb = 2), as amp_bf16 holds them
-    kbit = (mv.mask("kbit_prep", "on") if "kbit_prep" in mv.frame else np.zeros(mv.size, dtype=bool)) & qlora
+    kbit = _mask_if_present(mv, "kbit_prep", "on") & qlora
     stack["kbit_prep"] = kbit
     acb = np.where(kbit, C.AUTOCAST_COPY_BYTES["amp_bf16"], acb)
     residual = np.where(kbit, C.RESIDUAL_BYTES["amp_bf16"], mv.lookup("precision", C.RESIDUAL_BYTES, 2.0))
+    # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
+    family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
+    gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
@@ -255,24 +258,27 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
-        gemma_norm=(models["family"].astype(str).str.startswith("gemma").to_numpy()[midx] if "family" in models
-                    else np.zeros(mv.size, dtype=bool)).astype(float),
+        gemma_norm=gemma.astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
-        fsdp_root=~mv.mask("recipe", "torchtune") if "recipe" in mv.frame else np.ones(mv.size, dtype=bool),
-        softcap=(models["family"].astype(str).eq("gemma-2").to_numpy()[midx] if "family" in models
-                 else np.zeros(mv.size, dtype=bool)).astype(float),
+        fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
+        softcap=gemma2.astype(float),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
     )
 
 
+def _mask_if_present(mv: View, col: str, *values) -> np.ndarray:
+    """mv.mask(col, *values); all False for a frame without the column (an old caller: the defaults)."""
+    return mv.mask(col, *values) if col in mv.frame else np.zeros(mv.size, dtype=bool)
+
+
 def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, k_layers) -> dict:
     """The stack switches of each group as Inputs fields (engine/stacks.py). A frame without
     the columns (an old caller) gets the defaults: the hf stack."""
     def mask(col, *values):
-        return mv.mask(col, *values) if col in mv.frame else np.zeros(mv.size, dtype=bool)
+        return _mask_if_present(mv, col, *values)
 
     paged32 = mv.mask("optimizer", "paged_adamw_32bit") & train
     small = 0.0
