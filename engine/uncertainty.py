@@ -65,10 +65,18 @@ COLUMNS = ("peak_low_bytes", "peak_high_bytes", "uncertainty_low_pct", "uncertai
 
 
 def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default) -> np.ndarray:
+    """Each row's model's `name` (default where the model or the value is missing): one lookup
+    of the models (tens of rows), then a take per row (a reindex per call cost more than the
+    estimate of a one-row frame: every band reads some 30 model columns)."""
     if name not in models:
         return np.full(len(result), default)
-    table = pd.Series(models[name].fillna(default).to_numpy(), index=models["id"].to_numpy())
-    return table.reindex(result["model"].to_numpy()).fillna(default).to_numpy()
+    values = models[name].fillna(default).to_numpy()
+    where = pd.Index(models["id"].to_numpy()).get_indexer(np.asarray(result["model"], dtype=object))
+    picked = values[np.maximum(where, 0)] if len(values) else np.full(len(result), default)
+    if (where < 0).any():
+        picked = np.where(where < 0, default, picked.astype(object)) if picked.dtype.kind not in "fiub" \
+            else np.where(where < 0, default, picked)
+    return picked
 
 
 def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
