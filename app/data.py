@@ -9,7 +9,10 @@ cache look-ups only, and one that does recomputes only what the change reaches.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import warnings
+import weakref
 
 import pandas as pd
 import streamlit as st
@@ -23,6 +26,35 @@ from engine.estimate import estimate
 from engine.scenarios import normalize
 from planner import planning, procurement
 from planner.evidence import evidence_table
+
+# ---- cache keys of the catalog frames ---------------------------------------------------------
+# Every cached call below takes the merged models and gpus frames; Streamlit hashes each DataFrame
+# argument afresh at every call (hash_pandas_object over all cells: ~15 ms for the two frames, some
+# 25 calls per page run). A frame is hashed once instead, as Streamlit hashes it (shape, column
+# names and dtypes, every value and the index), and that digest is reused for the same object: the
+# entry holds a weak reference and is used only while it still points to that very frame. Nothing
+# in app/, pages/ or planner/ changes a frame in place after it is built (copy-on-write pandas;
+# a filter or an added column is a new frame, hashed anew).
+_DIGESTS: dict[int, tuple[weakref.ref, bytes]] = {}
+
+
+def _frame_digest(frame: pd.DataFrame) -> bytes:
+    key = id(frame)
+    hit = _DIGESTS.get(key)
+    if hit is not None and hit[0]() is frame:
+        return hit[1]
+    h = hashlib.sha256(repr((frame.shape, list(map(str, frame.columns)), list(map(str, frame.dtypes)))).encode())
+    try:
+        h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    except TypeError:  # unhashable cells (lists, dicts): as Streamlit does, pickle the frame
+        h.update(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL))
+    digest = h.digest()
+    _DIGESTS[key] = (weakref.ref(frame, lambda _ref, k=key: _DIGESTS.pop(k, None)), digest)
+    return digest
+
+
+FRAME_HASH = {pd.DataFrame: _frame_digest}
+
 
 @st.cache_resource
 def catalog():
@@ -88,7 +120,7 @@ def remove_user_entry(kind: str, ident: str) -> None:
     user_entries.remove_from_session(kind, ident)
 
 
-@st.cache_data(max_entries=24, show_spinner="Estimating every model × GPU…")
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner="Estimating every model × GPU…")
 def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int, condition: str = "new") -> pd.DataFrame:
     """planning.configurations; `condition` (new | used | either) prices the whole systems (system_usd)."""
@@ -97,7 +129,7 @@ def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.
                                    hosts=shipped("hosts"), condition=condition)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
 def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
              max_gpus: int, cost: str = "buy_usd", by: tuple = ("model", "plan"), mode: str | None = None,
              hours: float | None = None, condition: str = "new") -> pd.DataFrame:
@@ -108,7 +140,7 @@ def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFr
     return planning.cheapest(conf, cost, by)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
 def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                  max_gpus: int, condition: str = "new") -> pd.DataFrame:
     """planning.cost_per_fit over configurations(...): the cheapest to buy is the cheapest whole system."""
@@ -116,7 +148,7 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
                                  buy_cost="system_usd")
 
 
-@st.cache_data(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
                 workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
                 headroom: float, tco: tuple = ()) -> dict:
@@ -127,7 +159,7 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: s
                                    tco=dict(tco))
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
 def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                 max_gpus: int, budget: float, mode: str, hours: float | None, stretch: float) -> dict:
     """planning.budget_plan over configurations(...)."""
@@ -135,7 +167,7 @@ def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Dat
     return planning.budget_plan(conf, budget, mode, hours, stretch)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner=False)
 def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                             batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
                             headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
@@ -145,12 +177,12 @@ def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids:
     return planning.article_inference_table(shipped("references"), ours)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
 def estimate_one(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
     return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]  # engine/rules.py decides ZeRO, tp, pp, ...
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=64, show_spinner=False)
 def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
     """What engine/rules.py decided for the sidebar's scenario, in words ("ZeRO stage 3 → 0
     (one GPU without offload)"); nothing when the scenario cannot be estimated (the page says why)."""
@@ -161,17 +193,17 @@ def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
     return rules.notes(sc, row)
 
 
-@st.cache_data(max_entries=16, show_spinner="Trying the changes…")
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner="Trying the changes…")
 def what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return planning.what_if(sc, models, gpus)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner=False)
 def memory_curve(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple, batches: tuple) -> pd.DataFrame:
     return planning.memory_curve(sc, models, gpus, seqs, batches)
 
 
-@st.cache_data(max_entries=16, show_spinner="Sizing every model at every precision…")
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner="Sizing every model at every precision…")
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                     batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
                     headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
@@ -180,12 +212,12 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, 
                                     allow_long_context=allow_long_context, headroom=headroom, kv_policy=kv_policy)
 
 
-@st.cache_data(max_entries=4, show_spinner="Comparing with every published figure…")
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=4, show_spinner="Comparing with every published figure…")
 def evidence(models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return evidence_table(shipped("references"), models, gpus)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@st.cache_data(hash_funcs=FRAME_HASH, max_entries=8, show_spinner=False)
 def tier_checks(train: dict, models: pd.DataFrame, gpus: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
     return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus)
 
