@@ -259,9 +259,20 @@ def _resolve_stack(out: dict, n: int) -> None:
         where = {v: i for i, v in enumerate(new_cats)}
         keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
         by_key = np.array([where[v] for v in table], dtype=np.int32)
-        auto = codes == cats.index("auto")
-        out[switch] = pd.Categorical.from_codes(np.where(auto, by_key[key], keep[codes]).astype(np.int32),
-                                                categories=new_cats, validate=False)
+        # each row's new code: by_key[key] on an 'auto' row, else keep[code]; one table of every
+        # (key, code) pair, read once per row (np.where of the two gathers, in one pass). Column
+        # len(cats) is a code of -1 (keep[-1] = -1 for every key; key * width - 1 lands in the
+        # previous key's, or for key 0 the last key's, such column).
+        width = len(cats) + 1
+        pairs = np.repeat(keep[None, :], len(by_key), axis=0)
+        pairs[:, cats.index("auto")] = by_key
+        if r_codes.min() >= 0 and m_codes.min() >= 0:  # (normalized columns hold no missing code)
+            at = key * width
+            at += codes
+            new_codes = pairs.ravel()[at]
+        else:
+            new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
+        out[switch] = pd.Categorical.from_codes(new_codes, categories=new_cats, validate=False)
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
         codes, cats = _codes(out["checkpointing"])
         on = np.array([c != "none" for c in cats] + [False])

@@ -423,7 +423,8 @@ def _small_codes(values, span: tuple | None = None, columns=None):
     array is written (an engine.buffers.Columns; None: a plain array)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
         k = len(values.cat.categories)
-        return None if k <= 1 or (span and span[0] == span[1]) else (values.cat.codes.to_numpy(), k)
+        # (the Categorical's own codes, no copy: nothing writes into them)
+        return None if k <= 1 or (span and span[0] == span[1]) else (values.array.codes, k)
     arr = np.asarray(values)
     if len(arr) == 0 or (span and span[0] == span[1]):
         return None
@@ -438,7 +439,9 @@ def _small_codes(values, span: tuple | None = None, columns=None):
         k = int(high - low) + 1
         if k > 64:  # few distinct values over a wide range (seq 256 ... 2048): renumber them
             present = np.zeros(k, dtype=bool)
-            present[codes] = True
+            present[codes[:: max(1, len(codes) // 4096)]] = True  # the values of a few rows ...
+            if not present[codes].all():  # ... are not all of them (a read per row is cheaper than a write)
+                present[codes] = True
             renumber = np.cumsum(present) - 1
             codes, k = np.take(renumber, codes, out=new(), mode="clip"), int(present.sum())
         return codes, k
