@@ -81,10 +81,21 @@ def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) 
     estimated again, memory and fit only, in memory of their own (the pool's block is the
     result's)."""
     rows, asked = ranges["_zero_dropped_rows"], ranges["_zero_asked"]
-    fits = result["fits"].to_numpy(dtype=bool, na_value=True)[rows]
+    fits = result["fits"][rows].to_numpy(dtype=bool, na_value=True)
     rows, asked = rows[~fits], asked[~fits]
     if not len(rows):
         return
-    probe = sc.iloc[rows].reset_index(drop=True).assign(gpus=2, zero=asked)
+    probe = pd.DataFrame({col: _rows_of(sc[col], rows) for col in sc.columns}, index=pd.RangeIndex(len(rows)),
+                         copy=False)  # sc.iloc[rows], column by column (no block consolidation)
+    probe["gpus"], probe["zero"] = np.full(len(rows), 2, dtype=np.int64), asked  # as .assign(gpus=2, zero=asked)
     needed = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False)).result["gpus_needed"]
     result["gpus_needed"][rows] = needed
+
+
+def _rows_of(column: pd.Series, rows: np.ndarray):
+    """column.iloc[rows] as an array (a categorical keeps its categories, as iloc does)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(column.array.codes[rows], dtype=column.dtype, validate=False)
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy()[rows]
+    return column.array.take(rows)
