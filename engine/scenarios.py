@@ -454,6 +454,27 @@ def _group(parts: list, n: int, columns=None) -> tuple[np.ndarray, np.ndarray]:
     each group). The codes are mixed into one integer key per row (in the narrowest integer
     type that holds it) and the keys present are marked in a table (no sort); very wide keys
     are renumbered by hashing."""
+    span = 1
+    for _, k in parts:
+        span *= k
+    if parts and span <= min(1 << 40, 4 * n + 4096):
+        # the usual case: the mixed key (the same number in any integer type wide enough, as
+        # no running span exceeds this one) built in place in intp, the type numpy indexes with
+        new = (lambda: columns.empty(np.intp)) if columns is not None else (lambda: np.empty(n, dtype=np.intp))
+        key = new()
+        np.copyto(key, parts[0][0])
+        for codes, k in parts[1:]:
+            key *= k
+            key += codes
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        ids = present.astype(np.intp)
+        np.cumsum(ids, out=ids)
+        ids -= 1
+        inv = np.take(ids, key, out=new(), mode="clip")
+        rep = np.empty(int(ids[-1]) + 1, dtype=np.intp)
+        rep[inv] = _arange(n)  # any row of a group stands for it
+        return inv, rep
     key, span = None, 1
     for codes, k in parts:
         span *= k
