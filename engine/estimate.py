@@ -96,7 +96,7 @@ def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) 
 def _rows_of(column: pd.Series, rows: np.ndarray):
     """column.iloc[rows] as an array (a categorical keeps its categories, as iloc does)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return pd.Categorical.from_codes(column.array.codes[rows], dtype=column.dtype, validate=False)
+        return pd.Categorical.from_codes(np.take(column.array.codes, rows), dtype=column.dtype, validate=False)
     if isinstance(column.dtype, np.dtype):
-        return column.to_numpy()[rows]
+        return np.take(column.to_numpy(), rows)
     return column.array.take(rows)

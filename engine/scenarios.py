@@ -540,7 +540,10 @@ class View:
         return self._cache[key]
 
     def categories(self, col: str) -> list:
-        return list(self.frame[col].cat.categories)
+        key = ("categories", col)
+        if key not in self._cache:  # (the column's categories, read once: a frame's columns do not change)
+            self._cache[key] = list(self.frame[col].cat.categories)
+        return list(self._cache[key])
 
     def mask(self, col: str, *values) -> np.ndarray:
         """Is the (categorical) column one of `values`."""

@@ -589,13 +589,20 @@ def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out
             steps = sub(tokens) / (b[part] * seq[part] * dp_r)
             c = np.where(step_r > 0, steps * step_r / 3600.0, step_r)  # 0 (one rank) or NaN stay
         comm[part] = c
-        added = np.nan_to_num(c)
+        added = _nan_to_num(c)
         extra_gpu_h = added * gpus_r
         train_h[part] += added
         gpu_h[part] += extra_gpu_h
         cloud_c[part] += extra_gpu_h * row(cloud)
         power_c[part] += extra_gpu_h * row(tdp) / 1000.0 * sub(usd_kwh)
     cols["comm_hours"] = comm
+
+
+def _nan_to_num(x: np.ndarray) -> np.ndarray:
+    """np.nan_to_num(x) (a new array; NaN -> 0, +-inf -> the largest finite +-float) in fewer
+    passes when, as usual, x holds no infinity."""
+    out = np.where(np.isnan(x), 0.0, x)
+    return np.nan_to_num(out, copy=False) if np.isinf(out).any() else out
 
 
 def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):
