@@ -45,10 +45,10 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     return sweep.frame(gpus, models)  # + speed and cost
 
 
-def _memory_and_fit(scenarios, models, gpus, settings: dict, out) -> Sweep:
-    """The memory and fit columns of every row."""
+def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False) -> Sweep:
+    """The memory and fit columns of every row (lean: only gpus_needed, see Sweep)."""
     sc, ranges = _normalize_columns(scenarios, models, out)
-    sweep = Sweep(sc, ranges, out)  # the rows' configurations
+    sweep = Sweep(sc, ranges, out, lean)  # the rows' configurations
     check_combinations(sc, models, sweep.cfg, ranges)
     x = inputs(sweep.memory_configurations(), models)  # per memory configuration
     sweep.memory(physics(x, settings))
@@ -78,13 +78,25 @@ def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) 
     """One GPU runs without ZeRO (engine/rules.py), but the stage asked applies from two GPUs
     on: a one-GPU row that does not fit gets the GPUs it needs at that stage, from the same
     scenario asked at two GPUs (the engine solves the count from there). Only such rows are
-    estimated again, memory and fit only, in memory of their own (the pool's block is the
-    result's)."""
+    estimated again, and only as far as their GPUs needed (a lean Sweep: the phases' per-token
+    bytes x tokens, then gpus_needed; no other column), in memory of their own (the pool's
+    block is the result's)."""
     rows, asked = ranges["_zero_dropped_rows"], ranges["_zero_asked"]
-    fits = result["fits"].to_numpy(dtype=bool, na_value=True)[rows]
+    fits = result["fits"][rows].to_numpy(dtype=bool, na_value=True)
     rows, asked = rows[~fits], asked[~fits]
     if not len(rows):
         return
-    probe = sc.iloc[rows].reset_index(drop=True).assign(gpus=2, zero=asked)
-    needed = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False)).result["gpus_needed"]
+    probe = pd.DataFrame({col: _rows_of(sc[col], rows) for col in sc.columns}, index=pd.RangeIndex(len(rows)),
+                         copy=False)  # sc.iloc[rows], column by column (no block consolidation)
+    probe["gpus"], probe["zero"] = np.full(len(rows), 2, dtype=np.int64), asked  # as .assign(gpus=2, zero=asked)
+    needed = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False), lean=True).result["gpus_needed"]
     result["gpus_needed"][rows] = needed
+
+
+def _rows_of(column: pd.Series, rows: np.ndarray):
+    """column.iloc[rows] as an array (a categorical keeps its categories, as iloc does)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(np.take(column.array.codes, rows), dtype=column.dtype, validate=False)
+    if isinstance(column.dtype, np.dtype):
+        return np.take(column.to_numpy(), rows)
+    return column.array.take(rows)

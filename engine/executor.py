@@ -56,8 +56,10 @@ class Sweep:
     """One estimate() call: a normalized scenario frame grouped into configurations, and the
     result's columns, filled in stages: `memory`, `fit`, then `frame` (speed and cost)."""
 
-    def __init__(self, sc: pd.DataFrame, ranges: dict, out):
-        self.sc, self.n, self.out = sc, len(sc), out
+    def __init__(self, sc: pd.DataFrame, ranges: dict, out, lean: bool = False):
+        # lean: only the GPUs needed are wanted (the one-GPU probe, engine/estimate.py): the
+        # memory stage keeps the phases' per-token bytes x tokens, the fit writes gpus_needed
+        self.sc, self.n, self.out, self.lean = sc, len(sc), out, lean
         self.cfg = Configs(sc, ranges=ranges, columns=out)
         self.result = {col: sc[col] for col in sc.columns}
 
@@ -99,6 +101,18 @@ class Sweep:
         kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
 
         live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
+        if self.lean:  # what the GPUs needed are solved from: each phase's per-token bytes x tokens
+            scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
+            for lo in range(0, n, ROW_BLOCK):
+                rows = slice(lo, min(n, lo + ROW_BLOCK))
+                for name in scaled:  # (as memory_rows below computes them)
+                    by_tokens = _gather(token_tot[name], minv[rows], scaled[name][rows])
+                    by_tokens *= tokens[rows]
+            self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
+            self.kv_saving = kv_saving
+            self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
+            self.overhead_row = None
+            return
         # the result's columns, written block by block below
         result["params"] = out.empty(np.int64)
         result["trainable_params"] = out.empty(np.int64)
@@ -209,7 +223,7 @@ class Sweep:
              lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
              lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
              longest, out, self.kv_saving,
-             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None)
+             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None, self.lean)
 
     # ==== speed and cost; the frame ===========================================================
     def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
@@ -348,22 +362,25 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
          b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out,
-         kv_saving=None, ep_floor=None):
+         kv_saving=None, ep_floor=None, lean=False):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
     `longest`, per configuration). What does not depend on the row first (per configuration,
     or configuration x seq), then the rows in blocks of ROW_BLOCK."""
     n = len(b)
     inv = cfg.inv
     all_chosen = bool(chosen.all())
-    peak = result["peak_bytes"]
-    result["usable_bytes"] = usable_r = out.empty()
-    result["capacity_bytes"] = cap = out.empty()
-    fits, unknown = out.empty(bool), (out.full(False, bool) if all_chosen else out.empty(bool))
-    result["fits"] = None  # (below, in this place)
-    result["memory_used_fraction"] = used = out.empty()
-    result["max_batch"] = max_batch = out.empty()
-    result["max_seq"] = max_seq = out.empty()
-    result["gpus_needed"] = needed = out.empty()
+    if lean:  # gpus_needed only (Sweep)
+        result["gpus_needed"] = needed = out.empty()
+    else:
+        peak = result["peak_bytes"]
+        result["usable_bytes"] = usable_r = out.empty()
+        result["capacity_bytes"] = cap = out.empty()
+        fits, unknown = out.empty(bool), (out.full(False, bool) if all_chosen else out.empty(bool))
+        result["fits"] = None  # (below, in this place)
+        result["memory_used_fraction"] = used = out.empty()
+        result["max_batch"] = max_batch = out.empty()
+        result["max_seq"] = max_seq = out.empty()
+        result["gpus_needed"] = needed = out.empty()
 
     with np.errstate(divide="ignore", invalid="ignore"):
         # largest token count per micro-batch that fits, over all phases (per configuration,
@@ -376,7 +393,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             tk = token_tot[name]
             per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
             max_tokens = np.minimum(max_tokens, np.where(valid[name], per_phase, np.inf))
-        if seq_level is not None:  # per configuration and seq (the batch does not enter)
+        if seq_level is not None and not lean:  # per configuration and seq (the batch does not enter)
             by_seq, seq_rows = seq_level
             batch_of_group = out.empty(length=len(seq_rows))
             for lo in range(0, len(seq_rows), ROW_BLOCK):  # in blocks: temporaries stay small
@@ -398,9 +415,28 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                                         kv_saving)
     splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
 
+    def needed_rows(rows: slice, take, chosen_r) -> None:
+        """GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
+        inference: tensor parallel over powers of two (KV cache split over at most kv heads)."""
+        nd = needed[rows]
+        if train_any:
+            _train_gpus_rows(nd, take, ranks, per_row, one_shard, {k: v[rows] for k, v in scaled.items()})
+            for split in splits:
+                nd *= take(split)
+        if infer_need is not None:
+            np.copyto(nd, np.where(take(infer), infer_need[rows], nd) if train_any else infer_need[rows])
+        if ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
+            np.maximum(nd, take(ep_floor), out=nd)
+        nd[nd > C.MAX_GPUS] = np.inf
+        if not all_chosen:
+            nd[~chosen_r] = np.nan
+
     def fit_rows(rows: slice) -> None:
         at = inv[rows]
         take = lambda x: np.take(x, at, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array
+        if lean:
+            needed_rows(rows, take, None if all_chosen else take(chosen))
+            return
         c = np.take(capacity, at, out=cap[rows], mode="clip")
         u = np.take(usable, at, out=usable_r[rows], mode="clip")
         pk = peak[rows]
@@ -444,20 +480,8 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         np.minimum(ms, 1e12, out=ms)
         np.copyto(ms, 0.0, where=short)
 
-        # GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
-        # inference: tensor parallel over powers of two (KV cache split over at most kv heads).
-        nd = needed[rows]
-        if train_any:
-            _train_gpus_rows(nd, take, ranks, per_row, one_shard, {k: v[rows] for k, v in scaled.items()})
-            for split in splits:
-                nd *= take(split)
-        if infer_need is not None:
-            np.copyto(nd, np.where(take(infer), infer_need[rows], nd) if train_any else infer_need[rows])
-        if ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
-            np.maximum(nd, take(ep_floor), out=nd)
-        nd[nd > C.MAX_GPUS] = np.inf
+        needed_rows(rows, take, chosen_r)
         if not all_chosen:
-            nd[~chosen_r] = np.nan
             # a row without a GPU has no largest batch or context either: NaN, as when no row of
             # the frame has a GPU (they read 0 when another row of the frame had one)
             max_batch[rows][~chosen_r] = np.nan
@@ -466,7 +490,8 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
 
     for lo in range(0, n, ROW_BLOCK):
         fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
-    result["fits"] = pd.arrays.BooleanArray(fits, unknown)
+    if not lean:
+        result["fits"] = pd.arrays.BooleanArray(fits, unknown)
 
 
 def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
@@ -517,13 +542,23 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
             np.copyto(need, np.inf, where=least <= 0)
             np.maximum(needed, need, out=needed)
         else:
-            for room_fixed, sh, name in per_row:
-                room = take(room_fixed) - scaled[name]
-                need = np.ceil(take(sh) / room) if np.ndim(sh) else np.ceil(sh / room)
+            for room_fixed, sh, name in per_row:  # (in place: the same operations, fewer temporaries)
+                room = take(room_fixed)
+                room -= scaled[name]
+                if np.ndim(sh):
+                    need = take(sh)
+                    need /= room
+                else:
+                    need = sh / room
+                np.ceil(need, out=need)
                 positive = sh > 0
                 if not np.all(positive):
-                    need = np.where(take(positive), need, 1.0) if np.ndim(positive) else np.ones(n)
-                np.maximum(needed, np.where(room <= 0, np.inf, need), out=needed)
+                    if np.ndim(positive):
+                        np.copyto(need, 1.0, where=~take(positive))
+                    else:
+                        need = np.ones(n)
+                np.copyto(need, np.inf, where=room <= 0)
+                np.maximum(needed, need, out=needed)
         np.maximum(needed, 1.0, out=needed)
 
 

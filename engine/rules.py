@@ -254,14 +254,36 @@ def _resolve_stack(out: dict, n: int) -> None:
         table = np.array([[[recipe_value(r, switch, m, g) for g in (False, True)] for m in m_cats] for r in r_cats],
                          dtype=object).reshape(-1)
         if key is None:
-            key = (r_codes.astype(np.int64) * len(m_cats) + m_codes) * 2 + gc
+            # (recipe, method, checkpointing) of each row: normalized columns hold no missing
+            # code, so the key is in [0, len(table)) and fits a narrow integer, built in place
+            exact = r_codes.min() >= 0 and m_codes.min() >= 0
+            if exact:
+                key = r_codes.astype(np.int16 if len(table) < 1 << 15 else np.int64)
+                key *= len(m_cats)
+                key += m_codes
+                key *= 2
+                key += gc
+            else:
+                key = (r_codes.astype(np.int64) * len(m_cats) + m_codes) * 2 + gc
         new_cats = list(dict.fromkeys([c for c in cats if c != "auto"] + list(dict.fromkeys(table))))
         where = {v: i for i, v in enumerate(new_cats)}
         keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
         by_key = np.array([where[v] for v in table], dtype=np.int32)
-        auto = codes == cats.index("auto")
-        out[switch] = pd.Categorical.from_codes(np.where(auto, by_key[key], keep[codes]).astype(np.int32),
-                                                categories=new_cats, validate=False)
+        if exact:
+            # each row's new code (by_key[key] on an 'auto' row, else keep[code]) read once from
+            # a table of every (key, code + 1) pair; column 0 is a missing code (-1 stays -1)
+            width = len(cats) + 1
+            pairs = np.empty((len(by_key), width), dtype=np.int32)
+            pairs[:, 0] = -1
+            pairs[:, 1:] = keep[None, :-1]
+            pairs[:, 1 + cats.index("auto")] = by_key
+            at = np.multiply(key, width, dtype=np.intp)
+            at += codes
+            at += 1
+            new_codes = np.take(pairs.ravel(), at, mode="clip")  # (every position is in the table)
+        else:
+            new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
+        out[switch] = pd.Categorical.from_codes(new_codes, categories=new_cats, validate=False)
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
         codes, cats = _codes(out["checkpointing"])
         on = np.array([c != "none" for c in cats] + [False])

@@ -423,7 +423,8 @@ def _small_codes(values, span: tuple | None = None, columns=None):
     array is written (an engine.buffers.Columns; None: a plain array)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
         k = len(values.cat.categories)
-        return None if k <= 1 or (span and span[0] == span[1]) else (values.cat.codes.to_numpy(), k)
+        # (the Categorical's own codes, no copy: nothing writes into them)
+        return None if k <= 1 or (span and span[0] == span[1]) else (values.array.codes, k)
     arr = np.asarray(values)
     if len(arr) == 0 or (span and span[0] == span[1]):
         return None
@@ -438,7 +439,9 @@ def _small_codes(values, span: tuple | None = None, columns=None):
         k = int(high - low) + 1
         if k > 64:  # few distinct values over a wide range (seq 256 ... 2048): renumber them
             present = np.zeros(k, dtype=bool)
-            present[codes] = True
+            present[codes[:: max(1, len(codes) // 4096)]] = True  # the values of a few rows ...
+            if not present[codes].all():  # ... are not all of them (a read per row is cheaper than a write)
+                present[codes] = True
             renumber = np.cumsum(present) - 1
             codes, k = np.take(renumber, codes, out=new(), mode="clip"), int(present.sum())
         return codes, k
@@ -451,6 +454,27 @@ def _group(parts: list, n: int, columns=None) -> tuple[np.ndarray, np.ndarray]:
     each group). The codes are mixed into one integer key per row (in the narrowest integer
     type that holds it) and the keys present are marked in a table (no sort); very wide keys
     are renumbered by hashing."""
+    span = 1
+    for _, k in parts:
+        span *= k
+    if parts and span <= min(1 << 40, 4 * n + 4096):
+        # the usual case: the mixed key (the same number in any integer type wide enough, as
+        # no running span exceeds this one) built in place in intp, the type numpy indexes with
+        new = (lambda: columns.empty(np.intp)) if columns is not None else (lambda: np.empty(n, dtype=np.intp))
+        key = new()
+        np.copyto(key, parts[0][0])
+        for codes, k in parts[1:]:
+            key *= k
+            key += codes
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        ids = present.astype(np.intp)
+        np.cumsum(ids, out=ids)
+        ids -= 1
+        inv = np.take(ids, key, out=new(), mode="clip")
+        rep = np.empty(int(ids[-1]) + 1, dtype=np.intp)
+        rep[inv] = _arange(n)  # any row of a group stands for it
+        return inv, rep
     key, span = None, 1
     for codes, k in parts:
         span *= k
@@ -516,7 +540,10 @@ class View:
         return self._cache[key]
 
     def categories(self, col: str) -> list:
-        return list(self.frame[col].cat.categories)
+        key = ("categories", col)
+        if key not in self._cache:  # (the column's categories, read once: a frame's columns do not change)
+            self._cache[key] = list(self.frame[col].cat.categories)
+        return list(self._cache[key])
 
     def mask(self, col: str, *values) -> np.ndarray:
         """Is the (categorical) column one of `values`."""

@@ -571,17 +571,38 @@ def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out
     per_node = level.get("max_per_node")
     if per_node is not None:
         per_step = np.where(np.asarray(n_gpus) > np.asarray(per_node, dtype=float), np.nan, per_step)
-    row = lambda x: out.take(x, inv) if inv is not None and np.ndim(x) else x  # noqa: E731
-    dp_r, step_r, gpus_r = row(dp), row(per_step), row(n_gpus)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        steps = tokens / (b * seq * dp_r)
-        comm = np.where(step_r > 0, steps * step_r / 3600.0, step_r)  # 0 (one rank) or NaN stay
+    # per row (comm_hours depends on the batch), in blocks of GROUP_BLOCK rows: the temporaries
+    # stay small (no fresh pages per call), the costs are added in place; each row's value is
+    # the very expression it was on whole columns
+    cloud, tdp = level["cloud_usd_per_hour"], level["tdp_w"]
+    comm = out.empty()
+    train_h, gpu_h, cloud_c, power_c = (cols[c] for c in ("train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd"))
+    for lo in range(0, n, GROUP_BLOCK):
+        part = slice(lo, min(n, lo + GROUP_BLOCK))
+        at = inv[part] if inv is not None else None
+        # per configuration (or per row when inv is None) -> the block's rows; scalars stay scalars
+        row = (lambda x: x if not np.ndim(x) else np.take(x, at, mode="clip")) if at is not None else \
+            (lambda x: x if not np.ndim(x) else x[part])  # noqa: E731
+        sub = lambda x: x if not np.ndim(x) else x[part]  # noqa: E731 - per-row values of the block
+        dp_r, step_r, gpus_r = row(dp), row(per_step), row(n_gpus)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steps = sub(tokens) / (b[part] * seq[part] * dp_r)
+            c = np.where(step_r > 0, steps * step_r / 3600.0, step_r)  # 0 (one rank) or NaN stay
+        comm[part] = c
+        added = _nan_to_num(c)
+        extra_gpu_h = added * gpus_r
+        train_h[part] += added
+        gpu_h[part] += extra_gpu_h
+        cloud_c[part] += extra_gpu_h * row(cloud)
+        power_c[part] += extra_gpu_h * row(tdp) / 1000.0 * sub(usd_kwh)
     cols["comm_hours"] = comm
-    extra_gpu_h = np.nan_to_num(comm) * gpus_r
-    cols["train_hours"] = cols["train_hours"] + np.nan_to_num(comm)
-    cols["gpu_hours"] = cols["gpu_hours"] + extra_gpu_h
-    cols["cloud_cost_usd"] = cols["cloud_cost_usd"] + extra_gpu_h * row(level["cloud_usd_per_hour"])
-    cols["power_cost_usd"] = cols["power_cost_usd"] + extra_gpu_h * row(level["tdp_w"]) / 1000.0 * usd_kwh
+
+
+def _nan_to_num(x: np.ndarray) -> np.ndarray:
+    """np.nan_to_num(x) (a new array; NaN -> 0, +-inf -> the largest finite +-float) in fewer
+    passes when, as usual, x holds no infinity."""
+    out = np.where(np.isnan(x), 0.0, x)
+    return np.nan_to_num(out, copy=False) if np.isinf(out).any() else out
 
 
 def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):

@@ -227,3 +227,21 @@ def test_a_per_configuration_speed_setting_given_per_row_gives_each_row_its_own_
     for i in (0, 1, 37, 100, len(train), len(frame) - 1):
         alone = estimate(frame.iloc[[i]].reset_index(drop=True), models, gpus)
         pd.testing.assert_frame_equal(result.iloc[[i]].reset_index(drop=True)[numbers], alone[numbers], check_exact=True)
+
+
+def test_a_one_gpu_row_that_does_not_fit_needs_what_the_full_sweep_gives_it_at_two_gpus(models, gpus):
+    """One GPU runs without ZeRO (engine/rules.py); a one-GPU row that does not fit is estimated
+    again at two GPUs and the stage asked, by a lean sweep that computes gpus_needed only
+    (engine/estimate.py). Its answer is the GPUs needed that a full estimate of the same rows at
+    two GPUs gives (no probe there: two GPUs keep the stage)."""
+    frame = grid(model=["llama-2-7b", "llama-3-8b", "llama-2-13b"], gpu=["rtx-4090", "a100-40gb-sxm", "h100-sxm-80gb"],
+                 method=["full", "lora", "qlora", "freeze"], precision=["bf16", "mixed_bf16"], batch=[1, 8],
+                 seq=[512, 2048], recipe=["hf", "torchtune", "unsloth"], gpus=1, zero=[2, 3])
+    result = estimate(frame, models, gpus)
+    no_fit = ~result["fits"].to_numpy(dtype=bool, na_value=True)
+    assert 50 <= no_fit.sum() < len(frame)  # both kinds of row, many probed
+    assert (result["zero"].to_numpy() == 0).all()  # the stage was dropped on one GPU
+    at_two = estimate(frame[no_fit].assign(gpus=2), models, gpus)
+    assert (at_two["zero"].to_numpy() == frame["zero"].to_numpy()[no_fit]).all()
+    np.testing.assert_array_equal(result["gpus_needed"].to_numpy()[no_fit], at_two["gpus_needed"].to_numpy())
+    assert np.isfinite(at_two["gpus_needed"].to_numpy()).any()
