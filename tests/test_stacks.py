@@ -252,15 +252,22 @@ UNSLOTH_MAX_CONTEXT = {  # GPU VRAM -> (catalog card, Unsloth, HF + FA2)
 }
 
 
+def _unsloth_context_rows(model: str, table: dict) -> tuple[list[dict], list]:
+    """The setup of Unsloth's context tables (QLoRA r32 on all linear layers, checkpointing, batch 1,
+    the whole card) on each card of `table` under --recipe unsloth and --recipe hf, with the published
+    figure of each row (None: OOM)."""
+    rows = [dict(model=model, task="train", method="qlora", precision="bf16", lora_rank=32,
+                 lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
+                 headroom=0.0, allow_long_context=True)
+            for card, _, _ in table.values() for recipe in ("unsloth", "hf")]
+    return rows, [ref for _, un, hf in table.values() for ref in (un, hf)]
+
+
 def test_longest_qlora_context_within_minus_40_plus_25_percent_of_unsloths_published_table(models, gpus):
     """Issue 13's target, under each column's own stack: --recipe unsloth and --recipe hf (peft's
     prepare_model_for_kbit_training). headroom 0: the published figure is what ran on the whole card."""
-    rows = [dict(model="llama-3.1-8b", task="train", method="qlora", precision="bf16", lora_rank=32,
-                 lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
-                 headroom=0.0, allow_long_context=True)
-             for card, _, _ in UNSLOTH_MAX_CONTEXT.values() for recipe in ("unsloth", "hf")]
+    rows, refs = _unsloth_context_rows("llama-3.1-8b", UNSLOTH_MAX_CONTEXT)
     out = estimate(pd.DataFrame(rows), models, gpus)
-    refs = [ref for _, un, hf in UNSLOTH_MAX_CONTEXT.values() for ref in (un, hf)]
     errors = {(r["gpu"], r["recipe"]): float(est) / ref - 1 for r, est, ref in zip(rows, out["max_seq"], refs)}
     bad = {k: f"{100 * e:+.1f}%" for k, e in errors.items() if not -0.40 <= e <= 0.25}
     assert not bad, bad
@@ -274,12 +281,8 @@ UNSLOTH_MAX_CONTEXT_70B = {48: ("rtx-a6000", 12106, None), 80: ("a100-80gb-sxm",
 
 
 def test_longest_qlora_context_of_llama_33_70b_within_the_band_and_oom_where_published(models, gpus):
-    rows = [dict(model="llama-3.3-70b", task="train", method="qlora", precision="bf16", lora_rank=32,
-                 lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
-                 headroom=0.0, allow_long_context=True)
-             for card, _, _ in UNSLOTH_MAX_CONTEXT_70B.values() for recipe in ("unsloth", "hf")]
+    rows, refs = _unsloth_context_rows("llama-3.3-70b", UNSLOTH_MAX_CONTEXT_70B)
     out = estimate(pd.DataFrame(rows), models, gpus)
-    refs = [ref for _, un, hf in UNSLOTH_MAX_CONTEXT_70B.values() for ref in (un, hf)]
     for r, est, fits, ref in zip(rows, out["max_seq"], out["fits"], refs):
         if ref is None:  # OOM on the card: not even the shortest sequence fits under hf
             assert est == 0 and not fits, (r["gpu"], r["recipe"], est)
