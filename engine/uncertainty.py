@@ -73,10 +73,7 @@ def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default
     values = models[name].fillna(default).to_numpy()
     where = pd.Index(models["id"].to_numpy()).get_indexer(np.asarray(result["model"], dtype=object))
     picked = values[np.maximum(where, 0)] if len(values) else np.full(len(result), default)
-    if (where < 0).any():
-        picked = np.where(where < 0, default, picked.astype(object)) if picked.dtype.kind not in "fiub" \
-            else np.where(where < 0, default, picked)
-    return picked
+    return np.where(where < 0, default, picked) if (where < 0).any() else picked
 
 
 def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
