@@ -173,10 +173,11 @@ def padded_peak_bytes(result: pd.DataFrame, models: pd.DataFrame, padded: bool =
     """The tensors' peak of each row with the attention mask materialized (a padded batch):
     the largest phase after `padded_attention_bytes` is added to the phases that hold activations
     (padded=False: the largest phase as it is)."""
-    fwd, bwd = padded_attention_bytes(result, models)
-    if not padded:
-        fwd, bwd = 0.0 * fwd, 0.0 * bwd
-    pre = eager_prefill_bytes(result, models) * (1.0 if padded else 0.0)
+    if padded:
+        fwd, bwd = padded_attention_bytes(result, models)
+        pre = eager_prefill_bytes(result, models)
+    else:  # the phases as they are: nothing to work out
+        fwd = bwd = pre = 0.0
     phases = {"forward": fwd, "loss_backward": fwd, "backward": bwd, "backward_end": 0.0, "optimizer": 0.0,
               "prefill": pre, "logits": 0.0}
     best = np.full(len(result), -np.inf)
