@@ -38,7 +38,7 @@ SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementa
                  "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
                  "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",
                  "attention": "Attention kernel", "compile": "torch.compile", "packing": "Sequence packing",
-                 "kbit_prep": "QLoRA k-bit prep (peft)"}
+                 "kbit_prep": "QLoRA k-bit prep (peft)", "padding": "Batch padding (attention mask)"}
 ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}

@@ -143,6 +143,11 @@ class Inputs:
     fsdp_root: np.ndarray | bool = True
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
+    # the attention's path (issue 12, engine/stacks.py padding / attention): a padded batch under SDPA
+    # (transformers materializes the (batch, 1, seq, seq) mask and repeats K, V to every head), or
+    # eager attention (the scores kept for backward; a prefill's scores as their own phase)
+    masked: np.ndarray | bool = False
+    eager: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,6 +235,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
     family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
     gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
+    masked, eager = attention_path(mv, gemma2)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
@@ -262,11 +268,23 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
-        softcap=gemma2.astype(float),
+        softcap=gemma2.astype(float), masked=masked & train, eager=eager,
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
     )
+
+
+def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(masked, eager) per group (engine/stacks.py padding and attention). eager: attention 'eager',
+    or Gemma 2 under 'sdpa' (softcapped scores: transformers 5.24 Gemma2PreTrainedModel._supports_sdpa
+    = False runs eager_attention_forward; torchtune's Gemma2Attention computes the scores itself).
+    masked: a padded batch under SDPA without packing (transformers builds the padding mask and
+    repeats K and V to every head); flash attention unpads, a packed batch has no padding."""
+    sdpa = _mask_if_present(mv, "attention", "sdpa")
+    eager = _mask_if_present(mv, "attention", "eager") | (sdpa & gemma2)
+    masked = sdpa & ~eager & _mask_if_present(mv, "padding", "padded") & ~_mask_if_present(mv, "packing", "on")
+    return masked, eager
 
 
 def _mask_if_present(mv: View, col: str, *values) -> np.ndarray:
@@ -535,9 +553,46 @@ def _layer_activations(x: Inputs) -> np.ndarray:
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
         dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
+    if np.any(x.masked | x.eager):  # issue 12: K and V repeated to every head (repeat_kv) and kept
+        dense = dense + np.where(x.masked | x.eager, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
+
+
+def attention_seq_bytes(x: Inputs) -> np.ndarray | float:
+    """Bytes per token per sequence position that one training layer saves for backward on the
+    attention's own path (issue 12; engine/stacks.py padding and attention), 0.0 on the fused path
+    (SDPA without a mask, flash: no s x s tensor kept).
+
+    masked (a padded batch under SDPA): transformers 5.24 builds one (batch, 1, seq, seq) mask and
+    torch's SDPA converts it to the query's dtype (M bytes) in every layer's call and keeps it for
+    backward (masking_utils.py `_ignore_causal_mask_sdpa`; integrations/sdpa_attention.py lines
+    118-127); traced op by op on a 3-layer Llama with real and fake tensors (docs/accuracy.md). The
+    mask is not split by heads, so every tensor-parallel rank keeps all of it.
+    eager: `eager_attention_forward` keeps the fp32 softmax output (4 bytes) for softmax's backward
+    and its cast to the query's dtype (M) for the product with V, per head and score; Gemma 2's
+    softcapping keeps tanh's output too (M; modeling_gemma2.py). Dropout is p = 0 (no mask kept)."""
+    if not np.any(x.masked | x.eager):
+        return 0.0
+    eager = x.a * (4.0 + x.M + x.softcap * x.M) / x.tp
+    return np.where(x.eager, eager, np.where(x.masked, x.M, 0.0))
+
+
+def _attention_phase_bytes(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """A prefill's eager attention, the `attention` phase's working set (issue 12, traced with
+    benchmarks/trace_peak.py on the held-out gemma-2-9b prefill 2 x 8,192: the peak is the
+    `.to(query.dtype)` after the fp32 softmax in the last layer, transformers 5.24
+    models/gemma2/modeling_gemma2.py line 203): per batch x seq x seq, the masked 16-bit scores
+    still bound to `attn_weights`, the fp32 softmax and its 16-bit cast (2 act + 4 bytes per head)
+    and the (batch, 1, seq, seq) masks built once per forward (full and, Gemma 2, sliding-window
+    layers); per token, the embedding output the model's loop keeps, the layer input, the normed
+    input, q and K, V repeated to every head (repeat_kv, a copy where kv heads < heads). Returned:
+    (per token, per token per sequence position), zero where the row is not eager."""
+    on = x.eager & x.infer
+    per_tok = x.act_b * (3.0 * x.h + x.d * (x.a + 2.0 * x.a * (x.kvh < x.a)) / x.tp)
+    per_seq = (2.0 * x.act_b + 4.0) * x.a / x.tp + x.act_b * (1.0 + x.softcap)
+    return np.where(on, per_tok, 0.0), np.where(on, per_seq, 0.0)
 
 
 def activations(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -559,8 +614,24 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
         stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer) + final_norm, stack)
         kept = np.where(x.gc, ckpt, per_layer)  # what each layer saves
         stack = np.where(x.act_offload, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * kept + final_norm, stack)
-    return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
-            "backward": Part(per_token=stack + recompute)}
+    seq = attention_seq_bytes(x)
+    if _is_zero(seq):
+        return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
+                "backward": Part(per_token=stack + recompute)}
+    # the mask / scores each saving layer keeps (per token per position), as the stack keeps layers
+    seq_stack = np.where(x.gc, 0.0, layers * seq)
+    if np.any(x.ckpt_selective | x.act_offload):
+        seq_stack = np.where(x.ckpt_selective, (layers - np.floor(layers / SELECTIVE_EVERY)) * seq, seq_stack)
+        seq_stack = np.where(x.act_offload, np.where(x.gc, 0.0, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * seq),
+                             seq_stack)
+    seq_back = seq_stack + np.where(x.gc, seq, 0.0)  # the recomputed layer's own
+    return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
+            "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),
+            "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
+
+
+def _is_zero(value) -> bool:
+    return np.ndim(value) == 0 and value == 0
 
 
 def _selective_stack(layers, ckpt, per_layer):
@@ -618,7 +689,8 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     # tensor-parallel rank keeps the whole of it (vLLM's MLA backends; DeepSeek-V3 report, 3.4)
     per_token = np.where(x.kv_elems == 2.0 * x.L * x.kvd, per_token,
                          x.kv_elems * x.kv_b / (np.where(x.mla, 1.0, np.minimum(x.tp, x.kvh)) * x.pp))
-    return {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token)}
+    return {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token),
+            "attention": Part(per_token=per_token)}
 
 
 def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -657,10 +729,13 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     # activations (recomputed under checkpointing) and the backward transients beside the buffers
     last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0
     end = np.where(zero3, gathered + rs_buffers, gathered + 3.0 * _tied_gradient(x))
+    seq = attention_seq_bytes(x)
+    last_seq = np.where(zero3, seq, 0.0) if not _is_zero(seq) and np.any(zero3) else 0.0
+    attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
     return {"forward": Part(gathered), "loss_backward": Part(gathered),
             "backward": Part(gathered + rs_buffers, per_token=transient),
-            "backward_end": Part(end, per_token=last_layer), "optimizer": Part(gathered),
-            "prefill": Part(per_token=work)}
+            "backward_end": Part(end, per_token=last_layer, per_token_seq=last_seq), "optimizer": Part(gathered),
+            "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
 
 
 def _root_params(x: Inputs) -> np.ndarray:

@@ -34,6 +34,8 @@ from engine.speed import (
 )
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+# the inference phases that hold the KV cache (a windowed cache's saving applies to each)
+INFER_CACHE_PHASES = ("prefill", "logits", "attention")
 # Rows per block of the per-row memory terms: a block's temporaries (512 KiB each) stay in
 # the CPU's cache and in memory malloc keeps. 2^14 to 2^17 rows ran equally fast on the
 # development machine (benchmarks/bench_engine.py); one block of a million rows was 14% slower.
@@ -79,11 +81,15 @@ class Sweep:
         self.ph = ph
         x, phases, out, sc, result, n = ph.inputs, ph.phases, self.out, self.sc, self.result, self.n
         valid = {p: (x.train if p in TRAIN_PHASES else x.infer) for p in PHASES}
+        # a prefill's eager attention scores: a phase of the eagerly-attending inference rows only
+        valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager, dtype=bool), np.shape(x.infer))
         fixed_tot, shard_tot, token_tot, base_tot = {}, {}, {}, {}
         for name in PHASES:
             fx, sh, tk = phases[name].totals()
             fixed_tot[name], shard_tot[name], token_tot[name] = fx, sh, tk
             base_tot[name] = fx + sh / x.dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
+        # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
+        quad = {name: q for name in PHASES if not _is_zero(q := phases[name].seq_total()) and valid[name].any()}
         frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
         cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
         host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
@@ -102,14 +108,16 @@ class Sweep:
 
         live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
         if self.lean:  # what the GPUs needed are solved from: each phase's per-token bytes x tokens
-            scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
+            scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name]) or name in quad}
             for lo in range(0, n, ROW_BLOCK):
                 rows = slice(lo, min(n, lo + ROW_BLOCK))
                 for name in scaled:  # (as memory_rows below computes them)
                     by_tokens = _gather(token_tot[name], minv[rows], scaled[name][rows])
                     by_tokens *= tokens[rows]
+                    if name in quad:
+                        by_tokens += _gather(quad[name], minv[rows], np.empty(rows.stop - rows.start)) * tokens[rows] * s[rows]
             self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
-            self.kv_saving = kv_saving
+            self.kv_saving, self.quad = kv_saving, quad
             self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
             self.overhead_row = None
             return
@@ -118,6 +126,7 @@ class Sweep:
         result["trainable_params"] = out.empty(np.int64)
         result["active_params"] = out.empty(np.int64)
         tables = _component_tables(phases, valid, x.dp, self.mv.size, logits_fixed is not None)
+        seq_tokens = np.multiply(tokens, s) if quad else None  # tokens x seq, for the per_token_seq terms
         for comp in COMPONENTS:
             result[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
         result["model_states_bytes"] = out.empty()
@@ -130,7 +139,7 @@ class Sweep:
             result[f"{name}_phase_bytes"] = out.empty() if name in live else out.full(np.nan)
         result["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
         # a phase's per-token bytes x tokens, per row (the fit reuses them)
-        scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name])}
+        scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name]) or name in quad}
         N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
         active64 = np.asarray(x.active).astype(np.int64)
         comp_cols = {comp: result[f"{comp}_bytes"] for comp in COMPONENTS if tables[comp] is not None}
@@ -145,11 +154,13 @@ class Sweep:
                 t = _gather(base_tot[name], at, result[f"{name}_phase_bytes"][rows])
                 if name == "logits":
                     t += logits_fixed[rows]
-                if kv_saving is not None and name in ("prefill", "logits"):
+                if kv_saving is not None and name in INFER_CACHE_PHASES:
                     t += kv_saving[rows]
                 if name in scaled:
                     by_tokens = _gather(token_tot[name], at, scaled[name][rows])
                     by_tokens *= tok
+                    if name in quad:
+                        by_tokens += get(quad[name]) * seq_tokens[rows]
                     t += by_tokens
                 if not valid[name].all():
                     t = np.where(get(valid[name]), t, -np.inf)
@@ -159,7 +170,8 @@ class Sweep:
             np.take(trainable64, at, out=result["trainable_params"][rows], mode="clip")
             np.take(active64, at, out=result["active_params"][rows], mode="clip")
             _components(tables, peak, at, self.mv.size, tok, None if logits_fixed is None else logits_fixed[rows],
-                        {comp: col[rows] for comp, col in comp_cols.items()})
+                        {comp: col[rows] for comp, col in comp_cols.items()},
+                        None if seq_tokens is None else seq_tokens[rows])
             if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache
                 result["kv_cache_bytes"][rows] += kv_saving[rows]
             np.take(ph.model_states, at, out=result["model_states_bytes"][rows], mode="clip")
@@ -182,7 +194,7 @@ class Sweep:
             memory_rows(slice(lo, min(n, lo + ROW_BLOCK)))
         result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
         self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
-        self.kv_saving = kv_saving
+        self.kv_saving, self.quad = kv_saving, quad
         self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
         self.overhead_row = overhead_row
 
@@ -195,10 +207,13 @@ class Sweep:
                                                    for d in (self.fixed_tot, self.shard_tot, self.token_tot, self.valid))
         phases = self.ph.phases
         # what serving needs of its phases: weights, KV cache, working set, logits
-        serving = {k: lift(v) for k, v in (("weights", phases["prefill"].fixed.get("weights", 0.0)),
+        serving = ({k: lift(v) for k, v in (("weights", phases["prefill"].fixed.get("weights", 0.0)),
                                            ("kv_cache", phases["prefill"].per_token.get("kv_cache", 0.0)),
                                            ("workspace", phases["prefill"].per_token.get("workspace", 0.0)),
-                                           ("logits", phases["logits"].per_token.get("logits", 0.0)))} if x.infer.any() else None
+                                           ("logits", phases["logits"].per_token.get("logits", 0.0)),
+                                           ("attention", phases["attention"].per_token.get("workspace", 0.0)),
+                                           ("attention_seq", phases["attention"].per_token_seq.get("workspace", 0.0)))}
+                   if x.infer.any() else None)
         self.seq_level = None
         chosen = ~cfg.mask("gpu", "")
         if gpus is None or n == 0 or not chosen.any():
@@ -218,12 +233,13 @@ class Sweep:
         # the longest context is bounded by the model's own, unless the scenario allows longer
         ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
         longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
-        self.seq_level = cfg.split() if self.logits_fixed is None else None
+        quad = {k: lift(v) for k, v in self.quad.items()}
+        self.seq_level = cfg.split() if self.logits_fixed is None and not quad else None
         _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
              lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
              lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
              longest, out, self.kv_saving,
-             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None, self.lean)
+             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None, self.lean, quad)
 
     # ==== speed and cost; the frame ===========================================================
     def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
@@ -308,7 +324,8 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
     for comp in COMPONENTS:
         per_config = np.empty((len(PHASES), size))
         per_token = np.zeros((len(PHASES), size))
-        scaled = False
+        per_seq = np.zeros((len(PHASES), size))
+        scaled = quadratic = False
         for i, name in enumerate(PHASES):
             ph = phases[name]
             per_config[i] = ph.fixed.get(comp, 0.0) + ph.shard.get(comp, 0.0) / dp
@@ -317,22 +334,28 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
             if not _is_zero(tk) and valid[name].any():
                 per_token[i] = tk
                 scaled = True
+            q = ph.per_token_seq.get(comp, 0.0)
+            if not _is_zero(q) and valid[name].any():
+                per_seq[i] = q
+                quadratic = True
         fixed = per_config.any()
-        if not (scaled or fixed or (comp == "logits" and logits_fixed)):
+        if not (scaled or fixed or quadratic or (comp == "logits" and logits_fixed)):
             tables[comp] = None
         else:
-            tables[comp] = (per_config.ravel() if fixed else None, per_token.ravel() if scaled else None)
+            tables[comp] = (per_config.ravel() if fixed else None, per_token.ravel() if scaled else None,
+                            per_seq.ravel() if quadratic else None)
     return tables
 
 
-def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, tokens, logits_fixed, dest: dict):
+def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, tokens, logits_fixed, dest: dict,
+                seq_tokens=None):
     """Each component's bytes in the row's peak phase (fixed + shard / dp + per_token x tokens of
     that phase and memory configuration), written into dest[component]."""
     where = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the tables
     where *= size
     where += at
     for comp, value in dest.items():
-        per_config, per_token = tables[comp]
+        per_config, per_token, per_seq = tables[comp]
         if per_token is not None:
             np.take(per_token, where, out=value, mode="clip")
             value *= tokens
@@ -342,6 +365,8 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             np.take(per_config, where, out=value, mode="clip")
         else:
             value.fill(0.0)
+        if per_seq is not None:  # + per_token_seq x tokens x seq (issue 12)
+            value += np.take(per_seq, where, mode="clip") * seq_tokens
         if comp == "logits" and logits_fixed is not None:
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
@@ -362,7 +387,7 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
 
 def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
          b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out,
-         kv_saving=None, ep_floor=None, lean=False):
+         kv_saving=None, ep_floor=None, lean=False, quad=None):
     """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
     `longest`, per configuration). What does not depend on the row first (per configuration,
     or configuration x seq), then the rows in blocks of ROW_BLOCK."""
@@ -412,8 +437,12 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
     infer_need = None
     if infer.any():
         infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer,
-                                        kv_saving)
+                                        kv_saving, s)
     splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
+    quad = quad or {}
+    quad_any = np.zeros(cfg.size, dtype=bool)
+    for q in quad.values():
+        quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
 
     def needed_rows(rows: slice, take, chosen_r) -> None:
         """GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
@@ -462,7 +491,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                     # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
                     corr = kv_saving[rows] / tokens[rows]
                     lim = np.full(len(corr), np.inf)
-                    for name in ("prefill", "logits"):
+                    for name in INFER_CACHE_PHASES:
                         if name not in valid:
                             continue
                         room = c - take(fixed_tot[name]) - take(shard_tot[name] / dp)
@@ -476,6 +505,15 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0))
             ms = np.divide(mt, b[rows], out=mt)  # the longest sequence at the row's batch
             np.floor(ms, out=ms)
+            if quad:  # rows with a batch x seq x seq term: their own largest batch and longest context
+                q_rows = take(quad_any)
+                if q_rows.any():
+                    per_b, per_s = _quad_limits(c, take, rows, fixed_tot, shard_tot, token_tot, quad, valid, dp, b[rows],
+                                                s[rows], logits_fixed, kv_saving, tokens)
+                    most = np.floor(per_b / s[rows])
+                    ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
+                    np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
+                    np.copyto(ms, np.floor(per_s), where=q_rows)
         short = ms < 1 if all_chosen else ~(chosen_r & (ms >= 1))
         np.minimum(ms, 1e12, out=ms)
         np.copyto(ms, 0.0, where=short)
@@ -492,6 +530,37 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
     if not lean:
         result["fits"] = pd.arrays.BooleanArray(fits, unknown)
+
+
+def _quad_limits(c, take, rows, fixed_tot, shard_tot, token_tot, quad, valid, dp, b, s, logits_fixed, kv_saving, tokens):
+    """Per row of a block whose configuration has a per_token_seq term (issue 12: an attention mask
+    or eager scores): (the most tokens at the row's seq, the longest sequence at the row's batch),
+    over every phase. A phase holds room = capacity - fixed - shard / dp for lin x tokens + q x
+    tokens x seq: at a given seq that is linear in the batch (tokens <= room / (lin + q seq)); at a
+    given batch b it is q b s^2 + lin b s <= room, whose positive root is 2 room / (lin b +
+    sqrt((lin b)^2 + 4 q b room)) (the form without cancellation; q = 0 gives room / (lin b))."""
+    n = len(b)
+    most_tokens, longest = np.full(n, np.inf), np.full(n, np.inf)
+    corr = kv_saving[rows] / tokens[rows] if kv_saving is not None else None
+    for name in valid:
+        room = c - take(fixed_tot[name]) - take(shard_tot[name] / dp)
+        if name == "logits" and logits_fixed is not None:
+            room = room - logits_fixed[rows]
+        tk = token_tot[name]
+        lin = np.broadcast_to(take(tk) if np.ndim(tk) else tk, (n,)).astype(float)
+        if corr is not None and name in INFER_CACHE_PHASES:
+            lin = lin + corr
+        q = np.broadcast_to(take(quad[name]) if name in quad else 0.0, (n,))
+        cost = lin + q * s
+        per_b = np.where(cost > 0, room / cost, np.where(room >= 0, np.inf, -np.inf))
+        qb, lb = q * b, lin * b
+        root = 2.0 * room / (lb + np.sqrt(np.maximum(lb * lb + 4.0 * qb * room, 0.0)))
+        linear = np.where(lb > 0, room / lb, np.where(room >= 0, np.inf, -np.inf))
+        per_s = np.where(qb > 0, np.where(room >= 0, root, -np.inf), linear)
+        ok = np.broadcast_to(take(valid[name]), (n,))
+        most_tokens = np.minimum(most_tokens, np.where(ok, per_b, np.inf))
+        longest = np.minimum(longest, np.where(ok, per_s, np.inf))
+    return most_tokens, longest
 
 
 def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
@@ -563,7 +632,7 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
 
 
 def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer,
-                       kv_saving=None):
+                       kv_saving=None, seq=None):
     """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
     rows).
 
@@ -583,6 +652,10 @@ def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads,
     if kv_saving is not None:  # sliding-window layers beyond their window (kv_policy windowed)
         kv = kv + own(kv_saving) * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
     work = pick(np.broadcast_to(serving["workspace"], (cfg.size,))) * tok
+    if seq is not None and np.any(serving["attention_seq"]):  # eager attention's scores (the attention phase)
+        attn = (pick(np.broadcast_to(serving["attention"], (cfg.size,)))
+                + pick(np.broadcast_to(serving["attention_seq"], (cfg.size,))) * own(seq)) * tok
+        work = np.maximum(work, attn)
     logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
     cap = pick(capacity)
     heads_i = heads.astype(np.int64)

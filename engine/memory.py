@@ -17,10 +17,12 @@ The model (derivation in docs/engine.md):
   (weights + KV cache + the output logits).
 
 Each phase is a sum of components (`PHASE_COMPONENTS`: which, in what order); each component
-is `fixed + per_token * tokens`, where tokens = batch x sequence per GPU; engine/components.py
+is `fixed + per_token * tokens + per_token_seq * tokens * seq`, where tokens = batch x sequence
+per GPU (the last term: an attention mask or eager scores, batch x seq x seq); engine/components.py
 gives each component's terms, phase by phase. Fixed parts are split into what data-parallel ZeRO
 sharding divides (`shard`) and what it does not (`fixed`), so that the number of GPUs
-needed, the largest batch and the longest context are solved in closed form.
+needed, the largest batch (linear in the batch at a given seq) and the longest context (a
+quadratic's root at a given batch) are solved in closed form.
 
 Activations are counted tensor by tensor for Hugging Face's LlamaDecoderLayer with SDPA
 (see `layer_activation_bytes`); every coefficient is a dtype size times a tensor width.
@@ -38,7 +40,9 @@ COMPONENTS = (
     "activations", "logits", "kv_cache", "workspace",
 )
 TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
-INFER_PHASES = ("prefill", "logits")
+# attention: a prefill's eager attention scores (Gemma 2, --attention eager), beside the layer's input,
+# q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace)
+INFER_PHASES = ("prefill", "logits", "attention")
 PHASES = TRAIN_PHASES + INFER_PHASES
 
 # The components each phase holds, in the order its totals add them (IEEE addition is not
@@ -51,28 +55,34 @@ PHASE_COMPONENTS = {
     "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace"),
     "prefill": ("weights", "kv_cache", "workspace"),
     "logits": ("weights", "kv_cache", "logits"),
+    "attention": ("weights", "kv_cache", "workspace"),
 }
 
 
 class Part(NamedTuple):
     """One component's bytes in one phase, per memory configuration (or a scalar): fixed +
-    shard / dp + per_token x tokens."""
+    shard / dp + per_token x tokens + per_token_seq x tokens x seq (issue 12: the attention mask
+    and eager attention scores, batch x seq x seq)."""
 
     fixed: np.ndarray | float = 0.0
     shard: np.ndarray | float = 0.0
     per_token: np.ndarray | float = 0.0
+    per_token_seq: np.ndarray | float = 0.0
 
 
 @dataclass
 class Phase:
-    """One phase: per component, bytes = fixed + shard / dp + per_token * tokens."""
+    """One phase: per component, bytes = fixed + shard / dp + per_token * tokens
+    + per_token_seq * tokens * seq."""
 
     fixed: dict[str, np.ndarray] = field(default_factory=dict)
     shard: dict[str, np.ndarray] = field(default_factory=dict)
     per_token: dict[str, np.ndarray] = field(default_factory=dict)
+    per_token_seq: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0):
-        for part, value in ((self.fixed, fixed), (self.shard, shard), (self.per_token, per_token)):
+    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0, per_token_seq=0.0):
+        for part, value in ((self.fixed, fixed), (self.shard, shard), (self.per_token, per_token),
+                            (self.per_token_seq, per_token_seq)):
             if not (np.isscalar(value) and value == 0):
                 part[comp] = part.get(comp, 0.0) + value
         return self
@@ -82,6 +92,10 @@ class Phase:
         s = sum(self.shard.values(), 0.0)
         t = sum(self.per_token.values(), 0.0)
         return f, s, t
+
+    def seq_total(self):
+        """The bytes per token per sequence position (0.0 when no component has any)."""
+        return sum(self.per_token_seq.values(), 0.0)
 
 
 def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:

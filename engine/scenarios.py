@@ -668,13 +668,6 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     if rank_bad.any():
         raise ValueError(f"lora rank {int(_at(out, cfg, rank_bad, 'lora_rank'))} is not accepted; accepted: a whole number >= 1 (e.g. 8, 16, 64)")
 
-    if "attention" in out:  # issue 13: eager attention's s x s scores are not modelled (docs/stacks.md)
-        bad = cfg.mask("attention", "eager") & train
-        if bad.any():
-            raise ValueError("attention 'eager' is not modelled yet: its batch x heads x seq x seq scores grow with the "
-                             "square of the sequence, which the closed-form largest batch and longest context do not "
-                             "take; accepted: auto, sdpa, flash (no s x s matrix kept)")
-
     zero = cfg.values("zero")
     bad = cfg.mask("offload", "all") & (zero != 3) & train
     if bad.any():

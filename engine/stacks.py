@@ -51,9 +51,10 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   never the s x s scores (the engine's model; the two are the same in memory).
                   eager: transformers' eager_attention_forward materialises the scores and keeps
                   the fp32 softmax output and its 16-bit copy for backward, (4 + 2) bytes x heads x
-                  seq per token per layer; that term grows with seq squared, which the closed-form
-                  solvers (largest batch, longest context) do not take, so training with 'eager' is
-                  refused with that reason (engine/scenarios.py check_combinations), not estimated.
+                  seq per token per layer, and K and V repeated to every head (engine/components.py
+                  attention_mask_bytes); the term grows with seq squared, which the solvers take
+                  (the largest batch at a sequence is linear in the batch, the longest context is
+                  the root of a quadratic: engine/executor.py).
 * compile         on: torch.compile. Modelled only where the library documents a memory effect
                   the engine can derive: a compiled chunked cross-entropy keeps each chunk's
                   16-bit input and 8 bytes per token instead of its fp32 log-softmax output and
@@ -84,6 +85,28 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   own prepare_model_for_kbit_training, which upcasts only the LoRA parameters:
                   unsloth/models/_utils.py; axolotl converts the norms and embeddings back to the
                   16-bit dtype after it: src/axolotl/loaders/model.py _configure_embedding_dtypes).
+* padding         padded (issue 12): the micro-batch holds padding tokens and the model code passes
+                  the padding mask to attention. transformers 5.24 drops the mask (SDPA
+                  `is_causal=True`) only for a batch it can see is unpadded (masking_utils.py
+                  `_ignore_causal_mask_sdpa`); a padded batch, a batch padded to max_length, and every
+                  traced or fake-tensor run (utils/import_utils.py `is_tracing`) get a (batch, 1, seq,
+                  seq) mask that SDPA keeps in the query's dtype in every layer, and with a mask
+                  integrations/sdpa_attention.py repeats the grouped K and V to every head
+                  (`use_gqa_in_sdpa` wants no mask, lines 118-127): per layer that saves activations
+                  and per token seq + 2 x (heads - kv heads) x head_dim values (engine/components.py
+                  attention_mask_bytes). It applies with attention sdpa and packing off only (flash
+                  attention unpads to variable-length sequences; a packed batch has no padding).
+                  unpadded: no mask is built: batches of equal length, packing, torchtune (its
+                  padded_collate_sft returns tokens and labels only, torchtune/data/_collate.py line 77,
+                  and its attention calls SDPA with is_causal when no mask is given,
+                  torchtune/modules/attention.py line 298). 'padded' is the default of the hf-based
+                  recipes because transformers' collators pad every batch to its longest sequence
+                  (DataCollatorWithPadding, DataCollatorForSeq2Seq): the larger figure, never the
+                  smaller, unless the run is known to be unpadded (measured: docs/accuracy.md).
+                  Gemma 2 under 'sdpa' runs eagerly (softcapped scores: transformers'
+                  Gemma2PreTrainedModel._supports_sdpa = False; torchtune's Gemma2Attention computes
+                  the scores itself, torchtune/models/gemma2/_attention.py), which holds its scores
+                  whether the batch is padded or not.
 """
 
 from __future__ import annotations
@@ -100,6 +123,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "compile": ("auto", "off", "on"),
     "packing": ("auto", "off", "on"),
     "kbit_prep": ("auto", "off", "on"),
+    "padding": ("auto", "padded", "unpadded"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed")
 DEFAULT_RECIPE = "hf"
@@ -128,6 +152,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "TrainingArguments.torch_compile default False"),
         "packing": ("off", "trl SFTConfig packing default False"),
         "kbit_prep": ({"qlora": "on"}, "peft 0.20 docs/source/developer_guides/quantization.md: QLoRA calls prepare_model_for_kbit_training (peft/utils/other.py: non-4-bit parameters to fp32), then get_peft_model and the Trainer with bf16=True (trl SFTTrainer given a peft_config casts embeddings and lm_head back to bf16 with bf16=True: not this recipe; --kbit-prep off)"),
+        "padding": ("padded", "transformers DataCollatorWithPadding / DataCollatorForSeq2Seq pad each batch to its longest sequence; masking_utils.py _ignore_causal_mask_sdpa keeps the mask for any padded batch"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -140,6 +165,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "torchtune 0.7.0 configs compile: False"),
         "packing": ("off", "torchtune 0.7.0 configs dataset.packed: False"),
         "kbit_prep": ("off", "torchtune 0.7.0: no peft; the base is built in bf16 and only its linears are NF4 (torchtune/modules/peft/lora.py LoRALinear quantize_base: to_nf4 on the linear weight)"),
+        "padding": ("unpadded", "torchtune/data/_collate.py padded_collate_sft returns tokens and labels only (line 77); torchtune/modules/attention.py line 298 SDPA is_causal when no mask"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -152,6 +178,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "not modelled for unsloth's own compiled kernels"),
         "packing": ("off", "trl SFTConfig packing default False"),
         "kbit_prep": ("off", "unsloth 2026.8.19 unsloth/models/_utils.py prepare_model_for_kbit_training: freezes the base and upcasts only the LoRA parameters to fp32"),
+        "padding": ("unpadded", "unsloth attention kernels (flash-attn / xformers) take no padding mask matrix; attention flash"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -164,6 +191,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "TrainingArguments.torch_compile default False"),
         "packing": ("off", "LLaMA-Factory data_args.packing default None (off for sft)"),
         "kbit_prep": ("off", "LLaMA-Factory 0.9.6.dev0 does not call peft prepare_model_for_kbit_training; model_args.py upcast_layernorm and upcast_lmhead_output default False"),
+        "padding": ("padded", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/data/collator.py: its SFT collators subclass transformers' DataCollatorForSeq2Seq (pads to the longest); transformers' sdpa"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -176,6 +204,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "axolotl 0.18.0 torch_compile default None"),
         "packing": ("off", "axolotl 0.18.0 sample_packing default None (examples set true)"),
         "kbit_prep": ("off", "axolotl 0.18.0 src/axolotl/loaders/model.py: calls prepare_model_for_kbit_training for qlora, then _configure_embedding_dtypes converts the norms and embeddings back to torch_dtype (16-bit) for LoRA/QLoRA"),
+        "padding": ("padded", "axolotl 0.18.0 DataCollatorForSeq2Seq pads (pad_to_sequence_len, sample_packing off by default); transformers' sdpa"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -188,6 +217,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "compile": ("off", "DeepSpeed compile off by default"),
         "packing": ("off", "no packing by default"),
         "kbit_prep": ({"qlora": "on"}, "transformers Trainer + DeepSpeed runs the same peft QLoRA script as hf (prepare_model_for_kbit_training)"),
+        "padding": ("padded", "transformers Trainer collators pad each batch; transformers' sdpa"),
     },
 }
 

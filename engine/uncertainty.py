@@ -51,12 +51,6 @@ MOE_TRAIN_HIGH_PCT = 3.0
 # the prefetched next layer may be gathered too, and DeepSpeed ZeRO-3 keeps its own prefetch buckets
 # (stage3_max_live_parameters): both sides.
 ZERO3_PCT = 10.0
-# Gemma 2's eager attention (in the high side as bytes, `padded_attention_bytes` /
-# `eager_prefill_bytes`): the first version's prefill term fell short on the held-out gemma-2-9b
-# prefill at 8,192 tokens and the high side took 1.5 x the term; traced (the 16-bit cast of the fp32
-# softmax beside its input), the term now matches the measured prefills (gemma-2-2b, gemma-2-9b)
-# within 0.1%, so the high side takes the term as it is.
-EAGER_HIGH_FACTOR = 1.0
 
 BNB_PRECISIONS = ("int8", "int4", "nf4")
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
@@ -76,73 +70,39 @@ def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default
     return np.where(where < 0, default, picked) if (where < 0).any() else picked
 
 
-def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per training row, (bytes added to the forward / start-of-backward phases, bytes added to the
-    layers' backward) when transformers materializes the attention mask.
+def _unpadded_sdpa(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Training rows whose estimate is on SDPA's fused path because the scenario says the batch is
+    unpadded (--padding unpadded, or packing on): the rows a padded batch would move to the masked
+    path (engine/components.py attention_path; eager rows hold their scores already)."""
+    n = len(result)
+    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    sdpa = col("attention", "sdpa") == "sdpa"
+    unpadded = (col("padding", "padded") != "padded") | (col("packing", "off") == "on")
+    return (col("task", "train") == "train") & sdpa & ~_eager_attention(result, models) & unpadded
 
-    transformers 5.24 skips the mask (SDPA `is_causal`, masking_utils.py `_ignore_causal_mask_sdpa`)
-    only for an unpadded batch it can inspect; with padding tokens in the batch (and in every
-    fake-tensor run, whose position tensors count as tracing: utils/import_utils.py `is_tracing`,
-    masking_utils.py lines 280-284) it builds a (batch, 1, seq, seq) mask. torch's SDPA converts it
-    to the query's dtype in every layer's call and keeps it for backward, and with a mask
-    transformers' sdpa_attention_forward repeats the grouped K and V to every head (repeat_kv,
-    integrations/sdpa_attention.py lines 118-127, `use_gqa_in_sdpa` needs attention_mask None):
-    per layer and token 2 x (heads - kv heads) x head_dim values of K and V plus seq mask values.
-    Traced op by op on real tensors (a 3-layer Llama, bf16): the mask-free run holds exactly
-    this much less per layer (docs/accuracy.md). Every layer that saves activations holds them;
-    with checkpointing only the recomputed layer. The engine's point estimate is the unpadded
-    (or packed) batch; `band` adds these bytes to the high side."""
+
+def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per training row estimated unpadded under SDPA, (bytes added to the forward / start-of-backward
+    phases, bytes added to the layers' backward) if the batch were padded after all: the mask and
+    K/V repeated to every head that engine/components.py counts on the masked path
+    (`attention_seq_bytes` and the repeat_kv term of `_layer_activations`, with their sources),
+    per layer that saves activations, or with checkpointing the recomputed layer. 0 elsewhere (the
+    default hf-based recipes estimate the padded batch already: engine/stacks.py padding)."""
     n = len(result)
     take = lambda k, d: _model_column(result, models, k, d).astype(float)  # noqa: E731
     a, kvh, d, L = take("num_heads", 1), take("num_kv_heads", 1), take("head_dim", 1), take("num_layers", 1)
     col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    train = col("task", "train") == "train"
     method, precision = col("method", "full"), col("precision", "bf16")
     b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
     tp = col("tp", 1).astype(float)
     gc = col("grad_checkpointing", False).astype(bool)
     layers = np.where(method == "freeze", np.minimum(col("freeze_layers", 0).astype(float), L), L)
     value_b = np.where(precision == "fp32", 4.0, 2.0)  # the query's dtype (16-bit under autocast)
-    per_layer = b * s * value_b * (s + 2.0 * (a - kvh) * d) / tp
-    # Gemma 2 softcaps its attention logits, which SDPA cannot: transformers 5.24 runs it eagerly
-    # (Gemma2PreTrainedModel._supports_sdpa = False; modeling_gemma2.py eager_attention_forward):
-    # per layer and token the tanh of the scores (16-bit), the fp32 softmax and its 16-bit cast,
-    # heads x seq values each, are kept for backward, and K, V are repeated to every head
-    eager = _eager_attention(result, models)
-    per_layer = np.where(eager, b * s * (a * s * (2.0 * value_b + 4.0) + 2.0 * (a - kvh) * d * value_b) / tp,
-                         per_layer)
-    saved = np.where(train & ~gc, layers * per_layer, 0.0)
-    recompute = np.where(train & gc, per_layer, 0.0)
+    per_layer = b * s * value_b * (s + 2.0 * (a - kvh) * d / tp)
+    on = _unpadded_sdpa(result, models)
+    saved = np.where(on & ~gc, layers * per_layer, 0.0)
+    recompute = np.where(on & gc, per_layer, 0.0)
     return saved, saved + recompute
-
-
-def eager_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Per inference row of an eagerly-attending model (Gemma 2), what one layer's scores hold at
-    once in a prefill: transformers 5.24 models/gemma2/modeling_gemma2.py eager_attention_forward,
-    line 203 `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`: while the fp32
-    softmax (4 bytes) is cast back, the masked 16-bit scores it was computed from are still bound to
-    `attn_weights` (2, line 200) and the 16-bit cast is being written (2): 8 bytes per batch x heads x
-    seq x seq value, beside the two (batch, 1, seq, seq) 16-bit masks (full and sliding-window
-    layers, built once per forward). Traced with benchmarks/trace_peak.py on the gemma-2-9b prefill
-    2 x 8,192 (held-out): the peak is that cast in the last layer, 8 + 4 + 4 + 0.5 GiB of these
-    tensors (the first version counted 2 + 4 bytes: the cast's output was missing). Returned: the
-    bytes this working set exceeds the MLP working set the prefill phase already counts by."""
-    n = len(result)
-    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    take = lambda k: _model_column(result, models, k, 1).astype(float)  # noqa: E731
-    a, kvh, d, h, f = take("num_heads"), take("num_kv_heads"), take("head_dim"), take("hidden_size"), take("intermediate_size")
-    b, s, tp = col("batch", 1).astype(float), col("seq", 1).astype(float), col("tp", 1).astype(float)
-    infer = col("task", "train") != "train"
-    value_b = np.where(col("precision", "bf16") == "fp32", 4.0, 2.0)
-    scores = b * s * s * (8.0 * a + 2.0 * value_b) / tp
-    # beside the scores, per token: the embedding output (kept by the model's loop), the layer input,
-    # the normed input, q and K, V repeated to every head (repeat_kv, line 190, a copy where kv
-    # heads < heads); this replaces the MLP's working set that the engine's prefill phase counts
-    # (engine/components.py workspace: 4h + 3f), which is not alive at the same time
-    attn_tokens = value_b * (3.0 * h + d * (a + 2.0 * a * (kvh < a)) / tp)
-    mlp_tokens = value_b * (4.0 * h + 3.0 * f / tp)
-    extra = np.maximum(scores + b * s * (attn_tokens - mlp_tokens), 0.0)
-    return np.where(infer & _eager_attention(result, models), extra, 0.0)
 
 
 def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
@@ -170,16 +130,12 @@ def _eager_attention(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
 
 
 def padded_peak_bytes(result: pd.DataFrame, models: pd.DataFrame, padded: bool = True) -> np.ndarray:
-    """The tensors' peak of each row with the attention mask materialized (a padded batch):
-    the largest phase after `padded_attention_bytes` is added to the phases that hold activations
-    (padded=False: the largest phase as it is)."""
-    if padded:
-        fwd, bwd = padded_attention_bytes(result, models)
-        pre = eager_prefill_bytes(result, models)
-    else:  # the phases as they are: nothing to work out
-        fwd = bwd = pre = 0.0
+    """The tensors' peak of each row with a padded batch: the largest phase after
+    `padded_attention_bytes` is added to the phases that hold activations (padded=False: the
+    largest phase as it is)."""
+    fwd, bwd = padded_attention_bytes(result, models) if padded else (0.0, 0.0)
     phases = {"forward": fwd, "loss_backward": fwd, "backward": bwd, "backward_end": 0.0, "optimizer": 0.0,
-              "prefill": pre, "logits": 0.0}
+              "prefill": 0.0, "logits": 0.0, "attention": 0.0}
     best = np.full(len(result), -np.inf)
     for name, extra in phases.items():
         col = f"{name}_phase_bytes"
@@ -211,7 +167,6 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     parallel = (tp > 1) | (pp > 1) | (train & (offload != "none")) | (train & (gpus > 1) & ((zero == 1) | (zero == 2)))
     moe_train = train & (experts > 0)
     zero3 = train & (zero >= 3) & (gpus > 1)
-    eager = _eager_attention(result, models)
 
     reasons = [
         (bnb, BNB_HIGH_PCT, "bitsandbytes kernels (CUDA only) not measured"),
@@ -231,22 +186,22 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     peak = result["peak_bytes"].to_numpy(dtype=float)
     tensors = peak - (result["runtime_overhead_bytes"].to_numpy(dtype=float)
                       if "runtime_overhead_bytes" in result else 0.0)
-    # a padded batch's attention mask (and repeated K, V) on top, where the phases carry it
+    # rows estimated unpadded under SDPA: a padded batch's attention mask (and repeated K, V) on top
     padded = np.nan_to_num(padded_peak_bytes(result, models) - padded_peak_bytes(result, models, padded=False),
-                           nan=0.0, neginf=0.0, posinf=0.0) * np.where(eager, EAGER_HIGH_FACTOR, 1.0)
+                           nan=0.0, neginf=0.0, posinf=0.0)
     window_kv = window_prefill_bytes(result, models)
+    text = np.where(padded > 0, text + "; a padded batch (--padding padded): attention mask and repeated K/V", text)
     padded = padded + window_kv
     text = np.where(window_kv > 0, text + "; sliding-window layers: transformers keeps the whole prefill's K/V", text)
-    text = np.where((padded - window_kv > 0) & ~eager, text + "; padded batch: attention mask and repeated K/V", text)
-    text = np.where((padded - window_kv > 0) & eager, text + "; eager attention (softcapping: no SDPA in transformers)", text)
     return pd.DataFrame({
         "peak_low_bytes": peak - tensors * low / 100, "peak_high_bytes": peak + padded + tensors * high / 100,
         "uncertainty_low_pct": low, "uncertainty_high_pct": high, "uncertainty_reasons": text,
         # the same scenario along transformers' padded-batch path (attention mask and K/V repeated
-        # to every head; Gemma 2 eager; the whole prefill's sliding-window K/V), which is also the
-        # path of every fake-tensor measurement (docs/accuracy.md "same path as the runs")
+        # to every head; the whole prefill's sliding-window K/V), which is also the path of every
+        # fake-tensor measurement (docs/accuracy.md): the point estimate itself where the scenario
+        # is padded already (the hf-based recipes' default, engine/stacks.py padding)
         "peak_padded_batch_bytes": peak + padded,
     }, index=result.index)
 
 
-__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "eager_prefill_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]
+__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]

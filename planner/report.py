@@ -57,6 +57,7 @@ PHASE_LABELS = {
     "optimizer": "optimizer step",
     "prefill": "prefill (prompt processing)",
     "logits": "output logits",
+    "attention": "prefill attention scores (eager)",
 }
 
 

@@ -100,7 +100,26 @@ def blocks(cat) -> dict[str, str]:
             "context-published": published_context_block(cat)}
 
 
+def write_doc(path, cat) -> None:
+    """Replace each generated block of docs/stacks.md (the marker line and the paragraphs under it,
+    as many as the block has) with the one computed now."""
+    import re
+    from pathlib import Path
+    doc = Path(path).read_text(encoding="utf-8")
+    for name, text in blocks(cat).items():
+        paragraphs = text.count("\n\n")  # a block may hold a sentence under its table: as many paragraphs
+        pattern = re.compile(r"<!-- " + re.escape(name) + r" -->\n(?:[^\n]+\n)+" + r"(?:\n(?:[^\n]+\n)+)" * paragraphs)
+        if not pattern.search(doc):
+            raise ValueError(f"marker <!-- {name} --> not found in {path}")
+        doc = pattern.sub(lambda _: f"<!-- {name} -->\n{text}\n", doc, count=1)
+    Path(path).write_text(doc, encoding="utf-8")
+
+
 if __name__ == "__main__":
+    import sys
     from catalog import default_catalog
-    for name, text in blocks(default_catalog()).items():
-        print(f"<!-- {name} -->\n{text}\n")
+    if sys.argv[1:] == ["--write"]:  # docs/stacks.md's blocks as computed now
+        write_doc(__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "stacks.md", default_catalog())
+    else:
+        for name, text in blocks(default_catalog()).items():
+            print(f"<!-- {name} -->\n{text}\n")

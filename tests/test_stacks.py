@@ -312,7 +312,7 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
     assert {k: data[k] for k in SWITCHES} == {"adapter_dtype": "bf16", "loss": "linear_chunked", "logits_upcast": "loss",
                                               "checkpointing": "full", "optimizer_in_backward": "on",
                                               "activation_offload": "off", "attention": "sdpa", "compile": "off",
-                                              "packing": "off", "kbit_prep": "off"}
+                                              "packing": "off", "kbit_prep": "off", "padding": "unpadded"}
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
@@ -339,7 +339,7 @@ def test_text_estimate_title_names_the_recipe():
 
 @pytest.mark.parametrize("flag, value", [("--recipe", "hugging"), ("--loss", "chunky"), ("--adapter-dtype", "fp8"),
                                          ("--checkpointing", "yes"), ("--attention", "flash3"),
-                                         ("--attention", "eager"), ("--kbit-prep", "yes")])
+                                         ("--padding", "yes"), ("--kbit-prep", "yes")])
 def test_bad_stack_values_exit_2_with_one_line(flag, value):
     code, out, err = run("estimate", "--model", "llama-3.1-8b", flag, value)
     assert code == 2 and out == ""

@@ -24,15 +24,27 @@ def _band(models, **row):
 def test_a_measured_path_gets_the_held_out_band(models):
     row, b = _band(models, model="llama-3-8b", task="train", method="lora", precision="bf16", batch=2, seq=2048)
     tensors = row["peak_bytes"] - row["runtime_overhead_bytes"]
+    assert row["padding"] == "padded"  # the hf recipe's default: the mask is in the estimate already
     assert b["uncertainty_high_pct"] == uncertainty.MEASURED_HIGH_PCT
-    # a padded batch: per layer b x s x 2 bytes x (s mask values + 2 x (32 - 8) x 128 repeated K/V),
-    # 32 layers: 2 x 2048 x 2 x (2048 + 6144) x 32 = 2 GiB more at the start of backward (the peak)
-    assert row["peak_phase"] == "loss_backward"
+    assert b["peak_high_bytes"] == pytest.approx(row["peak_bytes"] + tensors * uncertainty.MEASURED_HIGH_PCT / 100)
+    assert b["peak_low_bytes"] == pytest.approx(row["peak_bytes"] - tensors * uncertainty.MEASURED_LOW_PCT / 100)
+    assert b["peak_padded_batch_bytes"] == row["peak_bytes"]
+    assert b["uncertainty_reasons"] == "measured paths: held-out error"
+    # asked unpadded, the band's high side still holds a padded batch: per layer b x s x 2 bytes x
+    # (s mask values + 2 x (32 - 8) x 128 repeated K/V), 32 layers: 2 x 2048 x 2 x (2048 + 6144) x 32
+    # = 2 GiB more at the start of backward (the peak)
+    unpadded, ub = _band(models, model="llama-3-8b", task="train", method="lora", precision="bf16", batch=2, seq=2048,
+                         padding="unpadded")
     padded = 2 * 2048 * 2 * (2048 + 2 * 24 * 128) * 32
     assert padded == 2**31
-    assert b["peak_high_bytes"] == pytest.approx(row["peak_bytes"] + padded + tensors * uncertainty.MEASURED_HIGH_PCT / 100)
-    assert b["peak_low_bytes"] == pytest.approx(row["peak_bytes"] - tensors * uncertainty.MEASURED_LOW_PCT / 100)
-    assert b["uncertainty_reasons"] == "measured paths: held-out error; padded batch: attention mask and repeated K/V"
+    assert unpadded["peak_phase"] == "loss_backward"
+    utensors = unpadded["peak_bytes"] - unpadded["runtime_overhead_bytes"]
+    assert ub["peak_high_bytes"] == pytest.approx(unpadded["peak_bytes"] + padded + utensors * uncertainty.MEASURED_HIGH_PCT / 100)
+    assert ub["peak_padded_batch_bytes"] == pytest.approx(unpadded["peak_bytes"] + padded)
+    assert ub["uncertainty_reasons"] == ("measured paths: held-out error; a padded batch (--padding padded): attention "
+                                         "mask and repeated K/V")
+    # the padded estimate itself holds those bytes (and the fragmentation share of them)
+    assert row["peak_bytes"] - row["runtime_overhead_bytes"] == pytest.approx(utensors + padded)
     _, infer = _band(models, model="llama-3-8b", task="infer", precision="bf16", batch=2, seq=2048)
     assert infer["uncertainty_reasons"] == "measured paths: held-out error"
 
@@ -80,8 +92,9 @@ def test_estimate_json_carries_the_band():
         assert key in data
     assert data["peak_low_bytes"] < data["peak_bytes"] < data["peak_high_bytes"]
     assert "bitsandbytes" in data["uncertainty_reasons"]
-    # no checkpointing asked: every layer keeps the padded batch's mask and repeated K/V (GQA: 8 of 64 heads)
-    assert data["peak_bytes"] < data["peak_padded_batch_bytes"] <= data["peak_high_bytes"]
+    # the hf recipe estimates a padded batch (its mask and repeated K/V are in peak_bytes already)
+    assert data["padding"] == "padded"
+    assert data["peak_bytes"] == data["peak_padded_batch_bytes"] < data["peak_high_bytes"]
 
 
 def _measured_as_asked(split: str | None = None, **extra) -> pd.DataFrame:
@@ -119,17 +132,28 @@ def test_no_measured_row_exceeds_the_high_side_of_the_band_a_user_gets(models):
     assert not over.any(), frame.loc[over, ["model", "task", "method", "precision", "batch", "seq", "measured"]]
 
 
-def test_the_padded_batch_figure_is_within_the_targets_on_the_held_out_runs(models):
-    # peak_padded_batch_bytes is the estimate along the fake-tensor runs' own path (a padded batch:
-    # attention mask and repeated K/V; Gemma 2 eager). On the held-out rows, asked as a user asks
-    # (hf recipe defaults, the whole prefill's K/V kept), it meets issue 12's targets on its own:
-    # every row within 5%, none under by more than 3%, the median within 2%
+def test_the_estimate_is_within_the_targets_on_the_held_out_runs(models):
+    # issue 12's targets, on the held-out rows asked as a user asks them (hf recipe defaults: a padded
+    # batch, the runs' own path; the whole prefill's K/V kept): every row within 5%, none under by more
+    # than 3%, the median within 2%; for both peak_bytes and peak_padded_batch_bytes (the same figure
+    # here), read with the csv module rather than through benchmarks/accuracy_table.py
     frame = _measured_as_asked("heldout", kv_policy="full")
     assert len(frame) >= 40
     result = estimate(frame.drop(columns="measured"), models)
-    ours = uncertainty.band(result, models)["peak_padded_batch_bytes"].to_numpy() - result["runtime_overhead_bytes"].to_numpy()
-    err = (ours - frame["measured"].to_numpy()) / frame["measured"].to_numpy() * 100
-    show = frame.assign(err=err)[["model", "task", "method", "batch", "seq", "gpus", "err"]]
-    assert (abs(err) <= 5).all(), show[abs(err) > 5]
-    assert (err >= -3).all(), show[err < -3]
-    assert abs(np.median(err)) <= 2, np.median(err)
+    overhead = result["runtime_overhead_bytes"].to_numpy()
+    padded = uncertainty.band(result, models)["peak_padded_batch_bytes"].to_numpy()
+    for figure in (result["peak_bytes"].to_numpy(), padded):
+        err = (figure - overhead - frame["measured"].to_numpy()) / frame["measured"].to_numpy() * 100
+        show = frame.assign(err=err)[["model", "task", "method", "batch", "seq", "gpus", "err"]]
+        assert (abs(err) <= 5).all(), show[abs(err) > 5]
+        assert (err >= -3).all(), show[err < -3]
+        assert abs(np.median(err)) <= 2, np.median(err)
+
+
+def test_unpadded_runs_would_hold_less_than_the_default_estimate(models):
+    # the same held-out training rows asked --padding unpadded are below the padded runs wherever
+    # the mask counts (what the padded default protects a buyer from): at least 8 rows more than 3% under
+    frame = _measured_as_asked("heldout", kv_policy="full", padding="unpadded")
+    result = estimate(frame.drop(columns="measured"), models)
+    err = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy() / frame["measured"].to_numpy() - 1
+    assert (err < -0.03).sum() >= 8
