@@ -234,7 +234,7 @@ class Sweep:
         ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
         longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
         quad = {k: lift(v) for k, v in self.quad.items()}
-        self.seq_level = cfg.split() if self.logits_fixed is None and not quad else None
+        self.seq_level = cfg.split() if self.logits_fixed is None else None
         _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
              lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
              lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
@@ -394,6 +394,27 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
     n = len(b)
     inv = cfg.inv
     all_chosen = bool(chosen.all())
+    # (issue 12) the configurations with a per_token_seq term, and per phase what each one solves from
+    quad = quad or {}
+    quad_any = np.zeros(cfg.size, dtype=bool)
+    for q in quad.values():
+        quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
+    if quad:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = {name: (capacity - fixed_tot[name] - shard_tot[name] / dp,
+                            np.broadcast_to(token_tot[name], (cfg.size,)).astype(float),
+                            np.broadcast_to(quad.get(name, 0.0), (cfg.size,)).astype(float),
+                            np.broadcast_to(valid[name], (cfg.size,))) for name in valid}
+            # without per-row rooms (the logits of a batch, a windowed cache: inference) the phases
+            # without a seq term solve per configuration: the most tokens they leave room for
+            if logits_fixed is None and kv_saving is None:
+                linear = [name for name in terms if not np.any(terms[name][2] > 0)]
+                lin_limit = np.full(cfg.size, np.inf)
+                for name in linear:
+                    room, lin, _, ok = terms.pop(name)
+                    per = np.where(lin > 0, room / lin, np.where(room >= 0, np.inf, -np.inf))
+                    lin_limit = np.minimum(lin_limit, np.where(ok, per, np.inf))
+                terms[None] = lin_limit
     if lean:  # gpus_needed only (Sweep)
         result["gpus_needed"] = needed = out.empty()
     else:
@@ -425,6 +446,19 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 part = slice(lo, min(len(seq_rows), lo + ROW_BLOCK))
                 config = inv[seq_rows[part]]
                 at_seq = np.floor(max_tokens[config] / s[seq_rows[part]])
+                if quad and quad_any[config].any():  # at the group's seq each token costs lin + q x seq
+                    sg = s[seq_rows[part]]
+                    most = np.full(len(sg), np.inf)
+                    for name, term in terms.items():
+                        if name is None:  # the phases without a seq term
+                            most = np.minimum(most, term[config])
+                            continue
+                        room, lin, q, ok = term
+                        cost = lin[config] + q[config] * sg
+                        r = room[config]
+                        most = np.minimum(most, np.where(ok[config], np.where(cost > 0, r / cost, np.where(
+                            r >= 0, np.inf, -np.inf)), np.inf))
+                    at_seq = np.where(quad_any[config], np.floor(most / sg), at_seq)
                 ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
                 batch_of_group[part] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
         logits_room = logits_fixed is not None and "logits" in valid
@@ -439,10 +473,6 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer,
                                         kv_saving, s)
     splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
-    quad = quad or {}
-    quad_any = np.zeros(cfg.size, dtype=bool)
-    for q in quad.values():
-        quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
 
     def needed_rows(rows: slice, take, chosen_r) -> None:
         """GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
@@ -505,14 +535,15 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0))
             ms = np.divide(mt, b[rows], out=mt)  # the longest sequence at the row's batch
             np.floor(ms, out=ms)
-            if quad:  # rows with a batch x seq x seq term: their own largest batch and longest context
+            if quad:  # rows with a batch x seq x seq term: their longest context (and largest batch)
                 q_rows = take(quad_any)
                 if q_rows.any():
-                    per_b, per_s = _quad_limits(c, take, rows, fixed_tot, shard_tot, token_tot, quad, valid, dp, b[rows],
-                                                s[rows], logits_fixed, kv_saving, tokens)
-                    most = np.floor(per_b / s[rows])
-                    ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
-                    np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
+                    per_b, per_s = _quad_limits(take, rows, terms, b[rows], s[rows], logits_fixed, kv_saving, tokens,
+                                                by_batch=seq_level is None)
+                    if per_b is not None:  # (per configuration and seq above otherwise)
+                        most = np.floor(per_b / s[rows])
+                        ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
+                        np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
                     np.copyto(ms, np.floor(per_s), where=q_rows)
         short = ms < 1 if all_chosen else ~(chosen_r & (ms >= 1))
         np.minimum(ms, 1e12, out=ms)
@@ -532,34 +563,46 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         result["fits"] = pd.arrays.BooleanArray(fits, unknown)
 
 
-def _quad_limits(c, take, rows, fixed_tot, shard_tot, token_tot, quad, valid, dp, b, s, logits_fixed, kv_saving, tokens):
+def _quad_limits(take, rows, terms, b, s, logits_fixed, kv_saving, tokens, by_batch=True):
     """Per row of a block whose configuration has a per_token_seq term (issue 12: an attention mask
-    or eager scores): (the most tokens at the row's seq, the longest sequence at the row's batch),
-    over every phase. A phase holds room = capacity - fixed - shard / dp for lin x tokens + q x
-    tokens x seq: at a given seq that is linear in the batch (tokens <= room / (lin + q seq)); at a
-    given batch b it is q b s^2 + lin b s <= room, whose positive root is 2 room / (lin b +
-    sqrt((lin b)^2 + 4 q b room)) (the form without cancellation; q = 0 gives room / (lin b))."""
+    or eager scores): (the most tokens at the row's seq, or None unless by_batch; the longest
+    sequence at the row's batch), over every phase. A phase's terms per configuration: (room =
+    capacity - fixed - shard / dp, lin, q, valid) for lin x tokens + q x tokens x seq: at a given
+    seq that is linear in the batch (tokens <= room / (lin + q seq)); at a given batch b it is
+    q b s^2 + lin b s <= room, whose positive root is 2 room / (lin b + sqrt((lin b)^2 + 4 q b room))
+    (the form without cancellation; q = 0 gives room / (lin b))."""
     n = len(b)
-    most_tokens, longest = np.full(n, np.inf), np.full(n, np.inf)
+    most_tokens = np.full(n, np.inf) if by_batch else None
+    longest = np.full(n, np.inf)
     corr = kv_saving[rows] / tokens[rows] if kv_saving is not None else None
-    for name in valid:
-        room = c - take(fixed_tot[name]) - take(shard_tot[name] / dp)
+    for name, term in terms.items():
+        if name is None:  # the phases without a seq term: the most tokens, per configuration
+            lim = take(term)
+            if by_batch:
+                most_tokens = np.minimum(most_tokens, lim)
+            longest = np.minimum(longest, lim / b)
+            continue
+        room_c, lin_c, q_c, ok_c = term
+        room = take(room_c)
         if name == "logits" and logits_fixed is not None:
             room = room - logits_fixed[rows]
-        tk = token_tot[name]
-        lin = np.broadcast_to(take(tk) if np.ndim(tk) else tk, (n,)).astype(float)
+        lin = take(lin_c)
         if corr is not None and name in INFER_CACHE_PHASES:
             lin = lin + corr
-        q = np.broadcast_to(take(quad[name]) if name in quad else 0.0, (n,))
-        cost = lin + q * s
-        per_b = np.where(cost > 0, room / cost, np.where(room >= 0, np.inf, -np.inf))
+        q = take(q_c)
+        ok = None if ok_c.all() else take(ok_c)
+        if by_batch:
+            cost = lin + q * s
+            per_b = np.where(cost > 0, room / cost, np.where(room >= 0, np.inf, -np.inf))
+            most_tokens = np.minimum(most_tokens, per_b if ok is None else np.where(ok, per_b, np.inf))
         qb, lb = q * b, lin * b
-        root = 2.0 * room / (lb + np.sqrt(np.maximum(lb * lb + 4.0 * qb * room, 0.0)))
-        linear = np.where(lb > 0, room / lb, np.where(room >= 0, np.inf, -np.inf))
-        per_s = np.where(qb > 0, np.where(room >= 0, root, -np.inf), linear)
-        ok = np.broadcast_to(take(valid[name]), (n,))
-        most_tokens = np.minimum(most_tokens, np.where(ok, per_b, np.inf))
-        longest = np.minimum(longest, np.where(ok, per_s, np.inf))
+        disc = lb * lb
+        disc += 4.0 * qb * room
+        root = 2.0 * room / (lb + np.sqrt(np.maximum(disc, 0.0, out=disc), out=disc))
+        if not (qb > 0).all():  # q = 0 in some rows' configurations: room / (lin b) there
+            root = np.where(qb > 0, root, np.where(lb > 0, room / lb, np.where(room >= 0, np.inf, -np.inf)))
+        per_s = np.where(room >= 0, root, -np.inf)
+        longest = np.minimum(longest, per_s if ok is None else np.where(ok, per_s, np.inf))
     return most_tokens, longest
 
 

@@ -52,7 +52,9 @@ k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or p
 _band = uncertainty.band(row.to_frame().T, models).iloc[0]
 st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "
            f"(−{_band['uncertainty_low_pct']:.1f}% / +{_band['uncertainty_high_pct']:.1f}% of the tensors: "
-           f"{md_escape(str(_band['uncertainty_reasons']))}). Fits and GPU counts use the point estimate.")
+           f"{md_escape(str(_band['uncertainty_reasons']))}). Fits and GPU counts use the estimate itself "
+           f"({md_escape(str(row.get('padding', 'padded')))} batch, {md_escape(str(row.get('attention', 'sdpa')))} "
+           "attention: the sidebar's Software stack).")
 
 # ---- by component ------------------------------------------------------------------------
 st.markdown(f"#### By component, at the peak phase ({c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])})")
