@@ -30,7 +30,7 @@ INFER_PRECISION_LABELS = {p: p.upper() if not p.startswith("q") else f"GGUF {p.u
 INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AWQ, g128)", "nf4": "NF4 (bitsandbytes)"})
 OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fused", "adamw_8bit": "AdamW 8-bit",
                     "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor",
-                    "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)"}
+                    "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)", "adamw_8bit_torchao": "AdamW 8-bit (torchao)"}
 # the software stack (engine/stacks.py, docs/stacks.md)
 RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
                  "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)"}

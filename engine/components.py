@@ -128,6 +128,7 @@ class Inputs:
     opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
     paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
     paged_small: np.ndarray | float = 0.0  # trainable values in tensors bitsandbytes does not page (< 1e5)
+    ao8: np.ndarray | bool = False        # torchao AdamW8bit (optimizer adamw_8bit_torchao), training
     # mixture of experts (issue 12): routed experts per MoE layer, experts per token, share of MoE layers
     n_experts: np.ndarray | float = 0.0
     k_experts: np.ndarray | float = 0.0
@@ -261,7 +262,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         kv_b=np.where(np.isnan(kv_b), act_b, kv_b), last_only=mv.mask("prefill_logits", "last"),
         r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
-        adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"),
+        adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"), ao8=mv.mask("optimizer", "adamw_8bit_torchao"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
         gemma_norm=gemma.astype(float),
@@ -380,6 +381,15 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     ada_states = np.select([x.full, x.freeze, x.lora], [ada_full, x.k_layers * per_layer_rc,
                                                         x.L * (x.in_out + 2 * x.r * n_adapted)], 0.0) * 4.0
     states = np.where(x.adam8, adam8, np.where(x.adafactor, ada_states, trainable * x.state_count * x.sdb)) + trainable * x.master
+    # torchao AdamW8bit: 8-bit codes + an fp32 scale per 256 values for tensors of >= 4096 values that
+    # divide into blocks of 256; the others (here the norm weights) two states in the parameter's dtype
+    # (torch.zeros_like(p): x.sdb). Matrices are taken as multiples of 256 values (the catalog's are: widths
+    # that are multiples of 256, gpt-oss's 2880 only times multiples of 4); small tensors as for bitsandbytes.
+    if np.any(x.ao8):
+        ao_small = np.where(x.full | x.freeze, np.where((x.h < C.TORCHAO_8BIT_MIN_SIZE) | (x.h % C.TORCHAO_8BIT_BLOCK != 0),
+                                                        2 * x.h * np.where(x.freeze, x.k_layers, x.L) + x.h * x.full, 0.0), 0.0)
+        ao8 = (trainable - ao_small) * C.TORCHAO_8BIT_BYTES + ao_small * 2 * x.sdb + trainable * x.master
+        states = np.where(x.ao8, ao8, states)
     # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
     states = np.where(x.paged32, trainable * C.PAGED_32BIT_STATE_BYTES, states)
     return np.where(x.train, states, 0.0)

@@ -80,7 +80,8 @@ INT8_ROW_SCALE_BYTES = 4
 KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 # --- Optimizers ------------------------------------------------------------------------
-OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor", "paged_adamw_32bit")
+OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor", "paged_adamw_32bit",
+              "adamw_8bit_torchao")
 # paged_adamw_32bit (issue 13): bitsandbytes PagedAdamW32bit, transformers' optim="paged_adamw_32bit"
 # (the QLoRA paper's optimizer). bitsandbytes 0.50 bitsandbytes/optim/optimizer.py
 # Optimizer2State.init_state: optim_bits 32 -> state1, state2 fp32 (4 bytes each, whatever the
@@ -96,7 +97,7 @@ STATE_COUNT = {"adamw": 2, "adamw_fused": 2, "sgd": 1}
 # Step temporaries, in units of one state: torch's multi-tensor (foreach) AdamW computes
 # exp_avg_sq.sqrt() for every parameter at once (torch/optim/adamw.py, _multi_tensor_adamw:
 # torch._foreach_sqrt) before the update; the fused kernel and SGD's foreach path work in place.
-STEP_TEMP_COUNT = {"adamw": 1, "adamw_fused": 0, "sgd": 0}
+STEP_TEMP_COUNT = {"adamw": 1, "adamw_fused": 0, "sgd": 0, "adamw_8bit_torchao": 0}
 # bitsandbytes 8-bit Adam: two uint8 states per parameter plus one fp32 absmax per 256-value
 # block per state (bitsandbytes/optim/optimizer.py Optimizer2State.init_state, lines 518-529 at
 # 95f9af3 / 0.50.2.dev0: `blocksize = 256`, absmax1/absmax2 fp32; 256 since bitsandbytes 0.44.0,
@@ -104,6 +105,33 @@ STEP_TEMP_COUNT = {"adamw": 1, "adamw_fused": 0, "sgd": 0}
 # tensors with fewer than 4096 elements keep fp32 states (min_8bit_size=4096, line 502).
 ADAM8BIT_BYTES = 2 + 2 * 4 / 256
 ADAM8BIT_MIN_SIZE = 4096
+# adamw_8bit_torchao (issue 13): torchao's AdamW8bit (torchao.prototype.low_bit_optim; the one torchtune's
+# docs of Nov 2024 name first, docs/source/tutorials/memory_optimizations.rst at 32e265d; transformers'
+# optim="adamw_torch_8bit"). Read at torchao b714026 (2024-11-19) and v0.6.1 (2024-10-21), the same layout:
+# adam.py AdamW8bit `block_size=256`; _AdamBase._new_buffer: `if p.numel() >= 4096 and p.numel() %
+# self.block_size == 0:` an OptimState8bit, else `torch.zeros_like(p)` (the parameter's own dtype: 16-bit
+# states for a bf16 model, where bitsandbytes keeps fp32 ones); subclass_8bit.py OptimState8bit.zeros:
+# `codes = torch.zeros(shape, dtype=torch.uint8)`, `scale = torch.zeros(codes.numel() // block_size)`
+# (fp32), and a 256-entry fp32 qmap per state tensor (1 KiB each, left out). Two states (exp_avg,
+# exp_avg_sq): 2 x (1 + 4/256) bytes per value, the same as bitsandbytes' 8-bit blockwise states.
+TORCHAO_8BIT_BLOCK = 256
+TORCHAO_8BIT_BYTES = 2 * (1 + 4 / TORCHAO_8BIT_BLOCK)
+TORCHAO_8BIT_MIN_SIZE = 4096
+# Its step has no whole-model temporaries: _AdamBase.step runs one parameter at a time, always through
+# `torch.compile(single_param_adam, fullgraph=True, dynamic=False)` (no eager path). Eager, the same
+# function would hold about 14 fp32 copies of the parameter (57-58 bytes per value, measured on the CPU with
+# the torchao b714026 code and torch 2.13: benchmarks/check_torchao_8bit_step.py); compiled, inductor
+# fuses it into one kernel whose only full-size buffers are the new exp_avg and exp_avg_sq in fp32, viewed
+# (-1, 256) for the per-block absmax. The CPU (C++) backend keeps both (2 x 4 bytes per value: generated
+# code and 8.03 bytes per value measured); on CUDA a 256-wide reduction is a Triton persistent reduction,
+# and Kernel.remove_kernel_local_buffers drops a buffer written and read inside one kernel unless it is in
+# must_keep_buffers, which only a looped reduction sets (torch 2.13 torch/_inductor/codegen/common.py
+# CSEProxy.load: a load from cse.invalidated_stores; triton.py codegen_body invalidates them at the end of a
+# reduction loop, a persistent reduction has none); torchao's README (b714026,
+# Llama2-7B torchtune full bf16 on an A100) measured 39.1 GB peak against bitsandbytes 8-bit's 39.3, whose
+# CUDA kernel updates in place, and 51.6 with fused AdamW: the saving is the states' (pytorch/ao PR #746:
+# "going from 16-bit to 8-bit -> 52 - 39 = 13GB reduction"; 6.7 B values x (4 - 2.03) bytes = 13.3 GB).
+# So none is modelled on GPUs (not measured on CUDA in this project).
 
 # --- LoRA ------------------------------------------------------------------------------
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

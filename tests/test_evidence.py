@@ -63,3 +63,21 @@ def test_adapter_bytes_metric_is_the_adapters_trainable_parameters_in_their_dtyp
     got = _adapter_bytes(out)
     assert got[0] == 32 * per_layer * 4 and got[1] == 32 * per_layer * 2  # peft's fp32 / bf16
     assert np.isnan(got[2])  # full fine-tuning has no adapters
+
+
+def test_torchtune_8bit_adamw_row_is_torchaos_optimizer_and_saves_its_states(cat, table):
+    """The README's '+ 8-bit AdamW' row runs torchao's AdamW8bit (its setup_note: bitsandbytes' paged
+    states would not be in torch's statistics). Against the row before it (fused AdamW, bf16 states,
+    every other switch the same) the estimate drops by exactly the states' difference, by hand from
+    torchao's layout: Llama 3.2 3B's 3,212,749,824 values, 175,104 of them in norm weights of 3072."""
+    refs = cat.references().set_index("id")
+    ao, fused = (refs.loc[f"torchtune-llama32-3b-flags-{r}", "scenario"]
+                 for r in ("adamw-8bit", "activation-offload"))
+    assert ao["optimizer"] == "adamw_8bit_torchao" and fused["optimizer"] == "adamw_fused"
+    assert {k: v for k, v in ao.items() if k != "optimizer"} == {k: v for k, v in fused.items() if k != "optimizer"}
+    n, norms = 3_212_749_824, 175_104
+    saving = n * 2 * 2 - ((n - norms) * (2 + 2 * 4 / 256) + norms * 2 * 2)  # bf16 exp_avg + exp_avg_sq -> 8-bit
+    rows = table.set_index("id")
+    drop = rows.loc["torchtune-llama32-3b-flags-activation-offload", "estimate"] - rows.loc[
+        "torchtune-llama32-3b-flags-adamw-8bit", "estimate"]
+    assert drop == pytest.approx(saving / 2**30, abs=1e-3)  # 5.890 GiB (estimates in GiB to 3 decimals)

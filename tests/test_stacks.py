@@ -152,6 +152,46 @@ def test_paged_adamw_32bit_states_are_fp32_and_paged_except_small_tensors(models
     assert small["paged_optimizer_bytes"] == 8 * (small["trainable_params"] - resident)
 
 
+# Llama 3.2 3B by hand (config.json: hidden 3072, 28 layers, 24 heads / 8 KV heads of 128, MLP 8192,
+# vocabulary 128256, tied embedding): per layer q, o 3072x3072, k, v 3072x1024, gate, up, down
+# 3072x8192, two norms of 3072; plus the embedding and the final norm.
+L3B, H3B = 28, 3072
+NORMS_3B = H3B * (2 * L3B + 1)  # 175,104 values in 57 norm weights of 3072 (< 4096)
+N_3B = L3B * (H3B * (2 * 3072 + 2 * 1024) + 3 * H3B * 8192) + NORMS_3B + 128256 * H3B
+
+
+def test_torchao_adamw_8bit_states_follow_its_layout(models):
+    """torchao AdamW8bit (b714026 adam.py _new_buffer, subclass_8bit.py OptimState8bit.zeros): a tensor of
+    >= 4096 values (a multiple of 256) gets two uint8 code tensors and two fp32 scales per 256 values;
+    a smaller one two states in its own dtype (bf16 here: 2 x 2 bytes), where bitsandbytes keeps fp32."""
+    assert N_3B == 3_212_749_824
+    sc = dict(model="llama-3.2-3b", method="full", batch=1, seq=512, grad_checkpointing=True)
+    ao = one(models, optimizer="adamw_8bit_torchao", **sc)
+    assert ao["trainable_params"] == N_3B
+    per_value = 2 * 1 + 2 * 4 / 256  # codes + scales, both states
+    assert ao["optimizer_bytes"] == (N_3B - NORMS_3B) * per_value + NORMS_3B * 2 * 2 == 6_526_242_816
+    assert ao["optimizer_temp_bytes"] == 0 and ao["paged_optimizer_bytes"] == 0
+    bnb = one(models, optimizer="adamw_8bit", **sc)
+    assert bnb["optimizer_bytes"] - ao["optimizer_bytes"] == NORMS_3B * (8 - 4)  # bnb: fp32 states under 4096
+    # Llama 3.1 8B's norms have 4096 values (>= 4096, 16 blocks of 256): every tensor is quantized
+    big = one(models, optimizer="adamw_8bit_torchao", model="llama-3.1-8b", method="full", batch=1, seq=512,
+              grad_checkpointing=True)
+    assert big["optimizer_bytes"] == big["trainable_params"] * per_value
+    # LoRA: the adapters (r x 4096, r x 1024, r x 14336 for r = 8: all >= 4096 values) are all quantized
+    lora = one(models, optimizer="adamw_8bit_torchao", lora_rank=8)
+    assert lora["optimizer_bytes"] == lora["trainable_params"] * per_value
+
+
+def test_torchao_adamw_8bit_on_the_cli_and_a_bad_optimizer_names_it():
+    code, out, err = run("estimate", "--model", "llama-3.2-3b", "--method", "full", "--precision", "bf16",
+                         "--optimizer", "adamw_8bit_torchao", "--batch", "1", "--seq", "512", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["optimizer"] == "adamw_8bit_torchao" and d["optimizer_bytes"] == 6_526_242_816
+    code, out, err = run("estimate", "--model", "llama-3.2-3b", "--method", "full", "--optimizer", "adamw_4bit_torchao")
+    assert code == 2 and "adamw_4bit_torchao" in err and "adamw_8bit_torchao" in err and "Traceback" not in err
+
+
 # ---- the issue's targets ------------------------------------------------------------------------
 
 def test_qlora_paper_65b_fits_one_48gb_card_with_bf16_adapters_and_paged_32bit_adamw():
