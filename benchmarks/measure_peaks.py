@@ -409,6 +409,17 @@ CONFIGS = [
     _lora("qwen3-8b", "bf16", "adamw", 2, 1024, False, 16, ALL, HO),
     _lora("gemma-2-27b", "bf16", "adamw", 1, 2048, True, 8, QV, HO),
     _fsdp("llama-3.2-3b", "bf16", "adamw", 2, 2048, False, 4, HO),
+    # ---- long-sequence probe (issue 12, third round): all held-out, chosen and committed before any
+    # engine change for them, after the padded-batch path became the estimate's default: sequences of
+    # 8-16k (the seq x seq terms), with and without checkpointing, autocast, SGD, Gemma 2's eager
+    # attention, Mistral's sliding window, an inference prefill -------------------------------------
+    _lora("llama-3.2-1b", "bf16", "adamw", 1, 16384, True, 16, ALL, HO),
+    _train("qwen2-1.5b", "bf16", "adamw", 1, 8192, True, split=HO),
+    _lora("llama-3.2-3b", "bf16", "adamw_fused", 2, 8192, True, 8, QV, HO),
+    _lora("gemma-2-2b", "bf16", "adamw", 1, 8192, True, 8, QV, HO),
+    _train("llama-3.2-1b", "amp_bf16", "sgd", 2, 4096, False, split=HO),
+    _lora("mistral-7b", "bf16", "adamw", 1, 8192, True, 16, ALL, HO),
+    _infer("llama-3.2-3b", 1, 16384, HO),
 ]
 for _c in CONFIGS:
     _c.setdefault("freeze_layers", 0)
