@@ -634,6 +634,15 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
         seq_stack = np.where(x.ckpt_selective, (layers - np.floor(layers / SELECTIVE_EVERY)) * seq, seq_stack)
         seq_stack = np.where(x.act_offload, np.where(x.gc, 0.0, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * seq),
                              seq_stack)
+    # with checkpointing the model's own mask is an input of every checkpointed layer, which each
+    # checkpoint frame keeps until its backward (torch 2.13 utils/checkpoint.py save_inputs): traced
+    # with benchmarks/trace_peak.py on the long-sequence probe (issue 12, third round): SDPA's padded
+    # path keeps transformers' bool (batch, 1, seq, seq) mask (`bitwise_and`, 1 byte; llama-3.2-1b
+    # LoRA 1 x 16,384: 0.25 GiB alive at the start of backward), Gemma 2's eager path its two masks
+    # (full and sliding window, `where`, in the query's dtype)
+    kept = x.gc | x.ckpt_selective
+    ckpt_mask = np.where(kept & x.masked, 1.0, np.where(kept & x.eager, x.M * (1.0 + x.softcap), 0.0))
+    seq_stack = seq_stack + ckpt_mask
     seq_back = seq_stack + np.where(x.gc, seq, 0.0)  # the recomputed layer's own
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
             "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),

@@ -39,7 +39,7 @@ def published_context_rows(cat) -> pd.DataFrame:
     """Every published longest context beside the estimate's max_seq under the column's recipe
     (QLoRA r=32 on every linear layer, batch 1, no headroom: the whole card)."""
     rows = [dict(CONTEXT_SCENARIO, model=m, lora_targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
-                 gpu=g, recipe=r)
+                 gpu=g, recipe=r, attention="flash" if r == "hf" else "auto")  # Hugging Face + FA2
             for (m, _, g) in PUBLISHED_MAX_CONTEXT for r in PUBLISHED_RECIPES]
     result = estimate(pd.DataFrame(rows), cat.models(), cat.gpus())
     published = [v for pair in PUBLISHED_MAX_CONTEXT.values() for v in pair]

@@ -36,11 +36,15 @@ def test_the_mask_and_repeated_kv_of_a_padded_batch(models):
         assert padded[f"{phase}_phase_bytes"] - unpadded[f"{phase}_phase_bytes"] == pytest.approx(32 * per_layer)
     # the layers' backward holds the same (no layer recomputes without checkpointing)
     assert padded["backward_phase_bytes"] - unpadded["backward_phase_bytes"] == pytest.approx(32 * per_layer)
-    # with checkpointing only the recomputed layer holds them, in the layers' backward
+    # with checkpointing only the recomputed layer holds them, in the layers' backward; and every
+    # checkpoint frame keeps the model's bool (2, 1, 2048, 2048) mask as an input: 1 byte per
+    # position, from the forward to the layers' backward (traced on the long-sequence probe)
     ck = dict(sc, grad_checkpointing=True)
     a, b = one(models, **ck), one(models, **ck, padding="unpadded")
-    assert a["forward_phase_bytes"] == b["forward_phase_bytes"]
-    assert a["backward_phase_bytes"] - b["backward_phase_bytes"] == pytest.approx(per_layer)
+    bool_mask = 2 * 2048 * 2048
+    assert a["forward_phase_bytes"] - b["forward_phase_bytes"] == pytest.approx(bool_mask)
+    assert a["backward_phase_bytes"] - b["backward_phase_bytes"] == pytest.approx(per_layer + bool_mask)
+    assert a["backward_end_phase_bytes"] == b["backward_end_phase_bytes"]
     # flash attention unpads and a packed batch has no padding: no mask either way
     for switch in (dict(attention="flash"), dict(packing="on")):
         assert one(models, **sc, **switch)["peak_bytes"] == unpadded["peak_bytes"]
@@ -62,6 +66,11 @@ def test_eager_attention_keeps_the_softmax_and_its_cast(models):
     sdpa, flash = one(models, **g), one(models, **g, attention="flash")
     per_layer = 2 * 512 * (8 * 512 * (4 + 2 + 2) + 2 * 4 * 256 * 2)
     assert sdpa["forward_phase_bytes"] - flash["forward_phase_bytes"] == pytest.approx(26 * per_layer)
+    # checkpointed, the frames keep its two bf16 masks (full and sliding-window layers), 2 x 2 bytes
+    # per position, beside the one recomputed layer's scores in the layers' backward
+    ck, ckf = one(models, **g, grad_checkpointing=True), one(models, **g, attention="flash", grad_checkpointing=True)
+    assert ck["forward_phase_bytes"] - ckf["forward_phase_bytes"] == pytest.approx(2 * 512 * 512 * 2 * 2)
+    assert ck["backward_phase_bytes"] - ckf["backward_phase_bytes"] == pytest.approx(2 * 512 * 512 * 4 + per_layer)
 
 
 def test_an_eager_prefill_is_its_own_phase(models):

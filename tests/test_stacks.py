@@ -298,7 +298,9 @@ def _unsloth_context_rows(model: str, table: dict) -> tuple[list[dict], list]:
     figure of each row (None: OOM)."""
     rows = [dict(model=model, task="train", method="qlora", precision="bf16", lora_rank=32,
                  lora_targets=ALL_LINEAR, grad_checkpointing=True, batch=1, seq=2048, gpu=card, recipe=recipe,
-                 headroom=0.0, allow_long_context=True)
+                 headroom=0.0, allow_long_context=True,
+                 # the Hugging Face column ran FlashAttention-2 (no padding mask, no s x s tensor)
+                 attention="flash" if recipe == "hf" else "auto")
             for card, _, _ in table.values() for recipe in ("unsloth", "hf")]
     return rows, [ref for _, un, hf in table.values() for ref in (un, hf)]
 
