@@ -32,6 +32,7 @@ JSON_KEYS = (
     "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
     "prefill_phase_bytes", "logits_phase_bytes",
     "active_params",  # issue 15: parameters one token uses (MoE: routed experts per token + shared); = params if dense
+    "attention_phase_bytes",  # issue 12: a prefill's eager attention scores (null where the row has no such phase)
 )
 # the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
 NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",

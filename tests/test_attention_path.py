@@ -152,3 +152,20 @@ def test_gpus_needed_carry_the_mask(models, gpus):
     n = int(padded["gpus_needed"])
     at = estimate(pd.DataFrame([{**sc, "gpus": n}, {**sc, "gpus": n - 1}]), models, gpus)
     assert at["fits"].tolist() == [True, False]
+
+
+def test_estimate_json_names_the_padding_and_carries_the_attention_phase(models):
+    import json
+
+    from tests.clirun import run_cli
+    code, out, err = run_cli("estimate", "--model", "gemma-2-9b", "--task", "infer", "--batch", "2", "--seq", "8192",
+                             "--kv-policy", "full", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    lib = one(models, model="gemma-2-9b", task="infer", batch=2, seq=8192, kv_policy="full")
+    assert data["peak_phase"] == "attention" and data["padding"] == "padded" and data["attention"] == "sdpa"
+    assert data["attention_phase_bytes"] == pytest.approx(lib["attention_phase_bytes"], rel=1e-12)
+    code, out, err = run_cli("estimate", "--model", "llama-3-8b", "--padding", "unpadded", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["padding"] == "unpadded" and data["attention_phase_bytes"] is None  # no such phase in training
