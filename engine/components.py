@@ -149,6 +149,9 @@ class Inputs:
     # eager attention (the scores kept for backward; a prefill's scores as their own phase)
     masked: np.ndarray | bool = False
     eager: np.ndarray | bool = False
+    # the masks transformers builds per forward: one per layer type (2 for a model with both
+    # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
+    mask_types: np.ndarray | float = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,6 +273,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
         softcap=gemma2.astype(float), masked=masked & train, eager=eager,
+        mask_types=1.0 + ((arch["sliding_window_layers"].astype(float) > 0)
+                          & (arch["sliding_window_layers"].astype(float) < L)),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
@@ -639,9 +644,9 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # with benchmarks/trace_peak.py on the long-sequence probe (issue 12, third round): SDPA's padded
     # path keeps transformers' bool (batch, 1, seq, seq) mask (`bitwise_and`, 1 byte; llama-3.2-1b
     # LoRA 1 x 16,384: 0.25 GiB alive at the start of backward), Gemma 2's eager path its two masks
-    # (full and sliding window, `where`, in the query's dtype)
+    # (full and sliding window, `where`, in the query's dtype): one mask per layer type the model has
     kept = x.gc | x.ckpt_selective
-    ckpt_mask = np.where(kept & x.masked, 1.0, np.where(kept & x.eager, x.M * (1.0 + x.softcap), 0.0))
+    ckpt_mask = x.mask_types * np.where(kept & x.masked, 1.0, np.where(kept & x.eager, x.M, 0.0))
     seq_stack = seq_stack + ckpt_mask
     seq_back = seq_stack + np.where(x.gc, seq, 0.0)  # the recomputed layer's own
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),

@@ -169,3 +169,16 @@ def test_estimate_json_names_the_padding_and_carries_the_attention_phase(models)
     assert code == 0, err
     data = json.loads(out)
     assert data["padding"] == "unpadded" and data["attention_phase_bytes"] is None  # no such phase in training
+
+
+def test_a_model_with_two_layer_types_keeps_two_checkpointed_masks(models):
+    # Gemma 3 27B (62 layers, 52 of them sliding-window) builds a full and a sliding-window mask per
+    # forward; checkpointed, the frames keep both bool masks: 2 x 1 x 2048 x 2048 bytes at batch 1
+    sc = dict(model="gemma-3-27b", task="train", method="lora", precision="bf16", batch=1, seq=2048,
+              grad_checkpointing=True)
+    padded, unpadded = one(models, **sc), one(models, **sc, padding="unpadded")
+    assert padded["forward_phase_bytes"] - unpadded["forward_phase_bytes"] == pytest.approx(2 * 2048 * 2048)
+    # Llama (full attention only): one mask
+    ll = dict(sc, model="llama-3.2-1b")
+    assert one(models, **ll)["forward_phase_bytes"] - one(models, **ll, padding="unpadded")["forward_phase_bytes"] \
+        == pytest.approx(2048 * 2048)
