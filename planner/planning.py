@@ -37,6 +37,7 @@ from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
+from engine.stacks import DEFAULT_RECIPE, recipe_value
 from planner.systems import CONDITIONS, breakeven, system_costs
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
@@ -412,6 +413,19 @@ def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
         rank = int(base.get("lora_rank", 8))
         if not gc:
             out.append(("Gradient checkpointing", {"grad_checkpointing": True}, 1, CHECKPOINTING_NOTE))
+        # the attention's path (issue 12, engine/stacks.py): a padded batch under SDPA keeps a seq x seq
+        # mask per layer and K/V repeated to every head; eager attention (Gemma 2 under sdpa) its scores
+        decided = {s: (base.get(s) if base.get(s, "auto") != "auto"
+                       else recipe_value(base.get("recipe") or DEFAULT_RECIPE, s, method, gc))
+                   for s in ("attention", "padding", "packing")}
+        if decided["attention"] in ("sdpa", "eager"):
+            out.append(("FlashAttention-2 (no mask or scores kept)", {"attention": "flash"}, 0,
+                        "same attention, fused and unpadded: attn_implementation='flash_attention_2' "
+                        "(the flash-attn package, an Ampere or newer GPU)"))
+        if decided["attention"] == "sdpa" and decided["padding"] == "padded" and decided["packing"] != "on":
+            out.append(("Sequence packing (no padding, no mask)", {"packing": "on"}, 3,
+                        "examples packed into full-length sequences (trl packing=True): no padding tokens; "
+                        "attention crosses example boundaries unless position_ids / FlashAttention varlen"))
         if opt == "adamw":
             out.append(("Fused AdamW (no step temporaries)", {"optimizer": "adamw_fused"}, 0,
                         "same update, one fused kernel: torch.optim.AdamW(fused=True)"))

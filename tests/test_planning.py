@@ -256,11 +256,13 @@ def test_what_if_offers_the_usual_remedies_each_estimated_as_stated(models, gpus
     res = planning.what_if(base, models, gpus)
     changes = " | ".join(res["change"])
     for words in ("Gradient checkpointing", "LoRA", "QLoRA", "ZeRO-3 / FSDP over 2 GPUs", "offloaded to CPU",
-                  "Micro-batch 1", "Micro-batch 2", "Sequence 1,024", "8-bit AdamW", "Pure bf16"):
+                  "Micro-batch 1", "Micro-batch 2", "Sequence 1,024", "8-bit AdamW", "Pure bf16", "FlashAttention-2",
+                  "Sequence packing"):
         assert words in changes, words
     for _, row in res.iterrows():  # each variant = a direct estimate of its stated scenario
         sc = {k: row[k] for k in ("model", "gpu", "task", "method", "precision", "optimizer", "batch", "seq",
-                                  "grad_checkpointing", "zero", "offload", "gpus", "base_precision")}
+                                  "grad_checkpointing", "zero", "offload", "gpus", "base_precision", "attention",
+                                  "packing", "padding")}
         direct = estimate(pd.DataFrame([sc]), models, gpus).iloc[0]
         assert row["peak_bytes"] == direct["peak_bytes"], row["change"]
 
@@ -346,3 +348,20 @@ def test_what_if_ranks_by_memory_saved_and_never_lists_a_change_that_adds_memory
             "precision": "bf16", "grad_checkpointing": True}
     res = planning.what_if(base, models, gpus).set_index("change")
     assert res.loc["QLoRA r=8 (4-bit NF4 base)", "rank"] < res.loc["8-bit AdamW (bitsandbytes)", "rank"]
+
+
+def test_what_if_offers_flash_attention_and_packing_where_the_batch_is_padded(models, gpus):
+    # issue 12: under the hf recipe the batch is padded (SDPA keeps a seq x seq mask per layer); both
+    # remedies are offered, each estimated as stated, and each saves exactly the mask and repeated K/V
+    base = {"model": "llama-3-8b", "gpu": "a100-80gb-sxm", "gpus": 1, "task": "train", "method": "lora",
+            "precision": "bf16", "batch": 2, "seq": 4096, "grad_checkpointing": False}
+    res = planning.what_if(base, models, gpus).set_index("change")
+    flash, packed = res.loc["FlashAttention-2 (no mask or scores kept)"], res.loc["Sequence packing (no padding, no mask)"]
+    unpadded = estimate(pd.DataFrame([{**base, "padding": "unpadded"}]), models, gpus).iloc[0]
+    assert flash["peak_bytes"] == packed["peak_bytes"] == unpadded["peak_bytes"]
+    assert flash["saved_bytes"] > 0 and flash["impact"] == 0
+    # torchtune takes no mask: neither is offered as a saving there
+    tt = planning.what_if({**base, "recipe": "torchtune"}, models, gpus)
+    assert "Sequence packing (no padding, no mask)" not in set(tt["change"])
+    flash_tt = tt[tt["change"] == "FlashAttention-2 (no mask or scores kept)"]
+    assert (flash_tt["saved_bytes"] == 0).all()
