@@ -52,7 +52,7 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   eager: transformers' eager_attention_forward materialises the scores and keeps
                   the fp32 softmax output and its 16-bit copy for backward, (4 + 2) bytes x heads x
                   seq per token per layer, and K and V repeated to every head (engine/components.py
-                  attention_mask_bytes); the term grows with seq squared, which the solvers take
+                  attention_seq_bytes); the term grows with seq squared, which the solvers take
                   (the largest batch at a sequence is linear in the batch, the longest context is
                   the root of a quadratic: engine/executor.py).
 * compile         on: torch.compile. Modelled only where the library documents a memory effect
@@ -94,7 +94,7 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   integrations/sdpa_attention.py repeats the grouped K and V to every head
                   (`use_gqa_in_sdpa` wants no mask, lines 118-127): per layer that saves activations
                   and per token seq + 2 x (heads - kv heads) x head_dim values (engine/components.py
-                  attention_mask_bytes). It applies with attention sdpa and packing off only (flash
+                  attention_seq_bytes). It applies with attention sdpa and packing off only (flash
                   attention unpads to variable-length sequences; a packed batch has no padding).
                   unpadded: no mask is built: batches of equal length, packing, torchtune (its
                   padded_collate_sft returns tokens and labels only, torchtune/data/_collate.py line 77,

@@ -18,6 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.estimate import estimate
+from engine.scenarios import DEFAULTS
+
 # ---- measured: the held-out error of the engine (docs/accuracy.md, benchmarks/accuracy_table.py) ----
 # Fitted constants, named as such: set from the largest over- and underestimate on the held-out rows of
 # tests/data/measured_peaks.csv (3% covered the first version's held-out rows outside its known misses;
@@ -70,39 +73,24 @@ def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default
     return np.where(where < 0, default, picked) if (where < 0).any() else picked
 
 
-def _unpadded_sdpa(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Training rows whose estimate is on SDPA's fused path because the scenario says the batch is
-    unpadded (--padding unpadded, or packing on): the rows a padded batch would move to the masked
-    path (engine/components.py attention_path; eager rows hold their scores already)."""
+def padded_batch_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per row, how much more the tensors' peak holds if the batch is padded after all: for a training
+    row asked unpadded or packed, the engine's own estimate of the same scenario with --padding padded
+    and packing off, less the row's (engine/components.py counts that path: the mask and K/V repeated
+    to every head per saving layer, `attention_seq_bytes`, and the masks checkpoint frames keep);
+    0 elsewhere (a padded row holds them already; flash and eager attention are the same either way;
+    inference builds no saved mask). Only those rows are estimated again."""
     n = len(result)
     col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    sdpa = col("attention", "sdpa") == "sdpa"
-    unpadded = (col("padding", "padded") != "padded") | (col("packing", "off") == "on")
-    return (col("task", "train") == "train") & sdpa & ~_eager_attention(result, models) & unpadded
-
-
-def padded_attention_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per training row estimated unpadded under SDPA, (bytes added to the forward / start-of-backward
-    phases, bytes added to the layers' backward) if the batch were padded after all: the mask and
-    K/V repeated to every head that engine/components.py counts on the masked path
-    (`attention_seq_bytes` and the repeat_kv term of `_layer_activations`, with their sources),
-    per layer that saves activations, or with checkpointing the recomputed layer. 0 elsewhere (the
-    default hf-based recipes estimate the padded batch already: engine/stacks.py padding)."""
-    n = len(result)
-    take = lambda k, d: _model_column(result, models, k, d).astype(float)  # noqa: E731
-    a, kvh, d, L = take("num_heads", 1), take("num_kv_heads", 1), take("head_dim", 1), take("num_layers", 1)
-    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    method, precision = col("method", "full"), col("precision", "bf16")
-    b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
-    tp = col("tp", 1).astype(float)
-    gc = col("grad_checkpointing", False).astype(bool)
-    layers = np.where(method == "freeze", np.minimum(col("freeze_layers", 0).astype(float), L), L)
-    value_b = np.where(precision == "fp32", 4.0, 2.0)  # the query's dtype (16-bit under autocast)
-    per_layer = b * s * value_b * (s + 2.0 * (a - kvh) * d / tp)
-    on = _unpadded_sdpa(result, models)
-    saved = np.where(on & ~gc, layers * per_layer, 0.0)
-    recompute = np.where(on & gc, per_layer, 0.0)
-    return saved, saved + recompute
+    asked_unpadded = (col("padding", "padded") != "padded") | (col("packing", "off") == "on")
+    rows = np.flatnonzero((col("task", "train") == "train") & asked_unpadded)
+    extra = np.zeros(n)
+    if len(rows):
+        tensors = lambda r: r["peak_bytes"].to_numpy(dtype=float) - r["runtime_overhead_bytes"].to_numpy(dtype=float)  # noqa: E731
+        asked = result.iloc[rows][["model"] + [c for c in DEFAULTS if c in result]].reset_index(drop=True)
+        padded = estimate(asked.assign(padding="padded", packing="off"), models)
+        extra[rows] = np.nan_to_num(np.maximum(tensors(padded) - tensors(result.iloc[rows]), 0.0))
+    return extra
 
 
 def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
@@ -122,26 +110,6 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
     kept = b * ((L - win_layers) * s + win_layers * np.minimum(s, window))
     per = np.where(windowed & (kept > 0), col("kv_cache_bytes", 0.0).astype(float) / np.maximum(kept, 1.0), 0.0)
     return np.nan_to_num(per * win_layers * b * np.maximum(s - window, 0.0))
-
-
-def _eager_attention(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Rows of a model whose attention transformers runs eagerly (Gemma 2: logit softcapping)."""
-    return pd.Series(_model_column(result, models, "family", "")).astype(str).eq("gemma-2").to_numpy()
-
-
-def padded_peak_bytes(result: pd.DataFrame, models: pd.DataFrame, padded: bool = True) -> np.ndarray:
-    """The tensors' peak of each row with a padded batch: the largest phase after
-    `padded_attention_bytes` is added to the phases that hold activations (padded=False: the
-    largest phase as it is)."""
-    fwd, bwd = padded_attention_bytes(result, models) if padded else (0.0, 0.0)
-    phases = {"forward": fwd, "loss_backward": fwd, "backward": bwd, "backward_end": 0.0, "optimizer": 0.0,
-              "prefill": 0.0, "logits": 0.0, "attention": 0.0}
-    best = np.full(len(result), -np.inf)
-    for name, extra in phases.items():
-        col = f"{name}_phase_bytes"
-        if col in result:
-            best = np.fmax(best, result[col].to_numpy(dtype=float) + extra)
-    return best
 
 
 def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
@@ -186,9 +154,8 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     peak = result["peak_bytes"].to_numpy(dtype=float)
     tensors = peak - (result["runtime_overhead_bytes"].to_numpy(dtype=float)
                       if "runtime_overhead_bytes" in result else 0.0)
-    # rows estimated unpadded under SDPA: a padded batch's attention mask (and repeated K, V) on top
-    padded = np.nan_to_num(padded_peak_bytes(result, models) - padded_peak_bytes(result, models, padded=False),
-                           nan=0.0, neginf=0.0, posinf=0.0)
+    # rows asked unpadded: a padded batch's attention mask (and repeated K, V) on top
+    padded = padded_batch_extra_bytes(result, models)
     window_kv = window_prefill_bytes(result, models)
     text = np.where(padded > 0, text + "; a padded batch (--padding padded): attention mask and repeated K/V", text)
     padded = padded + window_kv
@@ -204,4 +171,4 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     }, index=result.index)
 
 
-__all__ = ["band", "padded_attention_bytes", "padded_peak_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]
+__all__ = ["band", "padded_batch_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]

@@ -45,6 +45,12 @@ def test_a_measured_path_gets_the_held_out_band(models):
                                          "mask and repeated K/V")
     # the padded estimate itself holds those bytes (and the fragmentation share of them)
     assert row["peak_bytes"] - row["runtime_overhead_bytes"] == pytest.approx(utensors + padded)
+    # checkpointed, the frames keep the model's bool (2, 1, 2048, 2048) mask from the forward on: the
+    # peak (start of backward) holds 2 x 2048 x 2048 bytes more padded, and so does the band's figure
+    ck, ckb = _band(models, model="llama-3-8b", task="train", method="lora", precision="bf16", batch=2, seq=2048,
+                    padding="unpadded", grad_checkpointing=True)
+    assert ck["peak_phase"] == "loss_backward"
+    assert ckb["peak_padded_batch_bytes"] == pytest.approx(ck["peak_bytes"] + 2 * 2048 * 2048)
     _, infer = _band(models, model="llama-3-8b", task="infer", precision="bf16", batch=2, seq=2048)
     assert infer["uncertainty_reasons"] == "measured paths: held-out error"
 
