@@ -107,15 +107,14 @@ class Sweep:
         kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
 
         live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
+        seq_tokens = np.multiply(tokens, s) if quad else None  # tokens x seq, for the per_token_seq terms
         if self.lean:  # what the GPUs needed are solved from: each phase's per-token bytes x tokens
             scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name]) or name in quad}
             for lo in range(0, n, ROW_BLOCK):
                 rows = slice(lo, min(n, lo + ROW_BLOCK))
                 for name in scaled:  # (as memory_rows below computes them)
-                    by_tokens = _gather(token_tot[name], minv[rows], scaled[name][rows])
-                    by_tokens *= tokens[rows]
-                    if name in quad:
-                        by_tokens += _gather(quad[name], minv[rows], np.empty(rows.stop - rows.start)) * tokens[rows] * s[rows]
+                    _scaled_bytes(token_tot[name], minv[rows], tokens[rows], scaled[name][rows], quad.get(name),
+                                  None if seq_tokens is None else seq_tokens[rows])
             self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
             self.kv_saving, self.quad = kv_saving, quad
             self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
@@ -126,7 +125,6 @@ class Sweep:
         result["trainable_params"] = out.empty(np.int64)
         result["active_params"] = out.empty(np.int64)
         tables = _component_tables(phases, valid, x.dp, self.mv.size, logits_fixed is not None)
-        seq_tokens = np.multiply(tokens, s) if quad else None  # tokens x seq, for the per_token_seq terms
         for comp in COMPONENTS:
             result[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
         result["model_states_bytes"] = out.empty()
@@ -157,11 +155,8 @@ class Sweep:
                 if kv_saving is not None and name in INFER_CACHE_PHASES:
                     t += kv_saving[rows]
                 if name in scaled:
-                    by_tokens = _gather(token_tot[name], at, scaled[name][rows])
-                    by_tokens *= tok
-                    if name in quad:
-                        by_tokens += get(quad[name]) * seq_tokens[rows]
-                    t += by_tokens
+                    t += _scaled_bytes(token_tot[name], at, tok, scaled[name][rows], quad.get(name),
+                                       None if seq_tokens is None else seq_tokens[rows])
                 if not valid[name].all():
                     t = np.where(get(valid[name]), t, -np.inf)
                 totals[name] = t
@@ -294,6 +289,16 @@ def _gather(values, at: np.ndarray, dest: np.ndarray) -> np.ndarray:
     return dest
 
 
+def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None) -> np.ndarray:
+    """A phase's per-token bytes x tokens (+ its per-token-seq bytes x tokens x seq, issue 12) for
+    the rows whose memory configurations are `at`, written into dest, which is returned."""
+    by_tokens = _gather(per_token, at, dest)
+    by_tokens *= tok
+    if per_seq is not None:
+        by_tokens += (np.take(per_seq, at, mode="clip") if np.ndim(per_seq) else per_seq) * seq_tok
+    return by_tokens
+
+
 def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the phase with the largest total (the first on ties, as np.argmax) and that total."""
     names = list(totals)
@@ -399,7 +404,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
     quad_any = np.zeros(cfg.size, dtype=bool)
     for q in quad.values():
         quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
-    if quad:
+    if quad and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = {name: (capacity - fixed_tot[name] - shard_tot[name] / dp,
                             np.broadcast_to(token_tot[name], (cfg.size,)).astype(float),
@@ -412,8 +417,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 lin_limit = np.full(cfg.size, np.inf)
                 for name in linear:
                     room, lin, _, ok = terms.pop(name)
-                    per = np.where(lin > 0, room / lin, np.where(room >= 0, np.inf, -np.inf))
-                    lin_limit = np.minimum(lin_limit, np.where(ok, per, np.inf))
+                    lin_limit = np.minimum(lin_limit, np.where(ok, _tokens_within(room, lin), np.inf))
                 terms[None] = lin_limit
     if lean:  # gpus_needed only (Sweep)
         result["gpus_needed"] = needed = out.empty()
@@ -437,8 +441,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 continue
             room = capacity - fixed_tot[name] - shard_tot[name] / dp
             tk = token_tot[name]
-            per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
-            max_tokens = np.minimum(max_tokens, np.where(valid[name], per_phase, np.inf))
+            max_tokens = np.minimum(max_tokens, np.where(valid[name], _tokens_within(room, tk), np.inf))
         if seq_level is not None and not lean:  # per configuration and seq (the batch does not enter)
             by_seq, seq_rows = seq_level
             batch_of_group = out.empty(length=len(seq_rows))
@@ -448,16 +451,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 at_seq = np.floor(max_tokens[config] / s[seq_rows[part]])
                 if quad and quad_any[config].any():  # at the group's seq each token costs lin + q x seq
                     sg = s[seq_rows[part]]
-                    most = np.full(len(sg), np.inf)
-                    for name, term in terms.items():
-                        if name is None:  # the phases without a seq term
-                            most = np.minimum(most, term[config])
-                            continue
-                        room, lin, q, ok = term
-                        cost = lin[config] + q[config] * sg
-                        r = room[config]
-                        most = np.minimum(most, np.where(ok[config], np.where(cost > 0, r / cost, np.where(
-                            r >= 0, np.inf, -np.inf)), np.inf))
+                    most, _ = _quad_limits(lambda v, config=config: v[config], terms, None, sg)
                     at_seq = np.where(quad_any[config], np.floor(most / sg), at_seq)
                 ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
                 batch_of_group[part] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
@@ -514,8 +508,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                 if logits_room:
                     room = c - (take(fixed_tot["logits"]) + logits_fixed[rows]) - take(logits_shard)
                     tk = take(logits_token)
-                    per_phase = np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf))
-                    np.minimum(mt, np.where(take(valid["logits"]), per_phase, np.inf), out=mt)
+                    np.minimum(mt, np.where(take(valid["logits"]), _tokens_within(room, tk), np.inf), out=mt)
                 if kv_saving is not None:
                     # windowed sliding-window layers: at the row's seq each token costs less KV
                     # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
@@ -528,7 +521,7 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
                         if name == "logits" and logits_fixed is not None:
                             room = room - logits_fixed[rows]
                         tk = take(np.broadcast_to(token_tot[name], (cfg.size,))) + corr
-                        lim = np.minimum(lim, np.where(tk > 0, room / tk, np.where(room >= 0, np.inf, -np.inf)))
+                        lim = np.minimum(lim, _tokens_within(room, tk))
                     np.copyto(mt, lim, where=take(infer) & (corr < 0))
                 most = np.floor(mt / s[rows])
                 ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
@@ -538,8 +531,9 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
             if quad:  # rows with a batch x seq x seq term: their longest context (and largest batch)
                 q_rows = take(quad_any)
                 if q_rows.any():
-                    per_b, per_s = _quad_limits(take, rows, terms, b[rows], s[rows], logits_fixed, kv_saving, tokens,
-                                                by_batch=seq_level is None)
+                    per_b, per_s = _quad_limits(
+                        take, terms, b[rows], s[rows], None if logits_fixed is None else logits_fixed[rows],
+                        None if kv_saving is None else kv_saving[rows] / tokens[rows], by_batch=seq_level is None)
                     if per_b is not None:  # (per configuration and seq above otherwise)
                         most = np.floor(per_b / s[rows])
                         ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
@@ -563,44 +557,54 @@ def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard
         result["fits"] = pd.arrays.BooleanArray(fits, unknown)
 
 
-def _quad_limits(take, rows, terms, b, s, logits_fixed, kv_saving, tokens, by_batch=True):
-    """Per row of a block whose configuration has a per_token_seq term (issue 12: an attention mask
-    or eager scores): (the most tokens at the row's seq, or None unless by_batch; the longest
-    sequence at the row's batch), over every phase. A phase's terms per configuration: (room =
-    capacity - fixed - shard / dp, lin, q, valid) for lin x tokens + q x tokens x seq: at a given
-    seq that is linear in the batch (tokens <= room / (lin + q seq)); at a given batch b it is
-    q b s^2 + lin b s <= room, whose positive root is 2 room / (lin b + sqrt((lin b)^2 + 4 q b room))
-    (the form without cancellation; q = 0 gives room / (lin b))."""
-    n = len(b)
+def _tokens_within(room, per_token):
+    """The most tokens `room` bytes hold at `per_token` bytes each: inf where a token costs nothing
+    and the room is not negative, -inf where it is."""
+    return np.where(per_token > 0, room / per_token, np.where(room >= 0, np.inf, -np.inf))
+
+
+def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True):
+    """Per row (or group) of a block whose configuration has a per_token_seq term (issue 12: an
+    attention mask or eager scores): (the most tokens at the row's seq, or None unless by_batch; the
+    longest sequence at the row's batch, or None where b is None), over every phase. pick: per
+    configuration -> the block's rows. A phase's terms per configuration: (room = capacity - fixed -
+    shard / dp, lin, q, valid) for lin x tokens + q x tokens x seq: at a given seq that is linear in
+    the batch (tokens <= room / (lin + q seq)); at a given batch b it is q b s^2 + lin b s <= room,
+    whose positive root is 2 room / (lin b + sqrt((lin b)^2 + 4 q b room)) (the form without
+    cancellation; q = 0 gives room / (lin b)). logits_room: the logits phase's room less its per-row
+    fixed part (the last position's logits of a batch); corr: the windowed cache's per-token
+    saving at the row's seq, for the phases that hold the cache."""
+    n = len(s)
     most_tokens = np.full(n, np.inf) if by_batch else None
-    longest = np.full(n, np.inf)
-    corr = kv_saving[rows] / tokens[rows] if kv_saving is not None else None
+    longest = np.full(n, np.inf) if b is not None else None
     for name, term in terms.items():
         if name is None:  # the phases without a seq term: the most tokens, per configuration
-            lim = take(term)
+            lim = pick(term)
             if by_batch:
                 most_tokens = np.minimum(most_tokens, lim)
-            longest = np.minimum(longest, lim / b)
+            if longest is not None:
+                longest = np.minimum(longest, lim / b)
             continue
         room_c, lin_c, q_c, ok_c = term
-        room = take(room_c)
-        if name == "logits" and logits_fixed is not None:
-            room = room - logits_fixed[rows]
-        lin = take(lin_c)
+        room = pick(room_c)
+        if name == "logits" and logits_room is not None:
+            room = room - logits_room
+        lin = pick(lin_c)
         if corr is not None and name in INFER_CACHE_PHASES:
             lin = lin + corr
-        q = take(q_c)
-        ok = None if ok_c.all() else take(ok_c)
+        q = pick(q_c)
+        ok = None if ok_c.all() else pick(ok_c)
         if by_batch:
-            cost = lin + q * s
-            per_b = np.where(cost > 0, room / cost, np.where(room >= 0, np.inf, -np.inf))
+            per_b = _tokens_within(room, lin + q * s)
             most_tokens = np.minimum(most_tokens, per_b if ok is None else np.where(ok, per_b, np.inf))
+        if longest is None:
+            continue
         qb, lb = q * b, lin * b
         disc = lb * lb
         disc += 4.0 * qb * room
         root = 2.0 * room / (lb + np.sqrt(np.maximum(disc, 0.0, out=disc), out=disc))
         if not (qb > 0).all():  # q = 0 in some rows' configurations: room / (lin b) there
-            root = np.where(qb > 0, root, np.where(lb > 0, room / lb, np.where(room >= 0, np.inf, -np.inf)))
+            root = np.where(qb > 0, root, _tokens_within(room, lb))
         per_s = np.where(room >= 0, root, -np.inf)
         longest = np.minimum(longest, per_s if ok is None else np.where(ok, per_s, np.inf))
     return most_tokens, longest
