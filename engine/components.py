@@ -26,6 +26,7 @@ from engine.memory import (
     TRAIN_PHASES,
     Part,
     assemble,
+    is_zero,
     layer_activation_bytes,
     layer_backward_transient_bytes,
     gemma_norm_bytes,
@@ -623,22 +624,15 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
     # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
     # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
-    stack = np.where(x.gc, x.L * ckpt, layers * per_layer) + final_norm
+    stack = _saved_stack(x, layers, ckpt, per_layer) + final_norm
     recompute = np.where(x.gc, per_layer, 0.0)
-    if np.any(x.ckpt_selective | x.act_offload):  # the stack's checkpointing variants (engine/stacks.py)
-        stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer) + final_norm, stack)
-        kept = np.where(x.gc, ckpt, per_layer)  # what each layer saves
-        stack = np.where(x.act_offload, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * kept + final_norm, stack)
     seq = attention_seq_bytes(x)
-    if _is_zero(seq):
+    if is_zero(seq):
         return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
                 "backward": Part(per_token=stack + recompute)}
     # the mask / scores each saving layer keeps (per token per position), as the stack keeps layers
-    seq_stack = np.where(x.gc, 0.0, layers * seq)
-    if np.any(x.ckpt_selective | x.act_offload):
-        seq_stack = np.where(x.ckpt_selective, (layers - np.floor(layers / SELECTIVE_EVERY)) * seq, seq_stack)
-        seq_stack = np.where(x.act_offload, np.where(x.gc, 0.0, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * seq),
-                             seq_stack)
+    # (a checkpointed layer's input holds none of them)
+    seq_stack = _saved_stack(x, layers, 0.0, seq)
     # with checkpointing the model's own mask is an input of every checkpointed layer, which each
     # checkpoint frame keeps until its backward (torch 2.13 utils/checkpoint.py save_inputs): traced
     # with benchmarks/trace_peak.py on the long-sequence probe (issue 12, third round): SDPA's padded
@@ -654,8 +648,17 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
             "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
 
 
-def _is_zero(value) -> bool:
-    return np.ndim(value) == 0 and value == 0
+def _saved_stack(x: Inputs, layers, ckpt, per_layer):
+    """What the decoder layers keep for backward under the scenario's checkpointing, from what a
+    checkpointed layer keeps (`ckpt`, its input) and what a layer that is not keeps (`per_layer`):
+    full checkpointing every layer's input, selective every SELECTIVE_EVERY-th layer's, activation
+    offload the layers in flight on the GPU (engine/stacks.py)."""
+    stack = np.where(x.gc, x.L * ckpt, layers * per_layer)
+    if np.any(x.ckpt_selective | x.act_offload):  # the stack's checkpointing variants
+        stack = np.where(x.ckpt_selective, _selective_stack(layers, ckpt, per_layer), stack)
+        kept = np.where(x.gc, ckpt, per_layer)  # what each layer saves
+        stack = np.where(x.act_offload, np.minimum(layers, OFFLOAD_LAYERS_IN_FLIGHT) * kept, stack)
+    return stack
 
 
 def _selective_stack(layers, ckpt, per_layer):
@@ -754,7 +757,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0
     end = np.where(zero3, gathered + rs_buffers, gathered + 3.0 * _tied_gradient(x))
     seq = attention_seq_bytes(x)
-    last_seq = np.where(zero3, seq, 0.0) if not _is_zero(seq) and np.any(zero3) else 0.0
+    last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
     attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
     return {"forward": Part(gathered), "loss_backward": Part(gathered),
             "backward": Part(gathered + rs_buffers, per_token=transient),

@@ -18,7 +18,7 @@ import pandas as pd
 
 import engine.constants as C
 from engine.components import Physics, kv_window_saving, last_logits_bytes
-from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES
+from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View
 from engine.speed import (
     GPU_FIELDS,
@@ -48,10 +48,6 @@ FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction",
 PER_CONFIG_SETTINGS = tuple(k for k in SETTINGS if k not in ("tokens", "prompt_tokens"))
 UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
                "e.g. h100-sxm-80gb, rtx-4090")
-
-
-def _is_zero(value) -> bool:
-    return np.ndim(value) == 0 and value == 0
 
 
 class Sweep:
@@ -89,7 +85,7 @@ class Sweep:
             fixed_tot[name], shard_tot[name], token_tot[name] = fx, sh, tk
             base_tot[name] = fx + sh / x.dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
         # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
-        quad = {name: q for name in PHASES if not _is_zero(q := phases[name].seq_total()) and valid[name].any()}
+        quad = {name: q for name in PHASES if not is_zero(q := phases[name].seq_total()) and valid[name].any()}
         frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
         cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
         host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
@@ -109,7 +105,7 @@ class Sweep:
         live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
         seq_tokens = np.multiply(tokens, s) if quad else None  # tokens x seq, for the per_token_seq terms
         if self.lean:  # what the GPUs needed are solved from: each phase's per-token bytes x tokens
-            scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name]) or name in quad}
+            scaled = {name: out.empty() for name in live if not is_zero(token_tot[name]) or name in quad}
             for lo in range(0, n, ROW_BLOCK):
                 rows = slice(lo, min(n, lo + ROW_BLOCK))
                 for name in scaled:  # (as memory_rows below computes them)
@@ -137,7 +133,7 @@ class Sweep:
             result[f"{name}_phase_bytes"] = out.empty() if name in live else out.full(np.nan)
         result["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
         # a phase's per-token bytes x tokens, per row (the fit reuses them)
-        scaled = {name: out.empty() for name in live if not _is_zero(token_tot[name]) or name in quad}
+        scaled = {name: out.empty() for name in live if not is_zero(token_tot[name]) or name in quad}
         N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
         active64 = np.asarray(x.active).astype(np.int64)
         comp_cols = {comp: result[f"{comp}_bytes"] for comp in COMPONENTS if tables[comp] is not None}
@@ -336,11 +332,11 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
             per_config[i] = ph.fixed.get(comp, 0.0) + ph.shard.get(comp, 0.0) / dp
             tk = ph.per_token.get(comp, 0.0)
             # a phase that is no row's peak (its task absent) adds nothing
-            if not _is_zero(tk) and valid[name].any():
+            if not is_zero(tk) and valid[name].any():
                 per_token[i] = tk
                 scaled = True
             q = ph.per_token_seq.get(comp, 0.0)
-            if not _is_zero(q) and valid[name].any():
+            if not is_zero(q) and valid[name].any():
                 per_seq[i] = q
                 quadratic = True
         fixed = per_config.any()
@@ -622,7 +618,7 @@ def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
                 continue
             room_fixed = capacity - fixed_tot[name]
             sh = shard_tot[name]
-            if _is_zero(token_tot[name]):  # no per-token part: per configuration
+            if is_zero(token_tot[name]):  # no per-token part: per configuration
                 need = np.where(sh > 0, np.ceil(sh / room_fixed), 1.0)
                 ranks = np.maximum(ranks, np.where(room_fixed <= 0, np.inf, need))
             else:

@@ -98,6 +98,11 @@ class Phase:
         return sum(self.per_token_seq.values(), 0.0)
 
 
+def is_zero(value) -> bool:
+    """A scalar zero: a term that adds nothing (arrays are never taken as zero, whatever they hold)."""
+    return np.ndim(value) == 0 and value == 0
+
+
 def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
     """Every phase from each component's parts ({component: {phase: Part}}), the components
     added in PHASE_COMPONENTS's order."""
