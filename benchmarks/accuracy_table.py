@@ -83,9 +83,10 @@ def compare(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     'padded' under the hf recipe). `error_fused`: the same scenario on the fused path
     (--padding unpadded, Gemma 2 --attention flash), what the runs would hold without padding,
     for comparison only."""
-    result = estimate(scenario_frame(measured), models)
+    sc = scenario_frame(measured)
+    result = estimate(sc, models)
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
-    fused_sc = scenario_frame(measured).assign(padding="unpadded")
+    fused_sc = sc.assign(padding="unpadded")
     gemma2 = fused_sc["model"].map(models.set_index("id")["family"]).astype(str).eq("gemma-2")
     fused_sc["attention"] = np.where(gemma2, "flash", "auto")
     fused = estimate(fused_sc, models)
