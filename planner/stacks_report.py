@@ -3,6 +3,9 @@ generated blocks; tests/test_stacks.py checks that the document holds them verba
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pandas as pd
 
 from engine.estimate import estimate
@@ -103,8 +106,6 @@ def blocks(cat) -> dict[str, str]:
 def write_doc(path, cat) -> None:
     """Replace each generated block of docs/stacks.md (the marker line and the paragraphs under it,
     as many as the block has) with the one computed now."""
-    import re
-    from pathlib import Path
     doc = Path(path).read_text(encoding="utf-8")
     for name, text in blocks(cat).items():
         paragraphs = text.count("\n\n")  # a block may hold a sentence under its table: as many paragraphs
@@ -119,7 +120,7 @@ if __name__ == "__main__":
     import sys
     from catalog import default_catalog
     if sys.argv[1:] == ["--write"]:  # docs/stacks.md's blocks as computed now
-        write_doc(__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "stacks.md", default_catalog())
+        write_doc(Path(__file__).resolve().parent.parent / "docs" / "stacks.md", default_catalog())
     else:
         for name, text in blocks(default_catalog()).items():
             print(f"<!-- {name} -->\n{text}\n")
