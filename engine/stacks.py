@@ -33,6 +33,10 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   model: older transformers (LlamaForCausalLM.forward, `logits = logits.float()`
                   then `shift_logits = logits[..., :-1, :].contiguous()`): the fp32 logits and a
                   shifted fp32 copy exist beside the log-softmax output (applies to loss unfused).
+                  Not a value: transformers 4.46.0-4.48.x at micro-batch >= 2 (their loss function
+                  still copies the shifted fp32 logits; at micro-batch 1 the slice is contiguous and
+                  nothing is copied, as under `model`): 4 V per token more in forward than `loss`
+                  (benchmarks/check_shifted_logits_copy.py, docs/stacks.md).
 * checkpointing   none / full (every decoder layer keeps only its input: transformers'
                   gradient_checkpointing_enable, torchtune enable_activation_checkpointing) /
                   selective (torchtune ac_mode 'selective', selective_ac_option 2: every second layer
