@@ -311,8 +311,8 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         lim = C.PAGED_MIN_ELEMENTS
         lora_small = sum(flags[m] * (np.where(rank * i < lim, rank * i, 0.0) + np.where(rank * o < lim, rank * o, 0.0))
                          for m, (i, o) in dims.items()) * L
-        norms = np.where(h < lim, 2 * h * np.where(freeze, k_layers, L) + h * full, 0.0)
-        small = np.where(paged32, np.where(lora, lora_small, np.where(full | freeze, norms, 0.0)), 0.0)
+        norms = np.where(h < lim, _trained_norm_values(h, L, k_layers, full, freeze), 0.0)
+        small = np.where(paged32, np.where(lora, lora_small, norms), 0.0)
     return dict(
         adapter16=mask("adapter_dtype", "bf16") & lora,
         loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused")},
@@ -371,11 +371,18 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     return np.where(x.train, train_weights, infer_weights)
 
 
+def _trained_norm_values(h, L, k_layers, full, freeze):
+    """The values of the RMSNorm weights that train (two per trained decoder layer, and the final
+    norm when every layer trains), for full and freeze fine-tuning; 0 for the other methods. The
+    8-bit and paged optimizers keep these small tensors apart from the large ones."""
+    return np.where(full | freeze, 2 * h * np.where(freeze, k_layers, L) + h * full, 0.0)
+
+
 def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     """The optimizer's states and the fp32 master weights (mixed_*), for training."""
     # small tensors (norm weights, fewer than 4096 values) keep fp32 Adam states in bnb
-    small = np.where(x.full | x.freeze, np.where(x.h < C.ADAM8BIT_MIN_SIZE,
-                                                 2 * x.h * np.where(x.freeze, x.k_layers, x.L) + x.h * x.full, 0.0), 0.0)
+    norms = _trained_norm_values(x.h, x.L, x.k_layers, x.full, x.freeze)
+    small = np.where(x.h < C.ADAM8BIT_MIN_SIZE, norms, 0.0)
     adam8 = (trainable - small) * C.ADAM8BIT_BYTES + small * 8.0
     # Adafactor (transformers.optimization.Adafactor, beta1=None): a row and a column vector
     # per matrix, a full second moment for vectors; no first moment.
@@ -392,8 +399,7 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     # (torch.zeros_like(p): x.sdb). Matrices are taken as multiples of 256 values (the catalog's are: widths
     # that are multiples of 256, gpt-oss's 2880 only times multiples of 4); small tensors as for bitsandbytes.
     if np.any(x.ao8):
-        ao_small = np.where(x.full | x.freeze, np.where((x.h < C.TORCHAO_8BIT_MIN_SIZE) | (x.h % C.TORCHAO_8BIT_BLOCK != 0),
-                                                        2 * x.h * np.where(x.freeze, x.k_layers, x.L) + x.h * x.full, 0.0), 0.0)
+        ao_small = np.where((x.h < C.TORCHAO_8BIT_MIN_SIZE) | (x.h % C.TORCHAO_8BIT_BLOCK != 0), norms, 0.0)
         ao8 = (trainable - ao_small) * C.TORCHAO_8BIT_BYTES + ao_small * 2 * x.sdb + trainable * x.master
         states = np.where(x.ao8, ao8, states)
     # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
