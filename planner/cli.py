@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from engine import rules
+from engine.constants import OPTIMIZERS
 from engine.estimate import estimate
 from engine.scenarios import DEFAULTS, LIMITS, TASKS, show
 from engine.speed import format_speed_cost
@@ -129,8 +130,7 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
                    help="training: fp32, amp_bf16, amp_fp16, bf16, fp16, mixed_bf16, mixed_fp16; "
                         "inference: fp32, bf16, fp16, int8, int4, nf4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k")
     p.add_argument("--optimizer", default="adamw",
-                   help="adamw, adamw_fused, adamw_8bit, paged_adamw_8bit, sgd, adafactor, paged_adamw_32bit, "
-                        "adamw_8bit_torchao")
+                   help=", ".join(OPTIMIZERS))
     p.add_argument("--batch", type=_whole("batch"), default=1, help="micro-batch per GPU (sequences)")
     p.add_argument("--seq", type=_whole("seq"), default=None,
                    help="sequence length in tokens (default 2048, or the model's context if shorter)")
