@@ -66,7 +66,6 @@ def measure(loss_fn, batch: int) -> tuple[float, float]:
             def live() -> int:
                 return int(sum(s[_TOTAL_KEY] for s in tracker._curr_mem_snap.values()))
             base = live()  # the logits and labels
-            tracker.reset_mod_stats()
             loss = loss_fn(logits, labels, vocab_size=VOCAB)
             forward = max(tracker._peak_mem.values()) - base + logits.untyped_storage().nbytes()  # + the 16-bit logits
             after = live()
