@@ -160,13 +160,15 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     train = (base["task"] == "train").to_numpy()
     zero, off = base["zero"].to_numpy(), base["offload"].to_numpy()
     dp = (base["gpus"] // (base["tp"] * base["pp"])).to_numpy()
-    # ZeRO-3 gathers two units (layers, or the embedding / lm_head) whole: it saves memory only
-    # where they are less than the sharding saves of the weights (every catalog model at dp >= 2,
-    # not a two-layer model)
+    # ZeRO-3 (FSDP2, engine/components.py workspace) holds the root unit (embedding, lm_head, final
+    # norm) and one decoder layer gathered whole, and two layers' gradients in its reduce-scatter
+    # buffers: it saves memory only where those (at most root + 3 layers of parameters) are less than
+    # what sharding the weights saves (every catalog model at dp >= 2, not a two-layer model)
     m = models.set_index("id").loc[base["model"]]
     h, V, N = m["hidden_size"].to_numpy(float), m["vocab_size"].to_numpy(float), m["params"].to_numpy(float)
-    layer = (N - V * h * np.where(m["tied_embeddings"].to_numpy(bool), 1, 2) - h) / m["num_layers"].to_numpy(float)
-    units_less = 2 * np.maximum(layer, V * h) <= (1 - 1 / dp) * N
+    root = V * h * np.where(m["tied_embeddings"].to_numpy(bool), 1, 2) + h
+    layer = (N - root) / m["num_layers"].to_numpy(float)
+    units_less = np.maximum(root + 3 * layer, 2 * np.maximum(layer, V * h)) <= (1 - 1 / dp) * N
     rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less)))
     sharded = base.iloc[rows].copy()
     sharded["zero"] += 1
@@ -238,9 +240,10 @@ class CaptureTables:
         return sorted(set(bad))
 
 
-def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame) -> dict[str, np.ndarray]:
+def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per invariant, a boolean mask of the rows that break it."""
     bad = {}
+    family = models.set_index("id")["family"].astype(str).reindex(frame["model"].astype(str)).to_numpy()
     train = (frame["task"] == "train").to_numpy()
     chosen = (frame["gpu"].astype(str) != "").to_numpy()
     for col in [c for c in out.columns if c.endswith("_bytes") and not c.endswith("phase_bytes")]:
@@ -251,6 +254,11 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame) -> dict[str, np
         # the GPU's figures are NaN without a GPU
         bad[f"{col} finite and >= 0"] = wrong & chosen if col in ("usable_bytes", "capacity_bytes") else wrong
     own = {p: np.where(train, p in TRAIN_PHASES, p in INFER_PHASES) for p in PHASES}  # the row's task has p
+    # the attention phase (a prefill's eager scores) is a phase of eagerly-attending serving rows only:
+    # NaN for SDPA / flash serving rows, as for training rows (tests/test_attention_path.py, the contract);
+    # Gemma 2 under 'sdpa' runs eagerly (transformers 5.24: _supports_sdpa = False; engine attention_path)
+    attn = out["attention"].astype(str).to_numpy()
+    own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & (family == "gemma-2")))
     for p in PHASES:
         v = out[f"{p}_phase_bytes"].to_numpy(dtype=float)
         bad[f"{p}_phase_bytes finite and >= 0 (NaN for the other task)"] = np.where(
@@ -363,7 +371,7 @@ def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int
                 i, col, a, b, size = differ[0]
                 found[name] = (count + len(differ), example or {**scenario_dict(frame, i), "overhead": overhead,
                                                                  "column": col, "grouped": a, f"in {size} rows": b})
-            for name, mask in invariant_violations(frame, out).items():
+            for name, mask in invariant_violations(frame, out, models).items():
                 if mask.any():
                     i = int(np.argmax(mask))
                     count, example = found.get(name, (0, None))

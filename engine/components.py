@@ -245,7 +245,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
         layer_lin=layer_lin, layer_all=layer_all, n_lin=n_lin, model=midx, active=active,
-        kv_window=win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp),
+        # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
+        kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),

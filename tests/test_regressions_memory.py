@@ -136,3 +136,23 @@ def test_a_row_without_a_gpu_has_no_fit_figures_beside_one_with(models, gpus):
         assert_consistent(frame, out)
         assert np.isnan(out["max_batch"].iloc[0]) and np.isnan(out["max_seq"].iloc[0])
         assert out["max_batch"].iloc[1] >= 31
+
+
+def test_a_training_row_keeps_no_kv_cache_beside_a_windowed_serving_row(models, gpus):
+    # issue 24 (make bench's property search, seed 7630439920007785647): a gpt-oss-20b training row
+    # (sliding-window layers) read kv_cache_bytes -1,423,319,040 inside a frame holding serving rows,
+    # 0 alone: the windowed cache's saving was added to every row of the frame, training rows too
+    train = dict(model="gpt-oss-20b", task="train", method="freeze", precision="bf16", optimizer="sgd", batch=33,
+                 seq=1883, freeze_layers=24, zero=2, offload="optimizer", gpus=4, allow_long_context=True,
+                 gpu="gh200-96gb")
+    serve = dict(model="gpt-oss-20b", task="infer", precision="bf16", batch=4, seq=8192, kv_policy="windowed",
+                 gpu="gh200-96gb")
+    alone = estimate(pd.DataFrame([train]), models, gpus).iloc[0]
+    frame = pd.DataFrame([train, serve] * 3)
+    together = estimate(frame, models, gpus)
+    assert alone["kv_cache_bytes"] == 0
+    for col in together.columns:  # the training rows' every result, as alone
+        a, b = alone[col], together[col].iloc[0]
+        assert (pd.isna(a) and pd.isna(b)) or a == b, (col, a, b)
+    assert (together["kv_cache_bytes"].to_numpy() >= 0).all()
+    assert together["kv_cache_bytes"].iloc[1] > 0  # the serving row keeps its (windowed) cache
