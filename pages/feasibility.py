@@ -1,12 +1,11 @@
 """Feasibility matrix: every catalog model x every GPU for the sidebar's workload."""
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import common as c
-from app.labels import md_escape
+from app import heatmap
 
 c.ensure_frame()
 
@@ -57,51 +56,9 @@ cells = pd.DataFrame({
 for comp in ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "workspace", "runtime_overhead"):
     cells[comp] = c.mem(conf[f"{comp}_bytes"])
 
-tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("gpu:N", title="GPU"),
-           alt.Tooltip("label:N", title="GPUs needed"), alt.Tooltip("why:N", title="Compatibility"),
-           alt.Tooltip("needed:Q", title="GPUs needed (even beyond the limit)", format=",.0f"),
-           alt.Tooltip("share:Q", title="Memory used per GPU (%)", format=".1f"),
-           alt.Tooltip("peak:Q", title=f"Peak per GPU ({u})", format=",.2f"),
-           alt.Tooltip("phase:N", title="Peak phase")]
-tooltip += [alt.Tooltip(f"{comp}:Q", title=f"{c.COMPONENT_NAMES[comp]} ({u})", format=",.2f")
-            for comp in ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "workspace",
-                         "runtime_overhead")]
-tooltip += [alt.Tooltip("buy:Q", title="Purchase ($)", format=",.0f"), alt.Tooltip("rent:Q", title="Rent ($/h)", format=",.2f"),
-            alt.Tooltip("seq:Q", title="Sequence used (tokens)", format=",")]
-base = alt.Chart(cells).encode(
-    x=alt.X("gpu:N", sort=gpu_order, title="GPU (by usable memory per card)",
-            axis=alt.Axis(labelAngle=-45, labelLimit=180, labelOverlap=False, orient="top")),
-    y=alt.Y("model:N", sort=model_order, title="Model (by family and size)"),
-)
-rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
-    color=alt.condition("datum.fits", alt.Color("share:Q", title="Memory used per GPU (%)",
-                                                scale=alt.Scale(domain=[0, 100], scheme="yelloworangered"),
-                                                legend=alt.Legend(orient="bottom", gradientLength=300)),
-                        alt.value("#cbd5e1")),
-    tooltip=tooltip,
-)
-text = base.mark_text(fontSize=9).encode(
-    text="label:N",
-    color=alt.condition("datum.share > 70", alt.value("white"), alt.value("#111827")),
-    tooltip=tooltip,
-)
-st.altair_chart((rect + text).properties(width="container", height=alt.Step(28)), width="stretch")
-# planner.planning keeps the rows the engine refuses as labelled rows without figures:
-# "✗ context" (sequence beyond the model's context) and "✗ layers" (freeze beyond its layers)
-def _named(flag: str) -> str:
-    rows = conf[flag].fillna(False).astype(bool) if flag in conf else pd.Series(False, index=conf.index)
-    return md_escape(", ".join(conf.loc[rows, "model"].astype(str).map(model_names).unique()))
-
-
-long_models, deep_models = _named("beyond_context"), _named("beyond_layers")
-st.caption("Cell text: GPUs needed (✗ >N: more than the largest count considered; Apple systems count as one "
-           f"device, ✗ >1). Grey: does not fit within {max_gpus} GPUs. Hover a cell for its breakdown per GPU in {u}."
-           + (f" ✗ context: the sequence is longer than the model's context (allowed under the sidebar's 'Display "
-              f"and margins') for {long_models}." if long_models else "")
-           + (f" ✗ layers: more trainable layers than {deep_models} has." if deep_models else "")
-           + (" ✗ incompatible: the card cannot run this workload whatever its memory (e.g. bf16 before Ampere, "
-              "bitsandbytes on Apple); hover the cell for the reason and its source in the Catalog's rules."
-              if (conf["label"].astype(str) == "✗ incompatible").any() else ""))
+# the chart and its legend: app/heatmap.py (a number or one symbol per cell, the words in the tooltip and below)
+st.altair_chart(heatmap.feasibility_heatmap(cells, gpu_order, model_order, unit=u), width="content")
+st.caption(heatmap.legend_text(cells, int(max_gpus), u))
 
 st.markdown("#### As a table: GPUs needed")
 pivot = cells.pivot(index="model", columns="gpu", values="label").reindex(index=model_order, columns=gpu_order)
