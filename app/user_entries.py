@@ -17,6 +17,10 @@ A session entry hides a saved entry with the same id in that session only (what 
 is what they see); the Catalog page says so. A corrupt file is never dropped silently:
 UserCatalog keeps it aside as `<name>.corrupt-<timestamp>`, and `problems()` reports it (the
 file, where it was moved and, when this server moved it, why) until the user deletes that copy.
+One bad entry only sets that entry aside (it stays in the file): `set_aside()` gives one line
+per such entry (its id, the field, the bad value, what is accepted), `filled()` one line per
+entry an older version saved that was read with a field filled in; the Catalog page lists both
+and every other page says once that entries were set aside.
 
 No formulas here; YAML is parsed and written only by catalog/ (catalog.schema, catalog.store).
 """
@@ -76,21 +80,25 @@ def _signature(path: Path):
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _load(path: str, signature) -> dict:
-    """{'gpus': [...], 'models': [...], 'problem': str | None} for one version of the file."""
+    """{'gpus': [...], 'models': [...], 'problem': str | None, 'set_aside': [line, ...],
+    'filled': [line, ...]} for one version of the file."""
+    empty = {"gpus": [], "models": [], "set_aside": [], "filled": []}
     try:
-        data = UserCatalog(path, shipped_ids={}).load()
+        loaded = UserCatalog(path, shipped_ids={}).read()
     except UserCatalogCorrupt as exc:
         if exc.kept_as is not None:
             with _moved_lock:
                 _moved[str(exc.kept_as)] = str(exc)
-        return {"gpus": [], "models": [], "problem": str(exc)}
+        return {**empty, "problem": str(exc)}
     except CatalogError as exc:  # e.g. no permission to read: the file is left alone
-        return {"gpus": [], "models": [], "problem": str(exc)}
-    return {**data, "problem": None}
+        return {**empty, "problem": str(exc)}
+    return {**loaded.records, "problem": None, "set_aside": [str(entry) for entry in loaded.set_aside],
+            "filled": [line for kind in KINDS for line in loaded.filled[kind]]}
 
 
 def saved() -> dict:
-    """The user catalog file's entries: {'gpus': [...], 'models': [...], 'problem': str | None}."""
+    """The user catalog file's entries: {'gpus': [...], 'models': [...], 'problem': str | None,
+    'set_aside': [...], 'filled': [...]} (see _load)."""
     path = catalog_path()
     return _load(str(path), _signature(path))
 
@@ -133,11 +141,31 @@ def problems(shipped_ids: dict[str, set] | None = None) -> list[str]:
     return out
 
 
+def set_aside() -> list[str]:
+    """One line per entry of the file that did not load (kept in the file; the others loaded)."""
+    return list(saved()["set_aside"])
+
+
+def filled() -> list[str]:
+    """One line per saved entry read with a field filled in (an older version saved it)."""
+    return list(saved()["filled"])
+
+
+def set_aside_summary() -> str | None:
+    """One line saying how many entries were set aside, for pages other than the Catalog page."""
+    count = len(saved()["set_aside"])
+    if not count:
+        return None
+    return (f"{catalog_path()}: {count:,} {'entry' if count == 1 else 'entries'} could not be loaded and "
+            f"{'was' if count == 1 else 'were'} set aside (kept in the file as written); every other entry loaded")
+
+
 def notify_once(shipped_ids: dict[str, set] | None = None) -> None:
     """Tell this session, once per problem, on whatever page it is (a toast pointing to the
     Catalog page, which keeps listing the problems)."""
     told = st.session_state.setdefault("_user_catalog_told", set())
-    for problem in problems(shipped_ids):
+    summary = set_aside_summary()
+    for problem in problems(shipped_ids) + ([summary] if summary else []):
         if problem not in told:
             told.add(problem)
             st.toast(f"User catalog: {md_escape(problem[:400])} (see the Catalog page)", icon="⚠️", duration="long")

@@ -13,13 +13,26 @@ Writes never leave a half-written file and never lose another writer's entry:
   take an advisory lock on `<file>.lock` (fcntl.flock, where the platform has it), so the
   re-read / merge / rename runs one at a time.
 
-A corrupt file (not YAML, a bad entry, not UTF-8, text that is not text, too big) is never
-dropped or overwritten: it is renamed to `<name>.corrupt-<timestamp>` next to it and reported
-with UserCatalogCorrupt (one line naming the file, the problem and where the file was kept);
-the user catalog then starts empty and the shipped catalog is unaffected. A path that is not
-a regular file (a FIFO, /dev/zero, a directory, or a symlink to one) is refused by name and
-left alone, never read (it could block or never end) and never moved. A file that cannot be
-written (a read-only folder, a full disk) is a UserCatalogWriteError naming it.
+Entries are loaded one by one (issue 24: the user's file survives the schema):
+- an entry written by an older schema, which lacks a field added since, is read with that
+  field's value from BACKFILL (below: one table, a reason per field); where the filled value
+  is one a user reads (a required field, a placeholder date made unknown) the load also gives
+  a one-line note per entry saying what was filled in (UserCatalog.read().filled);
+- an entry that still does not validate (a bad value, an unknown field, a duplicate id, a
+  failed cross-check) is set aside ALONE: named in one line with the file, its id (or
+  position), the field, the bad value and what is accepted (UserCatalog.read().set_aside);
+  every other entry loads. The file is not renamed, and a later save keeps the set-aside
+  entries in the file exactly as read, after the valid entries of their list, so they are
+  never silently deleted: they keep being named at every load until fixed or removed by hand.
+  (An export holds only the entries that load; an import still takes a document only when
+  every entry of it validates.)
+A file that is not a catalog at all (not YAML, not UTF-8, too big, not a mapping of `gpus:` /
+`models:` lists) is never dropped or overwritten: it is renamed to `<name>.corrupt-<timestamp>`
+next to it and reported with UserCatalogCorrupt (one line naming the file, the problem and where
+the file was kept); the user catalog then starts empty and the shipped catalog is unaffected. A
+path that is not a regular file (a FIFO, /dev/zero, a directory, or a symlink to one) is refused
+by name and left alone, never read (it could block or never end) and never moved. A file that
+cannot be written (a read-only folder, a full disk) is a UserCatalogWriteError naming it.
 
 `catalog_frames` is the one way to the merged catalog: the shipped frames, the saved entries
 and a caller's extra (session) records, each with its `origin`; Catalog.gpus/models
@@ -36,9 +49,11 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -51,6 +66,7 @@ from catalog.schema import (
     FileTooLarge,
     check_gpu,
     check_model,
+    entry_label,
     one_line,
     parse_yaml,
     read_regular_file,
@@ -83,9 +99,87 @@ CHECKS = {"gpus": check_gpu, "models": check_model}
 SINGULAR = {"gpus": "GPU", "models": "model"}
 HEADER = (
     "# LLM hardware planner: your own GPUs and models (the shipped catalog is not in this file).\n"
-    "# Every entry is validated like catalog/gpus.yaml and catalog/models.yaml; a file that does\n"
-    "# not validate is renamed to <name>.corrupt-<timestamp> and a new, empty catalog starts.\n"
+    "# Every entry is validated like catalog/gpus.yaml and catalog/models.yaml. An entry that does\n"
+    "# not validate is set aside (named at every load) and kept here as it was, after the others;\n"
+    "# a file that is not a catalog at all is renamed to <name>.corrupt-<timestamp>.\n"
 )
+
+
+# ---- entries written by an older schema (issue 24) ---------------------------------------------
+# What an entry saved before a field existed is read with. From `git log -p` of catalog/schema.py
+# and catalog/store.py: the user file began at b749624 (2026-11-29, GPU fields of the first
+# schema b363dab, models with qkv_bias); every field added since is optional, so these values are
+# also the fields' defaults (tests/test_user_catalog_schema.py holds them together and loads a file
+# written by each version's code). `note`: the entry is named in a one-line note when the field is
+# filled in, because the value is one a user reads as a fact about their own entry.
+
+
+@dataclass(frozen=True)
+class Backfill:
+    value: Any  # what the entry is read with (never a number a user would read as measured)
+    since: str  # the commit whose schema first had the field
+    note: bool = False
+
+
+USABLE_MEMORY_SOURCE_UNKNOWN = "not recorded (this entry was saved before usable_memory_source was required)"
+
+BACKFILL: dict[str, dict[str, Backfill]] = {
+    "gpus": {
+        # Required since the first schema (b363dab) and written by every version of this module,
+        # but a file written by hand or by another tool may lack it (issue 24's report). It is a
+        # citation, not a figure: a text saying it was not recorded is true. The figure itself,
+        # usable_memory_bytes, is never filled in (an entry without it is set aside).
+        "usable_memory_source": Backfill(USABLE_MEMORY_SOURCE_UNKNOWN, "b363dab", note=True),
+        # Issue 14 (188f9d0): systems and used prices. None is "unknown", what every GPU had
+        # before the fields existed; the planner then prices no system for it (NaN, never free).
+        "architecture": Backfill(None, "188f9d0"),  # no compatibility rule names it, as before
+        "form_factor": Backfill(None, "188f9d0"),  # unknown build; not guessed from the name
+        "max_per_node": Backfill(None, "188f9d0"),  # no node limit known: the nodes stay unknown
+        "node_interconnect": Backfill(None, "188f9d0"),  # unknown link inside a node
+        "host_class": Backfill(None, "188f9d0"),  # no host priced: the system cost stays unknown
+        "system_source": Backfill(None, "188f9d0"),  # nothing above was recorded, so no source
+        "price_used_usd": Backfill(None, "188f9d0"),  # no used price known (never 0: free)
+        "price_used_source": Backfill(None, "188f9d0"),  # no used price, so no source
+        "price_used_date": Backfill(None, "188f9d0"),  # no used price, so no date
+    },
+    "models": {
+        # b749624 (the user file's first version, which already wrote it when true): absent is
+        # the Llama layout, no q/k/v biases
+        "qkv_bias": Backfill(False, "b749624"),
+        # Issue 15 (c5cbb93): layouts beyond the dense Llama one. Before it, the config.json
+        # reader refused mixture-of-experts and the other layouts and the engine counted every
+        # saved model as the dense Llama layout (a Mistral's note said its window was not
+        # modelled), so each value below is what the entry was estimated with when it was saved.
+        "num_experts": Backfill(0, "c5cbb93"),  # dense: no experts
+        "experts_per_token": Backfill(0, "c5cbb93"),  # dense: none routed
+        "expert_intermediate_size": Backfill(0, "c5cbb93"),  # dense: no expert MLP
+        "shared_intermediate_size": Backfill(0, "c5cbb93"),  # dense: no shared expert
+        "shared_expert_gate": Backfill(False, "c5cbb93"),  # dense: no gate
+        "first_dense_layers": Backfill(0, "c5cbb93"),  # meaningful only with experts
+        "moe_layer_step": Backfill(1, "c5cbb93"),  # meaningful only with experts (1: every layer)
+        "router_bias": Backfill(False, "c5cbb93"),  # dense: no router
+        "expert_bias": Backfill(False, "c5cbb93"),  # dense: no experts
+        "attention_bias": Backfill(False, "c5cbb93"),  # Llama layout: no o/q/k/v biases beyond qkv_bias
+        "attention_sinks": Backfill(False, "c5cbb93"),  # gpt-oss only, refused then
+        "qk_norm": Backfill(False, "c5cbb93"),  # Qwen3 / Gemma 3 only, refused then
+        "norms_per_layer": Backfill(2, "c5cbb93"),  # Llama layout: input + post-attention RMSNorm
+        "kv_lora_rank": Backfill(0, "c5cbb93"),  # no latent attention (DeepSeek-V3, refused then)
+        "q_lora_rank": Backfill(0, "c5cbb93"),  # no latent attention
+        "qk_rope_head_dim": Backfill(0, "c5cbb93"),  # no latent attention
+        "qk_nope_head_dim": Backfill(0, "c5cbb93"),  # no latent attention
+        "v_head_dim": Backfill(0, "c5cbb93"),  # no latent attention
+        "sliding_window": Backfill(0, "c5cbb93"),  # full attention: what was estimated then
+        "sliding_window_layers": Backfill(0, "c5cbb93"),  # full attention on every layer
+        # active_params (c5cbb93) is not filled in: check_model derives it from the fields above
+    },
+}
+
+# A value an older version wrote in place of an unknown one: (kind, field, value, the text that
+# marks the entry as that version's) -> read as unknown, with a note. Before 7b9506f a model read
+# from a config.json got release_date 2000-01-01 and this sentence in its notes; the field has
+# been optional since, and unknown is what such a model has today.
+PLACEHOLDER_NOTE = "Release date unknown (a config.json has none): 2000-01-01 is a placeholder."
+PLACEHOLDERS = (("models", "release_date", "2000-01-01", PLACEHOLDER_NOTE, "Release date unknown (a config.json has none)."),)
 
 
 class UserCatalogCorrupt(CatalogError):
@@ -155,20 +249,124 @@ def _plain_record(record: Any, kind: str, label: str) -> dict:
     return out
 
 
+def upgrade_entry(kind: str, item: Any, label: str, index: int) -> tuple[Any, str | None]:
+    """An entry as an older schema wrote it -> as this one reads it (BACKFILL, PLACEHOLDERS),
+    and a one-line note naming the entry and what was filled in (None when nothing a user
+    reads was). Anything else about the entry is left for validation to judge."""
+    if not isinstance(item, dict):
+        return item, None
+    missing = [(name, fill) for name, fill in BACKFILL[kind].items() if name not in item]
+    notes = item.get("notes")
+    marked = [(name, value, mark, repl) for k, name, value, mark, repl in PLACEHOLDERS
+              if k == kind and name in item and str(item[name]) == value and isinstance(notes, str) and mark in notes]
+    if not missing and not marked:
+        return item, None
+    out = dict(item)
+    said = []
+    for name, fill in missing:
+        spec = FIELDS[kind][name]
+        if spec.required or fill.value != spec.default:  # else validation gives the default itself
+            out[name] = fill.value
+        if fill.note:
+            said.append(f"{name} was not in the entry (required since {fill.since}); read as {fill.value!r}")
+    for name, value, mark, repl in marked:
+        out[name] = None
+        out["notes"] = out["notes"].replace(mark, repl)
+        said.append(f"{name} {value!r} was a placeholder an older version wrote for an unknown value; read as unknown")
+    if not said:
+        return out, None
+    return out, one_line(f"{label}: entry {entry_label(index, item)}: {'; '.join(said)}", 600)
+
+
 def validate_document(doc: Any, label: str) -> dict[str, list[dict]]:
-    """A parsed user-catalog document -> validated {'gpus': [...], 'models': [...]}."""
+    """A parsed user-catalog document -> validated {'gpus': [...], 'models': [...]}; all or
+    nothing (the first bad entry raises CatalogError). Entries an older schema wrote are
+    upgraded first (upgrade_entry)."""
     top_level(doc, label, {"gpus": False, "models": False})
     out = {}
     for kind in KINDS:
         entries = doc.get(kind)
+        if isinstance(entries, list):
+            entries = [upgrade_entry(kind, item, label, i)[0] for i, item in enumerate(entries)]
         out[kind] = validate_entries([] if entries is None else entries, FIELDS[kind], label, kind)
         for record in out[kind]:
             CHECKS[kind](record, label)
     return out
 
 
-def dump_document(data: dict[str, list[dict]]) -> str:
-    """Validated records -> YAML text (optional fields left at their default are left out)."""
+@dataclass(frozen=True)
+class SetAside:
+    """One entry of the user catalog file that did not load: the others did. `raw` is the entry
+    as it was read, written back unchanged by the next save."""
+    kind: str  # 'gpus' or 'models'
+    entry: str  # "'its-id'", or "#n" (its place in the list) when it has no usable id
+    error: CatalogError  # names the file, the entry, the field, the bad value and what is accepted
+    raw: Any
+
+    def __str__(self) -> str:
+        return (f"{self.error}; this {SINGULAR[self.kind]} was set aside (kept in the file as it is), "
+                "every other entry loaded")
+
+
+@dataclass
+class UserCatalogLoad:
+    """What UserCatalog.read() gives: the entries that load, the ones set aside, and one note
+    per entry that was read with a field filled in ({'gpus': [line, ...], 'models': [...]})."""
+    records: dict[str, list[dict]]
+    set_aside: list[SetAside] = field(default_factory=list)
+    filled: dict[str, list[str]] = field(default_factory=lambda: {kind: [] for kind in KINDS})
+
+    def kept(self, kind: str) -> list[Any]:
+        return [s.raw for s in self.set_aside if s.kind == kind]
+
+
+def _one_entry(kind: str, item: Any, index: int, label: str) -> dict:
+    """One entry validated alone (fields, then the cross-checks); CatalogError names it by its
+    id, or by its place in the whole list."""
+    try:
+        clean = validate_entries([item], FIELDS[kind], label, kind)[0]
+        CHECKS[kind](clean, label)
+    except CatalogError as exc:
+        if index and exc.entry == "#1":  # validate_entries saw a list of one
+            raise CatalogError(exc.file, f"#{index + 1}", exc.field, exc.problem) from None
+        raise
+    return clean
+
+
+def read_document(doc: Any, label: str) -> UserCatalogLoad:
+    """A parsed user catalog file -> the entries that load, each bad one set aside alone. Only a
+    document that is not a mapping of `gpus:` / `models:` lists raises CatalogError."""
+    top_level(doc, label, {"gpus": False, "models": False})
+    result = UserCatalogLoad({})
+    for kind in KINDS:
+        entries = doc.get(kind)
+        entries = [] if entries is None else entries
+        if not isinstance(entries, list):
+            raise CatalogError(label, None, kind, f"must be a list of entries, got {type(entries).__name__}")
+        seen: set[str] = set()
+        rows = []
+        for i, item in enumerate(entries):
+            upgraded, note = upgrade_entry(kind, item, label, i)
+            try:
+                clean = _one_entry(kind, upgraded, i, label)
+                if clean["id"] in seen:
+                    raise CatalogError(label, f"'{clean['id']}'", "id",
+                                       f"duplicate id {clean['id']!r}: an earlier {SINGULAR[kind]} has it and is the "
+                                       f"one used; accepted: an id used once in {kind}")
+            except CatalogError as exc:
+                result.set_aside.append(SetAside(kind, exc.entry or entry_label(i, item), exc, item))
+                continue
+            seen.add(clean["id"])
+            rows.append(clean)
+            if note:
+                result.filled[kind].append(note)
+        result.records[kind] = rows
+    return result
+
+
+def dump_document(data: dict[str, list[dict]], kept: dict[str, list[Any]] | None = None) -> str:
+    """Validated records -> YAML text (optional fields left at their default are left out);
+    `kept`: set-aside entries per kind, written after the records exactly as they were read."""
     doc = {}
     for kind in KINDS:
         rows = []
@@ -180,7 +378,7 @@ def dump_document(data: dict[str, list[dict]]) -> str:
                     continue
                 row[name] = value
             rows.append(row)
-        doc[kind] = rows
+        doc[kind] = rows + list((kept or {}).get(kind, ()))
     return HEADER + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100,
                               default_flow_style=False)
 
@@ -210,10 +408,15 @@ class UserCatalog:
     # ---- public API ----------------------------------------------------------------------
 
     def load(self) -> dict[str, list[dict]]:
-        """{'gpus': [...], 'models': [...]}, validated. Raises UserCatalogCorrupt (after keeping
-        the file aside) when the file does not validate; a missing file is an empty catalog."""
+        """{'gpus': [...], 'models': [...]}: the entries that validate (read().records)."""
+        return self.read().records
+
+    def read(self) -> UserCatalogLoad:
+        """The entries that validate, the ones set aside and the notes on filled-in fields (see
+        the module docstring). Raises UserCatalogCorrupt (after keeping the file aside) when the
+        file is not a catalog at all; a missing file is an empty catalog."""
         if not self.path.exists():
-            return {"gpus": [], "models": []}
+            return UserCatalogLoad({"gpus": [], "models": []})
         with self._locked(create=False):
             return self._read()
 
@@ -231,7 +434,8 @@ class UserCatalog:
         kind = kind_name(kind)
         label = str(self.path)
         with self._locked(create=True):
-            data = self._read()
+            loaded = self._read()
+            data = loaded.records
             kept = [r for r in data[kind] if r["id"] != id]
             if len(kept) == len(data[kind]):
                 if id in self._shipped(kind):
@@ -240,7 +444,7 @@ class UserCatalog:
                 raise CatalogError(label, None, None, f"has no {SINGULAR[kind]} {show(id)}; your {kind}: {have}")
             removed = next(r for r in data[kind] if r["id"] == id)
             data[kind] = kept
-            self._write(data)
+            self._write(loaded)
         return removed
 
     def export_yaml(self) -> str:
@@ -261,12 +465,13 @@ class UserCatalog:
                 if record["id"] in shipped:
                     raise CatalogError(label, f"'{record['id']}'", "id", self._collision(kind, record["id"]))
         with self._locked(create=True):
-            data = self._read()
+            loaded = self._read()
+            data = loaded.records
             for kind in KINDS:
                 new_ids = {r["id"] for r in incoming[kind]}
                 data[kind] = [r for r in data[kind] if r["id"] not in new_ids] + incoming[kind]
             if any(incoming.values()):
-                self._write(data)
+                self._write(loaded)
         return {kind: [r["id"] for r in incoming[kind]] for kind in KINDS}
 
     def quarantined(self) -> list[Path]:
@@ -298,13 +503,14 @@ class UserCatalog:
         if ident in self._shipped(kind):
             raise CatalogError(label, f"'{ident}'", "id", self._collision(kind, ident))
         with self._locked(create=True):
-            data = self._read()  # re-read: another writer may have changed the file
+            loaded = self._read()  # re-read: another writer may have changed the file
+            data = loaded.records
             ids = [r["id"] for r in data[kind]]
             if ident in ids and not replace:
                 raise CatalogError(label, f"'{ident}'", "id",
                                    f"{ident!r} is already in your user catalog ({self.path}); remove it first or replace it")
             data[kind] = [r for r in data[kind] if r["id"] != ident] + [clean]
-            self._write(data)
+            self._write(loaded)
         return clean
 
     def _refuse_special_file(self) -> None:
@@ -336,22 +542,23 @@ class UserCatalog:
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
 
-    def _read(self) -> dict[str, list[dict]]:
+    def _read(self) -> UserCatalogLoad:
         """Read and validate the file (the caller holds the lock). A file that cannot be read
-        (permissions) is reported and left alone; one that does not validate is kept aside."""
+        (permissions) is reported and left alone; one that is not a catalog is kept aside; a
+        bad entry is set aside alone (read_document)."""
         label = str(self.path)
         try:
             raw = read_regular_file(self.path, MAX_USER_CATALOG_BYTES, "a catalog file", ACCEPTED_PATH)
         except FileNotFoundError:
-            return {"gpus": [], "models": []}
+            return UserCatalogLoad({"gpus": [], "models": []})
         except FileTooLarge as exc:
             raise UserCatalogCorrupt(exc, self._keep_aside()) from None
         # any other CatalogError (not a regular file, no permission): reported, the file left alone
         try:
             doc = parse_yaml(raw, label)
             if doc is None:  # empty, or only comments: an empty catalog
-                return {"gpus": [], "models": []}
-            return validate_document(doc, label)
+                return UserCatalogLoad({"gpus": [], "models": []})
+            return read_document(doc, label)
         except CatalogError as exc:
             raise UserCatalogCorrupt(exc, self._keep_aside()) from None
 
@@ -369,8 +576,9 @@ class UserCatalog:
             return None  # could not move it: it stays where it is, and is still never overwritten
         return target
 
-    def _write(self, data: dict[str, list[dict]]) -> None:
-        text = dump_document(data)
+    def _write(self, loaded: UserCatalogLoad) -> None:
+        """The records, and the set-aside entries as they were read (never dropped by a save)."""
+        text = dump_document(loaded.records, {kind: loaded.kept(kind) for kind in KINDS})
         try:
             self._replace_file(text)
         except OSError as exc:
@@ -407,7 +615,7 @@ class UserCatalog:
 # ---- the merged catalog: shipped + saved + extra entries ----------------------------------------
 
 ORIGINS = ("shipped", "user", "session")  # the `origin` column of the merged frames
-_saved_cache: dict[str, tuple[tuple, dict[str, list[dict]]]] = {}  # path -> (file signature, records)
+_saved_cache: dict[str, tuple[tuple, UserCatalogLoad]] = {}  # path -> (file signature, what it loads)
 _saved_cache_lock = threading.Lock()
 
 
@@ -423,8 +631,8 @@ def _signature(path: Path) -> tuple | None:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def _saved_records(store: UserCatalog) -> dict[str, list[dict]]:
-    """store.load(), parsed once per version of the file: the CLI asks for GPUs and models
+def _saved_records(store: UserCatalog) -> UserCatalogLoad:
+    """store.read(), parsed once per version of the file: the CLI asks for GPUs and models
     one after the other, and a big user catalog must not be parsed twice. The lists are
     shared: callers read them, never change them."""
     key = os.path.realpath(store.path)
@@ -434,7 +642,7 @@ def _saved_records(store: UserCatalog) -> dict[str, list[dict]]:
             hit = _saved_cache.get(key)
         if hit is not None and hit[0] == before:
             return hit[1]
-    data = store.load()
+    data = store.read()
     if before is not None and _signature(store.path) == before:  # unchanged while it was read
         with _saved_cache_lock:
             if len(_saved_cache) >= 8:
@@ -493,9 +701,12 @@ def catalog_frames(catalog=None, store: UserCatalog | None = None,
       $LLM_PLANNER_USER_CATALOG), parsed once while it is unchanged; extra: {'gpus': [...],
       'models': [...]}, records of the caller's own (a dashboard session's), validated like
       the YAML; one hides a saved entry with the same id. kinds: which frames to build.
-    Problems never stop the shipped entries: a corrupt user file (kept aside), a saved id
-    that the shipped catalog now also uses, an invalid extra record, are each warned about
-    (UserCatalogWarning) and listed in every frame's attrs['user_catalog_problems'].
+    Problems never stop the shipped entries: a corrupt user file (kept aside), a saved entry
+    of these kinds set aside (one line each), a saved id that the shipped catalog now also
+    uses, an invalid extra record, are each warned about (UserCatalogWarning) and listed in
+    every frame's attrs['user_catalog_problems']. The notes on saved entries read with a field
+    filled in (one line per entry) are in attrs['user_catalog_notes'], and warned about as
+    one line per kind (a file of thousands of old entries must not print thousands of lines).
     """
     kinds = tuple(kind_name(k) for k in kinds)
     if catalog is None:
@@ -504,11 +715,21 @@ def catalog_frames(catalog=None, store: UserCatalog | None = None,
     ids = {kind: set(frame["id"]) for kind, frame in shipped.items()}
     store = store or UserCatalog(shipped_ids=ids)
     problems: list[str] = []
+    notes: list[str] = []
     try:
-        saved = _saved_records(store)
+        loaded = _saved_records(store)
     except CatalogError as exc:  # UserCatalogCorrupt included: the file was kept aside
         problems.append(str(exc))
-        saved = {"gpus": [], "models": []}
+        loaded = UserCatalogLoad({"gpus": [], "models": []})
+    saved = loaded.records
+    problems += [str(entry) for entry in loaded.set_aside if entry.kind in kinds]
+    summaries = []
+    for kind in kinds:
+        filled = loaded.filled.get(kind, [])
+        notes += filled
+        if filled:
+            summaries.append(f"{store.path}: {len(filled):,} {kind} saved by an older version were read with a field "
+                             f"filled in (first: {filled[0].split(': ', 1)[-1]}); a save writes them back so")
     out = {}
     for kind in kinds:
         own = _extra_records(kind, (extra or {}).get(kind), ids[kind], problems)
@@ -522,10 +743,11 @@ def catalog_frames(catalog=None, store: UserCatalog | None = None,
                 rows.append((record, "user"))
         rows += [(record, "session") for record in own]
         out[kind] = _with_records(shipped[kind], kind, rows)
-    for problem in problems:
+    for problem in problems + summaries:
         warnings.warn(problem, UserCatalogWarning, stacklevel=3)
     for frame in out.values():
         frame.attrs["user_catalog_problems"] = list(problems)
+        frame.attrs["user_catalog_notes"] = list(notes)
     return out
 
 
@@ -556,6 +778,23 @@ def merged_frames(catalog=None, store: UserCatalog | None = None) -> dict[str, p
     return catalog_frames(catalog, store)
 
 
-__all__ = ["UserCatalog", "UserCatalogCorrupt", "UserCatalogWarning", "UserCatalogWriteError", "ENV_VAR",
-           "MAX_USER_CATALOG_BYTES", "user_catalog_path", "catalog_frames", "with_user_entries",
-           "merged_frames", "validate_document", "dump_document"]
+__all__ = [
+    "BACKFILL",
+    "ENV_VAR",
+    "MAX_USER_CATALOG_BYTES",
+    "PLACEHOLDERS",
+    "SetAside",
+    "UserCatalog",
+    "UserCatalogCorrupt",
+    "UserCatalogLoad",
+    "UserCatalogWarning",
+    "UserCatalogWriteError",
+    "catalog_frames",
+    "dump_document",
+    "merged_frames",
+    "read_document",
+    "upgrade_entry",
+    "user_catalog_path",
+    "validate_document",
+    "with_user_entries",
+]

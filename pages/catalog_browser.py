@@ -34,6 +34,25 @@ if flash:
     st.success(flash)
 for problem in ue.problems(ids):
     st.warning(md_escape(problem), icon="⚠️")
+SHOWN_LINES = 200  # a list longer than this is cut (the file keeps every entry; the CLI names each)
+
+
+def listed(lines: list[str]) -> str:
+    shown_ = "\n".join(f"- {md_escape(line)}" for line in lines[:SHOWN_LINES])
+    more = len(lines) - SHOWN_LINES
+    return shown_ + (f"\n- … and {more:,} more" if more > 0 else "")
+
+
+set_aside = ue.set_aside()
+if set_aside:  # issue 24: one bad entry is set aside alone, named with the reason; the others load
+    st.warning(f"{len(set_aside):,} {'entry' if len(set_aside) == 1 else 'entries'} of your catalog file "
+               f"{ue.md_code(path)} could not be loaded and {'was' if len(set_aside) == 1 else 'were'} set aside. "
+               "Every other entry loaded; the set-aside ones stay in the file as written (a save keeps them): "
+               "fix the field named below in the file to get each back.\n\n" + listed(set_aside), icon="⚠️")
+filled_in = ue.filled()
+if filled_in:
+    st.info(f"{len(filled_in):,} saved {'entry was' if len(filled_in) == 1 else 'entries were'} written by an older "
+            "version and read with a field filled in (nothing a user would read as measured):\n\n" + listed(filled_in))
 for kind, label in (("gpus", "GPU"), ("models", "model")):
     for ident in ue.shadowed(kind):
         st.info(f"Your catalog file also has a {label} {ue.md_code(ident)}: this session shows the one you added "
