@@ -18,23 +18,23 @@ import pandas as pd
 
 from app.labels import COMPONENT_NAMES, md_escape
 
-CELL_WIDTH, CELL_HEIGHT, FONT_SIZE = 26, 22, 11  # px; "64" at 11 px is about 13 px wide
+CELL_WIDTH, CELL_HEIGHT, FONT_SIZE = 24, 22, 11  # px; "64" at 11 px is about 13 px wide
 AXIS_FONT_SIZE = 11
 X_LABEL_LIMIT, Y_LABEL_LIMIT = 260, 280  # px: the catalog's longest names, whole
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "workspace",
               "runtime_overhead")
 
-# state of a cell -> (symbol, words in the tooltip, fill, text colour); "fits" shows its count
-# on the memory-share colour scale instead
+# state of a cell -> (symbol, words in the tooltip, fill, text colour, the fill in words); "fits"
+# shows its count on the memory-share colour scale instead
 STATES = {
-    "fits": ("", "fits", None, None),
-    "over": ("—", "does not fit within the largest count considered", "#cbd5e1", "#111827"),
-    "incompatible": ("✗", "incompatible: the card cannot run this workload", "#64748b", "#ffffff"),
-    "context": ("↔", "sequence longer than the model's context", "#e2e8f0", "#111827"),
-    "layers": ("≡", "more trainable layers than the model has", "#e2e8f0", "#111827"),
-    "other": ("?", "another state: hover the cell", "#f1f5f9", "#111827"),
+    "fits": ("", "fits", None, None, ""),
+    "over": ("—", "does not fit within the largest count considered", "#cbd5e1", "#111827", "grey"),
+    "incompatible": ("✗", "incompatible: the card cannot run this workload", "#64748b", "#ffffff", "slate"),
+    "context": ("↔", "sequence longer than the model's context", "#e2e8f0", "#111827", "light grey"),
+    "layers": ("≡", "more trainable layers than the model has", "#e2e8f0", "#111827", "light grey"),
+    "other": ("?", "another state: hover the cell", "#f1f5f9", "#111827", "pale grey"),
 }
-SYMBOLS = {state: symbol for state, (symbol, *_rest) in STATES.items() if symbol}
+SYMBOLS = {state: spec[0] for state, spec in STATES.items() if spec[0]}
 _LABEL_STATES = (  # the planner's label -> the cell's state
     (re.compile(r"\d+"), "fits"),
     (re.compile(r"✗ >\d+"), "over"),
@@ -121,7 +121,8 @@ def feasibility_heatmap(cells: pd.DataFrame, gpu_order: list, model_order: list,
 
 def legend_text(cells: pd.DataFrame, max_gpus: int, unit: str) -> str:
     """The caption under the chart (Markdown): every symbol the cells show, and the colours."""
-    states = cells["label"].astype(str).map(cell_state)
+    labels = cells["label"].astype(str).str.strip()
+    states = labels.map(cell_state)
     present = set(states)
 
     def models_with(state: str) -> str:
@@ -130,21 +131,23 @@ def legend_text(cells: pd.DataFrame, max_gpus: int, unit: str) -> str:
     words = [(f"**Cell:** a number is the GPUs of that card needed (1 to {max_gpus}; an Apple system counts as "
               "one device).")]
     if "over" in present:
-        words.append(f"**—** does not fit within {max_gpus} GPUs (within one for an Apple system); the table says "
-                     f"✗ >{max_gpus} (✗ >1).")
+        limits = sorted({int(label[3:]) for label in labels[states == "over"]}, reverse=True)
+        apple = " (within one for an Apple system)" if 1 in limits and limits[0] > 1 else ""
+        words.append(f"**—** does not fit within {limits[0]} GPU{'s' if limits[0] > 1 else ''}{apple}; the table "
+                     f"says {', '.join(f'✗ >{n}' for n in limits)}.")
     if "incompatible" in present:
-        words.append("**✗** = ✗ incompatible: the card cannot run this workload whatever its memory (e.g. bf16 "
-                     "before Ampere, bitsandbytes on Apple); hover the cell for the reason and its source in the "
-                     "Catalog's rules.")
+        words.append("**✗** incompatible: the card cannot run this workload whatever its memory (e.g. bf16 before "
+                     "Ampere, bitsandbytes on Apple); hover the cell for the reason and its source in the Catalog's "
+                     "rules; the table says ✗ incompatible.")
     if "context" in present:
-        words.append("**↔** = ✗ context: the sequence is longer than the model's context (allowed under the "
-                     f"sidebar's 'Display and margins') for {models_with('context')}.")
+        words.append("**↔** the sequence is longer than the model's context (allowed under the sidebar's 'Display "
+                     f"and margins') for {models_with('context')}; the table says ✗ context.")
     if "layers" in present:
-        words.append(f"**≡** = ✗ layers: more trainable layers than {models_with('layers')} has.")
+        words.append(f"**≡** more trainable layers than {models_with('layers')} has; the table says ✗ layers.")
     if "other" in present:
         words.append("**?** another state: hover the cell.")
-    words.append("**Colour:** yellow to red, the share of each card's memory in use (the scale under the chart); "
-                 "grey, no fit (—, ↔, ≡)" + ("; slate, incompatible (✗)" if "incompatible" in present else "")
+    words.append("**Colour:** yellow to red, the share of each card's memory in use (the scale under the chart)"
+                 + "".join(f"; {STATES[k][4]} behind {STATES[k][0]}" for k in STATES if k != "fits" and k in present)
                  + f". Hover a cell for its breakdown per GPU in {unit}. The chart scrolls sideways when it is "
                  "wider than the page.")
     return "  \n".join(words)

@@ -57,7 +57,8 @@ for comp in ("weights", "gradients", "optimizer", "activations", "logits", "kv_c
     cells[comp] = c.mem(conf[f"{comp}_bytes"])
 
 # the chart and its legend: app/heatmap.py (a number or one symbol per cell, the words in the tooltip and below)
-st.altair_chart(heatmap.feasibility_heatmap(cells, gpu_order, model_order, unit=u), width="content")
+with st.container(horizontal=True, wrap=False):  # wider than the page: it scrolls sideways, the page does not
+    st.altair_chart(heatmap.feasibility_heatmap(cells, gpu_order, model_order, unit=u), width="content")
 st.caption(heatmap.legend_text(cells, int(max_gpus), u))
 
 st.markdown("#### As a table: GPUs needed")
