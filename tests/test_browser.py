@@ -308,3 +308,72 @@ def test_overview_prices_a_whole_system_with_its_date(server):
                 assert not cut, f"metric cut: {values.nth(i).inner_text()!r}"
         finally:
             browser.close()
+
+
+# ---- issue 24: the feasibility matrix is legible at catalog size ---------------------------------
+
+# The Vega view behind the page's first chart, read from the React hooks of Streamlit's chart
+# element (Streamlit 1.67 keeps it in a ref: its `current` has scenegraph()); then, for every
+# text mark of the cells (its datum has a gpu and a model), its bounds against its cell (the x
+# and y band scales' band), and whether a rect is drawn there. Renderer-independent: the item
+# bounds are Vega's own (text widths measured by the browser), in canvas and in SVG alike.
+_HEATMAP_GEOMETRY = """() => {
+  const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
+  if (!el) return null;
+  let view = null;
+  for (const node of [el, ...el.querySelectorAll("*")]) {
+    const key = Object.keys(node).find(k => k.startsWith("__reactFiber$"));
+    for (let f = key && node[key]; f && !view; f = f.return)
+      for (let h = f.memoizedState; h && typeof h === "object" && "next" in h && !view; h = h.next) {
+        const v = h.memoizedState && h.memoizedState.current;
+        if (v && typeof v.scenegraph === "function") view = v;
+      }
+    if (view) break;
+  }
+  if (!view) return null;
+  const marks = [];
+  (function walk(item) {
+    if (item && item.marktype) marks.push(item);
+    for (const i of (item && item.items) || []) walk(i);
+  })(view.scenegraph().root);
+  const cellItems = type => marks.filter(m => m.marktype === type && m.role === "mark")
+    .flatMap(m => m.items).filter(i => i.datum && "gpu" in i.datum && "model" in i.datum);
+  const texts = cellItems("text"), rects = cellItems("rect");
+  if (!texts.length) return null;
+  const xs = view.scale("x"), ys = view.scale("y");
+  const drawn = new Set(rects.filter(r => r.width > 0 && r.height > 0).map(r => r.datum.gpu + "\\u0000" + r.datum.model));
+  const over = [];
+  for (const t of texts) {
+    const x0 = xs(t.datum.gpu), y0 = ys(t.datum.model), b = t.bounds;
+    const cell = {x1: x0, x2: x0 + xs.bandwidth(), y1: y0, y2: y0 + ys.bandwidth()};
+    const px = Math.max(cell.x1 - b.x1, b.x2 - cell.x2, cell.y1 - b.y1, b.y2 - cell.y2);
+    if (px > 0.5) over.push({text: t.text, gpu: t.datum.gpu, model: t.datum.model, px: Math.round(px * 10) / 10,
+                             text_width: Math.round((b.x2 - b.x1) * 10) / 10, cell_width: xs.bandwidth()});
+  }
+  const ylabels = marks.filter(m => m.role === "axis-label").flatMap(m => m.items)
+    .filter(i => ys.domain().includes(i.datum && i.datum.value)).map(i => i.bounds).sort((a, b) => a.y1 - b.y1);
+  const yOverlaps = ylabels.slice(1).filter((b, i) => b.y1 < ylabels[i].y2 - 0.5).length;
+  return {renderer: view.renderer(), texts: texts.length, gpus: xs.domain().length, models: ys.domain().length,
+          undrawn: texts.filter(t => !drawn.has(t.datum.gpu + "\\u0000" + t.datum.model)).length,
+          cell: [xs.bandwidth(), ys.bandwidth()], overflowing: over.length,
+          worst: over.sort((a, b) => b.px - a.px).slice(0, 5), y_label_overlaps: yOverlaps};
+}"""
+
+
+def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus):
+    """Issue 24: at 1500 px, the whole catalog (every model x every GPU), no cell's text runs
+    past its cell, every cell is drawn (coloured or grey), and no two model names overlap."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/feasibility", "Feasibility matrix")
+        try:
+            _no_errors(page, "feasibility")
+            handle = page.wait_for_function(_HEATMAP_GEOMETRY, timeout=60_000)
+            geo = handle.json_value()
+            assert (geo["gpus"], geo["models"], geo["texts"]) == (len(gpus), len(models), len(gpus) * len(models)), geo
+            assert geo["overflowing"] == 0, f"cell text overflows its cell: {geo}"
+            assert geo["undrawn"] == 0, f"cells without a rect: {geo}"
+            assert geo["y_label_overlaps"] == 0, geo
+        finally:
+            browser.close()
