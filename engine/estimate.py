@@ -17,8 +17,8 @@ import pandas as pd
 import engine.constants as C
 from engine.buffers import Columns
 from engine.components import inputs, physics
-from engine.executor import Sweep
-from engine.scenarios import _normalize_columns, check_combinations
+from engine.executor import FitRows, MemoryRows, Sweep
+from engine.scenarios import Configs, _normalize_columns, check_combinations
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
 OVERHEAD_DEFAULTS = {
@@ -41,28 +41,31 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     """
     settings = overhead_settings(overhead)
     out = Columns(len(scenarios)) if isinstance(scenarios, pd.DataFrame) else None  # the result's new columns
-    sweep = _memory_and_fit(scenarios, models, gpus, settings, out)
-    return sweep.frame(gpus, models)  # + speed and cost
+    sweep, memory, fit = _memory_and_fit(scenarios, models, gpus, settings, out)
+    return sweep.frame(memory, fit, gpus, models)  # + speed and cost
 
 
-def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False) -> Sweep:
+def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False) -> tuple[Sweep, MemoryRows, FitRows]:
     """The memory and fit columns of every row (lean: only gpus_needed, see Sweep)."""
     sc, ranges = _normalize_columns(scenarios, models, out)
-    sweep = Sweep(sc, ranges, out, lean)  # the rows' configurations
-    check_combinations(sc, models, sweep.cfg, ranges)
-    x = inputs(sweep.memory_configurations(), models)  # per memory configuration
-    sweep.memory(physics(x, settings))
-    sweep.fit(gpus, models)
-    if "_zero_asked" in ranges and "gpus_needed" in sweep.result:
-        _gpus_needed_at_the_stage_asked(sweep.result, sc, ranges, models, gpus, settings)
-    return sweep
+    cfg = Configs(sc, ranges=ranges, columns=out)  # the rows' configurations
+    check_combinations(sc, models, cfg, ranges)
+    # the memory configurations (configurations that differ only in the GPU or the headroom,
+    # merged): the groups the physics runs on
+    mv, of_config = cfg.coarser(("gpu", "headroom"))
+    sweep = Sweep(sc, cfg, mv, of_config, physics(inputs(mv, models), settings), out, lean)
+    memory = sweep.memory()
+    fit = sweep.fit(memory, gpus, models)
+    if "_zero_asked" in ranges and "gpus_needed" in fit.columns:
+        _gpus_needed_at_the_stage_asked(fit.columns, sc, ranges, models, gpus, settings)
+    return sweep, memory, fit
 
 
 def overhead_settings(overhead: dict) -> dict:
     """The runtime-overhead settings, defaults filled in, each checked."""
     unknown = set(overhead) - set(OVERHEAD_DEFAULTS)
     if unknown:
-        raise ValueError(f"unknown overhead setting {sorted(unknown)[0]!r}; accepted: {', '.join(OVERHEAD_DEFAULTS)}")
+        raise ValueError(f"unknown overhead setting {min(unknown)!r}; accepted: {', '.join(OVERHEAD_DEFAULTS)}")
     settings = {**OVERHEAD_DEFAULTS, **overhead}
     for key, value in settings.items():
         try:
@@ -74,7 +77,7 @@ def overhead_settings(overhead: dict) -> dict:
     return settings
 
 
-def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) -> None:
+def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, settings) -> None:
     """One GPU runs without ZeRO (engine/rules.py), but the stage asked applies from two GPUs
     on: a one-GPU row that does not fit gets the GPUs it needs at that stage, from the same
     scenario asked at two GPUs (the engine solves the count from there). Only such rows are
@@ -89,8 +92,8 @@ def _gpus_needed_at_the_stage_asked(result, sc, ranges, models, gpus, settings) 
     probe = pd.DataFrame({col: _rows_of(sc[col], rows) for col in sc.columns}, index=pd.RangeIndex(len(rows)),
                          copy=False)  # sc.iloc[rows], column by column (no block consolidation)
     probe["gpus"], probe["zero"] = np.full(len(rows), 2, dtype=np.int64), asked  # as .assign(gpus=2, zero=asked)
-    needed = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False), lean=True).result["gpus_needed"]
-    result["gpus_needed"][rows] = needed
+    _, _, fit = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False), lean=True)
+    result["gpus_needed"][rows] = fit.columns["gpus_needed"]
 
 
 def _rows_of(column: pd.Series, rows: np.ndarray):

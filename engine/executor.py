@@ -9,9 +9,31 @@ ROW_BLOCK rows: the terms in tokens = batch x seq, the peak, the components at t
 runtime overhead, the fit and the GPUs needed. A value computed once and gathered to its rows
 is the very value a per-row evaluation of the same expression gives (the expressions keep
 their order of operations), so results do not depend on how rows are grouped.
+
+The stages are functions of small frozen records, each returned by one stage and taken by the
+next, so that no stage depends on another having run before it:
+
+  PhaseParts  a configuration's memory parts per phase: fixed, shard (/ dp), per token, per
+              token x seq (issue 12), and which configurations have the phase
+  RowTerms    per row: its memory configuration, batch, seq, tokens and the per-row terms
+              (tokens x seq, the last position's logits, a windowed cache's saving)
+  GpuLimits   per configuration: the chosen GPU's usable memory, the tensors' capacity, the
+              longest context allowed, what serving needs of its phases
+  Layout      per configuration: the parallel split (dp, tp, pp, kv heads, heads, layers,
+              the expert-parallel floor) and the task
+  MemoryRows  the memory columns, each phase's per-token bytes x tokens per row, the overhead
+  FitRows     the fit columns and the configuration x seq grouping the speed model reuses
+
+`Sweep(sc, cfg, mv, of_config, physics, out, lean)` holds only what it is built with;
+`memory()` -> MemoryRows, `fit(memory, gpus, models)` -> FitRows, `frame(memory, fit, gpus,
+models)` -> the result. The fit's solvers (`largest_tokens`, `seq_terms`,
+`largest_batch_per_seq`, the row blocks' `_largest_batch_rows`, `_longest_context_rows`,
+`_gpus_needed_rows`) are pure functions of those records.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -48,194 +70,141 @@ FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction",
 PER_CONFIG_SETTINGS = tuple(k for k in SETTINGS if k not in ("tokens", "prompt_tokens"))
 UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
                "e.g. h100-sxm-80gb, rtx-4090")
+# what serving needs of its phases (GpuLimits.serving): (name, phase, part, component)
+SERVING_PARTS = (("weights", "prefill", "fixed", "weights"), ("kv_cache", "prefill", "per_token", "kv_cache"),
+                 ("workspace", "prefill", "per_token", "workspace"), ("logits", "logits", "per_token", "logits"),
+                 ("attention", "attention", "per_token", "workspace"),
+                 ("attention_seq", "attention", "per_token_seq", "workspace"))
 
+
+# ==== the records ================================================================================
+
+@dataclass(frozen=True, eq=False)
+class PhaseParts:
+    """A configuration's memory parts in each phase some row of the sweep has (the phases of
+    the tasks present), per memory configuration or, lifted, per configuration: a phase's bytes
+    = fixed + shard / dp + per_token x tokens + per_token_seq x tokens x seq."""
+
+    fixed: dict   # {phase: bytes}
+    shard: dict   # {phase: bytes split over the data-parallel ranks}
+    token: dict   # {phase: bytes per token}
+    seq: dict     # {phase: bytes per token per position}, only the phases that have any (issue 12)
+    valid: dict   # {phase: the configurations whose task has the phase}
+    dp: object    # the data-parallel ranks
+
+    def lift(self, of_config) -> PhaseParts:
+        """Per memory configuration -> per configuration (of_config: the memory configuration
+        of each configuration; None: the same groups)."""
+        lift = _lifter(of_config)
+        return PhaseParts(*({k: lift(v) for k, v in d.items()} for d in (self.fixed, self.shard, self.token,
+                                                                           self.seq, self.valid)), lift(self.dp))
+
+
+@dataclass(frozen=True, eq=False)
+class RowTerms:
+    """Per row: what the memory and the fit need of the row itself."""
+
+    at: np.ndarray                    # the row's memory configuration
+    b: np.ndarray                     # batch, seq and tokens = batch x seq, as floats
+    s: np.ndarray
+    tokens: np.ndarray
+    seq_tokens: np.ndarray | None     # tokens x seq, where some phase has a per-token-seq term
+    logits_fixed: np.ndarray | None   # the logits phase's fixed part that grows with the batch
+    kv_saving: np.ndarray | None      # the sliding-window layers' tokens beyond their window (<= 0)
+
+
+@dataclass(frozen=True, eq=False)
+class GpuLimits:
+    """Per configuration: what the chosen GPU leaves the tensors."""
+
+    chosen: np.ndarray     # the configuration names a GPU
+    usable: np.ndarray     # the GPU's usable memory (NaN without one)
+    capacity: np.ndarray   # what the tensors may use: after headroom and the runtime overhead
+    longest: np.ndarray    # the longest context allowed (the model's, or inf)
+    serving: dict | None   # what serving needs of its phases (SERVING_PARTS), None without serving rows
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Per configuration: the parallel split and the task."""
+
+    dp: object
+    tp: object
+    pp: object
+    kvh: object                 # the KV heads a tensor-parallel split spreads (1 for MLA's latent)
+    heads: object
+    layers: object
+    train: np.ndarray
+    infer: np.ndarray
+    ep_floor: object | None     # expert parallel as given: at least ep x pp GPUs (None: no such row)
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryRows:
+    """The memory stage's output."""
+
+    columns: dict             # the memory columns in the result's order ({} for a lean sweep)
+    scaled: dict              # {phase: its per-token bytes x tokens (+ the seq term), per row}
+    overhead: np.ndarray | None  # the runtime overhead per row (None for a lean sweep)
+
+
+@dataclass(frozen=True, eq=False)
+class FitRows:
+    """The fit stage's output."""
+
+    columns: dict              # FIT_COLUMNS (a lean sweep: gpus_needed alone, when a GPU is named)
+    seq_level: tuple | None    # configuration x seq groups the largest batch used (speed reuses them)
+
+
+def _lifter(of_config):
+    """Per memory configuration -> per configuration."""
+    return lambda x: x if of_config is None or not np.ndim(x) else x[of_config]
+
+
+# ==== the sweep =================================================================================
 
 class Sweep:
-    """One estimate() call: a normalized scenario frame grouped into configurations, and the
-    result's columns, filled in stages: `memory`, `fit`, then `frame` (speed and cost)."""
+    """One estimate() call: a normalized scenario frame, its configurations (cfg), its memory
+    configurations (mv; of_config: the memory configuration of each configuration, None when
+    they are the same groups) and their physics. Built complete; its stages return records."""
 
-    def __init__(self, sc: pd.DataFrame, ranges: dict, out, lean: bool = False):
+    def __init__(self, sc: pd.DataFrame, cfg: Configs, mv: View, of_config, ph: Physics, out, lean: bool = False):
         # lean: only the GPUs needed are wanted (the one-GPU probe, engine/estimate.py): the
         # memory stage keeps the phases' per-token bytes x tokens, the fit writes gpus_needed
-        self.sc, self.n, self.out, self.lean = sc, len(sc), out, lean
-        self.cfg = Configs(sc, ranges=ranges, columns=out)
-        self.result = {col: sc[col] for col in sc.columns}
-
-    def memory_configurations(self) -> View:
-        """The memory configurations (configurations that differ only in the GPU or the
-        headroom, merged): the groups the physics runs on."""
-        self.mv, self.of_config = self.cfg.coarser(("gpu", "headroom"))
-        return self.mv
+        self.sc, self.n, self.cfg, self.mv, self.of_config, self.ph, self.out, self.lean = (
+            sc, len(sc), cfg, mv, of_config, ph, out, lean)
+        self.valid = phase_validity(ph)
+        self.parts = phase_parts(ph, self.valid)
+        self.rows = row_terms(sc, cfg, of_config, ph, bool(self.parts.seq), out)
 
     def _lift(self, x):
-        """Per memory configuration -> per configuration."""
-        return x if self.of_config is None or not np.ndim(x) else x[self.of_config]
+        return _lifter(self.of_config)(x)
 
-    # ==== per row: the memory columns ==========================================================
-    def memory(self, ph: Physics) -> None:
-        """Every memory column, the rows in blocks of ROW_BLOCK."""
-        self.ph = ph
-        x, phases, out, sc, result, n = ph.inputs, ph.phases, self.out, self.sc, self.result, self.n
-        valid = {p: (x.train if p in TRAIN_PHASES else x.infer) for p in PHASES}
-        # a prefill's eager attention scores: a phase of the eagerly-attending inference rows only
-        valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager, dtype=bool), np.shape(x.infer))
-        fixed_tot, shard_tot, token_tot, base_tot = {}, {}, {}, {}
-        for name in PHASES:
-            fx, sh, tk = phases[name].totals()
-            fixed_tot[name], shard_tot[name], token_tot[name] = fx, sh, tk
-            base_tot[name] = fx + sh / x.dp  # a phase's bytes = fixed + shard / dp + per_token x tokens
-        # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
-        quad = {name: q for name in PHASES if not is_zero(q := phases[name].seq_total()) and valid[name].any()}
-        frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
-        cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
-        host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
+    def memory(self) -> MemoryRows:
+        """Every memory column, the rows in blocks of ROW_BLOCK (lean: the scaled bytes only)."""
+        if self.lean:
+            return MemoryRows({}, lean_scaled(self.parts, self.rows, self.n, self.out), None)
+        return memory_columns(self.ph, self.valid, self.parts, self.rows, self.mv.size, self.out)
 
-        minv = self.cfg.inv if self.of_config is None else out.take(self.of_config, self.cfg.inv)
-        mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v  # noqa: E731 - a fresh array
-        b = out.empty()
-        np.copyto(b, sc["batch"].to_numpy(), casting="unsafe")  # as .astype(float)
-        s = out.empty()
-        np.copyto(s, sc["seq"].to_numpy(), casting="unsafe")
-        tokens = np.multiply(b, s, out=out.empty())
-        # the logits phase's fixed part that grows with the batch (components.last_logits_bytes)
-        logits_fixed = last_logits_bytes(x, b, mtake) if x.infer.any() else None
-        # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
-        kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
+    def fit(self, memory: MemoryRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> FitRows:
+        """The fit columns against each row's GPU (NaN, fits NA, without one)."""
+        cfg, n, out = self.cfg, self.n, self.out
+        limits = gpu_limits(cfg, gpus, models, self.ph, self.of_config, self.sc)
+        if limits is None:
+            columns = {c: out.full(np.nan) if c != "fits" else None for c in FIT_COLUMNS}  # (fits: in this place)
+            columns["fits"] = pd.array([pd.NA] * n, dtype="boolean")
+            return FitRows(columns, None)
+        seq_level = cfg.split() if self.rows.logits_fixed is None else None
+        columns = fit_columns(cfg, limits, self.parts.lift(self.of_config), layout(self.ph.inputs, self.of_config),
+                              self.rows, memory, seq_level, out, self.lean)
+        return FitRows(columns, seq_level)
 
-        live = [name for name in PHASES if valid[name].any()]  # no row of another task: never the peak
-        seq_tokens = np.multiply(tokens, s) if quad else None  # tokens x seq, for the per_token_seq terms
-        if self.lean:  # what the GPUs needed are solved from: each phase's per-token bytes x tokens
-            scaled = {name: out.empty() for name in live if not is_zero(token_tot[name]) or name in quad}
-            for lo in range(0, n, ROW_BLOCK):
-                rows = slice(lo, min(n, lo + ROW_BLOCK))
-                for name in scaled:  # (as memory_rows below computes them)
-                    _scaled_bytes(token_tot[name], minv[rows], tokens[rows], scaled[name][rows], quad.get(name),
-                                  None if seq_tokens is None else seq_tokens[rows])
-            self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
-            self.kv_saving, self.quad = kv_saving, quad
-            self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
-            self.overhead_row = None
-            return
-        # the result's columns, written block by block below
-        result["params"] = out.empty(np.int64)
-        result["trainable_params"] = out.empty(np.int64)
-        result["active_params"] = out.empty(np.int64)
-        tables = _component_tables(phases, valid, x.dp, self.mv.size, logits_fixed is not None)
-        for comp in COMPONENTS:
-            result[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
-        result["model_states_bytes"] = out.empty()
-        result["paged_optimizer_bytes"] = out.empty() if paged.any() else out.full(0.0)
-        result["runtime_overhead_bytes"] = overhead_row = out.empty()
-        result["peak_bytes"] = out.empty()  # the tensors' peak + runtime overhead
-        peak_idx = out.empty(np.int8)
-        result["peak_phase"] = None  # (set below, in this place)
-        for name in PHASES:
-            result[f"{name}_phase_bytes"] = out.empty() if name in live else out.full(np.nan)
-        result["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
-        # a phase's per-token bytes x tokens, per row (the fit reuses them)
-        scaled = {name: out.empty() for name in live if not is_zero(token_tot[name]) or name in quad}
-        N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
-        active64 = np.asarray(x.active).astype(np.int64)
-        comp_cols = {comp: result[f"{comp}_bytes"] for comp in COMPONENTS if tables[comp] is not None}
-
-        def memory_rows(rows: slice) -> None:
-            """Every memory column of the rows `rows` (a block small enough to stay in cache)."""
-            at = minv[rows]
-            get = lambda v: np.take(v, at, mode="clip") if np.ndim(v) else v  # noqa: E731 - a fresh array
-            tok = tokens[rows]
-            totals = {}
-            for name in live:
-                t = _gather(base_tot[name], at, result[f"{name}_phase_bytes"][rows])
-                if name == "logits":
-                    t += logits_fixed[rows]
-                if kv_saving is not None and name in INFER_CACHE_PHASES:
-                    t += kv_saving[rows]
-                if name in scaled:
-                    t += _scaled_bytes(token_tot[name], at, tok, scaled[name][rows], quad.get(name),
-                                       None if seq_tokens is None else seq_tokens[rows])
-                if not valid[name].all():
-                    t = np.where(get(valid[name]), t, -np.inf)
-                totals[name] = t
-            peak, tensor_peak = _peak(totals, len(tok))
-            np.take(N64, at, out=result["params"][rows], mode="clip")
-            np.take(trainable64, at, out=result["trainable_params"][rows], mode="clip")
-            np.take(active64, at, out=result["active_params"][rows], mode="clip")
-            _components(tables, peak, at, self.mv.size, tok, None if logits_fixed is None else logits_fixed[rows],
-                        {comp: col[rows] for comp, col in comp_cols.items()},
-                        None if seq_tokens is None else seq_tokens[rows])
-            if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache
-                result["kv_cache_bytes"][rows] += kv_saving[rows]
-            np.take(ph.model_states, at, out=result["model_states_bytes"][rows], mode="clip")
-            if paged.any():
-                np.take(paged, at, out=result["paged_optimizer_bytes"][rows], mode="clip")
-            overhead = np.multiply(frag, tensor_peak, out=overhead_row[rows])
-            overhead += get(ph.context)  # context + fragmentation x the tensors' peak
-            tensor_peak += overhead
-            np.copyto(result["peak_bytes"][rows], tensor_peak)
-            np.copyto(peak_idx[rows], peak)
-            for name in live:
-                if not valid[name].all():
-                    np.copyto(result[f"{name}_phase_bytes"][rows], np.where(get(valid[name]), totals[name], np.nan))
-            if host_rows:
-                np.take(cpu, at, out=result["cpu_bytes"][rows], mode="clip")
-                if np.any(cpu_tok):
-                    result["cpu_bytes"][rows] += get(cpu_tok) * tok
-
-        for lo in range(0, n, ROW_BLOCK):
-            memory_rows(slice(lo, min(n, lo + ROW_BLOCK)))
-        result["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
-        self.b, self.s, self.tokens, self.logits_fixed, self.scaled = b, s, tokens, logits_fixed, scaled
-        self.kv_saving, self.quad = kv_saving, quad
-        self.valid, self.fixed_tot, self.shard_tot, self.token_tot = valid, fixed_tot, shard_tot, token_tot
-        self.overhead_row = overhead_row
-
-    # ==== per configuration (the GPU and headroom too): the fit ===============================
-    def fit(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> None:
-        """The fit columns against each row's GPU (none without one)."""
-        cfg, lift, result, out, n, x = self.cfg, self._lift, self.result, self.out, self.n, self.ph.inputs
-        live = [p for p in PHASES if self.valid[p].any()]  # the phases of the tasks present
-        fixed_tot, shard_tot, token_tot, valid = ({k: lift(d[k]) for k in live}
-                                                   for d in (self.fixed_tot, self.shard_tot, self.token_tot, self.valid))
-        phases = self.ph.phases
-        # what serving needs of its phases: weights, KV cache, working set, logits
-        serving = ({k: lift(v) for k, v in (("weights", phases["prefill"].fixed.get("weights", 0.0)),
-                                           ("kv_cache", phases["prefill"].per_token.get("kv_cache", 0.0)),
-                                           ("workspace", phases["prefill"].per_token.get("workspace", 0.0)),
-                                           ("logits", phases["logits"].per_token.get("logits", 0.0)),
-                                           ("attention", phases["attention"].per_token.get("workspace", 0.0)),
-                                           ("attention_seq", phases["attention"].per_token_seq.get("workspace", 0.0)))}
-                   if x.infer.any() else None)
-        self.seq_level = None
-        chosen = ~cfg.mask("gpu", "")
-        if gpus is None or n == 0 or not chosen.any():
-            for c in FIT_COLUMNS:  # the order _fit writes them in
-                result[c] = out.full(np.nan) if c != "fits" else None  # (fits: below, in this place)
-            result["fits"] = pd.array([pd.NA] * n, dtype="boolean")
-            return
-        gidx = cfg.index_in("gpu", gpus["id"])
-        bad = chosen & (gidx < 0)
-        if bad.any():
-            raise ValueError(UNKNOWN_GPU.format(str(self.sc["gpu"].iloc[cfg.first_row(bad)])))
-        usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
-        headroom = cfg.values("headroom")
-        # the tensors may use what is left after headroom and the fixed runtime overhead, less
-        # the allocator's fragmentation share
-        capacity = (usable * (1 - headroom) - lift(self.ph.context)) / (1 + self.ph.fragmentation)
-        # the longest context is bounded by the model's own, unless the scenario allows longer
-        ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
-        longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
-        quad = {k: lift(v) for k, v in self.quad.items()}
-        self.seq_level = cfg.split() if self.logits_fixed is None else None
-        _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, lift(x.dp),
-             lift(x.tp), lift(x.pp), self.b, self.s, self.tokens, self.scaled, self.logits_fixed, lift(x.train),
-             lift(x.infer), lift(np.where(x.mla, 1.0, x.kvh)), lift(x.a), lift(x.L), self.overhead_row, self.seq_level,
-             longest, out, self.kv_saving,
-             lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None, self.lean, quad)
-
-    # ==== speed and cost; the frame ===========================================================
-    def frame(self, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
+    def frame(self, memory: MemoryRows, fit: FitRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
         """The speed and cost columns, and the result as a frame."""
-        cfg, lift, result, n, x, take, s = self.cfg, self._lift, self.result, self.n, self.ph.inputs, self.cfg.take, self.s
+        cfg, lift, n, x, take, s = self.cfg, self._lift, self.n, self.ph.inputs, self.cfg.take, self.rows.s
+        result = {col: self.sc[col] for col in self.sc.columns}
+        result.update(memory.columns)
+        result.update(fit.columns)
         if n == 0:
             for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
                 result[c] = np.zeros(0)
@@ -261,7 +230,7 @@ class Sweep:
                                   {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
         level["act_bytes"] = np.where(cfg.mask("precision", "fp32"), 4.0, 2.0)
         level.update(g)
-        inv, seq_level = (None if cfg.identity else cfg.inv), self.seq_level
+        inv, seq_level = (None if cfg.identity else cfg.inv), fit.seq_level
         if any(np.ndim(st[k]) for k in PER_CONFIG_SETTINGS):  # a setting given per row: everything per row
             level = {k: (take(v) if np.ndim(v) else v) for k, v in level.items()}
             inv, seq_level = None, None
@@ -270,12 +239,152 @@ class Sweep:
         weights_read = result["weights_bytes"]
         if np.any(x.active != x.N):  # MoE decode reads the active experts' weights (+ shared), all else once
             weights_read = weights_read * take(lift(np.asarray(x.active, dtype=float) / x.N))
-        result.update(speed_cost_columns(level, inv, self.b, s, weights_read, result["kv_cache_bytes"], st, n,
+        result.update(speed_cost_columns(level, inv, self.rows.b, s, weights_read, result["kv_cache_bytes"], st, n,
                                          seq_level, self.out))
         return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
 
-# ---- the memory columns, per row ----------------------------------------------------------------
+# ==== per memory configuration and per row: the memory columns ====================================
+
+def phase_validity(ph: Physics) -> dict:
+    """Per phase (all of PHASES): the memory configurations whose task has it."""
+    x = ph.inputs
+    valid = {p: (x.train if p in TRAIN_PHASES else x.infer) for p in PHASES}
+    # a prefill's eager attention scores: a phase of the eagerly-attending inference rows only
+    valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager, dtype=bool), np.shape(x.infer))
+    return valid
+
+
+def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
+    """The phases' parts per memory configuration, for the phases some row has (no row of
+    another task: never the peak)."""
+    fixed, shard, token, seq = {}, {}, {}, {}
+    for name in PHASES:
+        if not valid[name].any():
+            continue
+        fixed[name], shard[name], token[name] = ph.phases[name].totals()
+        # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
+        if not is_zero(q := ph.phases[name].seq_total()):
+            seq[name] = q
+    return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp)
+
+
+def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: bool, out) -> RowTerms:
+    """Each row's memory configuration, batch, seq, tokens and per-row terms."""
+    x = ph.inputs
+    minv = cfg.inv if of_config is None else out.take(of_config, cfg.inv)
+    mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v
+    b = out.empty()
+    np.copyto(b, sc["batch"].to_numpy(), casting="unsafe")  # as .astype(float)
+    s = out.empty()
+    np.copyto(s, sc["seq"].to_numpy(), casting="unsafe")
+    tokens = np.multiply(b, s, out=out.empty())
+    # the logits phase's fixed part that grows with the batch (components.last_logits_bytes)
+    logits_fixed = last_logits_bytes(x, b, mtake) if x.infer.any() else None
+    # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
+    kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
+    seq_tokens = np.multiply(tokens, s) if seq_term else None  # tokens x seq, for the per_token_seq terms
+    return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving)
+
+
+def _scaled_phases(parts: PhaseParts) -> list:
+    """The phases with a per-token (or per-token-seq) part: their bytes x tokens per row."""
+    return [name for name in parts.fixed if not is_zero(parts.token[name]) or name in parts.seq]
+
+
+def _block(rows: RowTerms, lo: int, hi: int):
+    """(the block's slice, its rows' tokens x seq or None)"""
+    block = slice(lo, hi)
+    return block, None if rows.seq_tokens is None else rows.seq_tokens[block]
+
+
+def lean_scaled(parts: PhaseParts, rows: RowTerms, n: int, out) -> dict:
+    """What the GPUs needed are solved from: each phase's per-token bytes x tokens (as
+    memory_columns computes them)."""
+    scaled = {name: out.empty() for name in _scaled_phases(parts)}
+    for lo in range(0, n, ROW_BLOCK):
+        block, seq_tok = _block(rows, lo, min(n, lo + ROW_BLOCK))
+        for name in scaled:
+            _scaled_bytes(parts.token[name], rows.at[block], rows.tokens[block], scaled[name][block],
+                          parts.seq.get(name), seq_tok)
+    return scaled
+
+
+def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, size: int, out) -> MemoryRows:
+    """Every memory column of every row (size: the memory configurations), in blocks of ROW_BLOCK."""
+    x, n = ph.inputs, len(rows.b)
+    frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
+    cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
+    host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
+    live = list(parts.fixed)
+    base = {name: parts.fixed[name] + parts.shard[name] / parts.dp for name in live}  # fixed + shard / dp
+    logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
+    # the result's columns, written block by block below
+    col = {"params": out.empty(np.int64), "trainable_params": out.empty(np.int64), "active_params": out.empty(np.int64)}
+    tables = _component_tables(ph.phases, valid, x.dp, size, logits_fixed is not None)
+    for comp in COMPONENTS:
+        col[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
+    col["model_states_bytes"] = out.empty()
+    col["paged_optimizer_bytes"] = out.empty() if paged.any() else out.full(0.0)
+    col["runtime_overhead_bytes"] = overhead_row = out.empty()
+    col["peak_bytes"] = out.empty()  # the tensors' peak + runtime overhead
+    peak_idx = out.empty(np.int8)
+    col["peak_phase"] = None  # (set below, in this place)
+    for name in PHASES:
+        col[f"{name}_phase_bytes"] = out.empty() if name in base else out.full(np.nan)
+    col["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
+    # a phase's per-token bytes x tokens, per row (the fit reuses them)
+    scaled = {name: out.empty() for name in _scaled_phases(parts)}
+    N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
+    active64 = np.asarray(x.active).astype(np.int64)
+    comp_cols = {comp: col[f"{comp}_bytes"] for comp in COMPONENTS if tables[comp] is not None}
+    partial = {name: not parts.valid[name].all() for name in live}  # a phase some rows do not have
+
+    for lo in range(0, n, ROW_BLOCK):  # a block small enough to stay in cache
+        block, seq_tok = _block(rows, lo, min(n, lo + ROW_BLOCK))
+        at = rows.at[block]
+        get = lambda v, at=at: np.take(v, at, mode="clip") if np.ndim(v) else v
+        tok = rows.tokens[block]
+        totals = {}
+        for name in live:
+            t = _gather(base[name], at, col[f"{name}_phase_bytes"][block])
+            if name == "logits":
+                t += logits_fixed[block]
+            if kv_saving is not None and name in INFER_CACHE_PHASES:
+                t += kv_saving[block]
+            if name in scaled:
+                t += _scaled_bytes(parts.token[name], at, tok, scaled[name][block], parts.seq.get(name), seq_tok)
+            if partial[name]:
+                t = np.where(get(parts.valid[name]), t, -np.inf)
+            totals[name] = t
+        peak, tensor_peak = _peak(totals, len(tok))
+        np.take(N64, at, out=col["params"][block], mode="clip")
+        np.take(trainable64, at, out=col["trainable_params"][block], mode="clip")
+        np.take(active64, at, out=col["active_params"][block], mode="clip")
+        _components(tables, peak, at, size, tok, None if logits_fixed is None else logits_fixed[block],
+                    {comp: c[block] for comp, c in comp_cols.items()}, seq_tok)
+        if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache
+            col["kv_cache_bytes"][block] += kv_saving[block]
+        np.take(ph.model_states, at, out=col["model_states_bytes"][block], mode="clip")
+        if paged.any():
+            np.take(paged, at, out=col["paged_optimizer_bytes"][block], mode="clip")
+        overhead = np.multiply(frag, tensor_peak, out=overhead_row[block])
+        overhead += get(ph.context)  # context + fragmentation x the tensors' peak
+        tensor_peak += overhead
+        np.copyto(col["peak_bytes"][block], tensor_peak)
+        np.copyto(peak_idx[block], peak)
+        for name in live:
+            if partial[name]:
+                np.copyto(col[f"{name}_phase_bytes"][block], np.where(get(parts.valid[name]), totals[name], np.nan))
+        if host_rows:
+            np.take(cpu, at, out=col["cpu_bytes"][block], mode="clip")
+            if np.any(cpu_tok):
+                col["cpu_bytes"][block] += get(cpu_tok) * tok
+    col["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
+    return MemoryRows(col, scaled, overhead_row)
+
+
+# ---- the memory columns: helpers ---------------------------------------------------------------
 
 def _gather(values, at: np.ndarray, dest: np.ndarray) -> np.ndarray:
     """values[at] (a scalar: everywhere) written into dest, which is returned."""
@@ -372,7 +481,7 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
 
-# ---- the fit, per configuration and per row -------------------------------------------------------
+# ---- the speed model: the GPU fields --------------------------------------------------------------
 
 def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
     """Per configuration: the chosen GPU's catalog figures for the speed and cost model."""
@@ -386,171 +495,272 @@ def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
     return gather_gpu_fields(gpus, gidx, fields)
 
 
-def _fit(result, cfg, chosen, usable, capacity, serving, valid, fixed_tot, shard_tot, token_tot, dp, tp, pp,
-         b, s, tokens, scaled, logits_fixed, train, infer, kvh, heads, layers, overhead_row, seq_level, longest, out,
-         kv_saving=None, ep_floor=None, lean=False, quad=None):
-    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
-    `longest`, per configuration). What does not depend on the row first (per configuration,
-    or configuration x seq), then the rows in blocks of ROW_BLOCK."""
-    n = len(b)
-    inv = cfg.inv
-    all_chosen = bool(chosen.all())
-    # (issue 12) the configurations with a per_token_seq term, and per phase what each one solves from
-    quad = quad or {}
-    quad_any = np.zeros(cfg.size, dtype=bool)
-    for q in quad.values():
-        quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
-    if quad and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = {name: (capacity - fixed_tot[name] - shard_tot[name] / dp,
-                            np.broadcast_to(token_tot[name], (cfg.size,)).astype(float),
-                            np.broadcast_to(quad.get(name, 0.0), (cfg.size,)).astype(float),
-                            np.broadcast_to(valid[name], (cfg.size,))) for name in valid}
-            # without per-row rooms (the logits of a batch, a windowed cache: inference) the phases
-            # without a seq term solve per configuration: the most tokens they leave room for
-            if logits_fixed is None and kv_saving is None:
-                linear = [name for name in terms if not np.any(terms[name][2] > 0)]
-                lin_limit = np.full(cfg.size, np.inf)
-                for name in linear:
-                    room, lin, _, ok = terms.pop(name)
-                    lin_limit = np.minimum(lin_limit, np.where(ok, _tokens_within(room, lin), np.inf))
-                terms[None] = lin_limit
-    if lean:  # gpus_needed only (Sweep)
-        result["gpus_needed"] = needed = out.empty()
-    else:
-        peak = result["peak_bytes"]
-        result["usable_bytes"] = usable_r = out.empty()
-        result["capacity_bytes"] = cap = out.empty()
-        fits, unknown = out.empty(bool), (out.full(False, bool) if all_chosen else out.empty(bool))
-        result["fits"] = None  # (below, in this place)
-        result["memory_used_fraction"] = used = out.empty()
-        result["max_batch"] = max_batch = out.empty()
-        result["max_seq"] = max_seq = out.empty()
-        result["gpus_needed"] = needed = out.empty()
+# ==== per configuration: the GPU's limits and the fit ===========================================
 
+def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph: Physics, of_config,
+               sc: pd.DataFrame) -> GpuLimits | None:
+    """Per configuration: the chosen GPU's usable memory and the tensors' capacity, the longest
+    context allowed, what serving needs (None when no row names a GPU)."""
+    chosen = ~cfg.mask("gpu", "")
+    if gpus is None or len(sc) == 0 or not chosen.any():
+        return None
+    x, lift = ph.inputs, _lifter(of_config)
+    gidx = cfg.index_in("gpu", gpus["id"])
+    bad = chosen & (gidx < 0)
+    if bad.any():
+        raise ValueError(UNKNOWN_GPU.format(str(sc["gpu"].iloc[cfg.first_row(bad)])))
+    usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
+    headroom = cfg.values("headroom")
+    # the tensors may use what is left after headroom and the fixed runtime overhead, less
+    # the allocator's fragmentation share
+    capacity = (usable * (1 - headroom) - lift(ph.context)) / (1 + ph.fragmentation)
+    # the longest context is bounded by the model's own, unless the scenario allows longer
+    ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
+    longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
+    # what serving needs of its phases: weights, KV cache, working set, logits
+    serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
+               if x.infer.any() else None)
+    return GpuLimits(chosen, usable, capacity, longest, serving)
+
+
+def layout(x, of_config) -> Layout:
+    """Per configuration: the parallel split and the task."""
+    lift = _lifter(of_config)
+    return Layout(dp=lift(x.dp), tp=lift(x.tp), pp=lift(x.pp), kvh=lift(np.where(x.mla, 1.0, x.kvh)), heads=lift(x.a),
+                  layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
+                  ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None)
+
+
+def largest_tokens(capacity: np.ndarray, parts: PhaseParts, size: int, logits_per_row: bool) -> np.ndarray:
+    """Per configuration: the largest token count per micro-batch that fits, over all phases
+    (but the logits phase where its fixed part grows with the batch: per row)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        # largest token count per micro-batch that fits, over all phases (per configuration,
-        # but for the logits phase, whose fixed part grows with the batch)
-        max_tokens = np.full(cfg.size, np.inf)
-        for name in valid:
-            if name == "logits" and logits_fixed is not None:
+        max_tokens = np.full(size, np.inf)
+        for name in parts.valid:
+            if name == "logits" and logits_per_row:
                 continue
-            room = capacity - fixed_tot[name] - shard_tot[name] / dp
-            tk = token_tot[name]
-            max_tokens = np.minimum(max_tokens, np.where(valid[name], _tokens_within(room, tk), np.inf))
-        if seq_level is not None and not lean:  # per configuration and seq (the batch does not enter)
-            by_seq, seq_rows = seq_level
-            batch_of_group = out.empty(length=len(seq_rows))
-            for lo in range(0, len(seq_rows), ROW_BLOCK):  # in blocks: temporaries stay small
-                part = slice(lo, min(len(seq_rows), lo + ROW_BLOCK))
-                config = inv[seq_rows[part]]
-                at_seq = np.floor(max_tokens[config] / s[seq_rows[part]])
-                if quad and quad_any[config].any():  # at the group's seq each token costs lin + q x seq
-                    sg = s[seq_rows[part]]
-                    most, _ = _quad_limits(lambda v, config=config: v[config], terms, None, sg)
-                    at_seq = np.where(quad_any[config], np.floor(most / sg), at_seq)
-                ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
-                batch_of_group[part] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
-        logits_room = logits_fixed is not None and "logits" in valid
-        if logits_room:
-            logits_shard = shard_tot["logits"] / dp
-            logits_token = np.broadcast_to(token_tot["logits"], (cfg.size,))
-    train_any = bool(train.any())
-    if train_any:
-        ranks, per_row, one_shard = _train_ranks(capacity, fixed_tot, shard_tot, token_tot)
-    infer_need = None
-    if infer.any():
-        infer_need = _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp, pp, infer,
-                                        kv_saving, s)
-    splits = [x for x in (tp, pp) if not np.all(x == 1)]  # ranks x tp x pp (a factor of one changes nothing)
+            room = capacity - parts.fixed[name] - parts.shard[name] / parts.dp
+            tk = parts.token[name]
+            max_tokens = np.minimum(max_tokens, np.where(parts.valid[name], _tokens_within(room, tk), np.inf))
+    return max_tokens
 
-    def needed_rows(rows: slice, take, chosen_r) -> None:
-        """GPUs needed. Training: data-parallel ranks at the scenario's ZeRO stage (tp x pp kept);
-        inference: tensor parallel over powers of two (KV cache split over at most kv heads)."""
-        nd = needed[rows]
-        if train_any:
-            _train_gpus_rows(nd, take, ranks, per_row, one_shard, {k: v[rows] for k, v in scaled.items()})
-            for split in splits:
-                nd *= take(split)
-        if infer_need is not None:
-            np.copyto(nd, np.where(take(infer), infer_need[rows], nd) if train_any else infer_need[rows])
-        if ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
-            np.maximum(nd, take(ep_floor), out=nd)
-        nd[nd > C.MAX_GPUS] = np.inf
-        if not all_chosen:
-            nd[~chosen_r] = np.nan
 
-    def fit_rows(rows: slice) -> None:
-        at = inv[rows]
-        take = lambda x: np.take(x, at, mode="clip") if np.ndim(x) else x  # noqa: E731 - a fresh array
+def seq_terms(capacity: np.ndarray, parts: PhaseParts, size: int, per_row_rooms: bool) -> dict:
+    """(issue 12) Per phase, per configuration, what a row with a per_token_seq term solves
+    from: (room, lin, q, valid), see _quad_limits; without per-row rooms (the logits of a batch,
+    a windowed cache: inference) the phases without a seq term solve per configuration, as
+    terms[None]: the most tokens they leave room for."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = {name: (capacity - parts.fixed[name] - parts.shard[name] / parts.dp,
+                        np.broadcast_to(parts.token[name], (size,)).astype(float),
+                        np.broadcast_to(parts.seq.get(name, 0.0), (size,)).astype(float),
+                        np.broadcast_to(parts.valid[name], (size,))) for name in parts.valid}
+        if not per_row_rooms:
+            linear = [name for name in terms if not np.any(terms[name][2] > 0)]
+            lin_limit = np.full(size, np.inf)
+            for name in linear:
+                room, lin, _, ok = terms.pop(name)
+                lin_limit = np.minimum(lin_limit, np.where(ok, _tokens_within(room, lin), np.inf))
+            terms[None] = lin_limit
+    return terms
+
+
+def largest_batch_per_seq(inv: np.ndarray, seq_level: tuple, s: np.ndarray, max_tokens: np.ndarray, terms: dict,
+                          quad_any: np.ndarray, chosen: np.ndarray, out) -> np.ndarray:
+    """Per configuration x seq group (the batch does not enter): the largest batch that fits."""
+    _, seq_rows = seq_level
+    all_chosen = bool(chosen.all())
+    batch_of_group = out.empty(length=len(seq_rows))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for lo in range(0, len(seq_rows), ROW_BLOCK):  # in blocks: temporaries stay small
+            part = slice(lo, min(len(seq_rows), lo + ROW_BLOCK))
+            config = inv[seq_rows[part]]
+            at_seq = np.floor(max_tokens[config] / s[seq_rows[part]])
+            if terms and quad_any[config].any():  # at the group's seq each token costs lin + q x seq
+                sg = s[seq_rows[part]]
+                most, _ = _quad_limits(lambda v, config=config: v[config], terms, None, sg)
+                at_seq = np.where(quad_any[config], np.floor(most / sg), at_seq)
+            ok = at_seq >= 1 if all_chosen else chosen[config] & (at_seq >= 1)
+            batch_of_group[part] = np.where(ok, np.minimum(at_seq, 1e12), 0.0)
+    return batch_of_group
+
+
+@dataclass(frozen=True, eq=False)
+class FitPlan:
+    """What the fit's row blocks solve from: per configuration (and configuration x seq), and
+    the serving rows' GPUs needed (solved for all rows at once)."""
+
+    limits: GpuLimits
+    parts: PhaseParts
+    layout: Layout
+    all_chosen: bool
+    max_tokens: np.ndarray
+    quad_any: np.ndarray              # the configurations with a per_token_seq term
+    terms: dict                       # seq_terms (empty without such a term, or for a lean sweep)
+    seq_level: tuple | None           # (group of each row, a row of each group): configuration x seq
+    batch_of_group: np.ndarray | None  # largest_batch_per_seq
+    ranks: tuple | None               # _train_ranks, where a row trains
+    infer_need: np.ndarray | None     # per row: _infer_gpus_needed, where a row serves
+    splits: list                      # tp, pp where not all one
+
+
+def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, rows: RowTerms, seq_level, out,
+             lean: bool) -> FitPlan:
+    """The per-configuration half of the fit."""
+    quad_any = np.zeros(cfg.size, dtype=bool)
+    for q in parts.seq.values():
+        quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
+    terms = {}
+    if parts.seq and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
+        terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
+    max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
+    batch_of_group = None
+    if seq_level is not None and not lean:
+        batch_of_group = largest_batch_per_seq(cfg.inv, seq_level, rows.s, max_tokens, terms, quad_any,
+                                               limits.chosen, out)
+    ranks = (_train_ranks(limits.capacity, parts.fixed, parts.shard, parts.token) if lay.train.any() else None)
+    infer_need = _infer_gpus_needed(cfg, limits, lay, rows) if lay.infer.any() else None
+    splits = [v for v in (lay.tp, lay.pp) if not np.all(v == 1)]  # ranks x tp x pp (a factor of one changes nothing)
+    return FitPlan(limits, parts, lay, bool(limits.chosen.all()), max_tokens, quad_any, terms, seq_level,
+                   batch_of_group, ranks, infer_need, splits)
+
+
+def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, rows: RowTerms, memory: MemoryRows,
+                seq_level, out, lean: bool) -> dict:
+    """Fit against the chosen GPU: fits, GPUs needed, largest batch, longest context (at most
+    limits.longest). What does not depend on the row first (fit_plan: per configuration, or
+    configuration x seq), then the rows in blocks of ROW_BLOCK."""
+    n = len(rows.b)
+    plan = fit_plan(cfg, limits, parts, lay, rows, seq_level, out, lean)
+    if lean:  # gpus_needed only (Sweep)
+        cols = {"gpus_needed": out.empty()}
+    else:
+        cols = {"usable_bytes": out.empty(), "capacity_bytes": out.empty(), "fits": out.empty(bool),
+                "memory_used_fraction": out.empty(), "max_batch": out.empty(), "max_seq": out.empty(),
+                "gpus_needed": out.empty()}
+        unknown = out.full(False, bool) if plan.all_chosen else out.empty(bool)
+    for lo in range(0, n, ROW_BLOCK):
+        block = slice(lo, min(n, lo + ROW_BLOCK))
+        at = cfg.inv[block]
+        take = _taker(at)
+        scaled = {k: v[block] for k, v in memory.scaled.items()}
         if lean:
-            needed_rows(rows, take, None if all_chosen else take(chosen))
-            return
-        c = np.take(capacity, at, out=cap[rows], mode="clip")
-        u = np.take(usable, at, out=usable_r[rows], mode="clip")
-        pk = peak[rows]
-        f = np.less_equal(pk - overhead_row[rows], c, out=fits[rows])  # the tensors' peak against what they may use
-        chosen_r = None
-        if not all_chosen:
-            chosen_r = take(chosen)
-            np.logical_and(f, chosen_r, out=f)
-            np.logical_not(chosen_r, out=unknown[rows])
-        np.divide(pk, u, out=used[rows])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mt = np.take(max_tokens, at, out=max_seq[rows], mode="clip")
-            if seq_level is not None:
-                np.take(batch_of_group, by_seq[rows], out=max_batch[rows], mode="clip")
-            else:
-                if logits_room:
-                    room = c - (take(fixed_tot["logits"]) + logits_fixed[rows]) - take(logits_shard)
-                    tk = take(logits_token)
-                    np.minimum(mt, np.where(take(valid["logits"]), _tokens_within(room, tk), np.inf), out=mt)
-                if kv_saving is not None:
-                    # windowed sliding-window layers: at the row's seq each token costs less KV
-                    # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
-                    corr = kv_saving[rows] / tokens[rows]
-                    lim = np.full(len(corr), np.inf)
-                    for name in INFER_CACHE_PHASES:
-                        if name not in valid:
-                            continue
-                        room = c - take(fixed_tot[name]) - take(shard_tot[name] / dp)
-                        if name == "logits" and logits_fixed is not None:
-                            room = room - logits_fixed[rows]
-                        tk = take(np.broadcast_to(token_tot[name], (cfg.size,))) + corr
-                        lim = np.minimum(lim, _tokens_within(room, tk))
-                    np.copyto(mt, lim, where=take(infer) & (corr < 0))
-                most = np.floor(mt / s[rows])
-                ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
-                np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0))
-            ms = np.divide(mt, b[rows], out=mt)  # the longest sequence at the row's batch
-            np.floor(ms, out=ms)
-            if quad:  # rows with a batch x seq x seq term: their longest context (and largest batch)
-                q_rows = take(quad_any)
-                if q_rows.any():
-                    per_b, per_s = _quad_limits(
-                        take, terms, b[rows], s[rows], None if logits_fixed is None else logits_fixed[rows],
-                        None if kv_saving is None else kv_saving[rows] / tokens[rows], by_batch=seq_level is None)
-                    if per_b is not None:  # (per configuration and seq above otherwise)
-                        most = np.floor(per_b / s[rows])
-                        ok_batch = most >= 1 if all_chosen else chosen_r & (most >= 1)
-                        np.copyto(max_batch[rows], np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
-                    np.copyto(ms, np.floor(per_s), where=q_rows)
-        short = ms < 1 if all_chosen else ~(chosen_r & (ms >= 1))
-        np.minimum(ms, 1e12, out=ms)
-        np.copyto(ms, 0.0, where=short)
-
-        needed_rows(rows, take, chosen_r)
-        if not all_chosen:
+            _gpus_needed_rows(cols["gpus_needed"][block], block, take, None if plan.all_chosen else take(limits.chosen),
+                              plan, scaled)
+            continue
+        chosen_r = _fit_rows(block, at, plan, rows, memory, cols, unknown)
+        _gpus_needed_rows(cols["gpus_needed"][block], block, take, chosen_r, plan, scaled)
+        ms = cols["max_seq"][block]
+        if chosen_r is not None:
             # a row without a GPU has no largest batch or context either: NaN, as when no row of
             # the frame has a GPU (they read 0 when another row of the frame had one)
-            max_batch[rows][~chosen_r] = np.nan
+            cols["max_batch"][block][~chosen_r] = np.nan
             ms[~chosen_r] = np.nan
-        np.minimum(ms, take(longest), out=ms)  # (NaN stays NaN)
-
-    for lo in range(0, n, ROW_BLOCK):
-        fit_rows(slice(lo, min(n, lo + ROW_BLOCK)))
+        np.minimum(ms, take(limits.longest), out=ms)  # (NaN stays NaN)
     if not lean:
-        result["fits"] = pd.arrays.BooleanArray(fits, unknown)
+        cols["fits"] = pd.arrays.BooleanArray(cols["fits"], unknown)
+    return cols
+
+
+def _taker(at: np.ndarray):
+    """Per configuration -> the block's rows `at` (a fresh array; scalars stay scalars)."""
+    return lambda v: np.take(v, at, mode="clip") if np.ndim(v) else v
+
+
+def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memory: MemoryRows, cols: dict, unknown):
+    """A block's capacity, fits, memory used, largest batch and longest context (before the
+    context bound); returns the rows' chosen flags (None: every row has a GPU)."""
+    limits, take = plan.limits, _taker(at)
+    c = np.take(limits.capacity, at, out=cols["capacity_bytes"][block], mode="clip")
+    u = np.take(limits.usable, at, out=cols["usable_bytes"][block], mode="clip")
+    pk = memory.columns["peak_bytes"][block]
+    f = np.less_equal(pk - memory.overhead[block], c, out=cols["fits"][block])  # the tensors' peak against what they may use
+    chosen_r = None
+    if not plan.all_chosen:
+        chosen_r = take(limits.chosen)
+        np.logical_and(f, chosen_r, out=f)
+        np.logical_not(chosen_r, out=unknown[block])
+    np.divide(pk, u, out=cols["memory_used_fraction"][block])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mt = np.take(plan.max_tokens, at, out=cols["max_seq"][block], mode="clip")
+        _largest_batch_rows(block, take, plan, rows, c, mt, chosen_r, cols["max_batch"][block])
+        ms = np.divide(mt, rows.b[block], out=mt)  # the longest sequence at the row's batch
+        np.floor(ms, out=ms)
+        if plan.terms:  # rows with a batch x seq x seq term: their longest context (and largest batch)
+            _seq_term_rows(block, take, plan, rows, chosen_r, cols["max_batch"][block], ms)
+    short = ms < 1 if chosen_r is None else ~(chosen_r & (ms >= 1))
+    np.minimum(ms, 1e12, out=ms)
+    np.copyto(ms, 0.0, where=short)
+    return chosen_r
+
+
+def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chosen_r, max_batch) -> None:
+    """The block's largest batch into max_batch: the configuration x seq group's, or solved per
+    row where a row's own terms enter (the logits of a batch, a windowed cache: mt, the most
+    tokens, is lowered to what they leave)."""
+    if plan.seq_level is not None:
+        np.take(plan.batch_of_group, plan.seq_level[0][block], out=max_batch, mode="clip")
+        return
+    parts, logits_fixed, kv_saving, size = plan.parts, rows.logits_fixed, rows.kv_saving, len(plan.max_tokens)
+    if logits_fixed is not None and "logits" in parts.valid:
+        room = c - (take(parts.fixed["logits"]) + logits_fixed[block]) - take(parts.shard["logits"] / parts.dp)
+        tk = take(np.broadcast_to(parts.token["logits"], (size,)))
+        np.minimum(mt, np.where(take(parts.valid["logits"]), _tokens_within(room, tk), np.inf), out=mt)
+    if kv_saving is not None:
+        # windowed sliding-window layers: at the row's seq each token costs less KV
+        # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
+        corr = kv_saving[block] / rows.tokens[block]
+        lim = np.full(len(corr), np.inf)
+        for name in INFER_CACHE_PHASES:
+            if name not in parts.valid:
+                continue
+            room = c - take(parts.fixed[name]) - take(parts.shard[name] / parts.dp)
+            if name == "logits" and logits_fixed is not None:
+                room = room - logits_fixed[block]
+            tk = take(np.broadcast_to(parts.token[name], (size,))) + corr
+            lim = np.minimum(lim, _tokens_within(room, tk))
+        np.copyto(mt, lim, where=take(plan.layout.infer) & (corr < 0))
+    most = np.floor(mt / rows.s[block])
+    ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
+    np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0))
+
+
+def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_batch, ms) -> None:
+    """(issue 12) The block's rows whose configuration has a per_token_seq term: the longest
+    context at the row's batch into ms (and, without configuration x seq groups, the largest
+    batch at the row's seq into max_batch)."""
+    q_rows = take(plan.quad_any)
+    if not q_rows.any():
+        return
+    logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
+    per_b, per_s = _quad_limits(
+        take, plan.terms, rows.b[block], rows.s[block], None if logits_fixed is None else logits_fixed[block],
+        None if kv_saving is None else kv_saving[block] / rows.tokens[block], by_batch=plan.seq_level is None)
+    if per_b is not None:  # (per configuration and seq above otherwise)
+        most = np.floor(per_b / rows.s[block])
+        ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
+        np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
+    np.copyto(ms, np.floor(per_s), where=q_rows)
+
+
+def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPlan, scaled: dict) -> None:
+    """GPUs needed, for a block of rows, into nd. Training: data-parallel ranks at the scenario's
+    ZeRO stage (tp x pp kept); inference: tensor parallel over powers of two (KV cache split
+    over at most kv heads). scaled: each phase's per-token bytes x tokens of those rows."""
+    lay = plan.layout
+    if plan.ranks is not None:
+        ranks, per_row, one_shard = plan.ranks
+        _train_gpus_rows(nd, take, ranks, per_row, one_shard, scaled)
+        for split in plan.splits:
+            nd *= take(split)
+    if plan.infer_need is not None:
+        need = plan.infer_need[block]
+        np.copyto(nd, np.where(take(lay.infer), need, nd) if plan.ranks is not None else need)
+    if lay.ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
+        np.maximum(nd, take(lay.ep_floor), out=nd)
+    nd[nd > C.MAX_GPUS] = np.inf
+    if not plan.all_chosen:
+        nd[~chosen_r] = np.nan
 
 
 def _tokens_within(room, per_token):
@@ -674,8 +884,7 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
         np.maximum(needed, 1.0, out=needed)
 
 
-def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads, layers, tp_now, pp_now, infer,
-                       kv_saving=None, seq=None):
+def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerms) -> np.ndarray:
     """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
     rows).
 
@@ -684,6 +893,9 @@ def _infer_gpus_needed(cfg, serving, capacity, tokens, logits_fixed, kvh, heads,
     (n / tp stages, at most one layer each). Weights split over all n; the KV cache over
     min(tp, kv heads) x stages; the logits over tp.
     """
+    serving, capacity, tokens, logits_fixed, kv_saving, seq = (limits.serving, limits.capacity, rt.tokens,
+                                                               rt.logits_fixed, rt.kv_saving, rt.s)
+    kvh, heads, layers, tp_now, pp_now, infer = lay.kvh, lay.heads, lay.layers, lay.tp, lay.pp, lay.infer
     n = len(tokens)
     rows = np.flatnonzero(cfg.take(infer)) if not infer.all() else None
     at = cfg.inv if rows is None else cfg.inv[rows]
