@@ -109,6 +109,12 @@ def _kept_aside(path: str, folder_signature, file_signature) -> tuple[Path, ...]
     return tuple(UserCatalog(path, shipped_ids={}).quarantined())
 
 
+@functools.lru_cache(maxsize=16)
+def _rejected_copies(path: str, folder_signature, file_signature) -> tuple[Path, ...]:
+    """The copies a save kept of a file whose set-aside entry could not be written back."""
+    return tuple(UserCatalog(path, shipped_ids={}).rejected())
+
+
 def saved_records(kind: str) -> list[dict]:
     return saved()[kind_name(kind)]
 
@@ -131,6 +137,10 @@ def problems(shipped_ids: dict[str, set] | None = None) -> list[str]:
         else:
             out.append(f"A copy of your user catalog file that could not be loaded was kept as {copy} "
                        f"(the catalog {path} started empty); fix it and import it below, or delete it.")
+    for copy in _rejected_copies(str(path), _signature(path.parent), _signature(path)):
+        out.append(f"{copy}: a copy of your catalog file from before a save, kept because an entry set aside in "
+                   f"it could not be written back as it was (the other entries are in {path}); fix that entry "
+                   "and import it, or delete the copy.")
     if data["problem"] and not any(str(k) in data["problem"] for k in kept):
         out.append(data["problem"])
     for kind in KINDS:

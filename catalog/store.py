@@ -24,6 +24,9 @@ Entries are loaded one by one (issue 24: the user's file survives the schema):
   every other entry loads. The file is not renamed, and a later save keeps the set-aside
   entries in the file exactly as read, after the valid entries of their list, so they are
   never silently deleted: they keep being named at every load until fixed or removed by hand.
+  (One that YAML cannot write back as read, such as text with a lone surrogate, is left out of
+  the new file, and the file as it was is first copied byte for byte to
+  `<name>.rejected-<timestamp>.yaml`, which UserCatalog.rejected() and the Catalog page list.)
   (An export holds only the entries that load; an import still takes a document only when
   every entry of it validates.)
 A file that is not a catalog at all (not YAML, not UTF-8, too big, not a mapping of `gpus:` /
@@ -121,7 +124,7 @@ class Backfill:
     note: bool = False
 
 
-USABLE_MEMORY_SOURCE_UNKNOWN = "not recorded (this entry was saved before usable_memory_source was required)"
+USABLE_MEMORY_SOURCE_UNKNOWN = "not recorded (the entry was saved without a source for its usable memory)"
 
 BACKFILL: dict[str, dict[str, Backfill]] = {
     "gpus": {
@@ -364,6 +367,16 @@ def read_document(doc: Any, label: str) -> UserCatalogLoad:
     return result
 
 
+def _writes_back(kind: str, raw: Any) -> bool:
+    """Whether a set-aside entry written as YAML reads back the same (through parse_yaml)."""
+    try:
+        text = yaml.dump({kind: [raw]}, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100,
+                         default_flow_style=False)
+        return parse_yaml(text, "a set-aside entry") == {kind: [raw]}
+    except (CatalogError, UnicodeError, yaml.YAMLError, ValueError, TypeError, RecursionError):
+        return False
+
+
 def dump_document(data: dict[str, list[dict]], kept: dict[str, list[Any]] | None = None) -> str:
     """Validated records -> YAML text (optional fields left at their default are left out);
     `kept`: set-aside entries per kind, written after the records exactly as they were read."""
@@ -576,13 +589,40 @@ class UserCatalog:
             return None  # could not move it: it stays where it is, and is still never overwritten
         return target
 
+    def rejected(self) -> list[Path]:
+        """Byte-exact copies of the file kept by a save that could not write a set-aside entry
+        back as it was read (see _write), oldest first."""
+        if not self.path.parent.is_dir():
+            return []
+        return sorted(self.path.parent.glob(self.path.name + ".rejected-*.yaml"))
+
     def _write(self, loaded: UserCatalogLoad) -> None:
-        """The records, and the set-aside entries as they were read (never dropped by a save)."""
-        text = dump_document(loaded.records, {kind: loaded.kept(kind) for kind in KINDS})
+        """The records, and the set-aside entries as they were read (never dropped by a save).
+        A set-aside entry that cannot be written back as read (text YAML cannot hold, such as
+        a lone surrogate an older version let in) is not written; the file as it was is first
+        copied, byte for byte, to `<name>.rejected-<timestamp>.yaml` (UserCatalog.rejected())."""
+        kept = {kind: loaded.kept(kind) for kind in KINDS}
+        writable = {kind: [raw for raw in kept[kind] if _writes_back(kind, raw)] for kind in KINDS}
         try:
-            self._replace_file(text)
+            if writable != kept:
+                self._copy_rejected()
+            self._replace_file(dump_document(loaded.records, writable))
         except OSError as exc:
             raise UserCatalogWriteError(self.path, exc) from exc
+
+    def _copy_rejected(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for n in range(1000):
+            target = self.path.with_name(f"{self.path.name}.rejected-{stamp}" + (f"-{n}" if n else "") + ".yaml")
+            if not target.exists():
+                break
+        raw = read_regular_file(self.path, MAX_USER_CATALOG_BYTES, "a catalog file", ACCEPTED_PATH)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        return target
 
     def _replace_file(self, text: str) -> None:
         folder = self.path.parent
