@@ -66,6 +66,11 @@ def raw_entries(path: Path) -> dict[str, list[dict]]:
     return {kind: doc.get(kind) or [] for kind in ("gpus", "models")}
 
 
+def sample(version: str, folder: Path) -> Path:
+    """A copy of a sample file to read (a read takes a lock file beside the file: never in tests/data)."""
+    return Path(shutil.copy(FILES[version], folder / FILES[version].name))
+
+
 def gpu(ident: str, **change) -> dict:
     """A GPU entry as the current code writes it."""
     record = {
@@ -129,8 +134,8 @@ EXPECTED_IDS = {
 
 
 @pytest.mark.parametrize("version", list(FILES))
-def test_a_file_of_each_earlier_version_loads_every_entry_with_the_fields_filled_in(version):
-    path = FILES[version]
+def test_a_file_of_each_earlier_version_loads_every_entry_with_the_fields_filled_in(version, tmp_path):
+    path = sample(version, tmp_path)
     before = path.read_bytes()
     loaded = UserCatalog(path, shipped_ids={}).read()
     assert loaded.set_aside == []
@@ -152,8 +157,8 @@ def test_a_file_of_each_earlier_version_loads_every_entry_with_the_fields_filled
     assert path.read_bytes() == before  # reading changes nothing on disk
 
 
-def test_the_first_user_file_reads_its_placeholder_date_as_unknown_with_one_note_per_model():
-    path = FILES["v1"]
+def test_the_first_user_file_reads_its_placeholder_date_as_unknown_with_one_note_per_model(tmp_path):
+    path = sample("v1", tmp_path)
     assert path.read_text().count("release_date: '2000-01-01'") == 4  # what b749624 wrote
     loaded = UserCatalog(path, shipped_ids={}).read()
     models = loaded.records["models"]
@@ -175,21 +180,21 @@ def test_the_first_user_file_reads_its_placeholder_date_as_unknown_with_one_note
         assert all(g[name] is None for name in ("form_factor", "max_per_node", "host_class", "price_used_usd"))
 
 
-def test_later_versions_keep_what_they_wrote():
-    v3 = UserCatalog(FILES["v3"], shipped_ids={}).read()
+def test_later_versions_keep_what_they_wrote(tmp_path):
+    v3 = UserCatalog(sample("v3", tmp_path), shipped_ids={}).read()
     assert v3.filled == {"gpus": [], "models": []}
     first = v3.records["gpus"][0]
     assert (first["form_factor"], first["max_per_node"], first["host_class"], first["price_used_usd"]) == \
         ("pcie", 4, "workstation", 2500.0)
     assert v3.records["models"][0]["release_date"] is None  # 7b9506f on: no date, no placeholder
-    v4 = UserCatalog(FILES["v4"], shipped_ids={}).read()
+    v4 = UserCatalog(sample("v4", tmp_path), shipped_ids={}).read()
     mixtral = v4.records["models"][-1]
     assert (mixtral["num_experts"], mixtral["experts_per_token"]) == (8, 2)
     assert mixtral["active_params"] == 12_879_925_248 and mixtral["params"] == 46_702_792_704
 
 
 def test_a_gpu_without_usable_memory_source_loads_with_a_note_naming_it(tmp_path):
-    path = FILES["v0"]
+    path = sample("v0", tmp_path)
     loaded = UserCatalog(path, shipped_ids={}).read()
     gpus = loaded.records["gpus"]
     assert [g["usable_memory_source"] for g in gpus] == [USABLE_MEMORY_SOURCE_UNKNOWN] * 2
@@ -199,8 +204,7 @@ def test_a_gpu_without_usable_memory_source_loads_with_a_note_naming_it(tmp_path
         assert note.startswith(f"{path}: entry '{ident}': usable_memory_source was not in the entry")
         assert USABLE_MEMORY_SOURCE_UNKNOWN in note and "\n" not in note
     # the merged frames: every entry there, the notes in attrs, one warning line for all of them
-    copy = tmp_path / "mine.yaml"
-    shutil.copy(path, copy)
+    copy = Path(shutil.copy(path, tmp_path / "mine.yaml"))
     with pytest.warns(UserCatalogWarning, match=r"2 gpus saved by an older version were read with a field filled in"):
         frame = catalog_frames(store=UserCatalog(copy, shipped_ids={}), kinds=("gpus",))["gpus"]
     assert {"lab-gpu-a", "lab-gpu-b"} <= set(frame.loc[frame["origin"] == "user", "id"])
@@ -209,8 +213,7 @@ def test_a_gpu_without_usable_memory_source_loads_with_a_note_naming_it(tmp_path
 
 @pytest.mark.parametrize("version", list(FILES))
 def test_a_save_writes_the_filled_in_fields_back_and_changes_no_entry(tmp_path, version):
-    path = tmp_path / "user_catalog.yaml"
-    shutil.copy(FILES[version], path)
+    path = Path(shutil.copy(FILES[version], tmp_path / "user_catalog.yaml"))
     store = UserCatalog(path, shipped_ids={})
     before = store.read().records
     store.add_gpu(gpu("added-later"))
