@@ -9,16 +9,64 @@ The code lives in modules by concern; this module only gathers their public name
 No formulas here or there: every number comes from `engine.estimate` or `planner.planning`.
 """
 
-from app.data import (add_user_entry, article_inference_table, budget_plan, catalog, cheapest,  # noqa: F401
-                      configurations, cost_per_fit, estimate_one, evidence, inference_table, memory_curve,
-                      merged_frames, remove_user_entry, shipped, shipped_ids, tier_checks, validate_user_entry,
-                      what_if)
+from app.data import (  # noqa: F401
+                      add_user_entry,
+                      article_inference_table,
+                      budget_plan,
+                      catalog,
+                      cheapest,
+                      configurations,
+                      cost_per_fit,
+                      display_names,
+                      estimate_one,
+                      evidence,
+                      inference_table,
+                      memory_curve,
+                      merged_frames,
+                      remove_user_entry,
+                      shipped,
+                      shipped_ids,
+                      subset,
+                      tier_checks,
+                      validate_user_entry,
+                      what_if,
+)
 from app.frame import ensure_frame  # noqa: F401
-from app.labels import (APP_NAME, BASE_LABELS, COMPONENT_LABELS, COMPONENT_NAMES, GB, GIB,  # noqa: F401
-                        INFER_PRECISION_LABELS, KV_LABELS, METHOD_LABELS, OFFLOAD_LABELS, OPTIMIZER_LABELS,
-                        PHASE_LABELS, SHORT_NAME_RULES, TASK_LABELS, TRAIN_PRECISION_LABELS, ZERO_LABELS,
-                        display_names)
-from app.state import (DEFAULT_PLANS, FIELDS, PLAN_CHOICES, Field, csv_settings, describe, guard,  # noqa: F401
-                       infer_workload, plans, problems, require_valid, scenario, sidebar, store, train_workload,
-                       unit, workload)
-from app.tables import fmt_mem, fmt_usd, gpu_filter, mem, page_header, table  # noqa: F401
+from app.labels import (  # noqa: F401
+                      APP_NAME,
+                      BASE_LABELS,
+                      COMPONENT_LABELS,
+                      COMPONENT_NAMES,
+                      GB,
+                      GIB,
+                      INFER_PRECISION_LABELS,
+                      KV_LABELS,
+                      METHOD_LABELS,
+                      OFFLOAD_LABELS,
+                      OPTIMIZER_LABELS,
+                      PHASE_LABELS,
+                      SHORT_NAME_RULES,
+                      TASK_LABELS,
+                      TRAIN_PRECISION_LABELS,
+                      ZERO_LABELS,
+)
+from app.state import (  # noqa: F401
+                      DEFAULT_PLANS,
+                      FIELDS,
+                      PLAN_CHOICES,
+                      Field,
+                      csv_settings,
+                      describe,
+                      guard,
+                      infer_workload,
+                      plans,
+                      problems,
+                      require_valid,
+                      scenario,
+                      sidebar,
+                      store,
+                      train_workload,
+                      unit,
+                      workload,
+)
+from app.tables import chart, fmt_mem, fmt_usd, gpu_filter, mem, page_header, table  # noqa: F401

@@ -9,18 +9,32 @@ cache look-ups only, and one that does recomputes only what the change reaches.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
+import inspect
+import io
+import marshal
 import pickle
+import threading
 import warnings
 import weakref
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import user_entries
+from app import labels, user_entries
 from catalog import default_catalog
+from catalog.schema import (
+    GPU_FIELDS,
+    MODEL_FIELDS,
+    CatalogError,
+    check_gpu,
+    check_model,
+    validate_entries,
+)
 from catalog.store import ShippedFrames, UserCatalogWarning, catalog_frames
-from catalog.schema import GPU_FIELDS, MODEL_FIELDS, CatalogError, check_gpu, check_model, validate_entries
 from engine import rules
 from engine.estimate import estimate
 from engine.scenarios import normalize
@@ -56,6 +70,85 @@ def _frame_digest(frame: pd.DataFrame) -> bytes:
 FRAME_HASH = {pd.DataFrame: _frame_digest}
 
 
+# ---- cached planner calls ----------------------------------------------------------------------
+# st.cache_data keys a call on its arguments as passed: f(a, b) and f(a, b, "new") (the default
+# spelled out) or f(a, cost=x, by=y) and f(a, by=y, cost=x) are different entries, and the Budget
+# page computed the whole model x GPU sweep twice per workload that way. Every call is bound to
+# the signature (defaults filled in), so one set of values is one entry.
+# Streamlit's hasher walks every argument object by object in Python (the workload dicts, the
+# tuples of ids, the settings: ~1,500 objects and 0.1-0.2 s per page run); the key is instead one
+# pickle of the bound arguments with each frame replaced by its digest (value_key), and Streamlit
+# caches on that string alone.
+# And st.cache_data unpickles a copy of the result on every hit (the sweep's frame: thousands of
+# rows x ~100 columns, some 25 hits per page run); the result is kept once per process instead
+# (st.cache_resource, cleared with the other caches) and each call gets a shallow copy:
+# copy-on-write pandas keeps the cached frame intact whatever the caller does with its copy, and
+# copies nothing until then. (Cells that hold lists, e.g. compatibility_notes, are shared:
+# callers read them, never change them.)
+
+class _KeyPickler(pickle.Pickler):
+    """Pickles a frame (or series) as its digest, everything else as pickle does."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, pd.DataFrame):
+            return ("<frame>", _frame_digest(obj))
+        if isinstance(obj, pd.Series):
+            return ("<series>", _frame_digest(obj.to_frame()), str(obj.name))
+        return None
+
+
+def value_key(*parts) -> str:
+    """A digest of the values (frames by content): equal values, equal keys. Pickled without
+    its memo (Pickler.fast), so that two equal strings give the same bytes whether or not they
+    are one object."""
+    buf = io.BytesIO()
+    pickler = _KeyPickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    pickler.dump(parts)
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def shared_copy(value):
+    """A caller's own view of a cached result: frames and series shallow-copied (copy-on-write),
+    dicts and lists rebuilt around them, anything else deep-copied."""
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        return value.copy(deep=False)
+    if isinstance(value, dict):
+        return {k: shared_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shared_copy(v) for v in value]
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    return copy.deepcopy(value)
+
+
+def planner_cache(max_entries: int, show_spinner: bool | str = False):
+    """The decorated function cached per process on value_key(bound arguments) (st.cache_resource,
+    one cache per function), returning shared_copy(result): see above."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        def run(key: str, _args: tuple, _kwargs: dict):  # Streamlit hashes `key` only
+            return fn(*_args, **_kwargs)
+
+        # Streamlit tells cached functions apart by module, name and source: one cache per function
+        # (and its code: an edited function, reloaded by a running server, starts a new cache)
+        code = hashlib.sha256(marshal.dumps(fn.__code__)).hexdigest()[:16]
+        run.__module__, run.__qualname__ = fn.__module__, f"{fn.__qualname__}.<cached {code}>"
+        cached = st.cache_resource(max_entries=max_entries, show_spinner=show_spinner)(run)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return shared_copy(cached(value_key(fn.__qualname__, bound.args, bound.kwargs), bound.args, bound.kwargs))
+
+        call.clear = cached.clear
+        call.calls = fn  # the undecorated function (tests count its calls)
+        return call
+    return wrap
+
+
 @st.cache_resource
 def catalog():
     """The shipped catalog (one DuckDB connection per process, read-only)."""
@@ -82,19 +175,96 @@ def shipped_ids() -> dict[str, set]:
     return {"gpus": set(shipped("gpus")["id"]), "models": set(shipped("models")["id"])}
 
 
+# The merged frames, built once per version of their inputs (the shipped frames object, the
+# user catalog file's path and signature, this session's own records) and shared by every run
+# and session with the same inputs: the same two objects come back, so their cache-key digests
+# above are computed once, not on every call (a page run asks for them 3-5 times). The frames are
+# never changed in place (see the note on the digests).
+_MERGED: dict[bytes, tuple] = {}
+_MERGED_LOCK = threading.Lock()
+_MERGED_MAX = 32
+
+
 def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
     (every session), plus this session's own validated additions (this session only), through
     the catalog's one load path (catalog.store.catalog_frames, as the CLI); see
     app/user_entries.py. Every page uses these."""
-    base = {"models": shipped("models"), "gpus": shipped("gpus")}
-    ids = {kind: set(frame["id"]) for kind, frame in base.items()}
+    frames = _shipped_frames()
+    ids = _shipped_ids(frames)
     user_entries.notify_once(ids)  # a corrupt or clashing file: said once on the page
+    extra = {kind: user_entries.session_records(kind) for kind in ("gpus", "models")}
+    path = user_entries.catalog_path()
+    try:
+        own = pickle.dumps(extra, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an unpicklable record: build the frames afresh, as before
+        own = None
+    key = None if own is None else hashlib.sha256(
+        repr((str(path), user_entries._signature(path))).encode() + own).digest()
+    if key is not None:
+        with _MERGED_LOCK:
+            hit = _MERGED.get(key)
+        if hit is not None and hit[0] is frames:
+            return hit[1], hit[2]
+    base = {"models": frames["models"].copy(deep=False), "gpus": frames["gpus"].copy(deep=False)}
     with warnings.catch_warnings():  # ... and not again in the server log on every run
         warnings.simplefilter("ignore", UserCatalogWarning)
-        frames = catalog_frames(catalog=ShippedFrames(base), store=user_entries.store(ids),
-                                extra={kind: user_entries.session_records(kind) for kind in ("gpus", "models")})
-    return frames["models"], frames["gpus"]
+        out = catalog_frames(catalog=ShippedFrames(base), store=user_entries.store(ids), extra=extra)
+    if key is not None:
+        with _MERGED_LOCK:
+            if len(_MERGED) >= _MERGED_MAX:
+                _MERGED.clear()
+            _MERGED[key] = (frames, out["models"], out["gpus"])
+    return out["models"], out["gpus"]
+
+
+_IDS: dict[int, tuple] = {}
+
+
+def _shipped_ids(frames: dict) -> dict[str, set]:
+    """{'models': ids, 'gpus': ids} of the shipped frames, once per frames object."""
+    hit = _IDS.get(id(frames))
+    if hit is not None and hit[0] is frames:
+        return hit[1]
+    ids = {kind: set(frames[kind]["id"]) for kind in ("models", "gpus")}
+    _IDS.clear()
+    _IDS[id(frames)] = (frames, ids)
+    return ids
+
+
+# A filtered catalog frame (a page's GPU filters): the same object for the same frame and rows,
+# so that its cache-key digest, too, is computed once.
+_SUBSETS: dict[tuple, tuple] = {}
+_SUBSETS_MAX = 64
+
+
+def subset(frame: pd.DataFrame, keep) -> pd.DataFrame:
+    """frame[keep] (a boolean mask), the same object while the frame and the mask are the same."""
+    mask = np.asarray(keep, dtype=bool)
+    key = (id(frame), mask.tobytes())
+    hit = _SUBSETS.get(key)
+    if hit is not None and hit[0]() is frame:
+        return hit[1]
+    out = frame[mask]
+    if len(_SUBSETS) >= _SUBSETS_MAX:
+        _SUBSETS.clear()
+    _SUBSETS[key] = (weakref.ref(frame), out)
+    return out
+
+
+_NAMES: dict[tuple, tuple] = {}
+
+
+def display_names(frame: pd.DataFrame, short: bool = False) -> dict:
+    """app.labels.display_names, once per frame object (a page run asks 2-6 times for the same
+    frames' names); a new dict each call."""
+    key = (id(frame), bool(short))
+    hit = _NAMES.get(key)
+    if hit is None or hit[0]() is not frame:
+        if len(_NAMES) >= 64:
+            _NAMES.clear()
+        hit = _NAMES[key] = (weakref.ref(frame), labels.display_names(frame, short=short))
+    return dict(hit[1])
 
 
 def validate_user_entry(kind: str, raw: dict) -> dict:
@@ -120,7 +290,7 @@ def remove_user_entry(kind: str, ident: str) -> None:
     user_entries.remove_from_session(kind, ident)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner="Estimating every model × GPU…")
+@planner_cache(max_entries=24, show_spinner="Estimating every model × GPU…")
 def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int, condition: str = "new") -> pd.DataFrame:
     """planning.configurations; `condition` (new | used | either) prices the whole systems (system_usd)."""
@@ -129,7 +299,7 @@ def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.
                                    hosts=shipped("hosts"), condition=condition)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
+@planner_cache(max_entries=24, show_spinner=False)
 def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
              max_gpus: int, cost: str = "buy_usd", by: tuple = ("model", "plan"), mode: str | None = None,
              hours: float | None = None, condition: str = "new") -> pd.DataFrame:
@@ -140,7 +310,7 @@ def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFr
     return planning.cheapest(conf, cost, by)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
+@planner_cache(max_entries=24, show_spinner=False)
 def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                  max_gpus: int, condition: str = "new") -> pd.DataFrame:
     """planning.cost_per_fit over configurations(...): the cheapest to buy is the cheapest whole system."""
@@ -148,7 +318,7 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
                                  buy_cost="system_usd")
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
+@planner_cache(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
                 workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
                 headroom: float, tco: tuple = ()) -> dict:
@@ -159,7 +329,7 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: s
                                    tco=dict(tco))
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
+@planner_cache(max_entries=24, show_spinner=False)
 def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                 max_gpus: int, budget: float, mode: str, hours: float | None, stretch: float) -> dict:
     """planning.budget_plan over configurations(...)."""
@@ -167,7 +337,7 @@ def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Dat
     return planning.budget_plan(conf, budget, mode, hours, stretch)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner=False)
+@planner_cache(max_entries=16, show_spinner=False)
 def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                             batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
                             headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
@@ -177,12 +347,12 @@ def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids:
     return planning.article_inference_table(shipped("references"), ours)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=24, show_spinner=False)
+@planner_cache(max_entries=24, show_spinner=False)
 def estimate_one(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
     return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]  # engine/rules.py decides ZeRO, tp, pp, ...
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=64, show_spinner=False)
+@planner_cache(max_entries=64, show_spinner=False)
 def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
     """What engine/rules.py decided for the sidebar's scenario, in words ("ZeRO stage 3 → 0
     (one GPU without offload)"); nothing when the scenario cannot be estimated (the page says why)."""
@@ -193,17 +363,17 @@ def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
     return rules.notes(sc, row)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner="Trying the changes…")
+@planner_cache(max_entries=16, show_spinner="Trying the changes…")
 def what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return planning.what_if(sc, models, gpus)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner=False)
+@planner_cache(max_entries=16, show_spinner=False)
 def memory_curve(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple, batches: tuple) -> pd.DataFrame:
     return planning.memory_curve(sc, models, gpus, seqs, batches)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=16, show_spinner="Sizing every model at every precision…")
+@planner_cache(max_entries=16, show_spinner="Sizing every model at every precision…")
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                     batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
                     headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
@@ -212,12 +382,12 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, 
                                     allow_long_context=allow_long_context, headroom=headroom, kv_policy=kv_policy)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=4, show_spinner="Comparing with every published figure…")
+@planner_cache(max_entries=4, show_spinner="Comparing with every published figure…")
 def evidence(models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return evidence_table(shipped("references"), models, gpus)
 
 
-@st.cache_data(hash_funcs=FRAME_HASH, max_entries=8, show_spinner=False)
+@planner_cache(max_entries=8, show_spinner=False)
 def tier_checks(train: dict, models: pd.DataFrame, gpus: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
     return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus)
 

@@ -3,13 +3,19 @@ filters and the page header."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import marshal
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app.data import subset, value_key
 from app.labels import md_escape
 from app.state import describe, unit
 from planner.report import to_csv
+
 
 def mem(x, digits: int = 2):
     """Bytes in the chosen unit, rounded to what the tables show."""
@@ -55,15 +61,16 @@ def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = N
         else:
             config[col] = st.column_config.TextColumn(col, help=help.get(col))
     st.dataframe(view, column_config=config, hide_index=True, width="stretch", height=height, placeholder="—")
-    st.download_button("Download CSV", data=_csv(view, settings), file_name=file_name or f"{key}.csv",
+    st.download_button("Download CSV", data=_csv(value_key(view, settings), view, settings), file_name=file_name or f"{key}.csv",
                        mime="text/csv", key=f"download_{key}", on_click="ignore",
                        help="This table as shown, with the settings that produced it.")
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _csv(view: pd.DataFrame, settings: dict) -> str:
-    """to_csv, once per table and settings: a rerun that shows the same table reuses it."""
-    return to_csv(view, settings)
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _csv(key: str, _view: pd.DataFrame, _settings: dict) -> str:
+    """to_csv, once per table and settings (key: app.data.value_key of both, far cheaper than
+    Streamlit's hashing of the settings dict): a rerun that shows the same table reuses it."""
+    return to_csv(_view, _settings)
 
 
 def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -78,7 +85,44 @@ def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
                     value=(0.0, float(np.ceil(high))), step=1.0, key=f"{key}_memory") if high > low else (low, high)
     keep = (gpus["vendor"].astype(str).isin(chosen_v) & gpus["segment"].astype(str).isin(chosen_s)
             & gpus["memory_gb"].between(rng[0], rng[1]))
-    return gpus[keep]
+    return subset(gpus, keep)  # gpus[keep], the same object on every run that keeps the same rows
+
+
+# ---- charts: the Vega-Lite spec built once per distinct chart ------------------------------------
+# st.altair_chart converts the Altair chart to a Vega-Lite spec on every run, and Altair validates
+# the spec against the whole Vega-Lite JSON schema each time: 30-250 ms per chart, most of a warm
+# rerun. A page's chart builder decorated with @chart (its data and settings in, an Altair chart
+# out; everything it shows comes through its arguments) is converted by Streamlit's own code once
+# per distinct arguments, and the spec is drawn with st.vega_lite_chart: the same element, spec
+# and data as st.altair_chart sends.
+
+def _vega_lite_spec(built) -> dict:
+    try:  # what st.altair_chart does (datasets as Arrow bytes, named by their hash); Streamlit 1.5x-1.6x
+        from streamlit.elements.vega_charts import (
+            _convert_altair_to_vega_lite_spec as convert,
+        )
+    except ImportError:  # pragma: no cover - another Streamlit: Altair's own dict (data inline)
+        return built.to_dict()
+    return convert(built)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _chart_spec(key: str, _build, _args: tuple, _kwargs: dict) -> dict:
+    """key: value_key(the builder, its arguments); a copy of the spec on every hit (the page's own)."""
+    return _vega_lite_spec(_build(*_args, **_kwargs))
+
+
+def chart(build):
+    """Decorator: `build(*args)` -> Altair chart becomes `draw(*args, width=..., height=...)`, which
+    draws it, its spec cached on (the builder's code, args)."""
+    code = build.__code__
+    ident = f"{code.co_filename}:{build.__qualname__}:{hashlib.sha256(marshal.dumps(code)).hexdigest()}"
+
+    @functools.wraps(build)
+    def draw(*args, width="stretch", height="content", **kwargs):
+        spec = _chart_spec(value_key(ident, args, kwargs), build, args, kwargs)
+        st.vega_lite_chart(spec=spec, width=width, height=height)
+    return draw
 
 
 def describe_md(s: dict | None = None, with_model: bool = True) -> str:

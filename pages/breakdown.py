@@ -11,10 +11,10 @@ from app.labels import md_escape
 from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
-from planner import planning
 from app.labels import moe_caption
-from engine.memory import PHASES
 from engine import uncertainty
+from engine.memory import PHASES
+from planner import planning
 
 s = c.require_valid(single=True)
 models, gpus = c.merged_frames()
@@ -66,16 +66,27 @@ comp = pd.DataFrame({
 comp = comp[comp["value"] > 0].reset_index(drop=True)
 comp["order"] = np.arange(len(comp))
 comp["bar"] = "peak per GPU"
-stack = alt.Chart(comp).mark_bar(size=56).encode(
-    x=alt.X("sum(value):Q", title=f"Memory per GPU ({u})", stack="zero"),
-    y=alt.Y("bar:N", title=None),
-    color=alt.Color("component:N", title="Component", sort=list(comp["component"]), legend=alt.Legend(labelLimit=320)),
-    order=alt.Order("order:Q"),
-    tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
-)
-limit = alt.Chart(pd.DataFrame({"x": [float(row["usable_bytes"]) / div], "what": ["usable memory of the card"]})).mark_rule(
-    color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("x:Q", format=",.2f")])
-st.altair_chart((stack + limit).properties(height=40 + 22 * len(comp)), width="stretch")
+usable = float(row["usable_bytes"]) / div
+
+
+def _limit(usable: float):
+    return alt.Chart(pd.DataFrame({"x": [usable], "what": ["usable memory of the card"]})).mark_rule(
+        color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("x:Q", format=",.2f")])
+
+
+@c.chart
+def _stack_chart(comp: pd.DataFrame, usable: float, u: str):
+    stack = alt.Chart(comp).mark_bar(size=56).encode(
+        x=alt.X("sum(value):Q", title=f"Memory per GPU ({u})", stack="zero"),
+        y=alt.Y("bar:N", title=None),
+        color=alt.Color("component:N", title="Component", sort=list(comp["component"]), legend=alt.Legend(labelLimit=320)),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
+    )
+    return (stack + _limit(usable)).properties(height=40 + 22 * len(comp))
+
+
+_stack_chart(comp, usable, u, width="stretch")
 comp_view = pd.DataFrame({
     "Component": comp["component"],
     f"Per GPU ({u})": np.round(comp["value"], 3),
@@ -92,13 +103,20 @@ phases = pd.DataFrame({
     "value": [float(row[f"{p}_phase_bytes"]) / div for p in phase_names],
     "peak": ["sets the peak" if p == str(row["peak_phase"]) else "other phase" for p in phase_names],
 })
-pchart = alt.Chart(phases).mark_bar().encode(
-    x=alt.X("value:Q", title=f"Tensors alive per GPU ({u}, before runtime overhead)"),
-    y=alt.Y("phase:N", sort=list(phases["phase"]), title=None, axis=alt.Axis(labelLimit=260)),
-    color=alt.Color("peak:N", title=None, scale=alt.Scale(domain=["sets the peak", "other phase"], range=["#dc2626", "#93c5fd"])),
-    tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
-)
-st.altair_chart(pchart.properties(height=60 + 32 * len(phases)), width="stretch")
+
+
+@c.chart
+def _phase_chart(phases: pd.DataFrame, u: str):
+    pchart = alt.Chart(phases).mark_bar().encode(
+        x=alt.X("value:Q", title=f"Tensors alive per GPU ({u}, before runtime overhead)"),
+        y=alt.Y("phase:N", sort=list(phases["phase"]), title=None, axis=alt.Axis(labelLimit=260)),
+        color=alt.Color("peak:N", title=None, scale=alt.Scale(domain=["sets the peak", "other phase"], range=["#dc2626", "#93c5fd"])),
+        tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title=f"{u} per GPU", format=",.2f")],
+    )
+    return pchart.properties(height=60 + 32 * len(phases))
+
+
+_phase_chart(phases, u, width="stretch")
 st.caption("The peak is the largest phase, not the sum of everything: activations are gone by the optimizer step, "
            "gradients do not exist during the forward pass.")
 
@@ -131,13 +149,20 @@ c.table(vview, "breakdown_what_if", c.csv_settings(page="breakdown: what-if"),
               "Impact": "none < slower < much slower < changes the run < changes the method or model."})
 wchart = pd.DataFrame({"change": vview["Change"], "peak": vview[f"Peak per GPU ({u})"],
                        "fits": np.where(vview["Fits"], "fits", "does not fit")})
-bars = alt.Chart(wchart).mark_bar().encode(
-    x=alt.X("peak:Q", title=f"Peak per GPU ({u})"),
-    y=alt.Y("change:N", sort=list(wchart["change"]), title=None, axis=alt.Axis(labelLimit=320)),
-    color=alt.Color("fits:N", title=None, scale=alt.Scale(domain=["fits", "does not fit"], range=["#16a34a", "#d1d5db"])),
-    tooltip=[alt.Tooltip("change:N", title="Change"), alt.Tooltip("peak:Q", title=f"Peak per GPU ({u})", format=",.2f")],
-)
-st.altair_chart((bars + limit).properties(height=40 + 24 * len(wchart)), width="stretch")
+
+
+@c.chart
+def _what_if_chart(wchart: pd.DataFrame, usable: float, u: str):
+    bars = alt.Chart(wchart).mark_bar().encode(
+        x=alt.X("peak:Q", title=f"Peak per GPU ({u})"),
+        y=alt.Y("change:N", sort=list(wchart["change"]), title=None, axis=alt.Axis(labelLimit=320)),
+        color=alt.Color("fits:N", title=None, scale=alt.Scale(domain=["fits", "does not fit"], range=["#16a34a", "#d1d5db"])),
+        tooltip=[alt.Tooltip("change:N", title="Change"), alt.Tooltip("peak:Q", title=f"Peak per GPU ({u})", format=",.2f")],
+    )
+    return (bars + _limit(usable)).properties(height=40 + 24 * len(wchart))
+
+
+_what_if_chart(wchart, usable, u, width="stretch")
 st.caption("All changes are estimated together in one engine call. Red line: the card's usable memory.")
 
 # ---- memory as a function of sequence length and batch ------------------------------------------
@@ -150,14 +175,21 @@ batches = sorted({1, 2, 4, 8, int(s["batch"])})
 curve = c.guard(c.memory_curve, sc, models, gpus, tuple(seqs), tuple(batches))
 cdata = pd.DataFrame({"seq": curve["seq"].astype(int), "batch": curve["batch"].astype(int).astype(str),
                       "peak": c.mem(curve["peak_bytes"])})
-lines = alt.Chart(cdata).mark_line(point=True).encode(
-    x=alt.X("seq:Q", title="Sequence length (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
-    y=alt.Y("peak:Q", title=f"Peak per GPU ({u})"),
-    color=alt.Color("batch:N", title="Micro-batch", sort=[str(b) for b in batches]),
-    tooltip=[alt.Tooltip("seq:Q", title="Tokens", format=","), alt.Tooltip("batch:N", title="Batch"),
-             alt.Tooltip("peak:Q", title=f"Peak ({u})", format=",.2f")],
-)
-hline = alt.Chart(pd.DataFrame({"y": [float(row["usable_bytes"]) / div]})).mark_rule(color="#dc2626", strokeDash=[6, 3]).encode(y="y:Q")
-st.altair_chart((lines + hline).properties(height=340), width="stretch")
+
+
+@c.chart
+def _curve_chart(cdata: pd.DataFrame, batch_order: list, usable: float, u: str):
+    lines = alt.Chart(cdata).mark_line(point=True).encode(
+        x=alt.X("seq:Q", title="Sequence length (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("peak:Q", title=f"Peak per GPU ({u})"),
+        color=alt.Color("batch:N", title="Micro-batch", sort=batch_order),
+        tooltip=[alt.Tooltip("seq:Q", title="Tokens", format=","), alt.Tooltip("batch:N", title="Batch"),
+                 alt.Tooltip("peak:Q", title=f"Peak ({u})", format=",.2f")],
+    )
+    hline = alt.Chart(pd.DataFrame({"y": [usable]})).mark_rule(color="#dc2626", strokeDash=[6, 3]).encode(y="y:Q")
+    return (lines + hline).properties(height=340)
+
+
+_curve_chart(cdata, [str(b) for b in batches], usable, u, width="stretch")
 st.caption(f"Red line: usable memory of one {md_escape(gnames.get(s['gpu'], s['gpu']))}. Up to the model's context of "
            f"{ctx:,} tokens.")

@@ -62,7 +62,7 @@ with st.container(border=True):
 
 s["budget_mode"] = mode
 if mode != "cloud_hour":
-    s["budget"] = int(round(budget))
+    s["budget"] = round(budget)
 state.sync_url()
 
 c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))
@@ -95,7 +95,7 @@ with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
                                            key="bp_kwh", help="Default: U.S. commercial average 2023 (EIA), rounded.")),
            ("resale_fraction", t4.slider("Resale at the end (% of the price)", 0, 95, 0, key="bp_resale") / 100.0))
 if pairs:
-    sysres = c.guard(data.plan_budget, models[models["id"].isin({p.split(":")[0] for p in pairs})], shown_gpus,
+    sysres = c.guard(data.plan_budget, data.subset(models, models["id"].isin({p.split(":")[0] for p in pairs})), shown_gpus,
                      float(budget), mode, hours, ",".join(pairs), float(deadline) or None, bool(one), condition,
                      int(max_gpus), s["headroom_pct"] / 100.0, tco)
     st.caption(f"Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). Incompatible combinations "
@@ -193,17 +193,24 @@ chart = pd.DataFrame({
     "status": np.select([cost <= budget, cost <= budget * (1 + stretch / 100)],
                         ["within the budget", f"with up to +{stretch}%"], "beyond"),
 })
-tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("plan:N", title="Workload"),
-       alt.Tooltip("config:N", title="Cheapest configuration"), alt.Tooltip("cost:Q", title=COST_LABELS[mode], format=",.2f")]
-base = alt.Chart(chart).encode(
-    x=alt.X("plan:N", sort=chosen, title="Workload", axis=alt.Axis(orient="top", labelAngle=0)),
-    y=alt.Y("model:N", sort=[names[i] for i in models["id"]], title=None))
-cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
-    color=alt.Color("status:N", title="Against the budget", legend=alt.Legend(orient="bottom", labelLimit=240), scale=alt.Scale(
-        domain=["within the budget", f"with up to +{stretch}%", "beyond"], range=["#86efac", "#fcd34d", "#e5e7eb"])),
-    tooltip=tip)
-text = base.mark_text(fontSize=12).encode(text="text:N", tooltip=tip)
-st.altair_chart((cells + text).properties(width=alt.Step(150), height=alt.Step(28)), width="content")
+
+
+@c.chart
+def _budget_chart(chart: pd.DataFrame, plan_order: list, model_order: list, stretch: int, cost_label: str):
+    tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("plan:N", title="Workload"),
+           alt.Tooltip("config:N", title="Cheapest configuration"), alt.Tooltip("cost:Q", title=cost_label, format=",.2f")]
+    base = alt.Chart(chart).encode(
+        x=alt.X("plan:N", sort=plan_order, title="Workload", axis=alt.Axis(orient="top", labelAngle=0)),
+        y=alt.Y("model:N", sort=model_order, title=None))
+    cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
+        color=alt.Color("status:N", title="Against the budget", legend=alt.Legend(orient="bottom", labelLimit=240), scale=alt.Scale(
+            domain=["within the budget", f"with up to +{stretch}%", "beyond"], range=["#86efac", "#fcd34d", "#e5e7eb"])),
+        tooltip=tip)
+    text = base.mark_text(fontSize=12).encode(text="text:N", tooltip=tip)
+    return (cells + text).properties(width=alt.Step(150), height=alt.Step(28))
+
+
+_budget_chart(chart, list(chosen), [names[i] for i in models["id"]], stretch, COST_LABELS[mode], width="content")
 st.caption(f"Cell: the cheapest configuration's {COST_LABELS[mode].lower()} (hover for the GPU type × count). "
            "✗: nothing within the GPU limit, or no price in the catalog.")
 

@@ -36,7 +36,7 @@ if not chosen or shown_gpus.empty or shown_models.empty:
     st.stop()
 
 plan_map = c.plans(chosen, s)
-for label, wl in plan_map.items():
+for wl in plan_map.values():
     if wl["task"] == "train":
         wl["tokens"] = float(tokens_b) * 1e9
 condition = s["condition"]  # card prices new / used / either: the Budget page's choice, in the URL
@@ -114,11 +114,11 @@ with tab_table:
                "in the catalog, or the figure does not apply to the workload.")
 
 
-def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
+@c.chart
+def _dots_chart(sweep: tuple, condition: str, cost_col: str, title: str, fmt: str, names: dict, gnames: dict):
+    conf = c.configurations(*sweep)
     ok = conf[np.isfinite(conf[cost_col].astype(float))]
-    if ok.empty:
-        return None
-    best = c.guard(c.cheapest, *sweep[:6], cost=cost_col, condition=condition)  # = planning.cheapest(ok, cost_col): it keeps finite costs only
+    best = c.cheapest(*sweep[:6], cost=cost_col, condition=condition)  # = planning.cheapest(ok, cost_col): it keeps finite costs only
     combo = ok["model"].astype(str).map(names) + " · " + ok["plan"].astype(str)
     dots = pd.DataFrame({"combo": combo, "cost": ok[cost_col].astype(float),
                          "config": ok["gpus"].astype(int).astype(str) + "× " + ok["gpu"].astype(str).map(gnames),
@@ -139,18 +139,23 @@ def _dots(cost_col: str, title: str, fmt: str) -> alt.LayerChart | None:
     return (others + cheapest + text).properties(height=max(300, 20 * len(order)))
 
 
+def _dots(cost_col: str, title: str, fmt: str) -> bool:
+    """Draw the chart of every configuration's cost (False: nothing priced to draw)."""
+    if not np.isfinite(conf[cost_col].astype(float)).any():
+        return False
+    c.guard(c.cheapest, *sweep[:6], cost=cost_col, condition=condition)  # a bad value: one line on the page
+    _dots_chart(sweep, condition, cost_col, title, fmt, names, gnames, width="stretch")
+    return True
+
+
 with tab_buy:
-    chart = _dots("system_usd", "Price of the whole system ($: cards + hosts + network, log scale)", ",.0f")
-    if chart is None:
+    if not _dots("system_usd", "Price of the whole system ($: cards + hosts + network, log scale)", ",.0f"):
         st.info("No priced configuration holds these workloads.")
     else:
-        st.altair_chart(chart, width="stretch")
         st.caption("Green diamond and label: the cheapest configuration; dots: every other GPU type that holds it "
                    "(at its smallest count), coloured by vendor.")
 with tab_rent:
-    chart = _dots("rent_usd_per_hour", "Rent of the configuration ($ per hour, log scale)", ",.2f")
-    if chart is None:
+    if not _dots("rent_usd_per_hour", "Rent of the configuration ($ per hour, log scale)", ",.2f"):
         st.info("No configuration with a cloud price holds these workloads.")
     else:
-        st.altair_chart(chart, width="stretch")
         st.caption("Green diamond and label: the cheapest rental; dots: the alternatives.")

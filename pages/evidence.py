@@ -53,7 +53,10 @@ note = shown["estimate_note"].astype(str) if "estimate_note" in shown else pd.Se
 chart = pd.DataFrame({"id": shown["id"].astype(str), "error": error.clip(-300, 300),
                       "raw": finite_error, "kind": shown["kind"].map(KIND_LABELS),
                       "model": shown["model"].astype(str).map(names), "note": note}).dropna(subset=["error"])
-if len(chart):
+
+
+@c.chart
+def _errors_chart(chart: pd.DataFrame):
     band = alt.Chart(pd.DataFrame({"lo": [-10], "hi": [10]})).mark_rect(opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
     bars = alt.Chart(chart).mark_bar().encode(
         x=alt.X("error:Q", title="Our estimate vs published (%; clipped at ±300)"),
@@ -65,7 +68,11 @@ if len(chart):
                  alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("note:N", title="Ours"),
                  alt.Tooltip("kind:N", title="Kind")],
     )
-    st.altair_chart((band + bars).properties(height=alt.Step(15)), width="stretch")
+    return (band + bars).properties(height=alt.Step(15))
+
+
+if len(chart):
+    _errors_chart(chart, width="stretch")
     st.caption("Green band: ±10%, the tolerance against measurements. Positive: we estimate more than published.")
 
 view = pd.DataFrame({

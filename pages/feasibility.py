@@ -58,7 +58,8 @@ for comp in ("weights", "gradients", "optimizer", "activations", "logits", "kv_c
 
 # the chart and its legend: app/heatmap.py (a number or one symbol per cell, the words in the tooltip and below)
 with st.container(horizontal=True, wrap=False):  # wider than the page: it scrolls sideways, the page does not
-    st.altair_chart(heatmap.feasibility_heatmap(cells, gpu_order, model_order, unit=u), width="content")
+    # the spec built once per distinct cells (app.tables.chart): the heatmap's Altair validation is most of a rerun
+    c.chart(heatmap.feasibility_heatmap)(cells, gpu_order, model_order, unit=u, width="content")
 st.caption(heatmap.legend_text(cells, int(max_gpus), u))
 
 st.markdown("#### As a table: GPUs needed")

@@ -3,7 +3,6 @@ the smallest single GPU that serves it, and how many of the chosen card; the sou
 table beside ours."""
 
 import altair as alt
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -38,8 +37,9 @@ if not precisions:
     st.info("Choose at least one weight precision.")
     st.stop()
 
-args = dict(seq=int(s["seq"]), batch=int(s["batch"]), card=card, kv_precision=s["kv_precision"], kv_policy=s["kv_policy"],
-            max_gpus=int(max_gpus), allow_long_context=bool(s["allow_long_context"]), headroom=s["headroom_pct"] / 100)
+args = {"seq": int(s["seq"]), "batch": int(s["batch"]), "card": card, "kv_precision": s["kv_precision"],
+        "kv_policy": s["kv_policy"], "max_gpus": int(max_gpus), "allow_long_context": bool(s["allow_long_context"]),
+        "headroom": s["headroom_pct"] / 100}
 table = c.guard(c.inference_table, models, gpus, tuple(models["id"]), tuple(precisions), **args)
 
 # issue 15: total vs active parameters (a mixture-of-experts model holds every expert, a token uses a few)
@@ -79,19 +79,27 @@ chart_data = pd.DataFrame({
 model_order = [names[i] for i in models["id"]]
 usable = float(gpus.set_index("id").loc[card, "usable_memory_bytes"]) / c.unit()[1]
 precision_order = [c.INFER_PRECISION_LABELS[p] for p in precisions]
-bars = alt.Chart(chart_data).mark_point(filled=True, size=90, opacity=0.85).encode(
-    x=alt.X("model:N", sort=model_order, title="Model", axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
-    y=alt.Y("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log")),
-    color=alt.Color("precision:N", title="Weights", sort=precision_order),
-    shape=alt.Shape("precision:N", title="Weights", sort=precision_order),
-    tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("precision:N", title="Weights"),
-             alt.Tooltip("weights:Q", title=f"Weights ({u})", format=",.2f"),
-             alt.Tooltip("kv:Q", title=f"KV cache ({u})", format=",.2f"),
-             alt.Tooltip("total:Q", title=f"Total ({u})", format=",.2f")],
-)
-rule = alt.Chart(pd.DataFrame({"y": [usable], "what": [f"{gnames.get(card, card)} usable memory"]})).mark_rule(
-    color="#dc2626", strokeDash=[6, 3], size=2).encode(y="y:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("y:Q", format=",.2f")])
-st.altair_chart((bars + rule).properties(height=380), width="stretch")
+
+
+@c.chart
+def _sizes_chart(chart_data: pd.DataFrame, model_order: list, precision_order: list, usable: float,
+                 card_name: str, u: str):
+    bars = alt.Chart(chart_data).mark_point(filled=True, size=90, opacity=0.85).encode(
+        x=alt.X("model:N", sort=model_order, title="Model", axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
+        y=alt.Y("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("precision:N", title="Weights", sort=precision_order),
+        shape=alt.Shape("precision:N", title="Weights", sort=precision_order),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("precision:N", title="Weights"),
+                 alt.Tooltip("weights:Q", title=f"Weights ({u})", format=",.2f"),
+                 alt.Tooltip("kv:Q", title=f"KV cache ({u})", format=",.2f"),
+                 alt.Tooltip("total:Q", title=f"Total ({u})", format=",.2f")],
+    )
+    rule = alt.Chart(pd.DataFrame({"y": [usable], "what": [f"{card_name} usable memory"]})).mark_rule(
+        color="#dc2626", strokeDash=[6, 3], size=2).encode(y="y:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("y:Q", format=",.2f")])
+    return (bars + rule).properties(height=380)
+
+
+_sizes_chart(chart_data, model_order, precision_order, usable, gnames.get(card, card), u, width="stretch")
 st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points above it need several cards "
            "(tensor parallelism) or a bigger one.")
 

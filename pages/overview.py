@@ -94,24 +94,31 @@ view_chart = pd.DataFrame({
                        np.where(conf["fits_within"], "needs several cards", "not within 8 cards")),
     "price": conf["system_usd"].astype(float),
 })
-order = list(view_chart.sort_values(["usable", "gpu"])["gpu"])
-tip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("usable:Q", title=f"Usable per card ({u})", format=",.1f"),
-       alt.Tooltip("need:Q", title="Whole workload on one card (% of its memory)", format=",.1f"),
-       alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="System at that count ($)", format=",.0f")]
-y = alt.Y("gpu:N", sort=order, title=None, axis=alt.Axis(labelLimit=200))
-bars = alt.Chart(view_chart).mark_bar().encode(
-    x=alt.X("shown:Q", title="Memory the workload needs on one card (% of the card's usable memory; cut at 200%)",
-            scale=alt.Scale(domain=[0, 200])),
-    y=y,
-    color=alt.Color("status:N", title="This workload",
-                    scale=alt.Scale(domain=["one card holds it", "needs several cards", "not within 8 cards"],
-                                    range=["#16a34a", "#f59e0b", "#9ca3af"])),
-    tooltip=tip,
-)
-labels = alt.Chart(view_chart).mark_text(align="left", dx=4, fontSize=11, color="#374151").encode(
-    x="shown:Q", y=y, text=alt.Text("needed:N"), tooltip=tip)
-rule = alt.Chart(pd.DataFrame({"x": [100.0]})).mark_rule(color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q")
-st.altair_chart((bars + labels + rule).properties(height=alt.Step(20)), width="stretch")
+
+
+@c.chart
+def _cards_chart(view_chart: pd.DataFrame, u: str):
+    order = list(view_chart.sort_values(["usable", "gpu"])["gpu"])
+    tip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("usable:Q", title=f"Usable per card ({u})", format=",.1f"),
+           alt.Tooltip("need:Q", title="Whole workload on one card (% of its memory)", format=",.1f"),
+           alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="System at that count ($)", format=",.0f")]
+    y = alt.Y("gpu:N", sort=order, title=None, axis=alt.Axis(labelLimit=200))
+    bars = alt.Chart(view_chart).mark_bar().encode(
+        x=alt.X("shown:Q", title="Memory the workload needs on one card (% of the card's usable memory; cut at 200%)",
+                scale=alt.Scale(domain=[0, 200])),
+        y=y,
+        color=alt.Color("status:N", title="This workload",
+                        scale=alt.Scale(domain=["one card holds it", "needs several cards", "not within 8 cards"],
+                                        range=["#16a34a", "#f59e0b", "#9ca3af"])),
+        tooltip=tip,
+    )
+    labels = alt.Chart(view_chart).mark_text(align="left", dx=4, fontSize=11, color="#374151").encode(
+        x="shown:Q", y=y, text=alt.Text("needed:N"), tooltip=tip)
+    rule = alt.Chart(pd.DataFrame({"x": [100.0]})).mark_rule(color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q")
+    return (bars + labels + rule).properties(height=alt.Step(20))
+
+
+_cards_chart(view_chart, u, width="stretch")
 st.caption("Bars ending left of the red line (100%): one card holds the workload. Longer bars need ZeRO sharding "
            "(training) or tensor parallelism (serving) over several cards; the label is the count needed.")
 

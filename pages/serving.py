@@ -11,9 +11,9 @@ from app import common as c
 from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
-from engine.constants import GGUF_BITS  # noqa: E402
-from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES  # noqa: E402
-from planner.serving import capacity_curve, cheapest  # noqa: E402
+from engine.constants import GGUF_BITS
+from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES
+from planner.serving import capacity_curve, cheapest
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -84,15 +84,22 @@ chart = pd.DataFrame({"card": curve["gpu"].map(gnames), "context": curve["max_mo
                       "users": curve["max_concurrency"].astype(float).round(2),
                       "kv": c.mem(curve["kv_cache_bytes_available"]), "layers": curve["gpu_layers"].astype(int)})
 plot = chart[chart["users"] > 0]
-lines = alt.Chart(plot).mark_line(point=True).encode(
-    x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
-    y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
-    color=alt.Color("card:N", title="Card"),
-    tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
-             alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
-             alt.Tooltip("kv:Q", title=f"KV cache available ({u})", format=",.2f")],
-)
-st.altair_chart(lines.properties(height=360), width="stretch")
+
+
+@c.chart
+def _users_chart(plot: pd.DataFrame, u: str):
+    lines = alt.Chart(plot).mark_line(point=True).encode(
+        x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("card:N", title="Card"),
+        tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
+                 alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
+                 alt.Tooltip("kv:Q", title=f"KV cache available ({u})", format=",.2f")],
+    )
+    return lines.properties(height=360)
+
+
+_users_chart(plot, u, width="stretch")
 st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
            + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
               "see the layers column." if engine in GGUF_ENGINES else ""))
