@@ -599,6 +599,8 @@ class FitPlan:
     terms: dict                       # seq_terms (empty without such a term, or for a lean sweep)
     seq_level: tuple | None           # (group of each row, a row of each group): configuration x seq
     batch_of_group: np.ndarray | None  # largest_batch_per_seq
+    batch_level: tuple | None         # (group of each row, a row of each group): configuration x batch
+    longest_of_group: np.ndarray | None  # longest_context_per_batch
     ranks: tuple | None               # _train_ranks, where a row trains
     infer_need: np.ndarray | None     # per row: _infer_gpus_needed, where a row serves
     splits: list                      # tp, pp where not all one
@@ -614,15 +616,50 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
     if parts.seq and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
         terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
     max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
-    batch_of_group = None
+    batch_of_group = batch_level = longest_of_group = None
     if seq_level is not None and not lean:
         batch_of_group = largest_batch_per_seq(cfg.inv, seq_level, rows.s, max_tokens, terms, quad_any,
                                                limits.chosen, out)
+        # without per-row rooms (seq_level) the longest context depends on the batch alone
+        batch_level = cfg.split_batch()
+        longest_of_group = longest_context_per_batch(cfg.inv, batch_level, rows.b, max_tokens, terms, quad_any,
+                                                     limits, out)
     ranks = (_train_ranks(limits.capacity, parts.fixed, parts.shard, parts.token) if lay.train.any() else None)
     infer_need = _infer_gpus_needed(cfg, limits, lay, rows) if lay.infer.any() else None
     splits = [v for v in (lay.tp, lay.pp) if not np.all(v == 1)]  # ranks x tp x pp (a factor of one changes nothing)
     return FitPlan(limits, parts, lay, bool(limits.chosen.all()), max_tokens, quad_any, terms, seq_level,
-                   batch_of_group, ranks, infer_need, splits)
+                   batch_of_group, batch_level, longest_of_group, ranks, infer_need, splits)
+
+
+def longest_context_per_batch(inv: np.ndarray, batch_level: tuple, b: np.ndarray, max_tokens: np.ndarray,
+                              terms: dict, quad_any: np.ndarray, limits: GpuLimits, out) -> np.ndarray:
+    """Per configuration x batch group, where no row's own terms enter (no logits of a batch,
+    no windowed cache): the longest context at that batch, bounded by limits.longest (NaN
+    without a GPU). The very operations _fit_rows and fit_columns apply per row otherwise."""
+    _, batch_rows = batch_level
+    chosen = limits.chosen
+    all_chosen = bool(chosen.all())
+    longest = out.empty(length=len(batch_rows))
+    for lo in range(0, len(batch_rows), ROW_BLOCK):  # in blocks: temporaries stay small
+        part = slice(lo, min(len(batch_rows), lo + ROW_BLOCK))
+        config = inv[batch_rows[part]]
+        bg = b[batch_rows[part]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ms = np.divide(max_tokens[config], bg, out=longest[part])  # the longest sequence at the batch
+            np.floor(ms, out=ms)
+            if terms:  # a batch x seq x seq term: the quadratic's root (_quad_limits)
+                q_rows = quad_any[config]
+                if q_rows.any():
+                    _, per_s = _quad_limits(lambda v, config=config: v[config], terms, bg, bg, by_batch=False)
+                    np.copyto(ms, np.floor(per_s), where=q_rows)
+        chosen_g = None if all_chosen else chosen[config]
+        short = ms < 1 if all_chosen else ~(chosen_g & (ms >= 1))
+        np.minimum(ms, 1e12, out=ms)
+        np.copyto(ms, 0.0, where=short)
+        if not all_chosen:
+            ms[~chosen_g] = np.nan
+        np.minimum(ms, limits.longest[config], out=ms)  # (NaN stays NaN)
+    return longest
 
 
 def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, rows: RowTerms, memory: MemoryRows,
@@ -650,13 +687,15 @@ def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout,
             continue
         chosen_r = _fit_rows(block, at, plan, rows, memory, cols, unknown)
         _gpus_needed_rows(cols["gpus_needed"][block], block, take, chosen_r, plan, scaled)
-        ms = cols["max_seq"][block]
         if chosen_r is not None:
             # a row without a GPU has no largest batch or context either: NaN, as when no row of
             # the frame has a GPU (they read 0 when another row of the frame had one)
             cols["max_batch"][block][~chosen_r] = np.nan
-            ms[~chosen_r] = np.nan
-        np.minimum(ms, take(limits.longest), out=ms)  # (NaN stays NaN)
+        if plan.longest_of_group is None:  # (longest_context_per_batch does the same per group)
+            ms = cols["max_seq"][block]
+            if chosen_r is not None:
+                ms[~chosen_r] = np.nan
+            np.minimum(ms, take(limits.longest), out=ms)  # (NaN stays NaN)
     if not lean:
         cols["fits"] = pd.arrays.BooleanArray(cols["fits"], unknown)
     return cols
@@ -681,6 +720,10 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
         np.logical_and(f, chosen_r, out=f)
         np.logical_not(chosen_r, out=unknown[block])
     np.divide(pk, u, out=cols["memory_used_fraction"][block])
+    if plan.longest_of_group is not None:  # per configuration x seq and configuration x batch groups
+        np.take(plan.batch_of_group, plan.seq_level[0][block], out=cols["max_batch"][block], mode="clip")
+        np.take(plan.longest_of_group, plan.batch_level[0][block], out=cols["max_seq"][block], mode="clip")
+        return chosen_r
     with np.errstate(divide="ignore", invalid="ignore"):
         mt = np.take(plan.max_tokens, at, out=cols["max_seq"][block], mode="clip")
         _largest_batch_rows(block, take, plan, rows, c, mt, chosen_r, cols["max_batch"][block])

@@ -598,6 +598,7 @@ class Configs(View):
                 self.by_seq = (by_seq, seq_rows)
         super().__init__(frame, rep)
         self.rep = rep
+        self._columns, self._batch_span = columns, (ranges or {}).get("batch")
 
     def coarser(self, drop) -> tuple[View, np.ndarray]:
         """Configurations that differ only in the `drop` columns, merged: (their view, the
@@ -621,6 +622,17 @@ class Configs(View):
     def split(self) -> tuple[np.ndarray, np.ndarray]:
         """Configuration x seq: (group of each row, one row of each group)."""
         return self.by_seq
+
+    def split_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Configuration x batch: (group of each row, one row of each group); made on first use."""
+        key = ("split_batch",)
+        if key not in self._cache:
+            batch = None if self.identity else _small_codes(self.frame["batch"], self._batch_span, self._columns)
+            if batch is None:  # one row per configuration, or one batch: the configurations themselves
+                self._cache[key] = (self.inv, self.rep)
+            else:
+                self._cache[key] = _group([(self.inv, self.size), batch], self.n, self._columns)
+        return self._cache[key]
 
     def take(self, values):
         """Per-configuration values -> per row, a fresh array (scalars stay scalars)."""
