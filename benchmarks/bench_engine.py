@@ -34,7 +34,9 @@ compute, no per-card usable memory; see docs/performance.md):
 A scenario that llm-analysis finds does not fit raises AssertionError there (its answer
 to "batch > max batch"); those calls are timed like the others and counted.
 
-The LAST line printed is exactly:
+Then one line per target of issue 24 (`PASS` or `FAIL`, the figure measured and the load
+average beside it): engine_s <= ENGINE_TARGET_S, speedup >= SPEEDUP_TARGET (the peer timed in
+the same run). The LAST line printed is exactly:
   rows=<N> engine_s=<median s> rows_per_s=<...> peak_rss_mb=<...> peer=llm-analysis
   peer_ms_per_row=<...> speedup=<peer s per row x N / engine_s>
 """
@@ -57,15 +59,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from catalog import default_catalog  # noqa: E402
-from engine import buffers, estimate, grid  # noqa: E402
-from engine.constants import TRAIN_PRECISIONS  # noqa: E402
-from engine.speed import ALLREDUCE_LATENCY_S, DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_MFU, DEFAULT_TOKENS  # noqa: E402
+from catalog import default_catalog
+from engine import buffers, estimate, grid
+from engine.constants import TRAIN_PRECISIONS
+from engine.speed import (
+    ALLREDUCE_LATENCY_S,
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_MFU,
+    DEFAULT_TOKENS,
+)
 
 METHODS = ["full", "lora", "qlora", "freeze"]
 BATCHES = [1, 2, 4, 8, 16, 32]
 SEQS = [256, 512, 1024, 2048]  # every catalog model's context holds 2,048 tokens
 GPU_COUNTS = [1, 2, 4, 8]
+# issue 24's targets: the 1M sweep's median, and its speed against llm-analysis measured in the same run
+ENGINE_TARGET_S = 0.20
+SPEEDUP_TARGET = 2000
 
 
 # The sweep the figures in docs/performance.md were measured on: the 14 dense Llama models and
@@ -84,8 +94,8 @@ BENCH_GPUS = ("rtx-3060-12gb", "rtx-3090", "rtx-4090", "rtx-5090", "rtx-a6000", 
 def build_grid(models, gpus, small: bool = False):
     model_ids = [m for m in BENCH_MODELS if m in set(models["id"])]
     gpu_ids = [g for g in BENCH_GPUS if g in set(gpus["id"])]
-    axes = dict(model=model_ids, gpu=gpu_ids, method=METHODS, precision=list(TRAIN_PRECISIONS),
-                batch=BATCHES, seq=SEQS, gpus=GPU_COUNTS, zero=3)
+    axes = {"model": model_ids, "gpu": gpu_ids, "method": METHODS, "precision": list(TRAIN_PRECISIONS),
+            "batch": BATCHES, "seq": SEQS, "gpus": GPU_COUNTS, "zero": 3}
     if small:  # a quick smoke run
         axes.update(batch=[1, 8], seq=[512, 2048])
     return grid(**axes), axes
@@ -117,7 +127,12 @@ def time_engine(frame, models, gpus, runs: int) -> tuple[list[float], int, float
 def peer_setup(models, gpus):
     """llm-analysis config objects for every catalog model and GPU (built once, untimed)."""
     from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
-    from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+    from llm_analysis.config import (
+        DtypeConfig,
+        GPUConfig,
+        ModelConfig,
+        ParallelismConfig,
+    )
     from llm_analysis.logger import logger
 
     logger.setLevel(logging.ERROR)
@@ -140,8 +155,8 @@ def peer_setup(models, gpus):
     w16 = DtypeConfig(name="w16a16e16", weight_bits=16, activation_bits=16, embedding_bits=16)
     # (dtype, master_weights_dtype_bytes, other_op_bytes) per precision
     dtype_cfg = {p: (w16, 2, 2) if p in ("bf16", "fp16") else (w16, 4, None) for p in TRAIN_PRECISIONS}
-    return dict(LLMAnalysis=LLMAnalysis, ParallelismConfig=ParallelismConfig, DSZeRO=DSZeRO,
-                NONE=ActivationRecomputation.NONE, model=model_cfg, gpu=gpu_cfg, dtype=dtype_cfg)
+    return {"LLMAnalysis": LLMAnalysis, "ParallelismConfig": ParallelismConfig, "DSZeRO": DSZeRO,
+            "NONE": ActivationRecomputation.NONE, "model": model_cfg, "gpu": gpu_cfg, "dtype": dtype_cfg}
 
 
 def time_peer(sample, peer) -> tuple[float, dict]:
@@ -182,13 +197,29 @@ def allocator_note(args) -> str:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--engine-only", "--runs", str(args.runs)]
     cmd += ["--small"] if args.small else []
     try:
-        out = subprocess.run(cmd, env={**os.environ, **TUNED_MALLOC}, capture_output=True, text=True, timeout=900)
+        out = subprocess.run(cmd, check=False, env={**os.environ, **TUNED_MALLOC}, capture_output=True, text=True, timeout=900)
         tuned = [line for line in out.stdout.splitlines() if line.startswith("engine_only_s=")]
         value = tuned[-1].split("=", 1)[1] if tuned else f"n/a (exit {out.returncode})"
     except subprocess.TimeoutExpired:
         value = "n/a (timed out)"
     env = " ".join(f"{k}={v}" for k, v in TUNED_MALLOC.items())
     return f"engine, with glibc keeping freed memory for reuse ({env}): median {value} s (information only)"
+
+
+def target_lines(engine_s: float, speedup: float, peer_ms: float, n: int) -> list[str]:
+    """One PASS / FAIL line per target, each with its figure (and the load average: a loaded
+    machine slows both sides, the peer more, see docs/performance.md)."""
+    load = "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+    engine_ok = engine_s <= ENGINE_TARGET_S
+    lines = [f"{'PASS' if engine_ok else 'FAIL'} engine_s<={ENGINE_TARGET_S:.2f} ({engine_s:.3f} s median on {n:,} rows; {load})"]
+    if np.isfinite(speedup):
+        figure = (f"{speedup:,.0f}x: llm-analysis {peer_ms:.3f} ms per scenario x {n:,} rows / engine {engine_s:.3f} s, "
+                  f"same run; {load}")
+    else:
+        figure = "not measured: llm-analysis is not installed"
+    lines.append(f"{'PASS' if np.isfinite(speedup) and speedup >= SPEEDUP_TARGET else 'FAIL'} "
+                 f"speedup>={SPEEDUP_TARGET} ({figure})")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -224,6 +255,7 @@ def main(argv=None) -> int:
         peer = peer_setup(models, gpus)
     except ImportError as exc:
         print(f"peer: llm-analysis is not installed ({exc}); run `make bench` (it installs requirements-bench.txt)")
+        print("\n".join(target_lines(engine_s, float("nan"), float("nan"), n)))
         print(f"rows={n} engine_s={engine_s:.4f} rows_per_s={n / engine_s:.0f} peak_rss_mb={rss:.0f} "
               "peer=llm-analysis peer_ms_per_row=nan speedup=nan")
         return 1
@@ -237,6 +269,7 @@ def main(argv=None) -> int:
           f"('refused': its assertion batch_size_per_gpu <= max_batch_size_per_gpu, i.e. does not fit); "
           f"the whole grid would take {per_row * n / 60:.1f} min")
     speedup = per_row * n / engine_s
+    print("\n".join(target_lines(engine_s, speedup, per_row * 1e3, n)))
     print(f"rows={n} engine_s={engine_s:.4f} rows_per_s={n / engine_s:.0f} peak_rss_mb={rss:.0f} "
           f"peer=llm-analysis peer_ms_per_row={per_row * 1e3:.4f} speedup={speedup:.0f}")
     return 0
