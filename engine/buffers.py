@@ -71,24 +71,33 @@ class Columns:
     is false: plain arrays).
     """
 
-    def __init__(self, n: int, pooled: bool = True):
+    def __init__(self, n: int, pooled: bool = True, _root: Columns | None = None):
         self.n = n
-        self._block = _acquire(n) if pooled and n >= POOL_MIN_ROWS else None
-        self._offset = 0
-        self._asked = 0
+        self._root = self if _root is None else _root  # who carves the block (and counts what was asked)
+        if _root is None:
+            self._block = _acquire(n) if pooled and n >= POOL_MIN_ROWS else None
+            self._offset = 0
+            self._asked = 0
+
+    def rows(self, n: int) -> Columns:
+        """Columns of n rows carved from this one's block: the scratch of a smaller sweep made
+        inside this one (estimate's one-GPU probe), whose arrays are gone before the result is
+        returned. Plain arrays where this one has no block."""
+        return Columns(n, _root=self._root)
 
     def empty(self, dtype=np.float64, length: int | None = None) -> np.ndarray:
         """A new array of n rows (or of `length`: scratch for per-group figures)."""
         dtype = np.dtype(dtype)
         length = self.n if length is None else length
         nbytes = length * dtype.itemsize
-        self._asked += -(-nbytes // ALIGN) * ALIGN
-        block = self._block
-        if block is None or self._offset + nbytes > block.size:
-            self._note_need()
+        root = self._root
+        root._asked += -(-nbytes // ALIGN) * ALIGN
+        block = root._block
+        if block is None or root._offset + nbytes > block.size:
+            root._note_need()
             return np.empty(length, dtype=dtype)
-        start = self._offset
-        self._offset += -(-nbytes // ALIGN) * ALIGN
+        start = root._offset
+        root._offset += -(-nbytes // ALIGN) * ALIGN
         return block[start:start + nbytes].view(dtype)
 
     def _note_need(self) -> None:

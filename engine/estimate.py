@@ -57,7 +57,7 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     memory = sweep.memory()
     fit = sweep.fit(memory, gpus, models)
     if "_zero_asked" in ranges and "gpus_needed" in fit.columns:
-        _gpus_needed_at_the_stage_asked(fit.columns, sc, ranges, models, gpus, settings)
+        _gpus_needed_at_the_stage_asked(fit.columns, sc, ranges, models, gpus, settings, out)
     return sweep, memory, fit
 
 
@@ -77,13 +77,14 @@ def overhead_settings(overhead: dict) -> dict:
     return settings
 
 
-def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, settings) -> None:
+def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, settings, out) -> None:
     """One GPU runs without ZeRO (engine/rules.py), but the stage asked applies from two GPUs
     on: a one-GPU row that does not fit gets the GPUs it needs at that stage, from the same
     scenario asked at two GPUs (the engine solves the count from there). Only such rows are
     estimated again, and only as far as their GPUs needed (a lean Sweep: the phases' per-token
-    bytes x tokens, then gpus_needed; no other column), in memory of their own (the pool's
-    block is the result's)."""
+    bytes x tokens, then gpus_needed; no other column), in scratch carved from the result's
+    block where it has one (out.rows: gone before the result is returned; a Columns of its own
+    would become the pool's idle block in place of the result's)."""
     rows, asked = ranges["_zero_dropped_rows"], ranges["_zero_asked"]
     fits = result["fits"][rows].to_numpy(dtype=bool, na_value=True)
     rows, asked = rows[~fits], asked[~fits]
@@ -92,7 +93,7 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
     probe = pd.DataFrame({col: _rows_of(sc[col], rows) for col in sc.columns}, index=pd.RangeIndex(len(rows)),
                          copy=False)  # sc.iloc[rows], column by column (no block consolidation)
     probe["gpus"], probe["zero"] = np.full(len(rows), 2, dtype=np.int64), asked  # as .assign(gpus=2, zero=asked)
-    _, _, fit = _memory_and_fit(probe, models, gpus, settings, Columns(len(probe), pooled=False), lean=True)
+    _, _, fit = _memory_and_fit(probe, models, gpus, settings, out.rows(len(probe)), lean=True)
     result["gpus_needed"][rows] = fit.columns["gpus_needed"]
 
 

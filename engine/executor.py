@@ -283,7 +283,7 @@ def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: 
     logits_fixed = last_logits_bytes(x, b, mtake) if x.infer.any() else None
     # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
     kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
-    seq_tokens = np.multiply(tokens, s) if seq_term else None  # tokens x seq, for the per_token_seq terms
+    seq_tokens = np.multiply(tokens, s, out=out.empty()) if seq_term else None  # tokens x seq, for the per_token_seq terms
     return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving)
 
 

@@ -468,7 +468,11 @@ def _group(parts: list, n: int, columns=None) -> tuple[np.ndarray, np.ndarray]:
             key += codes
         present = np.zeros(span, dtype=bool)
         present[key] = True
-        ids = present.astype(np.intp)
+        if columns is not None:  # (scratch from the pool: a wide table is megabytes of fresh pages otherwise)
+            ids = columns.empty(np.intp, length=span)
+            np.copyto(ids, present)
+        else:
+            ids = present.astype(np.intp)
         np.cumsum(ids, out=ids)
         ids -= 1
         inv = np.take(ids, key, out=new(), mode="clip")
