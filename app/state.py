@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field
 
+import pandas as pd
 import streamlit as st
 
 from app.data import decided_notes, merged_frames

@@ -22,7 +22,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine import estimate, uncertainty  # noqa: E402
+from engine import estimate  # noqa: E402
 
 GIB = 2**30
 DATA = ROOT / "tests" / "data" / "measured_peaks.csv"

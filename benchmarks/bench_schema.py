@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

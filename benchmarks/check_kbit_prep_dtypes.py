@@ -31,7 +31,8 @@ for layer in m.base_model.model.model.layers:
     layer.register_forward_pre_hook(hook, with_kwargs=True)
 saved = []
 def pack(t):
-    saved.append((tuple(t.shape), t.dtype)); return t
+    saved.append((tuple(t.shape), t.dtype))
+    return t
 ids = torch.randint(0, 256, (1, 16))
 with torch.autocast("cpu", dtype=torch.bfloat16):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

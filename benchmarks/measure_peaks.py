@@ -617,7 +617,8 @@ def run_one(c: dict) -> dict:
         keep = {id(p) for layer in decoder[-c["freeze_layers"]:] for p in layer.parameters()}
         for p in hf_model.parameters():
             p.requires_grad_(id(p) in keep)
-    fsdp_mesh = _fsdp_setup(c, hf_model) if c.get("zero") else None
+    if c.get("zero"):
+        _fsdp_setup(c, hf_model)  # wraps the model in place (its mesh is not needed here)
     if c["task"] == "train" and c["grad_checkpointing"]:
         kw = {"use_reentrant": False}
         if hasattr(hf_model, "activation_checkpointing_enable"):  # transformers >= 5.x name

@@ -152,8 +152,8 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                type (torchtune) take the 16-bit input the base linear keeps (nothing new) and
                lora_B keeps a 16-bit output (2*r).
     """
-    q_saves = saves["q_proj"]; k_saves = saves["k_proj"]; v_saves = saves["v_proj"]
-    g_saves = saves["gate_proj"]; u_saves = saves["up_proj"]; d_saves = saves["down_proj"]
+    q_saves, k_saves, v_saves = saves["q_proj"], saves["k_proj"], saves["v_proj"]
+    g_saves, u_saves, d_saves = saves["gate_proj"], saves["up_proj"], saves["down_proj"]
     # pure 16-bit base with fp32 adapters: every adapted module keeps its own fp32 copy
     fp32_cast = (lora_r > 0) & (R == 2) & ~cast_each & ~np.asarray(adapter16, dtype=bool)
     shared_keep = np.where(fp32_cast, 0.0, 1.0)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
-from engine.stacks import RECIPES, SWITCHES, recipe_value
+from engine.stacks import SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0

@@ -204,7 +204,6 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
     task = pd.Series(_column(sc, "task")).astype(str).to_numpy()
-    infer = task == "infer"
 
     # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
     # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario)

@@ -106,7 +106,7 @@ def format_serve(row: pd.Series) -> str:
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")
-    lines.append(f"  speed model: engine/serving.py, calibrated on published llama.cpp runs (docs/serving.md)")
+    lines.append("  speed model: engine/serving.py, calibrated on published llama.cpp runs (docs/serving.md)")
     lines.append(f"  run it: {row['command']}")
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 """Shared fixtures. The catalog database is built into a temporary folder per test run."""
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,19 @@ os.environ.setdefault("LLM_PLANNER_BUILD_DIR", tempfile.mkdtemp(prefix="llm-plan
 os.environ["LLM_PLANNER_USER_CATALOG"] = os.path.join(tempfile.mkdtemp(prefix="llm-planner-user-"), "user_catalog.yaml")  # never ~/.llm-planner
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """One fresh seed per run for tests/test_property_search.py, drawn by the controlling process
+    before pytest-xdist starts its workers (they inherit the environment): every worker, and the
+    header below, see the same seed. PROPERTY_SEARCH_SEED=S reruns a seed."""
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault("PROPERTY_SEARCH_SEED", str(secrets.randbits(63)))
+
+
+def pytest_report_header(config):
+    seed = os.environ.get("PROPERTY_SEARCH_SEED")
+    return [f"property search seed: {seed} (rerun: PROPERTY_SEARCH_SEED={seed} make test)"]
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine import estimate
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -75,7 +75,7 @@ def _gpu_choices(page, text: str) -> str:
     return offered
 
 
-def test_four_people_at_once_each_keep_their_own_workload_and_entries(server):
+def test_four_people_at_once_each_keep_their_own_workload_and_entries(server):  # noqa: F811 (the fixture)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -2,8 +2,8 @@
 files, a damaged database cache, big user catalogs, and the modules' layering.
 
 1. A lone surrogate or a control character in any text field is refused with one line naming
-   the file, entry and field; a saved file that holds one (an older version wrote it) is kept
-   aside like any corrupt file, and nothing crashes on a later run.
+   the file, entry and field; in a saved file that holds one (an older version wrote it) that
+   entry is set aside alone (the others load), and nothing crashes on a later run.
 2. Only regular files are read, and only up to a bound: a FIFO never blocks, /dev/zero is never
    read, an empty path and a read-only folder give one clear line.
 3. A damaged catalog-*.duckdb is rebuilt (and said so), never a traceback until deleted by hand.
@@ -194,28 +194,38 @@ def test_a_pre_quantized_method_name_that_is_not_text_is_left_out_of_the_notes()
 
 @pytest.mark.parametrize("parser", ["C", "python"])
 @pytest.mark.parametrize("bad", ["\ud800", "\x01", "\u2028"])
-def test_a_saved_file_with_text_that_is_not_text_is_kept_aside_and_nothing_crashes(tmp_path, monkeypatch, shipped,
-                                                                                    parser, bad):
-    """As an older version wrote it: the emitter escapes the character ("\\uD800", "\\x01")."""
+def test_a_saved_file_with_text_that_is_not_text_sets_that_entry_aside_and_nothing_crashes(tmp_path, monkeypatch,
+                                                                                          shipped, parser, bad):
+    """As an older version wrote it: the emitter escapes the character ("\\uD800", "\\x01"). The
+    entry that holds it is set aside alone (issue 24: one bad entry never empties the catalog);
+    where the parser refuses the file itself (libyaml and the escape of a lone surrogate) the
+    whole file is kept aside, as any file that is not a catalog."""
     if parser == "python":
         monkeypatch.setattr(schema, "_CParser", None)
     path = tmp_path / "user_catalog.yaml"
-    path.write_text(yaml.safe_dump({"gpus": [gpu_record("old-gpu", name=f"Old{bad}GPU")], "models": []},
-                                   allow_unicode=True, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"gpus": [gpu_record("kept-gpu"), gpu_record("old-gpu", name=f"Old{bad}GPU")],
+                                    "models": []}, allow_unicode=True, sort_keys=False), encoding="utf-8")
     content = path.read_bytes()
-    with pytest.raises(UserCatalogCorrupt) as info:
-        UserCatalog(path, shipped_ids={}).load()
-    message = str(info.value)
-    assert_one_clean_line(message)
-    assert str(path) in message and "kept as" in message
-    assert info.value.kept_as.read_bytes() == content and not path.exists()
-    # a later run: the catalog starts empty, the merged frames and new entries work
-    path.write_bytes(content)  # again, for the merged frames this time
-    with pytest.warns(UserCatalogWarning, match="kept as"):
+    try:
+        loaded = UserCatalog(path, shipped_ids={}).read()
+    except UserCatalogCorrupt as exc:  # the file itself is refused: kept aside whole, as before
+        assert parser == "C" and bad == "\ud800"
+        message = str(exc)
+        assert_one_clean_line(message)
+        assert str(path) in message and "kept as" in message
+        assert exc.kept_as.read_bytes() == content and not path.exists()
+        return
+    assert [g["id"] for g in loaded.records["gpus"]] == ["kept-gpu"]
+    [aside] = loaded.set_aside
+    assert_one_clean_line(str(aside))
+    assert "entry 'old-gpu', field 'name'" in str(aside) and "set aside" in str(aside)
+    assert path.read_bytes() == content  # the file is kept as it is
+    # the merged frames hold the good entry and name the other one; new entries work
+    with pytest.warns(UserCatalogWarning, match="entry 'old-gpu'"):
         frames = catalog_frames(shipped, UserCatalog(path, shipped_ids={}))
-    assert set(frames["gpus"]["origin"]) == {"shipped"}
+    assert list(frames["gpus"].loc[frames["gpus"]["origin"] == "user", "id"]) == ["kept-gpu"]
     UserCatalog(path, shipped_ids={}).add_gpu(gpu_record("new-gpu"))
-    assert [g["id"] for g in UserCatalog(path, shipped_ids={}).load()["gpus"]] == ["new-gpu"]
+    assert [g["id"] for g in UserCatalog(path, shipped_ids={}).load()["gpus"]] == ["kept-gpu", "new-gpu"]
 
 
 def test_messages_escape_what_is_not_text():

@@ -414,8 +414,6 @@ def test_a_config_json_upload_adds_a_model_and_bad_json_is_named():
 # Every test below points LLM_PLANNER_USER_CATALOG at its own temporary file.
 
 
-import yaml  # noqa: E402
-
 from catalog.store import ENV_VAR, UserCatalog  # noqa: E402
 
 HOSTILE = "'; DROP TABLE gpus; --"
