@@ -26,7 +26,8 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
                         ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
-from engine.scenarios import DEFAULTS, KV_PRECISIONS, LIMITS
+from engine.columns import SCENARIO
+from engine.scenarios import KV_PRECISIONS
 from engine.stacks import RECIPE_NAMES, SWITCHES
 
 @dataclass(frozen=True)
@@ -39,38 +40,27 @@ class Field:
     high: int | None = None
 
 
+def _column_fields() -> list[Field]:
+    """The sidebar fields of the scenario columns, as the column table declares them
+    (engine/columns.py: key = the URL key, the dashboard's default, options or bounds)."""
+    out = []
+    for col in SCENARIO:
+        for sb in col.sidebar:
+            options = sb.options if sb.options is not None else (tuple(col.choices) if sb.kind in ("choice", "multi") else ())
+            low = sb.low if sb.low is not None else (int(col.low) if sb.kind == "int" and col.low is not None else None)
+            high = sb.high if sb.high is not None else (int(col.high) if sb.kind == "int" and col.high is not None else None)
+            out.append(Field(sb.key, sb.default, sb.kind, options, low, high))
+    return out
+
+
 FIELDS: dict[str, Field] = {f.key: f for f in (
-    Field("model", "llama-3-8b", "choice"),
-    Field("gpu", "rtx-4090", "choice"),
-    Field("task", "train", "choice", tuple(TASK_LABELS)),
-    Field("method", "lora", "choice", tuple(METHOD_LABELS)),
-    Field("train_precision", "bf16", "choice", TRAIN_PRECISIONS),
-    Field("infer_precision", "bf16", "choice", INFER_PRECISIONS),
-    Field("kv_precision", "auto", "choice", KV_PRECISIONS),
-    # engine/rules.py decides "auto" as windowed; the sidebar shows that decided value
-    Field("kv_policy", "windowed", "choice", ("windowed", "full", "latent")),
-    Field("optimizer", "adamw", "choice", OPTIMIZERS),
-    Field("batch", 1, "int", low=1, high=LIMITS["batch"]),
-    Field("seq", 2048, "int", low=1, high=LIMITS["seq"]),
-    # On by default: the usual setting for fine-tuning on one card (peft/torchtune recipes).
-    Field("grad_checkpointing", True, "bool"),
-    Field("lora_rank", 8, "int", low=1, high=LIMITS["lora_rank"]),
-    Field("lora_targets", ("q_proj", "v_proj"), "multi", LORA_MODULES),
-    Field("base_precision", "auto", "choice", tuple(BASE_LABELS)),
-    Field("freeze_layers", 2, "int", low=1, high=LIMITS["freeze_layers"]),
-    Field("gpus", 1, "int", low=1, high=1024),
-    Field("zero", 3, "choice", (0, 1, 2, 3)),
-    Field("offload", "none", "choice", tuple(OFFLOAD_LABELS)),
-    Field("headroom_pct", round(DEFAULTS["headroom"] * 100), "int", low=0, high=50),
-    Field("allow_long_context", False, "bool"),
+    *_column_fields(),
+    # the dashboard's own fields (no scenario column): units, and the Budget page's budget (whole
+    # dollars), mode and card condition, so that a shared link reproduces it
     Field("units", "GiB", "choice", ("GiB", "GB")),
-    # the Budget page's budget (whole dollars) and mode, so that a shared link reproduces it
     Field("budget", 10_000, "int", low=0, high=10**10),
     Field("budget_mode", "buy", "choice", ("buy", "cloud_hour", "cloud_job")),
     Field("condition", "either", "choice", ("either", "new", "used")),
-    # the software stack (issue 13): a recipe and its switches, 'auto' = as the recipe sets it
-    Field("recipe", DEFAULTS["recipe"], "choice", RECIPE_NAMES),
-    *(Field(switch, "auto", "choice", values) for switch, values in SWITCHES.items()),
 )}
 
 
@@ -166,6 +156,11 @@ def sync_url() -> None:
     _write_query_params(store())
 
 
+def _bounds(key: str) -> dict:
+    """A number widget's bounds, the field's (from the column table, engine/columns.py)."""
+    return {"min_value": FIELDS[key].low, "max_value": FIELDS[key].high}
+
+
 def _widget(key: str, make, options: list | None = None):
     """Draw one sidebar widget whose initial value is the store's, and write its value back.
 
@@ -213,15 +208,15 @@ def sidebar() -> dict:
         _widget("train_precision", lambda k, **v: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k, **v,
                                                           format_func=TRAIN_PRECISION_LABELS.get))
         _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v, format_func=OPTIMIZER_LABELS.get))
-        _widget("batch", lambda k, **v: sb.number_input("Micro-batch per GPU (sequences)", min_value=1,
-                                                   max_value=LIMITS["batch"], step=1, key=k, **v))
-        _widget("seq", lambda k, **v: sb.number_input("Sequence length (tokens)", min_value=1, max_value=LIMITS["seq"],
+        _widget("batch", lambda k, **v: sb.number_input("Micro-batch per GPU (sequences)", **_bounds("batch"), step=1,
+                                                   key=k, **v))
+        _widget("seq", lambda k, **v: sb.number_input("Sequence length (tokens)", **_bounds("seq"),
                                                  step=256, key=k, **v))
         _widget("grad_checkpointing", lambda k, **v: sb.checkbox("Gradient checkpointing", key=k, **v,
                                                             help="Keep each layer's input, recompute the rest in backward."))
         if method in ("lora", "qlora"):
             with sb.expander("LoRA", expanded=True):
-                _widget("lora_rank", lambda k, **v: st.number_input("Rank r", min_value=1, max_value=LIMITS["lora_rank"],
+                _widget("lora_rank", lambda k, **v: st.number_input("Rank r", **_bounds("lora_rank"),
                                                                step=8, key=k, **v))
                 _widget("lora_targets", lambda k, **v: st.multiselect("Target modules", list(LORA_MODULES), key=k, **v,
                                                                  help="peft's default for Llama: q_proj, v_proj."))
@@ -235,8 +230,8 @@ def sidebar() -> dict:
                 _widget(switch, lambda k, label=SWITCH_LABELS[switch], values=values, **v: st.selectbox(
                     label, list(values), key=k, **v, help="auto: as the recipe sets it"))
         if method == "freeze":
-            _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", min_value=1,
-                                                               max_value=LIMITS["freeze_layers"], key=k, **v))
+            _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", **_bounds("freeze_layers"),
+                                                               key=k, **v))
     else:
         _widget("infer_precision", lambda k, **v: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k, **v,
                                                           format_func=INFER_PRECISION_LABELS.get))
@@ -246,22 +241,23 @@ def sidebar() -> dict:
                                                          help="Models whose layers do not all attend to the whole "
                                                               "context (Gemma 2/3, gpt-oss, DeepSeek MLA); dense "
                                                               "full-attention models are the same under every policy."))
-        _widget("batch", lambda k, **v: sb.number_input("Concurrent sequences", min_value=1, max_value=LIMITS["batch"],
+        _widget("batch", lambda k, **v: sb.number_input("Concurrent sequences", **_bounds("batch"),
                                                    step=1, key=k, **v))
-        _widget("seq", lambda k, **v: sb.number_input("Context per sequence (tokens)", min_value=1, max_value=LIMITS["seq"],
+        _widget("seq", lambda k, **v: sb.number_input("Context per sequence (tokens)", **_bounds("seq"),
                                                  step=256, key=k, **v))
     sb.header("GPUs")
     _widget("gpu", lambda k, **v: sb.selectbox("GPU", list(gpu_names), key=k, **v, format_func=lambda i: gpu_names.get(i, i),
                                           help="The card of the single-scenario views and the inference table."),
             options=list(gpu_names))
-    _widget("gpus", lambda k, **v: sb.number_input("GPU count", min_value=1, max_value=1024, step=1, key=k, **v,
+    _widget("gpus", lambda k, **v: sb.number_input("GPU count", **_bounds("gpus"), step=1, key=k, **v,
                                               help="GPUs of the single-scenario views; the matrix and planners find the count themselves."))
     if task == "train":
         _widget("zero", lambda k, **v: sb.selectbox("ZeRO stage when sharding", [0, 1, 2, 3], key=k, **v, format_func=ZERO_LABELS.get,
                                                help="Applied from two GPUs on (one GPU runs unsharded unless offload is on)."))
         _widget("offload", lambda k, **v: sb.selectbox("Offload", list(OFFLOAD_LABELS), key=k, **v, format_func=OFFLOAD_LABELS.get))
     with sb.expander("Display and margins"):
-        _widget("headroom_pct", lambda k, **v: st.slider("Headroom kept free (% of each GPU)", 0, 50, key=k, **v))
+        _widget("headroom_pct", lambda k, **v: st.slider("Headroom kept free (% of each GPU)", FIELDS["headroom_pct"].low,
+                                                                 FIELDS["headroom_pct"].high, key=k, **v))
         _widget("allow_long_context", lambda k, **v: st.checkbox("Allow sequences beyond a model's context", key=k, **v))
         _widget("units", lambda k, **v: st.radio("Memory units", ["GiB", "GB"], key=k, **v, horizontal=True,
                                             help="GiB = 2^30 bytes; GB = 10^9 bytes."))

@@ -139,17 +139,19 @@ SETTINGS = {
     "pue": DEFAULT_PUE,
     "resale_fraction": DEFAULT_RESALE_FRACTION,
 }
-# (low, low inclusive, high, high inclusive, what is accepted)
+# (low, low inclusive, high, high inclusive, what is accepted): the one range of each setting, for
+# the engine, the command line and the dashboard alike (engine/columns.py). The fractions start at
+# 0.001 and the hours at 1: below them the times and costs would be 300-digit numbers, not a system.
 _RANGES = {
-    "tokens": (0.0, False, 1e18, True, "a number of tokens > 0, e.g. 1e9"),
-    "mfu": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.4"),
-    "bandwidth_efficiency": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.65"),
+    "tokens": (1.0, True, 1e18, True, "a number of tokens >= 1 and <= 1e18, e.g. 1e9"),
+    "mfu": (0.001, True, 1.0, True, "a fraction >= 0.001 and <= 1, e.g. 0.4"),
+    "bandwidth_efficiency": (0.001, True, 1.0, True, "a fraction >= 0.001 and <= 1, e.g. 0.65"),
     "prompt_tokens": (1.0, True, 1e8, True, "a whole number of tokens >= 1 and <= seq"),
-    "usd_per_kwh": (0.0, True, 100.0, True, "a price in $/kWh >= 0, e.g. 0.13"),
-    "utilization": (0.0, False, 1.0, True, "a fraction in (0, 1], e.g. 0.5 for half the hours"),
-    "hours_per_month": (0.0, False, 744.0, True, "hours in (0, 744], e.g. 730"),
-    "pue": (1.0, True, 5.0, True, "a power usage effectiveness in [1, 5], e.g. 1.58"),
-    "resale_fraction": (0.0, True, 1.0, False, "a fraction in [0, 1), e.g. 0.5 if half the price comes back"),
+    "usd_per_kwh": (0.0, True, 100.0, True, "a price in $/kWh >= 0 and <= 100, e.g. 0.13"),
+    "utilization": (0.001, True, 1.0, True, "a fraction >= 0.001 and <= 1, e.g. 0.5 for half the hours"),
+    "hours_per_month": (1.0, True, 744.0, True, "hours >= 1 and <= 744, e.g. 730"),
+    "pue": (1.0, True, 5.0, True, "a power usage effectiveness >= 1 and <= 5, e.g. 1.58"),
+    "resale_fraction": (0.0, True, 1.0, False, "a fraction >= 0 and < 1, e.g. 0.5 if half the price comes back"),
 }
 
 MODEL_SHAPE = ("hidden_size", "num_layers", "num_heads", "head_dim", "vocab_size")

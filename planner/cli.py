@@ -15,48 +15,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine import rules
-from engine.constants import OPTIMIZERS
+from engine import columns, rules, uncertainty
 from engine.estimate import estimate
-from engine.scenarios import DEFAULTS, LIMITS, TASKS, show
+from engine.scenarios import DEFAULTS, LIMITS, show
 from engine.speed import format_speed_cost
-from engine.stacks import RECIPE_NAMES, STACK_COLUMNS, SWITCHES
-from engine import uncertainty
+from engine.stacks import STACK_COLUMNS
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
 
 GIB = 2**30
 
-JSON_KEYS = (
-    "weights_bytes", "gradients_bytes", "optimizer_bytes", "optimizer_temp_bytes", "autocast_copies_bytes",
-    "activations_bytes", "logits_bytes", "kv_cache_bytes", "workspace_bytes", "paged_optimizer_bytes",
-    "runtime_overhead_bytes", "peak_bytes", "peak_phase", "cpu_bytes", "params", "trainable_params",
-    "forward_phase_bytes", "loss_backward_phase_bytes", "backward_phase_bytes", "optimizer_phase_bytes",
-    "prefill_phase_bytes", "logits_phase_bytes",
-    "active_params",  # issue 15: parameters one token uses (MoE: routed experts per token + shared); = params if dense
-    "attention_phase_bytes",  # issue 12: a prefill's eager attention scores (null where the row has no such phase)
-)
-# the decided scenario (engine/rules.py) in --json, added to the keys above (never renamed)
-NORMALIZED_KEYS = ("lora_rank", "lora_targets", "freeze_layers", "base_precision", "kv_precision",
-                   "prefill_logits", "headroom", "allow_long_context", "kv_policy", "ep") + STACK_COLUMNS
-SCENARIO_COLUMNS = ("model", "task", "method", "precision", "optimizer", "batch", "seq", "grad_checkpointing",
-                    "lora_rank", "lora_targets", "freeze_layers", "zero", "offload", "gpus", "tp", "pp",
-                    "base_precision", "kv_precision", "prefill_logits", "headroom", "allow_long_context", "gpu",
-                    "kv_policy", "ep") + STACK_COLUMNS
+# --json's keys, the decided scenario and the flags are generated from the column tables
+# (engine/columns.py): a new column is declared there once. The keys below are the ones --json
+# adds beside the result row's (a contract: keys are added, never renamed).
 # one ranked change of --what-if in --json (planner.planning.what_if's columns)
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
-FIT_KEYS = ("gpu", "usable_bytes", "fits", "gpus_needed", "max_batch", "max_seq", "memory_used_fraction")
-# speed and cost (engine/speed.py): GPU-dependent figures with --gpu; FLOPs and settings always
-SPEED_KEYS = ("decode_tokens_per_s", "aggregate_tokens_per_s", "prefill_s", "bound", "usd_per_million_tokens",
-              "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "purchase_usd",
-              "power_usd_per_month", "rent_usd_per_month", "breakeven_months", "usd_per_gb_vram",
-              "comm_hours")  # added at the end: a contract, keys are added, never renamed
-SPEED_SETTING_KEYS = ("tokens", "mfu", "bandwidth_efficiency", "prompt_tokens", "usd_per_kwh", "utilization",
-                      "hours_per_month", "pue", "resale_fraction")
-# CLI flag -> scenario column for the speed and cost settings (checked by engine/speed.py)
-SPEED_FLAGS = {"tokens": "tokens", "mfu": "mfu", "bandwidth_efficiency": "bandwidth_efficiency",
-               "prompt_tokens": "prompt_tokens", "usd_per_kwh": "usd_per_kwh", "utilization": "utilization",
-               "hours_per_month": "hours_per_month", "pue": "pue", "resale_fraction": "resale_fraction"}
+# the scenario as estimated (the decided values), the columns the what-if changes start from
+SCENARIO_COLUMNS = tuple(c.name for c in columns.SCENARIO if c.group in ("scenario", "stack"))
 
 
 class CliError(Exception):
@@ -96,11 +71,12 @@ def _whole(name: str, low: int = 1, high: int | None = None, accepted: str | Non
     return parse
 
 
-def _bounded(name: str, low: float, high: float, low_open: bool = False, high_open: bool = False, what: str = ""):
+def _bounded(name: str, low: float, high: float, low_open: bool = False, high_open: bool = False, what: str = "",
+             accepted: str = ""):
     """A number in a range that describes a real system; outside it the figures would be
     300-digit or infinite."""
-    accepted = (f"a number {'>' if low_open else '>='} {low:g} and {'<' if high_open else '<='} {high:g}"
-                + (f" ({what})" if what else ""))
+    accepted = accepted or (f"a number {'>' if low_open else '>='} {low:g} and {'<' if high_open else '<='} {high:g}"
+                            + (f" ({what})" if what else ""))
 
     def parse(text):
         value = _ascii_number(name, text, accepted)
@@ -119,70 +95,71 @@ def _choice_text(name: str, choices):
     return parse
 
 
+def _column_parser(col: columns.Column):
+    """The flag's parser: the column's kind and range (engine/columns.py), or none where the
+    engine's own check names the bad value (choices that depend on the task: precision, ...)."""
+    if col.kind == "bool" or not col.cli_checks:
+        return None
+    if col.kind == "choice" and col.name != "zero":
+        return _choice_text(col.cli[2:], col.choices)
+    if col.kind == "int" or col.name == "zero":
+        return _whole(col.name.replace("_", " "), low=int(col.low), high=int(col.high),
+                      accepted=col.accepted or None)
+    if col.kind == "float":
+        return _bounded(col.cli[2:], col.low, col.high, low_open=col.low_open, high_open=col.high_open,
+                        accepted=col.accepted)
+    return None
+
+
+def _column_help(col: columns.Column) -> str:
+    text = col.help
+    if col.choices and len(col.choices) > 1 and str(col.choices[1]) not in col.help:
+        text += f"; accepted: {', '.join(map(str, col.choices))}"
+    text += f" (default {col.describe_default()})"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
+def add_column_flag(p: argparse.ArgumentParser, col: columns.Column) -> None:
+    """One scenario column's flag, as the column table declares it."""
+    if col.kind == "bool":
+        p.add_argument(col.cli, action="store_true", help=_column_help(col))
+        return
+    default = col.default if col.cli_default == columns.ENGINE else None
+    if col.cli_scale != 1 and default is not None:
+        default = default / col.cli_scale
+    p.add_argument(col.cli, default=default, type=_column_parser(col), help=_column_help(col))
+
+
 def _add_scenario_args(p: argparse.ArgumentParser) -> None:
-    """The scenario flags, the same for estimate and sweep (one request, one meaning). Every
-    flag left out is decided by engine/rules.py, as for the library and the dashboard."""
-    p.add_argument("--model", help="catalog model id (see: catalog models)")
+    """The scenario flags, the same for estimate and sweep (one request, one meaning), generated
+    from the column table (engine/columns.py). Every flag left out is decided by engine/rules.py,
+    as for the library and the dashboard."""
+    model, *rest = [c for c in columns.SCENARIO if c.cli]
+    add_column_flag(p, model)
     p.add_argument("--model-config", help="a Hugging Face config.json to estimate instead of a catalog model")
-    p.add_argument("--task", default="train", type=_choice_text("task", TASKS), help="train | infer")
-    p.add_argument("--method", default=None, help="full | lora | qlora | freeze (training)")
-    p.add_argument("--precision", default=None,
-                   help="training: fp32, amp_bf16, amp_fp16, bf16, fp16, mixed_bf16, mixed_fp16; "
-                        "inference: fp32, bf16, fp16, int8, int4, nf4, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, q3_k_m, q2_k")
-    p.add_argument("--optimizer", default="adamw",
-                   help=", ".join(OPTIMIZERS))
-    p.add_argument("--batch", type=_whole("batch"), default=1, help="micro-batch per GPU (sequences)")
-    p.add_argument("--seq", type=_whole("seq"), default=None,
-                   help="sequence length in tokens (default 2048, or the model's context if shorter)")
-    p.add_argument("--grad-checkpointing", action="store_true")
-    p.add_argument("--lora-rank", type=_whole("lora rank", high=LIMITS["lora_rank"]), default=8)
-    p.add_argument("--lora-targets", default="q_proj,v_proj", help="comma list of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj, or 'all'")
-    p.add_argument("--freeze-layers", type=_whole("freeze layers", high=LIMITS["freeze_layers"]), default=2,
-                   help="trainable last layers for --method freeze (at most the model's layers)")
-    p.add_argument("--base-precision", default="auto", help="frozen base for lora/qlora: auto, fp32, bf16, fp16, int8, int4, nf4")
-    p.add_argument("--kv-precision", default="auto", help="KV cache: auto (as the activations), fp32, bf16, fp16, fp8, int8, int4")
-    p.add_argument("--ep", type=_whole("ep", high=LIMITS["ep"]), default=1,
-                   help="expert parallel for mixture-of-experts models: 1 (experts split by --tp), or a multiple of "
-                        "tp dividing gpus / pp (whole experts spread over those GPUs)")
-    p.add_argument("--kv-policy", default="auto",
-                   help="KV cache of sliding-window and latent-attention layers: auto (= windowed), windowed, full, latent")
-    p.add_argument("--zero", default=0, type=_whole("zero", low=0, high=3, accepted="0, 1, 2 or 3"), help="ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)")
-    p.add_argument("--offload", default="none", help="none | optimizer | all")
-    p.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="total GPU count")
-    p.add_argument("--tp", type=_whole("tp", high=LIMITS["tp"]), default=None,
-                   help="tensor-parallel degree (default: inference splits over the GPUs and heads, training 1)")
-    p.add_argument("--pp", type=_whole("pp", high=LIMITS["pp"]), default=None, help="pipeline-parallel degree (default: see --tp)")
-    p.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"),
-                   default=DEFAULTS["headroom"],
-                   help="fraction of GPU memory kept free (default 0.1 = 10%%, as on the dashboard)")
-    p.add_argument("--prefill-logits", default="last", help="inference: last (as generate()) | all positions")
-    p.add_argument("--allow-long-context", action="store_true", help="accept a seq beyond the model's context length")
-    # the software stack (issue 13, engine/stacks.py): a recipe, and switches that default to its values
-    p.add_argument("--recipe", default=None, type=_choice_text("recipe", RECIPE_NAMES),
-                   help="software stack whose defaults the switches below take: " + " | ".join(RECIPE_NAMES) + " (default hf)")
-    for switch, values in SWITCHES.items():
-        p.add_argument("--" + switch.replace("_", "-"), default=None, type=_choice_text(switch.replace("_", "-"), values),
-                       help=" | ".join(values) + " (auto: as the recipe sets it; docs/stacks.md)")
-    p.add_argument("--context-mib", type=_bounded("context-mib", 0, 65536, what="MiB per GPU"), default=None,
-                   help="runtime overhead: CUDA context per GPU, MiB (default 430)")
-    p.add_argument("--fragmentation", type=_bounded("fragmentation", 0, 0.9), default=None,
-                   help="runtime overhead: allocator share of the tensors' peak (default 0.05)")
-    p.add_argument("--tokens", type=_bounded("tokens", 1, 1e15), default=None, help="training tokens for time and cost (default 1e9)")
-    p.add_argument("--mfu", type=_bounded("mfu", 0.001, 1), default=None,
-                   help="fraction of dense peak FLOPS reached, 0.001-1 (default 0.49, LLaMA paper)")
-    p.add_argument("--bandwidth-efficiency", type=_bounded("bandwidth-efficiency", 0.001, 1), default=None,
-                   help="fraction of memory bandwidth reached in decode, 0.001-1 (default 0.65, llama.cpp measurements)")
-    p.add_argument("--prompt-tokens", type=_bounded("prompt-tokens", 1, LIMITS["seq"]), default=None,
-                   help="inference: prompt length per sequence for the prefill time (default: seq)")
-    p.add_argument("--usd-per-kwh", type=_bounded("usd-per-kwh", 0, 10), default=None, help="electricity price for owned GPUs (default 0.13)")
-    p.add_argument("--utilization", type=_bounded("utilization", 0.001, 1), default=None,
-                   help="fraction of the month the GPUs are busy, 0.001-1 (default 1)")
-    p.add_argument("--hours-per-month", type=_bounded("hours-per-month", 1, 744), default=None, help="hours in a month (default 730)")
-    p.add_argument("--pue", type=_bounded("pue", 1, 5), default=None,
-                   help="power usage effectiveness multiplying electricity (default 1.0; a data centre ~1.58)")
-    p.add_argument("--resale-fraction", type=_bounded("resale-fraction", 0, 1, high_open=True), default=None,
-                   help="share of the purchase price recovered by selling the cards later (default 0); "
-                        "the buy-vs-rent break-even weighs the rest")
+    for col in rest:
+        add_column_flag(p, col)
+
+
+def request_from_args(args) -> dict:
+    """The scenario exactly as asked on the command line: what was not given is left out, and
+    engine/rules.py decides it (the same rules as for the library and the dashboard)."""
+    if args.task == "infer" and args.method not in (None, "full", "none"):
+        raise CliError(f"method {show(args.method)} applies to training; for --task infer leave --method out")
+    sc = {}
+    for col in columns.SCENARIO:
+        if not col.cli or col.group == "overhead":
+            continue
+        value = getattr(args, col.dest, None)
+        if value is not None and not (col.name == "method" and args.task == "infer"):
+            sc[col.name] = value
+    return sc
+
+
+def _overhead(args) -> dict:
+    """estimate()'s runtime-overhead keywords the user gave (--context-mib in MiB -> bytes)."""
+    return {col.name: getattr(args, col.dest) * col.cli_scale for col in columns.SCENARIO
+            if col.group == "overhead" and getattr(args, col.dest, None) is not None}
 
 
 def build_parser() -> Parser:
@@ -221,58 +198,14 @@ def build_parser() -> Parser:
     bud.add_argument("--condition", default="either", type=_choice_text("condition", ("new", "used", "either")),
                      help="card prices: new, used or either (the cheaper known price)")
     bud.add_argument("--max-gpus", type=_whole("max-gpus", high=LIMITS["gpus"]), default=16, help="largest GPU count (default 16)")
-    bud.add_argument("--headroom", type=_bounded("headroom", 0, 1, high_open=True, what="0.1 = 10%% kept free"),
-                     default=DEFAULTS["headroom"], help="fraction of GPU memory kept free (default 0.1)")
-    # buy vs rent (break-even per row): the speed model's TCO settings, as for estimate
-    bud.add_argument("--utilization", type=_bounded("utilization", 0.001, 1), default=None,
-                     help="fraction of the month the GPUs are busy, 0.001-1 (default 1)")
-    bud.add_argument("--pue", type=_bounded("pue", 1, 5), default=None,
-                     help="power usage effectiveness multiplying electricity (default 1.0; a data centre ~1.58)")
-    bud.add_argument("--usd-per-kwh", type=_bounded("usd-per-kwh", 0, 10), default=None,
-                     help="electricity price for owned GPUs (default 0.13)")
-    bud.add_argument("--hours-per-month", type=_bounded("hours-per-month", 1, 744), default=None,
-                     help="hours in a month (default 730)")
-    bud.add_argument("--resale-fraction", type=_bounded("resale-fraction", 0, 1, high_open=True), default=None,
-                     help="share of the system's price recovered by selling it later (default 0)")
+    # the headroom and the buy-vs-rent settings (break-even per row): the estimate's flags (engine/columns.py)
+    for name in ("headroom", "utilization", "pue", "usd_per_kwh", "hours_per_month", "resale_fraction"):
+        add_column_flag(bud, columns.SCENARIO_BY_NAME[name])
     bud.add_argument("--json", action="store_true", help="print one JSON object")
     ev = sub.add_parser("evidence", help="estimate vs every published reference")
     ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
                                                         "reference, estimate, unit, error_pct, recipe, explanation, ...)")
     return parser
-
-
-def request_from_args(args) -> dict:
-    """The scenario exactly as asked on the command line: what was not given is left out, and
-    engine/rules.py decides it (the same rules as for the library and the dashboard)."""
-    if args.task == "infer" and args.method not in (None, "full", "none"):
-        raise CliError(f"method {show(args.method)} applies to training; for --task infer leave --method out")
-    sc = dict(
-        task=args.task, optimizer=args.optimizer, batch=args.batch, grad_checkpointing=args.grad_checkpointing,
-        lora_rank=args.lora_rank, lora_targets=args.lora_targets, freeze_layers=args.freeze_layers,
-        zero=args.zero, offload=args.offload, gpus=args.gpus, base_precision=args.base_precision,
-        kv_precision=args.kv_precision, kv_policy=args.kv_policy, ep=args.ep, headroom=args.headroom,
-        prefill_logits=args.prefill_logits, allow_long_context=args.allow_long_context,
-    )
-    for key in ("model", "method", "precision", "seq", "tp", "pp") + STACK_COLUMNS:
-        value = getattr(args, key, None)
-        if value is not None and not (key == "method" and args.task == "infer"):
-            sc[key] = value
-    sc.update(_speed_settings(args))
-    return sc
-
-
-def _speed_settings(args) -> dict:
-    """The speed and cost settings the user gave (the engine supplies the rest)."""
-    return {column: getattr(args, flag) for flag, column in SPEED_FLAGS.items() if getattr(args, flag, None) is not None}
-
-
-def _overhead(args) -> dict:
-    out = {}
-    if args.context_mib is not None:
-        out["context_bytes"] = args.context_mib * 2**20
-    if args.fragmentation is not None:
-        out["fragmentation"] = args.fragmentation
-    return out
 
 
 def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = True) -> pd.DataFrame:
@@ -337,10 +270,7 @@ def cmd_estimate(args) -> int:
         except ValueError as exc:
             hint_error = str(exc)
     if args.json:
-        keys = list(dict.fromkeys(("model", "task", "method", "precision", "optimizer", "batch", "seq",
-                                   "grad_checkpointing", "zero", "offload", "gpus", "tp", "pp") + JSON_KEYS
-                                  + (FIT_KEYS + SPEED_KEYS if args.gpu else ("train_flops",)) + SPEED_SETTING_KEYS
-                                  + NORMALIZED_KEYS))
+        keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
         data = {k: _jsonable(row[k]) for k in keys if k in row.index}
         data["normalization_notes"] = notes
         # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
