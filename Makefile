@@ -24,6 +24,7 @@ run: $(VENV)/.runtime
 
 # -n auto: one worker process per CPU (pytest-xdist); worksteal evens out the few long tests
 test: $(VENV)/.test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --dist worksteal
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
