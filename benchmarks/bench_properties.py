@@ -430,6 +430,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     scenarios, rows, violations = search(args.n, seed, args.chunk, models, gpus, lambda s: print(s, flush=True))
     failed = violations > 0
+    rc = 0
     if args.hypothesis > 0:
         env = {**os.environ, "HYPOTHESIS_PROFILE": "nightly", "HYPOTHESIS_MAX_EXAMPLES": str(args.hypothesis)}
         rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -437,6 +438,8 @@ def main(argv=None) -> int:
                               str(ROOT / "tests" / "test_regressions_memory.py")], cwd=ROOT, env=env)
         print(f"hypothesis nightly run ({args.hypothesis} examples per property): {'failed' if rc else 'passed'}")
         failed = failed or rc != 0
+    print(f"{'FAIL' if failed else 'PASS'} property search finds nothing (violations={violations}, seed={seed}"
+          + (", hypothesis nightly run failed" if args.hypothesis > 0 and rc else "") + ")", flush=True)
     print(f"property_search seed={seed} scenarios={scenarios} rows={rows} violations={violations} "
           f"seconds={time.perf_counter() - t0:.1f}", flush=True)
     return 1 if failed else 0
