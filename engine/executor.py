@@ -42,18 +42,7 @@ import engine.constants as C
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View
-from engine.speed import (
-    GPU_FIELDS,
-    MODEL_SHAPE,
-    OUTPUT_COLUMNS,
-    SETTINGS,
-    add_speed_cost,
-    check_prompt,
-    gather_gpu_fields,
-    pick_rate,
-    read_settings,
-    speed_cost_columns,
-)
+from engine.speed import OUTPUT_COLUMNS, SETTINGS, UNKNOWN_GPU, frame_shape, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 # the inference phases that hold the KV cache (a windowed cache's saving applies to each)
@@ -64,12 +53,6 @@ INFER_CACHE_PHASES = ("prefill", "logits", "attention")
 ROW_BLOCK = 1 << 16
 # the fit columns, in the order every result lists them (with or without a GPU)
 FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
-# Speed settings that enter per-configuration figures (rates, prices, power): all but tokens and
-# prompt_tokens, which only enter per-row ones. A frame that gives one of them per row is
-# evaluated per row.
-PER_CONFIG_SETTINGS = tuple(k for k in SETTINGS if k not in ("tokens", "prompt_tokens"))
-UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
-               "e.g. h100-sxm-80gb, rtx-4090")
 # what serving needs of its phases (GpuLimits.serving): (name, phase, part, component)
 SERVING_PARTS = (("weights", "prefill", "fixed", "weights"), ("kv_cache", "prefill", "per_token", "kv_cache"),
                  ("workspace", "prefill", "per_token", "workspace"), ("logits", "logits", "per_token", "logits"),
@@ -201,7 +184,7 @@ class Sweep:
 
     def frame(self, memory: MemoryRows, fit: FitRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
         """The speed and cost columns, and the result as a frame."""
-        cfg, lift, n, x, take, s = self.cfg, self._lift, self.n, self.ph.inputs, self.cfg.take, self.rows.s
+        cfg, lift, n = self.cfg, self._lift, self.n
         result = {col: self.sc[col] for col in self.sc.columns}
         result.update(memory.columns)
         result.update(fit.columns)
@@ -209,38 +192,11 @@ class Sweep:
             for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
                 result[c] = np.zeros(0)
             return pd.DataFrame(result, index=pd.RangeIndex(0), copy=False)
-        if all(c in self.sc.columns for c in MODEL_SHAPE):  # the frame carries its own model shape
-            return add_speed_cost(pd.DataFrame(result, index=pd.RangeIndex(n), copy=False), gpus, models)
-        st = read_settings(self.sc, s)
-        train = lift(x.train)
-        if st["prompt_tokens"] is not s:
-            check_prompt(st["prompt_tokens"], s, take(lift(x.infer)))
-        midx = lift(x.model)
-        level = {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
-        # MoE: a token's FLOPs go through its active parameters (2 x active per token forward)
-        level.update(N=lift(np.asarray(x.active).astype(np.int64).astype(float)),
-                     T=lift(np.rint(self.ph.totals.trainable).astype(np.int64).astype(float)),
-                     n_gpus=lift(x.gpus), tp=lift(x.tp), pp=lift(x.pp), full=cfg.mask("method", "full"),
-                     lora=cfg.mask("method", "lora", "qlora"), freeze=cfg.mask("method", "freeze"),
-                     checkpointing=lift(x.gc), freeze_layers=cfg.values("freeze_layers").astype(float), train=train,
-                     N_total=lift(np.asarray(x.N, dtype=float)), zero=lift(np.asarray(x.zero, dtype=float)),
-                     weight_bytes=lift(np.asarray(x.wb, dtype=float)), grad_bytes=lift(np.asarray(x.wb_trained, dtype=float)))
-        g = _gpu_fields(cfg, gpus)
-        level["rate"] = pick_rate(cfg.categories("precision"), cfg.codes("precision"), train,
-                                  {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
-        level["act_bytes"] = np.where(cfg.mask("precision", "fp32"), 4.0, 2.0)
-        level.update(g)
-        inv, seq_level = (None if cfg.identity else cfg.inv), fit.seq_level
-        if any(np.ndim(st[k]) for k in PER_CONFIG_SETTINGS):  # a setting given per row: everything per row
-            level = {k: (take(v) if np.ndim(v) else v) for k, v in level.items()}
-            inv, seq_level = None, None
-        if seq_level is None and not cfg.identity and inv is not None:
-            seq_level = cfg.split()
-        weights_read = result["weights_bytes"]
-        if np.any(x.active != x.N):  # MoE decode reads the active experts' weights (+ shared), all else once
-            weights_read = weights_read * take(lift(np.asarray(x.active, dtype=float) / x.N))
-        result.update(speed_cost_columns(level, inv, self.rows.b, s, weights_read, result["kv_cache_bytes"], st, n,
-                                         seq_level, self.out))
+        # the speed model's inputs from its one builder (engine/speed.py speed_level), per configuration
+        trainable = lift(np.rint(self.ph.totals.trainable).astype(np.int64))
+        result.update(speed_columns(cfg, self.ph.inputs, lift, trainable, self.sc, self.rows.b, self.rows.s,
+                                    result["weights_bytes"], result["kv_cache_bytes"], gpus, models, fit.seq_level,
+                                    self.out, frame_shape(self.sc)))
         return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
 
@@ -273,7 +229,7 @@ def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: 
     """Each row's memory configuration, batch, seq, tokens and per-row terms."""
     x = ph.inputs
     minv = cfg.inv if of_config is None else out.take(of_config, cfg.inv)
-    mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v
+    mtake = lambda v: np.take(v, minv, mode="clip") if np.ndim(v) else v  # noqa: E731
     b = out.empty()
     np.copyto(b, sc["batch"].to_numpy(), casting="unsafe")  # as .astype(float)
     s = out.empty()
@@ -343,7 +299,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     for lo in range(0, n, ROW_BLOCK):  # a block small enough to stay in cache
         block, seq_tok = _block(rows, lo, min(n, lo + ROW_BLOCK))
         at = rows.at[block]
-        get = lambda v, at=at: np.take(v, at, mode="clip") if np.ndim(v) else v
+        get = lambda v, at=at: np.take(v, at, mode="clip") if np.ndim(v) else v  # noqa: E731
         tok = rows.tokens[block]
         totals = {}
         for name in live:
@@ -479,20 +435,6 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             value += np.take(per_seq, where, mode="clip") * seq_tokens
         if comp == "logits" and logits_fixed is not None:
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
-
-
-# ---- the speed model: the GPU fields --------------------------------------------------------------
-
-def _gpu_fields(cfg: Configs, gpus: pd.DataFrame | None) -> dict:
-    """Per configuration: the chosen GPU's catalog figures for the speed and cost model."""
-    fields = {k: np.full(cfg.size, np.nan) for k in GPU_FIELDS}
-    if gpus is None or cfg.size == 0:
-        return fields
-    gidx = cfg.index_in("gpu", gpus["id"].astype(str))
-    bad = ~cfg.mask("gpu", "") & (gidx < 0)
-    if bad.any():
-        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
-    return gather_gpu_fields(gpus, gidx, fields)
 
 
 # ==== per configuration: the GPU's limits and the fit ===========================================

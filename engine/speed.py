@@ -65,6 +65,8 @@ import numpy as np
 import pandas as pd
 
 from engine.buffers import Columns
+from engine.components import inputs
+from engine.scenarios import Configs, normalize_columns
 
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
 # Training-token budget: a round placeholder (one billion tokens), not a recommendation; set
@@ -164,6 +166,13 @@ _INFER_RATE = {"fp32": "fp32_tflops", "bf16": "bf16_tflops"}  # everything else:
 GPU_FIELDS = ("bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "tdp_w",
               "interconnect_gbps", "price_usd", "cloud_usd_per_hour", "memory_gb", "max_per_node")
 
+UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
+               "e.g. h100-sxm-80gb, rtx-4090")
+# Speed settings that enter per-configuration figures (rates, prices, power): all but tokens and
+# prompt_tokens, which only enter per-row ones. A frame that gives one of them per row is
+# evaluated per row.
+PER_CONFIG_SETTINGS = tuple(k for k in SETTINGS if k not in ("tokens", "prompt_tokens"))
+
 OUTPUT_COLUMNS = (
     "decode_tokens_per_s", "aggregate_tokens_per_s", "bound", "prefill_s", "usd_per_million_tokens",
     "train_flops", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "comm_hours",
@@ -211,17 +220,6 @@ def _setting(result: pd.DataFrame, name: str, fallback) -> np.ndarray:
     return np.where(missing, fallback, values)
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, list]:
-    codes, uniques = pd.factorize(column.astype(object) if isinstance(column.dtype, pd.CategoricalDtype) else column)
-    return codes, [str(u) for u in uniques]
-
-
-def _pick_rate(precision: pd.Series, train: np.ndarray, rates: dict) -> np.ndarray:
-    """Dense TFLOPS per row for its compute dtype (table lookups over the unique values)."""
-    codes, uniques = _codes(precision)
-    return pick_rate(uniques, codes, train, rates)
-
-
 def pick_rate(uniques: list, codes: np.ndarray, train: np.ndarray, rates: dict) -> np.ndarray:
     """Dense TFLOPS for each precision (given as codes into `uniques`) and task."""
     out = np.full(len(codes), np.nan)
@@ -231,20 +229,6 @@ def pick_rate(uniques: list, codes: np.ndarray, train: np.ndarray, rates: dict) 
             rows = pick[codes] & which
             out = np.where(rows, values, out)
     return out
-
-
-def _gpu_fields(result: pd.DataFrame, gpus: pd.DataFrame | None) -> dict:
-    n = len(result)
-    fields = {k: np.full(n, np.nan) for k in GPU_FIELDS}
-    if gpus is None or n == 0 or "gpu" not in result.columns:
-        return fields
-    names = result["gpu"].astype(object).fillna("").astype(str).to_numpy()
-    gidx = pd.Index(gpus["id"].astype(str)).get_indexer(names)
-    chosen = names != ""
-    bad = chosen & (gidx < 0)
-    if bad.any():
-        raise ValueError(f"gpu {names[bad][0]!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), e.g. h100-sxm-80gb, rtx-4090")
-    return gather_gpu_fields(gpus, gidx, fields)
 
 
 def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dict:
@@ -258,22 +242,23 @@ def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dic
     return fields
 
 
-def _model_shape(result: pd.DataFrame, models: pd.DataFrame | None) -> dict:
-    if all(c in result.columns for c in MODEL_SHAPE):
-        return {k: pd.to_numeric(result[k]).to_numpy(dtype=float) for k in MODEL_SHAPE}
-    if models is None:
-        raise ValueError("add_speed_cost needs the models table (or the columns " + ", ".join(MODEL_SHAPE) + ") for the attention FLOPs")
-    midx = pd.Index(models["id"].astype(str)).get_indexer(result["model"].astype(object).astype(str))
-    if (midx < 0).any():
-        value = result["model"].astype(object).astype(str).to_numpy()[midx < 0][0]
-        raise ValueError(f"model {value!r} is not in the models table; accepted: a catalog model id (python -m engine catalog models)")
-    return {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
+def config_gpu_fields(cfg, gpus: pd.DataFrame | None) -> dict:
+    """Per configuration (cfg: an engine.scenarios.Configs): the chosen GPU's catalog figures."""
+    fields = {k: np.full(cfg.size, np.nan) for k in GPU_FIELDS}
+    if gpus is None or cfg.size == 0:
+        return fields
+    gidx = cfg.index_in("gpu", gpus["id"].astype(str))
+    bad = ~cfg.mask("gpu", "") & (gidx < 0)
+    if bad.any():
+        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
+    return gather_gpu_fields(gpus, gidx, fields)
 
 
-def _text(result: pd.DataFrame, column: str, default: str) -> pd.Series:
-    if column not in result.columns:
-        return pd.Series([default] * len(result), index=result.index, dtype=object)
-    return result[column].astype(object).fillna(default).astype(str)
+def frame_shape(frame: pd.DataFrame) -> dict | None:
+    """The model shape (MODEL_SHAPE) per row where the frame carries it as columns, else None."""
+    if not all(c in frame.columns for c in MODEL_SHAPE):
+        return None
+    return {k: pd.to_numeric(frame[k]).to_numpy(dtype=float) for k in MODEL_SHAPE}
 
 
 def read_settings(frame: pd.DataFrame, seq) -> dict:
@@ -286,13 +271,69 @@ def read_settings(frame: pd.DataFrame, seq) -> dict:
     return out
 
 
-def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Add the speed and cost columns to estimate()'s result (see the module docstring).
+def speed_level(cfg, x, lift, trainable, gpus: pd.DataFrame | None, models: pd.DataFrame) -> dict:
+    """The one builder of the speed model's inputs (`level` of speed_cost_columns), per
+    configuration. cfg: the rows' configurations (an engine.scenarios.Configs); x: the physics
+    inputs (engine.components.Inputs) per memory configuration, `lift` taking them to
+    configurations; trainable: the trained parameters per configuration (int64, as the result's
+    trainable_params column holds them). Every key speed_cost_columns and _add_comm read is set
+    here, for estimate() and add_speed_cost alike."""
+    train = lift(x.train)
+    midx = lift(x.model)
+    level = {k: models[k].to_numpy(dtype=float)[midx] for k in MODEL_SHAPE}
+    # MoE: a token's FLOPs go through its active parameters (2 x active per token forward)
+    level.update(N=lift(np.asarray(x.active).astype(np.int64).astype(float)),
+                 T=np.asarray(trainable).astype(float),
+                 n_gpus=lift(x.gpus), tp=lift(x.tp), pp=lift(x.pp), full=cfg.mask("method", "full"),
+                 lora=cfg.mask("method", "lora", "qlora"), freeze=cfg.mask("method", "freeze"),
+                 checkpointing=lift(x.gc), freeze_layers=cfg.values("freeze_layers").astype(float), train=train,
+                 N_total=lift(np.asarray(x.N, dtype=float)), zero=lift(np.asarray(x.zero, dtype=float)),
+                 weight_bytes=lift(np.asarray(x.wb, dtype=float)), grad_bytes=lift(np.asarray(x.wb_trained, dtype=float)))
+    g = config_gpu_fields(cfg, gpus)
+    level["rate"] = pick_rate(cfg.categories("precision"), cfg.codes("precision"), train,
+                              {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
+    level["act_bytes"] = np.where(cfg.mask("precision", "fp32"), 4.0, 2.0)
+    level.update(g)
+    return level
 
-    result: estimate()'s output (scenario columns + params, trainable_params, weights_bytes,
-    kv_cache_bytes per GPU, ...). gpus: the catalog's GPU table, joined on `gpu`; None means no
-    GPU is known (GPU-dependent columns NaN). models: the models table (layers, hidden size,
-    heads, head dim, vocab for the attention FLOPs), unless `result` carries those columns.
+
+def speed_columns(cfg, x, lift, trainable, frame: pd.DataFrame, b, s, weights, kv, gpus: pd.DataFrame | None,
+                  models: pd.DataFrame, seq_level=None, out=None, shape: dict | None = None) -> dict:
+    """The speed and cost columns (OUTPUT_COLUMNS, then the settings used) of a normalized frame's
+    rows, from speed_level: estimate() (engine/executor.py) and add_speed_cost both come here.
+    frame: where the settings are read (read_settings); b, s: batch and seq per row (floats);
+    weights, kv: the result's weights_bytes and kv_cache_bytes per row; seq_level: the
+    configuration x seq groups (cfg.split(), made here when None); shape: the model shape per
+    row where the frame carries its own (frame_shape), else the models table's per configuration."""
+    take, n = cfg.take, len(b)
+    st = read_settings(frame, s)
+    if st["prompt_tokens"] is not s:
+        check_prompt(st["prompt_tokens"], s, take(lift(x.infer)))
+    level = speed_level(cfg, x, lift, trainable, gpus, models)
+    inv = None if cfg.identity else cfg.inv
+    if shape is not None or any(np.ndim(st[k]) for k in PER_CONFIG_SETTINGS):
+        # a setting (or the model shape) given per row: everything per row
+        level = {k: (take(v) if np.ndim(v) else v) for k, v in level.items()}
+        if shape is not None:
+            level.update(shape)
+        inv, seq_level = None, None
+    elif seq_level is None and inv is not None:
+        seq_level = cfg.split()
+    if np.any(x.active != x.N):  # MoE decode reads the active experts' weights (+ shared), all else once
+        weights = weights * take(lift(np.asarray(x.active, dtype=float) / x.N))
+    return speed_cost_columns(level, inv, b, s, weights, kv, st, n, seq_level, out)
+
+
+def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Add the speed and cost columns to estimate()'s result (see the module docstring), e.g.
+    again with other settings (mfu, tokens, ...) without estimating the memory again.
+
+    result: estimate()'s output (its scenario columns, trainable_params, weights_bytes and
+    kv_cache_bytes per GPU). gpus: the catalog's GPU table, joined on `gpu`; None means no GPU is
+    known (GPU-dependent columns NaN). models: the models table (the scenario's model: its
+    parameters, layers, hidden size, heads, head dim, vocab); where `result` carries the shape
+    columns (MODEL_SHAPE) those are used for the FLOPs. The speed model's inputs come from the
+    one builder estimate() uses (speed_level): the same figures for the same frame.
     Raises ValueError naming the value for a bad setting (mfu, tokens, ...).
     """
     out = result.copy()
@@ -301,44 +342,21 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
         for c in (*OUTPUT_COLUMNS, *SETTINGS):  # as a non-empty result lists them
             out[c] = pd.Series(dtype=float)
         return out
-
-    # ---- settings ---------------------------------------------------------------------
-    seq = pd.to_numeric(out["seq"]).to_numpy(dtype=float)
-    settings = {name: _setting(out, name, seq if name == "prompt_tokens" else default)
-                for name, default in SETTINGS.items()}
-    task = _text(out, "task", "train").to_numpy()
-    train = task == "train"
-    check_prompt(settings["prompt_tokens"], seq, ~train)
-
-    shape = _model_shape(out, models)
-    level = {
-        **shape,
-        "N": pd.to_numeric(out["params"]).to_numpy(dtype=float),
-        "T": pd.to_numeric(out["trainable_params"]).to_numpy(dtype=float),
-    }
-    b = pd.to_numeric(out["batch"]).to_numpy(dtype=float)
-    level["n_gpus"] = pd.to_numeric(out["gpus"]).to_numpy(dtype=float)
-    level["tp"] = pd.to_numeric(out["tp"]).to_numpy(dtype=float) if "tp" in out else np.ones(n)
-    level["pp"] = pd.to_numeric(out["pp"]).to_numpy(dtype=float) if "pp" in out else np.ones(n)
-    method = _text(out, "method", "full").to_numpy()
-    level.update(full=method == "full", lora=np.isin(method, ("lora", "qlora")), freeze=method == "freeze")
-    level["checkpointing"] = out["grad_checkpointing"].to_numpy(dtype=bool) if "grad_checkpointing" in out else np.zeros(n, bool)
-    level["freeze_layers"] = pd.to_numeric(out["freeze_layers"]).to_numpy(dtype=float) if "freeze_layers" in out else None
-
-    g = _gpu_fields(out, gpus)
-    precision = out["precision"] if "precision" in out else pd.Series(["bf16"] * n)
-    level["train"] = train
-    level["rate"] = _pick_rate(precision, train, {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
-    level["act_bytes"] = np.where(_text(out, "precision", "bf16").to_numpy() == "fp32", 4.0, 2.0)
-    level.update(g)
+    if models is None:
+        raise ValueError("add_speed_cost needs the models table (the scenarios' models: parameters, layers, "
+                         "heads, ...) for the FLOPs and the traffic")
+    sc = normalize_columns(out, models)
+    cfg = Configs(sc)
+    mv, of_config = cfg.coarser(("gpu", "headroom"))
+    lift = (lambda v: v) if of_config is None else (lambda v: v if not np.ndim(v) else v[of_config])
+    x = inputs(mv, models)
+    trainable = pd.to_numeric(out["trainable_params"]).to_numpy()[cfg.rep].astype(np.int64)
+    b = sc["batch"].to_numpy().astype(float)
+    s = sc["seq"].to_numpy().astype(float)
     weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
-    if "active_params" in out:  # MoE: decode reads the active experts' weights (+ shared) per token
-        active = pd.to_numeric(out["active_params"]).to_numpy(dtype=float)
-        if np.any(active != level["N"]):
-            weights = weights * (active / level["N"])
-            level["N"] = active  # and a token's FLOPs go through the active parameters
     kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
-    for name, values in speed_cost_columns(level, None, b, seq, weights, kv, settings, n).items():
+    for name, values in speed_columns(cfg, x, lift, trainable, out, b, s, weights, kv, gpus, models,
+                                      shape=frame_shape(out)).items():
         out[name] = values
     return out
 
@@ -716,4 +734,4 @@ def format_speed_cost(row: pd.Series) -> str:
 
 
 __all__ = ["add_speed_cost", "format_speed_cost", "read_settings", "check_prompt",
-           "speed_cost_columns", "SETTINGS", "OUTPUT_COLUMNS"]
+           "speed_cost_columns", "speed_columns", "speed_level", "SETTINGS", "OUTPUT_COLUMNS"]

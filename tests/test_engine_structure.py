@@ -209,12 +209,12 @@ def _midpoint(name):
     return (low + high) / 2
 
 
-@pytest.mark.parametrize("name", sorted(__import__("engine.executor", fromlist=["x"]).PER_CONFIG_SETTINGS))
+@pytest.mark.parametrize("name", sorted(__import__("engine.speed", fromlist=["x"]).PER_CONFIG_SETTINGS))
 def test_a_per_configuration_speed_setting_given_per_row_gives_each_row_its_own_answer(models, gpus, name):
     """Settings that enter per-configuration figures (rates, prices, power) switch the speed
     model to per row when a frame gives them per row (every SETTINGS key but tokens and
     prompt_tokens, so a new setting is covered the day it is added)."""
-    from engine.executor import PER_CONFIG_SETTINGS
+    from engine.speed import PER_CONFIG_SETTINGS
     from engine.speed import SETTINGS
     assert set(PER_CONFIG_SETTINGS) == set(SETTINGS) - {"tokens", "prompt_tokens"}
     train = grid(model=["llama-2-7b", "llama-3-8b"], gpu=["h100-sxm-80gb", "rtx-4090"], method=["full", "lora"],

@@ -337,3 +337,41 @@ def test_tco_pue_multiplies_power_and_resale_shortens_the_breakeven():
     assert data["power_usd_per_month"] == pytest.approx(power_month)
     assert data["breakeven_months"] == pytest.approx(card["price_usd"] * (1 - 0.4) / (rent_month - power_month))
     assert data["pue"] == 1.5 and data["resale_fraction"] == 0.4
+
+
+# ---- one builder of the speed inputs (issue 24) ---------------------------------------------------
+
+def test_speed_inputs_have_one_builder_a_frame_with_its_own_shape_gets_zero3_traffic(models, gpus):
+    # A frame carrying its own model shape columns (and add_speed_cost on a result) used to go
+    # through a second builder of the speed inputs that left out the ZeRO stage, the weight and
+    # gradient bytes and the total parameters: its ZeRO-3 rows were timed with an all-reduce of
+    # the gradients instead of the weights' all-gathers (comm_hours, and so train_hours,
+    # gpu_hours and the costs, too low), its LoRA rows' fp32 adapter gradients at 2 bytes.
+    from engine.speed import MODEL_SHAPE
+    rows = pd.DataFrame([dict(model="llama-2-7b", method="lora", precision="bf16", gpus=4, zero=3, batch=4, seq=1024,
+                              gpu="h100-sxm-80gb"),
+                         dict(model="llama-2-7b", method="lora", precision="bf16", gpus=4, zero=1, batch=4, seq=1024,
+                              gpu="h100-sxm-80gb"),
+                         dict(model="llama-2-7b", method="full", precision="bf16", gpus=2, zero=3, batch=2, seq=512,
+                              gpu="h100-sxm-80gb")])
+    plain = estimate(rows, models, gpus)
+    table = models.set_index("id")
+    shaped = estimate(rows.assign(**{c: table.loc[rows["model"], c].to_numpy() for c in MODEL_SHAPE}), models, gpus)
+    again = add_speed_cost(plain, gpus, models)
+    for c in ("comm_hours", "train_hours", "gpu_hours", "cloud_cost_usd", "power_cost_usd", "train_flops"):
+        np.testing.assert_array_equal(shaped[c].to_numpy(), plain[c].to_numpy(), err_msg=c)
+        np.testing.assert_array_equal(again[c].to_numpy(), plain[c].to_numpy(), err_msg=c)
+    # by hand (engine/speed.py docstring): ZeRO-3 moves 2 (dp-1)/dp x N x weight bytes (all-gathers,
+    # forward and backward) + (dp-1)/dp x T x gradient bytes per step, 3 collectives per layer;
+    # ZeRO 0-2 all-reduce 2 (dp-1)/dp x T x gradient bytes, one collective per 25 MiB bucket
+    link = 900e9 / 2
+    N, L = 6_738_415_616, 32
+    for i, (dp, zero, grad_b, b, s) in enumerate(((4, 3, 4.0, 4, 1024), (4, 1, 4.0, 4, 1024), (2, 3, 2.0, 2, 512))):
+        T = float(plain["trainable_params"].iloc[i])
+        frac = (dp - 1) / dp
+        if zero == 3:
+            per_step = (2 * frac * N * 2.0 + frac * T * grad_b) / link + 3 * L * 6e-6
+        else:
+            per_step = 2 * frac * T * grad_b / link + max(1.0, math.ceil(T * grad_b / (25 * 2**20))) * 6e-6
+        steps = 1e9 / (b * s * dp)
+        assert plain["comm_hours"].iloc[i] == pytest.approx(steps * per_step / 3600.0, rel=1e-12), i
