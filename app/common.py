@@ -12,6 +12,7 @@ No formulas here or there: every number comes from `engine.estimate` or `planner
 from app.data import (  # noqa: F401
                       add_user_entry,
                       article_inference_table,
+                      breakdown,
                       budget_plan,
                       catalog,
                       cheapest,

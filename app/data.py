@@ -38,8 +38,7 @@ from catalog.store import ShippedFrames, UserCatalogWarning, catalog_frames
 from engine import rules
 from engine.estimate import estimate
 from engine.scenarios import normalize
-from planner import planning, procurement
-from planner.evidence import evidence_table
+from planner import planning
 
 # ---- cache keys of the catalog frames ---------------------------------------------------------
 # Every cached call below takes the merged models and gpus frames; Streamlit hashes each DataFrame
@@ -319,14 +318,25 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
 
 
 @planner_cache(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
+def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, workloads: str, condition: str, max_gpus: int,
+                 headroom: float, tco: tuple = ()) -> dict:
+    """procurement.budget_sweep: plan_budget's sweep, which no budget, mode, hours or deadline enters."""
+    from planner import procurement  # lazy: the Budget page's alone (not imported at a cold start)
+    return procurement.budget_sweep(models, gpus, shipped("hosts"), workloads, condition, max_gpus, headroom,
+                                    shipped("compatibility"), tco=dict(tco))
+
+
+@planner_cache(max_entries=24, show_spinner=False)
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
                 workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
                 headroom: float, tco: tuple = ()) -> dict:
-    """planning/procurement.plan_budget: the function `python -m engine budget` calls; `tco` as
-    ((setting, value), ...) pairs of procurement.TCO_KEYS (hashable, for the cache)."""
-    return procurement.plan_budget(models, gpus, shipped("hosts"), budget, mode, hours, workloads, deadline_days,
-                                   one_purchase, condition, max_gpus, headroom, shipped("compatibility"),
-                                   tco=dict(tco))
+    """planning/procurement.plan_budget, the function `python -m engine budget` calls, as its two
+    halves: the sweep (budget_sweep, cached on its own arguments) and the budget's filter over it, so
+    a new budget, mode, job length or deadline estimates nothing; `tco` as ((setting, value), ...)
+    pairs of procurement.TCO_KEYS (hashable, for the cache)."""
+    from planner import procurement  # lazy: the Budget page's alone (not imported at a cold start)
+    sweep = budget_sweep(models, gpus, workloads, condition, max_gpus, headroom, tco)
+    return procurement.budget_within(sweep, gpus, shipped("hosts"), budget, mode, hours, deadline_days, one_purchase)
 
 
 @planner_cache(max_entries=24, show_spinner=False)
@@ -340,10 +350,18 @@ def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Dat
 @planner_cache(max_entries=16, show_spinner=False)
 def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, precisions: tuple, seq: int,
                             batch: int, card: str, kv_precision: str, max_gpus: int, allow_long_context: bool,
-                            headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
-    """planning.article_inference_table beside inference_table(...) for the article's models."""
-    ours = inference_table(models, gpus, model_ids, precisions, seq, batch, card, kv_precision, max_gpus,
-                           allow_long_context, headroom, kv_policy)
+                            headroom: float, kv_policy: str = "auto", shown: tuple = ()) -> pd.DataFrame:
+    """planning.article_inference_table beside inference_table(...) for the article's models.
+    `shown`: the precisions of the page's own table over every catalog model; where they hold the
+    article's, its rows are taken from that table (each (model, precision) row is the same estimate
+    in either table) instead of estimating the article's models again."""
+    settings = (seq, batch, card, kv_precision, max_gpus, allow_long_context, headroom, kv_policy)
+    if set(precisions) <= set(shown) and set(model_ids) <= set(models["id"]):
+        table = inference_table(models, gpus, tuple(models["id"]), tuple(shown), *settings)
+        wanted = pd.MultiIndex.from_product([list(model_ids), list(precisions)], names=["model", "precision"])
+        ours = table.set_index(["model", "precision"]).loc[wanted].reset_index()  # in the order of its own table
+    else:
+        ours = inference_table(models, gpus, model_ids, precisions, *settings)
     return planning.article_inference_table(shipped("references"), ours)
 
 
@@ -368,6 +386,12 @@ def what_if(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return planning.what_if(sc, models, gpus)
 
 
+@planner_cache(max_entries=16, show_spinner="Trying the changes…")
+def breakdown(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple, batches: tuple) -> dict:
+    """planning.breakdown: estimate_one's row, what_if and memory_curve of the scenario in one engine call."""
+    return planning.breakdown(sc, models, gpus, seqs, batches)
+
+
 @planner_cache(max_entries=16, show_spinner=False)
 def memory_curve(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs: tuple, batches: tuple) -> pd.DataFrame:
     return planning.memory_curve(sc, models, gpus, seqs, batches)
@@ -379,15 +403,18 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids: tuple, 
                     headroom: float, kv_policy: str = "auto") -> pd.DataFrame:
     return planning.inference_table(models, gpus, list(model_ids), list(precisions), seq, batch, card,
                                     kv_precision=kv_precision, max_gpus=max_gpus,
-                                    allow_long_context=allow_long_context, headroom=headroom, kv_policy=kv_policy)
+                                    allow_long_context=allow_long_context, headroom=headroom, kv_policy=kv_policy,
+                                    rules=shipped("compatibility"), hosts=shipped("hosts"))
 
 
 @planner_cache(max_entries=4, show_spinner="Comparing with every published figure…")
 def evidence(models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    from planner.evidence import evidence_table  # lazy: the Evidence page's alone (not imported at a cold start)
     return evidence_table(shipped("references"), models, gpus)
 
 
 @planner_cache(max_entries=8, show_spinner=False)
 def tier_checks(train: dict, models: pd.DataFrame, gpus: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
-    return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus)
+    return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus,
+                                rules=shipped("compatibility"), hosts=shipped("hosts"))
 

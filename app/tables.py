@@ -95,6 +95,22 @@ def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
 # out; everything it shows comes through its arguments) is converted by Streamlit's own code once
 # per distinct arguments, and the spec is drawn with st.vega_lite_chart: the same element, spec
 # and data as st.altair_chart sends.
+# The schema check is the same for every chart one builder makes (its marks, encodings and scales
+# are its code; the data goes in as Arrow datasets, which the schema does not see), so it runs on a
+# builder's first chart in the process only: a sidebar change that redraws a chart does not pay it
+# again (half a changed chart's time, and most of the feasibility heatmap's).
+_VALIDATED: set[str] = set()
+
+
+class _Unvalidated:
+    """An Altair chart whose to_dict() skips the schema check (what Streamlit's conversion calls)."""
+
+    def __init__(self, built):
+        self._built = built
+
+    def to_dict(self, *args, **kwargs):
+        return self._built.to_dict(*args, **{**kwargs, "validate": False})
+
 
 def _vega_lite_spec(built) -> dict:
     try:  # what st.altair_chart does (datasets as Arrow bytes, named by their hash); Streamlit 1.5x-1.6x
@@ -107,9 +123,12 @@ def _vega_lite_spec(built) -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _chart_spec(key: str, _build, _args: tuple, _kwargs: dict) -> dict:
+def _chart_spec(key: str, _ident: str, _build, _args: tuple, _kwargs: dict) -> dict:
     """key: value_key(the builder, its arguments); a copy of the spec on every hit (the page's own)."""
-    return _vega_lite_spec(_build(*_args, **_kwargs))
+    built = _build(*_args, **_kwargs)
+    spec = _vega_lite_spec(built if _ident not in _VALIDATED else _Unvalidated(built))
+    _VALIDATED.add(_ident)
+    return spec
 
 
 def chart(build):
@@ -120,7 +139,7 @@ def chart(build):
 
     @functools.wraps(build)
     def draw(*args, width="stretch", height="content", **kwargs):
-        spec = _chart_spec(value_key(ident, args, kwargs), build, args, kwargs)
+        spec = _chart_spec(value_key(ident, args, kwargs), ident, build, args, kwargs)
         st.vega_lite_chart(spec=spec, width=width, height=height)
     return draw
 

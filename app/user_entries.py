@@ -35,6 +35,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.labels import md_escape  # the one escape of user text in Markdown (app/labels.py)
 from catalog.schema import CatalogError, parse_yaml
 from catalog.store import (
     ENV_VAR,
@@ -305,13 +306,6 @@ def export_session() -> str:
 
 # ---- showing user text --------------------------------------------------------------------------
 
-# The characters that format inline Markdown in Streamlit (emphasis, code, links, images, HTML,
-# strikethrough, LaTeX, tables, colour directives / emoji codes); CommonMark lets any ASCII
-# punctuation be backslash-escaped. Our messages never start with user text, so the
-# line-start markers (#, -, +, 1.) need no escape.
-_MD_SPECIAL = set("\\`*_{}[]()!|<>~$:")
-
-
 def md_code(text) -> str:
     """User text (a name, an id, a path) as a Markdown code span: shown exactly as typed, with no
     formatting, links or typography ('--' stays two hyphens). The fence is longer than any run of
@@ -321,8 +315,3 @@ def md_code(text) -> str:
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
     return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def md_escape(text: str) -> str:
-    """Text shown inside Markdown as typed, so a name cannot become a link, a colour directive or LaTeX."""
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in str(text).replace("\n", " "))

@@ -23,7 +23,15 @@ names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)
 
 sc = c.scenario(s)
-row = c.guard(c.estimate_one, sc, models, gpus)
+# the memory curve's axes: powers of two up to the model's context (or the sidebar's longer sequence)
+ctx = int(models.set_index("id")["max_context"].get(s["model"], int(s["seq"])))  # not in the catalog: the guard says so
+top = max(int(s["seq"]), ctx) if s["allow_long_context"] else ctx
+candidates = 256 * 2 ** np.arange(0, 20)
+seqs = sorted(set(candidates[candidates < top].tolist()) | {top} | ({int(s["seq"])} if int(s["seq"]) <= top else set()))
+batches = sorted({1, 2, 4, 8, int(s["batch"])})
+# the scenario, its what-if changes and its memory curve: one engine call (planning.breakdown)
+explained = c.guard(c.breakdown, sc, models, gpus, tuple(seqs), tuple(batches))
+row = explained["row"]
 card = f"{sc['gpus']}× {gnames.get(s['gpu'], s['gpu'])}"
 
 c.page_header("Breakdown & what-if", "Why the workload needs the memory it does, what limits it, and what would make "
@@ -125,7 +133,7 @@ st.markdown("#### What would make it fit" if not fits else "#### What-if: change
 if fits:
     st.caption("It fits as configured; the changes below show what each saves (room for a larger batch or longer "
                "sequences) and which ones would not fit.")
-variants = c.guard(c.what_if, sc, models, gpus)
+variants = explained["what_if"]
 vview = pd.DataFrame({
     "Rank": variants["rank"].astype(int),
     "Change": variants["change"].astype(str),
@@ -167,12 +175,7 @@ st.caption("All changes are estimated together in one engine call. Red line: the
 
 # ---- memory as a function of sequence length and batch ------------------------------------------
 st.markdown("#### Memory against sequence length and batch")
-ctx = int(models.set_index("id").loc[s["model"], "max_context"])
-top = max(int(s["seq"]), ctx) if s["allow_long_context"] else ctx
-candidates = 256 * 2 ** np.arange(0, 20)
-seqs = sorted(set(candidates[candidates < top].tolist()) | {top} | ({int(s["seq"])} if int(s["seq"]) <= top else set()))
-batches = sorted({1, 2, 4, 8, int(s["batch"])})
-curve = c.guard(c.memory_curve, sc, models, gpus, tuple(seqs), tuple(batches))
+curve = explained["curve"]
 cdata = pd.DataFrame({"seq": curve["seq"].astype(int), "batch": curve["batch"].astype(int).astype(str),
                       "peak": c.mem(curve["peak_bytes"])})
 

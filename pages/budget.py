@@ -119,7 +119,8 @@ if pairs:
             "Parameters (B, total / active)": [f"{t / 1e9:,.1f}" + ("" if t == a else f" / {a / 1e9:,.1f}")
                                                for t, a in zip(rows["params"], rows["active_params"])],
             "GPU": rows["gpu"].astype(str).map(c.display_names(gpus, short=True)), "GPUs": rows["gpus"].astype(int),
-            "Nodes": rows["nodes"].astype(int), "Total ($)": rows["cost_usd"].astype(float).round(0),
+            # Nodes empty: a card without a per-node limit in the catalog (GH200), only rented
+            "Nodes": rows["nodes"].astype("Int64"), "Total ($)": rows["cost_usd"].astype(float).round(0),
             "Card ($)": rows["price_usd_per_card"].astype(float).round(0), "Condition": rows["condition"],
             "Price date": rows["price_date"], "Price source": rows["price_source"],
             "Host ($)": rows["host_usd"].astype(float).round(0), "Host price date": rows["host_date"],

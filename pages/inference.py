@@ -106,7 +106,8 @@ st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u
 st.markdown("#### The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)")
 article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")
 if set(article_models) <= set(models["id"]):
-    art = c.guard(c.article_inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args)
+    art = c.guard(c.article_inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args,
+                  shown=tuple(precisions))  # its rows from the table above where that holds them
     if len(art):
         aview = pd.DataFrame({"Model": art["model"].map(names)})
         for p in ("fp16", "int8", "int4"):

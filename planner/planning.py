@@ -203,7 +203,6 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     refused = long_rows | deep_rows
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
-    task = pd.Series(_column(sc, "task")).astype(str).to_numpy()
 
     # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
     # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario)
@@ -355,9 +354,11 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
 
 
 def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: pd.DataFrame,
-                max_gpus: int = 8, overhead: dict | None = None) -> pd.DataFrame:
+                max_gpus: int = 8, overhead: dict | None = None, rules: pd.DataFrame | None = None,
+                hosts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Source article 001's budget tiers beside our answer: for the tier's model, method and
-    card (the rest of the training workload as given), the GPUs we need and what they cost."""
+    card (the rest of the training workload as given), the GPUs we need and what they cost.
+    `rules`, `hosts`: as configurations' (default the shipped ones)."""
     by_id = refs.set_index("id")
     tiers = pd.DataFrame([t for t in BUDGET_TIERS if t["reference"] in by_id.index])
     if tiers.empty:
@@ -365,7 +366,8 @@ def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: 
     sc = pd.DataFrame(list(by_id.loc[tiers["reference"], "scenario"]))
     tiers["model"] = sc["model"].astype(str).to_numpy()
     tiers["gpu"] = sc["gpu"].astype(str).to_numpy()
-    tiers["method"] = sc.get("method", pd.Series(["full"] * len(sc))).fillna("full").astype(str).to_numpy()
+    method = DEFAULTS["method"]
+    tiers["method"] = sc.get("method", pd.Series([method] * len(sc))).fillna(method).astype(str).to_numpy()
     tiers["article_gpus"] = by_id.loc[tiers["reference"], "value"].to_numpy(dtype=float)
     gidx = pd.Index(gpus["id"]).get_indexer(tiers["gpu"])
     price = np.where(gidx >= 0, gpus["price_usd"].to_numpy(dtype=float)[np.maximum(gidx, 0)], np.nan)
@@ -375,8 +377,9 @@ def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: 
     frame = tiers[["model", "gpu", "method"]].copy()
     for key, value in base.items():
         frame[key] = value
-    frame["base_precision"] = np.where(frame["method"] == "qlora", frame.get("base_precision", "auto"), "auto")
-    conf = configurations(frame, models, gpus, max_gpus=max_gpus, overhead=overhead)
+    auto = DEFAULTS["base_precision"]
+    frame["base_precision"] = np.where(frame["method"] == "qlora", frame.get("base_precision", auto), auto)
+    conf = configurations(frame, models, gpus, max_gpus=max_gpus, overhead=overhead, rules=rules, hosts=hosts)
     tiers["our_gpus"] = np.where(conf["fits_within"], conf["gpus"], np.inf)
     tiers["our_label"] = conf["label"].to_numpy()
     tiers["our_cost_usd"] = conf["buy_usd"].to_numpy()
@@ -398,23 +401,28 @@ IMPACT_LABELS = {0: "none", 1: "slower", 2: "much slower", 3: "changes the run",
 CHECKPOINTING_NOTE = "about 33% more compute: each layer's forward runs again in backward (Chen et al. 2016)"
 
 
+def _setting(base: dict, name: str):
+    """base[name], or the engine's default for it where the dict leaves it out (never a default typed here)."""
+    return base.get(name, DEFAULTS[name])
+
+
 def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
     """(label, overrides, impact, trade-off) for the changes that apply to `base`."""
     out: list[tuple[str, dict, int, str]] = []
-    gpus = int(base.get("gpus", 1))
-    if base.get("task", "train") == "train":
-        method = base.get("method", "full")
-        gc = bool(base.get("grad_checkpointing", False))
-        opt = base.get("optimizer", "adamw")
-        prec = base.get("precision", "bf16")
-        zero = int(base.get("zero", 0))
-        batch, seq = int(base.get("batch", 1)), int(base.get("seq", 2048))
-        rank = int(base.get("lora_rank", 8))
+    gpus = int(_setting(base, "gpus"))
+    if _setting(base, "task") == "train":
+        method = _setting(base, "method")
+        gc = bool(_setting(base, "grad_checkpointing"))
+        opt = _setting(base, "optimizer")
+        prec = _setting(base, "precision")
+        zero = int(_setting(base, "zero"))
+        batch, seq = int(_setting(base, "batch")), int(_setting(base, "seq"))
+        rank = int(_setting(base, "lora_rank"))
         if not gc:
             out.append(("Gradient checkpointing", {"grad_checkpointing": True}, 1, CHECKPOINTING_NOTE))
         # the attention's path (issue 12, engine/stacks.py): a padded batch under SDPA keeps a seq x seq
         # mask per layer and K/V repeated to every head; eager attention (Gemma 2 under sdpa) its scores
-        decided = {s: (base.get(s) if base.get(s, "auto") != "auto"
+        decided = {s: (base.get(s) if _setting(base, s) != "auto"
                        else recipe_value(base.get("recipe") or DEFAULT_RECIPE, s, method, gc))
                    for s in ("attention", "padding", "packing")}
         if decided["attention"] in ("sdpa", "eager"):
@@ -468,10 +476,10 @@ def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
         if seq >= 256:
             out.append((f"Sequence {seq // 2:,}", {"seq": seq // 2}, 3, "shorter training samples"))
     else:
-        prec = base.get("precision", "bf16")
-        kv = base.get("kv_precision", "auto")
-        batch, seq = int(base.get("batch", 1)), int(base.get("seq", 2048))
-        tp = int(base.get("tp", 1))
+        prec = _setting(base, "precision")
+        kv = _setting(base, "kv_precision")
+        batch, seq = int(_setting(base, "batch")), int(_setting(base, "seq"))
+        tp = int(_setting(base, "tp"))
         for target, note in (("int8", "8-bit weights (LLM.int8)"), ("int4", "4-bit GPTQ/AWQ weights (group 128)"),
                              ("q4_k_m", "llama.cpp Q4_K_M file")):
             if target != prec:
@@ -503,6 +511,13 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     Columns: rank (0 = baseline), change, overrides (text), impact, impact_label, tradeoff,
     gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
     """
+    frame, variants = _what_if_frame(base, models)
+    return _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants)
+
+
+def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    """what_if's scenario rows: the baseline and every variant as configured, then the same rows
+    sharded over two or more GPUs; and the variants."""
     if not base.get("gpu"):
         raise ValueError("what-if needs a GPU to fit against; accepted: a catalog GPU id")
     known = models.set_index("id")
@@ -510,14 +525,19 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     variants = _variants(base, heads)
     rows = [dict(base)] + [{**base, **v[1]} for v in variants]  # a handful of variants, not scenario rows
     frame = with_defaults(pd.DataFrame(rows))
-    k = len(frame)
     count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
     train = frame["task"].astype(str).to_numpy() == "train"
     split = (np.maximum(pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64), 1)  # 0 = auto: at least 1
              * np.maximum(pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64), 1))
     sharded = frame.assign(gpus=np.maximum(count, 2 * split),
                            zero=np.where(train, 3, frame["zero"]))
-    both = estimate(pd.concat([frame, sharded], ignore_index=True), models, gpus, **(overhead or {}))
+    return pd.concat([frame, sharded], ignore_index=True), variants
+
+
+def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list) -> pd.DataFrame:
+    """what_if's table from the estimate of _what_if_frame's rows (`both`, in that order)."""
+    k = len(frame) // 2
+    count = pd.to_numeric(frame["gpus"].iloc[:k]).to_numpy(dtype=np.int64)
     res = both.iloc[:k].reset_index(drop=True)
     solved = _nan_as_inf(both["gpus_needed"].iloc[k:].to_numpy(dtype=float))
     fits = res["fits"].fillna(False).to_numpy(dtype=bool)
@@ -547,17 +567,35 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
 def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batches,
                  overhead: dict | None = None) -> pd.DataFrame:
     """Peak per GPU over sequence lengths x batch sizes for one scenario (one estimate call)."""
+    return estimate(_curve_frame(base, seqs, batches), models, gpus, **(overhead or {}))
+
+
+def _curve_frame(base: dict, seqs, batches) -> pd.DataFrame:
     axes = {"seq": list(seqs), "batch": list(batches)}
-    frame = expand({k: v for k, v in base.items() if k not in axes}, **axes)
-    return estimate(frame, models, gpus, **(overhead or {}))
+    return expand({k: v for k, v in base.items() if k not in axes}, **axes)
+
+
+def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batches,
+              overhead: dict | None = None) -> dict:
+    """The scenario `base` explained, from ONE estimate call: {'row': its estimate (what_if's
+    baseline, the same row), 'what_if': what_if(base), 'curve': memory_curve(base, seqs, batches)}.
+    Each part's rows are estimated as in its own function; one call spares the engine's fixed
+    cost per call twice (the Breakdown page asks for all three at every change of the workload)."""
+    frame, variants = _what_if_frame(base, models)
+    curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
+    both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
+    n = len(frame)
+    return {"row": both.iloc[0], "what_if": _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants),
+            "curve": both.iloc[n:].reset_index(drop=True)}
 
 
 # ---- inference table -----------------------------------------------------------------------
 
 def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisions, seq: int, batch: int,
-                    card: str, kv_precision: str = "auto", max_gpus: int = 8, gpu_ids=None,
-                    allow_long_context: bool = False, headroom: float = DEFAULTS["headroom"],
-                    overhead: dict | None = None, kv_policy: str = "auto") -> pd.DataFrame:
+                    card: str, kv_precision: str = DEFAULTS["kv_precision"], max_gpus: int = 8, gpu_ids=None,
+                    allow_long_context: bool = DEFAULTS["allow_long_context"], headroom: float = DEFAULTS["headroom"],
+                    overhead: dict | None = None, kv_policy: str = DEFAULTS["kv_policy"],
+                    rules: pd.DataFrame | None = None, hosts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model x weight precision: whole-model weights, KV cache for `batch` sequences of
     `seq` tokens, the total on one GPU (peak, runtime overhead included), the smallest single
     GPU that holds it (least usable memory, then cheapest), and the GPUs needed on `card`."""
@@ -567,14 +605,15 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     workload = {"task": "infer", "seq": int(seq), "batch": int(batch), "kv_precision": kv_precision,
                 "kv_policy": kv_policy, "allow_long_context": bool(allow_long_context), "headroom": float(headroom)}
     conf = configurations(expand(workload, model=list(model_ids), precision=list(precisions), gpu=gpu_ids),
-                          models, gpus, max_gpus=max_gpus, overhead=overhead)
+                          models, gpus, max_gpus=max_gpus, overhead=overhead, rules=rules, hosts=hosts)
     conf = conf.astype({"model": str, "precision": str, "gpu": str})
     keys = ["model", "precision"]
     sizes = conf.drop_duplicates(keys)[keys + ["seq", "beyond_context", "params", "one_gpu_weights_bytes",
                                                "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]]
     sizes = sizes.rename(columns={"one_gpu_weights_bytes": "weights_bytes", "one_gpu_kv_cache_bytes": "kv_cache_bytes",
                                   "one_gpu_peak_bytes": "total_bytes"})
-    singles = conf[conf["one_gpu_fits"]].sort_values(["usable_bytes", "gpu_price_usd"], kind="stable")
+    one_card = conf["one_gpu_fits"].fillna(False).to_numpy(dtype=bool)  # NaN: a row beyond its model's context
+    singles = conf[one_card].sort_values(["usable_bytes", "gpu_price_usd"], kind="stable")
     smallest = singles.drop_duplicates(keys)[keys + ["gpu", "gpu_name", "usable_bytes"]].rename(
         columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
     on_card = conf[conf["gpu"] == card]
@@ -629,5 +668,5 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
            "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "refused_rows", "configurations", "cheapest",
-           "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve",
+           "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
            "inference_table", "article_inference_table"]

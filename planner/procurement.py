@@ -84,6 +84,23 @@ def _speed(configs: pd.DataFrame) -> pd.DataFrame:
                          "tokens_per_s": np.where(train, np.nan, tps)}, index=configs.index)
 
 
+def _check_budget(budget: float, mode: str, hours: float | None) -> None:
+    if not np.isfinite(budget) or budget < 0:
+        raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not accepted; accepted: {', '.join(MODES)}")
+    if mode == "cloud_job" and (hours is None or not hours > 0):
+        raise ValueError("--hours is required for --mode cloud_job; accepted: a number of hours > 0")
+
+
+def _check_tco(tco: dict | None) -> dict:
+    tco = {k: v for k, v in (tco or {}).items() if v is not None}
+    unknown = sorted(set(tco) - set(TCO_KEYS))
+    if unknown:
+        raise ValueError(f"TCO setting {unknown[0]!r} is not accepted; accepted: {', '.join(TCO_KEYS)}")
+    return tco
+
+
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
                 hours: float | None = None, workloads: str | None = None, deadline_days: float | None = None,
                 one_purchase: bool = False, condition: str = "either", max_gpus: int = 16,
@@ -95,17 +112,23 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
     Every row and the purchase carry the buy-vs-rent break-even of the whole system (`system_usd`:
     cards + hosts + network, whatever the mode) against renting the same GPUs: `breakeven_months`
     and `breakeven_hours` (hours of use), from the engine's TCO figures at `tco` (TCO_KEYS;
-    engine/speed.py defaults where left out)."""
-    tco = {k: v for k, v in (tco or {}).items() if v is not None}
-    unknown = sorted(set(tco) - set(TCO_KEYS))
-    if unknown:
-        raise ValueError(f"TCO setting {unknown[0]!r} is not accepted; accepted: {', '.join(TCO_KEYS)}")
-    if not np.isfinite(budget) or budget < 0:
-        raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
-    if mode not in MODES:
-        raise ValueError(f"mode {mode!r} is not accepted; accepted: {', '.join(MODES)}")
-    if mode == "cloud_job" and (hours is None or not hours > 0):
-        raise ValueError("--hours is required for --mode cloud_job; accepted: a number of hours > 0")
+    engine/speed.py defaults where left out).
+    = budget_within(budget_sweep(...), ...): the sweep does not depend on the budget, the mode,
+    the hours or the deadline (the dashboard keeps it while those change)."""
+    _check_tco(tco)
+    _check_budget(budget, mode, hours)
+    sweep = budget_sweep(models, gpus, hosts, workloads, condition, max_gpus, headroom, rules, gpu_ids, tco)
+    return budget_within(sweep, gpus, hosts, budget, mode, hours, deadline_days, one_purchase)
+
+
+def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, workloads: str | None = None,
+                 condition: str = "either", max_gpus: int = 16, headroom: float | None = None,
+                 rules: pd.DataFrame | None = None, gpu_ids=None, tco: dict | None = None) -> dict:
+    """What plan_budget computes before a budget enters: every (model, workload) x GPU estimated at
+    the count it needs (planning.configurations), its system priced (cards, hosts, network), its
+    speed and break-even. {'rows': frame, 'ok': fits within the GPU limit (bool array), 'pairs',
+    'settings'}; budget_within answers a budget from it."""
+    tco = _check_tco(tco)
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
@@ -129,6 +152,18 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
     g = gpus.set_index("id").reindex(rows["gpu"].astype(str))
     rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
+    settings = {"condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
+                "tco": {k: planning_json(float(pd.to_numeric(configs[k]).iloc[0]))
+                        for k in TCO_KEYS if k in configs.columns and len(configs)}}
+    return {"rows": rows, "ok": ok, "pairs": pairs, "settings": settings}
+
+
+def budget_within(sweep: dict, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
+                  hours: float | None = None, deadline_days: float | None = None, one_purchase: bool = False) -> dict:
+    """plan_budget's answer from budget_sweep's: each (model, workload) on its cheapest system
+    within the deadline, split at the budget; costed by the mode (no estimate: a filter)."""
+    _check_budget(budget, mode, hours)
+    rows, ok, pairs, condition = sweep["rows"].copy(), sweep["ok"], sweep["pairs"], sweep["settings"]["condition"]
     if mode == "cloud_hour":
         rows["cost_usd"] = rows["rent_usd_per_hour"]
     elif mode == "cloud_job":
@@ -147,12 +182,11 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
     unlocks = best[best["cost_usd"] > budget].reset_index(drop=True)
     reached = set(zip(best["model"], best["workload"]))
     out_of_reach = [{"model": m, "workload": w} for m, w in pairs if (m, w) not in reached]
+    settings = sweep["settings"]
     result = {"rows": within, "unlocks": unlocks, "out_of_reach": out_of_reach, "purchase": None,
               "settings": {"budget_usd": float(budget), "mode": mode, "hours": hours, "deadline_days": deadline_days,
-                           "condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
-                           "one_purchase": bool(one_purchase),
-                           "tco": {k: planning_json(float(pd.to_numeric(configs[k]).iloc[0]))
-                                   for k in TCO_KEYS if k in configs.columns and len(configs)}}}
+                           "condition": condition, "headroom": settings["headroom"], "max_gpus": settings["max_gpus"],
+                           "one_purchase": bool(one_purchase), "tco": dict(settings["tco"])}}
     if one_purchase:
         result["purchase"] = purchase_for(rows[ok & ~late], pairs, gpus, hosts, budget, mode, hours, condition)
     return result

@@ -135,3 +135,116 @@ def test_subset_is_one_object_per_frame_and_rows(gpus):
     assert data.subset(gpus, keep.copy()) is first
     pd.testing.assert_frame_equal(first, gpus[keep])
     assert data.subset(gpus, ~keep) is not first
+
+
+@pytest.fixture
+def estimates(monkeypatch):
+    """Counts the rows of every engine call the planner makes (planning.estimate)."""
+    calls = []
+    real = planning.estimate
+
+    def counted(frame, *args, **kwargs):
+        calls.append(len(frame))
+        return real(frame, *args, **kwargs)
+
+    monkeypatch.setattr(planning, "estimate", counted)
+    return calls
+
+
+def test_a_new_budget_mode_hours_or_deadline_on_the_budget_page_estimates_nothing(estimates, monkeypatch):
+    from planner import procurement
+
+    swept = []
+    real = procurement.budget_sweep
+    monkeypatch.setattr(procurement, "budget_sweep", lambda *a, **k: swept.append(1) or real(*a, **k))
+    at = open_page("pages/budget.py")
+    assert swept == [1] and estimates  # the systems' sweep, the model x GPU sweep and the tiers, once each
+    first = next(f.value for f in at.dataframe).copy()  # the systems you can order
+    estimates.clear()
+    at.number_input(key="bp_budget").set_value(60_000)
+    run(at)
+    at.number_input(key="bp_deadline").set_value(3.0)
+    run(at)
+    at.radio(key="bp_mode").set_value("cloud_job")
+    run(at)
+    at.number_input(key="bp_hours").set_value(48.0)
+    run(at)
+    assert (swept, estimates) == ([1], [])  # filters over the sweeps already made, nothing estimated
+    at.radio(key="bp_mode").set_value("buy")
+    run(at)
+    at.number_input(key="bp_deadline").set_value(0.0)
+    run(at)
+    at.number_input(key="bp_budget").set_value(10_000)
+    run(at)
+    pd.testing.assert_frame_equal(next(f.value for f in at.dataframe), first)  # the same answer as at first
+    at.selectbox(key="bp_max_gpus").set_value(4)  # a setting the sweep depends on: swept again, once
+    run(at)
+    assert swept == [1, 1]
+
+
+def test_one_md_escape_the_stricter_for_both_former_callers():
+    """app/user_entries.py had its own md_escape (no # + - . & escaped, only \\n as a break); both
+    callers now use app/labels.py's. Inputs of each: a catalog name on a page, a user-catalog problem
+    in a toast."""
+    from app import labels, user_entries
+
+    assert user_entries.md_escape is labels.md_escape
+    page_name = "Llama *3* [8B](http://x.example) - #1 & <b>~v2~</b> $x$ :red[hot] www.evil.example"
+    toast = "C:\\users\\me\\catalog.yaml: entry 'my_card' line 3:\r\n- price `1.5` + tax\rnext"
+    for text in (page_name, toast):
+        escaped = labels.md_escape(text)
+        assert "\n" not in escaped and "\r" not in escaped  # every kind of line break is a space
+        unescaped = escaped.replace("\\\\", "\0")
+        for ch in labels.MD_SPECIAL - {"\\"}:  # every formatting character shown as typed
+            assert unescaped.count("\\" + ch) == unescaped.count(ch)
+        assert " ".join(text.splitlines()) == __import__("re").sub(r"\\(.)", r"\1", escaped)
+    assert labels.md_escape("a-b.c #d +e &f") == "a\\-b\\.c \\#d \\+e \\&f"  # the ones the other one left live
+
+
+def test_a_chart_builder_is_schema_checked_on_its_first_chart_only(monkeypatch):
+    """Altair's Vega-Lite schema check (most of a changed chart's time) runs on a builder's first
+    chart in the process; the charts it draws after a sidebar change skip it, with the same spec."""
+    seen = []
+    real = tables._vega_lite_spec
+    monkeypatch.setattr(tables, "_vega_lite_spec", lambda chart: seen.append(type(chart).__name__) or real(chart))
+    monkeypatch.setattr(tables, "_VALIDATED", set())
+    at = open_page("pages/breakdown.py")
+    first = len(seen)
+    assert first >= 2 and "_Unvalidated" not in seen  # every builder's first chart: checked
+    batch = next(w for w in at.sidebar.number_input if w.label == "Micro-batch per GPU (sequences)")
+    batch.set_value(3)
+    run(at)
+    assert len(seen) > first and set(seen[first:]) == {"_Unvalidated"}  # redrawn charts: not checked again
+    changed = [el.proto.spec for el in at.get("vega_lite_chart")]
+    tables._VALIDATED.clear()
+    tables._chart_spec.clear()
+    run(at)  # the same charts built again, every one checked
+    assert [el.proto.spec for el in at.get("vega_lite_chart")] == changed
+
+
+def test_a_workload_change_on_the_breakdown_page_is_one_engine_call(estimates, monkeypatch):
+    """The scenario, its what-if changes and its memory curve are one estimate() of their rows
+    (planning.breakdown), not three (the engine's fixed cost per call, twice spared)."""
+    alone = []
+    monkeypatch.setattr(data, "estimate", lambda *a, **k: alone.append(1) or planning.estimate(*a, **k))
+    at = open_page("pages/breakdown.py")
+    assert len(estimates) == 1 and alone == []
+    estimates.clear()
+    batch = next(w for w in at.sidebar.number_input if w.label == "Micro-batch per GPU (sequences)")
+    batch.set_value(3)
+    run(at)
+    assert len(estimates) == 1 and alone == []
+
+
+def test_the_inference_page_sweeps_every_model_once_for_both_its_tables(monkeypatch):
+    """The source article's table takes its rows from the page's own table (the same estimates)
+    when that table holds the article's precisions; otherwise it sizes its three models alone."""
+    calls = []
+    real = planning.configurations
+    monkeypatch.setattr(planning, "configurations", lambda frame, *a, **k: calls.append(len(frame)) or real(frame, *a, **k))
+    at = open_page("pages/inference.py")
+    assert len(calls) == 1  # both tables, one sweep
+    assert len(at.dataframe) >= 2
+    at.multiselect(key="inf_precisions").set_value(["int4", "q4_k_m"])  # no fp16 / int8 in the page's table
+    run(at)
+    assert len(calls) == 3  # the page's table, and the article's three models on their own

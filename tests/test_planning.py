@@ -365,3 +365,59 @@ def test_what_if_offers_flash_attention_and_packing_where_the_batch_is_padded(mo
     assert "Sequence packing (no padding, no mask)" not in set(tt["change"])
     flash_tt = tt[tt["change"] == "FlashAttention-2 (no mask or scores kept)"]
     assert (flash_tt["saved_bytes"] == 0).all()
+
+
+# ---- the engine's defaults, never typed again here (issue 24, drift list) -----------------------
+
+def test_planning_types_no_default_of_a_scenario_column():
+    """No `x.get("<scenario column>", <a literal>)` in planner/planning.py: a setting the caller
+    leaves out takes engine.scenarios.DEFAULTS (planning._setting), whatever it becomes."""
+    import ast
+    import inspect
+
+    from engine.scenarios import DEFAULTS
+
+    typed = [(node.lineno, node.args[0].value) for node in ast.walk(ast.parse(inspect.getsource(planning)))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+             and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in DEFAULTS
+             and isinstance(node.args[1], ast.Constant)]
+    assert typed == []
+    signature = inspect.signature(planning.inference_table).parameters
+    for name in ("kv_precision", "allow_long_context", "headroom", "kv_policy"):
+        assert signature[name].default == DEFAULTS[name], name
+
+
+@pytest.mark.parametrize("column, value, expect", [
+    ("lora_rank", 16, "LoRA r=16"),                                # the adapters' labels
+    ("seq", 4096, "Sequence 2,048"),                               # the halved sequence
+    ("batch", 8, "Micro-batch 4"),                                 # the halved micro-batch
+    ("gpus", 4, "ZeRO-3 / FSDP on the same 4 GPUs"),               # sharding on the scenario's count
+    ("optimizer", "sgd", None),                                    # no AdamW: no 8-bit AdamW offered
+    ("grad_checkpointing", True, None),                            # already on: not offered
+])
+def test_a_scenario_left_out_takes_the_engines_default_in_what_if(monkeypatch, column, value, expect):
+    from engine.scenarios import DEFAULTS
+
+    before = [v[0] for v in planning._variants({"task": "train"}, heads=32)]
+    monkeypatch.setitem(DEFAULTS, column, value)
+    after = [v[0] for v in planning._variants({"task": "train"}, heads=32)]
+    assert after != before
+    if expect is not None:
+        assert expect in after and expect not in before
+    if column == "optimizer":
+        assert "8-bit AdamW (bitsandbytes)" in before and "8-bit AdamW (bitsandbytes)" not in after
+    if column == "grad_checkpointing":
+        assert "Gradient checkpointing" in before and "Gradient checkpointing" not in after
+
+
+def test_serving_what_if_follows_the_engines_defaults(monkeypatch):
+    from engine.scenarios import DEFAULTS
+
+    assert "Weights INT8" in [v[0] for v in planning._variants({"task": "infer"}, heads=32)]
+    monkeypatch.setitem(DEFAULTS, "precision", "int8")
+    monkeypatch.setitem(DEFAULTS, "kv_precision", "fp8")
+    labels = [v[0] for v in planning._variants({"task": "infer"}, heads=32)]
+    assert "Weights INT8" not in labels and "KV cache FP8" not in labels
+    monkeypatch.setitem(DEFAULTS, "tp", 4)
+    labels = [v[0] for v in planning._variants({"task": "infer"}, heads=32)]
+    assert "Tensor parallel over 8 GPUs" in labels and "Tensor parallel over 4 GPUs" not in labels

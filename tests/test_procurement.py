@@ -272,3 +272,30 @@ def test_moe_models_are_planned_and_show_total_and_active_parameters():
     assert code == 0, err
     assert "mixtral-8x7b:infer-int4 (46.7B total, 12.9B active):" in out
     assert "llama-3-8b:lora:" in out and "llama-3-8b:lora (" not in out  # a dense model: no split
+
+
+# ---- one sweep, many budgets (issue 24: a new budget costs the filter only) ----------------------
+
+def test_one_sweep_answers_every_budget_mode_and_deadline_as_plan_budget_does(monkeypatch):
+    cat = default_catalog()
+    models, gpus, hosts, rules = cat.models(), cat.gpus(), cat.hosts(), cat.compatibility()
+    workloads = "llama-3-8b:qlora,llama-3-8b:full,llama-3-70b:infer-int4"
+    sweep = procurement.budget_sweep(models, gpus, hosts, workloads, "either", 8, 0.1, rules, tco={"pue": 1.3})
+    calls = []
+    real = procurement.planning.configurations
+    monkeypatch.setattr(procurement.planning, "configurations", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for kwargs in (dict(budget=3_000), dict(budget=60_000, one_purchase=True), dict(budget=2.5, mode="cloud_hour"),
+                   dict(budget=5_000, mode="cloud_job", hours=40.0, deadline_days=2.0, one_purchase=True)):
+        mine = procurement.budget_within(sweep, gpus, hosts, **kwargs)
+        assert calls == []  # the filter estimates nothing
+        direct = procurement.plan_budget(models, gpus, hosts, workloads=workloads, condition="either", max_gpus=8,
+                                         headroom=0.1, rules=rules, tco={"pue": 1.3}, **kwargs)
+        calls.clear()
+        for key in ("rows", "unlocks"):
+            pd.testing.assert_frame_equal(mine[key], direct[key])
+        assert (mine["out_of_reach"], mine["purchase"], mine["settings"]) == \
+            (direct["out_of_reach"], direct["purchase"], direct["settings"])
+    with pytest.raises(ValueError, match="budget -1"):
+        procurement.budget_within(sweep, gpus, hosts, -1)
+    with pytest.raises(ValueError, match="--hours is required"):
+        procurement.budget_within(sweep, gpus, hosts, 100, "cloud_job")
