@@ -312,9 +312,12 @@ def cheapest(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFr
 @planner_cache(max_entries=24, show_spinner=False)
 def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                  max_gpus: int, condition: str = "new") -> pd.DataFrame:
-    """planning.cost_per_fit over configurations(...): the cheapest to buy is the cheapest whole system."""
-    return planning.cost_per_fit(configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus, condition),
-                                 buy_cost="system_usd")
+    """planning.cost_per_fit over configurations(...): the cheapest to buy is the cheapest whole system;
+    the cheapest to buy and to rent are the cached cheapest(...) entries the page's charts draw."""
+    sweep = (plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    return planning.cost_per_fit(configurations(*sweep, condition), buy_cost="system_usd",
+                                 cheapest_buy=cheapest(*sweep, cost="system_usd", condition=condition),
+                                 cheapest_rent=cheapest(*sweep, cost="rent_usd_per_hour", condition=condition))
 
 
 @planner_cache(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")

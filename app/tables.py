@@ -113,6 +113,8 @@ class _Unvalidated:
 
 
 def _vega_lite_spec(built) -> dict:
+    if isinstance(built, dict):  # a Vega-Lite dict (no Altair import: the first page's chart)
+        return _dict_spec(built)
     try:  # what st.altair_chart does (datasets as Arrow bytes, named by their hash); Streamlit 1.5x-1.6x
         from streamlit.elements.vega_charts import (
             _convert_altair_to_vega_lite_spec as convert,
@@ -122,18 +124,42 @@ def _vega_lite_spec(built) -> dict:
     return convert(built)
 
 
+def _dict_spec(spec: dict) -> dict:
+    """A Vega-Lite dict whose "data" entries are DataFrames, with each frame stored as Streamlit's
+    Altair conversion stores it (Arrow bytes in "datasets", named by their hash): the same spec
+    an Altair chart of the same frames gives, without Altair (and its schema check)."""
+    try:
+        from streamlit.elements.vega_charts import _to_arrow_dataset
+    except ImportError:  # pragma: no cover - another Streamlit: the rows inline
+        def _to_arrow_dataset(frame, datasets):
+            return {"values": frame.to_dict(orient="records")}
+    datasets: dict = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            return {k: (_to_arrow_dataset(v, datasets) if k == "data" and isinstance(v, pd.DataFrame) else walk(v))
+                    for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    out = walk(spec)
+    out["datasets"] = datasets
+    return out
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def _chart_spec(key: str, _ident: str, _build, _args: tuple, _kwargs: dict) -> dict:
     """key: value_key(the builder, its arguments); a copy of the spec on every hit (the page's own)."""
     built = _build(*_args, **_kwargs)
-    spec = _vega_lite_spec(built if _ident not in _VALIDATED else _Unvalidated(built))
+    spec = _vega_lite_spec(built if isinstance(built, dict) or _ident not in _VALIDATED else _Unvalidated(built))
     _VALIDATED.add(_ident)
     return spec
 
 
 def chart(build):
-    """Decorator: `build(*args)` -> Altair chart becomes `draw(*args, width=..., height=...)`, which
-    draws it, its spec cached on (the builder's code, args)."""
+    """Decorator: `build(*args)` -> Altair chart (or a Vega-Lite dict, see _dict_spec) becomes
+    `draw(*args, width=..., height=...)`, which draws it, its spec cached on (the builder's code, args)."""
     code = build.__code__
     ident = f"{code.co_filename}:{build.__qualname__}:{hashlib.sha256(marshal.dumps(code)).hexdigest()}"
 

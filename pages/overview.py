@@ -1,7 +1,6 @@
 """Overview: the sidebar's workload answered at a glance (peak per GPU, the cards that hold
 it, the cheapest to buy and to rent)."""
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -97,25 +96,30 @@ view_chart = pd.DataFrame({
 
 
 @c.chart
-def _cards_chart(view_chart: pd.DataFrame, u: str):
+def _cards_chart(view_chart: pd.DataFrame, u: str) -> dict:
+    # a Vega-Lite dict, not Altair: the first page a server shows imports no Altair (~0.5 s of a cold start)
     order = list(view_chart.sort_values(["usable", "gpu"])["gpu"])
-    tip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("usable:Q", title=f"Usable per card ({u})", format=",.1f"),
-           alt.Tooltip("need:Q", title="Whole workload on one card (% of its memory)", format=",.1f"),
-           alt.Tooltip("needed:N", title="GPUs needed"), alt.Tooltip("price:Q", title="System at that count ($)", format=",.0f")]
-    y = alt.Y("gpu:N", sort=order, title=None, axis=alt.Axis(labelLimit=200))
-    bars = alt.Chart(view_chart).mark_bar().encode(
-        x=alt.X("shown:Q", title="Memory the workload needs on one card (% of the card's usable memory; cut at 200%)",
-                scale=alt.Scale(domain=[0, 200])),
-        y=y,
-        color=alt.Color("status:N", title="This workload",
-                        scale=alt.Scale(domain=["one card holds it", "needs several cards", "not within 8 cards"],
-                                        range=["#16a34a", "#f59e0b", "#9ca3af"])),
-        tooltip=tip,
-    )
-    labels = alt.Chart(view_chart).mark_text(align="left", dx=4, fontSize=11, color="#374151").encode(
-        x="shown:Q", y=y, text=alt.Text("needed:N"), tooltip=tip)
-    rule = alt.Chart(pd.DataFrame({"x": [100.0]})).mark_rule(color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q")
-    return (bars + labels + rule).properties(height=alt.Step(20))
+    tip = [{"field": "gpu", "title": "GPU", "type": "nominal"},
+           {"field": "usable", "format": ",.1f", "title": f"Usable per card ({u})", "type": "quantitative"},
+           {"field": "need", "format": ",.1f", "title": "Whole workload on one card (% of its memory)",
+            "type": "quantitative"},
+           {"field": "needed", "title": "GPUs needed", "type": "nominal"},
+           {"field": "price", "format": ",.0f", "title": "System at that count ($)", "type": "quantitative"}]
+    y = {"axis": {"labelLimit": 200}, "field": "gpu", "sort": order, "title": None, "type": "nominal"}
+    bars = {"mark": {"type": "bar"}, "encoding": {
+        "color": {"field": "status", "scale": {"domain": ["one card holds it", "needs several cards", "not within 8 cards"],
+                                               "range": ["#16a34a", "#f59e0b", "#9ca3af"]},
+                  "title": "This workload", "type": "nominal"},
+        "tooltip": tip,
+        "x": {"field": "shown", "scale": {"domain": [0, 200]}, "type": "quantitative",
+              "title": "Memory the workload needs on one card (% of the card's usable memory; cut at 200%)"},
+        "y": y}}
+    labels = {"mark": {"type": "text", "align": "left", "color": "#374151", "dx": 4, "fontSize": 11},
+              "encoding": {"text": {"field": "needed", "type": "nominal"}, "tooltip": tip,
+                           "x": {"field": "shown", "type": "quantitative"}, "y": y}}
+    rule = {"data": pd.DataFrame({"x": [100.0]}), "mark": {"type": "rule", "color": "#dc2626", "size": 2, "strokeDash": [6, 3]},
+            "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+    return {"layer": [bars, labels, rule], "data": view_chart, "height": {"step": 20}}
 
 
 _cards_chart(view_chart, u, width="stretch")

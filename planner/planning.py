@@ -290,19 +290,26 @@ def cheapest(configs: pd.DataFrame, cost: str = "buy_usd", by=("model", "plan"))
     return best.drop(columns="_group").reset_index(drop=True)
 
 
-def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "buy_usd") -> pd.DataFrame:
+def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "buy_usd",
+                 cheapest_buy: pd.DataFrame | None = None, cheapest_rent: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per group: the cheapest configuration to buy and the cheapest to rent, side by side.
     Columns: the group keys, buy_* and rent_* (gpu, gpu_name, gpus, cost, memory used, and
     any speed/cost columns the engine returned for that configuration). `buy_cost` chooses
     what "cheapest to buy" weighs: buy_usd (the cards) or system_usd (the whole system, whose
-    parts then come as buy_system_usd, buy_system_gpu_usd, buy_host_usd, ...)."""
+    parts then come as buy_system_usd, buy_system_gpu_usd, buy_host_usd, ...).
+    cheapest_buy / cheapest_rent: cheapest(configs, buy_cost, by) and cheapest(configs,
+    "rent_usd_per_hour", by) where the caller has them already (computed here otherwise)."""
+    if cheapest_buy is None:
+        cheapest_buy = cheapest(configs, buy_cost, by)
+    if cheapest_rent is None:
+        cheapest_rent = cheapest(configs, "rent_usd_per_hour", by)
     by = [c for c in by if c in configs.columns]
     keep = ["gpu", "gpu_name", "gpus", "memory_used_fraction", "peak_bytes", "total_vram_bytes"]
     keep += [c for c in SPEED_COLUMNS if c in configs.columns]
     system = [c for c in (*SYSTEM_COLUMNS.values(), "system_breakeven_months", "system_breakeven_hours")
               if c in configs.columns]
-    buy = cheapest(configs, buy_cost, by)[list(dict.fromkeys(by + keep + system + ["buy_usd", buy_cost]))]
-    rent = cheapest(configs, "rent_usd_per_hour", by)[by + keep + ["rent_usd_per_hour"]]
+    buy = cheapest_buy[list(dict.fromkeys(by + keep + system + ["buy_usd", buy_cost]))]
+    rent = cheapest_rent[by + keep + ["rent_usd_per_hour"]]
     buy = buy.rename(columns={c: f"buy_{c}" for c in keep + system})
     rent = rent.rename(columns={c: f"rent_{c}" for c in keep})
     groups = configs[by].astype(str).drop_duplicates().reset_index(drop=True)
