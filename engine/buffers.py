@@ -73,7 +73,10 @@ class Columns:
 
     def __init__(self, n: int, pooled: bool = True, _root: Columns | None = None):
         self.n = n
-        self._root = self if _root is None else _root  # who carves the block (and counts what was asked)
+        # who carves the block (and counts what was asked): None for this one itself, never a
+        # reference to itself (a cycle would keep a dead result's block held until the garbage
+        # collector runs, and the next sweep would take fresh pages instead of reusing it)
+        self._parent = _root
         if _root is None:
             self._block = _acquire(n) if pooled and n >= POOL_MIN_ROWS else None
             self._offset = 0
@@ -84,6 +87,10 @@ class Columns:
         inside this one (estimate's one-GPU probe), whose arrays are gone before the result is
         returned. Plain arrays where this one has no block."""
         return Columns(n, _root=self._root)
+
+    @property
+    def _root(self) -> Columns:
+        return self if self._parent is None else self._parent
 
     def empty(self, dtype=np.float64, length: int | None = None) -> np.ndarray:
         """A new array of n rows (or of `length`: scratch for per-group figures)."""

@@ -18,7 +18,7 @@ import engine.constants as C
 from engine.buffers import Columns
 from engine.components import inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
-from engine.scenarios import Configs, _normalize_columns, check_combinations
+from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
 OVERHEAD_DEFAULTS = {
@@ -45,9 +45,16 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     return sweep.frame(memory, fit, gpus, models)  # + speed and cost
 
 
-def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False) -> tuple[Sweep, MemoryRows, FitRows]:
-    """The memory and fit columns of every row (lean: only gpus_needed, see Sweep)."""
-    sc, ranges = _normalize_columns(scenarios, models, out)
+def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False,
+                    normalized: dict | None = None) -> tuple[Sweep, MemoryRows, FitRows]:
+    """The memory and fit columns of every row (lean: only gpus_needed, see Sweep).
+    normalized: for a frame the engine built itself from normalized rows (the one-GPU probe),
+    the {column: (min, max)} bounds of its integer and constant columns: it is not normalized
+    again (its values are the normalized rows' own; normalizing would change none of them)."""
+    if normalized is None:
+        sc, ranges = _normalize_columns(scenarios, models, out)
+    else:
+        sc, ranges = scenarios, normalized
     cfg = Configs(sc, ranges=ranges, columns=out)  # the rows' configurations
     check_combinations(sc, models, cfg, ranges)
     # the memory configurations (configurations that differ only in the GPU or the headroom,
@@ -90,10 +97,22 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
     rows, asked = rows[~fits], asked[~fits]
     if not len(rows):
         return
-    probe = pd.DataFrame({col: _rows_of(sc[col], rows) for col in sc.columns}, index=pd.RangeIndex(len(rows)),
-                         copy=False)  # sc.iloc[rows], column by column (no block consolidation)
-    probe["gpus"], probe["zero"] = np.full(len(rows), 2, dtype=np.int64), asked  # as .assign(gpus=2, zero=asked)
-    _, _, fit = _memory_and_fit(probe, models, gpus, settings, out.rows(len(probe)), lean=True)
+    # sc.iloc[rows] of the columns a sweep reads (the scenario columns), column by column (no block
+    # consolidation), with gpus=2 and zero=asked: rows of a normalized frame, so not normalized again
+    # (ranges: the frame's bounds, which hold for its rows; gpus and zero are the probe's own)
+    # (its columns are plain arrays: the result's block keeps its room for the probe's own sweep)
+    columns = {}
+    for col in sc.columns:
+        if col == "gpus":
+            columns[col] = np.full(len(rows), 2, dtype=np.int64)
+        elif col == "zero":
+            columns[col] = asked
+        elif col == "model" or col in DEFAULTS:
+            columns[col] = _rows_of(sc[col], rows)
+    probe = pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False)
+    bounds = {k: v for k, v in ranges.items() if not k.startswith("_")}
+    bounds.update(gpus=(2, 2), zero=(int(asked.min()), int(asked.max())))
+    _, _, fit = _memory_and_fit(probe, models, gpus, settings, out.rows(len(probe)), lean=True, normalized=bounds)
     result["gpus_needed"][rows] = fit.columns["gpus_needed"]
 
 

@@ -71,8 +71,17 @@ def _codes(column) -> tuple[np.ndarray, list]:
 
 def _category_mask(column, *values) -> np.ndarray:
     codes, cats = _codes(column)
-    hits = np.array([c in values for c in cats] + [False])
-    return hits[codes]
+    hits = [c in values for c in cats]
+    if not any(hits):  # no category is one of them (nor is a missing code): no row, one pass fewer
+        return np.zeros(len(codes), dtype=bool)
+    return np.array(hits + [False])[codes]
+
+
+def _every_row(column, *values) -> bool:
+    """Every row of the (categorical) column is one of `values`, as its categories alone show
+    (each category one of them and no missing code; False where that does not decide it)."""
+    codes, cats = _codes(column)
+    return bool(cats) and all(c in values for c in cats) and (not len(codes) or codes.min() >= 0)
 
 
 def _with_values(column, mapping: dict) -> pd.Categorical:
@@ -102,9 +111,11 @@ def canonical_targets(text: str) -> str:
     return "all" if len(ordered) == len(LORA_MODULES) else ",".join(ordered)
 
 
-def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
+def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=frozenset()) -> None:
     """Decide every rule in place on `out` (column -> typed column, as normalize_columns builds
-    it) and keep `ranges` ({column: (min, max)} of the integer columns) up to date.
+    it) and keep `ranges` ({column: (min, max)} of the integer columns) up to date. columns: an
+    engine.buffers.Columns for the new integer columns (None: plain arrays); filled: the columns
+    normalize_columns filled with their default (arrays of its own, which may be written).
 
     Vectorized: per row only integer arithmetic; text columns change through their categories."""
     model_codes, model_cats = _codes(out["model"])
@@ -131,15 +142,23 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
     zero_range = ranges.get("zero")
     if zero_range is None or zero_range[1] > 0:
         zero = np.asarray(out["zero"])
-        single = (np.asarray(out["gpus"]) == 1) & _category_mask(out["offload"], "none")
-        drop = (single | infer) & (zero > 0)
+        drop = np.asarray(out["gpus"]) == 1  # (single, then drop, in place: the same flags, fewer passes)
+        if not _every_row(out["offload"], "none"):
+            drop &= _category_mask(out["offload"], "none")
+        if any_infer:
+            drop |= infer
+        drop &= zero > 0
         if drop.any():
             # the stage asked still decides how many GPUs a training row needs (estimate.py)
-            asked = np.flatnonzero(drop & ~infer)
+            asked = np.flatnonzero(drop & ~infer if any_infer else drop)
             if len(asked):
                 ranges["_zero_dropped_rows"], ranges["_zero_asked"] = asked, zero[asked].astype(np.int64)
-            out["zero"] = np.where(drop, 0, zero).astype(np.int64)
-            ranges["zero"] = (int(out["zero"].min()), int(out["zero"].max()))
+            decided = columns.empty(np.int64) if columns is not None else np.empty(n, dtype=np.int64)
+            np.copyto(decided, zero, casting="unsafe")  # as np.where(drop, 0, zero).astype(np.int64)
+            np.copyto(decided, 0, where=drop)
+            out["zero"] = decided
+            # (the least is 0: some row was dropped, and every stage is 0 to 3, checked before)
+            ranges["zero"] = (0, int(decided.max()))
 
     # seq: 0 = the default, cut to the model's context
     seq_range = ranges.get("seq")
@@ -154,7 +173,11 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
     tp_range, pp_range = ranges.get("tp"), ranges.get("pp")
     if tp_range == (AUTO, AUTO) and pp_range == (AUTO, AUTO) and not any_infer:
         # the usual training sweep: both left out, data parallel (no per-row arithmetic)
-        out["tp"], out["pp"] = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+        for col in ("tp", "pp"):
+            if col in filled and isinstance(out[col], np.ndarray) and out[col].dtype == np.int64:
+                out[col].fill(1)  # (the default's own array: written in place, no new one)
+            else:
+                out[col] = np.ones(n, dtype=np.int64)
         ranges["tp"] = ranges["pp"] = (1, 1)
     elif tp_range is None or pp_range is None or tp_range[0] == AUTO or pp_range[0] == AUTO:
         tp = np.array(out["tp"], dtype=np.int64)  # copies: the caller's columns stay as they were
@@ -223,8 +246,10 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict) -> None:
 
     # kv_policy: "auto" is windowed (RULES)
     if "kv_policy" in out:
-        auto_policy = _category_mask(out["kv_policy"], "auto")
-        if auto_policy.any():
+        if _every_row(out["kv_policy"], "auto"):  # (the column left out): every row windowed, one rename
+            out["kv_policy"] = pd.Categorical.from_codes(_codes(out["kv_policy"])[0], categories=["windowed"],
+                                                         validate=False)
+        elif (auto_policy := _category_mask(out["kv_policy"], "auto")).any():
             out["kv_policy"] = _set_rows(out["kv_policy"], auto_policy, "windowed")
 
 
@@ -269,7 +294,9 @@ def _resolve_stack(out: dict, n: int) -> None:
         where = {v: i for i, v in enumerate(new_cats)}
         keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
         by_key = np.array([where[v] for v in table], dtype=np.int32)
-        if exact:
+        if exact and cats == ["auto"]:  # every row 'auto' (the switch left out): by_key[key], as below
+            new_codes = np.take(by_key, key, mode="clip")
+        elif exact:
             # each row's new code (by_key[key] on an 'auto' row, else keep[code]) read once from
             # a table of every (key, code + 1) pair; column 0 is a missing code (-1 stays -1)
             width = len(cats) + 1

@@ -390,7 +390,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             out["headroom"] = headroom
         elif values.dtype != np.float64:
             out["headroom"] = values.to_numpy(dtype=np.float64)
-    rules.apply(out, models, ranges)  # every default that depends on other columns, decided once
+    rules.apply(out, models, ranges, columns, frozenset(DEFAULTS) - present)  # every default that depends on other columns, decided once
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), ranges
 
 

@@ -245,3 +245,35 @@ def test_a_one_gpu_row_that_does_not_fit_needs_what_the_full_sweep_gives_it_at_t
     assert (at_two["zero"].to_numpy() == frame["zero"].to_numpy()[no_fit]).all()
     np.testing.assert_array_equal(result["gpus_needed"].to_numpy()[no_fit], at_two["gpus_needed"].to_numpy())
     assert np.isfinite(at_two["gpus_needed"].to_numpy()).any()
+
+
+def test_a_dead_results_pooled_block_is_reused_without_the_garbage_collector(models, gpus):
+    """engine/buffers.py: a big result's columns are carved from one pooled block, free again
+    when no result holds it (CPython's reference count). Nothing of a sweep may keep the block in
+    a reference cycle (a Columns that named itself as its root did: the block was held until a
+    full garbage collection, which a dashboard or CLI rarely runs, so each sweep took ~800 MB of
+    fresh pages instead of reusing them)."""
+    import gc
+    import sys
+    import weakref
+
+    from engine import buffers
+    frame = grid(model=["llama-2-7b"], gpu=["rtx-4090"], batch=list(range(1, 129)), seq=list(range(1, 513)),
+                 gpus=1, zero=3)  # 65,536 rows: pooled, and one-GPU rows at ZeRO-3 (the probe's scratch)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        estimate(frame, models, gpus)  # (a first sweep sizes the block: the next is as large as it asked)
+        result = estimate(frame, models, gpus)
+        block = weakref.ref(buffers._idle)  # (a weak reference: no count of its own)
+        assert result["peak_bytes"].to_numpy().base is block()
+        del result
+        holders = sys.getrefcount(buffers._idle)  # (outside the assert, which keeps what it shows)
+        assert buffers._idle is block() and holders == 2  # _idle and getrefcount's argument: free
+        again = estimate(frame, models, gpus)
+        assert again["peak_bytes"].to_numpy().base is block()  # reused, not a fresh one
+        del again
+    finally:
+        if was:
+            gc.enable()
