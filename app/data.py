@@ -345,9 +345,11 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: s
 @planner_cache(max_entries=24, show_spinner=False)
 def budget_plan(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                 max_gpus: int, budget: float, mode: str, hours: float | None, stretch: float) -> dict:
-    """planning.budget_plan over configurations(...)."""
-    conf = configurations(plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
-    return planning.budget_plan(conf, budget, mode, hours, stretch)
+    """planning.budget_plan over configurations(...), split from the cached cheapest(..., mode, hours)
+    (the page's chart draws the same): a new budget or stretch is a filter."""
+    sweep = (plan_map, model_ids, gpu_ids, models, gpus, max_gpus)
+    return planning.budget_plan(configurations(*sweep), budget, mode, hours, stretch,
+                                best=cheapest(*sweep, mode=mode, hours=hours))
 
 
 @planner_cache(max_entries=16, show_spinner=False)

@@ -279,15 +279,18 @@ def cheapest(configs: pd.DataFrame, cost: str = "buy_usd", by=("model", "plan"))
     Ties go to fewer GPUs, then to more memory per GPU. Groups keep their first-seen order;
     groups with no priced configuration are left out."""
     by = [c for c in by if c in configs.columns]
-    values = pd.to_numeric(configs[cost], errors="coerce")
-    ok = configs[np.isfinite(values.to_numpy(dtype=float))].copy()
-    if ok.empty:
-        return ok
-    order = pd.MultiIndex.from_frame(configs[by].astype(str)).unique()
-    ok["_group"] = pd.MultiIndex.from_frame(ok[by].astype(str)).map(dict(zip(order, range(len(order)))))
-    ok = ok.sort_values([cost, "gpus", "usable_bytes"], ascending=[True, True, False], kind="stable")
-    best = ok.drop_duplicates(subset=by, keep="first").sort_values("_group", kind="stable")
-    return best.drop(columns="_group").reset_index(drop=True)
+    finite = np.isfinite(pd.to_numeric(configs[cost], errors="coerce").to_numpy(dtype=float))
+    if not finite.any():
+        return configs[finite].copy()
+    # ranked on the few columns it needs, then the chosen rows taken once (a sweep is thousands of
+    # rows x a hundred columns: sorting and copying all of them cost more than the ranking)
+    group = configs[by].astype(str).groupby(by, sort=False).ngroup().to_numpy() if by else np.zeros(len(configs), int)
+    rank = pd.DataFrame({"cost": configs[cost].to_numpy(), "gpus": configs["gpus"].to_numpy(),
+                         "usable": configs["usable_bytes"].to_numpy(), "group": group,
+                         "row": np.arange(len(configs))})[finite]
+    rank = rank.sort_values(["cost", "gpus", "usable"], ascending=[True, True, False], kind="stable")
+    best = rank.drop_duplicates(subset="group", keep="first").sort_values("group", kind="stable")
+    return configs.iloc[best["row"].to_numpy()].reset_index(drop=True)
 
 
 def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "buy_usd",
@@ -337,18 +340,20 @@ def plan_cost(configs: pd.DataFrame, mode: str = "buy", hours: float | None = No
 
 
 def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: float | None = None,
-                stretch: float = 0.5, by=("model", "plan")) -> dict[str, pd.DataFrame]:
+                stretch: float = 0.5, by=("model", "plan"), best: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """What a budget runs. Returns three frames, each one row per group with its cheapest
     configuration and `cost_usd`:
       feasible   cost <= budget, cheapest first within the catalog order of groups;
       unlocks    budget < cost <= budget x (1 + stretch), with `extra_usd` = cost - budget;
-      out_of_reach  no configuration within the GPU limit (or none priced)."""
+      out_of_reach  no configuration within the GPU limit (or none priced).
+    best: cheapest(configs with cost_usd = plan_cost(configs, mode, hours), "cost_usd", by) where
+    the caller has it already (the budget then only splits it; computed here otherwise)."""
     if not np.isfinite(budget) or budget < 0:
         raise ValueError(f"budget {budget!r} is not accepted; accepted: a number of dollars >= 0")
     if not np.isfinite(stretch) or stretch < 0:
         raise ValueError(f"stretch {stretch!r} is not accepted; accepted: a fraction >= 0, e.g. 0.5 for +50%")
-    priced = configs.assign(cost_usd=plan_cost(configs, mode, hours))
-    best = cheapest(priced, "cost_usd", by)
+    if best is None:
+        best = cheapest(configs.assign(cost_usd=plan_cost(configs, mode, hours)), "cost_usd", by)
     feasible = best[best["cost_usd"] <= budget].reset_index(drop=True)
     more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))]
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)

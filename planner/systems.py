@@ -26,10 +26,24 @@ def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame,
     network cost, and where each price comes from. Unknown prices stay NaN (never free)."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
-    g = gpus.set_index("id").reindex(configs["gpu"].astype(str))
+    # each catalog fact converted once per GPU (and per host class), then taken for every row
+    # (a sweep has thousands of rows and a few dozen GPUs); an unknown GPU takes NaN / ""
+    at = pd.Index(gpus["id"].astype(str)).get_indexer(configs["gpu"].astype(str))
+    known = at >= 0
     n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
-    new = pd.to_numeric(g["price_usd"], errors="coerce").to_numpy(dtype=float)
-    used = pd.to_numeric(g.get("price_used_usd", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+
+    def num(name):
+        if name not in gpus.columns:
+            return np.full(len(n), np.nan)
+        values = pd.to_numeric(gpus[name], errors="coerce").to_numpy(dtype=float)
+        return np.where(known, values[np.maximum(at, 0)], np.nan)
+
+    def col(name):
+        if name not in gpus.columns:
+            return np.full(len(n), "", dtype=object)
+        return np.where(known, _text(gpus[name].to_numpy())[np.maximum(at, 0)], "").astype(object)
+
+    new, used = num("price_usd"), num("price_used_usd")
     if condition == "new":
         take_used = np.zeros(len(n), dtype=bool)
     elif condition == "used":
@@ -38,10 +52,7 @@ def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame,
         take_used = np.isfinite(used) & ~(np.isfinite(new) & (new <= used))
     card = np.where(take_used, used, new)
 
-    def col(name):
-        return _text(g[name].to_numpy()) if name in g.columns else np.full(len(n), "", dtype=object)
-
-    per_node_max = pd.to_numeric(g.get("max_per_node", pd.Series(np.nan, index=g.index)), errors="coerce").to_numpy(dtype=float)
+    per_node_max = num("max_per_node")
     per_node_max = np.where(np.isfinite(per_node_max), per_node_max, np.nan)
     nodes = np.ceil(n / per_node_max)
     per_node = np.ceil(n / nodes)
@@ -50,8 +61,16 @@ def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame,
     # one card in a workstation-class slot goes in a desktop (the cheaper one-GPU host)
     if "desktop" in h.index:
         host_class = np.where((host_class == "workstation") & (per_node <= h.loc["desktop", "max_gpus"]), "desktop", host_class)
-    hrow = h.reindex(host_class)
-    host_each = pd.to_numeric(hrow["usd_per_node"], errors="coerce").to_numpy(dtype=float)
+    hat = h.index.get_indexer(pd.Index(host_class.astype(str)))
+    hknown = hat >= 0
+
+    def host_fact(name, numeric=False):
+        values = (pd.to_numeric(h[name], errors="coerce").to_numpy(dtype=float) if numeric
+                  else _text(h[name].to_numpy()))
+        picked = values[np.maximum(hat, 0)] if len(values) else np.full(len(n), np.nan if numeric else "")
+        return np.where(hknown, picked, np.nan if numeric else "")
+
+    host_each = host_fact("usd_per_node", numeric=True)
     net = hosts[hosts["kind"] == "network"]
     net_node = float(net["usd_per_node"].iloc[0]) if len(net) else np.nan
     net_fixed = float(net["usd_fixed"].fillna(0).iloc[0]) if len(net) else np.nan
@@ -63,7 +82,7 @@ def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame,
         "network_usd": network, "cost_usd": gpu_cost + nodes * host_each + network,
         "price_date": np.where(take_used, col("price_used_date"), col("price_date")),
         "price_source": np.where(take_used, col("price_used_source"), col("price_source")),
-        "host_source": _text(hrow["source"].to_numpy()), "host_date": _text(hrow["date"].to_numpy()),
+        "host_source": host_fact("source"), "host_date": host_fact("date"),
         "node_interconnect": col("node_interconnect"),
         "network_source": (net["source"].iloc[0] if len(net) else ""),
     }, index=configs.index)
