@@ -56,7 +56,10 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     else:
         sc, ranges = scenarios, normalized
     cfg = Configs(sc, ranges=ranges, columns=out)  # the rows' configurations
-    check_combinations(sc, models, cfg, ranges)
+    if normalized is None:
+        # (the probe's rows passed these checks in their frame; at two GPUs on their stage asked
+        # they cannot fail: a one-GPU row has tp = pp = ep = 1 and no offload, engine/rules.py)
+        check_combinations(sc, models, cfg, ranges)
     # the memory configurations (configurations that differ only in the GPU or the headroom,
     # merged): the groups the physics runs on
     mv, of_config = cfg.coarser(("gpu", "headroom"))

@@ -292,15 +292,17 @@ def _resolve_stack(out: dict, n: int) -> None:
                 key = (r_codes.astype(np.int64) * len(m_cats) + m_codes) * 2 + gc
         new_cats = list(dict.fromkeys([c for c in cats if c != "auto"] + list(dict.fromkeys(table))))
         where = {v: i for i, v in enumerate(new_cats)}
-        keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=np.int32)
-        by_key = np.array([where[v] for v in table], dtype=np.int32)
+        # codes as narrow as pandas keeps them (from_codes would otherwise copy them to that width)
+        width_type = np.int8 if len(new_cats) < 127 else np.int32
+        keep = np.array([where.get(c, -1) for c in cats] + [-1], dtype=width_type)
+        by_key = np.array([where[v] for v in table], dtype=width_type)
         if exact and cats == ["auto"]:  # every row 'auto' (the switch left out): by_key[key], as below
             new_codes = np.take(by_key, key, mode="clip")
         elif exact:
             # each row's new code (by_key[key] on an 'auto' row, else keep[code]) read once from
             # a table of every (key, code + 1) pair; column 0 is a missing code (-1 stays -1)
             width = len(cats) + 1
-            pairs = np.empty((len(by_key), width), dtype=np.int32)
+            pairs = np.empty((len(by_key), width), dtype=width_type)
             pairs[:, 0] = -1
             pairs[:, 1:] = keep[None, :-1]
             pairs[:, 1 + cats.index("auto")] = by_key
