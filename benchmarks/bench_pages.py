@@ -21,9 +21,11 @@
    server answers, then the page fetched with Playwright (/usr/bin/chromium) and waited on
    until the app's script state is notRunning and the page title is shown. Median of 3.
 
-Prints one line per page, then the cold-start line, then one line per target:
+Prints one line per page, then the cold-start line, the load average at the start and at the end
+(/proc/loadavg: other processes on the same cores slow every figure), then one line per target:
   page=<file> cold_ms=<...> warm_ms=<...> change_ms=<...>
   cold_start_s=<median> runs=<...>
+  load_start=<1, 5, 15 min> load_end=<1, 5, 15 min>
   PASS warm<=150ms (worst: <page> <ms>)          (or FAIL ...)
   PASS change<=300ms (worst: <page> <ms>)
   PASS cold_start<=3s (median <s> s)             (SKIP without a browser)
@@ -127,6 +129,13 @@ def cold_start(browser) -> float:
             page.close()
 
 
+def _load() -> str:
+    try:
+        return ",".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:  # not Linux
+        return "unknown"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="runs per measurement (median reported)")
@@ -138,6 +147,7 @@ def main(argv=None) -> int:
     if not args.fresh_script_cache:
         _SharedScriptCache.install()
 
+    load_start = _load()
     _timed_run(_open(PAGES[0]))  # imports (streamlit, altair, the engine): the cold start below counts them
     results = {}
     for page in args.pages:
@@ -163,6 +173,7 @@ def main(argv=None) -> int:
         start_s = statistics.median(starts)
         print(f"cold_start_s={start_s:.2f} runs=" + ",".join(f"{s:.2f}" for s in starts))
 
+    print(f"load_start={load_start} load_end={_load()}")
     for what, limit in (("warm", WARM_MS), ("change", CHANGE_MS)):
         page, t = max(results.items(), key=lambda item: item[1][what])
         ms = t[what] * 1e3
