@@ -154,8 +154,7 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
             if len(asked):
                 ranges["_zero_dropped_rows"], ranges["_zero_asked"] = asked, zero[asked].astype(np.int64)
             decided = columns.empty(np.int64) if columns is not None else np.empty(n, dtype=np.int64)
-            np.copyto(decided, zero, casting="unsafe")  # as np.where(drop, 0, zero).astype(np.int64)
-            np.copyto(decided, 0, where=drop)
+            np.multiply(zero, ~drop, out=decided)  # as np.where(drop, 0, zero).astype(np.int64): whole numbers
             out["zero"] = decided
             # (the least is 0: some row was dropped, and every stage is 0 to 3, checked before)
             ranges["zero"] = (0, int(decided.max()))

@@ -605,12 +605,10 @@ def _add_comm(cols: dict, level: dict, inv, b, seq, tokens, usd_kwh, n: int, out
             (lambda x: x if not np.ndim(x) else x[part])  # noqa: E731
         sub = lambda x: x if not np.ndim(x) else x[part]  # noqa: E731 - per-row values of the block
         dp_r, step_r, gpus_r = row(dp), row(per_step), row(n_gpus)
-        c = comm[part]  # (written in place: np.where(step_r > 0, steps * step_r / 3600.0, step_r))
         with np.errstate(divide="ignore", invalid="ignore"):
             steps = sub(tokens) / (b[part] * seq[part] * dp_r)
-            np.multiply(steps, step_r, out=c)
-            c /= 3600.0
-        np.copyto(c, step_r, where=~(step_r > 0))  # 0 (one rank) or NaN stay
+            c = np.where(step_r > 0, steps * step_r / 3600.0, step_r)  # 0 (one rank) or NaN stay
+        comm[part] = c
         added = _nan_to_num(c)
         extra_gpu_h = added * gpus_r
         train_h[part] += added
