@@ -364,7 +364,7 @@ def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids:
     if set(precisions) <= set(shown) and set(model_ids) <= set(models["id"]):
         table = inference_table(models, gpus, tuple(models["id"]), tuple(shown), *settings)
         wanted = pd.MultiIndex.from_product([list(model_ids), list(precisions)], names=["model", "precision"])
-        ours = table.set_index(["model", "precision"]).loc[wanted].reset_index()  # in the order of its own table
+        ours = table.set_index(["model", "precision"]).loc[wanted].reset_index()  # ordered as its own call orders them
     else:
         ours = inference_table(models, gpus, model_ids, precisions, *settings)
     return planning.article_inference_table(shipped("references"), ours)

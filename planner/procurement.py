@@ -8,7 +8,8 @@ incompatible or over-full configuration is never offered.
 
 `budget_rows` answers "what does this budget run, each workload on its cheapest system";
 `one_purchase` answers "which single system covers all these workloads". The CLI's `budget`
-command and the dashboard's Budget page both call `plan_budget`.
+command calls `plan_budget`; the dashboard's Budget page calls its two halves, `budget_sweep` (every
+estimate, no budget in it: cached) and `budget_within` (the budget, mode, hours and deadline: a filter).
 """
 
 from __future__ import annotations
