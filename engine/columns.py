@@ -78,7 +78,7 @@ class Column:
             return self.default_text
         if self.kind == "bool":
             return "off"
-        value = self.default * (1 / self.cli_scale if self.cli_scale != 1 else 1) if isinstance(self.default, float) else self.default
+        value = self.default / self.cli_scale if isinstance(self.default, float) else self.default  # the flag's unit
         if isinstance(value, float) and value >= 1e6 and value.is_integer():
             return f"{value:.0e}".replace("e+0", "e").replace("e+", "e")  # 1e9
         return f"{value:g}" if isinstance(value, float) else str(value)
@@ -299,7 +299,7 @@ def json_keys(with_gpu: bool) -> tuple[str, ...]:
     """estimate --json's keys that come from the result row, in the contract's order (keys are
     added, never renamed: planner/cli.py adds the band, compatibility and what-if keys)."""
     scenario = [c.name for c in SCENARIO if c.json and c.group not in ("overhead",) and c.name != "gpu"]
-    results = [r.name for r in RESULT if r.json and (with_gpu or not r.needs_gpu or r.name == "train_flops")]
+    results = [r.name for r in RESULT if r.json and (with_gpu or not r.needs_gpu)]
     keys = scenario[:]
     if with_gpu:
         keys.append("gpu")

@@ -42,7 +42,7 @@ import engine.constants as C
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View
-from engine.speed import OUTPUT_COLUMNS, SETTINGS, UNKNOWN_GPU, frame_shape, speed_columns
+from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 # the inference phases that hold the KV cache (a windowed cache's saving applies to each)
@@ -447,10 +447,7 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
     if gpus is None or len(sc) == 0 or not chosen.any():
         return None
     x, lift = ph.inputs, _lifter(of_config)
-    gidx = cfg.index_in("gpu", gpus["id"])
-    bad = chosen & (gidx < 0)
-    if bad.any():
-        raise ValueError(UNKNOWN_GPU.format(str(sc["gpu"].iloc[cfg.first_row(bad)])))
+    gidx = gpu_index(cfg, gpus)
     usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
     headroom = cfg.values("headroom")
     # the tensors may use what is left after headroom and the fixed runtime overhead, less

@@ -242,16 +242,22 @@ def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dic
     return fields
 
 
+def gpu_index(cfg, gpus: pd.DataFrame) -> np.ndarray:
+    """Per configuration (cfg: an engine.scenarios.Configs): the position of its GPU in `gpus`
+    (-1: none chosen); a GPU id not in the table raises ValueError naming it."""
+    gidx = cfg.index_in("gpu", gpus["id"].astype(str))
+    bad = ~cfg.mask("gpu", "") & (gidx < 0)
+    if bad.any():
+        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
+    return gidx
+
+
 def config_gpu_fields(cfg, gpus: pd.DataFrame | None) -> dict:
     """Per configuration (cfg: an engine.scenarios.Configs): the chosen GPU's catalog figures."""
     fields = {k: np.full(cfg.size, np.nan) for k in GPU_FIELDS}
     if gpus is None or cfg.size == 0:
         return fields
-    gidx = cfg.index_in("gpu", gpus["id"].astype(str))
-    bad = ~cfg.mask("gpu", "") & (gidx < 0)
-    if bad.any():
-        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
-    return gather_gpu_fields(gpus, gidx, fields)
+    return gather_gpu_fields(gpus, gpu_index(cfg, gpus), fields)
 
 
 def frame_shape(frame: pd.DataFrame) -> dict | None:

@@ -100,9 +100,9 @@ def _column_parser(col: columns.Column):
     engine's own check names the bad value (choices that depend on the task: precision, ...)."""
     if col.kind == "bool" or not col.cli_checks:
         return None
-    if col.kind == "choice" and col.name != "zero":
+    if col.kind == "choice":
         return _choice_text(col.cli[2:], col.choices)
-    if col.kind == "int" or col.name == "zero":
+    if col.kind == "int":
         return _whole(col.name.replace("_", " "), low=int(col.low), high=int(col.high),
                       accepted=col.accepted or None)
     if col.kind == "float":

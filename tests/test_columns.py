@@ -91,7 +91,7 @@ def test_estimate_json_carries_every_table_key(capsys):
     assert {"backward_end_phase_bytes", "model_states_bytes", "capacity_bytes"} <= set(with_gpu)
     without = _estimate_json(capsys)
     assert set(columns.json_keys(with_gpu=False)) <= set(without)
-    assert not {r.name for r in columns.RESULT if r.needs_gpu and r.name != "train_flops"} & set(without)
+    assert not {r.name for r in columns.RESULT if r.needs_gpu} & set(without)
 
 
 def test_the_sweep_csv_header_is_the_result_columns(capsys, tmp_path):
