@@ -128,6 +128,9 @@ CSV_COLUMNS = [
     # issue 12: appended so the first 54 rows keep their values
     "freeze_layers", "gpus", "zero", "split",
 ]
+# issue 28: the loops people run (tests/data/measured_loops.csv): the columns above and these three
+LOOP_CSV_COLUMNS = CSV_COLUMNS + ["loop", "use_cache", "padding"]
+LOOPS_OUT = REPO / "tests" / "data" / "measured_loops.csv"
 
 # --------------------------------------------------------------------------------------
 # Models: exactly the published LlamaConfig values; params = expected parameter count
@@ -428,6 +431,96 @@ for _c in CONFIGS:
     _c.setdefault("split", "calibration")
 
 
+# ======================================================================================
+# Issue 28: the training loops people run (tests/data/measured_loops.csv, `--set loops`).
+# Every row above is the "harness" loop: loss = model(..., use_cache=False).loss, the outputs
+# dropped at once, and (fake tensors) the padded-batch attention path. These rows run:
+#   trainer     a faithful copy of transformers 5.24 Trainer.training_step / compute_loss
+#               (trainer.py lines 2089-2092: loss = self.compute_loss(model, inputs); del inputs;
+#               line 2172: outputs = model(**inputs); line 2205: loss = outputs["loss"]; the
+#               outputs go out of scope when compute_loss returns; line 2126:
+#               accelerator.backward(loss)); then optimizer.step(), zero_grad(set_to_none=True)
+#   manual      the loop of Hugging Face's "Train in native PyTorch" tutorial with `del out`, as
+#               issue 28 states it: out = model(input_ids=ids, labels=ids); out.loss.backward();
+#               opt.step(); opt.zero_grad(set_to_none=True); del out  (the outputs -- logits and
+#               the KV cache -- alive through backward and the optimizer step)
+#   accelerate  transformers' examples/pytorch/language-modeling/run_clm_no_trainer.py loop:
+#               outputs = model(**batch); loss = outputs.loss; accelerator.backward(loss);
+#               optimizer.step(); lr_scheduler.step(); optimizer.zero_grad() -- no `del`: the
+#               previous step's outputs live until the next forward returns
+#   torchtune   torchtune 0.7 recipes/full_finetune_single_device.py train step on the HF model:
+#               logits = model(tokens); loss = loss_fn(logits, labels); del logits;
+#               loss.backward() (the loss computed outside the model: the model's own
+#               loss_function on its logits)
+# use_cache: "default" = not passed, the model config's default (True for every model here);
+# "off" = use_cache=False. (transformers 5.24 Trainer sets model.config.use_cache =
+# args.use_cache, default False -- trainer.py line 646, training_args.py line 971 -- so a real
+# Trainer runs "off"; "default" under trainer is a loop that kept the config default.)
+# Under checkpointing transformers turns the cache off in training (modeling_layers.py line 96,
+# utils/generic.py merge_with_config_defaults).
+# padding: "padded" = an explicit attention_mask of ones is passed (a collator's mask: the mask
+# path, as for a padded batch); "unpadded" = no attention_mask and the packed-sequence probe
+# answers as it does for real equal-length rows (masking_utils.find_packed_sequence_indices
+# returns None for real arange positions; on fake tensors it cannot read them, so it is patched
+# to that answer), so SDPA runs is_causal with enable_gqa, as on a GPU.
+# SPLIT (committed before any engine change for issue 28): calibration = Llama 3.2 1B (every
+# mechanism once) plus one Gemma 2 and one Mistral row for their own attention paths; heldout =
+# other models, other batch x seq, other methods/optimizers/precisions; no engine term may be
+# fitted on them.
+# ======================================================================================
+def _loop(base: dict, loop: str, use_cache: str, padding: str, split: str) -> dict:
+    return dict(base, loop=loop, use_cache=use_cache, padding=padding, split=split)
+
+
+MAN, TRN, ACC, TT = "manual", "trainer", "accelerate", "torchtune"
+ON, OFF, PAD, UNPAD = "default", "off", "padded", "unpadded"
+LOOP_CONFIGS = [
+    # ---- calibration: Llama 3.2 1B, one row per mechanism -------------------------------------
+    _loop(_train("llama-3.2-1b", "bf16", "adamw", 4, 1024, False), MAN, ON, UNPAD, CAL),
+    _loop(_train("llama-3.2-1b", "bf16", "adamw", 4, 1024, True), MAN, ON, UNPAD, CAL),
+    _loop(_freeze("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 4, CAL), MAN, ON, UNPAD, CAL),
+    _loop(_freeze("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 4, CAL), TRN, ON, UNPAD, CAL),
+    _loop(_lora("llama-3.2-1b", "bf16", "adamw", 2, 2048, True, 16, ALL), MAN, ON, UNPAD, CAL),
+    _loop(_train("llama-3.2-1b", "bf16", "adamw", 4, 1024, False), MAN, ON, PAD, CAL),
+    _loop(_train("llama-3.2-1b", "amp_bf16", "adamw", 2, 2048, False), MAN, ON, UNPAD, CAL),
+    _loop(_train("llama-3.2-1b", "fp32", "sgd", 1, 512, False), MAN, OFF, UNPAD, CAL),
+    _loop(_lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 8, QV), TRN, OFF, UNPAD, CAL),
+    _loop(_lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 8, QV), MAN, ON, PAD, CAL),
+    _loop(_train("llama-3.2-1b", "bf16", "adamw", 4, 1024, True), ACC, ON, UNPAD, CAL),
+    _loop(_lora("llama-3.2-1b", "bf16", "adamw", 2, 2048, True, 16, ALL), TT, ON, UNPAD, CAL),
+    _loop(_train("llama-3.2-1b", "bf16", "adafactor", 4, 1024, True), MAN, ON, UNPAD, CAL),
+    _loop(_lora("gemma-2-2b", "bf16", "adamw", 2, 1024, False, 16, ALL), MAN, ON, UNPAD, CAL),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 1, 8192, True, 8, QV), MAN, ON, UNPAD, CAL),
+    # ---- held-out: other models, shapes, methods --------------------------------------------------
+    _loop(_train("qwen2-1.5b", "bf16", "adamw", 2, 2048, True), MAN, ON, UNPAD, HO),
+    _loop(_train("gemma-2b", "bf16", "adamw", 1, 4096, True), MAN, ON, UNPAD, HO),
+    _loop(_freeze("llama-3.2-3b", "bf16", "adamw", 2, 2048, False, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_freeze("qwen2-1.5b", "amp_bf16", "adamw", 4, 512, False, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-3-8b", "bf16", "adamw", 1, 8192, True, 16, ALL), MAN, ON, UNPAD, HO),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 2, 4096, True, 16, ALL), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-3.2-3b", "bf16", "adamw_fused", 1, 16384, True, 16, ALL), MAN, ON, UNPAD, HO),
+    _loop(_train("qwen2.5-7b", "bf16", "adamw", 1, 16384, True), MAN, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-3b", "bf16", "adafactor", 2, 2048, True), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3-8b", "bf16", "adamw", 2, 2048, False, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_freeze("gemma-2-9b", "bf16", "adamw", 2, 1024, False, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("llama-3-8b", "bf16", "sgd", 2, 2048, True), ACC, ON, UNPAD, HO),
+    _loop(_train("qwen2-1.5b", "bf16", "adamw", 2, 2048, True), TT, ON, UNPAD, HO),
+    _loop(_lora("llama-3.2-3b", "amp_bf16", "adamw", 2, 1024, False, 8, QV), MAN, ON, PAD, HO),
+    _loop(_train("qwen3-8b", "bf16", "adamw", 1, 4096, False), MAN, OFF, PAD, HO),
+    _loop(_train("gemma-2-2b", "bf16", "adamw", 2, 2048, True), TRN, ON, UNPAD, HO),
+    _loop(_freeze("llama-3-8b", "bf16", "adamw", 4, 1024, False, 4, HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("qwen2.5-7b", "bf16", "adamw", 4, 4096, True, 8, QV), MAN, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-3b", "fp32", "adamw", 1, 2048, False), MAN, ON, UNPAD, HO),
+    # transformers prefills of sliding-window models (the whole prefill's K/V)
+    _loop(_infer("mistral-7b", 2, 16384, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("gemma-2-2b", 1, 16384, HO), "generate", ON, UNPAD, HO),
+]
+for _c in LOOP_CONFIGS:
+    _c.setdefault("freeze_layers", 0)
+    _c.setdefault("gpus", 1)
+    _c.setdefault("zero", 0)
+
+
 def config_id(c: dict) -> str:
     """A readable unique id, e.g. train-llama-3.2-1b-full-bf16-adamw-b4-s1024-gc0."""
     parts = [c["task"], c["model"], c["method"], c["precision"]]
@@ -442,6 +535,8 @@ def config_id(c: dict) -> str:
         parts.append(f"k{c['freeze_layers']}")
     if c.get("zero"):
         parts.append(f"fsdp{c['gpus']}")
+    if c.get("loop", "harness") != "harness":  # issue 28's loop rows
+        parts += [c["loop"], f"cache-{c['use_cache']}", c["padding"]]
     return "-".join(parts)
 
 
@@ -602,7 +697,17 @@ def run_one(c: dict) -> dict:
     attn = "eager" if config_class.__name__ == "Gemma2Config" else "sdpa"
     cfg = config_class(**m, **extra, max_position_embeddings=max(8192, c["seq"]),
                        attention_dropout=0.0, attn_implementation=attn)
-    cfg.use_cache = False  # training must not build a KV cache; inference passes use_cache=True
+    loop = c.get("loop", "harness")
+    if loop == "harness":
+        cfg.use_cache = False  # training must not build a KV cache; inference passes use_cache=True
+    # issue 28's loop rows keep the config's own use_cache default (True); "off" passes False
+    if c.get("padding") == "unpadded":
+        # what masking_utils.find_packed_sequence_indices returns for real, equal-length rows
+        # (arange positions: no packed sequences -> None); on fake tensors it cannot read the
+        # positions and answers "packed", which forces a mask (see LOOP_CONFIGS' comment)
+        import transformers.masking_utils as _mu
+
+        _mu.find_packed_sequence_indices = lambda position_ids: None
     weight_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(c["precision"], torch.float32)
 
     t0 = time.time()
@@ -666,6 +771,8 @@ def run_one(c: dict) -> dict:
     row = {k: c[k] for k in ("model", "task", "method", "precision", "optimizer", "batch",
                              "seq", "grad_checkpointing", "lora_rank", "lora_targets",
                              "freeze_layers", "gpus", "zero", "split")}
+    if loop != "harness":
+        row.update(loop=loop, use_cache=c["use_cache"], padding=c["padding"])
     row.update(params=n_params, trainable_params=n_trainable if c["task"] == "train" else 0)
     row.update(row_extra)
     return {"row": row, "details": details}
@@ -741,6 +848,9 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
         return contextlib.nullcontext()
 
     per_step_opt_state = []
+    loop = c.get("loop", "harness")
+    if loop != "harness":
+        return _run_loop(c, model, ids, opt, mt, autocast, head_hook, Ref, TOTAL, layers, details)
     with mt:
         for step in (1, 2):
             if step == 2:
@@ -780,6 +890,85 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
         step2_forward_split=_forward_split(mt, "step2"),
         optimizer_state_bytes_after_step=per_step_opt_state,
         layer_activation_bytes=_summarise_layers(deltas, c),
+        category_sum_matches_peak=sum(cats.values()) == mt.peak_total,
+    )
+    return dict(peak_bytes=mt.peak_total, peak_phase=phase, **cats)
+
+
+def _run_loop(c, model, ids, opt, mt, autocast, head_hook, Ref, TOTAL, layers, details) -> dict:
+    """Issue 28: two steps of one of the loops people run (LOOP_CONFIGS' comment says which code
+    each copies); the same phases and bookkeeping as the harness loop in _run_train."""
+    import torch
+
+    loop = c["loop"]
+    inputs = {"input_ids": ids, "labels": ids}
+    if c["use_cache"] == "off":
+        inputs["use_cache"] = False
+    if c["padding"] == "padded":
+        mask = torch.ones_like(ids)  # a collator's attention_mask: the padded-batch path
+        mt.track_external(mask)
+        inputs["attention_mask"] = mask
+    per_step_opt_state = []
+    kept = None  # accelerate: the previous step's outputs, alive until the next forward returns
+
+    def compute_loss(model, inputs):  # transformers 5.24 trainer.py compute_loss, lines 2172-2205
+        outputs = model(**inputs)
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
+        return loss
+
+    with mt:
+        for step in (1, 2):
+            if step == 2:
+                mt.reset_mod_stats()
+            mt.set_phase(f"step{step}.forward")
+            out = None
+            with autocast():
+                if loop == "trainer":
+                    loss = compute_loss(model, dict(inputs))
+                elif loop in ("manual", "accelerate"):
+                    out = model(**inputs)
+                    kept = None  # accelerate: `outputs = model(...)` rebinds only now
+                    loss = out.loss
+                elif loop == "torchtune":
+                    kw = {k: v for k, v in inputs.items() if k != "labels"}
+                    logits = model(**kw).logits
+                    loss = model.base_model.loss_function(logits=logits, labels=ids,
+                                                          vocab_size=logits.shape[-1]) \
+                        if hasattr(model, "peft_config") else model.loss_function(
+                            logits=logits, labels=ids, vocab_size=logits.shape[-1])
+                    del logits
+                else:
+                    raise ValueError(loop)
+                mt.mark(f"step{step}.forward_returned")
+            mt.set_phase(f"step{step}.backward")
+            loss.backward()
+            del loss
+            mt.set_phase(f"step{step}.optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            per_step_opt_state.append(sum(
+                _storage_bytes(v) for st in opt.state.values() for v in st.values()
+                if isinstance(v, torch.Tensor)))
+            if loop == "accelerate":
+                kept = out  # the loop variable stays bound into the next step
+            del out
+            mt.set_phase(f"step{step}.after")
+        del kept
+
+    head_hook.remove()
+    mt_peak = mt.get_tracker_snapshot("peak")
+    mt_total = max(s[TOTAL] for s in mt_peak.values())
+    assert mt_total == mt.peak_total, (mt_total, mt.peak_total)
+    cats = _split(mt.peak_snap, Ref)
+    step, _, phase = mt.peak_phase.partition(".")
+    phase = phase.removesuffix("_head")
+    details.update(
+        peak_step=step,
+        phase_peaks={k: v for k, v in mt.phase_peaks.items() if not k.endswith(".after")},
+        phase_start_bytes=mt.phase_start_bytes,
+        step2_forward_split=_forward_split(mt, "step2"),
+        optimizer_state_bytes_after_step=per_step_opt_state,
+        layer_activation_bytes=_summarise_layers(_layer_activation_deltas(mt, layers, TOTAL), c),
         category_sum_matches_peak=sum(cats.values()) == mt.peak_total,
     )
     return dict(peak_bytes=mt.peak_total, peak_phase=phase, **cats)
@@ -1089,8 +1278,12 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                    help="CSV to write (meta JSON goes next to it: <stem>.meta.json)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="CSV to write (meta JSON goes next to it: <stem>.meta.json); default "
+                         "tests/data/measured_peaks.csv, or measured_loops.csv with --set loops")
+    ap.add_argument("--set", choices=("harness", "loops"), default="harness",
+                    help="harness: the rows of tests/data/measured_peaks.csv; loops: issue 28's "
+                         "training loops (tests/data/measured_loops.csv)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only configs whose id contains this substring (repeatable: OR)")
     ap.add_argument("--list", action="store_true", help="list config ids and exit")
@@ -1100,15 +1293,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
-    by_id = {config_id(c): c for c in CONFIGS}
-    assert len(by_id) == len(CONFIGS), "duplicate config ids"
+    by_id = {config_id(c): c for c in CONFIGS + LOOP_CONFIGS}
+    assert len(by_id) == len(CONFIGS) + len(LOOP_CONFIGS), "duplicate config ids"
+    configs = LOOP_CONFIGS if args.set == "loops" else CONFIGS
+    columns = LOOP_CSV_COLUMNS if args.set == "loops" else CSV_COLUMNS
+    if args.out is None:
+        args.out = LOOPS_OUT if args.set == "loops" else DEFAULT_OUT
 
     if args.worker:
         res = run_one(by_id[args.worker])
         print("RESULT " + json.dumps(res), flush=True)
         return 0
 
-    selected = [c for c in CONFIGS
+    selected = [c for c in configs
                 if not args.only or any(s in config_id(c) for s in args.only)]
     if args.list:
         for c in selected:
@@ -1140,7 +1337,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         w.writeheader()
         for r in results:
             row = dict(r["row"])
