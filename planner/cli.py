@@ -32,6 +32,10 @@ WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "p
                 "memory_used_fraction", "impact", "impact_label", "tradeoff")
 # the scenario as estimated (the decided values), the columns the what-if changes start from
 SCENARIO_COLUMNS = tuple(c.name for c in columns.SCENARIO if c.group in ("scenario", "stack"))
+# every --json output carries this (docs/install.md): a whole number, raised when a key is renamed
+# or removed or changes meaning; adding a key keeps it. A list output (catalog, evidence) carries
+# it in each record, so that the list stays a list.
+SCHEMA_VERSION = 1
 
 
 class CliError(Exception):
@@ -162,8 +166,8 @@ def _overhead(args) -> dict:
             if col.group == "overhead" and getattr(args, col.dest, None) is not None}
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m engine", description="LLM hardware planner: memory per GPU, fit, and the catalog.")
+def build_parser(prog: str = "python -m engine") -> Parser:
+    parser = Parser(prog=prog, description="LLM hardware planner: memory per GPU, fit, and the catalog.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
     est = sub.add_parser("estimate", help="estimate one scenario")
     _add_scenario_args(est)
@@ -173,6 +177,10 @@ def build_parser() -> Parser:
                           "optimizer, ZeRO-3, offload, quantized weights, ...), ranked by whether and on how "
                           "many GPUs it fits, as the dashboard's Breakdown page ranks them")
     est.add_argument("--json", action="store_true", help="print one JSON object")
+    chk = sub.add_parser("check", help="does one scenario fit? one line; exit status 0 fits, 1 does not fit, 2 bad input")
+    _add_scenario_args(chk)  # the estimate's flags (planner/check.py)
+    chk.add_argument("--gpu", required=True, help="catalog GPU id to fit against (see: catalog gpus)")
+    chk.add_argument("--json", action="store_true", help="print the estimate's JSON object instead (same exit status)")
     sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
     sw.add_argument("--out", help="CSV file to write (default: standard output)")
     sw.add_argument("--models", default=None, help="comma list of model ids (default: all)")
@@ -205,7 +213,21 @@ def build_parser() -> Parser:
     ev = sub.add_parser("evidence", help="estimate vs every published reference")
     ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
                                                         "reference, estimate, unit, error_pct, recipe, explanation, ...)")
+    dash = sub.add_parser("dashboard", help="start the Streamlit dashboard (headless) on http://localhost:PORT")
+    dash.add_argument("--port", type=_whole("port", high=65535), default=8501, help="port (default 8501)")
+    dash.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, every interface)")
+    dash.add_argument("streamlit_args", nargs=argparse.REMAINDER,
+                      help="after --: more `streamlit run` flags, e.g. -- --server.maxUploadSize 10")
     return parser
+
+
+def print_json(data) -> None:
+    """One --json output, with SCHEMA_VERSION added (last: every other key stays where it was)."""
+    if isinstance(data, list):
+        data = [{**record, "schema_version": SCHEMA_VERSION} for record in data]
+    else:
+        data = {**data, "schema_version": SCHEMA_VERSION}
+    print(json.dumps(data, indent=2))
 
 
 def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = True) -> pd.DataFrame:
@@ -243,17 +265,56 @@ def _jsonable(value):
     return value if isinstance(value, (int, str)) else str(value)
 
 
-def cmd_estimate(args) -> int:
+def _estimate_one(args):
+    """The scenario of the flags, estimated (estimate and check): (catalog, models, gpus, request, frame)."""
     from catalog import default_catalog
     cat = default_catalog()
     models = _models_with_config(args, cat.models(include_user=True))
     request = request_from_args(args)
     if args.gpu:
         request["gpu"] = args.gpu
-    elif args.what_if:
+    elif getattr(args, "what_if", False):
         raise CliError("--what-if needs --gpu to fit against; accepted: a catalog GPU id (see: catalog gpus)")
     gpus = cat.gpus(include_user=True) if args.gpu else None
     frame = estimate(pd.DataFrame([request]), models, gpus, **_overhead(args))
+    return cat, models, gpus, request, frame
+
+
+def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
+    """estimate --json's object (without what_if, and without schema_version: print_json adds it)."""
+    row = frame.iloc[0]
+    keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
+    data = {k: _jsonable(row[k]) for k in keys if k in row.index}
+    data["normalization_notes"] = notes
+    # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
+    data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
+    if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
+        data.update(_compatibility(frame.iloc[:1], gpus, cat))
+    if "breakeven_months" in data and row["breakeven_months"] == math.inf:
+        data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
+    return data
+
+
+def cmd_check(args) -> int:
+    """`check`: one line (planner/check.py), exit status 0 fits, 1 does not fit (2: bad input, main)."""
+    from planner.check import exit_code, verdict_line
+    cat, models, gpus, request, frame = _estimate_one(args)
+    row = frame.iloc[0]
+    verdict = _compatibility(frame.iloc[:1], gpus, cat)
+    if args.json:
+        print_json(_estimate_json(args, cat, models, gpus, frame, rules.notes(request, row)))
+    else:
+        print(verdict_line(row, verdict))
+    return exit_code(row, verdict)
+
+
+def cmd_dashboard(args) -> int:
+    from planner.dashboard_cmd import run_dashboard
+    return run_dashboard(args.port, args.address, args.streamlit_args)
+
+
+def cmd_estimate(args) -> int:
+    cat, models, gpus, request, frame = _estimate_one(args)
     row = frame.iloc[0]
     notes = rules.notes(request, row)
     decided = {k: row[k] for k in SCENARIO_COLUMNS if k in row.index}  # the scenario as estimated
@@ -270,19 +331,11 @@ def cmd_estimate(args) -> int:
         except ValueError as exc:
             hint_error = str(exc)
     if args.json:
-        keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
-        data = {k: _jsonable(row[k]) for k in keys if k in row.index}
-        data["normalization_notes"] = notes
-        # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
-        data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
-        if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
-            data.update(_compatibility(frame.iloc[:1], gpus, cat))
-        if "breakeven_months" in data and row["breakeven_months"] == math.inf:
-            data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
+        data = _estimate_json(args, cat, models, gpus, frame, notes)
         if args.what_if:
             data["what_if"] = [{k: _jsonable(r[k]) for k in WHAT_IF_KEYS}
                                for _, r in changes[changes["rank"] > 0].iterrows()]
-        print(json.dumps(data, indent=2))
+        print_json(data)
         return 0
     print(format_estimate(row))
     if "active_params" in row.index and row["active_params"] != row["params"]:
@@ -391,7 +444,7 @@ def cmd_budget(args) -> int:
                 "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"]}
         if args.one_purchase:
             data["purchase"] = result["purchase"]
-        print(json.dumps(data, indent=2))
+        print_json(data)
         return 0
     print(procurement.format_budget(result))
     return 0
@@ -410,7 +463,7 @@ def cmd_catalog(args) -> int:
             for i in frame["id"]:
                 print(i)
             return 0
-        print(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in frame.to_dict("records")], indent=2))
+        print_json([{k: _jsonable(v) for k, v in r.items()} for r in frame.to_dict("records")])
         return 0
     if args.what == "gpus":
         ids = cat.gpus(include_user=True)["id"]
@@ -433,7 +486,7 @@ def cmd_evidence(args) -> int:
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
     if getattr(args, "json", False):
         from planner.evidence import EVIDENCE_JSON_KEYS
-        print(json.dumps([{k: _jsonable(r[k]) for k in EVIDENCE_JSON_KEYS} for _, r in table.iterrows()], indent=2))
+        print_json([{k: _jsonable(r[k]) for k in EVIDENCE_JSON_KEYS} for _, r in table.iterrows()])
         return 0
     print(format_evidence(table))
     return 0
@@ -516,7 +569,7 @@ def cmd_serve(args) -> int:
     row = serve_one(request, models, gpus)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
-        print(json.dumps(data, indent=2))
+        print_json(data)
         return 0
     print(format_serve(row))
     return 0
@@ -532,16 +585,19 @@ def _one_line(message: str) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
+    """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {_one_line(message)}\n"
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
         if not args.command:
             parser.print_help()
             return 2
-        handler = {"estimate": cmd_estimate, "sweep": cmd_sweep, "catalog": cmd_catalog, "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve}[args.command]
+        handler = {"estimate": cmd_estimate, "check": cmd_check, "sweep": cmd_sweep, "catalog": cmd_catalog,
+                   "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve,
+                   "dashboard": cmd_dashboard}[args.command]
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code

@@ -300,7 +300,7 @@ def test_serve_json_keys_are_the_contract():
                          "--gpu-memory-utilization", "0.9", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert list(data) == list(SERVE_JSON_KEYS)
+    assert list(data) == [*SERVE_JSON_KEYS, "schema_version"]  # every --json carries schema_version (docs/install.md)
     for key in ("kv_cache_bytes_available", "max_concurrency", "gpu_layers", "decode_tokens_per_s", "host_ram_bytes",
                 "activation_peak_bytes", "non_torch_bytes", "ttft_s", "time_per_output_token_ms",
                 "aggregate_tokens_per_s", "usd_per_million_tokens", "command"):

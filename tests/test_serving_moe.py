@@ -158,7 +158,7 @@ def test_serve_cli_cpu_moe_layers_auto_json_and_text():
     code, out, err = run(*base, "--cpu-moe-layers", "auto", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert list(data) == list(SERVE_JSON_KEYS)
+    assert list(data) == [*SERVE_JSON_KEYS, "schema_version"]  # every --json carries schema_version (docs/install.md)
     for key in ("params", "active_params", "moe_layers", "expert_bytes", "cpu_moe_layers", "expert_host_bytes",
                 "host_bandwidth_gbps"):
         assert key in data
