@@ -46,7 +46,7 @@ def verdict_line(row: pd.Series, verdict: dict) -> str:
     with what would change that (the GPU count that fits, or the compatibility rule)."""
     peak, usable = float(row["peak_bytes"]), float(row["usable_bytes"])
     # the fit keeps the headroom free (and the allocator's share): 95% of the card can be too much
-    share = f"{peak / usable:.0%}" if usable > 0 else "no usable memory"
+    share = f"{peak / usable:,.0%}" if usable > 0 else "no usable memory"
     line = (f"{'fits' if fits(row, verdict) else 'does not fit'}: {_what(row)} on {int(row['gpus'])}x {row['gpu']}: "
             f"{peak / GIB:,.1f} of {usable / GIB:,.1f} GiB ({share}, headroom {float(row['headroom']):.0%})")
     if not verdict["compatible"]:

@@ -2,14 +2,15 @@
 as in site-packages (pyproject.toml installs dashboard.py, app/ and pages/ side by side, the
 layout app/frame.py and dashboard.py's st.Page paths assume), so it runs from any folder.
 
-It starts `python -m streamlit run` in a child process: the planner layer never imports
-streamlit (tests/test_layers.py). The dashboard's settings, .streamlit/config.toml in the
+It runs `python -m streamlit run` (exec'd in place on POSIX, a child process elsewhere): the
+planner layer never imports streamlit (tests/test_layers.py). The dashboard's settings, .streamlit/config.toml in the
 checkout, are passed as flags, since Streamlit reads that file only from the working folder
 or beside the script (tests/test_install.py checks SETTINGS is that file).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,11 @@ def run_dashboard(port: int = 8501, address: str | None = None, extra: list[str]
     if not DASHBOARD.is_file():
         raise ValueError(f"dashboard {DASHBOARD} is not a file; accepted: an installed llm-hardware-planner "
                          "(pip install .) or the checkout")
+    cmd = streamlit_command(port, address, extra)
+    sys.stdout.flush()
+    if os.name == "posix":  # become the server: a signal (Ctrl-C, a service manager's TERM) reaches it
+        os.execv(cmd[0], cmd)
     try:
-        return subprocess.call(streamlit_command(port, address, extra))
+        return subprocess.call(cmd)
     except KeyboardInterrupt:  # Ctrl-C reaches the child too, which stops the server
         return 130

@@ -1,0 +1,154 @@
+"""`pip install .` (issue 26 item 1): a wheel with the llm-planner console script, the shipped
+catalog as package data and the dashboard's files, that runs from a folder outside the checkout.
+
+What this proves, without the network (the wheel is built with --no-build-isolation from the
+checkout's files copied to a temporary folder, so the checkout gains no build/ folder):
+- the wheel declares `llm-planner = planner.__main__:main` and requirements.txt's dependencies;
+- it holds every tracked module of engine/, catalog/, planner/, app/ and pages/, dashboard.py and
+  the catalog's YAML files, and no tests, no built database, no checkout-only files;
+- installed (`pip install --target`, the wheel's own files and its generated llm-planner script)
+  and run from another folder with only the install on the path, `llm-planner check` answers
+  with the exit statuses 0, 1 and 2, the catalog is read from the install (its DuckDB cache
+  built there on first use), and `llm-planner dashboard` would start the dashboard.py of the
+  install, beside the pages/ and app/frame.py it needs.
+Not proved here: that pip resolves the dependencies from an index (that needs the network),
+nor a browser session on the installed dashboard (docs/install.md says how it was checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from planner import dashboard_cmd
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("engine", "catalog", "planner", "app", "pages")
+CATALOG_FILES = ("gpus.yaml", "models.yaml", "references.yaml", "serving_measurements.yaml")
+OUTSIDE = {"PYTHONPATH", "PYTHONHOME", "LLM_PLANNER_BUILD_DIR", "LLM_PLANNER_USER_CATALOG"}
+
+
+def _tracked(*paths: str) -> list[str]:
+    out = subprocess.run(["git", "ls-files", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    for name in ("pyproject.toml", "dashboard.py", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
+                            "--no-index", "-q", "-w", str(out)], capture_output=True, text=True, cwd=src)
+    # (setuptools older than 70.1 lacks bdist_wheel: requirements-test.txt asks for a newer one)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (found,) = out.glob("llm_hardware_planner-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
+                           str(target), str(wheel)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
+
+
+def _run_installed(target: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in OUTSIDE}
+    env["PYTHONPATH"] = str(target)  # the install only: not the checkout, not the cwd
+    env["LLM_PLANNER_USER_CATALOG"] = str(cwd / "user_catalog.yaml")
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _requirement(text: str) -> tuple:
+    from packaging.requirements import Requirement  # (streamlit's dependency)
+    req = Requirement(text.strip())
+    return req.name.lower(), req.specifier
+
+
+def test_the_wheel_declares_the_console_script_and_the_dependencies(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        entry_points = z.read(info).decode()
+        metadata = z.read(info.replace("entry_points.txt", "METADATA")).decode()
+    assert "[console_scripts]\nllm-planner = planner.__main__:main" in entry_points
+    requires = {_requirement(line.split(":", 1)[1]) for line in metadata.splitlines() if line.startswith("Requires-Dist:")}
+    wanted = {_requirement(line.split("#")[0]) for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.split("#")[0].strip()}
+    assert requires == wanted  # pyproject.toml and requirements.txt say the same
+
+
+def test_the_wheel_holds_the_code_the_catalog_and_the_dashboard(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    modules = {p for p in _tracked(*PACKAGES, "dashboard.py") if p.endswith(".py")}
+    assert modules and modules <= names, sorted(modules - names)
+    assert {f"catalog/{f}" for f in CATALOG_FILES} <= names
+    assert {f"pages/{Path(p).name}" for p in _tracked("pages")} <= names
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "docs/")) or "/build/" in n
+                or n.endswith((".duckdb", ".pyc"))]
+
+
+def test_the_installed_tool_runs_from_another_folder(installed, tmp_path):
+    script = installed / "bin" / "llm-planner"
+    assert script.is_file()
+    fits = _run_installed(installed, tmp_path, str(script), "check", "--model", "llama-3.1-8b", "--task", "infer",
+                          "--precision", "int4", "--gpu", "rtx-4090")
+    assert (fits.returncode, fits.stderr) == (0, "") and fits.stdout.startswith("fits: llama-3.1-8b infer int4")
+    assert (installed / "catalog" / "build").is_dir()  # the catalog's cache, built inside the install
+    too_big = _run_installed(installed, tmp_path, str(script), "check", "--model", "llama-3-70b", "--method", "full",
+                             "--gpu", "rtx-4090", "--json")
+    assert too_big.returncode == 1 and json.loads(too_big.stdout)["schema_version"] == 1
+    bad = _run_installed(installed, tmp_path, str(script), "check", "--model", "no-such-model", "--gpu", "rtx-4090")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: model 'no-such-model'") and "Traceback" not in bad.stderr
+    # where the modules came from, and what `llm-planner dashboard` would start
+    probe = _run_installed(installed, tmp_path, sys.executable, "-c", (
+        "import importlib.util, json, catalog.shipped as s, planner.dashboard_cmd as d\n"
+        "frame = importlib.util.find_spec('app.frame').origin\n"
+        "print(json.dumps([str(s.CATALOG_DIR), str(d.DASHBOARD), frame, d.streamlit_command()[3:5]]))"))
+    assert probe.returncode == 0, probe.stderr
+    catalog_dir, dashboard, frame, run = json.loads(probe.stdout)
+    assert Path(catalog_dir) == installed / "catalog"
+    assert Path(dashboard) == installed / "dashboard.py" == Path(frame).parent.parent / "dashboard.py"  # app/frame.py's
+    assert run == ["run", dashboard]
+    # dashboard.py's st.Page paths are relative to it
+    pages = [line.split('"')[1] for line in Path(dashboard).read_text().splitlines() if "st.Page(" in line]
+    assert pages and all((installed / p).is_file() for p in pages)
+
+
+def test_the_dashboard_command_carries_the_checkouts_streamlit_settings():
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    flat = {f"{section}.{key}": value for section, keys in config.items() for key, value in keys.items()}
+    assert dashboard_cmd.SETTINGS == flat
+    cmd = dashboard_cmd.streamlit_command(8502, "127.0.0.1", ["--", "--server.maxUploadSize", "10"])
+    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard.py")]
+    flags = dict(zip(cmd[5::2], cmd[6::2]))
+    assert flags["--server.port"] == "8502" and flags["--server.address"] == "127.0.0.1"
+    assert flags["--server.headless"] == "true" and flags["--browser.gatherUsageStats"] == "false"
+    assert flags["--server.maxUploadSize"] == "10"
+
+
+def test_a_read_only_install_builds_the_catalog_cache_in_the_users_cache(monkeypatch, tmp_path):
+    from planner import __main__ as entry
+    monkeypatch.delenv("LLM_PLANNER_BUILD_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(entry, "_writable", lambda folder: False)
+    entry.use_writable_build_dir()
+    assert os.environ["LLM_PLANNER_BUILD_DIR"] == str(tmp_path / "llm-planner" / "build")
+    monkeypatch.setenv("LLM_PLANNER_BUILD_DIR", "/somewhere")  # a folder the user named is kept
+    entry.use_writable_build_dir()
+    assert os.environ["LLM_PLANNER_BUILD_DIR"] == "/somewhere"
