@@ -382,7 +382,11 @@ REFERENCE_METRICS = ("peak_bytes", "weights_bytes", "kv_cache_bytes", "model_sta
                      # without the CUDA context, cuBLAS workspace and allocator fragmentation
                      "allocated_peak_bytes",
                      # the LoRA adapters' own weights (trainable parameters x their dtype's bytes)
-                     "adapter_bytes")
+                     "adapter_bytes",
+                     # issue 28: torch.cuda.max_memory_reserved (the tensors + the caching allocator's
+                     # cache + the cuBLAS workspace; no CUDA context, no NCCL) and the whole process
+                     # as nvidia-smi reads it (= peak_bytes, a name that says its counter)
+                     "reserved_peak_bytes", "process_peak_bytes")
 UNITS = ("B", "KB", "MB", "GB", "KiB", "MiB", "GiB", "TB", "count", "hours", "tokens/s")
 REFERENCE_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from planner.evidence import memory_hit_rate, worst_underestimate
 
 c.ensure_frame()
 
@@ -27,11 +28,18 @@ with st.container(border=True):
     outside = e3.checkbox("Only outside ±10%", key="ev_outside")
     query = st.text_input("Search (id, model, source, notes)", key="ev_search")
 
-summary = st.columns(3)
+summary = st.columns(4)
 for col, kind in zip(summary, KIND_LABELS):
     part = ev[(ev["kind"] == kind) & ev["error_pct"].notna()]
     col.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
                help="References with an estimate whose error is at most 10%.")
+mem_hits, mem_total = memory_hit_rate(ev)
+worst_id, worst_err = worst_underestimate(ev)
+summary[3].metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_total}",
+                  f"worst under: {worst_err:+.1f}%" if worst_id else "none under", delta_color="off", delta_arrow="off",
+                  help="Measured memory figures (each on its own counter: allocated, reserved or whole process), "
+                       "against the target of at least 85% within ±15% and none under by more than 10%"
+                       + (f"; the furthest under is {worst_id}." if worst_id else "."))
 
 shown = ev[ev["kind"].isin(kinds) & ev["metric"].astype(str).isin(chosen_metrics)]
 if outside:
@@ -80,6 +88,7 @@ view = pd.DataFrame({
     "Kind": shown["kind"].map(KIND_LABELS),
     "Model": shown["model"].astype(str).map(names),
     "Metric": shown["metric"].astype(str),
+    "Counter": shown["counter"].astype(str) if "counter" in shown else "",
     "Published": shown["reference"].astype(float),
     "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
     "Unit": shown["unit"].astype(str),
@@ -87,6 +96,7 @@ view = pd.DataFrame({
     "Error (%)": finite_error,
     "Within ±10%": shown["within_10pct"].astype(bool),
     "Source": shown["source"].astype(str),
+    "Whose": shown["source_kind"].astype(str) if "source_kind" in shown else "published",
     "URL": shown["url"].astype(str),
     "Setup": shown["setup_note"].astype(str),
     "Why it differs": np.where(note != "", "Ours: " + note + ". " + shown["explanation"].astype(str),
@@ -97,6 +107,10 @@ c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds),
                                          only_outside=outside, search=query),
         formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
         help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
+              "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
+                         "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "
+                         "process as nvidia-smi shows it (+ the CUDA context, NCCL); ours is taken apart the same way.",
+              "Whose": "published: a figure from a paper, README, doc or log; user: a run you added yourself.",
               "Ours": "Empty where the engine has no figure; 'Why it differs' then says why (e.g. no GPU count up "
                       "to the engine's limit holds it).",
               "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})

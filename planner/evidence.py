@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from engine.estimate import estimate
+from engine.estimate import OVERHEAD_DEFAULTS, estimate
 from engine.stacks import DEFAULT_RECIPE
 from planner.report import NOT_WITHIN
 
@@ -20,7 +20,39 @@ TOLERANCE_PCT = 10.0
 TARGET_PCT = 15.0
 # `python -m engine evidence --json`: one object per row with these keys (a contract: add, never rename)
 EVIDENCE_JSON_KEYS = ("id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "recipe", "explanation",
-                      "model", "per_gpu", "within_10pct", "within_15pct", "source", "url", "setup_note", "estimate_note")
+                      "model", "per_gpu", "within_10pct", "within_15pct", "source", "url", "setup_note", "estimate_note",
+                      # issue 28: the counter a memory figure was read from, and whose figure it is
+                      "counter", "source_kind")
+
+# The memory counters (docs/evidence.md). A measured peak names the counter it was read from in its
+# metric; each is compared with the part of our estimate that counter sees:
+#   allocated_peak_bytes  torch.cuda.max_memory_allocated(): the tensors' peak
+#   reserved_peak_bytes   torch.cuda.max_memory_reserved(): the tensors + what the caching allocator
+#                         holds cached (our fragmentation) + the cuBLAS workspace (allocated through
+#                         the caching allocator: pytorch aten/src/ATen/cuda/CublasHandlePool.cpp,
+#                         getNewWorkspace() = CUDACachingAllocator::get()->allocate(...)); not the
+#                         CUDA context, not NCCL's buffers (cudaMalloc'd outside the allocator)
+#   process_peak_bytes    the whole process as nvidia-smi / cudaMemGetInfo see it: all of the above +
+#                         the CUDA context + NCCL's buffers with more than one GPU (= peak_bytes)
+#   peak_bytes            the same whole-process figure (the older name, kept: estimates and claims
+#                         that do not say what they count use it)
+COUNTERS = {
+    "allocated_peak_bytes": "torch.cuda.max_memory_allocated (tensors)",
+    "reserved_peak_bytes": "torch.cuda.max_memory_reserved (tensors + allocator cache + cuBLAS workspace)",
+    "process_peak_bytes": "whole process, nvidia-smi (+ CUDA context, NCCL)",
+    "peak_bytes": "whole process (unstated counter)",
+    "weights_bytes": "weights alone (file size or load log)",
+    "kv_cache_bytes": "KV cache alone (engine log or calculation)",
+    "adapter_bytes": "adapter weights alone",
+    "model_states_bytes": "weights + gradients + optimizer states",
+}
+PEAK_METRICS = ("allocated_peak_bytes", "reserved_peak_bytes", "process_peak_bytes", "peak_bytes")
+# a measured peak must say its counter: every peak metric but the unstated one
+MEASURED_PEAK_METRICS = ("allocated_peak_bytes", "reserved_peak_bytes", "process_peak_bytes")
+MEMORY_METRICS = tuple(COUNTERS)
+# issue 28's target for measured memory figures: >= 85% within +-15%, none under by more than 10%
+MEMORY_TARGET_SHARE = 0.85
+MAX_UNDER_PCT = 10.0
 
 
 def _adapter_bytes(result: pd.DataFrame) -> np.ndarray:
@@ -34,12 +66,28 @@ def _adapter_bytes(result: pd.DataFrame) -> np.ndarray:
     return np.where(lora, result["trainable_params"].to_numpy(dtype=float) * per_param, np.nan)
 
 
+def reserved_peak_bytes(result: pd.DataFrame, overhead: dict | None = None) -> np.ndarray:
+    """torch.cuda.max_memory_reserved()'s counterpart: the whole-process peak less what lives outside
+    PyTorch's caching allocator, i.e. the CUDA context and (more than one GPU) NCCL's buffers, as
+    estimate() counted them (engine/components.py runtime_overhead: context + cuBLAS workspace +
+    NCCL, + fragmentation x the tensors' peak). What is left: the tensors' peak x (1 + fragmentation)
+    + the cuBLAS workspace, which PyTorch allocates through the caching allocator.
+    overhead: the settings estimate() ran with (engine.estimate.OVERHEAD_DEFAULTS when None)."""
+    settings = {**OVERHEAD_DEFAULTS, **(overhead or {})}
+    gpus = result["gpus"].to_numpy(dtype=float) if "gpus" in result else np.ones(len(result))
+    outside = settings["context_bytes"] + np.where(gpus > 1, settings["nccl_bytes"], 0.0)
+    return result["peak_bytes"].to_numpy(dtype=float) - outside
+
+
 def _metric_values(result: pd.DataFrame, metrics: pd.Series) -> np.ndarray:
     states = result["weights_bytes"] * 0  # placeholder shape
     columns = {
         "peak_bytes": result["peak_bytes"],
+        # nvidia-smi's whole process: the same figure under the name that says which counter it is
+        "process_peak_bytes": result["peak_bytes"],
         # torch.cuda.max_memory_allocated's counterpart: the tensors' peak, no runtime overhead
         "allocated_peak_bytes": result["peak_bytes"] - result["runtime_overhead_bytes"],
+        "reserved_peak_bytes": reserved_peak_bytes(result),
         "weights_bytes": result["weights_bytes"],
         "kv_cache_bytes": result["kv_cache_bytes"],
         "model_states_bytes": result["model_states_bytes"],
@@ -105,6 +153,10 @@ def evidence_table(refs: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame)
     # a count the engine cannot reach (gpus_needed is +inf beyond engine.constants.MAX_GPUS): said in words
     beyond = (refs["metric"].to_numpy() == "gpus_needed") & (estimate_in_unit == np.inf)
     table["estimate_note"] = np.where(beyond, NOT_WITHIN, "")
+    table["counter"] = refs["metric"].map(COUNTERS).fillna("").to_numpy(dtype=object)
+    # whose figure: every shipped reference is published; a user's own runs (another issue) say "user"
+    kinds = refs["source_kind"] if "source_kind" in refs else pd.Series(None, index=refs.index, dtype=object)
+    table["source_kind"] = kinds.fillna("published").replace("", "published").to_numpy(dtype=object)
     return table
 
 
@@ -157,3 +209,43 @@ def hit_rate(table: pd.DataFrame, kind: str = "measured", pct: float = TARGET_PC
     the README's hit rate."""
     rows = table[table["kind"] == kind]
     return int((rows["error_pct"].abs() <= pct).sum()), len(rows)
+
+
+def memory_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The measured memory figures with an estimate (issue 28's real-run references)."""
+    rows = table[(table["kind"] == "measured") & table["metric"].isin(MEMORY_METRICS)]
+    return rows[np.isfinite(rows["error_pct"].astype(float))]
+
+
+def memory_hit_rate(table: pd.DataFrame, pct: float = TARGET_PCT) -> tuple[int, int]:
+    """(measured memory figures within pct %, measured memory figures with an estimate)."""
+    rows = memory_rows(table)
+    return int((rows["error_pct"].abs() <= pct).sum()), len(rows)
+
+
+def worst_underestimate(table: pd.DataFrame) -> tuple[str, float]:
+    """(id, error %) of the measured memory figure we estimate furthest below ("", 0.0) when none is under."""
+    rows = memory_rows(table)
+    under = rows[rows["error_pct"] < 0]
+    if under.empty:
+        return "", 0.0
+    worst = under.loc[under["error_pct"].idxmin()]
+    return str(worst["id"]), float(worst["error_pct"])
+
+
+def memory_summary(table: pd.DataFrame) -> str:
+    """One line: the measured memory figures' hit rate and worst underestimate against issue 28's target."""
+    hits, total = memory_hit_rate(table)
+    rid, err = worst_underestimate(table)
+    share = hits / total if total else 0.0
+    met = share >= MEMORY_TARGET_SHARE and err >= -MAX_UNDER_PCT
+    under = f"worst underestimate {err:+.1f}% ({rid})" if rid else "none under"
+    return (f"measured memory figures within +-{TARGET_PCT:.0f}%: {hits} of {total} ({100 * share:.0f}%); {under}; "
+            f"target (>= {100 * MEMORY_TARGET_SHARE:.0f}% within, none under by more than {MAX_UNDER_PCT:.0f}%): "
+            f"{'met' if met else 'not met'}")
+
+
+if __name__ == "__main__":  # `python -m planner.evidence`: the real-run memory figures' line (docs/evidence.md)
+    from catalog import default_catalog
+    _cat = default_catalog()
+    print(memory_summary(evidence_table(_cat.references(), _cat.models(), _cat.gpus())))
