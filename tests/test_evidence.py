@@ -81,3 +81,88 @@ def test_torchtune_8bit_adamw_row_is_torchaos_optimizer_and_saves_its_states(cat
     drop = rows.loc["torchtune-llama32-3b-flags-activation-offload", "estimate"] - rows.loc[
         "torchtune-llama32-3b-flags-adamw-8bit", "estimate"]
     assert drop == pytest.approx(saving / 2**30, abs=1e-3)  # 5.890 GiB (estimates in GiB to 3 decimals)
+
+
+# ---- issue 28: each memory figure on its own counter ---------------------------------------------
+
+# the keys `evidence --json` had before issue 28 (a contract: every one stays, in this order)
+OLD_JSON_KEYS = ("id", "kind", "metric", "reference", "estimate", "unit", "error_pct", "recipe", "explanation",
+                 "model", "per_gpu", "within_10pct", "within_15pct", "source", "url", "setup_note", "estimate_note")
+PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer", "prefill", "logits", "attention")
+
+
+def test_the_counters_are_the_engines_columns_taken_apart(models, gpus):
+    """A hand-made one-GPU and a two-GPU (ZeRO-3) row: the tensors' peak is the largest phase; the
+    reserved counter adds the allocator's fragmentation share and the cuBLAS workspace (both inside
+    PyTorch's caching allocator) but not the CUDA context nor NCCL's buffers; the process counter is
+    everything (engine/constants.py, engine/components.py runtime_overhead)."""
+    import pandas as pd
+    import engine.constants as C
+    from engine.estimate import estimate
+    from planner.evidence import _metric_values, reserved_peak_bytes
+    sc = dict(model="llama-3.2-3b", task="train", method="lora", precision="bf16", batch=4, seq=768, gpu="l40s")
+    out = estimate(pd.DataFrame([dict(sc, gpus=1), dict(sc, method="full", gpus=2, zero=3)]), models, gpus)
+    tensors = out[[f"{p}_phase_bytes" for p in PHASES]].max(axis=1, skipna=True).to_numpy()
+    reserved = tensors * (1 + C.FRAGMENTATION_FRACTION) + C.CUBLAS_WORKSPACE_BYTES
+    np.testing.assert_allclose(reserved_peak_bytes(out), reserved, rtol=1e-12)
+    process = reserved + C.CUDA_CONTEXT_BYTES + np.array([0.0, C.NCCL_BYTES])
+    np.testing.assert_allclose(out["peak_bytes"], process, rtol=1e-12)
+    metrics = pd.Series(["allocated_peak_bytes", "reserved_peak_bytes"])
+    np.testing.assert_allclose(_metric_values(out, metrics), [tensors[0], reserved[1]], rtol=1e-12)
+    same = _metric_values(out, pd.Series(["process_peak_bytes", "peak_bytes"]))
+    np.testing.assert_allclose(same, [out["peak_bytes"].iloc[0], out["peak_bytes"].iloc[1]], rtol=1e-12)
+
+
+def test_every_measured_memory_peak_names_its_counter(cat, table):
+    from planner.evidence import COUNTERS, MEASURED_PEAK_METRICS, MEMORY_METRICS
+    refs = cat.references()
+    measured = refs[(refs["kind"] == "measured") & refs["metric"].isin(MEMORY_METRICS)]
+    assert len(measured) >= 50
+    # a measured peak says which counter it was read from; bare peak_bytes is for estimates and claims
+    assert not (measured["metric"] == "peak_bytes").any(), list(measured.loc[measured["metric"] == "peak_bytes", "id"])
+    assert set(MEASURED_PEAK_METRICS) <= set(measured["metric"])  # all three counters have real runs
+    rows = table[table["metric"].isin(MEMORY_METRICS)]
+    assert (rows["counter"] == rows["metric"].map(COUNTERS)).all() and (rows["counter"].str.len() > 0).all()
+    assert (table["source_kind"] == "published").all()  # the shipped references; a user's runs say "user"
+    # each new real run says where it came from and what our scenario could not express
+    new = measured[measured["metric"].isin(("reserved_peak_bytes", "process_peak_bytes"))]
+    assert new["url"].str.startswith("https://").all() and (new["setup_note"].str.len() > 200).all()
+
+
+def test_memory_hit_rate_and_worst_underestimate_are_counted_as_documented():
+    import pandas as pd
+    from planner.evidence import memory_hit_rate, memory_summary, worst_underestimate
+    t = pd.DataFrame({"id": list("abcdef"), "kind": ["measured"] * 5 + ["claim"],
+                      "metric": ["reserved_peak_bytes", "process_peak_bytes", "weights_bytes", "allocated_peak_bytes",
+                                 "decode_tokens_per_s", "peak_bytes"],
+                      "error_pct": [3.0, -12.0, -16.0, 15.0, -40.0, -90.0]})
+    # memory figures of measured rows only: a, b, c, d (e is a speed, f a claim)
+    assert memory_hit_rate(t) == (3, 4)
+    assert worst_underestimate(t) == ("c", -16.0)
+    assert memory_summary(t).startswith("measured memory figures within +-15%: 3 of 4 (75%); worst underestimate -16.0% (c)")
+    assert memory_summary(t).endswith("not met")
+    assert worst_underestimate(t[t["error_pct"] >= 0]) == ("", 0.0)
+
+
+def test_the_shipped_memory_figures_hit_rate(table):
+    from planner.evidence import memory_hit_rate, memory_rows
+    hits, total = memory_hit_rate(table)
+    rows = memory_rows(table)
+    assert total == len(rows) >= 54 and hits == int((rows["error_pct"].abs() <= 15).sum())
+    # every figure outside the target (more than 15% off, or under by more than 10%) says why
+    off = rows[(rows["error_pct"].abs() > 15) | (rows["error_pct"] < -10)]
+    assert (off["explanation"].str.len() > 80).all(), list(off.loc[off["explanation"].str.len() <= 80, "id"])
+
+
+def test_evidence_json_keeps_every_old_key_and_appends_the_counter():
+    import json
+    from planner.evidence import EVIDENCE_JSON_KEYS
+    assert EVIDENCE_JSON_KEYS[:len(OLD_JSON_KEYS)] == OLD_JSON_KEYS
+    assert EVIDENCE_JSON_KEYS[len(OLD_JSON_KEYS):] == ("counter", "source_kind")
+    code, out, err = run("evidence", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    # (planner/cli.py's print_json adds schema_version after them)
+    assert all(list(r)[:len(EVIDENCE_JSON_KEYS)] == list(EVIDENCE_JSON_KEYS) for r in rows)
+    peft = next(r for r in rows if r["id"] == "peft-metamathqa-llama32-3b-lora-r32")
+    assert peft["metric"] == "reserved_peak_bytes" and peft["counter"].startswith("torch.cuda.max_memory_reserved")
