@@ -177,6 +177,9 @@ def build_parser(prog: str = "python -m engine") -> Parser:
                           "optimizer, ZeRO-3, offload, quantized weights, ...), ranked by whether and on how "
                           "many GPUs it fits, as the dashboard's Breakdown page ranks them")
     est.add_argument("--json", action="store_true", help="print one JSON object")
+    from planner.exports import EXPORTERS
+    est.add_argument("--export", type=_choice_text("export", tuple(EXPORTERS)), default=None,
+                     help=f"print the training config of this plan for {' | '.join(EXPORTERS)} (docs/install.md)")
     chk = sub.add_parser("check", help="does one scenario fit? one line; exit status 0 fits, 1 does not fit, 2 bad input")
     _add_scenario_args(chk)  # the estimate's flags (planner/check.py)
     chk.add_argument("--gpu", required=True, help="catalog GPU id to fit against (see: catalog gpus)")
@@ -295,6 +298,19 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     return data
 
 
+def _print_export(export, row) -> int:
+    """The export on stdout; what it could not express on stderr when its format has no comments."""
+    sys.stdout.write(export.text)
+    if not export.comments_inline:
+        for line in export.about:
+            print(f"# {line}", file=sys.stderr)
+        for note in export.not_expressed:
+            print(f"# not expressed: {note}", file=sys.stderr)
+    if "fits" in row.index and isinstance(row.get("gpu"), str) and row["gpu"] and not bool(row["fits"]):
+        print(f"warning: this plan does not fit {row['gpu']} (see: check, estimate --what-if)", file=sys.stderr)
+    return 0
+
+
 def cmd_check(args) -> int:
     """`check`: one line (planner/check.py), exit status 0 fits, 1 does not fit (2: bad input, main)."""
     from planner.check import exit_code, verdict_line
@@ -317,6 +333,11 @@ def cmd_estimate(args) -> int:
     cat, models, gpus, request, frame = _estimate_one(args)
     row = frame.iloc[0]
     notes = rules.notes(request, row)
+    if args.export:
+        if args.json or args.what_if:
+            raise CliError("--export prints a config; leave out --json and --what-if")
+        from planner.exports import train_export
+        return _print_export(train_export(args.export, row, models.set_index("id").loc[row["model"]]), row)
     decided = {k: row[k] for k in SCENARIO_COLUMNS if k in row.index}  # the scenario as estimated
     decided.update({k: v for k, v in request.items() if k not in decided})
     # the stack's switches as asked ('auto' unless given): a what-if change such as gradient
@@ -520,6 +541,10 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--host-bandwidth-gbps", type=_bounded("host-bandwidth-gbps", 1, 2000), default=None,
                     help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
+    from planner.exports import SERVE_EXPORTERS
+    sv.add_argument("--export", type=_choice_text("export", tuple(SERVE_EXPORTERS)), default=None,
+                    help=f"print the launch command (ollama: a Modelfile) with this plan's memory settings: "
+                         f"{' | '.join(SERVE_EXPORTERS)}")
 
 
 def _cpu_moe_layers(text, engine: str) -> int:
@@ -567,6 +592,11 @@ def cmd_serve(args) -> int:
         if getattr(args, key) is not None:
             request[key] = getattr(args, key)
     row = serve_one(request, models, gpus)
+    if args.export:
+        if args.json:
+            raise CliError("--export prints a command; leave out --json")
+        from planner.exports import serve_export
+        return _print_export(serve_export(args.export, row, models.set_index("id").loc[args.model]), row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         print_json(data)

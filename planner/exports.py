@@ -1,0 +1,343 @@
+"""`estimate ... --export TARGET` and `serve ... --export TARGET` (issue 26 item 3): the plan as
+the configuration file or command line that launches it, in the target's own keys.
+
+Each export carries the scenario as estimated (the decided row: ZeRO stage and offload,
+micro-batch, sequence length, precision, checkpointing, LoRA rank and targets, optimizer,
+packing, attention, ...), says in which version of the target its keys were read (SOURCES),
+and lists what the target cannot express (`not_expressed`): as `#` comment lines where the
+format has comments, and on stderr for JSON (planner/cli.py), so that the file itself loads.
+
+Values the plan does not decide (learning rate, dataset, epochs, LoRA alpha and dropout) are
+left to the target's defaults, or set to the one value the memory does not depend on (LoRA
+alpha = 2 x rank, gradient accumulation 1), and said so.
+
+tests/test_exports.py checks every emitted key against the keys of the cited version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# Where each target's keys were read (file @ commit or version of the stored snapshot).
+SOURCES = {
+    "deepspeed": "DeepSpeed deepspeed/runtime/constants.py @088be89, runtime/zero/config.py @1b88ac3, "
+                 "runtime/zero/offload_config.py @1978617 (docs: deepspeed.ai/docs/config-json)",
+    "trl": "TRL 1.10.0.dev0 @f2cd577: trl/trainer/sft_config.py (SFTConfig), trl/trainer/model_config.py "
+           "(ModelConfig), transformers TrainingArguments (OptimizerNames); `trl sft --config FILE`",
+    "accelerate-fsdp": "Accelerate `accelerate launch --config_file FILE`: fsdp_config keys of "
+                       "accelerate/commands/config/cluster.py and utils/dataclasses.py FullyShardedDataParallelPlugin",
+    "llama-factory": "LLaMA-Factory src/llamafactory/hparams/{model,data,finetuning}_args.py and "
+                     "examples/train_lora/llama3_lora_sft.yaml; `llamafactory-cli train FILE`",
+    "axolotl": "axolotl src/axolotl/utils/schemas/config.py (AxolotlInputConfig) and examples/llama-3/qlora.yml; "
+               "`axolotl train FILE`",
+    "torchtune": "torchtune recipes/configs/llama3_1/8B_lora_single_device.yaml and recipes/lora_finetune_*.py; "
+                 "`tune run RECIPE --config FILE`",
+    "vllm": "vLLM vllm/config/cache.py @002f10e (gpu_memory_utilization, cache_dtype -> --kv-cache-dtype), "
+            "engine args (docs.vllm.ai serving/engine_args: --max-model-len, --max-num-seqs, --tensor-parallel-size, "
+            "--dtype, --quantization)",
+    "sglang": "SGLang python/sglang/srt/server_args.py @001067f (ServerArgs fields -> flags): --model-path, --context-length, --mem-fraction-static, "
+              "--max-running-requests, --tp-size, --kv-cache-dtype, --dtype",
+    "llama-server": "llama.cpp common/arg.cpp @145b628 (tools/server/README.md): -m, -ngl, -c, -np, -ctk/-ctv, "
+                    "-fa on|off|auto, --n-cpu-moe/--cpu-moe, -sm",
+    "ollama": "Ollama docs/modelfile.md (FROM, PARAMETER num_ctx), api/types.go Runner options (num_gpu), "
+              "envconfig/config.go (OLLAMA_NUM_PARALLEL, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE)",
+}
+TRAIN_TARGETS = ("deepspeed", "accelerate-fsdp", "torchtune", "llama-factory", "axolotl", "trl")
+SERVE_TARGETS = {"vllm": "vllm", "sglang": "sglang", "llama-server": "llama.cpp", "ollama": "ollama"}  # -> --engine
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class Export:
+    target: str
+    text: str  # the file or command, as printed on stdout
+    not_expressed: list[str] = field(default_factory=list)
+    comments_inline: bool = True  # False (JSON): `about` and the notes go to stderr
+    about: list[str] = field(default_factory=list)  # what it is, where its keys were read, how to run it
+
+
+def hf_repo(source: str, model_id: str) -> tuple[str, bool]:
+    """The Hugging Face repository of a catalog model (from its source URL), or its id."""
+    found = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)", str(source or ""))
+    return (found.group(1), True) if found else (model_id, False)
+
+
+# --- training --------------------------------------------------------------------------------
+
+def _targets(row) -> list[str]:
+    text = str(row["lora_targets"])
+    return list(ALL_LINEAR) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _precision(row) -> dict:
+    """The plan's training precision as (the load dtype, the autocast flag, whether fp32 master weights)."""
+    p = str(row["precision"])
+    half = "bf16" if "bf16" in p else "fp16" if "fp16" in p else None
+    load = "float32" if p in ("fp32", "amp_bf16", "amp_fp16") else {"bf16": "bfloat16", "fp16": "float16"}[half]
+    return {"half": half, "load": load, "master": p.startswith("mixed_"), "name": p}
+
+
+def _quant(row) -> str | None:
+    """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None."""
+    if row["method"] == "qlora":
+        base = str(row.get("base_precision", "auto"))
+        return base if base in ("int8", "int4", "nf4") else "nf4"
+    if row["method"] == "lora" and str(row.get("base_precision", "auto")) in ("int8", "int4", "nf4"):
+        return str(row["base_precision"])
+    return None
+
+
+def _checkpointing(row) -> bool:
+    return bool(row["grad_checkpointing"]) or str(row.get("checkpointing", "none")) in ("full", "selective", "offload")
+
+
+def _common_notes(row, repo_known: bool) -> list[str]:
+    notes = ["learning rate, schedule, epochs and dataset: not part of the plan (the target's defaults)",
+             "gradient accumulation 1: the plan's memory does not depend on it (raise it for a larger global batch)"]
+    if not repo_known:
+        notes.append(f"model {row['model']}: no Hugging Face repository in the catalog; replace it with the checkpoint's path")
+    if int(row.get("tp", 1) or 1) > 1 or int(row.get("pp", 1) or 1) > 1:
+        notes.append(f"tensor parallel {int(row['tp'])} / pipeline parallel {int(row['pp'])}: not expressed "
+                     "(needs Megatron-style model code)")
+    if str(row.get("checkpointing", "none")) == "selective":
+        notes.append("selective activation checkpointing: written as full checkpointing")
+    return notes
+
+
+def _yaml(data: dict, header: list[str]) -> str:
+    import yaml  # the catalog's YAML library (requirements.txt)
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
+    return "".join(f"# {line}\n" for line in header) + body
+
+
+def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
+    lines = [f"{target} config for {row['model']} {row['method']} on {int(row['gpus'])} GPU(s), planned by llm-planner",
+             f"keys: {SOURCES[target]}", f"run: {launch}"]
+    return lines + [f"not expressed: {n}" for n in notes]
+
+
+def deepspeed(row, repo: str, repo_known: bool) -> Export:
+    """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
+                 "train_batch_size": int(row["batch"]) * int(row["gpus"])}
+    if prec["half"]:
+        cfg[prec["half"]] = {"enabled": True}
+        if not prec["master"]:
+            notes.append(f"precision {prec['name']}: DeepSpeed's {prec['half']} mode keeps fp32 master weights "
+                         f"(the plan's mixed_{prec['half']}); {prec['name']} is the model's dtype and autocast")
+    zero: dict = {"stage": int(row["zero"])}
+    offload = str(row["offload"])
+    if offload in ("optimizer", "all"):
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if offload == "all":  # (the engine accepts it only at ZeRO stage 3, as DeepSpeed's offload_param)
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if int(row["zero"]) == 3:
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    cfg["zero_optimization"] = zero
+    opt = str(row["optimizer"])
+    if opt in ("adamw", "adamw_fused"):
+        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": 2e-5}}
+        notes.append("optimizer learning rate 2e-5: a placeholder, not part of the plan")
+    elif opt == "sgd":
+        cfg["optimizer"] = {"type": "SGD", "params": {"lr": 1e-3}}
+        notes.append("optimizer learning rate 1e-3: a placeholder, not part of the plan")
+    else:
+        cfg["zero_allow_untested_optimizer"] = True
+        notes.append(f"optimizer {opt}: not a DeepSpeed optimizer; pass it from the training script "
+                     "(a Trainer's optim=...), which zero_allow_untested_optimizer permits")
+    if _checkpointing(row):
+        notes.append("gradient checkpointing: a model setting (model.gradient_checkpointing_enable(), or the "
+                     "Trainer's gradient_checkpointing=True), not a DeepSpeed key for Hugging Face models")
+    if row["method"] in ("lora", "qlora", "freeze"):
+        notes.append(f"method {row['method']}: the trainable parameters are the training script's (PEFT); "
+                     "DeepSpeed trains what requires grad")
+    notes.append(f"sequence length {int(row['seq']):,}, attention {row.get('attention', 'sdpa')}, packing "
+                 f"{row.get('packing', 'off')}: the data pipeline's and the model's, not DeepSpeed's")
+    about = _header("deepspeed", row, [], "deepspeed train.py --deepspeed ds_config.json (or a Trainer's "
+                    "deepspeed=ds_config.json)")
+    return Export("deepspeed", json.dumps(cfg, indent=2) + "\n", notes, comments_inline=False, about=about)
+
+
+TRL_OPTIM = {"adamw": "adamw_torch", "adamw_fused": "adamw_torch_fused", "adamw_8bit": "adamw_bnb_8bit",
+             "paged_adamw_8bit": "paged_adamw_8bit", "sgd": "sgd", "adafactor": "adafactor",
+             "paged_adamw_32bit": "paged_adamw_32bit", "adamw_8bit_torchao": "adamw_torch_8bit"}
+HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
+
+
+def trl(row, repo: str, repo_known: bool) -> Export:
+    """A `trl sft --config FILE` YAML: SFTConfig (TrainingArguments) and ModelConfig keys."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    cfg: dict = {"model_name_or_path": repo, "dtype": prec["load"],
+                 "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa"),
+                 "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
+                 "max_length": int(row["seq"]), "packing": str(row.get("packing", "off")) == "on",
+                 "gradient_checkpointing": _checkpointing(row), "optim": TRL_OPTIM[str(row["optimizer"])]}
+    if prec["half"]:
+        cfg[prec["half"]] = True
+    if prec["master"]:
+        notes.append(f"precision {prec['name']} (fp32 master weights): written as the model's dtype and autocast; "
+                     "the fp32 master copy is DeepSpeed's or FSDP's (add --deepspeed)")
+    loss = str(row.get("loss", "unfused"))
+    if loss == "fused":
+        cfg["use_liger_kernel"] = True
+    else:
+        cfg["loss_type"] = "nll" if loss == "unfused" else "chunked_nll"
+    if row["method"] in ("lora", "qlora"):
+        rank = int(row["lora_rank"])
+        cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank,
+                    "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" else _targets(row)})
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank) and dropout: not part of the plan (memory does not depend on them)")
+    quant = _quant(row)
+    if quant == "int8":
+        cfg["load_in_8bit"] = True
+    elif quant in ("nf4", "int4"):
+        cfg.update({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4" if quant == "nf4" else "fp4"})
+    if row["method"] == "freeze":
+        notes.append(f"method freeze (last {int(row['freeze_layers'])} layers trainable): not a TRL option; "
+                     "freeze the other layers in a script")
+    if int(row["zero"]) > 0 or str(row["offload"]) != "none":
+        notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: add deepspeed: ds_config.json "
+                     "(llm-planner estimate ... --export deepspeed) and launch with accelerate or deepspeed")
+    if str(row.get("activation_offload", "off")) == "on":
+        cfg["activation_offloading"] = True
+    text = _yaml(cfg, _header("trl", row, notes, "trl sft --config FILE --dataset_name DATASET"))
+    return Export("trl", text, notes)
+
+
+EXPORTERS = {"deepspeed": deepspeed, "trl": trl}
+
+
+def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
+    """The export of one estimated training row; ValueError (bad input) for an inference row."""
+    if row["task"] != "train":
+        raise ValueError(f"export {target!r} is a training configuration; for --task infer use: serve ... --export "
+                         f"{'|'.join(SERVE_TARGETS)}")
+    if target not in EXPORTERS:
+        raise ValueError(f"export {target!r} is not written yet; accepted: {', '.join(EXPORTERS)}")
+    repo, known = hf_repo(model.get("source", ""), str(row["model"]))
+    return EXPORTERS[target](row, repo, known)
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+VLLM_KV = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
+LLAMA_KV = {"int8": "q8_0", "fp8": "q8_0", "int4": "q4_0", "fp16": "f16", "bf16": "bf16", "fp32": "f32"}
+
+
+def _serve_header(target: str, row, notes: list[str]) -> list[str]:
+    lines = [f"{target} for {row['model']} on {int(row['gpus'])}x {row['gpu']}, planned by llm-planner: "
+             f"{int(row['max_model_len']):,} tokens per request, up to {int(row['max_num_seqs'])} running",
+             f"keys: {SOURCES[target]}"]
+    return lines + [f"not expressed: {n}" for n in notes]
+
+
+def vllm(row, repo: str, repo_known: bool) -> Export:
+    notes = [] if repo_known else [f"model {row['model']}: no Hugging Face repository in the catalog; use its path"]
+    args = ["vllm", "serve", repo, "--max-model-len", str(int(row["max_model_len"])),
+            "--gpu-memory-utilization", f"{float(row['gpu_memory_utilization']):g}",
+            "--max-num-seqs", str(int(row["max_num_seqs"]))]
+    if int(row["gpus"]) > 1:
+        args += ["--tensor-parallel-size", str(int(row["gpus"]))]
+    p = str(row["precision"])
+    if p in VLLM_DTYPE:
+        args += ["--dtype", VLLM_DTYPE[p]]
+    elif p in ("int4", "nf4"):
+        args += ["--quantization", "bitsandbytes"]
+        notes.append(f"weights {p}: written as in-flight bitsandbytes 4-bit; a pre-quantized AWQ/GPTQ checkpoint "
+                     "of the model (vLLM reads its method from the checkpoint) is faster")
+    else:
+        notes.append(f"weights {p}: serve a checkpoint quantized to {p} (vLLM reads the method from its config)")
+    kv = str(row["kv_precision"])
+    if kv in VLLM_KV:
+        args += ["--kv-cache-dtype", VLLM_KV[kv]]
+    elif kv != "auto":
+        notes.append(f"KV cache {kv}: no such --kv-cache-dtype in vLLM releases (auto, float16, bfloat16, fp8)")
+    text = "".join(f"# {line}\n" for line in _serve_header("vllm", row, notes)) + " ".join(args) + "\n"
+    return Export("vllm", text, notes)
+
+
+def sglang(row, repo: str, repo_known: bool) -> Export:
+    notes = [] if repo_known else [f"model {row['model']}: no Hugging Face repository in the catalog; use its path"]
+    args = ["python", "-m", "sglang.launch_server", "--model-path", repo,
+            "--context-length", str(int(row["max_model_len"])),
+            "--mem-fraction-static", f"{float(row['gpu_memory_utilization']):g}",
+            "--max-running-requests", str(int(row["max_num_seqs"]))]
+    if int(row["gpus"]) > 1:
+        args += ["--tp-size", str(int(row["gpus"]))]
+    p = str(row["precision"])
+    if p in VLLM_DTYPE:
+        args += ["--dtype", VLLM_DTYPE[p]]
+    else:
+        notes.append(f"weights {p}: serve a checkpoint quantized to {p} (SGLang reads the method from its config)")
+    kv = str(row["kv_precision"])
+    if kv == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    elif kv not in ("auto", "fp16", "bf16"):
+        notes.append(f"KV cache {kv}: not an SGLang --kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3)")
+    text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + " ".join(args) + "\n"
+    return Export("sglang", text, notes)
+
+
+def _gguf(row) -> str:
+    return f"{row['model']}-{str(row['precision']).upper()}.gguf"
+
+
+def llama_server(row, repo: str, repo_known: bool) -> Export:
+    notes = [f"model file {_gguf(row)}: a GGUF of {repo} at {row['precision']} (convert or download it)"]
+    slots = int(row["max_num_seqs"])
+    args = ["llama-server", "-m", _gguf(row), "-ngl", str(int(row["gpu_layers"])),
+            # one context shared by the slots: each request gets max_model_len
+            "-c", str(int(row["max_model_len"]) * slots), "-np", str(slots)]
+    n_cpu = int(row.get("cpu_moe_layers", 0) or 0)
+    if n_cpu > 0:
+        everything = float(row.get("expert_host_bytes", 0) or 0) >= float(row.get("expert_bytes", 0) or 0) > 0
+        args += ["--cpu-moe"] if everything else ["--n-cpu-moe", str(n_cpu)]
+    kv = str(row["kv_precision"])
+    if kv in LLAMA_KV and kv not in ("fp16",):
+        args += ["-ctk", LLAMA_KV[kv], "-ctv", LLAMA_KV[kv]]
+        if LLAMA_KV[kv].startswith("q"):
+            args += ["-fa", "on"]  # a quantized V cache needs flash attention (llama-context.cpp)
+        if kv == "fp8":
+            notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
+    if int(row["gpus"]) > 1:
+        args += ["-sm", "layer"]
+    text = "".join(f"# {line}\n" for line in _serve_header("llama-server", row, notes)) + " ".join(args) + "\n"
+    return Export("llama-server", text, notes)
+
+
+OLLAMA_KV = {"int8": "q8_0", "fp8": "q8_0", "int4": "q4_0"}
+
+
+def ollama(row, repo: str, repo_known: bool) -> Export:
+    """A Modelfile, with the server's environment in its comments (Ollama reads those at `ollama serve`)."""
+    notes = [f"FROM {_gguf(row)}: a GGUF of {repo} at {row['precision']} (or an ollama library tag of it)"]
+    env = [f"OLLAMA_NUM_PARALLEL={int(row['max_num_seqs'])}"]
+    kv = str(row["kv_precision"])
+    if kv in OLLAMA_KV:
+        env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={OLLAMA_KV[kv]}"]
+    if int(row.get("cpu_moe_layers", 0) or 0) > 0:
+        notes.append("routed experts in host RAM (llama.cpp's --n-cpu-moe): no Ollama option")
+    lines = _serve_header("ollama", row, notes)
+    lines += [f"server: {' '.join(env)} ollama serve", f"then: ollama create {row['model']}-planned -f Modelfile"]
+    text = ("".join(f"# {line}\n" for line in lines) + f"FROM ./{_gguf(row)}\n"
+            f"PARAMETER num_ctx {int(row['max_model_len'])}\nPARAMETER num_gpu {int(row['gpu_layers'])}\n")
+    return Export("ollama", text, notes)
+
+
+SERVE_EXPORTERS = {"vllm": vllm, "sglang": sglang, "llama-server": llama_server, "ollama": ollama}
+
+
+def serve_export(target: str, row: pd.Series, model: pd.Series) -> Export:
+    """The export of one serving row; ValueError when --engine is another engine."""
+    engine = SERVE_TARGETS[target]
+    if row["engine"] != engine:
+        raise ValueError(f"export {target!r} launches --engine {engine}, not {row['engine']!r}: the memory settings "
+                         f"are the engine's; accepted: --engine {engine} --export {target}")
+    repo, known = hf_repo(model.get("source", ""), str(row["model"]))
+    return SERVE_EXPORTERS[target](row, repo, known)
