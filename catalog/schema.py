@@ -386,7 +386,10 @@ REFERENCE_METRICS = ("peak_bytes", "weights_bytes", "kv_cache_bytes", "model_sta
                      # issue 28: torch.cuda.max_memory_reserved (the tensors + the caching allocator's
                      # cache + the cuBLAS workspace; no CUDA context, no NCCL) and the whole process
                      # as nvidia-smi reads it (= peak_bytes, a name that says its counter)
-                     "reserved_peak_bytes", "process_peak_bytes")
+                     "reserved_peak_bytes", "process_peak_bytes",
+                     # optimum's benchmarks: torch's allocated peak + what nvidia-smi sees outside
+                     # PyTorch's reserve (the CUDA context, extensions): no allocator cache
+                     "alloc_ext_peak_bytes")
 UNITS = ("B", "KB", "MB", "GB", "KiB", "MiB", "GiB", "TB", "count", "hours", "tokens/s")
 REFERENCE_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),

@@ -111,6 +111,10 @@ def test_the_counters_are_the_engines_columns_taken_apart(models, gpus):
     np.testing.assert_allclose(_metric_values(out, metrics), [tensors[0], reserved[1]], rtol=1e-12)
     same = _metric_values(out, pd.Series(["process_peak_bytes", "peak_bytes"]))
     np.testing.assert_allclose(same, [out["peak_bytes"].iloc[0], out["peak_bytes"].iloc[1]], rtol=1e-12)
+    # optimum's counter: torch's allocated peak (the cuBLAS workspace is an allocation) + what lives
+    # outside PyTorch's reserve (the CUDA context, NCCL); no allocator cache
+    ext = tensors + C.CUBLAS_WORKSPACE_BYTES + C.CUDA_CONTEXT_BYTES + np.array([0.0, C.NCCL_BYTES])
+    np.testing.assert_allclose(_metric_values(out, pd.Series(["alloc_ext_peak_bytes"] * 2)), ext, rtol=1e-12)
 
 
 def test_every_measured_memory_peak_names_its_counter(cat, table):
@@ -125,7 +129,7 @@ def test_every_measured_memory_peak_names_its_counter(cat, table):
     assert (rows["counter"] == rows["metric"].map(COUNTERS)).all() and (rows["counter"].str.len() > 0).all()
     assert (table["source_kind"] == "published").all()  # the shipped references; a user's runs say "user"
     # each new real run says where it came from and what our scenario could not express
-    new = measured[measured["metric"].isin(("reserved_peak_bytes", "process_peak_bytes"))]
+    new = measured[measured["metric"].isin(("reserved_peak_bytes", "process_peak_bytes", "alloc_ext_peak_bytes"))]
     assert new["url"].str.startswith("https://").all() and (new["setup_note"].str.len() > 200).all()
 
 
