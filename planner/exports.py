@@ -28,14 +28,14 @@ SOURCES = {
                  "runtime/zero/offload_config.py @1978617 (docs: deepspeed.ai/docs/config-json)",
     "trl": "TRL 1.10.0.dev0 @f2cd577: trl/trainer/sft_config.py (SFTConfig), trl/trainer/model_config.py "
            "(ModelConfig), transformers TrainingArguments (OptimizerNames); `trl sft --config FILE`",
-    "accelerate-fsdp": "Accelerate `accelerate launch --config_file FILE`: fsdp_config keys of "
-                       "accelerate/commands/config/cluster.py and utils/dataclasses.py FullyShardedDataParallelPlugin",
-    "llama-factory": "LLaMA-Factory src/llamafactory/hparams/{model,data,finetuning}_args.py and "
-                     "examples/train_lora/llama3_lora_sft.yaml; `llamafactory-cli train FILE`",
-    "axolotl": "axolotl src/axolotl/utils/schemas/config.py (AxolotlInputConfig) and examples/llama-3/qlora.yml; "
-               "`axolotl train FILE`",
-    "torchtune": "torchtune recipes/configs/llama3_1/8B_lora_single_device.yaml and recipes/lora_finetune_*.py; "
-                 "`tune run RECIPE --config FILE`",
+    "accelerate-fsdp": "Accelerate 1.15.0.dev0 @16cb6eb: src/accelerate/commands/config/cluster.py and "
+                       "config_args.py (fsdp_config, FSDP2), utils/constants.py, examples/config_yaml_templates/fsdp.yaml",
+    "llama-factory": "LLaMA-Factory 0.9.6.dev0 @ff6d4d1: src/llamafactory/hparams/{model,data,finetuning}_args.py, "
+                     "extras/constants.py (AttentionFunction), examples/train_qlora/qwen3_lora_sft_otfq.yaml",
+    "axolotl": "axolotl 0.18.0 @067b021: src/axolotl/utils/schemas/{config,model,training,peft}.py, "
+               "integrations/liger/args.py, examples/llama-3/qlora.yml",
+    "torchtune": "torchtune 0.7.0 @bd2a0fc: recipes/configs/llama3_1/8B_{lora,qlora}_single_device.yaml, "
+                 "8B_full*.yaml, 8B_lora.yaml (the keys the recipes read)",
     "vllm": "vLLM vllm/config/cache.py @002f10e (gpu_memory_utilization, cache_dtype -> --kv-cache-dtype), "
             "engine args (docs.vllm.ai serving/engine_args: --max-model-len, --max-num-seqs, --tensor-parallel-size, "
             "--dtype, --quantization)",
@@ -120,7 +120,7 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
     return lines + [f"not expressed: {n}" for n in notes]
 
 
-def deepspeed(row, repo: str, repo_known: bool) -> Export:
+def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
     prec, notes = _precision(row), _common_notes(row, repo_known)
     cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
@@ -169,7 +169,7 @@ TRL_OPTIM = {"adamw": "adamw_torch", "adamw_fused": "adamw_torch_fused", "adamw_
 HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
 
-def trl(row, repo: str, repo_known: bool) -> Export:
+def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     """A `trl sft --config FILE` YAML: SFTConfig (TrainingArguments) and ModelConfig keys."""
     prec, notes = _precision(row), _common_notes(row, repo_known)
     cfg: dict = {"model_name_or_path": repo, "dtype": prec["load"],
@@ -209,7 +209,192 @@ def trl(row, repo: str, repo_known: bool) -> Export:
     return Export("trl", text, notes)
 
 
-EXPORTERS = {"deepspeed": deepspeed, "trl": trl}
+def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
+    """An `accelerate launch --config_file FILE` YAML for FSDP2 (the training script is yours)."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    zero, offload = int(row["zero"]), str(row["offload"])
+    cfg: dict = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP",
+                 "mixed_precision": prec["half"] or "no", "num_machines": 1, "num_processes": int(row["gpus"])}
+    fsdp = {"fsdp_version": 2, "fsdp_reshard_after_forward": zero == 3, "fsdp_offload_params": offload != "none",
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            "fsdp_cpu_ram_efficient_loading": True, "fsdp_activation_checkpointing": _checkpointing(row)}
+    if zero == 0:
+        cfg["distributed_type"] = "MULTI_GPU" if int(row["gpus"]) > 1 else "NO"
+        notes.append("ZeRO stage 0 (every GPU holds everything): plain data parallel, no FSDP")
+        fsdp = None
+    elif zero in (1, 2):
+        notes.append(f"ZeRO stage {zero}: FSDP2 has no optimizer-{'only' if zero == 1 else 'and-gradient'} sharding; "
+                     "written as fsdp_reshard_after_forward: false (parameters gathered once per step, ZeRO-2-like)")
+    if fsdp is not None and offload == "optimizer":
+        notes.append("offload of the optimizer states only: FSDP offloads parameters, gradients and optimizer states "
+                     "together (fsdp_offload_params: true)")
+    if fsdp is not None:
+        cfg["fsdp_config"] = fsdp
+    if prec["name"] in ("bf16", "fp16"):
+        notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
+                     "mixed_precision sets the autocast")
+    if prec["master"]:
+        notes.append(f"precision {prec['name']}: FSDP's mixed precision keeps fp32 parameters and computes in "
+                     f"{prec['half']} (the plan counts 16-bit weights and fp32 master copies)")
+    notes.append(f"micro-batch {int(row['batch'])}, sequence length {int(row['seq']):,}, optimizer {row['optimizer']}, "
+                 f"method {row['method']}, attention {row.get('attention', 'sdpa')}: the training script's, not "
+                 "accelerate's config")
+    text = _yaml(cfg, _header("accelerate-fsdp", row, notes, "accelerate launch --config_file FILE train.py"))
+    return Export("accelerate-fsdp", text, notes)
+
+
+LF_ATTENTION = {"sdpa": "sdpa", "flash": "fa2", "eager": "disabled"}
+
+
+def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
+    """A `llamafactory-cli train FILE` YAML (model, method, dataset and train sections)."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    method = str(row["method"])
+    cfg: dict = {"model_name_or_path": repo, "flash_attn": LF_ATTENTION.get(str(row.get("attention", "sdpa")), "auto"),
+                 "stage": "sft", "do_train": True, "finetuning_type": "lora" if method == "qlora" else method}
+    quant = _quant(row)
+    if quant:
+        cfg.update({"quantization_bit": 8 if quant == "int8" else 4, "quantization_method": "bnb"})
+        if quant != "int8":
+            cfg["quantization_type"] = "nf4" if quant == "nf4" else "fp4"
+    if method in ("lora", "qlora"):
+        rank = int(row["lora_rank"])
+        cfg.update({"lora_rank": rank, "lora_alpha": 2 * rank,
+                    "lora_target": "all" if str(row["lora_targets"]) == "all" else ",".join(_targets(row))})
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
+    if method == "freeze":
+        cfg["freeze_trainable_layers"] = int(row["freeze_layers"])
+    cfg.update({"dataset": "DATASET", "template": "TEMPLATE", "cutoff_len": int(row["seq"]),
+                "packing": str(row.get("packing", "off")) == "on", "output_dir": f"saves/{row['model']}-{method}",
+                "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
+                "optim": TRL_OPTIM[str(row["optimizer"])],
+                # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
+                "disable_gradient_checkpointing": not _checkpointing(row)})
+    if prec["name"] == "bf16" and method in ("full", "freeze") and int(row["zero"]) < 3:
+        cfg["pure_bf16"] = True  # bf16 weights without AMP, the plan's pure bf16
+    elif prec["half"]:
+        cfg[prec["half"]] = True
+        if prec["name"] == "bf16" and method in ("full", "freeze"):
+            notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
+    if str(row.get("loss", "unfused")) == "fused":
+        cfg["enable_liger_kernel"] = True
+    notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
+    if int(row["zero"]) > 0 or str(row["offload"]) != "none":
+        cfg["deepspeed"] = "ds_config.json"
+        notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
+                     "llm-planner estimate ... --export deepspeed")
+    text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
+    return Export("llama-factory", text, notes)
+
+
+def _freeze_patterns(row, model) -> list[str]:
+    layers = int(model.get("num_layers", 0) or 0) if model is not None else 0
+    keep = int(row["freeze_layers"])
+    return [f"model.layers.{i}." for i in range(max(layers - keep, 0), layers)] + ["lm_head."]
+
+
+def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
+    """An `axolotl train FILE` YAML."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    method = str(row["method"])
+    cfg: dict = {"base_model": repo}
+    quant = _quant(row)
+    cfg["load_in_8bit"], cfg["load_in_4bit"] = quant == "int8", quant in ("nf4", "int4")
+    if quant == "int4":
+        notes.append("4-bit base int4: axolotl's load_in_4bit is NF4 (bitsandbytes)")
+    if method in ("lora", "qlora"):
+        rank = int(row["lora_rank"])
+        cfg["adapter"] = "qlora" if quant in ("nf4", "int4") else "lora"
+        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank})
+        if str(row["lora_targets"]) == "all":
+            cfg["lora_target_linear"] = True
+        else:
+            cfg["lora_target_modules"] = _targets(row)
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
+    if method == "freeze":
+        cfg["unfrozen_parameters"] = [f"^{p.replace('.', '[.]')}.*" for p in _freeze_patterns(row, model)]
+    cfg.update({"datasets": [{"path": "DATASET", "type": "alpaca"}], "output_dir": f"./outputs/{row['model']}-{method}",
+                "sequence_len": int(row["seq"]), "sample_packing": str(row.get("packing", "off")) == "on",
+                "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
+                "optimizer": TRL_OPTIM[str(row["optimizer"])], "gradient_checkpointing": _checkpointing(row),
+                "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa")})
+    if prec["half"]:
+        cfg[prec["half"]] = True
+    loss = str(row.get("loss", "unfused"))
+    if loss in ("chunked", "linear_chunked"):
+        cfg["chunked_cross_entropy"] = True
+    elif loss == "fused":
+        cfg.update({"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True})
+    if str(row.get("activation_offload", "off")) == "on":
+        cfg["activation_offloading"] = True
+    notes.append("datasets: yours (DATASET is a placeholder)")
+    if int(row["zero"]) > 0 or str(row["offload"]) != "none":
+        cfg["deepspeed"] = "ds_config.json"
+        notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
+                     "llm-planner estimate ... --export deepspeed")
+    text = _yaml(cfg, _header("axolotl", row, notes, "axolotl train FILE"))
+    return Export("axolotl", text, notes)
+
+
+TORCHTUNE_OPTIMIZER = {"adamw": ("torch.optim.AdamW", False), "adamw_fused": ("torch.optim.AdamW", True),
+                       "paged_adamw_8bit": ("bitsandbytes.optim.PagedAdamW8bit", None),
+                       "adamw_8bit": ("bitsandbytes.optim.AdamW8bit", None),
+                       "paged_adamw_32bit": ("bitsandbytes.optim.PagedAdamW", None),
+                       "adamw_8bit_torchao": ("torchao.optim.AdamW8bit", None), "sgd": ("torch.optim.SGD", None)}
+TORCHTUNE_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
+
+
+def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
+    """The keys to set in a torchtune recipe config (`tune cp` the model's config, then these)."""
+    prec, notes = _precision(row), _common_notes(row, repo_known)
+    method, distributed = str(row["method"]), int(row["gpus"]) > 1
+    recipe = ("lora" if method in ("lora", "qlora") else "full") + "_finetune_" + ("distributed" if distributed
+                                                                                    else "single_device")
+    cfg: dict = {"batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
+                 "dtype": "bf16" if prec["half"] == "bf16" and prec["load"] != "float32" else "fp32",
+                 "enable_activation_checkpointing": _checkpointing(row),
+                 "enable_activation_offloading": str(row.get("activation_offload", "off")) == "on",
+                 "compile": str(row.get("compile", "off")) == "on",
+                 "dataset": {"packed": str(row.get("packing", "off")) == "on"},
+                 "tokenizer": {"max_seq_len": int(row["seq"])}}
+    if prec["master"] or prec["name"].startswith("amp_") or prec["half"] == "fp16":
+        notes.append(f"precision {prec['name']}: torchtune trains in one dtype, bf16 or fp32 (dtype: {cfg['dtype']}), "
+                     "without autocast or an fp32 master copy")
+    opt = str(row["optimizer"])
+    if opt in TORCHTUNE_OPTIMIZER:
+        component, fused = TORCHTUNE_OPTIMIZER[opt]
+        cfg["optimizer"] = {"_component_": component, **({"fused": fused} if fused is not None else {})}
+    else:
+        notes.append(f"optimizer {opt}: not a torchtune recipe optimizer")
+    if method == "full" and not distributed:
+        cfg["optimizer_in_bwd"] = str(row.get("optimizer_in_backward", "off")) == "on"
+    if str(row.get("loss", "unfused")) in ("chunked", "linear_chunked", "fused"):
+        cfg["loss"] = {"_component_": "torchtune.modules.loss.LinearCrossEntropyLoss"}
+    else:
+        notes.append("unfused loss: torchtune's recipes take LinearCrossEntropyLoss (chunked); the plan counts the "
+                     "full logits")
+    if method in ("lora", "qlora"):
+        rank, targets = int(row["lora_rank"]), _targets(row)
+        cfg["model"] = {"lora_attn_modules": [TORCHTUNE_MODULES[t] for t in targets if t in TORCHTUNE_MODULES],
+                        "apply_lora_to_mlp": any(t in targets for t in ("gate_proj", "up_proj", "down_proj")),
+                        "lora_rank": rank, "lora_alpha": 2 * rank}
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; the MLP's three projections go "
+                     "together (apply_lora_to_mlp)")
+        if method == "qlora":
+            notes.append("QLoRA: choose the model's qlora_* builder as model._component_ (its 4-bit NF4 base)")
+    if method == "freeze":
+        notes.append("method freeze: not a torchtune recipe")
+    if distributed and str(row["offload"]) != "none":
+        cfg["fsdp_cpu_offload"] = True
+    if distributed and int(row["zero"]) < 3:
+        notes.append(f"ZeRO stage {int(row['zero'])}: torchtune's distributed recipes shard everything (FSDP2, ZeRO-3)")
+    text = _yaml(cfg, _header("torchtune", row, notes, f"tune run {recipe} --config YOUR_MODEL_CONFIG.yaml "
+                                                       "(tune cp one of the model's configs, then set these keys)"))
+    return Export("torchtune", text, notes)
+
+
+EXPORTERS = {"deepspeed": deepspeed, "accelerate-fsdp": accelerate_fsdp, "torchtune": torchtune,
+             "llama-factory": llama_factory, "axolotl": axolotl, "trl": trl}
 
 
 def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
@@ -217,10 +402,8 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
     if row["task"] != "train":
         raise ValueError(f"export {target!r} is a training configuration; for --task infer use: serve ... --export "
                          f"{'|'.join(SERVE_TARGETS)}")
-    if target not in EXPORTERS:
-        raise ValueError(f"export {target!r} is not written yet; accepted: {', '.join(EXPORTERS)}")
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
-    return EXPORTERS[target](row, repo, known)
+    return EXPORTERS[target](row, repo, known, model)
 
 
 # --- serving ---------------------------------------------------------------------------------

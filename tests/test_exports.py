@@ -6,6 +6,7 @@ its format, and says what it could not express."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -196,3 +197,110 @@ def test_an_export_that_cannot_be_made_is_bad_input(argv, named):
 def test_an_export_of_a_plan_that_does_not_fit_warns():
     _, err = _export("estimate", "--model", "llama-3-70b", "--method", "full", "--gpu", "rtx-4090", "--export", "trl")
     assert "warning: this plan does not fit rtx-4090" in err
+
+
+# Accelerate 1.15.0.dev0 @16cb6eb: commands/config/config_args.py (ClusterConfig), cluster.py
+# (fsdp_config keys), utils/constants.py (FSDP_AUTO_WRAP_POLICY, FSDP2_STATE_DICT_TYPE)
+ACCELERATE_TOP = {"compute_environment", "distributed_type", "mixed_precision", "num_machines", "num_processes",
+                  "machine_rank", "main_training_function", "use_cpu", "fsdp_config", "deepspeed_config"}
+ACCELERATE_FSDP = {"fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params", "fsdp_auto_wrap_policy",
+                   "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing",
+                   "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_min_num_params", "fsdp_sync_module_states",
+                   "fsdp_transformer_layer_cls_to_wrap", "fsdp_use_orig_params"}
+# LLaMA-Factory 0.9.6.dev0 @ff6d4d1: hparams/{model,data,finetuning}_args.py fields and the
+# TrainingArguments ones its examples set; extras/constants.py AttentionFunction
+LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "quantization_method",
+                      "quantization_type", "enable_liger_kernel", "disable_gradient_checkpointing", "stage", "do_train",
+                      "finetuning_type", "lora_rank", "lora_alpha", "lora_target", "freeze_trainable_layers",
+                      "pure_bf16", "dataset", "template", "cutoff_len", "packing", "output_dir",
+                      "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed"}
+LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
+# axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
+AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
+                "lora_target_linear", "unfrozen_parameters", "datasets", "output_dir", "sequence_len", "sample_packing",
+                "micro_batch_size", "gradient_accumulation_steps", "optimizer", "gradient_checkpointing",
+                "attn_implementation", "bf16", "fp16", "chunked_cross_entropy", "plugins",
+                "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed"}
+# torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
+TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
+                  "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
+                  "loss", "model", "fsdp_cpu_offload"}
+TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha"}
+
+
+def test_accelerate_fsdp_shards_as_zero_3_and_offloads():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8",
+                     "--offload", "all", "--grad-checkpointing", "--export", "accelerate-fsdp")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= ACCELERATE_TOP and set(cfg["fsdp_config"]) <= ACCELERATE_FSDP
+    assert (cfg["distributed_type"], cfg["num_processes"], cfg["mixed_precision"]) == ("FSDP", 8, "bf16")
+    fsdp = cfg["fsdp_config"]
+    assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_reshard_after_forward"] is True
+    assert fsdp["fsdp_offload_params"] is True and fsdp["fsdp_activation_checkpointing"] is True
+    assert fsdp["fsdp_auto_wrap_policy"] in {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}
+    assert fsdp["fsdp_state_dict_type"] in {"SHARDED_STATE_DICT", "FULL_STATE_DICT"}
+
+
+def test_accelerate_fsdp_says_zero_2_is_written_as_no_reshard():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "2", "--gpus", "4",
+                     "--export", "accelerate-fsdp")
+    assert yaml.safe_load(out)["fsdp_config"]["fsdp_reshard_after_forward"] is False
+    assert any(n.startswith("not expressed: ZeRO stage 2") for n in _comments(out))
+
+
+def test_llama_factory_qlora_and_full_pure_bf16():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--lora-rank", "32", "--lora-targets",
+                     "q_proj,k_proj,v_proj", "--seq", "4096", "--attention", "flash", "--export", "llama-factory")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= LLAMA_FACTORY_KEYS, set(cfg) - LLAMA_FACTORY_KEYS
+    assert (cfg["finetuning_type"], cfg["quantization_bit"], cfg["quantization_type"]) == ("lora", 4, "nf4")
+    assert (cfg["lora_rank"], cfg["lora_target"], cfg["cutoff_len"]) == (32, "q_proj,k_proj,v_proj", 4096)
+    assert cfg["flash_attn"] == "fa2" and cfg["flash_attn"] in LLAMA_FACTORY_ATTENTION and cfg["optim"] in HF_OPTIMIZERS
+    assert cfg["disable_gradient_checkpointing"] is True  # the plan did not checkpoint; LLaMA-Factory would
+    full, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "bf16",
+                      "--export", "llama-factory")
+    cfg = yaml.safe_load(full)
+    assert cfg["pure_bf16"] is True and "bf16" not in cfg and "quantization_bit" not in cfg
+
+
+def test_axolotl_freeze_unfreezes_the_last_layers():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "freeze", "--freeze-layers", "2",
+                     "--packing", "on", "--export", "axolotl")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= AXOLOTL_KEYS, set(cfg) - AXOLOTL_KEYS
+    assert cfg["unfrozen_parameters"] == ["^model[.]layers[.]30[.].*", "^model[.]layers[.]31[.].*", "^lm_head[.].*"]
+    assert cfg["sample_packing"] is True and "adapter" not in cfg and cfg["optimizer"] in HF_OPTIMIZERS
+
+
+def test_axolotl_qlora_all_linear():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--lora-targets", "all",
+                     "--batch", "2", "--export", "axolotl")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= AXOLOTL_KEYS
+    assert (cfg["adapter"], cfg["load_in_4bit"], cfg["lora_target_linear"], cfg["micro_batch_size"]) == ("qlora", True,
+                                                                                                        True, 2)
+
+
+def test_torchtune_lora_keys_and_module_names():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--lora-targets", "q_proj,v_proj,o_proj",
+                     "--grad-checkpointing", "--export", "torchtune")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= TORCHTUNE_KEYS and set(cfg["model"]) <= TORCHTUNE_LORA
+    assert cfg["model"]["lora_attn_modules"] == ["q_proj", "v_proj", "output_proj"]  # torchtune's name for o_proj
+    assert cfg["model"]["apply_lora_to_mlp"] is False and cfg["enable_activation_checkpointing"] is True
+    assert cfg["dtype"] in {"bf16", "fp32"} and set(cfg["dataset"]) == {"packed"} and set(cfg["tokenizer"]) == {"max_seq_len"}
+    assert any("tune run lora_finetune_single_device" in n for n in _comments(out))
+
+
+def test_torchtune_distributed_full_offloads_to_cpu():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "4",
+                     "--offload", "all", "--export", "torchtune")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= TORCHTUNE_KEYS and cfg["fsdp_cpu_offload"] is True and "model" not in cfg
+    assert any("tune run full_finetune_distributed" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("target", exports.TRAIN_TARGETS)
+def test_every_training_export_names_its_source_version(target):
+    assert target in exports.EXPORTERS and target in exports.SOURCES
+    assert re.search(r"@[0-9a-f]{7}|\d+\.\d+", exports.SOURCES[target])
