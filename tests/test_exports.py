@@ -43,6 +43,7 @@ VLLM_DTYPES = {"auto", "half", "float16", "bfloat16", "float", "float32"}
 # SGLang @001067f: ServerArgs fields (python/sglang/srt/server_args.py), flag = --field-name
 SGLANG_FLAGS = {"--model-path", "--context-length", "--mem-fraction-static", "--max-running-requests", "--tp-size",
                 "--dtype", "--kv-cache-dtype", "--quantization"}
+SGLANG_KV = {"auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"}
 # llama.cpp common/arg.cpp @145b628 (tools/server/README.md)
 LLAMA_FLAGS = {"-m", "-ngl", "-c", "-np", "-ctk", "-ctv", "-fa", "--n-cpu-moe", "--cpu-moe", "-sm"}
 LLAMA_CACHE_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
@@ -152,12 +153,13 @@ def test_vllm_says_a_kv_type_it_has_no_flag_for():
 
 def test_sglang_command_uses_its_own_flags():
     out, _ = _export("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--gpus", "2", "--engine", "sglang",
-                     "--max-model-len", "8192", "--export", "sglang")
+                     "--max-model-len", "8192", "--kv-precision", "fp8", "--export", "sglang")
     (command,) = [line for line in out.splitlines() if not line.startswith("#")]
     assert command.startswith("python -m sglang.launch_server ")
     flags = _flags(command.removeprefix("python -m sglang.launch_server "))
     assert set(flags) <= SGLANG_FLAGS and flags["--context-length"] == "8192" and flags["--tp-size"] == "2"
-    assert 0 < float(flags["--mem-fraction-static"]) < 1
+    assert 0 < float(flags["--mem-fraction-static"]) < 1 and flags["--kv-cache-dtype"] in SGLANG_KV
+    assert flags["--dtype"] in VLLM_DTYPES  # (SGLang's --dtype choices are vLLM's)
 
 
 def test_llama_server_quantized_cache_turns_flash_attention_on():
