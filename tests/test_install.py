@@ -7,10 +7,11 @@ checkout's files copied to a temporary folder, so the checkout gains no build/ f
 - it holds every tracked module of engine/, catalog/, planner/, app/ and pages/, dashboard.py and
   the catalog's YAML files, and no tests, no built database, no checkout-only files;
 - installed (`pip install --target`, the wheel's own files and its generated llm-planner script)
-  and run from another folder with only the install on the path, `llm-planner check` answers
-  with the exit statuses 0, 1 and 2, the catalog is read from the install (its DuckDB cache
-  built there on first use), and `llm-planner dashboard` would start the dashboard.py of the
-  install, beside the pages/ and app/frame.py it needs.
+  and run from another folder with only the install on the path, the generated `llm-planner`
+  script answers `check` with exit status 0 (and the install's entry function with 1 and 2),
+  the catalog is read from the install (its DuckDB cache built there on first use), and
+  `llm-planner dashboard` would start the dashboard.py of the install, beside the pages/ and
+  app/frame.py it needs.
 Not proved here: that pip resolves the dependencies from an index (that needs the network),
 nor a browser session on the installed dashboard (docs/install.md says how it was checked).
 """
@@ -110,18 +111,24 @@ def test_the_installed_tool_runs_from_another_folder(installed, tmp_path):
                           "--precision", "int4", "--gpu", "rtx-4090")
     assert (fits.returncode, fits.stderr) == (0, "") and fits.stdout.startswith("fits: llama-3.1-8b infer int4")
     assert (installed / "catalog" / "build").is_dir()  # the catalog's cache, built inside the install
-    too_big = _run_installed(installed, tmp_path, str(script), "check", "--model", "llama-3-70b", "--method", "full",
-                             "--gpu", "rtx-4090", "--json")
-    assert too_big.returncode == 1 and json.loads(too_big.stdout)["schema_version"] == 1
-    bad = _run_installed(installed, tmp_path, str(script), "check", "--model", "no-such-model", "--gpu", "rtx-4090")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: model 'no-such-model'") and "Traceback" not in bad.stderr
-    # where the modules came from, and what `llm-planner dashboard` would start
+    # the other exit statuses, the modules' origin and what `llm-planner dashboard` would start, in
+    # one more interpreter (each start imports pandas and DuckDB: seconds on the 2-core CI machine)
     probe = _run_installed(installed, tmp_path, sys.executable, "-c", (
-        "import importlib.util, json, catalog.shipped as s, planner.dashboard_cmd as d\n"
+        "import contextlib, importlib.util, io, json, catalog.shipped as s, planner.dashboard_cmd as d\n"
+        "from planner.__main__ import main\n"
+        "def run(*argv):\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        code = main(list(argv))\n"
+        "    return [code, out.getvalue(), err.getvalue()]\n"
+        "too_big = run('check', '--model', 'llama-3-70b', '--method', 'full', '--gpu', 'rtx-4090', '--json')\n"
+        "bad = run('check', '--model', 'no-such-model', '--gpu', 'rtx-4090')\n"
         "frame = importlib.util.find_spec('app.frame').origin\n"
-        "print(json.dumps([str(s.CATALOG_DIR), str(d.DASHBOARD), frame, d.streamlit_command()[3:5]]))"))
+        "print(json.dumps([too_big, bad, str(s.CATALOG_DIR), str(d.DASHBOARD), frame, d.streamlit_command()[3:5]]))"))
     assert probe.returncode == 0, probe.stderr
-    catalog_dir, dashboard, frame, run = json.loads(probe.stdout)
+    too_big, bad, catalog_dir, dashboard, frame, run = json.loads(probe.stdout)
+    assert too_big[0] == 1 and json.loads(too_big[1])["schema_version"] == 1
+    assert bad[0] == 2 and bad[2].startswith("error: model 'no-such-model'") and "Traceback" not in bad[2]
     assert Path(catalog_dir) == installed / "catalog"
     assert Path(dashboard) == installed / "dashboard.py" == Path(frame).parent.parent / "dashboard.py"  # app/frame.py's
     assert run == ["run", dashboard]
