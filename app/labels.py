@@ -38,12 +38,15 @@ SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementa
                  "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
                  "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",
                  "attention": "Attention kernel", "compile": "torch.compile", "packing": "Sequence packing",
-                 "kbit_prep": "QLoRA k-bit prep (peft)", "padding": "Batch padding (attention mask)"}
+                 "kbit_prep": "QLoRA k-bit prep (peft)", "padding": "Batch padding (attention mask)",
+                 "loop": "Training loop (trainer keeps the loss; manual keeps the outputs)",
+                 "use_cache": "KV cache in the training forward (use_cache)"}
 ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}
 KV_LABELS = {"auto": "auto (as the activations)", **{k: k.upper() for k in KV_PRECISIONS if k != "auto"}}
-KV_POLICY_LABELS = {"windowed": "windowed (sliding layers keep their window)",
+KV_POLICY_LABELS = {"auto": "auto (transformers: full; a GGUF on llama.cpp: windowed)",
+                    "windowed": "windowed (sliding layers keep their window)",
                     "full": "full (every layer at full length)",
                     "latent": "latent (MLA latent; sliding layers full, as vLLM)"}
 BASE_LABELS = {"auto": "auto (NF4)", "nf4": "NF4", "int8": "INT8", "int4": "INT4"}

@@ -252,7 +252,7 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
         if col == "capacity_bytes":  # below zero when headroom and context leave nothing
             wrong = ~np.isfinite(v)
         # the GPU's figures are NaN without a GPU
-        bad[f"{col} finite and >= 0"] = wrong & chosen if col in ("usable_bytes", "capacity_bytes") else wrong
+        bad[f"{col} finite and >= 0"] = wrong & chosen if col in ("usable_bytes", "capacity_bytes", "safe_peak_bytes") else wrong
     own = {p: np.where(train, p in TRAIN_PHASES, p in INFER_PHASES) for p in PHASES}  # the row's task has p
     # the attention phase (a prefill's eager scores) is a phase of eagerly-attending serving rows only:
     # NaN for SDPA / flash serving rows, as for training rows (tests/test_attention_path.py, the contract);
@@ -277,7 +277,8 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     mb, ms, nd = (out[c].to_numpy(dtype=float) for c in ("max_batch", "max_seq", "gpus_needed"))
     bad["max_batch, max_seq >= 0"] = chosen & ~((mb >= 0) & (ms >= 0))
     bad["gpus_needed >= 1 or inf"] = chosen & ~((nd >= 1) | np.isinf(nd))
-    fit_cols = ("usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
+    fit_cols = ("usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed",
+                "safe_peak_bytes", "verdict_margin_pct")
     bad["no GPU: fit columns NaN, fits NA"] = ~chosen & ~(
         np.all([np.isnan(out[c].to_numpy(dtype=float)) for c in fit_cols], axis=0) & out["fits"].isna().to_numpy())
     bad["a GPU: fits is True or False"] = chosen & out["fits"].isna().to_numpy()
@@ -285,6 +286,11 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     cap = out["capacity_bytes"].to_numpy(dtype=float)
     expect = (peak - over) <= cap
     bad["fits = the tensors' peak <= capacity"] = chosen & (fits != expect)
+    # issue 28: the verdict is decided on the safe peak (the estimate + the margin): never more generous
+    # than the estimate alone, and the safe peak is never below the estimate
+    at_estimate = out["fits_at_estimate"].to_numpy(dtype=bool, na_value=False)
+    bad["fits => fits_at_estimate"] = chosen & fits & ~at_estimate
+    bad["safe peak >= peak"] = chosen & ~(out["safe_peak_bytes"].to_numpy(dtype=float) >= peak)
     batch, seq = frame["batch"].to_numpy(dtype=float), frame["seq"].to_numpy(dtype=float)
     bad["fits = batch <= max_batch"] = chosen & (fits != (batch <= mb))
     bad["fits => seq <= max_seq"] = chosen & fits & ~(seq <= ms)

@@ -27,7 +27,7 @@ POOL_MIN_ROWS = 1 << 16
 # Columns' worth of room in a new block: touched pages only count once written, so room to
 # spare costs address space, not memory. A sweep that needs more falls back to plain arrays
 # and the next block is made as large as that sweep needed.
-FIRST_BLOCK_COLUMNS = 96
+FIRST_BLOCK_COLUMNS = 112  # (96 until issue 28 added the verdict columns)
 ALIGN = 64  # each column starts on a cache line
 
 _lock = threading.Lock()

@@ -156,10 +156,11 @@ SCENARIO: tuple[Column, ...] = (
             sidebar=(Sidebar("kv_precision", "auto", "choice"),)),
     _int("ep", "expert parallel for mixture-of-experts models: 1 (experts split by --tp), or a multiple of tp dividing "
                "gpus / pp (whole experts spread over those GPUs)", cli="--ep"),
-    _choice("kv_policy", "KV cache of sliding-window and latent-attention layers (auto = windowed)", cli="--kv-policy",
+    _choice("kv_policy", "KV cache of sliding-window and latent-attention layers (auto: full for a transformers "
+            "prefill, windowed for a GGUF precision on llama.cpp)", cli="--kv-policy",
             cli_checks=False,
-            # engine/rules.py decides "auto" as windowed; the sidebar shows that decided value
-            sidebar=(Sidebar("kv_policy", "windowed", "choice", ("windowed", "full", "latent")),)),
+            # engine/rules.py decides "auto" by the stack that runs the row (issue 28)
+            sidebar=(Sidebar("kv_policy", "auto", "choice", ("auto", "windowed", "full", "latent")),)),
     _int("zero", "ZeRO stage 0, 1, 2 or 3 (3 = FSDP full shard)", cli="--zero", accepted="0, 1, 2 or 3",
          sidebar=(Sidebar("zero", 3, "choice", (0, 1, 2, 3)),)),
     _choice("offload", "none | optimizer | all", cli="--offload", cli_checks=False,
@@ -253,13 +254,20 @@ RESULT: tuple[Result, ...] = (
            "training rows, and serving rows whose attention is not eager (SDPA, flash)"),
     Result("cpu_bytes", "bytes", "host memory for offloaded states and activations"),
     Result("usable_bytes", "bytes/GPU", "the GPU's usable memory", _NO_GPU, needs_gpu=True),
-    Result("capacity_bytes", "bytes/GPU", "usable memory less the headroom and runtime overhead (below 0 when they "
-                                          "leave nothing)", _NO_GPU, needs_gpu=True),
-    Result("fits", "", "the peak fits the GPU (and the card is compatible: --json)", _NO_GPU, needs_gpu=True),
+    Result("capacity_bytes", "bytes/GPU", "what the tensors' estimate may reach: usable memory less the headroom and "
+                                          "runtime overhead, divided by 1 + the verdict margin (below 0 when they leave "
+                                          "nothing)", _NO_GPU, needs_gpu=True),
+    Result("fits", "", "the safe peak fits the GPU (and the card is compatible: --json)", _NO_GPU, needs_gpu=True),
     Result("memory_used_fraction", "fraction", "peak / usable memory", _NO_GPU, needs_gpu=True),
     Result("max_batch", "sequences", "the largest micro-batch that fits", _NO_GPU, needs_gpu=True),
     Result("max_seq", "tokens", "the longest sequence that fits", _NO_GPU, needs_gpu=True),
     Result("gpus_needed", "GPUs", "the fewest GPUs it fits on (inf: beyond the limit)", _NO_GPU, needs_gpu=True),
+    Result("safe_peak_bytes", "bytes/GPU", "the peak the verdicts are decided on: the tensors' peak x (1 + the verdict "
+                                           "margin), with the runtime overhead", _NO_GPU, needs_gpu=True),
+    Result("verdict_margin_pct", "%", "the verdicts' margin over the tensors' estimate: the band's high side (held-out "
+                                      "error and allowances, engine/margins.py)", _NO_GPU, needs_gpu=True),
+    Result("fits_at_estimate", "", "the point estimate alone fits (fits may still say no: the margin)", _NO_GPU,
+           needs_gpu=True),
     Result("decode_tokens_per_s", "tokens/s", "inference: one sequence's decode speed", _NO_GPU + ", or training",
            needs_gpu=True),
     Result("aggregate_tokens_per_s", "tokens/s", "inference: all sequences' decode speed", _NO_GPU + ", or training",

@@ -153,6 +153,11 @@ class Inputs:
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
+    # the training loop (issue 28, engine/stacks.py loop / use_cache): the step's outputs (the logits,
+    # and the KV cache the forward built) kept through backward and the optimizer step (loop manual),
+    # and a KV cache built in the training forward (use_cache on, never under checkpointing)
+    kept_outputs: np.ndarray | bool = False
+    train_cache: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -321,6 +326,10 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         ckpt_selective=mask("checkpointing", "selective") & train,
         act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
         opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
+        kept_outputs=mask("loop", "manual") & train,
+        # transformers turns the cache off in training under gradient checkpointing (modeling_layers.py
+        # line 96, utils/generic.py merge_with_config_defaults): only rows without checkpointing build one
+        train_cache=mask("use_cache", "on") & train & ~np.asarray(mv.values("grad_checkpointing"), dtype=bool),
     )
 
 
@@ -696,8 +705,27 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     if np.any(x.softcap > 0):  # Gemma 2 (issue 12): tanh's output of the softcapped logits is kept for backward
         cap = x.softcap * softcap_logits_bytes(x.V, x.M, x.tp)
         forward, backward = forward + cap, backward + cap
-    return {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
-            "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
+    parts = {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
+             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
+    if np.any(x.kept_outputs):
+        kept = kept_logits_bytes(x)
+        parts["loss_backward"] = Part(per_token=backward + kept)
+        for name in ("backward", "backward_end", "optimizer"):
+            parts[name] = Part(per_token=kept)
+    return parts
+
+
+def kept_logits_bytes(x: Inputs) -> np.ndarray:
+    """Per token: the logits a hand-written loop keeps in `out` through backward and the optimizer
+    step (issue 28, loop manual; tests/data/measured_loops.csv): the model's output, batch x seq x V in
+    the lm_head's output dtype (M: 16-bit, also under autocast; 4 bytes in fp32, where the loss's
+    `logits.float()` returns the same tensor). transformers before 4.46 (logits_upcast model) returns
+    the fp32 upcast (4 bytes); torchtune's chunked loss the list of 16-bit chunks (M); the
+    linear-chunked and fused losses return no whole logits. 0 outside loop manual."""
+    out = np.where(x.legacy_logits, 4.0, x.M) * x.V / x.tp
+    if x.loss_kind is not None:
+        out = np.where(x.loss_kind["linear_chunked"] | x.loss_kind["fused"], 0.0, out)
+    return np.where(x.kept_outputs, out, 0.0)
 
 
 def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.ndarray:
@@ -723,8 +751,39 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     # tensor-parallel rank keeps the whole of it (vLLM's MLA backends; DeepSeek-V3 report, 3.4)
     per_token = np.where(x.kv_elems == 2.0 * x.L * x.kvd, per_token,
                          x.kv_elems * x.kv_b / (np.where(x.mla, 1.0, np.minimum(x.tp, x.kvh)) * x.pp))
-    return {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token),
-            "attention": Part(per_token=per_token)}
+    parts = {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token),
+             "attention": Part(per_token=per_token)}
+    if np.any(x.train_cache):
+        parts.update(training_cache_parts(x))
+    return parts
+
+
+def training_cache_parts(x: Inputs) -> dict[str, Part]:
+    """The KV cache a training forward builds (issue 28, use_cache on, no checkpointing; traced on
+    transformers 5.24 and measured: tests/data/measured_loops.csv). Each layer's attention passes its
+    keys and values to `cache.update` (cache_utils.py DynamicLayer / DynamicSlidingWindowLayer) and
+    attends over what it returns, so where attention's backward saves those K/V the cache adds
+    nothing; it alone holds (per token, the model's 16-bit or fp32 K/V dtype M):
+      - the frozen layers' K/V (freeze: the L - k lower layers save nothing for backward);
+      - the un-repeated K/V of every trained layer where attention repeats them to every head
+        before saving (repeat_kv: a padded batch under SDPA, eager attention; kv heads < heads).
+    Under loop trainer the outputs (and the cache) are dropped when the loss is returned: the
+    forward phase only. Under loop manual `out` holds the cache to the end of the step: the same
+    cache-only part through the layers' backward, then every layer's K/V once their saved tensors
+    are freed (backward_end, optimizer)."""
+    per_layer = 2.0 * x.kvd * x.M / (np.minimum(x.tp, x.kvh) * x.pp)
+    trained = np.where(x.freeze, x.k_layers, x.L)
+    repeated = (x.masked | x.eager) & (x.kvh < x.a)
+    only = np.where(x.train_cache, per_layer * ((x.L - trained) + np.where(repeated, trained, 0.0)), 0.0)
+    whole = np.where(x.train_cache, per_layer * x.L, 0.0)
+    kept = np.asarray(x.kept_outputs, dtype=bool)
+    parts = {"forward": Part(per_token=only)}
+    if np.any(kept):
+        parts.update(loss_backward=Part(per_token=np.where(kept, only, 0.0)),
+                     backward=Part(per_token=np.where(kept, only, 0.0)),
+                     backward_end=Part(per_token=np.where(kept, whole, 0.0)),
+                     optimizer=Part(per_token=np.where(kept, whole, 0.0)))
+    return parts
 
 
 def workspace(x: Inputs, t: Totals) -> dict[str, Part]:

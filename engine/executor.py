@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
+from engine import margins
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View
@@ -52,7 +53,8 @@ INFER_CACHE_PHASES = ("prefill", "logits", "attention")
 # development machine (benchmarks/bench_engine.py); one block of a million rows was 14% slower.
 ROW_BLOCK = 1 << 16
 # the fit columns, in the order every result lists them (with or without a GPU)
-FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed")
+FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed",
+               "safe_peak_bytes", "verdict_margin_pct", "fits_at_estimate")
 # what serving needs of its phases (GpuLimits.serving): (name, phase, part, component)
 SERVING_PARTS = (("weights", "prefill", "fixed", "weights"), ("kv_cache", "prefill", "per_token", "kv_cache"),
                  ("workspace", "prefill", "per_token", "workspace"), ("logits", "logits", "per_token", "logits"),
@@ -102,7 +104,9 @@ class GpuLimits:
 
     chosen: np.ndarray     # the configuration names a GPU
     usable: np.ndarray     # the GPU's usable memory (NaN without one)
-    capacity: np.ndarray   # what the tensors may use: after headroom and the runtime overhead
+    capacity: np.ndarray   # what the tensors' estimate may reach: after headroom, the runtime overhead and the margin
+    margin: np.ndarray     # the verdicts' margin over the estimate, a fraction of the tensors' peak (engine/margins.py)
+    grow: np.ndarray | float  # 1 + the allocator's fragmentation share: a tensor byte's cost in the peak
     longest: np.ndarray    # the longest context allowed (the model's, or inf)
     serving: dict | None   # what serving needs of its phases (SERVING_PARTS), None without serving rows
 
@@ -174,8 +178,10 @@ class Sweep:
         cfg, n, out = self.cfg, self.n, self.out
         limits = gpu_limits(cfg, gpus, models, self.ph, self.of_config, self.sc)
         if limits is None:
-            columns = {c: out.full(np.nan) if c != "fits" else None for c in FIT_COLUMNS}  # (fits: in this place)
+            columns = {c: out.full(np.nan) if c not in ("fits", "fits_at_estimate") else None
+                       for c in FIT_COLUMNS}  # (fits: in this place)
             columns["fits"] = pd.array([pd.NA] * n, dtype="boolean")
+            columns["fits_at_estimate"] = pd.array([pd.NA] * n, dtype="boolean")
             return FitRows(columns, None)
         seq_level = cfg.split() if self.rows.logits_fixed is None else None
         columns = fit_columns(cfg, limits, self.parts.lift(self.of_config), layout(self.ph.inputs, self.of_config),
@@ -453,13 +459,36 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
     # the tensors may use what is left after headroom and the fixed runtime overhead, less
     # the allocator's fragmentation share
     capacity = (usable * (1 - headroom) - lift(ph.context)) / (1 + ph.fragmentation)
+    # issue 28: a verdict never under-promises. fits, max_batch, max_seq and gpus_needed are decided on
+    # the band's high side (the held-out error of both measuring harnesses and the allowances of the
+    # paths nobody measured, engine/margins.py): the tensors' estimate x (1 + margin) must fit, i.e. the
+    # estimate must fit capacity / (1 + margin); every solver reads this one capacity
+    margin = verdict_margin(cfg, models, lift(x.model))
+    capacity = capacity / (1.0 + margin)
     # the longest context is bounded by the model's own, unless the scenario allows longer
     ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
     longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
                if x.infer.any() else None)
-    return GpuLimits(chosen, usable, capacity, longest, serving)
+    return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving)
+
+
+def verdict_margin(cfg: Configs, models: pd.DataFrame, model_rows: np.ndarray) -> np.ndarray:
+    """Per configuration, the band's high side as a fraction (engine/margins.py: the measured part
+    plus the largest allowance that applies), read from the configuration's own columns and its
+    model's architecture."""
+    n = cfg.size
+
+    def col(name, default):
+        return cfg.values(name) if name in cfg.frame else np.full(n, default)
+
+    def model_col(name, default):
+        if name not in models:
+            return np.full(n, default)
+        return models[name].fillna(default).to_numpy()[model_rows]
+
+    return margins.high_pct(margins.reasons(col, model_col, layout=False), n) / 100.0
 
 
 def layout(x, of_config) -> Layout:
@@ -613,7 +642,8 @@ def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout,
     else:
         cols = {"usable_bytes": out.empty(), "capacity_bytes": out.empty(), "fits": out.empty(bool),
                 "memory_used_fraction": out.empty(), "max_batch": out.empty(), "max_seq": out.empty(),
-                "gpus_needed": out.empty()}
+                "gpus_needed": out.empty(), "safe_peak_bytes": out.empty(), "verdict_margin_pct": out.empty(),
+                "fits_at_estimate": out.empty(bool)}
         unknown = out.full(False, bool) if plan.all_chosen else out.empty(bool)
     for lo in range(0, n, ROW_BLOCK):
         block = slice(lo, min(n, lo + ROW_BLOCK))
@@ -630,6 +660,8 @@ def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout,
             # a row without a GPU has no largest batch or context either: NaN, as when no row of
             # the frame has a GPU (they read 0 when another row of the frame had one)
             cols["max_batch"][block][~chosen_r] = np.nan
+            cols["safe_peak_bytes"][block][~chosen_r] = np.nan
+            cols["verdict_margin_pct"][block][~chosen_r] = np.nan
         if plan.longest_of_group is None:  # (longest_context_per_batch does the same per group)
             ms = cols["max_seq"][block]
             if chosen_r is not None:
@@ -637,6 +669,7 @@ def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout,
             np.minimum(ms, take(limits.longest), out=ms)  # (NaN stays NaN)
     if not lean:
         cols["fits"] = pd.arrays.BooleanArray(cols["fits"], unknown)
+        cols["fits_at_estimate"] = pd.arrays.BooleanArray(cols["fits_at_estimate"], unknown.copy())
     return cols
 
 
@@ -652,11 +685,18 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
     c = np.take(limits.capacity, at, out=cols["capacity_bytes"][block], mode="clip")
     u = np.take(limits.usable, at, out=cols["usable_bytes"][block], mode="clip")
     pk = memory.columns["peak_bytes"][block]
-    f = np.less_equal(pk - memory.overhead[block], c, out=cols["fits"][block])  # the tensors' peak against what they may use
+    tensors = pk - memory.overhead[block]
+    f = np.less_equal(tensors, c, out=cols["fits"][block])  # the tensors' peak against what they may use
+    # the figure the verdict is decided on (issue 28): the tensors x (1 + margin), with their overhead
+    m = take(limits.margin)
+    np.multiply(m, 100.0, out=cols["verdict_margin_pct"][block])
+    np.add(pk, tensors * m * take(limits.grow), out=cols["safe_peak_bytes"][block])
+    np.less_equal(tensors, c * (1.0 + m), out=cols["fits_at_estimate"][block])  # the estimate alone
     chosen_r = None
     if not plan.all_chosen:
         chosen_r = take(limits.chosen)
         np.logical_and(f, chosen_r, out=f)
+        np.logical_and(cols["fits_at_estimate"][block], chosen_r, out=cols["fits_at_estimate"][block])
         np.logical_not(chosen_r, out=unknown[block])
     np.divide(pk, u, out=cols["memory_used_fraction"][block])
     if plan.longest_of_group is not None:  # per configuration x seq and configuration x batch groups

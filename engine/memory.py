@@ -48,11 +48,14 @@ PHASES = TRAIN_PHASES + INFER_PHASES
 # The components each phase holds, in the order its totals add them (IEEE addition is not
 # associative: this order is part of the numbers; engine/components.py gives each term).
 PHASE_COMPONENTS = {
-    "forward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits"),
-    "loss_backward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits"),
-    "backward": ("weights", "optimizer", "workspace", "autocast_copies", "gradients", "activations", "logits"),
-    "backward_end": ("weights", "optimizer", "workspace", "gradients"),
-    "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace"),
+    # (issue 28: the training loop's kept outputs -- logits, a KV cache -- come last, so the phases
+    # without them add in the order they always did)
+    "forward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache"),
+    "loss_backward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache"),
+    "backward": ("weights", "optimizer", "workspace", "autocast_copies", "gradients", "activations", "logits",
+                 "kv_cache"),
+    "backward_end": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),
+    "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace", "logits", "kv_cache"),
     "prefill": ("weights", "kv_cache", "workspace"),
     "logits": ("weights", "kv_cache", "logits"),
     "attention": ("weights", "kv_cache", "workspace"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine import constants as C
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
@@ -45,12 +46,13 @@ RULES: tuple[tuple[str, str], ...] = (
                      "up, down); every module is 'all'."),
     ("kv_precision", "KV cache 'auto' (inference): fp32 for fp32 weights, fp16 for fp16, bf16 "
                      "otherwise (the activations' type, as Hugging Face and vLLM keep it)."),
-    ("kv_policy", "KV policy 'auto': windowed, the smallest cache engines keep: sliding-window "
-                  "layers hold at most their window (llama.cpp's SWA cache, Hugging Face's "
-                  "sliding-window cache) and latent attention (MLA) its latent, as vLLM, SGLang "
-                  "and llama.cpp store it; --kv-policy full (every layer at full length) and "
-                  "latent (MLA latent, sliding layers at full length, as vLLM's allocator "
-                  "reserves them) are asked explicitly."),
+    ("kv_policy", "KV policy 'auto': what the stack running the row keeps. An estimate's inference "
+                  "row is a transformers prefill, which holds every layer's keys and values at full "
+                  "length (its sliding-window cache keeps a view of the whole prefill's K/V; MLA "
+                  "decompressed): full. A GGUF precision runs on llama.cpp, whose SWA cache keeps "
+                  "the window: windowed. serve uses each engine's own (vLLM, SGLang: latent; "
+                  "llama.cpp, Ollama: windowed; transformers: full). --kv-policy windowed, full "
+                  "or latent asks one explicitly."),
     ("ep", "Expert parallel (--ep) applies to mixture-of-experts models: a dense model's ep is 1. "
            "ep 1 splits the experts like every other weight (by tensor parallel); ep > 1 (a multiple "
            "of tp dividing gpus / pp) places whole experts on ep GPUs of each pipeline stage, and "
@@ -60,7 +62,9 @@ RULES: tuple[tuple[str, str], ...] = (
               "--grad-checkpointing asks; torchtune: bf16 adapters, its chunked loss, checkpointing, the "
               "optimizer step in backward for full fine-tuning; unsloth: fused loss, checkpoints offloaded to "
               "host RAM; ...); a switch given explicitly wins. grad_checkpointing is then true exactly when "
-              "the checkpointing decided is not 'none'."),
+              "the checkpointing decided is not 'none'. Loop (--loop) 'auto': trainer under every recipe (the "
+              "step keeps only the loss); --use-cache 'auto': off under the recipe's trainer, on for "
+              "--loop manual (the model config's default); the cache is never built under checkpointing."),
 )
 
 
@@ -243,13 +247,21 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
     if "recipe" in out:
         _resolve_stack(out, n)
 
-    # kv_policy: "auto" is windowed (RULES)
+    # kv_policy "auto" (RULES, issue 28): what the stack that runs the row keeps. An estimate's
+    # inference row is a transformers prefill (generate()), whose DynamicCache keeps the whole prefill's
+    # K/V of sliding-window layers (cache_utils.py DynamicSlidingWindowLayer.update slices the full
+    # torch.cat output: its storage stays whole) and MLA's decompressed K/V: 'full'. A GGUF precision
+    # runs on llama.cpp, whose SWA cache keeps the window: 'windowed'. (serve passes each engine's own.)
     if "kv_policy" in out:
-        if _every_row(out["kv_policy"], "auto"):  # (the column left out): every row windowed, one rename
-            out["kv_policy"] = pd.Categorical.from_codes(_codes(out["kv_policy"])[0], categories=["windowed"],
-                                                         validate=False)
-        elif (auto_policy := _category_mask(out["kv_policy"], "auto")).any():
-            out["kv_policy"] = _set_rows(out["kv_policy"], auto_policy, "windowed")
+        auto_policy = _category_mask(out["kv_policy"], "auto")
+        if auto_policy.any():
+            gguf = _category_mask(out["precision"], *C.GGUF_BITS) if "precision" in out else np.zeros(n, bool)
+            policy = out["kv_policy"]
+            if (auto_policy & gguf).any():
+                policy = _set_rows(policy, auto_policy & gguf, "windowed")
+            if (auto_policy & ~gguf).any():
+                policy = _set_rows(policy, auto_policy & ~gguf, "full")
+            out["kv_policy"] = policy
 
 
 def _resolve_stack(out: dict, n: int) -> None:
@@ -259,6 +271,9 @@ def _resolve_stack(out: dict, n: int) -> None:
     m_codes, m_cats = _codes(out["method"])
     gc = np.asarray(out["grad_checkpointing"], dtype=bool)
     flags = (False, True) if gc.any() and not gc.all() else (bool(gc[0]),)  # the flags present
+    # use_cache 'auto' (issue 28): the recipe's framework decides (every recipe: off), but a loop
+    # written by hand keeps the model config's default (on): read before the switches resolve
+    cache_auto = _category_mask(out["use_cache"], "auto") if "use_cache" in out else None
     key = None
     for switch in SWITCHES:
         if switch not in out:
@@ -312,6 +327,10 @@ def _resolve_stack(out: dict, n: int) -> None:
         else:
             new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
         out[switch] = pd.Categorical.from_codes(new_codes, categories=new_cats, validate=False)
+    if cache_auto is not None and cache_auto.any() and "loop" in out:
+        manual = cache_auto & _category_mask(out["loop"], "manual")
+        if manual.any():
+            out["use_cache"] = _set_rows(out["use_cache"], manual, "on")
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
         codes, cats = _codes(out["checkpointing"])
         on = np.array([c != "none" for c in cats] + [False])

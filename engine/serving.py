@@ -262,8 +262,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     # KV policy by engine (issue 15): vLLM's and SGLang's paged allocators reserve every layer at
     # the full length for hybrid sliding-window models and keep MLA's latent ("latent");
-    # llama.cpp's SWA cache and Hugging Face's sliding-window cache keep the window ("windowed")
-    policy = np.where(is_vllm | is_sglang, "latent", "windowed")
+    # llama.cpp's SWA cache keeps the window ("windowed"); transformers' DynamicCache holds the
+    # whole prefill's K/V of its sliding-window layers (a view of the full torch.cat output,
+    # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
+    policy = np.where(is_vllm | is_sglang, "latent", np.where(is_hf, "full", "windowed"))
     est = estimate(pd.DataFrame({
         "model": req["model"], "task": "infer", "precision": req["precision"], "batch": 1,
         "seq": ctx.astype(int), "kv_precision": kv_prec, "allow_long_context": True, "gpus": 1,

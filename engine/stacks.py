@@ -111,6 +111,28 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   Gemma2PreTrainedModel._supports_sdpa = False; torchtune's Gemma2Attention computes
                   the scores itself, torchtune/models/gemma2/_attention.py), which holds its scores
                   whether the batch is padded or not.
+* loop            trainer (issue 28): the step keeps only the loss, as transformers' Trainer does
+                  (transformers 5.24 trainer.py training_step lines 2089-2092 and compute_loss lines
+                  2172-2205: `outputs = model(**inputs)`, the loss taken out and returned, the
+                  outputs dropped before backward), and torchtune's recipes (`del logits` before
+                  `loss.backward()`, recipes/full_finetune_single_device.py). manual: the loop people
+                  write by hand (Hugging Face's "Train in native PyTorch" tutorial, the `*_no_trainer`
+                  examples, accelerate's loop): `out = model(...)`; `out.loss.backward()`;
+                  `opt.step()`: the outputs -- the logits (batch x seq x V in the lm_head's dtype) and,
+                  with use_cache on, the KV cache of every layer -- stay alive through backward and
+                  the optimizer step (measured: tests/data/measured_loops.csv, docs/accuracy.md).
+* use_cache       on: the model builds a DynamicCache in the training forward (the model config's
+                  default, use_cache=True, in every catalog model): each layer's keys and values are
+                  kept by the cache as well as by attention's backward; what the cache alone holds is
+                  the frozen layers' K/V (freeze), and where attention repeats K/V to every head
+                  (a padded batch under SDPA, eager attention) the un-repeated K/V; with loop manual the
+                  whole cache lives until the step ends. Never with checkpointing: transformers turns
+                  the cache off in training under gradient checkpointing (modeling_layers.py line 96,
+                  utils/generic.py merge_with_config_defaults). off: no cache. auto: what the framework
+                  decides: off under the Trainer (transformers 5.24 trainer.py line 646 sets
+                  model.config.use_cache = TrainingArguments.use_cache, default False,
+                  training_args.py line 971) and torchtune (no cache unless setup_caches is called);
+                  on for loop manual (the model config's default).
 """
 
 from __future__ import annotations
@@ -128,6 +150,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "packing": ("auto", "off", "on"),
     "kbit_prep": ("auto", "off", "on"),
     "padding": ("auto", "padded", "unpadded"),
+    "loop": ("auto", "trainer", "manual"),
+    "use_cache": ("auto", "on", "off"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed")
 DEFAULT_RECIPE = "hf"
@@ -157,6 +181,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "trl SFTConfig packing default False"),
         "kbit_prep": ({"qlora": "on"}, "peft 0.20 docs/source/developer_guides/quantization.md: QLoRA calls prepare_model_for_kbit_training (peft/utils/other.py: non-4-bit parameters to fp32), then get_peft_model and the Trainer with bf16=True (trl SFTTrainer given a peft_config casts embeddings and lm_head back to bf16 with bf16=True: not this recipe; --kbit-prep off)"),
         "padding": ("padded", "transformers DataCollatorWithPadding / DataCollatorForSeq2Seq pad each batch to its longest sequence; masking_utils.py _ignore_causal_mask_sdpa keeps the mask for any padded batch"),
+        "loop": ("trainer", "transformers 5.24 Trainer compute_loss keeps only the loss (trainer.py lines 2172-2205); training_step backward after (line 2126)"),
+        "use_cache": ("off", "transformers 5.24 trainer.py line 646: model.config.use_cache = TrainingArguments.use_cache (default False, training_args.py line 971)"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -170,6 +196,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "torchtune 0.7.0 configs dataset.packed: False"),
         "kbit_prep": ("off", "torchtune 0.7.0: no peft; the base is built in bf16 and only its linears are NF4 (torchtune/modules/peft/lora.py LoRALinear quantize_base: to_nf4 on the linear weight)"),
         "padding": ("unpadded", "torchtune/data/_collate.py padded_collate_sft returns tokens and labels only (line 77); torchtune/modules/attention.py line 298 SDPA is_causal when no mask"),
+        "loop": ("trainer", "torchtune 0.7.0 recipes/full_finetune_single_device.py and lora_finetune_single_device.py: `del logits` before loss.backward()"),
+        "use_cache": ("off", "torchtune 0.7.0 TransformerDecoder keeps no KV cache in training (caches exist only after setup_caches, for generation)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -183,6 +211,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "trl SFTConfig packing default False"),
         "kbit_prep": ("off", "unsloth 2026.8.19 unsloth/models/_utils.py prepare_model_for_kbit_training: freezes the base and upcasts only the LoRA parameters to fp32"),
         "padding": ("unpadded", "unsloth attention kernels (flash-attn / xformers) take no padding mask matrix; attention flash"),
+        "loop": ("trainer", "unsloth trains through the transformers/trl Trainer (compute_loss keeps the loss)"),
+        "use_cache": ("off", "unsloth trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -196,6 +226,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "LLaMA-Factory data_args.packing default None (off for sft)"),
         "kbit_prep": ("off", "LLaMA-Factory 0.9.6.dev0 does not call peft prepare_model_for_kbit_training; model_args.py upcast_layernorm and upcast_lmhead_output default False"),
         "padding": ("padded", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/data/collator.py: its SFT collators subclass transformers' DataCollatorForSeq2Seq (pads to the longest); transformers' sdpa"),
+        "loop": ("trainer", "LLaMA-Factory 0.9.6.dev0 CustomSeq2SeqTrainer / CustomTrainer subclass transformers' Trainer"),
+        "use_cache": ("off", "LLaMA-Factory trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -209,6 +241,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "axolotl 0.18.0 sample_packing default None (examples set true)"),
         "kbit_prep": ("off", "axolotl 0.18.0 src/axolotl/loaders/model.py: calls prepare_model_for_kbit_training for qlora, then _configure_embedding_dtypes converts the norms and embeddings back to torch_dtype (16-bit) for LoRA/QLoRA"),
         "padding": ("padded", "axolotl 0.18.0 DataCollatorForSeq2Seq pads (pad_to_sequence_len, sample_packing off by default); transformers' sdpa"),
+        "loop": ("trainer", "axolotl 0.18.0 AxolotlTrainer subclasses transformers' Trainer"),
+        "use_cache": ("off", "axolotl trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -222,6 +256,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "packing": ("off", "no packing by default"),
         "kbit_prep": ({"qlora": "on"}, "transformers Trainer + DeepSpeed runs the same peft QLoRA script as hf (prepare_model_for_kbit_training)"),
         "padding": ("padded", "transformers Trainer collators pad each batch; transformers' sdpa"),
+        "loop": ("trainer", "transformers Trainer + DeepSpeed: compute_loss keeps the loss"),
+        "use_cache": ("off", "transformers Trainer + DeepSpeed (use_cache False, trainer.py line 646)"),
     },
 }
 

@@ -1,14 +1,20 @@
 """How far the real peak may be from the estimate: a band around `peak_bytes`, per row.
 
-The point estimate (`peak_bytes`) is what fits / gpus_needed / max_batch use. Where it has been
-checked against measured runs (tests/data/measured_peaks.csv, docs/accuracy.md) its held-out
-error sets the band; where a path could not be measured (bitsandbytes kernels need CUDA; ZeRO-1/2,
+The point estimate is `peak_bytes`; the verdicts (fits, gpus_needed, max_batch, max_seq) are decided
+on the band's high side in percent (issue 28: engine/margins.py, `safe_peak_bytes`). Where the
+estimate has been checked against measured runs (tests/data/measured_peaks.csv and
+tests/data/measured_loops.csv, docs/accuracy.md) the held-out error sets the band; where a path could not be measured (bitsandbytes kernels need CUDA; ZeRO-1/2,
 offload, tensor and pipeline parallelism, architectures no measured row has) the band is widened
 by a stated allowance, and the reasons are named. The band applies to the tensors' part of the
 peak (peak minus the runtime overhead, which is an assumption of its own: engine/constants.py):
 
     peak_low_bytes  = peak_bytes - tensors x uncertainty_low_pct / 100
-    peak_high_bytes = peak_bytes + tensors x uncertainty_high_pct / 100
+    peak_high_bytes = peak_bytes + tensors x uncertainty_high_pct / 100 (+ the other paths' bytes below)
+
+Beside the percentages the high side holds what the same run needs along a path the scenario did
+not ask: a padded batch for a row asked unpadded, a hand-written loop that keeps its outputs for a
+row under the trainer's loop (--loop manual), a transformers prefill's whole sliding-window K/V for
+a row asked windowed. Those are shown, with their reasons, but the verdicts follow the path asked.
 
 Vectorized: one numpy expression per reason over the whole result frame.
 """
@@ -19,44 +25,14 @@ import numpy as np
 import pandas as pd
 
 from engine.estimate import estimate
+# The reasons and their percentages live in engine/margins.py (the executor decides its verdicts on
+# the same high side); re-exported here under their old names.
+from engine.margins import (
+    ARCH_HIGH_PCT, BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, MEASURED_HIGH_PCT,
+    MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, high_pct, low_pct, reasons,
+)
 from engine.scenarios import DEFAULTS
 
-# ---- measured: the held-out error of the engine (docs/accuracy.md, benchmarks/accuracy_table.py) ----
-# Fitted constants, named as such: set from the largest over- and underestimate on the held-out rows of
-# tests/data/measured_peaks.csv (3% covered the first version's held-out rows outside its known misses;
-# after issue 12's second round all 42 held-out rows are within 1.2%, docs/accuracy.md), kept at 3% for
-# the configurations nobody measured (tests/test_uncertainty.py checks that every measured row's peak
-# lies inside its band).
-MEASURED_HIGH_PCT = 3.0   # the real peak may be up to this much above ours
-MEASURED_LOW_PCT = 3.0    # ... or this much below
-
-# ---- not measurable here: allowances (percent of the tensors' peak, added on the high side) ----
-# bitsandbytes (QLoRA NF4 base, LLM.int8 / NF4 / int4 weights, 8-bit and paged optimizers): its
-# kernels need CUDA, so no fake-tensor CPU run can execute them (docs/accuracy.md derives the
-# terms from bitsandbytes' source). The allowance covers the dequantized 16-bit copy of one
-# weight matrix per matmul (bnb.functional.dequantize_4bit in MatMul4Bit) and the blockwise
-# quantization statistics, which the engine does not count separately.
-BNB_HIGH_PCT = 5.0
-# ZeRO-1/2 (DeepSpeed's buckets), CPU offload, tensor and pipeline parallelism: no measured row.
-PARALLEL_HIGH_PCT = 10.0
-# architectures without a measured row (MLA, attention sinks / expert biases, interleaved MoE,
-# shared experts): the layer's own tensors are counted as for the measured families.
-ARCH_HIGH_PCT = 10.0
-# GGUF (llama.cpp) inference: compute buffers are llama.cpp's, not PyTorch's.
-GGUF_HIGH_PCT = 10.0
-# mixture-of-experts training: transformers' default grouped_mm experts hold T x k rows whatever the
-# routing (measured); other experts implementations (eager per-expert loop, expert parallel
-# capacity factors) depend on the routing's imbalance.
-MOE_TRAIN_HIGH_PCT = 3.0
-# ZeRO-3 / FSDP: measured with FSDP2 fully_shard on a fake process group (5 rows, within 0.5% after
-# issue 12 modelled the root unit, one gathered layer and two reduce-scatter inputs,
-# engine/components.py `_fsdp_gathered_params`); on a real process group the collectives overlap, so
-# the prefetched next layer may be gathered too, and DeepSpeed ZeRO-3 keeps its own prefetch buckets
-# (stage3_max_live_parameters): both sides.
-ZERO3_PCT = 10.0
-
-BNB_PRECISIONS = ("int8", "int4", "nf4")
-BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 COLUMNS = ("peak_low_bytes", "peak_high_bytes", "uncertainty_low_pct", "uncertainty_high_pct", "uncertainty_reasons",
            "peak_padded_batch_bytes")
 
@@ -93,6 +69,23 @@ def padded_batch_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.n
     return extra
 
 
+def kept_outputs_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per row, how much more the tensors' peak holds under a hand-written loop that keeps its outputs
+    (issue 28, --loop manual, use_cache at the model's default): for a training row under the
+    trainer's loop, the engine's own estimate of the same scenario with loop manual and use_cache
+    auto, less the row's; 0 elsewhere. Only those rows are estimated again."""
+    n = len(result)
+    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    rows = np.flatnonzero((col("task", "train") == "train") & (col("loop", "trainer") == "trainer"))
+    extra = np.zeros(n)
+    if len(rows):
+        tensors = lambda r: r["peak_bytes"].to_numpy(dtype=float) - r["runtime_overhead_bytes"].to_numpy(dtype=float)  # noqa: E731
+        asked = result.iloc[rows][["model"] + [c for c in DEFAULTS if c in result]].reset_index(drop=True)
+        manual = estimate(asked.assign(loop="manual", use_cache="auto"), models)
+        extra[rows] = np.nan_to_num(np.maximum(tensors(manual) - tensors(result.iloc[rows]), 0.0))
+    return extra
+
+
 def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Per inference row under kv_policy windowed, the keys and values beyond the window that a
     transformers prefill still holds in its sliding-window layers: DynamicSlidingWindowLayer.update
@@ -106,7 +99,10 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
     take = lambda k: _model_column(result, models, k, 0).astype(float)  # noqa: E731
     L, win_layers, window = take("num_layers"), take("sliding_window_layers"), take("sliding_window")
     b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
-    windowed = (col("task", "train") != "train") & (col("kv_policy", "windowed") == "windowed") & (win_layers > 0) & (window > 0)
+    # (a GGUF precision runs on llama.cpp, whose SWA cache does keep only the window)
+    gguf = np.char.startswith(np.asarray(col("precision", "bf16")).astype(str), "q")
+    windowed = ((col("task", "train") != "train") & (col("kv_policy", "windowed") == "windowed") & (win_layers > 0)
+                & (window > 0) & ~gguf)
     kept = b * ((L - win_layers) * s + win_layers * np.minimum(s, window))
     per = np.where(windowed & (kept > 0), col("kv_cache_bytes", 0.0).astype(float) / np.maximum(kept, 1.0), 0.0)
     return np.nan_to_num(per * win_layers * b * np.maximum(s - window, 0.0))
@@ -116,41 +112,12 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """The uncertainty band of every row of an estimate() result (COLUMNS, same index)."""
     n = len(result)
     col = lambda k, d: result[k].to_numpy() if k in result else np.full(n, d)  # noqa: E731
-    train = col("task", "train") == "train"
-    method, precision = col("method", "full"), col("precision", "bf16")
-    optimizer, base = col("optimizer", "adamw"), col("base_precision", "auto")
-    zero, offload = col("zero", 0).astype(float), col("offload", "none")
-    tp, pp = col("tp", 1).astype(float), col("pp", 1).astype(float)
-    gpus = col("gpus", 1).astype(float)
-
-    experts = _model_column(result, models, "num_experts", 0).astype(float)
-    unmeasured_arch = ((_model_column(result, models, "kv_lora_rank", 0).astype(float) > 0)
-                       | _model_column(result, models, "attention_sinks", False).astype(bool)
-                       | _model_column(result, models, "expert_bias", False).astype(bool)
-                       | (_model_column(result, models, "moe_layer_step", 1).astype(float) > 1)
-                       | (_model_column(result, models, "shared_intermediate_size", 0).astype(float) > 0))
-    bnb = ((train & ((method == "qlora") | np.isin(base, BNB_PRECISIONS) | np.isin(optimizer, BNB_OPTIMIZERS)))
-           | (~train & np.isin(precision, BNB_PRECISIONS)))
-    gguf = ~train & pd.Series(precision).astype(str).str.startswith(("q", "iq")).to_numpy() & ~np.isin(precision, BNB_PRECISIONS)
-    parallel = (tp > 1) | (pp > 1) | (train & (offload != "none")) | (train & (gpus > 1) & ((zero == 1) | (zero == 2)))
-    moe_train = train & (experts > 0)
-    zero3 = train & (zero >= 3) & (gpus > 1)
-
-    reasons = [
-        (bnb, BNB_HIGH_PCT, "bitsandbytes kernels (CUDA only) not measured"),
-        (parallel, PARALLEL_HIGH_PCT, "ZeRO-1/2, offload or tensor/pipeline parallelism not measured"),
-        (unmeasured_arch, ARCH_HIGH_PCT, "architecture without a measured run"),
-        (gguf, GGUF_HIGH_PCT, "llama.cpp compute buffers not measured"),
-        (moe_train, MOE_TRAIN_HIGH_PCT, "mixture-of-experts routing imbalance (implementation-dependent)"),
-        (zero3, ZERO3_PCT, "ZeRO-3/FSDP working set (FSDP2 measured within 10%)"),
-    ]
-    extra = np.zeros(n)
+    found = reasons(col, lambda k, d: _model_column(result, models, k, d))
     text = np.full(n, "measured paths: held-out error", dtype=object)
-    for cond, pct, label in reasons:
-        extra = np.where(cond, np.maximum(extra, pct), extra)
+    for cond, _, label in found:
         text = np.where(cond, text + "; " + label, text)
-    high = MEASURED_HIGH_PCT + extra
-    low = MEASURED_LOW_PCT + np.where(zero3, ZERO3_PCT, 0.0)
+    high = high_pct(found, n)
+    low = low_pct(col)
     peak = result["peak_bytes"].to_numpy(dtype=float)
     tensors = peak - (result["runtime_overhead_bytes"].to_numpy(dtype=float)
                       if "runtime_overhead_bytes" in result else 0.0)
@@ -160,8 +127,12 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     text = np.where(padded > 0, text + "; a padded batch (--padding padded): attention mask and repeated K/V", text)
     padded = padded + window_kv
     text = np.where(window_kv > 0, text + "; sliding-window layers: transformers keeps the whole prefill's K/V", text)
+    kept = kept_outputs_extra_bytes(result, models)
+    text = np.where(kept > 0, text + "; a hand-written loop keeping its outputs (--loop manual): logits and KV cache "
+                    "through backward", text)
     return pd.DataFrame({
-        "peak_low_bytes": peak - tensors * low / 100, "peak_high_bytes": peak + padded + tensors * high / 100,
+        "peak_low_bytes": peak - tensors * low / 100,
+        "peak_high_bytes": peak + padded + kept + tensors * high / 100,
         "uncertainty_low_pct": low, "uncertainty_high_pct": high, "uncertainty_reasons": text,
         # the same scenario along transformers' padded-batch path (attention mask and K/V repeated
         # to every head; the whole prefill's sliding-window K/V), which is also the path of every
@@ -171,4 +142,6 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     }, index=result.index)
 
 
-__all__ = ["band", "padded_batch_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT"]
+__all__ = ["band", "padded_batch_extra_bytes", "kept_outputs_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT",
+           "BNB_HIGH_PCT", "PARALLEL_HIGH_PCT", "ARCH_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
+           "BNB_PRECISIONS", "BNB_OPTIMIZERS"]

@@ -60,9 +60,15 @@ k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or p
 _band = uncertainty.band(row.to_frame().T, models).iloc[0]
 st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "
            f"(−{_band['uncertainty_low_pct']:.1f}% / +{_band['uncertainty_high_pct']:.1f}% of the tensors: "
-           f"{md_escape(str(_band['uncertainty_reasons']))}). Fits and GPU counts use the estimate itself "
-           f"({md_escape(str(row.get('padding', 'padded')))} batch, {md_escape(str(row.get('attention', 'sdpa')))} "
-           "attention: the sidebar's Software stack).")
+           f"{md_escape(str(_band['uncertainty_reasons']))}).")
+# issue 28: the verdicts are decided on the band's high side (engine/margins.py), never on the estimate alone
+if pd.notna(row.get("safe_peak_bytes")):
+    _at_estimate = bool(row["fits_at_estimate"]) if pd.notna(row.get("fits_at_estimate")) else False
+    st.caption(f"Fits, the largest batch, the longest sequence and the GPUs needed are decided on the safe peak, "
+               f"{c.fmt_mem(row['safe_peak_bytes'])}: the tensors' estimate +{float(row['verdict_margin_pct']):.0f}% "
+               f"({md_escape(str(row.get('padding', 'padded')))} batch, {md_escape(str(row.get('attention', 'sdpa')))} "
+               f"attention, {md_escape(str(row.get('loop', 'trainer')))} loop: the sidebar's Software stack)."
+               + (" The estimate alone would fit; the margin does not." if _at_estimate and not fits else ""))
 
 # ---- by component ------------------------------------------------------------------------
 st.markdown(f"#### By component, at the peak phase ({c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])})")

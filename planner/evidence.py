@@ -261,7 +261,20 @@ def memory_summary(table: pd.DataFrame) -> str:
             f"{'met' if met else 'not met'}")
 
 
+README_BEGIN = "<!-- evidence-readme:begin (python -m planner.evidence --readme) -->\n"
+README_END = "<!-- evidence-readme:end -->"
+
+
+def readme_sentence(table: pd.DataFrame) -> str:
+    """README.md's sentence on the real runs (tests/test_evidence.py checks README holds it)."""
+    return ("Against published real runs, each compared under its own recipe and on its own memory counter "
+            "(torch's allocated or reserved peak, or the whole process as nvidia-smi sees it; docs/evidence.md): "
+            + memory_summary(table) + ".\n")
+
+
 if __name__ == "__main__":  # `python -m planner.evidence`: the real-run memory figures' line (docs/evidence.md)
     from catalog import default_catalog
     _cat = default_catalog()
-    print(memory_summary(evidence_table(_cat.references(), _cat.models(), _cat.gpus())))
+    import sys
+    _table = evidence_table(_cat.references(), _cat.models(), _cat.gpus())
+    print(readme_sentence(_table) if "--readme" in sys.argv[1:] else memory_summary(_table), end="\n" if "--readme" not in sys.argv[1:] else "")

@@ -90,6 +90,11 @@ def format_estimate(row: pd.Series) -> str:
             + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else f"; no GPU count up to {MAX_GPUS:,} fits")
             + f"; largest batch {int(row['max_batch'])}, longest seq {int(row['max_seq']):,}"
         )
+        if pd.notna(row.get("safe_peak_bytes")):  # issue 28: what the verdicts were decided on
+            at_estimate = bool(row["fits_at_estimate"]) if pd.notna(row.get("fits_at_estimate")) else False
+            lines.append(f"  decided on the safe peak {gib(row['safe_peak_bytes'])} (the tensors' estimate "
+                         f"+{float(row['verdict_margin_pct']):.0f}%, docs/accuracy.md)"
+                         + ("; the estimate alone would fit" if at_estimate and not fits else ""))
     return "\n".join(lines)
 
 

@@ -143,10 +143,11 @@ def test_the_longest_context_is_a_quadratic_root(models, gpus):
 
 def test_gpus_needed_carry_the_mask(models, gpus):
     # ZeRO-3 over data-parallel ranks: the mask is per rank (its own micro-batch) and is not sharded,
-    # so Llama 3.2 3B on 24 GB cards needs more ranks padded than unpadded; the count fits, one fewer
-    # does not
-    sc = dict(model="llama-3.2-3b", task="train", method="full", precision="bf16", batch=1, seq=2048, zero=3, gpus=8,
-              gpu="rtx-4090")
+    # so Llama 3.2 3B on 48 GB cards needs more ranks padded than unpadded; the count fits, one fewer
+    # does not (issue 28: on the safe side, the estimate + 13% under ZeRO-3; 24 GB cards at 2,048 tokens
+    # now need 3 either way)
+    sc = dict(model="llama-3.2-3b", task="train", method="full", precision="bf16", batch=2, seq=3072, zero=3, gpus=8,
+              gpu="rtx-a6000")
     padded, unpadded = one(models, gpus, **sc), one(models, gpus, **sc, padding="unpadded")
     assert padded["gpus_needed"] > unpadded["gpus_needed"] >= 2
     n = int(padded["gpus_needed"])

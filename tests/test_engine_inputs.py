@@ -115,7 +115,8 @@ def scenario_frames(draw):
 # maximum fits (documented in engine/estimate.py).
 TRAIN_PHASE_COLS = [f"{p}_phase_bytes" for p in TRAIN_PHASES]
 INFER_PHASE_COLS = [f"{p}_phase_bytes" for p in INFER_PHASES]
-FIT_COLS = ["usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq"]
+FIT_COLS = ["usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "safe_peak_bytes",
+            "verdict_margin_pct"]
 
 
 def check_result(frame: pd.DataFrame, out: pd.DataFrame) -> None:

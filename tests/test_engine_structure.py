@@ -51,8 +51,8 @@ def test_every_component_has_one_function_and_each_phase_holds_what_its_parts_sa
 
 
 def test_a_part_in_a_phase_that_does_not_hold_its_component_is_refused():
-    with pytest.raises(AssertionError, match="kv_cache"):
-        assemble({"kv_cache": {"forward": Part(per_token=1.0)}})
+    with pytest.raises(AssertionError, match="gradients"):
+        assemble({"gradients": {"prefill": Part(per_token=1.0)}})
 
 
 def test_phases_are_exactly_the_sums_of_their_components_parts(models):

@@ -1,5 +1,7 @@
 """The evidence table: every published reference beside our estimate, and every large gap explained."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -170,3 +172,12 @@ def test_evidence_json_keeps_every_old_key_and_appends_the_counter():
     assert all(list(r)[:len(EVIDENCE_JSON_KEYS)] == list(EVIDENCE_JSON_KEYS) for r in rows)
     peft = next(r for r in rows if r["id"] == "peft-metamathqa-llama32-3b-lora-r32")
     assert peft["metric"] == "reserved_peak_bytes" and peft["counter"].startswith("torch.cuda.max_memory_reserved")
+
+
+def test_readme_states_the_real_run_figures_the_code_computes():
+    from catalog import default_catalog
+    from planner.evidence import README_BEGIN, README_END, evidence_table, readme_sentence
+    cat = default_catalog()
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = text.index(README_BEGIN) + len(README_BEGIN)
+    assert text[start:text.index(README_END)] == readme_sentence(evidence_table(cat.references(), cat.models(), cat.gpus()))

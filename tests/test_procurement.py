@@ -167,8 +167,9 @@ def test_configurations_price_whole_systems(condition):
     from planner import planning
     cat = default_catalog()
     ids = ["rtx-3090", "rtx-3080-10gb", "rtx-a6000", "h100-sxm-80gb"]
+    # (16: on the safe side, issue 28, the 3080 10GB needs 13 cards under ZeRO-3: the estimate + 13%)
     conf = planning.configurations(planning.expand(LORA_8B, model=["llama-3-8b"], gpu=ids), cat.models(), cat.gpus(),
-                                   max_gpus=8, condition=condition)
+                                   max_gpus=16, condition=condition)
     assert conf["fits_within"].all()
     by_gpu = conf.set_index("gpu")
     for gpu_id in ids:

@@ -46,7 +46,7 @@ def assert_consistent(frame: pd.DataFrame, out: pd.DataFrame) -> None:
     total + runtime overhead; the peak phase is the task's largest; fit columns NaN (fits NA)
     exactly where no GPU is chosen."""
     for col in [c for c in out.columns if c.endswith("_bytes") and not c.endswith("phase_bytes")
-                and c not in ("usable_bytes", "capacity_bytes")]:
+                and c not in ("usable_bytes", "capacity_bytes", "safe_peak_bytes")]:
         values = out[col].to_numpy(dtype=float)
         assert np.all(np.isfinite(values) & (values >= 0)), (col, values)
     peak = out["peak_bytes"].to_numpy(dtype=float)
@@ -62,7 +62,8 @@ def assert_consistent(frame: pd.DataFrame, out: pd.DataFrame) -> None:
         assert totals[phase] == max(totals[p] for p in own)
         assert totals[phase] + out["runtime_overhead_bytes"].iloc[i] == pytest.approx(peak[i], rel=1e-12)
     no_gpu = (frame["gpu"].fillna("").astype(str) == "").to_numpy() if "gpu" in frame else np.ones(len(frame), bool)
-    for col in ("usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed"):
+    for col in ("usable_bytes", "capacity_bytes", "memory_used_fraction", "max_batch", "max_seq", "gpus_needed",
+                "safe_peak_bytes", "verdict_margin_pct"):
         values = out[col].to_numpy(dtype=float)
         assert np.all(np.isnan(values[no_gpu])), (col, values)
         assert not np.any(np.isnan(values[~no_gpu])), (col, values)
