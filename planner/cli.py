@@ -136,6 +136,11 @@ def add_column_flag(p: argparse.ArgumentParser, col: columns.Column) -> None:
     p.add_argument(col.cli, default=default, type=_column_parser(col), help=_column_help(col))
 
 
+MODEL_FILE_HELP = ("a checkpoint to estimate instead of a catalog model, headers only (docs/models.md): a GGUF file "
+                   "(split parts read together; again for its mmproj file), a safetensors file or folder with its "
+                   "config.json, or a config.json")
+
+
 def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     """The scenario flags, the same for estimate and sweep (one request, one meaning), generated
     from the column table (engine/columns.py). Every flag left out is decided by engine/rules.py,
@@ -143,6 +148,7 @@ def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     model, *rest = [c for c in columns.SCENARIO if c.cli]
     add_column_flag(p, model)
     p.add_argument("--model-config", help="a Hugging Face config.json to estimate instead of a catalog model")
+    p.add_argument("--model-file", action="append", help=MODEL_FILE_HELP)
     for col in rest:
         add_column_flag(p, col)
 
@@ -237,15 +243,24 @@ def print_json(data) -> None:
 
 def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = True) -> pd.DataFrame:
     """The catalog's models, plus the model of --model-config (named by --model when given)."""
-    if args.model_config is None:
+    model_file = getattr(args, "model_file", None)  # issue 25: catalog/checkpoints.py
+    if args.model_config is None and not model_file:
         if required and not args.model:
-            raise CliError("--model is required (a catalog model id, see: python -m engine catalog models), or give --model-config")
+            raise CliError("--model is required (a catalog model id, see: python -m engine catalog models), or give "
+                           "--model-file or --model-config")
         return catalog_models
-    if not str(args.model_config).strip():
-        raise CliError("model config '' is not a file; accepted: a path to a Hugging Face config.json")
     from catalog.schema import ID_RE  # the catalog's own id rule, as for every saved model
-    from catalog.user import model_from_config_file  # lazy: only this path reads JSON files
-    record = model_from_config_file(Path(args.model_config))
+    if model_file:
+        if args.model_config is not None:
+            raise CliError("give --model-file or --model-config (a config.json is a --model-file too), not both")
+        from catalog.checkpoints import default_precision, model_from_files
+        record, args.checkpoint = model_from_files(model_file)
+        default_precision(args, args.checkpoint)
+    elif not str(args.model_config).strip():
+        raise CliError("model config '' is not a file; accepted: a path to a Hugging Face config.json")
+    else:
+        from catalog.user import model_from_config_file  # lazy: only this path reads JSON files
+        record = model_from_config_file(Path(args.model_config))
     if args.model:
         if not ID_RE.match(args.model):
             raise CliError(f"model id {show(args.model)} is not accepted for --model-config; accepted: lower-case "
@@ -291,6 +306,9 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
     data = {k: _jsonable(row[k]) for k in keys if k in row.index}
     data["normalization_notes"] = notes
+    if getattr(args, "checkpoint", None):  # issue 25: what the checkpoint's headers say (catalog/checkpoints.py)
+        from catalog.checkpoints import stored_vs_engine
+        data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), row.get("precision"))
     # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
     data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
     if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
@@ -521,6 +539,7 @@ def _add_serve_parser(sub) -> None:
     sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama or transformers")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
     sv.add_argument("--model-config", help="a Hugging Face config.json to serve instead of a catalog model")
+    sv.add_argument("--model-file", action="append", help=MODEL_FILE_HELP)
     sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
     sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
     sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, ... or a GGUF type for llama.cpp/ollama "
@@ -601,6 +620,9 @@ def cmd_serve(args) -> int:
         return _print_export(serve_export(args.export, row, models.set_index("id").loc[args.model]), row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
+        if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
+            from catalog.checkpoints import stored_vs_engine
+            data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
         print_json(data)
         return 0
     print(format_serve(row))

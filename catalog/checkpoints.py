@@ -1,0 +1,474 @@
+"""Checkpoints on disk (issue 25): a model record read from the files a model is stored in.
+
+`--model-file PATH` takes
+
+- a GGUF file (llama.cpp): the architecture from its metadata (`{arch}.block_count`,
+  `{arch}.embedding_length`, `{arch}.attention.head_count`, ...), the exact parameters and bytes
+  from its tensor table (each tensor's GGML type: gguf.GGML_QUANT_SIZES). Split files
+  (`NAME-00001-of-0000N.gguf`) are read together, every part's tensors summed. A projector file
+  (`general.architecture` "clip", llama.cpp's `--mmproj`) given as a second `--model-file` is
+  counted as the vision projector (`vision_weights_bytes`).
+- a safetensors file, or a folder of them (every `*.safetensors`, or the shards that
+  `model.safetensors.index.json`'s weight_map names): the dtype, shape and data_offsets of every
+  tensor from each file's header; the architecture from the config.json beside it.
+- a config.json (as `--model-config`, which stays).
+
+Only headers are read, with bounded reads: a safetensors header is its first 8 bytes (the JSON
+header's length, little-endian) and that JSON (at most 100 MB, safetensors' own limit); a GGUF
+file is memory-mapped by gguf.GGUFReader, which parses the metadata and the tensor table and
+makes views of the tensor data without reading it (a 40 GB file is sized in well under a second).
+
+The model record is the catalog's (catalog/schema.py MODEL_FIELDS, built by
+catalog/user.py model_from_config, so it validates like models.yaml); what the files say beyond
+it is in the second value returned, `info` (planner/cli.py prints it as --json's `checkpoint`):
+
+- `params_stored`, `weights_bytes_stored`, `dtypes` ({type: {tensors, params, bytes}}) of the
+  language model's tensors; `vision_params` / `vision_weights_bytes` of the vision tower or
+  projector (tensors named vision_*, multi_modal_projector, mm.*, v.*, or an mmproj file);
+- `params_config`: the config arithmetic (engine/params.py architecture_counts) of the record;
+- `weights_source`: "header" when the stored tensors give the parameters (they agree with the
+  architecture, so the record's `params` are the header's), "config" when no header was read or
+  the header cannot be counted as parameters (packed quantized tensors) or disagrees (`notes`
+  says by how much, and the record keeps the config's count, which the engine can model);
+- `precision`: the precision the stored weights correspond to (GGUF file type, or the dominant
+  safetensors dtype), offered as the default when --precision is not given for inference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+
+from catalog.schema import CatalogError, regular_file_stat, show
+from catalog.user import model_from_config, model_from_config_file, parse_config
+
+ACCEPTED = ("a GGUF file (.gguf, split parts -00001-of-0000N, an mmproj file beside it), a safetensors file or "
+            "folder with its config.json, or a config.json")
+MAX_SAFETENSORS_HEADER = 100_000_000  # safetensors' own limit on the JSON header
+MAX_FILES = 4096  # shards of one checkpoint
+MAX_CONFIG = 1_000_000
+
+# safetensors dtype -> bits per element (safetensors' Dtype::bitsize)
+SAFETENSORS_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16,
+    "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "F4": 4, "F6_E2M3": 6,
+    "F6_E3M2": 6, "C64": 64,
+}
+# dtypes a checkpoint uses for packed quantized weights (GPTQ/AWQ qweight in I32, bitsandbytes
+# 4-bit in U8): their element counts are not parameters
+PACKED = ("I32", "U32", "U8", "I8", "I16", "U16", "I64", "U64")
+# the dominant float dtype -> the planner's precision
+DTYPE_PRECISION = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
+# a GGUF's general.file_type (llama.cpp's LlamaFileType) -> the planner's GGUF precision
+GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q2_k", 12: "q3_k_m", 15: "q4_k_m",
+                  17: "q5_k_m", 18: "q6_k"}
+# GGUF general.architecture -> the config.json model_type catalog/user.py reads
+GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
+             "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
+
+
+def _fail(path, problem: str) -> CatalogError:
+    return CatalogError(str(path), None, None, problem)
+
+
+def _file_size(path: Path, what: str) -> int:
+    try:
+        return regular_file_stat(path, ACCEPTED).st_size
+    except FileNotFoundError:
+        raise _fail(path, f"does not exist; accepted: {ACCEPTED}") from None
+
+
+def _read_at_most(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(1 << 20, n - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+# ---- safetensors ---------------------------------------------------------------------------
+
+def safetensors_header(path: str | Path) -> dict:
+    """{tensor name: (dtype, shape, nbytes)} and `__metadata__` of one safetensors file, read from
+    its first 8 + N bytes only. Every entry is checked (dtype known, shape of whole numbers, data
+    offsets inside the file and matching the shape)."""
+    path = Path(path)
+    size = _file_size(path, "a safetensors file")
+    if size < 8:
+        raise _fail(path, f"is {size} bytes, too short for a safetensors file (8-byte header length, then the header)")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _fail(path, f"is not a regular file; accepted: {ACCEPTED}")
+        n = int.from_bytes(_read_at_most(fd, 8), "little")
+        if n <= 1 or n > MAX_SAFETENSORS_HEADER or n > size - 8:
+            raise _fail(path, f"is not a safetensors file: its first 8 bytes give a header of {n:,} bytes (the file has "
+                              f"{size:,}; at most {MAX_SAFETENSORS_HEADER:,}); accepted: {ACCEPTED}")
+        raw = _read_at_most(fd, n)
+    finally:
+        os.close(fd)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _fail(path, "is not a safetensors file: its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise _fail(path, "is not a safetensors file: its header is not a JSON object")
+    data_size = size - 8 - n
+    meta = header.pop("__metadata__", None) or {}
+    tensors = {}
+    for name, entry in header.items():
+        if not isinstance(entry, dict):
+            raise _fail(path, f"tensor {show(name)}: header entry is not an object")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if dtype not in SAFETENSORS_BITS:
+            raise _fail(path, f"tensor {show(name)}: dtype {show(dtype)} is not known; accepted: {', '.join(SAFETENSORS_BITS)}")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+            raise _fail(path, f"tensor {show(name)}: shape {show(shape)} is not a list of whole numbers >= 0")
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= data_size):
+            raise _fail(path, f"tensor {show(name)}: data_offsets {show(offsets)} are not [begin, end] inside the file's "
+                              f"{data_size:,} data bytes (a truncated download?)")
+        elements = math.prod(shape)
+        nbytes = offsets[1] - offsets[0]
+        if nbytes * 8 != elements * SAFETENSORS_BITS[dtype] and dtype not in ("F4", "F6_E2M3", "F6_E3M2"):
+            raise _fail(path, f"tensor {show(name)}: {nbytes:,} bytes do not hold shape {shape} of {dtype}")
+        tensors[name] = (dtype, shape, nbytes)
+    return {"tensors": tensors, "metadata": meta if isinstance(meta, dict) else {}}
+
+
+def _safetensors_files(path: Path) -> list[Path]:
+    """The safetensors files of a folder: the index's weight_map shards, else every *.safetensors."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        from catalog.schema import read_regular_file
+        try:
+            weight_map = json.loads(read_regular_file(index, 50_000_000, "an index", ACCEPTED)).get("weight_map")
+        except (ValueError, AttributeError):
+            raise _fail(index, "is not a safetensors index (a JSON object with a weight_map)") from None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise _fail(index, "has no weight_map (tensor name -> shard file)")
+        names = sorted({str(v) for v in weight_map.values()})
+        files = []
+        for name in names:
+            if "/" in name or "\\" in name or name.startswith("."):
+                raise _fail(index, f"weight_map names {show(name)}; accepted: a shard file in the same folder")
+            if not (path / name).is_file():
+                raise _fail(path / name, f"is missing: {index.name} lists it; download every shard, or give the folder's "
+                                         "config.json to size the model from its fields")
+            files.append(path / name)
+        return files
+    return sorted(p for p in path.glob("*.safetensors") if p.is_file())
+
+
+def _tally(tensors, vision: bool | None = None) -> dict:
+    """{'params', 'bytes', 'dtypes': {type: {tensors, params, bytes}}} of (name, type, elements, bytes) rows."""
+    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}}
+    for _name, dtype, elements, nbytes in tensors:
+        d = out["dtypes"].setdefault(dtype, {"tensors": 0, "params": 0, "bytes": 0})
+        d["tensors"] += 1
+        d["params"] += int(elements)
+        d["bytes"] += int(nbytes)
+        out["params"] += int(elements)
+        out["bytes"] += int(nbytes)
+        out["tensors"] += 1
+    return out
+
+
+def _split_vision(rows):
+    text = [r for r in rows if not VISION_RE.search(r[0])]
+    vision = [r for r in rows if VISION_RE.search(r[0])]
+    return text, vision
+
+
+def _read_config_beside(folder: Path, stored: dict, what: str):
+    config = folder / "config.json"
+    if not config.is_file():
+        mix = ", ".join(f"{k} {v['params']:,}" for k, v in stored["dtypes"].items())
+        raise _fail(folder, f"has no config.json beside {what}: its headers give {stored['params']:,} parameters in "
+                            f"{stored['tensors']:,} tensors ({mix}, {stored['bytes']:,} bytes), but the layers, heads, "
+                            "context and vocabulary the estimate needs are in the model's config.json; put it in the "
+                            "folder, or give --model-file PATH/config.json")
+    from catalog.schema import read_regular_file
+    raw = read_regular_file(config, MAX_CONFIG, "a config.json", ACCEPTED)
+    return parse_config(raw, str(config)), str(config)
+
+
+def _from_safetensors(path: Path, model_id):
+    if path.is_dir():
+        files = _safetensors_files(path)
+        if not files:
+            raise _fail(path, f"is a folder without *.safetensors files or a model.safetensors.index.json; accepted: {ACCEPTED}")
+        folder = path
+    else:
+        files, folder = [path], path.parent
+    if len(files) > MAX_FILES:
+        raise _fail(path, f"has {len(files):,} safetensors files; at most {MAX_FILES:,} are read")
+    rows = []
+    for f in files:
+        for name, (dtype, shape, nbytes) in safetensors_header(f)["tensors"].items():
+            rows.append((name, dtype, math.prod(shape), nbytes))
+    text_rows, vision_rows = _split_vision(rows)
+    stored = _tally(text_rows)
+    cfg, cfg_file = _read_config_beside(folder, stored, "the safetensors files" if path.is_dir() else path.name)
+    record = model_from_config(cfg, cfg_file, model_id)
+    info = _info("safetensors", [str(f) for f in files], record, stored, _tally(vision_rows))
+    packed = {k for k in stored["dtypes"] if k in PACKED}
+    quant = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    floats = {k: v["params"] for k, v in stored["dtypes"].items() if k in DTYPE_PRECISION}
+    if floats and not packed and not quant:
+        info["precision"] = DTYPE_PRECISION[max(floats, key=floats.get)]
+    if packed or quant:
+        info["weights_source"] = "config"
+        info["notes"].append(f"packed quantized tensors ({', '.join(sorted(packed)) or 'quantization_config'}): element "
+                             "counts are not parameters, so the parameters are the config's; the stored bytes are exact")
+    return record, info
+
+
+# ---- GGUF ----------------------------------------------------------------------------------
+
+def _gguf_reader(path: Path):
+    size = _file_size(path, "a GGUF file")
+    if size < 24:
+        raise _fail(path, f"is {size} bytes, too short for a GGUF file; accepted: {ACCEPTED}")
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise _fail(path, f"is not a GGUF file (it does not start with the GGUF magic); accepted: {ACCEPTED}")
+    try:
+        import gguf
+    except ImportError:  # pragma: no cover - gguf is in requirements.txt
+        raise _fail(path, "needs the gguf package to be read: pip install gguf") from None
+    try:
+        return gguf.GGUFReader(str(path), "r")
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError) as exc:
+        raise _fail(path, f"is not a readable GGUF file ({str(exc)[:120] or type(exc).__name__}; truncated?)") from None
+
+
+def _field(reader, key, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    try:
+        value = f.contents()
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return default
+    return value
+
+
+def _gguf_rows(reader):
+    return [(t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes)) for t in reader.tensors]
+
+
+def _split_parts(path: Path) -> list[Path]:
+    m = SPLIT_RE.match(path.name)
+    if not m:
+        return [path]
+    count = int(m.group("count"))
+    if count < 1 or count > MAX_FILES:
+        raise _fail(path, f"names {count} split parts; accepted: 1 to {MAX_FILES}")
+    parts = []
+    for i in range(1, count + 1):
+        part = path.with_name(f"{m.group('stem')}-{i:05d}-of-{m.group('count')}.gguf")
+        if not part.is_file():
+            raise _fail(part, f"is missing: {path.name} is part of {count}; download every part into {path.parent}")
+        parts.append(part)
+    return parts
+
+
+def gguf_config(reader, file: str) -> dict:
+    """A GGUF's architecture metadata as the config.json fields catalog/user.py reads."""
+    arch = _field(reader, "general.architecture")
+    if arch == "clip":
+        raise _fail(file, "is a vision projector (mmproj, general.architecture clip); give the language model's GGUF "
+                          "first: --model-file MODEL.gguf --model-file MMPROJ.gguf")
+    model_type = GGUF_ARCH.get(arch)
+    if model_type is None:
+        raise _fail(file, f"general.architecture {show(arch)} is not read; accepted: {', '.join(GGUF_ARCH)}")
+    need = {"num_hidden_layers": "block_count", "hidden_size": "embedding_length",
+            "num_attention_heads": "attention.head_count"}
+    cfg = {"model_type": model_type}
+    for key, suffix in need.items():
+        value = _field(reader, f"{arch}.{suffix}")
+        if value is None:
+            raise _fail(file, f"has no {arch}.{suffix} in its metadata (needed for {key})")
+        cfg[key] = int(value)
+    optional = {"num_key_value_heads": "attention.head_count_kv", "intermediate_size": "feed_forward_length",
+                "max_position_embeddings": "context_length", "head_dim": "attention.key_length",
+                "vocab_size": "vocab_size", "sliding_window": "attention.sliding_window",
+                "num_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
+                "moe_intermediate_size": "expert_feed_forward_length",
+                "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}
+    for key, suffix in optional.items():
+        value = _field(reader, f"{arch}.{suffix}")
+        if isinstance(value, list):  # per-layer values (head_count_kv of some files): the first
+            value = value[0] if value else None
+        if value is not None:
+            cfg[key] = int(value)
+    if "vocab_size" not in cfg:
+        tokens = reader.fields.get("tokenizer.ggml.tokens")
+        if tokens is not None:
+            cfg["vocab_size"] = len(tokens.data)  # the count, without decoding every token
+    names = {t.name for t in reader.tensors}
+    if "vocab_size" not in cfg and "token_embd.weight" in names:
+        cfg["vocab_size"] = int([t for t in reader.tensors if t.name == "token_embd.weight"][0].shape[-1])
+    cfg["tie_word_embeddings"] = "output.weight" not in names
+    if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
+        cfg["attention_bias"] = True  # refused by name (the engine does not count it)
+    if cfg.get("num_experts"):
+        if model_type == "llama":
+            cfg["model_type"] = "mixtral"
+            cfg["num_local_experts"] = cfg.pop("num_experts")
+            cfg.pop("moe_intermediate_size", None)
+        elif model_type not in ("qwen2_moe", "qwen3_moe"):
+            raise _fail(file, f"{arch}.expert_count is {cfg['num_experts']}: {arch} is read as a dense model")
+    else:
+        cfg.pop("num_experts", None)
+        cfg.pop("num_experts_per_tok", None)
+    name = _field(reader, "general.name")
+    if isinstance(name, str) and name.strip():
+        cfg["_name_or_path"] = name.strip()[:120]
+    for key, suffix in (("intermediate_size", "feed_forward_length"), ("max_position_embeddings", "context_length"),
+                        ("vocab_size", "vocab_size")):
+        if key not in cfg:
+            raise _fail(file, f"has no {arch}.{suffix} in its metadata (needed for {key})")
+    if "head_dim" in cfg and cfg["head_dim"] * cfg["num_attention_heads"] == cfg["hidden_size"] and model_type not in (
+            "gemma", "gemma2", "gemma3_text", "qwen3", "qwen3_moe"):
+        cfg.pop("head_dim")
+    return cfg
+
+
+def _from_gguf(paths: list[Path], model_id):
+    main, projectors = None, []
+    for p in paths:
+        parts = _split_parts(p)
+        readers = [_gguf_reader(part) for part in parts]
+        if _field(readers[0], "general.architecture") == "clip":
+            projectors.append((parts, readers))
+        elif main is None:
+            main = (parts, readers)
+        else:
+            raise _fail(p, "is a second language model; give one model (and optionally its mmproj file)")
+    if main is None:
+        gguf_config(projectors[0][1][0], str(projectors[0][0][0]))  # raises the clip message
+    parts, readers = main
+    cfg = gguf_config(readers[0], str(parts[0]))
+    record = model_from_config(cfg, str(parts[0]), model_id)
+    record["source"] = f"GGUF ({parts[0].name}{f', {len(parts)} parts' if len(parts) > 1 else ''})"
+    record["notes"] = record["notes"].replace("From a Hugging Face config.json", "From a GGUF file's metadata").replace(
+        "Release date unknown (a config.json has none).", "Release date unknown.")
+    rows = [r for reader in readers for r in _gguf_rows(reader)]
+    vision_rows = [r for _p, rs in projectors for reader in rs for r in _gguf_rows(reader)]
+    info = _info("gguf", [str(p) for p in parts] + [str(p) for ps, _r in projectors for p in ps], record, _tally(rows),
+                 _tally(vision_rows))
+    file_type = _field(readers[0], "general.file_type")
+    if isinstance(file_type, int):
+        info["file_type"] = file_type
+        try:
+            import gguf
+            info["file_type_name"] = gguf.LlamaFileType(file_type).name
+        except ValueError:
+            pass
+        if file_type in GGUF_FILE_TYPE:
+            info["precision"] = GGUF_FILE_TYPE[file_type]
+    if projectors:
+        info["notes"].append(f"vision projector ({', '.join(p.name for ps, _r in projectors for p in ps)}): "
+                             f"{info['vision_weights_bytes']:,} bytes, not in the estimate's weights_bytes (the engine "
+                             "has no field for it yet): add it to the GPU memory when the projector is loaded (--mmproj)")
+    return record, info
+
+
+# ---- the record and what the files say ----------------------------------------------------
+
+def _info(fmt, files, record, stored, vision) -> dict:
+    info = {
+        "format": fmt,
+        "files": files,
+        "params_config": int(record["params"]),
+        "params_stored": stored["params"],
+        "weights_bytes_stored": stored["bytes"],
+        "tensors": stored["tensors"],
+        "dtypes": stored["dtypes"],
+        "vision_params": vision["params"],
+        "vision_weights_bytes": vision["bytes"],
+        "weights_source": "header",
+        "notes": [],
+    }
+    if stored["params"] != record["params"]:
+        info["weights_source"] = "config"
+        diff = stored["params"] - int(record["params"])
+        info["notes"].append(f"the tensors hold {stored['params']:,} parameters, the architecture gives "
+                             f"{int(record['params']):,} ({diff:+,}): the estimate uses the architecture's count")
+    if vision["params"]:
+        info["notes"].append(f"vision tower/projector: {vision['params']:,} parameters, {vision['bytes']:,} bytes, "
+                             "not in params or weights_bytes")
+    return info
+
+
+def model_from_files(paths, model_id: str | None = None) -> tuple[dict, dict]:
+    """--model-file PATH [--model-file MMPROJ]: (validated model record, info about the stored weights)."""
+    paths = [Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    if not paths:
+        raise _fail("--model-file", f"needs a path; accepted: {ACCEPTED}")
+    for p in paths:
+        if str(p).strip() in ("", "."):
+            raise _fail(f"model file {show(str(p))}", f"is not a file; accepted: {ACCEPTED}")
+        if not p.exists():
+            raise _fail(p, f"does not exist; accepted: {ACCEPTED}")
+    ggufs = [p for p in paths if p.is_file() and p.suffix.lower() == ".gguf"]
+    if ggufs:
+        if len(ggufs) != len(paths):
+            raise _fail(paths[0], "mixes GGUF and other files; give one GGUF model (and optionally its mmproj .gguf)")
+        return _from_gguf(ggufs, model_id)
+    if len(paths) > 1:
+        raise _fail(paths[1], "is a second --model-file: only a GGUF model takes two (the model and its mmproj file)")
+    path = paths[0]
+    if path.is_dir() or path.suffix.lower() == ".safetensors":
+        return _from_safetensors(path, model_id)
+    if path.suffix.lower() == ".json" or path.name == "config.json":
+        record = model_from_config_file(path, model_id)
+        return record, {"format": "config", "files": [str(path)], "params_config": int(record["params"]),
+                        "weights_source": "config", "notes": []}
+    if path.is_file():
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+        if head[:4] == b"GGUF":
+            return _from_gguf([path], model_id)
+        if len(head) == 8 and 1 < int.from_bytes(head, "little") <= MAX_SAFETENSORS_HEADER:
+            return _from_safetensors(path, model_id)
+    raise _fail(path, f"is not a model file; accepted: {ACCEPTED}")
+
+
+def stored_vs_engine(info: dict, weights_bytes_engine, precision) -> dict:
+    """The stored bytes beside the engine's weights_bytes for the scenario's precision."""
+    out = dict(info)
+    if weights_bytes_engine is not None and info.get("weights_bytes_stored"):
+        engine_bytes = int(round(float(weights_bytes_engine)))
+        out["weights_bytes_engine"] = engine_bytes
+        out["weights_bytes_difference"] = int(info["weights_bytes_stored"]) - engine_bytes
+        out["engine_precision"] = precision
+    return out
+
+
+def default_precision(args, info: dict) -> None:
+    """--precision left out: the stored weights' precision, for inference (estimate/check/sweep
+    --task infer, serve), when the engine takes it (a GGUF type only under llama.cpp/ollama)."""
+    precision = info.get("precision")
+    if not precision or getattr(args, "precision", "given") is not None:
+        return
+    task, engine = getattr(args, "task", None), getattr(args, "engine", None)
+    if engine is None and task != "infer":
+        return
+    from engine.constants import GGUF_BITS, INFER_PRECISIONS
+    if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")):
+        return
+    args.precision = precision
+    info["notes"].append(f"precision {precision}: the stored weights' (--precision overrides it)")

@@ -1,0 +1,270 @@
+"""Issue 25: --model-file, a model read from its checkpoint's headers (catalog/checkpoints.py).
+
+The fixtures are made here, tiny: a GGUF written with gguf.GGUFWriter (the Llama layout, 2 layers
+of width 64), safetensors files written by hand (8-byte header length, the JSON header, zero
+bytes), and a sparse GGUF of 40 GB apparent size whose data is never written (nor read)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+from catalog.checkpoints import model_from_files, safetensors_header  # noqa: E402
+from catalog.schema import CatalogError  # noqa: E402
+from tests.clirun import run_cli  # noqa: E402
+
+H, F, L, HEADS, KV, V, CTX = 64, 128, 2, 4, 2, 96, 256
+KVD = H // HEADS * KV
+
+
+def llama_tensors(tied=False):
+    """(name, shape as torch writes it (out, in)) of the Llama layout."""
+    out = [("token_embd.weight", (V, H))]
+    for i in range(L):
+        out += [(f"blk.{i}.attn_norm.weight", (H,)), (f"blk.{i}.attn_q.weight", (H, H)),
+                (f"blk.{i}.attn_k.weight", (KVD, H)), (f"blk.{i}.attn_v.weight", (KVD, H)),
+                (f"blk.{i}.attn_output.weight", (H, H)), (f"blk.{i}.ffn_norm.weight", (H,)),
+                (f"blk.{i}.ffn_gate.weight", (F, H)), (f"blk.{i}.ffn_up.weight", (F, H)),
+                (f"blk.{i}.ffn_down.weight", (H, F))]
+    out.append(("output_norm.weight", (H,)))
+    if not tied:
+        out.append(("output.weight", (V, H)))
+    return out
+
+
+def llama_params(tied=False):
+    return sum(int(np.prod(s)) for _n, s in llama_tensors(tied))
+
+
+def write_gguf(path, tied=False, file_type=7, arch="llama", extra=None, tensors=None):
+    """A small GGUF: norms F32, embeddings F16, the rest Q8_0 (34 bytes per 32 weights)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    if arch == "clip":
+        w.add_string("general.name", "projector")
+    else:
+        w.add_block_count(L)
+        w.add_embedding_length(H)
+        w.add_feed_forward_length(F)
+        w.add_head_count(HEADS)
+        w.add_head_count_kv(KV)
+        w.add_context_length(CTX)
+        w.add_token_list([f"t{i}" for i in range(V)])
+        w.add_name("Tiny Llama")
+        w.add_file_type(file_type)
+    for key, value in (extra or {}).items():
+        w.add_uint32(key, value)
+    for name, shape in tensors or llama_tensors(tied):
+        if len(shape) == 1:
+            w.add_tensor(name, np.zeros(shape, np.float32))
+        elif name.startswith("token_embd"):
+            w.add_tensor(name, np.zeros(shape, np.float16))
+        else:
+            w.add_tensor(name, np.zeros((shape[0], shape[1] // 32 * 34), np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def hf_tensors(tied=False):
+    out = [("model.embed_tokens.weight", [V, H])]
+    for i in range(L):
+        p = f"model.layers.{i}."
+        out += [(p + "input_layernorm.weight", [H]), (p + "self_attn.q_proj.weight", [H, H]),
+                (p + "self_attn.k_proj.weight", [KVD, H]), (p + "self_attn.v_proj.weight", [KVD, H]),
+                (p + "self_attn.o_proj.weight", [H, H]), (p + "post_attention_layernorm.weight", [H]),
+                (p + "mlp.gate_proj.weight", [F, H]), (p + "mlp.up_proj.weight", [F, H]),
+                (p + "mlp.down_proj.weight", [H, F])]
+    out.append(("model.norm.weight", [H]))
+    if not tied:
+        out.append(("lm_head.weight", [V, H]))
+    return out
+
+
+def write_safetensors(path, tensors, dtype="BF16", size=2):
+    """A safetensors file by hand: the 8-byte header length, the JSON header, zero bytes."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in tensors:
+        n = int(np.prod(shape)) * size
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as fh:
+        fh.write(len(raw).to_bytes(8, "little") + raw)
+        fh.truncate(8 + len(raw) + offset)
+    return path
+
+
+def write_config(folder, **over):
+    cfg = {"model_type": "llama", "hidden_size": H, "intermediate_size": F, "num_hidden_layers": L,
+           "num_attention_heads": HEADS, "num_key_value_heads": KV, "vocab_size": V, "max_position_embeddings": CTX,
+           "tie_word_embeddings": False, "_name_or_path": "tiny/llama", **over}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder / "config.json"
+
+
+def test_gguf_params_and_bytes_from_the_tensor_table(tmp_path):
+    path = write_gguf(tmp_path / "tiny-Q8_0.gguf")
+    record, info = model_from_files(path)
+    assert (record["num_layers"], record["hidden_size"], record["num_heads"], record["num_kv_heads"]) == (L, H, HEADS, KV)
+    assert (record["intermediate_size"], record["vocab_size"], record["max_context"]) == (F, V, CTX)
+    assert record["tied_embeddings"] is False
+    assert info["params_stored"] == llama_params() == record["params"] == info["params_config"]
+    assert info["weights_source"] == "header"
+    norms = (2 * L + 1) * H
+    linear = llama_params() - norms - V * H
+    assert info["dtypes"]["F32"] == {"tensors": 2 * L + 1, "params": norms, "bytes": 4 * norms}
+    assert info["dtypes"]["F16"]["bytes"] == 2 * V * H
+    assert info["dtypes"]["Q8_0"]["bytes"] == linear * 34 // 32
+    assert info["weights_bytes_stored"] == 4 * norms + 2 * V * H + linear * 34 // 32
+    assert info["precision"] == "q8_0" and info["file_type_name"] == "MOSTLY_Q8_0"
+
+
+def test_gguf_tied_split_and_mmproj(tmp_path):
+    tied = write_gguf(tmp_path / "t.gguf", tied=True)
+    record, _ = model_from_files(tied)
+    assert record["tied_embeddings"] is True and record["params"] == llama_params(tied=True)
+    # split parts: the first part's metadata, every part's tensors
+    names = llama_tensors()
+    write_gguf(tmp_path / "m-00001-of-00002.gguf", tensors=names[:10])
+    write_gguf(tmp_path / "m-00002-of-00002.gguf", tensors=names[10:])
+    record, info = model_from_files(tmp_path / "m-00001-of-00002.gguf")
+    assert info["params_stored"] == llama_params() and len(info["files"]) == 2
+    os.remove(tmp_path / "m-00002-of-00002.gguf")
+    with pytest.raises(CatalogError, match="m-00002-of-00002.gguf: is missing"):
+        model_from_files(tmp_path / "m-00001-of-00002.gguf")
+    proj = write_gguf(tmp_path / "mmproj.gguf", arch="clip", tensors=[("mm.0.weight", (64, 64)), ("v.norm", (64,))])
+    record, info = model_from_files([tmp_path / "t.gguf", proj])
+    assert info["vision_params"] == 64 * 64 + 64 and info["vision_weights_bytes"] == 64 * 68 + 4 * 64
+    assert any("vision projector" in n for n in info["notes"])
+    with pytest.raises(CatalogError, match="vision projector"):
+        model_from_files(proj)
+
+
+def test_a_40_gb_gguf_is_sized_without_reading_its_data(tmp_path):
+    """Sparse: the header says 40 GB of tensors, the disk holds the header only."""
+    path = tmp_path / "big.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    h, f, layers, vocab = 8192, 28672, 48, 128256
+    for key, value in (("block_count", layers), ("embedding_length", h), ("feed_forward_length", f),
+                       ("attention.head_count", 64), ("attention.head_count_kv", 8), ("context_length", 8192),
+                       ("vocab_size", vocab)):
+        w.add_uint32(f"llama.{key}", value)
+    q8 = gguf.GGMLQuantizationType.Q8_0
+
+    def info(name, shape):  # numpy order (rows, columns); Q8_0: 34 bytes per 32 weights
+        w.add_tensor_info(name, (shape[0], shape[1] // 32 * 34), np.dtype(np.uint8), shape[0] * shape[1] // 32 * 34, q8)
+    info("token_embd.weight", (vocab, h))
+    for i in range(layers):
+        for name, shape in (("attn_q", (h, h)), ("attn_k", (1024, h)), ("attn_v", (1024, h)), ("attn_output", (h, h)),
+                            ("ffn_gate", (f, h)), ("ffn_up", (f, h)), ("ffn_down", (h, f))):
+            info(f"blk.{i}.{name}.weight", shape)
+        for name in ("attn_norm", "ffn_norm"):
+            w.add_tensor_info(f"blk.{i}.{name}.weight", (h,), np.dtype(np.float32), 4 * h)
+    w.add_tensor_info("output_norm.weight", (h,), np.dtype(np.float32), 4 * h)
+    info("output.weight", (vocab, h))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    total = sum(ti.nbytes + (-ti.nbytes % 32) for ti in w.tensors[0].values())
+    with open(path, "r+b") as fh:
+        header = fh.seek(0, 2)
+        fh.truncate(header + (-header % 32) + total)
+    assert os.path.getsize(path) > 40e9
+    start = time.perf_counter()
+    record, stored = model_from_files(path)
+    elapsed = time.perf_counter() - start
+    assert stored["weights_bytes_stored"] > 40e9 and stored["params_stored"] == record["params"]
+    assert elapsed < 5, elapsed  # under a second on a laptop; loose for a loaded CI machine
+
+
+def test_safetensors_folder_with_index_and_config(tmp_path):
+    tensors = hf_tensors()
+    write_safetensors(tmp_path / "model-00001-of-00002.safetensors", tensors[:8])
+    write_safetensors(tmp_path / "model-00002-of-00002.safetensors", tensors[8:])
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        n: f"model-0000{1 if i < 8 else 2}-of-00002.safetensors" for i, (n, _s) in enumerate(tensors)}}))
+    with pytest.raises(CatalogError, match=f"has no config.json.*headers give {llama_params():,} parameters in 21 tensors .BF16"):
+        model_from_files(tmp_path)
+    write_config(tmp_path)
+    record, info = model_from_files(tmp_path)
+    assert record["params"] == info["params_stored"] == llama_params()
+    assert info["weights_bytes_stored"] == 2 * llama_params() and info["precision"] == "bf16"
+    assert info["weights_source"] == "header" and len(info["files"]) == 2
+    # one file, in fp32, with a config that disagrees (tied): the count used is the config's, said so
+    single = tmp_path / "one"
+    single.mkdir()
+    write_safetensors(single / "model.safetensors", tensors, "F32", 4)
+    write_config(single, tie_word_embeddings=True)
+    record, info = model_from_files(single / "model.safetensors")
+    assert info["weights_source"] == "config" and info["precision"] == "fp32"
+    assert info["params_stored"] - record["params"] == V * H
+    # a missing shard is named
+    os.remove(tmp_path / "model-00002-of-00002.safetensors")
+    with pytest.raises(CatalogError, match="model-00002-of-00002.safetensors: is missing"):
+        model_from_files(tmp_path)
+
+
+def test_safetensors_header_is_checked(tmp_path):
+    good = write_safetensors(tmp_path / "a.safetensors", [("w", [4, 4])])
+    assert safetensors_header(good)["tensors"] == {"w": ("BF16", [4, 4], 32)}
+    bad = tmp_path / "b.safetensors"
+    bad.write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    with pytest.raises(CatalogError, match="header of 1,000,000,000,000 bytes"):
+        safetensors_header(bad)
+    raw = json.dumps({"w": {"dtype": "BF16", "shape": [4, 4], "data_offsets": [0, 64]}}).encode()
+    bad.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(32))
+    with pytest.raises(CatalogError, match="truncated download"):
+        safetensors_header(bad)
+    raw = json.dumps({"w": {"dtype": "Q9", "shape": [4], "data_offsets": [0, 4]}}).encode()
+    bad.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(4))
+    with pytest.raises(CatalogError, match="dtype 'Q9' is not known"):
+        safetensors_header(bad)
+
+
+def test_cli_estimate_serve_and_bad_input(tmp_path):
+    path = write_gguf(tmp_path / "tiny-Q8_0.gguf")
+    code, out, err = run_cli("estimate", "--model-file", path, "--task", "infer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ck = data["checkpoint"]
+    assert data["model"] == "tiny-llama" and data["precision"] == "q8_0"
+    assert ck["format"] == "gguf" and ck["weights_source"] == "header" and ck["params_stored"] == llama_params()
+    assert ck["weights_bytes_engine"] == data["weights_bytes"]
+    assert ck["weights_bytes_difference"] == ck["weights_bytes_stored"] - data["weights_bytes"]
+    code, out, err = run_cli("serve", "--model-file", path, "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp",
+                             "--max-model-len", "256", "--json")
+    assert code == 0, err
+    assert json.loads(out)["checkpoint"]["precision"] == "q8_0"
+    folder = tmp_path / "st"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors())
+    write_config(folder)
+    code, out, err = run_cli("estimate", "--model-file", folder, "--model", "mine", "--task", "infer", "--json")
+    assert code == 0, err
+    assert json.loads(out)["model"] == "mine" and json.loads(out)["checkpoint"]["weights_source"] == "header"
+    code, out, err = run_cli("estimate", "--model-file", folder / "config.json", "--task", "infer", "--json")
+    assert code == 0 and json.loads(out)["checkpoint"]["weights_source"] == "config"
+    for bad, message in ((tmp_path / "nope.gguf", "does not exist; accepted: a GGUF file"),
+                         (tmp_path, "is a folder without"),
+                         (tmp_path / "tiny-Q8_0.gguf.txt", "does not exist")):
+        code, out, err = run_cli("estimate", "--model-file", bad, "--task", "infer")
+        assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"hello world, not a model")
+    code, _out, err = run_cli("estimate", "--model-file", junk, "--task", "infer")
+    assert code == 2 and "is not a model file; accepted" in err
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(path.read_bytes()[:200])
+    code, _out, err = run_cli("estimate", "--model-file", broken, "--task", "infer")
+    assert code == 2 and "broken.gguf" in err and len(err.strip().splitlines()) == 1, err
+    code, _out, err = run_cli("estimate", "--model-file", path, "--model-config", folder / "config.json", "--task", "infer")
+    assert code == 2 and "not both" in err
