@@ -15,7 +15,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from catalog.checkpoints import model_from_files, safetensors_header  # noqa: E402
+from catalog.checkpoints import GGUFHeader, model_from_files, safetensors_header  # noqa: E402
 from catalog.schema import CatalogError  # noqa: E402
 from tests.clirun import run_cli  # noqa: E402
 
@@ -127,6 +127,31 @@ def test_gguf_params_and_bytes_from_the_tensor_table(tmp_path):
     assert info["precision"] == "q8_0" and info["file_type_name"] == "MOSTLY_Q8_0"
 
 
+def test_the_header_parser_agrees_with_gguf_reader(tmp_path):
+    path = write_gguf(tmp_path / "t.gguf", extra={"llama.rope.dimension_count": 16})
+    ours, theirs = GGUFHeader(path), gguf.GGUFReader(str(path))
+    assert [(t.name, t.type_name, t.n_elements, t.n_bytes, t.offset, t.dims) for t in ours.tensors] == [
+        (t.name, t.tensor_type.name, t.n_elements, t.n_bytes, t.data_offset - theirs.data_offset, t.shape.tolist())
+        for t in theirs.tensors]
+    assert ours.data_offset == theirs.data_offset
+    for key, field in theirs.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        value = ours.fields[key]
+        if key == "tokenizer.ggml.tokens":
+            assert value.count == len(field.data) == V
+        else:
+            assert value == field.contents(), key
+    # truncated: the tensors end past the file's end; an unknown value type
+    data = path.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:-100])
+    with pytest.raises(CatalogError, match="cut.gguf: is not a readable GGUF file .its tensors end at byte"):
+        model_from_files(tmp_path / "cut.gguf")
+    (tmp_path / "v9.gguf").write_bytes(data[:4] + (9).to_bytes(4, "little") + data[8:])
+    with pytest.raises(CatalogError, match="GGUF version 9"):
+        model_from_files(tmp_path / "v9.gguf")
+
+
 def test_gguf_tied_split_and_mmproj(tmp_path):
     tied = write_gguf(tmp_path / "t.gguf", tied=True)
     record, _ = model_from_files(tied)
@@ -155,8 +180,9 @@ def test_a_40_gb_gguf_is_sized_without_reading_its_data(tmp_path):
     h, f, layers, vocab = 8192, 28672, 48, 128256
     for key, value in (("block_count", layers), ("embedding_length", h), ("feed_forward_length", f),
                        ("attention.head_count", 64), ("attention.head_count_kv", 8), ("context_length", 8192),
-                       ("vocab_size", vocab)):
+                       ):
         w.add_uint32(f"llama.{key}", value)
+    w.add_token_list([f"token{i}" for i in range(vocab)])  # a real vocabulary's size: counted, not decoded
     q8 = gguf.GGMLQuantizationType.Q8_0
 
     def info(name, shape):  # numpy order (rows, columns); Q8_0: 34 bytes per 32 weights
@@ -183,6 +209,7 @@ def test_a_40_gb_gguf_is_sized_without_reading_its_data(tmp_path):
     record, stored = model_from_files(path)
     elapsed = time.perf_counter() - start
     assert stored["weights_bytes_stored"] > 40e9 and stored["params_stored"] == record["params"]
+    assert record["vocab_size"] == vocab
     assert elapsed < 5, elapsed  # under a second on a laptop; loose for a loaded CI machine
 
 
