@@ -512,10 +512,6 @@ def _from_gguf(paths: list[Path], model_id):
             info["notes"].append(f"file type {info.get('file_type_name', file_type)} is none of the engine's precisions "
                                  f"({', '.join(GGUF_FILE_TYPE.values())}): give --precision; the stored "
                                  f"{info['weights_bytes_stored']:,} bytes are the weights' real size")
-    if projectors:
-        info["notes"].append(f"vision projector ({', '.join(p.name for ps, _r in projectors for p in ps)}): "
-                             f"{info['vision_weights_bytes']:,} bytes, not in the estimate's weights_bytes (the engine "
-                             "has no field for it yet): add it to the GPU memory when the projector is loaded (--mmproj)")
     return record, info
 
 
@@ -541,8 +537,9 @@ def _info(fmt, files, record, stored, vision) -> dict:
         info["notes"].append(f"the tensors hold {stored['params']:,} parameters, the architecture gives "
                              f"{int(record['params']):,} ({diff:+,}): the estimate uses the architecture's count")
     if vision["params"]:
-        info["notes"].append(f"vision tower/projector: {vision['params']:,} parameters, {vision['bytes']:,} bytes, "
-                             "not in params or weights_bytes")
+        info["notes"].append(f"vision tower/projector: {vision['params']:,} parameters, {vision['bytes']:,} bytes, not in "
+                             "params or weights_bytes (the engine has no field for it yet): add vision_weights_bytes to "
+                             "the GPU memory when the projector is loaded (llama.cpp --mmproj)")
     return info
 
 
@@ -602,6 +599,8 @@ def default_precision(args, info: dict) -> None:
         return
     from engine.constants import GGUF_BITS, INFER_PRECISIONS
     if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")):
+        info["notes"].append(f"the stored weights are {precision}, which {engine or 'the estimate'} does not take: "
+                             "the engine's default precision is used (see weights_bytes_engine beside the stored bytes)")
         return
     args.precision = precision
     info["notes"].append(f"precision {precision}: the stored weights' (--precision overrides it)")

@@ -168,7 +168,7 @@ def test_gguf_tied_split_and_mmproj(tmp_path):
     proj = write_gguf(tmp_path / "mmproj.gguf", arch="clip", tensors=[("mm.0.weight", (64, 64)), ("v.norm", (64,))])
     record, info = model_from_files([tmp_path / "t.gguf", proj])
     assert info["vision_params"] == 64 * 64 + 64 and info["vision_weights_bytes"] == 64 * 68 + 4 * 64
-    assert any("vision projector" in n for n in info["notes"])
+    assert any("vision tower/projector" in n and "--mmproj" in n for n in info["notes"])
     with pytest.raises(CatalogError, match="vision projector"):
         model_from_files(proj)
 
