@@ -71,6 +71,7 @@ GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q
 # GGUF general.architecture -> the config.json model_type catalog/user.py reads
 GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
              "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
 
@@ -172,17 +173,22 @@ def _safetensors_files(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*.safetensors") if p.is_file())
 
 
-def _tally(tensors, vision: bool | None = None) -> dict:
-    """{'params', 'bytes', 'dtypes': {type: {tensors, params, bytes}}} of (name, type, elements, bytes) rows."""
-    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}}
-    for _name, dtype, elements, nbytes in tensors:
+def _tally(tensors) -> dict:
+    """{'params', 'bytes', 'tensors', 'dtypes': {type: {tensors, params, bytes}}, 'buffer_bytes'} of
+    (name, type, elements, bytes) rows. Buffers that are not parameters (llama.cpp's rope_freqs,
+    an old checkpoint's rotary inv_freq) count in the bytes, not in the parameters."""
+    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}, "buffer_bytes": 0}
+    for name, dtype, elements, nbytes in tensors:
+        out["bytes"] += int(nbytes)
+        out["tensors"] += 1
+        if BUFFER_RE.search(name):
+            out["buffer_bytes"] += int(nbytes)
+            continue
         d = out["dtypes"].setdefault(dtype, {"tensors": 0, "params": 0, "bytes": 0})
         d["tensors"] += 1
         d["params"] += int(elements)
         d["bytes"] += int(nbytes)
         out["params"] += int(elements)
-        out["bytes"] += int(nbytes)
-        out["tensors"] += 1
     return out
 
 
@@ -526,6 +532,7 @@ def _info(fmt, files, record, stored, vision) -> dict:
         "weights_bytes_stored": stored["bytes"],
         "tensors": stored["tensors"],
         "dtypes": stored["dtypes"],
+        "buffer_bytes": stored["buffer_bytes"],
         "vision_params": vision["params"],
         "vision_weights_bytes": vision["bytes"],
         "weights_source": "header",

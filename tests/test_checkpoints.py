@@ -111,7 +111,7 @@ def write_config(folder, **over):
 
 
 def test_gguf_params_and_bytes_from_the_tensor_table(tmp_path):
-    path = write_gguf(tmp_path / "tiny-Q8_0.gguf")
+    path = write_gguf(tmp_path / "tiny-Q8_0.gguf", tensors=llama_tensors() + [("rope_freqs.weight", (8,))])
     record, info = model_from_files(path)
     assert (record["num_layers"], record["hidden_size"], record["num_heads"], record["num_kv_heads"]) == (L, H, HEADS, KV)
     assert (record["intermediate_size"], record["vocab_size"], record["max_context"]) == (F, V, CTX)
@@ -123,7 +123,8 @@ def test_gguf_params_and_bytes_from_the_tensor_table(tmp_path):
     assert info["dtypes"]["F32"] == {"tensors": 2 * L + 1, "params": norms, "bytes": 4 * norms}
     assert info["dtypes"]["F16"]["bytes"] == 2 * V * H
     assert info["dtypes"]["Q8_0"]["bytes"] == linear * 34 // 32
-    assert info["weights_bytes_stored"] == 4 * norms + 2 * V * H + linear * 34 // 32
+    assert info["weights_bytes_stored"] == 4 * norms + 2 * V * H + linear * 34 // 32 + 4 * 8
+    assert info["buffer_bytes"] == 4 * 8  # llama.cpp's rope_freqs: stored, not a parameter
     assert info["precision"] == "q8_0" and info["file_type_name"] == "MOSTLY_Q8_0"
 
 
