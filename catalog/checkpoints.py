@@ -225,11 +225,17 @@ def _from_safetensors(path: Path, model_id):
     for f in files:
         for name, (dtype, shape, nbytes) in safetensors_header(f)["tensors"].items():
             rows.append((name, dtype, math.prod(shape), nbytes))
+    text_rows, _vision = _split_vision(rows)
+    cfg, cfg_file = _read_config_beside(folder, _tally(text_rows), "the safetensors files" if path.is_dir() else path.name)
+    return _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
+
+
+def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):
+    """A config.json's record, and what the safetensors tensors (name, dtype, elements, bytes) say."""
     text_rows, vision_rows = _split_vision(rows)
     stored = _tally(text_rows)
-    cfg, cfg_file = _read_config_beside(folder, stored, "the safetensors files" if path.is_dir() else path.name)
     record = model_from_config(cfg, cfg_file, model_id)
-    info = _info("safetensors", [str(f) for f in files], record, stored, _tally(vision_rows))
+    info = _info(fmt, files, record, stored, _tally(vision_rows))
     packed = {k for k in stored["dtypes"] if k in PACKED}
     quant = cfg.get("quantization_config") if isinstance(cfg, dict) else None
     floats = {k: v["params"] for k, v in stored["dtypes"].items() if k in DTYPE_PRECISION}
@@ -237,6 +243,7 @@ def _from_safetensors(path: Path, model_id):
         info["precision"] = DTYPE_PRECISION[max(floats, key=floats.get)]
     if packed or quant:
         info["weights_source"] = "config"
+        info["notes"] = [n for n in info["notes"] if not n.startswith("the tensors hold")]
         info["notes"].append(f"packed quantized tensors ({', '.join(sorted(packed)) or 'quantization_config'}): element "
                              "counts are not parameters, so the parameters are the config's; the stored bytes are exact")
     return record, info
@@ -611,3 +618,161 @@ def default_precision(args, info: dict) -> None:
         return
     args.precision = precision
     info["notes"].append(f"precision {precision}: the stored weights' (--precision overrides it)")
+
+
+# ---- Hugging Face Hub ids (issue 25 item 1) -----------------------------------------------
+
+HUB_ID_RE = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})"
+                       r"(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9_.\-/]{0,199}))?$")
+ACCEPTED_HUB = "ORG/NAME or ORG/NAME@REVISION (a Hugging Face Hub model id; a branch, tag or commit)"
+
+
+def is_hub_id(text) -> bool:
+    """An id with one slash (ORG/NAME[@REVISION]) names a Hub model; catalog ids have none."""
+    return isinstance(text, str) and text.split("@", 1)[0].count("/") == 1
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_cache_dir() -> Path:
+    """The Hub cache as huggingface_hub finds it, read now (not at import): HF_HUB_CACHE, else
+    HF_HOME/hub, else ~/.cache/huggingface/hub (XDG_CACHE_HOME honoured)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def _hub_errors():
+    try:
+        from huggingface_hub import errors as E
+    except ImportError:  # huggingface_hub before 0.24 keeps them in utils
+        from huggingface_hub import utils as E
+    none = type("NoSuchError", (Exception,), {})
+    return {name: getattr(E, name, none) for name in (
+        "GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError",
+        "LocalEntryNotFoundError", "OfflineModeIsEnabled", "HfHubHTTPError", "NotASafetensorsRepoError",
+        "SafetensorsParsingError", "HFValidationError")}
+
+
+def _commit_of(path: str) -> str | None:
+    """The commit a cached file belongs to: .../snapshots/<commit>/<file>."""
+    parts = Path(path).parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else None
+
+
+def _hub_fail(hub_id: str, problem: str) -> CatalogError:
+    return CatalogError(f"model {hub_id}", None, None, problem)
+
+
+def model_from_hub(hub_id: str, model_id: str | None = None) -> tuple[dict, dict]:
+    """--model ORG/NAME[@REVISION]: config.json, the safetensors headers (HTTP range reads, never the
+    weights) and quantization_config through huggingface_hub; offline (HF_HUB_OFFLINE) from the cache.
+    HF_HOME / HF_HUB_CACHE, HF_TOKEN and HF_ENDPOINT are read at the call."""
+    m = HUB_ID_RE.match(hub_id or "")
+    if not m:
+        raise CatalogError(f"model {show(hub_id)}", None, None, f"is not a Hub model id; accepted: {ACCEPTED_HUB}")
+    repo, revision = m.group("repo"), m.group("revision")
+    try:
+        import huggingface_hub as hub
+    except ImportError:  # pragma: no cover - huggingface_hub is in requirements.txt
+        raise _hub_fail(hub_id, "needs the huggingface_hub package: pip install huggingface_hub") from None
+    E = _hub_errors()
+    cache = hub_cache_dir()
+    token = os.environ.get("HF_TOKEN") or None
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    offline = _offline()
+    where = f"revision {revision}" if revision else "its main branch"
+    try:
+        if offline:
+            cfg_path = hub.try_to_load_from_cache(repo, "config.json", cache_dir=str(cache), revision=revision)
+            if not isinstance(cfg_path, str):
+                raise _hub_fail(hub_id, f"has no config.json for {where} in the local cache ({cache}) and HF_HUB_OFFLINE is "
+                                        f"set: download it once online (hf download {repo} config.json), point HF_HOME at "
+                                        "the cache that has it, or unset HF_HUB_OFFLINE")
+        else:
+            cfg_path = hub.hf_hub_download(repo, "config.json", revision=revision, cache_dir=str(cache), token=token,
+                                           endpoint=endpoint)
+        commit = _commit_of(cfg_path)
+        from catalog.schema import read_regular_file
+        cfg = parse_config(read_regular_file(cfg_path, MAX_CONFIG, "a config.json", ACCEPTED), f"{repo}/config.json")
+        rows, notes, files = [], [], []
+        if offline:
+            snapshot = Path(cfg_path).parent
+            try:
+                shards = _safetensors_files(snapshot)
+            except CatalogError as exc:  # the index is cached but a shard is not
+                shards, notes = [], [f"offline: {exc.problem.split(';')[0]}"]
+            for f in shards:
+                files.append(str(f))
+                rows += [(n, d, math.prod(s), b) for n, (d, s, b) in safetensors_header(f)["tensors"].items()]
+            if not shards and not notes:
+                notes.append("offline: no safetensors file of this revision is in the cache; parameters from config.json")
+        else:
+            api = hub.HfApi(endpoint=endpoint, token=token)
+            if not hasattr(api, "get_safetensors_metadata"):
+                notes.append(f"huggingface_hub {hub.__version__} cannot read safetensors headers (0.23 or later does); "
+                             "parameters from config.json")
+            else:
+                try:
+                    meta = api.get_safetensors_metadata(repo, revision=commit or revision)
+                except (E["NotASafetensorsRepoError"], E["SafetensorsParsingError"]) as exc:
+                    notes.append(f"no safetensors headers ({str(exc).splitlines()[0][:120]}); parameters from config.json")
+                else:
+                    for fname, fmeta in sorted(meta.files_metadata.items()):
+                        files.append(fname)
+                        rows += [(n, t.dtype, math.prod(t.shape), t.data_offsets[1] - t.data_offsets[0])
+                                 for n, t in fmeta.tensors.items()]
+    except CatalogError:
+        raise
+    except E["GatedRepoError"]:
+        raise _hub_fail(hub_id, f"is gated on the Hugging Face Hub: accept its terms at {endpoint or 'https://huggingface.co'}"
+                                f"/{repo} with your account, then set HF_TOKEN to a token of that account") from None
+    except E["RevisionNotFoundError"]:
+        raise _hub_fail(hub_id, f"has no revision {show(revision)}; accepted: a branch, tag or commit of {repo}") from None
+    except E["RepositoryNotFoundError"]:
+        raise _hub_fail(hub_id, "was not found on the Hugging Face Hub (a private repo looks the same): check the id, "
+                                "or set HF_TOKEN to a token that can read it") from None
+    except E["LocalEntryNotFoundError"]:
+        raise _hub_fail(hub_id, f"could not be fetched and is not in the cache ({cache}): check the network or HF_ENDPOINT, "
+                                "or set HF_HUB_OFFLINE=1 to use a cache that has it") from None
+    except E["EntryNotFoundError"]:
+        raise _hub_fail(hub_id, f"has no config.json at {where}: the planner reads transformers models; give a GGUF or "
+                                "safetensors checkpoint with --model-file") from None
+    except (E["OfflineModeIsEnabled"], E["HfHubHTTPError"], E["HFValidationError"], OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise _hub_fail(hub_id, f"could not be read from the Hugging Face Hub ({first}): check the network or HF_ENDPOINT, "
+                                "or set HF_HUB_OFFLINE=1 to use the local cache") from None
+    if model_id is None:
+        model_id = re.sub(r"[^a-z0-9.\-]+", "-", repo.lower()).strip("-.")[:64].strip("-.")
+    if rows:
+        record, info = _record_from_rows(cfg, f"{repo}/config.json", rows, files, model_id, fmt="hub")
+    else:
+        record = model_from_config(cfg, f"{repo}/config.json", model_id)
+        info = {"format": "hub", "files": files, "params_config": int(record["params"]), "weights_source": "config",
+                "notes": []}
+    record["source"] = f"Hugging Face Hub {repo}@{commit or revision or 'main'}"
+    info.update(hub_id=repo, revision=revision, commit=commit, offline=offline)
+    info["notes"] = notes + info["notes"]
+    return record, info
+
+
+def hub_models(model_ids: list[str], models):
+    """sweep --models with ORG/NAME[@REV] ids among catalog ids: each Hub id resolved (model_from_hub)
+    and added to the models table. -> (ids as the table has them, the table, {id: source})."""
+    import pandas as pd
+    ids, records = [], []
+    for item in model_ids:
+        if is_hub_id(item):
+            record, _info = model_from_hub(item)
+            records.append(record)
+            ids.append(record["id"])
+        else:
+            ids.append(item)
+    if not records:
+        return model_ids, models, {}
+    new = pd.DataFrame(records)
+    models = pd.concat([models[~models["id"].isin(new["id"])], new], ignore_index=True)
+    return list(dict.fromkeys(ids)), models, {r["id"]: r["source"] for r in records}

@@ -244,6 +244,12 @@ def print_json(data) -> None:
 def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = True) -> pd.DataFrame:
     """The catalog's models, plus the model of --model-config (named by --model when given)."""
     model_file = getattr(args, "model_file", None)  # issue 25: catalog/checkpoints.py
+    if args.model and "/" in args.model and args.model_config is None and not model_file:  # a Hub id, ORG/NAME[@REV]
+        from catalog.checkpoints import default_precision, model_from_hub
+        record, args.checkpoint = model_from_hub(args.model)
+        default_precision(args, args.checkpoint)
+        args.model = record["id"]
+        return pd.concat([catalog_models[catalog_models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
     if args.model_config is None and not model_file:
         if required and not args.model:
             raise CliError("--model is required (a catalog model id, see: python -m engine catalog models), or give "
@@ -441,6 +447,10 @@ def cmd_sweep(args) -> int:
     models = _models_with_config(args, cat.models(include_user=True), required=False)
     gpus = cat.gpus(include_user=True)
     model_ids = ([args.model] if args.model else []) + [m for m in _id_list("--models", args.models) if m != args.model]
+    from catalog.checkpoints import hub_models  # issue 25: ORG/NAME[@REV] ids in --models
+    model_ids, models, sources = hub_models(model_ids, models)
+    if getattr(args, "checkpoint", None):  # --model ORG/NAME, --model-file: the CSV names the file or Hub commit
+        sources[args.model] = models.loc[models["id"] == args.model, "source"].iloc[0]
     model_ids = model_ids or list(models["id"])
     gpu_ids = _id_list("--gpu-ids", args.gpu_ids) or list(gpus["id"])
     unknown = [g for g in gpu_ids if g not in set(gpus["id"])]
@@ -461,6 +471,8 @@ def cmd_sweep(args) -> int:
     if too_deep:
         print(f"note: left out freeze rows of {', '.join(too_deep)}: --freeze-layers is more than their layers",
               file=sys.stderr)
+    if sources:
+        frame.insert(1, "model_source", frame["model"].map(sources).fillna("catalog"))
     text = to_csv(frame)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

@@ -296,3 +296,98 @@ def test_cli_estimate_serve_and_bad_input(tmp_path):
     assert code == 2 and "broken.gguf" in err and len(err.strip().splitlines()) == 1, err
     code, _out, err = run_cli("estimate", "--model-file", path, "--model-config", folder / "config.json", "--task", "infer")
     assert code == 2 and "not both" in err
+
+
+# ---- --model ORG/NAME: the Hub, through huggingface_hub (no network here: a cache built in tmp) ----
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def fake_cache(home, repo="tiny-org/Tiny-Llama", shards=True):
+    """The Hub cache's layout: models--ORG--NAME/refs/main holds the commit, snapshots/COMMIT the files."""
+    folder = home / "hub" / f"models--{repo.replace('/', '--')}"
+    snap = folder / "snapshots" / COMMIT
+    snap.mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(COMMIT)
+    write_config(snap)
+    if shards:
+        write_safetensors(snap / "model.safetensors", hf_tensors())
+    return snap
+
+
+def test_hub_id_offline_from_the_cache(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    fake_cache(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama", "--task", "infer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ck = data["checkpoint"]
+    assert data["model"] == "tiny-org-tiny-llama" and data["params"] == llama_params()
+    assert (ck["hub_id"], ck["commit"], ck["offline"], ck["weights_source"]) == ("tiny-org/Tiny-Llama", COMMIT, True, "header")
+    assert ck["precision"] == "bf16" and ck["weights_bytes_stored"] == 2 * llama_params()
+    # a revision by commit; a repo not in the cache: one line naming the id and what to do
+    code, out, err = run_cli("estimate", "--model", f"tiny-org/Tiny-Llama@{COMMIT}", "--task", "infer", "--json")
+    assert code == 0 and json.loads(out)["checkpoint"]["commit"] == COMMIT
+    code, out, err = run_cli("estimate", "--model", "other/missing", "--task", "infer")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "other/missing" in err and "HF_HUB_OFFLINE" in err and str(tmp_path) in err
+    code, _out, err = run_cli("estimate", "--model", "bad/id/three", "--task", "infer")
+    assert code == 2 and "accepted: ORG/NAME" in err
+    # sweep: Hub ids among catalog ids in --models; the CSV names the Hub id and its commit
+    code, out, err = run_cli("sweep", "--models", "llama-3.1-8b,tiny-org/Tiny-Llama", "--task", "infer",
+                             "--gpu-ids", "h100-sxm-80gb")
+    assert code == 0, err
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {r["model"]: r["model_source"] for r in rows} == {
+        "llama-3.1-8b": "catalog", "tiny-org-tiny-llama": f"Hugging Face Hub tiny-org/Tiny-Llama@{COMMIT}"}
+    # the config alone (no shard cached): the config's count, said so
+    fake_cache(tmp_path, "tiny-org/config-only", shards=False)
+    code, out, err = run_cli("serve", "--model", "tiny-org/config-only", "--gpu", "h100-sxm-80gb", "--engine", "vllm",
+                             "--max-model-len", "256", "--json")
+    assert code == 0, err
+    ck = json.loads(out)["checkpoint"]
+    assert ck["weights_source"] == "config" and "no safetensors file" in ck["notes"][0]
+
+
+def test_hub_id_online_and_the_hub_errors(tmp_path, monkeypatch):
+    hub = pytest.importorskip("huggingface_hub")
+    from types import SimpleNamespace
+
+    from catalog.checkpoints import _hub_errors
+    snap = fake_cache(tmp_path, shards=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    calls = []
+
+    def download(repo, filename, **kw):
+        calls.append((repo, filename, kw.get("token"), kw.get("revision")))
+        return str(snap / filename)
+
+    tensors = {n: SimpleNamespace(dtype="BF16", shape=s, data_offsets=(0, 2 * int(np.prod(s)))) for n, s in hf_tensors()}
+    meta = SimpleNamespace(files_metadata={"model.safetensors": SimpleNamespace(tensors=tensors)})
+    monkeypatch.setattr(hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub.HfApi, "get_safetensors_metadata", lambda self, repo, revision=None: meta, raising=False)
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama@main", "--task", "infer", "--json")
+    assert code == 0, err
+    ck = json.loads(out)["checkpoint"]
+    assert calls == [("tiny-org/Tiny-Llama", "config.json", "hf_test", "main")]
+    assert (ck["commit"], ck["revision"], ck["weights_source"], ck["params_stored"]) == (COMMIT, "main", "header", llama_params())
+    E = _hub_errors()
+    for error, message in (("GatedRepoError", "is gated on the Hugging Face Hub: accept its terms"),
+                           ("RepositoryNotFoundError", "was not found on the Hugging Face Hub"),
+                           ("RevisionNotFoundError", "has no revision")):
+        def refuse(*a, _e=E[error], **kw):
+            exc = _e.__new__(_e)  # the library's own class; its __init__ wants an HTTP response (requests or httpx)
+            exc.args = ("refused",)
+            raise exc
+        monkeypatch.setattr(hub, "hf_hub_download", refuse)
+        code, out, err = run_cli("estimate", "--model", "gated-org/Gated-7B", "--task", "infer")
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert "gated-org/Gated-7B" in err and message in err, err
