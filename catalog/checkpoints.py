@@ -776,3 +776,16 @@ def hub_models(model_ids: list[str], models):
     new = pd.DataFrame(records)
     models = pd.concat([models[~models["id"].isin(new["id"])], new], ignore_index=True)
     return list(dict.fromkeys(ids)), models, {r["id"]: r["source"] for r in records}
+
+
+def hub_workloads(text: str | None, models):
+    """budget --workloads with ORG/NAME[@REV]:workload items: the Hub models resolved and added,
+    their items renamed to the records' ids. -> (workloads text, models table)."""
+    if text is None or "/" not in str(text):
+        return text, models
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    hub_ids = [item.partition(":")[0] for item in items if is_hub_id(item.partition(":")[0])]
+    ids, models, _sources = hub_models(hub_ids, models)
+    renamed = dict(zip(hub_ids, ids))
+    out = [renamed.get(item.partition(":")[0], item.partition(":")[0]) + "".join(item.partition(":")[1:]) for item in items]
+    return ",".join(out), models

@@ -487,8 +487,10 @@ def cmd_budget(args) -> int:
     from catalog import default_catalog
     from planner import procurement
     cat = default_catalog()
-    result = procurement.plan_budget(cat.models(include_user=True), cat.gpus(include_user=True), cat.hosts(),
-                                     args.budget, args.mode, args.hours, args.workloads, args.deadline_days,
+    from catalog.checkpoints import hub_workloads  # issue 25: ORG/NAME[@REV]:workload items
+    workloads, models = hub_workloads(args.workloads, cat.models(include_user=True))
+    result = procurement.plan_budget(models, cat.gpus(include_user=True), cat.hosts(),
+                                     args.budget, args.mode, args.hours, workloads, args.deadline_days,
                                      args.one_purchase, args.condition, args.max_gpus, args.headroom,
                                      cat.compatibility(),
                                      tco={k: getattr(args, k) for k in procurement.TCO_KEYS})

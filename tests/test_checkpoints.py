@@ -346,6 +346,9 @@ def test_hub_id_offline_from_the_cache(tmp_path, monkeypatch):
     rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["model"]: r["model_source"] for r in rows} == {
         "llama-3.1-8b": "catalog", "tiny-org-tiny-llama": f"Hugging Face Hub tiny-org/Tiny-Llama@{COMMIT}"}
+    code, out, err = run_cli("budget", "--budget", "100000", "--workloads", "tiny-org/Tiny-Llama:infer-int4", "--json")
+    assert code == 0, err
+    assert {r["model"] for r in json.loads(out)["rows"]} == {"tiny-org-tiny-llama"}
     # the config alone (no shard cached): the config's count, said so
     fake_cache(tmp_path, "tiny-org/config-only", shards=False)
     code, out, err = run_cli("serve", "--model", "tiny-org/config-only", "--gpu", "h100-sxm-80gb", "--engine", "vllm",

@@ -17,8 +17,8 @@ from planner import cli, columns_doc
 
 SCENARIO_FLAGS = [c for c in columns.SCENARIO if c.cli]
 # flags of estimate / sweep that are not scenario columns
-OTHER_ESTIMATE_FLAGS = {"--help", "--model-config", "--gpu", "--what-if", "--json", "--export"}  # --export: issue 26
-OTHER_SWEEP_FLAGS = {"--help", "--model-config", "--out", "--models", "--gpu-ids", "--methods"}
+OTHER_ESTIMATE_FLAGS = {"--help", "--model-config", "--model-file", "--gpu", "--what-if", "--json", "--export"}  # --export: issue 26
+OTHER_SWEEP_FLAGS = {"--help", "--model-config", "--model-file", "--out", "--models", "--gpu-ids", "--methods"}
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
