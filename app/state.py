@@ -227,7 +227,7 @@ def sidebar() -> dict:
             _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v, format_func=RECIPE_LABELS.get,
                                                           help="Whose defaults the switches below take (docs/stacks.md)."))
             for switch, values in SWITCHES.items():
-                _widget(switch, lambda k, label=SWITCH_LABELS[switch], values=values, **v: st.selectbox(
+                _widget(switch, lambda k, label=SWITCH_LABELS.get(switch, switch.replace("_", " ")), values=values, **v: st.selectbox(
                     label, list(values), key=k, **v, help="auto: as the recipe sets it"))
         if method == "freeze":
             _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", **_bounds("freeze_layers"),

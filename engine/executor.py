@@ -480,15 +480,18 @@ def verdict_margin(cfg: Configs, models: pd.DataFrame, model_rows: np.ndarray) -
     model's architecture."""
     n = cfg.size
 
-    def col(name, default):
-        return cfg.values(name) if name in cfg.frame else np.full(n, default)
+    def mask(name, default, *values):  # through the categories: no column of strings is built
+        return cfg.mask(name, *values) if name in cfg.frame else np.full(n, default in values)
+
+    def num(name, default):
+        return cfg.values(name).astype(float) if name in cfg.frame else np.full(n, float(default))
 
     def model_col(name, default):
         if name not in models:
             return np.full(n, default)
         return models[name].fillna(default).to_numpy()[model_rows]
 
-    return margins.high_pct(margins.reasons(col, model_col, layout=False), n) / 100.0
+    return margins.high_pct(margins.reasons(mask, num, model_col, layout=False), n) / 100.0
 
 
 def layout(x, of_config) -> Layout:

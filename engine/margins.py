@@ -34,6 +34,8 @@ from typing import Callable
 
 import numpy as np
 
+from engine.constants import GGUF_BITS
+
 # ---- measured: the held-out error of both harnesses (docs/accuracy.md) --------------------------
 MEASURED_HIGH_PCT = 3.0   # the real peak may be up to this much above ours
 MEASURED_LOW_PCT = 3.0    # ... or this much below
@@ -65,39 +67,41 @@ ZERO3_PCT = 10.0
 
 BNB_PRECISIONS = ("int8", "int4", "nf4")
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
+GGUF_PRECISIONS = tuple(GGUF_BITS)  # llama.cpp's quant types (engine/constants.py)
 
-# an accessor: (column, default) -> one value per row (or configuration)
+# accessors: mask(column, default, *values) -> bool per row (rows whose value is one of `values`; the
+# default stands for a column the frame lacks); num(column, default) -> float per row; model_col(column,
+# default) -> the row's model's value
+Mask = Callable[..., np.ndarray]
 Getter = Callable[[str, object], np.ndarray]
 
 
-def reasons(col: Getter, model_col: Getter, layout: bool = True) -> list[tuple[np.ndarray, float, str]]:
-    """(condition, allowance %, label) per reason, in the order the band names them. `col` reads a
-    scenario column, `model_col` a column of each row's model (catalog models table).
+def reasons(mask: Mask, num: Getter, model_col: Getter, layout: bool = True) -> list[tuple[np.ndarray, float, str]]:
+    """(condition, allowance %, label) per reason, in the order the band names them. `mask` and `num`
+    read scenario columns (masks through the categories, never a column of strings: the executor asks
+    this per configuration of a million-row sweep), `model_col` a column of each row's model.
 
     layout False (the verdicts): tensor and pipeline parallelism do not count, because an inference
     row's split follows its GPU count (engine/rules.py), which gpus_needed searches: a margin that
     changed with the count would call a count enough at one GPU and not enough at that count. The
     band still names them; ZeRO-1/2 and offload, the configuration's own settings, count for both."""
-    train = np.asarray(col("task", "train")) == "train"
-    method, precision = np.asarray(col("method", "full")), np.asarray(col("precision", "bf16"))
-    optimizer, base = np.asarray(col("optimizer", "adamw")), np.asarray(col("base_precision", "auto"))
-    zero, offload = np.asarray(col("zero", 0)).astype(float), np.asarray(col("offload", "none"))
-    tp, pp = np.asarray(col("tp", 1)).astype(float), np.asarray(col("pp", 1)).astype(float)
+    train = mask("task", "train", "train")
+    zero = num("zero", 0)
     experts = np.asarray(model_col("num_experts", 0)).astype(float)
     unmeasured_arch = ((np.asarray(model_col("kv_lora_rank", 0)).astype(float) > 0)
                        | np.asarray(model_col("attention_sinks", False)).astype(bool)
                        | np.asarray(model_col("expert_bias", False)).astype(bool)
                        | (np.asarray(model_col("moe_layer_step", 1)).astype(float) > 1)
                        | (np.asarray(model_col("shared_intermediate_size", 0)).astype(float) > 0))
-    bnb = ((train & ((method == "qlora") | np.isin(base, BNB_PRECISIONS) | np.isin(optimizer, BNB_OPTIMIZERS)))
-           | (~train & np.isin(precision, BNB_PRECISIONS)))
-    text = precision.astype(str)
-    gguf = ~train & (np.char.startswith(text, "q") | np.char.startswith(text, "iq")) & ~np.isin(precision, BNB_PRECISIONS)
+    bnb = ((train & (mask("method", "full", "qlora") | mask("base_precision", "auto", *BNB_PRECISIONS)
+                     | mask("optimizer", "adamw", *BNB_OPTIMIZERS)))
+           | (~train & mask("precision", "bf16", *BNB_PRECISIONS)))
+    gguf = ~train & mask("precision", "bf16", *GGUF_PRECISIONS)
     # ZeRO's stages count whatever the GPU count (one GPU under ZeRO-2 still runs DeepSpeed's buckets;
     # gpus_needed decides over other counts with the same margin)
-    parallel = (train & (offload != "none")) | (train & ((zero == 1) | (zero == 2)))
+    parallel = train & (~mask("offload", "none", "none") | (zero == 1) | (zero == 2))
     if layout:
-        parallel = parallel | (tp > 1) | (pp > 1)
+        parallel = parallel | (num("tp", 1) > 1) | (num("pp", 1) > 1)
     moe_train = train & (experts > 0)
     zero3 = train & (zero >= 3)
     return [
@@ -110,6 +114,20 @@ def reasons(col: Getter, model_col: Getter, layout: bool = True) -> list[tuple[n
     ]
 
 
+def frame_accessors(frame) -> tuple[Mask, Getter]:
+    """mask and num over a (small) frame's columns: the band's rows."""
+    n = len(frame)
+
+    def mask(name, default, *values):
+        col = frame[name].to_numpy() if name in frame else np.full(n, default, dtype=object)
+        return np.isin(col.astype(str), [str(v) for v in values])
+
+    def num(name, default):
+        return frame[name].to_numpy(dtype=float) if name in frame else np.full(n, float(default))
+
+    return mask, num
+
+
 def high_pct(found: list[tuple[np.ndarray, float, str]], n: int) -> np.ndarray:
     """The high side in percent of the tensors' peak: the measured part plus the largest allowance."""
     extra = np.zeros(n)
@@ -118,12 +136,11 @@ def high_pct(found: list[tuple[np.ndarray, float, str]], n: int) -> np.ndarray:
     return MEASURED_HIGH_PCT + extra
 
 
-def low_pct(col: Getter) -> np.ndarray:
+def low_pct(mask: Mask, num: Getter) -> np.ndarray:
     """The low side in percent: the measured part, and ZeRO-3's both-sided allowance."""
-    train = np.asarray(col("task", "train")) == "train"
-    zero3 = train & (np.asarray(col("zero", 0)).astype(float) >= 3)
+    zero3 = mask("task", "train", "train") & (num("zero", 0) >= 3)
     return MEASURED_LOW_PCT + np.where(zero3, ZERO3_PCT, 0.0)
 
 
-__all__ = ["reasons", "high_pct", "low_pct", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT", "BNB_HIGH_PCT",
+__all__ = ["reasons", "frame_accessors", "high_pct", "low_pct", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT", "BNB_HIGH_PCT",
            "PARALLEL_HIGH_PCT", "ARCH_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT"]

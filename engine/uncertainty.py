@@ -29,7 +29,7 @@ from engine.estimate import estimate
 # the same high side); re-exported here under their old names.
 from engine.margins import (
     ARCH_HIGH_PCT, BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, MEASURED_HIGH_PCT,
-    MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, high_pct, low_pct, reasons,
+    MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, frame_accessors, high_pct, low_pct, reasons,
 )
 from engine.scenarios import DEFAULTS
 
@@ -49,41 +49,54 @@ def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default
     return np.where(where < 0, default, picked) if (where < 0).any() else picked
 
 
-def padded_batch_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Per row, how much more the tensors' peak holds if the batch is padded after all: for a training
-    row asked unpadded or packed, the engine's own estimate of the same scenario with --padding padded
-    and packing off, less the row's (engine/components.py counts that path: the mask and K/V repeated
-    to every head per saving layer, `attention_seq_bytes`, and the masks checkpoint frames keep);
-    0 elsewhere (a padded row holds them already; flash and eager attention are the same either way;
-    inference builds no saved mask). Only those rows are estimated again."""
+def _path_rows(result: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose band holds another path's bytes: (asked unpadded or packed, under the trainer's
+    loop), training rows only."""
     n = len(result)
     col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
+    train = col("task", "train") == "train"
     asked_unpadded = (col("padding", "padded") != "padded") | (col("packing", "off") == "on")
-    rows = np.flatnonzero((col("task", "train") == "train") & asked_unpadded)
-    extra = np.zeros(n)
-    if len(rows):
-        tensors = lambda r: r["peak_bytes"].to_numpy(dtype=float) - r["runtime_overhead_bytes"].to_numpy(dtype=float)  # noqa: E731
-        asked = result.iloc[rows][["model"] + [c for c in DEFAULTS if c in result]].reset_index(drop=True)
-        padded = estimate(asked.assign(padding="padded", packing="off"), models)
-        extra[rows] = np.nan_to_num(np.maximum(tensors(padded) - tensors(result.iloc[rows]), 0.0))
-    return extra
+    return np.flatnonzero(train & asked_unpadded), np.flatnonzero(train & (col("loop", "trainer") == "trainer"))
+
+
+def path_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, how much more the tensors' peak holds along a path the row did not ask, each from the
+    engine's own estimate of the same scenario on that path, less the row's (0 elsewhere), in one
+    estimate() call for both:
+      padded: a training row asked unpadded or packed, estimated with --padding padded and packing off
+        (engine/components.py counts that path: the mask and K/V repeated to every head per saving
+        layer, `attention_seq_bytes`, and the masks checkpoint frames keep); a padded row holds them
+        already; flash and eager attention are the same either way; inference builds no saved mask;
+      kept (issue 28): a training row under the trainer's loop, estimated with --loop manual and
+        use_cache auto: the logits and the KV cache a hand-written loop keeps through backward."""
+    n = len(result)
+    pad_rows, kept_rows = _path_rows(result)
+    padded, kept = np.zeros(n), np.zeros(n)
+    if not len(pad_rows) and not len(kept_rows):
+        return padded, kept
+    cols = ["model"] + [c for c in DEFAULTS if c in result]
+    frames = [result.iloc[pad_rows][cols].assign(padding="padded", packing="off"),
+              result.iloc[kept_rows][cols].assign(loop="manual", use_cache="auto")]
+    other = estimate(pd.concat(frames, ignore_index=True), models)
+    tensors = lambda r: r["peak_bytes"].to_numpy(dtype=float) - r["runtime_overhead_bytes"].to_numpy(dtype=float)  # noqa: E731
+    t_other = tensors(other)
+    k = len(pad_rows)
+    if k:
+        padded[pad_rows] = np.nan_to_num(np.maximum(t_other[:k] - tensors(result.iloc[pad_rows]), 0.0))
+    if len(kept_rows):
+        kept[kept_rows] = np.nan_to_num(np.maximum(t_other[k:] - tensors(result.iloc[kept_rows]), 0.0))
+    return padded, kept
+
+
+def padded_batch_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per row, how much more the tensors' peak holds if the batch is padded after all (path_extra_bytes)."""
+    return path_extra_bytes(result.assign(loop="manual"), models)[0]  # (manual: no loop variant to estimate)
 
 
 def kept_outputs_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Per row, how much more the tensors' peak holds under a hand-written loop that keeps its outputs
-    (issue 28, --loop manual, use_cache at the model's default): for a training row under the
-    trainer's loop, the engine's own estimate of the same scenario with loop manual and use_cache
-    auto, less the row's; 0 elsewhere. Only those rows are estimated again."""
-    n = len(result)
-    col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
-    rows = np.flatnonzero((col("task", "train") == "train") & (col("loop", "trainer") == "trainer"))
-    extra = np.zeros(n)
-    if len(rows):
-        tensors = lambda r: r["peak_bytes"].to_numpy(dtype=float) - r["runtime_overhead_bytes"].to_numpy(dtype=float)  # noqa: E731
-        asked = result.iloc[rows][["model"] + [c for c in DEFAULTS if c in result]].reset_index(drop=True)
-        manual = estimate(asked.assign(loop="manual", use_cache="auto"), models)
-        extra[rows] = np.nan_to_num(np.maximum(tensors(manual) - tensors(result.iloc[rows]), 0.0))
-    return extra
+    (issue 28, --loop manual, use_cache at the model's default; path_extra_bytes)."""
+    return path_extra_bytes(result.assign(padding="padded", packing="off"), models)[1]  # (no padding variant)
 
 
 def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
@@ -111,23 +124,23 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
 def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """The uncertainty band of every row of an estimate() result (COLUMNS, same index)."""
     n = len(result)
-    col = lambda k, d: result[k].to_numpy() if k in result else np.full(n, d)  # noqa: E731
-    found = reasons(col, lambda k, d: _model_column(result, models, k, d))
+    mask, num = frame_accessors(result)
+    found = reasons(mask, num, lambda k, d: _model_column(result, models, k, d))
     text = np.full(n, "measured paths: held-out error", dtype=object)
     for cond, _, label in found:
         text = np.where(cond, text + "; " + label, text)
     high = high_pct(found, n)
-    low = low_pct(col)
+    low = low_pct(mask, num)
     peak = result["peak_bytes"].to_numpy(dtype=float)
     tensors = peak - (result["runtime_overhead_bytes"].to_numpy(dtype=float)
                       if "runtime_overhead_bytes" in result else 0.0)
-    # rows asked unpadded: a padded batch's attention mask (and repeated K, V) on top
-    padded = padded_batch_extra_bytes(result, models)
+    # rows asked unpadded: a padded batch's attention mask (and repeated K, V) on top; rows under the
+    # trainer's loop: what a hand-written loop keeps (one estimate for both)
+    padded, kept = path_extra_bytes(result, models)
     window_kv = window_prefill_bytes(result, models)
     text = np.where(padded > 0, text + "; a padded batch (--padding padded): attention mask and repeated K/V", text)
     padded = padded + window_kv
     text = np.where(window_kv > 0, text + "; sliding-window layers: transformers keeps the whole prefill's K/V", text)
-    kept = kept_outputs_extra_bytes(result, models)
     text = np.where(kept > 0, text + "; a hand-written loop keeping its outputs (--loop manual): logits and KV cache "
                     "through backward", text)
     return pd.DataFrame({

@@ -54,7 +54,7 @@ LISTING_PAGES = ["pages/overview.py", "pages/feasibility.py", "pages/inference.p
 # the others, one per session in turn: session n runs OTHER_PAGES[(n + n // 4) % 4], so that each is
 # run by five sessions and with each of the four workloads (WORKLOADS[n % 4])
 OTHER_PAGES = [p for p in PAGES if p not in LISTING_PAGES]
-N_SESSIONS = 20
+N_SESSIONS = 12  # (20 until issue 28: the suite is held to 6 minutes on 2 cores; 3 sessions per page)
 GIB = 2**30
 MODELS = ["llama-3-8b", "llama-2-7b", "llama-2-13b", "llama-1-7b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b",
           "llama-1-13b", "llama-2-70b", "llama-3-70b"]
@@ -218,7 +218,7 @@ def expected_peak(spec: Spec, models: pd.DataFrame, gpus: pd.DataFrame) -> str:
     return f"{peak / GIB:,.2f} GiB"
 
 
-def test_twenty_sessions_at_once_each_see_only_their_own_entries_and_settings(one_server, models, gpus, tmp_path):
+def test_a_dozen_sessions_at_once_each_see_only_their_own_entries_and_settings(one_server, models, gpus, tmp_path):
     start = threading.Barrier(N_SESSIONS)
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=N_SESSIONS) as pool:

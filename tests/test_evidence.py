@@ -181,3 +181,34 @@ def test_readme_states_the_real_run_figures_the_code_computes():
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     start = text.index(README_BEGIN) + len(README_BEGIN)
     assert text[start:text.index(README_END)] == readme_sentence(evidence_table(cat.references(), cat.models(), cat.gpus()))
+
+
+def test_a_measured_run_is_never_called_fits_when_its_measured_peak_does_not_fit():
+    """Issue 28's target: wherever a published run's measured memory per GPU is more than its GPU's
+    usable memory (any counter: each is at most the whole process), our verdict for the same scenario is
+    'does not fit'. Every published run here ran (none exceeds its card today: 0 of 53), so this guards the
+    rows to come (new references, a user's own runs); the published runs that OOMed (Unsloth's context
+    tables) are checked in tests/test_stacks.py."""
+    import pandas as pd
+
+    from catalog import default_catalog
+    from engine import estimate
+    from planner.evidence import UNIT_FACTORS, memory_rows
+    cat = default_catalog()
+    refs, gpus = cat.references(), cat.gpus()
+    table = memory_rows(evidence_table(refs, cat.models(), gpus))
+    chosen = refs.set_index("id").loc[table["id"]]
+    scen = pd.DataFrame(list(chosen["scenario"]))
+    has_gpu = scen.get("gpu", pd.Series("", index=scen.index)).fillna("").astype(str).ne("").to_numpy()
+    per_gpu = chosen["per_gpu"].to_numpy(dtype=bool)
+    keep = has_gpu & per_gpu
+    assert keep.sum() >= 20
+    scen = scen[keep].reset_index(drop=True)
+    scen["allow_long_context"] = True
+    scen["recipe"] = chosen["recipe"].fillna("hf").replace("", "hf").to_numpy()[keep]
+    out = estimate(scen, cat.models(), gpus)
+    measured = table["reference"].to_numpy()[keep] * table["unit"].map(UNIT_FACTORS).to_numpy(dtype=float)[keep]
+    usable = out["usable_bytes"].to_numpy(dtype=float)
+    over = measured > usable
+    fits = out["fits"].to_numpy(dtype=bool, na_value=False)
+    assert not (over & fits).any(), table["id"].to_numpy()[keep][over & fits]
