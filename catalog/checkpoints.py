@@ -611,7 +611,7 @@ def default_precision(args, info: dict) -> None:
     task, engine = getattr(args, "task", None), getattr(args, "engine", None)
     if engine is None and task != "infer":
         return
-    from engine.constants import GGUF_BITS, INFER_PRECISIONS
+    from engine.scenarios import GGUF_BITS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
     if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")):
         info["notes"].append(f"the stored weights are {precision}, which {engine or 'the estimate'} does not take: "
                              "the engine's default precision is used (see weights_bytes_engine beside the stored bytes)")
