@@ -224,6 +224,13 @@ def build_parser(prog: str = "python -m engine") -> Parser:
     ev = sub.add_parser("evidence", help="estimate vs every published reference")
     ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
                                                         "reference, estimate, unit, error_pct, recipe, explanation, ...)")
+    ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
+                                        "our estimate (docs/ingest.md)")
+    ing.add_argument("file", help="the log, or a file holding the llm_planner_run JSON line of docs/ingest.md")
+    ing.add_argument("--gpu", required=True, help="catalog GPU id the run ran on (see: catalog gpus)")
+    ing.add_argument("--model", default=None, help="catalog model id, when the log's model name matches none")
+    ing.add_argument("--json", action="store_true", help="print one JSON object (format, model, scenario, figures)")
+    ing.add_argument("--save", action="store_true", help="keep the run among your own (evidence lists it as yours)")
     dash = sub.add_parser("dashboard", help="start the Streamlit dashboard (headless) on http://localhost:PORT")
     dash.add_argument("--port", type=_whole("port", high=65535), default=8501, help="port (default 8501)")
     dash.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, every interface)")
@@ -539,11 +546,34 @@ def cmd_evidence(args) -> int:
     from planner.evidence import evidence_table, format_evidence
     cat = default_catalog()
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
+    from planner.ingest import user_evidence_rows  # issue 26: the user's own runs (ingest --save), after the published
+    mine = user_evidence_rows(cat.models(include_user=True), cat.gpus(include_user=True))
+    if not mine.empty:
+        table = pd.concat([table, mine], ignore_index=True)
     if getattr(args, "json", False):
         from planner.evidence import EVIDENCE_JSON_KEYS
         print_json([{k: _jsonable(r[k]) for k in EVIDENCE_JSON_KEYS} for _, r in table.iterrows()])
         return 0
     print(format_evidence(table))
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    from catalog import default_catalog
+    from planner.ingest import FIGURE_KEYS, INGEST_JSON_KEYS, format_comparison, ingest, save_run
+    cat = default_catalog()
+    result = ingest(args.file, args.gpu, cat.models(include_user=True), cat.gpus(include_user=True), args.model)
+    saved = save_run(result) if args.save else None
+    if args.json:
+        data = {k: result[k] for k in INGEST_JSON_KEYS}
+        data["scenario"] = {k: _jsonable(v) for k, v in data["scenario"].items()}
+        data["figures"] = [{k: _jsonable(f[k]) for k in FIGURE_KEYS} for f in data["figures"]]
+        data["saved_id"] = saved
+        print_json(data)
+        return 0
+    print(format_comparison(result))
+    if saved:
+        print(f"saved as {saved} (see: evidence)")
     return 0
 
 
@@ -665,7 +695,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
             return 2
         handler = {"estimate": cmd_estimate, "check": cmd_check, "sweep": cmd_sweep, "catalog": cmd_catalog,
                    "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve,
-                   "dashboard": cmd_dashboard}[args.command]
+                   "dashboard": cmd_dashboard, "ingest": cmd_ingest}[args.command]
         code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code

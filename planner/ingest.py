@@ -1,0 +1,558 @@
+"""Real runs come back (issue 26, item 4): a run's own log beside our estimate.
+
+`llm-planner ingest FILE --gpu ID [--json] [--save]` reads one of three things (docs/ingest.md):
+
+- the JSON line of the snippet we publish for training scripts (marker `llm_planner_run`):
+  torch.cuda.max_memory_allocated / max_memory_reserved and the scenario's settings;
+- a vLLM start-up log: the engine-config line (model=, dtype=, max_seq_len=, tensor_parallel_size=,
+  quantization=), "Model loading took", "Available KV cache memory", "GPU KV cache size",
+  "Maximum concurrency for";
+- a llama.cpp load log: the GGUF path and general.name, file type, n_ctx / n_seq_max, "offloaded
+  N/M layers to GPU", and the model / KV / compute buffer sizes per device.
+
+The parsers are pure functions over text. The run is matched to a scenario (model id, task,
+precision, sequence length, GPUs) and estimated: training runs with engine.estimate (the counters
+as planner/evidence.py compares them), vLLM and llama.cpp logs with engine.serving (the engine's
+own start-up arithmetic). Each measured figure is printed beside our figure with the error.
+`--save` keeps the run in the user's runs file (beside the user catalog, `user_runs_path`); the
+Evidence page and `evidence --json` list the saved runs, re-estimated, with source_kind "user".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from engine import columns
+
+GIB = 2**30
+MIB = 2**20
+MARKER = "llm_planner_run"
+MAX_LOG_BYTES = 64 * 2**20  # a start-up log is kilobytes; a bigger file is not read whole
+VLLM_BLOCK_SIZE = 16  # vLLM's CacheConfig default on CUDA (engine/serving.py VLLM_BLOCK_SIZE)
+FORMATS = ("training", "vllm", "llama.cpp")
+# `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
+INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures")
+FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
+RUNS_FILE_ENV = "LLM_PLANNER_USER_RUNS"
+
+
+class IngestError(ValueError):
+    """Bad input (unreadable file, no format recognized, a model not matched): one line, exit 2."""
+
+
+# ---- reading the file ----------------------------------------------------------------------------
+
+def read_text(path: str | Path) -> str:
+    """The file as text (UTF-8, undecodable bytes replaced); refused in one line when it is not a
+    readable regular file."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise IngestError(f"run file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if not p.is_file():
+        raise IngestError(f"run file {str(path)!r} is not a regular file; accepted: a log or a file holding the "
+                          f"{MARKER} JSON line")
+    if st.st_size > MAX_LOG_BYTES:
+        raise IngestError(f"run file {str(path)!r} is {st.st_size:,} bytes; at most {MAX_LOG_BYTES:,} are read")
+    try:
+        return p.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise IngestError(f"run file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+# ---- (a) the training snippet's JSON line ----------------------------------------------------------
+
+TRAINING_REQUIRED = ("model", "max_memory_allocated", "max_memory_reserved")
+TRAINING_SETTINGS = ("task", "method", "precision", "batch", "seq", "grad_checkpointing", "lora_rank", "optimizer",
+                     "gpus")
+SCENARIO_NAMES = {c.name for c in columns.SCENARIO if c.cli and c.group not in ("overhead",)} - {"model"}
+
+
+def parse_training(text: str) -> dict | None:
+    """The last line holding the snippet's JSON object (docs/ingest.md) -> a run, or None when no
+    line has the marker. A marked line that is not the snippet's object raises IngestError."""
+    line = None
+    for candidate in text.splitlines():
+        if f'"{MARKER}"' in candidate and "{" in candidate:
+            line = candidate
+    if line is None:
+        return None
+    try:
+        data = json.loads(line[line.index("{"):line.rindex("}") + 1])
+    except ValueError as exc:
+        raise IngestError(f"the {MARKER} line is not one JSON object: {exc}") from None
+    if not isinstance(data, dict):
+        raise IngestError(f"the {MARKER} line is not one JSON object")
+    missing = [k for k in TRAINING_REQUIRED if data.get(k) is None]
+    if missing:
+        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet of docs/ingest.md prints them")
+    measured = {}
+    for key, figure in (("max_memory_allocated", "allocated_peak"), ("max_memory_reserved", "reserved_peak")):
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes > 0")
+        measured[figure] = float(value)
+    settings = {k: data[k] for k in data if k in SCENARIO_NAMES and data[k] is not None}
+    settings.setdefault("task", "train")
+    versions = {k: str(data[k]) for k in ("torch", "transformers", "peft", "trl") if data.get(k) is not None}
+    return {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
+            "lines": {"allocated_peak": "max_memory_allocated", "reserved_peak": "max_memory_reserved"},
+            "versions": versions}
+
+
+# ---- (b) vLLM start-up logs --------------------------------------------------------------------------
+# The format strings, in vllm-project/vllm:
+#   vllm/config/vllm.py VllmConfig.__str__ (logged by vllm/v1/engine/core.py "Initializing a V1 LLM engine
+#       (v%s) with config: %s"): "model=%r, speculative_config=%r, tokenizer=%r, ..., dtype=%s,
+#       max_seq_len=%d, ..., tensor_parallel_size=%d, pipeline_parallel_size=%d, ..., quantization=%s, ..."
+#   vllm/v1/worker/gpu_model_runner.py load_model: "Model loading took %.4f GiB and %.6f seconds"
+#       (later versions: "Model loading took %.2f GiB memory and %.6f seconds")
+#   vllm/v1/worker/gpu_worker.py determine_available_memory: "Available KV cache memory: %.2f GiB"
+#   vllm/v1/core/kv_cache_utils.py: "GPU KV cache size: %s tokens" (f"{num_tokens:,}") and
+#       "Maximum concurrency for %s tokens per request: %.2fx"
+
+VLLM_CONFIG = re.compile(r"\bmodel='([^']*)'.*?\bdtype=([\w.]+).*?\bmax_seq_len=(\d+)")
+VLLM_TP = re.compile(r"\btensor_parallel_size=(\d+)")
+VLLM_PP = re.compile(r"\bpipeline_parallel_size=(\d+)")
+VLLM_QUANT = re.compile(r"\bquantization=([\w.-]+)")
+VLLM_KV_DTYPE = re.compile(r"\bkv_cache_dtype=([\w.-]+)")
+VLLM_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[=:]\s*([0-9.]+)")
+VLLM_LOADING = re.compile(r"Model loading took ([0-9.]+) (GiB|GB)")
+VLLM_KV_MEMORY = re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB")
+VLLM_KV_TOKENS = re.compile(r"GPU KV cache size: ([0-9,]+) tokens")
+VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
+VLLM_DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "torch.float16": "fp16", "float16": "fp16",
+               "half": "fp16", "torch.float32": "fp32", "float32": "fp32"}
+# quantization=<method> -> our weight precision (None: the dtype's)
+VLLM_QUANT_PRECISION = {"fp8": "fp8", "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4",
+                        "bitsandbytes": "nf4", "int8": "int8", "None": None, "none": None}
+
+
+def parse_vllm(text: str) -> dict | None:
+    """A vLLM start-up log -> a run, or None when it has none of vLLM's memory lines. Per-GPU
+    figures (one line per worker with tensor parallelism) keep the largest."""
+    loading = [(_num(m.group(1)), m.group(0)) for m in VLLM_LOADING.finditer(text)]
+    kv_mem = [(_num(m.group(1)), m.group(0)) for m in VLLM_KV_MEMORY.finditer(text)]
+    kv_tok = [(_num(m.group(1)), m.group(0)) for m in VLLM_KV_TOKENS.finditer(text)]
+    conc = [(m, m.group(0)) for m in VLLM_CONCURRENCY.finditer(text)]
+    if not (loading or kv_mem or kv_tok or conc):
+        return None
+    config_line = next((line for line in text.splitlines() if VLLM_CONFIG.search(line)), None)
+    if config_line is None:
+        raise IngestError("this vLLM log has no engine-config line (model=..., dtype=..., max_seq_len=...); "
+                          "ingest the whole start-up log")
+    m = VLLM_CONFIG.search(config_line)
+    model, dtype, max_len = m.group(1), m.group(2), int(m.group(3))
+    tp = int(VLLM_TP.search(config_line).group(1)) if VLLM_TP.search(config_line) else 1
+    pp = int(VLLM_PP.search(config_line).group(1)) if VLLM_PP.search(config_line) else 1
+    quant = VLLM_QUANT.search(config_line)
+    quant = quant.group(1) if quant else "None"
+    if dtype not in VLLM_DTYPES:
+        raise IngestError(f"vLLM dtype {dtype!r} is not read; accepted: {', '.join(sorted(set(VLLM_DTYPES)))}")
+    precision = VLLM_QUANT_PRECISION.get(quant, "unknown") if quant not in ("None", "none") else VLLM_DTYPES[dtype]
+    if precision == "unknown":
+        raise IngestError(f"vLLM quantization {quant!r} is not read; accepted: "
+                          f"{', '.join(k for k in VLLM_QUANT_PRECISION if k not in ('None', 'none'))} or none")
+    precision = precision or VLLM_DTYPES[dtype]
+    settings = {"task": "infer", "engine": "vllm", "precision": precision, "max_model_len": max_len,
+                "gpus": tp * pp}
+    kv_dtype = VLLM_KV_DTYPE.search(config_line)
+    if kv_dtype and kv_dtype.group(1).startswith("fp8"):
+        settings["kv_precision"] = "fp8"
+    util = VLLM_UTIL.search(text)
+    if util:
+        settings["gpu_memory_utilization"] = float(util.group(1))
+    measured, lines = {}, {}
+    if loading:
+        value, line = max(loading)
+        measured["weights"], lines["weights"] = value * GIB, line  # GiB_bytes (old "GB" lines divided by 2**30 too)
+    if kv_mem:
+        value, line = min(kv_mem)  # the worker that limits the cache
+        measured["kv_cache_memory"], lines["kv_cache_memory"] = value * GIB, line
+    if kv_tok:
+        value, line = kv_tok[-1]
+        measured["kv_cache_tokens"], lines["kv_cache_tokens"] = value, line
+    if conc:
+        match, line = conc[-1]
+        measured["max_concurrency"], lines["max_concurrency"] = float(match.group(2)), line
+    return {"format": "vllm", "model_read": model, "settings": settings, "measured": measured, "lines": lines,
+            "versions": {}}
+
+
+# ---- (c) llama.cpp load logs -------------------------------------------------------------------------
+# The format strings, in ggml-org/llama.cpp:
+#   src/llama-model-loader.cpp: "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)",
+#       the metadata dump "%s: - kv %3d: %42s %-16s = %s" (general.name), print_info: "%s: file type   = %s"
+#   src/llama-model.cpp load_tensors: "%s: offloaded %d/%d layers to GPU",
+#       "%s: %12s model buffer size = %8.2f MiB"
+#   src/llama-context.cpp: "%s: n_seq_max     = %u", "%s: n_ctx         = %u",
+#       "%s: %10s compute buffer size = %8.2f MiB"
+#   src/llama-kv-cache.cpp: "%s: %10s KV buffer size = %8.2f MiB",
+#       "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB"
+
+LCPP_FROM = re.compile(r"loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)(?: \(version .*\))?\s*$",
+                       re.M)
+LCPP_NAME = re.compile(r"general\.name\s+(?:str\s+)?=\s*(.+?)\s*$", re.M)
+LCPP_FTYPE = re.compile(r"file type\s+=\s*(.+?)\s*$", re.M)
+LCPP_NCTX = re.compile(r"\bn_ctx\s+=\s*(\d+)")
+LCPP_NSEQ = re.compile(r"\bn_seq_max\s+=\s*(\d+)")
+LCPP_OFFLOAD = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+LCPP_BUFFER = re.compile(r"^\S*:\s+(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB\s*$", re.M)
+LCPP_KV_TYPE = re.compile(r"K \((\w+)\):")
+# llama_model_ftype_name (src/llama-model-loader.cpp) -> our GGUF precision
+LCPP_FTYPES = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k - medium": "q5_k_m", "q4_k - medium": "q4_k_m", "q4_0": "q4_0",
+               "q3_k - medium": "q3_k_m", "q2_k - medium": "q2_k", "q2_k - small": "q2_k", "f16": "fp16",
+               "bf16": "bf16", "all f32": "fp32"}
+
+
+def _host_buffer(device: str) -> bool:
+    """CPU, CPU_Mapped, CPU_REPACK, CUDA_Host, ...: host memory, not the GPU's."""
+    return "CPU" in device.upper() or device.endswith("_Host")
+
+
+def parse_llamacpp(text: str) -> dict | None:
+    """A llama.cpp load log -> a run, or None when it has no buffer-size line. Figures are per GPU
+    device: the mean over the devices the log names (one card: that card's)."""
+    buffers = list(LCPP_BUFFER.finditer(text))
+    if not buffers:
+        return None
+    name = LCPP_NAME.search(text)
+    path = LCPP_FROM.search(text)
+    model_read = (path.group(1).strip() if path else "") or (name.group(1).strip() if name else "")
+    names = [n for n in (path.group(1).strip() if path else "", name.group(1).strip() if name else "") if n]
+    if not names:
+        raise IngestError("this llama.cpp log names no model (no 'loaded meta data ... from FILE' or general.name "
+                          "line); ingest the whole load log")
+    ftype = LCPP_FTYPE.search(text)
+    if not ftype:
+        raise IngestError("this llama.cpp log has no 'file type' line; ingest the whole load log")
+    ftype_text = re.sub(r"\s*\(guessed\)\s*$", "", ftype.group(1)).strip().lower()
+    precision = LCPP_FTYPES.get(ftype_text)
+    if precision is None:
+        raise IngestError(f"llama.cpp file type {ftype.group(1)!r} is not read; accepted: "
+                          f"{', '.join(sorted(LCPP_FTYPES))}")
+    n_ctx = LCPP_NCTX.search(text)
+    if not n_ctx:
+        raise IngestError("this llama.cpp log has no 'n_ctx' line; ingest the whole load log")
+    n_seq = int(LCPP_NSEQ.search(text).group(1)) if LCPP_NSEQ.search(text) else 1
+    per_kind: dict[str, dict[str, float]] = {"model": {}, "KV": {}, "compute": {}}
+    lines: dict[str, str] = {}
+    for m in buffers:
+        device, kind, mib = m.group(1), m.group(2), float(m.group(3))
+        if _host_buffer(device):
+            continue
+        per_kind[kind][device] = per_kind[kind].get(device, 0.0) + mib * MIB
+        lines.setdefault({"model": "weights", "KV": "kv_cache_memory", "compute": "compute_buffer"}[kind],
+                         m.group(0).strip())
+    devices = sorted(set().union(*per_kind.values()))
+    if not devices:
+        raise IngestError("this llama.cpp log has buffers on the CPU only; accepted: a load with layers on a GPU")
+    measured = {}
+    for kind, figure in (("model", "weights"), ("KV", "kv_cache_memory"), ("compute", "compute_buffer")):
+        if per_kind[kind]:
+            measured[figure] = sum(per_kind[kind].values()) / len(devices)
+    offload = LCPP_OFFLOAD.search(text)
+    settings = {"task": "infer", "engine": "llama.cpp", "precision": precision,
+                "max_model_len": max(1, int(n_ctx.group(1)) // max(1, n_seq)), "max_num_seqs": n_seq,
+                "gpus": len(devices)}
+    if offload:
+        measured["gpu_layers"] = float(offload.group(1))
+        lines["gpu_layers"] = offload.group(0)
+        settings["gpu_layers"] = int(offload.group(1))
+    kv_type = LCPP_KV_TYPE.search(text)
+    if kv_type and kv_type.group(1) in ("q8_0", "q4_0"):
+        settings["kv_precision"] = "int8" if kv_type.group(1) == "q8_0" else "int4"
+    return {"format": "llama.cpp", "model_read": model_read, "names_read": names, "settings": settings,
+            "measured": measured, "lines": lines, "versions": {}, "devices": devices}
+
+
+def parse_run(text: str) -> dict:
+    """The first format the text holds (training JSON line, vLLM, llama.cpp) -> a run."""
+    for parse in (parse_training, parse_vllm, parse_llamacpp):
+        run = parse(text)
+        if run is not None:
+            return run
+    raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line of docs/ingest.md, a vLLM "
+                      "start-up log ('Model loading took', 'GPU KV cache size') or a llama.cpp load log "
+                      "('model buffer size')")
+
+
+# ---- matching the run to a catalog model -----------------------------------------------------------
+
+_DROP = {"instruct", "chat", "hf", "it", "base", "meta", "gguf", "text", "model", "fp16", "bf16", "f16", "f32",
+         "awq", "gptq", "fp8", "int4", "int8", "bnb", "4bit", "8bit", "unsloth", "dynamic", "latest", "mlx", "hub"}
+_QUANT_TOKEN = re.compile(r"^(i?q\d(_[a-z0-9]+)*|ud)$")
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    """A model name as comparable tokens: "meta-llama/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf" ->
+    ("llama", "3.1", "8b"); the organization, the path, the file's suffix, the quantization and
+    the instruct/chat words left out."""
+    text = str(name).strip().replace("\\", "/").rstrip("/")
+    text = text.split("/")[-1]  # a Hub repo's name, a path's last part
+    text = re.sub(r"\.gguf$", "", text, flags=re.I)
+    text = re.sub(r"-\d{5}-of-\d{5}$", "", text)  # split GGUF parts
+    text = re.sub(r"(?i)[-._](ud-)?(i?q\d(_[a-z0-9]+)*|f16|bf16|f32)$", "", text)  # the GGUF quantization
+    words = re.split(r"[-_\s]+", text.lower())
+    out = []
+    for w in words:
+        if not w or w in _DROP or _QUANT_TOKEN.match(w):
+            continue
+        out.append(w)
+    return tuple(out)
+
+
+def _source_repo(source) -> str:
+    m = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)", str(source or ""))
+    return m.group(1) if m else ""
+
+
+def match_model(name: str, models: pd.DataFrame) -> str | None:
+    """A catalog model id for the name a run gives (a catalog id, a Hub repo, a GGUF file name,
+    a llama.cpp general.name), by the catalog's own ids and each model's Hugging Face source;
+    None when no model matches."""
+    name = str(name or "").strip()
+    ids = list(models["id"])
+    if name in ids:
+        return name
+    repo = "/".join(name.replace("\\", "/").rstrip("/").split("/")[-2:])
+    sources = {_source_repo(s).lower(): i for i, s in zip(models["id"], models.get("source", [""] * len(ids)))}
+    if repo.lower() in sources:
+        return sources[repo.lower()]
+    want = _tokens(name)
+    if not want:
+        return None
+    for ident, source in zip(ids, models.get("source", [""] * len(ids))):
+        if want == _tokens(ident) or (_source_repo(source) and want == _tokens(_source_repo(source))):
+            return ident
+    return None
+
+
+def resolve_model(run: dict, models: pd.DataFrame, override: str | None = None) -> str:
+    """The run's catalog model id (override: --model), or IngestError naming what was read."""
+    if override:
+        if override not in set(models["id"]):
+            raise IngestError(f"model {override!r} is not in the catalog; accepted: a catalog model id "
+                              "(see: catalog models)")
+        return override
+    for name in run.get("names_read") or [run["model_read"]]:
+        found = match_model(name, models)
+        if found:
+            return found
+    read = " / ".join(repr(n) for n in (run.get("names_read") or [run["model_read"]]))
+    raise IngestError(f"model {read} (read from the {run['format']} run) matches no catalog model; give --model ID "
+                      "(see: catalog models)")
+
+
+# ---- our estimate beside each measured figure -----------------------------------------------------
+
+FIGURES = {  # figure -> (evidence metric, unit, what our side is)
+    "allocated_peak": ("allocated_peak_bytes", "B", "peak_bytes - runtime_overhead_bytes (torch allocated)"),
+    "reserved_peak": ("reserved_peak_bytes", "B", "peak_bytes - CUDA context - NCCL (torch reserved)"),
+    "weights": ("weights_bytes", "B", "weights on one GPU (serve weights_gpu_bytes)"),
+    "kv_cache_memory": ("kv_cache_bytes", "B", "KV cache memory on one GPU (serve kv_cache_bytes_available)"),
+    "kv_cache_tokens": ("kv_cache_tokens", "tokens", "KV cache tokens (serve num_gpu_blocks x 16)"),
+    "max_concurrency": ("max_concurrency", "x", "requests of max_model_len at once (serve max_concurrency)"),
+    "compute_buffer": ("compute_buffer_bytes", "B", "compute buffer on one GPU (serve compute_buffer_bytes)"),
+    "gpu_layers": ("gpu_layers", "count", "layers on the GPU (serve gpu_layers)"),
+}
+
+
+def scenario_of(run: dict, model: str, gpu: str) -> dict:
+    """The engine request the run stands for."""
+    return {"model": model, "gpu": gpu, **run["settings"]}
+
+
+def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> dict[str, float]:
+    """Our figure for each of the run's measured figures (NaN where the engine has none)."""
+    sc = scenario_of(run, model, gpu)
+    if run["format"] == "training":
+        from engine.estimate import estimate
+        from planner.evidence import reserved_peak_bytes
+        request = {k: v for k, v in sc.items() if k != "engine"}
+        result = estimate(pd.DataFrame([request]), models, gpus)
+        row = result.iloc[0]
+        ours = {"allocated_peak": float(row["peak_bytes"] - row["runtime_overhead_bytes"]),
+                "reserved_peak": float(reserved_peak_bytes(result.iloc[:1])[0])}
+    else:
+        from planner.serving import serve_one
+        request = {k: v for k, v in sc.items() if k != "task"}
+        request.setdefault("kv_precision", "auto")
+        row = serve_one(request, models, gpus)
+        blocks = float(row.get("num_gpu_blocks", np.nan))
+        ours = {"weights": float(row.get("weights_gpu_bytes", np.nan)),
+                "kv_cache_memory": float(row.get("kv_cache_bytes_available", np.nan)),
+                "kv_cache_tokens": blocks * VLLM_BLOCK_SIZE,
+                "max_concurrency": float(row.get("max_concurrency", np.nan)),
+                "compute_buffer": float(row.get("compute_buffer_bytes", np.nan)),
+                "gpu_layers": float(row.get("gpu_layers", np.nan))}
+    return {k: ours.get(k, np.nan) for k in run["measured"]}
+
+
+def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> list[dict]:
+    """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
+    if gpu not in set(gpus["id"]):
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+    ours = estimate_run(run, model, gpu, models, gpus)
+    from planner.evidence import COUNTERS
+    out = []
+    for figure, measured in run["measured"].items():
+        metric, unit, _ = FIGURES[figure]
+        est = ours.get(figure, np.nan)
+        error = (est - measured) / measured * 100 if measured and math.isfinite(est) else np.nan
+        out.append({"figure": figure, "metric": metric, "measured": float(measured),
+                    "estimate": float(est) if math.isfinite(est) else None, "unit": unit,
+                    "error_pct": round(float(error), 1) if math.isfinite(error) else None,
+                    "source_line": run.get("lines", {}).get(figure, ""), "counter": COUNTERS.get(metric, FIGURES[figure][2])})
+    return out
+
+
+def _shown(value, unit: str) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if unit == "B":
+        return f"{value / GIB:,.2f} GiB"
+    if unit == "tokens":
+        return f"{value:,.0f}"
+    if unit == "x":
+        return f"{value:,.2f}x"
+    return f"{value:,.0f}"
+
+
+def format_comparison(result: dict) -> str:
+    """The text table: figure, measured, ours, error %."""
+    head = (f"{result['format']} run of {result['model']} (read: {result['model_read']}) on {result['gpu']}: "
+            + ", ".join(f"{k} {v}" for k, v in result["scenario"].items() if k not in ("model", "gpu")))
+    rows = [("figure", "measured", "ours", "error %")]
+    for f in result["figures"]:
+        err = "—" if f["error_pct"] is None else f"{f['error_pct']:+.1f}"
+        rows.append((f["figure"], _shown(f["measured"], f["unit"]), _shown(f["estimate"], f["unit"]), err))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [head]
+    for r in rows:
+        lines.append("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip())
+    return "\n".join(lines)
+
+
+def ingest(path: str | Path, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None) -> dict:
+    """Read, match, estimate: the `ingest --json` object (without schema_version)."""
+    text = read_text(path)
+    run = parse_run(text)
+    ident = resolve_model(run, models, model)
+    figures = compare(run, ident, gpu, models, gpus)
+    return {"format": run["format"], "file": Path(path).name, "model": ident, "model_read": run["model_read"],
+            "gpu": gpu, "scenario": scenario_of(run, ident, gpu), "figures": figures, "_run": run}
+
+
+# ---- --save: the user's own runs -------------------------------------------------------------------
+
+def user_runs_path() -> Path:
+    """$LLM_PLANNER_USER_RUNS, else `user_runs.yaml` beside the user catalog (catalog/store.py
+    user_catalog_path: $LLM_PLANNER_USER_CATALOG or ~/.llm-planner/user_catalog.yaml)."""
+    if os.environ.get(RUNS_FILE_ENV):
+        return Path(os.environ[RUNS_FILE_ENV]).expanduser()
+    from catalog.store import user_catalog_path
+    return user_catalog_path().with_name("user_runs.yaml")
+
+
+def load_runs(path: Path | None = None) -> list[dict]:
+    """The saved runs (a missing file: none). A file that is not a list of runs raises IngestError."""
+    path = path or user_runs_path()
+    if not path.exists():
+        return []
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeError, yaml.YAMLError) as exc:
+        raise IngestError(f"user runs file {str(path)!r} cannot be read: {' '.join(str(exc).split())}") from None
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list):
+        raise IngestError(f"user runs file {str(path)!r} is not a mapping with a `runs:` list")
+    return [r for r in runs if isinstance(r, dict) and isinstance(r.get("run"), dict)]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:40] or "run"
+
+
+def save_run(result: dict, path: Path | None = None) -> str:
+    """Append the run to the user's runs file (written whole to a temporary file, then renamed);
+    returns its id."""
+    path = path or user_runs_path()
+    runs = load_runs(path)
+    taken = {r.get("id") for r in runs}
+    base = f"user-{result['format'].replace('.', '')}-{_slug(result['model'])}-{_slug(Path(result['file']).stem)}"
+    ident, n = base, 2
+    while ident in taken:
+        ident, n = f"{base}-{n}", n + 1
+    run = result["_run"]
+    entry = {"id": ident, "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "file": result["file"],
+             "model": result["model"], "gpu": result["gpu"],
+             "run": {"format": run["format"], "model_read": run["model_read"], "settings": dict(run["settings"]),
+                     "measured": {k: float(v) for k, v in run["measured"].items()},
+                     "lines": dict(run.get("lines", {})), "versions": dict(run.get("versions", {}))}}
+    runs.append(entry)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = ("# LLM hardware planner: your own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md).\n"
+            + yaml.safe_dump({"runs": runs}, sort_keys=False, allow_unicode=True, width=100))
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return ident
+
+
+def user_evidence_rows(models: pd.DataFrame, gpus: pd.DataFrame, runs: list[dict] | None = None) -> pd.DataFrame:
+    """The saved runs as evidence rows (planner/evidence.py EVIDENCE_JSON_KEYS), re-estimated now,
+    source_kind "user"; a run whose model or GPU has left the catalog is skipped."""
+    from planner.evidence import EVIDENCE_JSON_KEYS, TARGET_PCT, TOLERANCE_PCT
+    if runs is None:
+        try:
+            runs = load_runs()
+        except IngestError as exc:  # the published rows still show; the file is named once
+            import warnings
+            warnings.warn(f"{exc}; your runs are left out", stacklevel=2)
+            runs = []
+    rows = []
+    for entry in runs:
+        try:
+            figures = compare(entry["run"], entry["model"], entry["gpu"], models, gpus)
+        except (IngestError, KeyError, ValueError, TypeError):
+            continue
+        for f in figures:
+            err = f["error_pct"]
+            scale, unit = (GIB, "GiB") if f["unit"] == "B" else (1, f["unit"])  # bytes as the references show them
+            est = f["estimate"] / scale if f["estimate"] is not None else np.nan
+            rows.append({
+                "id": f"{entry['id']}-{f['figure'].replace('_', '-')}", "kind": "measured", "metric": f["metric"],
+                "reference": round(f["measured"] / scale, 3), "estimate": round(est, 3),
+                "unit": unit, "error_pct": err if err is not None else np.nan,
+                "recipe": entry["run"]["settings"].get("recipe", "hf" if entry["run"]["format"] == "training"
+                                                       else entry["run"]["format"]),
+                "explanation": "", "model": entry["model"], "per_gpu": True,
+                "within_10pct": err is not None and abs(err) <= TOLERANCE_PCT,
+                "within_15pct": err is not None and abs(err) <= TARGET_PCT,
+                "source": f"your run: {entry.get('file', '')} ({entry['run']['format']}), saved {entry.get('saved', '')}",
+                "url": "", "setup_note": f["source_line"], "estimate_note": "", "counter": f["counter"],
+                "source_kind": "user"})
+    return pd.DataFrame(rows, columns=list(EVIDENCE_JSON_KEYS))
