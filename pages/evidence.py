@@ -18,12 +18,22 @@ c.page_header("Evidence", "Every published figure we know for these models (meas
               "source. Measurements are the test; claims are shown to be checked, not trusted.")
 
 ev = c.guard(c.evidence, models, gpus)
+# issue 26: the user's own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md), listed with the published
+# ones and marked "yours"; the hit rates above the table stay the published references'
+from planner.ingest import IngestError, load_runs, user_evidence_rows  # noqa: E402
+
+try:
+    mine = user_evidence_rows(models, gpus, load_runs())
+except IngestError as exc:
+    st.warning(f"{exc}; your runs are left out")
+    mine = ev.iloc[:0]
+rows = pd.concat([ev, mine], ignore_index=True) if len(mine) else ev
 KIND_LABELS = {"measured": "measured", "estimate": "others' estimate", "claim": "claim (source articles etc.)"}
 
 with st.container(border=True):
     e1, e2, e3 = st.columns([2, 2, 1])
     kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
-    metrics = sorted(ev["metric"].astype(str).unique())
+    metrics = sorted(rows["metric"].astype(str).unique())
     chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
     outside = e3.checkbox("Only outside ±10%", key="ev_outside")
     query = st.text_input("Search (id, model, source, notes)", key="ev_search")
@@ -41,7 +51,10 @@ summary[3].metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_
                        "against the target of at least 85% within ±15% and none under by more than 10%"
                        + (f"; the furthest under is {worst_id}." if worst_id else "."))
 
-shown = ev[ev["kind"].isin(kinds) & ev["metric"].astype(str).isin(chosen_metrics)]
+if len(mine):
+    st.caption(f"{len(mine)} figures from your own runs (ingest --save) are in the table, marked \"yours\" in Whose; "
+               "the counts above are the published references'.")
+shown = rows[rows["kind"].isin(kinds) & rows["metric"].astype(str).isin(chosen_metrics)]
 if outside:
     shown = shown[~shown["within_10pct"].astype(bool)]
 if query:
@@ -96,7 +109,8 @@ view = pd.DataFrame({
     "Error (%)": finite_error,
     "Within ±10%": shown["within_10pct"].astype(bool),
     "Source": shown["source"].astype(str),
-    "Whose": shown["source_kind"].astype(str) if "source_kind" in shown else "published",
+    "Whose": (shown["source_kind"].astype(str).replace({"user": "yours"}) if "source_kind" in shown
+              else "published"),
     "URL": shown["url"].astype(str),
     "Setup": shown["setup_note"].astype(str),
     "Why it differs": np.where(note != "", "Ours: " + note + ". " + shown["explanation"].astype(str),
@@ -110,7 +124,8 @@ c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds),
               "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
                          "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "
                          "process as nvidia-smi shows it (+ the CUDA context, NCCL); ours is taken apart the same way.",
-              "Whose": "published: a figure from a paper, README, doc or log; user: a run you added yourself.",
+              "Whose": "published: a figure from a paper, README, doc or log; yours: a run you added yourself "
+                       "(llm-planner ingest FILE --gpu ID --save, docs/ingest.md).",
               "Ours": "Empty where the engine has no figure; 'Why it differs' then says why (e.g. no GPU count up "
                       "to the engine's limit holds it).",
               "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})

@@ -274,3 +274,19 @@ def test_evidence_names_a_broken_runs_file_and_still_lists_the_published(runs_fi
     code, out, err = run_cli("evidence", "--json")
     assert code == 0 and json.loads(out)
     assert err.startswith("warning: user runs file") and "your runs are left out" in err and err.count("\n") == 1
+
+
+def test_the_evidence_page_lists_your_runs_marked_yours(runs_file):
+    from streamlit.testing.v1 import AppTest
+    assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    from tests.test_pages import DASHBOARD
+    at = AppTest.from_file(DASHBOARD, default_timeout=60)
+    at.switch_page("pages/evidence.py").run()  # one run: the Evidence page alone
+    assert not at.exception, [e.value for e in at.exception]
+    view = at.dataframe[0].value.set_index("Reference")
+    mine = view[view["Whose"] == "yours"]
+    assert list(mine.index) == ["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-" + f for f in
+                                ("weights", "kv-cache-memory", "kv-cache-tokens", "max-concurrency")]
+    assert mine.loc["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-weights", "Published"] == 14.989
+    assert set(view.loc[view["Whose"] != "yours", "Whose"]) == {"published"}
+    assert any("from your own runs" in cap.value for cap in at.caption)
