@@ -125,6 +125,9 @@ def parse_training(text: str) -> dict | None:
 #   vllm/v1/worker/gpu_worker.py determine_available_memory: "Available KV cache memory: %.2f GiB"
 #   vllm/v1/core/kv_cache_utils.py: "GPU KV cache size: %s tokens" (f"{num_tokens:,}") and
 #       "Maximum concurrency for %s tokens per request: %.2fx"
+# and the V0 engine's (vLLM <= 0.10): vllm/worker/model_runner.py "Loading model weights took %.4f GB"
+#   (model_memory_usage / float(2**30): GiB under the label GB), vllm/executor/executor_base.py
+#   "# GPU blocks: %d, # CPU blocks: %d" (x the block size, 16 by default, = the KV cache's tokens)
 
 VLLM_CONFIG = re.compile(r"\bmodel='([^']*)'.*?\bdtype=([\w.]+).*?\bmax_seq_len=(\d+)")
 VLLM_TP = re.compile(r"\btensor_parallel_size=(\d+)")
@@ -132,7 +135,8 @@ VLLM_PP = re.compile(r"\bpipeline_parallel_size=(\d+)")
 VLLM_QUANT = re.compile(r"\bquantization=([\w.-]+)")
 VLLM_KV_DTYPE = re.compile(r"\bkv_cache_dtype=([\w.-]+)")
 VLLM_UTIL = re.compile(r"gpu_memory_utilization['\"]?\s*[=:]\s*([0-9.]+)")
-VLLM_LOADING = re.compile(r"Model loading took ([0-9.]+) (GiB|GB)")
+VLLM_LOADING = re.compile(r"(?:Model loading took|Loading model weights took) ([0-9.]+) (GiB|GB)")
+VLLM_V0_BLOCKS = re.compile(r"# GPU blocks: (\d+), # CPU blocks: \d+")
 VLLM_KV_MEMORY = re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB")
 VLLM_KV_TOKENS = re.compile(r"GPU KV cache size: ([0-9,]+) tokens")
 VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
@@ -149,6 +153,7 @@ def parse_vllm(text: str) -> dict | None:
     loading = [(_num(m.group(1)), m.group(0)) for m in VLLM_LOADING.finditer(text)]
     kv_mem = [(_num(m.group(1)), m.group(0)) for m in VLLM_KV_MEMORY.finditer(text)]
     kv_tok = [(_num(m.group(1)), m.group(0)) for m in VLLM_KV_TOKENS.finditer(text)]
+    kv_tok = kv_tok or [(_num(m.group(1)) * VLLM_BLOCK_SIZE, m.group(0)) for m in VLLM_V0_BLOCKS.finditer(text)]
     conc = [(m, m.group(0)) for m in VLLM_CONCURRENCY.finditer(text)]
     if not (loading or kv_mem or kv_tok or conc):
         return None
@@ -208,11 +213,14 @@ def parse_vllm(text: str) -> dict | None:
 LCPP_FROM = re.compile(r"loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)(?: \(version .*\))?\s*$",
                        re.M)
 LCPP_NAME = re.compile(r"general\.name\s+(?:str\s+)?=\s*(.+?)\s*$", re.M)
-LCPP_FTYPE = re.compile(r"file type\s+=\s*(.+?)\s*$", re.M)
+LCPP_FTYPE = re.compile(r"(?:file type|model ftype)\s+=\s*(.+?)\s*$", re.M)
 LCPP_NCTX = re.compile(r"\bn_ctx\s+=\s*(\d+)")
 LCPP_NSEQ = re.compile(r"\bn_seq_max\s+=\s*(\d+)")
 LCPP_OFFLOAD = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 LCPP_BUFFER = re.compile(r"^\S*:\s+(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB\s*$", re.M)
+# before 2024-06 (llama.cpp b3000-ish): "llm_load_tensors: %10s buffer size = %8.2f MiB" (the weights) and
+# llm_load_print_meta's "%s: model ftype      = %s"
+LCPP_OLD_WEIGHTS = re.compile(r"^llm_load_tensors:\s+(\S+) buffer size =\s*([0-9.]+) MiB\s*$", re.M)
 LCPP_KV_TYPE = re.compile(r"K \((\w+)\):")
 # llama_model_ftype_name (src/llama-model-loader.cpp) -> our GGUF precision
 LCPP_FTYPES = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k - medium": "q5_k_m", "q4_k - medium": "q4_k_m", "q4_0": "q4_0",
@@ -228,7 +236,8 @@ def _host_buffer(device: str) -> bool:
 def parse_llamacpp(text: str) -> dict | None:
     """A llama.cpp load log -> a run, or None when it has no buffer-size line. Figures are per GPU
     device: the mean over the devices the log names (one card: that card's)."""
-    buffers = list(LCPP_BUFFER.finditer(text))
+    buffers = [(m.group(1), m.group(2), float(m.group(3)), m.group(0)) for m in LCPP_BUFFER.finditer(text)]
+    buffers += [(m.group(1), "model", float(m.group(2)), m.group(0)) for m in LCPP_OLD_WEIGHTS.finditer(text)]
     if not buffers:
         return None
     name = LCPP_NAME.search(text)
@@ -252,13 +261,11 @@ def parse_llamacpp(text: str) -> dict | None:
     n_seq = int(LCPP_NSEQ.search(text).group(1)) if LCPP_NSEQ.search(text) else 1
     per_kind: dict[str, dict[str, float]] = {"model": {}, "KV": {}, "compute": {}}
     lines: dict[str, str] = {}
-    for m in buffers:
-        device, kind, mib = m.group(1), m.group(2), float(m.group(3))
+    for device, kind, mib, line in buffers:
         if _host_buffer(device):
             continue
         per_kind[kind][device] = per_kind[kind].get(device, 0.0) + mib * MIB
-        lines.setdefault({"model": "weights", "KV": "kv_cache_memory", "compute": "compute_buffer"}[kind],
-                         m.group(0).strip())
+        lines.setdefault({"model": "weights", "KV": "kv_cache_memory", "compute": "compute_buffer"}[kind], line.strip())
     devices = sorted(set().union(*per_kind.values()))
     if not devices:
         raise IngestError("this llama.cpp log has buffers on the CPU only; accepted: a load with layers on a GPU")
@@ -414,7 +421,7 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
     for figure, measured in run["measured"].items():
         metric, unit, _ = FIGURES[figure]
         est = ours.get(figure, np.nan)
-        error = (est - measured) / measured * 100 if measured and math.isfinite(est) else np.nan
+        error = (est - measured) / measured * 100 if measured > 0 and math.isfinite(est) else np.nan
         out.append({"figure": figure, "metric": metric, "measured": float(measured),
                     "estimate": float(est) if math.isfinite(est) else None, "unit": unit,
                     "error_pct": round(float(error), 1) if math.isfinite(error) else None,

@@ -290,3 +290,44 @@ def test_the_evidence_page_lists_your_runs_marked_yours(runs_file):
     assert mine.loc["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-weights", "Published"] == 14.989
     assert set(view.loc[view["Whose"] != "yours", "Whose"]) == {"published"}
     assert any("from your own runs" in cap.value for cap in at.caption)
+
+
+def test_older_vllm_and_llamacpp_strings_parse():
+    """vLLM's V0 engine (vllm/worker/model_runner.py, vllm/executor/executor_base.py) and llama.cpp before the
+    "model buffer" wording (llm_load_tensors, llm_load_print_meta)."""
+    config = VLLM_CONFIG % ("meta-llama/Llama-2-7b-hf", None, "meta-llama/Llama-2-7b-hf", False, "auto", None, None,
+                            False, "torch.float16", 4096, None, "auto", 1, 1, None)
+    run = parse_vllm("\n".join([
+        "Initializing an LLM engine (v%s) with config: %s" % ("0.6.3", config),
+        "Loading model weights took %.4f GB" % 12.5533,
+        "# GPU blocks: %d, # CPU blocks: %d" % (7000, 512),
+    ]))
+    assert run["settings"]["precision"] == "fp16" and run["settings"]["max_model_len"] == 4096
+    assert run["measured"] == {"weights": pytest.approx(12.5533 * GIB), "kv_cache_tokens": 7000 * 16}
+    run = parse_llamacpp("\n".join([
+        "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)"
+        % ("llama_model_loader", 24, 291, "models/llama-2-7b.Q4_0.gguf", "GGUF V3 (latest)"),
+        "%s: model ftype      = %s" % ("llm_load_print_meta", "Q4_0"),
+        "%s: offloaded %d/%d layers to GPU" % ("llm_load_tensors", 33, 33),
+        "%s: %10s buffer size = %8.2f MiB" % ("llm_load_tensors", "CPU", 70.31),
+        "%s: %10s buffer size = %8.2f MiB" % ("llm_load_tensors", "CUDA0", 3577.56),
+        "%s: n_ctx      = %u" % ("llama_new_context_with_model", 4096),
+        "%s: %10s KV buffer size = %8.2f MiB" % ("llama_kv_cache_init", "CUDA0", 2048.0),
+        "%s: %10s compute buffer size = %8.2f MiB" % ("llama_new_context_with_model", "CUDA0", 296.0),
+    ]))
+    assert run["settings"]["precision"] == "q4_0" and run["settings"]["max_model_len"] == 4096
+    assert run["measured"] == {"weights": pytest.approx(3577.56 * MIB), "kv_cache_memory": 2048 * MIB,
+                               "compute_buffer": 296 * MIB, "gpu_layers": 33}
+    assert match_model(run["model_read"], default_models()) == "llama-2-7b"
+
+
+def default_models():
+    from catalog import default_catalog
+    return default_catalog().models()
+
+
+def test_a_scenario_the_engine_refuses_is_one_line(tmp_path):
+    bad = tmp_path / "run.jsonl"
+    bad.write_text(TRAINING.read_text().replace('"method": "lora"', '"method": "dora"'))
+    code, out, err = run_cli("ingest", bad, "--gpu", "l40s")
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and "dora" in err
