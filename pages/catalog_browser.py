@@ -90,9 +90,9 @@ def add_entry(kind: str, label: str, raw: dict) -> None:
 
 # keyed and tracked: the rerun after adding an entry stays on the tab the user was on (it used to
 # jump back to the GPUs tab)
-tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file = st.tabs(
-    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file"], key="catalog_tab",
-    on_change="rerun")
+tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file, tab_run = st.tabs(
+    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file", "Your run's log"],
+    key="catalog_tab", on_change="rerun")
 
 with tab_gpus:
     view = pd.DataFrame({
@@ -350,3 +350,42 @@ if session:
         if r3.button("Remove", key=f"remove_{kind[:-1]}_{record['id']}"):
             c.remove_user_entry(kind, record["id"])
             st.rerun()
+
+
+# ---- issue 26: a run's own log, pasted: measured beside our estimate; kept among your runs ----------------
+with tab_run:
+    from planner import ingest as ing
+
+    st.markdown("Paste a vLLM start-up log, a llama.cpp load log or the one JSON line of the training snippet "
+                "(docs/ingest.md, `llm-planner ingest`): each figure the run printed is shown beside our estimate "
+                "of the same scenario. Kept runs are listed on the Evidence page, marked as yours.")
+    pasted = st.text_area("The log (or the JSON line)", key="run_log_text", height=180)
+    g1, g2 = st.columns(2)
+    run_gpu = g1.selectbox("The GPU it ran on", list(gpus["id"]), key="run_log_gpu",
+                           index=list(gpus["id"]).index("rtx-4090") if "rtx-4090" in set(gpus["id"]) else 0)
+    run_model = g2.text_input("Catalog model id (leave empty: matched from the log)", key="run_log_model")
+    if st.button("Compare with the estimate", key="run_log_compare", type="primary"):
+        try:
+            st.session_state["run_log_result"] = ing.ingest_text(pasted, run_gpu, models, gpus,
+                                                                 run_model.strip() or None)
+        except ing.IngestError as exc:
+            st.session_state.pop("run_log_result", None)
+            st.error(md_escape(str(exc)))
+    result = st.session_state.get("run_log_result")
+    if result is not None:
+        st.caption(md_escape(f"{result['format']} run of {result['model']} (read: {result['model_read']}) on "
+                             f"{result['gpu']}"))
+        c.table(pd.DataFrame([{"Figure": f["figure"], "Measured": ing._shown(f["measured"], f["unit"]),
+                               "Ours": ing._shown(f["estimate"], f["unit"]),
+                               "Error (%)": f["error_pct"] if f["error_pct"] is not None else np.nan,
+                               "Counter": f["counter"]} for f in result["figures"]]),
+                "run_log_figures", c.csv_settings(page="catalog: your run's log", gpu=result["gpu"]),
+                formats={"Error (%)": "%+.1f"})
+        if st.button("Keep it among my runs", key="run_log_save",
+                     help=f"Written to {ue.md_code(str(ing.user_runs_path()))}; the Evidence page lists it."):
+            try:
+                saved = ing.save_run(result)
+            except (ing.IngestError, OSError) as exc:
+                st.error(md_escape(str(exc)))
+            else:
+                st.success(f"Kept as {ue.md_code(saved)}: the Evidence page lists it, marked as yours.")

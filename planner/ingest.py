@@ -66,9 +66,21 @@ def read_text(path: str | Path) -> str:
     if st.st_size > MAX_LOG_BYTES:
         raise IngestError(f"run file {str(path)!r} is {st.st_size:,} bytes; at most {MAX_LOG_BYTES:,} are read")
     try:
-        return p.read_bytes().decode("utf-8", errors="replace")
+        data = p.read_bytes()
     except OSError as exc:
         raise IngestError(f"run file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return _text_of(data, f"run file {str(path)!r}")
+
+
+def _text_of(data: bytes, what: str) -> str:
+    """Bytes as text, refused in one line when they are binary (a NUL byte in the first 64 KiB: no log
+    or JSON line holds one) or beyond the bound."""
+    if len(data) > MAX_LOG_BYTES:
+        raise IngestError(f"{what} is {len(data):,} bytes; at most {MAX_LOG_BYTES:,} are read")
+    if b"\x00" in data[:65536]:
+        raise IngestError(f"{what} holds binary data; accepted: a vLLM start-up log, a llama.cpp load log or "
+                          f"the {MARKER} JSON line (docs/ingest.md)")
+    return data.decode("utf-8", errors="replace")
 
 
 def _num(text: str) -> float:
@@ -356,6 +368,13 @@ def resolve_model(run: dict, models: pd.DataFrame, override: str | None = None) 
         if override not in set(models["id"]):
             raise IngestError(f"model {override!r} is not in the catalog; accepted: a catalog model id "
                               "(see: catalog models)")
+        # a log of another model than --model says is refused (a name that matches nothing, a fine-tune
+        # under its own name, takes the override)
+        for name in run.get("names_read") or [run["model_read"]]:
+            found = match_model(name, models)
+            if found and found != override:
+                raise IngestError(f"the {run['format']} run is of {name!r} ({found}), not of --model {override!r}; "
+                                  "give the run's own model or leave --model out")
         return override
     for name in run.get("names_read") or [run["model_read"]]:
         found = match_model(name, models)
@@ -458,11 +477,19 @@ def format_comparison(result: dict) -> str:
 
 def ingest(path: str | Path, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None) -> dict:
     """Read, match, estimate: the `ingest --json` object (without schema_version)."""
-    text = read_text(path)
+    return ingest_text(read_text(path), gpu, models, gpus, model, name=Path(path).name)
+
+
+def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None,
+                name: str = "pasted log") -> dict:
+    """ingest() of a text (the Catalog page's pasted log): the same bounds, parsers and matching."""
+    text = _text_of(text.encode("utf-8", errors="replace"), name) if isinstance(text, str) else _text_of(text, name)
+    if gpu not in set(gpus["id"]):
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
     run = parse_run(text)
     ident = resolve_model(run, models, model)
     figures = compare(run, ident, gpu, models, gpus)
-    return {"format": run["format"], "file": Path(path).name, "model": ident, "model_read": run["model_read"],
+    return {"format": run["format"], "file": name, "model": ident, "model_read": run["model_read"],
             "gpu": gpu, "scenario": scenario_of(run, ident, gpu), "figures": figures, "_run": run}
 
 

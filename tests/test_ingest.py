@@ -17,6 +17,7 @@ from planner.ingest import (
     GIB,
     MIB,
     IngestError,
+    load_runs,
     match_model,
     parse_llamacpp,
     parse_run,
@@ -331,3 +332,38 @@ def test_a_scenario_the_engine_refuses_is_one_line(tmp_path):
     bad.write_text(TRAINING.read_text().replace('"method": "lora"', '"method": "dora"'))
     code, out, err = run_cli("ingest", bad, "--gpu", "l40s")
     assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and "dora" in err
+
+
+def test_the_catalog_page_takes_a_pasted_log_and_keeps_it(runs_file):
+    """Issue 26: the Catalog page takes a pasted log too: the same figures as `ingest`, and kept, the
+    run is among the user's runs (the Evidence page lists them: the test above)."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_pages import DASHBOARD
+    at = AppTest.from_file(DASHBOARD, default_timeout=60)
+    at.switch_page("pages/catalog_browser.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.text_area(key="run_log_text").set_value(VLLM.read_text())
+    at.selectbox(key="run_log_gpu").set_value("h100-sxm-80gb")
+    at.button(key="run_log_compare").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    shown = next(d.value for d in at.dataframe if "Figure" in d.value.columns).set_index("Figure")
+    code, out, _ = run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--json")
+    assert code == 0
+    cli = {f["figure"]: f["error_pct"] for f in json.loads(out)["figures"]}
+    assert {k: float(v) for k, v in shown["Error (%)"].items()} == cli
+    at.button(key="run_log_save").click().run()
+    assert not at.exception and any("Kept as" in s.value for s in at.success)
+    assert [r["model"] for r in load_runs(runs_file)] == ["llama-3.1-8b"]
+    # a log of another model than the one typed is refused in one line, nothing kept
+    at.text_input(key="run_log_model").set_value("llama-2-7b")
+    at.button(key="run_log_compare").click().run()
+    assert any("not of" in e.value and "7b" in e.value for e in at.error), [e.value for e in at.error]  # (markdown-escaped)
+    assert len(load_runs(runs_file)) == 1
+
+
+def test_binary_data_and_a_bound_are_one_line(tmp_path):
+    blob = tmp_path / "model.bin"
+    blob.write_bytes(b"GGUF\x00\x00\x00\x03" + bytes(1000))
+    code, _, err = run_cli("ingest", blob, "--gpu", "rtx-4090")
+    assert code == 2 and "binary data" in err and len(err.strip().splitlines()) == 1
