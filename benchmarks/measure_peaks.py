@@ -864,35 +864,11 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
                 mt.mark(f"step{step}.forward_returned")
             mt.set_phase(f"step{step}.backward")
             loss.backward()
-            del loss
-            mt.set_phase(f"step{step}.optimizer")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            per_step_opt_state.append(sum(
-                _storage_bytes(v) for st in opt.state.values() for v in st.values()
-                if isinstance(v, torch.Tensor)))
+            del loss  # (before the step: the measured rows were taken so)
+            _optimizer_step(mt, opt, step, per_step_opt_state)
             mt.set_phase(f"step{step}.after")
 
-    head_hook.remove()
-    # Sanity: our peak total == MemTracker's own peak total.
-    mt_peak = mt.get_tracker_snapshot("peak")
-    mt_total = max(s[TOTAL] for s in mt_peak.values())
-    assert mt_total == mt.peak_total, (mt_total, mt.peak_total)
-
-    cats = _split(mt.peak_snap, Ref)
-    step, _, phase = mt.peak_phase.partition(".")
-    phase = phase.removesuffix("_head")  # forward_head (lm_head + loss) is part of forward
-    deltas = _layer_activation_deltas(mt, layers, TOTAL)
-    details.update(
-        peak_step=step,
-        phase_peaks={k: v for k, v in mt.phase_peaks.items() if not k.endswith(".after")},
-        phase_start_bytes=mt.phase_start_bytes,
-        step2_forward_split=_forward_split(mt, "step2"),
-        optimizer_state_bytes_after_step=per_step_opt_state,
-        layer_activation_bytes=_summarise_layers(deltas, c),
-        category_sum_matches_peak=sum(cats.values()) == mt.peak_total,
-    )
-    return dict(peak_bytes=mt.peak_total, peak_phase=phase, **cats)
+    return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
 
 
 def _run_loop(c, model, ids, opt, mt, autocast, head_hook, Ref, TOTAL, layers, details) -> dict:
@@ -942,26 +918,37 @@ def _run_loop(c, model, ids, opt, mt, autocast, head_hook, Ref, TOTAL, layers, d
                 mt.mark(f"step{step}.forward_returned")
             mt.set_phase(f"step{step}.backward")
             loss.backward()
-            del loss
-            mt.set_phase(f"step{step}.optimizer")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            per_step_opt_state.append(sum(
-                _storage_bytes(v) for st in opt.state.values() for v in st.values()
-                if isinstance(v, torch.Tensor)))
+            del loss  # (before the step: the measured rows were taken so)
+            _optimizer_step(mt, opt, step, per_step_opt_state)
             if loop == "accelerate":
                 kept = out  # the loop variable stays bound into the next step
             del out
             mt.set_phase(f"step{step}.after")
         del kept
+    return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
 
+
+def _optimizer_step(mt, opt, step: int, per_step_opt_state: list) -> None:
+    """One step's optimizer step under its phase label, and the optimizer state's bytes after it."""
+    import torch
+
+    mt.set_phase(f"step{step}.optimizer")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    per_step_opt_state.append(sum(
+        _storage_bytes(v) for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)))
+
+
+def _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state) -> dict:
+    """The CSV row's peak, phase and categories, and the meta file's details, of a training run."""
     head_hook.remove()
+    # Sanity: our peak total == MemTracker's own peak total.
     mt_peak = mt.get_tracker_snapshot("peak")
     mt_total = max(s[TOTAL] for s in mt_peak.values())
     assert mt_total == mt.peak_total, (mt_total, mt.peak_total)
     cats = _split(mt.peak_snap, Ref)
     step, _, phase = mt.peak_phase.partition(".")
-    phase = phase.removesuffix("_head")
+    phase = phase.removesuffix("_head")  # forward_head (lm_head + loss) is part of forward
     details.update(
         peak_step=step,
         phase_peaks={k: v for k, v in mt.phase_peaks.items() if not k.endswith(".after")},
