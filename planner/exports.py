@@ -279,12 +279,18 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("loss", "unfused")) == "fused":
         cfg["enable_liger_kernel"] = True
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
+    _deepspeed_file(cfg, row, notes)
+    text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
+    return Export("llama-factory", text, notes)
+
+
+def _deepspeed_file(cfg: dict, row, notes: list) -> None:
+    """A ZeRO stage or offload: the trainer's `deepspeed` key names the DeepSpeed JSON of the same plan
+    (LLaMA-Factory and axolotl both take a path there)."""
     if int(row["zero"]) > 0 or str(row["offload"]) != "none":
         cfg["deepspeed"] = "ds_config.json"
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
                      "llm-planner estimate ... --export deepspeed")
-    text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
-    return Export("llama-factory", text, notes)
 
 
 def _freeze_patterns(row, model) -> list[str]:
@@ -328,10 +334,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes.append("datasets: yours (DATASET is a placeholder)")
-    if int(row["zero"]) > 0 or str(row["offload"]) != "none":
-        cfg["deepspeed"] = "ds_config.json"
-        notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
-                     "llm-planner estimate ... --export deepspeed")
+    _deepspeed_file(cfg, row, notes)
     text = _yaml(cfg, _header("axolotl", row, notes, "axolotl train FILE"))
     return Export("axolotl", text, notes)
 
