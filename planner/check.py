@@ -48,7 +48,9 @@ def verdict_line(row: pd.Series, verdict: dict) -> str:
     # the fit keeps the headroom free (and the allocator's share): 95% of the card can be too much
     share = f"{peak / usable:,.0%}" if usable > 0 else "no usable memory"
     line = (f"{'fits' if fits(row, verdict) else 'does not fit'}: {_what(row)} on {int(row['gpus'])}x {row['gpu']}: "
-            f"{peak / GIB:,.1f} of {usable / GIB:,.1f} GiB ({share}, headroom {float(row['headroom']):.0%})")
+            f"{peak / GIB:,.1f} of {usable / GIB:,.1f} GiB ({share}, headroom {float(row['headroom']):.0%}"
+            + (f", decided on {float(row['safe_peak_bytes']) / GIB:,.1f} GiB, the tensors "
+               f"+{float(row['verdict_margin_pct']):.0f}%" if pd.notna(row.get("safe_peak_bytes")) else "") + ")")
     if not verdict["compatible"]:
         notes = list(verdict["compatibility_notes"])  # the refusing rules ('incompatible: ...'), not the notes
         return line + "; " + "; ".join([n for n in notes if n.startswith("incompatible")] or notes or ["not compatible"])
