@@ -54,7 +54,7 @@ LISTING_PAGES = ["pages/overview.py", "pages/feasibility.py", "pages/inference.p
 # the others, one per session in turn: session n runs OTHER_PAGES[(n + n // 4) % 4], so that each is
 # run by five sessions and with each of the four workloads (WORKLOADS[n % 4])
 OTHER_PAGES = [p for p in PAGES if p not in LISTING_PAGES]
-N_SESSIONS = 16  # (20 until issue 28, the suite held to 6 minutes on 2 cores; 16: every page x workload once)
+N_SESSIONS = 8  # (20 until issue 28: the suite is held to 6 minutes on 2 cores; 8: each page under two workloads)
 GIB = 2**30
 MODELS = ["llama-3-8b", "llama-2-7b", "llama-2-13b", "llama-1-7b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b",
           "llama-1-13b", "llama-2-70b", "llama-3-70b"]
@@ -218,7 +218,7 @@ def expected_peak(spec: Spec, models: pd.DataFrame, gpus: pd.DataFrame) -> str:
     return f"{peak / GIB:,.2f} GiB"
 
 
-def test_sixteen_sessions_at_once_each_see_only_their_own_entries_and_settings(one_server, models, gpus, tmp_path):
+def test_eight_sessions_at_once_each_see_only_their_own_entries_and_settings(one_server, models, gpus, tmp_path):
     start = threading.Barrier(N_SESSIONS)
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=N_SESSIONS) as pool:
@@ -230,12 +230,16 @@ def test_sixteen_sessions_at_once_each_see_only_their_own_entries_and_settings(o
     all_gpu_names = {s.gpu_name for s in SPECS if s.gpu_id}
     all_model_ids = {s.model_id for s in SPECS if s.model_id}
     all_model_names = {s.model_name for s in SPECS if s.model_id}
-    # every fifth session saves a card, every tenth a model (4 and 2 of sixteen)
-    assert len(all_gpu_ids) == 4 and len(all_model_ids) == 2
-    # every page ran in some session, each of the other four in four sessions at once
+    # every fifth session saves a card, every tenth a model (2 and 1 of eight)
+    assert len(all_gpu_ids) == 2 and len(all_model_ids) == 1
+    # every page ran in some session, each of the other four in two sessions at once
     assert set().union(*(set(r["widgets"]) for r in results)) == set(PAGES)
     assert all(sum(p in s.pages for s in SPECS) == N_SESSIONS // len(OTHER_PAGES) for p in OTHER_PAGES)
-    assert {(s.pages[-1], s.task, s.method) for s in SPECS} == {(p, *w[:2]) for p in OTHER_PAGES for w in WORKLOADS}
+    # each of those pages under two different workloads, each workload on two pages
+    combos = {(s.pages[-1], s.task, s.method) for s in SPECS}
+    assert len(combos) == N_SESSIONS
+    assert all(len({c[1:] for c in combos if c[0] == p}) == 2 for p in OTHER_PAGES)
+    assert all(len({c[0] for c in combos if c[1:] == tuple(w[:2])}) == 2 for w in WORKLOADS)
     for spec, seen in zip(SPECS, results):
         where = f"session {spec.n}"
         assert seen["n"] == spec.n
