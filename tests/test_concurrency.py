@@ -58,7 +58,7 @@ N_SESSIONS = 8  # (20 until issue 28: the suite is held to 6 minutes on 2 cores;
 GIB = 2**30
 MODELS = ["llama-3-8b", "llama-2-7b", "llama-2-13b", "llama-1-7b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b",
           "llama-1-13b", "llama-2-70b", "llama-3-70b"]
-# (task, method, batch) by session number mod 4; with MODELS by number mod 10, all 20 sessions differ
+# (task, method, batch) by session number mod 4; with MODELS by number mod 10, every session differs
 WORKLOADS = [("train", "lora", 1), ("train", "full", 2), ("train", "qlora", 3), ("infer", "full", 2)]
 
 
