@@ -28,7 +28,7 @@ from engine.estimate import estimate
 # The reasons and their percentages live in engine/margins.py (the executor decides its verdicts on
 # the same high side); re-exported here under their old names.
 from engine.margins import (
-    ARCH_HIGH_PCT, BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, MEASURED_HIGH_PCT,
+    ARCH_HIGH_PCT, BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, GGUF_PRECISIONS, MEASURED_HIGH_PCT,
     MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, frame_accessors, high_pct, low_pct, reasons,
 )
 from engine.scenarios import DEFAULTS
@@ -93,12 +93,6 @@ def padded_batch_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.n
     return path_extra_bytes(result.assign(loop="manual"), models)[0]  # (manual: no loop variant to estimate)
 
 
-def kept_outputs_extra_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Per row, how much more the tensors' peak holds under a hand-written loop that keeps its outputs
-    (issue 28, --loop manual, use_cache at the model's default; path_extra_bytes)."""
-    return path_extra_bytes(result.assign(padding="padded", packing="off"), models)[1]  # (no padding variant)
-
-
 def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Per inference row under kv_policy windowed, the keys and values beyond the window that a
     transformers prefill still holds in its sliding-window layers: DynamicSlidingWindowLayer.update
@@ -113,7 +107,7 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
     L, win_layers, window = take("num_layers"), take("sliding_window_layers"), take("sliding_window")
     b, s = col("batch", 1).astype(float), col("seq", 1).astype(float)
     # (a GGUF precision runs on llama.cpp, whose SWA cache does keep only the window)
-    gguf = np.char.startswith(np.asarray(col("precision", "bf16")).astype(str), "q")
+    gguf = np.isin(np.asarray(col("precision", "bf16")).astype(str), GGUF_PRECISIONS)
     windowed = ((col("task", "train") != "train") & (col("kv_policy", "windowed") == "windowed") & (win_layers > 0)
                 & (window > 0) & ~gguf)
     kept = b * ((L - win_layers) * s + win_layers * np.minimum(s, window))
@@ -155,6 +149,6 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     }, index=result.index)
 
 
-__all__ = ["band", "padded_batch_extra_bytes", "kept_outputs_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT",
+__all__ = ["band", "padded_batch_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT",
            "BNB_HIGH_PCT", "PARALLEL_HIGH_PCT", "ARCH_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
            "BNB_PRECISIONS", "BNB_OPTIMIZERS"]
