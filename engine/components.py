@@ -158,6 +158,15 @@ class Inputs:
     # and a KV cache built in the training forward (use_cache on, never under checkpointing)
     kept_outputs: np.ndarray | bool = False
     train_cache: np.ndarray | bool = False
+    # the routed experts' matrices (gate, up, down: no biases), what mxfp4 checkpoints quantize (issue 27)
+    expert_linear: np.ndarray | float = 0.0
+    experts_only: np.ndarray | bool = False   # the precision quantizes only the routed experts (mxfp4)
+    gguf_expert_bits: np.ndarray | float = np.nan  # GGUF mxfp4_moe: the experts' bits (the rest: gguf_bits)
+    # beside the language model (issue 25): the vision tower + projector's parameters, loaded in 16-bit
+    vision: np.ndarray | float = 0.0
+    # the checkpoint's own bytes of the language model's weights, where the row's precision is the
+    # checkpoint's (a GGUF's tensor table, safetensors headers); NaN: the arithmetic decides
+    stored_bytes: np.ndarray | float = np.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,10 +202,12 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     counts = architecture_counts(arch)
     special = np.zeros(mv.size, dtype=bool)
     for k, v in ARCH_DEFAULTS.items():
-        if k not in ("sliding_window", "sliding_window_layers"):
+        if k not in ("sliding_window", "sliding_window_layers", "vision_params"):
             special |= arch[k] != v
     active = m["params"]
     expert_params = np.where(special, counts["experts"], 0.0)
+    expert_linear = np.where(special, counts["moe_layers"] * arch["num_experts"] * 3 * h
+                             * arch["expert_intermediate_size"], 0.0)
     mla = arch["kv_lora_rank"] > 0
     if special.any():
         # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);
@@ -253,6 +264,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
+        expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
+        gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
+        vision=np.asarray(arch["vision_params"], dtype=float),
+        stored_bytes=_stored_bytes(mv, models, midx, train),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -286,6 +301,20 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
     )
+
+
+def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """The checkpoint's stored bytes of the language model's weights for an inference row whose
+    precision is the checkpoint's own (catalog/checkpoints.py sets `stored_weights_bytes` and
+    `stored_precision` from a GGUF's tensor table or safetensors headers); NaN elsewhere, where the
+    arithmetic of weight_bytes decides (a catalog model, another precision, a training row)."""
+    if "stored_weights_bytes" not in models or "stored_precision" not in models or not mv.size:
+        return np.full(mv.size, np.nan)
+    stored = pd.to_numeric(models["stored_weights_bytes"], errors="coerce").to_numpy(float)[midx]
+    own = models["stored_precision"].fillna("").astype(str).to_numpy()[midx]
+    cats = np.asarray([str(c) for c in mv.categories("precision")] + [""], dtype=object)
+    same = own == cats[mv.codes("precision")]
+    return np.where(same & ~train & (stored > 0), stored, np.nan)
 
 
 def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,12 +402,24 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     train_weights = trainable * x.wb_trained + np.where(x.lora, frozen_bytes, np.where(x.freeze, frozen * x.wb, 0.0))
     rows_out = x.L * (x.qd + 2 * x.kvd + x.h + 2 * x.f + x.h)
     int8_scales = np.where(x.int8, rows_out * C.INT8_ROW_SCALE_BYTES, 0.0)
+    # mxfp4 on a mixture-of-experts model (gpt-oss's checkpoints, llama.cpp's MXFP4_MOE): only the
+    # routed experts' matrices take the precision's bits, the rest stays 16-bit (GGUF: Q8_0);
+    # engine/constants.py QUANT_EXPERTS_ONLY. A dense model quantizes every linear layer (GGUF: Q8_0).
+    experts_only = x.experts_only & (x.expert_linear > 0)
+    quantized = np.where(experts_only, x.expert_linear, x.n_lin)
+    gguf_experts = np.where(experts_only & ~np.isnan(x.gguf_expert_bits), x.expert_linear, 0.0)
     infer_weights = np.where(
         np.isnan(x.gguf_bits),
-        x.n_lin * np.nan_to_num(x.lin_bits) / 8 + (x.N - x.n_lin) * x.act_b + int8_scales,
-        x.N * np.nan_to_num(x.gguf_bits) / 8,
+        quantized * np.nan_to_num(x.lin_bits) / 8 + (x.N - quantized) * x.act_b + int8_scales,
+        gguf_experts * np.nan_to_num(x.gguf_expert_bits) / 8 + (x.N - gguf_experts) * np.nan_to_num(x.gguf_bits) / 8,
     )
-    return np.where(x.train, train_weights, infer_weights)
+    # the checkpoint's own bytes win where its header gave them for this precision (issue 25)
+    infer_weights = np.where(np.isnan(x.stored_bytes), infer_weights, x.stored_bytes)
+    # a vision tower / projector (a VL model's vision_params, a GGUF mmproj) is loaded in 16-bit
+    # beside the language model (transformers keeps it in the load dtype; llama.cpp's mmproj is f16),
+    # and frozen when training (LLaMA-Factory freeze_vision_tower: true by default), in the training dtype
+    vision = x.vision * np.where(x.train, x.wb, x.act_b)
+    return np.where(x.train, train_weights, infer_weights) + vision
 
 
 def _trained_norm_values(h, L, k_layers, full, freeze):
@@ -460,6 +501,7 @@ def expert_weight_bytes(x: Inputs) -> np.ndarray:
     (inference: int8/int4/nf4 bits or GGUF's average; a quantized frozen base: its bits; else
     the weights' bytes)."""
     infer_b = np.where(np.isnan(x.gguf_bits), np.nan_to_num(x.lin_bits) / 8, np.nan_to_num(x.gguf_bits) / 8)
+    infer_b = np.where(x.experts_only & ~np.isnan(x.gguf_expert_bits), np.nan_to_num(x.gguf_expert_bits) / 8, infer_b)
     train_b = np.where(x.base_quant, x.base_bits / 8, x.wb)
     return x.expert_params * np.where(x.train, train_b, infer_b)
 

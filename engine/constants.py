@@ -64,12 +64,38 @@ MATMUL_OUT_BYTES = {
 # ones llama.cpp's quantize tool prints (tools/quantize/README.md, Llama 3.1 8B table):
 # Q4_K_M 4.89 bpw, Q8_0 8.50, Q6_K 6.56, Q5_K_M 5.70, Q4_0 4.55 (4.5 + 16-bit scale per 32),
 # Q3_K_M 3.91, Q2_K 3.35 (ENGINE.md's table of the same README).
+# Checkpoints stored in low-precision floats (issue 27), the layouts their sources give:
+# fp8: e4m3 weights (1 byte) with fp32 scales; block-wise 128 x 128 (Qwen3-*-FP8 and DeepSeek-V3's
+#   quantization_config weight_block_size [128, 128]) adds 32 / 16384 bits per weight; a per-tensor
+#   scale (vLLM's dynamic fp8, Neural Magic's FP8 checkpoints) adds nothing measurable, a per-row one
+#   32 / in_features (0.008 bits at 4096). The linear layers only: embeddings, lm_head and norms stay
+#   16-bit (compressed-tensors' ignore: ["lm_head"]). vLLM docs (features/quantization/fp8.md, v0.32):
+#   W8A8 on compute capability >= 8.9, weight-only W8A16 (FP8 Marlin) from 7.5.
+# nvfp4: e2m1 values (4 bits) with one e4m3 scale per 16 values (8 bits / 16) and one fp32 scale per
+#   tensor = 4.5 bits (Intel Neural Compressor's NVFP4 table: block 16, UE4M3 scale, FP32 global scale;
+#   NeMo Automodel's nvfp4 module: the ModelOpt checkpoint layout, group_size 16, weight_scale e4m3,
+#   weight_scale_2 fp32). Linear layers; lm_head stays 16-bit.
+# mxfp4: OCP Microscaling FP4, e2m1 values with one e8m0 (8-bit) scale per 32 = 4.25 bits. gpt-oss's
+#   checkpoints quantize only the routed experts: quantization_config modules_to_not_convert =
+#   model.layers.*.self_attn, model.layers.*.mlp.router, model.embed_tokens, lm_head (transformers'
+#   convert_gpt_oss_weights_to_hf.py); the experts' biases stay bf16 (only *_blocks and *_scales are
+#   packed). So `mxfp4` quantizes the routed experts' matrices of a model that has them
+#   (QUANT_EXPERTS_ONLY), every linear layer of a dense one.
 LINEAR_BITS = {
     "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "int8": 8.0, "int4": 4.25, "nf4": 4.127,
+    "fp8": 8.0 + 32.0 / (128 * 128), "nvfp4": 4.0 + 8.0 / 16, "mxfp4": 4.0 + 8.0 / 32,
 }
+QUANT_EXPERTS_ONLY = ("mxfp4", "mxfp4_moe")
+# GGUF mxfp4_moe: llama.cpp's MXFP4_MOE file type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38; gpt-oss's GGUFs).
+# src/llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0" (tensor->ne[2] > 1, the experts'
+# 3-D tensors), and the output tensor Q8_0 too; GGML_TYPE_MXFP4 is 32 values in 17 bytes (one e8m0
+# scale + 16 bytes of e2m1) = 4.25 bits. Its GGUF_BITS entry is the rest's (Q8_0, 8.5 bits);
+# GGUF_EXPERT_BITS is the experts'.
 GGUF_BITS = {
     "q8_0": 8.5, "q6_k": 6.5625, "q5_k_m": 5.69, "q4_k_m": 4.8944, "q4_0": 4.55, "q3_k_m": 3.91, "q2_k": 3.35,
+    "mxfp4_moe": 8.5,
 }
+GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 # Bytes per element of the 16-bit (or fp32) parts and of the activations at inference.
 INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}

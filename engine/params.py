@@ -74,6 +74,7 @@ ARCH_DEFAULTS = {
     "v_head_dim": 0,                  # MLA: each value head's width
     "sliding_window": 0,              # sliding-window width in tokens (0: none)
     "sliding_window_layers": 0,       # layers that use it (the rest attend over the whole sequence)
+    "vision_params": 0,               # beside the language model: a vision tower + projector (issue 25)
 }
 
 

@@ -38,7 +38,11 @@ METHODS = ("full", "lora", "qlora", "freeze")
 OFFLOADS = ("none", "optimizer", "all")
 ZERO_STAGES = (0, 1, 2, 3)
 # Frozen bases: the weight types (GGUF types approximate other low-bit bases by their bits)
-BASE_PRECISIONS = ("auto",) + tuple(LINEAR_BITS) + tuple(GGUF_BITS)
+# The 2026 checkpoint formats (fp8, nvfp4, mxfp4, GGUF mxfp4_moe: issue 27) are inference weights
+# only: transformers trains gpt-oss from its MXFP4 checkpoint dequantized (Mxfp4Config(dequantize=True)),
+# and no peft/bitsandbytes path keeps an fp8 or fp4 base frozen in those bits (not modelled).
+_NOT_BASES = ("fp8", "nvfp4", "mxfp4", "mxfp4_moe")
+BASE_PRECISIONS = ("auto",) + tuple(p for p in tuple(LINEAR_BITS) + tuple(GGUF_BITS) if p not in _NOT_BASES)
 KV_PRECISIONS = ("auto",) + tuple(KV_BYTES)
 PREFILL_LOGITS = ("last", "all")
 # How the KV cache keeps layers that are not plain full attention (issue 15); 'auto' is decided
