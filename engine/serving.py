@@ -73,6 +73,33 @@ VLLM_LARGE_GPU_BYTES = 70 * C.GIB
 # Sampler warm-up over max_num_seqs: fp32 logits plus one fp32 copy (probabilities) of
 # max_num_seqs x vocab (gpu_worker.py: _dummy_sampler_run(num_tokens=max_num_reqs)).
 SAMPLER_COPIES = 2
+# vLLM by version (`serve --engine-version X.Y`; default: the current V1 defaults above).
+# - V1 became the default engine in v0.8.0 (release notes: "We have now enabled V1 engine by
+#   default (#13726)"; VLLM_USE_V1=0 brought V0 back until v0.11.0 removed it). Before 0.8 the V0
+#   worker (vllm/worker/worker.py `Worker.determine_num_available_blocks`) profiled the same way:
+#   num_gpu_blocks = (total x gpu_memory_utilization - peak) // block bytes, peak = the profile
+#   run's forward over max_num_batched_tokens (V0's model_runner.profile_run: max_num_seqs dummy
+#   sequences sharing max_num_batched_tokens tokens) + weights + non-torch.
+# - V0 without chunked prefill: vllm/config.py `SchedulerConfig.__post_init__` (v0.6.x, read via
+#   the public code index): max_num_batched_tokens = max(max_model_len, 2048) ("If max_model_len is
+#   too short, use 2048 as the default value"), so the profile forwards a whole max_model_len
+#   prompt: 32,768 tokens at --max-model-len 32768.
+# - V0 turned chunked prefill on by itself only above 32K tokens of max_model_len
+#   (vllm/engine/arg_utils.py: "Chunked prefill is enabled by default for models with
+#   max_model_len > 32K", skipped with a draft model, LoRA, prefix caching or sliding window), and
+#   then logged "Chunked prefill is enabled with max_num_batched_tokens=512" (start-up logs of
+#   v0.6.4.dev26 (2024-10) and of 0.6.x/0.7.x builds (2024-12, 2025-02) in the public index).
+# - V1 always chunks prefills. 0.8.x: 8192 tokens / 1024 sequences on H100/H200 by device name,
+#   2048 / 256 elsewhere (arg_utils.py `_set_default_args_v1`, PR #12369 "[V1] Increase default
+#   batch size for H100/H200", 2025-01-23); then by memory (>= 70 GiB, PR #17073, 2025-04-23) less
+#   the A100 (PR #17885, 2025-05-09): the VLLM_LARGE_GPU_BYTES rule above, taken from 0.9 on.
+VLLM_V1_FROM = (0, 8)
+VLLM_MEMORY_DEFAULTS_FROM = (0, 9)
+VLLM_OLDEST_MODELLED = (0, 6)  # before 0.6 the defaults and the profiler differ again (not read)
+VLLM_V0_MIN_BATCHED_TOKENS = 2048
+VLLM_V0_CHUNKED_ABOVE = 32768
+VLLM_V0_CHUNKED_TOKENS = 512
+VLLM_V0_MAX_NUM_SEQS = 256  # V0's EngineArgs.max_num_seqs default
 # --- SGLang ----------------------------------------------------------------------------
 # mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
 # graphs live in the rest. Its default falls with the tensor-parallel size
@@ -100,6 +127,35 @@ CPU_MOE_AUTO, CPU_MOE_ALL = -1, -2
 # PCIe: llama.cpp copies host-resident weights to the GPU for large prompt batches; half the
 # catalog's bidirectional figure, one direction, at 80% (assumption).
 PCIE_EFFICIENCY = 0.8
+
+# --- Speculative decoding with a draft model (`serve --draft-model ID`) -------------------
+# vLLM: the draft's weights are loaded beside the target's on each GPU; SpeculativeConfig's
+# draft_tensor_parallel_size "Can only be 1 or the same as the target" (default: the target's).
+# Its KV cache comes out of the same budget: V0's spec_decode_worker.py
+# `split_num_cache_blocks_evenly` gives both models the same number of blocks, num_gpu_blocks x
+# target block bytes / (target + draft block bytes), so a token costs the target's KV plus the
+# draft's; its `_vocab_size` asserts both vocabularies are the same size.
+# SGLang (--speculative-algorithm STANDALONE --speculative-draft-model-path, server_args.py): the
+# draft runs with the target's TP and keeps a KV pool of as many tokens as the target's
+# (draft_runner_cache_size); modelled as vLLM's shared budget (an approximation).
+# llama.cpp (llama-server -md/--model-draft, -ngld, -cd): tools/server/server.cpp loads the
+# draft with n_ctx = -cd, or when 0 (the default) the target's context per slot
+# (n_ctx / n_parallel), n_parallel = 1, one draft context per slot, its K/V in f16 ("force F16 KV
+# cache for the draft model", later -ctkd/-ctvd defaulting to f16); common/speculative.cpp
+# refuses a draft whose vocabulary type differs or whose size differs by more than
+# SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128 tokens (and compares the token texts from id 5 on).
+DRAFT_ENGINES = ("vllm", "sglang", "llama.cpp")
+LLAMA_DRAFT_VOCAB_DIFFERENCE = 128
+# Tokenizer families of the catalog's model families (a draft of another family cannot share
+# the target's tokens): Llama 3/3.1/3.2/3.3 share one 128,256-token tokenizer; Llama 1 and 2
+# one 32,000-token SentencePiece model; Qwen2/2.5/3 one BPE (151,643 tokens, padded to 151,936
+# or 152,064); Gemma and Gemma 2 one 256,000-token SentencePiece model (Hugging Face model cards
+# and tokenizer files of each family). Families not listed are their own group.
+TOKENIZER_GROUP = {
+    "llama-3": "llama-3", "llama-3.1": "llama-3", "llama-3.2": "llama-3", "llama-3.3": "llama-3",
+    "llama-1": "llama-2", "llama-2": "llama-2", "qwen2": "qwen2", "qwen2.5": "qwen2", "qwen3": "qwen2",
+    "gemma": "gemma", "gemma-2": "gemma", "mistral": "mistral", "mixtral": "mistral",
+}
 
 # --- Apple unified memory ---------------------------------------------------------------
 # macOS lets the GPU wire about 3/4 of unified memory on large machines and about 2/3 on
@@ -195,6 +251,7 @@ REQUEST_DEFAULTS = {
     "gpus": 1, "kv_precision": "auto", "gpu_memory_utilization": np.nan, "max_num_seqs": np.nan,
     "gpu_layers": -1, "concurrency": np.nan, "max_num_batched_tokens": np.nan, "prompt_tokens": 512, "output_tokens": 128,
     "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS, "cpu_moe_layers": 0,
+    "engine_version": "", "draft_model": "", "draft_tensor_parallel_size": np.nan, "draft_context": np.nan,
 }
 
 
@@ -221,6 +278,88 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if (llama & ~gguf).any():
         raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
                          f"accepted: {', '.join(C.GGUF_BITS)}")
+    _check_version(req)
+    _check_draft(req, models)
+
+
+def vllm_version(text) -> tuple[np.ndarray, np.ndarray]:
+    """(major, minor) of each `engine_version` ("0.6", "v0.7.3", "0.10.1rc1" -> 0, 10); NaN where
+    the text is empty (the current defaults) or is not a version."""
+    parts = pd.Series(text, dtype=object).fillna("").astype(str).str.strip().str.extract(r"^v?(\d+)\.(\d+)(?:[.+\w-]*)$")
+    return pd.to_numeric(parts[0], errors="coerce").to_numpy(float), pd.to_numeric(parts[1], errors="coerce").to_numpy(float)
+
+
+def _version_key(major, minor) -> np.ndarray:
+    return np.asarray(major, float) * 1000.0 + np.asarray(minor, float)
+
+
+def _check_version(req: pd.DataFrame) -> None:
+    text = req["engine_version"].fillna("").astype(str).str.strip()
+    given = text != ""
+    bad = given & (req["engine"] != "vllm")
+    if bad.any():
+        raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         "accepted: --engine vllm only (its V0/V1 memory profiling)")
+    major, minor = vllm_version(text)
+    key = _version_key(major, minor)
+    bad = given.to_numpy() & (np.isnan(key) | (key < _version_key(*VLLM_OLDEST_MODELLED)))
+    if bad.any():
+        raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
+                         f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
+
+
+def tokenizer_group(models: pd.DataFrame, ids) -> np.ndarray:
+    """The tokenizer family of each model id (TOKENIZER_GROUP; its own family where not listed)."""
+    family = models.set_index("id")["family"] if "family" in models else pd.Series(dtype=object)
+    fam = pd.Series(list(ids), dtype=object).map(family).fillna("").astype(str)
+    return fam.map(TOKENIZER_GROUP).fillna(fam).to_numpy(object)
+
+
+def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
+    draft = req["draft_model"].fillna("").astype(str).str.strip()
+    given = draft != ""
+    tp_asked = pd.to_numeric(req["draft_tensor_parallel_size"], errors="coerce")
+    if (tp_asked.notna() & ~given).any():
+        raise ValueError("draft_tensor_parallel_size is not accepted without a draft model; accepted: --draft-model ID first")
+    if not given.any():
+        return
+    bad = given & ~req["engine"].isin(DRAFT_ENGINES)
+    if bad.any():
+        raise ValueError(f"draft_model {draft[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         f"accepted: {', '.join(DRAFT_ENGINES)} (their draft-model speculative decoding)")
+    bad = given & ~draft.isin(set(models["id"]))
+    if bad.any():
+        raise ValueError(f"draft model {draft[bad].iloc[0]!r} is not in the catalog; accepted: a catalog model id "
+                         "(see: catalog models) with the target's tokenizer")
+    rows = req[given]
+    d_ids, t_ids = draft[given].to_numpy(object), rows["model"].to_numpy(object)
+    g_d, g_t = tokenizer_group(models, d_ids), tokenizer_group(models, t_ids)
+    known = (g_d != "") & (g_t != "")
+    bad = known & (g_d != g_t)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"draft model {d_ids[i]!r} does not share the tokenizer of {t_ids[i]!r} ({g_d[i]} against {g_t[i]}); "
+                         "accepted: a draft model of the target's tokenizer family")
+    vocab = models.set_index("id")["vocab_size"]
+    v_d = pd.Series(d_ids).map(vocab).to_numpy(float)
+    v_t = pd.Series(t_ids).map(vocab).to_numpy(float)
+    llama = rows["engine"].to_numpy(object) == "llama.cpp"
+    allowed = np.where(llama, LLAMA_DRAFT_VOCAB_DIFFERENCE, 0.0)
+    bad = np.abs(v_d - v_t) > allowed
+    if bad.any():
+        i = int(np.argmax(bad))
+        rule = (f"within {LLAMA_DRAFT_VOCAB_DIFFERENCE} tokens of the target's (llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE)"
+                if llama[i] else "of the target's size exactly (vLLM/SGLang)")
+        raise ValueError(f"draft model {d_ids[i]!r} has a vocabulary of {int(v_d[i]):,} tokens, the target {t_ids[i]!r} "
+                         f"{int(v_t[i]):,}; accepted: a draft vocabulary {rule}")
+    d_tp = tp_asked[given].to_numpy(float)
+    tp = rows["gpus"].to_numpy(float)
+    vllm = rows["engine"].to_numpy(object) == "vllm"
+    bad = ~np.isnan(d_tp) & (~vllm | ((d_tp != 1) & (d_tp != tp)))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"draft_tensor_parallel_size {d_tp[i]:g} is not accepted; accepted: 1 or the target's "
+                         f"--gpus ({int(tp[i])}), with --engine vllm only")
 
 
 def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
@@ -242,6 +381,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     engine = req["engine"].to_numpy(object)
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
+    draft_id = req["draft_model"].fillna("").astype(str).str.strip().to_numpy(object)
+    has_draft = draft_id != ""
 
     m = models.set_index("id").loc[req["model"]]
     g = gpus.set_index("id").loc[req["gpu"]].reset_index()
@@ -273,6 +414,28 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_bytes"].to_numpy(float) / ctx  # whole model, one token
+    # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
+    # (llama.cpp keeps the draft's K/V in f16); zero where there is none
+    draft_w = np.zeros(n)
+    draft_kv_token = np.zeros(n)
+    draft_layers = np.zeros(n)
+    draft_compute = np.zeros(n)
+    draft_kvh = np.ones(n)
+    if has_draft.any():
+        rows = np.flatnonzero(has_draft)
+        d_kv = np.where(np.isin(engine[rows], GGUF_ENGINES), "fp16", kv_prec[rows])
+        d_est = estimate(pd.DataFrame({
+            "model": draft_id[rows], "task": "infer", "precision": req["precision"].to_numpy(object)[rows], "batch": 1,
+            "seq": ctx[rows].astype(int), "kv_precision": d_kv, "allow_long_context": True, "gpus": 1,
+            "kv_policy": policy[rows],
+        }), models)
+        draft_w[rows] = d_est["weights_bytes"].to_numpy(float)
+        draft_kv_token[rows] = d_est["kv_cache_bytes"].to_numpy(float) / ctx[rows]
+        dm = models.set_index("id").loc[draft_id[rows]]
+        draft_layers[rows] = dm["num_layers"].to_numpy(float)
+        draft_kvh[rows] = dm["num_kv_heads"].to_numpy(float)
+        draft_compute[rows] = LLAMA_UBATCH * 4.0 * (dm["vocab_size"].to_numpy(float) + 4.0 * dm["hidden_size"].to_numpy(float)
+                                                    + 2.0 * dm["intermediate_size"].to_numpy(float))
     kv_layer_token = kv_token / L
 
     # --- usable memory -------------------------------------------------------------------
@@ -287,19 +450,40 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                SGLANG_MEM_FRACTION)
     util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION, 1.0)), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
+    # vLLM by version (see VLLM_V1_FROM): V0 before 0.8, V1's device-name defaults in 0.8.x
+    version_key = _version_key(*vllm_version(req["engine_version"]))
+    has_version = is_vllm & ~np.isnan(version_key)
+    v0 = has_version & (version_key < _version_key(*VLLM_V1_FROM))
+    v1_by_name = has_version & ~v0 & (version_key < _version_key(*VLLM_MEMORY_DEFAULTS_FROM))
+    by_name = req["gpu"].astype(str).str.contains("h100|h200").to_numpy(bool)  # GH200's name holds "h200" too
+    large = np.where(v1_by_name, by_name, np.where(v0, False, large))
     seqs = req["max_num_seqs"].to_numpy(float)
     seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)
+    seqs = np.where(v0 & req["max_num_seqs"].isna().to_numpy(), VLLM_V0_MAX_NUM_SEQS, seqs)
 
     # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
     kv_split = np.minimum(tp, kvh) * 1.0
     w_gpu_full = weights / tp
     kv_token_gpu = kv_token / kv_split
+    # the draft on the most loaded GPU: split draft_tensor_parallel_size ways (default the target's;
+    # at 1 the first GPU holds all of it), its KV heads likewise
+    draft_tp = pd.to_numeric(req["draft_tensor_parallel_size"], errors="coerce").to_numpy(float)
+    draft_tp = np.where(np.isnan(draft_tp), tp, draft_tp)
+    draft_w_gpu = draft_w / draft_tp
+    draft_kv_gpu = draft_kv_token / np.minimum(draft_tp, draft_kvh)
     context = np.where(unified, 0.0, C.CUDA_CONTEXT_BYTES)
     non_torch = context + C.CUBLAS_WORKSPACE_BYTES + np.where(tp > 1, C.NCCL_BYTES, 0.0)
 
     # --- vLLM / SGLang / transformers activation peak --------------------------------------
     batched = req["max_num_batched_tokens"].to_numpy(float)
-    batched = np.where(np.isnan(batched), np.where(large, VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL), batched)
+    # V0: chunked prefill only above 32K tokens (not with a draft model or a sliding window), else
+    # the whole max_model_len in one profile forward (SchedulerConfig: max(max_model_len, 2048))
+    sliding = _model_col(m, "sliding_window") > 0
+    v0_chunked = v0 & (ctx > VLLM_V0_CHUNKED_ABOVE) & ~has_draft & ~sliding
+    v0_batched = np.where(v0_chunked, VLLM_V0_CHUNKED_TOKENS, np.maximum(ctx, VLLM_V0_MIN_BATCHED_TOKENS))
+    chunked = np.where(v0, np.where(np.isnan(batched), v0_chunked, batched < ctx), True)
+    batched = np.where(np.isnan(batched), np.where(v0, v0_batched,
+                                                   np.where(large, VLLM_BATCHED_TOKENS_LARGE, VLLM_BATCHED_TOKENS_SMALL)), batched)
     # one layer's transient working set over T tokens: gate+up (2 ffn) and the SwiGLU product
     # (ffn) per GPU, q/k/v (a+2kv)d per GPU, and ~4 hidden-size buffers (residual, norm, attn out)
     per_token_act = 2.0 * (3.0 * ffn / tp + (heads + 2 * kvh) * d / tp + 4.0 * h)
@@ -346,7 +530,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # --n-cpu-moe N keeps the experts of layers 0..N-1 in host RAM (see the module docstring);
     # -ngl keeps layers 0..L-k-1 there whole, so the GPU holds the experts of the MoE layers
     # with index >= max(L - k, N).
-    free = usable * tp - context * tp - FIT_MARGIN_BYTES
+    # a draft model (-md, every layer on the GPU: -ngld 99) and its own f16 context of -cd tokens
+    # (default: the target's per-slot context) in each slot, plus its compute buffer, come first
+    draft_ctx = req["draft_context"].to_numpy(float)
+    draft_ctx = np.where(np.isnan(draft_ctx), ctx, draft_ctx)
+    llama_draft = np.where(is_llama & has_draft, draft_w + draft_kv_token * draft_ctx * seqs + draft_compute, 0.0)
+    free = usable * tp - context * tp - FIT_MARGIN_BYTES - llama_draft
     layer_full = layer_w + layer_kv
 
     def col(a):
@@ -395,28 +584,30 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     out_on_gpu = is_llama & (gpu_layers >= 1)
     expert_gpu = np.where(is_llama, (moe_L - moe_below(np.maximum(L - on_gpu_layers, n_cpu))) * e_layer, expert_bytes)
     expert_host = expert_bytes - expert_gpu
-    llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) + context * tp
+    llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) + context * tp + llama_draft
     ne_gpu = ne_bytes(on_gpu_layers)
     llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
                   + np.where(out_on_gpu, 0.0, output_bytes))
 
     # --- KV budget and concurrency ------------------------------------------------------
     budget = usable * util
-    peak_vllm = w_gpu_full + activation + non_torch
+    # a draft's weights sit beside the target's; both models' blocks come from one budget
+    peak_vllm = w_gpu_full + draft_w_gpu + activation + non_torch
     kv_vllm = budget - peak_vllm
-    kv_sglang = budget - w_gpu_full - non_torch
+    kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
     kv_hf = usable - w_gpu_full - non_torch - activation
     kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
     kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
     kv_available = np.maximum(kv_available, 0.0)
-    blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * kv_token_gpu))
+    blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * (kv_token_gpu + draft_kv_gpu)))
     max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
     full_gpu = gpu_bytes(L, n_cpu, 1.0) - L * layer_kv  # every layer's weights, no KV
-    slots_all_on_gpu = np.floor(np.maximum(free - full_gpu, 0.0) / (kv_token * ctx))
+    draft_slot_kv = np.where(is_llama & has_draft, draft_kv_token * draft_ctx, 0.0)  # a slot's own draft context
+    slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
@@ -476,8 +667,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         cpu_moe_layers=np.where(is_llama, n_cpu, 0.0), expert_bytes=expert_bytes,
         expert_host_bytes=np.where(is_llama, expert_host, 0.0), params=params, active_params=active,
         moe_layers=moe_L,
+        # vLLM by version: the profile run's tokens (its activation peak), V0 or V1
+        engine_version=np.where(is_vllm, np.where(has_version, req["engine_version"].astype(str).str.strip(), "current"), None),
+        engine_generation=np.where(is_vllm, np.where(v0, "V0", "V1"), None),
+        profile_tokens=np.where(is_vllm, batched, np.nan),
+        chunked_prefill=np.where(is_vllm, chunked, None),
+        # the draft model (speculative decoding), per GPU like every byte above
+        draft_model=np.where(has_draft, draft_id, None),
+        draft_weights_bytes=np.where(is_llama, draft_w / tp, draft_w_gpu),
+        draft_kv_bytes_per_token=np.where(is_llama, draft_kv_token / tp, draft_kv_gpu),
+        draft_kv_cache_bytes=np.where(is_llama, draft_slot_kv * seqs / tp, blocks * VLLM_BLOCK_SIZE * draft_kv_gpu),
+        draft_tensor_parallel_size=np.where(has_draft & ~is_llama, draft_tp, np.nan),
+        draft_context=np.where(has_draft & is_llama, draft_ctx, np.nan),
     )
-    out["command"] = command_lines(out, m)
+    out["command"] = command_lines(out, m, models)
     return out
 
 
@@ -504,10 +707,42 @@ def _bits(precision: pd.Series) -> np.ndarray:
     return np.where(gguf.notna(), gguf.astype(float), np.where(p == "fp32", 32.0, 16.0))
 
 
-def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
-    """The command that runs each row's configuration, as text (string columns, no row loop)."""
+def _hf_repos(m: pd.DataFrame, index) -> pd.Series:
+    """Each model row's Hugging Face repo (from its source URL; its id where there is none)."""
     repo = m["source"].astype(str).str.extract(r"huggingface\.co/([^/\s]+/[^/\s]+)", expand=False)
-    hf = pd.Series(repo.fillna(pd.Series(m.index.astype(str), index=m.index)).to_numpy(), index=out.index)
+    return pd.Series(repo.fillna(pd.Series(m.index.astype(str), index=m.index)).to_numpy(), index=index)
+
+
+# vLLM's draft flags: --speculative-model / --num-speculative-tokens /
+# --speculative-draft-tensor-parallel-size up to the V0 era, one --speculative-config JSON
+# (SpeculativeConfig's model, num_speculative_tokens, draft_tensor_parallel_size) since; 5 draft
+# tokens is an example (vLLM requires a number for a draft model, it has no default).
+SPEC_TOKENS = 5
+
+
+def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
+    """The command that runs each row's configuration, as text (string columns, no row loop)."""
+    hf = _hf_repos(m, out.index)
+    draft = out["draft_model"] if "draft_model" in out else pd.Series(None, index=out.index, dtype=object)
+    has_draft = draft.notna().to_numpy()
+    if has_draft.any() and models is not None:
+        dm = models.set_index("id").loc[draft.fillna(out["model"]).to_numpy()]
+        draft_hf = _hf_repos(dm, out.index)
+    else:
+        draft_hf = hf
+    draft_gguf = draft.fillna("").astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
+    d_tp1 = (out.get("draft_tensor_parallel_size", pd.Series(np.nan, index=out.index)) == 1) & (out["gpus"] > 1)
+    old_flags = (out.get("engine_generation", pd.Series(None, index=out.index)) == "V0").to_numpy()
+    vllm_draft = np.where(
+        old_flags,
+        " --speculative-model " + draft_hf + f" --num-speculative-tokens {SPEC_TOKENS}"
+        + np.where(d_tp1, " --speculative-draft-tensor-parallel-size 1", ""),
+        " --speculative-config '{\"model\": \"" + draft_hf + f"\", \"num_speculative_tokens\": {SPEC_TOKENS}"
+        + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
+    vllm_draft = np.where(has_draft, vllm_draft, "")
+    sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
+    d_ctx = out.get("draft_context", pd.Series(np.nan, index=out.index)).fillna(0).astype(int).astype(str)
+    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99 -cd " + d_ctx, "")
     gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
@@ -517,10 +752,11 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
             + " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str)
             + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
-            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", ""))
+            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "") + vllm_draft)
     sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + out["max_model_len"].astype(int).astype(str)
               + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
-              + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, ""))
+              + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, "")
+              + sglang_draft)
     kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
     # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
     # (common/arg.cpp; N counts layers from 0, dense ones included)
@@ -528,7 +764,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
     all_moe = (out["expert_host_bytes"] >= out["expert_bytes"]) & (out["expert_bytes"] > 0)
     cpu_moe = np.where(all_moe & (n_cpu > 0), " --cpu-moe", np.where(n_cpu > 0, " --n-cpu-moe " + n_cpu.astype(str), ""))
     llama = ("llama-server -m " + gguf + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
-             + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", ""))
+             + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", "")
+             + llama_draft)
     ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
               + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": "
               + out["max_model_len"].astype(int).astype(str) + "}}'")

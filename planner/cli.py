@@ -605,6 +605,16 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--output-tokens", type=_whole("output-tokens", high=LIMITS["seq"]), default=128, help="output length (default 128)")
     sv.add_argument("--host-bandwidth-gbps", type=_bounded("host-bandwidth-gbps", 1, 2000), default=None,
                     help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
+    sv.add_argument("--engine-version", default=None,
+                    help="vLLM: its version X.Y (default: the current V1 defaults); before 0.8 the V0 engine profiles a "
+                         "whole max-model-len prompt without chunked prefill")
+    sv.add_argument("--draft-model", default=None,
+                    help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id or ORG/NAME "
+                         "(loaded beside the target, its KV cache from the same budget)")
+    sv.add_argument("--draft-tensor-parallel-size", type=_whole("draft-tensor-parallel-size", high=LIMITS["gpus"]),
+                    default=None, help="vLLM: the draft's tensor parallel size, 1 or --gpus (default --gpus)")
+    sv.add_argument("--draft-context", type=_whole("draft-context", high=LIMITS["seq"]), default=None,
+                    help="llama.cpp: the draft's context per slot (-cd; default the target's)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
     from planner.exports import SERVE_EXPORTERS
     sv.add_argument("--export", type=_choice_text("export", tuple(SERVE_EXPORTERS)), default=None,
@@ -653,10 +663,22 @@ def cmd_serve(args) -> int:
                    precision=args.precision or ("q4_k_m" if gguf else "bf16"), kv_precision=args.kv_precision,
                    max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
-    for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps"):
-        if getattr(args, key) is not None:
+    for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps", "engine_version",
+                "draft_tensor_parallel_size", "draft_context"):
+        if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
-    row = serve_one(request, models, gpus)
+    if getattr(args, "draft_model", None):
+        from catalog.checkpoints import hub_models, is_hub_id  # a draft named ORG/NAME[@REV] (issue 25)
+        if is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
+            (draft,), models, _sources = hub_models([args.draft_model], models)
+        else:
+            draft = args.draft_model
+        request["draft_model"] = draft
+    try:
+        row = serve_one(request, models, gpus)
+    except ValueError as exc:  # engine/serving.py's checks name the bad value and what is accepted
+        raise CliError(str(exc).replace("engine_version", "engine-version").replace("draft_model", "draft-model")
+                       .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")) from None
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

@@ -24,6 +24,11 @@ SERVE_JSON_KEYS = (
     # issue 15: MoE (total vs active parameters, llama.cpp's routed experts in host RAM)
     "params", "active_params", "moe_layers", "expert_bytes", "cpu_moe_layers", "expert_host_bytes",
     "host_bandwidth_gbps",
+    # issue 27: vLLM by version (the profile run's tokens: V0 without chunked prefill profiles a
+    # whole max_model_len prompt) and a draft model for speculative decoding (issue 25)
+    "engine_version", "engine_generation", "profile_tokens", "chunked_prefill",
+    "draft_model", "draft_weights_bytes", "draft_kv_bytes_per_token", "draft_kv_cache_bytes",
+    "draft_tensor_parallel_size", "draft_context",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
@@ -99,6 +104,19 @@ def format_serve(row: pd.Series) -> str:
         moe += ("; decode speed is an upper bound for MoE (a step reads only the routed experts; llama.cpp's one "
                 "published MoE run is half as fast, docs/serving.md)")
         lines.insert(1, moe)
+    if row["engine"] == "vllm":
+        version = "current defaults" if row["engine_version"] == "current" else f"version {row['engine_version']}"
+        how = ("chunked prefill" if bool(row["chunked_prefill"])
+               else "no chunked prefill: the profile forwards a whole max-model-len prompt")
+        lines.insert(1, f"  vLLM {version} ({row['engine_generation']}): the activation peak is profiled over "
+                        f"{int(row['profile_tokens']):,} tokens ({how}); --engine-version X.Y for another version")
+    if isinstance(row.get("draft_model"), str):
+        where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
+                 else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")
+        lines.insert(1, f"  draft model {row['draft_model']}: weights {row['draft_weights_bytes'] / gib:.2f} GiB per GPU beside the "
+                        f"target's, KV {row['draft_kv_bytes_per_token'] / 1024:.1f} KiB per token "
+                        f"({row['draft_kv_cache_bytes'] / gib:.2f} GiB){where}; decode speed is the target's alone "
+                        f"(the speed-up depends on the acceptance rate, not modelled)")
     if not bool(row["fits"]):
         lines.insert(1, f"  DOES NOT FIT: the weights ({row['weights_gpu_bytes'] / gib:.2f} GiB per GPU) leave no room for one "
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
