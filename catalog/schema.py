@@ -366,6 +366,10 @@ MODEL_FIELDS: dict[str, Field] = {
     "v_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
     "sliding_window": Field(whole_count(0, 100_000_000), required=False, default=0),
     "sliding_window_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
+    # checkpoint's total minus the language model's count (`params`, what the fields above give);
+    # 0 for a text-only model. Not part of the architecture count the loader checks.
+    "vision_params": Field(whole_count(0, 100_000_000_000_000), required=False, default=0),
     "params": Field(number(0, 1e14, integer=True)),
     # derived by the loader (engine/params.py architecture_counts), never written by hand
     "active_params": Field(optional(number(0, 1e14, integer=True)), required=False),

@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from catalog import Catalog, CatalogError, load_records
 
@@ -22,6 +23,44 @@ def test_catalog_has_at_least_24_gpus_and_14_models(gpus, models):
     assert len(models) >= 14
     assert REQUIRED_GPUS <= set(gpus["id"])
     assert any(gpus["vendor"] == "apple") and any(gpus["vendor"] == "amd")
+
+
+# Issue 25 item 6: the models people run in 2026, each with its config and exact count (the
+# loader checks the count), and the vision-language ones with their vision tower's parameters.
+ISSUE_25_MODELS = {
+    "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b", "qwen3-32b", "gemma-3-1b", "gemma-3-4b", "gemma-3-12b",
+    "phi-4", "phi-4-mini", "mistral-small-3.1-24b", "mistral-small-3.2-24b", "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-qwen-14b", "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b",
+    "deepseek-r1-distill-llama-70b", "llama-3.2-11b-vision", "qwen2.5-vl-7b",
+}
+# checkpoints with a vision encoder: params is the language model, vision_params the rest
+VISION_LANGUAGE = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "mistral-small-3.1-24b", "mistral-small-3.2-24b",
+                   "qwen2.5-vl-7b", "llama-3.2-11b-vision", "llama-4-scout", "llama-4-maverick"}
+
+
+@pytest.fixture(scope="module")
+def model_entries():
+    # the YAML itself (cheap): what is written, before any loader default
+    return {m["id"]: m for m in yaml.load((SHIPPED / "models.yaml").read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["models"]}
+
+
+def test_catalog_holds_the_2026_models(model_entries, models):
+    assert len(model_entries) >= 50
+    assert ISSUE_25_MODELS <= set(model_entries), sorted(ISSUE_25_MODELS - set(model_entries))
+    assert set(models["id"]) == set(model_entries)  # every one validated (its count reproduced) and loaded
+
+
+def test_every_vision_language_model_has_its_vision_params_with_a_source(model_entries):
+    for ident in VISION_LANGUAGE:
+        entry = model_entries[ident]
+        assert isinstance(entry.get("vision_params"), int) and entry["vision_params"] > 0, ident
+        # the checkpoint total it was taken from is named next to it
+        assert "vision_params: the checkpoint's" in entry["notes"], ident
+    for ident, entry in model_entries.items():
+        if entry.get("vision_params"):
+            assert ident in VISION_LANGUAGE, ident
+        if "(language model" in entry["name"]:
+            assert entry.get("vision_params", 0) > 0, ident
 
 
 def test_every_shipped_model_has_its_release_date(models):
