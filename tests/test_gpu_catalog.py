@@ -6,9 +6,11 @@ they are never computed by the code under test."""
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.clirun import run_cli
 
@@ -238,3 +240,31 @@ def test_turing_t4_has_no_bf16_and_datacenter_dense_rates(by_id):
     # Turing has no BF16 tensor cores (as V100): the figure is empty, never copied from FP16
     assert _empty(by_id.loc["t4", "bf16_tflops"])
     assert by_id.loc["t4", "architecture"] == "turing"
+
+
+# ---------------------------------------------------------------- issue 25 item 6: systems and used prices, from the YAML
+
+# Issue 25 asks for 10 cards with a used-market price; 9 have a sourced, dated quote (searched
+# 2026-12: no per-card quote found for the others, see each entry's price_used_source). Raise
+# this to 10 when the tenth is sourced.
+USED_PRICES_SOURCED = 9
+
+
+@pytest.fixture(scope="module")
+def gpu_entries():
+    path = Path(__file__).resolve().parent.parent / "catalog" / "gpus.yaml"
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["gpus"]
+
+
+def test_every_gpu_says_how_many_fit_in_one_node(gpu_entries):
+    missing = [g["id"] for g in gpu_entries if not isinstance(g.get("max_per_node"), int) or g["max_per_node"] < 1]
+    assert not missing, missing
+
+
+def test_used_prices_each_have_a_source_and_a_date(gpu_entries):
+    used = [g for g in gpu_entries if g.get("price_used_usd") is not None]
+    assert len(used) >= USED_PRICES_SOURCED, [g["id"] for g in used]
+    for g in used:
+        assert g["price_used_usd"] > 0, g["id"]
+        assert len(_text(g.get("price_used_source"))) > 20, g["id"]
+        assert YEAR_OR_MONTH.match(_text(g.get("price_used_date"))), (g["id"], g.get("price_used_date"))
