@@ -50,11 +50,39 @@ def fit(meas: pd.DataFrame) -> dict:
     def family_efficiency(family):  # one fit row per other GPU family, same per-layer cost
         r = dec[dec["gpu_family"] == family].iloc[0]
         return r["weights_gib"] * GIB / (r["bandwidth_gbps"] * 1e9 * (1.0 / r["value"] - r["layers"] * c))
-    pre = f[f["metric"] == "prefill_tokens_per_s"].iloc[0]
-    flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
-    mfu = pre["value"] * flops / (pre["tflops"] * 1e12)
-    return {"efficiency_nvidia": 1.0 / inv_e, "layer_overhead_s": c, "bandwidth_cap": cap,
-            "efficiency_amd": family_efficiency("amd"), "efficiency_apple": family_efficiency("apple"), "prefill_mfu": mfu}
+    def prefill_mfu(family):  # one llama.cpp pp512 fit row per GPU family
+        pre = f[(f["metric"] == "prefill_tokens_per_s") & (f["gpu_family"] == family)].iloc[0]
+        flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
+        return pre["value"] * flops / (pre["tflops"] * 1e12)
+    out = {"efficiency_nvidia": 1.0 / inv_e, "layer_overhead_s": c, "bandwidth_cap": cap,
+           "efficiency_amd": family_efficiency("amd"), "efficiency_apple": family_efficiency("apple"),
+           "prefill_mfu": prefill_mfu("nvidia"), "prefill_mfu_amd": prefill_mfu("amd")}
+    out.update(fit_torch_engines(f))
+    return out
+
+
+def fit_torch_engines(f: pd.DataFrame) -> dict:
+    """transformers and vLLM at batch 1 (issue 27), in closed form on their `fit` rows:
+    transformers: two 16-bit rows on two cards -> its efficiency e and per-layer cost c
+    (1/v = b / (e BW) + L c); vLLM: its one 16-bit row -> e, with c held at the CUDA-graph
+    assumption (engine/serving.py LAYER_OVERHEAD_S); each quantized transformers row (bitsandbytes
+    4-bit, LLM.int8) -> its per-layer dequantization cost d = (1/v - b / (e BW) - L c) / L."""
+    dec = f[f["metric"] == "decode_tokens_per_s"]
+    sixteen = dec["precision"].isin(("fp16", "bf16"))
+    out = {}
+    hf = dec[(dec["engine"] == "transformers") & sixteen]
+    x = hf["weights_gib"].to_numpy(float) * GIB / (hf["bandwidth_gbps"].to_numpy(float) * 1e9)
+    inv_e, c = np.linalg.lstsq(np.column_stack([x, hf["layers"].to_numpy(float)]), 1.0 / hf["value"].to_numpy(float),
+                               rcond=None)[0]
+    out["efficiency_transformers"], out["layer_overhead_transformers"] = 1.0 / inv_e, c
+    v = dec[(dec["engine"] == "vllm") & sixteen].iloc[0]
+    c_vllm = S.LAYER_OVERHEAD_S["vllm"]
+    out["efficiency_vllm"] = v["weights_gib"] * GIB / (v["bandwidth_gbps"] * 1e9 * (1.0 / v["value"] - v["layers"] * c_vllm))
+    for precision in ("nf4", "int8"):
+        r = dec[(dec["engine"] == "transformers") & (dec["precision"] == precision)].iloc[0]
+        mem = r["weights_gib"] * GIB * inv_e / (r["bandwidth_gbps"] * 1e9)
+        out[f"dequant_transformers_{precision}"] = (1.0 / r["value"] - mem - r["layers"] * c) / r["layers"]
+    return out
 
 
 def predict(meas: pd.DataFrame) -> pd.Series:
@@ -64,13 +92,14 @@ def predict(meas: pd.DataFrame) -> pd.Series:
     d = meas[dec]
     step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d), 0.0, d["layers"].to_numpy(float),
                                  d["bandwidth_gbps"].to_numpy(float), d["gpu_family"].to_numpy(object),
-                                 d["engine"].to_numpy(object))
+                                 d["engine"].to_numpy(object), precision=d["precision"].fillna("").to_numpy(object))
     pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]
     pred[pre] = S.prefill_tokens_per_s(p["params_b"].to_numpy(float) * 1e9, p["layers"].to_numpy(float),
                                        p["hidden"].to_numpy(float), p["prompt_tokens"].to_numpy(float),
-                                       p["tflops"].to_numpy(float), p["engine"].to_numpy(object))
+                                       p["tflops"].to_numpy(float), p["engine"].to_numpy(object),
+                                       family=p["gpu_family"].to_numpy(object))
     kv = meas["metric"] == "kv_cache_available_gib"
     if kv.any():
         pred[kv] = vllm_kv_gib(meas[kv])
@@ -130,6 +159,16 @@ def table(meas: pd.DataFrame | None = None) -> str:
         if len(held):
             lines.append(f"- held-out {metric}: {len(held)} rows, median |error| {held.median():.1f}%, "
                          f"max |error| {held.max():.1f}%, within 35%: {(held <= 35).sum()} of {len(held)}")
+    speed = (meas["role"] == "holdout") & meas["metric"].isin(("decode_tokens_per_s", "prefill_tokens_per_s"))
+    held = err[speed].abs()
+    lines.append(f"- held-out speed figures (decode and prefill): {(held <= 35).sum()} of {len(held)} within 35% "
+                 f"({(held <= 35).mean() * 100:.0f}%)")
+    for engine in sorted(meas.loc[speed, "engine"].unique()):
+        rows = speed & (meas["engine"] == engine)
+        fitted = ((meas["role"] == "fit") & (meas["engine"] == engine)).sum()
+        e = err[rows].abs()
+        lines.append(f"  - {engine}: {fitted} fit rows; held out {len(e)}, within 35%: {(e <= 35).sum()}, "
+                     f"median |error| {e.median():.1f}%")
     return "\n".join(lines)
 
 

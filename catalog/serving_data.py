@@ -32,6 +32,9 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "layers": Field(number(0, 1000, integer=True)),
     "hidden": Field(optional(number(0, 1e6, integer=True)), required=False),
     "prompt_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
+    # the weights' format (engine/constants.py names: fp16, nf4 = bitsandbytes 4-bit, int8 =
+    # LLM.int8, int4 = AWQ/GPTQ, a GGUF type): sets the per-layer dequantization cost it pays
+    "precision": Field(optional(text(16)), required=False),
     # vLLM start-up logs: the logged components (GiB) and the settings of the run
     "total_gpu_memory_gib": Field(optional(number(0, 1e5)), required=False),
     "gpu_memory_utilization": Field(optional(number(0, 1)), required=False),

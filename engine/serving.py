@@ -4,9 +4,12 @@ Whole-column numpy over a frame of serving questions (one row per model x GPU x 
 setting); a single question is a one-row frame. `serve(requests, models, gpus)` returns, per
 row, the memory each engine sets aside (weights, activation/profiling peak, non-torch memory,
 the KV cache budget and how many max-model-len requests it holds), the llama.cpp layer split,
-host RAM, and a decode/prefill speed model calibrated on published llama.cpp runs
-(benchmarks/serving_accuracy.py fits on the records marked `fit` in
-catalog/serving_measurements.yaml and reports the error on the held-out rest).
+host RAM, and a decode/prefill speed model fitted per engine on published runs (llama.cpp by
+backend, transformers `generate` with bitsandbytes' dequantization, vLLM;
+benchmarks/serving_accuracy.py fits on the records marked `fit` in
+catalog/serving_measurements.yaml and reports the error on the held-out rest). vLLM's KV budget
+follows its version (V0's profile over a whole max_model_len prompt, see VLLM_V1_FROM), and a
+draft model for speculative decoding is loaded beside the target (DRAFT_ENGINES).
 
 Sources read for the memory models (cite these when changing a formula):
 - vLLM V1, vllm-project/vllm at commit 0012cf691b7e69423244d2b1405f4b6832156e19,
@@ -157,6 +160,21 @@ TOKENIZER_GROUP = {
     "gemma": "gemma", "gemma-2": "gemma", "mistral": "mistral", "mixtral": "mistral",
 }
 
+# --- The 2026 checkpoint formats by engine (issue 27; engine/constants.py LINEAR_BITS) -------
+# fp8 (e4m3 weights, per-tensor or 128 x 128 block scales): vLLM runs it natively (W8A8) on
+# compute capability >= 8.9 and weight-only (W8A16, FP8 Marlin, PR #5975) from 7.5 on (vLLM docs
+# features/quantization/fp8.md, v0.32.0, as quoted in catalog/gpus.yaml fp8-weights-need-turing);
+# SGLang (--quantization fp8) and transformers (FineGrainedFP8) load the same checkpoints.
+# mxfp4 (gpt-oss's experts): vLLM and SGLang; vLLM's Marlin MXFP4 MoE kernel from Ampere
+# (vllm-project/recipes OpenAI/GPT-OSS.md: "GPT-OSS works on Ampere devices by default").
+# nvfp4: vLLM, natively on Blackwell's FP4 tensor cores and weight-only through Marlin from
+# Ampere ("Weight-only FP4 compression will be used leveraging the Marlin kernel", vLLM 0.13 log
+# quoted in catalog/gpus.yaml fp4-weight-only-before-blackwell). Architectures each format cannot
+# run on (catalog/gpus.yaml's compatibility rules fp8-weights-need-turing, fp4-needs-ampere);
+# Apple GPUs run none of these engines' CUDA/ROCm kernels.
+FORMAT_ENGINES = {"fp8": ("vllm", "sglang", "transformers"), "mxfp4": ("vllm", "sglang"), "nvfp4": ("vllm",)}
+FORMAT_REFUSED_ARCHITECTURES = {"fp8": ("volta",), "mxfp4": ("volta", "turing"), "nvfp4": ("volta", "turing")}
+
 # --- Apple unified memory ---------------------------------------------------------------
 # macOS lets the GPU wire about 3/4 of unified memory on large machines and about 2/3 on
 # small ones (recommendedMaxWorkingSetSize; the catalog's Apple entries use 75%). It can be
@@ -180,19 +198,44 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("gguf", "nvidia"): 0.989,  # fitted (llama.cpp CUDA)
     ("gguf", "amd"): 0.513,  # fitted (llama.cpp ROCm)
     ("gguf", "apple"): 0.641,  # fitted (llama.cpp Metal, M1 Max Q4_0 of discussion #4167)
-    ("torch", "nvidia"): 0.80,  # assumption: vLLM/SGLang/HF, not calibrated (no held-out row)
-    ("torch", "amd"): 0.60,  # assumption
+    # issue 27, batch 1 by engine on NVIDIA (benchmarks/serving_accuracy.py fit_torch_engines):
+    # transformers' eager `generate` on the premAI A100 80GB (46.39 tok/s) and the A10G (23.15)
+    # Llama 7B fp16 runs, together with its per-layer cost below; vLLM's on the premAI A100 run
+    # (90.54) with its per-layer cost held at the CUDA-graph assumption
+    ("transformers", "nvidia"): 0.732,  # fitted
+    ("vllm", "nvidia"): 0.626,  # fitted
+    ("sglang", "nvidia"): 0.626,  # assumption: vLLM's (no SGLang batch-1 run with its GPU named was found)
+    ("torch", "nvidia"): 0.80,  # assumption (unused on NVIDIA since issue 27: every torch engine has its own)
+    ("torch", "amd"): 0.60,  # assumption: vLLM/SGLang/HF on ROCm, not calibrated
     ("torch", "apple"): 0.50,  # assumption (MPS)
 }
 GGUF_BANDWIDTH_CAP = 1.78e12  # B/s, fitted on the H100 SXM llama.cpp run
 LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cpp CUDA)
                     "vllm": 15e-6, "sglang": 15e-6,  # assumption: CUDA graphs remove most launches
-                    "transformers": 120e-6}  # assumption: eager PyTorch, ~10 kernels per layer
+                    "transformers": 392e-6}  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
+# Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
+# premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
+# 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
+# later versions), LLM.int8 splits outlier columns out of every matmul. Formats not listed
+# (AWQ/GPTQ int4 and fp8 kernels in vLLM/SGLang, GGUF types in llama.cpp) have none: their kernels'
+# cost is in the engine's efficiency.
+DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.939e-3}
 # Prefill: tokens/s = dense 16-bit TFLOPS x MFU / FLOPs per token (2 N + attention).
-# llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B).
+# llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B) and,
+# for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
 PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40}
+PREFILL_MFU_BY_FAMILY = {("llama.cpp", "amd"): 0.319, ("ollama", "amd"): 0.319}  # fitted (ROCm)
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
+# What a row's batch-1 speed rests on (`speed_basis` in serve --json): the engine x GPU family
+# pairs whose constants were fitted on published runs (benchmarks/serving_accuracy.py), the rest
+# assumptions. docs/serving.md lists the rows behind each.
+FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.cpp", "amd"): "fitted: llama.cpp ROCm runs",
+                ("llama.cpp", "apple"): "fitted: llama.cpp Metal runs", ("ollama", "nvidia"): "fitted: llama.cpp CUDA runs",
+                ("ollama", "amd"): "fitted: llama.cpp ROCm runs", ("ollama", "apple"): "fitted: llama.cpp Metal runs",
+                ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
+                ("vllm", "nvidia"): "fitted: one vLLM run (A100 80GB) for the efficiency, CUDA-graph per-layer cost assumed",
+                ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)"}
 
 
 def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
@@ -219,30 +262,44 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
-                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan):
+                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
     KV cache of every running sequence). family: nvidia|amd|apple. engine: an ENGINES name.
+    precision: the weights' format, for its per-layer dequantization cost (DEQUANT_LAYER_S).
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
+    engine, family = np.broadcast_arrays(engine, family)
     gguf = np.isin(engine, GGUF_ENGINES)
-    kind = np.where(gguf, "gguf", "torch")
-    eff = pd.Series(list(zip(kind, family)), dtype=object).map(DECODE_EFFICIENCY).to_numpy(float)
+    kind = np.where(gguf, "gguf", engine)
+    # the engine's own efficiency on this GPU family where fitted, else its family's (torch)
+    eff = pd.Series(list(zip(kind, family)), dtype=object).map(DECODE_EFFICIENCY)
+    eff = eff.fillna(pd.Series(list(zip(np.where(gguf, "gguf", "torch"), family)), dtype=object).map(DECODE_EFFICIENCY))
+    eff = eff.to_numpy(float)
     bw = np.asarray(bandwidth_gbps, dtype=float) * 1e9 * eff
     bw = np.where(gguf, np.minimum(bw, GGUF_BANDWIDTH_CAP), bw)
     t_mem = np.asarray(gpu_bytes, dtype=float) / bw + np.asarray(host_bytes, dtype=float) / (np.asarray(host_bandwidth_gbps, dtype=float) * 1e9)
     t_comp = np.asarray(flops, dtype=float) / (np.asarray(tflops, dtype=float) * 1e12 * DECODE_MFU)
     t_comp = np.nan_to_num(t_comp, nan=0.0)
     overhead = pd.Series(engine, dtype=object).map(LAYER_OVERHEAD_S).to_numpy(float)
+    if precision is not None:
+        prec = np.broadcast_to(np.asarray(precision, dtype=object), engine.shape)
+        overhead = overhead + pd.Series(list(zip(engine, prec)), dtype=object).map(DEQUANT_LAYER_S).fillna(0.0).to_numpy(float)
     return np.maximum(t_mem, t_comp) + np.asarray(layers, dtype=float) * overhead
 
 
-def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1):
+def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1, family=None):
     """Prompt tokens per second: dense 16-bit TFLOPS x MFU over 2 N + 2 L h p FLOPs per token
-    (the attention term: Q K^T and A V over the p/2 earlier tokens on average, x2 for K and V)."""
-    mfu = pd.Series(np.asarray(engine, dtype=object), dtype=object).map(PREFILL_MFU).to_numpy(float)
+    (the attention term: Q K^T and A V over the p/2 earlier tokens on average, x2 for K and V).
+    family: nvidia|amd|apple, for an engine's MFU fitted on that backend (PREFILL_MFU_BY_FAMILY)."""
+    engine = np.asarray(engine, dtype=object)
+    mfu = pd.Series(engine, dtype=object).map(PREFILL_MFU)
+    if family is not None:
+        fam = np.broadcast_to(np.asarray(family, dtype=object), engine.shape)
+        mfu = pd.Series(list(zip(engine, fam)), dtype=object).map(PREFILL_MFU_BY_FAMILY).fillna(mfu)
+    mfu = mfu.to_numpy(float)
     per_token = 2.0 * np.asarray(params, float) + 2.0 * np.asarray(layers, float) * np.asarray(hidden, float) * np.asarray(prompt, float)
     return np.asarray(tflops, float) * 1e12 * mfu * np.asarray(tp, float) / per_token
 
@@ -280,6 +337,27 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
                          f"accepted: {', '.join(C.GGUF_BITS)}")
     _check_version(req)
     _check_draft(req, models)
+    _check_formats(req, gpus)
+
+
+def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """fp8 / mxfp4 / nvfp4 only on the engines and GPUs that run them (FORMAT_ENGINES)."""
+    precision = req["precision"].astype(str)
+    arch = req["gpu"].map(gpus.set_index("id")["architecture"]).fillna("").astype(str) if "architecture" in gpus \
+        else pd.Series("", index=req.index)
+    for fmt, engines in FORMAT_ENGINES.items():
+        rows = precision == fmt
+        if not rows.any():
+            continue
+        bad = rows & ~req["engine"].isin(engines)
+        if bad.any():
+            raise ValueError(f"precision {fmt!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
+                             f"{', '.join(engines)}")
+        bad = rows & (arch.isin(FORMAT_REFUSED_ARCHITECTURES[fmt]) | arch.str.startswith("apple"))
+        if bad.any():
+            raise ValueError(f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({arch[bad].iloc[0]}); "
+                             f"accepted: GPUs newer than {' and '.join(FORMAT_REFUSED_ARCHITECTURES[fmt])} "
+                             f"(catalog/gpus.yaml compatibility rules)")
 
 
 def vllm_version(text) -> tuple[np.ndarray, np.ndarray]:
@@ -639,8 +717,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # a token's FLOPs go through its active parameters (= params for a dense model)
     active = est["active_params"].to_numpy(float) if "active_params" in est else params
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
-                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp)
-    prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp)
+                               req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
+                               precision=req["precision"].astype(str).to_numpy(object))
+    prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert
     pcie = g["interconnect_gbps"].fillna(64).to_numpy(float) / 2 * 1e9 * PCIE_EFFICIENCY
@@ -679,6 +758,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         draft_kv_cache_bytes=np.where(is_llama, draft_slot_kv * seqs / tp, blocks * VLLM_BLOCK_SIZE * draft_kv_gpu),
         draft_tensor_parallel_size=np.where(has_draft & ~is_llama, draft_tp, np.nan),
         draft_context=np.where(has_draft & is_llama, draft_ctx, np.nan),
+        speed_basis=pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
+        .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object),
     )
     out["command"] = command_lines(out, m, models)
     return out
@@ -752,11 +833,12 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
             + " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str)
             + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
-            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "") + vllm_draft)
+            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "")
+            + np.where(out["precision"] == "fp8", " --quantization fp8", "") + vllm_draft)
     sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + out["max_model_len"].astype(int).astype(str)
               + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
               + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, "")
-              + sglang_draft)
+              + np.where(out["precision"] == "fp8", " --quantization fp8", "") + sglang_draft)
     kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
     # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
     # (common/arg.cpp; N counts layers from 0, dense ones included)

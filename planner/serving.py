@@ -29,6 +29,8 @@ SERVE_JSON_KEYS = (
     "engine_version", "engine_generation", "profile_tokens", "chunked_prefill",
     "draft_model", "draft_weights_bytes", "draft_kv_bytes_per_token", "draft_kv_cache_bytes",
     "draft_tensor_parallel_size", "draft_context",
+    # issue 27: what the speed figures rest on (fitted on published runs, or an assumption)
+    "speed_basis",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
@@ -124,7 +126,7 @@ def format_serve(row: pd.Series) -> str:
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")
-    lines.append("  speed model: engine/serving.py, calibrated on published llama.cpp runs (docs/serving.md)")
+    lines.append(f"  speed model: engine/serving.py, {row['speed_basis']} (docs/serving.md)")
     lines.append(f"  run it: {row['command']}")
     return "\n".join(lines)
 

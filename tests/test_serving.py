@@ -174,6 +174,13 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.DECODE_EFFICIENCY[("gguf", "amd")] == pytest.approx(fitted["efficiency_amd"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("gguf", "apple")] == pytest.approx(fitted["efficiency_apple"], rel=0.01)
     assert S.PREFILL_MFU["llama.cpp"] == pytest.approx(fitted["prefill_mfu"], rel=0.01)
+    # issue 27: ROCm prefill, transformers and vLLM at batch 1, bitsandbytes' dequantization
+    assert S.PREFILL_MFU_BY_FAMILY[("llama.cpp", "amd")] == pytest.approx(fitted["prefill_mfu_amd"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("transformers", "nvidia")] == pytest.approx(fitted["efficiency_transformers"], rel=0.01)
+    assert S.LAYER_OVERHEAD_S["transformers"] == pytest.approx(fitted["layer_overhead_transformers"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("vllm", "nvidia")] == pytest.approx(fitted["efficiency_vllm"], rel=0.01)
+    assert S.DEQUANT_LAYER_S[("transformers", "nf4")] == pytest.approx(fitted["dequant_transformers_nf4"], rel=0.01)
+    assert S.DEQUANT_LAYER_S[("transformers", "int8")] == pytest.approx(fitted["dequant_transformers_int8"], rel=0.01)
 
 
 @pytest.mark.parametrize("gpu,published", [("rtx-4090", 190.0), ("h100-sxm-80gb", 280.0)])

@@ -129,7 +129,7 @@ def test_batch_1_decode_reads_the_active_experts_only(cat):
     g = default_catalog().gpus().set_index("id").loc["h100-sxm-80gb"]
     layers, experts = routed_expert_params("mixtral-8x7b")
     read = out["weights_bytes"] - experts * 2 * 6 / 8 + out["kv_bytes_per_token"] * (512 + 128 / 2)
-    seconds = read / (g["bandwidth_gbps"] * 1e9 * S.DECODE_EFFICIENCY[("torch", "nvidia")]) + 32 * S.LAYER_OVERHEAD_S["vllm"]
+    seconds = read / (g["bandwidth_gbps"] * 1e9 * S.DECODE_EFFICIENCY[("vllm", "nvidia")]) + 32 * S.LAYER_OVERHEAD_S["vllm"]
     assert out["time_per_output_token_ms"] == pytest.approx(seconds * 1e3, rel=1e-9)
 
 
