@@ -153,11 +153,13 @@ LLAMA_DRAFT_VOCAB_DIFFERENCE = 128
 # the target's tokens): Llama 3/3.1/3.2/3.3 share one 128,256-token tokenizer; Llama 1 and 2
 # one 32,000-token SentencePiece model; Qwen2/2.5/3 one BPE (151,643 tokens, padded to 151,936
 # or 152,064); Gemma and Gemma 2 one 256,000-token SentencePiece model (Hugging Face model cards
-# and tokenizer files of each family). Families not listed are their own group.
+# and tokenizer files of each family); the catalog's other families are their own group. A family
+# not listed (a model from a file or the Hub) is checked by its vocabulary size only.
 TOKENIZER_GROUP = {
     "llama-3": "llama-3", "llama-3.1": "llama-3", "llama-3.2": "llama-3", "llama-3.3": "llama-3",
     "llama-1": "llama-2", "llama-2": "llama-2", "qwen2": "qwen2", "qwen2.5": "qwen2", "qwen3": "qwen2",
     "gemma": "gemma", "gemma-2": "gemma", "mistral": "mistral", "mixtral": "mistral",
+    "gemma-3": "gemma-3", "gpt-oss": "gpt-oss", "deepseek-v3": "deepseek-v3", "llama-4": "llama-4",
 }
 
 # --- The 2026 checkpoint formats by engine (issue 27; engine/constants.py LINEAR_BITS) -------
@@ -387,10 +389,10 @@ def _check_version(req: pd.DataFrame) -> None:
 
 
 def tokenizer_group(models: pd.DataFrame, ids) -> np.ndarray:
-    """The tokenizer family of each model id (TOKENIZER_GROUP; its own family where not listed)."""
+    """The tokenizer family of each model id (TOKENIZER_GROUP; "" where its family is not listed)."""
     family = models.set_index("id")["family"] if "family" in models else pd.Series(dtype=object)
     fam = pd.Series(list(ids), dtype=object).map(family).fillna("").astype(str)
-    return fam.map(TOKENIZER_GROUP).fillna(fam).to_numpy(object)
+    return fam.map(TOKENIZER_GROUP).fillna("").to_numpy(object)
 
 
 def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:

@@ -249,3 +249,23 @@ def test_serve_bad_version_or_draft_exits_2_with_one_line(args, message):
     code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--max-model-len", "4096", *args)
     assert code == 2 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_serve_takes_a_hub_draft_and_checks_its_vocabulary(tmp_path, monkeypatch):
+    """--draft-model ORG/NAME resolves like --model (catalog/checkpoints.py hub_models), offline from
+    a Hub cache built here; a draft whose vocabulary is not the target's is refused in one line."""
+    pytest.importorskip("huggingface_hub")
+    from tests.test_checkpoints import fake_cache
+    fake_cache(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli("serve", "--model", "tiny-org/Tiny-Llama", "--draft-model", "tiny-org/Tiny-Llama", "--gpu",
+                             "h100-sxm-80gb", "--engine", "vllm", "--max-model-len", "256", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["draft_model"] == "tiny-org-tiny-llama" and data["draft_weights_bytes"] == data["weights_gpu_bytes"]
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--draft-model", "tiny-org/Tiny-Llama", "--gpu",
+                             "h100-sxm-80gb", "--engine", "vllm", "--max-model-len", "256")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "draft model 'tiny-org-tiny-llama' has a vocabulary of" in err and "the target 'llama-3-8b' 128,256" in err
