@@ -186,13 +186,17 @@ _MERGED_MAX = 32
 
 def merged_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(models, gpus): the shipped catalog, plus the entries saved in the user catalog file
-    (every session), plus this session's own validated additions (this session only), through
+    (every session), plus this session's own validated additions (this session only: the Catalog
+    page's entries and the model of the sidebar's Hugging Face / file field), through
     the catalog's one load path (catalog.store.catalog_frames, as the CLI); see
     app/user_entries.py. Every page uses these."""
     frames = _shipped_frames()
     ids = _shipped_ids(frames)
     user_entries.notify_once(ids)  # a corrupt or clashing file: said once on the page
     extra = {kind: user_entries.session_records(kind) for kind in ("gpus", "models")}
+    row = user_entries.source_row()  # the sidebar's Hugging Face / file field (app/model_source.py)
+    if row is not None:
+        extra["models"] = [*extra["models"], row]
     path = user_entries.catalog_path()
     try:
         own = pickle.dumps(extra, protocol=pickle.HIGHEST_PROTOCOL)

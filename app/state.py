@@ -9,6 +9,8 @@ Session state keys:
   "user_models", "user_gpus"   catalog entries added in this session only: lists of records
                   validated exactly like the shipped YAML (catalog.schema); the entries saved
                   in the user catalog file are loaded for every session (app/user_entries.py)
+  "_model_source_*"  the sidebar's Hugging Face / file field: its resolved row and memo
+                  (app/model_source.py; the URL and the settings keep the field's text only)
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from app.data import decided_notes, merged_frames
+from app import model_source
+from app import user_entries as _user_entries
+from app.data import _shipped_frames, _shipped_ids, decided_notes, merged_frames
 from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
 from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, RECIPE_LABELS, SWITCH_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS,
@@ -34,7 +38,7 @@ from engine.stacks import RECIPE_NAMES, SWITCHES
 class Field:
     key: str
     default: object
-    kind: str                 # choice | int | bool | multi
+    kind: str                 # choice | int | bool | multi | text
     options: tuple = field(default_factory=tuple)
     low: int | None = None
     high: int | None = None
@@ -61,6 +65,9 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("budget", 10_000, "int", low=0, high=10**10),
     Field("budget_mode", "buy", "choice", ("buy", "cloud_hour", "cloud_job")),
     Field("condition", "either", "choice", ("either", "new", "used")),
+    # issue 25: a model from the Hugging Face Hub or a file, as typed (the resolved row is never
+    # in the URL: app/model_source.py reads it again from the text)
+    Field(model_source.KEY, "", "text"),
 )}
 
 
@@ -79,6 +86,13 @@ def store() -> dict:
 def _parse(field_: Field, text: str):
     """A query-parameter string as the field's value; ValueError names what is accepted (the
     bad text is shown clipped: a URL can carry 100,000 characters)."""
+    if field_.kind == "text":  # free text (a Hub id, a path): taken whole, checked when resolved
+        if len(text) > model_source.MAX_TEXT:
+            raise ValueError(f"{field_.key}={text[:80]!r}… ({len(text):,} characters) ignored; accepted: at most "
+                             f"{model_source.MAX_TEXT:,} characters: {model_source.accepted()}")
+        if "\n" in text or "\r" in text or "\x00" in text:
+            raise ValueError(f"{field_.key}={text[:80]!r} ignored; accepted: one line of text: {model_source.accepted()}")
+        return text
     return _parse_text(field_, text if len(text) <= 80 else text[:80] + "…")
 
 
@@ -130,7 +144,7 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
     notes = []
     dynamic = {"model": set(models["id"]), "gpu": set(gpus["id"])}
     for key, text in st.query_params.items():
-        if key not in FIELDS:
+        if key not in FIELDS or key == model_source.KEY:  # read first (_load_source_param)
             continue
         f = FIELDS[key]
         try:
@@ -141,7 +155,23 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
             notes.append(str(exc))
             continue
         settings[key] = value
-    st.session_state["_query_notes"] = notes
+    st.session_state["_query_notes"] = st.session_state.get("_query_source_notes", []) + notes
+
+
+def _load_source_param(settings: dict) -> None:
+    """Once per session, before the sidebar resolves it: the URL's model source text (the model
+    it names must be in the frames before the URL's `model` is checked against them)."""
+    if st.session_state.get("_query_source_loaded"):
+        return
+    st.session_state["_query_source_loaded"] = True
+    text = st.query_params.get(model_source.KEY)
+    notes = []
+    if text is not None:
+        try:
+            settings[model_source.KEY] = _parse(FIELDS[model_source.KEY], str(text))
+        except ValueError as exc:
+            notes.append(str(exc))
+    st.session_state["_query_source_notes"] = notes
 
 
 def _write_query_params(settings: dict) -> None:
@@ -178,6 +208,8 @@ def _widget(key: str, make, options: list | None = None):
     value = settings[key]
     if field_.kind == "choice" and choices and value not in choices:
         value = field_.default if field_.default in choices else choices[0]
+    if field_.kind == "choice" and wkey in st.session_state and st.session_state[wkey] not in choices:
+        del st.session_state[wkey]  # an entry gone from the list (the field cleared): the store's value
     if field_.kind == "choice":
         init = {"index": choices.index(value)}
     elif field_.kind == "multi":
@@ -189,18 +221,84 @@ def _widget(key: str, make, options: list | None = None):
     return settings[key]
 
 
+def _model_source_field(sb, settings: dict) -> dict | None:
+    """The "model from Hugging Face or a file" field, resolved (app/model_source.py): its row
+    joins this session's frames before they are built; a newly resolved model is selected."""
+    text = _widget(model_source.KEY, lambda k, **v: sb.text_input(
+        model_source.LABEL, key=k, **v, placeholder=model_source.PLACEHOLDER, help=model_source.HELP))
+    ids = _shipped_ids(_shipped_frames())
+    result = model_source.update(text, ids["models"])
+    picked = model_source.pick(text, result, settings["model"])
+    if picked is not None:  # a newly read model is selected; when it is gone, the one selected before
+        settings["model"] = picked
+        st.session_state.pop("w_model", None)  # the list shows the store's value
+    return result
+
+
+def _model_source_status(sb, result: dict | None) -> None:
+    """Under the field: the resolved model (exact parameters, where they came from, its source
+    and commit) with a button that saves it to the user catalog file, or the one-line error."""
+    from app.user_entries import md_code
+    if not result:
+        return
+    if "error" in result:
+        sb.error(md_escape(result["error"]))
+        return
+    row, info, saved = result["row"], result.get("info") or {}, result.get("saved")
+    lines = [f"{md_code(row['name'])} ({md_code(row['id'])}): **{int(row['params']):,}** parameters (exact), "
+             + md_escape(model_source.weights_line(info)) + "."]
+    if info.get("weights_bytes_stored"):
+        stored = f"stored weights {int(info['weights_bytes_stored']):,} bytes"
+        lines.append(md_escape(stored + (f" ({info['precision']})" if info.get("precision") else "")) + ".")
+    lines.append("Source: " + md_code(row["source"].split("; ")[0]) + ".")
+    lines += [md_escape(n) for n in (info.get("notes") or [])[:2]]
+    if saved is not None and not saved.get("_differs"):
+        lines.append("Saved in your catalog file.")
+    elif saved is not None:
+        lines.append(f"Your catalog file has another {md_code(row['id'])} (another revision or file): this session "
+                     "shows the one read now.")
+    sb.caption("  \n".join(lines))
+    said = st.session_state.pop("_model_source_saved", None)  # what the last click did (_save_source)
+    if said is not None:
+        (sb.success if said[0] == "ok" else sb.error)(said[1])
+    if saved is None or saved.get("_differs"):
+        sb.button("Save to my catalog file" if saved is None else "Replace my saved entry", key="model_source_save",
+                  on_click=_save_source, args=(result,),
+                  help=f"Write it to {_user_entries.catalog_path()} with its source and revision: it then "
+                       "loads at start for every session and the CLI.")
+
+
+def _save_source(result: dict) -> None:
+    """The save button's callback: it runs before the next run, which then finds the saved entry
+    (the frames show it as saved, with no second run)."""
+    from app.user_entries import md_code
+    try:
+        stored = model_source.save(result, _shipped_ids(_shipped_frames()))
+    except CatalogError as exc:
+        st.session_state["_model_source_saved"] = ("error", md_escape(exc))
+    else:
+        st.session_state["_model_source_saved"] = (
+            "ok", f"Saved {md_code(stored['id'])} to {md_code(_user_entries.catalog_path())}"
+                  + (f" at revision {md_code(stored['revision'])}" if stored.get("revision") else "") + ".")
+
+
 def sidebar() -> dict:
     """The shared workload sidebar (drawn by dashboard.py on every page). Returns the settings."""
-    models, gpus = merged_frames()
     settings = store()
+    _load_source_param(settings)
+    sb = st.sidebar
+    sb.header("Workload")
+    picker = sb.container()  # the catalog's Model list, filled once the field's model is in the frames
+    source = _model_source_field(sb, settings)
+    models, gpus = merged_frames()
     _load_query_params(settings, models, gpus)
     model_names = dict(zip(models["id"], models["name"]))
     gpu_names = dict(zip(gpus["id"], gpus["name"]))
-    sb = st.sidebar
-    sb.header("Workload")
-    _widget("model", lambda k, **v: sb.selectbox("Model", list(model_names), key=k, **v, format_func=lambda i: model_names.get(i, i),
-                                            help="Used by the single-scenario views (Overview, Breakdown)."),
+    _widget("model", lambda k, **v: picker.selectbox("Model", list(model_names), key=k, **v,
+                                                     format_func=lambda i: model_names.get(i, i),
+                                                     help="Used by the single-scenario views (Overview, Breakdown)."),
             options=list(model_names))
+    _model_source_status(sb, source)
     task = _widget("task", lambda k, **v: sb.radio("Task", list(TASK_LABELS), key=k, **v, format_func=TASK_LABELS.get,
                                               horizontal=True))
     if task == "train":
@@ -224,7 +322,7 @@ def sidebar() -> dict:
                     _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))
         with sb.expander("Software stack"):
-            _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v, format_func=RECIPE_LABELS.get,
+            _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v, format_func=lambda r: RECIPE_LABELS.get(r, r),
                                                           help="Whose defaults the switches below take (docs/stacks.md)."))
             for switch, values in SWITCHES.items():
                 _widget(switch, lambda k, label=SWITCH_LABELS.get(switch, switch.replace("_", " ")), values=values, **v: st.selectbox(

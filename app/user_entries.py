@@ -51,6 +51,10 @@ from catalog.store import (
 KINDS = ("gpus", "models")
 SESSION_KEYS = {"gpus": "user_gpus", "models": "user_models"}
 ORIGIN_SHIPPED, ORIGIN_SAVED, ORIGIN_SESSION = "shipped", "saved in your catalog file", "this session only"
+ORIGIN_SOURCE = "the sidebar's Hugging Face / file field (this session only)"
+# The model this session's sidebar field resolved (app/model_source.py), added to this session's
+# frames like a session entry; None when the field is empty or bad, or the same entry is saved.
+SOURCE_ROW_KEY = "_model_source_row"
 # Upload caps, in the uploader's unit (MB): a config.json is a few KB (catalog.user caps it at
 # 1,000,000 bytes); a catalog document at catalog.schema.MAX_YAML_BYTES (16 MiB, so a file the
 # page exported can be imported again). The catalog functions check the exact byte limits again.
@@ -188,7 +192,7 @@ def store(shipped_ids: dict[str, set]) -> UserCatalog:
 
 
 @contextlib.contextmanager
-def _writing():
+def writing():
     """A file system refusal (read-only folder, full disk, a file where the folder should be)
     as one CatalogError line naming the file; UserCatalog never leaves a half-written file."""
     try:
@@ -214,12 +218,21 @@ def visible(kind: str, shipped_ids: set) -> list[dict]:
     return [r for r in saved_records(kind) if r["id"] not in hidden] + own
 
 
+def source_row() -> dict | None:
+    """The model row of the sidebar's Hugging Face / file field in this session, if any."""
+    return st.session_state.get(SOURCE_ROW_KEY)
+
+
 def origins(kind: str, shipped_ids: set) -> dict[str, str]:
-    """id -> where the entry this session sees comes from (shipped / saved / this session)."""
+    """id -> where the entry this session sees comes from (shipped / saved / this session / the
+    sidebar's Hugging Face or file field)."""
     out = {ident: ORIGIN_SHIPPED for ident in shipped_ids}
     own = {r["id"] for r in session_records(kind)}
     for r in visible(kind, shipped_ids):
         out[r["id"]] = ORIGIN_SESSION if r["id"] in own else ORIGIN_SAVED
+    row = source_row() if kind_name(kind) == "models" else None
+    if row is not None:
+        out[row["id"]] = ORIGIN_SOURCE
     return out
 
 
@@ -247,14 +260,14 @@ def save_session_entry(kind: str, ident: str, shipped_ids: dict[str, set]) -> di
     if record is None:
         raise CatalogError("this session", f"'{ident}'", None, f"is not one of this session's {kind}")
     user = store(shipped_ids)
-    with _writing():
+    with writing():
         stored = user.add_gpu(record) if kind == "gpus" else user.add_model(record)
     remove_from_session(kind, ident)
     return stored
 
 
 def delete_saved_entry(kind: str, ident: str, shipped_ids: dict[str, set]) -> dict:
-    with _writing():
+    with writing():
         return store(shipped_ids).remove(kind, ident)
 
 
@@ -288,7 +301,7 @@ def import_into_session(raw: bytes | str, label: str, taken: dict[str, set]) -> 
 
 def import_into_file(raw: bytes | str, label: str, shipped_ids: dict[str, set]) -> dict[str, list[str]]:
     """UserCatalog.import_yaml: all or nothing; an entry replaces your saved entry with its id."""
-    with _writing():
+    with writing():
         result = store(shipped_ids).import_yaml(raw, label)
     if not any(result.values()):
         raise CatalogError(label, None, None, "has no entries; expected a list under gpus or models")

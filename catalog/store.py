@@ -66,15 +66,18 @@ from catalog.schema import (
     MAX_YAML_BYTES,
     MODEL_FIELDS,
     CatalogError,
+    Field,
     FileTooLarge,
     check_gpu,
     check_model,
     entry_label,
     one_line,
+    optional,
     parse_yaml,
     read_regular_file,
     regular_file_stat,
     show,
+    text as text_field,
     top_level,
     validate_entries,
 )
@@ -97,7 +100,12 @@ KINDS = ("gpus", "models")
 MAX_USER_CATALOG_BYTES = MAX_YAML_BYTES
 ACCEPTED_PATH = f"a YAML file (set {ENV_VAR} to the path of a regular file)"
 _KIND_NAMES = {"gpu": "gpus", "gpus": "gpus", "model": "models", "models": "models"}
-FIELDS = {"gpus": GPU_FIELDS, "models": MODEL_FIELDS}
+# A model saved from the dashboard's "model from Hugging Face or a file" field (issue 25) keeps
+# the Hub commit it was resolved at in `revision` (its `source` names the repo, the file or the
+# folder). The field is the user file's only: the shipped models.yaml pins no revision, and the
+# merged frames keep the shipped columns (the commit is in `source` there too).
+USER_MODEL_FIELDS = {**MODEL_FIELDS, "revision": Field(optional(text_field(200)), required=False, default=None)}
+FIELDS = {"gpus": GPU_FIELDS, "models": USER_MODEL_FIELDS}
 CHECKS = {"gpus": check_gpu, "models": check_model}
 SINGULAR = {"gpus": "GPU", "models": "model"}
 HEADER = (

@@ -115,6 +115,20 @@ def test_an_existing_id_is_replaced_only_when_asked(store):
     assert [g["name"] for g in store.load()["gpus"]] == ["Renamed"]
 
 
+def test_a_model_saved_from_the_hub_keeps_its_revision_through_reload_and_export(store, tmp_path):
+    """Issue 25 item 5: the dashboard saves a resolved model with its source and revision (the commit)."""
+    record = {**model_from_config_file(CONFIGS / "llama-2-7b.json"), "id": "org-llama",
+              "source": "Hugging Face Hub org/llama@" + "a" * 40}
+    store.add_model({**record, "revision": "a" * 40})
+    (saved,) = UserCatalog(store.path, shipped_ids={}).load()["models"]
+    assert (saved["revision"], saved["source"]) == ("a" * 40, record["source"])
+    assert UserCatalog(tmp_path / "copy.yaml", shipped_ids={}).import_yaml(store.export_yaml()) == {
+        "gpus": [], "models": ["org-llama"]}
+    assert "revision" not in merged_frames()["models"].columns  # the frames keep the shipped columns
+    with pytest.raises(CatalogError, match="field 'revision'"):
+        store.add_model({**record, "id": "org-llama-2", "revision": "x\n"})
+
+
 def test_remove_takes_out_only_your_own_entries(store):
     store.add_gpu(gpu_record("a-gpu"))
     store.add_gpu(gpu_record("b-gpu"))
