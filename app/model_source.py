@@ -13,8 +13,9 @@ What is kept where:
 - the URL and the settings hold the source text only (`model_source`), never the resolved row;
 - the resolved row is cached per process by (text, a fingerprint of what it names: the files'
   inode, size and mtime, or the Hub cache's ref and snapshot and the HF_* environment), so a
-  rerun that changes nothing costs a few stat calls; an error is cached like a row, so a bad id
-  is not fetched again on every rerun;
+  rerun that changes nothing costs a few stat calls; an error is kept by the session alone (until
+  the text or the fingerprint changes: clearing the field retries), so a bad id is not fetched
+  again on every rerun and an unreachable Hub is tried again by the next session;
 - st.session_state[ROW_KEY] holds the row this session's frames add (None when the field is
   empty or bad, or when the user catalog file already has the same entry saved).
 
@@ -212,9 +213,17 @@ def resolve_now(text: str, shipped_ids: frozenset) -> dict:
     return {"row": row, "info": _jsonable(info)}
 
 
+class _Unresolved(Exception):
+    """An error is not cached per process (a Hub that was unreachable may answer on the next try);
+    the session keeps it until the text or what it names changes (clearing the field retries)."""
+
+
 @st.cache_data(max_entries=32, ttl=3600, show_spinner="Reading the model's headers…")
 def _resolve_cached(text: str, key: tuple, shipped_ids: frozenset) -> dict:
-    return resolve_now(text, shipped_ids)
+    result = resolve_now(text, shipped_ids)
+    if "error" in result:
+        raise _Unresolved(result["error"])
+    return result
 
 
 def resolve(text: str, shipped_ids) -> dict | None:
@@ -227,7 +236,10 @@ def resolve(text: str, shipped_ids) -> dict | None:
     memo = st.session_state.get(_MEMO)
     if memo is not None and memo["text"] == text and memo["fingerprint"] == key:
         return memo["result"]
-    result = _resolve_cached(text.strip(), key, frozenset(shipped_ids))
+    try:
+        result = _resolve_cached(text.strip(), key, frozenset(shipped_ids))
+    except _Unresolved as exc:
+        result = {"error": str(exc)}
     st.session_state[_MEMO] = {"text": text, "fingerprint": key, "result": result}
     return result
 
