@@ -62,22 +62,20 @@ def fit(meas: pd.DataFrame) -> dict:
 
 
 def fit_torch_engines(f: pd.DataFrame) -> dict:
-    """transformers and vLLM at batch 1 (issue 27), in closed form on their `fit` rows:
-    transformers: two 16-bit rows on two cards -> its efficiency e and per-layer cost c
-    (1/v = b / (e BW) + L c); vLLM: its one 16-bit row -> e, with c held at the CUDA-graph
-    assumption (engine/serving.py LAYER_OVERHEAD_S); each quantized transformers row (bitsandbytes
-    4-bit, LLM.int8) -> its per-layer dequantization cost d = (1/v - b / (e BW) - L c) / L."""
+    """transformers and vLLM at batch 1 (issue 27), in closed form on their `fit` rows: each
+    engine's two 16-bit rows on two cards -> its efficiency e and per-layer cost c
+    (1/v = b / (e BW) + L c); each quantized transformers row (bitsandbytes 4-bit, LLM.int8) ->
+    its per-layer dequantization cost d = (1/v - b / (e BW) - L c) / L."""
     dec = f[f["metric"] == "decode_tokens_per_s"]
     sixteen = dec["precision"].isin(("fp16", "bf16"))
     out = {}
-    hf = dec[(dec["engine"] == "transformers") & sixteen]
-    x = hf["weights_gib"].to_numpy(float) * GIB / (hf["bandwidth_gbps"].to_numpy(float) * 1e9)
-    inv_e, c = np.linalg.lstsq(np.column_stack([x, hf["layers"].to_numpy(float)]), 1.0 / hf["value"].to_numpy(float),
-                               rcond=None)[0]
-    out["efficiency_transformers"], out["layer_overhead_transformers"] = 1.0 / inv_e, c
-    v = dec[(dec["engine"] == "vllm") & sixteen].iloc[0]
-    c_vllm = S.LAYER_OVERHEAD_S["vllm"]
-    out["efficiency_vllm"] = v["weights_gib"] * GIB / (v["bandwidth_gbps"] * 1e9 * (1.0 / v["value"] - v["layers"] * c_vllm))
+    for engine in ("transformers", "vllm"):
+        rows = dec[(dec["engine"] == engine) & sixteen]
+        x = rows["weights_gib"].to_numpy(float) * GIB / (rows["bandwidth_gbps"].to_numpy(float) * 1e9)
+        inv_e, c = np.linalg.lstsq(np.column_stack([x, rows["layers"].to_numpy(float)]), 1.0 / rows["value"].to_numpy(float),
+                                   rcond=None)[0]
+        out[f"efficiency_{engine}"], out[f"layer_overhead_{engine}"] = 1.0 / inv_e, c
+    inv_e, c = 1.0 / out["efficiency_transformers"], out["layer_overhead_transformers"]
     for precision in ("nf4", "int8"):
         r = dec[(dec["engine"] == "transformers") & (dec["precision"] == precision)].iloc[0]
         mem = r["weights_gib"] * GIB * inv_e / (r["bandwidth_gbps"] * 1e9)

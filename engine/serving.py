@@ -200,20 +200,21 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("gguf", "nvidia"): 0.989,  # fitted (llama.cpp CUDA)
     ("gguf", "amd"): 0.513,  # fitted (llama.cpp ROCm)
     ("gguf", "apple"): 0.641,  # fitted (llama.cpp Metal, M1 Max Q4_0 of discussion #4167)
-    # issue 27, batch 1 by engine on NVIDIA (benchmarks/serving_accuracy.py fit_torch_engines):
-    # transformers' eager `generate` on the premAI A100 80GB (46.39 tok/s) and the A10G (23.15)
-    # Llama 7B fp16 runs, together with its per-layer cost below; vLLM's on the premAI A100 run
-    # (90.54) with its per-layer cost held at the CUDA-graph assumption
+    # issue 27, batch 1 by engine on NVIDIA (benchmarks/serving_accuracy.py fit_torch_engines),
+    # each with its per-layer cost below: transformers' eager `generate` on the premAI A100 80GB
+    # (46.39 tok/s) and fxmarty's A10G (23.15) Llama 7B fp16 runs; vLLM's on the 2026 Llama 3.1 8B
+    # bf16 runs at one request, H100 SXM (vLLM 0.21, 6.48 ms per token) and A100 40GB (0.23, ~75 tok/s)
     ("transformers", "nvidia"): 0.732,  # fitted
-    ("vllm", "nvidia"): 0.626,  # fitted
-    ("sglang", "nvidia"): 0.626,  # assumption: vLLM's (no SGLang batch-1 run with its GPU named was found)
+    ("vllm", "nvidia"): 0.808,  # fitted
+    ("sglang", "nvidia"): 0.808,  # assumption: vLLM's (no SGLang batch-1 run with its GPU named was found)
     ("torch", "nvidia"): 0.80,  # assumption (unused on NVIDIA since issue 27: every torch engine has its own)
     ("torch", "amd"): 0.60,  # assumption: vLLM/SGLang/HF on ROCm, not calibrated
     ("torch", "apple"): 0.50,  # assumption (MPS)
 }
 GGUF_BANDWIDTH_CAP = 1.78e12  # B/s, fitted on the H100 SXM llama.cpp run
 LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cpp CUDA)
-                    "vllm": 15e-6, "sglang": 15e-6,  # assumption: CUDA graphs remove most launches
+                    "vllm": 17.0e-6,  # fitted (2026 H100 and A100 runs): CUDA graphs leave ~0.5 ms a step
+                    "sglang": 17.0e-6,  # assumption: vLLM's
                     "transformers": 392e-6}  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
 # premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
@@ -236,7 +237,7 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("llama.cpp", "apple"): "fitted: llama.cpp Metal runs", ("ollama", "nvidia"): "fitted: llama.cpp CUDA runs",
                 ("ollama", "amd"): "fitted: llama.cpp ROCm runs", ("ollama", "apple"): "fitted: llama.cpp Metal runs",
                 ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
-                ("vllm", "nvidia"): "fitted: one vLLM run (A100 80GB) for the efficiency, CUDA-graph per-layer cost assumed",
+                ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
                 ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)"}
 
 

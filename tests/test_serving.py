@@ -179,6 +179,7 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.DECODE_EFFICIENCY[("transformers", "nvidia")] == pytest.approx(fitted["efficiency_transformers"], rel=0.01)
     assert S.LAYER_OVERHEAD_S["transformers"] == pytest.approx(fitted["layer_overhead_transformers"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("vllm", "nvidia")] == pytest.approx(fitted["efficiency_vllm"], rel=0.01)
+    assert S.LAYER_OVERHEAD_S["vllm"] == pytest.approx(fitted["layer_overhead_vllm"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "nf4")] == pytest.approx(fitted["dequant_transformers_nf4"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "int8")] == pytest.approx(fitted["dequant_transformers_int8"], rel=0.01)
 
