@@ -67,7 +67,7 @@ PACKED = ("I32", "U32", "U8", "I8", "I16", "U16", "I64", "U64")
 DTYPE_PRECISION = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 # a GGUF's general.file_type (llama.cpp's LlamaFileType) -> the planner's GGUF precision
 GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q2_k", 12: "q3_k_m", 15: "q4_k_m",
-                  17: "q5_k_m", 18: "q6_k"}
+                  17: "q5_k_m", 18: "q6_k", 38: "mxfp4_moe"}  # 38: LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs)
 # GGUF general.architecture -> the config.json model_type catalog/user.py reads
 GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
              "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
@@ -241,12 +241,15 @@ def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensor
     floats = {k: v["params"] for k, v in stored["dtypes"].items() if k in DTYPE_PRECISION}
     if floats and not packed and not quant:
         info["precision"] = DTYPE_PRECISION[max(floats, key=floats.get)]
+    quant_precision = _quant_precision(quant)
+    if quant_precision:
+        info["precision"] = quant_precision
     if packed or quant:
         info["weights_source"] = "config"
         info["notes"] = [n for n in info["notes"] if not n.startswith("the tensors hold")]
         info["notes"].append(f"packed quantized tensors ({', '.join(sorted(packed)) or 'quantization_config'}): element "
                              "counts are not parameters, so the parameters are the config's; the stored bytes are exact")
-    return record, info
+    return with_stored_weights(record, info), info
 
 
 # ---- GGUF ----------------------------------------------------------------------------------
@@ -525,10 +528,44 @@ def _from_gguf(paths: list[Path], model_id):
             info["notes"].append(f"file type {info.get('file_type_name', file_type)} is none of the engine's precisions "
                                  f"({', '.join(GGUF_FILE_TYPE.values())}): give --precision; the stored "
                                  f"{info['weights_bytes_stored']:,} bytes are the weights' real size")
-    return record, info
+    return with_stored_weights(record, info), info
 
 
 # ---- the record and what the files say ----------------------------------------------------
+
+def _quant_precision(quant) -> str | None:
+    """The engine's precision of a checkpoint's quantization_config (issue 27), where its layout is
+    one the engine models: quant_method fp8 (e4m3 weights, per-tensor or 128 x 128 block scales:
+    Qwen3-*-FP8, DeepSeek-V3), mxfp4 (gpt-oss: the routed experts), gptq / awq at 4 bits (int4, group
+    128); None for the others (their bytes are still the stored ones beside the estimate)."""
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("fp8", "mxfp4"):
+        return method
+    if method in ("gptq", "awq") and quant.get("bits", 4) == 4 and quant.get("group_size", 128) == 128:
+        return "int4"
+    return None
+
+
+def with_stored_weights(record: dict, info: dict) -> dict:
+    """The record with what the files say beside the architecture (issue 25): the vision tower's
+    parameters (a VL checkpoint's vision tensors, a GGUF mmproj), and the language model's stored
+    bytes with the precision they are stored in, which the estimate takes for an inference row at that
+    precision (engine/components.py weight_bytes)."""
+    out = dict(record)
+    if info.get("vision_params"):
+        out["vision_params"] = int(info["vision_params"])
+    precision = info.get("precision")
+    if precision and info.get("weights_bytes_stored"):
+        from engine.scenarios import INFER_PRECISIONS  # the scenario schema (the layer rule allows catalog -> engine)
+        if precision in INFER_PRECISIONS:
+            out["stored_weights_bytes"] = int(info["weights_bytes_stored"])
+            out["stored_precision"] = precision
+            info["weights_bytes_source"] = "header"
+    info.setdefault("weights_bytes_source", "config")
+    return out
+
 
 def _info(fmt, files, record, stored, vision) -> dict:
     info = {
@@ -551,9 +588,8 @@ def _info(fmt, files, record, stored, vision) -> dict:
         info["notes"].append(f"the tensors hold {stored['params']:,} parameters, the architecture gives "
                              f"{int(record['params']):,} ({diff:+,}): the estimate uses the architecture's count")
     if vision["params"]:
-        info["notes"].append(f"vision tower/projector: {vision['params']:,} parameters, {vision['bytes']:,} bytes, not in "
-                             "params or weights_bytes (the engine has no field for it yet): add vision_weights_bytes to "
-                             "the GPU memory when the projector is loaded (llama.cpp --mmproj)")
+        info["notes"].append(f"vision tower/projector: {vision['params']:,} parameters, {vision['bytes']:,} bytes: counted "
+                             "as vision_params beside params (loaded in 16-bit with the model; llama.cpp --mmproj)")
     return info
 
 

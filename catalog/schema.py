@@ -370,6 +370,12 @@ MODEL_FIELDS: dict[str, Field] = {
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
     # 0 for a text-only model. Not part of the architecture count the loader checks.
     "vision_params": Field(whole_count(0, 100_000_000_000_000), required=False, default=0),
+    # issue 25: a checkpoint read from its files (catalog/checkpoints.py): the language model's
+    # stored bytes (a GGUF's tensor table, safetensors headers) and the precision they are stored
+    # in; an inference row at that precision takes these bytes instead of the arithmetic. Empty for
+    # a catalog model (its config alone is known).
+    "stored_weights_bytes": Field(optional(whole_count(0, 10**15)), required=False),
+    "stored_precision": Field(optional(choice(*PRECISIONS)), required=False),
     "params": Field(number(0, 1e14, integer=True)),
     # derived by the loader (engine/params.py architecture_counts), never written by hand
     "active_params": Field(optional(number(0, 1e14, integer=True)), required=False),

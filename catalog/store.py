@@ -181,6 +181,11 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "v_head_dim": Backfill(0, "c5cbb93"),  # no latent attention
         "sliding_window": Backfill(0, "c5cbb93"),  # full attention: what was estimated then
         "sliding_window_layers": Backfill(0, "c5cbb93"),  # full attention on every layer
+        # Issue 25 (5d61677): a vision tower beside the language model; none was counted before
+        "vision_params": Backfill(0, "5d61677"),
+        # Issue 25: a checkpoint's stored bytes and their precision; unknown before (the arithmetic)
+        "stored_weights_bytes": Backfill(None, "e185fec"),
+        "stored_precision": Backfill(None, "e185fec"),
         # active_params (c5cbb93) is not filled in: check_model derives it from the fields above
     },
 }

@@ -168,7 +168,10 @@ SCENARIO: tuple[Column, ...] = (
     _int("gpus", "total GPU count", cli="--gpus", sidebar=(Sidebar("gpus", 1, "int", high=1024),)),
     _int("tp", "tensor-parallel degree", cli="--tp", cli_default=DECIDE,
          default_text="inference splits over the GPUs and heads, training 1"),
-    _int("pp", "pipeline-parallel degree", cli="--pp", cli_default=DECIDE, default_text="see --tp"),
+    _int("pp", "pipeline-parallel degree (training: 1F1B, the first stage holds pp micro-batches of its layers)",
+         cli="--pp", cli_default=DECIDE, default_text="see --tp"),
+    _int("cp", "context parallel (training): the sequence split over cp GPUs (torch context_parallel, ring "
+               "attention); gpus = data-parallel x tp x pp x cp", cli="--cp"),
     Column("headroom", "float", "fraction of GPU memory kept free (0.1 = 10%)", DEFAULTS["headroom"], low=0.0, high=1.0,
            high_open=True, cli="--headroom", default_text="0.1 = 10%, as on the dashboard",
            sidebar=(Sidebar("headroom_pct", round(DEFAULTS["headroom"] * 100), "int", low=0, high=50),)),
@@ -233,6 +236,8 @@ RESULT: tuple[Result, ...] = (
     Result("params", "count", "the model's parameters"),
     Result("trainable_params", "count", "parameters trained"),
     Result("active_params", "count", "parameters one token uses (MoE: routed experts per token + shared; = params if dense)"),
+    Result("vision_params", "count", "a vision tower + projector loaded beside the language model (VL models, a GGUF "
+                                     "mmproj; in weights_bytes, not in params); 0 for a text model"),
     *(Result(f"{comp}_bytes", "bytes/GPU", f"{what} at the peak phase") for comp, what in (
         ("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
         ("optimizer_temp", "the optimizer step's temporaries"), ("autocast_copies", "autocast's 16-bit weight copies"),

@@ -167,6 +167,11 @@ class Inputs:
     # the checkpoint's own bytes of the language model's weights, where the row's precision is the
     # checkpoint's (a GGUF's tensor table, safetensors headers); NaN: the arithmetic decides
     stored_bytes: np.ndarray | float = np.nan
+    # issue 27: context parallel (the sequence split over cp GPUs, training) and sequence parallel
+    # beside tensor parallel (seq_split: tp where it is on, else 1); torchao Float8 linears
+    cp: np.ndarray | float = 1.0
+    seq_split: np.ndarray | float = 1.0
+    float8: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,6 +273,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
         vision=np.asarray(arch["vision_params"], dtype=float),
         stored_bytes=_stored_bytes(mv, models, midx, train),
+        cp=np.where(train, mv.values("cp").astype(float), 1.0) if "cp" in mv.frame else np.ones(mv.size),
+        seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
+        float8=_mask_if_present(mv, "float8", "on") & train,
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -622,9 +630,9 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
-                                   adapter16=x.adapter16)
+                                   adapter16=x.adapter16, seq_split=x.seq_split)
     if np.any(x.gemma_norm > 0):
-        dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm)
+        dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
         dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
     if np.any(x.masked | x.eager):  # issue 12: K and V repeated to every head (repeat_kv) and kept
@@ -675,9 +683,12 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     checkpointing recomputes its own."""
     per_layer = _layer_activations(x)
     layers = np.where(x.freeze, x.k_layers, x.L)
-    ckpt = x.R * x.h  # checkpointing keeps each layer's input
+    # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
+    # torchtitan keep the residual stream sharded on the sequence between layers)
+    ckpt = x.R * x.h / x.seq_split
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
-    final_norm = 4.0 * x.h + 4.0 + x.R * x.h * head_trained + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
+    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained
+                  + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)) / x.seq_split
     # checkpointing keeps every layer's input, the frozen layers' under freeze too (issue 12, traced
     # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
     # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
@@ -951,9 +962,38 @@ class Physics:
     cpu_per_token: np.ndarray | float = 0.0  # host RAM per token: offloaded activations (issue 13)
 
 
+def context_parallel(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, dict[str, Part]]:
+    """Context parallel (issue 27, training rows with cp > 1): each of the cp GPUs of a sequence
+    holds seq / cp of its tokens, so every per-token term (activations, logits, a layer's
+    transients) and every per-token-seq term (its queries against all keys) is divided by cp; the
+    weights, gradients and states are the data-parallel ranks' (ZeRO / FSDP shard over data x cp:
+    torchtitan's dp_shard_cp mesh, Megatron's distributed optimizer over the data x context group,
+    so `dp` = gpus / (tp x pp) stays the sharding group).
+    Beside that, a layer's attention gathers the whole sequence's K and V: torch's context_parallel
+    rotates them by all-gather by default (torch/distributed/tensor/experimental/_attention.py
+    `_ContextParallelOptions.rotate_method = _RotateMethod.ALL_GATHER`) and accumulates in fp32
+    (`convert_to_f32 = True`): forward, K and V of every token (2 x kv width x M, over tp); backward,
+    those again and their gradients in fp32 (2 x kv width x 4), one layer at a time, per token of
+    the whole sequence (not divided by cp)."""
+    cp = np.asarray(x.cp, dtype=float)
+    out = {}
+    for comp, by_phase in parts.items():
+        out[comp] = {name: Part(p.fixed, p.shard, p.per_token / cp, p.per_token_seq / cp) for name, p in by_phase.items()}
+    on = cp > 1
+    kv_fwd = np.where(on, 2.0 * x.kvd * x.M / x.tp, 0.0)
+    kv_bwd = np.where(on, 2.0 * x.kvd * (x.M + 4.0) / x.tp, 0.0)
+    work = out["workspace"]
+    for name, extra in (("forward", kv_fwd), ("backward", kv_bwd)):
+        p = work.get(name, Part())
+        work[name] = Part(p.fixed, p.shard, p.per_token + extra, p.per_token_seq)
+    return out
+
+
 def physics(x: Inputs, settings: dict) -> Physics:
     t = totals(x)
     parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
+    if np.any(np.asarray(x.cp) > 1):
+        parts = context_parallel(x, parts)
     context, frag = runtime_overhead(x, settings)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,

@@ -283,6 +283,8 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
     # the result's columns, written block by block below
     col = {"params": out.empty(np.int64), "trainable_params": out.empty(np.int64), "active_params": out.empty(np.int64)}
+    vision = np.asarray(x.vision)
+    col["vision_params"] = out.empty(np.int64) if np.any(vision) else out.full(0, np.int64)
     tables = _component_tables(ph.phases, valid, x.dp, size, logits_fixed is not None)
     for comp in COMPONENTS:
         col[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
@@ -323,6 +325,8 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
         np.take(N64, at, out=col["params"][block], mode="clip")
         np.take(trainable64, at, out=col["trainable_params"][block], mode="clip")
         np.take(active64, at, out=col["active_params"][block], mode="clip")
+        if np.any(vision):
+            np.take(vision.astype(np.int64), at, out=col["vision_params"][block], mode="clip")
         _components(tables, peak, at, size, tok, None if logits_fixed is None else logits_fixed[block],
                     {comp: c[block] for comp, c in comp_cols.items()}, seq_tok)
         if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache

@@ -124,7 +124,8 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
     return phases
 
 
-def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False):
+def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False,
+                           seq_split=1.0):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -135,6 +136,13 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     wgrad: 1 where the norm weights are trained.
     lora_r: LoRA rank (0 when no adapters); tp: tensor-parallel degree (splits the
       attention and MLP widths, not the h-wide norms and residual stream).
+    seq_split: sequence parallelism beside tp (issue 27; tp where it is on, else 1): the norms and
+      the linears' h-wide inputs are kept for seq / tp of the tokens on each rank (Megatron-LM's
+      sequence parallelism, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+      Transformer Models", section 4.2.2: every activation of a layer divided by t, 34/t sbh
+      instead of 10 + 24/t; Megatron's column-parallel linears save their sequence-sharded input and
+      all-gather it again in backward; torchtitan's SequenceParallel norms, configs.py
+      enable_sequence_parallel True).
 
     Tensor by tensor (checked op by op with torch.autograd.graph.saved_tensors_hooks on
     transformers' LlamaDecoderLayer; see docs/accuracy.md):
@@ -177,9 +185,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (
-        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves))
+        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves)) / seq_split
         + attn
-        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves))
+        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves)) / seq_split
         + mlp
         + lora
     )

@@ -72,6 +72,9 @@ DEFAULTS: dict[str, object] = {
     # expert parallel (issue 15): 1 = a mixture-of-experts model's experts split like every other
     # weight (by tp); > 1: the routed experts spread whole over ep GPUs of each pipeline stage
     "ep": 1,
+    # context parallel (issue 27): the sequence split over cp GPUs, each holding seq / cp of every
+    # sequence's tokens (torch's context_parallel, ring attention); gpus = data x tp x pp x cp
+    "cp": 1,
     "base_precision": "auto",
     "kv_precision": "auto",
     "kv_policy": "auto",
@@ -101,13 +104,13 @@ CHOICES: dict[str, tuple] = {
     **SWITCHES,
 }
 
-INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep")
+INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep", "cp")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
                     "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES)
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
-          "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096}
+          "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096, "cp": 4096}
 
 
 # The one description of the whole-number columns: (lowest, highest) accepted. The CLI's flags,
@@ -115,7 +118,7 @@ LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_l
 # from here (0 in seq, tp and pp means "decide": engine/rules.py).
 INT_RANGES = {"batch": (1, LIMITS["batch"]), "seq": (0, LIMITS["seq"]), "lora_rank": (0, LIMITS["lora_rank"]),
               "freeze_layers": (1, LIMITS["freeze_layers"]), "zero": (0, 3), "gpus": (1, LIMITS["gpus"]),
-              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"]), "ep": (1, LIMITS["ep"])}
+              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"]), "ep": (1, LIMITS["ep"]), "cp": (1, LIMITS["cp"])}
 AUTO_COLUMNS = frozenset({"seq", "tp", "pp"})
 PRECISIONS = tuple(dict.fromkeys(TRAIN_PRECISIONS + INFER_PRECISIONS))
 
@@ -699,10 +702,18 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     gpus = cfg.values("gpus")
     tp = cfg.values("tp")
     pp = cfg.values("pp")
+    cp = cfg.values("cp") if "cp" in out else np.ones_like(tp)
+    bad = (cp > 1) & infer
+    if bad.any():
+        raise ValueError(f"cp {int(_at(out, cfg, bad, 'cp'))} applies to training (the sequence split over GPUs); "
+                         "accepted for inference: 1 (serving engines split a model with --tp / --pp)")
     split = tp * pp
-    bad = gpus % split != 0
+    bad = gpus % (split * cp) != 0
     if bad.any():
         i = cfg.inv[cfg.first_row(bad)]
+        if cp[i] > 1:
+            raise ValueError(f"gpus {gpus[i]} is not a multiple of tp x pp x cp = {split[i] * cp[i]}; accepted: "
+                             "gpus = tp x pp x cp x data-parallel ranks")
         raise ValueError(f"gpus {gpus[i]} is not a multiple of tp x pp = {split[i]}; accepted: gpus = tp x pp x data-parallel ranks")
     if "ep" in out:
         ep = cfg.values("ep")

@@ -133,6 +133,17 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   model.config.use_cache = TrainingArguments.use_cache, default False,
                   training_args.py line 971) and torchtune (no cache unless setup_caches is called);
                   on for loop manual (the model config's default).
+* sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
+                  parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
+                  Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
+                  configs.py enable_sequence_parallel True): a layer's h-wide saved tensors and each
+                  checkpointed layer input are 1/tp per rank (engine/memory.py layer_activation_bytes).
+                  off: kept whole on every rank (transformers' tp_plan, the other recipes).
+* float8          on (issue 27): torchao convert_to_float8_training. torchao/float8/float8_linear.py
+                  (pytorch/ao 36027d8) `ctx.save_for_backward(input_hp, weight_hp_t)`: the high-precision
+                  input and weight are what backward keeps, so the saved activations are bf16 training's;
+                  the FP8 copies are a matmul's transients. What changes is where it runs (FP8 tensor
+                  cores: a compatibility rule) and the matmuls' speed (not modelled yet).
 """
 
 from __future__ import annotations
@@ -152,8 +163,11 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "padding": ("auto", "padded", "unpadded"),
     "loop": ("auto", "trainer", "manual"),
     "use_cache": ("auto", "on", "off"),
+    # issue 27: Megatron-style sequence parallelism beside tensor parallelism, and torchao Float8 training
+    "sequence_parallel": ("auto", "off", "on"),
+    "float8": ("auto", "off", "on"),
 }
-RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed")
+RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan")
 DEFAULT_RECIPE = "hf"
 
 # torchtune CEWithChunkedOutputLoss / LinearCrossEntropyLoss: num_output_chunks=8 (their default)
@@ -183,6 +197,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("padded", "transformers DataCollatorWithPadding / DataCollatorForSeq2Seq pad each batch to its longest sequence; masking_utils.py _ignore_causal_mask_sdpa keeps the mask for any padded batch"),
         "loop": ("trainer", "transformers 5.24 Trainer compute_loss keeps only the loss (trainer.py lines 2172-2205); training_step backward after (line 2126)"),
         "use_cache": ("off", "transformers 5.24 trainer.py line 646: model.config.use_cache = TrainingArguments.use_cache (default False, training_args.py line 971)"),
+        "sequence_parallel": ("off", "transformers' tp_plan / accelerate: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "no Float8 linear conversion by default (accelerate's FP8 needs mixed_precision='fp8')"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -198,6 +214,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("unpadded", "torchtune/data/_collate.py padded_collate_sft returns tokens and labels only (line 77); torchtune/modules/attention.py line 298 SDPA is_causal when no mask"),
         "loop": ("trainer", "torchtune 0.7.0 recipes/full_finetune_single_device.py and lora_finetune_single_device.py: `del logits` before loss.backward()"),
         "use_cache": ("off", "torchtune 0.7.0 TransformerDecoder keeps no KV cache in training (caches exist only after setup_caches, for generation)"),
+        "sequence_parallel": ("off", "torchtune 0.7.0 distributed recipes' tensor_parallel_plan (ColwiseParallel / RowwiseParallel): no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "torchtune 0.7.0: no Float8 linear conversion by default"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -213,6 +231,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("unpadded", "unsloth attention kernels (flash-attn / xformers) take no padding mask matrix; attention flash"),
         "loop": ("trainer", "unsloth trains through the transformers/trl Trainer (compute_loss keeps the loss)"),
         "use_cache": ("off", "unsloth trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
+        "sequence_parallel": ("off", "unsloth: single-GPU kernels, no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "unsloth: no Float8 linear conversion by default"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -228,6 +248,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("padded", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/data/collator.py: its SFT collators subclass transformers' DataCollatorForSeq2Seq (pads to the longest); transformers' sdpa"),
         "loop": ("trainer", "LLaMA-Factory 0.9.6.dev0 CustomSeq2SeqTrainer / CustomTrainer subclass transformers' Trainer"),
         "use_cache": ("off", "LLaMA-Factory trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
+        "sequence_parallel": ("off", "LLaMA-Factory trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "LLaMA-Factory 0.9.6: no Float8 linear conversion by default (fp8 through accelerate only when asked)"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -243,6 +265,8 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("padded", "axolotl 0.18.0 DataCollatorForSeq2Seq pads (pad_to_sequence_len, sample_packing off by default); transformers' sdpa"),
         "loop": ("trainer", "axolotl 0.18.0 AxolotlTrainer subclasses transformers' Trainer"),
         "use_cache": ("off", "axolotl trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
+        "sequence_parallel": ("off", "axolotl trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "axolotl 0.18.0: no Float8 linear conversion by default"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -258,6 +282,26 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "padding": ("padded", "transformers Trainer collators pad each batch; transformers' sdpa"),
         "loop": ("trainer", "transformers Trainer + DeepSpeed: compute_loss keeps the loss"),
         "use_cache": ("off", "transformers Trainer + DeepSpeed (use_cache False, trainer.py line 646)"),
+        "sequence_parallel": ("off", "DeepSpeed ZeRO has no tensor parallel here: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
+        "float8": ("off", "DeepSpeed: no Float8 linear conversion by default"),
+    },
+    "torchtitan": {
+        # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
+        "adapter_dtype": ("fp32", "torchtitan trains whole models (no adapters): not used"),
+        "loss": ("unfused", "torchtitan/components/loss.py cross_entropy_loss: cross_entropy(pred.float(), labels)"),
+        "logits_upcast": ("loss", "the upcast sits in the loss function (pred.float())"),
+        "checkpointing": ("flag", "torchtitan activation_checkpoint.mode (none | selective | full) per job: the scenario's flag (full)"),
+        "optimizer_in_backward": ("off", "torchtitan steps the optimizer after backward"),
+        "activation_offload": ("off", "torchtitan: no activation offload by default"),
+        "attention": ("sdpa", "torchtitan llama3 attention: F.scaled_dot_product_attention (flash backend)"),
+        "compile": ("off", "torchtitan compile.enable default False (its published runs turn it on: --compile on)"),
+        "packing": ("on", "torchtitan's text datasets concatenate documents into seq_len chunks (no padding)"),
+        "kbit_prep": ("off", "no quantized base"),
+        "padding": ("unpadded", "packed fixed-length sequences: no padding mask"),
+        "loop": ("trainer", "torchtitan/trainer.py line 795: `del pred` before loss.backward() (the logits are not kept)"),
+        "use_cache": ("off", "torchtitan's models keep no KV cache in training"),
+        "sequence_parallel": ("on", "torchtitan/config/configs.py line 169: enable_sequence_parallel: bool = True (SequenceParallel norms, activations sharded on the sequence around attention and the FFN: torchtitan/models/llama3/sharding.py)"),
+        "float8": ("off", "torchtitan model.converters default [] (its published runs add 'float8': --float8 on)"),
     },
 }
 

@@ -373,7 +373,8 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
                                               "checkpointing": "full", "optimizer_in_backward": "on",
                                               "activation_offload": "off", "attention": "sdpa", "compile": "off",
                                               "packing": "off", "kbit_prep": "off", "padding": "unpadded",
-                                              "loop": "trainer", "use_cache": "off"}
+                                              "loop": "trainer", "use_cache": "off",
+                                              "sequence_parallel": "off", "float8": "off"}
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
