@@ -172,6 +172,8 @@ class Inputs:
     cp: np.ndarray | float = 1.0
     seq_split: np.ndarray | float = 1.0
     float8: np.ndarray | bool = False
+    # issue 28: transformers < 4.36's tuple cache in generate(): two caches at the last decode step
+    kv_copies: np.ndarray | float = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -276,6 +278,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         cp=np.where(train, mv.values("cp").astype(float), 1.0) if "cp" in mv.frame else np.ones(mv.size),
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
         float8=_mask_if_present(mv, "float8", "on") & train,
+        kv_copies=np.where(_mask_if_present(mv, "decode_cache", "tuple") & ~train, 2.0, 1.0),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -804,7 +807,10 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     # tensor-parallel rank keeps the whole of it (vLLM's MLA backends; DeepSeek-V3 report, 3.4)
     per_token = np.where(x.kv_elems == 2.0 * x.L * x.kvd, per_token,
                          x.kv_elems * x.kv_b / (np.where(x.mla, 1.0, np.minimum(x.tp, x.kvh)) * x.pp))
-    parts = {"prefill": Part(per_token=per_token), "logits": Part(per_token=per_token),
+    # transformers < 4.36 (decode_cache tuple): the last decode step holds the old and the new cache
+    # (engine/stacks.py); the eager `attention` phase is the prefill's, with one cache
+    held = per_token * x.kv_copies if np.any(np.asarray(x.kv_copies) != 1.0) else per_token
+    parts = {"prefill": Part(per_token=held), "logits": Part(per_token=held),
              "attention": Part(per_token=per_token)}
     if np.any(x.train_cache):
         parts.update(training_cache_parts(x))

@@ -144,6 +144,15 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   input and weight are what backward keeps, so the saved activations are bf16 training's;
                   the FP8 copies are a matmul's transients. What changes is where it runs (FP8 tensor
                   cores: a compatibility rule) and the matmuls' speed (not modelled yet).
+* decode_cache    an inference row's generate() cache (issue 28). dynamic: transformers >= 4.36
+                  DynamicCache.update replaces each layer's K/V by the torch.cat of old and new, the old
+                  freed at once (one cache). tuple: transformers before 4.36 (the tuple cache, e.g. the
+                  4.32-4.35 of optimum's 2023 GPTQ benchmark): LlamaAttention returns
+                  `past_key_value = (torch.cat([past_key_value[0], key_states], dim=2), ...)`, collected in
+                  next_decoder_cache while generate's model_kwargs still hold the previous step's tuple
+                  until _update_model_kwargs_for_generation replaces it: at the last decode step the old
+                  cache (seq - 1 tokens) and the new one (seq) are both allocated; counted as two caches of
+                  seq tokens (one token more than the old one holds: 0.1% of it at 1,024 tokens).
 """
 
 from __future__ import annotations
@@ -166,6 +175,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # issue 27: Megatron-style sequence parallelism beside tensor parallelism, and torchao Float8 training
     "sequence_parallel": ("auto", "off", "on"),
     "float8": ("auto", "off", "on"),
+    # issue 28: the decode cache of transformers' generate() (an inference row)
+    "decode_cache": ("auto", "dynamic", "tuple"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan")
 DEFAULT_RECIPE = "hf"
@@ -199,6 +210,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "transformers 5.24 trainer.py line 646: model.config.use_cache = TrainingArguments.use_cache (default False, training_args.py line 971)"),
         "sequence_parallel": ("off", "transformers' tp_plan / accelerate: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "no Float8 linear conversion by default (accelerate's FP8 needs mixed_precision='fp8')"),
+        "decode_cache": ("dynamic", "transformers >= 4.36 DynamicCache: each layer's K/V grown in place of the old (one cache)"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -216,6 +228,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "torchtune 0.7.0 TransformerDecoder keeps no KV cache in training (caches exist only after setup_caches, for generation)"),
         "sequence_parallel": ("off", "torchtune 0.7.0 distributed recipes' tensor_parallel_plan (ColwiseParallel / RowwiseParallel): no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "torchtune 0.7.0: no Float8 linear conversion by default"),
+        "decode_cache": ("dynamic", "torchtune KVCache: a preallocated cache of max_seq_len (one cache)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -233,6 +246,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "unsloth trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
         "sequence_parallel": ("off", "unsloth: single-GPU kernels, no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "unsloth: no Float8 linear conversion by default"),
+        "decode_cache": ("dynamic", "unsloth generates through transformers' DynamicCache (one cache)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -250,6 +264,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "LLaMA-Factory trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
         "sequence_parallel": ("off", "LLaMA-Factory trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "LLaMA-Factory 0.9.6: no Float8 linear conversion by default (fp8 through accelerate only when asked)"),
+        "decode_cache": ("dynamic", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: DynamicCache (one cache)"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -267,6 +282,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "axolotl trains through the transformers Trainer (use_cache False, trainer.py line 646)"),
         "sequence_parallel": ("off", "axolotl trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "axolotl 0.18.0: no Float8 linear conversion by default"),
+        "decode_cache": ("dynamic", "axolotl 0.18.0 requires a recent transformers: DynamicCache (one cache)"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -284,6 +300,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "transformers Trainer + DeepSpeed (use_cache False, trainer.py line 646)"),
         "sequence_parallel": ("off", "DeepSpeed ZeRO has no tensor parallel here: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "DeepSpeed: no Float8 linear conversion by default"),
+        "decode_cache": ("dynamic", "transformers generate() (DynamicCache) under DeepSpeed inference: one cache"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -302,6 +319,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "use_cache": ("off", "torchtitan's models keep no KV cache in training"),
         "sequence_parallel": ("on", "torchtitan/config/configs.py line 169: enable_sequence_parallel: bool = True (SequenceParallel norms, activations sharded on the sequence around attention and the FFN: torchtitan/models/llama3/sharding.py)"),
         "float8": ("off", "torchtitan model.converters default [] (its published runs add 'float8': --float8 on)"),
+        "decode_cache": ("dynamic", "torchtitan trains only: not used"),
     },
 }
 

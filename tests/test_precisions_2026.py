@@ -21,7 +21,7 @@ N_20B = 20_914_757_184
 
 
 def one(models, **scenario):
-    return estimate(pd.DataFrame([dict(task="infer", batch=1, seq=64, **scenario)]), models).iloc[0]
+    return estimate(pd.DataFrame([{**dict(task="infer", batch=1, seq=64), **scenario}]), models).iloc[0]
 
 
 @pytest.mark.parametrize("precision, bits", [
@@ -79,3 +79,15 @@ def test_compatibility_rules_of_the_new_precisions(gpu, precision, compatible, f
         assert "FP8" not in notes and "FP4" not in notes
     else:
         assert fragment in notes
+
+
+def test_transformers_tuple_cache_holds_two_caches_at_the_last_decode_step(models):
+    """transformers < 4.36 (decode_cache tuple): generate's model_kwargs keep the previous step's
+    tuple while the forward builds the new one: Llama 2 13B, 16 x 1,024 tokens, fp16 K and V of
+    40 layers x 5,120 wide = 819,200 bytes per token, twice."""
+    per_token = 2 * 40 * 5120 * 2
+    rows = {cache: one(models, model="llama-2-13b", precision="fp16", batch=16, seq=1024, prefill_logits="all",
+                       decode_cache=cache) for cache in ("dynamic", "tuple")}
+    assert rows["dynamic"].kv_cache_bytes == per_token * 16 * 1024
+    assert rows["tuple"].kv_cache_bytes == 2 * per_token * 16 * 1024
+    assert rows["tuple"].peak_bytes > rows["dynamic"].peak_bytes
