@@ -62,15 +62,17 @@ def fit(meas: pd.DataFrame) -> dict:
 
 
 def fit_torch_engines(f: pd.DataFrame) -> dict:
-    """transformers and vLLM at batch 1 (issue 27), in closed form on their `fit` rows: each
-    engine's two 16-bit rows on two cards -> its efficiency e and per-layer cost c
+    """transformers, vLLM and ExLlamaV2 at batch 1 (issue 27), in closed form on their `fit` rows:
+    each engine's two rows (16-bit; ExLlamaV2's EXL2) on two cards or models -> its efficiency e
+    and per-layer cost c
     (1/v = b / (e BW) + L c); each quantized transformers row (bitsandbytes 4-bit, LLM.int8) ->
     its per-layer dequantization cost d = (1/v - b / (e BW) - L c) / L."""
     dec = f[f["metric"] == "decode_tokens_per_s"]
     sixteen = dec["precision"].isin(("fp16", "bf16"))
     out = {}
-    for engine in ("transformers", "vllm"):
-        rows = dec[(dec["engine"] == engine) & sixteen]
+    for engine in ("transformers", "vllm", "exllamav2"):
+        own = sixteen if engine != "exllamav2" else dec["precision"].str.startswith("exl2").fillna(False)
+        rows = dec[(dec["engine"] == engine) & own]
         x = rows["weights_gib"].to_numpy(float) * GIB / (rows["bandwidth_gbps"].to_numpy(float) * 1e9)
         inv_e, c = np.linalg.lstsq(np.column_stack([x, rows["layers"].to_numpy(float)]), 1.0 / rows["value"].to_numpy(float),
                                    rcond=None)[0]

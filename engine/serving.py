@@ -58,7 +58,7 @@ import engine.constants as C
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, architecture_counts
 
-ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers")
+ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2")
 GGUF_ENGINES = ("llama.cpp", "ollama")
 
 # --- vLLM ------------------------------------------------------------------------------
@@ -177,6 +177,33 @@ TOKENIZER_GROUP = {
 FORMAT_ENGINES = {"fp8": ("vllm", "sglang", "transformers"), "mxfp4": ("vllm", "sglang"), "nvfp4": ("vllm",)}
 FORMAT_REFUSED_ARCHITECTURES = {"fp8": ("volta",), "mxfp4": ("volta", "turing"), "nvfp4": ("volta", "turing")}
 
+# --- ExLlamaV2 (turboderp-org/exllamav2 at commit da07fac, read via fetch) -------------------
+# Weights: EXL2 files at their average bits per weight (`--precision exl2-4.0`; convert.md "-b: target
+# average number of bits per weight") with the lm_head at 6 bits ("-hb ... Default is 6"), or GPTQ
+# 4-bit (`--precision int4`) with a 16-bit head. model.py `load_autosplit_gen`: "Embedding layer on
+# CPU" (the embedding stays in host RAM, fp16); the rest is placed module by module while forwarding
+# a max_input_len-token state (config.py: max_input_len 2048), holding reserve_vram (default 192 MiB
+# on the first device) and a minimum_reserve_vram of 256 MiB free while it loads. Cache (cache.py):
+# K and V of batch x max_seq_len x kv_heads x head_dim per layer, fp16 (ExLlamaV2Cache), or Q8/Q6/Q4
+# with an fp16 scale per 32 values (ExLlamaV2Cache_Q4: 4 bits + 16/32). Scratch (the largest module's
+# scratch_space_fixed): the MLP's state, two intermediate buffers of max_input_len x max(h, ffn) at 2
+# bytes and a dequantization buffer of min(in x out, max_dq_size = 512 Mi) values at 2 bytes; the head
+# forwards max_input_len tokens at load (logits at 2 bytes a vocabulary entry, an approximation).
+EXL2_HEAD_BITS = 6.0
+EXL_MAX_INPUT_LEN = 2048
+EXL_MAX_DQ_SIZE = 512 * 2**20
+EXL_RESERVE_BYTES = 192 * C.MIB + 256 * C.MIB
+EXL_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0 + 2 / 32, "int8": 1.0 + 2 / 32,
+                   "int4": 0.5 + 2 / 32}  # per K or V element: fp16, Q8 (8 bits + fp16/32), Q4
+EXL_BITS_RANGE = (2.0, 8.0)  # convert.md's targets run from 2 to 8 bits per weight
+
+
+def exl2_bits(precision) -> np.ndarray:
+    """Bits per weight of `exl2-B` precisions (NaN for any other)."""
+    p = pd.Series(precision, dtype=object).astype(str).str.extract(r"^exl2-(\d+(?:\.\d+)?)$", expand=False)
+    return pd.to_numeric(p, errors="coerce").to_numpy(float)
+
+
 # --- Apple unified memory ---------------------------------------------------------------
 # macOS lets the GPU wire about 3/4 of unified memory on large machines and about 2/3 on
 # small ones (recommendedMaxWorkingSetSize; the catalog's Apple entries use 75%). It can be
@@ -207,6 +234,9 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("transformers", "nvidia"): 0.732,  # fitted
     ("vllm", "nvidia"): 0.808,  # fitted
     ("sglang", "nvidia"): 0.808,  # assumption: vLLM's (no SGLang batch-1 run with its GPU named was found)
+    # ExLlamaV2 on the two RTX 4090 rows of its README (Llama 2 7B EXL2 4.0 bpw 211 tok/s, Llama 2 70B
+    # EXL2 2.5 bpw 38 tok/s), with its per-layer cost below
+    ("exllamav2", "nvidia"): 0.907,  # fitted
     ("torch", "nvidia"): 0.80,  # assumption (unused on NVIDIA since issue 27: every torch engine has its own)
     ("torch", "amd"): 0.60,  # assumption: vLLM/SGLang/HF on ROCm, not calibrated
     ("torch", "apple"): 0.50,  # assumption (MPS)
@@ -215,7 +245,8 @@ GGUF_BANDWIDTH_CAP = 1.78e12  # B/s, fitted on the H100 SXM llama.cpp run
 LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cpp CUDA)
                     "vllm": 17.0e-6,  # fitted (2026 H100 and A100 runs): CUDA graphs leave ~0.5 ms a step
                     "sglang": 17.0e-6,  # assumption: vLLM's
-                    "transformers": 392e-6}  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
+                    "transformers": 392e-6,
+                    "exllamav2": 34.0e-6}  # fitted (ExLlamaV2 README, RTX 4090 rows)  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
 # premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
 # 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
@@ -227,7 +258,8 @@ DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.
 # llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B) and,
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
-PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40}
+PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40,
+               "exllamav2": 0.55}  # ExLlamaV2: assumption (no prefill run in the set)
 PREFILL_MFU_BY_FAMILY = {("llama.cpp", "amd"): 0.319, ("ollama", "amd"): 0.319}  # fitted (ROCm)
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 # What a row's batch-1 speed rests on (`speed_basis` in serve --json): the engine x GPU family
@@ -238,7 +270,8 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("ollama", "amd"): "fitted: llama.cpp ROCm runs", ("ollama", "apple"): "fitted: llama.cpp Metal runs",
                 ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
-                ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)"}
+                ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)",
+                ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)"}
 
 
 def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
@@ -341,6 +374,29 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_version(req)
     _check_draft(req, models)
     _check_formats(req, gpus)
+    _check_exllamav2(req)
+
+
+def _check_exllamav2(req: pd.DataFrame) -> None:
+    """ExLlamaV2 runs EXL2 (exl2-B, 2 <= B <= 8) and GPTQ 4-bit (int4) weights; exl2-B needs it."""
+    precision = req["precision"].astype(str)
+    bits = exl2_bits(precision)
+    exl = (req["engine"] == "exllamav2").to_numpy()
+    named = precision.str.startswith("exl2").to_numpy()
+    bad = named & ~exl
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         "accepted: --engine exllamav2")
+    bad = exl & ~((precision == "int4").to_numpy() | ((bits >= EXL_BITS_RANGE[0]) & (bits <= EXL_BITS_RANGE[1])))
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav2; accepted: exl2-B with B "
+                         f"the bits per weight from {EXL_BITS_RANGE[0]:g} to {EXL_BITS_RANGE[1]:g} (e.g. exl2-4.0), "
+                         "or int4 (GPTQ)")
+    kv = req["kv_precision"].astype(str)
+    bad = exl & ~kv.isin(tuple(EXL_CACHE_BYTES)).to_numpy()
+    if bad.any():
+        raise ValueError(f"kv_precision {kv[bad].iloc[0]!r} is not accepted for exllamav2; accepted: "
+                         f"{', '.join(EXL_CACHE_BYTES)} (int8/fp8: its Q8 cache, int4: Q4)")
 
 
 def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
@@ -462,6 +518,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     engine = req["engine"].to_numpy(object)
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
+    is_exl = engine == "exllamav2"
     draft_id = req["draft_model"].fillna("").astype(str).str.strip().to_numpy(object)
     has_draft = draft_id != ""
 
@@ -487,14 +544,28 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # llama.cpp's SWA cache keeps the window ("windowed"); transformers' DynamicCache holds the
     # whole prefill's K/V of its sliding-window layers (a view of the full torch.cat output,
     # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
-    policy = np.where(is_vllm | is_sglang, "latent", np.where(is_hf, "full", "windowed"))
+    # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below
+    policy = np.where(is_vllm | is_sglang | is_exl, "latent", np.where(is_hf, "full", "windowed"))
     est = estimate(pd.DataFrame({
-        "model": req["model"], "task": "infer", "precision": req["precision"], "batch": 1,
-        "seq": ctx.astype(int), "kv_precision": kv_prec, "allow_long_context": True, "gpus": 1,
-        "kv_policy": policy,
+        "model": req["model"], "task": "infer", "precision": np.where(is_exl, "fp16", req["precision"].to_numpy(object)),
+        "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl, "fp16", kv_prec),
+        "allow_long_context": True, "gpus": 1, "kv_policy": policy,
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_bytes"].to_numpy(float) / ctx  # whole model, one token
+    # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type
+    exl_counts = architecture_counts(m)
+    exl_embed = V * h
+    exl_head = V * h  # the output layer, stored (quantized) in the file even where tied
+    exl_linear = np.asarray(exl_counts["total"], float) - exl_embed - np.where(tied, 0.0, exl_head)
+    exl_bpw = np.where(req["precision"].astype(str).to_numpy() == "int4", C.LINEAR_BITS["int4"],
+                       exl2_bits(req["precision"]))
+    exl_head_bits = np.where(req["precision"].astype(str).to_numpy() == "int4", 16.0, EXL2_HEAD_BITS)
+    exl_weights_gpu = exl_linear * exl_bpw / 8.0 + exl_head * exl_head_bits / 8.0
+    exl_host = exl_embed * 2.0
+    weights = np.where(is_exl, exl_weights_gpu + exl_host, weights)
+    exl_cache_bytes = pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float)
+    kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
     # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
     draft_w = np.zeros(n)
@@ -695,6 +766,23 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                            w_gpu_full)
     memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
     fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
+    # ExLlamaV2 (autosplit): the layers split over the GPUs in turn (no tensor-parallel speed-up);
+    # a GPU holds its share of the weights and cache, the largest module's scratch, the head's
+    # logits over max_input_len tokens, and what the loader keeps free; the cache holds -l tokens
+    # for each of max_num_seqs sequences, max_concurrency being the sequences that would fit
+    exl_chunk = np.minimum(EXL_MAX_INPUT_LEN, ctx)
+    exl_scratch = (exl_chunk * 2.0 * (h + 2.0 * np.maximum(h, ffn)) + 2.0 * np.minimum(h * ffn, EXL_MAX_DQ_SIZE)
+                   + exl_chunk * V * 2.0)
+    exl_fixed = exl_weights_gpu / tp + exl_scratch + EXL_RESERVE_BYTES + context
+    exl_kv_room = np.maximum(usable - exl_fixed, 0.0)
+    exl_conc = np.floor(exl_kv_room / (kv_token / tp * ctx))
+    exl_cache = kv_token / tp * ctx * seqs
+    kv_available = np.where(is_exl, exl_cache, kv_available)
+    max_concurrency = np.where(is_exl, exl_conc, max_concurrency)
+    weights_gpu = np.where(is_exl, exl_weights_gpu / tp, weights_gpu)
+    memory_used = np.where(is_exl, exl_fixed + exl_cache - EXL_RESERVE_BYTES, memory_used)
+    fits = np.where(is_exl, exl_conc >= seqs, fits)
+    activation = np.where(is_exl, exl_scratch, activation)
 
     # --- speed --------------------------------------------------------------------------
     conc = req["concurrency"].to_numpy(float)
@@ -703,9 +791,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     out_tok = req["output_tokens"].to_numpy(float)
     position = prompt + out_tok / 2.0  # average context read per step
     gpu_frac = np.where(is_llama, on_gpu_layers / L, 1.0)
-    # llama.cpp splits layers over GPUs (--split-mode layer): a token visits them one after the
-    # other, so a step reads every GPU's share in turn (no tensor-parallel speed-up)
-    speed_tp = np.where(is_llama, 1.0, tp)
+    # llama.cpp splits layers over GPUs (--split-mode layer), as ExLlamaV2's autosplit does: a token
+    # visits them one after the other, so a step reads every GPU's share in turn (no TP speed-up)
+    speed_tp = np.where(is_llama | is_exl, 1.0, tp)
     # MoE: a decode step reads, in each MoE layer, the experts its running sequences route to;
     # with c sequences routing k of E experts each, uniformly and independently (assumption),
     # 1 - (1 - k/E)^c of the experts: k/E at batch 1 (the active parameters), all at large c
@@ -713,6 +801,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     unread = 1.0 - read_share
     step_gpu_bytes = np.where(is_llama, weights_gpu * tp - expert_gpu * unread + conc * kv_token * position * gpu_frac,
                               weights_gpu - expert_bytes / tp * unread + conc * kv_token_gpu * position)
+    step_gpu_bytes = np.where(is_exl, exl_weights_gpu - expert_bytes * unread + conc * kv_token * position, step_gpu_bytes)
     step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
@@ -734,11 +823,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     price = g["cloud_usd_per_hour"].to_numpy(float)
     usd_per_m = price * tp / (aggregate * 3600.0) * 1e6
     host_ram = np.where(is_llama, llama_host, weights)  # safetensors pages during load; GGUF: the host layers
+    host_ram = np.where(is_exl, exl_host, host_ram)  # ExLlamaV2: the embedding (the file streams in per module)
 
     out = req.assign(
-        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
+        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
-        non_torch_bytes=np.where(is_llama, context, non_torch), compute_buffer_bytes=np.where(is_llama, compute, 0.0),
+        non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
+        compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
         kv_policy=policy, kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
@@ -779,7 +870,7 @@ def _linear_bits(precision: pd.Series) -> np.ndarray:
     """Bits per weight of the linear layers (the experts): the GGUF type's, else the format's
     (engine/constants.py LINEAR_BITS)."""
     p = precision.astype(str)
-    bits = p.map(C.GGUF_BITS).fillna(p.map(C.LINEAR_BITS))
+    bits = p.map(C.GGUF_BITS).fillna(p.map(C.LINEAR_BITS)).fillna(pd.Series(exl2_bits(p), index=p.index))
     return bits.fillna(16.0).to_numpy(float)
 
 
@@ -856,5 +947,12 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
               + out["max_model_len"].astype(int).astype(str) + "}}'")
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
               + hf + "', device_map='auto', torch_dtype='auto')\"")
+    # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the
+    # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
+    exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"
+    exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
+    exl = ("python test_inference.py -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
+           + np.where(tp != "1", " -gs auto", "") + " -p 'Once upon a time,'")
     e = out["engine"]
-    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama"], [vllm, sglang, llama, ollama], hf_cmd)
+    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2"],
+                     [vllm, sglang, llama, ollama, exl], hf_cmd)

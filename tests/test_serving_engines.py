@@ -189,7 +189,8 @@ def test_each_engine_decodes_at_its_own_fitted_speed(cat):
 
 def test_docs_quote_the_fitted_engine_constants():
     doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
-    for text in (f"| transformers `generate` (eager) | {S.DECODE_EFFICIENCY[('transformers', 'nvidia')]:.3f} | "
+    for text in (f"| ExLlamaV2 | {S.DECODE_EFFICIENCY[('exllamav2', 'nvidia')]:.3f} | {S.LAYER_OVERHEAD_S['exllamav2'] * 1e6:.0f} us",
+                 f"| transformers `generate` (eager) | {S.DECODE_EFFICIENCY[('transformers', 'nvidia')]:.3f} | "
                  f"{S.LAYER_OVERHEAD_S['transformers'] * 1e6:.0f} us",
                  f"+ {S.DEQUANT_LAYER_S[('transformers', 'nf4')] * 1e6:.0f} us",
                  f"+ {S.DEQUANT_LAYER_S[('transformers', 'int8')] * 1e3:.2f} ms",
@@ -203,9 +204,12 @@ def test_held_out_speed_figures_meet_the_75_percent_target():
     speed = (meas["role"] == "holdout") & meas["metric"].isin(("decode_tokens_per_s", "prefill_tokens_per_s"))
     err = (serving_accuracy.predict(meas)[speed] / meas["value"][speed] - 1).abs()
     assert (err <= 0.35).mean() >= 0.75, meas["id"][speed][err > 0.35].tolist()
-    # and the transformers rows held out (RTX 3090, fp16 and LLM.int8) within 10%
+    # and the transformers rows held out (RTX 3090, fp16 and LLM.int8) within 10%; ExLlamaV2's README
+    # rows (3090 Ti, 4090) within 35%
     hf = meas["engine"][speed] == "transformers"
     assert hf.sum() == 2 and (err[hf] <= 0.10).all()
+    exl = (meas["engine"][speed] == "exllamav2") & meas["url"][speed].str.contains("exllamav2")
+    assert exl.sum() == 20 and (err[exl] <= 0.35).all()
 
 
 @pytest.mark.parametrize("request_,message", [
@@ -225,6 +229,42 @@ def test_fp8_on_vllm_halves_the_weights_and_names_the_quantization(cat):
                           vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4")).itertuples()
     assert fp8.weights_bytes < 0.6 * bf16.weights_bytes and fp4.weights_bytes < fp8.weights_bytes
     assert fp8.command.endswith("--quantization fp8") and "--quantization" not in fp4.command
+
+
+# --- ExLlamaV2 ------------------------------------------------------------------------------------
+
+def test_exllamav2_layout_from_its_source(cat):
+    """model.py: the embedding in host RAM (fp16), the linear layers at the EXL2 file's bits and the
+    head at 6 (convert.md -hb); cache.py: K and V of max_seq_len x kv heads x head dim per layer, fp16
+    or Q4 (4 bits + an fp16 scale per 32); the loader keeps 192 + 256 MiB free while it loads.
+    Llama 2 7B EXL2 4.0 bpw at 4,096 tokens on an RTX 4090, and the 70B at 2.5 bpw with 2,048."""
+    small, big, q4 = rows(cat, dict(model="llama-2-7b", gpu="rtx-4090", engine="exllamav2", precision="exl2-4.0",
+                                    max_model_len=4096, concurrency=1, prompt_tokens=16, output_tokens=2),
+                          dict(model="llama-2-70b", gpu="rtx-4090", engine="exllamav2", precision="exl2-2.5",
+                               max_model_len=2048, concurrency=1, prompt_tokens=16, output_tokens=2),
+                          dict(model="llama-2-7b", gpu="rtx-4090", engine="exllamav2", precision="exl2-4.0",
+                               max_model_len=4096, kv_precision="int4")).itertuples()
+    V, h = 32000, 4096
+    assert small.host_ram_bytes == V * h * 2
+    assert small.weights_gpu_bytes == pytest.approx(6_476_005_376 * 4.0 / 8 + V * h * 6 / 8, rel=0.002)
+    assert small.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 and q4.kv_bytes_per_token == 2 * 32 * 32 * 128 * (0.5 + 2 / 32)
+    assert small.kv_cache_bytes_available == small.kv_bytes_per_token * 4096  # one sequence of -l 4096
+    free = small.usable_bytes - small.weights_gpu_bytes - small.compute_buffer_bytes - 448 * 2**20 - small.non_torch_bytes
+    assert small.max_concurrency == np.floor(free / (small.kv_bytes_per_token * 4096))
+    # the fit rows of its README (RTX 4090: 211 and 38 tok/s) and the speed basis
+    assert small.decode_tokens_per_s == pytest.approx(211, rel=0.02) and big.decode_tokens_per_s == pytest.approx(38, rel=0.02)
+    assert big.fits and small.speed_basis.startswith("fitted")
+    assert small.command == "python test_inference.py -m llama-2-7b-exl2-4.0bpw -l 4096 -p 'Once upon a time,'"
+
+
+@pytest.mark.parametrize("request_,message", [
+    (dict(engine="vllm", precision="exl2-4.0"), "precision 'exl2-4.0' is not accepted for engine 'vllm'; accepted: --engine exllamav2"),
+    (dict(engine="exllamav2", precision="bf16"), "precision 'bf16' is not accepted for exllamav2; accepted: exl2-B"),
+    (dict(engine="exllamav2", precision="exl2-9.0"), "precision 'exl2-9.0' is not accepted for exllamav2"),
+])
+def test_exllamav2_formats_are_its_own(cat, request_, message):
+    with pytest.raises(ValueError, match=message):
+        rows(cat, {**vllm(max_model_len=4096), **request_})
 
 
 # --- CLI ------------------------------------------------------------------------------------------
