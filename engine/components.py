@@ -174,6 +174,11 @@ class Inputs:
     float8: np.ndarray | bool = False
     # issue 28: transformers < 4.36's tuple cache in generate(): two caches at the last decode step
     kv_copies: np.ndarray | float = 1.0
+    # issue 27 item 4: a bitsandbytes base whose matmuls keep their inputs for backward (LLM.int8
+    # always; NF4 before bitsandbytes 0.43.2, bnb_4bit_input kept), and one that dequantizes a whole
+    # 16-bit weight per matmul (both bitsandbytes kinds)
+    kbit_keeps_input: np.ndarray | bool = False
+    bnb_base: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,6 +284,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
         float8=_mask_if_present(mv, "float8", "on") & train,
         kv_copies=np.where(_mask_if_present(mv, "decode_cache", "tuple") & ~train, 2.0, 1.0),
+        **_bnb_base(mv, lora, qlora, base_auto, base_bits),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -312,6 +318,41 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
         **stack,
     )
+
+
+def _bnb_base(mv: View, lora, qlora, base_auto, base_bits) -> dict:
+    """The frozen base of lora/qlora that bitsandbytes quantizes (issue 27 item 4): NF4 (QLoRA's
+    default base, Linear4bit / MatMul4Bit) and LLM.int8 (Linear8bitLt / MatMul8bitLt), and whether
+    its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input)."""
+    bits = np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits)
+    quant = (lora & ~base_auto) | qlora
+    nf4, int8 = quant & (bits == C.LINEAR_BITS["nf4"]), quant & (bits == C.LINEAR_BITS["int8"])
+    kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
+    return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8}
+
+
+def _kbit_kept_inputs(x: Inputs, trains, adapted) -> np.ndarray:
+    """Per token and layer: the inputs a bitsandbytes base's matmuls keep for backward beyond what
+    the layer saves anyway (engine/stacks.py bnb_4bit_input; bitsandbytes autograd/_functions.py:
+    MatMul8bitLt `ctx.tensors = (CAt, subA, A)`, MatMul4Bit before 0.43.2 `(A, B)`). Each Linear4bit /
+    Linear8bitLt passes `x.to(compute_dtype)`: under autocast / kbit_prep its input is fp32, so each of
+    q, k, v, gate and up keeps its own 16-bit copy (2 x h); in pure 16-bit the one input tensor of q/k/v
+    (and of gate/up) is kept once unless the layer keeps it already (a trained or adapted module). The
+    down projection keeps the SiLU product (f wide) unless it is kept already; o_proj's input is
+    SDPA's output, which attention keeps anyway. 0 where no such base."""
+    if not np.any(x.kbit_keeps_input):
+        return 0.0
+    fp32_cast = (x.r > 0) & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    shared = np.where(fp32_cast, 0.0, 1.0)
+
+    def group(names):
+        keeps = np.minimum(sum(trains for _m in names) + sum(adapted[m] for m in names) * shared, 1.0)
+        return np.where(x.autocast, 2.0 * x.h * len(names), x.R * x.h * (1.0 - keeps))
+
+    down_kept = np.maximum(trains, adapted["down_proj"] * shared)
+    extra = (group(("q_proj", "k_proj", "v_proj")) + group(("gate_proj", "up_proj"))) / x.seq_split \
+        + x.M * x.f * (1.0 - down_kept) / x.tp
+    return np.where(x.kbit_keeps_input, extra, 0.0)
 
 
 def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.ndarray) -> np.ndarray:
@@ -640,6 +681,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
         dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
     if np.any(x.masked | x.eager):  # issue 12: K and V repeated to every head (repeat_kv) and kept
         dense = dense + np.where(x.masked | x.eager, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
+    if np.any(x.kbit_keeps_input):  # issue 27 item 4: a bitsandbytes base's matmuls keep their inputs
+        dense = dense + _kbit_kept_inputs(x, trains, adapted)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
@@ -860,6 +903,11 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     gathered = np.where(zero3, units * t.weights / x.N / x.mp, 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
+    # a bitsandbytes base dequantizes one whole weight to 16-bit per matmul (issue 27 item 4): MatMul4Bit's
+    # backward `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype))`, MatMul8bitLt's
+    # `state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)` (bitsandbytes autograd/_functions.py at
+    # 95f9af3): the largest, gate / up / down (h x f), alive while its input gradient is computed
+    dequant = np.where(x.bnb_base & x.train, 2.0 * x.h * x.f / x.tp, 0.0) if np.any(x.bnb_base) else 0.0
     # FSDP2 keeps the previous layer's reduce-scatter input alive while the next one is copied in
     # (torch 2.13 distributed/fsdp/_fully_shard/_fsdp_param_group.py lines 107-113, 640-660:
     # reduce_scatter_max_input_buffers = 1; _fsdp_collectives.py line 597 allocates each input at
@@ -885,7 +933,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
     attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
     return {"forward": Part(gathered), "loss_backward": Part(gathered),
-            "backward": Part(gathered + rs_buffers, per_token=transient),
+            "backward": Part(gathered + rs_buffers + dequant, per_token=transient),
             "backward_end": Part(end, per_token=last_layer, per_token_seq=last_seq), "optimizer": Part(gathered),
             "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
 

@@ -153,6 +153,15 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   until _update_model_kwargs_for_generation replaces it: at the last decode step the old
                   cache (seq - 1 tokens) and the new one (seq) are both allocated; counted as two caches of
                   seq tokens (one token more than the old one holds: 0.1% of it at 1,024 tokens).
+* bnb_4bit_input  what bitsandbytes' MatMul4Bit keeps for backward (issue 27 item 4; QLoRA's frozen NF4
+                  base). freed: bitsandbytes >= 0.43.2 keeps only the packed weight (autograd/_functions.py
+                  at 95f9af3: `ctx.tensors = (None, B)`). kept: before 0.43.2 `ctx.tensors = (A, B)` held
+                  every 4-bit linear's input until backward (fixed by PR #1270, "fix QLoRA mem bug: delete
+                  useless buffered activation", commit 9e75374, 2024-07-16, first in 0.43.2): the input
+                  Linear4bit.forward passes, `x.to(compute_dtype)` (a new 16-bit copy per module when x is
+                  fp32, as under kbit_prep; the same tensor when x is already 16-bit), is kept beside
+                  what the layer saves (engine/components.py `_kbit_kept_inputs`). LLM.int8 bases
+                  (MatMul8bitLt) keep theirs in every version (`ctx.tensors = (CAt, subA, A)`).
 """
 
 from __future__ import annotations
@@ -177,6 +186,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "float8": ("auto", "off", "on"),
     # issue 28: the decode cache of transformers' generate() (an inference row)
     "decode_cache": ("auto", "dynamic", "tuple"),
+    # issue 27 item 4: bitsandbytes before 0.43.2 kept each 4-bit linear's input for backward
+    "bnb_4bit_input": ("auto", "freed", "kept"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan")
 DEFAULT_RECIPE = "hf"
@@ -211,6 +222,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "transformers' tp_plan / accelerate: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "no Float8 linear conversion by default (accelerate's FP8 needs mixed_precision='fp8')"),
         "decode_cache": ("dynamic", "transformers >= 4.36 DynamicCache: each layer's K/V grown in place of the old (one cache)"),
+        "bnb_4bit_input": ("freed", "bitsandbytes >= 0.43.2 (PR #1270, commit 9e75374, 2024-07-16: MatMul4Bit ctx.tensors = (None, B))"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -229,6 +241,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "torchtune 0.7.0 distributed recipes' tensor_parallel_plan (ColwiseParallel / RowwiseParallel): no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "torchtune 0.7.0: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "torchtune KVCache: a preallocated cache of max_seq_len (one cache)"),
+        "bnb_4bit_input": ("freed", "torchtune's NF4 is torchao's (no bitsandbytes): nothing kept"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -247,6 +260,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "unsloth: single-GPU kernels, no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "unsloth: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "unsloth generates through transformers' DynamicCache (one cache)"),
+        "bnb_4bit_input": ("freed", "unsloth 2026 requires bitsandbytes >= 0.45: freed"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -265,6 +279,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "LLaMA-Factory trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "LLaMA-Factory 0.9.6: no Float8 linear conversion by default (fp8 through accelerate only when asked)"),
         "decode_cache": ("dynamic", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: DynamicCache (one cache)"),
+        "bnb_4bit_input": ("freed", "LLaMA-Factory 0.9.6 with a 2025-2026 bitsandbytes (>= 0.43.2): freed"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -283,6 +298,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "axolotl trains through the transformers Trainer: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "axolotl 0.18.0: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "axolotl 0.18.0 requires a recent transformers: DynamicCache (one cache)"),
+        "bnb_4bit_input": ("freed", "axolotl 0.18.0 pins bitsandbytes >= 0.45: freed"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -301,6 +317,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("off", "DeepSpeed ZeRO has no tensor parallel here: no sequence-parallel plan: tensor parallelism (where used) keeps the norms and the residual stream whole on every rank"),
         "float8": ("off", "DeepSpeed: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "transformers generate() (DynamicCache) under DeepSpeed inference: one cache"),
+        "bnb_4bit_input": ("freed", "a 2025-2026 bitsandbytes (>= 0.43.2): freed"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -320,6 +337,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "sequence_parallel": ("on", "torchtitan/config/configs.py line 169: enable_sequence_parallel: bool = True (SequenceParallel norms, activations sharded on the sequence around attention and the FFN: torchtitan/models/llama3/sharding.py)"),
         "float8": ("off", "torchtitan model.converters default [] (its published runs add 'float8': --float8 on)"),
         "decode_cache": ("dynamic", "torchtitan trains only: not used"),
+        "bnb_4bit_input": ("freed", "torchtitan trains no quantized base: not used"),
     },
 }
 

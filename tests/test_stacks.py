@@ -374,7 +374,8 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
                                               "activation_offload": "off", "attention": "sdpa", "compile": "off",
                                               "packing": "off", "kbit_prep": "off", "padding": "unpadded",
                                               "loop": "trainer", "use_cache": "off",
-                                              "sequence_parallel": "off", "float8": "off", "decode_cache": "dynamic"}
+                                              "sequence_parallel": "off", "float8": "off", "decode_cache": "dynamic",
+                                              "bnb_4bit_input": "freed"}
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
