@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -48,13 +49,64 @@ def vllm(model="llama-3-8b", gpu="rtx-4090", **kw):
     return {"model": model, "gpu": gpu, "engine": "vllm", "precision": "bf16", **kw}
 
 
+def lcpp(model, gpu="rtx-4090", **kw):
+    return {"model": model, "gpu": gpu, "engine": "llama.cpp", "precision": "q4_k_m", **kw}
+
+
+def exl(model, precision, max_model_len, **kw):
+    return {"model": model, "gpu": "rtx-4090", "engine": "exllamav2", "precision": precision, "max_model_len": max_model_len,
+            **kw}
+
+
+ONE = {"concurrency": 1, "prompt_tokens": 16, "output_tokens": 2}  # a batch-1 step at the start of a sequence
+# Every configuration the tests below read, served in one whole-column call (the `served` fixture)
+REQUESTS = {
+    "v1_32k": vllm(max_model_len=32768, engine_version="0.10"), "v0_32k": vllm(max_model_len=32768, engine_version="0.6.6"),
+    "cur_32k": vllm(max_model_len=32768),
+    "v07_64k": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=65536, engine_version="0.7"),
+    "v07_64k_draft": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=65536, engine_version="0.7",
+                          draft_model="llama-3.2-1b"),
+    "pro_084": vllm(gpu="rtx-pro-6000-blackwell", max_model_len=8192, engine_version="0.8.4"),
+    "pro_cur": vllm(gpu="rtx-pro-6000-blackwell", max_model_len=8192),
+    "h100_08": vllm(gpu="h100-sxm-80gb", max_model_len=8192, engine_version="0.8"),
+    "h100_06": vllm(gpu="h100-sxm-80gb", max_model_len=8192, engine_version="0.6"),
+    "d_alone": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192),
+    "d_drafted": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192, draft_model="llama-3.2-1b"),
+    "d_tp_same": vllm(model="llama-3.1-70b", gpu="h100-sxm-80gb", gpus=4, max_model_len=8192, draft_model="llama-3.2-1b"),
+    "d_tp_one": vllm(model="llama-3.1-70b", gpu="h100-sxm-80gb", gpus=4, max_model_len=8192, draft_model="llama-3.2-1b",
+                     draft_tensor_parallel_size=1),
+    "l_alone": lcpp("llama-3.1-70b", max_model_len=8192),
+    "l_drafted": lcpp("llama-3.1-70b", max_model_len=8192, draft_model="llama-3.2-1b"),
+    "sg_draft": {"model": "qwen2.5-32b", "gpu": "h100-sxm-80gb", "engine": "sglang", "precision": "bf16",
+                 "max_model_len": 8192, "draft_model": "qwen2.5-7b"},
+    "l_qwen": lcpp("qwen2.5-7b", max_model_len=4096, draft_model="qwen2-1.5b"),
+    **{name: {"model": "llama-2-7b", "gpu": "a100-80gb-sxm", "engine": e, "precision": p, "max_model_len": 4096, **ONE}
+       for name, e, p in (("hf16", "transformers", "fp16"), ("hf4", "transformers", "nf4"),
+                          ("hf8", "transformers", "int8"), ("v16", "vllm", "fp16"))},
+    "bf16": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192),
+    "fp8": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192, precision="fp8"),
+    "fp4": vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4"),
+    "exl_small": exl("llama-2-7b", "exl2-4.0", 4096, **ONE), "exl_big": exl("llama-2-70b", "exl2-2.5", 2048, **ONE),
+    "exl_q4": exl("llama-2-7b", "exl2-4.0", 4096, kv_precision="int4"),
+}
+
+
+@pytest.fixture(scope="module")
+def served(cat):
+    out = rows(cat, *REQUESTS.values())
+    return {name: SimpleNamespace(**out.iloc[i].to_dict()) for i, name in enumerate(REQUESTS)}
+
+
+def pick(served, *names):
+    return [served[n] for n in names]
+
+
 # --- vLLM by version ----------------------------------------------------------------------------
 
-def test_v0_profiles_a_whole_max_model_len_prompt_and_leaves_a_24gb_card_much_less_kv(cat):
+def test_v0_profiles_a_whole_max_model_len_prompt_and_leaves_a_24gb_card_much_less_kv(served):
     """V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048) (SchedulerConfig),
     so at 32,768 tokens the profile forwards 32,768 tokens; V1 chunks at 2,048 on a 24 GB card."""
-    v1, v0, default = rows(cat, vllm(max_model_len=32768, engine_version="0.10"),
-                           vllm(max_model_len=32768, engine_version="0.6.6"), vllm(max_model_len=32768)).itertuples()
+    v1, v0, default = pick(served, "v1_32k", "v0_32k", "cur_32k")
     assert (v0.engine_generation, v0.profile_tokens, v0.chunked_prefill) == ("V0", 32768, False)
     assert (v1.engine_generation, v1.profile_tokens, v1.chunked_prefill) == ("V1", 2048, True)
     assert v0.activation_peak_bytes == 32768 * LLAMA3_8B_ACT_PER_TOKEN + SAMPLER_256
@@ -73,19 +125,14 @@ def test_v0_profiles_a_whole_max_model_len_prompt_and_leaves_a_24gb_card_much_le
     assert default.engine_version == "current" and default.kv_cache_bytes_available == v1.kv_cache_bytes_available
 
 
-def test_defaults_by_version(cat):
+def test_defaults_by_version(served):
     """V0 (arg_utils.py): chunked prefill on by itself above 32K (logged with
     max_num_batched_tokens=512), not with a draft model. 0.8.x: 8,192 tokens / 1,024 sequences on
     H100/H200 by name (PR #12369); from 0.9 every card with >= 70 GiB but the A100 (PRs #17073,
     #17885): a 96 GB RTX PRO 6000 changes. The H100 log of PR #10511 (V0 worker, 8,192 tokens):
     0.6 alone gives its 8,192 profile tokens, 256 sequences and its 1.26 GiB activation peak."""
-    plain, drafted, old_pro, new_pro, old_h100, log = rows(
-        cat, vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=65536, engine_version="0.7"),
-        vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=65536, engine_version="0.7", draft_model="llama-3.2-1b"),
-        vllm(gpu="rtx-pro-6000-blackwell", max_model_len=8192, engine_version="0.8.4"),
-        vllm(gpu="rtx-pro-6000-blackwell", max_model_len=8192),
-        vllm(gpu="h100-sxm-80gb", max_model_len=8192, engine_version="0.8"),
-        vllm(gpu="h100-sxm-80gb", max_model_len=8192, engine_version="0.6")).itertuples()
+    plain, drafted, old_pro, new_pro, old_h100, log = pick(served, "v07_64k", "v07_64k_draft", "pro_084", "pro_cur",
+                                                           "h100_08", "h100_06")
     assert (plain.profile_tokens, plain.chunked_prefill, plain.max_num_seqs) == (512, True, 256)
     assert (drafted.profile_tokens, drafted.chunked_prefill) == (65536, False)
     assert (old_pro.profile_tokens, old_pro.max_num_seqs) == (2048, 256)
@@ -109,16 +156,11 @@ def test_a_bad_version_is_refused(cat, request_, message):
 
 # --- draft models -------------------------------------------------------------------------------
 
-def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_blocks(cat):
+def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_blocks(served):
     """spec_decode_worker.split_num_cache_blocks_evenly: the same number of blocks for both
     models, so a token costs the target's KV plus the draft's. At draft TP 1 the first GPU holds
     the whole draft."""
-    alone, drafted, tp_same, tp_one = rows(
-        cat, vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192),
-        vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192, draft_model="llama-3.2-1b"),
-        vllm(model="llama-3.1-70b", gpu="h100-sxm-80gb", gpus=4, max_model_len=8192, draft_model="llama-3.2-1b"),
-        vllm(model="llama-3.1-70b", gpu="h100-sxm-80gb", gpus=4, max_model_len=8192, draft_model="llama-3.2-1b",
-             draft_tensor_parallel_size=1)).itertuples()
+    alone, drafted, tp_same, tp_one = pick(served, "d_alone", "d_drafted", "d_tp_same", "d_tp_one")
     draft_weights = 1_235_814_400 * 2  # Llama 3.2 1B in bf16 (tied embeddings)
     assert drafted.draft_weights_bytes == pytest.approx(draft_weights, rel=0.01)
     assert drafted.draft_kv_bytes_per_token == LLAMA32_1B_KV
@@ -132,13 +174,10 @@ def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_b
     assert '"draft_tensor_parallel_size": 1' in tp_one.command
 
 
-def test_llamacpp_draft_takes_gpu_room_first_with_its_own_f16_context_per_slot(cat):
+def test_llamacpp_draft_takes_gpu_room_first_with_its_own_f16_context_per_slot(served):
     """server.cpp: the draft's n_ctx = -cd or the target's per-slot context, K/V in f16; its weights
     and context are on the GPU before the target's layers are fitted."""
-    alone, drafted = rows(cat, dict(model="llama-3.1-70b", gpu="rtx-4090", engine="llama.cpp", precision="q4_k_m",
-                                    max_model_len=8192),
-                          dict(model="llama-3.1-70b", gpu="rtx-4090", engine="llama.cpp", precision="q4_k_m",
-                               max_model_len=8192, draft_model="llama-3.2-1b")).itertuples()
+    alone, drafted = pick(served, "l_alone", "l_drafted")
     assert drafted.draft_kv_bytes_per_token == LLAMA32_1B_KV  # f16, like bf16: 2 bytes
     assert drafted.draft_kv_cache_bytes == LLAMA32_1B_KV * 8192
     assert drafted.gpu_layers < alone.gpu_layers
@@ -146,13 +185,10 @@ def test_llamacpp_draft_takes_gpu_room_first_with_its_own_f16_context_per_slot(c
     assert drafted.command.endswith("-md llama-3.2-1b-Q4_K_M.gguf -ngld 99 -cd 8192")
 
 
-def test_sglang_draft_is_the_standalone_algorithm_and_llamacpp_takes_a_vocabulary_within_128_tokens(cat):
+def test_sglang_draft_is_the_standalone_algorithm_and_llamacpp_takes_a_vocabulary_within_128_tokens(served):
     """common/speculative.cpp SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128: Qwen2 1.5B (151,936) drafts for
     Qwen2.5 7B (152,064) under llama.cpp, not under vLLM (test below)."""
-    sglang, llama = rows(cat, dict(model="qwen2.5-32b", gpu="h100-sxm-80gb", engine="sglang", precision="bf16",
-                                   max_model_len=8192, draft_model="qwen2.5-7b"),
-                         dict(model="qwen2.5-7b", gpu="rtx-4090", engine="llama.cpp", precision="q4_k_m", max_model_len=4096,
-                              draft_model="qwen2-1.5b")).itertuples()
+    sglang, llama = pick(served, "sg_draft", "l_qwen")
     assert sglang.draft_weights_bytes > 14 * GIB
     assert "--speculative-algorithm STANDALONE --speculative-draft-model-path Qwen/Qwen2.5-7B" in sglang.command
     assert llama.draft_model == "qwen2-1.5b"
@@ -172,15 +208,12 @@ def test_a_bad_draft_is_refused(cat, request_, message):
 
 # --- batch-1 speed by engine (issue 27) ----------------------------------------------------------
 
-def test_each_engine_decodes_at_its_own_fitted_speed(cat):
+def test_each_engine_decodes_at_its_own_fitted_speed(served):
     """Llama 2 7B on an A100 80GB at batch 1: transformers' eager generate pays ~12.5 ms of per-layer
     overhead a step and bitsandbytes' dequantization on top (slower in 4 bits than in 16, as the
     premAI runs show: 21.72 against 46.39 tok/s); vLLM with CUDA graphs reads at its fitted
     efficiency with ~0.5 ms of fixed cost a step, more than twice as fast."""
-    hf16, hf4, hf8, v16 = rows(cat, *(dict(model="llama-2-7b", gpu="a100-80gb-sxm", engine=e, precision=p, max_model_len=4096,
-                                          concurrency=1, prompt_tokens=16, output_tokens=2)
-                                     for e, p in (("transformers", "fp16"), ("transformers", "nf4"),
-                                                  ("transformers", "int8"), ("vllm", "fp16")))).itertuples()
+    hf16, hf4, hf8, v16 = pick(served, "hf16", "hf4", "hf8", "v16")
     assert hf4.decode_tokens_per_s < hf16.decode_tokens_per_s / 1.8 and hf8.decode_tokens_per_s < hf4.decode_tokens_per_s / 2.5
     assert hf16.decode_tokens_per_s == pytest.approx(46.39, rel=0.05)  # the fit row, from the catalog's weights
     assert v16.decode_tokens_per_s > 2 * hf16.decode_tokens_per_s
@@ -223,27 +256,20 @@ def test_2026_formats_only_where_their_engines_run_them(cat, request_, message):
         rows(cat, {**vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=4096), **request_})
 
 
-def test_fp8_on_vllm_halves_the_weights_and_names_the_quantization(cat):
-    bf16, fp8, fp4 = rows(cat, vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192),
-                          vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192, precision="fp8"),
-                          vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4")).itertuples()
+def test_fp8_on_vllm_halves_the_weights_and_names_the_quantization(served):
+    bf16, fp8, fp4 = pick(served, "bf16", "fp8", "fp4")
     assert fp8.weights_bytes < 0.6 * bf16.weights_bytes and fp4.weights_bytes < fp8.weights_bytes
     assert fp8.command.endswith("--quantization fp8") and "--quantization" not in fp4.command
 
 
 # --- ExLlamaV2 ------------------------------------------------------------------------------------
 
-def test_exllamav2_layout_from_its_source(cat):
+def test_exllamav2_layout_from_its_source(served):
     """model.py: the embedding in host RAM (fp16), the linear layers at the EXL2 file's bits and the
     head at 6 (convert.md -hb); cache.py: K and V of max_seq_len x kv heads x head dim per layer, fp16
     or Q4 (4 bits + an fp16 scale per 32); the loader keeps 192 + 256 MiB free while it loads.
     Llama 2 7B EXL2 4.0 bpw at 4,096 tokens on an RTX 4090, and the 70B at 2.5 bpw with 2,048."""
-    small, big, q4 = rows(cat, dict(model="llama-2-7b", gpu="rtx-4090", engine="exllamav2", precision="exl2-4.0",
-                                    max_model_len=4096, concurrency=1, prompt_tokens=16, output_tokens=2),
-                          dict(model="llama-2-70b", gpu="rtx-4090", engine="exllamav2", precision="exl2-2.5",
-                               max_model_len=2048, concurrency=1, prompt_tokens=16, output_tokens=2),
-                          dict(model="llama-2-7b", gpu="rtx-4090", engine="exllamav2", precision="exl2-4.0",
-                               max_model_len=4096, kv_precision="int4")).itertuples()
+    small, big, q4 = pick(served, "exl_small", "exl_big", "exl_q4")
     V, h = 32000, 4096
     assert small.host_ram_bytes == V * h * 2
     assert small.weights_gpu_bytes == pytest.approx(6_476_005_376 * 4.0 / 8 + V * h * 6 / 8, rel=0.002)
