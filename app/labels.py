@@ -27,20 +27,26 @@ TRAIN_PRECISION_LABELS = {
     "fp32": "fp32",
 }
 INFER_PRECISION_LABELS = {p: p.upper() if not p.startswith("q") else f"GGUF {p.upper()}" for p in INFER_PRECISIONS}
-INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AWQ, g128)", "nf4": "NF4 (bitsandbytes)"})
+INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AWQ, g128)", "nf4": "NF4 (bitsandbytes)",
+                               "fp8": "FP8 (e4m3 checkpoint)", "nvfp4": "NVFP4 (ModelOpt)",
+                               "mxfp4": "MXFP4 (gpt-oss: experts only on MoE)", "mxfp4_moe": "GGUF MXFP4_MOE"})
 OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fused", "adamw_8bit": "AdamW 8-bit",
                     "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor",
                     "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)", "adamw_8bit_torchao": "AdamW 8-bit (torchao)"}
 # the software stack (engine/stacks.py, docs/stacks.md)
 RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
-                 "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)"}
+                 "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)",
+                 "torchtitan": "torchtitan (FSDP2 + TP/SP + CP)"}
 SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementation",
                  "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
                  "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",
                  "attention": "Attention kernel", "compile": "torch.compile", "packing": "Sequence packing",
                  "kbit_prep": "QLoRA k-bit prep (peft)", "padding": "Batch padding (attention mask)",
                  "loop": "Training loop (trainer keeps the loss; manual keeps the outputs)",
-                 "use_cache": "KV cache in the training forward (use_cache)"}
+                 "use_cache": "KV cache in the training forward (use_cache)",
+                 "sequence_parallel": "Sequence parallel (with tensor parallel)", "float8": "Float8 training (torchao)",
+                 "decode_cache": "generate() cache (tuple: transformers < 4.36)",
+                 "bnb_4bit_input": "bitsandbytes 4-bit input (kept: < 0.43.2)"}
 ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}
