@@ -40,6 +40,10 @@ st.caption(describe_md(s) + f" · on {md_escape(card)}")
 if "active_params" in row.index and pd.notna(row["active_params"]) and row["active_params"] != row["params"]:
     # issue 15: a mixture-of-experts model holds every expert but a token uses a few
     st.caption(moe_caption(int(row["params"]), int(row["active_params"]), str(row.get("kv_policy", ""))))
+if "vision_params" in row.index and pd.notna(row["vision_params"]) and int(row["vision_params"]) > 0:
+    # issue 25: a vision tower / projector is loaded beside the language model (in the weights)
+    st.caption(f"Vision tower and projector: {int(row['vision_params']):,} parameters beside the language model's "
+               f"{int(row['params']):,}, loaded in 16-bit and counted in the weights (frozen when training).")
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 k1, k2, k3, k4, k5 = st.columns(5)

@@ -316,6 +316,11 @@ def test_breakdown_shows_the_uncertainty_band_of_the_peak(models, gpus):
     assert not at.exception
     band = [m.value for m in at.caption if m.value.startswith("Peak per GPU likely between")]
     assert len(band) == 1 and "bitsandbytes" in band[0]
+    # issue 25: a vision-language model's tower is named beside the language model's parameters
+    at.selectbox(key="w_model").set_value("gemma-3-4b").run()
+    assert not at.exception
+    vision = [m.value for m in at.caption if m.value.startswith("Vision tower and projector")]
+    assert len(vision) == 1 and "419,816,304" in vision[0] and "3,880,263,168" in vision[0]
 
 
 def test_inference_page_sets_the_articles_table_beside_ours():
