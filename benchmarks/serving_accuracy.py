@@ -35,10 +35,12 @@ def fit(meas: pd.DataFrame) -> dict:
 
     NVIDIA GDDR rows (not capped): 1/v = b / (e BW) + L c, two rows -> e and c.
     The H100 row: the cap on effective bandwidth = b / (1/v - L c).
-    The ROCm and the Metal row: their family's efficiency = b / (BW (1/v - L c)).
+    The ROCm and the Metal row: their family's efficiency = b / (BW (1/v - L c)); the Vulkan
+    backend's one row per family likewise (issue 27).
     Prefill: MFU = v x FLOPs per token / TFLOPS."""
     f = meas[meas["role"] == "fit"]
-    dec = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
+    lcpp = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
+    dec, vulkan = lcpp[lcpp["backend"] != "vulkan"], lcpp[lcpp["backend"] == "vulkan"]
     nv = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] < 3000)]
     b = nv["weights_gib"].to_numpy(float) * GIB
     x = b / (nv["bandwidth_gbps"].to_numpy(float) * 1e9)  # seconds at full bandwidth
@@ -47,8 +49,8 @@ def fit(meas: pd.DataFrame) -> dict:
     inv_e, c = np.linalg.lstsq(A, y, rcond=None)[0]
     hbm = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] >= 3000)].iloc[0]
     cap = hbm["weights_gib"] * GIB / (1.0 / hbm["value"] - hbm["layers"] * c)
-    def family_efficiency(family):  # one fit row per other GPU family, same per-layer cost
-        r = dec[dec["gpu_family"] == family].iloc[0]
+    def family_efficiency(family, rows=dec):  # one fit row per other GPU family, same per-layer cost
+        r = rows[rows["gpu_family"] == family].iloc[0]
         return r["weights_gib"] * GIB / (r["bandwidth_gbps"] * 1e9 * (1.0 / r["value"] - r["layers"] * c))
     def prefill_mfu(family):  # one llama.cpp pp512 fit row per GPU family
         pre = f[(f["metric"] == "prefill_tokens_per_s") & (f["gpu_family"] == family)].iloc[0]
@@ -56,6 +58,7 @@ def fit(meas: pd.DataFrame) -> dict:
         return pre["value"] * flops / (pre["tflops"] * 1e12)
     out = {"efficiency_nvidia": 1.0 / inv_e, "layer_overhead_s": c, "bandwidth_cap": cap,
            "efficiency_amd": family_efficiency("amd"), "efficiency_apple": family_efficiency("apple"),
+           "efficiency_vulkan_nvidia": family_efficiency("nvidia", vulkan), "efficiency_vulkan_amd": family_efficiency("amd", vulkan),
            "prefill_mfu": prefill_mfu("nvidia"), "prefill_mfu_amd": prefill_mfu("amd")}
     out.update(fit_torch_engines(f))
     return out
@@ -92,7 +95,8 @@ def predict(meas: pd.DataFrame) -> pd.Series:
     d = meas[dec]
     step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d), 0.0, d["layers"].to_numpy(float),
                                  d["bandwidth_gbps"].to_numpy(float), d["gpu_family"].to_numpy(object),
-                                 d["engine"].to_numpy(object), precision=d["precision"].fillna("").to_numpy(object))
+                                 d["engine"].to_numpy(object), precision=d["precision"].fillna("").to_numpy(object),
+                                 backend=d["backend"].to_numpy(object))
     pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]

@@ -227,6 +227,11 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("gguf", "nvidia"): 0.989,  # fitted (llama.cpp CUDA)
     ("gguf", "amd"): 0.513,  # fitted (llama.cpp ROCm)
     ("gguf", "apple"): 0.641,  # fitted (llama.cpp Metal, M1 Max Q4_0 of discussion #4167)
+    # llama.cpp's Vulkan backend (`serve --backend vulkan`), one fit row per family: the RTX 3090
+    # Llama 3 8B Q4_0 run of PR #21024 (2026-05, 146.73 tok/s), the RX 5700 XT Llama 2 7B Q4_0 run
+    # of PR #13324 (2025-05, 65.19), at llama.cpp CUDA's per-layer cost
+    ("gguf-vulkan", "nvidia"): 0.922,  # fitted
+    ("gguf-vulkan", "amd"): 0.613,  # fitted
     # issue 27, batch 1 by engine on NVIDIA (benchmarks/serving_accuracy.py fit_torch_engines),
     # each with its per-layer cost below: transformers' eager `generate` on the premAI A100 80GB
     # (46.39 tok/s) and fxmarty's A10G (23.15) Llama 7B fp16 runs; vLLM's on the 2026 Llama 3.1 8B
@@ -298,18 +303,20 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
-                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None):
+                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
     KV cache of every running sequence). family: nvidia|amd|apple. engine: an ENGINES name.
     precision: the weights' format, for its per-layer dequantization cost (DEQUANT_LAYER_S).
+    backend: llama.cpp's (cuda|rocm|metal|vulkan); "vulkan" takes the Vulkan efficiency.
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
     engine, family = np.broadcast_arrays(engine, family)
     gguf = np.isin(engine, GGUF_ENGINES)
-    kind = np.where(gguf, "gguf", engine)
+    vulkan = gguf & (np.broadcast_to(np.asarray(backend if backend is not None else "", dtype=object), engine.shape) == "vulkan")
+    kind = np.where(vulkan, "gguf-vulkan", np.where(gguf, "gguf", engine))
     # the engine's own efficiency on this GPU family where fitted, else its family's (torch)
     eff = pd.Series(list(zip(kind, family)), dtype=object).map(DECODE_EFFICIENCY)
     eff = eff.fillna(pd.Series(list(zip(np.where(gguf, "gguf", "torch"), family)), dtype=object).map(DECODE_EFFICIENCY))
@@ -345,7 +352,12 @@ REQUEST_DEFAULTS = {
     "gpu_layers": -1, "concurrency": np.nan, "max_num_batched_tokens": np.nan, "prompt_tokens": 512, "output_tokens": 128,
     "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS, "cpu_moe_layers": 0,
     "engine_version": "", "draft_model": "", "draft_tensor_parallel_size": np.nan, "draft_context": np.nan,
+    "backend": "",
 }
+# llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
+# and the families each backend runs on (Vulkan: NVIDIA and AMD here; no Vulkan row for Apple/Intel)
+DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}
+BACKEND_FAMILIES = {"cuda": ("nvidia",), "rocm": ("amd",), "metal": ("apple",), "vulkan": ("nvidia", "amd")}
 
 
 def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
@@ -375,6 +387,29 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_draft(req, models)
     _check_formats(req, gpus)
     _check_exllamav2(req)
+    _check_backend(req, gpus)
+
+
+def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """--backend: llama.cpp/Ollama only, one of BACKEND_FAMILIES, on a GPU family it runs on."""
+    backend = req["backend"].fillna("").astype(str).str.strip().str.lower()
+    given = backend != ""
+    if not given.any():
+        return
+    bad = given & ~req["engine"].isin(GGUF_ENGINES)
+    if bad.any():
+        raise ValueError(f"backend {backend[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         "accepted: --engine llama.cpp or ollama")
+    bad = given & ~backend.isin(tuple(BACKEND_FAMILIES))
+    if bad.any():
+        raise ValueError(f"backend {backend[bad].iloc[0]!r} is not accepted; accepted: {', '.join(BACKEND_FAMILIES)}")
+    family = pd.Series(gpu_family(gpus.set_index("id").loc[req["gpu"]].reset_index()), index=req.index)
+    ok = pd.Series([f in BACKEND_FAMILIES.get(b, ()) for b, f in zip(backend, family)], index=req.index)
+    bad = given & ~ok
+    if bad.any():
+        b = backend[bad].iloc[0]
+        raise ValueError(f"backend {b!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({family[bad].iloc[0]}); "
+                         f"accepted: {', '.join(BACKEND_FAMILIES[b])} GPUs")
 
 
 def _check_exllamav2(req: pd.DataFrame) -> None:
@@ -595,6 +630,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     apple_total = g["memory_gb"].to_numpy(float) * C.GIB
     usable = np.where(unified, apple_total * apple_gpu_share(g["memory_gb"]), g["usable_memory_bytes"].to_numpy(float))
     family = gpu_family(g)
+    backend = req["backend"].fillna("").astype(str).str.strip().str.lower().to_numpy(object)
+    backend = np.where(backend == "", pd.Series(family, dtype=object).map(DEFAULT_BACKEND).fillna("").to_numpy(object), backend)
 
     # --- engine defaults, decided here once ----------------------------------------------
     util = req["gpu_memory_utilization"].to_numpy(float)
@@ -810,7 +847,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     active = est["active_params"].to_numpy(float) if "active_params" in est else params
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
-                               precision=req["precision"].astype(str).to_numpy(object))
+                               precision=req["precision"].astype(str).to_numpy(object), backend=backend)
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert
@@ -852,8 +889,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         draft_kv_cache_bytes=np.where(is_llama, draft_slot_kv * seqs / tp, blocks * VLLM_BLOCK_SIZE * draft_kv_gpu),
         draft_tensor_parallel_size=np.where(has_draft & ~is_llama, draft_tp, np.nan),
         draft_context=np.where(has_draft & is_llama, draft_ctx, np.nan),
-        speed_basis=pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
-        .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object),
+        speed_basis=np.where(is_llama & (backend == "vulkan"), "fitted: one llama.cpp Vulkan run on this GPU family",
+                             pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
+                             .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object)),
+        backend=np.where(is_llama, backend, None),
     )
     out["command"] = command_lines(out, m, models)
     return out
@@ -870,7 +909,9 @@ def _linear_bits(precision: pd.Series) -> np.ndarray:
     """Bits per weight of the linear layers (the experts): the GGUF type's, else the format's
     (engine/constants.py LINEAR_BITS)."""
     p = precision.astype(str)
-    bits = p.map(C.GGUF_BITS).fillna(p.map(C.LINEAR_BITS)).fillna(pd.Series(exl2_bits(p), index=p.index))
+    # GGUF MXFP4_MOE: the experts MXFP4 (4.25 bits), the rest Q8_0 (engine/constants.py GGUF_EXPERT_BITS)
+    bits = p.map(C.GGUF_EXPERT_BITS).fillna(p.map(C.GGUF_BITS)).fillna(p.map(C.LINEAR_BITS))
+    bits = bits.fillna(pd.Series(exl2_bits(p), index=p.index))
     return bits.fillna(16.0).to_numpy(float)
 
 

@@ -617,6 +617,7 @@ def _add_serve_parser(sub) -> None:
                     default=None, help="vLLM: the draft's tensor parallel size, 1 or --gpus (default --gpus)")
     sv.add_argument("--draft-context", type=_whole("draft-context", high=LIMITS["seq"]), default=None,
                     help="llama.cpp: the draft's context per slot (-cd; default the target's)")
+    sv.add_argument("--backend", default=None, help="llama.cpp/ollama: cuda, rocm, metal or vulkan (default: the GPU's own)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
     from planner.exports import SERVE_EXPORTERS
     sv.add_argument("--export", type=_choice_text("export", tuple(SERVE_EXPORTERS)), default=None,
@@ -667,7 +668,7 @@ def cmd_serve(args) -> int:
                    max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
     for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps", "engine_version",
-                "draft_tensor_parallel_size", "draft_context"):
+                "draft_tensor_parallel_size", "draft_context", "backend"):
         if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
     if getattr(args, "draft_model", None):

@@ -30,7 +30,7 @@ SERVE_JSON_KEYS = (
     "draft_model", "draft_weights_bytes", "draft_kv_bytes_per_token", "draft_kv_cache_bytes",
     "draft_tensor_parallel_size", "draft_context",
     # issue 27: what the speed figures rest on (fitted on published runs, or an assumption)
-    "speed_basis",
+    "speed_basis", "backend",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)

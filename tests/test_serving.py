@@ -181,6 +181,8 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.DECODE_EFFICIENCY[("vllm", "nvidia")] == pytest.approx(fitted["efficiency_vllm"], rel=0.01)
     assert S.LAYER_OVERHEAD_S["vllm"] == pytest.approx(fitted["layer_overhead_vllm"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("exllamav2", "nvidia")] == pytest.approx(fitted["efficiency_exllamav2"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("gguf-vulkan", "nvidia")] == pytest.approx(fitted["efficiency_vulkan_nvidia"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("gguf-vulkan", "amd")] == pytest.approx(fitted["efficiency_vulkan_amd"], rel=0.01)
     assert S.LAYER_OVERHEAD_S["exllamav2"] == pytest.approx(fitted["layer_overhead_exllamav2"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "nf4")] == pytest.approx(fitted["dequant_transformers_nf4"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "int8")] == pytest.approx(fitted["dequant_transformers_int8"], rel=0.01)

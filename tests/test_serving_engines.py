@@ -88,6 +88,8 @@ REQUESTS = {
     "fp4": vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4"),
     "exl_small": exl("llama-2-7b", "exl2-4.0", 4096, **ONE), "exl_big": exl("llama-2-70b", "exl2-2.5", 2048, **ONE),
     "exl_q4": exl("llama-2-7b", "exl2-4.0", 4096, kv_precision="int4"),
+    "rocm": lcpp("llama-2-7b", gpu="rx-7900-xtx", precision="q4_0", max_model_len=4096, **ONE),
+    "vulkan": lcpp("llama-2-7b", gpu="rx-7900-xtx", precision="q4_0", max_model_len=4096, backend="vulkan", **ONE),
 }
 
 
@@ -228,7 +230,9 @@ def test_docs_quote_the_fitted_engine_constants():
                  f"+ {S.DEQUANT_LAYER_S[('transformers', 'nf4')] * 1e6:.0f} us",
                  f"+ {S.DEQUANT_LAYER_S[('transformers', 'int8')] * 1e3:.2f} ms",
                  f"| vLLM | {S.DECODE_EFFICIENCY[('vllm', 'nvidia')]:.3f} |",
-                 f"{S.PREFILL_MFU_BY_FAMILY[('llama.cpp', 'amd')]:.3f} on ROCm"):
+                 f"{S.PREFILL_MFU_BY_FAMILY[('llama.cpp', 'amd')]:.3f} on ROCm",
+                 f"{S.DECODE_EFFICIENCY[('gguf-vulkan', 'nvidia')]:.3f} on NVIDIA",
+                 f"{S.DECODE_EFFICIENCY[('gguf-vulkan', 'amd')]:.3f} on AMD"):
         assert text in doc, text
 
 
@@ -260,6 +264,29 @@ def test_fp8_on_vllm_halves_the_weights_and_names_the_quantization(served):
     bf16, fp8, fp4 = pick(served, "bf16", "fp8", "fp4")
     assert fp8.weights_bytes < 0.6 * bf16.weights_bytes and fp4.weights_bytes < fp8.weights_bytes
     assert fp8.command.endswith("--quantization fp8") and "--quantization" not in fp4.command
+
+
+def test_llamacpp_vulkan_has_its_own_efficiency(served):
+    """--backend vulkan: on AMD the Vulkan fit row (RX 5700 XT, 65.19 tok/s) reads faster than the
+    ROCm one (W7900, 99.42): a step of Llama 2 7B Q4_0 on an RX 7900 XTX is faster under Vulkan by the
+    ratio of the two efficiencies, less the shared per-layer cost."""
+    rocm, vulkan = pick(served, "rocm", "vulkan")
+    assert (rocm.backend, vulkan.backend) == ("rocm", "vulkan")
+    assert vulkan.decode_tokens_per_s > rocm.decode_tokens_per_s
+    per_layer = 32 * S.LAYER_OVERHEAD_S["llama.cpp"]
+    ratio = (1 / rocm.decode_tokens_per_s - per_layer) / (1 / vulkan.decode_tokens_per_s - per_layer)
+    assert ratio == pytest.approx(S.DECODE_EFFICIENCY[("gguf-vulkan", "amd")] / S.DECODE_EFFICIENCY[("gguf", "amd")], rel=0.02)
+    assert "Vulkan" in vulkan.speed_basis
+
+
+@pytest.mark.parametrize("request_,message", [
+    (dict(engine="vllm", backend="rocm"), "backend 'rocm' is not accepted for engine 'vllm'; accepted: --engine llama.cpp or ollama"),
+    (dict(backend="cuda", gpu="rx-7900-xtx"), "backend 'cuda' is not accepted on gpu 'rx-7900-xtx' (amd); accepted: nvidia GPUs"),
+    (dict(backend="sycl"), "backend 'sycl' is not accepted; accepted: cuda, rocm, metal, vulkan"),
+])
+def test_a_backend_only_where_llamacpp_runs_it(cat, request_, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rows(cat, {**lcpp("llama-2-7b", max_model_len=4096), **request_})
 
 
 # --- ExLlamaV2 ------------------------------------------------------------------------------------
