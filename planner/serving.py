@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine.serving import ENGINES, GGUF_ENGINES, serve
+import engine.constants as C
+from engine.serving import ENGINES, GGUF_ENGINES, exl2_bits, serve
 
 # `serve --json` keys: a contract (add, never rename); tests/test_serving.py checks them.
 SERVE_JSON_KEYS = (
@@ -62,8 +63,12 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
     grid = pd.MultiIndex.from_product([gpu_ids, list(tp_choices), list(engines), list(precisions)],
                                       names=["gpu", "gpus", "engine", "precision"]).to_frame(index=False)
-    gguf = grid["precision"].isin(("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"))
+    gguf = grid["precision"].isin(tuple(C.GGUF_BITS))
     grid = grid[gguf == grid["engine"].isin(GGUF_ENGINES)].reset_index(drop=True)  # GGUF <-> llama.cpp/Ollama
+    # ExLlamaV2 runs its own formats only (exl2-B, GPTQ int4), and exl2-B runs nowhere else
+    exl = grid["engine"] == "exllamav2"
+    exl_format = ~np.isnan(exl2_bits(grid["precision"])) | ((grid["precision"] == "int4") & exl)
+    grid = grid[exl == exl_format].reset_index(drop=True)
     grid = grid.assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
     if grid.empty:
