@@ -236,6 +236,12 @@ def test_docs_quote_the_fitted_engine_constants():
         assert text in doc, text
 
 
+def test_docs_list_every_serve_json_key():
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    listed = doc[doc.index("`--json` keys"):doc.index("Bytes are per GPU")]
+    assert [k for k in SERVE_JSON_KEYS if k not in listed] == []
+
+
 def test_held_out_speed_figures_meet_the_75_percent_target():
     meas = load_measurements()
     speed = (meas["role"] == "holdout") & meas["metric"].isin(("decode_tokens_per_s", "prefill_tokens_per_s"))
