@@ -244,10 +244,10 @@ def test_turing_t4_has_no_bf16_and_datacenter_dense_rates(by_id):
 
 # ---------------------------------------------------------------- issue 25 item 6: systems and used prices, from the YAML
 
-# Issue 25 asks for 10 cards with a used-market price; 9 have a sourced, dated quote (searched
-# 2026-12: no per-card quote found for the others, see each entry's price_used_source). Raise
-# this to 10 when the tenth is sourced.
-USED_PRICES_SOURCED = 9
+# Issue 25 asks for 10 cards with a used-market price; 11 have a sourced, dated quote (2026-12: the
+# A100 80GB PCIe and H100 SXM5 joined the nine consumer / V100 cards, each quote naming the exact
+# variant; the others have none, see each entry's price_used_source). Raise this as more are sourced.
+USED_PRICES_SOURCED = 11
 
 
 @pytest.fixture(scope="module")
@@ -268,3 +268,16 @@ def test_used_prices_each_have_a_source_and_a_date(gpu_entries):
         assert g["price_used_usd"] > 0, g["id"]
         assert len(_text(g.get("price_used_source"))) > 20, g["id"]
         assert YEAR_OR_MONTH.match(_text(g.get("price_used_date"))), (g["id"], g.get("price_used_date"))
+
+
+def test_a_datacenter_used_quote_names_the_form_factor_it_is_recorded_on(gpu_entries):
+    # A100 / H100 come as PCIe cards and SXM modules at different prices: a used quote recorded on
+    # one of them must name that form factor (e.g. 'A100 80GB PCIe', 'H100 SXM'), not just the chip.
+    for g in gpu_entries:
+        if g.get("price_used_usd") is None or g.get("segment") != "datacenter":
+            continue
+        word = {"pcie": "PCIe", "sxm": "SXM"}.get(g.get("form_factor"))
+        if word:
+            assert word in _text(g.get("price_used_source")), (g["id"], word)
+    checked = {g["id"] for g in gpu_entries if g.get("price_used_usd") is not None}
+    assert {"a100-80gb-pcie", "h100-sxm-80gb"} <= checked
