@@ -125,6 +125,7 @@ class Inputs:
     legacy_logits: np.ndarray | bool = False  # transformers' older in-model fp32 upcast of the logits
     compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
+    ckpt_op: np.ndarray | bool = False  # torchtitan's op-level selective checkpointing (every other matmul kept)
     act_offload: np.ndarray | bool = False  # saved activations (or checkpointed inputs) in host RAM
     opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
     paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
@@ -405,6 +406,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused")},
         legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
         ckpt_selective=mask("checkpointing", "selective") & train,
+        ckpt_op=mask("checkpointing", "op") & train,
         act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
         opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
         kept_outputs=mask("loop", "manual") & train,
@@ -741,6 +743,10 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
     stack = _saved_stack(x, layers, ckpt, per_layer) + final_norm
     recompute = np.where(x.gc, per_layer, 0.0)
+    if np.any(x.ckpt_op):  # torchtitan's op-level selective checkpointing (engine/stacks.py)
+        op_layer = _op_saved_bytes(x)
+        stack = np.where(x.ckpt_op, layers * op_layer + (x.L - layers) * ckpt + final_norm, stack)
+        recompute = np.where(x.ckpt_op, np.maximum(per_layer - op_layer, 0.0), recompute)
     seq = attention_seq_bytes(x)
     if is_zero(seq):
         return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
@@ -761,6 +767,19 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
             "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),
             "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
+
+
+def _op_saved_bytes(x: Inputs) -> np.ndarray:
+    """Per token: what one decoder layer keeps under torchtitan's op-level selective checkpointing
+    (engine/stacks.py checkpointing op): its input (the checkpoint's), the outputs of the 1st, 3rd, 5th
+    and 7th matmul in call order (wq: a x d, wv: kv width, w1: f, all split by tp; w2: h, each rank's
+    local partial sum before it is reduced, so not split), SDPA's output (a x d) and its fp32 log-sum-exp
+    (one per head), and under sequence parallel the two reduce-scatter outputs (h / tp each)."""
+    inp = x.R * x.h / x.seq_split
+    mms = x.M * ((x.qd + x.kvd + x.f) / x.tp + x.h)
+    sdpa = (x.M * x.qd + 4.0 * x.a) / x.tp
+    scatter = np.where(x.seq_split > 1, 2.0 * x.M * x.h / x.tp, 0.0)
+    return inp + mms + sdpa + scatter
 
 
 def _saved_stack(x: Inputs, layers, ckpt, per_layer):
@@ -901,6 +920,21 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
     units = np.where(x.fsdp_root, _fsdp_gathered_params(x), C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit)
     gathered = np.where(zero3, units * t.weights / x.N / x.mp, 0.0)
+    step_end = gathered  # after the last backward: FSDP has resharded
+    # FSDP2 under pipeline parallelism (issue 27; torch.distributed.pipelining + fully_shard, the only
+    # ZeRO-3 with pp > 1: DeepSpeed refuses ZeRO-3 with its pipeline engine): torchtitan
+    # distributed/fsdp.py get_fsdp_reshard_after_forward_policy "default": `return not pp_enabled`
+    # ("For PP, by default do not reshard after forward to avoid per-microbatch all-gathers"), so the
+    # stage's parameters stay gathered from its first forward to its last backward; the schedule turns
+    # gradient sync off for every micro-batch but the last (set_requires_gradient_sync(False)), so FSDP2
+    # accumulates the stage's unsharded gradients, in the reduce dtype (_fsdp_param.py
+    # to_accumulated_grad_if_needed: `unsharded_grad.to(self.reduce_dtype)`; fp32 under mixed precision,
+    # torchtitan's mixed_precision_reduce "float32"), until the last micro-batch's reduce-scatter
+    pp_fsdp = zero3 & (x.pp > 1)
+    accumulated = 0.0
+    if np.any(pp_fsdp):
+        gathered = np.where(pp_fsdp, t.weights / x.mp, gathered)
+        accumulated = np.where(pp_fsdp, t.trainable / x.mp * np.where(x.master > 0, 4.0, x.gb), 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
     # a bitsandbytes base dequantizes one whole weight to 16-bit per matmul (issue 27 item 4): MatMul4Bit's
@@ -933,8 +967,9 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
     attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
     return {"forward": Part(gathered), "loss_backward": Part(gathered),
-            "backward": Part(gathered + rs_buffers + dequant, per_token=transient),
-            "backward_end": Part(end, per_token=last_layer, per_token_seq=last_seq), "optimizer": Part(gathered),
+            "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=transient),
+            "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
+            "optimizer": Part(step_end),
             "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
 
 

@@ -133,6 +133,13 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   model.config.use_cache = TrainingArguments.use_cache, default False,
                   training_args.py line 971) and torchtune (no cache unless setup_caches is called);
                   on for loop manual (the model config's default).
+* checkpointing op (issue 27): torchtitan's selective activation checkpointing, `selective_ac_option
+                  "op"` (torchtitan/distributed/activation_checkpoint.py at b5bcd76, `_get_custom_policy`:
+                  "Save all compute/comm ops, except every second mm/linear", the count restarting in each
+                  block): each decoder layer keeps its input, the outputs of its 1st, 3rd, 5th and 7th
+                  matmul (wq, wv, w1, w2 in torchtitan's call order), SDPA's output and log-sum-exp and,
+                  under sequence parallel, the two reduce-scatters' outputs; the rest is recomputed in its
+                  backward (engine/components.py `_op_saved_bytes`).
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
@@ -171,7 +178,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "adapter_dtype": ("auto", "fp32", "bf16"),
     "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused"),
     "logits_upcast": ("auto", "loss", "model"),
-    "checkpointing": ("auto", "none", "full", "selective", "offload"),
+    "checkpointing": ("auto", "none", "full", "selective", "offload", "op"),
     "optimizer_in_backward": ("auto", "off", "on"),
     "activation_offload": ("auto", "off", "on"),
     "attention": ("auto", "sdpa", "flash", "eager"),

@@ -108,3 +108,27 @@ def test_a_checkpoints_stored_bytes_win_at_its_own_precision(tmp_path):
     with_proj = json.loads(out)
     assert with_proj["vision_params"] == 64 * 64 + 64
     assert with_proj["weights_bytes"] == data["weights_bytes"] + 2 * (64 * 64 + 64)
+
+
+def test_torchtitans_op_level_checkpointing_keeps_every_other_matmul(models):
+    """Per layer and token (bf16, no tp): the block input 2h, the wq / wv / w1 / w2 outputs
+    2(a d + kv + f + h), SDPA's output 2 a d and its fp32 log-sum-exp 4 per head; full checkpointing
+    keeps only the input."""
+    op_layer = 2 * H + 2 * (4096 + KVD + 14336 + H) + 2 * 4096 + 4 * 32
+    rows = estimate(pd.DataFrame([dict(TITAN, gpus=8, seq=8192, batch=2, checkpointing=c) for c in ("full", "op")]),
+                    models)
+    full, op = rows.iloc[0], rows.iloc[1]
+    assert op.forward_phase_bytes - full.forward_phase_bytes == pytest.approx(L * (op_layer - 2 * H) * 2 * 8192,
+                                                                            rel=1e-12)
+
+
+def test_fsdp_under_pipeline_parallel_keeps_the_stage_gathered_and_its_gradients(models):
+    """torchtitan: no reshard after forward with pp, and FSDP2 accumulates the micro-batches'
+    unsharded gradients in fp32 (mixed precision's reduce dtype): Llama 3.1 8B on pp 2, the stage's
+    half of the bf16 weights (N bytes) and of the fp32 gradients (2N bytes), beside the two
+    reduce-scatter inputs of a layer (2 x 218,112,000 values x 2 bytes / 2 stages)."""
+    from engine.components import scenario_inputs, totals, workspace
+    n = 8_030_261_248
+    layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    x = scenario_inputs(pd.DataFrame([dict(TITAN, gpus=8, pp=2, seq=2048, recipe="hf")]), models)
+    assert workspace(x, totals(x))["backward"].fixed[0] == pytest.approx(n + 2 * n + 2 * layer * 2 / 2, rel=1e-12)
