@@ -73,8 +73,9 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     dec = f[f["metric"] == "decode_tokens_per_s"]
     sixteen = dec["precision"].isin(("fp16", "bf16"))
     out = {}
-    for engine in ("transformers", "vllm", "exllamav2"):
-        own = sixteen if engine != "exllamav2" else dec["precision"].str.startswith("exl2").fillna(False)
+    for engine in ("transformers", "vllm", "exllamav2", "mlc-llm"):
+        own = {"exllamav2": dec["precision"].str.startswith("exl2").fillna(False),
+               "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS))}.get(engine, sixteen)
         rows = dec[(dec["engine"] == engine) & own]
         x = rows["weights_gib"].to_numpy(float) * GIB / (rows["bandwidth_gbps"].to_numpy(float) * 1e9)
         inv_e, c = np.linalg.lstsq(np.column_stack([x, rows["layers"].to_numpy(float)]), 1.0 / rows["value"].to_numpy(float),

@@ -19,7 +19,7 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),
     "metric": Field(choice("decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_available_gib")),
     "role": Field(choice("fit", "holdout")),
-    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2")),
+    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "mlc-llm")),
     "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
     "gpu_name": Field(text(120)),
     "gpu_family": Field(choice("nvidia", "amd", "apple")),

@@ -58,7 +58,7 @@ import engine.constants as C
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, architecture_counts
 
-ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2")
+ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm")
 GGUF_ENGINES = ("llama.cpp", "ollama")
 
 # --- vLLM ------------------------------------------------------------------------------
@@ -204,6 +204,27 @@ def exl2_bits(precision) -> np.ndarray:
     return pd.to_numeric(p, errors="coerce").to_numpy(float)
 
 
+# --- MLC-LLM (mlc-ai/mlc-llm at commit 79d603f0, read via fetch) ------------------------------
+# `mlc_llm serve --mode server`: cpp/serve/config.cc `EstimateMemoryUsageOnMode` sizes the KV cache
+# as max_total_sequence_length = (total x gpu_memory_utilization - params - temp buffer - KV aux
+# workspace - model workspace - logit-processor workspace) / KV bytes per token, with
+#   KV bytes per token = head_dim x kv_heads x layers x 4 + 1.25 (fp16 K and V),
+#   KV aux = (max_num_sequence + 1) x 88 + chunk x (q_heads + 1) x 8 + chunk x head_dim x (q + kv heads) x 4 + 48 MiB,
+#   model workspace = chunk x 4 + max_num_sequence x 4 + (2 chunk + max_num_sequence) x hidden x 2,
+#   logit workspace = max_num_sequence x 20 + max_num_sequence x vocab x 16.125;
+# in server mode max_num_sequence = the compiled max_batch_size (gen_config --max-batch-size default
+# 128); gpu_memory_utilization defaults to 0.85 (serve/config.py); the prefill chunk defaults to
+# min(context window, 8192) (model/llama/llama_model.py). The temp buffer is the compiled library's
+# planned activation memory (not in the source): approximated as vLLM's profile activation over one
+# chunk. Weights (quantization/quantization.py): q4f16_1 / q4f16_0 4-bit groups of 32 with an fp16
+# scale (4.5 bits), q4f32_1 an fp32 scale (5), q3f16_1 3-bit groups of 40 (3.4), q0f16/q0f32
+# unquantized; quantize_embedding and quantize_final_fc are on: every weight at those bits.
+MLC_BITS = {"q4f16_1": 4.5, "q4f16_0": 4.5, "q4f32_1": 5.0, "q3f16_1": 3.0 + 16 / 40, "q0f16": 16.0, "q0f32": 32.0}
+MLC_UTILIZATION = 0.85
+MLC_MAX_BATCH = 128
+MLC_MAX_CHUNK = 8192
+
+
 # --- Apple unified memory ---------------------------------------------------------------
 # macOS lets the GPU wire about 3/4 of unified memory on large machines and about 2/3 on
 # small ones (recommendedMaxWorkingSetSize; the catalog's Apple entries use 75%). It can be
@@ -242,6 +263,9 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     # ExLlamaV2 on the two RTX 4090 rows of its README (Llama 2 7B EXL2 4.0 bpw 211 tok/s, Llama 2 70B
     # EXL2 2.5 bpw 38 tok/s), with its per-layer cost below
     ("exllamav2", "nvidia"): 0.907,  # fitted
+    # MLC-LLM on the two RTX 4090 rows of mlc-ai/llm-perf-bench (Llama 2 7B / 13B q4f16_1: 204.8 and
+    # 113.5 tok/s), with its per-layer cost below
+    ("mlc-llm", "nvidia"): 0.947,  # fitted
     ("torch", "nvidia"): 0.80,  # assumption (unused on NVIDIA since issue 27: every torch engine has its own)
     ("torch", "amd"): 0.60,  # assumption: vLLM/SGLang/HF on ROCm, not calibrated
     ("torch", "apple"): 0.50,  # assumption (MPS)
@@ -251,7 +275,8 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
                     "vllm": 17.0e-6,  # fitted (2026 H100 and A100 runs): CUDA graphs leave ~0.5 ms a step
                     "sglang": 17.0e-6,  # assumption: vLLM's
                     "transformers": 392e-6,
-                    "exllamav2": 34.0e-6}  # fitted (ExLlamaV2 README, RTX 4090 rows)  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
+                    "exllamav2": 34.0e-6,  # fitted (ExLlamaV2 README, RTX 4090 rows)
+                    "mlc-llm": 28.5e-6}  # fitted (llm-perf-bench, RTX 4090 rows)  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
 # premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
 # 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
@@ -264,7 +289,7 @@ DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
 PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40,
-               "exllamav2": 0.55}  # ExLlamaV2: assumption (no prefill run in the set)
+               "exllamav2": 0.55, "mlc-llm": 0.55}  # ExLlamaV2, MLC-LLM: assumptions (no prefill run in the set)
 PREFILL_MFU_BY_FAMILY = {("llama.cpp", "amd"): 0.319, ("ollama", "amd"): 0.319}  # fitted (ROCm)
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 # What a row's batch-1 speed rests on (`speed_basis` in serve --json): the engine x GPU family
@@ -276,7 +301,8 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
                 ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)",
-                ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)"}
+                ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)",
+                ("mlc-llm", "nvidia"): "fitted: mlc-ai/llm-perf-bench runs (RTX 4090)"}
 
 
 def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
@@ -388,6 +414,20 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_formats(req, gpus)
     _check_exllamav2(req)
     _check_backend(req, gpus)
+    precision = req["precision"].astype(str)
+    mlc = req["engine"] == "mlc-llm"
+    bad = mlc & ~precision.isin(tuple(MLC_BITS))
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for mlc-llm; accepted: "
+                         f"{', '.join(MLC_BITS)} (its quantization names)")
+    bad = ~mlc & precision.isin(tuple(MLC_BITS))
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         "accepted: --engine mlc-llm")
+    bad = mlc & ~req["kv_precision"].astype(str).isin(("auto", "fp16"))
+    if bad.any():
+        raise ValueError(f"kv_precision {req['kv_precision'][bad].iloc[0]!r} is not accepted for mlc-llm; accepted: auto, "
+                         "fp16 (its paged KV cache is fp16)")
 
 
 def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
@@ -554,6 +594,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
     is_exl = engine == "exllamav2"
+    is_mlc = engine == "mlc-llm"
     draft_id = req["draft_model"].fillna("").astype(str).str.strip().to_numpy(object)
     has_draft = draft_id != ""
 
@@ -580,10 +621,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # whole prefill's K/V of its sliding-window layers (a view of the full torch.cat output,
     # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
     # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below
-    policy = np.where(is_vllm | is_sglang | is_exl, "latent", np.where(is_hf, "full", "windowed"))
+    policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
     est = estimate(pd.DataFrame({
-        "model": req["model"], "task": "infer", "precision": np.where(is_exl, "fp16", req["precision"].to_numpy(object)),
-        "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl, "fp16", kv_prec),
+        "model": req["model"], "task": "infer",
+        "precision": np.where(is_exl | is_mlc, "fp16", req["precision"].to_numpy(object)),
+        "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl | is_mlc, "fp16", kv_prec),
         "allow_long_context": True, "gpus": 1, "kv_policy": policy,
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
@@ -600,6 +642,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_host = exl_embed * 2.0
     weights = np.where(is_exl, exl_weights_gpu + exl_host, weights)
     exl_cache_bytes = pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float)
+    # MLC-LLM: every weight (embedding and head too) at its quantization's bits
+    mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
+    weights = np.where(is_mlc, np.asarray(exl_counts["total"], float) * mlc_bits / 8.0, weights)
     kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
     # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
@@ -637,7 +682,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     util = req["gpu_memory_utilization"].to_numpy(float)
     sglang_default = np.select([tp >= n for n, _ in SGLANG_MEM_FRACTION_BY_TP], [f for _, f in SGLANG_MEM_FRACTION_BY_TP],
                                SGLANG_MEM_FRACTION)
-    util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION, 1.0)), util)
+    util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION,
+                                                                          np.where(is_mlc, MLC_UTILIZATION, 1.0))), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
     # vLLM by version (see VLLM_V1_FROM): V0 before 0.8, V1's device-name defaults in 0.8.x
     version_key = _version_key(*vllm_version(req["engine_version"]))
@@ -649,6 +695,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     seqs = req["max_num_seqs"].to_numpy(float)
     seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)
     seqs = np.where(v0 & req["max_num_seqs"].isna().to_numpy(), VLLM_V0_MAX_NUM_SEQS, seqs)
+    seqs = np.where(is_mlc & req["max_num_seqs"].isna().to_numpy(), MLC_MAX_BATCH, seqs)
 
     # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
     kv_split = np.minimum(tp, kvh) * 1.0
@@ -820,6 +867,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     memory_used = np.where(is_exl, exl_fixed + exl_cache - EXL_RESERVE_BYTES, memory_used)
     fits = np.where(is_exl, exl_conc >= seqs, fits)
     activation = np.where(is_exl, exl_scratch, activation)
+    # MLC-LLM (server mode): config.cc's budget, per shard (its tensor parallelism splits heads)
+    mlc_chunk = np.minimum(ctx, MLC_MAX_CHUNK)
+    mlc_kv_token = d * np.maximum(kvh / tp, 1.0) * L * 4.0 + 1.25
+    mlc_aux = ((seqs + 1) * 88 + mlc_chunk * (heads / tp + 1) * 8 + mlc_chunk * d * (heads + kvh) / tp * 4 + 48 * C.MIB)
+    mlc_workspace = mlc_chunk * 4 + seqs * 4 + (2 * mlc_chunk + seqs) * h * 2
+    mlc_logits = seqs * 20 + seqs * V * 16.125
+    mlc_temp = mlc_chunk * per_token_act
+    mlc_kv = np.maximum(usable * util - w_gpu_full - mlc_temp - mlc_aux - mlc_workspace - mlc_logits, 0.0)
+    mlc_tokens = np.floor(mlc_kv / mlc_kv_token)
+    kv_available = np.where(is_mlc, mlc_kv, kv_available)
+    max_concurrency = np.where(is_mlc, np.minimum(mlc_tokens / ctx, seqs), max_concurrency)
+    activation = np.where(is_mlc, mlc_temp + mlc_aux + mlc_workspace + mlc_logits, activation)
+    kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
+    fits = np.where(is_mlc, max_concurrency >= 1, fits)
 
     # --- speed --------------------------------------------------------------------------
     conc = req["concurrency"].to_numpy(float)
@@ -863,7 +924,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     host_ram = np.where(is_exl, exl_host, host_ram)  # ExLlamaV2: the embedding (the file streams in per module)
 
     out = req.assign(
-        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
+        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl | is_mlc, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
         non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
@@ -994,6 +1055,13 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
     exl = ("python test_inference.py -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
            + np.where(tp != "1", " -gs auto", "") + " -p 'Once upon a time,'")
+    # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
+    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization)
+    mlc_total = np.floor(out["kv_cache_bytes_available"] / out["kv_bytes_per_token"]).fillna(0).astype(int).astype(str)
+    mlc = ("mlc_llm serve HF://mlc-ai/" + hf.str.split("/").str[-1] + "-" + out["precision"].astype(str) + "-MLC --mode server"
+           + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
+           + mlc_total + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
+           + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
     e = out["engine"]
-    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2"],
-                     [vllm, sglang, llama, ollama, exl], hf_cmd)
+    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],
+                     [vllm, sglang, llama, ollama, exl, mlc], hf_cmd)

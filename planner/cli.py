@@ -580,16 +580,17 @@ def cmd_ingest(args) -> int:
 def _add_serve_parser(sub) -> None:
     """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
     from engine.serving import ENGINES
-    sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers "
-                                      "or ExLlamaV2")
+    sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers, "
+                                      "ExLlamaV2 or MLC-LLM")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
     sv.add_argument("--model-config", help="a Hugging Face config.json to serve instead of a catalog model")
     sv.add_argument("--model-file", action="append", help=MODEL_FILE_HELP)
     sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
     sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
     sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, fp8, ... or a GGUF type for llama.cpp/ollama, "
-                                                      "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2 "
-                                                      "(default: bf16, q4_k_m for llama.cpp/ollama, exl2-4.0 for exllamav2)")
+                                                      "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, q4f16_1 ... "
+                                                      "for mlc-llm (default: bf16, q4_k_m for llama.cpp/ollama, exl2-4.0 "
+                                                      "for exllamav2, q4f16_1 for mlc-llm)")
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
@@ -663,7 +664,8 @@ def cmd_serve(args) -> int:
     cpu_moe_layers = _cpu_moe_layers(args.cpu_moe_layers, args.engine)
     gguf = args.engine in ("llama.cpp", "ollama")
     request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
-                   precision=args.precision or ("q4_k_m" if gguf else "exl2-4.0" if args.engine == "exllamav2" else "bf16"),
+                   precision=args.precision or ("q4_k_m" if gguf else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1"}
+                                                .get(args.engine, "bf16")),
                    kv_precision=args.kv_precision,
                    max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)

@@ -181,6 +181,8 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.DECODE_EFFICIENCY[("vllm", "nvidia")] == pytest.approx(fitted["efficiency_vllm"], rel=0.01)
     assert S.LAYER_OVERHEAD_S["vllm"] == pytest.approx(fitted["layer_overhead_vllm"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("exllamav2", "nvidia")] == pytest.approx(fitted["efficiency_exllamav2"], rel=0.01)
+    assert S.DECODE_EFFICIENCY[("mlc-llm", "nvidia")] == pytest.approx(fitted["efficiency_mlc-llm"], rel=0.01)
+    assert S.LAYER_OVERHEAD_S["mlc-llm"] == pytest.approx(fitted["layer_overhead_mlc-llm"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("gguf-vulkan", "nvidia")] == pytest.approx(fitted["efficiency_vulkan_nvidia"], rel=0.01)
     assert S.DECODE_EFFICIENCY[("gguf-vulkan", "amd")] == pytest.approx(fitted["efficiency_vulkan_amd"], rel=0.01)
     assert S.LAYER_OVERHEAD_S["exllamav2"] == pytest.approx(fitted["layer_overhead_exllamav2"], rel=0.01)
@@ -327,7 +329,7 @@ def test_serve_text_prints_the_command_to_run():
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--engine", "tgi"), "engine 'tgi' is not accepted; accepted: vllm, sglang, llama.cpp, ollama, transformers, exllamav2"),
+    (("--engine", "tgi"), "engine 'tgi' is not accepted; accepted: vllm, sglang, llama.cpp, ollama, transformers, exllamav2, mlc-llm"),
     (("--engine", "llama.cpp", "--gpu-layers", "many"), "gpu-layers 'many' is not a number; accepted: a whole number >= 0 or auto"),
     (("--engine", "vllm", "--gpu-memory-utilization", "1.2"), "gpu-memory-utilization '1.2' is not accepted"),
     (("--engine", "vllm", "--max-model-len", "0"), "max-model-len '0' is not accepted"),

@@ -88,6 +88,9 @@ REQUESTS = {
     "fp4": vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4"),
     "exl_small": exl("llama-2-7b", "exl2-4.0", 4096, **ONE), "exl_big": exl("llama-2-70b", "exl2-2.5", 2048, **ONE),
     "exl_q4": exl("llama-2-7b", "exl2-4.0", 4096, kv_precision="int4"),
+    "mlc": {"model": "llama-3.1-8b", "gpu": "rtx-4090", "engine": "mlc-llm", "precision": "q4f16_1", "max_model_len": 8192},
+    "mlc_7b": {"model": "llama-2-7b", "gpu": "rtx-4090", "engine": "mlc-llm", "precision": "q4f16_1", "max_model_len": 4096,
+               **ONE},
     "rocm": lcpp("llama-2-7b", gpu="rx-7900-xtx", precision="q4_0", max_model_len=4096, **ONE),
     "vulkan": lcpp("llama-2-7b", gpu="rx-7900-xtx", precision="q4_0", max_model_len=4096, backend="vulkan", **ONE),
 }
@@ -225,6 +228,7 @@ def test_each_engine_decodes_at_its_own_fitted_speed(served):
 def test_docs_quote_the_fitted_engine_constants():
     doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
     for text in (f"| ExLlamaV2 | {S.DECODE_EFFICIENCY[('exllamav2', 'nvidia')]:.3f} | {S.LAYER_OVERHEAD_S['exllamav2'] * 1e6:.0f} us",
+                 f"| MLC-LLM | {S.DECODE_EFFICIENCY[('mlc-llm', 'nvidia')]:.3f} | {S.LAYER_OVERHEAD_S['mlc-llm'] * 1e6:.1f} us",
                  f"| transformers `generate` (eager) | {S.DECODE_EFFICIENCY[('transformers', 'nvidia')]:.3f} | "
                  f"{S.LAYER_OVERHEAD_S['transformers'] * 1e6:.0f} us",
                  f"+ {S.DEQUANT_LAYER_S[('transformers', 'nf4')] * 1e6:.0f} us",
@@ -316,7 +320,28 @@ def test_exllamav2_layout_from_its_source(served):
     assert small.command == "python test_inference.py -m llama-2-7b-exl2-4.0bpw -l 4096 -p 'Once upon a time,'"
 
 
+def test_mlc_llm_budget_follows_estimate_memory_usage_on_mode(served):
+    """cpp/serve/config.cc (server mode, 128 sequences, chunk min(8,192, context), 0.85 of the card):
+    KV tokens = (total x 0.85 - params - temp - KV aux - model workspace - logit workspace) / (d x kv
+    heads x layers x 4 + 1.25). Llama 3.1 8B q4f16_1 (every weight at 4.5 bits) on an RTX 4090."""
+    row, small = pick(served, "mlc", "mlc_7b")
+    h, L, d, kvh, heads, V, seqs, chunk = 4096, 32, 128, 8, 32, 128256, 128, 8192
+    assert row.weights_gpu_bytes == pytest.approx(8_030_261_248 * 4.5 / 8, rel=1e-9)
+    assert row.kv_bytes_per_token == d * kvh * L * 4 + 1.25
+    aux = (seqs + 1) * 88 + chunk * (heads + 1) * 8 + chunk * d * (heads + kvh) * 4 + 48 * 2**20
+    workspace = chunk * 4 + seqs * 4 + (2 * chunk + seqs) * h * 2
+    logits = seqs * 20 + seqs * V * 16.125
+    temp = chunk * LLAMA3_8B_ACT_PER_TOKEN  # the compiled library's planned buffer, approximated
+    kv = row.usable_bytes * 0.85 - row.weights_gpu_bytes - temp - aux - workspace - logits
+    assert row.kv_cache_bytes_available == pytest.approx(kv, rel=1e-9)
+    assert row.max_concurrency == pytest.approx(np.floor(kv / row.kv_bytes_per_token) / 8192, rel=1e-9)
+    assert row.command.startswith("mlc_llm serve HF://mlc-ai/Llama-3.1-8B-q4f16_1-MLC --mode server")
+    assert small.decode_tokens_per_s == pytest.approx(204.8, rel=0.02)  # its fit row (llm-perf-bench, RTX 4090)
+
+
 @pytest.mark.parametrize("request_,message", [
+    (dict(engine="mlc-llm", precision="bf16"), "precision 'bf16' is not accepted for mlc-llm; accepted: q4f16_1"),
+    (dict(engine="vllm", precision="q4f16_1"), "precision 'q4f16_1' is not accepted for engine 'vllm'; accepted: --engine mlc-llm"),
     (dict(engine="vllm", precision="exl2-4.0"), "precision 'exl2-4.0' is not accepted for engine 'vllm'; accepted: --engine exllamav2"),
     (dict(engine="exllamav2", precision="bf16"), "precision 'bf16' is not accepted for exllamav2; accepted: exl2-B"),
     (dict(engine="exllamav2", precision="exl2-9.0"), "precision 'exl2-9.0' is not accepted for exllamav2"),
