@@ -140,7 +140,10 @@ PCIE_EFFICIENCY = 0.8
 # draft's; its `_vocab_size` asserts both vocabularies are the same size.
 # SGLang (--speculative-algorithm STANDALONE --speculative-draft-model-path, server_args.py): the
 # draft runs with the target's TP and keeps a KV pool of as many tokens as the target's
-# (draft_runner_cache_size); modelled as vLLM's shared budget (an approximation).
+# (python/sglang/srt/model_executor/model_runner.py: draft_runner_cache_size = the target's
+# max_total_num_tokens + max_num_reqs x (speculative_num_steps x eagle_topk + num_draft_tokens)
+# + 100, read via the public code index); modelled as vLLM's shared budget, the draft's weights and
+# per-token KV both inside mem_fraction_static (the headroom terms are left out: an approximation).
 # llama.cpp (llama-server -md/--model-draft, -ngld, -cd): tools/server/server.cpp loads the
 # draft with n_ctx = -cd, or when 0 (the default) the target's context per slot
 # (n_ctx / n_parallel), n_parallel = 1, one draft context per slot, its K/V in f16 ("force F16 KV
