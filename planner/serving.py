@@ -114,7 +114,7 @@ def format_serve(row: pd.Series) -> str:
     if row["engine"] == "vllm":
         version = "current defaults" if row["engine_version"] == "current" else f"version {row['engine_version']}"
         how = ("chunked prefill" if bool(row["chunked_prefill"])
-               else "no chunked prefill: the profile forwards a whole max-model-len prompt")
+               else "no chunked prefill: the profile forwards max(max-model-len, 2048) tokens at once")
         lines.insert(1, f"  vLLM {version} ({row['engine_generation']}): the activation peak is profiled over "
                         f"{int(row['profile_tokens']):,} tokens ({how}); --engine-version X.Y for another version")
     if isinstance(row.get("draft_model"), str):
