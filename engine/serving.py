@@ -5,11 +5,12 @@ setting); a single question is a one-row frame. `serve(requests, models, gpus)` 
 row, the memory each engine sets aside (weights, activation/profiling peak, non-torch memory,
 the KV cache budget and how many max-model-len requests it holds), the llama.cpp layer split,
 host RAM, and a decode/prefill speed model fitted per engine on published runs (llama.cpp by
-backend, transformers `generate` with bitsandbytes' dequantization, vLLM;
+backend, transformers `generate` with bitsandbytes' dequantization, vLLM, ExLlamaV2, MLC-LLM;
 benchmarks/serving_accuracy.py fits on the records marked `fit` in
 catalog/serving_measurements.yaml and reports the error on the held-out rest). vLLM's KV budget
-follows its version (V0's profile over a whole max_model_len prompt, see VLLM_V1_FROM), and a
-draft model for speculative decoding is loaded beside the target (DRAFT_ENGINES).
+follows its version (V0's profile over a whole max_model_len prompt, see VLLM_V1_FROM), a
+draft model for speculative decoding is loaded beside the target (DRAFT_ENGINES), and ExLlamaV2
+and MLC-LLM have their own layouts (read from their source, see their constants).
 
 Sources read for the memory models (cite these when changing a formula):
 - vLLM V1, vllm-project/vllm at commit 0012cf691b7e69423244d2b1405f4b6832156e19,
