@@ -57,16 +57,18 @@ sys.path.insert(0, str(ROOT))
 from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
 from engine.constants import (  # noqa: E402
-    GGUF_BITS, INFER_PRECISIONS, KV_BYTES, LINEAR_BITS, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+    INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
+from engine.scenarios import BASE_PRECISIONS  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
 engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
 
 METHODS = ("full", "lora", "qlora", "freeze")
-QLORA_BASES = ("auto", "int8", "int4", "nf4") + tuple(GGUF_BITS)
-LORA_BASES = ("auto",) + tuple(LINEAR_BITS) + tuple(GGUF_BITS)
+# the frozen bases the engine takes (engine/scenarios.py BASE_PRECISIONS: not the 2026 inference formats)
+LORA_BASES = tuple(b for b in BASE_PRECISIONS)
+QLORA_BASES = tuple(b for b in BASE_PRECISIONS if b not in ("fp32", "bf16", "fp16"))
 TARGETS = ("q_proj,v_proj", "all", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj") + LORA_MODULES
 DP = np.array([1, 1, 1, 2, 3, 4, 8, 64, 1000])
 PART_COLUMNS = [f"{c}_bytes" for c in COMPONENTS] + ["runtime_overhead_bytes"]
@@ -123,8 +125,10 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
     tp = np.array([rng.choice(divisors(int(h), 128)) for h in heads]) * (rng.random(n) < 0.5) if n else np.zeros(0, int)
     tp = np.maximum(tp, 1)
     pp = np.where(rng.random(n) < 0.7, 1, np.minimum(rng.choice([2, 3, 4, 8, 10_000], n), layers))
-    gpus_n = tp * pp * DP[rng.integers(0, len(DP), n)]
-    gpus_n = np.where(gpus_n > 1_000_000, tp * pp, gpus_n)  # the engine accepts up to 1,000,000
+    # context parallel (issue 27): training rows only, a whole group of cp GPUs per sequence
+    cp = np.where(train & (rng.random(n) < 0.15), pick(rng, (2, 4), n), 1).astype(np.int64)
+    gpus_n = tp * pp * cp * DP[rng.integers(0, len(DP), n)]
+    gpus_n = np.where(gpus_n > 1_000_000, tp * pp * cp, gpus_n)  # the engine accepts up to 1,000,000
     # batch: mostly 1..64, some far larger; seq: log-uniform up to the context, some beyond it
     batch = np.where(rng.random(n) < 0.9, rng.integers(1, 65, n), rng.integers(65, 100_000, n))
     allow = rng.random(n) < 0.05
@@ -142,7 +146,12 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "zero": zero, "offload": offload, "gpus": gpus_n, "tp": tp, "pp": pp, "base_precision": base,
         "kv_precision": pick(rng, ("auto",) + tuple(KV_BYTES), n),
         "prefill_logits": pick(rng, ("last", "all"), n), "headroom": np.where(rng.random(n) < 0.2, rng.random(n) * 0.5, 0.0),
-        "allow_long_context": allow, "gpu": pick(rng, gpu_ids, n),
+        "allow_long_context": allow, "gpu": pick(rng, gpu_ids, n), "cp": cp,
+        # issue 27/28's switches, each value (auto: the recipe's)
+        "checkpointing": pick(rng, ("auto", "none", "full", "selective", "offload", "op"), n),
+        "sequence_parallel": pick(rng, ("auto", "off", "on"), n), "float8": pick(rng, ("auto", "off", "on"), n),
+        "decode_cache": pick(rng, ("auto", "dynamic", "tuple"), n),
+        "bnb_4bit_input": pick(rng, ("auto", "freed", "kept"), n),
     })
 
 
@@ -169,7 +178,10 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     root = V * h * np.where(m["tied_embeddings"].to_numpy(bool), 1, 2) + h
     layer = (N - root) / m["num_layers"].to_numpy(float)
     units_less = np.maximum(root + 3 * layer, 2 * np.maximum(layer, V * h)) <= (1 - 1 / dp) * N
-    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less)))
+    # (not to ZeRO-3 under pipeline parallel: FSDP2 there keeps its stage gathered and accumulates its
+    # unsharded gradients through the step, engine/components.py workspace, which rightly costs more)
+    pp_rows = (base["pp"] > 1).to_numpy()
+    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & ~pp_rows)))
     sharded = base.iloc[rows].copy()
     sharded["zero"] += 1
     out.append(("one more ZeRO stage (no offload) never uses more per GPU", rows, sharded))

@@ -124,6 +124,7 @@ class Layout:
     train: np.ndarray
     infer: np.ndarray
     ep_floor: object | None     # expert parallel as given: at least ep x pp GPUs (None: no such row)
+    cp: object | None = None    # context parallel (issue 27): the ranks come in groups of cp (None: no such row)
 
 
 @dataclass(frozen=True, eq=False)
@@ -503,7 +504,8 @@ def layout(x, of_config) -> Layout:
     lift = _lifter(of_config)
     return Layout(dp=lift(x.dp), tp=lift(x.tp), pp=lift(x.pp), kvh=lift(np.where(x.mla, 1.0, x.kvh)), heads=lift(x.a),
                   layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
-                  ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None)
+                  ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None,
+                  cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None)
 
 
 def largest_tokens(capacity: np.ndarray, parts: PhaseParts, size: int, logits_per_row: bool) -> np.ndarray:
@@ -780,6 +782,9 @@ def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPla
     if plan.ranks is not None:
         ranks, per_row, one_shard = plan.ranks
         _train_gpus_rows(nd, take, ranks, per_row, one_shard, scaled)
+        if lay.cp is not None:  # context parallel: whole groups of cp ranks share each sequence
+            cp = take(lay.cp)
+            np.multiply(np.ceil(nd / cp), cp, out=nd)
         for split in plan.splits:
             nd *= take(split)
     if plan.infer_need is not None:

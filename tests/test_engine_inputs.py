@@ -53,6 +53,7 @@ VALID = {
     "kv_precision": st.sampled_from(["auto", "bf16", "fp8", "int4"]),
     "kv_policy": st.sampled_from(["auto", "windowed", "full", "latent"]),
     "ep": st.sampled_from([1, 1, 2, 8]),
+    "cp": st.sampled_from([1, 1, 2, 8]),  # context parallel (issue 27)
     "prefill_logits": st.sampled_from(["last", "all"]),
     "headroom": st.sampled_from([0.0, 0.1, 0.999]),
     "allow_long_context": st.booleans(),

@@ -132,3 +132,10 @@ def test_fsdp_under_pipeline_parallel_keeps_the_stage_gathered_and_its_gradients
     layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
     x = scenario_inputs(pd.DataFrame([dict(TITAN, gpus=8, pp=2, seq=2048, recipe="hf")]), models)
     assert workspace(x, totals(x))["backward"].fixed[0] == pytest.approx(n + 2 * n + 2 * layer * 2 / 2, rel=1e-12)
+
+
+def test_gpus_needed_under_context_parallel_come_in_whole_groups_of_cp(models, gpus):
+    frame = pd.DataFrame([dict(TITAN, gpus=4, cp=cp, seq=16384, gpu="rtx-4090") for cp in (1, 4)])
+    one_seq, split = (r for _i, r in estimate(frame, models, gpus).iterrows())
+    # one GPU per sequence: its activations never shard, no count fits; four per sequence: a multiple of 4
+    assert one_seq.gpus_needed == float("inf") and split.gpus_needed % 4 == 0
