@@ -456,6 +456,20 @@ def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
                          f"accepted: {', '.join(BACKEND_FAMILIES[b])} GPUs")
 
 
+def engine_precisions(engine: str) -> tuple[str, ...]:
+    """The weight formats an engine takes (what _check accepts), in the order a list offers them: GGUF
+    types for llama.cpp / Ollama, MLC's own formats, EXL2 at a few bits (any 2-8 is taken) and GPTQ for
+    ExLlamaV2, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
+    if engine in GGUF_ENGINES:
+        return tuple(C.GGUF_BITS)
+    if engine == "mlc-llm":
+        return tuple(MLC_BITS)
+    if engine == "exllamav2":
+        return ("exl2-4.0", "exl2-5.0", "exl2-6.0", "exl2-8.0", "exl2-3.0", "exl2-2.5", "int4")
+    torch = ("bf16", "fp16", "int8", "int4")
+    return torch + tuple(fmt for fmt, engines in FORMAT_ENGINES.items() if engine in engines)
+
+
 def _check_exllamav2(req: pd.DataFrame) -> None:
     """ExLlamaV2 runs EXL2 (exl2-B, 2 <= B <= 8) and GPTQ 4-bit (int4) weights; exl2-B needs it."""
     precision = req["precision"].astype(str)

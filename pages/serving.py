@@ -12,7 +12,7 @@ from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
 from engine.constants import GGUF_BITS
-from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES
+from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
 from planner.serving import capacity_curve, cheapest
 
 s = c.require_valid(training=False)
@@ -24,7 +24,7 @@ model = s["model"]
 c.page_header("Serving", "Concurrent requests against context length on each card, the way the serving engine "
               "allocates memory (vLLM: utilization x card - weights - profiled activation peak - non-torch memory, "
               "the rest in 16-token KV blocks; llama.cpp/Ollama: the layers that fit, the rest in host RAM), with "
-              "decode speed calibrated on published llama.cpp runs (docs/serving.md).")
+              "batch-1 decode speed fitted per engine on published runs and checked on held-out ones (docs/serving.md).")
 st.caption(f"Model: {md_escape(names.get(model, model))} (the sidebar's). Prices: the catalog's cloud $/GPU-hour, "
            "with their source and date in the table.")
 _m = models.set_index("id").loc[model]
@@ -52,10 +52,11 @@ gguf_types = list(GGUF_BITS)
 with st.container(border=True):
     e1, e2, e3, e4 = st.columns(4)
     engine = e1.selectbox("Serving engine", list(ENGINES), index=0, key="srv_engine")
-    choices = gguf_types if engine in GGUF_ENGINES else ["bf16", "fp16", "int8", "int4"]
+    # each engine's own formats (engine/serving.py engine_precisions): GGUF, MLC's, EXL2, torch + fp8/FP4
+    choices = gguf_types if engine in GGUF_ENGINES else list(engine_precisions(engine))
     precision = e2.selectbox("Weights", choices, index=choices.index("q4_k_m") if "q4_k_m" in choices else 0,
-                             key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else 'torch'}",
-                             format_func=c.INFER_PRECISION_LABELS.get)
+                             key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else engine}",
+                             format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
     gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], index=0, key="srv_gpus")
     util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, 0.9, 0.01, key="srv_util",
                      disabled=engine not in ("vllm", "sglang"))
@@ -150,5 +151,5 @@ c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engi
         formats={"$ per hour (rented)": "$%.2f", "$ per million tokens": "$%.3f"},
         help={"TTFT (s)": "Prefill of a 512-token prompt plus one decode step, without queueing.",
               "Command": "The command line that runs this configuration."})
-st.caption("Cards without a cloud price come last. Speed: llama.cpp constants fitted on published runs "
-           "(held-out error in docs/serving.md); vLLM/SGLang speed constants are assumptions until measured.")
+st.caption("Cards without a cloud price come last. Speed: each engine's constants fitted on published runs, the "
+           "error on held-out ones in docs/serving.md (SGLang takes vLLM's: no published batch-1 run names its GPU).")

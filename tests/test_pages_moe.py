@@ -6,6 +6,8 @@ Expected counts come from the catalog's published totals and engine.params (the 
 catalog loader checks against the published count), not from the pages."""
 
 import pandas as pd
+
+from engine.serving import engine_precisions
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -84,6 +86,13 @@ def test_serving_page_on_a_dense_model_has_no_expert_control_in_use():
     at = open_app("pages/serving.py", {"model": "llama-3-8b", "task": "infer"})
     assert "active per token" not in captions(at)
     assert at.selectbox(key="srv_cpu_moe").disabled
+    # each engine offers the formats it takes (engine/serving.py engine_precisions), never one it refuses
+    for engine, first in (("exllamav2", "exl2-4.0"), ("mlc-llm", "q4f16_1")):
+        at.selectbox(key="srv_engine").set_value(engine).run()
+        assert not at.exception, [e.value for e in at.exception]
+        weights = at.selectbox(key=f"srv_precision_{engine}")
+        assert weights.value == first and "bf16" not in weights.options
+    assert "fp8" in engine_precisions("vllm") and "fp8" not in engine_precisions("llama.cpp")
 
 
 def test_breakdown_shows_total_and_active_for_a_moe_model():
