@@ -689,7 +689,10 @@ def cmd_serve(args) -> int:
         if args.json:
             raise CliError("--export prints a command; leave out --json")
         from planner.exports import serve_export
-        return _print_export(serve_export(args.export, row, models.set_index("id").loc[args.model]), row)
+        by_id = models.set_index("id")
+        draft = getattr(args, "draft_model", None)
+        draft_row = by_id.loc[row["draft_model"]] if draft and str(row.get("draft_model", "")) in by_id.index else None
+        return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row), row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)

@@ -20,6 +20,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
@@ -433,6 +434,10 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
     p = str(row["precision"])
     if p in VLLM_DTYPE:
         args += ["--dtype", VLLM_DTYPE[p]]
+    elif p == "fp8":
+        # vLLM's fp8 (features/quantization/fp8.md): a bf16 checkpoint quantized at load; an FP8
+        # checkpoint's own quantization_config is read without it (the same weights' bytes)
+        args += ["--quantization", "fp8"]
     elif p in ("int4", "nf4"):
         args += ["--quantization", "bitsandbytes"]
         notes.append(f"weights {p}: written as in-flight bitsandbytes 4-bit; a pre-quantized AWQ/GPTQ checkpoint "
@@ -444,6 +449,15 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
         args += ["--kv-cache-dtype", VLLM_KV[kv]]
     elif kv != "auto":
         notes.append(f"KV cache {kv}: no such --kv-cache-dtype in vLLM releases (auto, float16, bfloat16, fp8)")
+    draft = _draft(row)
+    if draft:  # the draft model the memory was planned with (engine/serving.py command_lines' flags)
+        d_repo, d_tp1 = draft
+        if str(row.get("engine_generation", "")) == "V0":
+            args += ["--speculative-model", d_repo, "--num-speculative-tokens", str(SPEC_TOKENS)]
+            args += ["--speculative-draft-tensor-parallel-size", "1"] if d_tp1 else []
+        else:
+            spec = {"model": d_repo, "num_speculative_tokens": SPEC_TOKENS, **({"draft_tensor_parallel_size": 1} if d_tp1 else {})}
+            args += ["--speculative-config", "'" + json.dumps(spec) + "'"]
     text = "".join(f"# {line}\n" for line in _serve_header("vllm", row, notes)) + " ".join(args) + "\n"
     return Export("vllm", text, notes)
 
@@ -459,8 +473,13 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
     p = str(row["precision"])
     if p in VLLM_DTYPE:
         args += ["--dtype", VLLM_DTYPE[p]]
+    elif p == "fp8":
+        args += ["--quantization", "fp8"]  # SGLang server_args.py --quantization fp8
     else:
         notes.append(f"weights {p}: serve a checkpoint quantized to {p} (SGLang reads the method from its config)")
+    draft = _draft(row)
+    if draft:
+        args += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", draft[0]]
     kv = str(row["kv_precision"])
     if kv == "fp8":
         args += ["--kv-cache-dtype", "fp8_e4m3"]
@@ -493,6 +512,10 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
             notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
     if int(row["gpus"]) > 1:
         args += ["-sm", "layer"]
+    if _draft(row):  # the draft GGUF with every layer on the GPU and its own context (-md, -ngld, -cd)
+        d_file = f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"
+        args += ["-md", d_file, "-ngld", "99", "-cd", str(int(row.get("draft_context", 0) or 0))]
+        notes.append(f"draft file {d_file}: a GGUF of the draft model at {row['precision']}")
     text = "".join(f"# {line}\n" for line in _serve_header("llama-server", row, notes)) + " ".join(args) + "\n"
     return Export("llama-server", text, notes)
 
@@ -517,13 +540,30 @@ def ollama(row, repo: str, repo_known: bool) -> Export:
 
 
 SERVE_EXPORTERS = {"vllm": vllm, "sglang": sglang, "llama-server": llama_server, "ollama": ollama}
+SPEC_TOKENS = 5  # draft tokens per step, an example (engine/serving.py SPEC_TOKENS: vLLM has no default)
 
 
-def serve_export(target: str, row: pd.Series, model: pd.Series) -> Export:
-    """The export of one serving row; ValueError when --engine is another engine."""
+def _draft(row) -> tuple[str, bool] | None:
+    """(the draft's repository, its tensor parallel is 1 on several GPUs) of a row planned with a draft
+    model (serve --draft-model), else None."""
+    draft = row.get("draft_model")
+    if draft is None or (isinstance(draft, float) and np.isnan(draft)) or str(draft) in ("", "None"):
+        return None
+    d_tp = row.get("draft_tensor_parallel_size")
+    tp1 = d_tp is not None and not (isinstance(d_tp, float) and np.isnan(d_tp)) and int(d_tp) == 1 and int(row["gpus"]) > 1
+    repo = row.get("draft_repo")
+    return (str(repo) if isinstance(repo, str) and repo else str(draft)), tp1
+
+
+def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series | None = None) -> Export:
+    """The export of one serving row; ValueError when --engine is another engine. draft: the draft
+    model's catalog row, where the row was planned with one (its repository goes in the flags)."""
     engine = SERVE_TARGETS[target]
     if row["engine"] != engine:
         raise ValueError(f"export {target!r} launches --engine {engine}, not {row['engine']!r}: the memory settings "
                          f"are the engine's; accepted: --engine {engine} --export {target}")
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
+    if draft is not None:  # the draft's repository beside the row the builders read
+        row = row.copy()
+        row["draft_repo"] = hf_repo(draft.get("source", ""), str(draft.name))[0]
     return SERVE_EXPORTERS[target](row, repo, known)

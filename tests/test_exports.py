@@ -37,7 +37,9 @@ HF_OPTIMIZERS = {"adamw_torch", "adamw_torch_fused", "adafactor", "adamw_torch_4
                  "lion_32bit", "rmsprop"}
 # vLLM @002f10e: CacheConfig (vllm/config/cache.py) and the engine arguments
 VLLM_FLAGS = {"--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--tensor-parallel-size", "--dtype",
-              "--quantization", "--kv-cache-dtype", "--pipeline-parallel-size"}
+              "--quantization", "--kv-cache-dtype", "--pipeline-parallel-size",
+              # speculative decoding (vllm/engine/arg_utils.py: --speculative-config since 0.8)
+              "--speculative-config"}
 VLLM_KV = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"}
 VLLM_DTYPES = {"auto", "half", "float16", "bfloat16", "float", "float32"}
 # SGLang @001067f: ServerArgs fields (python/sglang/srt/server_args.py), flag = --field-name
@@ -45,7 +47,8 @@ SGLANG_FLAGS = {"--model-path", "--context-length", "--mem-fraction-static", "--
                 "--dtype", "--kv-cache-dtype", "--quantization"}
 SGLANG_KV = {"auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"}
 # llama.cpp common/arg.cpp @145b628 (tools/server/README.md)
-LLAMA_FLAGS = {"-m", "-ngl", "-c", "-np", "-ctk", "-ctv", "-fa", "--n-cpu-moe", "--cpu-moe", "-sm"}
+LLAMA_FLAGS = {"-m", "-ngl", "-c", "-np", "-ctk", "-ctv", "-fa", "--n-cpu-moe", "--cpu-moe", "-sm",
+               "-md", "-ngld", "-cd"}  # the draft model, its GPU layers and its context (common/arg.cpp)
 LLAMA_CACHE_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
 # Ollama docs/modelfile.md instructions, PARAMETER names of api/types.go Options/Runner
 OLLAMA_PARAMETERS = {"num_ctx", "num_gpu", "num_predict", "temperature", "top_k", "top_p", "min_p", "seed", "stop",
@@ -170,6 +173,23 @@ def test_llama_server_quantized_cache_turns_flash_attention_on():
     assert set(flags) <= LLAMA_FLAGS, set(flags) - LLAMA_FLAGS
     assert flags["-c"] == str(8192 * 2) and flags["-np"] == "2"  # the slots share one context
     assert flags["-ctk"] in LLAMA_CACHE_TYPES and flags["-ctv"] == "q8_0" and flags["-fa"] == "on"
+
+
+def test_the_serving_exports_carry_fp8_and_the_planned_draft_model():
+    out, _ = _export("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "vllm", "--precision", "fp8",
+                     "--draft-model", "llama-3.2-1b", "--max-model-len", "8192", "--export", "vllm")
+    (command,) = [line for line in out.splitlines() if not line.startswith("#")]
+    flags = _flags(command)
+    assert set(flags) <= VLLM_FLAGS, set(flags) - VLLM_FLAGS
+    assert flags["--quantization"] == "fp8"
+    spec = json.loads(flags["--speculative-config"])
+    assert spec["model"] == "meta-llama/Llama-3.2-1B" and spec["num_speculative_tokens"] > 0
+    out, _ = _export("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--precision",
+                     "q4_k_m", "--draft-model", "llama-3.2-1b", "--max-model-len", "8192", "--export", "llama-server")
+    (command,) = [line for line in out.splitlines() if not line.startswith("#")]
+    flags = _flags(command)
+    assert set(flags) <= LLAMA_FLAGS and flags["-md"] == "llama-3.2-1b-Q4_K_M.gguf" and flags["-ngld"] == "99"
+    assert int(flags["-cd"]) >= 8192
 
 
 def test_ollama_modelfile_and_its_server_environment():
