@@ -1059,7 +1059,12 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
     all_moe = (out["expert_host_bytes"] >= out["expert_bytes"]) & (out["expert_bytes"] > 0)
     cpu_moe = np.where(all_moe & (n_cpu > 0), " --cpu-moe", np.where(n_cpu > 0, " --n-cpu-moe " + n_cpu.astype(str), ""))
-    llama = ("llama-server -m " + gguf + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
+    # a vision-language model (issue 25): its projector file beside the language model (llama-server --mmproj,
+    # tools/mtmd), counted in the weights as vision_params (engine/components.py weight_bytes)
+    vision = (pd.to_numeric(m["vision_params"], errors="coerce").fillna(0).to_numpy() > 0) if "vision_params" in m \
+        else np.zeros(len(out), dtype=bool)
+    mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
+    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
              + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", "")
              + llama_draft)
     ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""

@@ -496,7 +496,11 @@ def _gguf(row) -> str:
 def llama_server(row, repo: str, repo_known: bool) -> Export:
     notes = [f"model file {_gguf(row)}: a GGUF of {repo} at {row['precision']} (convert or download it)"]
     slots = int(row["max_num_seqs"])
-    args = ["llama-server", "-m", _gguf(row), "-ngl", str(int(row["gpu_layers"])),
+    args = ["llama-server", "-m", _gguf(row)]
+    if float(row.get("vision_params", 0) or 0) > 0:  # a vision-language model's projector (llama-server --mmproj)
+        args += ["--mmproj", f"mmproj-{row['model']}-f16.gguf"]
+        notes.append(f"projector file mmproj-{row['model']}-f16.gguf: the vision tower, counted in the weights")
+    args += ["-ngl", str(int(row["gpu_layers"])),
             # one context shared by the slots: each request gets max_model_len
             "-c", str(int(row["max_model_len"]) * slots), "-np", str(slots)]
     n_cpu = int(row.get("cpu_moe_layers", 0) or 0)
@@ -563,7 +567,8 @@ def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series
         raise ValueError(f"export {target!r} launches --engine {engine}, not {row['engine']!r}: the memory settings "
                          f"are the engine's; accepted: --engine {engine} --export {target}")
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
-    if draft is not None:  # the draft's repository beside the row the builders read
-        row = row.copy()
+    row = row.copy()  # what the builders read beside the serving row: the model's vision tower, the draft's repo
+    row["vision_params"] = model.get("vision_params", 0)
+    if draft is not None:
         row["draft_repo"] = hf_repo(draft.get("source", ""), str(draft.name))[0]
     return SERVE_EXPORTERS[target](row, repo, known)
