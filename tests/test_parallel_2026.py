@@ -139,3 +139,11 @@ def test_gpus_needed_under_context_parallel_come_in_whole_groups_of_cp(models, g
     one_seq, split = (r for _i, r in estimate(frame, models, gpus).iterrows())
     # one GPU per sequence: its activations never shard, no count fits; four per sequence: a multiple of 4
     assert one_seq.gpus_needed == float("inf") and split.gpus_needed % 4 == 0
+
+
+def test_context_parallel_verdicts_carry_their_own_allowance(models, gpus):
+    frame = pd.DataFrame([dict(TITAN, gpus=8, cp=cp, seq=8192 * cp, gpu="h100-sxm-80gb", allow_long_context=True)
+                          for cp in (1, 8)])
+    one_gpu, split = (r for _i, r in estimate(frame, models, gpus).iterrows())
+    # the measured 3% + the largest allowance: ZeRO-3's 10%, or context parallel's 15% (not measured here)
+    assert one_gpu.verdict_margin_pct == 3 + 10 and split.verdict_margin_pct == 3 + 15
