@@ -870,10 +870,11 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     per_token = np.where(x.kv_elems == 2.0 * x.L * x.kvd, per_token,
                          x.kv_elems * x.kv_b / (np.where(x.mla, 1.0, np.minimum(x.tp, x.kvh)) * x.pp))
     # transformers < 4.36 (decode_cache tuple): the last decode step holds the old and the new cache
-    # (engine/stacks.py); the eager `attention` phase is the prefill's, with one cache
+    # (engine/stacks.py); every inference phase counts both (the eager `attention` phase too: the
+    # solvers of gpus_needed take one KV term for all of a row's phases, engine/executor.py)
     held = per_token * x.kv_copies if np.any(np.asarray(x.kv_copies) != 1.0) else per_token
     parts = {"prefill": Part(per_token=held), "logits": Part(per_token=held),
-             "attention": Part(per_token=per_token)}
+             "attention": Part(per_token=held)}
     if np.any(x.train_cache):
         parts.update(training_cache_parts(x))
     return parts
