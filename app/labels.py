@@ -32,7 +32,12 @@ INFER_PRECISION_LABELS.update({"int8": "INT8 (LLM.int8)", "int4": "INT4 (GPTQ/AW
                                "mxfp4": "MXFP4 (gpt-oss: experts only on MoE)", "mxfp4_moe": "GGUF MXFP4_MOE"})
 OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fused", "adamw_8bit": "AdamW 8-bit",
                     "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor",
-                    "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)", "adamw_8bit_torchao": "AdamW 8-bit (torchao)"}
+                    "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)", "adamw_8bit_torchao": "AdamW 8-bit (torchao)",
+                    "lion_32bit": "Lion 32-bit (bitsandbytes)", "lion_8bit": "Lion 8-bit (bitsandbytes)",
+                    "galore_adamw": "GaLore AdamW (rank 128)", "galore_adamw_8bit": "GaLore AdamW 8-bit (rank 128)",
+                    "galore_adamw_layerwise": "GaLore AdamW, layer-wise step",
+                    "galore_adamw_8bit_layerwise": "GaLore AdamW 8-bit, layer-wise step",
+                    "adam_mini": "Adam-mini", "muon": "Muon (+ AdamW on embeddings, head, norms)"}
 # the software stack (engine/stacks.py, docs/stacks.md)
 RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
                  "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)",

@@ -180,6 +180,10 @@ class Inputs:
     # 16-bit weight per matmul (both bitsandbytes kinds)
     kbit_keeps_input: np.ndarray | bool = False
     bnb_base: np.ndarray | bool = False
+    # issue 27 item 3: the optimizers of engine/optimizers.py (C.NEW_OPTIMIZERS), name -> mask (None: none
+    # of them), and the llama-factory recipe, whose Muon (its third_party/muon) steps AdamW per tensor
+    opt_kind: dict | None = None
+    lf_muon: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,6 +268,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # cast to 16-bit, lm_head's fp32 weight cast to a 16-bit copy: acb = 2), as amp_bf16 holds them
     kbit = _mask_if_present(mv, "kbit_prep", "on") & qlora
     stack["kbit_prep"] = kbit
+    # GaLore layer-wise (transformers' galore_*_layerwise): each parameter steps in its post-accumulate-grad
+    # hook and its gradient is zeroed there, as optimizer_in_backward (engine/constants.py GALORE_LAYERWISE)
+    stack["opt_bwd"] = stack["opt_bwd"] | (mv.mask("optimizer", *C.GALORE_LAYERWISE) & train)
+    opt_kind = {k: mv.mask("optimizer", k) & train for k in C.NEW_OPTIMIZERS if k in mv.categories("optimizer")}
     acb = np.where(kbit, C.AUTOCAST_COPY_BYTES["amp_bf16"], acb)
     residual = np.where(kbit, C.RESIDUAL_BYTES["amp_bf16"], mv.lookup("precision", C.RESIDUAL_BYTES, 2.0))
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
@@ -307,6 +315,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"), ao8=mv.mask("optimizer", "adamw_8bit_torchao"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
+        opt_kind=opt_kind or None, lf_muon=_mask_if_present(mv, "recipe", "llama-factory") & train,
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
         gemma_norm=gemma.astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
@@ -509,6 +518,10 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
         states = np.where(x.ao8, ao8, states)
     # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
     states = np.where(x.paged32, trainable * C.PAGED_32BIT_STATE_BYTES, states)
+    if x.opt_kind:  # Lion, GaLore, Adam-mini, Muon (engine/optimizers.py)
+        from engine import optimizers
+        hit, new_states, _temps = optimizers.bytes_of(x, trainable)
+        states = np.where(hit, new_states, states)
     return np.where(x.train, states, 0.0)
 
 
@@ -520,6 +533,10 @@ def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     temps = np.where(x.adafactor, largest * adafactor_step_bytes_per_value(x), trainable * x.temp_count * x.sdb)
     # optimizer in backward: each parameter steps alone, so only the largest one's temporaries
     temps = np.where(x.opt_bwd, np.minimum(temps, largest * x.temp_count * x.sdb), temps)
+    if x.opt_kind:  # Lion, GaLore, Adam-mini, Muon: their own largest tensors (engine/optimizers.py)
+        from engine import optimizers
+        hit, _states, new_temps = optimizers.bytes_of(x, trainable)
+        temps = np.where(hit, new_temps, temps)
     return np.where(x.train, temps, 0.0)
 
 

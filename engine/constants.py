@@ -107,7 +107,8 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int
 
 # --- Optimizers ------------------------------------------------------------------------
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "sgd", "adafactor", "paged_adamw_32bit",
-              "adamw_8bit_torchao")
+              "adamw_8bit_torchao", "lion_32bit", "lion_8bit", "galore_adamw", "galore_adamw_8bit",
+              "galore_adamw_layerwise", "galore_adamw_8bit_layerwise", "adam_mini", "muon")
 # paged_adamw_32bit (issue 13): bitsandbytes PagedAdamW32bit, transformers' optim="paged_adamw_32bit"
 # (the QLoRA paper's optimizer). bitsandbytes 0.50 bitsandbytes/optim/optimizer.py
 # Optimizer2State.init_state: optim_bits 32 -> state1, state2 fp32 (4 bytes each, whatever the
@@ -158,6 +159,45 @@ TORCHAO_8BIT_MIN_SIZE = 4096
 # CUDA kernel updates in place, and 51.6 with fused AdamW: the saving is the states' (pytorch/ao PR #746:
 # "going from 16-bit to 8-bit -> 52 - 39 = 13GB reduction"; 6.7 B values x (4 - 2.03) bytes = 13.3 GB).
 # So none is modelled on GPUs (not measured on CUDA in this project).
+#
+# Optimizers people pick for memory (issue 27 item 3; the formulas: engine/optimizers.py). Names are
+# transformers' where its Trainer offers them (transformers 5.24.0 training_args.py OptimizerNames, lines
+# 132-148: LION_8BIT "lion_8bit", LION "lion_32bit", GALORE_ADAMW ... GALORE_ADAMW_8BIT_LAYERWISE); Adam-mini
+# and Muon are not there: LLaMA-Factory ships them (src/llamafactory/train/trainer_utils.py at 908cd68,
+# _create_adam_mini_optimizer / _create_muon_optimizer, switches use_adam_mini / use_muon).
+# lion_32bit / lion_8bit: bitsandbytes Lion (transformers trainer_optimizer.py _get_bitsandbytes_optimizer:
+# "lion" in the name -> bnb.optim.Lion with optim_bits 8 if "8bit" in it else 32). One state: bitsandbytes
+# 0.50.2.dev0 (95f9af3) bitsandbytes/optim/optimizer.py Optimizer1State.init_state, lines 664-695:
+# optim_bits 32 -> state1 fp32 whatever the parameter's dtype (line 681); 8 -> uint8 state1 + an fp32 absmax
+# per 256 values (`blocksize = 256`, lines 688-695); tensors under min_8bit_size = 4096 elements keep fp32
+# (line 674; bitsandbytes/optim/lion.py Lion8bit min_8bit_size=4096). The update is one CUDA kernel in
+# place: no temporaries.
+LION_32BIT_STATE_BYTES = 4
+LION_8BIT_BYTES = 1 + 4 / 256
+# GaLore (jiaweizzhao/GaLore at 2cc66f8, galore-torch 1.0): transformers 5.24.0 trainer_optimizer.py
+# _get_galore_optimizer (lines 351-381; line 370) passes rank 128, update_proj_gap 200, scale 0.25, proj_type "std"
+# (optim_args defaults) to the parameter group of optim_target_modules' nn.Linear weights
+# (_setup_low_rank_optimizer, lines 101-187); every other parameter is a plain group of the same optimizer.
+# Targets modelled: the decoder layers' attention and MLP linears, optim_target_modules=["attn", "mlp"]
+# (a substring match, trainer_utils.py check_target_module_exists; transformers' GaLore docs' example);
+# "all-linear" (line 133) would add lm_head, the largest matrix of most models (not modelled).
+# The rank is a constant here (a scenario column would need engine/columns.py). galore_projector.py
+# GaLoreProjector.project, proj_type std: a weight of m x n keeps ortho_matrix = Vh[:r] (r x n) if m >= n,
+# else U[:, :r] (m x r): the smaller side x r, in the gradient's dtype (get_orthogonal_matrix casts back);
+# the low-rank gradient, and so exp_avg / exp_avg_sq (adamw.py lines 105-109, zeros_like(grad)), is
+# r x the larger side. GALORE_LAYERWISE: a per-parameter optimizer stepped and zeroed in a
+# post-accumulate-grad hook (_setup_low_rank_optimizer lines 164-184), modelled as optimizer_in_backward.
+GALORE_RANK = 128
+GALORE_8BIT = ("galore_adamw_8bit", "galore_adamw_8bit_layerwise")
+GALORE_LAYERWISE = ("galore_adamw_layerwise", "galore_adamw_8bit_layerwise")
+GALORE_OPTIMIZERS = ("galore_adamw", "galore_adamw_layerwise") + GALORE_8BIT
+# Muon's Newton-Schulz iteration runs in bfloat16 whatever the gradient's dtype (torch 2.9+
+# torch 2.14.1 torch/optim/_muon.py line 55, _zeropower_via_newtonschulz: `ortho_grad = grad.bfloat16()`; LLaMA-Factory's
+# third_party/muon/muon.py at 85b0f31, zeropower_via_newtonschulz5: `X = G.bfloat16()`).
+MUON_NS_BYTES = 2
+# the torch.linalg.svd GaLore's projector calls runs on an fp32 matrix (get_orthogonal_matrix: `.float()`)
+SVD_BYTES = 4
+NEW_OPTIMIZERS = ("lion_32bit", "lion_8bit") + GALORE_OPTIMIZERS + ("adam_mini", "muon")
 
 # --- LoRA ------------------------------------------------------------------------------
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
