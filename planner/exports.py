@@ -166,7 +166,19 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
 
 TRL_OPTIM = {"adamw": "adamw_torch", "adamw_fused": "adamw_torch_fused", "adamw_8bit": "adamw_bnb_8bit",
              "paged_adamw_8bit": "paged_adamw_8bit", "sgd": "sgd", "adafactor": "adafactor",
-             "paged_adamw_32bit": "paged_adamw_32bit", "adamw_8bit_torchao": "adamw_torch_8bit"}
+             "paged_adamw_32bit": "paged_adamw_32bit", "adamw_8bit_torchao": "adamw_torch_8bit",
+             # issue 27: transformers' own names (training_args.py OptimizerNames); Adam-mini and Muon have none
+             **{name: name for name in ("lion_32bit", "lion_8bit", "galore_adamw", "galore_adamw_8bit",
+                                        "galore_adamw_layerwise", "galore_adamw_8bit_layerwise")}}
+
+
+def _trl_optim(row) -> str:
+    """transformers' optim name of the plan's optimizer; ValueError (one line) where it has none."""
+    opt = str(row["optimizer"])
+    if opt not in TRL_OPTIM:
+        raise ValueError(f"optimizer {opt!r} has no transformers Trainer name (LLaMA-Factory offers it as use_adam_mini / "
+                         f"use_muon); accepted for this export: {', '.join(TRL_OPTIM)}")
+    return TRL_OPTIM[opt]
 HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
 
@@ -177,7 +189,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                  "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa"),
                  "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "max_length": int(row["seq"]), "packing": str(row.get("packing", "off")) == "on",
-                 "gradient_checkpointing": _checkpointing(row), "optim": TRL_OPTIM[str(row["optimizer"])]}
+                 "gradient_checkpointing": _checkpointing(row), "optim": _trl_optim(row)}
     if prec["half"]:
         cfg[prec["half"]] = True
     if prec["master"]:
@@ -268,7 +280,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     cfg.update({"dataset": "DATASET", "template": "TEMPLATE", "cutoff_len": int(row["seq"]),
                 "packing": str(row.get("packing", "off")) == "on", "output_dir": f"saves/{row['model']}-{method}",
                 "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
-                "optim": TRL_OPTIM[str(row["optimizer"])],
+                "optim": _trl_optim(row),
                 # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
                 "disable_gradient_checkpointing": not _checkpointing(row)})
     if prec["name"] == "bf16" and method in ("full", "freeze") and int(row["zero"]) < 3:
@@ -323,7 +335,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     cfg.update({"datasets": [{"path": "DATASET", "type": "alpaca"}], "output_dir": f"./outputs/{row['model']}-{method}",
                 "sequence_len": int(row["seq"]), "sample_packing": str(row.get("packing", "off")) == "on",
                 "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
-                "optimizer": TRL_OPTIM[str(row["optimizer"])], "gradient_checkpointing": _checkpointing(row),
+                "optimizer": _trl_optim(row), "gradient_checkpointing": _checkpointing(row),
                 "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa")})
     if prec["half"]:
         cfg[prec["half"]] = True

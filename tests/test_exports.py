@@ -34,7 +34,8 @@ TRL_LOSSES = {"nll", "dft", "chunked_nll"}
 # transformers OptimizerNames (the values TrainingArguments.optim accepts)
 HF_OPTIMIZERS = {"adamw_torch", "adamw_torch_fused", "adafactor", "adamw_torch_4bit", "adamw_torch_8bit", "sgd",
                  "adagrad", "adamw_bnb_8bit", "adamw_8bit", "paged_adamw_32bit", "paged_adamw_8bit", "lion_8bit",
-                 "lion_32bit", "rmsprop"}
+                 "lion_32bit", "rmsprop", "galore_adamw", "galore_adamw_8bit", "galore_adamw_layerwise",
+                 "galore_adamw_8bit_layerwise"}  # transformers 5.24.0 training_args.py OptimizerNames
 # vLLM @002f10e: CacheConfig (vllm/config/cache.py) and the engine arguments
 VLLM_FLAGS = {"--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--tensor-parallel-size", "--dtype",
               "--quantization", "--kv-cache-dtype", "--pipeline-parallel-size",
