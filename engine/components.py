@@ -278,6 +278,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
     gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
     masked, eager = attention_path(mv, gemma2)
+    # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given)
+    base_quant = (lora & ~base_auto) | qlora
+    frozen_bits = np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
@@ -293,7 +296,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
         float8=_mask_if_present(mv, "float8", "on") & train,
         kv_copies=np.where(_mask_if_present(mv, "decode_cache", "tuple") & ~train, 2.0, 1.0),
-        **_bnb_base(mv, lora, qlora, base_auto, base_bits),
+        **_bnb_base(mv, base_quant, frozen_bits),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -308,8 +311,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         R=residual, M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
         act_b=act_b, lin_bits=mv.lookup("precision", C.LINEAR_BITS, np.nan),
         gguf_bits=mv.lookup("precision", C.GGUF_BITS, np.nan), int8=mv.mask("precision", "int8"),
-        base_quant=(lora & ~base_auto) | qlora,
-        base_bits=np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits),
+        base_quant=base_quant, base_bits=frozen_bits,
         kv_b=np.where(np.isnan(kv_b), act_b, kv_b), last_only=mv.mask("prefill_logits", "last"),
         r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
@@ -330,13 +332,13 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     )
 
 
-def _bnb_base(mv: View, lora, qlora, base_auto, base_bits) -> dict:
+def _bnb_base(mv: View, base_quant, base_bits) -> dict:
     """The frozen base of lora/qlora that bitsandbytes quantizes (issue 27 item 4): NF4 (QLoRA's
     default base, Linear4bit / MatMul4Bit) and LLM.int8 (Linear8bitLt / MatMul8bitLt), and whether
-    its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input)."""
-    bits = np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits)
-    quant = (lora & ~base_auto) | qlora
-    nf4, int8 = quant & (bits == C.LINEAR_BITS["nf4"]), quant & (bits == C.LINEAR_BITS["int8"])
+    its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input). base_quant /
+    base_bits: the Inputs fields of the same names."""
+    nf4 = base_quant & (base_bits == C.LINEAR_BITS["nf4"])
+    int8 = base_quant & (base_bits == C.LINEAR_BITS["int8"])
     kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
     return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import constants as C
+import engine.constants as C
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
