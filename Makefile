@@ -27,8 +27,11 @@ test: $(VENV)/.test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --dist worksteal
 
+# --no-deps: llm-analysis pins huggingface_hub<0.15 and transformers<5, which would downgrade the
+# planner's own huggingface_hub (>=0.23) in this venv; it imports both only to fetch configs
+# from the Hub, which the benchmark never does (it builds ModelConfig itself).
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
-	$(BIN)/python -m pip install --quiet -r requirements-bench.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-bench.txt
 	touch $@
 
 # Page latency, then engine throughput vs the peer llm-analysis, whose summary is the last
