@@ -21,42 +21,65 @@ def _items(text) -> list[str]:
     return [t.strip() for t in str(text or "").split(",") if t.strip()]
 
 
-def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the GPU of each row as an index into the two arrays, -1 where unknown; the architectures
+    and vendors of the GPUs, lower case). Per GPU, not per row: a sweep has a few dozen."""
     n = len(frame)
     if gpus is None or "gpu" not in frame.columns or not len(gpus):
-        return np.full(n, "", dtype=object), np.full(n, "", dtype=object)
-    idx = pd.Index(gpus["id"].astype(str)).get_indexer(frame["gpu"].astype(str))
-    found = idx >= 0
+        return np.full(n, -1, dtype=np.intp), np.zeros(0, dtype=object), np.zeros(0, dtype=object)
+    ids = pd.Index(gpus["id"].astype(str))
+    column = frame["gpu"]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # through the categories (a sweep has a few dozen GPUs)
+        codes = column.cat.codes.to_numpy()
+        idx = np.append(ids.get_indexer(column.cat.categories.astype(str)), ids.get_indexer(["nan"]))[codes]
+    else:
+        idx = ids.get_indexer(column.astype(str))
 
-    def take(col):
+    def facts(col):
         if col not in gpus.columns:
-            return np.full(n, "", dtype=object)
-        values = gpus[col].astype(object).where(gpus[col].notna(), "").astype(str).str.lower().to_numpy(dtype=object)
-        return np.where(found, values[np.maximum(idx, 0)], "")
+            return np.full(len(gpus), "", dtype=object)
+        return gpus[col].astype(object).where(gpus[col].notna(), "").astype(str).str.lower().to_numpy(dtype=object)
 
-    return take("architecture"), take("vendor")
+    return idx, facts("architecture"), facts("vendor")
+
+
+def _text_in(column: pd.Series, values: list[str]) -> np.ndarray:
+    """column.astype(str).str.strip().str.lower().isin(values), decided once per distinct value."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, uniques = column.cat.codes.to_numpy(), pd.Series(column.cat.categories)
+    else:
+        codes, uniques = pd.factorize(column.to_numpy(dtype=object) if column.dtype == object else column,
+                                      use_na_sentinel=True)
+        uniques = pd.Series(np.asarray(uniques, dtype=object))
+    hit = uniques.astype(str).str.strip().str.lower().isin(values).to_numpy(dtype=bool)
+    missing = "nan" in values  # a missing value reads "nan" as text
+    return np.where(codes >= 0, np.append(hit, False)[codes], missing)
 
 
 def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | None) -> pd.DataFrame:
     """`compatible` and `compatibility_notes` for every row of `frame` (same index)."""
     n = len(frame)
     compatible = np.ones(n, dtype=bool)
-    notes = [[] for _ in range(n)]
     if rules is None or not len(rules) or not n:
-        return pd.DataFrame({"compatible": compatible, "compatibility_notes": notes}, index=frame.index)
-    arch, vendor = _gpu_facts(frame, gpus)
+        return pd.DataFrame({"compatible": compatible, "compatibility_notes": [[] for _ in range(n)]}, index=frame.index)
+    gpu_of, arch, vendor = _gpu_facts(frame, gpus)
+    known = gpu_of >= 0
     gpu_count = pd.to_numeric(frame["gpus"], errors="coerce").fillna(1).to_numpy(dtype=float) \
         if "gpus" in frame.columns else np.ones(n)
     ordered = rules.assign(_first=(rules["severity"] != "incompatible")).sort_values(["_first", "id"], kind="stable")
+    texts, hits = [], []  # the notes of the rules that hit some row, in order, and their rows
     for _, rule in ordered.iterrows():
-        targets = np.isin(arch, _items(rule["architectures"])) | np.isin(vendor, _items(rule["vendors"]))
+        per_gpu = np.isin(arch, _items(rule["architectures"])) | np.isin(vendor, _items(rule["vendors"]))
+        if not per_gpu.any():
+            continue
+        targets = known & per_gpu[np.maximum(gpu_of, 0)] if len(per_gpu) else np.zeros(n, dtype=bool)
         if not targets.any():
             continue
         applies = np.zeros(n, dtype=bool)
         values = _items(rule["values"])
         for col in _items(rule["columns"]):
             if col in frame.columns:
-                applies |= frame[col].astype(str).str.strip().str.lower().isin(values).to_numpy(dtype=bool)
+                applies |= _text_in(frame[col], values)
         if bool(rule.get("multi_gpu", False)):
             applies |= gpu_count > 1
         hit = applies & targets
@@ -64,6 +87,20 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
             continue
         if rule["severity"] == "incompatible":
             compatible &= ~hit
-        for i in np.flatnonzero(hit):
-            notes[i].append(f"{rule['severity']}: {rule['note']}")
+        texts.append(f"{rule['severity']}: {rule['note']}")
+        hits.append(hit)
+    notes = _notes_per_row(n, texts, hits)
     return pd.DataFrame({"compatible": compatible, "compatibility_notes": notes}, index=frame.index)
+
+
+def _notes_per_row(n: int, texts: list[str], hits: list[np.ndarray]) -> list[list[str]]:
+    """Each row's list of the notes whose rule hit it (in rule order), a list of its own per
+    row: the rows are grouped by which rules hit them (a few combinations), not visited per rule."""
+    if not texts:
+        return [[] for _ in range(n)]
+    key = np.zeros(n, dtype=object if len(hits) > 62 else np.int64)
+    for i, hit in enumerate(hits):
+        key += hit.astype(key.dtype) * (1 << i)
+    codes, combos = pd.factorize(key)
+    lists = [[t for i, t in enumerate(texts) if int(combo) >> i & 1] for combo in combos]
+    return [list(lists[c]) for c in codes]

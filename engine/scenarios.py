@@ -152,12 +152,39 @@ def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
                 series = series.fillna("")
             return series
         series = series.astype(object)  # categories that are not text (numbers, bytes): as text
+    elif len(series) <= _SMALL_TEXT_ROWS and series.dtype.kind in "OT":
+        small = _small_text_category(series)
+        if small is not None:
+            return small
     try:
         text = series.astype("string")
     except (TypeError, ValueError):  # bytes that are not UTF-8, objects without a text form
         table = {v: v if isinstance(v, str) else str(v) for v in _unique_values(column, series, "text")}
         text = series.map(table).astype("string")
     return text.fillna("").astype("category")
+
+
+# A few rows of text (one scenario from the CLI, a what-if, a tier check): pandas' astype chain
+# costs ~1 ms a column whatever the length, ten times this Python pass over the values.
+_SMALL_TEXT_ROWS = 4096
+_SMALL_TEXT_DTYPES: dict[tuple, pd.CategoricalDtype] = {}
+
+
+def _small_text_category(series: pd.Series) -> pd.Series | None:
+    """_as_category's result for a short column of text (a missing value read as ""), typed as
+    the astype chain types it (categories: sorted, dtype "string"); None when a value is not text."""
+    values = ["" if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in series.tolist()]
+    if not all(type(v) is str for v in values):
+        return None
+    uniques = tuple(sorted(set(values)))
+    dtype = _SMALL_TEXT_DTYPES.get(uniques)
+    if dtype is None:
+        dtype = pd.CategoricalDtype(pd.Index(list(uniques), dtype="string"))
+        if len(_SMALL_TEXT_DTYPES) < 4096:
+            _SMALL_TEXT_DTYPES[uniques] = dtype
+    position = {v: i for i, v in enumerate(uniques)}
+    codes = np.fromiter((position[v] for v in values), dtype=np.int8 if len(uniques) < 128 else np.int32, count=len(values))
+    return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), index=series.index, name=series.name)
 
 
 def _fill_missing(series: pd.Series, default) -> pd.Series:

@@ -75,22 +75,66 @@ BUDGET_MODES = ("buy", "cloud_hour", "cloud_job")
 
 def expand(workload: dict, **axes) -> pd.DataFrame:
     """The cross product of `axes` (e.g. model=[...], gpu=[...]) with the workload's columns set."""
-    frame = grid(**axes)
-    for key, value in workload.items():
-        if key not in axes:
-            frame[key] = value
-    return frame
+    return stacked([(grid(**axes), {k: v for k, v in workload.items() if k not in axes})])
 
 
 def plans_frame(plans: dict[str, dict], **axes) -> pd.DataFrame:
     """One grid per named plan (e.g. "LoRA": {task: train, method: lora, ...}), stacked, with a
     `plan` column. A plan is a complete workload; the loop runs over the few plans, not rows."""
-    frames = [expand(workload, **axes).assign(plan=label) for label, workload in plans.items()]
-    if not frames:
+    if not plans:
         raise ValueError("no plan chosen; accepted: at least one of the listed workloads")
-    out = pd.concat(frames, ignore_index=True)
+    base = grid(**axes)
+    out = stacked([(base, {**{k: v for k, v in workload.items() if k not in axes}, "plan": label})
+                   for label, workload in plans.items()])
     out["plan"] = pd.Categorical(out["plan"], categories=list(plans))
     return out
+
+
+def _constant_column(values: list, sizes: list[int]):
+    """One value per block, repeated over the block's rows: text as a categorical (its codes per
+    block; the engine reads categories, never a million strings), numbers and booleans as numpy,
+    anything else (or a mix, or a missing value) as objects."""
+    block = np.repeat(np.arange(len(values), dtype=np.intp), sizes)
+    missing = [isinstance(v, float) and v != v for v in values]  # a block that does not set it (NaN)
+    given = [v for v, m in zip(values, missing) if not m]
+    if given and all(isinstance(v, str) for v in given):
+        categories = list(dict.fromkeys(given))
+        codes = np.array([-1 if m else categories.index(v) for v, m in zip(values, missing)], dtype=np.int32)
+        return pd.Categorical.from_codes(codes[block], categories=categories)
+    numbers = (int, float, np.integer, np.floating)
+    if all(isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=bool)[block]
+    if all(isinstance(v, numbers) and not isinstance(v, (bool, np.bool_)) for v in values):
+        kind = np.int64 if all(isinstance(v, (int, np.integer)) for v in values) else float
+        return np.asarray(values, dtype=kind)[block]
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr[block]
+
+
+def stacked(blocks: list[tuple[pd.DataFrame, dict]]) -> pd.DataFrame:
+    """pd.concat of each block's frame with its constants set (`frame[key] = value`), built per
+    column: a constant's cells never become a column of Python strings (pandas 3 stores those
+    as Arrow text, which the engine converts back row by row), and a key that a block does not
+    set is missing there (NaN), as in pd.concat. A constant overrides the frame's column."""
+    sizes = [len(frame) for frame, _ in blocks]
+    names = list(dict.fromkeys(c for frame, extra in blocks for c in (*frame.columns, *extra)))
+    out = {}
+    for name in names:
+        pieces = [extra[name] if name in extra else frame[name] if name in frame.columns else np.nan
+                  for frame, extra in blocks]
+        if not any(isinstance(p, pd.Series) for p in pieces):
+            out[name] = _constant_column(pieces, sizes)
+        elif len(blocks) == 1:
+            out[name] = pieces[0].reset_index(drop=True)
+        else:
+            series = [p.reset_index(drop=True) if isinstance(p, pd.Series) else pd.Series(_constant_column([p], [size]))
+                      for p, size in zip(pieces, sizes)]
+            if all(isinstance(x.dtype, pd.CategoricalDtype) for x in series):
+                out[name] = pd.api.types.union_categoricals([x.array for x in series])
+            else:
+                out[name] = pd.concat(series, ignore_index=True)
+    return pd.DataFrame(out, index=pd.RangeIndex(sum(sizes)))
 
 
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -101,13 +145,24 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """Every scenario column present; cells left empty (e.g. by stacking training and inference
-    plans) take the engine's default."""
-    out = frame.copy()
+    plans) take the engine's default. Typed as the engine types them (text categorical)."""
+    out = frame.copy(deep=False)
     for col, default in DEFAULTS.items():
         if col not in out.columns:
-            out[col] = default
-        elif out[col].isna().any():
-            out[col] = out[col].astype(object).where(out[col].notna(), default)
+            out[col] = _constant_column([default], [len(out)])
+            continue
+        values = out[col]
+        missing = values.isna()
+        if not missing.any():
+            continue
+        if isinstance(values.dtype, pd.CategoricalDtype) and isinstance(default, str):
+            if default not in values.cat.categories:
+                values = values.cat.add_categories([default])
+            out[col] = values.fillna(default)
+        elif values.dtype.kind == "f" and isinstance(default, (int, float)) and not isinstance(default, bool):
+            out[col] = values.fillna(float(default))
+        else:
+            out[col] = values.astype(object).where(~missing, default)
     return out
 
 

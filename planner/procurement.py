@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.scenarios import grid
 from planner import planning
 from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
 
@@ -72,9 +73,12 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
 
 def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None) -> pd.DataFrame:
     extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
-    frames = [planning.expand({**WORKLOADS[w], "headroom": headroom, **extra}, model=[m], gpu=list(gpu_ids))
-              .assign(workload=w) for m, w in pairs]
-    return planning.with_defaults(pd.concat(frames, ignore_index=True))
+    base = grid(gpu=list(gpu_ids))
+    blocks = [(base, {**{k: v for k, v in WORKLOADS[w].items() if k not in ("model", "gpu")}, "headroom": headroom,
+                      **extra, "model": m, "workload": w}) for m, w in pairs]
+    frame = planning.stacked(blocks)
+    order = ["model", "gpu"] + [c for c in frame.columns if c not in ("model", "gpu", "workload")] + ["workload"]
+    return planning.with_defaults(frame[order])
 
 
 def _speed(configs: pd.DataFrame) -> pd.DataFrame:
