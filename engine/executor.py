@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine import margins
+from engine import categories, margins
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View
@@ -347,7 +347,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
             np.take(cpu, at, out=col["cpu_bytes"][block], mode="clip")
             if np.any(cpu_tok):
                 col["cpu_bytes"][block] += get(cpu_tok) * tok
-    col["peak_phase"] = pd.Categorical.from_codes(peak_idx, categories=list(PHASES))
+    col["peak_phase"] = categories.from_codes(peak_idx, PHASES)
     return MemoryRows(col, scaled, overhead_row)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
+from engine import categories
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
@@ -95,7 +96,7 @@ def _with_values(column, mapping: dict) -> pd.Categorical:
     uniq = list(dict.fromkeys(new))
     where = {v: i for i, v in enumerate(uniq)}
     table = np.array([where[v] for v in new] + [-1], dtype=np.int32)
-    return pd.Categorical.from_codes(table[codes], categories=uniq)
+    return categories.from_codes(table[codes], uniq)
 
 
 def _set_rows(column, rows: np.ndarray, value: str) -> pd.Categorical:
@@ -105,7 +106,7 @@ def _set_rows(column, rows: np.ndarray, value: str) -> pd.Categorical:
         cats = cats + [value]
     codes = codes.astype(np.int32, copy=True)
     codes[rows] = cats.index(value)
-    return pd.Categorical.from_codes(codes, categories=cats)
+    return categories.from_codes(codes, cats)
 
 
 def canonical_targets(text: str) -> str:
@@ -286,7 +287,7 @@ def _resolve_stack(out: dict, n: int) -> None:
             mapping = {"auto": distinct[0]}
             renamed = [mapping.get(c, c) for c in cats]
             if len(set(renamed)) == len(renamed):
-                out[switch] = pd.Categorical.from_codes(codes, categories=renamed, validate=False)
+                out[switch] = categories.from_codes(codes, renamed, validate=False)
             else:
                 out[switch] = _with_values(out[switch], mapping)
             continue
@@ -326,7 +327,7 @@ def _resolve_stack(out: dict, n: int) -> None:
             new_codes = np.take(pairs.ravel(), at, mode="clip")  # (every position is in the table)
         else:
             new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
-        out[switch] = pd.Categorical.from_codes(new_codes, categories=new_cats, validate=False)
+        out[switch] = categories.from_codes(new_codes, new_cats, validate=False)
     if cache_auto is not None and cache_auto.any() and "loop" in out:
         manual = cache_auto & _category_mask(out["loop"], "manual")
         if manual.any():

@@ -64,6 +64,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine import categories
 from engine.buffers import Columns
 from engine.components import inputs
 from engine.scenarios import Configs, normalize_columns
@@ -469,7 +470,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
         cols["decode_tokens_per_s"] = _scatter(n, idx, np.where(known, decode, np.nan), out=out)
         cols["aggregate_tokens_per_s"] = _scatter(n, idx, np.where(known, aggregate, np.nan), out=out)
         codes = _scatter(n, idx, np.where(known, np.where(t_compute > t_mem, 1, 0), -1).astype(np.int8), np.int8(-1), out)
-        cols["bound"] = pd.Categorical.from_codes(codes, categories=["memory", "compute"])
+        cols["bound"] = categories.from_codes(codes, ("memory", "compute"))
 
         # ---- inference: prefill ---------------------------------------------------------
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -482,7 +483,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
     else:
         for c in ("decode_tokens_per_s", "aggregate_tokens_per_s"):
             cols[c] = out.full(np.nan)
-        cols["bound"] = pd.Categorical.from_codes(out.full(-1, np.int8), categories=["memory", "compute"])
+        cols["bound"] = categories.from_codes(out.full(-1, np.int8), ("memory", "compute"))
         cols["prefill_s"] = out.full(np.nan)
         cols["usd_per_million_tokens"] = out.full(np.nan)
 
