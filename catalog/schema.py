@@ -306,13 +306,16 @@ HOST_FIELDS: dict[str, Field] = {
 }
 
 # Compatibility rules: a scenario whose `columns` hold one of `values` (or, with multi_gpu,
-# any scenario on more than one GPU) is `severity` on the listed architectures / vendors.
+# any scenario on more than one GPU) is `severity` on the listed architectures / vendors;
+# with only_multi_gpu, the values count on more than one GPU only (a library that refuses a
+# distributed launch).
 COMPAT_SEVERITIES = ("incompatible", "note")
 COMPAT_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),
     "columns": Field(text(200), required=False, default=""),
     "values": Field(text(500), required=False, default=""),
     "multi_gpu": Field(boolean, required=False, default=False),
+    "only_multi_gpu": Field(boolean, required=False, default=False),
     "architectures": Field(text(500), required=False, default=""),
     "vendors": Field(text(200), required=False, default=""),
     "severity": Field(choice(*COMPAT_SEVERITIES)),

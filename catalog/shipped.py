@@ -148,6 +148,7 @@ def records_to_frames(records: dict[str, list[dict]]) -> dict[str, pd.DataFrame]
         hosts[col] = hosts[col].astype("float64")
     compat = pd.DataFrame(records.get("compatibility") or [], columns=list(COMPAT_FIELDS))
     compat["multi_gpu"] = compat["multi_gpu"].astype(bool)
+    compat["only_multi_gpu"] = compat["only_multi_gpu"].astype(bool)
     return {"gpus": gpus, "models": models, "aliases": aliases, "refs": refs, "hosts": hosts, "compat_rules": compat}
 
 

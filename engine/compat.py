@@ -14,11 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-RULE_COLUMNS = ("id", "columns", "values", "multi_gpu", "architectures", "vendors", "severity", "note")
+RULE_COLUMNS = ("id", "columns", "values", "multi_gpu", "only_multi_gpu", "architectures", "vendors", "severity", "note")
 
 
 def _items(text) -> list[str]:
     return [t.strip() for t in str(text or "").split(",") if t.strip()]
+
+
+def _flag(value) -> bool:
+    """A rule's true/false field; missing (None, NaN: a rules frame without the column) is false."""
+    return bool(value) if value is not None and not (isinstance(value, float) and value != value) else False
 
 
 def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,8 +85,10 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
         for col in _items(rule["columns"]):
             if col in frame.columns:
                 applies |= _text_in(frame[col], values)
-        if bool(rule.get("multi_gpu", False)):
+        if _flag(rule.get("multi_gpu")):
             applies |= gpu_count > 1
+        if _flag(rule.get("only_multi_gpu")):  # the values count on several GPUs only
+            applies &= gpu_count > 1
         hit = applies & targets
         if not hit.any():
             continue

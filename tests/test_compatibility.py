@@ -146,3 +146,38 @@ def test_mini_pcs_are_whole_computers_with_their_own_host_class():
     assert out["cost_usd"].tolist() == [gpus["nvidia-dgx-spark"]["price_usd"],
                                         gpus["amd-ryzen-ai-max-395-128gb"]["price_usd"]]
     assert out["host_source"].str.contains("Framework Desktop").all()
+
+
+def test_only_multi_gpu_rules_hold_on_several_gpus_only_and_the_check_matches_a_row_by_row_reading():
+    """only_multi_gpu: the values count on more than one GPU only (layer-wise GaLore under a
+    distributed launch); the grouped check reads each row as a plain loop over rules would."""
+    rules = pd.concat([RULES, pd.DataFrame([{
+        "id": "layerwise", "columns": "optimizer", "values": "galore_adamw_layerwise", "multi_gpu": False,
+        "only_multi_gpu": True, "architectures": "", "vendors": "nvidia", "severity": "incompatible",
+        "note": "single process"}])], ignore_index=True)
+    frame = pd.DataFrame({"gpu": ["new", "new", "new", "old", "mac"],
+                          "precision": ["fp16", "fp16", "fp16", "bf16", "bf16"],
+                          "task": ["train"] * 5,
+                          "optimizer": pd.Categorical(["galore_adamw_layerwise", "galore_adamw_layerwise", "adamw",
+                                                       "galore_adamw_layerwise", "galore_adamw_layerwise"]),
+                          "gpus": [1, 2, 2, 4, 2]})
+    out = check(frame, GPUS, rules)
+    assert out["compatible"].tolist() == [True, False, True, False, False]
+    assert out["compatibility_notes"].tolist() == [
+        [], ["incompatible: single process"], [],
+        ["incompatible: no bf16", "incompatible: single process", "note: slower attention"],
+        ["incompatible: one device"]]
+    # each row's notes are its own list (a caller appending to one changes no other)
+    out["compatibility_notes"].iloc[0].append("x")
+    assert out["compatibility_notes"].iloc[2] == []
+
+
+def test_shipped_rules_refuse_layerwise_galore_on_several_gpus_and_bitsandbytes_optimizers_on_a_mac():
+    cat = default_catalog()
+    gpus, rules = cat.gpus(), cat.compatibility()
+    mac = gpus.loc[gpus["vendor"] == "apple", "id"].iloc[0]
+    frame = pd.DataFrame({"gpu": ["h100-sxm-80gb", "h100-sxm-80gb", "h100-sxm-80gb", mac, mac],
+                          "optimizer": ["galore_adamw_layerwise", "galore_adamw_8bit_layerwise", "galore_adamw",
+                                        "lion_32bit", "adamw"],
+                          "gpus": [1, 2, 2, 1, 1]})
+    assert check(frame, gpus, rules)["compatible"].tolist() == [True, False, True, False, True]
