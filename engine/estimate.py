@@ -18,7 +18,7 @@ import engine.constants as C
 from engine.buffers import Columns
 from engine.components import inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
-from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations
+from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations, column
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
 OVERHEAD_DEFAULTS = {
@@ -111,7 +111,7 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
         elif col == "zero":
             columns[col] = asked
         elif col == "model" or col in DEFAULTS:
-            columns[col] = _rows_of(sc[col], rows)
+            columns[col] = _rows_of(column(sc, col), rows)
     probe = pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False)
     bounds = {k: v for k, v in ranges.items() if not k.startswith("_")}
     bounds.update(gpus=(2, 2), zero=(int(asked.min()), int(asked.max())))

@@ -42,7 +42,7 @@ import engine.constants as C
 from engine import categories, margins
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.scenarios import Configs, View
+from engine.scenarios import Configs, View, column
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -192,7 +192,7 @@ class Sweep:
     def frame(self, memory: MemoryRows, fit: FitRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
         """The speed and cost columns, and the result as a frame."""
         cfg, lift, n = self.cfg, self._lift, self.n
-        result = {col: self.sc[col] for col in self.sc.columns}
+        result = {col: column(self.sc, col) for col in self.sc.columns}
         result.update(memory.columns)
         result.update(fit.columns)
         if n == 0:

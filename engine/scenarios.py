@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -557,6 +558,43 @@ def _arange(n: int) -> np.ndarray:
     return ramp[:n]
 
 
+# The columns of a normalized frame (the engine builds it and never writes into it), each read
+# once per frame: `frame[col]` builds a new Series per call (~30-80 us with pandas 3's Arrow
+# column index), and a sweep's views, groupings and result read the same columns ~200 times per
+# estimate, whatever its size. Keyed by the frame's id while it lives (a weak reference drops the
+# entry with the frame).
+_FRAME_COLUMNS: dict[int, tuple] = {}
+
+
+def _columns_of(frame: pd.DataFrame) -> dict:
+    key = id(frame)
+    entry = _FRAME_COLUMNS.get(key)
+    if entry is not None and entry[0]() is frame:
+        return entry[1]
+    held: dict = {}
+    _FRAME_COLUMNS[key] = (weakref.ref(frame, lambda _, key=key: _FRAME_COLUMNS.pop(key, None)), held)
+    return held
+
+
+def column(frame: pd.DataFrame, col: str) -> pd.Series:
+    """frame[col] of a normalized frame, the same Series on every call."""
+    held = _columns_of(frame)
+    found = held.get(col)
+    if found is None:
+        found = held[col] = frame[col]
+    return found
+
+
+def column_categories(frame: pd.DataFrame, col: str) -> list:
+    """The categories of a normalized frame's categorical column, as a list (read once)."""
+    held = _columns_of(frame)
+    key = (col, "categories")
+    found = held.get(key)
+    if found is None:
+        found = held[key] = list(column(frame, col).cat.categories)
+    return found
+
+
 class View:
     """Per-group views of a normalized scenario frame's columns, one value per group, read
     at one row of each group (`rows`)."""
@@ -568,19 +606,19 @@ class View:
     def values(self, col: str) -> np.ndarray:
         key = ("values", col)
         if key not in self._cache:
-            self._cache[key] = self.frame[col].to_numpy()[self.rows]
+            self._cache[key] = column(self.frame, col).to_numpy()[self.rows]
         return self._cache[key]
 
     def codes(self, col: str) -> np.ndarray:
         key = ("codes", col)
         if key not in self._cache:
-            self._cache[key] = self.frame[col].array.codes[self.rows]  # (the Categorical's own codes, no copy)
+            self._cache[key] = column(self.frame, col).array.codes[self.rows]  # (the Categorical's own codes, no copy)
         return self._cache[key]
 
     def categories(self, col: str) -> list:
         key = ("categories", col)
         if key not in self._cache:  # (the column's categories, read once: a frame's columns do not change)
-            self._cache[key] = list(self.frame[col].cat.categories)
+            self._cache[key] = column_categories(self.frame, col)
         return list(self._cache[key])
 
     def mask(self, col: str, *values) -> np.ndarray:
@@ -620,7 +658,7 @@ class Configs(View):
             self.by_seq = (self.inv, rep)
         else:
             ranges = ranges or {}
-            parts = [_small_codes(frame[c], ranges.get(c), columns) for c in CONFIG_COLUMNS]
+            parts = [_small_codes(column(frame, c), ranges.get(c), columns) for c in CONFIG_COLUMNS]
             parts = [p for p in parts if p is not None]
             seq = _small_codes(frame["seq"], ranges.get("seq"), columns)
             if seq is None:
@@ -646,8 +684,8 @@ class Configs(View):
         keep = [c for c in CONFIG_COLUMNS if c not in drop]
         parts = []
         for c in keep:
-            if isinstance(self.frame[c].dtype, pd.CategoricalDtype):
-                k = len(self.frame[c].cat.categories)
+            if isinstance(column(self.frame, c).dtype, pd.CategoricalDtype):
+                k = len(column_categories(self.frame, c))
                 if k > 1:
                     parts.append((self.codes(c), k))
             else:
@@ -665,7 +703,7 @@ class Configs(View):
         """Configuration x batch: (group of each row, one row of each group); made on first use."""
         key = ("split_batch",)
         if key not in self._cache:
-            batch = None if self.identity else _small_codes(self.frame["batch"], self._batch_span, self._columns)
+            batch = None if self.identity else _small_codes(column(self.frame, "batch"), self._batch_span, self._columns)
             if batch is None:  # one row per configuration, or one batch: the configurations themselves
                 self._cache[key] = (self.inv, self.rep)
             else:
