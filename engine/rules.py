@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine import categories
+import engine.categories as categories
 from engine.constants import LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
