@@ -16,16 +16,17 @@ _DTYPES: dict[tuple, pd.CategoricalDtype] = {}
 _MAX_DTYPES = 4096  # a bound on what distinct inputs can make it hold
 
 
-def dtype(categories) -> pd.CategoricalDtype:
-    """pd.CategoricalDtype(list(categories)), shared for lists of text (other lists: built anew)."""
+def dtype(categories, index_dtype: str | None = None) -> pd.CategoricalDtype:
+    """pd.CategoricalDtype(list(categories)) (or, with index_dtype, of pd.Index(list(categories),
+    dtype=index_dtype)), shared for lists of text (other lists: built anew)."""
     key = tuple(categories)
     if not all(type(c) is str for c in key):
         return pd.CategoricalDtype(list(key))
-    found = _DTYPES.get(key)
+    found = _DTYPES.get((key, index_dtype))
     if found is None:
-        found = pd.CategoricalDtype(list(key))
+        found = pd.CategoricalDtype(list(key) if index_dtype is None else pd.Index(list(key), dtype=index_dtype))
         if len(_DTYPES) < _MAX_DTYPES:
-            _DTYPES[key] = found
+            _DTYPES[(key, index_dtype)] = found
     return found
 
 

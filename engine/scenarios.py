@@ -31,6 +31,7 @@ from engine.constants import (
     TRAIN_PRECISIONS,
 )
 import engine.rules as rules
+from engine.categories import dtype as category_dtype
 from engine.params import parse_lora_targets
 from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, SWITCHES
 
@@ -168,7 +169,6 @@ def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
 # A few rows of text (one scenario from the CLI, a what-if, a tier check): pandas' astype chain
 # costs ~1 ms a column whatever the length, ten times this Python pass over the values.
 _SMALL_TEXT_ROWS = 4096
-_SMALL_TEXT_DTYPES: dict[tuple, pd.CategoricalDtype] = {}
 
 
 def _small_text_category(series: pd.Series) -> pd.Series | None:
@@ -177,12 +177,8 @@ def _small_text_category(series: pd.Series) -> pd.Series | None:
     values = ["" if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in series.tolist()]
     if not all(type(v) is str for v in values):
         return None
-    uniques = tuple(sorted(set(values)))
-    dtype = _SMALL_TEXT_DTYPES.get(uniques)
-    if dtype is None:
-        dtype = pd.CategoricalDtype(pd.Index(list(uniques), dtype="string"))
-        if len(_SMALL_TEXT_DTYPES) < 4096:
-            _SMALL_TEXT_DTYPES[uniques] = dtype
+    uniques = sorted(set(values))
+    dtype = category_dtype(uniques, "string")
     position = {v: i for i, v in enumerate(uniques)}
     codes = np.fromiter((position[v] for v in values), dtype=np.int8 if len(uniques) < 128 else np.int32, count=len(values))
     return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), index=series.index, name=series.name)
@@ -293,15 +289,9 @@ def normalize(scenarios: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 def _constant_category(n: int, value: str) -> pd.Categorical:
     """A column of one text value, typed exactly as `_as_category` types a filled-in default."""
-    dtype = _DEFAULT_DTYPES.get(value)
-    if dtype is None:
-        dtype = _DEFAULT_DTYPES[value] = _as_category(pd.Series([value])).dtype
     if n == 0:
         return _as_category(pd.Series([], dtype=object).astype("string")).array
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=dtype)
-
-
-_DEFAULT_DTYPES: dict[str, pd.CategoricalDtype] = {}
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=category_dtype([value], "string"))
 
 
 def _drop_unused(series: pd.Series) -> pd.Series:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.categories import from_codes as category_codes
 from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
@@ -98,9 +99,9 @@ def _constant_column(values: list, sizes: list[int]):
     missing = [isinstance(v, float) and v != v for v in values]  # a block that does not set it (NaN)
     given = [v for v, m in zip(values, missing) if not m]
     if given and all(isinstance(v, str) for v in given):
-        categories = list(dict.fromkeys(given))
-        codes = np.array([-1 if m else categories.index(v) for v, m in zip(values, missing)], dtype=np.int32)
-        return pd.Categorical.from_codes(codes[block], categories=categories)
+        texts = list(dict.fromkeys(given))
+        codes = np.array([-1 if m else texts.index(v) for v, m in zip(values, missing)], dtype=np.int32)
+        return category_codes(codes[block], texts)
     numbers = (int, float, np.integer, np.floating)
     if all(isinstance(v, (bool, np.bool_)) for v in values):
         return np.asarray(values, dtype=bool)[block]
