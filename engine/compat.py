@@ -77,7 +77,7 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
         per_gpu = np.isin(arch, _items(rule["architectures"])) | np.isin(vendor, _items(rule["vendors"]))
         if not per_gpu.any():
             continue
-        targets = known & per_gpu[np.maximum(gpu_of, 0)] if len(per_gpu) else np.zeros(n, dtype=bool)
+        targets = known & per_gpu[np.maximum(gpu_of, 0)]
         if not targets.any():
             continue
         applies = np.zeros(n, dtype=bool)

@@ -606,10 +606,7 @@ class View:
         return self._cache[key]
 
     def categories(self, col: str) -> list:
-        key = ("categories", col)
-        if key not in self._cache:  # (the column's categories, read once: a frame's columns do not change)
-            self._cache[key] = column_categories(self.frame, col)
-        return list(self._cache[key])
+        return list(column_categories(self.frame, col))  # (read once per frame: its columns do not change)
 
     def mask(self, col: str, *values) -> np.ndarray:
         """Is the (categorical) column one of `values`."""
@@ -650,7 +647,7 @@ class Configs(View):
             ranges = ranges or {}
             parts = [_small_codes(column(frame, c), ranges.get(c), columns) for c in CONFIG_COLUMNS]
             parts = [p for p in parts if p is not None]
-            seq = _small_codes(frame["seq"], ranges.get("seq"), columns)
+            seq = _small_codes(column(frame, "seq"), ranges.get("seq"), columns)
             if seq is None:
                 self.inv, rep = _group(parts, n, columns)
                 self.by_seq = (self.inv, rep)
