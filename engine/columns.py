@@ -258,6 +258,10 @@ RESULT: tuple[Result, ...] = (
     _phase("attention", "inference: a prefill's eager attention scores",
            "training rows, and serving rows whose attention is not eager (SDPA, flash)"),
     Result("cpu_bytes", "bytes", "host memory for offloaded states and activations"),
+    Result("allocator_cached_bytes", "bytes/GPU", "freed blocks PyTorch's caching allocator keeps reserved above the "
+                                                  "tensors' peak (the dropped 16-bit logits' at the loss backward): "
+                                                  "max_memory_reserved and nvidia-smi count them, the allocator frees "
+                                                  "them before an OOM, so neither peak_bytes nor the verdict does"),
     Result("usable_bytes", "bytes/GPU", "the GPU's usable memory", _NO_GPU, needs_gpu=True),
     Result("capacity_bytes", "bytes/GPU", "what the tensors' estimate may reach: usable memory less the headroom and "
                                           "runtime overhead, divided by 1 + the verdict margin (below 0 when they leave "

@@ -121,7 +121,7 @@ class Inputs:
     # the software stack (issue 13, engine/stacks.py; resolved by engine/rules.py). The defaults are
     # the stack the engine always modelled (recipe hf), so a caller that builds Inputs itself keeps it.
     adapter16: np.ndarray | bool = False  # LoRA adapters (and their gradients, states) in 16-bit
-    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused'} -> mask (None: unfused)
+    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused', 'parallel'} -> mask (None: unfused)
     legacy_logits: np.ndarray | bool = False  # transformers' older in-model fp32 upcast of the logits
     compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
@@ -414,7 +414,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         small = np.where(paged32, np.where(lora, lora_small, norms), 0.0)
     return dict(
         adapter16=mask("adapter_dtype", "bf16") & lora,
-        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused")},
+        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused", "parallel")},
         legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
         ckpt_selective=mask("checkpointing", "selective") & train,
         ckpt_op=mask("checkpointing", "op") & train,
@@ -865,6 +865,31 @@ def kept_logits_bytes(x: Inputs) -> np.ndarray:
     return np.where(x.kept_outputs, out, 0.0)
 
 
+def cached_logits_bytes(x: Inputs) -> np.ndarray:
+    """Per token: the freed 16-bit logits' block that PyTorch's caching allocator keeps reserved, free
+    and unusable, through the loss's backward (training rows under the unfused loss, 16-bit logits, a
+    loop that drops the outputs before backward: the Trainer, torchtitan's `del pred`).
+    The allocator (c10/cuda/CUDACachingAllocator.cpp, its header comment) serves a request from the
+    smallest cached block that fits, else cudaMalloc's a new segment; a freed block stays reserved,
+    and only an OOM frees it ("free all cached blocks that are not split and retry"). The loss's V-wide
+    tensors per token: forward, the 16-bit logits (M V), their fp32 upcast (4 V, freed when
+    cross_entropy returns: log_softmax saves its output, not its input) and log_softmax's fp32 output
+    (4 V, saved); the loop frees the logits. Backward: nll_loss's fp32 gradient (4 V) takes the
+    upcast's freed block (the same size); log_softmax's fp32 gradient (4 V) fits no cached block
+    (the logits' is M V < 4 V) and gets a segment of its own, so the logits' block is reserved and
+    idle at the loss-backward peak: max_memory_reserved and nvidia-smi count it, the verdict does not
+    (the allocator gives it back before an OOM). Under loop manual the logits are alive instead
+    (kept_logits_bytes); fp32 logits have no upcast to reuse; chunked, linear-chunked, fused, legacy
+    and softcapped losses allocate otherwise: 0 there. Over tp (vocab-parallel loss) and cp as the
+    logits are. Against torchtitan's published max_reserved_gib (catalog/references.yaml)."""
+    unfused = ~(np.asarray(x.legacy_logits, dtype=bool) | np.asarray(x.kept_outputs, dtype=bool)
+                | (np.asarray(x.softcap) > 0))
+    if x.loss_kind is not None:
+        unfused = unfused & ~(x.loss_kind["chunked"] | x.loss_kind["linear_chunked"] | x.loss_kind["fused"])
+    on = x.train & unfused & (x.M < 4)
+    return np.where(on, x.M * x.V / x.tp / np.asarray(x.cp, dtype=float), 0.0)
+
+
 def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.ndarray:
     """Per row (<= 0): what the sliding-window layers do not keep under kv_policy windowed, the
     tokens beyond their window (llama.cpp's SWA cache and transformers' sliding-window cache keep
@@ -1069,6 +1094,8 @@ class Physics:
     context: np.ndarray     # runtime overhead: the fixed part
     fragmentation: float    # runtime overhead: the fraction of the tensors' peak
     cpu_per_token: np.ndarray | float = 0.0  # host RAM per token: offloaded activations (issue 13)
+    # reserved, free and reclaimable at the loss backward, per token (cached_logits_bytes)
+    cached_per_token: np.ndarray | float = 0.0
 
 
 def context_parallel(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, dict[str, Part]]:
@@ -1106,7 +1133,7 @@ def physics(x: Inputs, settings: dict) -> Physics:
     context, frag = runtime_overhead(x, settings)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
-                   cpu_per_token=offloaded_activation_bytes(x))
+                   cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x))
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",

@@ -279,6 +279,10 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     frag, paged, cpu = ph.fragmentation, ph.paged, ph.cpu
     cpu_tok = getattr(ph, "cpu_per_token", 0.0)  # offloaded activations (issue 13): host bytes per token
     host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
+    # the freed logits' block the caching allocator keeps reserved at the loss backward, per token
+    # (components.cached_logits_bytes); the column is what it adds above the tensors' peak
+    cached_tok = getattr(ph, "cached_per_token", 0.0)
+    cached_rows = bool(np.any(cached_tok)) and "loss_backward" in parts.fixed
     live = list(parts.fixed)
     base = {name: parts.fixed[name] + parts.shard[name] / parts.dp for name in live}  # fixed + shard / dp
     logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
@@ -298,6 +302,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     for name in PHASES:
         col[f"{name}_phase_bytes"] = out.empty() if name in base else out.full(np.nan)
     col["cpu_bytes"] = out.empty() if host_rows else out.full(0.0)
+    col["allocator_cached_bytes"] = out.empty() if cached_rows else out.full(0.0)
     # a phase's per-token bytes x tokens, per row (the fit reuses them)
     scaled = {name: out.empty() for name in _scaled_phases(parts)}
     N64, trainable64 = x.N.astype(np.int64), np.rint(ph.totals.trainable).astype(np.int64)
@@ -323,6 +328,12 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
                 t = np.where(get(parts.valid[name]), t, -np.inf)
             totals[name] = t
         peak, tensor_peak = _peak(totals, len(tok))
+        if cached_rows:  # reserved at the loss backward beyond the tensors' peak of every phase
+            idle = col["allocator_cached_bytes"][block]
+            np.multiply(get(cached_tok), tok, out=idle)
+            idle += totals["loss_backward"]
+            idle -= tensor_peak
+            np.maximum(idle, 0.0, out=idle)
         np.take(N64, at, out=col["params"][block], mode="clip")
         np.take(trainable64, at, out=col["trainable_params"][block], mode="clip")
         np.take(active64, at, out=col["active_params"][block], mode="clip")

@@ -245,6 +245,15 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
       fused (Liger / Unsloth fused linear cross-entropy): logits of about 2 h / V of the tokens at
                a time (2 (M + u + 4) h per token) and the hidden states' gradient computed in
                forward and kept (M h); backward: that gradient (M h).
+      parallel (torch loss_parallel over vocab-sharded logits, tp > 1; the unfused loss at tp 1):
+               torch/distributed/tensor/parallel/loss.py (read at pytorch 02eef6b). Forward, the
+               _log_softmax handler beside the 16-bit logits (M) and their upcast (u):
+               `shifted = x - x_max` (4) and `torch.exp(shifted)` (4) alive together, then `result`
+               (4, saved) in exp's freed place: (M + u + 8) V / tp. Backward,
+               _nll_loss_and_log_softmax_backward: the saved result (4), `grad_input =
+               torch.zeros_like(x)` (4), `torch.exp(x)` (4) and their sum (4) alive together, then the
+               product with grad_output in exp's place (the log-softmax backward handler only casts):
+               16 V / tp, where the unfused loss's nll and log-softmax gradients hold 12.
     """
     u = np.where(M < 4, 4.0, 0.0)
     c = np.where(M < 4, M, 0.0)
@@ -252,6 +261,10 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
     chunked, linear, fused = kind["chunked"], kind["linear_chunked"], kind["fused"]
     fwd = np.where(legacy & ~(chunked | linear | fused), 12.0 * V / tp, fwd_old)
     bwd = bwd_old
+    if "parallel" in kind:
+        par = kind["parallel"] & (tp > 1)
+        fwd = np.where(par, (M + u + 8.0) * V / tp, fwd)
+        bwd = np.where(par, 16.0 * V / tp, bwd)
     fwd = np.where(chunked, (M * V + 4.0 * V + u * V / chunks) / tp, fwd)
     fwd = np.where(linear, (4.0 * V + (M + u) * V / chunks) / tp, fwd)
     bwd = np.where(chunked | linear, (4.0 * V + (8.0 + c) * V / chunks) / tp, bwd)

@@ -28,7 +28,11 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   unsloth_fused_ce_loss): logits exist one chunk of about 2 x tokens x h / V tokens
                   at a time (liger_kernel/ops/fused_linear_cross_entropy.py: chunk_size =
                   next_power_of_2(cdiv(BT, cdiv(V, H)))) and the gradient of the hidden states is
-                  computed in forward and kept (h values per token).
+                  computed in forward and kept (h values per token). parallel: torch's
+                  loss_parallel (torchtitan's default with TP) over vocab-sharded logits, whose
+                  DTensor handlers (torch/distributed/tensor/parallel/loss.py) compute log-softmax
+                  and its backward by hand: 4 bytes more per logit in forward (the shifted fp32
+                  values beside their exp) and 4 more in backward; the unfused loss without TP.
 * logits_upcast   loss: transformers >= 4.46 upcast inside the loss function (the engine's model).
                   model: older transformers (LlamaForCausalLM.forward, `logits = logits.float()`
                   then `shift_logits = logits[..., :-1, :].contiguous()`): the fp32 logits and a
@@ -176,7 +180,7 @@ from __future__ import annotations
 # switch -> its values; 'auto' (first) is resolved by the recipe (engine/rules.py)
 SWITCHES: dict[str, tuple[str, ...]] = {
     "adapter_dtype": ("auto", "fp32", "bf16"),
-    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused"),
+    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel"),
     "logits_upcast": ("auto", "loss", "model"),
     "checkpointing": ("auto", "none", "full", "selective", "offload", "op"),
     "optimizer_in_backward": ("auto", "off", "on"),
@@ -329,7 +333,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
         "adapter_dtype": ("fp32", "torchtitan trains whole models (no adapters): not used"),
-        "loss": ("unfused", "torchtitan/components/loss.py cross_entropy_loss: cross_entropy(pred.float(), labels)"),
+        "loss": ("parallel", "torchtitan/components/loss.py cross_entropy_loss: cross_entropy(pred.float(), labels), under torch's loss_parallel() with TP (parallel_dims.py loss_parallel_enabled: tp > 1 and enable_loss_parallel, on unless --parallelism.disable_loss_parallel; the output layer's ColwiseParallel keeps the logits sharded, output_layouts Shard(-1))"),
         "logits_upcast": ("loss", "the upcast sits in the loss function (pred.float())"),
         "checkpointing": ("flag", "torchtitan activation_checkpoint.mode (none | selective | full) per job: the scenario's flag (full)"),
         "optimizer_in_backward": ("off", "torchtitan steps the optimizer after backward"),

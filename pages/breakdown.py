@@ -65,6 +65,11 @@ _band = uncertainty.band(row.to_frame().T, models).iloc[0]
 st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "
            f"(−{_band['uncertainty_low_pct']:.1f}% / +{_band['uncertainty_high_pct']:.1f}% of the tensors: "
            f"{md_escape(str(_band['uncertainty_reasons']))}).")
+if float(row.get("allocator_cached_bytes", 0) or 0) > 0:  # reserved, reclaimable: not in the peak or the verdict
+    st.caption(f"nvidia-smi and torch.cuda.max_memory_reserved() will show about "
+               f"{c.fmt_mem(row['allocator_cached_bytes'])} more than the peak: the dropped 16-bit logits' block, "
+               f"which PyTorch's caching allocator keeps reserved through the loss's backward and gives back "
+               f"before it would run out of memory (docs/evidence.md).")
 # issue 28: the verdicts are decided on the band's high side (engine/margins.py), never on the estimate alone
 if pd.notna(row.get("safe_peak_bytes")):
     _at_estimate = bool(row["fits_at_estimate"]) if pd.notna(row.get("fits_at_estimate")) else False

@@ -411,7 +411,9 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     if best is None:
         best = cheapest(configs.assign(cost_usd=plan_cost(configs, mode, hours)), "cost_usd", by)
     feasible = best[best["cost_usd"] <= budget].reset_index(drop=True)
-    more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))]
+    # (copied: the few rows in one block per dtype, so that assign does not insert into a result frame of
+    # a block per column, which pandas flags as fragmented past 100 blocks)
+    more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))].copy()
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
     by = [c for c in by if c in configs.columns]
     all_groups = configs[by].astype(str).drop_duplicates()

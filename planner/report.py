@@ -81,6 +81,9 @@ def format_estimate(row: pd.Series) -> str:
         lines.append(f"  paged optimizer states (may spill to CPU)     {gib(row['paged_optimizer_bytes'])}")
     if row["cpu_bytes"] > 0:
         lines.append(f"CPU memory needed (all processes): {gib(row['cpu_bytes'])}")
+    if row.get("allocator_cached_bytes", 0) > 0:  # reserved and reclaimable: nvidia-smi shows it, the verdict not
+        lines.append(f"nvidia-smi also shows {gib(row['allocator_cached_bytes'])} more: freed blocks PyTorch's "
+                     "caching allocator keeps reserved (the dropped logits'), given back before an OOM")
     if isinstance(row.get("gpu"), str) and row["gpu"]:
         fits = bool(row["fits"])
         needed = row["gpus_needed"]

@@ -13,16 +13,22 @@ from engine import buffers, estimate, grid
 ROWS = buffers.POOL_MIN_ROWS
 
 
+def _spread(models, gpus) -> tuple[list, list]:
+    return list(models["id"].iloc[::4]), list(gpus["id"].iloc[::2])
+
+
 @pytest.fixture(scope="module")
 def frames(models, gpus):
     """Two sweeps of the same size (over the pool's threshold) whose numbers differ, and one
-    with inference rows (other columns: KV cache, decode speed)."""
-    train = grid(model=list(models["id"]), gpu=list(gpus["id"]), method=["full", "lora", "qlora"],
+    with inference rows (other columns: KV cache, decode speed). Every 4th model on every 2nd GPU: a
+    spread of the catalog, each frame over the pool's threshold (the whole catalog made them ~1M rows)."""
+    model_ids, gpu_ids = _spread(models, gpus)
+    train = grid(model=model_ids, gpu=gpu_ids, method=["full", "lora", "qlora"],
                  precision=["bf16", "amp_bf16", "fp32"], batch=[1, 2, 4, 8], seq=[256, 512, 2048], gpus=[1, 2, 8],
                  zero=3)
     assert len(train) >= ROWS  # else the pool is not used and this file tests nothing
     other = train.assign(batch=train["batch"] * 3, seq=train["seq"] // 2)
-    infer = grid(model=list(models["id"]), gpu=list(gpus["id"]), task="infer",
+    infer = grid(model=model_ids, gpu=gpu_ids, task="infer",
                  precision=["bf16", "int8", "int4", "q4_k_m"], batch=[1, 4, 16, 32], seq=[512, 2048, 8192, 16384],
                  gpus=[1, 2, 4], allow_long_context=True)
     mixed = pd.concat([infer, train.iloc[: ROWS // 2]], ignore_index=True)
@@ -138,7 +144,8 @@ def test_rows_estimated_again_at_their_zero_stage_leave_the_pool_to_the_result(m
     """One-GPU rows that do not fit are estimated again at the ZeRO stage asked (engine/rules.py);
     that second sweep writes plain arrays, so the pool keeps the result's block and the next
     sweep reuses it (it once took the pool's place: every big sweep got fresh memory)."""
-    frame = grid(model=list(models["id"]), gpu=list(gpus["id"]), method=["full", "lora", "qlora", "freeze"],
+    model_ids, gpu_ids = _spread(models, gpus)
+    frame = grid(model=model_ids, gpu=gpu_ids, method=["full", "lora", "qlora", "freeze"],
                  precision=["bf16", "fp32", "amp_bf16", "mixed_bf16"], batch=[1, 2, 4, 8, 16, 32], seq=[256, 512, 1024, 2048],
                  gpus=1, zero=3)
     first = estimate(frame, models, gpus)

@@ -57,7 +57,8 @@ def test_torchtitan_turns_sequence_parallel_on_and_the_70b_2d_run_is_no_longer_t
     assert sp.sequence_parallel == "on"
     no_sp = one(models, **row, sequence_parallel="off")
     inputs = 80 * 2 * 8192 * 16 * 8192
-    assert no_sp.activations_bytes >= inputs and inputs / 8 <= sp.activations_bytes < no_sp.activations_bytes / 8
+    # (both at the loss backward: sequence parallel keeps 1/tp of every saved activation)
+    assert no_sp.activations_bytes >= inputs and inputs / 8 <= sp.activations_bytes <= no_sp.activations_bytes / 8 * (1 + 1e-12)
     assert sp.peak_bytes < no_sp.peak_bytes / 3
 
 
@@ -147,3 +148,21 @@ def test_context_parallel_verdicts_carry_their_own_allowance(models, gpus):
     one_gpu, split = (r for _i, r in estimate(frame, models, gpus).iterrows())
     # the measured 3% + the largest allowance: ZeRO-3's 10%, or context parallel's 15% (not measured here)
     assert one_gpu.verdict_margin_pct == 3 + 10 and split.verdict_margin_pct == 3 + 15
+
+
+def test_torchtitans_loss_parallel_holds_four_bytes_more_per_logit_each_way(models):
+    """torch's loss_parallel (torchtitan's default with TP) computes log-softmax by hand over the
+    vocab-sharded logits: the shifted values beside their exp in forward, the zeros, exp and their sum
+    beside the saved output in backward: 4 bytes more per logit than the unfused loss in each phase,
+    on the 1/tp of the vocabulary each GPU holds. Without TP it is the unfused loss."""
+    vocab, tokens, tp = 128_256, 16 * 8192, 8
+    row = dict(TITAN, model="llama-3.1-70b", gpus=256, tp=tp, batch=16, seq=8192)
+    out = estimate(pd.DataFrame([row, dict(row, loss="unfused"), dict(TITAN, gpus=8, seq=8192),
+                                 dict(TITAN, gpus=8, seq=8192, loss="unfused")]), models)
+    par, unfused, one_par, one_unfused = (r for _i, r in out.iterrows())
+    assert par.loss == "parallel" and one_par.loss == "parallel"  # the recipe's value
+    more = 4.0 * tokens * vocab / tp
+    assert par.loss_backward_phase_bytes - unfused.loss_backward_phase_bytes == pytest.approx(more, rel=1e-9)
+    assert par.forward_phase_bytes - unfused.forward_phase_bytes == pytest.approx(more, rel=1e-9)
+    assert one_par.loss_backward_phase_bytes == one_unfused.loss_backward_phase_bytes  # tp 1: the same loss
+    assert one_par.forward_phase_bytes == one_unfused.forward_phase_bytes
