@@ -223,6 +223,16 @@ SYSTEM_COLUMNS = {"cost_usd": "system_usd", "gpu_cost_usd": "system_gpu_usd", "h
                   "price_date": "system_price_date", "price_source": "system_price_source"}
 
 
+def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    """frame with `columns` set, as `frame[name] = values` one by one would leave it (new names after
+    the old, in the dict's order; an existing name replaced in place), in one concat."""
+    for name in [n for n in columns if n in frame.columns]:
+        frame[name] = columns.pop(name)
+    if not columns:
+        return frame
+    return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
+
+
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int = 8, overhead: dict | None = None,
                    rules: pd.DataFrame | None = None, hosts: pd.DataFrame | None = None,
@@ -286,36 +296,39 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     res = estimate(conf, models, gpus, **overhead)
 
     verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
-    res["compatible"] = verdict["compatible"].to_numpy(dtype=bool)
-    res["compatibility_notes"] = verdict["compatibility_notes"].to_numpy()
-    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & res["compatible"].to_numpy(dtype=bool)
+    compatible = verdict["compatible"].to_numpy(dtype=bool)
+    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
     res["gpus_needed"] = needed
-    res["fits_within"] = ok
-    res["max_gpus"] = limit
-    res["label"] = np.where(ok, count.astype(str), np.where(res["compatible"].to_numpy(dtype=bool),
-                                                            np.char.add("✗ >", limit.astype(str)), "✗ incompatible"))
-    res["one_gpu_fits"] = one_fits
-    res["one_gpu_peak_bytes"] = one["peak_bytes"].to_numpy()
-    res["one_gpu_weights_bytes"] = one["weights_bytes"].to_numpy()
-    res["one_gpu_kv_cache_bytes"] = one["kv_cache_bytes"].to_numpy()
-    res["one_gpu_memory_used_fraction"] = one["memory_used_fraction"].to_numpy()
-
-    for col in GPU_INFO:
-        res[f"gpu_{col}"] = gpus[col].to_numpy()[gidx]
-    price = pd.to_numeric(res["gpu_price_usd"], errors="coerce").to_numpy(dtype=float)
-    cloud = pd.to_numeric(res["gpu_cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
-    res["buy_usd"] = np.where(ok, count * price, np.nan)
-    res["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
+    # the new columns, added in two batches (one insert per column into the result's ~110 costs
+    # about a millisecond each at any row count; the pages call this for a handful of rows too)
+    added = {
+        "compatible": compatible, "compatibility_notes": verdict["compatibility_notes"].to_numpy(),
+        "fits_within": ok, "max_gpus": limit,
+        "label": np.where(ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)),
+                                                          "✗ incompatible")),
+        "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
+        "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
+        "one_gpu_kv_cache_bytes": one["kv_cache_bytes"].to_numpy(),
+        "one_gpu_memory_used_fraction": one["memory_used_fraction"].to_numpy(),
+        **{f"gpu_{col}": gpus[col].to_numpy()[gidx] for col in GPU_INFO},
+    }
+    price = pd.to_numeric(pd.Series(added["gpu_price_usd"]), errors="coerce").to_numpy(dtype=float)
+    cloud = pd.to_numeric(pd.Series(added["gpu_cloud_usd_per_hour"]), errors="coerce").to_numpy(dtype=float)
+    added["buy_usd"] = np.where(ok, count * price, np.nan)
+    added["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
+    res = _with_columns(res, added)
     system = system_costs(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
+    added = {}
     for src, dst in SYSTEM_COLUMNS.items():
         values = system[src].to_numpy()
-        res[dst] = np.where(ok, values, np.nan) if values.dtype.kind == "f" else np.where(ok, values, "")
-    pays = breakeven(res["system_usd"].to_numpy(dtype=float), res)
-    res["system_breakeven_months"] = pays["breakeven_months"].to_numpy()
-    res["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy()
-    res["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
-    res["beyond_context"] = False
-    res["beyond_layers"] = False
+        added[dst] = np.where(ok, values, np.nan) if values.dtype.kind == "f" else np.where(ok, values, "")
+    pays = breakeven(added["system_usd"].astype(float), res)
+    added["system_breakeven_months"] = pays["breakeven_months"].to_numpy()
+    added["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy()
+    added["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
+    added["beyond_context"] = np.zeros(len(res), dtype=bool)
+    added["beyond_layers"] = np.zeros(len(res), dtype=bool)
+    res = _with_columns(res, added)
     if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
         left_out = everything[refused].copy()
         left_out["beyond_context"] = long_rows[refused]
@@ -444,9 +457,8 @@ def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: 
     tiers["article_cost_usd"] = tiers["article_gpus"] * price
     base = {k: v for k, v in workload.items() if k not in ("model", "gpu", "method", "gpus")}
     base["task"] = "train"
-    frame = tiers[["model", "gpu", "method"]].copy()
-    for key, value in base.items():
-        frame[key] = value
+    frame = _with_columns(tiers[["model", "gpu", "method"]].copy(),
+                          {key: [value] * len(tiers) for key, value in base.items() if key not in ("model", "gpu", "method")})
     auto = DEFAULTS["base_precision"]
     frame["base_precision"] = np.where(frame["method"] == "qlora", frame.get("base_precision", auto), auto)
     conf = configurations(frame, models, gpus, max_gpus=max_gpus, overhead=overhead, rules=rules, hosts=hosts)
