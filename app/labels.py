@@ -34,7 +34,7 @@ OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fu
                     "paged_adamw_8bit": "Paged AdamW 8-bit", "sgd": "SGD with momentum", "adafactor": "Adafactor",
                     "paged_adamw_32bit": "Paged AdamW 32-bit (bitsandbytes)", "adamw_8bit_torchao": "AdamW 8-bit (torchao)",
                     "lion_32bit": "Lion 32-bit (bitsandbytes)", "lion_8bit": "Lion 8-bit (bitsandbytes)",
-                    "galore_adamw": "GaLore AdamW (rank 128)", "galore_adamw_8bit": "GaLore AdamW 8-bit (rank 128)",
+                    "galore_adamw": "GaLore AdamW", "galore_adamw_8bit": "GaLore AdamW 8-bit",
                     "galore_adamw_layerwise": "GaLore AdamW, layer-wise step",
                     "galore_adamw_8bit_layerwise": "GaLore AdamW 8-bit, layer-wise step",
                     "adam_mini": "Adam-mini", "muon": "Muon (+ AdamW on embeddings, head, norms)"}

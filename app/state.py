@@ -305,7 +305,12 @@ def sidebar() -> dict:
         method = _widget("method", lambda k, **v: sb.selectbox("Method", list(METHOD_LABELS), key=k, **v, format_func=METHOD_LABELS.get))
         _widget("train_precision", lambda k, **v: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k, **v,
                                                           format_func=TRAIN_PRECISION_LABELS.get))
-        _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v, format_func=OPTIMIZER_LABELS.get))
+        optimizer = _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v,
+                                                                     format_func=OPTIMIZER_LABELS.get))
+        if str(optimizer).startswith("galore"):
+            _widget("galore_rank", lambda k, **v: sb.number_input(
+                "GaLore rank (0: the recipe's)", **_bounds("galore_rank"), step=16, key=k, **v,
+                help="The rank of each projected gradient: transformers' default 128, LLaMA-Factory's 16."))
         _widget("batch", lambda k, **v: sb.number_input("Micro-batch per GPU (sequences)", **_bounds("batch"), step=1,
                                                    key=k, **v))
         _widget("seq", lambda k, **v: sb.number_input("Sequence length (tokens)", **_bounds("seq"),
@@ -438,6 +443,7 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
             "lora_rank": int(s["lora_rank"]), "lora_targets": ",".join(s["lora_targets"]) or "q_proj,v_proj",
             "base_precision": s["base_precision"] if method == "qlora" else "auto",
             "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"],
+            "galore_rank": int(s["galore_rank"]),
             "recipe": s["recipe"], **{switch: s[switch] for switch in SWITCHES}}
 
 

@@ -189,6 +189,13 @@ SCENARIO: tuple[Column, ...] = (
              choices=tuple(values), group="stack", cli="--" + switch.replace("_", "-"), cli_default=DECIDE,
              sidebar=(Sidebar(switch, "auto", "choice"),))
       for switch, values in SWITCHES.items()),
+    # (0 means "the recipe's" on every surface: engine/rules.py decides it)
+    Column("galore_rank", "int", "GaLore's projection rank (the GaLore optimizers): the low-rank gradient and its two "
+                                 "AdamW states are rank x the larger side of each projected matrix", DEFAULTS["galore_rank"],
+           low=0, high=INT_RANGES["galore_rank"][1], cli="--galore-rank", cli_default=DECIDE,
+           accepted=f"a whole number from 1 to {INT_RANGES['galore_rank'][1]:,}, or 0 for the recipe's",
+           default_text=f"the recipe's: {C.GALORE_RANK}, or {C.GALORE_RANK_BY_RECIPE['llama-factory']} under llama-factory",
+           sidebar=(Sidebar("galore_rank", 0, "int", low=0),)),
     # the runtime overhead (estimate()'s keywords; engine/constants.py, with their sources)
     Column("context_bytes", "float", "runtime overhead: CUDA context per GPU, MiB", float(C.CUDA_CONTEXT_BYTES),
            low=0.0, high=65536.0, accepted="a number >= 0 and <= 65536 (MiB per GPU)", group="overhead",

@@ -184,6 +184,7 @@ class Inputs:
     # of them), and the llama-factory recipe, whose Muon (its third_party/muon) steps AdamW per tensor
     opt_kind: dict | None = None
     lf_muon: np.ndarray | bool = False
+    galore_rank: np.ndarray | float = C.GALORE_RANK  # GaLore's projection rank (as engine/rules.py decided it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,6 +319,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"), ao8=mv.mask("optimizer", "adamw_8bit_torchao"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
         opt_kind=opt_kind or None, lf_muon=_mask_if_present(mv, "recipe", "llama-factory") & train,
+        galore_rank=_galore_rank(mv),
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
         gemma_norm=gemma.astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
@@ -391,6 +393,15 @@ def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray
     eager = _mask_if_present(mv, "attention", "eager") | (sdpa & gemma2)
     masked = sdpa & ~eager & _mask_if_present(mv, "padding", "padded") & ~_mask_if_present(mv, "packing", "on")
     return masked, eager
+
+
+def _galore_rank(mv: View) -> np.ndarray | float:
+    """GaLore's rank per configuration as engine/rules.py decided it (a frame without the column, or a
+    0 the rules did not decide: transformers' default, C.GALORE_RANK)."""
+    if "galore_rank" not in mv.frame:
+        return float(C.GALORE_RANK)
+    rank = mv.values("galore_rank").astype(float)
+    return np.where(rank > 0, rank, float(C.GALORE_RANK))
 
 
 def _mask_if_present(mv: View, col: str, *values) -> np.ndarray:

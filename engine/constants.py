@@ -181,13 +181,17 @@ LION_8BIT_BYTES = 1 + 4 / 256
 # Targets modelled: the decoder layers' attention and MLP linears, optim_target_modules=["attn", "mlp"]
 # (a substring match, trainer_utils.py check_target_module_exists; transformers' GaLore docs' example);
 # "all-linear" (line 133) would add lm_head, the largest matrix of most models (not modelled).
-# The rank is a constant here (a scenario column would need engine/columns.py). galore_projector.py
+# That rank is the default of the scenario column galore_rank (0: the recipe's, engine/rules.py); LLaMA-Factory's
+# own GaLore (use_galore, trainer_utils.py _create_galore_optimizer) defaults to rank 16 (hiyouga/LLaMA-Factory
+# at 00577a8, src/llamafactory/hparams/finetuning_args.py GaloreArguments: galore_rank default=16, galore_target
+# "all" = every linear layer but the output layer). galore_projector.py
 # GaLoreProjector.project, proj_type std: a weight of m x n keeps ortho_matrix = Vh[:r] (r x n) if m >= n,
 # else U[:, :r] (m x r): the smaller side x r, in the gradient's dtype (get_orthogonal_matrix casts back);
 # the low-rank gradient, and so exp_avg / exp_avg_sq (adamw.py lines 105-109, zeros_like(grad)), is
 # r x the larger side. GALORE_LAYERWISE: a per-parameter optimizer stepped and zeroed in a
 # post-accumulate-grad hook (_setup_low_rank_optimizer lines 164-184), modelled as optimizer_in_backward.
 GALORE_RANK = 128
+GALORE_RANK_BY_RECIPE = {"llama-factory": 16}  # every other recipe: GALORE_RANK (transformers' Trainer)
 GALORE_8BIT = ("galore_adamw_8bit", "galore_adamw_8bit_layerwise")
 GALORE_LAYERWISE = ("galore_adamw_layerwise", "galore_adamw_8bit_layerwise")
 GALORE_OPTIMIZERS = ("galore_adamw", "galore_adamw_layerwise") + GALORE_8BIT

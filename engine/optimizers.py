@@ -104,7 +104,7 @@ def galore(x, trainable, eight_bit: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     mats = matrices(x)
     targeted = np.minimum(matrix_values(mats), trainable)
     rest = trainable - targeted
-    R = C.GALORE_RANK
+    R = x.galore_rank  # per configuration, as engine/rules.py decided it (0: the recipe's)
 
     def rank(m, n):
         return np.minimum(R, np.minimum(m, n))

@@ -17,7 +17,7 @@ import pandas as pd
 
 import engine.constants as C
 import engine.categories as categories
-from engine.constants import LORA_MODULES
+from engine.constants import GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
 
@@ -58,6 +58,9 @@ RULES: tuple[tuple[str, str], ...] = (
            "ep 1 splits the experts like every other weight (by tensor parallel); ep > 1 (a multiple "
            "of tp dividing gpus / pp) places whole experts on ep GPUs of each pipeline stage, and "
            "the GPUs needed are at least ep x pp."),
+    ("galore_rank", f"GaLore rank not given (or 0): the recipe's, {GALORE_RANK} (transformers' Trainer: "
+                    f"optim_args rank) or, under llama-factory, {GALORE_RANK_BY_RECIPE['llama-factory']} (LLaMA-Factory's "
+                    "galore_rank). Only GaLore optimizers read it."),
     ("stack", "Recipe (--recipe, default hf) and its switches (engine/stacks.py): every switch left at "
               "'auto' takes the recipe's value (hf: fp32 adapters, the unfused loss, SDPA, checkpointing as "
               "--grad-checkpointing asks; torchtune: bf16 adapters, its chunked loss, checkpointing, the "
@@ -172,6 +175,18 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         if auto.any():
             out["seq"] = np.where(auto, np.minimum(DEFAULT_SEQ, per_row("max_context")), seq).astype(np.int64)
             ranges["seq"] = (int(out["seq"].min()), int(out["seq"].max()))
+
+    # galore_rank: 0 = the recipe's (transformers' 128; LLaMA-Factory's 16), read by the GaLore optimizers only
+    rank_range = ranges.get("galore_rank")
+    if "galore_rank" in out and (rank_range is None or rank_range[0] == AUTO):
+        rank = np.asarray(out["galore_rank"])
+        auto = rank == AUTO
+        if auto.any():
+            r_codes, r_cats = _codes(out["recipe"])
+            by_recipe = np.array([GALORE_RANK_BY_RECIPE.get(str(r), GALORE_RANK) for r in r_cats] + [GALORE_RANK],
+                                 dtype=np.int64)
+            out["galore_rank"] = np.where(auto, by_recipe[r_codes], rank).astype(np.int64)
+            ranges["galore_rank"] = (int(out["galore_rank"].min()), int(out["galore_rank"].max()))
 
     # tp, pp: 0 = decided from the task, the GPU count and the model's heads and layers
     tp_range, pp_range = ranges.get("tp"), ranges.get("pp")
@@ -346,7 +361,7 @@ def _resolve_stack(out: dict, n: int) -> None:
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",
           "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
-          "kv_policy": "KV policy"}
+          "kv_policy": "KV policy", "galore_rank": "GaLore rank"}
 _WHY = {
     "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
     "method": lambda r: "inference",
@@ -356,6 +371,7 @@ _WHY = {
     "lora_targets": lambda r: "each module once, in the model's order",
     "kv_precision": lambda r: "as the activations",
     "kv_policy": lambda r: "the smallest cache engines keep",
+    "galore_rank": lambda r: f"the {r.get('recipe', 'hf')} recipe's",
 }
 
 
@@ -374,9 +390,11 @@ def notes(request: dict, row) -> list[str]:
             continue
         if column in ("kv_precision", "kv_policy") and row.get("task") != "infer":
             continue
+        if column == "galore_rank" and (row.get("task") != "train" or not str(row.get("optimizer", "")).startswith("galore")):
+            continue
         if column in ("tp", "pp") and int(row.get("gpus", 1)) == 1:
             continue  # one GPU: nothing to split
-        if column in ("seq", "tp", "pp"):
+        if column in ("seq", "tp", "pp", "galore_rank"):
             shown_asked = "auto" if asked is None or (not isinstance(asked, str) and asked == AUTO) else asked
         elif asked is None:
             continue  # not asked: its default is no decision to report

@@ -91,6 +91,8 @@ DEFAULTS: dict[str, object] = {
     # the engine always modelled (transformers + peft defaults)
     "recipe": DEFAULT_RECIPE,
     **{switch: "auto" for switch in SWITCHES},
+    # GaLore's projection rank (issue 27): 0 = the recipe's (engine/rules.py; engine/constants.py GALORE_RANK)
+    "galore_rank": 0,
 }
 
 CHOICES: dict[str, tuple] = {
@@ -106,13 +108,13 @@ CHOICES: dict[str, tuple] = {
     **SWITCHES,
 }
 
-INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep", "cp")
+INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep", "cp", "galore_rank")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
                     "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES)
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
-          "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096, "cp": 4096}
+          "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096, "cp": 4096, "galore_rank": 65_536}
 
 
 # The one description of the whole-number columns: (lowest, highest) accepted. The CLI's flags,
@@ -120,8 +122,9 @@ LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_l
 # from here (0 in seq, tp and pp means "decide": engine/rules.py).
 INT_RANGES = {"batch": (1, LIMITS["batch"]), "seq": (0, LIMITS["seq"]), "lora_rank": (0, LIMITS["lora_rank"]),
               "freeze_layers": (1, LIMITS["freeze_layers"]), "zero": (0, 3), "gpus": (1, LIMITS["gpus"]),
-              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"]), "ep": (1, LIMITS["ep"]), "cp": (1, LIMITS["cp"])}
-AUTO_COLUMNS = frozenset({"seq", "tp", "pp"})
+              "tp": (0, LIMITS["tp"]), "pp": (0, LIMITS["pp"]), "ep": (1, LIMITS["ep"]), "cp": (1, LIMITS["cp"]),
+              "galore_rank": (0, LIMITS["galore_rank"])}
+AUTO_COLUMNS = frozenset({"seq", "tp", "pp", "galore_rank"})
 PRECISIONS = tuple(dict.fromkeys(TRAIN_PRECISIONS + INFER_PRECISIONS))
 
 

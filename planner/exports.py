@@ -182,6 +182,22 @@ def _trl_optim(row) -> str:
 HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
 
+def _galore_rank(row) -> int:
+    from engine.constants import GALORE_RANK
+    rank = row.get("galore_rank", GALORE_RANK)
+    return int(rank) if rank is not None and not pd.isna(rank) and int(rank) > 0 else GALORE_RANK
+
+
+def _galore_trainer_keys(cfg: dict, row) -> None:
+    """transformers' GaLore (optim galore_*) needs the modules it projects and takes its rank from optim_args
+    (transformers trainer.py get_optimizer_cls_and_kwargs: "You need to define `optim_target_modules`"; the
+    engine models the decoder layers' attention and MLP linears, the docs' ["attn", "mlp"])."""
+    if not str(row["optimizer"]).startswith("galore"):
+        return
+    cfg["optim_target_modules"] = ["attn", "mlp"]
+    cfg["optim_args"] = f"rank={_galore_rank(row)}"  # update_proj_gap and scale stay transformers' (200, 0.25)
+
+
 def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     """A `trl sft --config FILE` YAML: SFTConfig (TrainingArguments) and ModelConfig keys."""
     prec, notes = _precision(row), _common_notes(row, repo_known)
@@ -190,6 +206,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                  "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "max_length": int(row["seq"]), "packing": str(row.get("packing", "off")) == "on",
                  "gradient_checkpointing": _checkpointing(row), "optim": _trl_optim(row)}
+    _galore_trainer_keys(cfg, row)
     if prec["half"]:
         cfg[prec["half"]] = True
     if prec["master"]:
@@ -291,6 +308,14 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
             notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
     if str(row.get("loss", "unfused")) == "fused":
         cfg["enable_liger_kernel"] = True
+    opt = str(row["optimizer"])
+    if opt.startswith("galore"):
+        # LLaMA-Factory's own GaLore (trainer_utils.py _create_galore_optimizer at 002f58e): use_galore picks
+        # GaLoreAdamW for optim adamw_torch, GaLoreAdamW8bit for adamw_8bit; galore_target all = every linear
+        # layer but the output layer; galore_layerwise steps each parameter in its gradient hook
+        cfg.update({"use_galore": True, "galore_rank": _galore_rank(row), "galore_target": "all",
+                    "galore_layerwise": opt.endswith("_layerwise"),
+                    "optim": "adamw_8bit" if "8bit" in opt else "adamw_torch"})
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
     _deepspeed_file(cfg, row, notes)
     text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
@@ -337,6 +362,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
                 "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                 "optimizer": _trl_optim(row), "gradient_checkpointing": _checkpointing(row),
                 "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa")})
+    _galore_trainer_keys(cfg, row)
     if prec["half"]:
         cfg[prec["half"]] = True
     loss = str(row.get("loss", "unfused"))

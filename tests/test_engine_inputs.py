@@ -54,6 +54,7 @@ VALID = {
     "kv_policy": st.sampled_from(["auto", "windowed", "full", "latent"]),
     "ep": st.sampled_from([1, 1, 2, 8]),
     "cp": st.sampled_from([1, 1, 2, 8]),  # context parallel (issue 27)
+    "galore_rank": st.sampled_from([0, 1, 16, 128, 65_536]),  # 0: the recipe's (issue 27)
     "prefill_logits": st.sampled_from(["last", "all"]),
     "headroom": st.sampled_from([0.0, 0.1, 0.999]),
     "allow_long_context": st.booleans(),
