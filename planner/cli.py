@@ -174,7 +174,20 @@ def _overhead(args) -> dict:
             if col.group == "overhead" and getattr(args, col.dest, None) is not None}
 
 
+_PARSERS: dict = {}
+
+
 def build_parser(prog: str = "python -m engine") -> Parser:
+    """The command line's parser, built once per name and column table (~1,200 add_argument calls: tens of
+    milliseconds, which every in-process call of main() paid again; parse_args does not change it)."""
+    key = (prog, id(columns.SCENARIO))
+    if key not in _PARSERS:
+        _PARSERS.clear()  # (a changed table: only the newest is kept)
+        _PARSERS[key] = _new_parser(prog)
+    return _PARSERS[key]
+
+
+def _new_parser(prog: str) -> Parser:
     parser = Parser(prog=prog, description="LLM hardware planner: memory per GPU, fit, and the catalog.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
     est = sub.add_parser("estimate", help="estimate one scenario")
