@@ -245,7 +245,12 @@ def test_torchtune_rows_within_15_percent_under_their_recipe(cat):
     # prints it). The real runs issue 28 added on the counters it named (reserved, whole process,
     # optimum's allocated + external) are held to issue 28's own target by planner.evidence
     # (memory_summary; not met yet: docs/evidence.md says which rows and why)
-    earlier = table[~table["metric"].isin(("reserved_peak_bytes", "process_peak_bytes", "alloc_ext_peak_bytes"))]
+    # The second round's sources (LitGPT's finetune table, AutoAWQ's README, torchao's torchtitan runs, a vLLM
+    # load log) are held to issue 28's target with the rest, by planner.evidence; this guards the rows issue 13
+    # was judged on.
+    later = ("litgpt-", "autoawq-", "torchao-", "vllm-llama31-405b-fp8-")
+    earlier = table[~table["metric"].isin(("reserved_peak_bytes", "process_peak_bytes", "alloc_ext_peak_bytes"))
+                    & ~table["id"].str.startswith(later)]
     hits, total = hit_rate(earlier)
     assert total >= 34 and hits / total >= 0.85, (hits, total)
 
