@@ -121,7 +121,7 @@ class Inputs:
     # the software stack (issue 13, engine/stacks.py; resolved by engine/rules.py). The defaults are
     # the stack the engine always modelled (recipe hf), so a caller that builds Inputs itself keeps it.
     adapter16: np.ndarray | bool = False  # LoRA adapters (and their gradients, states) in 16-bit
-    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused', 'parallel'} -> mask (None: unfused)
+    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused', 'parallel', 'compiled'} -> mask (None: unfused)
     legacy_logits: np.ndarray | bool = False  # transformers' older in-model fp32 upcast of the logits
     compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
@@ -425,7 +425,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         small = np.where(paged32, np.where(lora, lora_small, norms), 0.0)
     return dict(
         adapter16=mask("adapter_dtype", "bf16") & lora,
-        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused", "parallel")},
+        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused", "parallel", "compiled")},
         legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
         ckpt_selective=mask("checkpointing", "selective") & train,
         ckpt_op=mask("checkpointing", "op") & train,
@@ -857,7 +857,9 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
              "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
     if np.any(x.kept_outputs):
         kept = kept_logits_bytes(x)
-        parts["loss_backward"] = Part(per_token=backward + kept)
+        # (the compiled loss saves the logits for its backward already: the same tensor until then)
+        saved = x.loss_kind.get("compiled", False) if x.loss_kind is not None else False
+        parts["loss_backward"] = Part(per_token=backward + np.where(saved, 0.0, kept))
         for name in ("backward", "backward_end", "optimizer"):
             parts[name] = Part(per_token=kept)
     return parts
@@ -896,7 +898,8 @@ def cached_logits_bytes(x: Inputs) -> np.ndarray:
     unfused = ~(np.asarray(x.legacy_logits, dtype=bool) | np.asarray(x.kept_outputs, dtype=bool)
                 | (np.asarray(x.softcap) > 0))
     if x.loss_kind is not None:
-        unfused = unfused & ~(x.loss_kind["chunked"] | x.loss_kind["linear_chunked"] | x.loss_kind["fused"])
+        unfused = unfused & ~(x.loss_kind["chunked"] | x.loss_kind["linear_chunked"] | x.loss_kind["fused"]
+                              | x.loss_kind.get("compiled", False))
     on = x.train & unfused & (x.M < 4)
     return np.where(on, x.M * x.V / x.tp / np.asarray(x.cp, dtype=float), 0.0)
 

@@ -254,6 +254,9 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
                torch.zeros_like(x)` (4), `torch.exp(x)` (4) and their sum (4) alive together, then the
                product with grad_output in exp's place (the log-softmax backward handler only casts):
                16 V / tp, where the unfused loss's nll and log-softmax gradients hold 12.
+      compiled (the unfused loss under torch.compile, torchtitan's build_cross_entropy_loss with
+               --compile since 2025): the compiled chunked loss's kernels over one chunk, M V + 8
+               forward, 2 M V + 8 backward (the saved logits and their 16-bit gradient).
     """
     u = np.where(M < 4, 4.0, 0.0)
     c = np.where(M < 4, M, 0.0)
@@ -265,6 +268,10 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
         par = kind["parallel"] & (tp > 1)
         fwd = np.where(par, (M + u + 8.0) * V / tp, fwd)
         bwd = np.where(par, 16.0 * V / tp, bwd)
+    if "compiled" in kind:  # the compiled chunked loss's kernels over one chunk: the whole logits
+        whole = kind["compiled"]
+        fwd = np.where(whole, M * V / tp + 8.0, fwd)
+        bwd = np.where(whole, 2.0 * M * V / tp + 8.0, bwd)
     fwd = np.where(chunked, (M * V + 4.0 * V + u * V / chunks) / tp, fwd)
     fwd = np.where(linear, (4.0 * V + (M + u) * V / chunks) / tp, fwd)
     bwd = np.where(chunked | linear, (4.0 * V + (8.0 + c) * V / chunks) / tp, bwd)

@@ -33,6 +33,11 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   DTensor handlers (torch/distributed/tensor/parallel/loss.py) compute log-softmax
                   and its backward by hand: 4 bytes more per logit in forward (the shifted fp32
                   values beside their exp) and 4 more in backward; the unfused loss without TP.
+                  compiled: the unfused cross-entropy under torch.compile, as torchtitan builds it
+                  with --compile since 2025 (build_cross_entropy_loss): inductor's one reduction
+                  kernel keeps the 16-bit logits and two fp32 values per token and allocates only
+                  their 16-bit gradient (benchmarks/check_compiled_ce_buffers.py); no recipe sets it
+                  by itself (torchtitan's 2024-12 runs did not compile the loss): ask for it.
 * logits_upcast   loss: transformers >= 4.46 upcast inside the loss function (the engine's model).
                   model: older transformers (LlamaForCausalLM.forward, `logits = logits.float()`
                   then `shift_logits = logits[..., :-1, :].contiguous()`): the fp32 logits and a
@@ -180,7 +185,7 @@ from __future__ import annotations
 # switch -> its values; 'auto' (first) is resolved by the recipe (engine/rules.py)
 SWITCHES: dict[str, tuple[str, ...]] = {
     "adapter_dtype": ("auto", "fp32", "bf16"),
-    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel"),
+    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel", "compiled"),
     "logits_upcast": ("auto", "loss", "model"),
     "checkpointing": ("auto", "none", "full", "selective", "offload", "op"),
     "optimizer_in_backward": ("auto", "off", "on"),

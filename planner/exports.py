@@ -216,7 +216,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     if loss == "fused":
         cfg["use_liger_kernel"] = True
     else:
-        cfg["loss_type"] = "nll" if loss in ("unfused", "parallel") else "chunked_nll"
+        cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):
         rank = int(row["lora_rank"])
         cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank,

@@ -70,3 +70,18 @@ def test_the_block_is_not_in_the_peak_or_the_verdict_but_in_the_reserved_and_pro
                                         rel=1e-12)
     assert reserved[1] == pytest.approx(manual.loss_backward_phase_bytes * (1 + FRAGMENTATION_FRACTION)
                                         + CUBLAS_WORKSPACE_BYTES, rel=1e-12)
+
+
+def test_the_compiled_loss_keeps_the_logits_and_their_gradient_and_leaves_no_block(models):
+    """loss compiled (torchtitan's build_cross_entropy_loss under --compile): inductor's fused reduction keeps the
+    16-bit logits and two fp32 values per token and allocates only their 16-bit gradient
+    (benchmarks/check_compiled_ce_buffers.py): 2 + 2 bytes per logit + 8 per token at the loss backward, where
+    the unfused loss holds 12 per logit; nothing for the allocator to keep idle."""
+    out = rows(models, TITAN, dict(TITAN, loss="compiled"))
+    unfused, compiled = out.iloc[0], out.iloc[1]
+    tokens = 32_768
+    assert unfused.loss_backward_phase_bytes - compiled.loss_backward_phase_bytes == pytest.approx(
+        (12.0 - 4.0) * tokens * V8B - 8.0 * tokens, rel=1e-12)
+    assert compiled.forward_phase_bytes - (unfused.forward_phase_bytes - 10.0 * tokens * V8B) == pytest.approx(
+        2.0 * tokens * V8B + 8.0 * tokens, rel=1e-12)
+    assert compiled.allocator_cached_bytes == 0.0
