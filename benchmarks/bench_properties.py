@@ -61,6 +61,7 @@ from engine.constants import (  # noqa: E402
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
+from engine.stacks import SWITCHES  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
 engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
@@ -152,6 +153,8 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "sequence_parallel": pick(rng, ("auto", "off", "on"), n), "float8": pick(rng, ("auto", "off", "on"), n),
         "decode_cache": pick(rng, ("auto", "dynamic", "tuple"), n),
         "bnb_4bit_input": pick(rng, ("auto", "freed", "kept"), n),
+        # this session's: every loss (torch's loss_parallel, the compiled loss) and GaLore's rank (0: the recipe's)
+        "loss": pick(rng, SWITCHES["loss"], n), "galore_rank": pick(rng, (0, 1, 16, 128, 1024), n),
     })
 
 
@@ -204,7 +207,13 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # the f-wide activations fp32 doubles (a large tp splits those, not h; an odd shape with
     # f << h) pure bf16 LoRA rightly needs more)
     catalog = ~base["model"].astype(str).str.startswith("synthetic-").to_numpy()
-    rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog)
+    # (nor the chunked and fused losses: a 16-bit chunk is upcast to fp32 beside its 16-bit logits, 6 bytes a
+    # logit of the chunk against fp32's 4 (torchtune's chunks, Liger's / Unsloth's fused chunk), so where the
+    # loss outweighs the model's own bytes (a QLoRA base, gemma-3-270m's 262k entries) pure bf16 rightly needs more)
+    chunked = (base["loss"].isin(("chunked", "linear_chunked", "fused")).to_numpy() if "loss" in base
+               else np.zeros(len(base), bool))
+    rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
+                          & ~chunked)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))
