@@ -846,12 +846,13 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     """The loss buffers of training (per token, engine/memory.py logits_bytes) and the logits
     generate() keeps: per token when every position's are kept, else the last position's,
     which grow with the batch (`last_logits_bytes`, added per row)."""
-    forward, backward = logits_bytes(x.V, x.M, x.tp)
+    tp = loss_tp(x)
+    forward, backward = logits_bytes(x.V, x.M, tp)
     if x.loss_kind is not None and (any(np.any(m) for m in x.loss_kind.values()) or np.any(x.legacy_logits)):
-        forward, backward = stack_logits_bytes(x.V, x.M, x.h, x.tp, (forward, backward), x.loss_kind, x.compiled,
+        forward, backward = stack_logits_bytes(x.V, x.M, x.h, tp, (forward, backward), x.loss_kind, x.compiled,
                                                x.legacy_logits, LOSS_CHUNKS)
     if np.any(x.softcap > 0):  # Gemma 2 (issue 12): tanh's output of the softcapped logits is kept for backward
-        cap = x.softcap * softcap_logits_bytes(x.V, x.M, x.tp)
+        cap = x.softcap * softcap_logits_bytes(x.V, x.M, tp)
         forward, backward = forward + cap, backward + cap
     parts = {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
              "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
@@ -865,6 +866,18 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     return parts
 
 
+def loss_tp(x: Inputs) -> np.ndarray | float:
+    """The tensor-parallel degree a training row's logits are split over: only torch's loss_parallel
+    (loss 'parallel', torchtitan's TP plan: the output layer's ColwiseParallel keeps them sharded,
+    output_layouts Shard(-1)) keeps V / tp per GPU. transformers' tp_plan gathers lm_head's output
+    (models/llama/modeling_llama.py LlamaForCausalLM `_tp_plan = {"lm_head": "colwise_rep"}`, as every
+    causal LM there) and torchtune's tensor_parallel_plan replicates it (`"output": ColwiseParallel(
+    output_layouts=Replicate())`), so the loss runs on the whole vocabulary on every GPU: 1."""
+    if x.loss_kind is None or "parallel" not in x.loss_kind:
+        return 1.0
+    return np.where(x.loss_kind["parallel"] & (np.asarray(x.tp) > 1), x.tp, 1.0)
+
+
 def kept_logits_bytes(x: Inputs) -> np.ndarray:
     """Per token: the logits a hand-written loop keeps in `out` through backward and the optimizer
     step (issue 28, loop manual; tests/data/measured_loops.csv): the model's output, batch x seq x V in
@@ -872,7 +885,7 @@ def kept_logits_bytes(x: Inputs) -> np.ndarray:
     `logits.float()` returns the same tensor). transformers before 4.46 (logits_upcast model) returns
     the fp32 upcast (4 bytes); torchtune's chunked loss the list of 16-bit chunks (M); the
     linear-chunked and fused losses return no whole logits. 0 outside loop manual."""
-    out = np.where(x.legacy_logits, 4.0, x.M) * x.V / x.tp
+    out = np.where(x.legacy_logits, 4.0, x.M) * x.V / loss_tp(x)
     if x.loss_kind is not None:
         out = np.where(x.loss_kind["linear_chunked"] | x.loss_kind["fused"], 0.0, out)
     return np.where(x.kept_outputs, out, 0.0)
@@ -893,15 +906,15 @@ def cached_logits_bytes(x: Inputs) -> np.ndarray:
     idle at the loss-backward peak: max_memory_reserved and nvidia-smi count it, the verdict does not
     (the allocator gives it back before an OOM). Under loop manual the logits are alive instead
     (kept_logits_bytes); fp32 logits have no upcast to reuse; chunked, linear-chunked, fused, legacy
-    and softcapped losses allocate otherwise: 0 there. Over tp (vocab-parallel loss) and cp as the
-    logits are. Against torchtitan's published max_reserved_gib (catalog/references.yaml)."""
+    and softcapped losses allocate otherwise: 0 there. Over tp (loss_parallel only: loss_tp) and cp as
+    the logits are. Against torchtitan's published max_reserved_gib (catalog/references.yaml)."""
     unfused = ~(np.asarray(x.legacy_logits, dtype=bool) | np.asarray(x.kept_outputs, dtype=bool)
                 | (np.asarray(x.softcap) > 0))
     if x.loss_kind is not None:
         unfused = unfused & ~(x.loss_kind["chunked"] | x.loss_kind["linear_chunked"] | x.loss_kind["fused"]
                               | x.loss_kind.get("compiled", False))
     on = x.train & unfused & (x.M < 4)
-    return np.where(on, x.M * x.V / x.tp / np.asarray(x.cp, dtype=float), 0.0)
+    return np.where(on, x.M * x.V / loss_tp(x) / np.asarray(x.cp, dtype=float), 0.0)
 
 
 def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.ndarray:

@@ -17,7 +17,9 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   recipes/lora_finetune_single_device.py): 2-byte adapters and states, no copies.
 * loss            unfused: transformers' ForCausalLMLoss (`logits.float()`, then cross_entropy):
                   16-bit logits + fp32 upcast + fp32 log-softmax output per vocabulary entry
-                  (engine/memory.py logits_bytes). chunked: torchtune CEWithChunkedOutputLoss
+                  (engine/memory.py logits_bytes); under tensor parallel on the whole vocabulary on
+                  every GPU, as every loss but `parallel` (transformers' tp_plan gathers lm_head's
+                  output, `colwise_rep`; torchtune's plan replicates it: engine/components.py loss_tp). chunked: torchtune CEWithChunkedOutputLoss
                   (torchtune/modules/loss/ce_chunked_output_loss.py, num_output_chunks=8): the
                   16-bit logits of every chunk exist, each chunk is upcast alone; cross_entropy
                   keeps each chunk's fp32 log-softmax output for backward. linear_chunked:

@@ -154,15 +154,37 @@ def test_torchtitans_loss_parallel_holds_four_bytes_more_per_logit_each_way(mode
     """torch's loss_parallel (torchtitan's default with TP) computes log-softmax by hand over the
     vocab-sharded logits: the shifted values beside their exp in forward, the zeros, exp and their sum
     beside the saved output in backward: 4 bytes more per logit than the unfused loss in each phase,
-    on the 1/tp of the vocabulary each GPU holds. Without TP it is the unfused loss."""
+    on the 1/tp of the vocabulary each GPU holds (where an unfused loss under TP holds the whole
+    vocabulary: transformers and torchtune gather lm_head's output). Without TP it is the unfused loss."""
     vocab, tokens, tp = 128_256, 16 * 8192, 8
     row = dict(TITAN, model="llama-3.1-70b", gpus=256, tp=tp, batch=16, seq=8192)
     out = estimate(pd.DataFrame([row, dict(row, loss="unfused"), dict(TITAN, gpus=8, seq=8192),
                                  dict(TITAN, gpus=8, seq=8192, loss="unfused")]), models)
     par, unfused, one_par, one_unfused = (r for _i, r in out.iterrows())
     assert par.loss == "parallel" and one_par.loss == "parallel"  # the recipe's value
-    more = 4.0 * tokens * vocab / tp
-    assert par.loss_backward_phase_bytes - unfused.loss_backward_phase_bytes == pytest.approx(more, rel=1e-9)
-    assert par.forward_phase_bytes - unfused.forward_phase_bytes == pytest.approx(more, rel=1e-9)
+    assert unfused.loss_backward_phase_bytes - par.loss_backward_phase_bytes == pytest.approx(
+        (12.0 - 16.0 / tp) * tokens * vocab, rel=1e-9)
+    assert unfused.forward_phase_bytes - par.forward_phase_bytes == pytest.approx(
+        (10.0 - 14.0 / tp) * tokens * vocab, rel=1e-9)
     assert one_par.loss_backward_phase_bytes == one_unfused.loss_backward_phase_bytes  # tp 1: the same loss
     assert one_par.forward_phase_bytes == one_unfused.forward_phase_bytes
+
+
+def test_only_loss_parallel_splits_the_training_logits_over_tensor_parallel(models):
+    """transformers' tp_plan gathers lm_head's output on every GPU (LlamaForCausalLM `_tp_plan =
+    {"lm_head": "colwise_rep"}`) and torchtune replicates it (`ColwiseParallel(output_layouts=Replicate())`):
+    the loss holds the whole vocabulary on every rank, as without TP. torchtitan's loss_parallel keeps V / tp.
+    Read at the loss backward, between losses of the same row (the rest of the phase is the same)."""
+    vocab, tokens, tp = 128_256, 2 * 4096, 4
+    base = dict(model="llama-3.1-8b", task="train", method="full", precision="mixed_bf16", optimizer="adamw",
+                zero=0, batch=2, seq=4096, grad_checkpointing=True, gpus=tp, tp=tp)
+    out = estimate(pd.DataFrame([dict(base, loss="unfused"), dict(base, loss="compiled"),
+                                 dict(base, recipe="torchtitan", loss="parallel"),
+                                 dict(base, recipe="torchtitan", loss="unfused")]), models)
+    unfused, compiled, par, titan_unfused = (r for _i, r in out.iterrows())
+    # the unfused loss's 12 bytes per logit against the compiled loss's 2 + 2, both over the whole vocabulary
+    assert unfused.loss_backward_phase_bytes - compiled.loss_backward_phase_bytes == pytest.approx(
+        (12.0 - 4.0) * tokens * vocab - 8.0 * tokens, rel=1e-12)
+    # loss_parallel's 16 bytes per logit over a quarter of the vocabulary, against the unfused loss's 12 over all
+    assert titan_unfused.loss_backward_phase_bytes - par.loss_backward_phase_bytes == pytest.approx(
+        (12.0 - 16.0 / tp) * tokens * vocab, rel=1e-12)
