@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import engine.constants as C
-from engine import speed
+import engine.speed as speed
 from engine.scenarios import CHOICES, DEFAULTS, INT_RANGES, LIMITS, PRECISIONS
 from engine.stacks import RECIPE_NAMES, SWITCHES
 

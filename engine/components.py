@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
+import engine.optimizers as optimizers
 from engine.memory import (
     INFER_PHASES,
     TRAIN_PHASES,
@@ -505,8 +506,9 @@ def _trained_norm_values(h, L, k_layers, full, freeze):
     return np.where(full | freeze, 2 * h * np.where(freeze, k_layers, L) + h * full, 0.0)
 
 
-def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
-    """The optimizer's states and the fp32 master weights (mixed_*), for training."""
+def optimizer_state_bytes(x: Inputs, trainable: np.ndarray, newer: tuple | None) -> np.ndarray:
+    """The optimizer's states and the fp32 master weights (mixed_*), for training. newer: the newer
+    optimizers' engine/optimizers.py bytes_of(x, trainable), or None where no row has one."""
     # small tensors (norm weights, fewer than 4096 values) keep fp32 Adam states in bnb
     norms = _trained_norm_values(x.h, x.L, x.k_layers, x.full, x.freeze)
     small = np.where(x.h < C.ADAM8BIT_MIN_SIZE, norms, 0.0)
@@ -531,14 +533,13 @@ def optimizer_state_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
         states = np.where(x.ao8, ao8, states)
     # bitsandbytes 32-bit (paged) AdamW: two fp32 states whatever the parameter's dtype (constants)
     states = np.where(x.paged32, trainable * C.PAGED_32BIT_STATE_BYTES, states)
-    if x.opt_kind:  # Lion, GaLore, Adam-mini, Muon (engine/optimizers.py)
-        from engine import optimizers
-        hit, new_states, _temps = optimizers.bytes_of(x, trainable)
+    if newer is not None:  # Lion, GaLore, Adam-mini, Muon (engine/optimizers.py bytes_of)
+        hit, new_states, _temps = newer
         states = np.where(hit, new_states, states)
     return np.where(x.train, states, 0.0)
 
 
-def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
+def step_temporary_bytes(x: Inputs, trainable: np.ndarray, newer: tuple | None) -> np.ndarray:
     """The optimizer step's temporaries: multi-tensor AdamW's sqrt of every second moment at
     once; Adafactor squares one tensor at a time (twice the largest trainable tensor)."""
     largest = np.select([x.full, x.freeze, x.lora], [np.maximum(x.V * x.h, x.h * x.f), x.h * x.f,
@@ -546,9 +547,8 @@ def step_temporary_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     temps = np.where(x.adafactor, largest * adafactor_step_bytes_per_value(x), trainable * x.temp_count * x.sdb)
     # optimizer in backward: each parameter steps alone, so only the largest one's temporaries
     temps = np.where(x.opt_bwd, np.minimum(temps, largest * x.temp_count * x.sdb), temps)
-    if x.opt_kind:  # Lion, GaLore, Adam-mini, Muon: their own largest tensors (engine/optimizers.py)
-        from engine import optimizers
-        hit, _states, new_temps = optimizers.bytes_of(x, trainable)
+    if newer is not None:  # Lion, GaLore, Adam-mini, Muon: their own largest tensors (engine/optimizers.py)
+        hit, _states, new_temps = newer
         temps = np.where(hit, new_temps, temps)
     return np.where(x.train, temps, 0.0)
 
@@ -574,9 +574,11 @@ def adafactor_step_bytes_per_value(x: Inputs) -> np.ndarray:
 
 def totals(x: Inputs) -> Totals:
     trainable = trainable_params(x)
+    # the newer optimizers' (hit, states, temporaries), computed once for both (engine/optimizers.py)
+    newer = optimizers.bytes_of(x, trainable) if x.opt_kind else None
     return Totals(trainable=trainable, weights=weight_bytes(x, trainable),
                   gradients=np.where(x.train, trainable * x.gb, 0.0),
-                  states=optimizer_state_bytes(x, trainable), temps=step_temporary_bytes(x, trainable),
+                  states=optimizer_state_bytes(x, trainable, newer), temps=step_temporary_bytes(x, trainable, newer),
                   experts=expert_weight_bytes(x))
 
 

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine import categories, margins
+import engine.categories as categories
+import engine.margins as margins
 from engine.components import Physics, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View, column
@@ -281,7 +282,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     host_rows = bool(cpu.any()) or bool(np.any(cpu_tok))
     # the freed logits' block the caching allocator keeps reserved at the loss backward, per token
     # (components.cached_logits_bytes); the column is what it adds above the tensors' peak
-    cached_tok = getattr(ph, "cached_per_token", 0.0)
+    cached_tok = ph.cached_per_token
     cached_rows = bool(np.any(cached_tok)) and "loss_backward" in parts.fixed
     live = list(parts.fixed)
     base = {name: parts.fixed[name] + parts.shard[name] / parts.dp for name in live}  # fixed + shard / dp

@@ -64,7 +64,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import categories
+import engine.categories as categories
 from engine.buffers import Columns
 from engine.components import inputs
 from engine.scenarios import Configs, normalize_columns
