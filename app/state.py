@@ -29,7 +29,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, RECIPE_LABELS, SWITCH_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS,
                         ZERO_LABELS)
 from catalog.schema import CatalogError
-from engine.constants import INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
+from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO
 from engine.scenarios import KV_PRECISIONS
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -307,7 +307,7 @@ def sidebar() -> dict:
                                                           format_func=TRAIN_PRECISION_LABELS.get))
         optimizer = _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v,
                                                                      format_func=OPTIMIZER_LABELS.get))
-        if str(optimizer).startswith("galore"):
+        if optimizer in GALORE_OPTIMIZERS:
             _widget("galore_rank", lambda k, **v: sb.number_input(
                 "GaLore rank (0: the recipe's)", **_bounds("galore_rank"), step=16, key=k, **v,
                 help="The rank of each projected gradient: transformers' default 128, LLaMA-Factory's 16."))

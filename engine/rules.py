@@ -17,7 +17,7 @@ import pandas as pd
 
 import engine.constants as C
 import engine.categories as categories
-from engine.constants import GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
+from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import parse_lora_targets
 from engine.stacks import SWITCHES, recipe_value
 
@@ -390,7 +390,7 @@ def notes(request: dict, row) -> list[str]:
             continue
         if column in ("kv_precision", "kv_policy") and row.get("task") != "infer":
             continue
-        if column == "galore_rank" and (row.get("task") != "train" or not str(row.get("optimizer", "")).startswith("galore")):
+        if column == "galore_rank" and (row.get("task") != "train" or str(row.get("optimizer", "")) not in GALORE_OPTIMIZERS):
             continue
         if column in ("tp", "pp") and int(row.get("gpus", 1)) == 1:
             continue  # one GPU: nothing to split

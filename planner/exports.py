@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from engine.constants import GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK
+
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
     "deepspeed": "DeepSpeed deepspeed/runtime/constants.py @088be89, runtime/zero/config.py @1b88ac3, "
@@ -183,7 +185,6 @@ HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
 
 def _galore_rank(row) -> int:
-    from engine.constants import GALORE_RANK
     rank = row.get("galore_rank", GALORE_RANK)
     return int(rank) if rank is not None and not pd.isna(rank) and int(rank) > 0 else GALORE_RANK
 
@@ -192,7 +193,7 @@ def _galore_trainer_keys(cfg: dict, row) -> None:
     """transformers' GaLore (optim galore_*) needs the modules it projects and takes its rank from optim_args
     (transformers trainer.py get_optimizer_cls_and_kwargs: "You need to define `optim_target_modules`"; the
     engine models the decoder layers' attention and MLP linears, the docs' ["attn", "mlp"])."""
-    if not str(row["optimizer"]).startswith("galore"):
+    if str(row["optimizer"]) not in GALORE_OPTIMIZERS:
         return
     cfg["optim_target_modules"] = ["attn", "mlp"]
     cfg["optim_args"] = f"rank={_galore_rank(row)}"  # update_proj_gap and scale stay transformers' (200, 0.25)
@@ -309,13 +310,13 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("loss", "unfused")) == "fused":
         cfg["enable_liger_kernel"] = True
     opt = str(row["optimizer"])
-    if opt.startswith("galore"):
+    if opt in GALORE_OPTIMIZERS:
         # LLaMA-Factory's own GaLore (trainer_utils.py _create_galore_optimizer at 002f58e): use_galore picks
         # GaLoreAdamW for optim adamw_torch, GaLoreAdamW8bit for adamw_8bit; galore_target all = every linear
         # layer but the output layer; galore_layerwise steps each parameter in its gradient hook
         cfg.update({"use_galore": True, "galore_rank": _galore_rank(row), "galore_target": "all",
-                    "galore_layerwise": opt.endswith("_layerwise"),
-                    "optim": "adamw_8bit" if "8bit" in opt else "adamw_torch"})
+                    "galore_layerwise": opt in GALORE_LAYERWISE,
+                    "optim": "adamw_8bit" if opt in GALORE_8BIT else "adamw_torch"})
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
     _deepspeed_file(cfg, row, notes)
     text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))

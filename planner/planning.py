@@ -226,6 +226,7 @@ SYSTEM_COLUMNS = {"cost_usd": "system_usd", "gpu_cost_usd": "system_gpu_usd", "h
 def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     """frame with `columns` set, as `frame[name] = values` one by one would leave it (new names after
     the old, in the dict's order; an existing name replaced in place), in one concat."""
+    columns = dict(columns)  # (the caller's dict stays as given)
     for name in [n for n in columns if n in frame.columns]:
         frame[name] = columns.pop(name)
     if not columns:
