@@ -39,7 +39,7 @@ from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
 from engine.stacks import DEFAULT_RECIPE, recipe_value
-from planner.systems import CONDITIONS, breakeven, system_costs
+from planner.systems import CONDITIONS, breakeven, positions, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
 try:
@@ -138,6 +138,11 @@ def stacked(blocks: list[tuple[pd.DataFrame, dict]]) -> pd.DataFrame:
     return pd.DataFrame(out, index=pd.RangeIndex(sum(sizes)))
 
 
+def _series_or_column(frame: pd.DataFrame, name: str):
+    """frame[name] (a Series, categories kept) where the frame has it, else _column's defaults."""
+    return frame[name] if name in frame.columns else _column(frame, name)
+
+
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     if name in frame.columns:
         return frame[name].to_numpy()
@@ -167,13 +172,32 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _per_value(values, decide) -> np.ndarray:
+    """decide(pd.Series of values) -> booleans, decided once per distinct value and taken for every
+    row (a missing value is decided as a value of its own)."""
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories, dtype=object)
+    else:
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
+        uniques = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
+    hit = np.asarray(decide(pd.concat([uniques, pd.Series([np.nan], dtype=object)], ignore_index=True)), dtype=bool)
+    return hit[np.where(codes >= 0, codes, len(uniques))]
+
+
+def _model_fact(frame: pd.DataFrame, models: pd.DataFrame, name: str) -> np.ndarray:
+    """models' `name` (as float) for every row's model id; NaN for an id not in `models`."""
+    facts = pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float)
+    at = positions(models["id"], frame["model"])
+    return np.where(at >= 0, facts[np.maximum(at, 0)], np.nan)
+
+
 def beyond_context(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Rows whose sequence is longer than their model's context without `allow_long_context`:
     the engine refuses them (engine/rules.py); tables over many models leave them out and say so."""
-    ctx = models.set_index("id")["max_context"].reindex(frame["model"].astype(str)).to_numpy(dtype=float)
+    ctx = _model_fact(frame, models, "max_context")
     seq = pd.to_numeric(pd.Series(_column(frame, "seq")), errors="coerce").to_numpy(dtype=float)
-    allow = pd.Series(_column(frame, "allow_long_context")).astype(str).str.strip().str.lower() \
-        .isin(("true", "1", "yes", "on")).to_numpy(dtype=bool)
+    allow = _per_value(_series_or_column(frame, "allow_long_context"),
+                       lambda u: u.astype(str).str.strip().str.lower().isin(("true", "1", "yes", "on")))
     return (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
 
 
@@ -183,10 +207,10 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     model in a matrix that also holds 80-layer models)."""
     if "method" not in frame.columns or "freeze_layers" not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
-    layers = models.set_index("id")["num_layers"].reindex(frame["model"].astype(str)).to_numpy(dtype=float)
+    layers = _model_fact(frame, models, "num_layers")
     k = pd.to_numeric(pd.Series(_column(frame, "freeze_layers")), errors="coerce").to_numpy(dtype=float)
-    freeze = (pd.Series(_column(frame, "method")).astype(str).to_numpy() == "freeze") \
-        & (pd.Series(_column(frame, "task")).astype(str).to_numpy() == "train")
+    freeze = _per_value(_series_or_column(frame, "method"), lambda u: u.astype(str) == "freeze") \
+        & _per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
     return freeze & (k > layers)
 
 
@@ -234,6 +258,40 @@ def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
 
 
+def rows_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame) -> pd.DataFrame:
+    """`base` (a result frame, index 0..n-1) with its rows at positions `rows` taken from `other`
+    (a result frame with base's columns, one row per position, in that order). A column whose
+    dtype is the same in both keeps it; a categorical whose categories differ gets the union; any
+    other mix takes the dtype pandas gives the two parts together."""
+    if list(other.columns) != list(base.columns):
+        other = other[list(base.columns)]
+    cols = {}
+    for name in base.columns:
+        x, y = base[name], other[name]
+        if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
+            codes = x.cat.codes.to_numpy().copy()
+            if x.dtype == y.dtype:
+                codes[rows] = y.cat.codes.to_numpy()
+                cols[name] = pd.Categorical.from_codes(codes, dtype=x.dtype)
+                continue
+            cats = x.cat.categories
+            extra = y.cat.categories[cats.get_indexer(y.cat.categories) < 0]
+            cats = cats.append(extra) if len(extra) else cats
+            theirs = y.cat.codes.to_numpy()
+            codes[rows] = np.where(theirs >= 0, cats.get_indexer(y.cat.categories)[theirs], -1)
+            cols[name] = pd.Categorical.from_codes(codes, categories=cats)
+        elif x.dtype == y.dtype:  # numpy or extension (nullable boolean, text) arrays alike
+            values = x.array.copy()
+            values[rows] = y.array
+            cols[name] = values
+        else:
+            keep = np.ones(len(base), dtype=bool)
+            keep[rows] = False
+            both = pd.concat([x[keep], y.set_axis(rows)]).sort_index()
+            cols[name] = both.to_numpy() if isinstance(both.dtype, np.dtype) else both.array
+    return pd.DataFrame(cols, index=base.index)
+
+
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int = 8, overhead: dict | None = None,
                    rules: pd.DataFrame | None = None, hosts: pd.DataFrame | None = None,
@@ -272,7 +330,9 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     n = len(sc)
 
     # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
-    # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario)
+    # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario). One call
+    # for both: an estimate() costs ~25 ms whatever its rows, ~4 us a row on top (2-core machine),
+    # so the two-card rows of the configurations one card holds cost less than a call of their own.
     single = sc.assign(gpus=1, tp=1, pp=1)
     multi = sc.assign(gpus=2, tp=1, pp=1)
     both = estimate(pd.concat([single, multi], ignore_index=True), models, gpus, **overhead)
@@ -292,9 +352,15 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     count = np.where(within, needed, 1.0).astype(np.int64)
 
     # (2) the estimate at the recommended count, split over its GPUs as every scenario is
-    # (engine/rules.py: tensor parallel over the heads, pipeline stages for the rest, for inference)
-    conf = sc.assign(gpus=count, tp=0, pp=0)
-    res = estimate(conf, models, gpus, **overhead)
+    # (engine/rules.py: tensor parallel over the heads, pipeline stages for the rest, for inference).
+    # At one GPU that is the one-card estimate already made (tp and pp resolve to 1 there, and a
+    # row's result does not depend on the frame: tests/test_planning_rows.py), so only the rows at
+    # two or more GPUs are estimated again.
+    res = one
+    several = np.flatnonzero(count > 1)
+    if len(several):
+        at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **overhead)
+        res = rows_replaced(one, several, at_count)
 
     verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
     compatible = verdict["compatible"].to_numpy(dtype=bool)
@@ -318,10 +384,10 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     added["buy_usd"] = np.where(ok, count * price, np.nan)
     added["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
     res = _with_columns(res, added)
-    system = system_costs(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
+    system, pair = system_costs_per_pair(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
     added = {}
     for src, dst in SYSTEM_COLUMNS.items():
-        values = system[src].to_numpy()
+        values = system[src].to_numpy()[pair]
         added[dst] = np.where(ok, values, np.nan) if values.dtype.kind == "f" else np.where(ok, values, "")
     pays = breakeven(added["system_usd"].astype(float), res)
     added["system_breakeven_months"] = pays["breakeven_months"].to_numpy()

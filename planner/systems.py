@@ -20,17 +20,42 @@ def _text(values) -> np.ndarray:
     return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
 
 
+def positions(ids: pd.Series, column: pd.Series) -> np.ndarray:
+    """Each row's position in `ids` (a catalog's id column) of its `column` value; -1 where the value
+    is not there. A categorical column is looked up once per category, not per row."""
+    index = pd.Index(ids.astype(str))
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        at = np.append(index.get_indexer(column.cat.categories.astype(str)), -1)
+        return at[np.where(codes >= 0, codes, len(at) - 1)]
+    return index.get_indexer(column.astype(str))
+
+
 def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
                  count: np.ndarray | None = None) -> pd.DataFrame:
     """For every configuration (or at `count` GPUs): nodes, GPUs per node, card, host and
     network cost, and where each price comes from. Unknown prices stay NaN (never free)."""
+    priced, group = system_costs_per_pair(configs, gpus, hosts, condition, count)
+    return priced.take(group).set_axis(configs.index)
+
+
+def system_costs_per_pair(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
+                          count: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """system_costs as (one row per distinct (card, count) of the frame, each row's position in it):
+    a system depends on its card and count only (a sweep has thousands of rows, a few hundred pairs)."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
-    # each catalog fact converted once per GPU (and per host class), then taken for every row
-    # (a sweep has thousands of rows and a few dozen GPUs); an unknown GPU takes NaN / ""
-    at = pd.Index(gpus["id"].astype(str)).get_indexer(configs["gpu"].astype(str))
-    known = at >= 0
+    at = positions(gpus["id"], configs["gpu"])
     n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
+    n_code, n_values = pd.factorize(n, use_na_sentinel=False)
+    group, _ = pd.factorize((at.astype(np.int64) + 1) * (len(n_values) + 1) + n_code)
+    first = np.unique(group, return_index=True)[1]
+    return _priced(at[first], n[first], gpus, hosts, condition), group
+
+
+def _priced(at: np.ndarray, n: np.ndarray, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str) -> pd.DataFrame:
+    """system_costs for `n` cards of the catalog row `at` (-1: unknown), one row per pair."""
+    known = at >= 0
 
     def num(name):
         if name not in gpus.columns:
@@ -85,7 +110,7 @@ def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame,
         "host_source": host_fact("source"), "host_date": host_fact("date"),
         "node_interconnect": col("node_interconnect"),
         "network_source": (net["source"].iloc[0] if len(net) else ""),
-    }, index=configs.index)
+    })
     return out
 
 

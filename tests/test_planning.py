@@ -147,9 +147,32 @@ def test_configurations_call_the_engine_twice_whatever_the_grid(models, gpus, mo
         return real(*args, **kwargs)
 
     monkeypatch.setattr(planning, "estimate", counting)
-    planning.configurations(planning.expand(LORA_8B, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
+    conf = planning.configurations(planning.expand(LORA_8B, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
     n = len(models) * len(gpus)
-    assert calls == [2 * n, n]
+    # one card and two cards for every row; then only the rows recommended at two or more cards
+    several = int((conf["gpus"] > 1).sum())
+    assert 0 < several < n
+    assert calls == [2 * n, several]
+
+
+def test_configurations_give_the_estimate_at_the_recommended_count_as_one_call_would(models, gpus):
+    """The one-card rows are the first call's own results: the same figures, dtypes aside from
+    categories, as estimating every row again at its recommended count in one frame."""
+    plans = {"lora": LORA_8B, "serve": {"task": "infer", "precision": "bf16", "batch": 4, "seq": 8192},
+             "full": {"task": "train", "method": "full", "batch": 2, "seq": 2048}}
+    sc = planning.plans_frame(plans, model=list(models["id"])[::3], gpu=list(gpus["id"])[::2])
+    conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    ok = ~(conf["beyond_context"] | conf["beyond_layers"]).to_numpy(dtype=bool)
+    kept = planning.with_defaults(sc.reset_index(drop=True))[ok].reset_index(drop=True)
+    again = estimate(kept.assign(gpus=conf["gpus"][ok].to_numpy(dtype=int), tp=0, pp=0), models, gpus)
+    got = conf[ok].reset_index(drop=True)
+    assert (got["gpus"] == 1).any() and (got["gpus"] > 1).any()
+    for col in again.columns:
+        if col == "gpus_needed":  # configurations' own: the count solved from one and two cards
+            continue
+        a, b = got[col].astype(object).to_numpy(), again[col].astype(object).to_numpy()
+        same = (a == b) | (pd.isna(a) & pd.isna(b))
+        assert same.all(), (col, a[~same][:3], b[~same][:3])
 
 
 # ---- cheapest, cost per fit, budgets --------------------------------------------------------
@@ -421,3 +444,15 @@ def test_serving_what_if_follows_the_engines_defaults(monkeypatch):
     monkeypatch.setitem(DEFAULTS, "tp", 4)
     labels = [v[0] for v in planning._variants({"task": "infer"}, heads=32)]
     assert "Tensor parallel over 8 GPUs" in labels and "Tensor parallel over 4 GPUs" not in labels
+
+
+def test_rows_replaced_keeps_each_column_type_and_unions_categories():
+    base = pd.DataFrame({"t": pd.Categorical(["a", "b", "a"]), "f": [1.0, 2.0, 3.0],
+                         "ok": pd.array([True, None, False], dtype="boolean"), "s": pd.array(["x", "y", "z"], dtype="str")})
+    other = pd.DataFrame({"t": pd.Categorical(["c", "a"]), "f": [9.0, 8.0],
+                          "ok": pd.array([None, True], dtype="boolean"), "s": pd.array(["q", None], dtype="str")})
+    out = planning.rows_replaced(base, np.array([2, 0]), other)
+    assert out["t"].tolist() == ["a", "b", "c"] and isinstance(out["t"].dtype, pd.CategoricalDtype)
+    assert out["f"].tolist() == [8.0, 2.0, 9.0]
+    assert out["ok"].dtype == "boolean" and out["ok"].tolist() == [True, pd.NA, pd.NA]
+    assert out["s"].dtype == base["s"].dtype and out["s"].iloc[1:].tolist() == ["y", "q"] and pd.isna(out["s"].iloc[0])
