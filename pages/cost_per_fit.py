@@ -98,8 +98,8 @@ if "rent_aggregate_tokens_per_s" in per_fit:
 if "buy_aggregate_tokens_per_s" in per_fit:
     view["Tokens/s (bought config, all sequences)"] = _col("buy_aggregate_tokens_per_s", 1)
 
-tab_table, tab_buy, tab_rent = st.tabs(["Table", "Chart: buy", "Chart: rent"])
-with tab_table:
+
+def _table() -> None:
     c.table(view, "cost_per_fit", c.csv_settings(page="cost per fit", workloads=",".join(chosen), max_gpus=max_gpus,
                                                  training_tokens=tokens_b * 1e9, condition=condition),
             formats={"Buy: system ($)": "dollar", "Buy: cards ($)": "dollar", "Buy: host + network ($)": "dollar", "Rent ($/h)": "$%.2f", "$ per GB of VRAM (buy)": "$%.1f",
@@ -148,14 +148,22 @@ def _dots(cost_col: str, title: str, fmt: str) -> bool:
     return True
 
 
-with tab_buy:
-    if not _dots("system_usd", "Price of the whole system ($: cards + hosts + network, log scale)", ",.0f"):
-        st.info("No priced configuration holds these workloads.")
-    else:
-        st.caption("Green diamond and label: the cheapest configuration; dots: every other GPU type that holds it "
-                   "(at its smallest count), coloured by vendor.")
-with tab_rent:
-    if not _dots("rent_usd_per_hour", "Rent of the configuration ($ per hour, log scale)", ",.2f"):
-        st.info("No configuration with a cloud price holds these workloads.")
-    else:
-        st.caption("Green diamond and label: the cheapest rental; dots: the alternatives.")
+# Only the open tab runs (Streamlit's lazy tabs: a click on another tab reruns the page with it):
+# the two charts of every configuration were a sixth of a sidebar change while hidden.
+tab_table, tab_buy, tab_rent = st.tabs(["Table", "Chart: buy", "Chart: rent"], key="cf_tab", on_change="rerun")
+if tab_table.open:
+    with tab_table:
+        _table()
+if tab_buy.open:
+    with tab_buy:
+        if not _dots("system_usd", "Price of the whole system ($: cards + hosts + network, log scale)", ",.0f"):
+            st.info("No priced configuration holds these workloads.")
+        else:
+            st.caption("Green diamond and label: the cheapest configuration; dots: every other GPU type that holds it "
+                       "(at its smallest count), coloured by vendor.")
+if tab_rent.open:
+    with tab_rent:
+        if not _dots("rent_usd_per_hour", "Rent of the configuration ($ per hour, log scale)", ",.2f"):
+            st.info("No configuration with a cloud price holds these workloads.")
+        else:
+            st.caption("Green diamond and label: the cheapest rental; dots: the alternatives.")

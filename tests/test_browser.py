@@ -106,6 +106,14 @@ def test_every_page_renders_and_keeps_the_workload(server):
                 _no_errors(page, label)
                 # the sidebar's value survived the page switch
                 assert batch.input_value() == "2", f"{label}: batch reset to {batch.input_value()}"
+                if label == "Cost per fit":  # lazy tabs: a chart tab runs when it is opened, and draws its chart
+                    main = page.locator("[data-testid='stMain']")
+                    assert main.locator("[data-testid='stVegaLiteChart']").count() == 0
+                    page.get_by_role("tab", name="Chart: buy").click()
+                    main.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
+                    _idle(page)
+                    _no_errors(page, "cost per fit, buy chart")
+                    assert page.get_by_role("tab", name="Chart: buy").get_attribute("aria-selected") == "true"
                 page.screenshot(path=str(SHOTS / f"{i:02d}_{label.lower().replace(' ', '_').replace('&', 'and')}.png"),
                                 full_page=True)
 
