@@ -258,6 +258,10 @@ def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
 
 
+# configurations: from this many one-GPU rows on, their first estimate is reused (see there)
+REUSE_ONE_CARD_ROWS = 4096
+
+
 def rows_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame) -> pd.DataFrame:
     """`base` (a result frame, index 0..n-1) with its rows at positions `rows` taken from `other`
     (a result frame with base's columns, one row per position, in that order). A column whose
@@ -354,11 +358,14 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # (2) the estimate at the recommended count, split over its GPUs as every scenario is
     # (engine/rules.py: tensor parallel over the heads, pipeline stages for the rest, for inference).
     # At one GPU that is the one-card estimate already made (tp and pp resolve to 1 there, and a
-    # row's result does not depend on the frame: tests/test_planning_rows.py), so only the rows at
-    # two or more GPUs are estimated again.
-    res = one
+    # row's result does not depend on the frame: tests/test_planning.py), so a large frame estimates
+    # only its rows at two or more GPUs again and takes the others from the first call. Putting the
+    # two together costs ~20 ms whatever the rows (a hundred columns, each typed as it is), ~4 us a
+    # row estimated again: below REUSE_ONE_CARD_ROWS one-GPU rows, estimating them again is cheaper.
     several = np.flatnonzero(count > 1)
-    if len(several):
+    if n - len(several) < REUSE_ONE_CARD_ROWS:
+        res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **overhead)
+    else:
         at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **overhead)
         res = rows_replaced(one, several, at_count)
 

@@ -53,20 +53,25 @@ def system_costs_per_pair(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.D
     return _priced(at[first], n[first], gpus, hosts, condition), group
 
 
+_CARD_FACTS = ("price_usd", "price_used_usd", "max_per_node", "host_class", "price_date", "price_used_date",
+               "price_source", "price_used_source", "node_interconnect")
+
+
 def _priced(at: np.ndarray, n: np.ndarray, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str) -> pd.DataFrame:
     """system_costs for `n` cards of the catalog row `at` (-1: unknown), one row per pair."""
     known = at >= 0
+    facts = [c for c in _CARD_FACTS if c in gpus.columns]
+    cards = gpus[facts].iloc[np.maximum(at, 0)]  # each pair's catalog facts (converted below for those rows only)
 
     def num(name):
-        if name not in gpus.columns:
+        if name not in cards.columns:
             return np.full(len(n), np.nan)
-        values = pd.to_numeric(gpus[name], errors="coerce").to_numpy(dtype=float)
-        return np.where(known, values[np.maximum(at, 0)], np.nan)
+        return np.where(known, pd.to_numeric(cards[name], errors="coerce").to_numpy(dtype=float), np.nan)
 
     def col(name):
-        if name not in gpus.columns:
+        if name not in cards.columns:
             return np.full(len(n), "", dtype=object)
-        return np.where(known, _text(gpus[name].to_numpy())[np.maximum(at, 0)], "").astype(object)
+        return np.where(known, _text(cards[name].to_numpy()), "").astype(object)
 
     new, used = num("price_usd"), num("price_used_usd")
     if condition == "new":

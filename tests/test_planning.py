@@ -147,12 +147,19 @@ def test_configurations_call_the_engine_twice_whatever_the_grid(models, gpus, mo
         return real(*args, **kwargs)
 
     monkeypatch.setattr(planning, "estimate", counting)
+    # one card and two cards for every row; then, on a grid with fewer one-GPU rows than
+    # REUSE_ONE_CARD_ROWS, every row again at its count ...
     conf = planning.configurations(planning.expand(LORA_8B, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
     n = len(models) * len(gpus)
-    # one card and two cards for every row; then only the rows recommended at two or more cards
+    assert (conf["gpus"] == 1).sum() < planning.REUSE_ONE_CARD_ROWS
+    assert calls == [2 * n, n]
+    # ... and on a larger one, only the rows recommended at two or more cards
+    calls.clear()
+    plans = {"lora": LORA_8B, "qlora": {**LORA_8B, "method": "qlora"}, "int4": {"task": "infer", "precision": "int4"}}
+    conf = planning.configurations(planning.plans_frame(plans, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
     several = int((conf["gpus"] > 1).sum())
-    assert 0 < several < n
-    assert calls == [2 * n, several]
+    assert (conf["gpus"] == 1).sum() >= planning.REUSE_ONE_CARD_ROWS and several > 0
+    assert calls == [2 * 3 * n, several]
 
 
 def test_configurations_give_the_estimate_at_the_recommended_count_as_one_call_would(models, gpus):
@@ -160,8 +167,9 @@ def test_configurations_give_the_estimate_at_the_recommended_count_as_one_call_w
     categories, as estimating every row again at its recommended count in one frame."""
     plans = {"lora": LORA_8B, "serve": {"task": "infer", "precision": "bf16", "batch": 4, "seq": 8192},
              "full": {"task": "train", "method": "full", "batch": 2, "seq": 2048}}
-    sc = planning.plans_frame(plans, model=list(models["id"])[::3], gpu=list(gpus["id"])[::2])
+    sc = planning.plans_frame(plans, model=list(models["id"]), gpu=list(gpus["id"]))
     conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    assert (conf["gpus"] == 1).sum() >= planning.REUSE_ONE_CARD_ROWS  # the path that reuses the first call
     ok = ~(conf["beyond_context"] | conf["beyond_layers"]).to_numpy(dtype=bool)
     kept = planning.with_defaults(sc.reset_index(drop=True))[ok].reset_index(drop=True)
     again = estimate(kept.assign(gpus=conf["gpus"][ok].to_numpy(dtype=int), tp=0, pp=0), models, gpus)
