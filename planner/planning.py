@@ -762,8 +762,13 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
                 "kv_policy": kv_policy, "allow_long_context": bool(allow_long_context), "headroom": float(headroom)}
     conf = configurations(expand(workload, model=list(model_ids), precision=list(precisions), gpu=gpu_ids),
                           models, gpus, max_gpus=max_gpus, overhead=overhead, rules=rules, hosts=hosts)
-    conf = conf.astype({"model": str, "precision": str, "gpu": str})
     keys = ["model", "precision"]
+    speed = [c for c in SPEED_COLUMNS if c in conf.columns]
+    # the columns this table reads, before any filter or sort (a sweep is ~150 columns wide)
+    used = keys + ["gpu", "seq", "beyond_context", "params", "one_gpu_weights_bytes", "one_gpu_kv_cache_bytes",
+                   "one_gpu_peak_bytes", "one_gpu_fits", "usable_bytes", "gpu_price_usd", "gpu_name", "gpus_needed",
+                   "label", "fits_within", "memory_used_fraction", "buy_usd", "rent_usd_per_hour"] + speed
+    conf = conf[list(dict.fromkeys(used))].astype({"model": str, "precision": str, "gpu": str})
     sizes = conf.drop_duplicates(keys)[keys + ["seq", "beyond_context", "params", "one_gpu_weights_bytes",
                                                "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]]
     sizes = sizes.rename(columns={"one_gpu_weights_bytes": "weights_bytes", "one_gpu_kv_cache_bytes": "kv_cache_bytes",
@@ -773,7 +778,6 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     smallest = singles.drop_duplicates(keys)[keys + ["gpu", "gpu_name", "usable_bytes"]].rename(
         columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
     on_card = conf[conf["gpu"] == card]
-    speed = [c for c in SPEED_COLUMNS if c in on_card.columns]
     on_card = on_card[keys + ["gpus_needed", "label", "fits_within", "memory_used_fraction", "buy_usd",
                               "rent_usd_per_hour"] + speed].rename(
         columns={"gpus_needed": "card_gpus_needed", "label": "card_label", "fits_within": "card_fits",
