@@ -247,6 +247,16 @@ SYSTEM_COLUMNS = {"cost_usd": "system_usd", "gpu_cost_usd": "system_gpu_usd", "h
                   "price_date": "system_price_date", "price_source": "system_price_source"}
 
 
+def _as_text(values) -> pd.api.extensions.ExtensionArray:
+    """Text values typed as a DataFrame column of Python strings is typed (pandas' "str"), once: a
+    frame built from an object or unicode array converts it again, value by value, for every row."""
+    values = np.asarray(values)
+    if len(values) > 64:  # a sweep's column of a few distinct texts: each distinct text converted once
+        codes, uniques = pd.factorize(values)
+        return pd.array(np.asarray(uniques, dtype=object), dtype="str").take(codes)
+    return pd.array(values.astype(object), dtype="str")
+
+
 def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     """frame with `columns` set, as `frame[name] = values` one by one would leave it (new names after
     the old, in the dict's order; an existing name replaced in place), in one concat."""
@@ -378,13 +388,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     added = {
         "compatible": compatible, "compatibility_notes": verdict["compatibility_notes"].to_numpy(),
         "fits_within": ok, "max_gpus": limit,
-        "label": np.where(ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)),
-                                                          "✗ incompatible")),
+        "label": _as_text(np.where(ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)),
+                                                                   "✗ incompatible"))),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
         "one_gpu_kv_cache_bytes": one["kv_cache_bytes"].to_numpy(),
         "one_gpu_memory_used_fraction": one["memory_used_fraction"].to_numpy(),
-        **{f"gpu_{col}": gpus[col].to_numpy()[gidx] for col in GPU_INFO},
+        **{f"gpu_{col}": gpus[col].array.take(gidx) for col in GPU_INFO},
     }
     price = pd.to_numeric(pd.Series(added["gpu_price_usd"]), errors="coerce").to_numpy(dtype=float)
     cloud = pd.to_numeric(pd.Series(added["gpu_cloud_usd_per_hour"]), errors="coerce").to_numpy(dtype=float)
@@ -394,8 +404,11 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     system, pair = system_costs_per_pair(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
     added = {}
     for src, dst in SYSTEM_COLUMNS.items():
-        values = system[src].to_numpy()[pair]
-        added[dst] = np.where(ok, values, np.nan) if values.dtype.kind == "f" else np.where(ok, values, "")
+        per_pair = system[src].to_numpy()
+        if per_pair.dtype.kind == "f":
+            added[dst] = np.where(ok, per_pair[pair], np.nan)
+        else:  # text: typed once per pair (and "" for a row that does not fit), then taken for every row
+            added[dst] = _as_text(np.append(per_pair, "")).take(np.where(ok, pair, len(per_pair)))
     pays = breakeven(added["system_usd"].astype(float), res)
     added["system_breakeven_months"] = pays["breakeven_months"].to_numpy()
     added["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy()
