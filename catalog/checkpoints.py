@@ -537,15 +537,38 @@ def _quant_precision(quant) -> str | None:
     """The engine's precision of a checkpoint's quantization_config (issue 27), where its layout is
     one the engine models: quant_method fp8 (e4m3 weights, per-tensor or 128 x 128 block scales:
     Qwen3-*-FP8, DeepSeek-V3), mxfp4 (gpt-oss: the routed experts), gptq / awq at 4 bits (int4, group
-    128); None for the others (their bytes are still the stored ones beside the estimate)."""
+    128); None for the others (their bytes are still the stored ones beside the estimate).
+    Two more FP8 layouts are fp8 rows whose weights are the files' stored bytes (the arithmetic's fp8
+    puts every linear layer at 8 bits; these keep some in BF16, which only the tensors' dtypes say):
+    - fbgemm_fp8 (transformers' FbgemmFp8Config: e4m3 weights with an fp32 scale per output row, the
+      modules_to_not_convert left in BF16). Meta's Llama 3.1 FP8 checkpoints are these; Meta's own
+      loader (meta-llama/llama-models, models/llama3/quantization/loader.py, fp8_mixed) quantizes only
+      the feed-forward w1 / w3 / w2 of every layer but the first and the last.
+    - compressed-tensors whose every config group stores its weights as 8-bit floats (format
+      float-quantized: the FP8 checkpoints of llm-compressor, RedHatAI / neuralmagic), `ignore` in BF16."""
     if not isinstance(quant, dict):
         return None
     method = str(quant.get("quant_method", "")).lower()
     if method in ("fp8", "mxfp4"):
         return method
+    if method == "fbgemm_fp8":
+        return "fp8"
+    if method == "compressed-tensors" and _float8_groups(quant.get("config_groups")):
+        return "fp8"
     if method in ("gptq", "awq") and quant.get("bits", 4) == 4 and quant.get("group_size", 128) == 128:
         return "int4"
     return None
+
+
+def _float8_groups(groups) -> bool:
+    """compressed-tensors' config_groups: every group's weights are 8-bit floats (and there is one)."""
+    if not isinstance(groups, dict) or not groups:
+        return False
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict) or weights.get("num_bits") != 8 or str(weights.get("type", "")).lower() != "float":
+            return False
+    return True
 
 
 def with_stored_weights(record: dict, info: dict) -> dict:

@@ -394,3 +394,69 @@ def test_hub_id_online_and_the_hub_errors(tmp_path, monkeypatch):
         code, out, err = run_cli("estimate", "--model", "gated-org/Gated-7B", "--task", "infer")
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert "gated-org/Gated-7B" in err and message in err, err
+
+
+def _write_mixed_safetensors(path, tensors):
+    """tensors: (name, shape, dtype, bytes per element); zero data after the header."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape, dtype, size in tensors:
+        n = int(np.prod(shape)) * size
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as fh:
+        fh.write(len(raw).to_bytes(8, "little") + raw)
+        fh.truncate(8 + len(raw) + offset)
+    return offset
+
+
+FP8_LAYERS = 4  # the first and the last stay BF16, so two layers in between are FP8
+
+
+def _fp8_mlp_only_tensors():
+    """Meta's fp8_mixed layout: e4m3 feed-forward weights (with an fp32 scale per output row) in every
+    layer but the first and the last; attention, norms, embeddings and lm_head in BF16."""
+    out = [("model.embed_tokens.weight", [V, H], "BF16", 2)]
+    for i in range(FP8_LAYERS):
+        p = f"model.layers.{i}."
+        out += [(p + n, shape, "BF16", 2) for n, shape in (
+            ("input_layernorm.weight", [H]), ("self_attn.q_proj.weight", [H, H]), ("self_attn.k_proj.weight", [KVD, H]),
+            ("self_attn.v_proj.weight", [KVD, H]), ("self_attn.o_proj.weight", [H, H]),
+            ("post_attention_layernorm.weight", [H]))]
+        for n, shape in (("mlp.gate_proj", [F, H]), ("mlp.up_proj", [F, H]), ("mlp.down_proj", [H, F])):
+            if i in (0, FP8_LAYERS - 1):
+                out.append((p + n + ".weight", shape, "BF16", 2))
+            else:
+                out += [(p + n + ".weight", shape, "F8_E4M3", 1), (p + n + ".weight_scale", [shape[0], 1], "F32", 4)]
+    return out + [("model.norm.weight", [H], "BF16", 2), ("lm_head.weight", [V, H], "BF16", 2)]
+
+
+@pytest.mark.parametrize("quant", [
+    {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+     "modules_to_not_convert": [f"model.layers.{i}.self_attn.{p}_proj" for i in range(FP8_LAYERS) for p in "qkvo"]
+     + ["model.layers.0.mlp", f"model.layers.{FP8_LAYERS - 1}.mlp", "lm_head"]},
+    {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}},
+])
+def test_an_fp8_checkpoint_that_keeps_layers_in_bf16_is_weighed_by_its_stored_bytes(tmp_path, quant):
+    folder = tmp_path / "fp8-ckpt"
+    folder.mkdir()
+    write_config(folder, quantization_config=quant, torch_dtype="bfloat16", num_hidden_layers=FP8_LAYERS)
+    tensors = _fp8_mlp_only_tensors()
+    stored = _write_mixed_safetensors(folder / "model.safetensors", tensors)
+    assert {dtype for _n, _s, dtype, _b in tensors} == {"BF16", "F8_E4M3", "F32"}
+    code, out, err = run_cli("estimate", "--model-file", str(folder), "--task", "infer", "--precision", "fp8", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["checkpoint"]["weights_bytes_source"] == "header"
+    assert data["weights_bytes"] == data["checkpoint"]["weights_bytes_stored"] == stored
+    # the parameters are the config's (the scales are not parameters)
+    assert data["params"] == sum(int(np.prod(shape)) for name, shape, _d, _b in tensors if not name.endswith("_scale"))
+    # a quantization_config the engine does not know leaves the row to the arithmetic (fp8 at 8 bits
+    # for every linear layer): the stored bytes are only shown beside it
+    write_config(folder, quantization_config={"quant_method": "some_other_fp8"}, torch_dtype="bfloat16",
+                 num_hidden_layers=FP8_LAYERS)
+    code, out, err = run_cli("estimate", "--model-file", str(folder), "--task", "infer", "--precision", "fp8", "--json")
+    assert code == 0, err
+    other = json.loads(out)
+    assert other["checkpoint"]["weights_bytes_source"] == "config" and other["weights_bytes"] < stored
