@@ -231,19 +231,23 @@ if len(out):
     st.caption("Not within the GPU limit (or no priced GPU holds it): "
                + md_escape("; ".join(out["model"].astype(str).map(names) + " · " + out["plan"].astype(str))))
 
-st.markdown("#### The source article's tiers, checked")
-tiers = c.guard(c.tier_checks, c.train_workload(s), models, gpus, 64)
-if len(tiers):
-    tview = pd.DataFrame({
-        "Tier": tiers["label"], "Article's configuration": tiers["article"],
-        "Article's GPUs at catalog prices ($)": tiers["article_cost_usd"].round(0),
-        "Our GPUs needed on that card": tiers["our_label"].astype(str),
-        "Our cost on that card ($)": tiers["our_cost_usd"].round(0),
-        "Article's GPU count enough?": tiers["article_config_fits"].astype(bool),
-    })
-    c.table(tview, "budget_tiers", c.csv_settings(page="budget tiers"),
-            formats={"Article's GPUs at catalog prices ($)": "dollar", "Our cost on that card ($)": "dollar"},
-            help={"Our GPUs needed on that card": "At your sidebar workload (batch, sequence, precision, ZeRO stage), "
-                                                  "for the tier's model and method, up to 64 GPUs."})
-    st.caption("Source article 001's budget table (catalog/references.yaml, a001-budget-*), evaluated at the sidebar's "
-               "training settings with the article's model, method and card.")
+# the article's tiers at the sidebar's training settings: estimated when the section is open only (a lazy
+# expander, Streamlit's on_change="rerun"): a sixth of every sidebar change while few read it
+tiers_box = st.expander("The source article's tiers, checked", key="bp_tiers_open", on_change="rerun")
+if tiers_box.open:
+    with tiers_box:
+        tiers = c.guard(c.tier_checks, c.train_workload(s), models, gpus, 64)
+        if len(tiers):
+            tview = pd.DataFrame({
+                "Tier": tiers["label"], "Article's configuration": tiers["article"],
+                "Article's GPUs at catalog prices ($)": tiers["article_cost_usd"].round(0),
+                "Our GPUs needed on that card": tiers["our_label"].astype(str),
+                "Our cost on that card ($)": tiers["our_cost_usd"].round(0),
+                "Article's GPU count enough?": tiers["article_config_fits"].astype(bool),
+            })
+            c.table(tview, "budget_tiers", c.csv_settings(page="budget tiers"),
+                    formats={"Article's GPUs at catalog prices ($)": "dollar", "Our cost on that card ($)": "dollar"},
+                    help={"Our GPUs needed on that card": "At your sidebar workload (batch, sequence, precision, ZeRO stage), "
+                                                          "for the tier's model and method, up to 64 GPUs."})
+            st.caption("Source article 001's budget table (catalog/references.yaml, a001-budget-*), evaluated at the sidebar's "
+                       "training settings with the article's model, method and card.")

@@ -114,6 +114,14 @@ def test_every_page_renders_and_keeps_the_workload(server):
                     _idle(page)
                     _no_errors(page, "cost per fit, buy chart")
                     assert page.get_by_role("tab", name="Chart: buy").get_attribute("aria-selected") == "true"
+                if label == "Budget planner":  # the article's tiers: a lazy expander, its table drawn when opened
+                    main = page.locator("[data-testid='stMain']")
+                    tables = main.locator("[data-testid='stDataFrame']").count()
+                    main.get_by_text("The source article's tiers, checked").click()
+                    main.get_by_text("Source article 001's budget table").wait_for(timeout=60_000)
+                    _idle(page)
+                    _no_errors(page, "budget, the article's tiers")
+                    assert main.locator("[data-testid='stDataFrame']").count() == tables + 1
                 page.screenshot(path=str(SHOTS / f"{i:02d}_{label.lower().replace(' ', '_').replace('&', 'and')}.png"),
                                 full_page=True)
 

@@ -292,6 +292,11 @@ def test_budget_planner_respects_the_budget_and_the_article_tiers():
     assert at.number_input(key="bp_budget").value == 50_000
     assert any(m.label == "Fit within $50,000" for m in at.metric)
     assert len(table(at, 1)) > len(feasible)
+    # the article's tiers: a lazy section, estimated only when it is opened
+    shown = len(at.dataframe)
+    at.session_state["bp_tiers_open"] = True
+    at.run()
+    assert not at.exception and len(at.dataframe) == shown + 1
     tiers = table(at, len(at.dataframe) - 1)
     assert tiers["Article's configuration"].tolist()[0].startswith("2× RTX 4090")
 
