@@ -103,26 +103,31 @@ _sizes_chart(chart_data, model_order, precision_order, usable, gnames.get(card, 
 st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points above it need several cards "
            "(tensor parallelism) or a bigger one.")
 
-st.markdown("#### The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)")
-article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")
-if set(article_models) <= set(models["id"]):
-    art = c.guard(c.article_inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args,
-                  shown=tuple(precisions))  # its rows from the table above where that holds them
-    if len(art):
-        aview = pd.DataFrame({"Model": art["model"].map(names)})
-        for p in ("fp16", "int8", "int4"):
-            aview[f"{p.upper()} article (GB)"] = art[f"article_{p}_gb"].astype(float).round(2)
-            aview[f"{p.upper()} ours (GB)"] = art[f"ours_{p}_gb"].astype(float).round(2)
-        aview["Article's minimum card"] = (art["article_min_gpus"].map(lambda n: f"{n:g}× " if pd.notna(n) else "")
-                                           + art["article_min_gpu"].map(lambda g: gnames.get(g, g) if isinstance(g, str) else "—")
-                                           + art["article_min_precision"].map(lambda p: f" ({p.upper()})" if isinstance(p, str) else ""))
-        for p in ("fp16", "int8", "int4"):
-            aview[f"Our smallest single GPU, {p.upper()}"] = art[f"ours_smallest_{p}"].map(lambda g: gnames.get(g, g))
-        c.table(aview, "inference_article", c.csv_settings(page="inference, source article table"),
-                help={"Article's minimum card": "As published (catalog/references.yaml, a000-infer-*-min-card); "
-                                                "the precision is our reading of the article."})
-        st.caption("The article's weights are nominal parameters × bytes (7e9 × 2 = 14 GB); ours use the exact "
-                   "parameter counts and the formats' real sizes (INT8 adds per-row scales; INT4 GPTQ/AWQ with "
-                   "group 128 is 4.25 bits per weight, embeddings and lm_head stay 16-bit). Our smallest GPU also "
-                   "counts the KV cache at the sidebar's context and concurrency, and the runtime overhead. "
-                   "The whole table above extends it to every model and GGUF type.")
+# the source article's table beside ours: built when the section is open only (a lazy expander,
+# Streamlit's on_change="rerun"), as the Budget page's tiers
+article_box = st.expander("The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)",
+                          key="inf_article_open", on_change="rerun")
+if article_box.open:
+    with article_box:
+        article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")
+        if set(article_models) <= set(models["id"]):
+            art = c.guard(c.article_inference_table, models, gpus, article_models, ("fp16", "int8", "int4"), **args,
+                          shown=tuple(precisions))  # its rows from the table above where that holds them
+            if len(art):
+                aview = pd.DataFrame({"Model": art["model"].map(names)})
+                for p in ("fp16", "int8", "int4"):
+                    aview[f"{p.upper()} article (GB)"] = art[f"article_{p}_gb"].astype(float).round(2)
+                    aview[f"{p.upper()} ours (GB)"] = art[f"ours_{p}_gb"].astype(float).round(2)
+                aview["Article's minimum card"] = (art["article_min_gpus"].map(lambda n: f"{n:g}× " if pd.notna(n) else "")
+                                                   + art["article_min_gpu"].map(lambda g: gnames.get(g, g) if isinstance(g, str) else "—")
+                                                   + art["article_min_precision"].map(lambda p: f" ({p.upper()})" if isinstance(p, str) else ""))
+                for p in ("fp16", "int8", "int4"):
+                    aview[f"Our smallest single GPU, {p.upper()}"] = art[f"ours_smallest_{p}"].map(lambda g: gnames.get(g, g))
+                c.table(aview, "inference_article", c.csv_settings(page="inference, source article table"),
+                        help={"Article's minimum card": "As published (catalog/references.yaml, a000-infer-*-min-card); "
+                                                        "the precision is our reading of the article."})
+                st.caption("The article's weights are nominal parameters × bytes (7e9 × 2 = 14 GB); ours use the exact "
+                           "parameter counts and the formats' real sizes (INT8 adds per-row scales; INT4 GPTQ/AWQ with "
+                           "group 128 is 4.25 bits per weight, embeddings and lm_head stay 16-bit). Our smallest GPU also "
+                           "counts the KV cache at the sidebar's context and concurrency, and the runtime overhead. "
+                           "The whole table above extends it to every model and GGUF type.")

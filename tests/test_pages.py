@@ -820,3 +820,15 @@ def test_the_recipe_in_the_url_and_the_sidebar_reaches_the_overview(models, gpus
     assert not at.exception
     assert peak() == direct(recipe="unsloth", loss="unfused")
     assert at.query_params["loss"] == ["unfused"] or at.query_params["loss"] == "unfused"
+
+
+def test_the_source_articles_inference_table_is_built_when_its_section_opens():
+    at = open_app("pages/inference.py")
+    shown = len(at.dataframe)
+    assert not any("FP16 article (GB)" in f.value.columns for f in at.dataframe)
+    at.session_state["inf_article_open"] = True
+    at.run()
+    assert not at.exception and not at.error and len(at.dataframe) == shown + 1
+    article = at.dataframe[-1].value
+    assert {"FP16 article (GB)", "FP16 ours (GB)", "Article's minimum card"} <= set(article.columns)
+    assert len(article) == 3  # Llama 2 7B, 13B and Llama 3 70B, as the article's table
