@@ -70,14 +70,17 @@ c.table(pivot, "feasibility_matrix", c.csv_settings(page="feasibility matrix", m
                                                      families=",".join(chosen_families)),
         help={"Model": "Cells: GPUs of that card needed; ✗ >N when more than the limit."})
 
-with st.expander("Details: one row per model × GPU"):
-    detail = pd.DataFrame({
-        "Model": cells["model"], "GPU": cells["gpu"], "GPUs needed": cells["label"],
-        f"Peak per GPU ({u})": cells["peak"], "Memory used (%)": cells["share"], "Peak phase": cells["phase"],
-        f"Weights per GPU ({u})": cells["weights"], f"Activations per GPU ({u})": cells["activations"],
-        "Purchase ($)": cells["buy"].round(0), "Rent ($/h)": cells["rent"].round(2),
-        "Sequence used (tokens)": cells["seq"],
-    })
-    c.table(detail, "feasibility_details", c.csv_settings(page="feasibility details", max_gpus=max_gpus),
-            formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%",
-                     "Sequence used (tokens)": "%d"})
+# one row per cell: built when the section is open only (a lazy expander, on_change="rerun")
+details_box = st.expander("Details: one row per model × GPU", key="fm_details_open", on_change="rerun")
+if details_box.open:
+    with details_box:
+        detail = pd.DataFrame({
+            "Model": cells["model"], "GPU": cells["gpu"], "GPUs needed": cells["label"],
+            f"Peak per GPU ({u})": cells["peak"], "Memory used (%)": cells["share"], "Peak phase": cells["phase"],
+            f"Weights per GPU ({u})": cells["weights"], f"Activations per GPU ({u})": cells["activations"],
+            "Purchase ($)": cells["buy"].round(0), "Rent ($/h)": cells["rent"].round(2),
+            "Sequence used (tokens)": cells["seq"],
+        })
+        c.table(detail, "feasibility_details", c.csv_settings(page="feasibility details", max_gpus=max_gpus),
+                formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%",
+                         "Sequence used (tokens)": "%d"})

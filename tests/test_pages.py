@@ -832,3 +832,14 @@ def test_the_source_articles_inference_table_is_built_when_its_section_opens():
     article = at.dataframe[-1].value
     assert {"FP16 article (GB)", "FP16 ours (GB)", "Article's minimum card"} <= set(article.columns)
     assert len(article) == 3  # Llama 2 7B, 13B and Llama 3 70B, as the article's table
+
+
+def test_the_feasibility_details_are_built_when_their_section_opens(models, gpus):
+    at = open_app("pages/feasibility.py")
+    shown = len(at.dataframe)
+    at.session_state["fm_details_open"] = True
+    at.run()
+    assert not at.exception and not at.error and len(at.dataframe) == shown + 1
+    detail = at.dataframe[-1].value
+    assert {"Model", "GPU", "GPUs needed", "Peak phase"} <= set(detail.columns)
+    assert len(detail) == len(models) * len(gpus)  # one row per cell of the matrix (every model, every GPU)
