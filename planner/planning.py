@@ -373,7 +373,9 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # two together costs ~20 ms whatever the rows (a hundred columns, each typed as it is), ~4 us a
     # row estimated again: below REUSE_ONE_CARD_ROWS one-GPU rows, estimating them again is cheaper.
     several = np.flatnonzero(count > 1)
-    if n - len(several) < REUSE_ONE_CARD_ROWS:
+    if not len(several):  # every row at one GPU: the first call's rows are the answer
+        res = one
+    elif n - len(several) < REUSE_ONE_CARD_ROWS:
         res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **overhead)
     else:
         at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **overhead)

@@ -464,3 +464,17 @@ def test_rows_replaced_keeps_each_column_type_and_unions_categories():
     assert out["f"].tolist() == [8.0, 2.0, 9.0]
     assert out["ok"].dtype == "boolean" and out["ok"].tolist() == [True, pd.NA, pd.NA]
     assert out["s"].dtype == base["s"].dtype and out["s"].iloc[1:].tolist() == ["y", "q"] and pd.isna(out["s"].iloc[0])
+
+
+def test_configurations_call_the_engine_once_when_every_row_fits_one_gpu(models, gpus, monkeypatch):
+    calls = []
+    real = planning.estimate
+    monkeypatch.setattr(planning, "estimate", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k))
+    sc = planning.expand({"task": "infer", "precision": "bf16", "batch": 1, "seq": 1024},
+                         model=["llama-3.2-1b", "llama-3-8b"], gpu=["h100-sxm-80gb", "rtx-4090"])
+    conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    assert (conf["gpus"] == 1).all() and calls == [2 * len(sc)]
+    again = real(planning.with_defaults(sc).assign(gpus=1, tp=0, pp=0), models, gpus)
+    for col in again.columns.drop("gpus_needed"):
+        a, b = conf[col].astype(object).to_numpy(), again[col].astype(object).to_numpy()
+        assert ((a == b) | (pd.isna(a) & pd.isna(b))).all(), col
