@@ -246,6 +246,8 @@ def test_the_inference_page_sweeps_every_model_once_for_both_its_tables(monkeypa
     real = planning.configurations
     monkeypatch.setattr(planning, "configurations", lambda frame, *a, **k: calls.append(len(frame)) or real(frame, *a, **k))
     at = open_page("pages/inference.py")
+    at.session_state["inf_article_open"] = True  # the article's table: a lazy section, opened
+    run(at)
     assert len(calls) == 1  # both tables, one sweep
     assert len(at.dataframe) >= 2
     at.multiselect(key="inf_precisions").set_value(["int4", "q4_k_m"])  # no fp16 / int8 in the page's table

@@ -341,6 +341,8 @@ def test_breakdown_shows_the_uncertainty_band_of_the_peak(models, gpus):
 
 def test_inference_page_sets_the_articles_table_beside_ours():
     at = open_app("pages/inference.py")
+    at.session_state["inf_article_open"] = True  # the article's table: a lazy section
+    at.run()
     article = table(at, 1).set_index("Model")
     assert article.loc["Llama 2 7B", ["FP16 article (GB)", "INT8 article (GB)", "INT4 article (GB)"]].tolist() == [14, 7, 3.5]
     assert article.loc["Llama 2 13B", ["FP16 article (GB)", "INT8 article (GB)", "INT4 article (GB)"]].tolist() == [26, 13, 6.5]
@@ -631,6 +633,8 @@ def test_csv_downloads_neutralise_a_formula_in_a_custom_model_name(user_file, do
     shown_row = table(at).set_index("Model").loc[FORMULA_NAME]
     csv_row = next(r for r in _csv_cells(raw) if r[0] == quoted)
     assert csv_row[1:] == [str(v) for v in shown_row.tolist()]
+    at.session_state["fm_details_open"] = True  # the one-row-per-cell details: a lazy section
+    at.run()
     detail = table(at, 1)
     rows = [r for r in _csv_cells(downloads(at.download_button[1])) if r[0] == quoted]
     shown_rows = detail[detail["Model"] == FORMULA_NAME]
