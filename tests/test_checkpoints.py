@@ -90,15 +90,7 @@ def hf_tensors(tied=False):
 
 def write_safetensors(path, tensors, dtype="BF16", size=2):
     """A safetensors file by hand: the 8-byte header length, the JSON header, zero bytes."""
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, shape in tensors:
-        n = int(np.prod(shape)) * size
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    with open(path, "wb") as fh:
-        fh.write(len(raw).to_bytes(8, "little") + raw)
-        fh.truncate(8 + len(raw) + offset)
+    _write_mixed_safetensors(path, [(name, shape, dtype, size) for name, shape in tensors])
     return path
 
 
