@@ -33,3 +33,27 @@ def dtype(categories, index_dtype: str | None = None) -> pd.CategoricalDtype:
 def from_codes(codes: np.ndarray, categories, validate: bool = True) -> pd.Categorical:
     """pd.Categorical.from_codes(codes, categories=categories, validate=validate), through dtype()."""
     return pd.Categorical.from_codes(codes, dtype=dtype(categories), validate=validate)
+
+
+def positions(ids: pd.Series, column: pd.Series) -> np.ndarray:
+    """Each row's position in `ids` (a catalog's id column) of its `column` value read as text, as
+    `column.astype(str)` reads it (a missing value is "nan"); -1 where it is not there. A categorical
+    column is looked up once per category, not per row (a sweep has a few dozen GPUs or models)."""
+    index = pd.Index(ids.astype(str))
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        at = np.append(index.get_indexer(column.cat.categories.astype(str)), index.get_indexer(["nan"]))
+        return at[column.cat.codes.to_numpy()]  # code -1 (missing): the last, "nan"'s
+    return index.get_indexer(column.astype(str))
+
+
+def per_value(values, decide) -> np.ndarray:
+    """decide(a Series of distinct values) -> one boolean each, decided once per distinct value of
+    `values` (a Series, categorical or not, or an array) and taken for every row; a missing value
+    (NaN, None, NA) is decided as NaN."""
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories, dtype=object)
+    else:
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        uniques = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
+    hit = np.asarray(decide(pd.concat([uniques, pd.Series([np.nan], dtype=object)], ignore_index=True)), dtype=bool)
+    return hit[np.where(codes >= 0, codes, len(uniques))]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import engine.categories as categories
+
 RULE_COLUMNS = ("id", "columns", "values", "multi_gpu", "only_multi_gpu", "architectures", "vendors", "severity", "note")
 
 
@@ -32,13 +34,7 @@ def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarr
     n = len(frame)
     if gpus is None or "gpu" not in frame.columns or not len(gpus):
         return np.full(n, -1, dtype=np.intp), np.zeros(0, dtype=object), np.zeros(0, dtype=object)
-    ids = pd.Index(gpus["id"].astype(str))
-    column = frame["gpu"]
-    if isinstance(column.dtype, pd.CategoricalDtype):  # through the categories (a sweep has a few dozen GPUs)
-        codes = column.cat.codes.to_numpy()
-        idx = np.append(ids.get_indexer(column.cat.categories.astype(str)), ids.get_indexer(["nan"]))[codes]
-    else:
-        idx = ids.get_indexer(column.astype(str))
+    idx = categories.positions(gpus["id"], frame["gpu"])  # through the categories (a sweep has a few dozen GPUs)
 
     def facts(col):
         if col not in gpus.columns:
@@ -49,16 +45,9 @@ def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarr
 
 
 def _text_in(column: pd.Series, values: list[str]) -> np.ndarray:
-    """column.astype(str).str.strip().str.lower().isin(values), decided once per distinct value."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, uniques = column.cat.codes.to_numpy(), pd.Series(column.cat.categories)
-    else:
-        codes, uniques = pd.factorize(column.to_numpy(dtype=object) if column.dtype == object else column,
-                                      use_na_sentinel=True)
-        uniques = pd.Series(np.asarray(uniques, dtype=object))
-    hit = uniques.astype(str).str.strip().str.lower().isin(values).to_numpy(dtype=bool)
-    missing = "nan" in values  # a missing value reads "nan" as text
-    return np.where(codes >= 0, np.append(hit, False)[codes], missing)
+    """column.astype(str).str.strip().str.lower().isin(values), decided once per distinct value
+    (a missing value reads "nan" as text)."""
+    return categories.per_value(column, lambda u: u.astype(str).str.strip().str.lower().isin(values))
 
 
 def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | None) -> pd.DataFrame:

@@ -34,12 +34,13 @@ import numpy as np
 import pandas as pd
 
 from engine.categories import from_codes as category_codes
+from engine.categories import per_value, positions
 from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
 from engine.stacks import DEFAULT_RECIPE, recipe_value
-from planner.systems import CONDITIONS, breakeven, positions, system_costs_per_pair
+from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
 try:
@@ -172,18 +173,6 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _per_value(values, decide) -> np.ndarray:
-    """decide(pd.Series of values) -> booleans, decided once per distinct value and taken for every
-    row (a missing value is decided as a value of its own)."""
-    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
-        codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories, dtype=object)
-    else:
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
-        uniques = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
-    hit = np.asarray(decide(pd.concat([uniques, pd.Series([np.nan], dtype=object)], ignore_index=True)), dtype=bool)
-    return hit[np.where(codes >= 0, codes, len(uniques))]
-
-
 def _model_fact(frame: pd.DataFrame, models: pd.DataFrame, name: str) -> np.ndarray:
     """models' `name` (as float) for every row's model id; NaN for an id not in `models`."""
     facts = pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float)
@@ -196,7 +185,7 @@ def beyond_context(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     the engine refuses them (engine/rules.py); tables over many models leave them out and say so."""
     ctx = _model_fact(frame, models, "max_context")
     seq = pd.to_numeric(pd.Series(_column(frame, "seq")), errors="coerce").to_numpy(dtype=float)
-    allow = _per_value(_series_or_column(frame, "allow_long_context"),
+    allow = per_value(_series_or_column(frame, "allow_long_context"),
                        lambda u: u.astype(str).str.strip().str.lower().isin(("true", "1", "yes", "on")))
     return (seq > ctx) & ~allow  # NaN (an unknown model, a bad seq) compares False: estimate() names it
 
@@ -209,8 +198,8 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame), dtype=bool)
     layers = _model_fact(frame, models, "num_layers")
     k = pd.to_numeric(pd.Series(_column(frame, "freeze_layers")), errors="coerce").to_numpy(dtype=float)
-    freeze = _per_value(_series_or_column(frame, "method"), lambda u: u.astype(str) == "freeze") \
-        & _per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
+    freeze = per_value(_series_or_column(frame, "method"), lambda u: u.astype(str) == "freeze") \
+        & per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
     return freeze & (k > layers)
 
 

@@ -13,22 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import engine.categories as categories
+
 CONDITIONS = ("new", "used", "either")
 
 
 def _text(values) -> np.ndarray:
     return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
-
-
-def positions(ids: pd.Series, column: pd.Series) -> np.ndarray:
-    """Each row's position in `ids` (a catalog's id column) of its `column` value; -1 where the value
-    is not there. A categorical column is looked up once per category, not per row."""
-    index = pd.Index(ids.astype(str))
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
-        at = np.append(index.get_indexer(column.cat.categories.astype(str)), -1)
-        return at[np.where(codes >= 0, codes, len(at) - 1)]
-    return index.get_indexer(column.astype(str))
 
 
 def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
@@ -45,7 +36,7 @@ def system_costs_per_pair(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.D
     a system depends on its card and count only (a sweep has thousands of rows, a few hundred pairs)."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition {condition!r} is not accepted; accepted: {', '.join(CONDITIONS)}")
-    at = positions(gpus["id"], configs["gpu"])
+    at = categories.positions(gpus["id"], configs["gpu"])
     n = np.asarray(configs["gpus"] if count is None else count, dtype=float)
     n_code, n_values = pd.factorize(n, use_na_sentinel=False)
     group, _ = pd.factorize((at.astype(np.int64) + 1) * (len(n_values) + 1) + n_code)

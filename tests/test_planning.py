@@ -478,3 +478,15 @@ def test_configurations_call_the_engine_once_when_every_row_fits_one_gpu(models,
     for col in again.columns.drop("gpus_needed"):
         a, b = conf[col].astype(object).to_numpy(), again[col].astype(object).to_numpy()
         assert ((a == b) | (pd.isna(a) & pd.isna(b))).all(), col
+
+
+def test_positions_and_per_value_read_a_column_as_its_text_would_read():
+    from engine.categories import per_value, positions
+    ids = pd.Series(["a", "b", "c"])
+    for column in (pd.Series(["b", None, "x", "a"]), pd.Series(["b", None, "x", "a"], dtype="category")):
+        assert positions(ids, column).tolist() == [1, -1, -1, 0]  # a missing or unknown id: -1
+    plain = pd.Series(["On", " true", None, "off", np.nan], dtype=object)
+    for values in (plain, plain.astype("category")):
+        got = per_value(values, lambda u: u.astype(str).str.strip().str.lower().isin(("true", "on")))
+        assert got.tolist() == [True, True, False, False, False]
+    assert per_value(np.array(["freeze", "lora", "freeze"], dtype=object), lambda u: u == "freeze").tolist() == [True, False, True]
