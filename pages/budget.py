@@ -143,13 +143,12 @@ if pairs:
 st.markdown("#### Every model × workload, GPUs only")
 
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
-conf = c.guard(c.configurations, *sweep)
 result = c.guard(c.budget_plan, *sweep, float(budget), mode, hours, stretch / 100.0)
 feasible, unlocks, out = result["feasible"], result["unlocks"], result["out_of_reach"]
 names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)
 budget_text = c.fmt_usd(budget, 2 if mode == "cloud_hour" else 0) + ("/h" if mode == "cloud_hour" else "")
-total = conf[["model", "plan"]].astype(str).drop_duplicates().shape[0]
+total = len(result["groups"])  # model x workload combinations, in the sweep's order
 
 k1, k2, k3 = st.columns(3)
 k1.metric(f"Fit within {budget_text}", f"{len(feasible)} of {total}", help="model × workload combinations")
@@ -179,7 +178,7 @@ fmt = {COST_LABELS[mode]: money_format, "Extra needed ($)": money_format, "Memor
 
 # chart: every model x workload, coloured by whether its cheapest configuration fits the budget
 best = c.guard(c.cheapest, *sweep, mode=mode, hours=hours)
-grid_ = conf[["model", "plan"]].astype(str).drop_duplicates().merge(
+grid_ = result["groups"].merge(
     best.astype({"model": str, "plan": str})[["model", "plan", "cost_usd", "gpus", "gpu"]], on=["model", "plan"], how="left")
 cost = grid_["cost_usd"].astype(float).to_numpy()
 with np.errstate(invalid="ignore"):

@@ -347,7 +347,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # Unified-memory systems (Apple) count as single devices: PyTorch's multi-GPU backend
     # (NCCL) is CUDA-only and MPS has no distributed backend, so ZeRO / tensor parallelism
     # across several Macs is outside what this model describes.
-    gidx = pd.Index(gpus["id"]).get_indexer(sc["gpu"].astype(str))
+    gidx = positions(gpus["id"], sc["gpu"])
     unified = gpus["unified_memory"].fillna(False).to_numpy(dtype=bool)[np.maximum(gidx, 0)] \
         if "unified_memory" in gpus.columns else np.zeros(n, dtype=bool)
     limit = np.where(unified, 1, max_gpus)
@@ -421,17 +421,40 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     return res
 
 
+def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each row's group (e.g. model x plan) as a number 0..k-1 in the order the groups are first
+    seen, and the k groups' keys as text (one row each, columns `by`), as
+    `frame[by].astype(str).drop_duplicates()` gives them. Decided per distinct value of each column
+    (a categorical's codes; factorized otherwise), not per row as text: a sweep is thousands of rows
+    of a few dozen models and plans."""
+    by = [c for c in by if c in frame.columns]
+    n = len(frame)
+    if not by:  # one group of every row
+        return np.zeros(n, dtype=np.int64), pd.DataFrame(index=pd.RangeIndex(1 if n else 0))
+    if not n:
+        return np.zeros(0, dtype=np.int64), frame[by].astype(str).reset_index(drop=True)
+    combined = np.zeros(n, dtype=np.int64)
+    for col in by:
+        codes, uniques = pd.factorize(frame[col], use_na_sentinel=False)
+        combined = combined * (len(uniques) + 1) + codes
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the groups in first-seen order
+    number = np.empty(len(order), dtype=np.int64)
+    number[order] = np.arange(len(order))
+    keys = frame.iloc[first[order]][by].astype(str).reset_index(drop=True)
+    return number[inverse.reshape(-1)], keys
+
+
 def cheapest(configs: pd.DataFrame, cost: str = "buy_usd", by=("model", "plan")) -> pd.DataFrame:
     """Per group (e.g. model x plan): the configuration with the lowest finite `cost`.
     Ties go to fewer GPUs, then to more memory per GPU. Groups keep their first-seen order;
     groups with no priced configuration are left out."""
-    by = [c for c in by if c in configs.columns]
     finite = np.isfinite(pd.to_numeric(configs[cost], errors="coerce").to_numpy(dtype=float))
     if not finite.any():
         return configs[finite].copy()
     # ranked on the few columns it needs, then the chosen rows taken once (a sweep is thousands of
     # rows x a hundred columns: sorting and copying all of them cost more than the ranking)
-    group = configs[by].astype(str).groupby(by, sort=False).ngroup().to_numpy() if by else np.zeros(len(configs), int)
+    group, _ = groups(configs, by)
     rank = pd.DataFrame({"cost": configs[cost].to_numpy(), "gpus": configs["gpus"].to_numpy(),
                          "usable": configs["usable_bytes"].to_numpy(), "group": group,
                          "row": np.arange(len(configs))})[finite]
@@ -462,11 +485,13 @@ def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "b
     rent = cheapest_rent[by + keep + ["rent_usd_per_hour"]]
     buy = buy.rename(columns={c: f"buy_{c}" for c in keep + system})
     rent = rent.rename(columns={c: f"rent_{c}" for c in keep})
-    groups = configs[by].astype(str).drop_duplicates().reset_index(drop=True)
-    out = groups.merge(buy.astype({c: str for c in by}), on=by, how="left")
+    group, keys = groups(configs, by)
+    out = keys.merge(buy.astype({c: str for c in by}), on=by, how="left")
     out = out.merge(rent.astype({c: str for c in by}), on=by, how="left")
-    fits_any = configs.assign(_ok=configs["fits_within"]).astype({c: str for c in by}).groupby(by, sort=False)["_ok"].any()
-    out["fits_somewhere"] = out.set_index(by).index.map(fits_any).to_numpy(dtype=bool)
+    # (the merges keep the keys' rows in their order: one buy and one rent row per group at most)
+    fits_any = np.bincount(group, weights=configs["fits_within"].fillna(False).to_numpy(dtype=float),
+                           minlength=len(keys)) > 0
+    out["fits_somewhere"] = fits_any
     return out
 
 
@@ -492,7 +517,8 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     configuration and `cost_usd`:
       feasible   cost <= budget, cheapest first within the catalog order of groups;
       unlocks    budget < cost <= budget x (1 + stretch), with `extra_usd` = cost - budget;
-      out_of_reach  no configuration within the GPU limit (or none priced).
+      out_of_reach  no configuration within the GPU limit (or none priced);
+      groups     every group of the sweep (its `by` keys as text), in first-seen order.
     best: cheapest(configs with cost_usd = plan_cost(configs, mode, hours), "cost_usd", by) where
     the caller has it already (the budget then only splits it; computed here otherwise)."""
     if not np.isfinite(budget) or budget < 0:
@@ -507,11 +533,12 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))].copy()
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
     by = [c for c in by if c in configs.columns]
-    all_groups = configs[by].astype(str).drop_duplicates()
+    _, all_groups = groups(configs, by)
     priced_groups = best[by].astype(str)
     missing = all_groups.merge(priced_groups, on=by, how="left", indicator=True)
     out_of_reach = missing[missing["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
-    return {"feasible": feasible, "unlocks": unlocks, "out_of_reach": out_of_reach}
+    return {"feasible": feasible, "unlocks": unlocks, "out_of_reach": out_of_reach,
+            "groups": all_groups.reset_index(drop=True)}
 
 
 def tier_checks(refs: pd.DataFrame, workload: dict, models: pd.DataFrame, gpus: pd.DataFrame,
