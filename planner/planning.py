@@ -424,7 +424,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
 def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.DataFrame]:
     """Each row's group (e.g. model x plan) as a number 0..k-1 in the order the groups are first
     seen, and the k groups' keys as text (one row each, columns `by`), as
-    `frame[by].astype(str).drop_duplicates()` gives them. Decided per distinct value of each column
+    `frame[by].astype(str).drop_duplicates()` gives them (a missing value is a group of its own,
+    where a groupby of astype(str) would leave its rows out of every group). Decided per distinct value of each column
     (a categorical's codes; factorized otherwise), not per row as text: a sweep is thousands of rows
     of a few dozen models and plans."""
     by = [c for c in by if c in frame.columns]
@@ -436,7 +437,9 @@ def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.Da
     combined = np.zeros(n, dtype=np.int64)
     for col in by:
         codes, uniques = pd.factorize(frame[col], use_na_sentinel=False)
-        combined = combined * (len(uniques) + 1) + codes
+        # distinct values with one text (a missing value and "nan") are one group, as astype(str) has them
+        as_text, texts = pd.factorize(pd.Index(uniques, dtype=object).astype(str))
+        combined = combined * (len(texts) + 1) + as_text[codes]
     _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # the groups in first-seen order
     number = np.empty(len(order), dtype=np.int64)

@@ -490,3 +490,35 @@ def test_positions_and_per_value_read_a_column_as_its_text_would_read():
         got = per_value(values, lambda u: u.astype(str).str.strip().str.lower().isin(("true", "on")))
         assert got.tolist() == [True, True, False, False, False]
     assert per_value(np.array(["freeze", "lora", "freeze"], dtype=object), lambda u: u == "freeze").tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("kind", ["category", "str", "object"])
+def test_groups_are_the_text_groups_in_first_seen_order(kind):
+    """planning.groups numbers rows by group as `frame[by].astype(str)` groups them, in first-seen
+    order, and gives the same keys as drop_duplicates (two distinct values of one text, 1 and "1",
+    are one group)."""
+    rng = np.random.default_rng(11)
+    models = np.array(["llama-3-8b", "gemma-2-9b", 1, "qwen3-8b", "1"], dtype=object)
+    plans = np.array(["LoRA", "Serve INT4", "QLoRA"], dtype=object)
+    frame = pd.DataFrame({"model": models[rng.integers(0, 5, 400)], "plan": plans[rng.integers(0, 3, 400)],
+                          "x": rng.random(400)})
+    frame = frame.astype({"model": kind, "plan": kind})
+    number, keys = planning.groups(frame, ("model", "plan", "absent"))
+    text = frame[["model", "plan"]].astype(str)
+    assert number.tolist() == text.groupby(["model", "plan"], sort=False).ngroup().tolist()
+    pd.testing.assert_frame_equal(keys, text.drop_duplicates().reset_index(drop=True))
+
+
+def test_groups_keep_rows_of_a_missing_key():
+    """A missing key is a group of its own: no row is left out of every group."""
+    frame = pd.DataFrame({"model": pd.Categorical(["a", None, "a", None]), "plan": ["x"] * 4})
+    number, keys = planning.groups(frame)
+    assert number.tolist() == [0, 1, 0, 1] and keys["model"].isna().tolist() == [False, True]
+
+
+def test_groups_of_no_columns_and_no_rows():
+    frame = pd.DataFrame({"model": pd.Categorical(["a", "b"]), "plan": ["x", "y"]})
+    number, keys = planning.groups(frame, ())
+    assert number.tolist() == [0, 0] and len(keys) == 1
+    number, keys = planning.groups(frame.iloc[:0], ("model", "plan"))
+    assert len(number) == 0 and list(keys.columns) == ["model", "plan"] and len(keys) == 0
