@@ -61,16 +61,12 @@ def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = N
         else:
             config[col] = st.column_config.TextColumn(col, help=help.get(col))
     st.dataframe(view, column_config=config, hide_index=True, width="stretch", height=height, placeholder="—")
-    st.download_button("Download CSV", data=_csv(value_key(view, settings), view, settings), file_name=file_name or f"{key}.csv",
-                       mime="text/csv", key=f"download_{key}", on_click="ignore",
+    # the CSV is written when the button is pressed (Streamlit's deferred download: a callable as
+    # `data`), not on every run that shows the table: a sweep's table took to_csv and a digest of the
+    # table on every sidebar change (~5-15 ms a table on the 2-core machine) for a file few download
+    st.download_button("Download CSV", data=functools.partial(to_csv, view.copy(deep=False), dict(settings)),
+                       file_name=file_name or f"{key}.csv", mime="text/csv", key=f"download_{key}", on_click="ignore",
                        help="This table as shown, with the settings that produced it.")
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _csv(key: str, _view: pd.DataFrame, _settings: dict) -> str:
-    """to_csv, once per table and settings (key: app.data.value_key of both, far cheaper than
-    Streamlit's hashing of the settings dict): a rerun that shows the same table reuses it."""
-    return to_csv(_view, _settings)
 
 
 def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:

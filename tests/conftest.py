@@ -61,19 +61,30 @@ def gpus(cat):
 def downloads(monkeypatch):
     """Read what a download button would hand to the browser (AppTest keeps it in memory)."""
     import streamlit.testing.v1.app_test as app_test_module
+    from streamlit.runtime.media_file_manager import MediaFileManager
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-    stores = []
+    stores, managers = [], []
 
     class Recording(MemoryMediaFileStorage):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             stores.append(self)
 
+    class RecordingManager(MediaFileManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            managers.append(self)
+
     monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", Recording)
+    monkeypatch.setattr(app_test_module, "MediaFileManager", RecordingManager)
 
     def read(button) -> str:
-        file_id = button.proto.url.rsplit("/", 1)[-1].split(".")[0]
+        # a deferred download (a callable as `data`, the tables' CSVs) is written when pressed: press it
+        # as the browser does (the media file manager runs the callable and stores the file)
+        url = managers[-1].execute_deferred(button.proto.deferred_file_id) \
+            if button.proto.HasField("deferred_file_id") else button.proto.url
+        file_id = url.rsplit("/", 1)[-1].split(".")[0]
         return stores[-1].get_file(file_id).content.decode("utf-8")
 
     return read

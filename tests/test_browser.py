@@ -15,6 +15,7 @@ import tempfile
 
 import pytest
 
+from planner.report import read_settings
 from app.local_server import CHROMIUM, IDLE, DashboardDidNotStart, launch_chromium, running_dashboard
 from tests.conftest import ROOT
 
@@ -208,6 +209,31 @@ def test_budget_and_mode_are_in_the_shareable_url_and_the_answer_is_a_system(ser
             page.wait_for_function("() => window.location.search.includes('budget_mode=cloud_job')", timeout=60_000)
             assert "budget=2000" in page.url
             _no_errors(page, "budget in cloud_job mode")
+        finally:
+            browser.close()
+
+
+def test_a_tables_csv_is_written_when_its_button_is_pressed(server):
+    """The tables' CSVs are deferred downloads (written on the press, app/tables.py): pressing one in
+    the browser gives the file, with the settings lines and the table's own header."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/evidence", "Evidence")
+        try:
+            main = page.locator("[data-testid='stMain']")
+            button = main.get_by_role("button", name="Download CSV").first
+            button.wait_for(timeout=60_000)
+            with page.expect_download(timeout=60_000) as got:
+                button.click()
+            download = got.value
+            text = open(download.path(), encoding="utf-8").read()
+            assert download.suggested_filename.endswith(".csv")
+            settings, body = read_settings(text)
+            assert settings["tool"] == "LLM hardware planner" and settings["page"] == "evidence", settings
+            rows = [line for line in body.splitlines() if line]
+            assert len(rows) > 10, text[:500]  # the header and the evidence rows
+            _no_errors(page, "after the CSV download")
         finally:
             browser.close()
 
