@@ -269,7 +269,21 @@ def rows_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame) -> 
     if list(other.columns) != list(base.columns):
         other = other[list(base.columns)]
     cols = {}
+    # numpy columns of one dtype in both frames (most of a result): one 2-D copy per dtype, its rows
+    # replaced at once (a column at a time cost ~0.15 ms each in pandas' checks, ~110 columns)
+    same = {}
+    for name, dx, dy in zip(base.columns, base.dtypes, other.dtypes):
+        if isinstance(dx, np.dtype) and dx == dy and dx.kind in "biufcmM":
+            same.setdefault(dx, []).append(name)
+    parts = []
+    for dtype, names in same.items():
+        block = base[names].to_numpy(dtype=dtype, copy=True)
+        block[rows] = other[names].to_numpy(dtype=dtype)
+        parts.append(pd.DataFrame(block, columns=names, index=base.index, copy=False))
+    done = {name for names in same.values() for name in names}
     for name in base.columns:
+        if name in done:
+            continue
         x, y = base[name], other[name]
         if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
             codes = x.cat.codes.to_numpy().copy()
@@ -292,7 +306,9 @@ def rows_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame) -> 
             keep[rows] = False
             both = pd.concat([x[keep], y.set_axis(rows)]).sort_index()
             cols[name] = both.to_numpy() if isinstance(both.dtype, np.dtype) else both.array
-    return pd.DataFrame(cols, index=base.index)
+    if cols or not parts:
+        parts.append(pd.DataFrame(cols, index=base.index))
+    return (pd.concat(parts, axis=1) if len(parts) > 1 else parts[0])[list(base.columns)]
 
 
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
