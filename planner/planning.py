@@ -818,18 +818,27 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     used = keys + ["gpu", "seq", "beyond_context", "params", "one_gpu_weights_bytes", "one_gpu_kv_cache_bytes",
                    "one_gpu_peak_bytes", "one_gpu_fits", "usable_bytes", "gpu_price_usd", "gpu_name", "gpus_needed",
                    "label", "fits_within", "memory_used_fraction", "buy_usd", "rent_usd_per_hour"] + speed
-    conf = conf[list(dict.fromkeys(used))].astype({"model": str, "precision": str, "gpu": str})
-    sizes = conf.drop_duplicates(keys)[keys + ["seq", "beyond_context", "params", "one_gpu_weights_bytes",
-                                               "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]]
+    conf = conf[list(dict.fromkeys(used))]
+    # the model x precision groups and the card's rows found on the sweep's own columns (categorical
+    # codes), then the few rows kept typed as text: typing every row's ids as text first cost more
+    # than the rest of the table
+    group, _ = groups(conf, keys)
+    text = {"model": str, "precision": str, "gpu": str}
+    first = np.unique(group, return_index=True)[1]
+    sizes = conf.iloc[first][keys + ["seq", "beyond_context", "params", "one_gpu_weights_bytes",
+                                     "one_gpu_kv_cache_bytes", "one_gpu_peak_bytes"]].astype({k: str for k in keys})
     sizes = sizes.rename(columns={"one_gpu_weights_bytes": "weights_bytes", "one_gpu_kv_cache_bytes": "kv_cache_bytes",
                                   "one_gpu_peak_bytes": "total_bytes"})
     one_card = conf["one_gpu_fits"].fillna(False).to_numpy(dtype=bool)  # NaN: a row beyond its model's context
-    singles = conf[one_card].sort_values(["usable_bytes", "gpu_price_usd"], kind="stable")
-    smallest = singles.drop_duplicates(keys)[keys + ["gpu", "gpu_name", "usable_bytes"]].rename(
+    rank = pd.DataFrame({"usable": conf["usable_bytes"].to_numpy(), "price": conf["gpu_price_usd"].to_numpy(),
+                         "group": group, "row": np.arange(len(conf))})[one_card]
+    rank = rank.sort_values(["usable", "price"], kind="stable").drop_duplicates("group")
+    singles = conf.iloc[np.sort(rank["row"].to_numpy())]  # each group's smallest card, in the sweep's order
+    smallest = singles[keys + ["gpu", "gpu_name", "usable_bytes"]].astype(text).rename(
         columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
-    on_card = conf[conf["gpu"] == card]
+    on_card = conf[per_value(conf["gpu"], lambda u: u.astype(str) == card)]
     on_card = on_card[keys + ["gpus_needed", "label", "fits_within", "memory_used_fraction", "buy_usd",
-                              "rent_usd_per_hour"] + speed].rename(
+                              "rent_usd_per_hour"] + speed].astype({"model": str, "precision": str}).rename(
         columns={"gpus_needed": "card_gpus_needed", "label": "card_label", "fits_within": "card_fits",
                  "memory_used_fraction": "card_memory_used_fraction", "buy_usd": "card_buy_usd",
                  "rent_usd_per_hour": "card_rent_usd_per_hour", **{c: f"card_{c}" for c in speed}})
