@@ -52,6 +52,13 @@ def saved_per_layer(precision: str, adapters: str, targets: list[str], p: float,
     m = LlamaForCausalLM(cfg).to(torch.bfloat16 if precision == "bf16" else torch.float32)
     m = get_peft_model(m, LoraConfig(r=4, lora_alpha=8, lora_dropout=p, target_modules=targets),
                        autocast_adapter_dtype=(adapters == "fp32"))
+    if adapters == "bf16" and precision == "amp_bf16":
+        # adapters in 16-bit on fp32 weights (peft keeps them in the base's fp32 otherwise): the uncast
+        # path of bitsandbytes' LoRA layers under autocast (peft tuners/lora/bnb.py: no _cast_input_dtype
+        # when torch.is_autocast_enabled()), which bitsandbytes' CUDA-only 4-bit layers cannot show here
+        for name, prm in m.named_parameters():
+            if "lora_" in name:
+                prm.data = prm.data.to(torch.bfloat16)
     if input_grads:
         m.base_model.model.enable_input_require_grads()
     m.train()
@@ -77,7 +84,8 @@ def main() -> None:
     widths = {"q_proj": H, "k_proj": H, "v_proj": H, "o_proj": HEADS * HD, "gate_proj": H, "up_proj": H,
               "down_proj": FF}
     print("precision adapters targets      layer1 +B/token  layer0 +B/token  (p=0.1 vs p=0)")
-    for precision, adapters in (("bf16", "fp32"), ("bf16", "bf16"), ("amp_bf16", "fp32"), ("fp32", "fp32")):
+    for precision, adapters in (("bf16", "fp32"), ("bf16", "bf16"), ("amp_bf16", "fp32"), ("amp_bf16", "bf16"),
+                                ("fp32", "fp32")):
         for targets in (["q_proj", "v_proj"], ["o_proj"], ["down_proj"], ALL):
             base = saved_per_layer(precision, adapters, targets, 0.0, False)
             drop = saved_per_layer(precision, adapters, targets, 0.1, False)
