@@ -14,6 +14,7 @@ Use a separate virtual environment (the planner itself does not need torch)::
     .venv-measure/bin/python benchmarks/measure_peaks.py            # all configs
     .venv-measure/bin/python benchmarks/measure_peaks.py --list     # list config ids
     .venv-measure/bin/python benchmarks/measure_peaks.py --only llama-3.2-1b --out /tmp/x.csv
+    .venv-measure/bin/python benchmarks/measure_peaks.py --set dropout --jobs 1   # LoRA dropout rows
 
 ``requirements-measure.txt`` pins ``torch==2.13.0`` (the CPU build is enough;
 pin it or pip pulls a multi-GB CUDA build) and the transformers/peft versions the
