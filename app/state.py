@@ -323,6 +323,10 @@ def sidebar() -> dict:
                                                                step=8, key=k, **v))
                 _widget("lora_targets", lambda k, **v: st.multiselect("Target modules", list(LORA_MODULES), key=k, **v,
                                                                  help="peft's default for Llama: q_proj, v_proj."))
+                _widget("lora_dropout_pct", lambda k, **v: st.number_input(
+                    "Dropout (%)", **_bounds("lora_dropout_pct"), step=5, key=k, **v,
+                    help="peft's lora_dropout x 100 (0: peft's default; 5 = 0.05, as LitGPT and axolotl's "
+                         "examples). Above 0 each adapted module keeps a dropout mask and its own input copy."))
                 if method == "qlora":
                     _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))
@@ -441,6 +445,7 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
     return {**_common(s), "task": "train", "method": method, "precision": s["train_precision"],
             "optimizer": s["optimizer"], "grad_checkpointing": bool(s["grad_checkpointing"]),
             "lora_rank": int(s["lora_rank"]), "lora_targets": ",".join(s["lora_targets"]) or "q_proj,v_proj",
+            "lora_dropout": int(s["lora_dropout_pct"]) / 100.0,
             "base_precision": s["base_precision"] if method == "qlora" else "auto",
             "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"],
             "galore_rank": int(s["galore_rank"]),
@@ -494,6 +499,8 @@ def describe(s: dict | None = None, with_model: bool = True) -> str:
         m = METHOD_LABELS[s["method"]]
         if s["method"] in ("lora", "qlora"):
             m += f" r={s['lora_rank']} on {', '.join(s['lora_targets']) or '—'}"
+            if s["lora_dropout_pct"]:
+                m += f", dropout {int(s['lora_dropout_pct']) / 100:g}"
         if s["method"] == "freeze":
             m += f" (last {s['freeze_layers']} layers)"
         parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]],

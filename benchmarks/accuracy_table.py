@@ -1,5 +1,5 @@
 """The engine against the measured peaks (tests/data/measured_peaks.csv and, issue 28, the loops
-harness's tests/data/measured_loops.csv), per split.
+harness's tests/data/measured_loops.csv; the LoRA dropout set's tests/data/measured_dropout.csv), per split.
 
 Generates the measured-error section of docs/accuracy.md (between the `accuracy:begin` /
 `accuracy:end` markers) and the held-out sentence of README.md (between `accuracy-readme`
@@ -271,11 +271,61 @@ def render_loops_readme(measured: pd.DataFrame, models: pd.DataFrame) -> str:
             f"{c['max']:.1f}%.\n")
 
 
+# ---- LoRA dropout (tests/data/measured_dropout.csv, benchmarks/measure_peaks.py --set dropout) ----
+DROPOUT_DATA = ROOT / "tests" / "data" / "measured_dropout.csv"
+
+
+def dropout_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
+    """The engine's scenario for each row of the dropout set, asked as it ran: its lora_dropout, and
+    adapter_dtype bf16 where the run turned peft's autocast_adapter_dtype off (fp32: the hf recipe's own)."""
+    sc = scenario_frame(measured)
+    sc["lora_dropout"] = measured["lora_dropout"].astype(float).to_numpy()
+    sc["adapter_dtype"] = np.where(measured["adapter_dtype"] == "bf16", "bf16", "auto")
+    return sc
+
+
+def compare_dropout(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """estimate() per row of the dropout set without the runtime overhead: `error` asked as run,
+    `error_without` asked with lora_dropout 0 (what the engine answered before it modelled dropout)."""
+    sc = dropout_scenario_frame(measured)
+    result = estimate(sc, models)
+    result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
+    before = estimate(sc.assign(lora_dropout=0.0), models)
+    result["measured"] = measured["peak_bytes"].to_numpy()
+    result["error"] = result["ours"] / result["measured"] - 1
+    result["error_without"] = (before["peak_bytes"] - before["runtime_overhead_bytes"]).to_numpy() / result["measured"] - 1
+    result["split"] = measured["split"].to_numpy()
+    return result
+
+
+def render_dropout_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
+    compared = compare_dropout(measured, models)
+    lines = ["| set | estimate | rows | median abs. error | max abs. error | worst underestimate | within 5% | under by > 3% |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in SPLITS:
+        for label, column in (("asked as run (--lora-dropout, --adapter-dtype)", "error"),
+                              ("asked with lora_dropout 0 (before the term)", "error_without")):
+            x = loops_summary(compared, s, column)
+            lines.append(f"| {s} | {label} | {x['rows']} | {x['median']:.2f}% | {x['max']:.2f}% | {x['worst_under']:+.2f}% "
+                         f"| {x['within5']} | {x['under3']} |")
+    lines += ["", "| set | model | precision | batch x seq | ckpt | LoRA | dropout | adapters | measured GiB | ours GiB "
+              "| error % | with dropout 0 % | phase (ours) |", "|---" * 13 + "|"]
+    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    for i in order:
+        m, c = measured.iloc[i], compared.iloc[i]
+        lines.append(f"| {m.split} | {m.model} | {m.precision} | {m.batch} x {m.seq} "
+                     f"| {'yes' if m.grad_checkpointing else ''} | r{m.lora_rank} {m.lora_targets} | {m.lora_dropout:g} "
+                     f"| {m.adapter_dtype} | {m.peak_bytes / GIB:.2f} | {c['ours'] / GIB:.2f} | {c['error'] * 100:+.1f} "
+                     f"| {c['error_without'] * 100:+.1f} | {c['peak_phase']} |")
+    return "\n".join(lines) + "\n"
+
+
 BEGIN, END = "<!-- accuracy:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy:end -->"
 L_BEGIN, L_END = "<!-- accuracy-loops:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-loops:end -->"
 LR_BEGIN, LR_END = ("<!-- accuracy-loops-readme:begin (benchmarks/accuracy_table.py) -->\n",
                     "<!-- accuracy-loops-readme:end -->")
 R_BEGIN, R_END = "<!-- accuracy-readme:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-readme:end -->"
+D_BEGIN, D_END = "<!-- accuracy-dropout:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-dropout:end -->"
 
 
 def between(text: str, begin: str, end: str) -> str:
@@ -301,13 +351,16 @@ def main(argv=None) -> None:
     doc = render_doc(measured, models)
     loops = pd.read_csv(LOOPS_DATA)
     loops_doc = render_loops_doc(loops, models)
+    dropout_doc = render_dropout_doc(pd.read_csv(DROPOUT_DATA), models)
     if not args.write:
         print(doc, end="")
         print(render_readme(measured, models), end="")
         print(loops_doc, end="")
         print(render_loops_readme(loops, models), end="")
+        print(dropout_doc, end="")
         return
     text = replace_between(DOC.read_text(), BEGIN, END, doc)
+    text = replace_between(text, D_BEGIN, D_END, dropout_doc)
     DOC.write_text(replace_between(text, L_BEGIN, L_END, loops_doc))
     text = replace_between(README.read_text(), R_BEGIN, R_END, render_readme(measured, models))
     README.write_text(replace_between(text, LR_BEGIN, LR_END, render_loops_readme(loops, models)))

@@ -24,7 +24,7 @@ copies) go in the same frames, so a few `estimate()` calls check everything:
     (or inf), fits = the tensors' peak <= capacity = batch <= max_batch, fits => seq <= max_seq
     and gpus_needed <= gpus;
   * a row's result does not depend on its frame: a sample re-estimated in frames of 1..8 rows;
-  * more batch or a longer seq never uses less; one more ZeRO stage, offloading the optimizer
+  * more batch, a longer seq or LoRA dropout never uses less; one more ZeRO stage, offloading the optimizer
     (and the parameters), twice the data-parallel ranks, pure bf16 instead of fp32 never use
     more per GPU (each where it holds physically: see `companions`).
 
@@ -157,6 +157,8 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         # end of backward (every shard + the last layer's activations, measured) can exceed ZeRO-2's at dp 2,
         # which the ZeRO relation below does not yet tell apart (seed 2638450126658629195 with the loss drawn)
         "galore_rank": pick(rng, (0, 1, 16, 128, 1024), n),
+        # peft's lora_dropout (0: its default; read by lora / qlora rows only)
+        "lora_dropout": np.where(rng.random(n) < 0.3, pick(rng, (0.05, 0.1, 0.5), n), 0.0),
     })
 
 
@@ -184,6 +186,12 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     longer["seq"] += rng.integers(1, 2049, len(base))
     longer["allow_long_context"] = True
     out.append(("a longer seq never uses less memory", np.arange(len(base)), longer))
+    # LoRA dropout keeps a mask per adapted module and, where the adapters kept their input itself, a copy
+    # of their own (engine/memory.py layer_activation_bytes): never less than without it
+    rows = np.flatnonzero((base["lora_dropout"] == 0).to_numpy())
+    dropped = base.iloc[rows].copy()
+    dropped["lora_dropout"] = 0.1
+    out.append(("LoRA dropout never uses less memory", rows, dropped))
     train = (base["task"] == "train").to_numpy()
     zero, off = base["zero"].to_numpy(), base["offload"].to_numpy()
     dp = (base["gpus"] // (base["tp"] * base["pp"])).to_numpy()
@@ -449,7 +457,7 @@ def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int
                 other = peak[start:start + len(changed)]
                 start += len(changed)
                 this = peak[:len(base)][rows]
-                if name.startswith(("more batch", "a longer seq")):
+                if name.startswith(("more batch", "a longer seq", "LoRA dropout")):
                     broken = other < this
                 else:
                     broken = other > this * (1 + 1e-6)

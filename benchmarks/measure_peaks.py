@@ -14,6 +14,7 @@ Use a separate virtual environment (the planner itself does not need torch)::
     .venv-measure/bin/python benchmarks/measure_peaks.py            # all configs
     .venv-measure/bin/python benchmarks/measure_peaks.py --list     # list config ids
     .venv-measure/bin/python benchmarks/measure_peaks.py --only llama-3.2-1b --out /tmp/x.csv
+    .venv-measure/bin/python benchmarks/measure_peaks.py --set dropout --jobs 1   # LoRA dropout rows
 
 ``requirements-measure.txt`` pins ``torch==2.13.0`` (the CPU build is enough;
 pin it or pip pulls a multi-GB CUDA build) and the transformers/peft versions the
@@ -521,6 +522,50 @@ for _c in LOOP_CONFIGS:
     _c.setdefault("zero", 0)
 
 
+# ======================================================================================
+# LoRA dropout (tests/data/measured_dropout.csv, `--set dropout`). Every LoRA row above runs
+# LoraConfig(lora_dropout=0.0), peft's default (peft 0.21.2 tuners/lora/config.py: lora_dropout
+# default 0.0), where each adapter's dropout is nn.Identity. Real runs often set 0.05 or 0.1
+# (LitGPT's LoRA configs 0.05, axolotl's examples 0.05, the QLoRA paper 0.05 / 0.1); then peft's
+# Linear.forward (tuners/lora/layer.py lines 1098-1102) runs
+#     x = self._cast_input_dtype(x, lora_A.weight.dtype); lora_B(lora_A(dropout(x)))
+# and nn.Dropout's dropout saves its mask and lora_A saves the dropout's output instead of x.
+# adapter_dtype: "fp32" = get_peft_model's default autocast_adapter_dtype=True (adapters upcast
+# to fp32 on a 16-bit base: every adapted module casts its input to fp32 first); "bf16" =
+# get_peft_model(..., autocast_adapter_dtype=False) (adapters in the base's bf16, no cast).
+# The GPU's dropout: run_one routes F.dropout to torch.native_dropout (see _gpu_dropout).
+# SPLIT (committed before any engine change for lora_dropout): calibration = Llama 3.2 1B (fp32
+# and bf16 adapters, q,v and all-linear, with and without checkpointing, autocast); heldout =
+# other models (Llama 3.2 3B, Llama 3 8B, Qwen2 1.5B, Qwen2.5 7B, Mistral 7B, Gemma 2B, Llama 2
+# 7B), each at a batch x seq that no calibration row of its model uses in any set (measured_peaks,
+# measured_loops, this one), p 0.05 and 0.1, both adapter dtypes, checkpointing on and off; no
+# engine term may be fitted on them.
+# ======================================================================================
+def _drop(base: dict, p: float, adapters: str, split: str) -> dict:
+    return dict(base, lora_dropout=p, adapter_dtype=adapters, split=split)
+
+
+DROPOUT_CSV_COLUMNS = CSV_COLUMNS + ["lora_dropout", "adapter_dtype"]
+DROPOUT_OUT = REPO / "tests" / "data" / "measured_dropout.csv"
+A32, A16 = "fp32", "bf16"
+DROPOUT_CONFIGS = [
+    # ---- calibration: Llama 3.2 1B ---------------------------------------------------------------
+    _drop(_lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 8, QV), 0.1, A32, CAL),
+    _drop(_lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 16, ALL), 0.05, A16, CAL),
+    _drop(_lora("llama-3.2-1b", "bf16", "adamw", 2, 2048, True, 16, ALL), 0.1, A32, CAL),
+    _drop(_lora("llama-3.2-1b", "amp_bf16", "adamw", 2, 2048, False, 16, ALL), 0.05, A32, CAL),
+    # ---- held-out: other models and shapes -----------------------------------------------------------
+    _drop(_lora("llama-3.2-3b", "bf16", "adamw", 4, 1024, False, 8, ALL), 0.05, A32, HO),
+    _drop(_lora("llama-3-8b", "bf16", "adamw", 1, 4096, False, 16, QV), 0.1, A16, HO),
+    _drop(_lora("llama-3-8b", "bf16", "adamw", 4, 1024, True, 16, ALL), 0.05, A32, HO),
+    _drop(_lora("qwen2-1.5b", "bf16", "adamw", 2, 2048, False, 16, ALL), 0.1, A32, HO),
+    _drop(_lora("mistral-7b", "bf16", "adamw", 1, 4096, False, 8, QV), 0.05, A32, HO),
+    _drop(_lora("gemma-2b", "bf16", "adamw", 1, 4096, False, 16, ALL), 0.1, A16, HO),
+    _drop(_lora("qwen2.5-7b", "bf16", "adamw", 1, 2048, True, 8, QV), 0.1, A16, HO),
+    _drop(_lora("llama-2-7b", "amp_bf16", "adamw", 2, 1024, False, 16, ALL), 0.1, A32, HO),
+]
+
+
 def config_id(c: dict) -> str:
     """A readable unique id, e.g. train-llama-3.2-1b-full-bf16-adamw-b4-s1024-gc0."""
     parts = [c["task"], c["model"], c["method"], c["precision"]]
@@ -537,6 +582,8 @@ def config_id(c: dict) -> str:
         parts.append(f"fsdp{c['gpus']}")
     if c.get("loop", "harness") != "harness":  # issue 28's loop rows
         parts += [c["loop"], f"cache-{c['use_cache']}", c["padding"]]
+    if c.get("lora_dropout"):  # the dropout set's rows
+        parts += [f"drop{c['lora_dropout']:g}", f"a{c['adapter_dtype']}"]
     return "-".join(parts)
 
 
@@ -738,11 +785,16 @@ def run_one(c: dict) -> dict:
         from peft import LoraConfig, get_peft_model
 
         r = c["lora_rank"]
-        lcfg = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0,
+        p = c.get("lora_dropout", 0.0)
+        lcfg = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=p,
                           target_modules=LORA_TARGETS[c["lora_targets"]], task_type="CAUSAL_LM")
         # peft's default autocast_adapter_dtype=True keeps adapters in fp32 when the
-        # base is bf16 -- that is what users get, so it is kept.
-        model = get_peft_model(hf_model, lcfg)
+        # base is bf16 -- that is what users get, so it is kept (the dropout set's "bf16"
+        # rows turn it off: adapters in the base's dtype).
+        model = get_peft_model(hf_model, lcfg,
+                               autocast_adapter_dtype=c.get("adapter_dtype", "fp32") == "fp32")
+        if p > 0:
+            _gpu_dropout(torch)
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_mode:
@@ -773,9 +825,33 @@ def run_one(c: dict) -> dict:
                              "freeze_layers", "gpus", "zero", "split")}
     if loop != "harness":
         row.update(loop=loop, use_cache=c["use_cache"], padding=c["padding"])
+    if c.get("lora_dropout"):
+        row.update(lora_dropout=c["lora_dropout"], adapter_dtype=c["adapter_dtype"])
     row.update(params=n_params, trainable_params=n_trainable if c["task"] == "train" else 0)
     row.update(row_extra)
     return {"row": row, "details": details}
+
+
+def _gpu_dropout(torch) -> None:
+    """Make F.dropout run the op a GPU runs. torch 2.13 aten/src/ATen/native/Dropout.cpp `dropout`
+    returns `std::get<0>(at::native_dropout(input, p, train))` where `is_fused_kernel_acceptable`
+    (a CUDA, XPU, lazy or privateuse1 tensor and 0 < p < 1) and otherwise `_dropout`, which on the
+    CPU multiplies by a noise tensor in the input's dtype that `mul` keeps for backward. On a GPU
+    native_dropout returns a bool mask (aten/src/ATen/native/cuda/Dropout.cu native_dropout_cuda ->
+    dropout_cuda<bool>), the one tensor its backward keeps (derivatives.yaml native_dropout:
+    result1). Fake CPU tensors would take the CPU branch (a 2- or 4-byte noise where a GPU keeps a
+    1-byte mask: benchmarks/check_lora_dropout_saved.py), so training dropout here calls
+    native_dropout, as the GPU's dispatch does; p = 0 and eval keep torch's own path."""
+    import torch.nn.functional as F
+
+    own = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0.0 < p < 1.0 and not inplace:
+            return torch.native_dropout(input, p, True)[0]
+        return own(input, p, training, inplace)
+
+    F.dropout = dropout  # nn.Dropout.forward calls F.dropout (torch/nn/modules/dropout.py)
 
 
 def _make_optimizer(name: str, params):
@@ -1123,9 +1199,14 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
             "batch,seq": "input_ids shape (random ints); labels = input_ids",
             "grad_checkpointing": "HF activation checkpointing on every decoder layer, "
                                   "use_reentrant=False",
-            "lora_rank,lora_targets": "peft LoraConfig(r, lora_alpha=2r, lora_dropout=0); targets "
+            "lora_rank,lora_targets": "peft LoraConfig(r, lora_alpha=2r, lora_dropout=0, or the "
+                                      "dropout set's lora_dropout); targets "
                                       "'q_proj,v_proj' or 'all' (q,k,v,o,gate,up,down). 0/empty "
                                       "when not LoRA",
+            "lora_dropout,adapter_dtype": "the dropout set only: LoraConfig(lora_dropout=p), training "
+                                          "dropout run as torch.native_dropout (a GPU's op, bool "
+                                          "mask: _gpu_dropout); adapter_dtype fp32 = get_peft_model's "
+                                          "autocast_adapter_dtype=True (default), bf16 = False",
             "params": "total parameters of the measured model (tied embeddings counted once), "
                       "INCLUDING LoRA adapters; for LoRA rows the base count is "
                       "params - trainable_params",
@@ -1268,9 +1349,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="CSV to write (meta JSON goes next to it: <stem>.meta.json); default "
                          "tests/data/measured_peaks.csv, or measured_loops.csv with --set loops")
-    ap.add_argument("--set", choices=("harness", "loops"), default="harness",
+    ap.add_argument("--set", choices=("harness", "loops", "dropout"), default="harness",
                     help="harness: the rows of tests/data/measured_peaks.csv; loops: issue 28's "
-                         "training loops (tests/data/measured_loops.csv)")
+                         "training loops (tests/data/measured_loops.csv); dropout: LoRA with "
+                         "lora_dropout > 0 (tests/data/measured_dropout.csv)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only configs whose id contains this substring (repeatable: OR)")
     ap.add_argument("--list", action="store_true", help="list config ids and exit")
@@ -1280,12 +1362,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
-    by_id = {config_id(c): c for c in CONFIGS + LOOP_CONFIGS}
-    assert len(by_id) == len(CONFIGS) + len(LOOP_CONFIGS), "duplicate config ids"
-    configs = LOOP_CONFIGS if args.set == "loops" else CONFIGS
-    columns = LOOP_CSV_COLUMNS if args.set == "loops" else CSV_COLUMNS
+    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS
+    by_id = {config_id(c): c for c in every}
+    assert len(by_id) == len(every), "duplicate config ids"
+    configs, columns, out = {"loops": (LOOP_CONFIGS, LOOP_CSV_COLUMNS, LOOPS_OUT),
+                             "dropout": (DROPOUT_CONFIGS, DROPOUT_CSV_COLUMNS, DROPOUT_OUT)}.get(
+                                 args.set, (CONFIGS, CSV_COLUMNS, DEFAULT_OUT))
     if args.out is None:
-        args.out = LOOPS_OUT if args.set == "loops" else DEFAULT_OUT
+        args.out = out
 
     if args.worker:
         res = run_one(by_id[args.worker])

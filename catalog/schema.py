@@ -130,7 +130,7 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def number(low: float | None = None, high: float | None = None, *, strict_low=True, integer=False):
+def number(low: float | None = None, high: float | None = None, *, strict_low=True, integer=False, strict_high=False):
     def check(v):
         if integer:
             if not isinstance(v, int) or isinstance(v, bool):
@@ -139,8 +139,8 @@ def number(low: float | None = None, high: float | None = None, *, strict_low=Tr
             raise ValueError(f"must be a number, got {show(v)}")
         if low is not None and (v <= low if strict_low else v < low):
             raise ValueError(f"must be {'>' if strict_low else '>='} {low:g}, got {show(v)}")
-        if high is not None and v > high:
-            raise ValueError(f"must be <= {high:g}, got {show(v)}")
+        if high is not None and (v >= high if strict_high else v > high):
+            raise ValueError(f"must be {'<' if strict_high else '<='} {high:g}, got {show(v)}")
         return v
     return check
 
@@ -426,6 +426,7 @@ SCENARIO_KEYS = {
     "model": IDENT, "gpu": IDENT, "grad_checkpointing": boolean, "allow_long_context": boolean,
     "precision": choice(*PRECISIONS), "lora_targets": text(200), "headroom": number(0, 1, strict_low=False),
     "tokens": number(0, 1e16),
+    "lora_dropout": number(0, 1, strict_low=False, strict_high=True),  # engine/scenarios.py FRACTION_COLUMNS
     **{col: choice(*options) for col, options in SCENARIO_CHOICES.items()},
     **{col: (choice(0, 1, 2, 3) if col == "zero" else number(low, high, strict_low=False, integer=True))
        for col, (low, high) in INT_RANGES.items()},

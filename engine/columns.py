@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import engine.constants as C
 import engine.speed as speed
-from engine.scenarios import CHOICES, DEFAULTS, INT_RANGES, LIMITS, PRECISIONS
+from engine.scenarios import CHOICES, DEFAULTS, FRACTION_COLUMNS, INT_RANGES, LIMITS, PRECISIONS
 from engine.stacks import RECIPE_NAMES, SWITCHES
 
 ENGINE = "engine"  # a flag's parser default: the engine's default (always sent)
@@ -148,6 +148,12 @@ SCENARIO: tuple[Column, ...] = (
     Column("lora_targets", "text", "comma list of " + ",".join(C.LORA_MODULES) + ", or 'all'", DEFAULTS["lora_targets"],
            choices=tuple(C.LORA_MODULES), accepted="a comma list of " + ", ".join(C.LORA_MODULES) + ", or all",
            cli="--lora-targets", sidebar=(Sidebar("lora_targets", ("q_proj", "v_proj"), "multi"),)),
+    # (the sidebar takes whole percent, as the headroom: 5 = 0.05; app/state.py divides by 100)
+    Column("lora_dropout", "float", "LoRA dropout p (peft lora_dropout, lora and qlora): each adapted module keeps "
+                                    "its dropout mask and output for backward", DEFAULTS["lora_dropout"],
+           low=0.0, high=1.0, high_open=True, accepted=FRACTION_COLUMNS["lora_dropout"], cli="--lora-dropout",
+           default_text="0 (peft's LoraConfig default)",
+           sidebar=(Sidebar("lora_dropout_pct", 0, "int", low=0, high=99),)),
     _int("freeze_layers", "trainable last layers for --method freeze (at most the model's layers)", cli="--freeze-layers",
          sidebar=(Sidebar("freeze_layers", 2, "int"),)),
     _choice("base_precision", "frozen base for lora/qlora: auto, or a weight type", cli="--base-precision", cli_checks=False,

@@ -186,6 +186,9 @@ class Inputs:
     opt_kind: dict | None = None
     lf_muon: np.ndarray | bool = False
     galore_rank: np.ndarray | float = C.GALORE_RANK  # GaLore's projection rank (as engine/rules.py decided it)
+    # LoRA dropout on (lora_dropout > 0 on a lora / qlora row): every adapted module keeps a dropout mask
+    # and lora_A the dropout's output (engine/memory.py layer_activation_bytes `dropout`)
+    lora_dropout: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -321,6 +324,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
         opt_kind=opt_kind or None, lf_muon=_mask_if_present(mv, "recipe", "llama-factory") & train,
         galore_rank=_galore_rank(mv),
+        lora_dropout=(lora & (mv.values("lora_dropout") > 0)) if "lora_dropout" in mv.frame else False,
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
         gemma_norm=gemma.astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
@@ -358,7 +362,8 @@ def _kbit_kept_inputs(x: Inputs, trains, adapted) -> np.ndarray:
     if not np.any(x.kbit_keeps_input):
         return 0.0
     fp32_cast = (x.r > 0) & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
-    shared = np.where(fp32_cast, 0.0, 1.0)
+    # (with LoRA dropout lora_A keeps the dropout's output, not the module's input: engine/memory.py)
+    shared = np.where(fp32_cast | np.asarray(x.lora_dropout, dtype=bool), 0.0, 1.0)
 
     def group(names):
         keeps = np.minimum(sum(trains for _m in names) + sum(adapted[m] for m in names) * shared, 1.0)
@@ -708,7 +713,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
-                                   adapter16=x.adapter16, seq_split=x.seq_split)
+                                   adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
+                                   uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base)
     if np.any(x.gemma_norm > 0):
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
@@ -774,6 +780,8 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
     # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
     stack = _saved_stack(x, layers, ckpt, per_layer) + final_norm
+    if np.any(x.lora_dropout):
+        stack = stack - first_layer_unsaved_masks(x)
     recompute = np.where(x.gc, per_layer, 0.0)
     if np.any(x.ckpt_op):  # torchtitan's op-level selective checkpointing (engine/stacks.py)
         op_layer = _op_saved_bytes(x)
@@ -799,6 +807,31 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
             "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),
             "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
+
+
+def first_layer_unsaved_masks(x: Inputs) -> np.ndarray:
+    """Per token: the LoRA dropout masks the first decoder layer does not keep where the stack holds
+    every layer's activations. native_dropout's mask is saved only when its input needs a gradient
+    (autograd records no node otherwise); the frozen embedding's output needs none unless
+    enable_input_require_grads() hooks it, which transformers' gradient_checkpointing_enable
+    (transformers 5.24 modeling_utils.py lines 3190-3198), peft's PeftModel when the model is
+    checkpointing (peft 0.21.2 peft_model.py line 184, `_prepare_model_for_gradient_checkpointing`)
+    and prepare_model_for_kbit_training (peft utils/other.py lines 232-233) do, torchtune never. So
+    without checkpointing the first layer's modules that no adapted module precedes keep no mask:
+    q, k, v always; o_proj unless q, k or v is adapted; gate and up unless one of q, k, v, o is;
+    down unless one before it is (measured: benchmarks/measure_peaks.py --set dropout, and
+    benchmarks/check_lora_dropout_saved.py's layer 0). 0 elsewhere (checkpointing of any kind keeps
+    layer inputs, activation offload the last layers; kbit_prep enables the input's gradient)."""
+    a = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
+    before_o = np.minimum(a["q_proj"] + a["k_proj"] + a["v_proj"], 1.0)
+    before_mlp = np.minimum(before_o + a["o_proj"], 1.0)
+    before_down = np.minimum(before_mlp + a["gate_proj"] + a["up_proj"], 1.0)
+    masks = ((a["q_proj"] + a["k_proj"] + a["v_proj"] + (a["gate_proj"] + a["up_proj"]) * (1.0 - before_mlp))
+             * x.h / x.seq_split
+             + (a["o_proj"] * (1.0 - before_o) * x.qd + a["down_proj"] * (1.0 - before_down) * x.f) / x.tp)
+    every_layer = ~np.asarray(x.gc, dtype=bool) & ~np.asarray(x.ckpt_selective | x.ckpt_op | x.act_offload, dtype=bool)
+    return np.where(np.asarray(x.lora_dropout, dtype=bool) & every_layer & ~np.asarray(x.kbit_prep, dtype=bool),
+                    masks, 0.0)
 
 
 def _op_saved_bytes(x: Inputs) -> np.ndarray:

@@ -125,7 +125,7 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
 
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False,
-                           seq_split=1.0):
+                           seq_split=1.0, dropout=False, uncast=False):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -162,26 +162,60 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
       adapter16 (issue 13, engine/stacks.py adapter_dtype bf16): adapters in the base's 16-bit
                type (torchtune) take the 16-bit input the base linear keeps (nothing new) and
                lora_B keeps a 16-bit output (2*r).
+      dropout (lora_dropout > 0, where adapters exist): peft 0.21.2 tuners/lora/layer.py
+               Linear.forward (lines 1098-1102) runs `x = self._cast_input_dtype(x, lora_A.weight.dtype)`
+               then `lora_B(lora_A(dropout(x)))` with an nn.Dropout per adapted module (update_layer,
+               lines 255-258; bnb.py's Linear4bit / Linear8bitLt likewise, their cast skipped under
+               autocast); torchtune's LoRALinear `self.lora_a(self.dropout(x))` (torchtune/modules/
+               peft/lora.py line 145, no cast). On a GPU the dropout is ATen's native_dropout (aten/src/
+               ATen/native/Dropout.cpp `dropout`), which keeps a bool mask (1 byte per input value;
+               cuda/Dropout.cu native_dropout_cuda -> dropout_cuda<bool>) and nothing else, and lora_A
+               keeps the dropout's output, a tensor of its own: so every adapted module keeps
+               1*in more (the mask) and, where lora_A kept the module's input itself (no cast, no
+               autocast: adapter16, or an fp32 base), its own copy of that input's width in that
+               input's dtype, and the input is no longer kept by the adapters (once, shared by q, k,
+               v or gate, up). Where lora_A kept a cast already (fp32 adapters on a 16-bit base: the
+               4*in fp32 copy, now the dropout's fp32 output; autocast: its 16-bit cast of the dropout's
+               output, 2*in) only the mask is new. Traced on a tiny Llama with real tensors,
+               benchmarks/check_lora_dropout_saved.py: +1.00 x in per module (fp32 adapters on bf16,
+               amp_bf16), +2 / +3 / +1 x in for q,v / o / down with bf16 adapters, +3 / +5 / +1 on fp32.
+               Under autocast o_proj's input is SDPA's 16-bit output: where lora_A gets it uncast
+               (`uncast`: adapter16, or bitsandbytes' LoRA layers, which skip `_cast_input_dtype`
+               under autocast, peft tuners/lora/bnb.py `requires_conversion = not
+               torch.is_autocast_enabled()`) the dropout's 16-bit output is a tensor of its own (2*qd).
     """
     q_saves, k_saves, v_saves = saves["q_proj"], saves["k_proj"], saves["v_proj"]
     g_saves, u_saves, d_saves = saves["gate_proj"], saves["up_proj"], saves["down_proj"]
     # pure 16-bit base with fp32 adapters: every adapted module keeps its own fp32 copy
     fp32_cast = (lora_r > 0) & (R == 2) & ~cast_each & ~np.asarray(adapter16, dtype=bool)
     shared_keep = np.where(fp32_cast, 0.0, 1.0)
+    # LoRA dropout (see above): `drop` 1 where it runs; `own` 1 where lora_A then keeps the dropout's
+    # output as a copy of its input (no cast before it: the input's dtype), beside every module's mask
+    drop = np.where((lora_r > 0) & np.asarray(dropout, dtype=bool), 1.0, 0.0)
+    any_drop = bool(np.any(drop))
+    own = np.where(cast_each, 0.0, drop * shared_keep)
+    input_keep = shared_keep * (1.0 - own)  # the adapters keep the module's input itself
+    keep_each = np.where(cast_each, shared_keep, input_keep) if any_drop else shared_keep
 
     def norm_and_inputs(names, trained):
         a_count = sum(adapted[m] for m in names)
-        keepers = sum(trained) + a_count * shared_keep
+        keepers = sum(trained) + a_count * keep_each
         any_keeps = np.minimum(keepers, 1.0)
         inputs = np.where(cast_each, 2.0 * h * keepers, R * h * any_keeps) + 4.0 * h * a_count * (1 - shared_keep)
+        if any_drop:  # each adapted module's mask, and its own copy where lora_A kept the input itself
+            inputs = inputs + (R * own + drop) * h * a_count
         return 4.0 * h + 4.0 + wgrad * R * h + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
     attn = (qkv_bytes * (qd + 2 * kvd) + qkv_bytes * qd + 4.0 * a) / tp
     attn = attn + 4.0 * qd * adapted["o_proj"] * (1 - shared_keep) / tp
-    mlp = (3.0 * M * f + M * f * np.maximum(d_saves, adapted["down_proj"] * shared_keep)) / tp
+    mlp = (3.0 * M * f + M * f * np.maximum(d_saves, adapted["down_proj"] * input_keep)) / tp
     mlp = mlp + 4.0 * f * adapted["down_proj"] * (1 - shared_keep) / tp
+    if any_drop:  # o_proj's input (SDPA's output) and down_proj's (the product) at M bytes
+        o_own = np.where(cast_each, 2.0 * drop * np.asarray(uncast, dtype=bool), M * own)
+        attn = attn + (o_own + drop) * qd * adapted["o_proj"] / tp
+        mlp = mlp + (M * own + drop) * f * adapted["down_proj"] / tp
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (

@@ -61,6 +61,12 @@ RULES: tuple[tuple[str, str], ...] = (
     ("galore_rank", f"GaLore rank not given (or 0): the recipe's, {GALORE_RANK} (transformers' Trainer: "
                     f"optim_args rank) or, under llama-factory, {GALORE_RANK_BY_RECIPE['llama-factory']} (LLaMA-Factory's "
                     "galore_rank). Only GaLore optimizers read it."),
+    ("lora_dropout", "LoRA dropout (--lora-dropout, default 0 as peft's LoraConfig) applies to lora and qlora "
+                     "rows only. Under the unsloth recipe a dropout above 0 turns its fast LoRA kernels off (unsloth "
+                     "2026.8.19 models/llama.py patch_peft_model patches them in only `if lora_dropout == 0 and bias "
+                     "== \"none\"`; get_peft_model warns \"Unsloth will patch all other layers, except LoRA "
+                     "matrices\"): peft's own LoRA forward runs on unsloth's fp32 adapters, so adapter_dtype 'auto' "
+                     "is fp32 there, not bf16."),
     ("stack", "Recipe (--recipe, default hf) and its switches (engine/stacks.py): every switch left at "
               "'auto' takes the recipe's value (hf: fp32 adapters, the unfused loss, SDPA, checkpointing as "
               "--grad-checkpointing asks; torchtune: bf16 adapters, its chunked loss, checkpointing, the "
@@ -261,7 +267,15 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
 
     # the software stack: every 'auto' switch as the recipe sets it (RULES "stack")
     if "recipe" in out:
+        # unsloth's bf16 adapter path is its fast LoRA kernels, which it patches in only for
+        # lora_dropout 0 (RULES "lora_dropout"): the rows that ask for dropout, read before 'auto' resolves
+        unsloth_drop = None
+        if "lora_dropout" in out and "lora_dropout" not in filled and "adapter_dtype" in out:
+            unsloth_drop = (np.asarray(out["lora_dropout"]) > 0) & _category_mask(out["recipe"], "unsloth")
+            unsloth_drop &= _category_mask(out["adapter_dtype"], "auto")
         _resolve_stack(out, n)
+        if unsloth_drop is not None and unsloth_drop.any():
+            out["adapter_dtype"] = _set_rows(out["adapter_dtype"], unsloth_drop, "fp32")
 
     # kv_policy "auto" (RULES, issue 28): what the stack that runs the row keeps. An estimate's
     # inference row is a transformers prefill (generate()), whose DynamicCache keeps the whole prefill's

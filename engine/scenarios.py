@@ -65,6 +65,9 @@ DEFAULTS: dict[str, object] = {
     "grad_checkpointing": False,
     "lora_rank": 8,
     "lora_targets": "q_proj,v_proj",
+    # LoRA dropout probability: peft 0.21.2 tuners/lora/config.py LoraConfig `lora_dropout: float =
+    # field(default=0.0)` (line 653); read by lora / qlora rows only (engine/memory.py layer_activation_bytes)
+    "lora_dropout": 0.0,
     "freeze_layers": 2,
     "zero": 0,
     "offload": "none",
@@ -110,6 +113,10 @@ CHOICES: dict[str, tuple] = {
 
 INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep", "cp", "galore_rank")
 BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
+# The fractions: each accepted in [0, 1) (a headroom of 1 leaves nothing; peft refuses no dropout of 1,
+# but p = 1 zeroes every adapter's input: no training), with the words of its error message
+FRACTION_COLUMNS = {"headroom": "a fraction in [0, 1), e.g. 0.1 for 10%",
+                    "lora_dropout": "a probability in [0, 1), e.g. 0.05 or 0.1 (peft's lora_dropout; 0 = none)"}
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
                     "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES)
 # Largest values we accept: beyond these the question is not about a real system.
@@ -355,7 +362,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             if col in CATEGORY_COLUMNS:
                 out[col] = _constant_category(n, default)
             else:
-                dtype = np.float64 if col == "headroom" else bool if isinstance(default, bool) else np.int64
+                dtype = np.float64 if col in FRACTION_COLUMNS else bool if isinstance(default, bool) else np.int64
                 out[col] = columns.full(default, dtype) if columns is not None else np.full(n, default, dtype=dtype)
         else:
             out[col] = _fill_missing(out[col], default)
@@ -406,18 +413,19 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             if mapped.isna().any():
                 raise _bad(col, col_values[mapped.isna()].iloc[0], "true or false")
             out[col] = mapped.astype(bool)
-    if "headroom" in present:
-        accepted = "a fraction in [0, 1), e.g. 0.1 for 10%"
-        values = out["headroom"]
+    for col, accepted in FRACTION_COLUMNS.items():
+        if col not in present:
+            continue
+        values = out[col]
         fast = values.dtype.kind == "f" and n and 0 <= values.min() and values.max() < 1  # NaN / inf fail this
         if not fast:
-            headroom = _as_float("headroom", values, accepted)
-            bad = (headroom < 0) | (headroom >= 1)
+            fraction = _as_float(col, values, accepted)
+            bad = (fraction < 0) | (fraction >= 1)
             if bad.any():
-                raise _bad("headroom", values[bad].iloc[0], accepted)
-            out["headroom"] = headroom
+                raise _bad(col, values[bad].iloc[0], accepted)
+            out[col] = fraction
         elif values.dtype != np.float64:
-            out["headroom"] = values.to_numpy(dtype=np.float64)
+            out[col] = values.to_numpy(dtype=np.float64)
     rules.apply(out, models, ranges, columns, frozenset(DEFAULTS) - present)  # every default that depends on other columns, decided once
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), ranges
 

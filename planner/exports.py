@@ -7,9 +7,11 @@ packing, attention, ...), says in which version of the target its keys were read
 and lists what the target cannot express (`not_expressed`): as `#` comment lines where the
 format has comments, and on stderr for JSON (planner/cli.py), so that the file itself loads.
 
-Values the plan does not decide (learning rate, dataset, epochs, LoRA alpha and dropout) are
-left to the target's defaults, or set to the one value the memory does not depend on (LoRA
-alpha = 2 x rank, gradient accumulation 1), and said so.
+Values the plan does not decide (learning rate, dataset, epochs, LoRA alpha) are left to the
+target's defaults, or set to the one value the memory does not depend on (LoRA alpha = 2 x rank,
+gradient accumulation 1), and said so. LoRA dropout is the plan's (its masks and copies are
+memory: engine/memory.py layer_activation_bytes), written in each target's own key even at 0,
+since TRL's default is 0.05 (trl/trainer/model_config.py ModelConfig.lora_dropout).
 
 tests/test_exports.py checks every emitted key against the keys of the cited version.
 """
@@ -96,6 +98,12 @@ def _quant(row) -> str | None:
 
 def _checkpointing(row) -> bool:
     return bool(row["grad_checkpointing"]) or str(row.get("checkpointing", "none")) in ("full", "selective", "offload")
+
+
+def _dropout(row) -> float:
+    """The plan's LoRA dropout (a row without the column: peft's default, 0)."""
+    p = row.get("lora_dropout", 0.0)
+    return 0.0 if p is None or pd.isna(p) else float(p)
 
 
 def _common_notes(row, repo_known: bool) -> list[str]:
@@ -220,9 +228,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):
         rank = int(row["lora_rank"])
-        cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank,
+        # lora_dropout: TRL 1.10.0.dev0 trl/trainer/model_config.py ModelConfig.lora_dropout (default 0.05)
+        cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" else _targets(row)})
-        notes.append(f"LoRA alpha {2 * rank} (2 x rank) and dropout: not part of the plan (memory does not depend on them)")
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan (memory does not depend on it)")
     quant = _quant(row)
     if quant == "int8":
         cfg["load_in_8bit"] = True
@@ -290,7 +299,8 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
             cfg["quantization_type"] = "nf4" if quant == "nf4" else "fp4"
     if method in ("lora", "qlora"):
         rank = int(row["lora_rank"])
-        cfg.update({"lora_rank": rank, "lora_alpha": 2 * rank,
+        # lora_dropout: LLaMA-Factory 0.9.6.dev0 hparams/finetuning_args.py LoraArguments.lora_dropout (default 0.0)
+        cfg.update({"lora_rank": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_target": "all" if str(row["lora_targets"]) == "all" else ",".join(_targets(row))})
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
     if method == "freeze":
@@ -350,7 +360,8 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     if method in ("lora", "qlora"):
         rank = int(row["lora_rank"])
         cfg["adapter"] = "qlora" if quant in ("nf4", "int4") else "lora"
-        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank})
+        # lora_dropout: axolotl 0.18.0 utils/schemas/peft.py LoraConfig.lora_dropout (default 0.0)
+        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row)})
         if str(row["lora_targets"]) == "all":
             cfg["lora_target_linear"] = True
         else:
@@ -420,7 +431,10 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
         rank, targets = int(row["lora_rank"]), _targets(row)
         cfg["model"] = {"lora_attn_modules": [TORCHTUNE_MODULES[t] for t in targets if t in TORCHTUNE_MODULES],
                         "apply_lora_to_mlp": any(t in targets for t in ("gate_proj", "up_proj", "down_proj")),
-                        "lora_rank": rank, "lora_alpha": 2 * rank}
+                        "lora_rank": rank, "lora_alpha": 2 * rank,
+                        # the lora_* builders' lora_dropout (torchtune 0.7.0 llama3_1/8B_lora_single_device.yaml
+                        # model.lora_dropout: 0.0; torchtune/modules/peft/lora.py LoRALinear dropout)
+                        "lora_dropout": _dropout(row)}
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; the MLP's three projections go "
                      "together (apply_lora_to_mlp)")
         if method == "qlora":

@@ -247,3 +247,80 @@ def test_docs_and_readme_state_the_loops_figures_the_script_computes(models):
     readme = (ROOT / "README.md").read_text()
     assert accuracy_table.between(readme, accuracy_table.LR_BEGIN, accuracy_table.LR_END) == \
         accuracy_table.render_loops_readme(LOOPS, models)
+
+
+# ---- LoRA dropout: a third set (tests/data/measured_dropout.csv, measure_peaks.py --set dropout) -----
+DROPOUT = pd.read_csv(DATA / "measured_dropout.csv")
+
+
+@pytest.fixture(scope="module")
+def dropout_rows(models):
+    return accuracy_table.compare_dropout(DROPOUT, models)
+
+
+def test_the_dropout_split_was_fixed_before_the_engine_changed():
+    """Calibration: Llama 3.2 1B only; held-out: other models, each at a batch x seq that no calibration row
+    of its model uses in any set; both dropout values, both adapter dtypes, q,v and all-linear, with and
+    without checkpointing among the held-out rows (docs/accuracy.md: committed before the engine change)."""
+    cal, held = DROPOUT[DROPOUT["split"] == "calibration"], DROPOUT[DROPOUT["split"] == "heldout"]
+    assert set(cal["model"]) == {"llama-3.2-1b"} and "llama-3.2-1b" not in set(held["model"])
+    assert len(held) >= 8 and (DROPOUT["method"] == "lora").all() and (DROPOUT["lora_dropout"] > 0).all()
+    every_cal = pd.concat([d[d["split"] == "calibration"] for d in (MEASURED, LOOPS, DROPOUT)])
+    seen = {(r.model, r.batch, r.seq) for r in every_cal.itertuples()}
+    assert not [r for r in held.itertuples() if (r.model, r.batch, r.seq) in seen]
+    assert set(held["lora_dropout"]) == {0.05, 0.1} and set(held["adapter_dtype"]) == {"fp32", "bf16"}
+    assert set(held["lora_targets"]) == {"q_proj,v_proj", "all"} and set(held["grad_checkpointing"]) == {True, False}
+
+
+def test_dropout_held_out_targets(dropout_rows):
+    """The same targets as the other sets on the held-out rows asked as they ran (--lora-dropout,
+    --adapter-dtype): median |error| within 2%, every row within 5%, none under by more than 3%."""
+    held = dropout_rows[dropout_rows["split"] == "heldout"]
+    err = held["error"]
+    assert err.abs().median() <= 0.02, err.abs().median()
+    assert (err.abs() <= 0.05).all(), held.loc[err.abs() > 0.05, ["model", "error"]]
+    assert (err >= -0.03).all(), held.loc[err < -0.03, ["model", "error"]]
+
+
+def test_the_dropout_term_is_what_was_missing(dropout_rows):
+    """Asked with lora_dropout 0 (the engine before the term) every row without checkpointing is under by
+    more than 1% (the masks and copies every layer keeps); with checkpointing the peak is the start of
+    backward, before any layer is recomputed, so the term changes nothing there, as measured."""
+    gc = DROPOUT["grad_checkpointing"].to_numpy(dtype=bool)
+    plain = dropout_rows[~gc]
+    assert (plain["error_without"] < -0.01).all(), plain[["model", "error_without"]]
+    assert (plain["error"].abs() <= 0.02).all(), plain[["model", "error"]]
+    ckpt = dropout_rows[gc]
+    assert len(ckpt) >= 3 and (ckpt["error"] == ckpt["error_without"]).all()
+
+
+def test_dropout_twins_differ_by_the_term_to_the_byte(models):
+    """Where the first harness measured the same run at p = 0, the measured difference is the engine's
+    term exactly: Llama 3.2 1B bf16, fp32 adapters on q,v, 4 x 1,024 tokens, p = 0.1: the bool mask of each
+    of 2 modules (2,048 values per token) in 15 of 16 layers (the first layer's q/v input needs no grad) =
+    2 x 2,048 x 1 x 4,096 x 15 = 251,658,240 bytes; with autocast (amp_bf16, all-linear r16, 2 x 2,048, p =
+    0.05) every module's mask only: (3 x 2,048 + 2,048 + 2 x 2,048 + 8,192) x 4,096 tokens x 16 layers less the
+    first layer's q, k, v (3 x 2,048 x 4,096) = 1,317,011,456 bytes."""
+    from engine import estimate
+    cases = [(dict(precision="bf16", batch=4, seq=1024, lora_rank=8, lora_targets="q_proj,v_proj"), 0.1,
+              2 * 2048 * 1 * 4096 * 15),
+             (dict(precision="amp_bf16", batch=2, seq=2048, lora_rank=16, lora_targets="all"), 0.05,
+              (3 * 2048 + 2048 + 2 * 2048 + 8192) * 4096 * 16 - 3 * 2048 * 4096)]
+    for case, p, hand in cases:
+        assert hand in (251_658_240, 1_317_011_456)
+        def same(d):
+            return d[(d["model"] == "llama-3.2-1b") & (d["method"] == "lora") & ~d["grad_checkpointing"]
+                     & (d[list(case)] == pd.Series(case)).all(axis=1)]
+        twin, row = same(MEASURED), same(DROPOUT)
+        assert len(twin) == 1 and len(row) == 1
+        assert int(row["peak_bytes"].iloc[0]) - int(twin["peak_bytes"].iloc[0]) == hand
+        base = dict(model="llama-3.2-1b", task="train", method="lora", optimizer="adamw", **case)
+        out = estimate(pd.DataFrame([dict(base, lora_dropout=0.0), dict(base, lora_dropout=p)]), models)
+        tensors = out["peak_bytes"] - out["runtime_overhead_bytes"]  # (the overhead scales with the tensors)
+        assert tensors.iloc[1] - tensors.iloc[0] == hand
+
+
+def test_docs_state_the_dropout_figures_the_script_computes(models):
+    doc = (ROOT / "docs" / "accuracy.md").read_text()
+    assert accuracy_table.between(doc, accuracy_table.D_BEGIN, accuracy_table.D_END) == \
+        accuracy_table.render_dropout_doc(DROPOUT, models)

@@ -108,8 +108,10 @@ def test_the_dashboard_fields_and_url_keys_are_the_tables():
     for col, sb in declared:
         f = FIELDS[sb.key]
         assert f.default == sb.default and f.kind == sb.kind, sb.key
-        if sb.kind == "int" and sb.key != "headroom_pct":
+        if sb.kind == "int" and not sb.key.endswith("_pct"):
             assert col.low <= f.low <= f.high <= col.high, sb.key  # never wider than the engine accepts
+        if sb.key.endswith("_pct"):  # a fraction in whole percent (headroom, LoRA dropout): within the engine's range
+            assert col.low <= f.low / 100 and (f.high / 100 < col.high if col.high_open else f.high / 100 <= col.high)
         if sb.kind in ("choice", "multi") and col.choices:
             assert set(f.options) <= set(col.choices), sb.key
         assert _parse(f, _as_param(f, f.default)) == f.default, sb.key  # the URL round trip

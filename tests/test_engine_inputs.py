@@ -57,6 +57,7 @@ VALID = {
     "galore_rank": st.sampled_from([0, 1, 16, 128, 65_536]),  # 0: the recipe's (issue 27)
     "prefill_logits": st.sampled_from(["last", "all"]),
     "headroom": st.sampled_from([0.0, 0.1, 0.999]),
+    "lora_dropout": st.sampled_from([0.0, 0.05, 0.1, 0.999]),  # peft's lora_dropout
     "allow_long_context": st.booleans(),
     "gpu": st.sampled_from(GPUS + [""]),
     # the software stack (issue 13, engine/stacks.py): every value of each column
@@ -231,6 +232,7 @@ def test_every_result_lists_its_columns_in_one_order(models, gpus):
     ("zero", complex(1, 2), "(1+2j)"),
     ("gpus", pd.Timestamp("2024-01-01"), "Timestamp"),
     ("headroom", "lots", "'lots'"),
+    ("lora_dropout", 1.0, "1"),
     ("grad_checkpointing", 2, "2"),
     ("grad_checkpointing", "maybe", "'maybe'"),
     ("tp", -4, "-4"),

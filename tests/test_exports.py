@@ -28,7 +28,8 @@ DEEPSPEED_DEVICES = {"none", "cpu", "nvme"}
 TRL_KEYS = {"model_name_or_path", "dtype", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
             "lora_target_modules", "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "max_length", "packing",
             "loss_type", "activation_offloading", "per_device_train_batch_size", "gradient_accumulation_steps",
-            "gradient_checkpointing", "optim", "bf16", "fp16", "use_liger_kernel", "deepspeed"}
+            "gradient_checkpointing", "optim", "bf16", "fp16", "use_liger_kernel", "deepspeed",
+            "lora_dropout"}  # ModelConfig.lora_dropout, model_config.py line 115 (default 0.05)
 TRL_DTYPES = {"auto", "bfloat16", "float16", "float32"}
 TRL_LOSSES = {"nll", "dft", "chunked_nll"}
 # transformers OptimizerNames (the values TrainingArguments.optim accepts)
@@ -240,19 +241,22 @@ LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "q
                       "quantization_type", "enable_liger_kernel", "disable_gradient_checkpointing", "stage", "do_train",
                       "finetuning_type", "lora_rank", "lora_alpha", "lora_target", "freeze_trainable_layers",
                       "pure_bf16", "dataset", "template", "cutoff_len", "packing", "output_dir",
-                      "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed"}
+                      "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed",
+                      "lora_dropout"}  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
 LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
 # axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
 AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
                 "lora_target_linear", "unfrozen_parameters", "datasets", "output_dir", "sequence_len", "sample_packing",
                 "micro_batch_size", "gradient_accumulation_steps", "optimizer", "gradient_checkpointing",
                 "attn_implementation", "bf16", "fp16", "chunked_cross_entropy", "plugins",
-                "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed"}
+                "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed",
+                "lora_dropout"}  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
 TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
                   "loss", "model", "fsdp_cpu_offload"}
-TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha"}
+TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha",
+                  "lora_dropout"}  # 8B_lora_single_device.yaml model.lora_dropout: 0.0
 
 
 def test_accelerate_fsdp_shards_as_zero_3_and_offloads():
@@ -331,3 +335,21 @@ def test_torchtune_distributed_full_offloads_to_cpu():
 def test_every_training_export_names_its_source_version(target):
     assert target in exports.EXPORTERS and target in exports.SOURCES
     assert re.search(r"@[0-9a-f]{7}|\d+\.\d+", exports.SOURCES[target])
+
+
+@pytest.mark.parametrize("target, where", [("trl", ()), ("llama-factory", ()), ("axolotl", ()), ("torchtune", ("model",))])
+def test_lora_dropout_reaches_each_targets_own_key(target, where):
+    """--lora-dropout is the plan's (its masks are memory): written in each target's lora_dropout key, at 0 too
+    (TRL's ModelConfig defaults to 0.05, so leaving it out would run another plan than the one estimated)."""
+    keys = {"trl": TRL_KEYS, "llama-factory": LLAMA_FACTORY_KEYS, "axolotl": AXOLOTL_KEYS, "torchtune": TORCHTUNE_LORA}
+    for asked, written in (("0.05", 0.05), ("0", 0.0)):
+        out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--lora-targets", "all",
+                         "--lora-dropout", asked, "--export", target)
+        cfg = yaml.safe_load(out)
+        for key in where:
+            cfg = cfg[key]
+        assert "lora_dropout" in keys[target] and cfg["lora_dropout"] == written, (target, asked)
+        assert not any("dropout" in n for n in _comments(out) if n.startswith("not expressed")), target
+    full, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--lora-dropout", "0.1",
+                      "--export", target)
+    assert "lora_dropout" not in full  # no adapters: no dropout key
