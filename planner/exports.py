@@ -85,12 +85,15 @@ def _precision(row) -> dict:
 
 
 def _quant(row) -> str | None:
-    """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None."""
+    """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
+    double quantization, exports as 'nf4': the targets' NF4 keys, with each target's default for double
+    quantization, which the exporters set in neither case)."""
+    base = str(row.get("base_precision", "auto"))
+    base = "nf4" if base == "nf4_nodq" else base
     if row["method"] == "qlora":
-        base = str(row.get("base_precision", "auto"))
         return base if base in ("int8", "int4", "nf4") else "nf4"
-    if row["method"] == "lora" and str(row.get("base_precision", "auto")) in ("int8", "int4", "nf4"):
-        return str(row["base_precision"])
+    if row["method"] == "lora" and base in ("int8", "int4", "nf4"):
+        return base
     return None
 
 
