@@ -269,7 +269,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     acb = mv.lookup("precision", C.AUTOCAST_COPY_BYTES, 0.0)
     act_b = mv.lookup("precision", C.INFER_ACT_BYTES, 2.0)
     base_auto = mv.mask("base_precision", "auto")
-    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
+    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS, **C.BASE_ONLY_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     dims = lora_module_dims(h, f, a, kvh, d)
     flags, in_out = _lora_sums(mv, dims)
@@ -424,8 +424,12 @@ def kept_graph_bytes(x: Inputs) -> np.ndarray | float:
     o_proj takes (M x q width), the MLP's input (R h; 2 x 2 h under autocast) and the product down_proj
     takes (M f); LitGPT's quantized lm_head keeps the final norm's output too (M h). (The first layer's
     attention input needs no grad without kbit_prep's enable_input_require_grads: one layer's input
-    counted more.) 0 elsewhere."""
-    on = np.asarray(x.kept_outputs, dtype=bool) & np.asarray(x.kbit_keeps_input, dtype=bool)
+    counted more.) Not under checkpointing: transformers' default reentrant checkpoint runs each layer's
+    forward under torch.no_grad (MatMul4Bit then keeps `(None, None)`) and its recomputed graph is freed
+    with the layer's backward; LitGPT refuses --quantize on more than one device, where it checkpoints.
+    0 elsewhere."""
+    on = np.asarray(x.kept_outputs, dtype=bool) & np.asarray(x.kbit_keeps_input, dtype=bool) \
+        & ~np.asarray(x.gc, dtype=bool)
     if not np.any(on):
         return 0.0
     attn_in = np.where(x.autocast, 3.0 * 2.0 * x.h, x.R * x.h) / x.seq_split
