@@ -41,7 +41,7 @@ OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fu
 # the software stack (engine/stacks.py, docs/stacks.md)
 RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
                  "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)",
-                 "torchtitan": "torchtitan (FSDP2 + TP/SP + CP)"}
+                 "torchtitan": "torchtitan (FSDP2 + TP/SP + CP)", "litgpt": "LitGPT (Lightning Fabric)"}
 SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementation",
                  "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
                  "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",
@@ -60,7 +60,8 @@ KV_POLICY_LABELS = {"auto": "auto (transformers: full; a GGUF on llama.cpp: wind
                     "windowed": "windowed (sliding layers keep their window)",
                     "full": "full (every layer at full length)",
                     "latent": "latent (MLA latent; sliding layers full, as vLLM)"}
-BASE_LABELS = {"auto": "auto (NF4)", "nf4": "NF4", "int8": "INT8", "int4": "INT4"}
+BASE_LABELS = {"auto": "auto (NF4; litgpt: NF4 without double quant)", "nf4": "NF4", "nf4_nodq": "NF4, no double quant",
+               "int8": "INT8", "int4": "INT4"}
 COMPONENT_NAMES = {k.removesuffix("_bytes"): v for k, v in COMPONENT_LABELS.items()}
 
 

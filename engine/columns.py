@@ -157,7 +157,7 @@ SCENARIO: tuple[Column, ...] = (
     _int("freeze_layers", "trainable last layers for --method freeze (at most the model's layers)", cli="--freeze-layers",
          sidebar=(Sidebar("freeze_layers", 2, "int"),)),
     _choice("base_precision", "frozen base for lora/qlora: auto, or a weight type", cli="--base-precision", cli_checks=False,
-            sidebar=(Sidebar("base_precision", "auto", "choice", ("auto", "nf4", "int8", "int4")),)),  # the QLoRA bases
+            sidebar=(Sidebar("base_precision", "auto", "choice", ("auto", "nf4", "nf4_nodq", "int8", "int4")),)),  # the QLoRA bases
     _choice("kv_precision", "KV cache: auto (as the activations), or a type", cli="--kv-precision", cli_checks=False,
             sidebar=(Sidebar("kv_precision", "auto", "choice"),)),
     _int("ep", "expert parallel for mixture-of-experts models: 1 (experts split by --tp), or a multiple of tp dividing "

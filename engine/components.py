@@ -122,7 +122,8 @@ class Inputs:
     # the software stack (issue 13, engine/stacks.py; resolved by engine/rules.py). The defaults are
     # the stack the engine always modelled (recipe hf), so a caller that builds Inputs itself keeps it.
     adapter16: np.ndarray | bool = False  # LoRA adapters (and their gradients, states) in 16-bit
-    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused', 'parallel', 'compiled'} -> mask (None: unfused)
+    loss_kind: dict | None = None         # {'chunked', 'linear_chunked', 'fused', 'parallel', 'compiled', 'litgpt',
+                                          #  'litgpt_full'} -> mask (None: unfused)
     legacy_logits: np.ndarray | bool = False  # transformers' older in-model fp32 upcast of the logits
     compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
@@ -189,6 +190,15 @@ class Inputs:
     # LoRA dropout on (lora_dropout > 0 on a lora / qlora row): every adapted module keeps a dropout mask
     # and lora_A the dropout's output (engine/memory.py layer_activation_bytes `dropout`)
     lora_dropout: np.ndarray | bool = False
+    # recipe litgpt (engine/stacks.py `recipe litgpt`): LitGPT's own GPT, whose attention repeats K and V to
+    # every head before SDPA (and, with as many KV heads as heads, keeps the fused qkv output through V's
+    # view); its lm_head among the linears Fabric's BitsandbytesPrecision quantizes; and the bytes per
+    # weight a 4-bit matmul's dequantization holds at once (2: the 16-bit weight; 4 under Lightning's
+    # _Linear4bit, quantized from fp16 and cast to the bf16 input: fp16 + bf16). Its untied head is in
+    # `tied` and `N` (V x h more parameters where the catalog model ties them).
+    litgpt_model: np.ndarray | bool = False
+    head_quant: np.ndarray | bool = False
+    dequant_b: np.ndarray | float = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,7 +272,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     acb = mv.lookup("precision", C.AUTOCAST_COPY_BYTES, 0.0)
     act_b = mv.lookup("precision", C.INFER_ACT_BYTES, 2.0)
     base_auto = mv.mask("base_precision", "auto")
-    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS}, 16.0)
+    base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS, **C.BASE_ONLY_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     dims = lora_module_dims(h, f, a, kvh, d)
     flags, in_out = _lora_sums(mv, dims)
@@ -283,12 +293,24 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
     gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
     masked, eager = attention_path(mv, gemma2)
-    # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given)
+    # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given; under litgpt
+    # NF4 without double quantization, the `quantize: bnb.nf4` of every LitGPT config_hub qlora.yaml)
     base_quant = (lora & ~base_auto) | qlora
-    frozen_bits = np.where(qlora & base_auto, C.LINEAR_BITS["nf4"], base_bits)
+    litgpt = _mask_if_present(mv, "recipe", "litgpt")
+    auto_bits = np.where(litgpt, C.BASE_ONLY_BITS["nf4_nodq"], C.LINEAR_BITS["nf4"]) if litgpt.any() else C.LINEAR_BITS["nf4"]
+    frozen_bits = np.where(qlora & base_auto, auto_bits, base_bits)
+    # LitGPT's GPT holds lm_head beside the embedding, never tied in finetuning (litgpt/model.py GPT.__init__
+    # `self.lm_head = nn.Linear(...)`, `wte=nn.Embedding(...)`; only pretrain.py ties on train.tie_embeddings):
+    # a catalog model that ties them has V x h parameters more there (engine/stacks.py `recipe litgpt`)
+    tied, n_params = m["tied_embeddings"] > 0, m["params"]
+    if litgpt.any():
+        untie = litgpt & tied
+        n_params = n_params + np.where(untie, V * h, 0.0)
+        active = active + np.where(untie, V * h, 0.0)
+        tied = tied & ~litgpt
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
-        h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=m["tied_embeddings"] > 0, N=m["params"], qd=qd, kvd=kvd,
+        h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
         layer_lin=layer_lin, layer_all=layer_all, n_lin=n_lin, model=midx, active=active,
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
@@ -325,6 +347,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         opt_kind=opt_kind or None, lf_muon=_mask_if_present(mv, "recipe", "llama-factory") & train,
         galore_rank=_galore_rank(mv),
         lora_dropout=(lora & (mv.values("lora_dropout") > 0)) if "lora_dropout" in mv.frame else False,
+        **_litgpt_inputs(mv, litgpt, train, base_quant, frozen_bits),
         n_experts=arch["num_experts"].astype(float), k_experts=arch["experts_per_token"].astype(float),
         gemma_norm=gemma.astype(float),
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
@@ -344,10 +367,28 @@ def _bnb_base(mv: View, base_quant, base_bits) -> dict:
     default base, Linear4bit / MatMul4Bit) and LLM.int8 (Linear8bitLt / MatMul8bitLt), and whether
     its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input). base_quant /
     base_bits: the Inputs fields of the same names."""
-    nf4 = base_quant & (base_bits == C.LINEAR_BITS["nf4"])
+    nf4 = base_quant & ((base_bits == C.LINEAR_BITS["nf4"]) | (base_bits == C.BASE_ONLY_BITS["nf4_nodq"]))
     int8 = base_quant & (base_bits == C.LINEAR_BITS["int8"])
     kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
     return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8}
+
+
+def _litgpt_inputs(mv: View, litgpt, train, base_quant, base_bits) -> dict:
+    """The LitGPT model's fields of Inputs (engine/stacks.py `recipe litgpt`). head_quant: under --quantize
+    Fabric's BitsandbytesPrecision.module_init_context patches torch.nn.Linear for the whole GPT(config)
+    (lightning fabric/plugins/precision/bitsandbytes.py `_ClassReplacementContextManager({"torch.nn.Linear":
+    self._linear_cls})`, LitGPT passes no ignore_modules), so lm_head (LoRALinear.linear, a torch.nn.Linear)
+    is quantized like every other linear. dequant_b: Lightning's _Linear4bit.quantize stores the 4-bit
+    weight of `weight.contiguous().to(device=device, dtype=torch.half)`, so quant_state.dtype is fp16 and
+    bitsandbytes' MatMul4Bit (0.42.0 autograd/_functions.py lines 516 and 546) computes
+    `F.dequantize_4bit(B, quant_state).to(A.dtype)`: an fp16 copy of the weight and its bf16 cast alive
+    together, 4 bytes per weight, in forward and in backward, where the input is bf16 (precision bf16); an
+    fp16 input casts nothing (2). LLM.int8 (Linear8bitLt) keeps its one 16-bit copy (2)."""
+    if not np.any(litgpt):
+        return {}
+    nf4 = base_quant & np.isin(base_bits, (C.LINEAR_BITS["nf4"], C.BASE_ONLY_BITS["nf4_nodq"]))
+    return {"litgpt_model": litgpt & train, "head_quant": litgpt & base_quant & train,
+            "dequant_b": np.where(litgpt & nf4 & train & mv.mask("precision", "bf16"), 4.0, 2.0)}
 
 
 def _kbit_kept_inputs(x: Inputs, trains, adapted) -> np.ndarray:
@@ -373,6 +414,34 @@ def _kbit_kept_inputs(x: Inputs, trains, adapted) -> np.ndarray:
     extra = (group(("q_proj", "k_proj", "v_proj")) + group(("gate_proj", "up_proj"))) / x.seq_split \
         + x.M * x.f * (1.0 - down_kept) / x.tp
     return np.where(x.kbit_keeps_input, extra, 0.0)
+
+
+def kept_graph_bytes(x: Inputs) -> np.ndarray | float:
+    """Per token: what a kept step's graph still holds when the next forward runs (loop manual with a
+    bitsandbytes base whose matmuls keep their inputs: bnb_4bit_input kept, LLM.int8). MatMul4Bit (before
+    bitsandbytes 0.43.2) and MatMul8bitLt keep their inputs as a plain ctx attribute, `ctx.tensors = (A, B)`
+    (bitsandbytes 0.42.0 autograd/_functions.py line 523), not through save_for_backward: autograd's
+    PyNode::release_variables frees only the saved variables after backward (torch
+    csrc/autograd/python_function.cpp), so every such input lives as long as the graph's nodes, and a loop
+    that keeps the output (`logits = model(...)` in LitGPT's fit(), `out = model(...)`) keeps the graph
+    until the next forward returns. Per layer the matmuls' inputs: the attention's input (one tensor, R h;
+    under autocast / kbit_prep q, k and v each cast their own 16-bit copy, 3 x 2 h), the attention output
+    o_proj takes (M x q width), the MLP's input (R h; 2 x 2 h under autocast) and the product down_proj
+    takes (M f); LitGPT's quantized lm_head keeps the final norm's output too (M h). (The first layer's
+    attention input needs no grad without kbit_prep's enable_input_require_grads: one layer's input
+    counted more.) Not under checkpointing: transformers' default reentrant checkpoint runs each layer's
+    forward under torch.no_grad (MatMul4Bit then keeps `(None, None)`) and its recomputed graph is freed
+    with the layer's backward; LitGPT refuses --quantize on more than one device, where it checkpoints.
+    0 elsewhere."""
+    on = np.asarray(x.kept_outputs, dtype=bool) & np.asarray(x.kbit_keeps_input, dtype=bool) \
+        & ~np.asarray(x.gc, dtype=bool)
+    if not np.any(on):
+        return 0.0
+    attn_in = np.where(x.autocast, 3.0 * 2.0 * x.h, x.R * x.h) / x.seq_split
+    mlp_in = np.where(x.autocast, 2.0 * 2.0 * x.h, x.R * x.h) / x.seq_split
+    per_layer = attn_in + x.M * x.qd / x.tp + mlp_in + x.M * x.f / x.tp
+    head = np.where(x.head_quant, x.M * x.h, 0.0)
+    return np.where(on, x.L * per_layer + head, 0.0)
 
 
 def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.ndarray) -> np.ndarray:
@@ -425,13 +494,23 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
     small = 0.0
     if paged32.any():  # bitsandbytes get_state_buffer pages only tensors of >= 1e5 elements
         lim = C.PAGED_MIN_ELEMENTS
-        lora_small = sum(flags[m] * (np.where(rank * i < lim, rank * i, 0.0) + np.where(rank * o < lim, rank * o, 0.0))
-                         for m, (i, o) in dims.items()) * L
+        def small(n):
+            return np.where(n < lim, n, 0.0)
+
+        lora_small = sum(flags[m] * (small(rank * i) + small(rank * o)) for m, (i, o) in dims.items()) * L
+        litgpt = mask("recipe", "litgpt")
+        if litgpt.any():  # LitGPT's LoRAQKVLinear: one lora_A (r x enabled, h) and one lora_B (enabled widths, r)
+            qkv = ("q_proj", "k_proj", "v_proj")
+            a_qkv = sum(flags[m] for m in qkv) * rank * dims["q_proj"][0]
+            b_qkv = rank * sum(flags[m] * dims[m][1] for m in qkv)
+            rest = sum(flags[m] * (small(rank * i) + small(rank * o)) for m, (i, o) in dims.items() if m not in qkv)
+            lora_small = np.where(litgpt, (small(a_qkv) + small(b_qkv) + rest) * L, lora_small)
         norms = np.where(h < lim, _trained_norm_values(h, L, k_layers, full, freeze), 0.0)
         small = np.where(paged32, np.where(lora, lora_small, norms), 0.0)
     return dict(
         adapter16=mask("adapter_dtype", "bf16") & lora,
-        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused", "parallel", "compiled")},
+        loss_kind={k: mask("loss", k) & train for k in ("chunked", "linear_chunked", "fused", "parallel", "compiled",
+                                                          "litgpt", "litgpt_full")},
         legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
         ckpt_selective=mask("checkpointing", "selective") & train,
         ckpt_op=mask("checkpointing", "op") & train,
@@ -480,6 +559,9 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     frozen = np.where(x.train & ~x.full, x.N - np.where(x.freeze, trainable, 0.0), 0.0)
     rest_b = np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0))  # kbit_prep: embeddings, lm_head, norms fp32
     frozen_quant = x.n_lin * x.base_bits / 8 + (x.N - x.n_lin) * rest_b
+    if np.any(x.head_quant):  # LitGPT under --quantize: lm_head among the quantized linears
+        quant_lin = x.n_lin + x.V * x.h
+        frozen_quant = np.where(x.head_quant, quant_lin * x.base_bits / 8 + (x.N - quant_lin) * rest_b, frozen_quant)
     frozen_bytes = np.where(x.base_quant, frozen_quant, frozen * x.wb)
     train_weights = trainable * x.wb_trained + np.where(x.lora, frozen_bytes, np.where(x.freeze, frozen * x.wb, 0.0))
     rows_out = x.L * (x.qd + 2 * x.kvd + x.h + 2 * x.f + x.h)
@@ -719,13 +801,28 @@ def _layer_activations(x: Inputs) -> np.ndarray:
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
         dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
-    if np.any(x.masked | x.eager):  # issue 12: K and V repeated to every head (repeat_kv) and kept
-        dense = dense + np.where(x.masked | x.eager, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
+    repeated = x.masked | x.eager | x.litgpt_model
+    if np.any(repeated):  # issue 12: K and V repeated to every head (repeat_kv; LitGPT's own attention) and kept
+        dense = dense + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
+    if np.any(x.litgpt_model):
+        dense = dense + _litgpt_qkv_kept(x)
     if np.any(x.kbit_keeps_input):  # issue 27 item 4: a bitsandbytes base's matmuls keep their inputs
         dense = dense + _kbit_kept_inputs(x, trains, adapted)
     if not np.any(x.moe_share > 0):
         return dense
     return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
+
+
+def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:
+    """Per token and layer, what LitGPT's attention keeps beyond K and V repeated to every head (recipe
+    litgpt): with as many KV heads as heads (Llama 2 7B) no K/V is repeated, and V goes to SDPA as a view
+    of the fused qkv linear's output (litgpt/model.py CausalSelfAttention.forward: at 00af8b0d
+    `qkv.view(B, T, G, q_per_kv + 2, hs).permute(0, 2, 3, 1, 4).split(...)` then `v.reshape(B, -1, T, hs)`,
+    a view when q_per_kv is 1; at HEAD `qkv.split(...)`, `.view(...)`, `.transpose(1, 2)`), so the V that
+    SDPA saves for backward keeps the whole (q + 2 kv)-wide output alive: its q and k parts (2 x q width)
+    on top of the V counted; q and k themselves are new tensors after the rotary embedding. With fewer KV
+    heads, K and V are new repeated tensors and the qkv output is freed."""
+    return np.where(x.litgpt_model & (x.kvh == x.a), 2.0 * x.qd * x.M / x.tp, 0.0)
 
 
 def attention_seq_bytes(x: Inputs) -> np.ndarray | float:
@@ -775,6 +872,9 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
     final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained
                   + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)) / x.seq_split
+    if np.any(x.head_quant):  # LitGPT's 4-bit lm_head: MatMul4Bit before bitsandbytes 0.43.2 keeps its input,
+        # the final norm's 16-bit output (the 128-token chunks are views of it), which a frozen lm_head would not
+        final_norm = final_norm + np.where(x.head_quant & x.kbit_keeps_input, x.M * x.h, 0.0)
     # checkpointing keeps every layer's input, the frozen layers' under freeze too (issue 12, traced
     # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
     # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
@@ -889,6 +989,13 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
     if np.any(x.softcap > 0):  # Gemma 2 (issue 12): tanh's output of the softcapped logits is kept for backward
         cap = x.softcap * softcap_logits_bytes(x.V, x.M, tp)
         forward, backward = forward + cap, backward + cap
+    if np.any(x.kept_outputs):
+        # the previous step's kept output is alive until the new forward returns (`out = model(...)` binds
+        # only then; LitGPT's fit() `logits = model(...)`): at the forward's end it sits beside the new
+        # output (kept_logits_bytes + the model's output then, `_output_at_forward_end`)
+        # (with a bitsandbytes base that keeps its inputs, the previous step's graph holds them too: kept_graph_bytes)
+        previous = kept_logits_bytes(x) + _output_at_forward_end(x) + kept_graph_bytes(x)
+        forward = np.where(x.kept_outputs, np.maximum(forward, previous), forward)
     parts = {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
              "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
     if np.any(x.kept_outputs):
@@ -913,6 +1020,20 @@ def loss_tp(x: Inputs) -> np.ndarray | float:
     return np.where(x.loss_kind["parallel"] & (np.asarray(x.tp) > 1), x.tp, 1.0)
 
 
+def _output_at_forward_end(x: Inputs) -> np.ndarray:
+    """Per token: the model's output as the forward returns it, the new logits beside a kept previous
+    step's (loop manual): M V (the 16-bit or fp32 logits; torchtune's chunks); transformers before 4.46
+    (logits_upcast model) the 16-bit logits and their fp32 upcast, (M + 4) V; LitGPT's (Fabric converts
+    every 16-bit chunk to fp32 while the 16-bit list is alive) (M + F) V, F = 4 (M in fp32: no copy);
+    none for the linear-chunked and fused losses."""
+    out = np.where(x.legacy_logits, x.M + 4.0, x.M) * x.V / loss_tp(x)
+    if x.loss_kind is not None:
+        lit = x.loss_kind.get("litgpt", False) | x.loss_kind.get("litgpt_full", False)
+        out = np.where(lit & (x.M < 4), (x.M + 4.0) * x.V / loss_tp(x), out)
+        out = np.where(x.loss_kind["linear_chunked"] | x.loss_kind["fused"], 0.0, out)
+    return out
+
+
 def kept_logits_bytes(x: Inputs) -> np.ndarray:
     """Per token: the logits a hand-written loop keeps in `out` through backward and the optimizer
     step (issue 28, loop manual; tests/data/measured_loops.csv): the model's output, batch x seq x V in
@@ -922,6 +1043,9 @@ def kept_logits_bytes(x: Inputs) -> np.ndarray:
     linear-chunked and fused losses return no whole logits. 0 outside loop manual."""
     out = np.where(x.legacy_logits, 4.0, x.M) * x.V / loss_tp(x)
     if x.loss_kind is not None:
+        # LitGPT's loop keeps Fabric's fp32 conversion of the output (F = 4 bytes; M in fp32)
+        lit = x.loss_kind.get("litgpt", False) | x.loss_kind.get("litgpt_full", False)
+        out = np.where(lit, np.where(x.M < 4, 4.0, x.M) * x.V / loss_tp(x), out)
         out = np.where(x.loss_kind["linear_chunked"] | x.loss_kind["fused"], 0.0, out)
     return np.where(x.kept_outputs, out, 0.0)
 
@@ -947,7 +1071,8 @@ def cached_logits_bytes(x: Inputs) -> np.ndarray:
                 | (np.asarray(x.softcap) > 0))
     if x.loss_kind is not None:
         unfused = unfused & ~(x.loss_kind["chunked"] | x.loss_kind["linear_chunked"] | x.loss_kind["fused"]
-                              | x.loss_kind.get("compiled", False))
+                              | x.loss_kind.get("compiled", False) | x.loss_kind.get("litgpt", False)
+                              | x.loss_kind.get("litgpt_full", False))
     on = x.train & unfused & (x.M < 4)
     return np.where(on, x.M * x.V / loss_tp(x) / np.asarray(x.cp, dtype=float), 0.0)
 
@@ -1048,7 +1173,21 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     # backward `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype))`, MatMul8bitLt's
     # `state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)` (bitsandbytes autograd/_functions.py at
     # 95f9af3): the largest, gate / up / down (h x f), alive while its input gradient is computed
-    dequant = np.where(x.bnb_base & x.train, 2.0 * x.h * x.f / x.tp, 0.0) if np.any(x.bnb_base) else 0.0
+    dequant = np.where(x.bnb_base & x.train, x.dequant_b * x.h * x.f / x.tp, 0.0) if np.any(x.bnb_base) else 0.0
+    head_moment = transient  # a layer's backward transients (LitGPT: or lm_head's backward, below)
+    if np.any(x.litgpt_model):
+        # LitGPT (engine/stacks.py `recipe litgpt`): lm_head's backward runs once every logits chunk has its
+        # 16-bit gradient (M V per token, the loss's nodes come later in the graph, so autograd runs them
+        # first), beside the kept fp32 logits; with the head quantized, its dequantized V x h weight (fp16
+        # and its bf16 cast, dequant_b) is the largest a 4-bit matmul holds. The layer's moment or this one.
+        lit = x.litgpt_model & (x.loss_kind.get("litgpt", False) | x.loss_kind.get("litgpt_full", False)) \
+            if x.loss_kind is not None else np.zeros(len(x.h), dtype=bool)
+        # (the same 4-bit dequantization runs in lm_head's forward, the last chunk's while the previous
+        # step's graph still holds its matmuls' inputs, kept_graph_bytes, beside the new 16-bit chunks: the
+        # larger of the two head moments)
+        head_moment = np.where(lit, np.maximum(transient, x.M * x.V / x.tp + kept_graph_bytes(x)), transient)
+        if np.any(x.head_quant):
+            dequant = np.where(x.head_quant & x.bnb_base, np.maximum(dequant, x.dequant_b * x.V * x.h / x.tp), dequant)
     # FSDP2 keeps the previous layer's reduce-scatter input alive while the next one is copied in
     # (torch 2.13 distributed/fsdp/_fully_shard/_fsdp_param_group.py lines 107-113, 640-660:
     # reduce_scatter_max_input_buffers = 1; _fsdp_collectives.py line 597 allocates each input at
@@ -1074,7 +1213,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
     attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
     return {"forward": Part(gathered), "loss_backward": Part(gathered),
-            "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=transient),
+            "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=head_moment),
             "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
             "optimizer": Part(step_end),
             "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}

@@ -86,6 +86,15 @@ LINEAR_BITS = {
     "fp8": 8.0 + 32.0 / (128 * 128), "nvfp4": 4.0 + 8.0 / 16, "mxfp4": 4.0 + 8.0 / 32,
 }
 QUANT_EXPERTS_ONLY = ("mxfp4", "mxfp4_moe")
+# Frozen-base types that are not inference precisions (a QLoRA base only). nf4_nodq: bitsandbytes NF4
+# without double quantization, an fp32 absmax per 64-value block = 4 + 32/64 = 4.5 bits
+# (bitsandbytes 0.42.0 functional.py quantize_4bit(blocksize=64, compress_statistics=False): `absmax =
+# torch.zeros((blocks,), dtype=torch.float32)` kept as is; with compress_statistics=True the absmax is
+# quantized again to 8 bits per 256, our `nf4`). LitGPT's `--quantize bnb.nf4` (every config_hub
+# qlora.yaml) is Lightning Fabric's BitsandbytesPrecision('nf4'): _NF4Linear(compress_statistics=False)
+# (lightning fabric/plugins/precision/bitsandbytes.py, 2.3.0.dev-2.4.0.dev and master); `bnb.nf4-dq` is
+# our `nf4`.
+BASE_ONLY_BITS = {"nf4_nodq": 4.0 + 32.0 / 64}
 # GGUF mxfp4_moe: llama.cpp's MXFP4_MOE file type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38; gpt-oss's GGUFs).
 # src/llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0" (tensor->ne[2] > 1, the experts'
 # 3-D tensors), and the output tensor Q8_0 too; GGML_TYPE_MXFP4 is 32 values in 17 bytes (one e8m0

@@ -75,7 +75,7 @@ ZERO3_PCT = 10.0
 SEQ_SPLIT_HIGH_PCT = 30.0
 CONTEXT_PARALLEL_HIGH_PCT = 15.0
 
-BNB_PRECISIONS = ("int8", "int4", "nf4")
+BNB_PRECISIONS = ("int8", "int4", "nf4", "nf4_nodq")
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 GGUF_PRECISIONS = tuple(GGUF_BITS)  # llama.cpp's quant types (engine/constants.py)
 

@@ -291,6 +291,17 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
       compiled (the unfused loss under torch.compile, torchtitan's build_cross_entropy_loss with
                --compile since 2025): the compiled chunked loss's kernels over one chunk, M V + 8
                forward, 2 M V + 8 backward (the saved logits and their 16-bit gradient).
+      litgpt (LitGPT finetune/lora.py: lm_head per 128-token chunk, the list converted to fp32 by
+               Fabric's _FabricModule.forward, chunked_cross_entropy per chunk; engine/stacks.py), with
+               F = 4 bytes of the converted logits (M for an fp32 model, returned as is): forward the fp32
+               logits and every chunk's log_softmax output, 2 F V; backward the saved outputs, each
+               chunk's turning into its logits' gradient (F V). The fp32 logits themselves are the
+               output the loop keeps (kept_logits_bytes), added by loop manual from the loss backward on.
+      litgpt_full (finetune/full.py: whole logits, converted to fp32, chunked_cross_entropy over the
+               shifted logits reshaped to (tokens, V) and split in 128 rows): forward 3 F V (the fp32
+               logits, the reshape's copy of the shifted slice, the log-softmax outputs); backward 2 F V
+               (split's backward concatenates the chunks' gradients, then the slice's backward
+               allocates a zero-filled (batch, seq, V) and copies them in).
     """
     u = np.where(M < 4, 4.0, 0.0)
     c = np.where(M < 4, M, 0.0)
@@ -314,6 +325,11 @@ def stack_logits_bytes(V, M, h, tp, old, kind, compiled, legacy, chunks):
     bwd = np.where(comp, (M * V + M * V / chunks) / tp + 8.0, bwd)
     fwd = np.where(fused, 2.0 * (M + u + 4.0) * h + M * h, fwd)
     bwd = np.where(fused, M * h, bwd)
+    if "litgpt" in kind:
+        F = np.where(M < 4, 4.0, M)
+        lit, lit_full = kind["litgpt"], kind["litgpt_full"]
+        fwd = np.where(lit, 2.0 * F * V / tp, np.where(lit_full, 3.0 * F * V / tp, fwd))
+        bwd = np.where(lit, F * V / tp, np.where(lit_full, 2.0 * F * V / tp, bwd))
     return fwd, bwd
 
 def moe_routing_bytes(h, E, k, M, experts_train, tp):

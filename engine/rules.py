@@ -19,7 +19,7 @@ import engine.constants as C
 import engine.categories as categories
 from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import parse_lora_targets
-from engine.stacks import SWITCHES, recipe_value
+from engine.stacks import NO_TRAINING_CACHE, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -73,8 +73,9 @@ RULES: tuple[tuple[str, str], ...] = (
               "optimizer step in backward for full fine-tuning; unsloth: fused loss, checkpoints offloaded to "
               "host RAM; ...); a switch given explicitly wins. grad_checkpointing is then true exactly when "
               "the checkpointing decided is not 'none'. Loop (--loop) 'auto': trainer under every recipe (the "
-              "step keeps only the loss); --use-cache 'auto': off under the recipe's trainer, on for "
-              "--loop manual (the model config's default); the cache is never built under checkpointing."),
+              "step keeps only the loss) but litgpt (its fit() keeps the logits: manual); --use-cache 'auto': "
+              "off under the recipe's trainer, on for --loop manual (the model config's default) except under "
+              "litgpt, whose model builds no training cache; the cache is never built under checkpointing."),
 )
 
 
@@ -358,7 +359,8 @@ def _resolve_stack(out: dict, n: int) -> None:
             new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
         out[switch] = categories.from_codes(new_codes, new_cats, validate=False)
     if cache_auto is not None and cache_auto.any() and "loop" in out:
-        manual = cache_auto & _category_mask(out["loop"], "manual")
+        # (a recipe whose model builds no training cache keeps its own 'off': LitGPT, engine/stacks.py)
+        manual = cache_auto & _category_mask(out["loop"], "manual") & ~_category_mask(out["recipe"], *NO_TRAINING_CACHE)
         if manual.any():
             out["use_cache"] = _set_rows(out["use_cache"], manual, "on")
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided

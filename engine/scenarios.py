@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from engine.constants import (
+    BASE_ONLY_BITS,
     GGUF_BITS,
     INFER_PRECISIONS,
     KV_BYTES,
@@ -44,7 +45,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 # only: transformers trains gpt-oss from its MXFP4 checkpoint dequantized (Mxfp4Config(dequantize=True)),
 # and no peft/bitsandbytes path keeps an fp8 or fp4 base frozen in those bits (not modelled).
 _NOT_BASES = ("fp8", "nvfp4", "mxfp4", "mxfp4_moe")
-BASE_PRECISIONS = ("auto",) + tuple(p for p in tuple(LINEAR_BITS) + tuple(GGUF_BITS) if p not in _NOT_BASES)
+BASE_PRECISIONS = ("auto",) + tuple(p for p in tuple(LINEAR_BITS) + tuple(GGUF_BITS) if p not in _NOT_BASES) \
+    + tuple(BASE_ONLY_BITS)
 KV_PRECISIONS = ("auto",) + tuple(KV_BYTES)
 PREFILL_LOGITS = ("last", "all")
 # How the KV cache keeps layers that are not plain full attention (issue 15); 'auto' is decided
@@ -748,7 +750,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         raise ValueError(f"base precision {_at(out, cfg, bad, 'base_precision')!r} needs a frozen base: full fine-tuning trains every weight; use --method lora or qlora, or leave --base-precision auto")
     bad = train & cfg.mask("method", "qlora") & cfg.mask("base_precision", "fp32", "bf16", "fp16")
     if bad.any():
-        raise ValueError(f"base precision {_at(out, cfg, bad, 'base_precision')!r} is not quantized; QLoRA needs a quantized base: nf4, int4, int8 or a GGUF type (or auto = nf4)")
+        raise ValueError(f"base precision {_at(out, cfg, bad, 'base_precision')!r} is not quantized; QLoRA needs a quantized base: nf4, nf4_nodq, int4, int8 or a GGUF type (or auto = nf4; nf4_nodq under litgpt)")
 
     rank_bad = train & cfg.mask("method", "lora", "qlora") & (cfg.values("lora_rank") < 1)
     if rank_bad.any():

@@ -40,6 +40,27 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   kernel keeps the 16-bit logits and two fp32 values per token and allocates only
                   their 16-bit gradient (benchmarks/check_compiled_ce_buffers.py); no recipe sets it
                   by itself (torchtitan's 2024-12 runs did not compile the loss): ask for it.
+                  litgpt: LitGPT's finetune/lora.py (and adapter.py) step, read at Lightning-AI/litgpt
+                  5895df10, 00af8b0d and HEAD 2685705: `logits = model(input_ids, lm_head_chunk_size=128)`
+                  runs lm_head per 128-token chunk and returns the list of 16-bit chunks (litgpt/lora.py
+                  GPT.forward); Fabric's wrapper converts that output to the default dtype, fp32
+                  (lightning fabric/wrappers.py _FabricModule.forward: `precision.convert_output(output)`;
+                  plugins/precision/half.py and bitsandbytes.py convert_output: `dst_type=torch.get_default_
+                  dtype()`), every chunk while the 16-bit list is alive (F = 4 bytes, M when the model is
+                  fp32: no copy); litgpt/utils.py chunked_cross_entropy then runs cross_entropy per chunk on
+                  those fp32 logits, each log_softmax output (F V) kept for backward. Forward 2 F V (the
+                  fp32 logits and the log-softmax outputs); backward F V (the saved outputs, each chunk's
+                  turned into its gradient as its backward runs) beside the fp32 logits the loop keeps
+                  (loop manual: fit's `logits` stays bound through backward, the optimizer step and the
+                  next forward, F V). Not counted: the one chunk (batch x 128 tokens) whose nll and
+                  log-softmax gradients exist together in backward, 2 x F x V x batch x 128 bytes, which
+                  the forward's peak covers from 512 tokens on (its (2F + M) V with the previous step's
+                  logits) and which exceeds it below 512 tokens. litgpt_full: finetune/full.py's
+                  `model(input_ids)`, whole 16-bit logits converted to fp32, `chunked_cross_entropy(logits[...,
+                  :-1, :], ...)`: the shifted logits reshaped to (tokens, V) (a copy at batch >= 2) and
+                  split into 128-row chunks: forward 3 F V (fp32 logits, the copy, the log-softmax
+                  outputs); backward 2 F V (the chunks' gradients concatenated by split's backward, then
+                  the slice's backward's zero-filled (batch, seq, V) beside it) beside the kept F V.
 * logits_upcast   loss: transformers >= 4.46 upcast inside the loss function (the engine's model).
                   model: older transformers (LlamaForCausalLM.forward, `logits = logits.float()`
                   then `shift_logits = logits[..., :-1, :].contiguous()`): the fp32 logits and a
@@ -171,6 +192,29 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   until _update_model_kwargs_for_generation replaces it: at the last decode step the old
                   cache (seq - 1 tokens) and the new one (seq) are both allocated; counted as two caches of
                   seq tokens (one token more than the old one holds: 0.1% of it at 1,024 tokens).
+* recipe litgpt   beside its switch values (RECIPES below), LitGPT builds its own model, and these follow
+                  from its code wherever the recipe is litgpt (engine/components.py, `litgpt_model` and the
+                  fields after it): its GPT (litgpt/model.py, lora.py) holds lm_head as its own nn.Linear
+                  beside the embedding and never ties them in finetuning (only pretrain.py's
+                  `train.tie_embeddings` does; convert_hf_checkpoint.py copies the embedding into
+                  `lm_head.weight` where the Hugging Face checkpoint has none), at 5895df10, 00af8b0d and
+                  HEAD: a catalog model with tied embeddings gets V x h more parameters. Its attention runs
+                  on the fused qkv output: K and V repeated to every head before SDPA (model.py
+                  CausalSelfAttention.forward: `k.expand(...).reshape(...)` in 2024, `repeat_interleave` at
+                  HEAD), so SDPA keeps them at the query width; with as many KV heads as heads (Llama 2) V
+                  is a view of the qkv output, which SDPA's saved V keeps whole (2 x q width more per token
+                  and layer). Under --quantize, Fabric's BitsandbytesPrecision replaces every
+                  torch.nn.Linear built under fabric.init_module (`_ClassReplacementContextManager(
+                  {"torch.nn.Linear": ...})`, no ignore_modules in LitGPT), lm_head's too: the head is
+                  quantized with the linears; Lightning's _Linear4bit.quantize quantizes from
+                  `weight.to(torch.half)`, so bitsandbytes' MatMul4Bit dequantizes to fp16 and casts to
+                  the bf16 input (`F.dequantize_4bit(B, quant_state).to(A.dtype)`, bitsandbytes 0.42.0
+                  autograd/_functions.py): 4 bytes per weight at once, lm_head's (V x h) the largest, at
+                  lm_head's backward beside the logits' 16-bit gradients. QLoRA's base 'auto' is
+                  nf4_nodq (every config_hub qlora.yaml: `quantize: bnb.nf4`). LitGPT's QLoRA steps
+                  bitsandbytes' PagedAdamW whatever optimizer the config names (finetune/lora.py
+                  instantiate_bnb_optimizer; `optimizer_cls = bnb.optim.PagedAdamW` at 5895df10): ask for
+                  --optimizer paged_adamw_32bit.
 * bnb_4bit_input  what bitsandbytes' MatMul4Bit keeps for backward (issue 27 item 4; QLoRA's frozen NF4
                   base). freed: bitsandbytes >= 0.43.2 keeps only the packed weight (autograd/_functions.py
                   at 95f9af3: `ctx.tensors = (None, B)`). kept: before 0.43.2 `ctx.tensors = (A, B)` held
@@ -187,7 +231,8 @@ from __future__ import annotations
 # switch -> its values; 'auto' (first) is resolved by the recipe (engine/rules.py)
 SWITCHES: dict[str, tuple[str, ...]] = {
     "adapter_dtype": ("auto", "fp32", "bf16"),
-    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel", "compiled"),
+    "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel", "compiled", "litgpt",
+             "litgpt_full"),
     "logits_upcast": ("auto", "loss", "model"),
     "checkpointing": ("auto", "none", "full", "selective", "offload", "op"),
     "optimizer_in_backward": ("auto", "off", "on"),
@@ -207,7 +252,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # issue 27 item 4: bitsandbytes before 0.43.2 kept each 4-bit linear's input for backward
     "bnb_4bit_input": ("auto", "freed", "kept"),
 }
-RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan")
+RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt")
 DEFAULT_RECIPE = "hf"
 
 # torchtune CEWithChunkedOutputLoss / LinearCrossEntropyLoss: num_output_chunks=8 (their default)
@@ -218,6 +263,14 @@ SELECTIVE_EVERY = 2
 # the one being copied; torchtune OffloadActivations uses one extra stream, Unsloth copies one
 # layer's input ahead)
 OFFLOAD_LAYERS_IN_FLIGHT = 2
+
+# LitGPT's lm_head_chunk_size in finetune/lora.py and chunked_cross_entropy's chunk_size (litgpt/utils.py):
+# tokens per chunk (docs only: the one-chunk transients are not counted, engine/stacks.py `loss`)
+LITGPT_CHUNK_TOKENS = 128
+# the recipes whose model builds no KV cache in a training forward, whatever the loop: LitGPT's GPT keeps
+# one only after set_kv_cache (generation; litgpt/model.py CausalSelfAttention.forward reads it only with
+# input_pos), so its hand-written loop (loop manual) does not turn use_cache on (engine/rules.py)
+NO_TRAINING_CACHE = ("litgpt",)
 
 # recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
 # grad_checkpointing (full when true, none when false). A dict value picks by training method.
@@ -357,6 +410,29 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "decode_cache": ("dynamic", "torchtitan trains only: not used"),
         "bnb_4bit_input": ("freed", "torchtitan trains no quantized base: not used"),
     },
+    "litgpt": {
+        # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
+        # benchmark table, and HEAD 2685705 (2026-06); Lightning Fabric 2.3.0.dev20240328 / 2.4.0.dev20240728
+        # (pinned there) and master. Its model's own mechanisms (untied head, K/V repeated, the head in the
+        # 4-bit conversion) are in the module docstring's `recipe litgpt` and engine/components.py.
+        "adapter_dtype": ("bf16", "litgpt/finetune/lora.py main() (00af8b0d line 197): GPT(config) built under fabric.init_module with precision bf16-true (Fabric HalfPrecision.module_init_context: default dtype bf16; BitsandbytesPrecision(mode, bf16).tensor_init_context under --quantize): lora_A, lora_B bf16, and torch AdamW's states zeros_like them"),
+        "loss": ({"lora": "litgpt", "qlora": "litgpt", "full": "litgpt_full", "freeze": "litgpt_full"}, "litgpt/finetune/lora.py fit() (00af8b0d line 304, HEAD line 355): `logits = model(input_ids, lm_head_chunk_size=128)`, chunked_cross_entropy(logits, ...) over the list (litgpt/utils.py); finetune/full.py fit(): `model(input_ids)` and chunked_cross_entropy(logits[..., :-1, :], ...) (HEAD lines 282-284); Fabric's _FabricModule.forward converts the output to fp32 (precision.convert_output, fabric/wrappers.py). LitGPT has no freeze method: as full.py"),
+        "logits_upcast": ("loss", "Fabric's fp32 conversion of the output is part of the litgpt losses (no transformers model forward)"),
+        "checkpointing": ("flag", "litgpt/finetune/lora.py setup(): one device runs strategy 'auto', no checkpointing (00af8b0d line 155, HEAD line 164); devices > 1 FSDPStrategy(activation_checkpointing_policy={Block}) checkpoints every block (line 149): the scenario's flag"),
+        "optimizer_in_backward": ("off", "litgpt/finetune/lora.py fit(): fabric.backward(loss / accumulation), optimizer.step() after the last micro-batch (00af8b0d lines 308-313)"),
+        "activation_offload": ("off", "LitGPT finetune scripts: no activation offload"),
+        "attention": ("sdpa", "litgpt/model.py CausalSelfAttention.scaled_dot_product_attention: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None) (00af8b0d line 319, HEAD line 594); training passes mask=None (GPT.forward line 92)"),
+        "compile": ("off", "LitGPT finetune/lora.py and full.py: no torch.compile"),
+        "packing": ("off", "litgpt/data/base.py get_sft_collate_fn: pad_sequence to the batch's longest sample (no packing)"),
+        "kbit_prep": ("off", "no peft: Fabric's BitsandbytesPrecision quantizes the linears; the embedding and norms stay in the bf16 default dtype"),
+        "padding": ("unpadded", "litgpt/data/base.py _sft_collate_fn returns input_ids and labels only (00af8b0d line 123); GPT.forward passes mask=None and SDPA runs is_causal=True: no mask is built for the padded batch"),
+        "loop": ("manual", "litgpt/finetune/lora.py fit(): `logits = model(...)` stays bound through fabric.backward, optimizer.step() and the next iteration's forward (00af8b0d lines 304-313); Fabric's output is fp32"),
+        "use_cache": ("off", "litgpt/model.py: a KV cache exists only after set_kv_cache (generation); the training forward passes input_pos=None"),
+        "sequence_parallel": ("off", "LitGPT finetune scripts: FSDP only, no tensor parallel"),
+        "float8": ("off", "LitGPT finetune scripts: no Float8 linear conversion"),
+        "decode_cache": ("dynamic", "litgpt/model.py KVCache: one preallocated cache per layer (set_kv_cache)"),
+        "bnb_4bit_input": ("freed", "LitGPT HEAD 2685705 pyproject.toml: bitsandbytes>=0.45.2,<0.50 on Linux (freed); 5895df10 and 00af8b0d pinned bitsandbytes==0.42.0 (kept) until d2ed13c3, 2024-12"),
+    },
 }
 
 # the columns, in order: recipe then the switches (scenario columns, CLI flags, JSON keys)
@@ -386,4 +462,4 @@ def stacks_table() -> list[dict]:
 
 
 __all__ = ["SWITCHES", "RECIPES", "RECIPE_NAMES", "DEFAULT_RECIPE", "STACK_COLUMNS", "recipe_value", "stacks_table",
-           "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT"]
+           "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT", "LITGPT_CHUNK_TOKENS", "NO_TRAINING_CACHE"]

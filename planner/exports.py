@@ -41,6 +41,8 @@ SOURCES = {
                "integrations/liger/args.py, examples/llama-3/qlora.yml",
     "torchtune": "torchtune 0.7.0 @bd2a0fc: recipes/configs/llama3_1/8B_{lora,qlora}_single_device.yaml, "
                  "8B_full*.yaml, 8B_lora.yaml (the keys the recipes read)",
+    "litgpt": "LitGPT 0.5.13 @2685705: config_hub/finetune/llama-3.2-1B/{lora,qlora,full}.yaml, litgpt/finetune/"
+              "{lora,full}.py setup() arguments, litgpt/args.py TrainArgs",
     "vllm": "vLLM vllm/config/cache.py @002f10e (gpu_memory_utilization, cache_dtype -> --kv-cache-dtype), "
             "engine args (docs.vllm.ai serving/engine_args: --max-model-len, --max-num-seqs, --tensor-parallel-size, "
             "--dtype, --quantization)",
@@ -51,7 +53,7 @@ SOURCES = {
     "ollama": "Ollama docs/modelfile.md (FROM, PARAMETER num_ctx), api/types.go Runner options (num_gpu), "
               "envconfig/config.go (OLLAMA_NUM_PARALLEL, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE)",
 }
-TRAIN_TARGETS = ("deepspeed", "accelerate-fsdp", "torchtune", "llama-factory", "axolotl", "trl")
+TRAIN_TARGETS = ("deepspeed", "accelerate-fsdp", "torchtune", "llama-factory", "axolotl", "trl", "litgpt")
 SERVE_TARGETS = {"vllm": "vllm", "sglang": "sglang", "llama-server": "llama.cpp", "ollama": "ollama"}  # -> --engine
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -87,12 +89,15 @@ def _precision(row) -> dict:
 
 
 def _quant(row) -> str | None:
-    """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None."""
+    """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
+    double quantization, exports as 'nf4': the targets' NF4 keys, with each target's default for double
+    quantization, which the exporters set in neither case)."""
+    base = str(row.get("base_precision", "auto"))
+    base = "nf4" if base == "nf4_nodq" else base
     if row["method"] == "qlora":
-        base = str(row.get("base_precision", "auto"))
         return base if base in ("int8", "int4", "nf4") else "nf4"
-    if row["method"] == "lora" and str(row.get("base_precision", "auto")) in ("int8", "int4", "nf4"):
-        return str(row["base_precision"])
+    if row["method"] == "lora" and base in ("int8", "int4", "nf4"):
+        return base
     return None
 
 
@@ -450,8 +455,78 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
     return Export("torchtune", text, notes)
 
 
+# LitGPT's precision strings (litgpt/finetune/lora.py setup: "bf16-true", "bf16-mixed", "32-true", ...; Fabric's
+# -mixed is autocast over fp32 weights, the plan's amp_*) and its quantize modes (Fabric BitsandbytesPrecision)
+LITGPT_PRECISION = {"bf16": "bf16-true", "fp16": "16-true", "fp32": "32-true", "amp_bf16": "bf16-mixed",
+                    "amp_fp16": "16-mixed"}
+LITGPT_QUANTIZE = {"nf4_nodq": "bnb.nf4", "nf4": "bnb.nf4-dq", "int8": "bnb.int8-training"}
+LITGPT_OPTIMIZER = {"adamw": ("torch.optim.AdamW", {}), "adamw_fused": ("torch.optim.AdamW", {"fused": True}),
+                    "sgd": ("torch.optim.SGD", {"lr": 1e-3}), "adamw_8bit": ("bitsandbytes.optim.AdamW8bit", {}),
+                    "paged_adamw_8bit": ("bitsandbytes.optim.PagedAdamW8bit", {}),
+                    "paged_adamw_32bit": ("bitsandbytes.optim.PagedAdamW", {})}
+
+
+def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
+    """A LitGPT config in its config_hub/finetune keys (`litgpt finetune_lora|finetune_full --config FILE`)."""
+    notes = _common_notes(row, repo_known)
+    method, name, gpus = str(row["method"]), str(row["precision"]), int(row["gpus"])
+    lora = method in ("lora", "qlora")
+    cfg: dict = {"checkpoint_dir": f"checkpoints/{repo}", "out_dir": f"out/finetune/{method}-{row['model']}",
+                 "precision": LITGPT_PRECISION.get(name, "bf16-true" if "bf16" in name else "16-true"),
+                 "devices": gpus, "num_nodes": 1}
+    if name not in LITGPT_PRECISION:
+        notes.append(f"precision {name} (fp32 master weights): LitGPT trains in one dtype or under autocast "
+                     f"(-mixed); written as {cfg['precision']}")
+    if lora:
+        base = str(row.get("base_precision", "auto"))
+        if base == "auto" and method == "qlora":
+            base = "nf4_nodq" if str(row.get("recipe", "hf")) == "litgpt" else "nf4"
+        if base in LITGPT_QUANTIZE:
+            cfg["quantize"] = LITGPT_QUANTIZE[base]
+            if gpus > 1:
+                notes.append("quantize on more than one GPU: LitGPT refuses it (NotImplementedError in setup())")
+        elif base != "auto":
+            notes.append(f"base precision {base}: no LitGPT quantize mode (bnb.nf4, bnb.nf4-dq, bnb.int8-training)")
+        rank, targets = int(row["lora_rank"]), _targets(row)
+        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+                    "lora_query": "q_proj" in targets, "lora_key": "k_proj" in targets, "lora_value": "v_proj" in targets,
+                    "lora_projection": "o_proj" in targets,
+                    "lora_mlp": any(t in targets for t in ("gate_proj", "up_proj", "down_proj")), "lora_head": False})
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; lora_dropout 0.0: the plan counts no "
+                     "dropout (LitGPT's default 0.05 keeps each LoRA module's dropout output and mask); the MLP's "
+                     "three projections go together (lora_mlp)")
+    elif method == "freeze":
+        notes.append(f"method freeze (last {int(row['freeze_layers'])} layers): not a LitGPT method; written for finetune_full")
+    cfg["train"] = {"global_batch_size": int(row["batch"]) * gpus, "micro_batch_size": int(row["batch"]),
+                    "max_seq_length": int(row["seq"])}
+    opt = str(row["optimizer"])
+    if "quantize" in cfg and opt != "paged_adamw_32bit":
+        notes.append(f"optimizer {opt}: under quantize LitGPT steps bitsandbytes' PagedAdamW whatever the config "
+                     "names (instantiate_bnb_optimizer); plan it with --optimizer paged_adamw_32bit")
+    if opt in LITGPT_OPTIMIZER:
+        cls, init = LITGPT_OPTIMIZER[opt]
+        cfg["optimizer"] = {"class_path": cls, **({"init_args": init} if init else {})}
+    else:
+        notes.append(f"optimizer {opt}: not one LitGPT instantiates from a config")
+    if gpus == 1 and _checkpointing(row):
+        notes.append("activation checkpointing on one GPU: LitGPT checkpoints only under FSDP (devices > 1)")
+    if gpus > 1:
+        if not _checkpointing(row):
+            notes.append("no activation checkpointing: LitGPT's FSDP checkpoints every block on more than one GPU")
+        if int(row["zero"]) < 3:
+            notes.append(f"ZeRO stage {int(row['zero'])}: LitGPT's FSDPStrategy shards everything (ZeRO-3)")
+    if str(row["offload"]) != "none":
+        notes.append(f"offload {row['offload']}: LitGPT's FSDPStrategy runs with cpu_offload=False")
+    if str(row.get("loss", "litgpt")) not in ("litgpt", "litgpt_full"):
+        notes.append(f"loss {row.get('loss')}: LitGPT computes its own (Fabric's fp32 logits, chunked cross-entropy); "
+                     "plan it with --recipe litgpt")
+    script = "finetune_lora" if lora else "finetune_full"
+    text = _yaml(cfg, _header("litgpt", row, notes, f"litgpt download {repo}; litgpt {script} --config litgpt.yaml"))
+    return Export("litgpt", text, notes)
+
+
 EXPORTERS = {"deepspeed": deepspeed, "accelerate-fsdp": accelerate_fsdp, "torchtune": torchtune,
-             "llama-factory": llama_factory, "axolotl": axolotl, "trl": trl}
+             "llama-factory": llama_factory, "axolotl": axolotl, "trl": trl, "litgpt": litgpt}
 
 
 def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:

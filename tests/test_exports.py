@@ -353,3 +353,42 @@ def test_lora_dropout_reaches_each_targets_own_key(target, where):
     full, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--lora-dropout", "0.1",
                       "--export", target)
     assert "lora_dropout" not in full  # no adapters: no dropout key
+# LitGPT 0.5.13 @2685705: the top-level keys of config_hub/finetune/llama-3.2-1B/{lora,qlora,full}.yaml (the
+# setup() arguments of litgpt/finetune/lora.py and full.py) and litgpt/args.py TrainArgs's fields
+LITGPT_KEYS = {"checkpoint_dir", "out_dir", "precision", "quantize", "devices", "num_nodes", "lora_r", "lora_alpha",
+               "lora_dropout", "lora_query", "lora_key", "lora_value", "lora_projection", "lora_mlp", "lora_head",
+               "data", "train", "eval", "optimizer", "logger_name", "seed", "resume"}
+LITGPT_TRAIN = {"save_interval", "log_interval", "global_batch_size", "micro_batch_size", "lr_warmup_steps",
+                "lr_warmup_fraction", "epochs", "max_tokens", "max_steps", "max_time", "max_seq_length",
+                "tie_embeddings", "max_norm", "min_lr"}
+LITGPT_PRECISIONS = {"bf16-true", "bf16-mixed", "16-true", "16-mixed", "32-true"}
+LITGPT_QUANTIZE = {"bnb.nf4", "bnb.nf4-dq", "bnb.fp4", "bnb.fp4-dq", "bnb.int8-training"}
+
+
+def test_litgpt_qlora_is_its_config_hub_yaml_with_the_plans_values():
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--batch", "2",
+                     "--seq", "512", "--lora-rank", "32", "--lora-targets", "q_proj,v_proj", "--optimizer",
+                     "paged_adamw_32bit", "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= LITGPT_KEYS, set(cfg) - LITGPT_KEYS
+    assert set(cfg["train"]) <= LITGPT_TRAIN
+    assert cfg["precision"] in LITGPT_PRECISIONS and cfg["quantize"] == "bnb.nf4"  # the litgpt QLoRA base: no double quant
+    assert (cfg["lora_r"], cfg["lora_query"], cfg["lora_key"], cfg["lora_value"], cfg["lora_mlp"]) == (32, True, False, True, False)
+    assert cfg["train"]["micro_batch_size"] == 2 and cfg["train"]["max_seq_length"] == 512
+    assert cfg["optimizer"]["class_path"] == "bitsandbytes.optim.PagedAdamW"
+    assert any("litgpt finetune_lora --config" in n for n in _comments(out))
+
+
+def test_litgpt_full_and_the_double_quantized_base_and_what_it_cannot_say():
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "full", "--gpus", "2", "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= LITGPT_KEYS and "lora_r" not in cfg and cfg["devices"] == 2
+    notes = _comments(out)
+    assert any("litgpt finetune_full" in n for n in notes)
+    assert any("checkpoints every block" in n for n in notes) and any("ZeRO stage 0" in n for n in notes)
+    assert any("loss unfused" in n for n in notes)  # planned under hf: LitGPT's own loss is not that one
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--base-precision", "nf4",
+                     "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert cfg["quantize"] == "bnb.nf4-dq" and cfg["quantize"] in LITGPT_QUANTIZE
+    assert any("PagedAdamW whatever the config" in n for n in _comments(out))
