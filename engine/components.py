@@ -796,7 +796,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
                                    adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
-                                   uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base)
+                                   uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model,
+                                   fused_qkv=x.litgpt_model)
     if np.any(x.gemma_norm > 0):
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
@@ -959,7 +960,9 @@ def first_layer_unsaved_masks(x: Inputs) -> np.ndarray:
     before_o = np.minimum(a["q_proj"] + a["k_proj"] + a["v_proj"], 1.0)
     before_mlp = np.minimum(before_o + a["o_proj"], 1.0)
     before_down = np.minimum(before_mlp + a["gate_proj"] + a["up_proj"], 1.0)
-    masks = ((a["q_proj"] + a["k_proj"] + a["v_proj"] + (a["gate_proj"] + a["up_proj"]) * (1.0 - before_mlp))
+    # LitGPT's LoRAQKVLinear: one dropout for q, k and v (engine/memory.py layer_activation_bytes `fused_qkv`)
+    qkv = np.where(np.asarray(x.litgpt_model, dtype=bool), before_o, a["q_proj"] + a["k_proj"] + a["v_proj"])
+    masks = ((qkv + (a["gate_proj"] + a["up_proj"]) * (1.0 - before_mlp))
              * x.h / x.seq_split
              + (a["o_proj"] * (1.0 - before_o) * x.qd + a["down_proj"] * (1.0 - before_down) * x.f) / x.tp)
     every_layer = ~np.asarray(x.gc, dtype=bool) & ~np.asarray(x.ckpt_selective | x.ckpt_op | x.act_offload, dtype=bool)
