@@ -14,7 +14,8 @@ The model (derivation in docs/engine.md):
     parameter's .grad is set;
   - `optimizer`: weights + gradients + states + the optimizer's step temporaries.
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
-  (weights + KV cache + the output logits).
+  (weights + KV cache + the output logits); `attention` (an eager prefill's scores) and `load`
+  (AutoAWQ's fused modules while they are built) where a row has them.
 
 Each phase is a sum of components (`PHASE_COMPONENTS`: which, in what order); each component
 is `fixed + per_token * tokens + per_token_seq * tokens * seq`, where tokens = batch x sequence
@@ -41,8 +42,10 @@ COMPONENTS = (
 )
 TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
 # attention: a prefill's eager attention scores (Gemma 2, --attention eager), beside the layer's input,
-# q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace)
-INFER_PHASES = ("prefill", "logits", "attention")
+# q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace).
+# load: the loading of AutoAWQ's fused modules (--int4-kernel autoawq_fused): every layer's fused QKV
+# beside the original q/k/v, the preallocated caches and RoPE tables (engine/components.py int4_kernel_parts)
+INFER_PHASES = ("prefill", "logits", "attention", "load")
 PHASES = TRAIN_PHASES + INFER_PHASES
 
 # The components each phase holds, in the order its totals add them (IEEE addition is not
@@ -57,8 +60,10 @@ PHASE_COMPONENTS = {
     "backward_end": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),
     "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace", "logits", "kv_cache"),
     "prefill": ("weights", "kv_cache", "workspace"),
-    "logits": ("weights", "kv_cache", "logits"),
+    # (the workspace last: buffers a library or the model keeps beside the logits, --int4-kernel, --rope-cache)
+    "logits": ("weights", "kv_cache", "logits", "workspace"),
     "attention": ("weights", "kv_cache", "workspace"),
+    "load": ("weights", "kv_cache", "workspace"),
 }
 
 
