@@ -911,8 +911,14 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # torchtitan keep the residual stream sharded on the sequence between layers)
     ckpt = x.R * x.h / x.seq_split
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
-    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained
-                  + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)) / x.seq_split
+    # the final norm's tensors are sequence-sharded under sequence parallel; lm_head's input is not:
+    # torchtitan's plan (pytorch/torchtitan 9dec370 parallelize_llama.py apply_tp) makes the output layer
+    # ColwiseParallel(input_layouts=Shard(1)), whose _prepare_input_fn all-gathers the normed hidden
+    # states to Replicate (torch 2.6 distributed/tensor/parallel/style.py ColwiseParallel._prepare_input_fn,
+    # `input_tensor.redistribute(placements=desired_input_layouts)`), and the matmul keeps that whole
+    # sequence for the weight's gradient (for seq_split 1 the same sum as before, in the same order)
+    head_in = np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
+    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained) / x.seq_split + head_in
     if np.any(x.head_quant):  # LitGPT's 4-bit lm_head: MatMul4Bit before bitsandbytes 0.43.2 keeps its input,
         # the final norm's 16-bit output (the 128-token chunks are views of it), which a frozen lm_head would not
         final_norm = final_norm + np.where(x.head_quant & x.kbit_keeps_input, x.M * x.h, 0.0)
@@ -928,10 +934,18 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
         op_layer = _op_saved_bytes(x)
         stack = np.where(x.ckpt_op, layers * op_layer + (x.L - layers) * ckpt + final_norm, stack)
         recompute = np.where(x.ckpt_op, np.maximum(per_layer - op_layer, 0.0), recompute)
+    # pipeline parallel: the `backward` phase is the first stage's (pp micro-batches of its layers in
+    # flight), which has no output layer (pytorch/torchtitan 9dec370 parallelisms/pipeline_llama.py
+    # _build_stage: `if not is_last: model.norm = None; model.output = None`), so no gathered lm_head
+    # input there: it keeps the sharded count it had before
+    back = stack
+    first_stage = (np.asarray(x.pp) > 1) & (np.asarray(x.seq_split) > 1)
+    if np.any(first_stage):
+        back = np.where(first_stage, stack - head_in * (1.0 - 1.0 / x.seq_split), stack)
     seq = attention_seq_bytes(x)
     if is_zero(seq):
         return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
-                "backward": Part(per_token=stack + recompute)}
+                "backward": Part(per_token=back + recompute)}
     # the mask / scores each saving layer keeps (per token per position), as the stack keeps layers
     # (a checkpointed layer's input holds none of them)
     seq_stack = _saved_stack(x, layers, 0.0, seq)
@@ -947,7 +961,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     seq_back = seq_stack + np.where(x.gc, seq, 0.0)  # the recomputed layer's own
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
             "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),
-            "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
+            "backward": Part(per_token=back + recompute, per_token_seq=seq_back)}
 
 
 def first_layer_unsaved_masks(x: Inputs) -> np.ndarray:

@@ -141,13 +141,19 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     wgrad: 1 where the norm weights are trained.
     lora_r: LoRA rank (0 when no adapters); tp: tensor-parallel degree (splits the
       attention and MLP widths, not the h-wide norms and residual stream).
-    seq_split: sequence parallelism beside tp (issue 27; tp where it is on, else 1): the norms and
-      the linears' h-wide inputs are kept for seq / tp of the tokens on each rank (Megatron-LM's
-      sequence parallelism, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-      Transformer Models", section 4.2.2: every activation of a layer divided by t, 34/t sbh
-      instead of 10 + 24/t; Megatron's column-parallel linears save their sequence-sharded input and
-      all-gather it again in backward; torchtitan's SequenceParallel norms, configs.py
-      enable_sequence_parallel True).
+    seq_split: sequence parallelism beside tp (issue 27; tp where it is on, else 1): the norms are
+      kept for seq / tp of the tokens on each rank (torchtitan's SequenceParallel norms, configs.py
+      enable_sequence_parallel True; Korthikanti et al. 2022, "Reducing Activation Recomputation in
+      Large Transformer Models", section 4.2.2). The column-parallel linears' h-wide inputs are not:
+      under torch's DTensor tensor parallelism, the plan torchtitan applies (pytorch/torchtitan
+      9dec370 torchtitan/parallelisms/parallelize_llama.py apply_tp: "attention" and "feed_forward"
+      PrepareModuleInput(input_layouts Shard(1), desired_input_layouts Replicate())), the module's
+      input is all-gathered over the sequence before wq/wk/wv (and w1/w3) run (torch 2.6
+      distributed/tensor/parallel/style.py PrepareModuleInput._prepare_input_arg,
+      `dt_inp.redistribute(placements=(desired_layout,))`), and each linear's matmul keeps that
+      gathered input, every token of the sequence, for its weight's gradient. (Megatron-LM's
+      column-parallel linears save the sequence-sharded input and all-gather it again in backward;
+      no recipe here runs Megatron, so sequence_parallel on is DTensor's.)
 
     Tensor by tensor (checked op by op with torch.autograd.graph.saved_tensors_hooks on
     transformers' LlamaDecoderLayer; see docs/accuracy.md):
@@ -209,7 +215,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
         inputs = np.where(cast_each, 2.0 * h * keepers, R * h * any_keeps) + 4.0 * h * a_count * (1 - shared_keep)
         if any_drop:  # each adapted module's mask, and its own copy where lora_A kept the input itself
             inputs = inputs + (R * own + drop) * h * a_count
-        return 4.0 * h + 4.0 + wgrad * R * h + inputs
+        # the norm's own tensors are sequence-sharded, the linears' gathered input is not (seq_split
+        # above); for seq_split 1 the same sum as before, in the same order
+        return (4.0 * h + 4.0 + wgrad * R * h) / seq_split + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
@@ -224,9 +232,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (
-        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves)) / seq_split
+        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves))
         + attn
-        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves)) / seq_split
+        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves))
         + mlp
         + lora
     )

@@ -175,9 +175,12 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
-                  configs.py enable_sequence_parallel True): a layer's h-wide saved tensors and each
+                  configs.py enable_sequence_parallel True): the norms' saved tensors and each
                   checkpointed layer input are 1/tp per rank (engine/memory.py layer_activation_bytes).
-                  off: kept whole on every rank (transformers' tp_plan, the other recipes).
+                  As torch's DTensor plan runs it (torchtitan's), the column-parallel linears' input is
+                  all-gathered over the sequence first (PrepareModuleInput / ColwiseParallel with
+                  input_layouts Shard(1)) and kept whole for their weights' gradients, lm_head's too
+                  (issue 27). off: kept whole on every rank (transformers' tp_plan, the other recipes).
 * float8          on (issue 27): torchao convert_to_float8_training. torchao/float8/float8_linear.py
                   (pytorch/ao 36027d8) `ctx.save_for_backward(input_hp, weight_hp_t)`: the high-precision
                   input and weight are what backward keeps, so the saved activations are bf16 training's;
