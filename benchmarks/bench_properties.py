@@ -153,6 +153,10 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "sequence_parallel": pick(rng, ("auto", "off", "on"), n), "float8": pick(rng, ("auto", "off", "on"), n),
         "decode_cache": pick(rng, ("auto", "dynamic", "tuple"), n),
         "bnb_4bit_input": pick(rng, ("auto", "freed", "kept"), n),
+        # inference libraries' buffers (engine/stacks.py int4_kernel, bnb_double_quant, rope_cache)
+        "int4_kernel": pick(rng, ("auto", "none", "exllama", "autoawq_fused"), n),
+        "bnb_double_quant": pick(rng, ("auto", "on", "off"), n),
+        "rope_cache": pick(rng, ("auto", "none", "layers"), n),
         # GaLore's rank (0: the recipe's). Not the loss: with a small loss (chunked, fused, compiled) FSDP2's
         # end of backward (every shard + the last layer's activations, measured) can exceed ZeRO-2's at dp 2,
         # which the ZeRO relation below does not yet tell apart (seed 2638450126658629195 with the loss drawn)
@@ -245,8 +249,14 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (MatMul8bitLt's A, engine/components.py) beside the adapters' own fp32 copy, which fp32 training
     # shares, so bf16 keeps 2 + 4 bytes a value where fp32 keeps 4: seed 7210109787353868327, llama-1-65b
     # LoRA r256 on every module over an int8 base)
+    # (nor Adafactor: transformers' Adafactor.step copies a 16-bit parameter and its gradient to fp32 before
+    # its update (engine/components.py adafactor_step_bytes_per_value: 16 bytes a value of the largest tensor
+    # against fp32's 8), so where one tensor holds more than half the trained values (gemma-3-270m's
+    # 262,144 x 640 embedding, 63% of its parameters) pure bf16 rightly needs more at the step: seed
+    # 1511800570530616253, tests/test_regressions_memory.py)
+    adafactor = (base["optimizer"] == "adafactor").to_numpy()
     rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
-                          & ~chunked & ~quantized)
+                          & ~chunked & ~quantized & ~adafactor)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))
@@ -312,7 +322,12 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     # NaN for SDPA / flash serving rows, as for training rows (tests/test_attention_path.py, the contract);
     # Gemma 2 under 'sdpa' runs eagerly (transformers 5.24: _supports_sdpa = False; engine attention_path)
     attn = out["attention"].astype(str).to_numpy()
-    own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & (family == "gemma-2")))
+    # AutoAWQ's fused modules (int4_kernel autoawq_fused on an int4 inference row) attend eagerly and have a
+    # load phase (the fused QKV built beside the originals); NaN elsewhere
+    fused = (out["int4_kernel"].astype(str).to_numpy() == "autoawq_fused") if "int4_kernel" in out else np.zeros(len(out), bool)
+    fused = fused & (out["precision"].astype(str).to_numpy() == "int4")
+    own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & (family == "gemma-2")) | fused)
+    own["load"] = own["load"] & fused
     for p in PHASES:
         v = out[f"{p}_phase_bytes"].to_numpy(dtype=float)
         bad[f"{p}_phase_bytes finite and >= 0 (NaN for the other task)"] = np.where(

@@ -271,6 +271,8 @@ RESULT: tuple[Result, ...] = (
     _phase("logits", "inference: the logits"),
     _phase("attention", "inference: a prefill's eager attention scores",
            "training rows, and serving rows whose attention is not eager (SDPA, flash)"),
+    _phase("load", "inference: loading AutoAWQ's fused modules (every layer's fused QKV beside the original q/k/v, "
+                   "the preallocated caches and RoPE tables)", "rows without --int4-kernel autoawq_fused"),
     Result("cpu_bytes", "bytes", "host memory for offloaded states and activations"),
     Result("allocator_cached_bytes", "bytes/GPU", "freed blocks PyTorch's caching allocator keeps reserved above the "
                                                   "tensors' peak (the dropped 16-bit logits' at the loss backward): "

@@ -42,7 +42,7 @@ from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_to
 from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
-                "head_dim", "vocab_size", "tied_embeddings", "params")
+                "head_dim", "vocab_size", "tied_embeddings", "params", "max_context")
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,6 +199,16 @@ class Inputs:
     litgpt_model: np.ndarray | bool = False
     head_quant: np.ndarray | bool = False
     dequant_b: np.ndarray | float = 2.0
+    # inference libraries' buffers (engine/stacks.py int4_kernel, rope_cache; `int4_kernel_parts`): the
+    # largest decoder linear's values (in x out), an int4 row under AutoAWQ's fused modules, an int4 row
+    # under AutoGPTQ's exllama kernels, an nf4 inference row (bitsandbytes), transformers' logits.float()
+    # in an inference forward (logits_upcast model), and the per-layer rotary caches' length (0: none)
+    lin_max: np.ndarray | float = 0.0
+    awq_fused: np.ndarray | bool = False
+    exllama: np.ndarray | bool = False
+    bnb_infer: np.ndarray | bool = False
+    infer_upcast: np.ndarray | bool = False
+    rope_len: np.ndarray | float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -308,6 +318,20 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         n_params = n_params + np.where(untie, V * h, 0.0)
         active = active + np.where(untie, V * h, 0.0)
         tied = tied & ~litgpt
+    # bitsandbytes 4-bit without double quantization (engine/stacks.py bnb_double_quant off): an fp32
+    # absmax per 64 weights, 4.5 bits, for an nf4 inference row and an nf4 frozen base alike
+    no_dq = _mask_if_present(mv, "bnb_double_quant", "off")
+    lin_bits = mv.lookup("precision", C.LINEAR_BITS, np.nan)
+    stored_frozen = frozen_bits
+    if no_dq.any():
+        lin_bits = np.where(no_dq & (lin_bits == C.LINEAR_BITS["nf4"]), C.NF4_NO_DOUBLE_QUANT_BITS, lin_bits)
+        stored_frozen = np.where(no_dq & base_quant & (frozen_bits == C.LINEAR_BITS["nf4"]),
+                                 C.NF4_NO_DOUBLE_QUANT_BITS, frozen_bits)
+    int4 = mv.mask("precision", "int4") & ~train
+    # the largest decoder linear (in x out values): q / o (h x a d) or an MLP matrix (h x its width; a
+    # mixture of experts: one expert's), what exllama's temp_dq and bitsandbytes' dequantized copy hold
+    widths = np.maximum(m["intermediate_size"], np.asarray(arch["expert_intermediate_size"], dtype=float))
+    lin_max = h * np.maximum(qd, np.maximum(widths, np.asarray(arch["shared_intermediate_size"], dtype=float)))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -336,9 +360,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         sdb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.STATE_DTYPE_BYTES, 0.0)),
         acb=acb, autocast=acb > 0,
         R=residual, M=mv.lookup("precision", C.MATMUL_OUT_BYTES, 2.0),
-        act_b=act_b, lin_bits=mv.lookup("precision", C.LINEAR_BITS, np.nan),
+        act_b=act_b, lin_bits=lin_bits,
         gguf_bits=mv.lookup("precision", C.GGUF_BITS, np.nan), int8=mv.mask("precision", "int8"),
-        base_quant=base_quant, base_bits=frozen_bits,
+        base_quant=base_quant, base_bits=stored_frozen,
         kv_b=np.where(np.isnan(kv_b), act_b, kv_b), last_only=mv.mask("prefill_logits", "last"),
         r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
@@ -358,6 +382,11 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                           & (arch["sliding_window_layers"].astype(float) < L)),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
+        lin_max=lin_max, awq_fused=_mask_if_present(mv, "int4_kernel", "autoawq_fused") & int4,
+        exllama=_mask_if_present(mv, "int4_kernel", "exllama") & int4,
+        bnb_infer=mv.mask("precision", "nf4") & ~train,
+        infer_upcast=_mask_if_present(mv, "logits_upcast", "model") & ~train,
+        rope_len=np.where(_mask_if_present(mv, "rope_cache", "layers"), np.nan_to_num(m["max_context"]), 0.0),
         **stack,
     )
 
@@ -888,9 +917,21 @@ def _attention_phase_bytes(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
     layers); per token, the embedding output the model's loop keeps, the layer input, the normed
     input, q and K, V repeated to every head (repeat_kv, a copy where kv heads < heads). Returned:
     (per token, per token per sequence position), zero where the row is not eager."""
-    on = x.eager & x.infer
+    awq = np.asarray(x.awq_fused, dtype=bool)
+    on = (x.eager | awq) & x.infer
     per_tok = x.act_b * (3.0 * x.h + x.d * (x.a + 2.0 * x.a * (x.kvh < x.a)) / x.tp)
     per_seq = (2.0 * x.act_b + 4.0) * x.a / x.tp + x.act_b * (1.0 + x.softcap)
+    if awq.any():
+        # AutoAWQ 0.1.6's fused attention (awq/modules/fused/attn.py QuantAttentionFused.forward at 5c7e368):
+        # `scores = F.softmax(scores.float(), dim=-1).type_as(xq)` holds the masked 16-bit scores, their
+        # fp32 copy and the fp32 softmax at once (act + 4 + 4 bytes per head and position; the mask, one
+        # (1, 1, seq, seq) 16-bit tensor, counted per sequence as above). Per token: the block's input and
+        # its norm's output (2 h), xqkv (q + 2 kv wide), the rotated xq and xk (q + kv: new tensors from
+        # RoPE.forward), keys_store (kv: the cache's layout, `.contiguous()`), and the keys and values
+        # `torch.repeat_interleave` copies to every head (2 q wide, a copy even with one group)
+        awq_tok = x.act_b * (2.0 * x.h + 4.0 * x.qd / x.tp + 4.0 * x.kvd / x.tp)
+        awq_seq = (x.act_b + 8.0) * x.a / x.tp + x.act_b
+        per_tok, per_seq = np.where(awq, awq_tok, per_tok), np.where(awq, awq_seq, per_seq)
     return np.where(on, per_tok, 0.0), np.where(on, per_seq, 0.0)
 
 
@@ -904,8 +945,14 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # torchtitan keep the residual stream sharded on the sequence between layers)
     ckpt = x.R * x.h / x.seq_split
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
-    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained
-                  + np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)) / x.seq_split
+    # the final norm's tensors are sequence-sharded under sequence parallel; lm_head's input is not:
+    # torchtitan's plan (pytorch/torchtitan 9dec370 parallelize_llama.py apply_tp) makes the output layer
+    # ColwiseParallel(input_layouts=Shard(1)), whose _prepare_input_fn all-gathers the normed hidden
+    # states to Replicate (torch 2.6 distributed/tensor/parallel/style.py ColwiseParallel._prepare_input_fn,
+    # `input_tensor.redistribute(placements=desired_input_layouts)`), and the matmul keeps that whole
+    # sequence for the weight's gradient (for seq_split 1 the same sum as before, in the same order)
+    head_in = np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
+    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained) / x.seq_split + head_in
     if np.any(x.head_quant):  # LitGPT's 4-bit lm_head: MatMul4Bit before bitsandbytes 0.43.2 keeps its input,
         # the final norm's 16-bit output (the 128-token chunks are views of it), which a frozen lm_head would not
         final_norm = final_norm + np.where(x.head_quant & x.kbit_keeps_input, x.M * x.h, 0.0)
@@ -921,10 +968,18 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
         op_layer = _op_saved_bytes(x)
         stack = np.where(x.ckpt_op, layers * op_layer + (x.L - layers) * ckpt + final_norm, stack)
         recompute = np.where(x.ckpt_op, np.maximum(per_layer - op_layer, 0.0), recompute)
+    # pipeline parallel: the `backward` phase is the first stage's (pp micro-batches of its layers in
+    # flight), which has no output layer (pytorch/torchtitan 9dec370 parallelisms/pipeline_llama.py
+    # _build_stage: `if not is_last: model.norm = None; model.output = None`), so no gathered lm_head
+    # input there: it keeps the sharded count it had before
+    back = stack
+    first_stage = (np.asarray(x.pp) > 1) & (np.asarray(x.seq_split) > 1)
+    if np.any(first_stage):
+        back = np.where(first_stage, stack - head_in * (1.0 - 1.0 / x.seq_split), stack)
     seq = attention_seq_bytes(x)
     if is_zero(seq):
         return {"forward": Part(per_token=stack), "loss_backward": Part(per_token=stack),
-                "backward": Part(per_token=stack + recompute)}
+                "backward": Part(per_token=back + recompute)}
     # the mask / scores each saving layer keeps (per token per position), as the stack keeps layers
     # (a checkpointed layer's input holds none of them)
     seq_stack = _saved_stack(x, layers, 0.0, seq)
@@ -940,7 +995,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     seq_back = seq_stack + np.where(x.gc, seq, 0.0)  # the recomputed layer's own
     return {"forward": Part(per_token=stack, per_token_seq=seq_stack),
             "loss_backward": Part(per_token=stack, per_token_seq=seq_stack),
-            "backward": Part(per_token=stack + recompute, per_token_seq=seq_back)}
+            "backward": Part(per_token=back + recompute, per_token_seq=seq_back)}
 
 
 def first_layer_unsaved_masks(x: Inputs) -> np.ndarray:
@@ -1032,8 +1087,12 @@ def logits(x: Inputs, t: Totals) -> dict[str, Part]:
         # (with a bitsandbytes base that keeps its inputs, the previous step's graph holds them too: kept_graph_bytes)
         previous = kept_logits_bytes(x) + _output_at_forward_end(x) + kept_graph_bytes(x)
         forward = np.where(x.kept_outputs, np.maximum(forward, previous), forward)
+    # an inference forward of transformers before 4.46 (logits_upcast model): LlamaForCausalLM.forward's
+    # `logits = logits.float()` (4.32.0 line 828, 4.35.0 line 1053) holds every position's 16-bit logits
+    # and their fp32 copy at once (the last position's only: last_logits_bytes counts act + 4 already)
+    kept = x.act_b + np.where(x.infer_upcast, 4.0, 0.0) if np.any(x.infer_upcast) else x.act_b
     parts = {"forward": Part(per_token=forward), "loss_backward": Part(per_token=backward),
-             "logits": Part(per_token=np.where(x.last_only, 0.0, x.act_b * x.V / x.tp))}
+             "logits": Part(per_token=np.where(x.last_only, 0.0, kept * x.V / x.tp))}
     if np.any(x.kept_outputs):
         kept = kept_logits_bytes(x)
         # (the compiled loss saves the logits for its backward already: the same tensor until then)
@@ -1141,7 +1200,7 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
     # solvers of gpus_needed take one KV term for all of a row's phases, engine/executor.py)
     held = per_token * x.kv_copies if np.any(np.asarray(x.kv_copies) != 1.0) else per_token
     parts = {"prefill": Part(per_token=held), "logits": Part(per_token=held),
-             "attention": Part(per_token=held)}
+             "attention": Part(per_token=held), "load": Part(per_token=held)}
     if np.any(x.train_cache):
         parts.update(training_cache_parts(x))
     return parts
@@ -1247,12 +1306,90 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     end = np.where(zero3, gathered + rs_buffers, gathered + 3.0 * _tied_gradient(x))
     seq = attention_seq_bytes(x)
     last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
-    attn_tok, attn_seq = _attention_phase_bytes(x) if np.any(x.eager & x.infer) else (0.0, 0.0)
-    return {"forward": Part(gathered), "loss_backward": Part(gathered),
-            "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=head_moment),
-            "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
-            "optimizer": Part(step_end),
-            "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
+    attn_tok, attn_seq = _attention_phase_bytes(x) if np.any((x.eager | x.awq_fused) & x.infer) else (0.0, 0.0)
+    parts = {"forward": Part(gathered), "loss_backward": Part(gathered),
+             "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=head_moment),
+             "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
+             "optimizer": Part(step_end),
+             "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
+    if np.any(x.awq_fused | x.exllama | x.bnb_infer) or np.any(np.asarray(x.rope_len) > 0):
+        parts = int4_kernel_parts(x, parts)
+    return parts
+
+
+def rope_cache_bytes(x: Inputs) -> np.ndarray | float:
+    """transformers' per-layer rotary caches (engine/stacks.py rope_cache layers): each attention layer's
+    LlamaRotaryEmbedding registers cos_cached and sin_cached of max_position_embeddings x head_dim in the
+    dtype the model is loaded in (transformers 4.32.0 / 4.35.0 models/llama/modeling_llama.py
+    `_set_cos_sin_cache(seq_len=max_position_embeddings, ..., dtype=torch.get_default_dtype())`, which
+    from_pretrained sets to torch_dtype, modeling_utils.py `_set_default_torch_dtype`): 2 x max_context x
+    head_dim x the load dtype's bytes per layer, each pipeline stage its own layers', every tensor-parallel
+    rank the whole table. Llama 2 13B in fp16: 40 x 2 x 4,096 x 128 x 2 = 83,886,080 bytes."""
+    load_b = np.where(x.train, x.wb, x.act_b)
+    return 2.0 * x.L * x.rope_len * x.d * load_b / x.pp
+
+
+def int4_kernel_parts(x: Inputs, parts: dict[str, Part]) -> dict[str, Part]:
+    """What inference libraries allocate beside the weights (engine/stacks.py int4_kernel, rope_cache),
+    added to the workspace parts of `workspace`:
+
+    * exllama (AutoGPTQ's exllama kernels under transformers / optimum, auto_gptq/modeling/_utils.py
+      autogptq_post_init at v0.4.2 and v0.5.0): `temp_dq = torch.zeros((1, max_dq_buffer_size),
+      dtype=torch.float16)` with max_dq_buffer_size = the largest `qweight.numel() * 8` = in x out of the
+      largest quantized linear, kept by the model (`model.device_to_buffers`) in every phase; without
+      act-order `temp_state` is 1 x 1. Llama 2 13B: 5,120 x 13,824 x 2 = 141,557,760 bytes.
+    * bitsandbytes 4-bit inference (nf4): a prefill (more than one token) goes through MatMul4Bit, whose
+      forward dequantizes the whole weight to 16 bits for one F.linear (bitsandbytes 0.41.1
+      autograd/_functions.py matmul_4bit: `gemv_4bit` only when `A.numel() == A.shape[-1]`, else
+      `torch.nn.functional.linear(A, F.dequantize_4bit(B, state).to(A.dtype).t(), bias)`; functional.py
+      dequantize_4bit: `out = torch.empty(shape, dtype=dtype)`): one 16-bit copy of the largest linear,
+      counted over the whole prefill phase (at the MLP's own peak one f-wide tensor less is alive, so this
+      is an upper bound by at most that tensor).
+    * autoawq_fused (AutoAWQ 0.1.6 from_quantized(fuse_layers=True), casper-hansen/AutoAWQ at 5c7e368):
+      - load: awq/models/llama.py LlamaFuser.fuse_transformer builds every layer's fused QKV
+        (awq/utils/fused_utils.py fuse_qkv: a WQLinear_GEMM of out q + k + v whose qweight, qzeros and
+        scales are torch.cat of the originals) while the old decoder layers, with their q/k/v, stay in
+        `self.model.model` until the loop ends: L x the q, k, v weights twice, at the int4 bytes. Each
+        LlamaLikeBlock's QuantAttentionFused allocates its WindowedCache (fused/cache.py: K and V of
+        batch x kv heads x max_new_tokens x head_dim in fp16, the KV cache) and its RoPE table
+        (fused/attn.py RoPE: `precompute_freqs_cis(head_dim, max_seq_len * 2)`, complex64: 2 x
+        max_new_tokens x head_dim / 2 x 8 bytes) in the same loop. The largest transient is the last
+        layer's fused WQLinear_GEMM: its __init__ zero-fills qweight, qzeros and scales on the GPU and
+        `qkv_layer.qweight = torch.cat(...)` then builds the real qweight beside the zeros (in x out / 2
+        bytes: int32 words of eight 4-bit values). Peak: weights + L x (fused QKV + cache + RoPE table) +
+        one layer's fused qweight.
+      - every phase after: the RoPE tables (per token of a sequence: 8 x L x head_dim; a table is sized
+        by max_new_tokens, not by the batch, so this is exact at batch 1 and counts it batch times above).
+      - prefill: QuantLlamaMLP.forward keeps gate_output and up_output beside SiLU's output and their
+        product (4 f-wide, one more than transformers' LlamaMLP).
+      - attention (`_attention_phase_bytes`): the fused eager path.
+    * rope_cache layers: `rope_cache_bytes` in every phase, training ones too."""
+    out = dict(parts)
+
+    def add(name, fixed=0.0, per_token=0.0):
+        p = out[name]
+        out[name] = Part(p.fixed + fixed, p.shard, p.per_token + per_token, p.per_token_seq)
+
+    rope = rope_cache_bytes(x) if np.any(np.asarray(x.rope_len) > 0) else 0.0
+    temp_dq = np.where(x.exllama, 2.0 * x.lin_max / x.tp, 0.0) if np.any(x.exllama) else 0.0
+    kept = rope + temp_dq  # in every phase of the row's task
+    awq = np.asarray(x.awq_fused, dtype=bool)
+    awq_rope = np.where(awq, 8.0 * x.L * x.d / x.pp, 0.0) if awq.any() else 0.0
+    for name in TRAIN_PHASES:
+        if np.any(np.asarray(rope) > 0):
+            add(name, fixed=np.where(x.train, rope, 0.0))
+    on = np.where(x.infer, kept, 0.0) if not (np.isscalar(kept) and kept == 0) else 0.0
+    dequant = np.where(x.bnb_infer, 2.0 * x.lin_max / x.tp, 0.0) if np.any(x.bnb_infer) else 0.0
+    mlp_extra = np.where(awq, x.act_b * x.f / x.tp, 0.0) if awq.any() else 0.0
+    add("prefill", fixed=on + dequant, per_token=awq_rope + mlp_extra)
+    add("attention", fixed=on, per_token=awq_rope)
+    out["logits"] = Part(on, 0.0, awq_rope)
+    if awq.any():
+        qkv = x.h * (x.qd + 2.0 * x.kvd)  # one layer's q, k, v values (the fused QKV's in x out)
+        fused = x.L * qkv * np.nan_to_num(x.lin_bits) / 8 / x.mp
+        zero_filled = qkv / 2.0 / x.tp  # int32 words of eight 4-bit values: in x out / 2 bytes
+        out["load"] = Part(np.where(awq, fused + zero_filled, 0.0), 0.0, awq_rope)
+    return out
 
 
 def _root_params(x: Inputs) -> np.ndarray:
@@ -1374,4 +1511,4 @@ def physics(x: Inputs, settings: dict) -> Physics:
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",
-           "last_logits_bytes", "kv_window_saving", "runtime_overhead"]
+           "last_logits_bytes", "kv_window_saving", "runtime_overhead", "int4_kernel_parts", "rope_cache_bytes"]

@@ -85,6 +85,10 @@ LINEAR_BITS = {
     "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "int8": 8.0, "int4": 4.25, "nf4": 4.127,
     "fp8": 8.0 + 32.0 / (128 * 128), "nvfp4": 4.0 + 8.0 / 16, "mxfp4": 4.0 + 8.0 / 32,
 }
+# bitsandbytes 4-bit without double quantization (engine/stacks.py bnb_double_quant off; transformers'
+# BitsAndBytesConfig default bnb_4bit_use_double_quant=False): an fp32 absmax per block of 64 weights
+# (bitsandbytes 0.41.1 nn/modules.py Params4bit blocksize=64; functional.py quantize_4bit), 4 + 32/64.
+NF4_NO_DOUBLE_QUANT_BITS = 4.0 + 32.0 / 64
 QUANT_EXPERTS_ONLY = ("mxfp4", "mxfp4_moe")
 # Frozen-base types that are not inference precisions (a QLoRA base only). nf4_nodq: bitsandbytes NF4
 # without double quantization, an fp32 absmax per 64-value block = 4 + 32/64 = 4.5 bits

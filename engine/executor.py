@@ -48,7 +48,7 @@ from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 # the inference phases that hold the KV cache (a windowed cache's saving applies to each)
-INFER_CACHE_PHASES = ("prefill", "logits", "attention")
+INFER_CACHE_PHASES = ("prefill", "logits", "attention", "load")
 # Rows per block of the per-row memory terms: a block's temporaries (512 KiB each) stay in
 # the CPU's cache and in memory malloc keeps. 2^14 to 2^17 rows ran equally fast on the
 # development machine (benchmarks/bench_engine.py); one block of a million rows was 14% slower.
@@ -60,7 +60,15 @@ FIT_COLUMNS = ("usable_bytes", "capacity_bytes", "fits", "memory_used_fraction",
 SERVING_PARTS = (("weights", "prefill", "fixed", "weights"), ("kv_cache", "prefill", "per_token", "kv_cache"),
                  ("workspace", "prefill", "per_token", "workspace"), ("logits", "logits", "per_token", "logits"),
                  ("attention", "attention", "per_token", "workspace"),
-                 ("attention_seq", "attention", "per_token_seq", "workspace"))
+                 ("attention_seq", "attention", "per_token_seq", "workspace"),
+                 # the buffers an inference library keeps beside the weights (engine/components.py
+                 # int4_kernel_parts: exllama's temp_dq, bitsandbytes' dequantized weight, rotary caches) and
+                 # AutoAWQ's fused load (its fused QKV beside the originals, per-token RoPE tables)
+                 ("workspace_fixed", "prefill", "fixed", "workspace"),
+                 ("attention_fixed", "attention", "fixed", "workspace"),
+                 ("logits_fixed", "logits", "fixed", "workspace"),
+                 ("logits_work", "logits", "per_token", "workspace"),
+                 ("load_fixed", "load", "fixed", "workspace"), ("load", "load", "per_token", "workspace"))
 
 
 # ==== the records ================================================================================
@@ -215,7 +223,9 @@ def phase_validity(ph: Physics) -> dict:
     x = ph.inputs
     valid = {p: (x.train if p in TRAIN_PHASES else x.infer) for p in PHASES}
     # a prefill's eager attention scores: a phase of the eagerly-attending inference rows only
-    valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager, dtype=bool), np.shape(x.infer))
+    valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager | x.awq_fused, dtype=bool), np.shape(x.infer))
+    # the load of AutoAWQ's fused modules (--int4-kernel autoawq_fused): a phase of those rows only
+    valid["load"] = x.infer & np.broadcast_to(np.asarray(x.awq_fused, dtype=bool), np.shape(x.infer))
     return valid
 
 
@@ -958,13 +968,30 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
                 + pick(np.broadcast_to(serving["attention_seq"], (cfg.size,))) * own(seq)) * tok
         work = np.maximum(work, attn)
     logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
+    # an inference library's buffers (engine/components.py int4_kernel_parts), split like the weights
+    # (they were computed for the row's own tp x pp), and AutoAWQ's fused load phase
+    lib = {k: np.broadcast_to(serving[k], (cfg.size,)) for k in ("workspace_fixed", "attention_fixed", "logits_fixed",
+                                                                 "logits_work", "load_fixed", "load")}
+    extra = any(np.any(v) for v in lib.values())
+    if extra:
+        whole = lambda k: pick(lib[k] * tp_now * pp_now)  # noqa: E731
+        logit_work = pick(lib["logits_work"]) * tok
+        load_tok = pick(lib["load"]) * tok
     cap = pick(capacity)
     heads_i = heads.astype(np.int64)
     best = np.full(len(tok), np.inf)
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
-        per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / pick(tp_n))
+        if extra:
+            phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / degree,
+                                               logit / pick(tp_n) + whole("logits_fixed") / degree + logit_work),
+                                    whole("load_fixed") / degree + load_tok)
+            if seq is not None and np.any(serving["attention_seq"]):
+                phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / degree)
+            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
+        else:
+            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / pick(tp_n))
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
         best = np.where(ok, degree, best)
     if rows is None:

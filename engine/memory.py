@@ -14,7 +14,8 @@ The model (derivation in docs/engine.md):
     parameter's .grad is set;
   - `optimizer`: weights + gradients + states + the optimizer's step temporaries.
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
-  (weights + KV cache + the output logits).
+  (weights + KV cache + the output logits); `attention` (an eager prefill's scores) and `load`
+  (AutoAWQ's fused modules while they are built) where a row has them.
 
 Each phase is a sum of components (`PHASE_COMPONENTS`: which, in what order); each component
 is `fixed + per_token * tokens + per_token_seq * tokens * seq`, where tokens = batch x sequence
@@ -41,8 +42,10 @@ COMPONENTS = (
 )
 TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
 # attention: a prefill's eager attention scores (Gemma 2, --attention eager), beside the layer's input,
-# q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace)
-INFER_PHASES = ("prefill", "logits", "attention")
+# q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace).
+# load: the loading of AutoAWQ's fused modules (--int4-kernel autoawq_fused): every layer's fused QKV
+# beside the original q/k/v, the preallocated caches and RoPE tables (engine/components.py int4_kernel_parts)
+INFER_PHASES = ("prefill", "logits", "attention", "load")
 PHASES = TRAIN_PHASES + INFER_PHASES
 
 # The components each phase holds, in the order its totals add them (IEEE addition is not
@@ -57,8 +60,10 @@ PHASE_COMPONENTS = {
     "backward_end": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),
     "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace", "logits", "kv_cache"),
     "prefill": ("weights", "kv_cache", "workspace"),
-    "logits": ("weights", "kv_cache", "logits"),
+    # (the workspace last: buffers a library or the model keeps beside the logits, --int4-kernel, --rope-cache)
+    "logits": ("weights", "kv_cache", "logits", "workspace"),
     "attention": ("weights", "kv_cache", "workspace"),
+    "load": ("weights", "kv_cache", "workspace"),
 }
 
 
@@ -136,13 +141,19 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     wgrad: 1 where the norm weights are trained.
     lora_r: LoRA rank (0 when no adapters); tp: tensor-parallel degree (splits the
       attention and MLP widths, not the h-wide norms and residual stream).
-    seq_split: sequence parallelism beside tp (issue 27; tp where it is on, else 1): the norms and
-      the linears' h-wide inputs are kept for seq / tp of the tokens on each rank (Megatron-LM's
-      sequence parallelism, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-      Transformer Models", section 4.2.2: every activation of a layer divided by t, 34/t sbh
-      instead of 10 + 24/t; Megatron's column-parallel linears save their sequence-sharded input and
-      all-gather it again in backward; torchtitan's SequenceParallel norms, configs.py
-      enable_sequence_parallel True).
+    seq_split: sequence parallelism beside tp (issue 27; tp where it is on, else 1): the norms are
+      kept for seq / tp of the tokens on each rank (torchtitan's SequenceParallel norms, configs.py
+      enable_sequence_parallel True; Korthikanti et al. 2022, "Reducing Activation Recomputation in
+      Large Transformer Models", section 4.2.2). The column-parallel linears' h-wide inputs are not:
+      under torch's DTensor tensor parallelism, the plan torchtitan applies (pytorch/torchtitan
+      9dec370 torchtitan/parallelisms/parallelize_llama.py apply_tp: "attention" and "feed_forward"
+      PrepareModuleInput(input_layouts Shard(1), desired_input_layouts Replicate())), the module's
+      input is all-gathered over the sequence before wq/wk/wv (and w1/w3) run (torch 2.6
+      distributed/tensor/parallel/style.py PrepareModuleInput._prepare_input_arg,
+      `dt_inp.redistribute(placements=(desired_layout,))`), and each linear's matmul keeps that
+      gathered input, every token of the sequence, for its weight's gradient. (Megatron-LM's
+      column-parallel linears save the sequence-sharded input and all-gather it again in backward;
+      no recipe here runs Megatron, so sequence_parallel on is DTensor's.)
 
     Tensor by tensor (checked op by op with torch.autograd.graph.saved_tensors_hooks on
     transformers' LlamaDecoderLayer; see docs/accuracy.md):
@@ -215,7 +226,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
         if any_drop:  # each adapted module's mask, and its own copy where lora_A kept the input itself
             drops = np.where(np.asarray(fused, dtype=bool), np.minimum(a_count, 1.0), a_count)
             inputs = inputs + (R * own + drop) * h * drops
-        return 4.0 * h + 4.0 + wgrad * R * h + inputs
+        # the norm's own tensors are sequence-sharded, the linears' gathered input is not (seq_split
+        # above); for seq_split 1 the same sum as before, in the same order
+        return (4.0 * h + 4.0 + wgrad * R * h) / seq_split + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
@@ -230,9 +243,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (
-        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves), fused_qkv) / seq_split
+        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves), fused_qkv)
         + attn
-        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves)) / seq_split
+        + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves))
         + mlp
         + lora
     )

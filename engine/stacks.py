@@ -175,9 +175,12 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
-                  configs.py enable_sequence_parallel True): a layer's h-wide saved tensors and each
+                  configs.py enable_sequence_parallel True): the norms' saved tensors and each
                   checkpointed layer input are 1/tp per rank (engine/memory.py layer_activation_bytes).
-                  off: kept whole on every rank (transformers' tp_plan, the other recipes).
+                  As torch's DTensor plan runs it (torchtitan's), the column-parallel linears' input is
+                  all-gathered over the sequence first (PrepareModuleInput / ColwiseParallel with
+                  input_layouts Shard(1)) and kept whole for their weights' gradients, lm_head's too
+                  (issue 27). off: kept whole on every rank (transformers' tp_plan, the other recipes).
 * float8          on (issue 27): torchao convert_to_float8_training. torchao/float8/float8_linear.py
                   (pytorch/ao 36027d8) `ctx.save_for_backward(input_hp, weight_hp_t)`: the high-precision
                   input and weight are what backward keeps, so the saved activations are bf16 training's;
@@ -228,6 +231,32 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   fp32, as under kbit_prep; the same tensor when x is already 16-bit), is kept beside
                   what the layer saves (engine/components.py `_kbit_kept_inputs`). LLM.int8 bases
                   (MatMul8bitLt) keep theirs in every version (`ctx.tensors = (CAt, subA, A)`).
+* int4_kernel     what runs an int4 (GPTQ/AWQ) checkpoint at inference, where its library allocates beside
+                  the weights (engine/components.py `int4_kernel_parts`). none: the weights alone (the
+                  engine's model so far). exllama: AutoGPTQ's exllama (v1) kernels as transformers/optimum
+                  load a GPTQ model (auto_gptq/modeling/_utils.py autogptq_post_init, v0.4.2 and v0.5.0):
+                  one persistent fp16 `temp_dq` buffer of the largest quantized linear (max qweight.numel()
+                  x 8 values: in x out, 2 bytes each), allocated with torch.zeros, and a `temp_state` of 1 x 1
+                  without act-order (max_input_len x max(in, out) with it: not modelled). autoawq_fused:
+                  AutoAWQ 0.1.6 from_quantized(fuse_layers=True) (casper-hansen/AutoAWQ at 5c7e368): while
+                  fusing, every layer's fused QKV (torch.cat of q, k, v: awq/utils/fused_utils.py fuse_qkv)
+                  exists beside the original q/k/v until the old model is replaced (awq/models/llama.py
+                  LlamaFuser.fuse_transformer), together with each layer's preallocated cache (fused/cache.py
+                  WindowedCache: batch x kv heads x max_new_tokens x head_dim, K and V in fp16) and RoPE table
+                  (fused/attn.py RoPE.freqs_cis: complex64, 2 x max_new_tokens x head_dim / 2); the load peak,
+                  a phase `load`. Its prefill attention (fused/attn.py QuantAttentionFused.forward) is eager
+                  with `F.softmax(scores.float())`: the 16-bit scores, their fp32 copy and the fp32 softmax.
+* bnb_double_quant  bitsandbytes 4-bit storage (nf4, and the fp4 of the same layout): on: the absmax of every
+                  64 weights quantized to 8 bits with an fp32 constant per 256 blocks (4 + 8/64 + 32/16,384 =
+                  4.127 bits, the engine's nf4). off: bnb_4bit_use_double_quant=False, transformers'
+                  BitsAndBytesConfig default: an fp32 absmax per 64 weights (bitsandbytes Params4bit
+                  blocksize=64), 4 + 32/64 = 4.5 bits per linear weight.
+* rope_cache      layers: transformers' per-layer rotary caches: each attention layer's LlamaRotaryEmbedding
+                  registers cos_cached and sin_cached of max_position_embeddings x head_dim in the load dtype
+                  (torch.get_default_dtype() at init, which from_pretrained sets to torch_dtype), kept on the
+                  GPU with the model (transformers 4.32.0 and 4.35.0 models/llama/modeling_llama.py
+                  LlamaRotaryEmbedding._set_cos_sin_cache; 4.38-4.40 keep them as _cos_cached/_sin_cached "for
+                  BC"); 4.42.0 has none. none: no such buffers (current transformers compute cos/sin in forward).
 """
 
 from __future__ import annotations
@@ -255,6 +284,11 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "decode_cache": ("auto", "dynamic", "tuple"),
     # issue 27 item 4: bitsandbytes before 0.43.2 kept each 4-bit linear's input for backward
     "bnb_4bit_input": ("auto", "freed", "kept"),
+    # inference libraries' own buffers: AutoGPTQ's exllama temp_dq, AutoAWQ's fused modules; bitsandbytes'
+    # 4-bit storage with or without double quantization; transformers 4.32-4.40's per-layer rotary caches
+    "int4_kernel": ("auto", "none", "exllama", "autoawq_fused"),
+    "bnb_double_quant": ("auto", "on", "off"),
+    "rope_cache": ("auto", "none", "layers"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt")
 DEFAULT_RECIPE = "hf"
@@ -298,6 +332,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "no Float8 linear conversion by default (accelerate's FP8 needs mixed_precision='fp8')"),
         "decode_cache": ("dynamic", "transformers >= 4.36 DynamicCache: each layer's K/V grown in place of the old (one cache)"),
         "bnb_4bit_input": ("freed", "bitsandbytes >= 0.43.2 (PR #1270, commit 9e75374, 2024-07-16: MatMul4Bit ctx.tensors = (None, B))"),
+        "int4_kernel": ("none", "no int4 library buffer modelled (the weights alone); AutoGPTQ's exllama or AutoAWQ's fused modules on request (--int4-kernel)"),
+        "bnb_double_quant": ("on", "peft's QLoRA guide (docs/source/developer_guides/quantization.md): BitsAndBytesConfig(bnb_4bit_use_double_quant=True); transformers' own BitsAndBytesConfig default is False (--bnb-double-quant off)"),
+        "rope_cache": ("none", "transformers >= 4.42 (read: 4.42.0 models/llama/modeling_llama.py): cos/sin computed from inv_freq in each forward, no per-layer cache"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -317,6 +354,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "torchtune 0.7.0: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "torchtune KVCache: a preallocated cache of max_seq_len (one cache)"),
         "bnb_4bit_input": ("freed", "torchtune's NF4 is torchao's (no bitsandbytes): nothing kept"),
+        "int4_kernel": ("none", "torchtune: no GPTQ/AWQ kernels"),
+        "bnb_double_quant": ("on", "torchtune's NF4 (torchao to_nf4) quantizes its block scales again: counted as the engine's nf4 (4.127 bits)"),
+        "rope_cache": ("none", "torchtune's RotaryPositionalEmbeddings (not transformers' per-layer cos/sin caches)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -336,6 +376,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "unsloth: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "unsloth generates through transformers' DynamicCache (one cache)"),
         "bnb_4bit_input": ("freed", "unsloth 2026 requires bitsandbytes >= 0.45: freed"),
+        "int4_kernel": ("none", "unsloth: no GPTQ/AWQ kernels"),
+        "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (unsloth's own 4-bit config not re-read here)"),
+        "rope_cache": ("none", "unsloth 2026 on transformers >= 4.42: no per-layer cos/sin caches"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -355,6 +398,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "LLaMA-Factory 0.9.6: no Float8 linear conversion by default (fp8 through accelerate only when asked)"),
         "decode_cache": ("dynamic", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: DynamicCache (one cache)"),
         "bnb_4bit_input": ("freed", "LLaMA-Factory 0.9.6 with a 2025-2026 bitsandbytes (>= 0.43.2): freed"),
+        "int4_kernel": ("none", "LLaMA-Factory trains: no int4 inference kernels"),
+        "bnb_double_quant": ("on", "LLaMA-Factory model_args.py QuantizationArguments double_quantization: default True"),
+        "rope_cache": ("none", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: no per-layer cos/sin caches"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -374,6 +420,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "axolotl 0.18.0: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "axolotl 0.18.0 requires a recent transformers: DynamicCache (one cache)"),
         "bnb_4bit_input": ("freed", "axolotl 0.18.0 pins bitsandbytes >= 0.45: freed"),
+        "int4_kernel": ("none", "axolotl trains: no int4 inference kernels"),
+        "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (axolotl's 4-bit config not re-read here)"),
+        "rope_cache": ("none", "axolotl 0.18.0 requires a recent transformers (>= 4.42): no per-layer cos/sin caches"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -393,6 +442,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "DeepSpeed: no Float8 linear conversion by default"),
         "decode_cache": ("dynamic", "transformers generate() (DynamicCache) under DeepSpeed inference: one cache"),
         "bnb_4bit_input": ("freed", "a 2025-2026 bitsandbytes (>= 0.43.2): freed"),
+        "int4_kernel": ("none", "transformers generate() under DeepSpeed: no int4 library buffer modelled (the weights alone); AutoGPTQ's exllama or AutoAWQ's fused modules on request (--int4-kernel)"),
+        "bnb_double_quant": ("on", "the same peft QLoRA script as hf (bnb_4bit_use_double_quant=True)"),
+        "rope_cache": ("none", "a 2025-2026 transformers (>= 4.42): no per-layer cos/sin caches"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -413,6 +465,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "torchtitan model.converters default [] (its published runs add 'float8': --float8 on)"),
         "decode_cache": ("dynamic", "torchtitan trains only: not used"),
         "bnb_4bit_input": ("freed", "torchtitan trains no quantized base: not used"),
+        "int4_kernel": ("none", "torchtitan trains only: not used"),
+        "bnb_double_quant": ("on", "torchtitan trains no bitsandbytes base: not used"),
+        "rope_cache": ("none", "torchtitan's llama3 precomputes one freqs_cis for the model (not transformers' per-layer caches)"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -436,6 +491,9 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "float8": ("off", "LitGPT finetune scripts: no Float8 linear conversion"),
         "decode_cache": ("dynamic", "litgpt/model.py KVCache: one preallocated cache per layer (set_kv_cache)"),
         "bnb_4bit_input": ("freed", "LitGPT HEAD 2685705 pyproject.toml: bitsandbytes>=0.45.2,<0.50 on Linux (freed); 5895df10 and 00af8b0d pinned bitsandbytes==0.42.0 (kept) until d2ed13c3, 2024-12"),
+        "int4_kernel": ("none", "LitGPT finetunes through Fabric's bitsandbytes precision: no GPTQ/AWQ kernels"),
+        "bnb_double_quant": ("on", "LitGPT's --quantize names the storage itself: bnb.nf4 (no double quantization) is the recipe's base 'auto', nf4_nodq; bnb.nf4-dq is base nf4 (litgpt/utils.py / lightning BitsandbytesPrecision modes)"),
+        "rope_cache": ("none", "litgpt/model.py GPT.rope_cache: one cos/sin cache for the model (not transformers' per-layer caches)"),
     },
 }
 

@@ -58,6 +58,7 @@ PHASE_LABELS = {
     "prefill": "prefill (prompt processing)",
     "logits": "output logits",
     "attention": "prefill attention scores (eager)",
+    "load": "loading (AutoAWQ fused modules)",
 }
 
 

@@ -157,3 +157,21 @@ def test_a_training_row_keeps_no_kv_cache_beside_a_windowed_serving_row(models, 
         assert (pd.isna(a) and pd.isna(b)) or a == b, (col, a, b)
     assert (together["kv_cache_bytes"].to_numpy() >= 0).all()
     assert together["kv_cache_bytes"].iloc[1] > 0  # the serving row keeps its (windowed) cache
+
+
+def test_bf16_adafactor_on_a_model_of_one_dominant_tensor_needs_more_than_fp32(models, gpus):
+    """Property-search seed 1511800570530616253 (bench_properties.py --n 200000): pure bf16 full training of
+    gemma-3-270m with Adafactor peaked above fp32. Not a defect: transformers' Adafactor.step copies a 16-bit
+    parameter and its gradient to fp32 (16 bytes a value of the largest tensor, 8 in fp32), and its
+    262,144 x 640 embedding is 63% of the model, so the step costs 8 x largest more where the weights and
+    gradients save 4 bytes a parameter. The optimizer phases differ by exactly that."""
+    row = {"model": "gemma-3-270m", "task": "train", "method": "full", "optimizer": "adafactor", "batch": 12,
+           "seq": 36, "zero": 3, "gpus": 1, "gpu": "a40", "float8": "on", "headroom": 0.0}
+    out = estimate(pd.DataFrame([{**row, "precision": "fp32"}, {**row, "precision": "bf16"}]), models, gpus)
+    m = models.set_index("id").loc["gemma-3-270m"]
+    largest = 262_144 * 640  # the embedding (vocab x hidden), its largest tensor
+    assert int(m["vocab_size"]) * int(m["hidden_size"]) == largest
+    params = out["params"].iloc[0]
+    step = out["optimizer_phase_bytes"].to_numpy()
+    assert step[1] - step[0] == pytest.approx(8 * largest - 4 * params, abs=1)
+    assert out["peak_bytes"].iloc[1] > out["peak_bytes"].iloc[0]
