@@ -203,7 +203,7 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                fc_2, proj are LoRALinear, one dropout each (`self.lora_dropout(x) @ self.lora_A.transpose(0,
                1)`, line 171 at all three commits), as peft's, but with no cast before lora_A (`uncast`).
                Traced with LitGPT's own lora.py on real tensors, benchmarks/check_litgpt_lora_saved.py:
-               +1.00 x h per layer for q,v or q,k,v (peft with bf16 adapters: +2 x h for q,v).
+               +1 x h per layer for q,v or q,k,v (peft with bf16 adapters: +4 x h for q,v, 2 x h per module).
     """
     q_saves, k_saves, v_saves = saves["q_proj"], saves["k_proj"], saves["v_proj"]
     g_saves, u_saves, d_saves = saves["gate_proj"], saves["up_proj"], saves["down_proj"]
