@@ -326,7 +326,8 @@ def sidebar() -> dict:
                 _widget("lora_dropout_pct", lambda k, **v: st.number_input(
                     "Dropout (%)", **_bounds("lora_dropout_pct"), step=5, key=k, **v,
                     help="peft's lora_dropout x 100 (0: peft's default; 5 = 0.05, as LitGPT and axolotl's "
-                         "examples). Above 0 each adapted module keeps a dropout mask and its own input copy."))
+                         "examples). Above 0 each adapted module keeps a dropout mask and its own input copy "
+                         "(recipe litgpt: one for q, k and v together)."))
                 if method == "qlora":
                     _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))

@@ -150,7 +150,8 @@ SCENARIO: tuple[Column, ...] = (
            cli="--lora-targets", sidebar=(Sidebar("lora_targets", ("q_proj", "v_proj"), "multi"),)),
     # (the sidebar takes whole percent, as the headroom: 5 = 0.05; app/state.py divides by 100)
     Column("lora_dropout", "float", "LoRA dropout p (peft lora_dropout, lora and qlora): each adapted module keeps "
-                                    "its dropout mask and output for backward", DEFAULTS["lora_dropout"],
+                                    "its dropout mask and output for backward (recipe litgpt: one for q, k and v "
+                                    "together)", DEFAULTS["lora_dropout"],
            low=0.0, high=1.0, high_open=True, accepted=FRACTION_COLUMNS["lora_dropout"], cli="--lora-dropout",
            default_text="0 (peft's LoraConfig default)",
            sidebar=(Sidebar("lora_dropout_pct", 0, "int", low=0, high=99),)),

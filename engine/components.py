@@ -825,7 +825,8 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
                                    adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
-                                   uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base)
+                                   uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model,
+                                   fused_qkv=x.litgpt_model)
     if np.any(x.gemma_norm > 0):
         dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
@@ -834,7 +835,7 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     if np.any(repeated):  # issue 12: K and V repeated to every head (repeat_kv; LitGPT's own attention) and kept
         dense = dense + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
     if np.any(x.litgpt_model):
-        dense = dense + _litgpt_qkv_kept(x)
+        dense = dense + _litgpt_qkv_kept(x) + _litgpt_lora_kept(x, trains, adapted)
     if np.any(x.kbit_keeps_input):  # issue 27 item 4: a bitsandbytes base's matmuls keep their inputs
         dense = dense + _kbit_kept_inputs(x, trains, adapted)
     if not np.any(x.moe_share > 0):
@@ -852,6 +853,39 @@ def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:
     on top of the V counted; q and k themselves are new tensors after the rotary embedding. With fewer KV
     heads, K and V are new repeated tensors and the qkv output is freed."""
     return np.where(x.litgpt_model & (x.kvh == x.a), 2.0 * x.qd * x.M / x.tp, 0.0)
+
+
+def _litgpt_lora_kept(x: Inputs, trains, adapted) -> np.ndarray:
+    """Per token and layer, two tensors LitGPT's own model keeps for backward where transformers + peft keep
+    none (recipe litgpt), read in Lightning-AI/litgpt at 5895df10, 00af8b0d and 2685705 and traced with its
+    own lora.py and model.py on real tensors (benchmarks/check_litgpt_lora_saved.py: the engine's per-layer
+    bytes equal the traced block's, tests/test_litgpt_dropout.py):
+      zero_pad: LoRAQKVLinear adapts q, k, v in one module; where some but not all of them are adapted,
+        `zero_pad(after_B)` scatters lora_B's output (the conv1d output, the enabled widths: q width for q,
+        kv width for k and for v) into a zero tensor of the fused width with index_copy (litgpt/lora.py
+        zero_pad: `result.index_copy(1, ...)` at 5895df10 line 337, `result.index_copy_(dim=-1, ...)` at
+        00af8b0d line 347 and 2685705 line 326), and index_copy's backward keeps its source (torch
+        tools/autograd/derivatives.yaml index_copy: `source: grad.index_select(dim, index).expand_as(source)`,
+        IndexCopyBackward0's SavedVariable source_): the 16-bit lora_B output, kept whole. With all of q,
+        k, v adapted zero_pad returns its input (nothing kept).
+      the attention output's copy: q leaves apply_rope through `torch.cat((q_roped, q[..., rope_n_elem:]),
+        dim=-1)`, a contiguous (B, heads, T, hs) tensor (model.py CausalSelfAttention.forward: line 239 at
+        5895df10, 266 at 00af8b0d, 512 at 2685705; the reshape lines 249, 294, 571), so flash
+        attention's output is laid out the same (`out = at::empty_like(q_padded)` on q.transpose(1, 2)) and
+        `y.transpose(1, 2)` then `y.reshape(B, T, head_size * n_head)` copies it (transformers' rotary
+        output keeps the projection's (B, T, heads, hs) layout: no copy there). SDPA keeps its own output;
+        the copy is kept by whatever saves proj's input: its trained weight (full.py), its lora_A at p = 0
+        (with dropout the dropout's output is kept instead, engine/memory.py `dropout`), or bitsandbytes
+        before 0.43.2 (MatMul4Bit's ctx.tensors, bnb_4bit_input kept: `_kbit_kept_inputs` counts SDPA's
+        output, which is not this tensor here).
+    Both in the attention's 16-bit dtype (M; 2 under autocast)."""
+    b = np.where(x.autocast, 2.0, x.M)
+    n_qkv = adapted["q_proj"] + adapted["k_proj"] + adapted["v_proj"]
+    lora_b = b * (x.qd * adapted["q_proj"] + x.kvd * (adapted["k_proj"] + adapted["v_proj"]))
+    pad = np.where((n_qkv > 0) & (n_qkv < 3), lora_b, 0.0)
+    no_drop = 1.0 - np.asarray(x.lora_dropout, dtype=float)
+    copy_kept = np.maximum(np.maximum(trains, adapted["o_proj"] * no_drop), np.asarray(x.kbit_keeps_input, dtype=float))
+    return np.where(x.litgpt_model, (pad + b * x.qd * copy_kept) / x.tp, 0.0)
 
 
 def attention_seq_bytes(x: Inputs) -> np.ndarray | float:
@@ -981,7 +1015,9 @@ def first_layer_unsaved_masks(x: Inputs) -> np.ndarray:
     before_o = np.minimum(a["q_proj"] + a["k_proj"] + a["v_proj"], 1.0)
     before_mlp = np.minimum(before_o + a["o_proj"], 1.0)
     before_down = np.minimum(before_mlp + a["gate_proj"] + a["up_proj"], 1.0)
-    masks = ((a["q_proj"] + a["k_proj"] + a["v_proj"] + (a["gate_proj"] + a["up_proj"]) * (1.0 - before_mlp))
+    # LitGPT's LoRAQKVLinear: one dropout for q, k and v (engine/memory.py layer_activation_bytes `fused_qkv`)
+    qkv = np.where(np.asarray(x.litgpt_model, dtype=bool), before_o, a["q_proj"] + a["k_proj"] + a["v_proj"])
+    masks = ((qkv + (a["gate_proj"] + a["up_proj"]) * (1.0 - before_mlp))
              * x.h / x.seq_split
              + (a["o_proj"] * (1.0 - before_o) * x.qd + a["down_proj"] * (1.0 - before_down) * x.f) / x.tp)
     every_layer = ~np.asarray(x.gc, dtype=bool) & ~np.asarray(x.ckpt_selective | x.ckpt_op | x.act_offload, dtype=bool)

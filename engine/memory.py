@@ -130,7 +130,7 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
 
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False,
-                           seq_split=1.0, dropout=False, uncast=False):
+                           seq_split=1.0, dropout=False, uncast=False, fused_qkv=False):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -194,6 +194,16 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                (`uncast`: adapter16, or bitsandbytes' LoRA layers, which skip `_cast_input_dtype`
                under autocast, peft tuners/lora/bnb.py `requires_conversion = not
                torch.is_autocast_enabled()`) the dropout's 16-bit output is a tensor of its own (2*qd).
+      fused_qkv (recipe litgpt, engine/components.py `litgpt_model`): LitGPT's LoRAQKVLinear adapts q, k and v
+               in one module with ONE dropout on their shared input, `after_A = F.linear(self.lora_dropout(x),
+               self.lora_A)` (Lightning-AI/litgpt litgpt/lora.py LoRAQKVLinear.forward: line 420 at 5895df10,
+               426 at 00af8b0d, 405 at 2685705; nn.Dropout built once per module, LoRALayer.__init__ line 82):
+               one bool mask (1*h) and one dropout output (the input's dtype, R*h: bf16 under bf16-true)
+               for the q/k/v group, however many of q, k, v are adapted. o (attn.proj) and the MLP's fc_1,
+               fc_2, proj are LoRALinear, one dropout each (`self.lora_dropout(x) @ self.lora_A.transpose(0,
+               1)`, line 171 at all three commits), as peft's, but with no cast before lora_A (`uncast`).
+               Traced with LitGPT's own lora.py on real tensors, benchmarks/check_litgpt_lora_saved.py:
+               +1 x h per layer for q,v or q,k,v (peft with bf16 adapters: +4 x h for q,v, 2 x h per module).
     """
     q_saves, k_saves, v_saves = saves["q_proj"], saves["k_proj"], saves["v_proj"]
     g_saves, u_saves, d_saves = saves["gate_proj"], saves["up_proj"], saves["down_proj"]
@@ -208,13 +218,14 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     input_keep = shared_keep * (1.0 - own)  # the adapters keep the module's input itself
     keep_each = np.where(cast_each, shared_keep, input_keep) if any_drop else shared_keep
 
-    def norm_and_inputs(names, trained):
+    def norm_and_inputs(names, trained, fused=False):
         a_count = sum(adapted[m] for m in names)
         keepers = sum(trained) + a_count * keep_each
         any_keeps = np.minimum(keepers, 1.0)
         inputs = np.where(cast_each, 2.0 * h * keepers, R * h * any_keeps) + 4.0 * h * a_count * (1 - shared_keep)
         if any_drop:  # each adapted module's mask, and its own copy where lora_A kept the input itself
-            inputs = inputs + (R * own + drop) * h * a_count
+            drops = np.where(np.asarray(fused, dtype=bool), np.minimum(a_count, 1.0), a_count)
+            inputs = inputs + (R * own + drop) * h * drops
         # the norm's own tensors are sequence-sharded, the linears' gathered input is not (seq_split
         # above); for seq_split 1 the same sum as before, in the same order
         return (4.0 * h + 4.0 + wgrad * R * h) / seq_split + inputs
@@ -232,7 +243,7 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (
-        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves))
+        norm_and_inputs(("q_proj", "k_proj", "v_proj"), (q_saves, k_saves, v_saves), fused_qkv)
         + attn
         + norm_and_inputs(("gate_proj", "up_proj"), (g_saves, u_saves))
         + mlp

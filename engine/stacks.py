@@ -217,7 +217,11 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   nf4_nodq (every config_hub qlora.yaml: `quantize: bnb.nf4`). LitGPT's QLoRA steps
                   bitsandbytes' PagedAdamW whatever optimizer the config names (finetune/lora.py
                   instantiate_bnb_optimizer; `optimizer_cls = bnb.optim.PagedAdamW` at 5895df10): ask for
-                  --optimizer paged_adamw_32bit.
+                  --optimizer paged_adamw_32bit. Its LoRA (litgpt/lora.py) adapts q, k and v in one
+                  LoRAQKVLinear with one dropout for the three (engine/memory.py layer_activation_bytes
+                  `fused_qkv`), whose zero_pad keeps lora_B's output where some of q, k, v are adapted, and
+                  its attention output is copied by reshape before proj (engine/components.py
+                  `_litgpt_lora_kept`).
 * bnb_4bit_input  what bitsandbytes' MatMul4Bit keeps for backward (issue 27 item 4; QLoRA's frozen NF4
                   base). freed: bitsandbytes >= 0.43.2 keeps only the packed weight (autograd/_functions.py
                   at 95f9af3: `ctx.tensors = (None, B)`). kept: before 0.43.2 `ctx.tensors = (A, B)` held
