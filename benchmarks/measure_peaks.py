@@ -533,7 +533,7 @@ for _c in LOOP_CONFIGS:
 # adapter_dtype: "fp32" = get_peft_model's default autocast_adapter_dtype=True (adapters upcast
 # to fp32 on a 16-bit base: every adapted module casts its input to fp32 first); "bf16" =
 # get_peft_model(..., autocast_adapter_dtype=False) (adapters in the base's bf16, no cast).
-# The GPU's dropout: run_one routes F.dropout to torch.native_dropout (see _gpu_dropout).
+# The GPU's dropout: run_one routes F.dropout to torch.native_dropout (see gpu_dropout).
 # SPLIT (committed before any engine change for lora_dropout): calibration = Llama 3.2 1B (fp32
 # and bf16 adapters, q,v and all-linear, with and without checkpointing, autocast); heldout =
 # other models (Llama 3.2 3B, Llama 3 8B, Qwen2 1.5B, Qwen2.5 7B, Mistral 7B, Gemma 2B, Llama 2
@@ -794,7 +794,7 @@ def run_one(c: dict) -> dict:
         model = get_peft_model(hf_model, lcfg,
                                autocast_adapter_dtype=c.get("adapter_dtype", "fp32") == "fp32")
         if p > 0:
-            _gpu_dropout(torch)
+            gpu_dropout(torch)
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_mode:
@@ -832,7 +832,7 @@ def run_one(c: dict) -> dict:
     return {"row": row, "details": details}
 
 
-def _gpu_dropout(torch) -> None:
+def gpu_dropout(torch) -> None:
     """Make F.dropout run the op a GPU runs. torch 2.13 aten/src/ATen/native/Dropout.cpp `dropout`
     returns `std::get<0>(at::native_dropout(input, p, train))` where `is_fused_kernel_acceptable`
     (a CUDA, XPU, lazy or privateuse1 tensor and 0 < p < 1) and otherwise `_dropout`, which on the
@@ -1205,7 +1205,7 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
                                       "when not LoRA",
             "lora_dropout,adapter_dtype": "the dropout set only: LoraConfig(lora_dropout=p), training "
                                           "dropout run as torch.native_dropout (a GPU's op, bool "
-                                          "mask: _gpu_dropout); adapter_dtype fp32 = get_peft_model's "
+                                          "mask: gpu_dropout); adapter_dtype fp32 = get_peft_model's "
                                           "autocast_adapter_dtype=True (default), bf16 = False",
             "params": "total parameters of the measured model (tied embeddings counted once), "
                       "INCLUDING LoRA adapters; for LoRA rows the base count is "
