@@ -182,6 +182,10 @@ class Inputs:
     # 16-bit weight per matmul (both bitsandbytes kinds)
     kbit_keeps_input: np.ndarray | bool = False
     bnb_base: np.ndarray | bool = False
+    # a bitsandbytes 4-bit base's QuantState, bits per quantized weight (its bits less the packed 4:
+    # 0.127 nf4, 0.5 nf4_nodq; 0 for every other base and for torchtune's torchao NF4), which ZeRO-3 / FSDP
+    # neither shard nor offload (engine/components.py `_quant_state_bytes`)
+    qstate_bits: np.ndarray | float = 0.0
     # issue 27 item 3: the optimizers of engine/optimizers.py (C.NEW_OPTIMIZERS), name -> mask (None: none
     # of them), and the llama-factory recipe, whose Muon (its third_party/muon) steps AdamW per tensor
     opt_kind: dict | None = None
@@ -347,7 +351,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
         float8=_mask_if_present(mv, "float8", "on") & train,
         kv_copies=np.where(_mask_if_present(mv, "decode_cache", "tuple") & ~train, 2.0, 1.0),
-        **_bnb_base(mv, base_quant, frozen_bits),
+        **_bnb_base(mv, base_quant, frozen_bits, stored_frozen),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -391,15 +395,24 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     )
 
 
-def _bnb_base(mv: View, base_quant, base_bits) -> dict:
+def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
     """The frozen base of lora/qlora that bitsandbytes quantizes (issue 27 item 4): NF4 (QLoRA's
     default base, Linear4bit / MatMul4Bit) and LLM.int8 (Linear8bitLt / MatMul8bitLt), and whether
-    its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input). base_quant /
-    base_bits: the Inputs fields of the same names."""
+    its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input). base_quant: the
+    Inputs field; base_bits: the frozen base's bits as named (nf4, nf4_nodq, int8); stored_bits: as
+    stored (Inputs.base_bits: nf4 is 4.5 under bnb_double_quant off).
+    qstate_bits: the QuantState's bits per weight of a bitsandbytes 4-bit base (`_quant_state_bytes`),
+    not under recipe torchtune, whose NF4 is torchao's NF4Tensor: a tensor subclass whose scales are
+    inner tensors sharded with it (pytorch/ao v0.8.0 torchao/dtypes/nf4tensor.py lines 23-27
+    `_INNER_TENSOR_NAMES_FOR_SHARDING = ["quantized_scalers", "quantization_factor", "quantized_data"]`,
+    split together by `nf4_split` (aten.split, lines 182-219) and all-gathered together by
+    fsdp_pre_all_gather, lines 854-876), so FSDP2 shards and offloads its 0.127 bits like the rest."""
     nf4 = base_quant & ((base_bits == C.LINEAR_BITS["nf4"]) | (base_bits == C.BASE_ONLY_BITS["nf4_nodq"]))
     int8 = base_quant & (base_bits == C.LINEAR_BITS["int8"])
     kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
-    return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8}
+    bnb4 = nf4 & ~_mask_if_present(mv, "recipe", "torchtune")
+    qstate = np.where(bnb4, np.asarray(stored_bits, dtype=float) - C.BNB_PACKED_BITS, 0.0)
+    return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate}
 
 
 def _litgpt_inputs(mv: View, litgpt, train, base_quant, base_bits) -> dict:
@@ -740,12 +753,59 @@ def _tied_gradient(x: Inputs) -> np.ndarray:
 
 # ---- the components ---------------------------------------------------------------------------
 
+def _quant_state_bytes(x: Inputs, per_gpu: bool = True) -> np.ndarray | float:
+    """A bitsandbytes 4-bit base's QuantState (Inputs.qstate_bits per quantized weight: the linears,
+    and lm_head where LitGPT quantizes it), per GPU (split by tensor x pipeline parallel, the routed
+    experts by ep as the weights are) or, per_gpu False, the whole model's; 0.0 where no row has one.
+
+    Not a parameter: bitsandbytes' Params4bit._quantize stores it on the parameter and on its module
+    (`self.quant_state = quant_state`; `self.module.quant_state = quant_state`: bitsandbytes 0.43.0
+    nn/modules.py lines 288-290, 0.45.5 lines 304-306), Linear4bit.__init__ makes it a plain attribute
+    (`self.quant_state = None`, 0.43.0 line 375), and Linear4bit.forward puts it back on a weight that
+    lost it, "when the parameter got converted. This happens for example for fsdp" (0.43.0 lines
+    410-418; 0.44+ fix_4bit_weight_quant_state_from_module, 0.45.5 lines 349-363). It is computed on
+    the GPU and stays there: transformers >= 4.39 (PR #29587, modeling_utils.py
+    _load_state_dict_into_meta_model) quantizes each layer on the GPU under FSDP or DeepSpeed ZeRO-3
+    and moves only `value.data` to the CPU (or meta), rebuilding the Params4bit with `**value.__dict__`,
+    the same QuantState; from_pretrained skips zero.Init for a quantized model. So it is whole on
+    every GPU and never offloaded:
+    - FSDP1: the FlatParameter is the torch.cat of the parameters' flattened data
+      (torch/distributed/fsdp/_flat_param.py FlatParamHandle.flatten_tensors,
+      `torch.flatten(_detach_if_needed(tensor))`); shard() keeps a chunk of it, parameter CPU offload
+      pins that chunk on the host (init_flat_param_attributes, `flat_param._local_shard.pin_memory()`),
+      and forward sets plain-tensor views as the module's weight (_use_unsharded_views(as_params=False)),
+      so Linear4bit takes the state from the module.
+    - FSDP2: FSDPParam._init_sharded_param copies a dim-0 chunk of the data into `new_zeros` and,
+      offloaded, `.cpu()`s it (torch/distributed/fsdp/_fully_shard/_fsdp_param.py); bitsandbytes
+      >= 0.47.0 even hands every chunk the whole state (Params4bit.__torch_function__ for
+      torch.chunk / torch.split, `quant_state=tensor.quant_state`, 0.47.0 lines 359-397).
+    - DeepSpeed ZeRO-3: _convert_to_deepspeed_param adds ds_* attributes to the same parameter object,
+      _partition_param copies its slice into `ds_tensor` (on the offload device under offload_param)
+      and free_param sets `param.data = torch.empty(0, ...)` (DeepSpeed v0.14.0
+      runtime/zero/partition_parameters.py lines 1064-1085, 1483-1592, 277-287): quant_state stays.
+    torchtune's torchao NF4 shards its scales with its data (`_bnb_base`): qstate_bits 0 there."""
+    if not np.any(np.asarray(x.qstate_bits) > 0):
+        return 0.0
+    quantized = x.n_lin + np.where(x.head_quant, x.V * x.h, 0.0)
+    whole = quantized * x.qstate_bits / 8
+    if not per_gpu:
+        return whole
+    experts = x.expert_params * x.qstate_bits / 8
+    return np.where(x.ep > 1, (whole - experts * (1 - x.tp / x.ep)) / x.mp, whole / x.mp)
+
+
 def weights(x: Inputs, t: Totals) -> dict[str, Part]:
     """The weights: split by tensor x pipeline parallel; ZeRO-3 shards them when training,
-    offload 'all' keeps them on the host."""
+    offload 'all' keeps them on the host, except a bitsandbytes 4-bit base's QuantState, which
+    neither touches (`_quant_state_bytes`): whole on every GPU."""
     on_gpu = _ep_weights(x, t)
-    kept = _on_gpu(_split(on_gpu, (x.zero >= 3) & x.train), ~x.off_all)
-    return {**dict.fromkeys(TRAIN_PHASES, Part(*kept)), **dict.fromkeys(INFER_PHASES, Part(on_gpu))}
+    zero3 = (x.zero >= 3) & x.train
+    fixed, shard = _on_gpu(_split(on_gpu, zero3), ~x.off_all)
+    qstate = _quant_state_bytes(x)
+    if not is_zero(qstate):
+        fixed = fixed + np.where(zero3 | x.off_all, qstate, 0.0)
+        shard = shard - np.where(zero3 & ~x.off_all, qstate, 0.0)
+    return {**dict.fromkeys(TRAIN_PHASES, Part(fixed, shard)), **dict.fromkeys(INFER_PHASES, Part(on_gpu))}
 
 
 def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
@@ -1246,7 +1306,9 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     zero3 = (x.zero >= 3) & x.train
     biggest_unit = np.maximum(x.layer_all, np.maximum(x.V * x.h, np.where(x.tied, 0.0, x.V * x.h)))
     units = np.where(x.fsdp_root, _fsdp_gathered_params(x), C.ZERO3_LAYERS_IN_FLIGHT * biggest_unit)
-    gathered = np.where(zero3, units * t.weights / x.N / x.mp, 0.0)
+    # (a bitsandbytes 4-bit base's QuantState is not gathered: it is whole already, `_quant_state_bytes`)
+    unsharded = t.weights - _quant_state_bytes(x, per_gpu=False)
+    gathered = np.where(zero3, units * unsharded / x.N / x.mp, 0.0)
     step_end = gathered  # after the last backward: FSDP has resharded
     # FSDP2 under pipeline parallelism (issue 27; torch.distributed.pipelining + fully_shard, the only
     # ZeRO-3 with pp > 1: DeepSpeed refuses ZeRO-3 with its pipeline engine): torchtitan
@@ -1260,7 +1322,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     pp_fsdp = zero3 & (x.pp > 1)
     accumulated = 0.0
     if np.any(pp_fsdp):
-        gathered = np.where(pp_fsdp, t.weights / x.mp, gathered)
+        gathered = np.where(pp_fsdp, unsharded / x.mp, gathered)
         accumulated = np.where(pp_fsdp, t.trainable / x.mp * np.where(x.master > 0, 4.0, x.gb), 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
@@ -1447,11 +1509,13 @@ def paged_optimizer_bytes(x: Inputs, t: Totals) -> np.ndarray:
 def host_bytes(x: Inputs, t: Totals) -> np.ndarray:
     """Host memory over all GPUs' processes: offloaded states (+ their temporaries and an fp32
     copy of the gradients; + the parameters for offload 'all') and paged states that may
-    spill. Without ZeRO every data-parallel rank holds its own copy."""
+    spill. Without ZeRO every data-parallel rank holds its own copy. A bitsandbytes 4-bit base's
+    QuantState stays on the GPUs (`_quant_state_bytes`)."""
     copies = np.where(x.zero >= 1, 1.0, x.dp)
     cpu = np.where(x.off_opt, t.states + t.temps + t.trainable * 4.0, 0.0) * copies
     paged_states = np.where(x.paged32, t.states - x.paged_small * C.PAGED_32BIT_STATE_BYTES, t.states)
-    return cpu + np.where(x.off_all, t.weights, 0.0) + np.where(x.paged, paged_states * copies, 0.0)
+    offloaded = t.weights - _quant_state_bytes(x, per_gpu=False)
+    return cpu + np.where(x.off_all, offloaded, 0.0) + np.where(x.paged, paged_states * copies, 0.0)
 
 
 @dataclass(frozen=True, eq=False)

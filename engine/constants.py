@@ -99,6 +99,16 @@ QUANT_EXPERTS_ONLY = ("mxfp4", "mxfp4_moe")
 # (lightning fabric/plugins/precision/bitsandbytes.py, 2.3.0.dev-2.4.0.dev and master); `bnb.nf4-dq` is
 # our `nf4`.
 BASE_ONLY_BITS = {"nf4_nodq": 4.0 + 32.0 / 64}
+# Of a bitsandbytes 4-bit weight's bits (nf4 4.127, nf4_nodq 4.5), the packed 4-bit values: the Params4bit's
+# own data, `out = torch.zeros(((n+1)//mod, 1), dtype=quant_storage)` with mod = 2 x the storage's bytes
+# (bitsandbytes 0.43.0 functional.py quantize_4bit, line 985), what FSDP / ZeRO-3 shard and offload. The
+# rest (0.127 and 0.5 bits) is the QuantState: the absmax of every 64 weights (fp32, line 981; with
+# compress_statistics `quantize_blockwise(absmax, blocksize=256)`, lines 1014-1019: 8-bit codes + an fp32
+# absmax per 256 of them), an attribute of the parameter and of its module, never a parameter or buffer
+# (engine/components.py `_quant_state_bytes`). Its per-tensor constants (the 16-value 4-bit code, the
+# shared 256-value dynamic map, the fp32 offset: under 1.2 KB a linear, 0.6 MB for Llama 2 70B's 560
+# linears) are left out.
+BNB_PACKED_BITS = 4.0
 # GGUF mxfp4_moe: llama.cpp's MXFP4_MOE file type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38; gpt-oss's GGUFs).
 # src/llama-quant.cpp: "MoE tensors -> MXFP4, other tensors -> Q8_0" (tensor->ne[2] > 1, the experts'
 # 3-D tensors), and the output tensor Q8_0 too; GGML_TYPE_MXFP4 is 32 values in 17 bytes (one e8m0
