@@ -208,6 +208,23 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     root = V * h * np.where(m["tied_embeddings"].to_numpy(bool), 1, 2) + h
     layer = (N - root) / m["num_layers"].to_numpy(float)
     units_less = np.maximum(root + 3 * layer, 2 * np.maximum(layer, V * h)) <= (1 - 1 / dp) * N
+    # ZeRO-3's end of backward also holds its last layer's activations (recomputed under checkpointing)
+    # and that layer's backward transients beside every gradient shard (FSDP2 measured: engine/components.py
+    # gradients), where ZeRO-2's end holds the full weights and its shard without them: at dp 2 the weights
+    # it shards (1/2 of them) can weigh less than one layer's activations of a long micro-batch in fp32 (seed
+    # 692118919241752913: mistral-7b full fp32, 19 x 1,902 tokens, checkpointing offload, 0.17% more). So
+    # only where one layer's activations, bounded from above (every tensor engine/memory.py
+    # layer_activation_bytes names, in 4 bytes, eager attention's scores and the padded mask), are at
+    # most half of what sharding the weights saves
+    a = m["num_heads"].to_numpy(float)
+    hd = np.where(m["head_dim"].to_numpy(float) > 0, m["head_dim"].to_numpy(float), h / np.maximum(a, 1))
+    kvh = m["num_kv_heads"].to_numpy(float)
+    ffn = np.maximum(m["intermediate_size"].to_numpy(float),
+                     m["experts_per_token"].to_numpy(float) * m["expert_intermediate_size"].to_numpy(float))
+    seq_b = base["seq"].to_numpy(float)
+    per_token = 4 * (16 * h + 4 * a * hd + 4 * kvh * hd + 4 * a + 8 * ffn + 8) + a * seq_b * 12 + seq_b * 4
+    weight_b = np.where((base["precision"] == "fp32").to_numpy(), 4.0, 2.0)
+    act_small = per_token * base["batch"].to_numpy(float) * seq_b <= 0.5 * (1 - 1 / np.maximum(dp, 1)) * N * weight_b
     # (not to ZeRO-3 under pipeline parallel: FSDP2 there keeps its stage gathered and accumulates its
     # unsharded gradients through the step, engine/components.py workspace, which rightly costs more)
     pp_rows = (base["pp"] > 1).to_numpy()
@@ -217,8 +234,8 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # sharding saves, e.g. qwen2.5-vl-7b's untied 152k-entry head at dp 2)
     quantized = (base["method"] == "qlora").to_numpy() | ~base["base_precision"].isin(
         ("auto", "bf16", "fp16", "fp32")).to_numpy()
-    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & ~pp_rows
-                                                                   & ~quantized)))
+    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & act_small
+                                                                   & ~pp_rows & ~quantized)))
     sharded = base.iloc[rows].copy()
     sharded["zero"] += 1
     out.append(("one more ZeRO stage (no offload) never uses more per GPU", rows, sharded))
