@@ -495,6 +495,8 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
         base = str(row.get("base_precision", "auto"))
         if base == "auto" and method == "qlora":
             base = "nf4_nodq" if str(row.get("recipe", "hf")) == "litgpt" else "nf4"
+        if base == "nf4" and not _double_quant(row):  # --bnb-double-quant off: LitGPT's bnb.nf4
+            base = "nf4_nodq"
         if base in LITGPT_QUANTIZE:
             cfg["quantize"] = LITGPT_QUANTIZE[base]
             if gpus > 1:
@@ -502,13 +504,12 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
         elif base != "auto":
             notes.append(f"base precision {base}: no LitGPT quantize mode (bnb.nf4, bnb.nf4-dq, bnb.int8-training)")
         rank, targets = int(row["lora_rank"]), _targets(row)
-        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_query": "q_proj" in targets, "lora_key": "k_proj" in targets, "lora_value": "v_proj" in targets,
                     "lora_projection": "o_proj" in targets,
                     "lora_mlp": any(t in targets for t in ("gate_proj", "up_proj", "down_proj")), "lora_head": False})
-        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; lora_dropout 0.0: the plan counts no "
-                     "dropout (LitGPT's default 0.05 keeps each LoRA module's dropout output and mask); the MLP's "
-                     "three projections go together (lora_mlp)")
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; the MLP's three projections go "
+                     "together (lora_mlp)")
     elif method == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers): not a LitGPT method; written for finetune_full")
     cfg["train"] = {"global_batch_size": int(row["batch"]) * gpus, "micro_batch_size": int(row["batch"]),

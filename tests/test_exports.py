@@ -410,3 +410,16 @@ def test_a_4bit_base_is_launched_at_the_double_quantization_estimated(flags, nes
     assert lf["quantization_bit"] == 4 and lf["double_quantization"] is nested
     ax = yaml.safe_load(_export(*args, "axolotl")[0])
     assert ax["load_in_4bit"] is True and ax["bnb_config_kwargs"] == {"bnb_4bit_use_double_quant": nested}
+
+
+def test_litgpt_export_carries_the_plans_dropout_and_double_quantization():
+    """LitGPT's lora_dropout key is the plan's (its configs use 0.05, whose masks the estimate counts); under
+    --bnb-double-quant off a nf4 base is LitGPT's bnb.nf4, not bnb.nf4-dq."""
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--base-precision",
+                     "nf4", "--lora-dropout", "0.05", "--bnb-double-quant", "off", "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert cfg["lora_dropout"] == 0.05 and cfg["quantize"] == "bnb.nf4"
+    assert not any("dropout" in n for n in _comments(out) if n.startswith("not expressed"))
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--base-precision",
+                     "nf4", "--export", "litgpt")
+    assert yaml.safe_load(out)["quantize"] == "bnb.nf4-dq" and yaml.safe_load(out)["lora_dropout"] == 0.0
