@@ -65,6 +65,26 @@ def _no_errors(page, where: str):
     assert alerts.count() == 0, f"{where}: error shown: {alerts.first.inner_text()[:500]}"
 
 
+def _choose(page, box, option: str, exact: bool = False) -> None:
+    """Open a selectbox (`box`, a locator) and click `option`. A click can land while the page's
+    script is still rerunning and Streamlit redraws the box, closing its list (CI stop 36, four
+    pages on two cores: the option never appeared in 30 s); then open it again, up to four times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    choice = page.get_by_role("option", name=option, exact=exact)
+    for attempt in range(4):
+        _idle(page)
+        box.click()
+        try:
+            choice.wait_for(timeout=15_000)
+            choice.click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == 3:
+                raise
+            page.keyboard.press("Escape")
+
+
 def _goto(page, label: str, title: str):
     page.locator("[data-testid='stSidebarNav'] a", has_text=label).first.click()
     page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
@@ -128,8 +148,8 @@ def test_every_page_renders_and_keeps_the_workload(server):
 
             # a page control: switch the feasibility matrix to full fine-tuning via the sidebar
             _goto(page, "Feasibility matrix", "Feasibility matrix")
-            page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']", has_text="Method").click()
-            page.get_by_role("option", name="Full fine-tuning").click()
+            _choose(page, page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']", has_text="Method"),
+                    "Full fine-tuning")
             page.locator("[data-testid='stMain']").get_by_text("Full fine-tuning · bf16").first.wait_for(timeout=60_000)
             _idle(page)
             _no_errors(page, "feasibility after switching to full fine-tuning")
@@ -156,8 +176,7 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
             main.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
             assert "Concurrent requests against context, per card" in main.inner_text()
             assert main.locator("[data-testid='stDataFrame']").count() >= 2
-            main.locator("[data-testid='stSelectbox']", has_text="Serving engine").click()
-            page.get_by_role("option", name="llama.cpp").click()
+            _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Serving engine"), "llama.cpp")
             _idle(page)
             main.get_by_text("one request per slot").first.wait_for(timeout=60_000)
             _no_errors(page, "Serving with llama.cpp")
@@ -315,8 +334,8 @@ def test_the_sidebar_keeps_its_values_through_page_switches_and_page_controls(se
                 _idle(page)
                 _goto(page, "Serving", "Serving")
                 main = page.locator("[data-testid='stMain']")
-                main.locator("[data-testid='stSelectbox']", has_text="Serving engine").click()
-                page.get_by_role("option", name="llama.cpp" if attempt % 2 == 0 else "vllm").click()
+                _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Serving engine"),
+                        "llama.cpp" if attempt % 2 == 0 else "vllm")
                 _idle(page)
                 _goto(page, "Overview", "LLM hardware planner")
                 seq = page.locator("[data-testid='stSidebar'] input[aria-label='Sequence length (tokens)']")

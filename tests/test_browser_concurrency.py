@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_browser import CHROMIUM, _goto, _idle, _no_errors, server  # noqa: F401 (server: fixture)
+from tests.test_browser import CHROMIUM, _choose, _goto, _idle, _no_errors, server  # noqa: F401 (server: fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -21,9 +21,8 @@ CARD = "Browser card 3"
 
 
 def _pick(page, label: str, option: str) -> None:
-    """Choose an option of a sidebar selectbox."""
-    page.locator(f"{SIDEBAR} [data-testid='stSelectbox']", has_text=label).click()
-    page.get_by_role("option", name=option, exact=True).click()
+    """Choose an option of a sidebar selectbox (reopening it if a rerun closed its list)."""
+    _choose(page, page.locator(f"{SIDEBAR} [data-testid='stSelectbox']", has_text=label), option, exact=True)
 
 
 def _set_batch(page):
