@@ -18,11 +18,14 @@ The measured part (fitted constants, named as such, docs/accuracy.md):
     hand-written loop with its outputs kept, accelerate's, torchtune's; use_cache at the model's
     default; padded and unpadded): before the loop's mechanisms were modelled its held-out rows
     were under by up to 15.25% (median 4.98%), after them within 1.35%.
+  * tests/data/measured_dropout.csv (the first harness with LoRA dropout 0.05 / 0.1, measured before
+    the dropout term was modelled): held-out rows within 1.65%.
   The other harness's held-out error is what sets the band (a term fitted on one harness is only
-  evidence on the other). Rule (tests/test_uncertainty.py checks it against both data files): the
-  high side is the smallest whole percent at least twice the worst held-out underestimate of either
-  harness, asked as each run was set up (-1.35%, the loops harness: 3%); the low side likewise from
-  the worst held-out overestimate (+1.18%: 3%). Asked as the first harness's loop, the loops rows
+  evidence on the other). Rule (tests/test_uncertainty.py checks it against the three data files): the
+  high side is the smallest whole percent at least twice the worst held-out underestimate of any set,
+  asked as each run was set up (-1.35%, the loops harness: 3%); the low side likewise from the worst
+  held-out overestimate (+1.65%, gemma-2b LoRA on every module 1 x 4,096 with dropout 0.1: 4%; 3% on
+  the first two sets, +1.18%). Asked as the first harness's loop, the loops rows
   were under by up to 15.25%: that is not a measurement error the band could cover but a different
   run, so it is a term (`--loop manual`, `--use-cache`) and, for a row under the trainer's loop, a
   named reason with its bytes on the band's high side (engine/uncertainty.py).
@@ -38,7 +41,7 @@ from engine.constants import GGUF_BITS
 
 # ---- measured: the held-out error of both harnesses (docs/accuracy.md) --------------------------
 MEASURED_HIGH_PCT = 3.0   # the real peak may be up to this much above ours
-MEASURED_LOW_PCT = 3.0    # ... or this much below
+MEASURED_LOW_PCT = 4.0    # ... or this much below
 
 # ---- not measurable here: allowances (percent of the tensors' peak, added on the high side) ----
 # bitsandbytes (QLoRA NF4 base, LLM.int8 / NF4 / int4 weights, 8-bit and paged optimizers): its

@@ -90,8 +90,7 @@ def _precision(row) -> dict:
 
 def _quant(row) -> str | None:
     """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
-    double quantization, exports as 'nf4': the targets' NF4 keys, with each target's default for double
-    quantization, which the exporters set in neither case)."""
+    double quantization, exports as 'nf4' with double quantization off: _double_quant)."""
     base = str(row.get("base_precision", "auto"))
     base = "nf4" if base == "nf4_nodq" else base
     if row["method"] == "qlora":
@@ -99,6 +98,13 @@ def _quant(row) -> str | None:
     if row["method"] == "lora" and base in ("int8", "int4", "nf4"):
         return base
     return None
+
+
+def _double_quant(row) -> bool:
+    """Whether the plan's 4-bit bitsandbytes base is double-quantized (the engine's nf4, 4.127 bits a weight) or
+    not (nf4_nodq or --bnb-double-quant off: 4.5 bits): written in every target's own key, since their defaults
+    differ (TRL False, LLaMA-Factory and axolotl True) and a launch at the other setting holds other bytes."""
+    return str(row.get("base_precision", "auto")) != "nf4_nodq" and str(row.get("bnb_double_quant", "on")) != "off"
 
 
 def _checkpointing(row) -> bool:
@@ -241,7 +247,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     if quant == "int8":
         cfg["load_in_8bit"] = True
     elif quant in ("nf4", "int4"):
-        cfg.update({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4" if quant == "nf4" else "fp4"})
+        # use_bnb_nested_quant: TRL 1.10.0.dev0 trl/trainer/model_config.py ModelConfig (default False), passed
+        # as BitsAndBytesConfig(bnb_4bit_use_double_quant=...) by trl/trainer/utils.py get_quantization_config
+        cfg.update({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4" if quant == "nf4" else "fp4",
+                    "use_bnb_nested_quant": _double_quant(row)})
     if row["method"] == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers trainable): not a TRL option; "
                      "freeze the other layers in a script")
@@ -301,7 +310,8 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     if quant:
         cfg.update({"quantization_bit": 8 if quant == "int8" else 4, "quantization_method": "bnb"})
         if quant != "int8":
-            cfg["quantization_type"] = "nf4" if quant == "nf4" else "fp4"
+            # double_quantization: LLaMA-Factory 0.9.6.dev0 hparams/model_args.py QuantizationArguments (default True)
+            cfg.update({"quantization_type": "nf4" if quant == "nf4" else "fp4", "double_quantization": _double_quant(row)})
     if method in ("lora", "qlora"):
         rank = int(row["lora_rank"])
         # lora_dropout: LLaMA-Factory 0.9.6.dev0 hparams/finetuning_args.py LoraArguments.lora_dropout (default 0.0)
@@ -362,6 +372,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     cfg["load_in_8bit"], cfg["load_in_4bit"] = quant == "int8", quant in ("nf4", "int4")
     if quant == "int4":
         notes.append("4-bit base int4: axolotl's load_in_4bit is NF4 (bitsandbytes)")
+    if quant in ("nf4", "int4"):
+        # axolotl 0.18.0 (067b021) src/axolotl/loaders/model.py line 718: bnb_4bit_use_double_quant True for
+        # adapter qlora, updated from bnb_config_kwargs (utils/schemas/peft.py line 149)
+        cfg["bnb_config_kwargs"] = {"bnb_4bit_use_double_quant": _double_quant(row)}
     if method in ("lora", "qlora"):
         rank = int(row["lora_rank"])
         cfg["adapter"] = "qlora" if quant in ("nf4", "int4") else "lora"
@@ -481,6 +495,8 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
         base = str(row.get("base_precision", "auto"))
         if base == "auto" and method == "qlora":
             base = "nf4_nodq" if str(row.get("recipe", "hf")) == "litgpt" else "nf4"
+        if base == "nf4" and not _double_quant(row):  # --bnb-double-quant off: LitGPT's bnb.nf4
+            base = "nf4_nodq"
         if base in LITGPT_QUANTIZE:
             cfg["quantize"] = LITGPT_QUANTIZE[base]
             if gpus > 1:
@@ -488,13 +504,12 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
         elif base != "auto":
             notes.append(f"base precision {base}: no LitGPT quantize mode (bnb.nf4, bnb.nf4-dq, bnb.int8-training)")
         rank, targets = int(row["lora_rank"]), _targets(row)
-        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+        cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_query": "q_proj" in targets, "lora_key": "k_proj" in targets, "lora_value": "v_proj" in targets,
                     "lora_projection": "o_proj" in targets,
                     "lora_mlp": any(t in targets for t in ("gate_proj", "up_proj", "down_proj")), "lora_head": False})
-        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; lora_dropout 0.0: the plan counts no "
-                     "dropout (LitGPT's default 0.05 keeps each LoRA module's dropout output and mask); the MLP's "
-                     "three projections go together (lora_mlp)")
+        notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; the MLP's three projections go "
+                     "together (lora_mlp)")
     elif method == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers): not a LitGPT method; written for finetune_full")
     cfg["train"] = {"global_batch_size": int(row["batch"]) * gpus, "micro_batch_size": int(row["batch"]),

@@ -29,7 +29,8 @@ TRL_KEYS = {"model_name_or_path", "dtype", "attn_implementation", "use_peft", "l
             "lora_target_modules", "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "max_length", "packing",
             "loss_type", "activation_offloading", "per_device_train_batch_size", "gradient_accumulation_steps",
             "gradient_checkpointing", "optim", "bf16", "fp16", "use_liger_kernel", "deepspeed",
-            "lora_dropout"}  # ModelConfig.lora_dropout, model_config.py line 115 (default 0.05)
+            "lora_dropout",  # ModelConfig.lora_dropout, model_config.py line 115 (default 0.05)
+            "use_bnb_nested_quant"}  # ModelConfig.use_bnb_nested_quant (default False)
 TRL_DTYPES = {"auto", "bfloat16", "float16", "float32"}
 TRL_LOSSES = {"nll", "dft", "chunked_nll"}
 # transformers OptimizerNames (the values TrainingArguments.optim accepts)
@@ -242,7 +243,8 @@ LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "q
                       "finetuning_type", "lora_rank", "lora_alpha", "lora_target", "freeze_trainable_layers",
                       "pure_bf16", "dataset", "template", "cutoff_len", "packing", "output_dir",
                       "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed",
-                      "lora_dropout"}  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
+                      "lora_dropout",  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
+                      "double_quantization"}  # model_args.py QuantizationArguments.double_quantization (default True)
 LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
 # axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
 AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
@@ -250,7 +252,8 @@ AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r
                 "micro_batch_size", "gradient_accumulation_steps", "optimizer", "gradient_checkpointing",
                 "attn_implementation", "bf16", "fp16", "chunked_cross_entropy", "plugins",
                 "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed",
-                "lora_dropout"}  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
+                "lora_dropout",  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
+                "bnb_config_kwargs"}  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
 TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
@@ -392,3 +395,31 @@ def test_litgpt_full_and_the_double_quantized_base_and_what_it_cannot_say():
     cfg = yaml.safe_load(out)
     assert cfg["quantize"] == "bnb.nf4-dq" and cfg["quantize"] in LITGPT_QUANTIZE
     assert any("PagedAdamW whatever the config" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("flags, nested", [((), True), (("--bnb-double-quant", "off"), False),
+                                           (("--base-precision", "nf4_nodq"), False)])
+def test_a_4bit_base_is_launched_at_the_double_quantization_estimated(flags, nested):
+    """The engine's nf4 is double-quantized (4.127 bits a weight), nf4_nodq and --bnb-double-quant off are not
+    (4.5): each target's own key says which, since their defaults differ (TRL off, LLaMA-Factory and axolotl on)
+    and a launch at the other setting holds other bytes than the estimate."""
+    args = ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", *flags, "--export")
+    trl = yaml.safe_load(_export(*args, "trl")[0])
+    assert trl["load_in_4bit"] is True and trl["use_bnb_nested_quant"] is nested
+    lf = yaml.safe_load(_export(*args, "llama-factory")[0])
+    assert lf["quantization_bit"] == 4 and lf["double_quantization"] is nested
+    ax = yaml.safe_load(_export(*args, "axolotl")[0])
+    assert ax["load_in_4bit"] is True and ax["bnb_config_kwargs"] == {"bnb_4bit_use_double_quant": nested}
+
+
+def test_litgpt_export_carries_the_plans_dropout_and_double_quantization():
+    """LitGPT's lora_dropout key is the plan's (its configs use 0.05, whose masks the estimate counts); under
+    --bnb-double-quant off a nf4 base is LitGPT's bnb.nf4, not bnb.nf4-dq."""
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--base-precision",
+                     "nf4", "--lora-dropout", "0.05", "--bnb-double-quant", "off", "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert cfg["lora_dropout"] == 0.05 and cfg["quantize"] == "bnb.nf4"
+    assert not any("dropout" in n for n in _comments(out) if n.startswith("not expressed"))
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--base-precision",
+                     "nf4", "--export", "litgpt")
+    assert yaml.safe_load(out)["quantize"] == "bnb.nf4-dq" and yaml.safe_load(out)["lora_dropout"] == 0.0
