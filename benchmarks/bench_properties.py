@@ -56,8 +56,9 @@ sys.path.insert(0, str(ROOT))
 
 from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
+from engine.components import scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
-    INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+    DS_REDUCE_BUCKET_SIZE, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
@@ -179,6 +180,50 @@ def decided_loss(frame: pd.DataFrame) -> np.ndarray:
     return loss
 
 
+def deepspeed_stage_holds(frame: pd.DataFrame, models: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per row (training, no offload): where a relation over ZeRO stages must hold for DeepSpeed's ZeRO-1 and
+    ZeRO-2, the stage-1/2 optimizer (engine/components.py deepspeed_zero12, DeepSpeed v0.16.4
+    stage_1_and_2.py), whose own buffers can rightly outweigh what a stage or an offload saves:
+
+    - "0 -> 1": its reduction bucket (reduce_bucket_size values, whatever the trained count: backward() lines
+      2048-2060), the rank's gradient partition beside every full gradient after backward
+      (copy_grads_in_partition), the embedding's flat copy where it is reduced alone, and at the step the fp32
+      gradient partition beside the 16-bit one and its flat copy (line 1896) against the plain data-parallel
+      step's 16-bit gradients: at most max(B g + V h g, B g + T g / dp, (4 + 2 g) T / dp) more in any phase,
+      while sharding the states saves S (1 - 1/dp). Held where that saving covers it (not LoRA's few
+      adapters, whose 5e8-value bucket alone is 2 GB in fp32), or on one GPU (both run as stage 0);
+    - "1 -> 2": ZeRO-2 allocates its gradient partition at its first bucket's reduction, early in backward beside
+      every layer's activations, where ZeRO-1 holds lm_head's gradient alone (DeepSpeedExamples issue #336, a
+      DeepSpeed maintainer: "the peak memory usage of stage 2 can be larger than that of stage 1 ... when the
+      dominant memory usage is activation"). Held where no bucket fills before backward ends (T <= B per GPU:
+      ZeRO-2's partition is allocated in the epilogue), or on one GPU;
+    - "offload" (a ZeRO-1/2 row's optimizer offloaded): the offload path keeps a copy buffer of the largest
+      trained tensor on the GPU (temp_grad_buffer_for_gpu_offload, lines 483-485) and copies each of the rank's
+      gradients to the host after a float64 copy for its norm (line 1266; the engine takes the tensor whole,
+      p0, beside lm_head's or the embedding's own gradient where reduced alone): at most p0 g + 8 p0 + V h g
+      more than on the GPU, while the GPU no longer holds the states, S / dp. Held where that covers it (on one
+      GPU the row without offload runs as stage 0, engine/rules.py, without DeepSpeed's bucket, B g, and
+      with its 16-bit gradients at the step where the offload path copies the fp32 partition back, 4 T: those too).
+
+    T: trained values per GPU, g: their bytes, S: the optimizer states (and master weights) per GPU, B:
+    reduce_bucket_size (engine/constants.py DS_REDUCE_BUCKET_SIZE), p0: the largest trained tensor."""
+    x = scenario_inputs(frame, models)
+    t = totals(x)
+    T = np.asarray(t.trainable / x.mp, dtype=float)
+    g, dp = np.asarray(x.gb, dtype=float), np.asarray(x.dp, dtype=float)
+    B = float(DS_REDUCE_BUCKET_SIZE)
+    # (paged states are not counted on the GPU: nothing saved there)
+    states = np.where(np.asarray(x.paged, dtype=bool), 0.0, t.states / x.mp)
+    full = np.asarray(x.full, dtype=bool)
+    vh = np.where(full, x.V * x.h / x.mp, 0.0)
+    layer = np.where(np.asarray(x.lora, dtype=bool), x.r * np.maximum(x.h, x.f), x.lin_max) / x.mp
+    p0 = np.where(full, np.maximum(vh, layer), layer)
+    added = np.maximum(np.maximum(B * g + vh * g, B * g + T * g / dp), (4 + 2 * g) * T / dp)
+    one_gpu = (frame["gpus"] == 1).to_numpy()
+    return {"0 -> 1": (states * (1 - 1 / dp) >= added) | one_gpu, "1 -> 2": (T <= B) | one_gpu,
+            "offload": states / dp >= p0 * g + 8 * p0 + vh * g + np.where(one_gpu, B * g + 4 * T, 0.0)}
+
+
 def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFrame) -> list[tuple[str, np.ndarray, pd.DataFrame]]:
     """(relation, rows of base it applies to, changed copies of those rows): each changed row
     must not use more memory per GPU than its base row (or, for 'more', not less)."""
@@ -234,14 +279,21 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # sharding saves, e.g. qwen2.5-vl-7b's untied 152k-entry head at dp 2)
     quantized = (base["method"] == "qlora").to_numpy() | ~base["base_precision"].isin(
         ("auto", "bf16", "fp16", "fp32")).to_numpy()
-    rows = np.flatnonzero(train & (off == "none") & ((zero < 2) | ((zero == 2) & (dp >= 2) & units_less & act_small
-                                                                   & ~pp_rows & ~quantized)))
+    # ZeRO-1 and ZeRO-2 are DeepSpeed's, whose buffers can rightly cost more than the stage shards
+    # (`deepspeed_stage_holds`: 0 -> 1 where sharding the states covers them, 1 -> 2 where no bucket fills in backward)
+    holds = deepspeed_stage_holds(base, models)
+    rows = np.flatnonzero(train & (off == "none") & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
+                                                     | ((zero == 2) & (dp >= 2) & units_less & act_small
+                                                        & ~pp_rows & ~quantized)))
     sharded = base.iloc[rows].copy()
     sharded["zero"] += 1
     out.append(("one more ZeRO stage (no offload) never uses more per GPU", rows, sharded))
     # (not ZeRO-3 on one GPU: the engine may run a stage without offload there as stage 0, and
     # keep it with offload (engine/rules.py), when ZeRO-3 rightly adds its gathered layers)
-    rows = np.flatnonzero(train & (off == "none") & ~((base["gpus"] == 1).to_numpy() & (zero == 3)))
+    # (nor ZeRO-1/2 where DeepSpeed's offload path adds more than the states it moves off the GPU:
+    # `deepspeed_stage_holds`, "offload")
+    rows = np.flatnonzero(train & (off == "none") & ~((base["gpus"] == 1).to_numpy() & (zero == 3))
+                          & (~np.isin(zero, (1, 2)) | holds["offload"]))
     offloaded = base.iloc[rows].copy()
     offloaded["offload"] = "optimizer"
     out.append(("offloading the optimizer never uses more per GPU", rows, offloaded))
@@ -345,6 +397,12 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     fused = fused & (out["precision"].astype(str).to_numpy() == "int4")
     own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & (family == "gemma-2")) | fused)
     own["load"] = own["load"] & fused
+    # DeepSpeed ZeRO-1/2's reduction after backward: a phase of those training rows only (not with an optimizer
+    # stepping in backward: torchtune's optimizer_in_bwd, layer-wise GaLore; engine/components.py deepspeed_zero12_rows)
+    zero = out["zero"].to_numpy(dtype=float)
+    in_bwd = (out["optimizer_in_backward"].astype(str) == "on").to_numpy() \
+        | out["optimizer"].astype(str).isin(GALORE_LAYERWISE).to_numpy()
+    own["grad_reduce"] = own["grad_reduce"] & ((zero == 1) | (zero == 2)) & ~in_bwd
     for p in PHASES:
         v = out[f"{p}_phase_bytes"].to_numpy(dtype=float)
         bad[f"{p}_phase_bytes finite and >= 0 (NaN for the other task)"] = np.where(

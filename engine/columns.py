@@ -266,6 +266,9 @@ RESULT: tuple[Result, ...] = (
     _phase("loss_backward", "training: the loss and the start of backward"),
     _phase("backward", "training: a layer's backward"),
     _phase("backward_end", "training: the end of backward"),
+    _phase("grad_reduce", "training: DeepSpeed ZeRO-1/2's gradient reduction after backward (ZeRO-1: every gradient "
+                          "beside the rank's partition buffer and the reduction bucket)",
+           "rows not under ZeRO stage 1 or 2, and serving rows"),
     _phase("optimizer", "training: the optimizer step"),
     _phase("prefill", "inference: the prefill"),
     _phase("logits", "inference: the logits"),

@@ -24,6 +24,7 @@ import engine.constants as C
 import engine.optimizers as optimizers
 from engine.memory import (
     INFER_PHASES,
+    PHASE_COMPONENTS,
     TRAIN_PHASES,
     Part,
     assemble,
@@ -213,6 +214,10 @@ class Inputs:
     bnb_infer: np.ndarray | bool = False
     infer_upcast: np.ndarray | bool = False
     rope_len: np.ndarray | float = 0.0
+    # DeepSpeed ZeRO-1/2 (engine/components.py `deepspeed_zero12`): the optimizer DeepSpeed steps has one
+    # parameter group (its own, built from the config's optimizer section: engine/constants.py
+    # DS_CONFIG_OPTIMIZERS; or LoRA's adapters, all in the Trainer's weight-decay group), not the Trainer's two
+    ds_one_group: np.ndarray | bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -391,6 +396,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         bnb_infer=mv.mask("precision", "nf4") & ~train,
         infer_upcast=_mask_if_present(mv, "logits_upcast", "model") & ~train,
         rope_len=np.where(_mask_if_present(mv, "rope_cache", "layers"), np.nan_to_num(m["max_context"]), 0.0),
+        ds_one_group=mv.mask("optimizer", *C.DS_CONFIG_OPTIMIZERS) | lora,
         **stack,
     )
 
@@ -751,6 +757,176 @@ def _tied_gradient(x: Inputs) -> np.ndarray:
     return np.where(x.full & x.tied, x.V * x.h * x.gb / x.mp, 0.0)
 
 
+# ---- DeepSpeed ZeRO-1/2: the stage-1/2 optimizer's gradient buffers ------------------------------
+
+def _where_part(mask, a: Part, b: Part) -> Part:
+    """Part a where mask, else Part b, field by field (a scalar zero stays one where both are)."""
+    return Part(*(v if (is_zero(v) and is_zero(w)) else np.where(mask, v, w) for v, w in zip(a, b)))
+
+
+@dataclass(frozen=True, eq=False)
+class DeepSpeed12:
+    """What DeepSpeed's ZeRO-1/2 optimizer holds beside the weights and states (`deepspeed_zero12`):
+    `gradients` replaces the gradients' parts of its rows, `workspace` is added to the workspace's."""
+
+    on: np.ndarray                # training rows under ZeRO stage 1 or 2 (DeepSpeed's stage_1_and_2.py)
+    gradients: dict               # {phase: Part}, where `on`
+    workspace: dict               # {phase: Part} added, zero elsewhere
+
+
+def deepspeed_zero12_rows(x: Inputs) -> np.ndarray:
+    """The training rows under ZeRO stage 1 or 2 (DeepSpeed's stage-1/2 optimizer; not with torchtune's
+    optimizer in backward, which DeepSpeed does not run): they have the phase `grad_reduce`."""
+    return x.train & ((x.zero == 1) | (x.zero == 2)) & ~np.asarray(x.opt_bwd, dtype=bool)
+
+
+def deepspeed_zero12(x: Inputs, t: Totals) -> DeepSpeed12 | None:
+    """DeepSpeed's DeepSpeedZeroOptimizer (ZeRO-1 and ZeRO-2), per GPU and phase; None where no row has it.
+
+    Read at DeepSpeed v0.16.4 (e2dc3ee, 2025-02; the same statements at v0.14.0 and v0.15.0),
+    deepspeed/runtime/zero/stage_1_and_2.py, as transformers' Trainer runs it (accelerate's DeepSpeed
+    engine; bf16 on: DeepSpeedEngine._do_optimizer_sanity_check, runtime/engine.py lines 1300-1319, takes
+    the ZeRO optimizer for stages 1 and 2 alike: grad_accum_dtype is the model's dtype under ZeRO, line
+    1021) with the configuration engine/constants.py DS_* describes (DeepSpeed's defaults: the planner's
+    export). T = the trained values on a GPU (the flat groups), B = reduce_bucket_size, g = the trained
+    parameters' bytes (`self.dtype`, the first parameter's: bf16 under DeepSpeed's bf16 mode):
+
+    - __init__: the 16-bit parameters are copied into one flat buffer per group and the parameters
+      become views of it (lines 354-367: the weights, no second copy); the fp32 partition is
+      `.clone().float()` of this rank's slice (lines 398-409) and the optimizer's states are created on
+      it at the first step (the optimizer states and master weights the engine counts, sharded).
+      `initialize_optimizer_states` builds an fp32 gradient partition and drops it (lines 682-700).
+    - backward (lines 2038-2067): `ipg_buffer = [torch.empty(reduce_bucket_size, dtype=self.dtype)]`
+      (contiguous_gradients; two with overlap_comm) before `loss.backward()`: B g in the loss's
+      backward, the layers' backward and at its end, freed by the epilogue (`_release_ipg_buffers`,
+      lines 676-680, 802).
+    - ZeRO-2 (hooks on every parameter's gradient accumulator, lines 527-528, 904-919): each gradient is
+      copied into the bucket as autograd produces it (its own tensor freed: `grad_reduc.data =
+      new_grad_tensor.data`, lines 939-966), or kept whole where it is larger than B (lm_head, the
+      embedding: `extra_large_param_to_reduce`). When the bucket is full it is reduced, all-reduced in
+      place (average_tensor, lines 1051-1147: the bucket split into one slice per rank's partition, a
+      rank's consecutive ranges merged): `allreduce_bucket` flattens the slices (line 1491), which copies
+      them into a new tensor only where there are two or more (torch's flatten_dense_tensors returns
+      `t.contiguous().view(-1)` for one tensor, `at::cat` otherwise: aten TensorShape.cpp), i.e. a bucket
+      straddling two ranks' partitions (all-reduced in bf16: communication_data_type = the model's,
+      engine.py lines 939-950, no conversion copy). The first reduction that holds one of this rank's
+      parameters allocates `grads_in_partition = torch.empty(numel of the parameters in this rank's
+      partition)` (copy_grads_in_partition, lines 1343-1356), whole, kept to the step. The rank owning
+      the flat buffer's end (lm_head, the last layers: backward's first gradients) allocates it at the
+      first bucket, beside every layer's activations: a contiguous-gradients ZeRO-2 holds T g / dp more
+      than ZeRO-1 at the start of backward (DeepSpeedExamples issue #336, a DeepSpeed maintainer:
+      "DeepSpeed allocates the gradient buffer at the beginning of a backward pass. This increases the
+      peak memory typically when the dominant memory usage is activation"); an lm_head reduced alone
+      keeps its own gradient until it is copied into it. Where T <= B no bucket fills before the
+      epilogue: every gradient sits in the bucket itself.
+    - ZeRO-1 (no hooks without overlap_comm): autograd accumulates every full gradient; after backward
+      (DeepSpeedEngine.backward -> allreduce_gradients, engine.py lines 2048-2062, 2150-2152)
+      `reduce_gradients` walks the parameters in the flat order (the embedding first), copying each into
+      the bucket (its own tensor freed) and reducing it when full; the rank owning the embedding
+      allocates `grads_in_partition` at the first reduction, beside every other gradient (the first
+      bucket's already moved into the bucket: between B minus one tensor and B values, taken as B minus
+      the largest decoder matrix; where the embedding alone is larger than B it is reduced whole first,
+      its flat copy before the partition buffer exists).
+    - epilogue (independent_gradient_partition_epilogue, lines 764-808): the last bucket's reduction,
+      `averaged_gradients` = views of `grads_in_partition`, the bucket freed, every parameter's `.grad`
+      set to None.
+    - step (lines 1826-1945): `scaled_global_norm` (a float64 copy of one gradient at a time, lines
+      1696-1700), then per group `single_grad_partition = self.flatten(averaged_gradients).to(fp32)`
+      (line 1896: a 16-bit flat copy and its fp32 conversion beside `grads_in_partition`), the 16-bit
+      views dropped (lines 1904-1906; `grads_in_partition` is freed once no group's views hold it: with
+      the Trainer's two parameter groups it lives through the first group's step), the optimizer's step
+      on the fp32 partition with that fp32 gradient (4 T / dp), which is then dropped (lines 1915-1917);
+      the updated 16-bit weights are all-gathered into the flat buffer itself (no bucket).
+    - optimizer offload (cpu_offload): contiguous gradients whatever the config (line 206); a
+      `temp_grad_buffer_for_gpu_offload` of the largest trained tensor, 16-bit, on the GPU from __init__
+      (lines 483-485); each of this rank's gradients is copied to the host fp32 partition after a
+      float64 copy for its norm (`accumulated_grad.data.double().norm(2)`, line 1266) and an fp32 copy
+      (`src_tensor.float()`, line 1281): 8 bytes a value of one tensor at a time; at the step the
+      updated fp32 partition is copied back to the GPU (`fp32_partition.to(device)`, line 1882: 4 T / dp)
+      before its 16-bit copy. No `grads_in_partition` on the GPU.
+
+    Bounds where the moment depends on dp (the phases are closed forms in 1 / dp): a straddling bucket's
+    flat copy (B g) is counted beside every layer's activations in ZeRO-2's backward, exact where the
+    rank's partition is at most a bucket or so (T / dp <= B: the first buckets straddle), above by up to
+    B g where it comes later, beside fewer activations; the embedding reduced alone is counted with its
+    flat copy (ZeRO-1's end of backward, ZeRO-2's reduction after it), exact where it spans two ranks'
+    partitions (V h > T / dp), above by V h g where one rank holds it whole; the last bucket is counted
+    full (B values); the offload path's float64 copy is taken of the whole tensor (the rank's slice of
+    it is at most T / dp). Not modelled: a rank's partition buffer counts the parameters straddling its
+    edges whole (up to one tensor more); the gradient norm's float64 copy of the largest gradient beside
+    `grads_in_partition` (8 bytes a value) exceeds the step's conversion only above dp = 0.75 T /
+    (largest tensor) (Llama 3 8B: 12 ranks); overlap_comm's second bucket; ZeRO-1 with overlap_comm
+    (hooks, gradients reduced in backward); transformers 5's fused expert tensors (one parameter for a
+    layer's experts) as the largest trained tensor (taken as one expert's matrix, `lin_max`)."""
+    on = deepspeed_zero12_rows(x)
+    if not np.any(on):
+        return None
+    z2 = on & (x.zero == 2)
+    z1 = on & ~z2
+    off = on & x.off_opt
+    dev = on & ~x.off_opt
+    g = x.gb
+    B = float(C.DS_REDUCE_BUCKET_SIZE)
+    T = t.trainable / x.mp * _ep_share(x)              # values in this GPU's flat groups
+    grads = T * g                                      # grads_in_partition (/ dp): t.gradients' share
+    big = T > B                                        # a bucket fills before the epilogue
+    vh = x.V * x.h / x.mp                              # the embedding's (and an untied lm_head's) values
+    embed_xl = x.full & (vh > B)                       # reduced alone (extra_large_param_to_reduce)
+    head_xl = embed_xl & ~x.tied
+    layer = np.where(x.lora, x.r * np.maximum(x.h, x.f), x.lin_max) / x.mp  # the largest decoder tensor
+    p0 = np.where(x.full, np.maximum(vh, layer), layer)  # the largest trained tensor (the embedding's rank)
+    p_bw = np.where(x.full & ~x.tied, p0, layer)          # ... among backward's first gradients
+    tied = _tied_gradient(x)
+    ipg = np.where(on, C.DS_IPG_BUFFERS * B * g, 0.0)
+    temp = np.where(off, p0 * g, 0.0)
+    gip = np.where(big, grads, 0.0)
+    # ZeRO-2: the partition buffer from the first bucket on (lm_head's own gradient is in it, or in the bucket,
+    # by the layers' backward); under optimizer offload no gradient on the GPU but the bucket's
+    head_part = Part(shard=np.where(dev, gip, 0.0))
+    # the step: the fp32 gradient partition (+ the 16-bit partition buffer under the Trainer's two groups)
+    retained = np.where(np.asarray(x.ds_one_group, dtype=bool), 0.0, grads)
+    step_grad = Part(shard=np.where(dev, T * 4.0 + retained, 0.0))
+    full_grads = t.gradients / x.mp * _ep_share(x)
+    reduce_grad = Part(np.where(z1, full_grads, 0.0), np.where(z2 & dev, gip, 0.0))
+    gradients = {
+        "backward": head_part, "backward_end": head_part, "grad_reduce": reduce_grad, "optimizer": step_grad}
+    masks = {"backward": z2, "backward_end": z2 & dev, "grad_reduce": on, "optimizer": on}
+    # the workspace: the bucket, the reductions' flat copies and the offload path's copies. ZeRO-2's backward:
+    # a straddling bucket's flat copy (B g, a bound) or lm_head's own gradient while it is copied into the
+    # partition buffer (V h g, reduced alone)
+    flat_bw = np.where(big, np.maximum(B, np.where(head_xl, vh, 0.0)), 0.0) * g
+    # (offload: a tensor's float64 copy after its reduction, lm_head's beside its own gradient where it is
+    # reduced alone; taken whole: the rank's slice of it is at most T / dp)
+    double_bw = np.where(big, np.maximum(8.0 * p_bw, np.where(head_xl, vh * g + 8.0 * vh, 0.0)), 0.0)
+    bw = np.where(z2 & dev, flat_bw, np.where(z2 & off, np.maximum(flat_bw, double_bw), 0.0))
+    # ZeRO-1's end: every gradient (the engine's tied moment: 3 V h in autograd's buffer) or, the
+    # embedding reduced alone first, every gradient and its flat copy (V h g), before the partition buffer
+    end = np.where(z1, np.maximum(np.where(embed_xl, tied + vh * g, 0.0) - 3.0 * tied, 0.0), 0.0)
+    # the reduction after backward: ZeRO-1, the partition buffer beside every gradient but the first
+    # bucket's (moved into the bucket); ZeRO-2, the last bucket's flat copy (the embedding whole: its own
+    # gradient and its copy) beside the partition buffer; offloaded, a float64 copy of the largest
+    moved = np.where(embed_xl, 0.0, np.where(big, np.maximum(B - layer, 0.0), T)) * g
+    last = np.where(embed_xl, 2.0 * vh, np.minimum(B, T)) * g
+    own = np.where(embed_xl, vh * g, 0.0)
+    red_fixed = np.where(z1, -moved + np.where(off, 8.0 * p0, 0.0),
+                         np.where(off, np.maximum(last, own + 8.0 * p0), last))
+    red_shard = np.where(z1 & dev, grads, 0.0)
+    # the step's conversion: the 16-bit partition buffer, its flat copy and the fp32 gradient at once,
+    # against the optimizer's own temporaries (optimizer_temp) beside the fp32 gradient
+    temps = t.temps / x.mp * _ep_share(x)
+    convert = grads + np.where(g < 4, grads, 0.0) - retained
+    opt_shard = np.where(dev, np.maximum(convert - temps, 0.0), np.where(off, T * 4.0, 0.0))
+    workspace = {
+        "forward": Part(temp),
+        "loss_backward": Part(ipg + temp),
+        "backward": Part(ipg + temp + bw),
+        "backward_end": Part(ipg + temp + end),
+        "grad_reduce": Part(ipg + temp + red_fixed, red_shard),
+        "optimizer": Part(temp, opt_shard),
+    }
+    return DeepSpeed12(on=on, gradients={k: (masks[k], p) for k, p in gradients.items()}, workspace=workspace)
+
+
 # ---- the components ---------------------------------------------------------------------------
 
 def _quant_state_bytes(x: Inputs, per_gpu: bool = True) -> np.ndarray | float:
@@ -810,7 +986,20 @@ def weights(x: Inputs, t: Totals) -> dict[str, Part]:
 
 def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     """The gradients: ZeRO-2 shards them; with optimizer offload and ZeRO-2 they go to the host
-    as they are reduced. lm_head's gradient exists from the first layer's backward on."""
+    as they are reduced. lm_head's gradient exists from the first layer's backward on. DeepSpeed's
+    ZeRO-1/2 optimizer holds its own (`deepspeed_zero12`): its partition buffer, at the step the fp32
+    gradient partition."""
+    out = _gradient_parts(x, t)
+    ds = deepspeed_zero12(x, t)
+    if ds is not None:  # DeepSpeed ZeRO-1/2: its partition buffer and the step's fp32 gradient
+        for name, (mask, part) in ds.gradients.items():
+            out[name] = _where_part(mask, part, out.get(name, Part()))
+    return out
+
+
+def _gradient_parts(x: Inputs, t: Totals) -> dict[str, Part]:
+    """The gradients in their dtype (`gradients` without DeepSpeed ZeRO-1/2's own buffers): what the
+    model states count (`model_state_bytes`)."""
     z2 = x.zero >= 2
     fix, sh = _on_gpu(_split(t.gradients / x.mp * _ep_share(x), z2), ~(x.off_opt & z2))
     head = np.where(x.full & ~x.tied, x.V * x.h * x.gb / x.mp, 0.0)
@@ -1376,6 +1565,11 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
              "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
     if np.any(x.awq_fused | x.exllama | x.bnb_infer) or np.any(np.asarray(x.rope_len) > 0):
         parts = int4_kernel_parts(x, parts)
+    ds = deepspeed_zero12(x, t)
+    if ds is not None:  # DeepSpeed ZeRO-1/2: its bucket, the reductions' copies (`deepspeed_zero12`)
+        for name, part in ds.workspace.items():
+            p = parts.get(name, Part())
+            parts[name] = Part(p.fixed + part.fixed, p.shard + part.shard, p.per_token, p.per_token_seq)
     return parts
 
 
@@ -1429,7 +1623,7 @@ def int4_kernel_parts(x: Inputs, parts: dict[str, Part]) -> dict[str, Part]:
     out = dict(parts)
 
     def add(name, fixed=0.0, per_token=0.0):
-        p = out[name]
+        p = out.get(name, Part())
         out[name] = Part(p.fixed + fixed, p.shard, p.per_token + per_token, p.per_token_seq)
 
     rope = rope_cache_bytes(x) if np.any(np.asarray(x.rope_len) > 0) else 0.0
@@ -1494,9 +1688,12 @@ def runtime_overhead(x: Inputs, settings: dict) -> tuple[np.ndarray, float]:
     return context, settings["fragmentation"]
 
 
-def model_state_bytes(x: Inputs, parts: dict) -> np.ndarray:
-    """Weights + gradients + optimizer states on each GPU (at the optimizer step)."""
-    w, g, s = (parts[comp]["optimizer"] for comp in ("weights", "gradients", "optimizer"))
+def model_state_bytes(x: Inputs, parts: dict, t: Totals) -> np.ndarray:
+    """Weights + gradients + optimizer states on each GPU (at the optimizer step), the ZeRO paper's model
+    states: the gradients in their dtype, sharded from stage 2 (DeepSpeed's ZeRO-1/2 step holds an fp32
+    gradient partition instead, `deepspeed_zero12`: in the optimizer phase, not here)."""
+    w, s = (parts[comp]["optimizer"] for comp in ("weights", "optimizer"))
+    g = _gradient_parts(x, t)["optimizer"] if deepspeed_zero12(x, t) is not None else parts["gradients"]["optimizer"]
     return w.fixed + w.shard / x.dp + g.fixed + g.shard / x.dp + s.fixed + s.shard / x.dp
 
 
@@ -1563,13 +1760,35 @@ def context_parallel(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, 
     return out
 
 
+def grad_reduce_parts(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, dict[str, Part]]:
+    """The phase `grad_reduce` (DeepSpeed ZeRO-1/2's reduction after backward, `deepspeed_zero12`) of its
+    rows; every other row's is its backward_end, part by part, so that it never adds a figure (the
+    executor reports it for those rows only, engine/executor.py phase_validity, and the GPUs needed,
+    which read every training phase, see backward_end twice). A component's parts in `grad_reduce` are
+    its backward_end's unless it gives its own (gradients, workspace)."""
+    on = deepspeed_zero12_rows(x)
+    for comp in PHASE_COMPONENTS["grad_reduce"]:
+        by_phase = parts.get(comp)
+        if by_phase is None:
+            continue
+        end = by_phase.get("backward_end")
+        own = by_phase.get("grad_reduce")
+        if own is None:
+            if end is not None:
+                by_phase["grad_reduce"] = end
+        else:
+            by_phase["grad_reduce"] = _where_part(on, own, Part() if end is None else end)
+    return parts
+
+
 def physics(x: Inputs, settings: dict) -> Physics:
     t = totals(x)
     parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
     if np.any(np.asarray(x.cp) > 1):
         parts = context_parallel(x, parts)
+    parts = grad_reduce_parts(x, parts)
     context, frag = runtime_overhead(x, settings)
-    return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts),
+    return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts, t),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
                    cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x))
 

@@ -263,5 +263,28 @@ NCCL_BYTES = 256 * MIB
 # (engine/components.py `_fsdp_gathered_params`).
 ZERO3_LAYERS_IN_FLIGHT = 2
 
+# --- DeepSpeed ZeRO-1/2 (read at v0.16.4, e2dc3ee, 2025-02; the same lines in v0.14.0 and v0.15.0) --
+# The engine's ZeRO stages 1 and 2 are DeepSpeed's DeepSpeedZeroOptimizer
+# (deepspeed/runtime/zero/stage_1_and_2.py; engine/components.py `deepspeed_zero12` traces its buffers).
+# Its configuration as the planner's own export writes it (planner/exports.py `deepspeed`:
+# zero_optimization {"stage": N} and nothing else), i.e. DeepSpeed's defaults
+# (deepspeed/runtime/zero/config.py): reduce_bucket_size 5e8 values (line 109), contiguous_gradients
+# true (line 98), overlap_comm false for stages 1 and 2 (lines 134, 351-354: true for stage 3 only):
+# one reduction bucket (`ipg_buffer`) of reduce_bucket_size values in the trained parameters' dtype,
+# allocated at every backward (stage_1_and_2.py backward, lines 2048-2060; a second one with
+# overlap_comm). allgather_bucket_size is read only where torch has no all_gather_into_tensor
+# (runtime/utils.py all_gather_dp_groups, lines 965-968): the step's all-gather writes into the
+# flat 16-bit buffer itself, no bucket. transformers' Trainer replaces reduce_bucket_size only where a
+# config says "auto" (hidden_size^2: integrations/deepspeed.py trainer_config_finalize); its docs'
+# ZeRO-2 example writes 5e8 and overlap_comm true (two buckets): not modelled.
+DS_REDUCE_BUCKET_SIZE = 500_000_000
+DS_IPG_BUFFERS = 1
+# The optimizers the planner's DeepSpeed export writes into the config's "optimizer" section
+# (planner/exports.py `deepspeed`: AdamW, SGD), which DeepSpeed builds itself from one list of
+# parameters (transformers integrations/deepspeed.py deepspeed_optim_sched: DummyOptim(params=
+# model_parameters)): one parameter group. Any other is the Trainer's own (create_optimizer), whose
+# two groups (weight decay and not: the norms and biases) DeepSpeed flattens separately.
+DS_CONFIG_OPTIMIZERS = ("adamw", "adamw_fused", "sgd")
+
 # --- Candidate GPU counts for "GPUs needed" ------------------------------------------------
 MAX_GPUS = 1024

@@ -41,7 +41,7 @@ import pandas as pd
 import engine.constants as C
 import engine.categories as categories
 import engine.margins as margins
-from engine.components import Physics, kv_window_saving, last_logits_bytes
+from engine.components import Physics, deepspeed_zero12_rows, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View, column
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
@@ -226,6 +226,9 @@ def phase_validity(ph: Physics) -> dict:
     valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager | x.awq_fused, dtype=bool), np.shape(x.infer))
     # the load of AutoAWQ's fused modules (--int4-kernel autoawq_fused): a phase of those rows only
     valid["load"] = x.infer & np.broadcast_to(np.asarray(x.awq_fused, dtype=bool), np.shape(x.infer))
+    # DeepSpeed ZeRO-1/2's reduction after backward: a phase of those training rows only (the others'
+    # is their backward_end, engine/components.py grad_reduce_parts)
+    valid["grad_reduce"] = deepspeed_zero12_rows(x)
     return valid
 
 

@@ -12,6 +12,8 @@ The model (derivation in docs/engine.md):
   - `backward_end`: every gradient exists; with tied embeddings the embedding's gradient and
     lm_head's are summed in autograd's input buffer (two more V x h tensors) before the
     parameter's .grad is set;
+  - `grad_reduce` (DeepSpeed ZeRO-1/2 only): its gradients' reduction after backward (ZeRO-1:
+    every gradient beside the rank's partition buffer; ZeRO-2: the last bucket);
   - `optimizer`: weights + gradients + states + the optimizer's step temporaries.
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
   (weights + KV cache + the output logits); `attention` (an eager prefill's scores) and `load`
@@ -40,7 +42,10 @@ COMPONENTS = (
     "weights", "gradients", "optimizer", "optimizer_temp", "autocast_copies",
     "activations", "logits", "kv_cache", "workspace",
 )
-TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "optimizer")
+# grad_reduce: DeepSpeed ZeRO-1/2's gradient reduction after autograd's backward (its rows only,
+# engine/components.py deepspeed_zero12): every gradient or the rank's partition, its partition buffer,
+# the reduction bucket and the all-reduce's flat copy
+TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "grad_reduce", "optimizer")
 # attention: a prefill's eager attention scores (Gemma 2, --attention eager), beside the layer's input,
 # q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace).
 # load: the loading of AutoAWQ's fused modules (--int4-kernel autoawq_fused): every layer's fused QKV
@@ -58,6 +63,7 @@ PHASE_COMPONENTS = {
     "backward": ("weights", "optimizer", "workspace", "autocast_copies", "gradients", "activations", "logits",
                  "kv_cache"),
     "backward_end": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),
+    "grad_reduce": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),
     "optimizer": ("weights", "gradients", "optimizer", "optimizer_temp", "workspace", "logits", "kv_cache"),
     "prefill": ("weights", "kv_cache", "workspace"),
     # (the workspace last: buffers a library or the model keeps beside the logits, --int4-kernel, --rope-cache)

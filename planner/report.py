@@ -54,6 +54,7 @@ PHASE_LABELS = {
     "loss_backward": "start of backward (loss gradient)",
     "backward": "backward through the layers",
     "backward_end": "end of backward (all gradients)",
+    "grad_reduce": "gradient reduction after backward (DeepSpeed ZeRO-1/2)",
     "optimizer": "optimizer step",
     "prefill": "prefill (prompt processing)",
     "logits": "output logits",

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from engine import estimate
+from engine.constants import GALORE_LAYERWISE
 from engine.memory import INFER_PHASES, TRAIN_PHASES
 from engine.scenarios import DEFAULTS
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -139,10 +140,21 @@ def check_result(frame: pd.DataFrame, out: pd.DataFrame) -> None:
     gemma2 = out["model"].astype(str).str.startswith("gemma-2-").to_numpy()
     attention = out["attention"].astype(str).to_numpy()
     eager = (attention == "eager") | (gemma2 & (attention == "sdpa"))
-    for cols, applies in ((TRAIN_PHASE_COLS, train), (INFER_PHASE_COLS, ~train)):
+    # DeepSpeed ZeRO-1/2's reduction after backward: a phase of those training rows (not with an optimizer that
+    # steps in backward: torchtune's optimizer_in_bwd, layer-wise GaLore; engine/components.py deepspeed_zero12_rows)
+    zero = out["zero"].to_numpy(dtype=float)
+    in_bwd = (out["optimizer_in_backward"].astype(str) == "on").to_numpy() \
+        | out["optimizer"].astype(str).isin(GALORE_LAYERWISE).to_numpy()
+    zero12 = train & ((zero == 1) | (zero == 2)) & ~in_bwd
+    for cols, task_rows in ((TRAIN_PHASE_COLS, train), (INFER_PHASE_COLS, ~train)):
+        applies = task_rows
         for col in cols:
             if col == "attention_phase_bytes":
                 applies = ~train & eager
+            if col == "grad_reduce_phase_bytes":
+                applies = zero12
+            elif col in TRAIN_PHASE_COLS:
+                applies = task_rows
             values = out[col].to_numpy(dtype=float)
             assert np.all(np.isfinite(values[applies]) & (values[applies] >= 0)), (col, values)
             assert np.all(np.isnan(values[~applies])), col

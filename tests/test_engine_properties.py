@@ -5,8 +5,14 @@ import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import sys
+from pathlib import Path
+
 from engine import estimate
 from engine.constants import FRAGMENTATION_FRACTION
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bench_properties  # noqa: E402
 
 MODELS = ["llama-3.2-1b", "llama-3.2-3b", "llama-2-7b", "llama-3-8b", "llama-2-13b", "llama-2-70b",
           "llama-3-70b", "llama-3.1-405b"]
@@ -114,7 +120,12 @@ def test_fp32_training_never_uses_less_than_pure_16_bit(models, sc):
 def test_more_zero_sharding_never_uses_more_per_gpu(models, sc, gpus):
     rows = [{**sc, "zero": z, "gpus": gpus, "offload": "none"} for z in (0, 1, 2, 3)]
     values = peaks(models, rows)
-    assert np.all(np.diff(values) <= 1e-6 * values[:-1]), values
+    more = np.diff(values) > 1e-6 * values[:-1]
+    # ZeRO-1 and ZeRO-2 are DeepSpeed's stage-1/2 optimizer, whose reduction bucket and early gradient
+    # partition can rightly cost more than the stage shards: 0 -> 1 and 1 -> 2 are held where they cannot
+    # (benchmarks/bench_properties.py deepspeed_stage_holds, traced from DeepSpeed's source); 2 -> 3 always
+    holds = bench_properties.deepspeed_stage_holds(pd.DataFrame(rows[:1]), models)
+    assert not (more[0] and holds["0 -> 1"][0]) and not (more[1] and holds["1 -> 2"][0]) and not more[2], values
 
 
 def _assert_same_row(frame: pd.DataFrame, i: int, ref: pd.Series) -> None:

@@ -1,0 +1,157 @@
+"""DeepSpeed ZeRO-1/2: the stage-1/2 optimizer's gradient buffers, worked out by hand from its source.
+
+DeepSpeed v0.16.4 (e2dc3ee, 2025-02; the same statements at v0.14.0 and v0.15.0),
+deepspeed/runtime/zero/stage_1_and_2.py, with the configuration the planner's export writes (stage only:
+DeepSpeed's defaults, deepspeed/runtime/zero/config.py: reduce_bucket_size 5e8, contiguous_gradients true,
+overlap_comm false for stages 1 and 2). engine/components.py `deepspeed_zero12` has the trace; here each
+buffer's bytes are the tensor's width times its dtype, as the source allocates it:
+
+  ipg_buffer          torch.empty(reduce_bucket_size, dtype=self.dtype)      backward(), lines 2048-2060
+  grads_in_partition  torch.empty(numel of the rank's parameters)            copy_grads_in_partition, 1343-1356
+  allreduce_bucket    self.flatten(slices): a copy where a bucket spans two  line 1491
+                      ranks' partitions (torch's flatten of one tensor is a view)
+  step                self.flatten(averaged_gradients).to(fp32)              line 1896
+  offload             temp_grad_buffer_for_gpu_offload (largest tensor)      lines 483-485
+                      fp32_partition.to(device) at the step                  line 1882
+                      accumulated_grad.data.double() per tensor              line 1266
+
+Llama 3 8B: N = 8,030,261,248 parameters, an untied 128,256 x 4,096 embedding and lm_head (each 525,336,576
+values: larger than the 5e8-value bucket, so each is reduced alone, `extra_large_param_to_reduce`).
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import estimate
+from engine.components import COMPONENT_FUNCTIONS, scenario_inputs, totals
+from engine.memory import Part
+
+N = 8_030_261_248
+VH = 128_256 * 4_096          # 525,336,576: the embedding's (and lm_head's) values
+B = 500_000_000               # reduce_bucket_size (DeepSpeed's default)
+G = 2                         # bf16 (DeepSpeed's bf16 mode: the trained parameters' dtype)
+LORA_T = 32 * 16 * 81_920     # LoRA r 16 on every module: L x r x (in + out) summed over q,k,v,o,gate,up,down
+FULL = dict(model="llama-3-8b", task="train", method="full", precision="mixed_bf16", optimizer="adamw",
+            batch=4, seq=2048, grad_checkpointing=True, recipe="deepspeed")
+
+
+def parts(models, component, **scenario):
+    """One component's {phase: Part} for one scenario, with scalars."""
+    x = scenario_inputs(pd.DataFrame([scenario]), models)
+    by_phase = COMPONENT_FUNCTIONS[component](x, totals(x))
+    return {phase: Part(*(float(np.asarray(v).ravel()[0]) if np.ndim(v) else float(v) for v in part))
+            for phase, part in by_phase.items()}
+
+
+def row(models, **scenario):
+    return estimate(pd.DataFrame([scenario]), models).iloc[0]
+
+
+def test_zero_2_holds_its_gradient_partition_and_a_bucket_from_the_first_reduction(models):
+    g = parts(models, "gradients", **FULL, zero=2, gpus=2)
+    w = parts(models, "workspace", **FULL, zero=2, gpus=2)
+    # grads_in_partition: every parameter's bf16 gradient, sharded (N x 2 / dp), allocated whole when lm_head's
+    # gradient (backward's first) is reduced, through backward, its end and the reduction after it
+    for phase in ("backward", "backward_end", "grad_reduce"):
+        assert g[phase] == Part(0.0, N * G, 0.0), phase
+    # the step: the fp32 gradient partition (N x 4 / dp)
+    assert g["optimizer"] == Part(0.0, N * 4, 0.0)
+    # the bucket (5e8 x 2 bytes) from the loss's backward on; in the layers' backward lm_head's own gradient
+    # while it is copied into the partition buffer (reduced alone: 525,336,576 > 5e8 values; more than a
+    # straddling bucket's flat copy); after backward the embedding's own gradient and its flat copy (a bound:
+    # no copy where one rank holds it whole, torch's flatten of a single tensor being a view)
+    assert w["loss_backward"].fixed == B * G == 1_000_000_000
+    assert w["backward"].fixed == B * G + VH * G == 2_050_673_152
+    assert w["backward_end"].fixed == B * G
+    assert w["grad_reduce"] == Part(B * G + 2 * VH * G, 0.0, 0.0)
+    # the step's conversion (16-bit partition + its flat copy: 4 bytes a value / dp) is no more than AdamW's
+    # temporaries (the fp32 sqrt of exp_avg_sq: 4 bytes a value / dp) beside the fp32 gradient: nothing added
+    assert w["optimizer"].shard == 0.0
+
+
+def test_zero_2_at_the_start_of_backward_holds_n_bytes_more_than_zero_1_on_2_gpus(models):
+    # ZeRO-2's backward: the partition buffer (2N / 2) and lm_head's own gradient (2 VH) while it is copied in,
+    # where ZeRO-1 holds lm_head's gradient (2 VH), every layer's activations alike: N bytes more. DeepSpeed's maintainers
+    # confirm it (DeepSpeedExamples issue #336: "the peak memory usage of stage 2 can be larger than that of
+    # stage 1 ... DeepSpeed allocates the gradient buffer at the beginning of a backward pass")
+    z1, z2 = row(models, **FULL, zero=1, gpus=2), row(models, **FULL, zero=2, gpus=2)
+    assert z2.backward_phase_bytes - z1.backward_phase_bytes == N
+    assert z2.loss_backward_phase_bytes == z1.loss_backward_phase_bytes
+    # at the step both hold the fp32 gradient partition: 2N weights + 12N / 2 master and states + 4N / 2 + AdamW's
+    # 4N / 2 temporaries = 12N
+    assert z1.optimizer_phase_bytes == z2.optimizer_phase_bytes == 12 * N
+    assert z2.peak_phase == "optimizer"
+
+
+def test_zero_1_reduces_every_gradient_beside_its_partition_buffer_after_backward(models):
+    g = parts(models, "gradients", **FULL, zero=1, gpus=8)
+    w = parts(models, "workspace", **FULL, zero=1, gpus=8)
+    # reduce_gradients after backward: every bf16 gradient (2N, not sharded) beside the partition buffer
+    # (2N / 8), allocated on the embedding's rank at its reduction, and the bucket (nothing moved into it yet:
+    # the embedding is reduced alone)
+    assert g["grad_reduce"] == Part(N * G, 0.0, 0.0)
+    assert w["grad_reduce"] == Part(B * G, N * G, 0.0)
+    # the end of backward: every gradient, the bucket and, before the partition buffer, the embedding's flat copy
+    # (a bound at 8 ranks: its 525M values lie in rank 0's 1.0e9-value partition, one slice, no copy)
+    assert w["backward_end"].fixed == B * G + VH * G
+    assert g["optimizer"] == Part(0.0, N * 4, 0.0)  # DeepSpeed frees the 16-bit gradients in the epilogue
+    r = row(models, **FULL, zero=1, gpus=8)
+    # weights 2N + master and AdamW states 12N / 8 + every gradient 2N + bucket + partition 2N / 8
+    assert r.grad_reduce_phase_bytes == 2 * N + 12 * N / 8 + 2 * N + B * G + 2 * N / 8
+    assert r.peak_phase == "grad_reduce"
+    # the step: 2N + 12N / 8 + the fp32 gradient 4N / 8 + AdamW's temporaries 4N / 8
+    assert r.optimizer_phase_bytes == 2 * N + 12 * N / 8 + 4 * N / 8 + 4 * N / 8
+
+
+def test_the_bucket_is_reduce_bucket_size_values_whatever_the_trained_count(models):
+    # LoRA r 16 on every module: 41,943,040 fp32 adapter values, far fewer than the bucket's 5e8, which
+    # torch.empty allocates whole in their dtype (fp32: 2 GB); no bucket fills before backward ends, so the
+    # gradients sit in the bucket and ZeRO-1's reduction moves them all into it first
+    lora = dict(FULL, method="lora", lora_rank=16, lora_targets="all", zero=1, gpus=2)
+    w = parts(models, "workspace", **lora)
+    g = parts(models, "gradients", **lora)
+    assert w["loss_backward"].fixed == B * 4 == 2_000_000_000
+    assert g["grad_reduce"] == Part(LORA_T * 4, 0.0, 0.0)
+    assert w["grad_reduce"] == Part(B * 4 - LORA_T * 4, LORA_T * 4, 0.0)
+    z2 = parts(models, "workspace", **dict(lora, zero=2))
+    assert parts(models, "gradients", **dict(lora, zero=2))["backward"] == Part(0.0, 0.0, 0.0)  # in the bucket
+    assert z2["grad_reduce"] == Part(B * 4 + LORA_T * 4, 0.0, 0.0)  # the bucket and its flat copy
+
+
+def test_the_trainers_two_parameter_groups_keep_the_16_bit_partition_through_the_first_groups_step(models):
+    # an optimizer the config's optimizer section does not name is the Trainer's (planner/exports.py): two
+    # groups (weight decay and not), and averaged_gradients[1]'s views keep grads_in_partition alive while
+    # group 0 steps on its fp32 gradient
+    own = parts(models, "gradients", **FULL, zero=2, gpus=2)["optimizer"]
+    trainer = parts(models, "gradients", **dict(FULL, optimizer="adamw_8bit"), zero=2, gpus=2)["optimizer"]
+    assert own == Part(0.0, N * 4, 0.0) and trainer == Part(0.0, N * 4 + N * G, 0.0)
+
+
+def test_optimizer_offload_keeps_a_copy_buffer_and_copies_the_fp32_partition_back_at_the_step(models):
+    off = dict(FULL, zero=2, gpus=2, offload="optimizer")
+    w = parts(models, "workspace", **off)
+    g = parts(models, "gradients", **off)
+    temp = VH * G  # temp_grad_buffer_for_gpu_offload: the largest trained tensor (the embedding), bf16
+    assert w["forward"].fixed == temp
+    # the step: no gradient on the GPU; the updated fp32 partition copied back (4N / dp) before its bf16 copy
+    assert g["optimizer"] == Part(0.0, 0.0, 0.0)
+    assert w["optimizer"] == Part(temp, N * 4, 0.0)
+    # backward: the bucket, the copy buffer, and lm_head (reduced alone) with its float64 copy for its norm
+    # (8 bytes a value: more than its flat copy); no gradient left on the GPU by the layers' backward
+    assert w["backward"].fixed == B * G + temp + VH * G + 8 * VH
+    assert g["backward"] == Part(0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("scenario, peak", [
+    # (main's figures before DeepSpeed ZeRO-1/2's buffers were modelled: the rows they do not touch)
+    (dict(FULL, zero=0, gpus=1), 169119928320.0),
+    (dict(FULL, zero=3, gpus=8), 33965787289.6),
+    (dict(FULL, zero=3, gpus=2, offload="optimizer"), 27641956556.8),
+    (dict(FULL, method="lora", precision="bf16", zero=0, gpus=1), 33042848563.2),
+    (dict(model="llama-3-8b", task="infer", precision="bf16", batch=4, seq=2048), 19497152102.4),
+])
+def test_rows_without_zero_1_or_2_are_unchanged(models, scenario, peak):
+    r = row(models, **scenario)
+    assert r.peak_bytes == peak
+    assert np.isnan(r.grad_reduce_phase_bytes)
