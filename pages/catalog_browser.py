@@ -141,6 +141,12 @@ with tab_models:
         "KV heads": models["num_kv_heads"].astype(int), "Head dim": models["head_dim"].astype(int),
         "Vocabulary": models["vocab_size"].astype(int), "Context (tokens)": models["max_context"].astype(int),
         "Tied embeddings": models["tied_embeddings"].astype(bool), "Released": models["release_date"].fillna("unknown").astype(str),
+        # the checkpoint whose stored bytes an inference row at its precision weighs (a file's headers,
+        # or a catalog entry's published checkpoint: Llama 3.1 405B's fp8 is Meta's FBGEMM FP8)
+        "Stored checkpoint": [f"{p}: {b / 1e9:,.1f} GB" if p and b == b and b else "" for p, b in
+                              zip(models.get("stored_precision", pd.Series("", index=models.index)).fillna(""),
+                                  pd.to_numeric(models.get("stored_weights_bytes", pd.Series(np.nan, index=models.index)),
+                                                errors="coerce"))],
         "Source": models["source"], "Origin": models["id"].map(model_origin).fillna(ue.ORIGIN_SHIPPED),
     })
     shown = search(view)

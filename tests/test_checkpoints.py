@@ -452,3 +452,26 @@ def test_an_fp8_checkpoint_that_keeps_layers_in_bf16_is_weighed_by_its_stored_by
     assert code == 0, err
     other = json.loads(out)
     assert other["checkpoint"]["weights_bytes_source"] == "config" and other["weights_bytes"] < stored
+
+
+def test_the_catalog_405b_at_fp8_is_metas_fp8_checkpoint(models):
+    """The catalog's Llama 3.1 405B served at fp8 weighs Meta's FP8 checkpoint (fbgemm_fp8, the layout of
+    _fp8_mlp_only_tensors above at full size): worked out here from the catalog's shapes, not read back
+    from the YAML's comment. Other precisions keep the arithmetic."""
+    m = models.set_index("id").loc["llama-3.1-405b"]
+    h, f, layers, params = (int(m[k]) for k in ("hidden_size", "intermediate_size", "num_layers", "params"))
+    ffn = 3 * h * f  # gate, up, down
+    fp8_layers = layers - 2  # the first and the last stay BF16
+    row_scales = fp8_layers * (f + f + h) * 4  # one fp32 scale per output row of gate, up and down
+    expected = fp8_layers * ffn * 1 + row_scales + (params - fp8_layers * ffn) * 2
+    assert int(m["stored_weights_bytes"]) == expected and m["stored_precision"] == "fp8"
+    per_gpu = {}
+    for precision in ("fp8", "bf16", "int4"):
+        code, out, err = run_cli("estimate", "--model", "llama-3.1-405b", "--task", "infer", "--precision", precision,
+                                 "--gpus", "8", "--tp", "8", "--json")
+        assert code == 0, err
+        per_gpu[precision] = json.loads(out)["weights_bytes"]
+    assert per_gpu["fp8"] == expected / 8  # 56.72 GiB, vLLM logged 57.75 (references.yaml)
+    assert per_gpu["bf16"] == params * 2 / 8  # every weight in BF16, the arithmetic as before
+    # int4 (AWQ / GPTQ, group 128): the arithmetic's linear layers at 4.25 bits, under the FP8 checkpoint
+    assert per_gpu["int4"] < per_gpu["fp8"] / 2
