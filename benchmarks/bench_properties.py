@@ -58,7 +58,7 @@ from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
 from engine.components import scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
-    DS_REDUCE_BUCKET_SIZE, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+    DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
@@ -224,6 +224,24 @@ def deepspeed_stage_holds(frame: pd.DataFrame, models: pd.DataFrame) -> dict[str
             "offload": states / dp >= p0 * g + 8 * p0 + vh * g + np.where(one_gpu, B * g + 4 * T, 0.0)}
 
 
+def deepspeed_fp32_master(frame: pd.DataFrame, zero: np.ndarray | None = None,
+                          precision: np.ndarray | None = None) -> np.ndarray:
+    """Per row (optionally at another ZeRO stage or precision): pure 16-bit full or freeze training whose
+    ZeRO stage is DeepSpeed's, which keeps an fp32 master copy and fp32 states whatever the model's dtype
+    (engine/constants.py DS_FP32_MASTER_RECIPES: stage_1_and_2.py single_partition_of_fp32_groups; the
+    engine runs such a row as mixed_*, engine/rules.py): ZeRO 1 or 2 under the hf, llama-factory, axolotl
+    and deepspeed recipes, 3 too under deepspeed, where the stage is kept (more than one GPU, or an
+    offload). A relation that changes the stage or the precision across that line compares two
+    precisions, not the one change it names."""
+    zero = frame["zero"].to_numpy() if zero is None else zero
+    precision = frame["precision"].astype(str).to_numpy() if precision is None else precision
+    recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(len(frame), "hf")
+    kept = (frame["gpus"] > 1).to_numpy() | (frame["offload"] != "none").to_numpy()
+    stage = (np.isin(recipe, DS_FP32_MASTER_RECIPES) & np.isin(zero, (1, 2))) | ((recipe == "deepspeed") & (zero == 3))
+    return ((frame["task"] == "train").to_numpy() & frame["method"].isin(("full", "freeze")).to_numpy()
+            & np.isin(precision, ("bf16", "fp16")) & stage & kept)
+
+
 def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFrame) -> list[tuple[str, np.ndarray, pd.DataFrame]]:
     """(relation, rows of base it applies to, changed copies of those rows): each changed row
     must not use more memory per GPU than its base row (or, for 'more', not less)."""
@@ -282,7 +300,11 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # ZeRO-1 and ZeRO-2 are DeepSpeed's, whose buffers can rightly cost more than the stage shards
     # (`deepspeed_stage_holds`: 0 -> 1 where sharding the states covers them, 1 -> 2 where no bucket fills in backward)
     holds = deepspeed_stage_holds(base, models)
-    rows = np.flatnonzero(train & (off == "none") & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
+    # (nor pure 16-bit where the next stage is DeepSpeed's and this one is not: its fp32 master copy and
+    # states, `deepspeed_fp32_master`, rightly cost more than the stage shards at few ranks)
+    to_fp32_master = deepspeed_fp32_master(base, zero=zero + 1) & ~deepspeed_fp32_master(base)
+    rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master
+                          & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
                                                      | ((zero == 2) & (dp >= 2) & units_less & act_small
                                                         & ~pp_rows & ~quantized)))
     sharded = base.iloc[rows].copy()
@@ -324,8 +346,12 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # 262,144 x 640 embedding, 63% of its parameters) pure bf16 rightly needs more at the step: seed
     # 1511800570530616253, tests/test_regressions_memory.py)
     adafactor = (base["optimizer"] == "adafactor").to_numpy()
+    # (nor where bf16 is DeepSpeed's mixed_bf16, `deepspeed_fp32_master`: 2 + 2 + 4 bytes a value beside the
+    # states, against fp32's 4 + 4, more where the states are small or unsharded: seed 6917398136018264070,
+    # qwen3-14b freeze under ZeRO-2 with torchao's 8-bit AdamW, pp 4, dp 1)
+    ds_mixed = deepspeed_fp32_master(base, precision=np.full(len(base), "bf16"))
     rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
-                          & ~chunked & ~quantized & ~adafactor)
+                          & ~chunked & ~quantized & ~adafactor & ~ds_mixed)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))

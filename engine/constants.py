@@ -278,6 +278,19 @@ ZERO3_LAYERS_IN_FLIGHT = 2
 # config says "auto" (hidden_size^2: integrations/deepspeed.py trainer_config_finalize); its docs'
 # ZeRO-2 example writes 5e8 and overlap_comm true (two buckets): not modelled.
 DS_REDUCE_BUCKET_SIZE = 500_000_000
+# DeepSpeed's ZeRO optimizers hold an fp32 master partition of every trained weight whatever the
+# model's 16-bit dtype, and the optimizer (torch's, or DeepSpeed's own built from the config) steps it,
+# so its states are fp32 too: stage 1/2 `self.single_partition_of_fp32_groups.append(
+# self.parallel_partitioned_bit16_groups[i][partition_id].to(self.device).clone().float().detach())`
+# then `param_group['params'] = [self.single_partition_of_fp32_groups[i]]` (stage_1_and_2.py, v0.16.4
+# lines 398-409; fp16_master_weights_and_gradients, the one exception, requires fp16 with CPU offload
+# and is not in the planner's export); stage 3 likewise (stage3.py `fp32_partitioned_groups_flat`,
+# `.clone().float()` of the 16-bit partition). The engine's pure bf16 / fp16 (16-bit states, no
+# master) cannot run there: those rows run as mixed_* (engine/rules.py, the precision rule). The
+# recipes whose ZeRO-1/2 is DeepSpeed's: transformers' Trainer / accelerate (hf), LLaMA-Factory and
+# axolotl (both launch DeepSpeed JSON configs for ZeRO), the deepspeed recipe (which is DeepSpeed at
+# stage 3 too). The others (torchtune, torchtitan, litgpt: FSDP; unsloth: one GPU) keep the request.
+DS_FP32_MASTER_RECIPES = ("hf", "llama-factory", "axolotl", "deepspeed")
 DS_IPG_BUFFERS = 1
 # The optimizers the planner's DeepSpeed export writes into the config's "optimizer" section
 # (planner/exports.py `deepspeed`: AdamW, SGD), which DeepSpeed builds itself from one list of

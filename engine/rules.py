@@ -32,6 +32,11 @@ RULES: tuple[tuple[str, str], ...] = (
              "only adds gathered-layer buffers; with CPU offload the stage is kept (DeepSpeed's "
              "ZeRO-Offload runs on one GPU). Inference: stage 0 (ZeRO shards training state)."),
     ("method", "Inference: method full (LoRA, QLoRA and freeze describe training)."),
+    ("precision", "Full and freeze fine-tuning in pure bf16 or fp16 under DeepSpeed's ZeRO optimizers (stage 1 "
+                  "or 2 under the hf, llama-factory, axolotl and deepspeed recipes, whose ZeRO-1/2 is DeepSpeed's; "
+                  "stage 3 too under the deepspeed recipe): mixed_bf16 / mixed_fp16. DeepSpeed keeps an fp32 "
+                  "master copy of the trained weights, and the optimizer's states on it are fp32, whatever the "
+                  "model's dtype (engine/constants.py DS_FP32_MASTER_RECIPES)."),
     ("seq", f"Sequence not given (or 0): {DEFAULT_SEQ:,} tokens, or the model's context if shorter."),
     ("seq beyond context", "A sequence longer than the model's context is refused unless long "
                            "context is allowed explicitly (--allow-long-context, the sidebar's "
@@ -126,6 +131,26 @@ def canonical_targets(text: str) -> str:
     return "all" if len(ordered) == len(LORA_MODULES) else ",".join(ordered)
 
 
+def deepspeed_precision(out: dict, train=None) -> None:
+    """The precision rule, in place on `out` (column -> typed column): full and freeze rows in pure bf16 /
+    fp16 whose ZeRO stage is DeepSpeed's (1 or 2 under DS_FP32_MASTER_RECIPES, 3 too under the deepspeed
+    recipe) run as mixed_bf16 / mixed_fp16, DeepSpeed's fp32 master copy and fp32 states
+    (engine/constants.py DS_FP32_MASTER_RECIPES). train: the training rows (None: every row). Also
+    applied by engine/estimate.py to a one-GPU row's probe at the ZeRO stage it asked."""
+    if "recipe" not in out or not _category_mask(out["precision"], "bf16", "fp16").any():
+        return
+    zero = np.asarray(out["zero"])
+    ds = _category_mask(out["recipe"], *C.DS_FP32_MASTER_RECIPES) & ((zero == 1) | (zero == 2))
+    ds |= _category_mask(out["recipe"], "deepspeed") & (zero == 3)
+    ds &= _category_mask(out["method"], "full", "freeze")
+    if train is not None:
+        ds &= train
+    for pure in ("bf16", "fp16"):
+        rows = ds & _category_mask(out["precision"], pure)
+        if rows.any():
+            out["precision"] = _set_rows(out["precision"], rows, f"mixed_{pure}")
+
+
 def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=frozenset()) -> None:
     """Decide every rule in place on `out` (column -> typed column, as normalize_columns builds
     it) and keep `ranges` ({column: (min, max)} of the integer columns) up to date. columns: an
@@ -182,6 +207,9 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         if auto.any():
             out["seq"] = np.where(auto, np.minimum(DEFAULT_SEQ, per_row("max_context")), seq).astype(np.int64)
             ranges["seq"] = (int(out["seq"].min()), int(out["seq"].max()))
+
+    # precision: DeepSpeed's ZeRO optimizers keep an fp32 master copy and fp32 states (pure 16-bit -> mixed_*)
+    deepspeed_precision(out, ~infer if any_infer else None)
 
     # galore_rank: 0 = the recipe's (transformers' 128; LLaMA-Factory's 16), read by the GaLore optimizers only
     rank_range = ranges.get("galore_rank")
@@ -375,12 +403,13 @@ def _resolve_stack(out: dict, n: int) -> None:
                 out["grad_checkpointing"] = decided
 
 
-_NAMES = {"zero": "ZeRO stage", "method": "method", "seq": "sequence", "tp": "tensor parallel",
+_NAMES = {"zero": "ZeRO stage", "method": "method", "precision": "precision", "seq": "sequence", "tp": "tensor parallel",
           "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
           "kv_policy": "KV policy", "galore_rank": "GaLore rank"}
 _WHY = {
     "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
     "method": lambda r: "inference",
+    "precision": lambda r: "DeepSpeed's ZeRO optimizer keeps an fp32 master copy of the weights and fp32 states",
     "seq": lambda r: f"default {DEFAULT_SEQ:,}, or the model's context if shorter",
     "tp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
     "pp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
@@ -426,4 +455,4 @@ def notes(request: dict, row) -> list[str]:
     return lines
 
 
-__all__ = ["AUTO", "DEFAULT_SEQ", "RULES", "apply", "canonical_targets", "notes"]
+__all__ = ["AUTO", "DEFAULT_SEQ", "RULES", "apply", "canonical_targets", "deepspeed_precision", "notes"]

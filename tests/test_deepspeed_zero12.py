@@ -155,3 +155,43 @@ def test_rows_without_zero_1_or_2_are_unchanged(models, scenario, peak):
     r = row(models, **scenario)
     assert r.peak_bytes == peak
     assert np.isnan(r.grad_reduce_phase_bytes)
+
+
+# ---- DeepSpeed's fp32 master copy: pure 16-bit under its ZeRO optimizers runs as mixed_* ----------
+
+def test_pure_bf16_under_deepspeed_zero_runs_as_mixed_with_an_fp32_master_and_fp32_states(models):
+    """DeepSpeed's ZeRO-1/2 optimizer keeps an fp32 partition of every trained weight and steps it
+    (stage_1_and_2.py `single_partition_of_fp32_groups ... .clone().float()`), so the states are fp32 too:
+    the engine's pure bf16 (16-bit states, no master) cannot run there, and such a row is mixed_bf16."""
+    from engine.rules import notes
+
+    sc = dict(model="llama-3-8b", task="train", method="full", optimizer="adamw", batch=1, seq=2048, gpus=2)
+    frame = pd.DataFrame([{**sc, "zero": 2, "precision": "bf16"}, {**sc, "zero": 2, "precision": "mixed_bf16"},
+                          {**sc, "zero": 1, "precision": "fp16"}, {**sc, "zero": 2, "precision": "bf16", "method": "lora"},
+                          {**sc, "zero": 2, "precision": "bf16", "recipe": "torchtune"},
+                          {**sc, "zero": 3, "precision": "bf16", "recipe": "deepspeed"},
+                          {**sc, "zero": 3, "precision": "bf16"}, {**sc, "zero": 0, "precision": "bf16"}])
+    out = estimate(frame, models)
+    assert list(out["precision"].astype(str)) == ["mixed_bf16", "mixed_bf16", "mixed_fp16", "bf16", "bf16",
+                                                  "mixed_bf16", "bf16", "bf16"]
+    # the bf16 row asked is the mixed_bf16 row in every figure
+    byte_cols = [c for c in out.columns if c.endswith("_bytes")]
+    pd.testing.assert_series_equal(out.loc[0, byte_cols], out.loc[1, byte_cols], check_names=False)
+    # Llama 3 8B (8,030,261,248 parameters) over 2 ranks: the fp32 master (4 bytes) and AdamW's two fp32
+    # states (8 bytes) of each rank's half, where pure bf16 counted two bf16 states (4 bytes) and no master
+    N = 8_030_261_248
+    assert out.loc[0, "optimizer_bytes"] == N * (4 + 8) / 2
+    assert out.loc[7, "optimizer_bytes"] == N * 2 * 2  # stage 0: plain data parallel keeps pure bf16
+    # the CLI's and the dashboard's notes say what was decided and why
+    lines = notes({**sc, "zero": 2, "precision": "bf16"}, out.iloc[0].to_dict())
+    assert any(line.startswith("precision bf16 → mixed_bf16 (DeepSpeed") for line in lines), lines
+
+
+def test_a_one_gpu_bf16_row_at_zero_2_needs_the_gpus_deepspeed_needs(models, gpus):
+    """One GPU runs without ZeRO (stage 0, pure bf16), but the GPUs it needs are those of the stage asked,
+    where DeepSpeed's fp32 master copy applies: the same count as the row asked at two GPUs."""
+    sc = dict(model="llama-3-8b", task="train", method="full", precision="bf16", optimizer="adamw", batch=1,
+              seq=2048, zero=2, gpu="a100-80gb-sxm")
+    one, two = estimate(pd.DataFrame([{**sc, "gpus": 1}, {**sc, "gpus": 2}]), models, gpus).itertuples()
+    assert (one.zero, str(one.precision)) == (0, "bf16") and (two.zero, str(two.precision)) == (2, "mixed_bf16")
+    assert not one.fits and one.gpus_needed == two.gpus_needed

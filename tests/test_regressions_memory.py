@@ -132,14 +132,17 @@ def test_zero_2_without_offload_keeps_the_tied_grads_slot_in_its_partition_buffe
     gradient partition whole at its first bucket's reduction (stage_1_and_2.py v0.16.4
     copy_grads_in_partition, lines 1343-1356: `torch.empty(numel of the partition's parameters)`),
     the tied embedding's slot too, before autograd has summed its two gradients: N x 2 bytes / 4
-    ranks in bf16 (before DeepSpeed's buffers were modelled: (N - V x h) x 2 / 4)."""
+    ranks in bf16 (before DeepSpeed's buffers were modelled: (N - V x h) x 2 / 4). bf16 under ZeRO-2
+    runs as DeepSpeed's mixed_bf16 (engine/rules.py, the precision rule): an fp32 master copy and fp32
+    states, sharded (before that rule: AdamW's two states in bf16, N x 2 x 2 / 4)."""
     sc = dict(model="llama-3.2-1b", task="train", method="full", precision="bf16", optimizer="adamw_fused",
               batch=1, seq=1, zero=2, gpus=4)
     row, off = estimate(pd.DataFrame([sc, {**sc, "offload": "optimizer"}]), models).itertuples()
     V, h, N = 128_256, 2048, 1_235_814_400
     # backward_end: weights + states / 4 + the partition buffer + the tied buffers + the bucket, and with
     # offload the weights + the tied buffers + the bucket + the offload copy buffer (the embedding, bf16)
-    states = N * 2 * 2 / 4  # AdamW's two states in bf16 (pure bf16), sharded
+    assert row.precision == off.precision == "mixed_bf16"
+    states = N * (4 + 2 * 4) / 4  # DeepSpeed's fp32 master copy and AdamW's two fp32 states, sharded
     assert row.backward_end_phase_bytes - off.backward_end_phase_bytes == pytest.approx(
         states + N * 2 / 4 - V * h * 2, rel=1e-12)
 
