@@ -58,7 +58,7 @@ from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
 from engine.components import scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
-    DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+    DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, DS_ZERO3_RECIPES, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
@@ -230,14 +230,14 @@ def deepspeed_fp32_master(frame: pd.DataFrame, zero: np.ndarray | None = None,
     ZeRO stage is DeepSpeed's, which keeps an fp32 master copy and fp32 states whatever the model's dtype
     (engine/constants.py DS_FP32_MASTER_RECIPES: stage_1_and_2.py single_partition_of_fp32_groups; the
     engine runs such a row as mixed_*, engine/rules.py): ZeRO 1 or 2 under the hf, llama-factory, axolotl
-    and deepspeed recipes, 3 too under deepspeed, where the stage is kept (more than one GPU, or an
+    and deepspeed recipes, 3 under deepspeed, llama-factory and axolotl (DS_ZERO3_RECIPES), where the stage is kept (more than one GPU, or an
     offload). A relation that changes the stage or the precision across that line compares two
     precisions, not the one change it names."""
     zero = frame["zero"].to_numpy() if zero is None else zero
     precision = frame["precision"].astype(str).to_numpy() if precision is None else precision
     recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(len(frame), "hf")
     kept = (frame["gpus"] > 1).to_numpy() | (frame["offload"] != "none").to_numpy()
-    stage = (np.isin(recipe, DS_FP32_MASTER_RECIPES) & np.isin(zero, (1, 2))) | ((recipe == "deepspeed") & (zero == 3))
+    stage = (np.isin(recipe, DS_FP32_MASTER_RECIPES) & np.isin(zero, (1, 2))) | (np.isin(recipe, DS_ZERO3_RECIPES) & (zero == 3))
     return ((frame["task"] == "train").to_numpy() & frame["method"].isin(("full", "freeze")).to_numpy()
             & np.isin(precision, ("bf16", "fp16")) & stage & kept)
 

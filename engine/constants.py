@@ -288,9 +288,14 @@ DS_REDUCE_BUCKET_SIZE = 500_000_000
 # `.clone().float()` of the 16-bit partition). The engine's pure bf16 / fp16 (16-bit states, no
 # master) cannot run there: those rows run as mixed_* (engine/rules.py, the precision rule). The
 # recipes whose ZeRO-1/2 is DeepSpeed's: transformers' Trainer / accelerate (hf), LLaMA-Factory and
-# axolotl (both launch DeepSpeed JSON configs for ZeRO), the deepspeed recipe (which is DeepSpeed at
-# stage 3 too). The others (torchtune, torchtitan, litgpt: FSDP; unsloth: one GPU) keep the request.
+# axolotl (both launch DeepSpeed JSON configs for ZeRO), the deepspeed recipe; at stage 3,
+# DS_ZERO3_RECIPES. The others (torchtune, torchtitan, litgpt: FSDP; unsloth: one GPU) keep the request.
 DS_FP32_MASTER_RECIPES = ("hf", "llama-factory", "axolotl", "deepspeed")
+# The recipes whose ZeRO-3 is DeepSpeed's too: the deepspeed recipe, and LLaMA-Factory and axolotl, whose
+# planner exports name a DeepSpeed JSON at every ZeRO stage (planner/exports.py `_deepspeed_file`: their
+# `deepspeed:` key; LLaMA-Factory's full fine-tuning examples run examples/deepspeed/ds_z3_config.json).
+# hf's ZeRO-3 is the engine's FSDP full shard (engine/columns.py zero), which can keep pure 16-bit states.
+DS_ZERO3_RECIPES = ("deepspeed", "llama-factory", "axolotl")
 DS_IPG_BUFFERS = 1
 # The optimizers the planner's DeepSpeed export writes into the config's "optimizer" section
 # (planner/exports.py `deepspeed`: AdamW, SGD), which DeepSpeed builds itself from one list of

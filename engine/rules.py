@@ -34,7 +34,8 @@ RULES: tuple[tuple[str, str], ...] = (
     ("method", "Inference: method full (LoRA, QLoRA and freeze describe training)."),
     ("precision", "Full and freeze fine-tuning in pure bf16 or fp16 under DeepSpeed's ZeRO optimizers (stage 1 "
                   "or 2 under the hf, llama-factory, axolotl and deepspeed recipes, whose ZeRO-1/2 is DeepSpeed's; "
-                  "stage 3 too under the deepspeed recipe): mixed_bf16 / mixed_fp16. DeepSpeed keeps an fp32 "
+                  "stage 3 too under deepspeed, llama-factory and axolotl, whose exports launch DeepSpeed at every "
+                  "stage): mixed_bf16 / mixed_fp16. DeepSpeed keeps an fp32 "
                   "master copy of the trained weights, and the optimizer's states on it are fp32, whatever the "
                   "model's dtype (engine/constants.py DS_FP32_MASTER_RECIPES)."),
     ("seq", f"Sequence not given (or 0): {DEFAULT_SEQ:,} tokens, or the model's context if shorter."),
@@ -133,15 +134,15 @@ def canonical_targets(text: str) -> str:
 
 def deepspeed_precision(out: dict, train=None) -> None:
     """The precision rule, in place on `out` (column -> typed column): full and freeze rows in pure bf16 /
-    fp16 whose ZeRO stage is DeepSpeed's (1 or 2 under DS_FP32_MASTER_RECIPES, 3 too under the deepspeed
-    recipe) run as mixed_bf16 / mixed_fp16, DeepSpeed's fp32 master copy and fp32 states
+    fp16 whose ZeRO stage is DeepSpeed's (1 or 2 under DS_FP32_MASTER_RECIPES, 3 under DS_ZERO3_RECIPES)
+    run as mixed_bf16 / mixed_fp16, DeepSpeed's fp32 master copy and fp32 states
     (engine/constants.py DS_FP32_MASTER_RECIPES). train: the training rows (None: every row). Also
     applied by engine/estimate.py to a one-GPU row's probe at the ZeRO stage it asked."""
     if "recipe" not in out or not _category_mask(out["precision"], "bf16", "fp16").any():
         return
     zero = np.asarray(out["zero"])
     ds = _category_mask(out["recipe"], *C.DS_FP32_MASTER_RECIPES) & ((zero == 1) | (zero == 2))
-    ds |= _category_mask(out["recipe"], "deepspeed") & (zero == 3)
+    ds |= _category_mask(out["recipe"], *C.DS_ZERO3_RECIPES) & (zero == 3)
     ds &= _category_mask(out["method"], "full", "freeze")
     if train is not None:
         ds &= train

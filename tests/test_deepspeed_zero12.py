@@ -170,10 +170,14 @@ def test_pure_bf16_under_deepspeed_zero_runs_as_mixed_with_an_fp32_master_and_fp
                           {**sc, "zero": 1, "precision": "fp16"}, {**sc, "zero": 2, "precision": "bf16", "method": "lora"},
                           {**sc, "zero": 2, "precision": "bf16", "recipe": "torchtune"},
                           {**sc, "zero": 3, "precision": "bf16", "recipe": "deepspeed"},
-                          {**sc, "zero": 3, "precision": "bf16"}, {**sc, "zero": 0, "precision": "bf16"}])
+                          {**sc, "zero": 3, "precision": "bf16"}, {**sc, "zero": 0, "precision": "bf16"},
+                          {**sc, "zero": 3, "precision": "bf16", "recipe": "llama-factory"},
+                          {**sc, "zero": 3, "precision": "bf16", "recipe": "torchtitan"}])
     out = estimate(frame, models)
+    # (ZeRO-3: DeepSpeed's under deepspeed and under llama-factory / axolotl, whose exports launch a DeepSpeed
+    # JSON; the engine's FSDP full shard under hf and the FSDP recipes)
     assert list(out["precision"].astype(str)) == ["mixed_bf16", "mixed_bf16", "mixed_fp16", "bf16", "bf16",
-                                                  "mixed_bf16", "bf16", "bf16"]
+                                                  "mixed_bf16", "bf16", "bf16", "mixed_bf16", "bf16"]
     # the bf16 row asked is the mixed_bf16 row in every figure
     byte_cols = [c for c in out.columns if c.endswith("_bytes")]
     pd.testing.assert_series_equal(out.loc[0, byte_cols], out.loc[1, byte_cols], check_names=False)
