@@ -230,16 +230,22 @@ def loops_summary(compared: pd.DataFrame, split: str, column: str = "error") -> 
             "under3": int((err < -3).sum())}
 
 
-def render_loops_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
-    compared = compare_loops(measured, models)
+def _summary_lines(compared: pd.DataFrame, estimates: tuple[tuple[str, str], ...]) -> list[str]:
+    """The summary table of a measured set: per split, one line per (label, error column)."""
     lines = ["| set | estimate | rows | median abs. error | max abs. error | worst underestimate | within 5% | under by > 3% |",
              "|---|---|---|---|---|---|---|---|"]
     for s in SPLITS:
-        for label, column in (("asked as run (--loop, --use-cache, --padding)", "error"),
-                              ("asked as the harness loop (before issue 28)", "error_harness")):
+        for label, column in estimates:
             x = loops_summary(compared, s, column)
             lines.append(f"| {s} | {label} | {x['rows']} | {x['median']:.2f}% | {x['max']:.2f}% | {x['worst_under']:+.2f}% "
                          f"| {x['within5']} | {x['under3']} |")
+    return lines
+
+
+def render_loops_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
+    compared = compare_loops(measured, models)
+    lines = _summary_lines(compared, (("asked as run (--loop, --use-cache, --padding)", "error"),
+                                      ("asked as the harness loop (before issue 28)", "error_harness")))
     lines += ["", "| set | model | task | method | precision | optimizer | batch x seq | ckpt | LoRA | loop run (--loop) "
               "| use_cache | padding | measured GiB | ours GiB | error % | as the harness loop % | phase (ours) |",
               "|---" * 17 + "|"]
@@ -300,14 +306,8 @@ def compare_dropout(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFram
 
 def render_dropout_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
     compared = compare_dropout(measured, models)
-    lines = ["| set | estimate | rows | median abs. error | max abs. error | worst underestimate | within 5% | under by > 3% |",
-             "|---|---|---|---|---|---|---|---|"]
-    for s in SPLITS:
-        for label, column in (("asked as run (--lora-dropout, --adapter-dtype)", "error"),
-                              ("asked with lora_dropout 0 (before the term)", "error_without")):
-            x = loops_summary(compared, s, column)
-            lines.append(f"| {s} | {label} | {x['rows']} | {x['median']:.2f}% | {x['max']:.2f}% | {x['worst_under']:+.2f}% "
-                         f"| {x['within5']} | {x['under3']} |")
+    lines = _summary_lines(compared, (("asked as run (--lora-dropout, --adapter-dtype)", "error"),
+                                      ("asked with lora_dropout 0 (before the term)", "error_without")))
     lines += ["", "| set | model | precision | batch x seq | ckpt | LoRA | dropout | adapters | measured GiB | ours GiB "
               "| error % | with dropout 0 % | phase (ours) |", "|---" * 13 + "|"]
     order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
