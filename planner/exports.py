@@ -88,6 +88,18 @@ def _precision(row) -> dict:
     return {"half": half, "load": load, "master": p.startswith("mixed_"), "name": p}
 
 
+# accelerate 1.15.0.dev0 (16cb6eb, 2026-07) src/accelerate/utils/fsdp_utils.py fsdp2_prepare_model, lines 803-815:
+# "if accelerator.mixed_precision != 'no' ...: param.data = param.data.to(torch.float32)" for every parameter
+# that requires grad ("Upcast to fp32 master weights; MixedPrecisionPolicy.param_dtype handles compute cast");
+# FSDP1 the same in accelerator.py prepare_model (lines 1990-2044, "FSDP upcast of low precision parameters").
+ACCELERATE_FSDP_UPCAST = "accelerate utils/fsdp_utils.py fsdp2_prepare_model: mixed_precision != 'no' upcasts them"
+
+
+def _pure_trained(row, prec: dict) -> bool:
+    """A plan that trains whole weights (full, freeze) in pure bf16 / fp16: no fp32 copy of them counted."""
+    return prec["name"] in ("bf16", "fp16") and str(row["method"]) in ("full", "freeze")
+
+
 def _quant(row) -> str | None:
     """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
     double quantization, exports as 'nf4' with double quantization off: _double_quant)."""
@@ -227,8 +239,9 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                  "max_length": int(row["seq"]), "packing": str(row.get("packing", "off")) == "on",
                  "gradient_checkpointing": _checkpointing(row), "optim": _trl_optim(row)}
     _galore_trainer_keys(cfg, row)
+    sharded_pure = _pure_trained(row, prec) and int(row["zero"]) == 3
     if prec["half"]:
-        cfg[prec["half"]] = True
+        cfg[prec["half"]] = not sharded_pure
     if prec["master"]:
         notes.append(f"precision {prec['name']} (fp32 master weights): written as the model's dtype and autocast; "
                      "the fp32 master copy is DeepSpeed's or FSDP's (add --deepspeed)")
@@ -254,7 +267,16 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     if row["method"] == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers trainable): not a TRL option; "
                      "freeze the other layers in a script")
-    if int(row["zero"]) > 0 or str(row["offload"]) != "none":
+    if sharded_pure:
+        # DeepSpeed's ZeRO-3 would clone an fp32 partition and step it (stage3.py fp32_partitioned_groups_flat), and
+        # accelerate's FSDP upcasts the trained weights under bf16/fp16 mixed precision: only FSDP without it runs
+        # the plan's pure 16-bit
+        notes.append(f"ZeRO stage 3 in pure {prec['name']}: launch with accelerate's FSDP config (llm-planner estimate "
+                     f"... --export accelerate-fsdp, mixed_precision no), {prec['half']}: false here and the model "
+                     f"loaded in {prec['load']}; DeepSpeed ZeRO-3, or {prec['half']}: true under FSDP "
+                     f"({ACCELERATE_FSDP_UPCAST}), would hold an fp32 copy the plan does not count (plan "
+                     f"mixed_{prec['half']} for those)")
+    elif int(row["zero"]) > 0 or str(row["offload"]) != "none":
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: add deepspeed: ds_config.json "
                      "(llm-planner estimate ... --export deepspeed) and launch with accelerate or deepspeed")
     if str(row.get("activation_offload", "off")) == "on":
@@ -267,8 +289,13 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
     """An `accelerate launch --config_file FILE` YAML for FSDP2 (the training script is yours)."""
     prec, notes = _precision(row), _common_notes(row, repo_known)
     zero, offload = int(row["zero"]), str(row["offload"])
+    # a pure 16-bit plan of the weights it trains is launched without mixed precision: with it, accelerate
+    # upcasts every trainable parameter to fp32 before FSDP shards it (ACCELERATE_FSDP_UPCAST), an fp32 copy
+    # and fp32 states the plan does not count
+    pure_trained = _pure_trained(row, prec)
     cfg: dict = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP",
-                 "mixed_precision": prec["half"] or "no", "num_machines": 1, "num_processes": int(row["gpus"])}
+                 "mixed_precision": "no" if pure_trained else prec["half"] or "no", "num_machines": 1,
+                 "num_processes": int(row["gpus"])}
     fsdp = {"fsdp_version": 2, "fsdp_reshard_after_forward": zero == 3, "fsdp_offload_params": offload != "none",
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_cpu_ram_efficient_loading": True, "fsdp_activation_checkpointing": _checkpointing(row)}
@@ -284,7 +311,11 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
                      "together (fsdp_offload_params: true)")
     if fsdp is not None:
         cfg["fsdp_config"] = fsdp
-    if prec["name"] in ("bf16", "fp16"):
+    if pure_trained and fsdp is not None:
+        notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
+                     f"mixed_precision no, since with {prec['half']} accelerate upcasts the trained parameters to fp32 "
+                     f"under FSDP ({ACCELERATE_FSDP_UPCAST}): plan mixed_{prec['half']} for that run")
+    elif prec["name"] in ("bf16", "fp16"):
         notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
                      "mixed_precision sets the autocast")
     if prec["master"]:

@@ -130,10 +130,28 @@ def test_every_planned_optimizer_has_a_transformers_name(optimizer):
 
 
 def test_trl_points_zero_to_the_deepspeed_export():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "mixed_bf16", "--zero",
+                     "3", "--gpus", "4", "--export", "trl")
+    assert any("ZeRO stage 3" in n and "--export deepspeed" in n for n in _comments(out))
+    cfg = yaml.safe_load(out)
+    assert "use_peft" not in cfg and cfg["bf16"] is True
+
+
+def test_trl_launches_a_pure_bf16_zero_3_plan_on_fsdp_without_mixed_precision():
+    """DeepSpeed's ZeRO-3 and accelerate's FSDP under bf16 mixed precision both keep an fp32 copy of the trained
+    weights (stage3.py fp32_partitioned_groups_flat; accelerate fsdp2_prepare_model's upcast), which a pure bf16
+    plan does not count: the export says launch FSDP without mixed precision, and writes bf16 false."""
     out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "4",
                      "--export", "trl")
-    assert any("ZeRO stage 3" in n and "--export deepspeed" in n for n in _comments(out))
-    assert "use_peft" not in yaml.safe_load(out)
+    cfg = yaml.safe_load(out)
+    assert cfg["bf16"] is False and cfg["dtype"] == "bfloat16"
+    (note,) = [n for n in _comments(out) if "ZeRO stage 3" in n]
+    assert "--export accelerate-fsdp" in note and "--export deepspeed" not in note
+    # LoRA trains fp32 adapters, which the upcast leaves as they are: the DeepSpeed pointer stays
+    lora, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--zero", "3", "--gpus", "4",
+                      "--export", "trl")
+    assert yaml.safe_load(lora)["bf16"] is True
+    assert any("ZeRO stage 3" in n and "--export deepspeed" in n for n in _comments(lora))
 
 
 def test_vllm_command_carries_the_plans_memory_settings():
@@ -267,7 +285,13 @@ def test_accelerate_fsdp_shards_as_zero_3_and_offloads():
                      "--offload", "all", "--grad-checkpointing", "--export", "accelerate-fsdp")
     cfg = yaml.safe_load(out)
     assert set(cfg) <= ACCELERATE_TOP and set(cfg["fsdp_config"]) <= ACCELERATE_FSDP
-    assert (cfg["distributed_type"], cfg["num_processes"], cfg["mixed_precision"]) == ("FSDP", 8, "bf16")
+    # pure bf16 (the default) trained whole: no mixed precision, else accelerate would upcast the trained
+    # weights to fp32 (its fsdp2_prepare_model), which the plan does not count
+    assert (cfg["distributed_type"], cfg["num_processes"], cfg["mixed_precision"]) == ("FSDP", 8, "no")
+    assert any("mixed_precision no" in n for n in _comments(out))
+    mixed, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "mixed_bf16",
+                       "--zero", "3", "--gpus", "8", "--export", "accelerate-fsdp")
+    assert yaml.safe_load(mixed)["mixed_precision"] == "bf16"
     fsdp = cfg["fsdp_config"]
     assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_reshard_after_forward"] is True
     assert fsdp["fsdp_offload_params"] is True and fsdp["fsdp_activation_checkpointing"] is True
