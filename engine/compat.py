@@ -44,10 +44,22 @@ def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarr
     return idx, facts("architecture"), facts("vendor")
 
 
-def _text_in(column: pd.Series, values: list[str]) -> np.ndarray:
-    """column.astype(str).str.strip().str.lower().isin(values), decided once per distinct value
-    (a missing value reads "nan" as text)."""
-    return categories.per_value(column, lambda u: u.astype(str).str.strip().str.lower().isin(values))
+def _texts(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's code, the text of each code): column.astype(str).str.strip().str.lower() once per
+    distinct value (a missing value reads "nan" as text, the last code), for every rule that reads it."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, uniques = column.cat.codes.to_numpy(), list(column.cat.categories)
+    else:
+        codes, uniques = pd.factorize(pd.Series(column, dtype=object), use_na_sentinel=True)
+        uniques = list(uniques)
+    texts = np.array([str(u).strip().lower() for u in uniques] + ["nan"], dtype=object)
+    return np.where(codes >= 0, codes, len(uniques)), texts
+
+
+def _text_in(texts: tuple[np.ndarray, np.ndarray], values: list[str]) -> np.ndarray:
+    """Rows whose text (`_texts`) is one of values."""
+    codes, text = texts
+    return np.isin(text, values)[codes]
 
 
 def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | None) -> pd.DataFrame:
@@ -62,6 +74,7 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
         if "gpus" in frame.columns else np.ones(n)
     ordered = rules.assign(_first=(rules["severity"] != "incompatible")).sort_values(["_first", "id"], kind="stable")
     texts, hits = [], []  # the notes of the rules that hit some row, in order, and their rows
+    column_texts: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # each column read as text once
     for _, rule in ordered.iterrows():
         per_gpu = np.isin(arch, _items(rule["architectures"])) | np.isin(vendor, _items(rule["vendors"]))
         if not per_gpu.any():
@@ -73,7 +86,9 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
         values = _items(rule["values"])
         for col in _items(rule["columns"]):
             if col in frame.columns:
-                applies |= _text_in(frame[col], values)
+                if col not in column_texts:
+                    column_texts[col] = _texts(frame[col])
+                applies |= _text_in(column_texts[col], values)
         if _flag(rule.get("multi_gpu")):
             applies |= gpu_count > 1
         if _flag(rule.get("only_multi_gpu")):  # the values count on several GPUs only
