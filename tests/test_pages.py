@@ -240,6 +240,20 @@ def test_switching_lora_to_full_raises_the_gpus_needed_for_llama_2_70b(models, g
     assert as_number(full) > as_number(lora)
 
 
+def test_the_sidebar_says_deepspeed_runs_pure_bf16_at_zero_2_as_mixed_bf16():
+    """Full fine-tuning in bf16 at ZeRO-2 on two GPUs is DeepSpeed's, which keeps an fp32 master copy
+    (engine/rules.py, the precision rule): the sidebar says so under the workload; at ZeRO-0 it does not."""
+    at = open_app()
+    at.selectbox(key="w_method").set_value("full").run()
+    at.selectbox(key="w_zero").set_value(2).run()
+    at.number_input(key="w_gpus").set_value(2).run()
+    assert not at.exception
+    decided = [c.value for c in at.sidebar.caption if c.value.startswith("Decided:")]
+    assert any("precision bf16 → mixed\\_bf16" in d and "fp32 master" in d for d in decided), decided
+    at.selectbox(key="w_zero").set_value(0).run()
+    assert not any("precision" in c.value for c in at.sidebar.caption if c.value.startswith("Decided:"))
+
+
 def test_the_workload_survives_page_switches_and_hidden_widgets():
     at = open_app()
     at.number_input(key="w_batch").set_value(4).run()
