@@ -58,7 +58,7 @@ from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
 from engine.components import scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
-    DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, DS_ZERO3_RECIPES, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
+    DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, DS_SUB_GROUP_SIZE, DS_ZERO3_RECIPES, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
@@ -242,6 +242,25 @@ def deepspeed_fp32_master(frame: pd.DataFrame, zero: np.ndarray | None = None,
             & np.isin(precision, ("bf16", "fp16")) & stage & kept)
 
 
+def deepspeed_zero3_covered(frame: pd.DataFrame, models: pd.DataFrame, dp: np.ndarray) -> np.ndarray:
+    """Per row: True unless its ZeRO-3 would be DeepSpeed's (engine/constants.py DS_ZERO3_RECIPES) and the
+    weights it shards, (1 - 1/dp) of a GPU's N / (tp x pp) parameters, do not cover what DeepSpeed's stage-3
+    optimizer keeps beside them (engine/components.py `deepspeed_zero3`, bounded from above with every
+    parameter trained): the reduction bucket B g from the start, the gradient partitions N / (tp pp dp) g
+    through the forward, the fp32 gradient of a sub group at the step. At few ranks a stage-3 row rightly
+    needs more than its stage-2 one (dp 2 under tp 32: 70B's shard of weights saved is smaller than those)."""
+    recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(len(frame), "hf")
+    ds3 = np.isin(recipe, DS_ZERO3_RECIPES)
+    if not ds3.any():
+        return np.ones(len(frame), dtype=bool)
+    n = models.set_index("id").loc[frame["model"], "params"].to_numpy(float)
+    per_gpu = n / (frame["tp"] * frame["pp"]).to_numpy(float)
+    g = np.where(frame["precision"].isin(("fp32", "amp_bf16", "amp_fp16")).to_numpy(), 4.0, 2.0)
+    dp = np.maximum(dp.astype(float), 1.0)
+    added = DS_REDUCE_BUCKET_SIZE * g + per_gpu / dp * g + np.minimum(per_gpu / dp, DS_SUB_GROUP_SIZE) * 4.0
+    return ~ds3 | ((1.0 - 1.0 / dp) * per_gpu * g >= added)
+
+
 def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFrame) -> list[tuple[str, np.ndarray, pd.DataFrame]]:
     """(relation, rows of base it applies to, changed copies of those rows): each changed row
     must not use more memory per GPU than its base row (or, for 'more', not less)."""
@@ -303,7 +322,10 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (nor pure 16-bit where the next stage is DeepSpeed's and this one is not: its fp32 master copy and
     # states, `deepspeed_fp32_master`, rightly cost more than the stage shards at few ranks)
     to_fp32_master = deepspeed_fp32_master(base, zero=zero + 1) & ~deepspeed_fp32_master(base)
-    rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master
+    # (nor 2 -> 3 where ZeRO-3 is DeepSpeed's and what it shards of the weights does not cover the stage-3
+    # optimizer's own buffers, `deepspeed_zero3_covered`)
+    ds3_ok = deepspeed_zero3_covered(base, models, dp)
+    rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master & ((zero != 2) | ds3_ok)
                           & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
                                                      | ((zero == 2) & (dp >= 2) & units_less & act_small
                                                         & ~pp_rows & ~quantized)))

@@ -147,6 +147,9 @@ class Inputs:
     # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
     # `custom_sharded_layers: ['tok_embeddings', 'output']`), not measured: the previous expression
     fsdp_root: np.ndarray | bool = True
+    # ZeRO-3 run by DeepSpeed's stage-3 optimizer (engine/constants.py DS_ZERO3_RECIPES): its own buffers
+    # beside the sharding (`deepspeed_zero3`)
+    ds_zero3: np.ndarray | bool = False
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
     # the attention's path (issue 12, engine/stacks.py padding / attention): a padded batch under SDPA
@@ -386,6 +389,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
+        ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
         softcap=gemma2.astype(float), masked=masked & train, eager=eager,
         mask_types=1.0 + ((arch["sliding_window_layers"].astype(float) > 0)
                           & (arch["sliding_window_layers"].astype(float) < L)),
@@ -925,6 +929,39 @@ def deepspeed_zero12(x: Inputs, t: Totals) -> DeepSpeed12 | None:
         "optimizer": Part(temp, opt_shard),
     }
     return DeepSpeed12(on=on, gradients={k: (masks[k], p) for k, p in gradients.items()}, workspace=workspace)
+
+
+def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
+    """What DeepSpeed's stage-3 optimizer holds on every GPU beside the sharded weights, gradients and states
+    the engine counts (ZeRO-3 under DS_ZERO3_RECIPES; None where no row has it), read at DeepSpeed 38327e0
+    (2025-02-21, v0.16.4) deepspeed/runtime/zero/stage3.py with DeepSpeed's defaults (the planner's export
+    writes the stage only; config.py: contiguous_gradients True line 98, reduce_bucket_size 5e8 line 109,
+    sub_group_size 1e9 line 168):
+
+    - the reduction bucket `__ipg_bucket_flat_buffer = torch.empty(self.reduce_bucket_size, dtype=self.dtype)`,
+      allocated once the optimizer is built (lines 537-540) and kept: B values in the trained parameters'
+      dtype (`self.dtype`, line 189: the module's after DeepSpeed's bf16 / fp16 cast, so 2 bytes for peft's
+      fp32 adapters too) in every training phase;
+    - the gradient partitions `grad_partitions_flat_buffer = torch.zeros(sum of partition_numel)` (lines
+      545-548), kept from initialisation: T / dp gradient values through the forward and the loss too,
+      where the engine's FSDP rows hold none (from the backward on they are the gradients it counts);
+    - at the step, each sub group's gradient copied to fp32 (`_prepare_fp32_grad_for_sub_group`, lines
+      1895-1905: `self.flatten(self.averaged_gradients[i]).to(fp32)`, kept as the fp32 partition's .grad
+      through its step): min(T / dp, sub_group_size) x 4 (not with the optimizer offloaded: on the host).
+
+    Not modelled: the 16-bit flat copy made while converting (freed at once), the parameters' prefetch
+    (stage3_prefetch_bucket_size 5e7) and live limit (1e9) in place of FSDP2's two layers in flight, and
+    fp32 training's own fp32 clone of the partitions (`fp32_partitioned_groups_flat`, a second copy there)."""
+    on = x.ds_zero3 & x.train & (x.zero == 3) & ~np.asarray(x.opt_bwd, dtype=bool)
+    if not np.any(on):
+        return None
+    g = x.wb  # the trained parameters' dtype under DeepSpeed's bf16 / fp16 mode (its module cast)
+    T = t.trainable / x.mp * _ep_share(x)
+    bucket = np.where(on, float(C.DS_REDUCE_BUCKET_SIZE) * g, 0.0)
+    grads = np.where(on, T / x.dp * g, 0.0)
+    fp32_grad = np.where(on & ~x.off_opt, np.minimum(T / x.dp, float(C.DS_SUB_GROUP_SIZE)) * 4.0, 0.0)
+    return {"forward": Part(bucket + grads), "loss_backward": Part(bucket + grads), "backward": Part(bucket),
+            "backward_end": Part(bucket), "optimizer": Part(bucket + fp32_grad)}
 
 
 # ---- the components ---------------------------------------------------------------------------
@@ -1570,6 +1607,11 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         for name, part in ds.workspace.items():
             p = parts.get(name, Part())
             parts[name] = Part(p.fixed + part.fixed, p.shard + part.shard, p.per_token, p.per_token_seq)
+    ds3 = deepspeed_zero3(x, t)
+    if ds3 is not None:  # DeepSpeed ZeRO-3: its bucket, its gradient buffer, the step's fp32 gradient
+        for name, part in ds3.items():
+            p = parts.get(name, Part())
+            parts[name] = Part(p.fixed + part.fixed, p.shard, p.per_token, p.per_token_seq)
     return parts
 
 

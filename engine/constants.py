@@ -297,6 +297,9 @@ DS_FP32_MASTER_RECIPES = ("hf", "llama-factory", "axolotl", "deepspeed")
 # hf's ZeRO-3 is the engine's FSDP full shard (engine/columns.py zero), which can keep pure 16-bit states.
 DS_ZERO3_RECIPES = ("deepspeed", "llama-factory", "axolotl")
 DS_IPG_BUFFERS = 1
+# ZeRO-3's optimizer steps its fp32 partitions in sub groups of at most this many values (config.py
+# sub_group_size, default 1e9, line 168), each sub group's gradient converted to fp32 for its step.
+DS_SUB_GROUP_SIZE = 1_000_000_000
 # The optimizers the planner's DeepSpeed export writes into the config's "optimizer" section
 # (planner/exports.py `deepspeed`: AdamW, SGD), which DeepSpeed builds itself from one list of
 # parameters (transformers integrations/deepspeed.py deepspeed_optim_sched: DummyOptim(params=
