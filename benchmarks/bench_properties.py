@@ -62,7 +62,7 @@ from engine.constants import (  # noqa: E402
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
-from engine.stacks import DEFAULT_RECIPE, recipe_value  # noqa: E402
+from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, recipe_value  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
 engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
@@ -111,8 +111,10 @@ def divisors(k: int, most: int) -> list[int]:
     return [d for d in range(1, min(k, most) + 1) if k % d == 0]
 
 
-def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
-    """n valid scenarios (no combination the engine refuses), drawn independently per column."""
+def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpus: pd.DataFrame,
+                     recipes: tuple[str, ...] = ()) -> pd.DataFrame:
+    """n valid scenarios (no combination the engine refuses), drawn independently per column; with
+    `recipes`, each row's recipe drawn from them too (the default search keeps the engine's default, hf)."""
     mi = rng.integers(0, len(models), n)
     m = models.iloc[mi].reset_index(drop=True)
     heads, layers, ctx = (m[c].to_numpy(dtype=np.int64) for c in ("num_heads", "num_layers", "max_context"))
@@ -138,7 +140,7 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
     seq = np.floor(np.exp(rng.random(n) * np.log(top + 1.0))).clip(1, top).astype(np.int64)
     seq = np.where(rng.random(n) < 0.1, rng.integers(1, 9, n), seq)  # tiny sequences, often
     gpu_ids = np.append(gpus["id"].astype(str).to_numpy(), "")
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "model": m["id"].to_numpy(), "task": np.where(train, "train", "infer"), "method": method,
         "precision": precision, "optimizer": pick(rng, OPTIMIZERS, n), "batch": batch, "seq": seq,
         "grad_checkpointing": rng.random(n) < 0.5, "lora_rank": pick(rng, (1, 2, 8, 16, 64, 256, 4096), n),
@@ -165,6 +167,9 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         # peft's lora_dropout (0: its default; read by lora / qlora rows only)
         "lora_dropout": np.where(rng.random(n) < 0.3, pick(rng, (0.05, 0.1, 0.5), n), 0.0),
     })
+    if recipes:
+        frame["recipe"] = pick(rng, recipes, n)
+    return frame
 
 
 def decided_loss(frame: pd.DataFrame) -> np.ndarray:
@@ -547,9 +552,10 @@ def scenario_dict(frame: pd.DataFrame, i: int) -> dict:
 
 
 def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int = 100,
-           budget_s: float | None = None) -> tuple[int, int, int]:
+           budget_s: float | None = None, recipes: tuple[str, ...] = ()) -> tuple[int, int, int]:
     """Returns (scenarios, rows estimated, violations). budget_s: stop after the chunk that
-    passes that many seconds (the test suite's fixed budget; n is then the most drawn)."""
+    passes that many seconds (the test suite's fixed budget; n is then the most drawn). recipes: draw
+    each row's recipe from these (default: none drawn, the engine's hf)."""
     rng = np.random.default_rng(seed)
     found = {}
     rows_done = 0
@@ -561,7 +567,7 @@ def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int
         for lo in range(0, n, chunk):
             if budget_s is not None and lo and time.perf_counter() - began > budget_s:
                 break
-            base = random_scenarios(rng, min(chunk, n - lo), models, gpus)
+            base = random_scenarios(rng, min(chunk, n - lo), models, gpus, recipes)
             drawn += len(base)
             pairs = companions(base, rng, models)
             frame = pd.concat([base] + [c for _, _, c in pairs], ignore_index=True)
@@ -618,15 +624,24 @@ def main(argv=None) -> int:
     ap.add_argument("--hypothesis", type=int, default=0, metavar="N",
                     help="also run tests/test_engine_properties.py with N random examples per property")
     ap.add_argument("--catalog-only", action="store_true", help="only the catalog's models (no SYNTHETIC shapes)")
+    ap.add_argument("--recipes", default="", metavar="LIST",
+                    help="also draw each row's recipe from this comma list, or 'all' (engine/stacks.py RECIPE_NAMES); "
+                         "default: none drawn (hf). Not part of make bench: see docs/performance.md")
     args = ap.parse_args(argv)
+    recipes = tuple(RECIPE_NAMES) if args.recipes == "all" else tuple(r for r in args.recipes.split(",") if r)
+    unknown = sorted(set(recipes) - set(RECIPE_NAMES))
+    if unknown:
+        ap.error(f"--recipes {','.join(unknown)} is not accepted; accepted: 'all' or a comma list of {', '.join(RECIPE_NAMES)}")
     seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (1 << 63))
-    print(f"property search: seed={seed} (rerun: {Path(__file__).name} --n {args.n} --seed {seed})", flush=True)
+    print(f"property search: seed={seed} (rerun: {Path(__file__).name} --n {args.n} --seed {seed}"
+          + (f" --recipes {args.recipes}" if args.recipes else "") + ")", flush=True)
     cat = default_catalog()
     models, gpus = cat.models(), cat.gpus()
     if not args.catalog_only:
         models = with_synthetic(models)
     t0 = time.perf_counter()
-    scenarios, rows, violations = search(args.n, seed, args.chunk, models, gpus, lambda s: print(s, flush=True))
+    scenarios, rows, violations = search(args.n, seed, args.chunk, models, gpus, lambda s: print(s, flush=True),
+                                         recipes=recipes)
     failed = violations > 0
     rc = 0
     if args.hypothesis > 0:
