@@ -37,7 +37,7 @@ $(VENV)/.bench: requirements-bench.txt | $(VENV)/.test
 # Page latency, then engine throughput vs the peer llm-analysis, whose summary is the last
 # line printed (docs/performance.md).
 bench: $(VENV)/.test $(VENV)/.bench
-	$(BIN)/python benchmarks/bench_properties.py --hypothesis 200
+	$(BIN)/python benchmarks/bench_properties.py --hypothesis 200 --recipes all
 	$(BIN)/python benchmarks/bench_pages.py
 	$(BIN)/python benchmarks/bench_engine.py
 

@@ -175,7 +175,8 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
 def decided_loss(frame: pd.DataFrame) -> np.ndarray:
     """Each row's loss as engine/rules.py decides it: 'auto' takes its recipe's (engine/stacks.py)."""
     n = len(frame)
-    loss = frame["loss"].astype(str).to_numpy() if "loss" in frame else np.full(n, "auto")
+    # (object arrays: a fixed-width "<U4" array of "auto" would cut "linear_chunked" to "line")
+    loss = frame["loss"].astype(str).to_numpy(dtype=object) if "loss" in frame else np.full(n, "auto", dtype=object)
     recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(n, DEFAULT_RECIPE)
     method = frame["method"].astype(str).to_numpy()
     gc = frame["grad_checkpointing"].to_numpy(dtype=bool)
@@ -279,7 +280,11 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     out.append(("a longer seq never uses less memory", np.arange(len(base)), longer))
     # LoRA dropout keeps a mask per adapted module and, where the adapters kept their input itself, a copy
     # of their own (engine/memory.py layer_activation_bytes): never less than without it
-    rows = np.flatnonzero((base["lora_dropout"] == 0).to_numpy())
+    # (not under the unsloth recipe: a dropout above 0 turns its fast LoRA kernels off and its adapters from bf16 to
+    # fp32 (engine/rules.py lora_dropout), a change of dtype as well; under Adafactor, whose step copies a 16-bit
+    # parameter to fp32, the bf16 adapters rightly need more at the step: `--recipes all`, seed 3019500688206321294)
+    unsloth = (base["recipe"].astype(str) == "unsloth").to_numpy() if "recipe" in base else np.zeros(len(base), bool)
+    rows = np.flatnonzero((base["lora_dropout"] == 0).to_numpy() & ~unsloth)
     dropped = base.iloc[rows].copy()
     dropped["lora_dropout"] = 0.1
     out.append(("LoRA dropout never uses less memory", rows, dropped))
@@ -377,8 +382,13 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # states, against fp32's 4 + 4, more where the states are small or unsharded: seed 6917398136018264070,
     # qwen3-14b freeze under ZeRO-2 with torchao's 8-bit AdamW, pp 4, dp 1)
     ds_mixed = deepspeed_fp32_master(base, precision=np.full(len(base), "bf16"))
+    # (nor the litgpt recipe: Fabric converts LitGPT's 16-bit logits to fp32 and its fit() keeps both through
+    # backward (engine/stacks.py `recipe litgpt`), 6 bytes a logit against fp32's 4, the same as a chunked loss's
+    # upcast: with a small model and a large vocabulary (qwen2.5-3b LoRA, 3 x 10 tokens, +26 MiB of logits)
+    # pure bf16 rightly needs more; `--recipes all`, seeds 5, 11, 12, 14)
+    litgpt = (base["recipe"].astype(str) == "litgpt").to_numpy() if "recipe" in base else np.zeros(len(base), bool)
     rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
-                          & ~chunked & ~quantized & ~adafactor & ~ds_mixed)
+                          & ~chunked & ~quantized & ~adafactor & ~ds_mixed & ~litgpt)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))

@@ -90,3 +90,56 @@ def test_random_sweep_rows_equal_estimate_json_for_the_same_flags(models, gpus, 
         if row["gpu"] and data.get("compatible", True):
             assert data["fits"] == bool(out["fits"].iloc[i]), (seed, argv)
     assert compared >= 12 * 15  # every row's byte figures and counts were compared
+
+
+# ---- what the search over every recipe found (bench_properties.py --recipes all, session 16) ----------------
+
+# the first offending base row of each (the scenario as the search drew it)
+UNSLOTH_ADAFACTOR = {
+    "model": "synthetic-one-head", "task": "train", "method": "qlora", "precision": "amp_bf16", "optimizer": "adafactor",
+    "batch": 44, "seq": 2, "grad_checkpointing": True, "lora_rank": 4096, "lora_targets": "v_proj", "freeze_layers": 1,
+    "zero": 2, "offload": "none", "gpus": 1, "tp": 1, "pp": 1, "base_precision": "q3_k_m", "kv_precision": "fp8",
+    "prefill_logits": "last", "headroom": 0.0, "allow_long_context": False, "gpu": "rtx-4090", "cp": 1,
+    "checkpointing": "none", "sequence_parallel": "off", "float8": "off", "decode_cache": "tuple",
+    "bnb_4bit_input": "kept", "int4_kernel": "auto", "bnb_double_quant": "on", "rope_cache": "none",
+    "galore_rank": 1024, "lora_dropout": 0.0, "recipe": "unsloth"}  # seed 3019500688206321294
+LITGPT_LOGITS = {
+    "model": "qwen2.5-3b", "task": "train", "method": "lora", "precision": "fp32", "optimizer": "adamw_fused",
+    "batch": 3, "seq": 10, "grad_checkpointing": False, "lora_rank": 8, "lora_targets": "q_proj,k_proj,v_proj,o_proj",
+    "freeze_layers": 36, "zero": 1, "offload": "none", "gpus": 1, "tp": 1, "pp": 1, "base_precision": "bf16",
+    "kv_precision": "auto", "prefill_logits": "last", "headroom": 0.0, "allow_long_context": False,
+    "gpu": "amd-ryzen-ai-max-395-128gb", "cp": 1, "checkpointing": "offload", "sequence_parallel": "on",
+    "float8": "on", "decode_cache": "dynamic", "bnb_4bit_input": "freed", "int4_kernel": "auto",
+    "bnb_double_quant": "auto", "rope_cache": "auto", "galore_rank": 1, "lora_dropout": 0.0,
+    "recipe": "litgpt"}  # seed 14
+
+
+def test_a_recipe_decided_loss_keeps_its_whole_name():
+    """decided_loss filled 'auto' into a fixed-width array of 'auto': torchtune's 'linear_chunked' read as 'line',
+    so the bf16-vs-fp32 relation's exclusion of chunked and fused losses never fired for a recipe's loss."""
+    frame = pd.DataFrame([dict(LITGPT_LOGITS, recipe=r, method="full", grad_checkpointing=True)
+                          for r in ("torchtune", "hf", "unsloth")])
+    decided = list(bench_properties.decided_loss(frame))
+    expected = [bench_properties.recipe_value(r, "loss", "full", True) for r in ("torchtune", "hf", "unsloth")]
+    assert decided == expected and all(len(loss) > 4 for loss in decided), decided
+
+
+def test_the_relations_leave_out_what_a_recipe_rightly_holds_more_of(models, gpus):
+    """Each row the search over every recipe found is left out of its relation, and the engine does give the
+    'more' the exclusion names: unsloth's dropout turns its bf16 adapters fp32 (less for Adafactor's step);
+    LitGPT keeps its 16-bit logits beside Fabric's fp32 copy (more in bf16 than in fp32)."""
+    import numpy as np
+
+    from engine import estimate
+
+    synthetic = bench_properties.with_synthetic(models)
+    base = pd.DataFrame([UNSLOTH_ADAFACTOR, LITGPT_LOGITS])
+    relations = {name: rows for name, rows, _ in bench_properties.companions(base, np.random.default_rng(0), synthetic)}
+    assert 0 not in relations["LoRA dropout never uses less memory"]
+    assert 1 not in relations["pure bf16 training never uses more than fp32"]
+    unsloth = estimate(pd.DataFrame([UNSLOTH_ADAFACTOR, dict(UNSLOTH_ADAFACTOR, lora_dropout=0.1)]), synthetic, gpus)
+    assert list(unsloth["adapter_dtype"].astype(str)) == ["bf16", "fp32"]
+    assert unsloth["peak_bytes"].iloc[1] < unsloth["peak_bytes"].iloc[0]
+    litgpt = estimate(pd.DataFrame([LITGPT_LOGITS, dict(LITGPT_LOGITS, precision="bf16")]), models, gpus)
+    assert litgpt["logits_bytes"].iloc[1] > litgpt["logits_bytes"].iloc[0]
+    assert litgpt["peak_bytes"].iloc[1] > litgpt["peak_bytes"].iloc[0]
