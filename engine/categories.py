@@ -46,14 +46,22 @@ def positions(ids: pd.Series, column: pd.Series) -> np.ndarray:
     return index.get_indexer(column.astype(str))
 
 
-def per_value(values, decide) -> np.ndarray:
-    """decide(a Series of distinct values) -> one boolean each, decided once per distinct value of
-    `values` (a Series, categorical or not, or an array) and taken for every row; a missing value
-    (NaN, None, NA) is decided as NaN."""
+def distinct(values) -> tuple[np.ndarray, pd.Series]:
+    """(each row's code, the distinct values of `values` as an object Series ending with one missing
+    value): a Series, categorical (its categories) or not (factorized), or an array; a missing value
+    (NaN, None, NA) has the last code, the NaN's."""
     if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
         codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories, dtype=object)
     else:
         codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
         uniques = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
-    hit = np.asarray(decide(pd.concat([uniques, pd.Series([np.nan], dtype=object)], ignore_index=True)), dtype=bool)
-    return hit[np.where(codes >= 0, codes, len(uniques))]
+    return (np.where(codes >= 0, codes, len(uniques)),
+            pd.concat([uniques, pd.Series([np.nan], dtype=object)], ignore_index=True))
+
+
+def per_value(values, decide) -> np.ndarray:
+    """decide(a Series of distinct values) -> one boolean each, decided once per distinct value of
+    `values` (a Series, categorical or not, or an array) and taken for every row; a missing value
+    (NaN, None, NA) is decided as NaN."""
+    codes, uniques = distinct(values)
+    return np.asarray(decide(uniques), dtype=bool)[codes]

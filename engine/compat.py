@@ -46,14 +46,9 @@ def _gpu_facts(frame: pd.DataFrame, gpus: pd.DataFrame | None) -> tuple[np.ndarr
 
 def _texts(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(each row's code, the text of each code): column.astype(str).str.strip().str.lower() once per
-    distinct value (a missing value reads "nan" as text, the last code), for every rule that reads it."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, uniques = column.cat.codes.to_numpy(), list(column.cat.categories)
-    else:
-        codes, uniques = pd.factorize(pd.Series(column, dtype=object), use_na_sentinel=True)
-        uniques = list(uniques)
-    texts = np.array([str(u).strip().lower() for u in uniques] + ["nan"], dtype=object)
-    return np.where(codes >= 0, codes, len(uniques)), texts
+    distinct value (categories.distinct: a missing value reads "nan"), for every rule that reads it."""
+    codes, uniques = categories.distinct(column)
+    return codes, np.array([str(u).strip().lower() for u in uniques], dtype=object)
 
 
 def _text_in(texts: tuple[np.ndarray, np.ndarray], values: list[str]) -> np.ndarray:

@@ -952,7 +952,7 @@ def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
     Not modelled: the 16-bit flat copy made while converting (freed at once), the parameters' prefetch
     (stage3_prefetch_bucket_size 5e7) and live limit (1e9) in place of FSDP2's two layers in flight, and
     fp32 training's own fp32 clone of the partitions (`fp32_partitioned_groups_flat`, a second copy there)."""
-    on = x.ds_zero3 & x.train & (x.zero == 3) & ~np.asarray(x.opt_bwd, dtype=bool)
+    on = x.ds_zero3 & (x.zero == 3) & ~np.asarray(x.opt_bwd, dtype=bool)  # (ds_zero3: training rows only)
     if not np.any(on):
         return None
     g = x.wb  # the trained parameters' dtype under DeepSpeed's bf16 / fp16 mode (its module cast)
@@ -1602,16 +1602,13 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
              "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
     if np.any(x.awq_fused | x.exllama | x.bnb_infer) or np.any(np.asarray(x.rope_len) > 0):
         parts = int4_kernel_parts(x, parts)
+    # DeepSpeed's own buffers: ZeRO-1/2's bucket and the reductions' copies (`deepspeed_zero12`); ZeRO-3's
+    # bucket, gradient buffer and the step's fp32 gradient (`deepspeed_zero3`)
     ds = deepspeed_zero12(x, t)
-    if ds is not None:  # DeepSpeed ZeRO-1/2: its bucket, the reductions' copies (`deepspeed_zero12`)
-        for name, part in ds.workspace.items():
+    for extra in (ds.workspace if ds is not None else None, deepspeed_zero3(x, t)):
+        for name, part in (extra or {}).items():
             p = parts.get(name, Part())
             parts[name] = Part(p.fixed + part.fixed, p.shard + part.shard, p.per_token, p.per_token_seq)
-    ds3 = deepspeed_zero3(x, t)
-    if ds3 is not None:  # DeepSpeed ZeRO-3: its bucket, its gradient buffer, the step's fp32 gradient
-        for name, part in ds3.items():
-            p = parts.get(name, Part())
-            parts[name] = Part(p.fixed + part.fixed, p.shard, p.per_token, p.per_token_seq)
     return parts
 
 
