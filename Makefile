@@ -20,7 +20,7 @@ $(VENV)/.test: requirements.txt requirements-test.txt | $(BIN)/python
 	touch $@
 
 run: $(VENV)/.runtime
-	$(BIN)/streamlit run dashboard.py --server.port $(PORT) --server.headless true
+	$(BIN)/python app/serve.py --server.port $(PORT) --server.headless true
 
 # -n auto: one worker process per CPU (pytest-xdist); worksteal evens out the few long tests
 test: $(VENV)/.test

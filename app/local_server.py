@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "dashboard.py"
+LAUNCHER = ROOT / "app" / "serve.py"  # streamlit run dashboard.py, its imports done while the browser loads
 CHROMIUM = Path("/usr/bin/chromium")
 # the app's root element once a script run has finished
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
@@ -51,7 +52,7 @@ def running_dashboard(env: Mapping[str, str], timeout_s: float = 60.0, poll_s: f
     port = free_port()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(DASHBOARD), "--server.port", str(port),
+            [sys.executable, str(LAUNCHER), "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none", "--server.runOnSave", "false"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(env))

@@ -2,7 +2,8 @@
 as in site-packages (pyproject.toml installs dashboard.py, app/ and pages/ side by side, the
 layout app/frame.py and dashboard.py's st.Page paths assume), so it runs from any folder.
 
-It runs `python -m streamlit run` (exec'd in place on POSIX, a child process elsewhere): the
+It runs `python app/serve.py` (`streamlit run dashboard.py` with the dashboard's imports done
+while the browser loads; exec'd in place on POSIX, a child process elsewhere): the
 planner layer never imports streamlit (tests/test_layers.py). The dashboard's settings, .streamlit/config.toml in the
 checkout, are passed as flags, since Streamlit reads that file only from the working folder
 or beside the script (tests/test_install.py checks SETTINGS is that file).
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "dashboard.py"
+LAUNCHER = DASHBOARD.parent / "app" / "serve.py"  # runs DASHBOARD (app/serve.py)
 # .streamlit/config.toml, flattened (section.key)
 SETTINGS = {
     "theme.base": "light",
@@ -36,8 +38,7 @@ def _flag_value(value) -> str:
 def streamlit_command(port: int = 8501, address: str | None = None, extra: list[str] | None = None) -> list[str]:
     """The child's command line: headless (no browser opened, no first-run prompt; Streamlit
     prints the URL), as `make run` starts it."""
-    cmd = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD), "--server.port", str(port),
-           "--server.headless", "true"]
+    cmd = [sys.executable, str(LAUNCHER), "--server.port", str(port), "--server.headless", "true"]
     if address:
         cmd += ["--server.address", address]
     for key, value in SETTINGS.items():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from app import serve
 from planner import dashboard_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,14 +125,14 @@ def test_the_installed_tool_runs_from_another_folder(installed, tmp_path):
         "too_big = run('check', '--model', 'llama-3-70b', '--method', 'full', '--gpu', 'rtx-4090', '--json')\n"
         "bad = run('check', '--model', 'no-such-model', '--gpu', 'rtx-4090')\n"
         "frame = importlib.util.find_spec('app.frame').origin\n"
-        "print(json.dumps([too_big, bad, str(s.CATALOG_DIR), str(d.DASHBOARD), frame, d.streamlit_command()[3:5]]))"))
+        "print(json.dumps([too_big, bad, str(s.CATALOG_DIR), str(d.DASHBOARD), frame, d.streamlit_command()[1]]))"))
     assert probe.returncode == 0, probe.stderr
     too_big, bad, catalog_dir, dashboard, frame, run = json.loads(probe.stdout)
     assert too_big[0] == 1 and json.loads(too_big[1])["schema_version"] == 1
     assert bad[0] == 2 and bad[2].startswith("error: model 'no-such-model'") and "Traceback" not in bad[2]
     assert Path(catalog_dir) == installed / "catalog"
     assert Path(dashboard) == installed / "dashboard.py" == Path(frame).parent.parent / "dashboard.py"  # app/frame.py's
-    assert run == ["run", dashboard]
+    assert Path(run) == installed / "app" / "serve.py" and Path(run).is_file()  # the launcher runs dashboard.py
     # dashboard.py's st.Page paths are relative to it
     pages = [line.split('"')[1] for line in Path(dashboard).read_text().splitlines() if "st.Page(" in line]
     assert pages and all((installed / p).is_file() for p in pages)
@@ -142,8 +143,9 @@ def test_the_dashboard_command_carries_the_checkouts_streamlit_settings():
     flat = {f"{section}.{key}": value for section, keys in config.items() for key, value in keys.items()}
     assert dashboard_cmd.SETTINGS == flat
     cmd = dashboard_cmd.streamlit_command(8502, "127.0.0.1", ["--", "--server.maxUploadSize", "10"])
-    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard.py")]
-    flags = dict(zip(cmd[5::2], cmd[6::2]))
+    assert cmd[:2] == [sys.executable, str(ROOT / "app" / "serve.py")]  # streamlit run on dashboard.py:
+    assert serve.DASHBOARD == ROOT / "dashboard.py"
+    flags = dict(zip(cmd[2::2], cmd[3::2]))
     assert flags["--server.port"] == "8502" and flags["--server.address"] == "127.0.0.1"
     assert flags["--server.headless"] == "true" and flags["--browser.gatherUsageStats"] == "false"
     assert flags["--server.maxUploadSize"] == "10"
