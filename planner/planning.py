@@ -348,17 +348,15 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
 
-    # (1) one card, and two cards at the chosen sharding: the engine solves the count from there
-    # (the ZeRO stage at each count is decided by engine/rules.py, as for every scenario). One call
-    # for both: an estimate() costs ~25 ms whatever its rows, ~4 us a row on top (2-core machine),
-    # so the two-card rows of the configurations one card holds cost less than a call of their own.
-    single = sc.assign(gpus=1, tp=1, pp=1)
-    multi = sc.assign(gpus=2, tp=1, pp=1)
-    both = estimate(pd.concat([single, multi], ignore_index=True), models, gpus, **overhead)
-    one = both.iloc[:n].reset_index(drop=True)
-    two = both.iloc[n:].reset_index(drop=True)
+    # (1) one card: the engine solves the count from there. A one-GPU training row that does not fit
+    # gets the GPUs it needs at the ZeRO stage asked (engine/estimate.py estimates it again at two
+    # GPUs and that stage: tests/test_engine_structure.py), and a serving row the tensor-parallel
+    # degree that holds one replica. (Asking two cards at tp = pp = 1 as well, as this did until
+    # 2026-12-05, cost half this call again and counted two replicas for serving: Llama 2 70B bf16,
+    # 2 x 2,048 tokens on an H100 80GB said 4 GPUs where two at tp 2 hold it.)
+    one = estimate(sc.assign(gpus=1, tp=1, pp=1), models, gpus, **overhead)
     one_fits = one["fits"].fillna(False).to_numpy(dtype=bool)
-    solved = _nan_as_inf(two["gpus_needed"].to_numpy(dtype=float))
+    solved = _nan_as_inf(one["gpus_needed"].to_numpy(dtype=float))
     needed = np.where(one_fits, 1.0, np.maximum(2.0, solved))
     # Unified-memory systems (Apple) count as single devices: PyTorch's multi-GPU backend
     # (NCCL) is CUDA-only and MPS has no distributed backend, so ZeRO / tensor parallelism
