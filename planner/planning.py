@@ -733,8 +733,10 @@ def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list
     train = frame["task"].astype(str).to_numpy() == "train"
     split = (np.maximum(pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64), 1)  # 0 = auto: at least 1
              * np.maximum(pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64), 1))
-    sharded = frame.assign(gpus=np.maximum(count, 2 * split),
-                           zero=np.where(train, 3, frame["zero"]))
+    # serving: split over those GPUs as the engine decides (tp, pp auto): a tp or pp given would keep the
+    # other GPUs as replicas (engine/rules.py), each needing the count again
+    sharded = frame.assign(gpus=np.maximum(count, 2 * split), zero=np.where(train, 3, frame["zero"]),
+                           tp=np.where(train, frame["tp"], 0), pp=np.where(train, frame["pp"], 0))
     return pd.concat([frame, sharded], ignore_index=True), variants
 
 

@@ -196,6 +196,16 @@ def test_a_served_model_is_recommended_the_fewest_cards_that_hold_one_replica(mo
     assert conf["peak_bytes"].iloc[0] == at[2]["peak_bytes"]
 
 
+def test_what_if_gives_a_served_model_with_tp_given_the_cards_one_replica_needs(models, gpus):
+    """Llama 2 70B bf16 served on one H100 80GB at tp 1 as given: two cards at tensor parallel 2 hold it,
+    so 'as configured' needs 2 (its sharded row asked two cards at tp 1, i.e. two replicas, and said 4)."""
+    base = {**planning.with_defaults(pd.DataFrame([{"model": "llama-2-70b", "gpu": "h100-sxm-80gb"}])).iloc[0].to_dict(),
+            "task": "infer", "precision": "bf16", "batch": 2, "seq": 2048, "gpus": 1, "tp": 1}
+    first = planning.what_if(base, models, gpus).iloc[0]
+    assert first["change"] == "As configured" and not first["fits"] and first["gpus_to_fit"] == 2
+    assert estimate(pd.DataFrame([{**base, "gpus": 2, "tp": 0}]), models, gpus).iloc[0]["fits"]
+
+
 # ---- cheapest, cost per fit, budgets --------------------------------------------------------
 
 def _synthetic():
