@@ -515,6 +515,23 @@ LOOP_CONFIGS = [
     # transformers prefills of sliding-window models (the whole prefill's K/V)
     _loop(_infer("mistral-7b", 2, 16384, HO), "generate", ON, UNPAD, HO),
     _loop(_infer("gemma-2-2b", 1, 16384, HO), "generate", ON, UNPAD, HO),
+    # ---- the generality probe of 2026-12-05 (all held-out; these rows committed before their data,
+    # no engine change made for them): shapes, methods and model x loop pairs no row above has --
+    # LoRA at 32k tokens, freeze at micro-batch 4 and with checkpointing, rank 64, many short
+    # sequences, Adafactor on Gemma 2, SGD on Qwen3, amp with checkpointing, Gemma 2 9B under the
+    # trainer loop, Mistral under accelerate's, a dense prefill of 4 x 8k
+    _loop(_lora("qwen2.5-7b", "bf16", "adamw", 1, 32768, True, 16, ALL), MAN, ON, UNPAD, HO),
+    _loop(_freeze("mistral-7b", "bf16", "adamw", 4, 2048, False, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("qwen2-1.5b", "bf16", "adamw", 8, 512, False), MAN, ON, UNPAD, HO),
+    _loop(_train("gemma-2-2b", "bf16", "adafactor", 1, 8192, True), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-3.2-3b", "bf16", "adamw", 4, 2048, False, 64, ALL), MAN, ON, UNPAD, HO),
+    _loop(_train("qwen3-8b", "bf16", "sgd", 1, 8192, True), MAN, ON, UNPAD, HO),
+    _loop(_freeze("qwen2.5-7b", "bf16", "adamw", 2, 4096, True, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("gemma-2-9b", "bf16", "adamw", 1, 4096, True, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-3b", "amp_bf16", "adamw", 2, 4096, True), MAN, ON, UNPAD, HO),
+    _loop(_infer("llama-3-8b", 4, 8192, HO), "generate", ON, UNPAD, HO),
+    _loop(_lora("qwen2-1.5b", "amp_bf16", "adamw", 8, 1024, True, 16, ALL), MAN, ON, UNPAD, HO),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 2, 2048, False, 8, QV), ACC, ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
