@@ -100,6 +100,16 @@ SAMPLER_COPIES = 2
 VLLM_V1_FROM = (0, 8)
 VLLM_MEMORY_DEFAULTS_FROM = (0, 9)
 VLLM_OLDEST_MODELLED = (0, 6)  # before 0.6 the defaults and the profiler differ again (not read)
+# From 0.21 on, vLLM also takes its CUDA graphs' estimated memory out of the KV budget (start-up logs of
+# 2026: "CUDA graph memory profiling is enabled (default since v0.21.0) ... To disable, set
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0", vllm-project/vllm issue #50722 and LMCache/LMCache issue
+# #3430; before 0.21 the flag was an opt-in). The estimate comes from capturing the graphs during the
+# profile; published logs give 0.07 to 2.35 GiB ("Estimated CUDA graph memory: ... GiB total": 0.07 and
+# 2.35 GiB for one small model without and with an FP8 KV cache, 0.52 GiB for Qwen3-8B on a 24 GB card,
+# 2.22 GiB for Qwen3.5-35B-A3B at TP 4 on H100s), with no relation to the model's size that these logs
+# show, so the engine does not subtract it: the serve output says the KV cache can be that much smaller.
+VLLM_CUDAGRAPH_PROFILE_FROM = (0, 21)
+VLLM_CUDAGRAPH_LOGGED_GIB = (0.07, 2.35)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
 VLLM_V0_CHUNKED_ABOVE = 32768
 VLLM_V0_CHUNKED_TOKENS = 512

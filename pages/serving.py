@@ -13,7 +13,7 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import capacity_curve, cheapest
+from planner.serving import CUDAGRAPH_NOTE, capacity_curve, cheapest
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -103,7 +103,8 @@ def _users_chart(plot: pd.DataFrame, u: str):
 _users_chart(plot, u, width="stretch")
 st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
            + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
-              "see the layers column." if engine in GGUF_ENGINES else ""))
+              "see the layers column." if engine in GGUF_ENGINES else "")
+           + (md_escape(CUDAGRAPH_NOTE[2:3].upper() + CUDAGRAPH_NOTE[3:]) + "." if engine == "vllm" else ""))
 view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"],
                      "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
                      "Layers on the GPU": chart["layers"],

@@ -11,7 +11,30 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine.serving import ENGINES, GGUF_ENGINES, exl2_bits, serve
+from engine.serving import (
+    ENGINES,
+    GGUF_ENGINES,
+    VLLM_CUDAGRAPH_LOGGED_GIB,
+    VLLM_CUDAGRAPH_PROFILE_FROM,
+    exl2_bits,
+    serve,
+    vllm_version,
+)
+
+CUDAGRAPH_NOTE = (f"; from {VLLM_CUDAGRAPH_PROFILE_FROM[0]}.{VLLM_CUDAGRAPH_PROFILE_FROM[1]} on, vLLM also takes its CUDA "
+                   f"graphs' estimated memory out of the KV budget ({VLLM_CUDAGRAPH_LOGGED_GIB[0]:g} to "
+                   f"{VLLM_CUDAGRAPH_LOGGED_GIB[1]:g} GiB in published start-up logs, not modelled): the KV cache "
+                   "can be that much smaller (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns it off)")
+
+
+def takes_cudagraphs(engine_version) -> bool:
+    """Does this vLLM version take its CUDA graphs' estimated memory out of the KV budget (the current
+    defaults do: engine/serving.py VLLM_CUDAGRAPH_PROFILE_FROM)."""
+    text = "" if engine_version is None or engine_version == "current" else str(engine_version)
+    major, minor = vllm_version([text])
+    if np.isnan(major[0]):
+        return True  # the current defaults
+    return (major[0], minor[0]) >= VLLM_CUDAGRAPH_PROFILE_FROM
 
 # `serve --json` keys: a contract (add, never rename); tests/test_serving.py checks them.
 SERVE_JSON_KEYS = (
@@ -116,7 +139,8 @@ def format_serve(row: pd.Series) -> str:
         how = ("chunked prefill" if bool(row["chunked_prefill"])
                else "no chunked prefill: the profile forwards max(max-model-len, 2048) tokens at once")
         lines.insert(1, f"  vLLM {version} ({row['engine_generation']}): the activation peak is profiled over "
-                        f"{int(row['profile_tokens']):,} tokens ({how}); --engine-version X.Y for another version")
+                        f"{int(row['profile_tokens']):,} tokens ({how}); --engine-version X.Y for another version"
+                        + (CUDAGRAPH_NOTE if takes_cudagraphs(row["engine_version"]) else ""))
     if isinstance(row.get("draft_model"), str):
         where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
                  else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")

@@ -393,3 +393,17 @@ def test_serve_takes_a_hub_draft_and_checks_its_vocabulary(tmp_path, monkeypatch
                              "h100-sxm-80gb", "--engine", "vllm", "--max-model-len", "256")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "draft model 'tiny-org-tiny-llama' has a vocabulary of" in err and "the target 'llama-3-8b' 128,256" in err
+
+
+def test_the_serve_output_says_vllm_from_0_21_takes_its_cuda_graphs_out_of_the_kv_budget():
+    """vLLM 0.21+ (and the current defaults) subtract their CUDA graphs' estimated memory from the KV budget
+    (engine/serving.py VLLM_CUDAGRAPH_PROFILE_FROM, from published start-up logs); the engine does not model
+    that estimate, so the output says so, with the logged range; older versions do not get the note."""
+    from planner.serving import takes_cudagraphs
+    assert takes_cudagraphs("current") and takes_cudagraphs("0.21") and takes_cudagraphs("v0.23.1")
+    assert not takes_cudagraphs("0.20") and not takes_cudagraphs("0.6")
+    for version, noted in (("", True), ("0.22", True), ("0.10", False)):
+        argv = ["serve", "--model", "llama-3.1-8b", "--precision", "bf16", "--engine", "vllm", "--gpu", "rtx-4090",
+                "--max-model-len", "8192"] + (["--engine-version", version] if version else [])
+        code, out, _ = run_cli(*argv)
+        assert code == 0 and ("CUDA graphs' estimated memory out of the KV budget (0.07 to 2.35 GiB" in out) == noted, out
