@@ -143,6 +143,7 @@ def vllm_kv_gib(rows: pd.DataFrame) -> np.ndarray:
         "max_num_seqs": rows["max_num_seqs"].to_numpy(float),
         "max_num_batched_tokens": rows["max_num_batched_tokens"].to_numpy(float),
         "engine_version": rows["engine_version"].fillna("").to_numpy(object),  # V0's defaults where the log is V0's
+        "gpus": rows["tensor_parallel_size"].fillna(1).to_numpy(float).astype(int),  # -tp: the figures are per GPU
     })
     out = S.serve(req, cat.models(), pd.concat([gpus, base], ignore_index=True))
     return out["kv_cache_bytes_available"].to_numpy(float) / GIB
