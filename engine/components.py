@@ -15,7 +15,7 @@ alone against textbook bytes; tests/test_engine_properties.py compares one row a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -1770,6 +1770,12 @@ class Physics:
     cpu_per_token: np.ndarray | float = 0.0  # host RAM per token: offloaded activations (issue 13)
     # reserved, free and reclaimable at the loss backward, per token (cached_logits_bytes)
     cached_per_token: np.ndarray | float = 0.0
+    # serving rows (serving_replicated): the per-token working sets tensor parallelism does not divide
+    serving_rep: dict | None = None
+    # the fixed runtime overhead on one GPU and on each of several (NCCL's buffers): the GPUs-needed
+    # solver's capacity at each candidate count
+    context_one: float = 0.0
+    context_several: float = 0.0
 
 
 def context_parallel(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, dict[str, Part]]:
@@ -1820,6 +1826,19 @@ def grad_reduce_parts(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str,
     return parts
 
 
+def serving_replicated(x: Inputs, t: Totals) -> dict | None:
+    """Serving rows: the per-token working sets of the prefill and of eager attention that tensor
+    parallelism does not divide (the hidden-size buffers every rank holds), per memory configuration:
+    `workspace` over infinitely many tensor-parallel ranks, where each of its `/ x.tp` terms (the heads',
+    the feed-forward's and a library's split buffers) vanishes. engine/executor.py _infer_gpus_needed
+    divides the rest over each candidate degree; the row's own tp gives back the row's own terms."""
+    if not np.any(x.infer):
+        return None
+    parts = workspace(replace(x, tp=np.full(np.shape(x.tp), 1e30)), t)
+    return {"workspace": parts["prefill"].per_token, "attention": parts["attention"].per_token,
+            "attention_seq": parts["attention"].per_token_seq}
+
+
 def physics(x: Inputs, settings: dict) -> Physics:
     t = totals(x)
     parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
@@ -1829,7 +1848,9 @@ def physics(x: Inputs, settings: dict) -> Physics:
     context, frag = runtime_overhead(x, settings)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts, t),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
-                   cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x))
+                   cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x),
+                   serving_rep=serving_replicated(x, t), context_one=settings["context_bytes"] + settings["cublas_bytes"],
+                   context_several=settings["context_bytes"] + settings["cublas_bytes"] + settings["nccl_bytes"])
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",

@@ -501,6 +501,13 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
                if x.infer.any() else None)
+    if serving is not None:
+        # the GPUs-needed solver's (_infer_gpus_needed): the undivided per-token working sets, and the
+        # capacity at one GPU and at several (NCCL's buffers), by the formula above
+        serving.update({f"{k}_rep": lift(v) for k, v in ph.serving_rep.items()})
+        room = usable * (1 - headroom)
+        serving["capacity_one"] = (room - ph.context_one) / (1 + ph.fragmentation) / (1.0 + margin)
+        serving["capacity_several"] = (room - ph.context_several) / (1 + ph.fragmentation) / (1.0 + margin)
     return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving)
 
 
@@ -952,8 +959,7 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     (n / tp stages, at most one layer each). Weights split over all n; the KV cache over
     min(tp, kv heads) x stages; the logits over tp.
     """
-    serving, capacity, tokens, logits_fixed, kv_saving, seq = (limits.serving, limits.capacity, rt.tokens,
-                                                               rt.logits_fixed, rt.kv_saving, rt.s)
+    serving, tokens, logits_fixed, kv_saving, seq = (limits.serving, rt.tokens, rt.logits_fixed, rt.kv_saving, rt.s)
     kvh, heads, layers, tp_now, pp_now, infer = lay.kvh, lay.heads, lay.layers, lay.tp, lay.pp, lay.infer
     n = len(tokens)
     rows = np.flatnonzero(cfg.take(infer)) if not infer.all() else None
@@ -965,11 +971,20 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     kv = pick(np.broadcast_to(serving["kv_cache"], (cfg.size,))) * tok * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
     if kv_saving is not None:  # sliding-window layers beyond their window (kv_policy windowed)
         kv = kv + own(kv_saving) * pick(np.minimum(tp_now, kvh)) * pick(pp_now)
-    work = pick(np.broadcast_to(serving["workspace"], (cfg.size,))) * tok
-    if seq is not None and np.any(serving["attention_seq"]):  # eager attention's scores (the attention phase)
-        attn = (pick(np.broadcast_to(serving["attention"], (cfg.size,)))
-                + pick(np.broadcast_to(serving["attention_seq"], (cfg.size,))) * own(seq)) * tok
-        work = np.maximum(work, attn)
+    # the prefill's and eager attention's working sets (computed at the row's own tp): the part tensor
+    # parallelism divides is split over each candidate degree's tp, the rest every rank holds
+    # (engine/components.py serving_replicated); at the row's own tp, the row's own figure
+    per_cfg = lambda k: pick(np.broadcast_to(serving[k], (cfg.size,)))  # noqa: E731
+    tp_row = pick(np.broadcast_to(tp_now, (cfg.size,)))
+    work_row, work_rep = per_cfg("workspace") * tok, per_cfg("workspace_rep") * tok
+    eager = seq is not None and np.any(serving["attention_seq"])  # eager attention's scores (the attention phase)
+    if eager:
+        attn_row = (per_cfg("attention") + per_cfg("attention_seq") * own(seq)) * tok
+        attn_rep = (per_cfg("attention_rep") + per_cfg("attention_seq_rep") * own(seq)) * tok
+
+    def at_tp(row_value, rep_value, tp_d):  # a working set at tensor parallel tp_d
+        return np.where(tp_d == tp_row, row_value, rep_value + (row_value - rep_value) * tp_row / tp_d)
+
     logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
     # an inference library's buffers (engine/components.py int4_kernel_parts), split like the weights
     # (they were computed for the row's own tp x pp), and AutoAWQ's fused load phase
@@ -980,21 +995,28 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
         whole = lambda k: pick(lib[k] * tp_now * pp_now)  # noqa: E731
         logit_work = pick(lib["logits_work"]) * tok
         load_tok = pick(lib["load"]) * tok
-    cap = pick(capacity)
+    # the capacity at one GPU, and at several (NCCL's buffers on each)
+    cap_one, cap_several = pick(serving["capacity_one"]), pick(serving["capacity_several"])
     heads_i = heads.astype(np.int64)
     best = np.full(len(tok), np.inf)
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
+        tp_d = pick(tp_n)
+        work = at_tp(work_row, work_rep, tp_d)
+        if eager:
+            attn = at_tp(attn_row, attn_rep, tp_d)
+            work = np.maximum(work, attn)
         if extra:
             phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / degree,
-                                               logit / pick(tp_n) + whole("logits_fixed") / degree + logit_work),
+                                               logit / tp_d + whole("logits_fixed") / degree + logit_work),
                                     whole("load_fixed") / degree + load_tok)
-            if seq is not None and np.any(serving["attention_seq"]):
+            if eager:
                 phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / degree)
             per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         else:
-            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / pick(tp_n))
+            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / tp_d)
+        cap = cap_one if degree == 1 else cap_several
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
         best = np.where(ok, degree, best)
     if rows is None:

@@ -280,3 +280,26 @@ def test_a_dead_results_pooled_block_is_reused_without_the_garbage_collector(mod
     finally:
         if was:
             gc.enable()
+
+
+def test_a_serving_rows_gpus_needed_is_the_fewest_that_hold_it_split_as_the_engine_splits(models, gpus):
+    """gpus_needed of a serving row is the smallest power of two at which the same scenario, split over
+    those GPUs as engine/rules.py splits it (tp over the heads, pp for the rest), fits; half of it does not.
+    The solver divided only the weights, KV cache and logits by the candidate degree and kept the prefill's
+    working set at the row's own tp, so large prefills were asked twice the GPUs they need: DeepSeek-R1-
+    Distill-Qwen-7B bf16, 4 x 4,096 tokens on an RTX 3060 12GB said 4 where 2 at tp 2 hold it."""
+    frame = grid(model=["deepseek-r1-distill-qwen-7b", "llama-3-8b", "gemma-2-9b", "qwen2.5-32b", "llama-2-70b",
+                        "mixtral-8x7b", "gemma-7b"],
+                 gpu=["rtx-3060-12gb", "rtx-4090", "a10", "l40s", "h100-sxm-80gb"], task="infer",
+                 precision=["bf16", "int4", "int8"], batch=[1, 4, 16], seq=[2048, 4096], gpus=1)
+    one = estimate(frame, models, gpus)
+    need = one["gpus_needed"].to_numpy(float)
+    several = np.isfinite(need) & (need >= 2) & (need <= 64)
+    assert several.sum() >= 40
+    at = estimate(frame[several].assign(gpus=need[several].astype(int), tp=0, pp=0), models, gpus)
+    half = estimate(frame[several].assign(gpus=(need[several] // 2).astype(int), tp=0, pp=0), models, gpus)
+    assert at["fits"].to_numpy(dtype=bool, na_value=False).all()
+    assert not half["fits"].to_numpy(dtype=bool, na_value=True).any()
+    row = one[(one["model"] == "deepseek-r1-distill-qwen-7b") & (one["gpu"] == "rtx-3060-12gb")
+              & (one["precision"] == "bf16") & (one["batch"] == 4) & (one["seq"] == 4096)].iloc[0]
+    assert row["gpus_needed"] == 2 and not row["fits"]
