@@ -958,10 +958,17 @@ def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
     g = x.wb  # the trained parameters' dtype under DeepSpeed's bf16 / fp16 mode (its module cast)
     T = t.trainable / x.mp * _ep_share(x)
     bucket = np.where(on, float(C.DS_REDUCE_BUCKET_SIZE) * g, 0.0)
-    grads = np.where(on, T / x.dp * g, 0.0)
-    fp32_grad = np.where(on & ~x.off_opt, np.minimum(T / x.dp, float(C.DS_SUB_GROUP_SIZE)) * 4.0, 0.0)
-    return {"forward": Part(bucket + grads), "loss_backward": Part(bucket + grads), "backward": Part(bucket),
-            "backward_end": Part(bucket), "optimizer": Part(bucket + fp32_grad)}
+    # the partitions as a shard (bytes / dp), so that the GPUs-needed solver, which varies dp, sees them
+    # shrink (kept as fixed bytes at the row's own dp, they made it ask for a rank more); min(T / dp, sub
+    # group) is the shard where the row's partition is at most a sub group, else the sub group (fixed):
+    # exact at the row's dp, never below it at another
+    grads = np.where(on, T * g, 0.0)
+    step = on & ~x.off_opt
+    small = T / x.dp <= float(C.DS_SUB_GROUP_SIZE)
+    fp32_shard = np.where(step & small, T * 4.0, 0.0)
+    fp32_fixed = np.where(step & ~small, float(C.DS_SUB_GROUP_SIZE) * 4.0, 0.0)
+    return {"forward": Part(bucket, grads), "loss_backward": Part(bucket, grads), "backward": Part(bucket),
+            "backward_end": Part(bucket), "optimizer": Part(bucket + fp32_fixed, fp32_shard)}
 
 
 # ---- the components ---------------------------------------------------------------------------
