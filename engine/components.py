@@ -931,6 +931,19 @@ def deepspeed_zero12(x: Inputs, t: Totals) -> DeepSpeed12 | None:
     return DeepSpeed12(on=on, gradients={k: (masks[k], p) for k, p in gradients.items()}, workspace=workspace)
 
 
+def deepspeed_zero3_step(x: Inputs, t: Totals) -> tuple | None:
+    """DeepSpeed stage 3's fp32 gradient at the step, min(T / dp, sub_group_size) x 4 per GPU (see
+    deepspeed_zero3), for the GPUs-needed solver, to which it is not fixed + shard / dp: (T x 4, the sub
+    group x 4, whether the row's own dp holds more than a sub group (then deepspeed_zero3 counts the sub
+    group as fixed bytes, else T x 4 as the shard)), per memory configuration; None where no row has it."""
+    on = x.ds_zero3 & (x.zero == 3) & ~np.asarray(x.opt_bwd, dtype=bool) & ~x.off_opt
+    if not np.any(on):
+        return None
+    T = t.trainable / x.mp * _ep_share(x)
+    sub = float(C.DS_SUB_GROUP_SIZE)
+    return np.where(on, T * 4.0, 0.0), np.where(on, sub * 4.0, 0.0), on & (T / x.dp > sub)
+
+
 def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
     """What DeepSpeed's stage-3 optimizer holds on every GPU beside the sharded weights, gradients and states
     the engine counts (ZeRO-3 under DS_ZERO3_RECIPES; None where no row has it), read at DeepSpeed 38327e0
@@ -964,7 +977,7 @@ def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
     # exact at the row's dp, never below it at another
     grads = np.where(on, T * g, 0.0)
     step = on & ~x.off_opt
-    small = T / x.dp <= float(C.DS_SUB_GROUP_SIZE)
+    small = T / x.dp <= float(C.DS_SUB_GROUP_SIZE)  # (deepspeed_zero3_step tells the solver which it is)
     fp32_shard = np.where(step & small, T * 4.0, 0.0)
     fp32_fixed = np.where(step & ~small, float(C.DS_SUB_GROUP_SIZE) * 4.0, 0.0)
     return {"forward": Part(bucket, grads), "loss_backward": Part(bucket, grads), "backward": Part(bucket),
@@ -1779,6 +1792,8 @@ class Physics:
     cached_per_token: np.ndarray | float = 0.0
     # serving rows (serving_replicated): the per-token working sets tensor parallelism does not divide
     serving_rep: dict | None = None
+    # DeepSpeed stage 3's capped fp32 gradient at the step (deepspeed_zero3_step), None without one
+    ds_step: tuple | None = None
     # the fixed runtime overhead on one GPU and on each of several (NCCL's buffers): the GPUs-needed
     # solver's capacity at each candidate count
     context_one: float = 0.0
@@ -1856,7 +1871,7 @@ def physics(x: Inputs, settings: dict) -> Physics:
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts, t),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
                    cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x),
-                   serving_rep=serving_replicated(x, t), context_one=settings["context_bytes"] + settings["cublas_bytes"],
+                   serving_rep=serving_replicated(x, t), ds_step=deepspeed_zero3_step(x, t), context_one=settings["context_bytes"] + settings["cublas_bytes"],
                    context_several=settings["context_bytes"] + settings["cublas_bytes"] + settings["nccl_bytes"])
 
 

@@ -85,13 +85,15 @@ class PhaseParts:
     seq: dict     # {phase: bytes per token per position}, only the phases that have any (issue 12)
     valid: dict   # {phase: the configurations whose task has the phase}
     dp: object    # the data-parallel ranks
+    ds_step: tuple | None = None  # DeepSpeed stage 3's capped fp32 gradient at the step (components.deepspeed_zero3_step)
 
     def lift(self, of_config) -> PhaseParts:
         """Per memory configuration -> per configuration (of_config: the memory configuration
         of each configuration; None: the same groups)."""
         lift = _lifter(of_config)
         return PhaseParts(*({k: lift(v) for k, v in d.items()} for d in (self.fixed, self.shard, self.token,
-                                                                           self.seq, self.valid)), lift(self.dp))
+                                                                           self.seq, self.valid)), lift(self.dp),
+                          None if self.ds_step is None else tuple(lift(v) for v in self.ds_step))
 
 
 @dataclass(frozen=True, eq=False)
@@ -243,7 +245,7 @@ def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
         # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
         if not is_zero(q := ph.phases[name].seq_total()):
             seq[name] = q
-    return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp)
+    return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp, ph.ds_step)
 
 
 def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: bool, out) -> RowTerms:
@@ -633,7 +635,8 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
         batch_level = cfg.split_batch()
         longest_of_group = longest_context_per_batch(cfg.inv, batch_level, rows.b, max_tokens, terms, quad_any,
                                                      limits, out)
-    ranks = (_train_ranks(limits.capacity, parts.fixed, parts.shard, parts.token) if lay.train.any() else None)
+    ranks = (_train_ranks(limits.capacity, parts.fixed, parts.shard, parts.token, parts.ds_step)
+             if lay.train.any() else None)
     infer_need = _infer_gpus_needed(cfg, limits, lay, rows) if lay.infer.any() else None
     splits = [v for v in (lay.tp, lay.pp) if not np.all(v == 1)]  # ranks x tp x pp (a factor of one changes nothing)
     return FitPlan(limits, parts, lay, bool(limits.chosen.all()), max_tokens, quad_any, terms, seq_level,
@@ -812,8 +815,8 @@ def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPla
     over at most kv heads). scaled: each phase's per-token bytes x tokens of those rows."""
     lay = plan.layout
     if plan.ranks is not None:
-        ranks, per_row, one_shard = plan.ranks
-        _train_gpus_rows(nd, take, ranks, per_row, one_shard, scaled)
+        ranks, per_row, one_shard, ds_step = plan.ranks
+        _train_gpus_rows(nd, take, ranks, per_row, one_shard, scaled, ds_step)
         if lay.cp is not None:  # context parallel: whole groups of cp ranks share each sequence
             cp = take(lay.cp)
             np.multiply(np.ceil(nd / cp), cp, out=nd)
@@ -882,7 +885,7 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True):
     return most_tokens, longest
 
 
-def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
+def _train_ranks(capacity, fixed_tot, shard_tot, token_tot, ds_step=None):
     """Per configuration, what the data-parallel ranks a training row needs are made of: the
     ranks of the phases without a per-token part, and (room left by the unsharded bytes,
     sharded bytes, phase) of the others; one_shard: those share one sharded total."""
@@ -896,15 +899,40 @@ def _train_ranks(capacity, fixed_tot, shard_tot, token_tot):
             sh = shard_tot[name]
             if is_zero(token_tot[name]):  # no per-token part: per configuration
                 need = np.where(sh > 0, np.ceil(sh / room_fixed), 1.0)
-                ranks = np.maximum(ranks, np.where(room_fixed <= 0, np.inf, need))
+                need = np.where(room_fixed <= 0, np.inf, need)
+                if name == "optimizer" and ds_step is not None:
+                    need = _capped_step_ranks(room_fixed, sh, ds_step, need)
+                ranks = np.maximum(ranks, need)
             else:
                 per_row.append((room_fixed, sh, name))
     shards = [sh for _, sh, _ in per_row]
     one_shard = bool(shards) and all(np.ndim(x) and np.array_equal(x, shards[0]) for x in shards)
-    return ranks, per_row, one_shard
+    capped = ds_step is not None and any(name == "optimizer" for _, _, name in per_row)
+    # (the step's capped fp32 gradient is solved per row, not through the shared shard total)
+    return ranks, per_row, one_shard and not capped, ds_step if capped else None
 
 
-def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
+def _capped_step_ranks(room, shard, ds_step, need):
+    """The optimizer phase's ranks where DeepSpeed stage 3's fp32 gradient at the step is min(T / dp, sub
+    group) x 4 (components.deepspeed_zero3_step), not fixed + shard / dp: the fewest ranks of either
+    regime. Below T / sub group ranks a rank holds more than a sub group (its fp32 gradient is the sub
+    group's, fixed bytes); from there on T x 4 / dp (a shard). room: the capacity less the phase's
+    unsharded bytes (per configuration, or per row with its per-token bytes); `need`: the ranks as the
+    phase's parts give them (exact at the row's own dp, kept where no row has the capped gradient)."""
+    t4, sg4, as_fixed = ds_step
+    on = t4 > 0
+    base_room = room + np.where(as_fixed, sg4, 0.0)  # the room without the fp32 gradient
+    base_shard = shard - np.where(as_fixed, 0.0, t4)
+    room_sub = base_room - sg4  # more than a sub group per rank: the sub group, fixed
+    d_sub = np.where(room_sub <= 0, np.inf, np.where(base_shard > 0, np.ceil(base_shard / room_sub), 1.0))
+    room_all = base_room  # at most a sub group per rank: T x 4 over the ranks
+    d_all = np.where(room_all <= 0, np.inf, np.ceil((base_shard + t4) / room_all))
+    d_all = np.maximum(d_all, np.ceil(t4 / np.where(on, sg4, 1.0)))  # (dp >= T / sub group there)
+    capped = np.where(d_sub * sg4 < t4, d_sub, d_all)  # (the first regime holds at d_sub: the fewest)
+    return np.where(on, capped, need)
+
+
+def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled, ds_step=None):
     """Data-parallel ranks a training row needs, for a block of rows, written into `needed`:
     over the training phases, ceil(sharded bytes / room left by the unsharded ones), inf where
     nothing is left. (A training row's inference phases count one rank, which the final max
@@ -946,6 +974,9 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled):
                     else:
                         need = np.ones(n)
                 np.copyto(need, np.inf, where=room <= 0)
+                if name == "optimizer" and ds_step is not None:  # DeepSpeed stage 3's capped fp32 gradient
+                    need = _capped_step_ranks(room, take(sh) if np.ndim(sh) else sh, tuple(take(v) for v in ds_step),
+                                              need)
                 np.maximum(needed, need, out=needed)
         np.maximum(needed, 1.0, out=needed)
 

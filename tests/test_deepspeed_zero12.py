@@ -261,3 +261,18 @@ def test_deepspeed_zero_3_partitions_are_a_shard_so_the_gpus_needed_are_the_fewe
     # a large model's rank past one sub group: the fp32 gradient is the sub group's (fixed), at its own dp exact
     sub = _zero3_added(models, **FULL, zero=3, gpus=2)["optimizer"]
     assert sub == B * G + 1e9 * 4
+
+
+def test_deepspeed_zero_3_step_sub_group_is_solved_in_both_regimes_alone_and_in_a_frame(models, gpus):
+    """The step's fp32 gradient is min(T / dp, 1e9) x 4: Llama 3.2 3B (T = 3.2e9) holds a whole sub group per
+    rank up to 3 ranks and T / dp from 4 on, so the GPUs needed from one to four GPUs is the same count, the
+    fewest that fit (5 on an RTX 5080: not 4, and not 6 as the sub group kept fixed gave), alone and in a
+    frame where other rows give the optimizer phase a per-token part (the per-row solver path)."""
+    base = dict(model="llama-3.2-3b", gpu="rtx-5080", task="train", method="full", batch=1, seq=2048, zero=3,
+                precision="mixed_bf16", recipe="axolotl", grad_checkpointing=True, optimizer="adafactor")
+    alone = estimate(pd.DataFrame([dict(base, gpus=g) for g in (1, 2, 3, 4, 5)]), models, gpus)
+    assert alone["gpus_needed"].tolist() == [5, 5, 5, 5, 5] and alone["fits"].tolist() == [False] * 4 + [True]
+    others = [dict(base, model=m, optimizer=o, recipe="litgpt", gpus=2)  # (LitGPT: a per-token part at the step)
+              for m in ("llama-3.2-1b", "qwen2-1.5b") for o in ("adamw", "sgd")]
+    framed = estimate(pd.DataFrame([dict(base, gpus=g) for g in (1, 2, 3, 4, 5)] + others), models, gpus)
+    assert framed["gpus_needed"].tolist()[:5] == [5, 5, 5, 5, 5]

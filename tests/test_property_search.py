@@ -143,3 +143,55 @@ def test_the_relations_leave_out_what_a_recipe_rightly_holds_more_of(models, gpu
     litgpt = estimate(pd.DataFrame([LITGPT_LOGITS, dict(LITGPT_LOGITS, precision="bf16")]), models, gpus)
     assert litgpt["logits_bytes"].iloc[1] > litgpt["logits_bytes"].iloc[0]
     assert litgpt["peak_bytes"].iloc[1] > litgpt["peak_bytes"].iloc[0]
+
+
+def test_the_recommended_count_is_the_fewest_that_hold_it_on_random_plans(models, gpus):
+    """planning.configurations' count (the GPUs needed the engine solves from one card) is the fewest that
+    hold the workload as the engine splits it: one fewer (training: data-parallel ranks; serving: half, a
+    power of two) does not fit, and a count solved within the limit fits there. Random plans of this run's
+    seed (every method, ZeRO stage, recipe, precision, optimizer; serving at 4 precisions) x a random third of
+    the catalog's models and GPUs. Solver bugs this found: serving's prefill working set not split over each
+    candidate's tensor parallel (320 of 20,727 rows asked twice the GPUs), DeepSpeed ZeRO-3's partitions kept
+    as fixed bytes (a rank more), and its step's fp32 sub group, min(T / dp, 1e9) x 4, not linear in 1 / dp
+    (seed 1036: a rank more, and one more only inside a frame that took the per-row path)."""
+    import numpy as np
+
+    from engine import estimate
+    from planner import planning
+
+    seed = int(os.environ["PROPERTY_SEARCH_SEED"])
+    rng = np.random.default_rng(seed)
+    plans = {}
+    for i in range(6):
+        if rng.random() < 0.65:
+            method = str(rng.choice(["full", "lora", "qlora", "freeze"]))
+            plans[f"p{i}"] = {
+                "task": "train", "method": method, "batch": int(rng.choice([1, 2, 4, 8])),
+                "seq": int(rng.choice([512, 1024, 2048, 4096])), "zero": int(rng.integers(4)),
+                "precision": "bf16" if method == "qlora" else str(rng.choice(["bf16", "mixed_bf16"])),
+                "recipe": str(rng.choice(["hf", "torchtune", "unsloth", "deepspeed", "llama-factory", "axolotl",
+                                          "litgpt", "torchtitan"])),
+                "grad_checkpointing": bool(rng.integers(2)),
+                "optimizer": str(rng.choice(["adamw", "adamw_8bit", "sgd", "adafactor"]))}
+        else:
+            plans[f"p{i}"] = {"task": "infer", "precision": str(rng.choice(["bf16", "int8", "int4", "fp8"])),
+                              "batch": int(rng.choice([1, 4, 16, 64])), "seq": int(rng.choice([1024, 2048, 4096]))}
+    model_ids = list(rng.choice(models["id"], size=max(4, len(models) // 3), replace=False))
+    gpu_ids = list(rng.choice(gpus["id"], size=max(4, len(gpus) // 3), replace=False))
+    sc = planning.plans_frame(plans, model=model_ids, gpu=gpu_ids)
+    conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    asked = planning.with_defaults(sc.reset_index(drop=True))
+    ok, count = conf["fits_within"].to_numpy(bool), conf["gpus"].to_numpy(int)
+    several = ok & (count > 1)
+    serve = conf["task"].astype(str).to_numpy() == "infer"
+    fewer = np.where(serve, count // 2, count - 1)[several]
+    again = estimate(asked[several].assign(gpus=fewer, tp=0, pp=0), models, gpus)
+    wasteful = again["fits"].to_numpy(dtype=bool, na_value=False)
+    solved_not_fitting = ((~ok) & (conf["gpus_needed"].to_numpy(float) <= conf["max_gpus"].to_numpy(float))
+                          & conf["compatible"].to_numpy(bool)
+                          & ~(conf["beyond_context"] | conf["beyond_layers"]).to_numpy(bool))
+    print(f"recommended counts seed={seed} rows={len(conf)} at two or more GPUs={int(several.sum())} "
+          f"not the fewest={int(wasteful.sum())} solved but not fitting={int(solved_not_fitting.sum())}")
+    shown = ["plan", "model", "gpu", "gpus", "label"]
+    assert not wasteful.any(), (seed, plans, conf[several][wasteful][shown].head(5).to_string())
+    assert not solved_not_fitting.any(), (seed, plans, conf[solved_not_fitting][shown + ["gpus_needed"]].head(5).to_string())
