@@ -120,6 +120,7 @@ class GpuLimits:
     grow: np.ndarray | float  # 1 + the allocator's fragmentation share: a tensor byte's cost in the peak
     longest: np.ndarray    # the longest context allowed (the model's, or inf)
     serving: dict | None   # what serving needs of its phases (SERVING_PARTS), None without serving rows
+    capacity_several: np.ndarray | None = None  # the capacity at two or more GPUs (NCCL's buffers on each)
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +137,9 @@ class Layout:
     infer: np.ndarray
     ep_floor: object | None     # expert parallel as given: at least ep x pp GPUs (None: no such row)
     cp: object | None = None    # context parallel (issue 27): the ranks come in groups of cp (None: no such row)
+    # training on one GPU with its ZeRO stage kept (offload): its GPUs needed are solved from its own parts,
+    # against the capacity of several GPUs (NCCL's buffers), unless it fits alone (None: no such row)
+    one_kept: object | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -503,14 +507,14 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
                if x.infer.any() else None)
-    if serving is not None:
-        # the GPUs-needed solver's (_infer_gpus_needed): the undivided per-token working sets, and the
-        # capacity at one GPU and at several (NCCL's buffers), by the formula above
+    # the GPUs-needed solvers': the capacity at one GPU and at several (NCCL's buffers), by the formula above
+    room = usable * (1 - headroom)
+    several = (room - ph.context_several) / (1 + ph.fragmentation) / (1.0 + margin)
+    if serving is not None:  # (_infer_gpus_needed: also the undivided per-token working sets)
         serving.update({f"{k}_rep": lift(v) for k, v in ph.serving_rep.items()})
-        room = usable * (1 - headroom)
         serving["capacity_one"] = (room - ph.context_one) / (1 + ph.fragmentation) / (1.0 + margin)
-        serving["capacity_several"] = (room - ph.context_several) / (1 + ph.fragmentation) / (1.0 + margin)
-    return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving)
+        serving["capacity_several"] = several
+    return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving, several)
 
 
 def verdict_margin(cfg: Configs, models: pd.DataFrame, model_rows: np.ndarray) -> np.ndarray:
@@ -539,7 +543,8 @@ def layout(x, of_config) -> Layout:
     return Layout(dp=lift(x.dp), tp=lift(x.tp), pp=lift(x.pp), kvh=lift(np.where(x.mla, 1.0, x.kvh)), heads=lift(x.a),
                   layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
                   ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None,
-                  cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None)
+                  cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None,
+                  one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None)
 
 
 def largest_tokens(capacity: np.ndarray, parts: PhaseParts, size: int, logits_per_row: bool) -> np.ndarray:
@@ -635,7 +640,10 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
         batch_level = cfg.split_batch()
         longest_of_group = longest_context_per_batch(cfg.inv, batch_level, rows.b, max_tokens, terms, quad_any,
                                                      limits, out)
-    ranks = (_train_ranks(limits.capacity, parts.fixed, parts.shard, parts.token, parts.ds_step)
+    # (a one-GPU row with its ZeRO stage kept needs the capacity of several GPUs from its second rank on)
+    train_capacity = limits.capacity if lay.one_kept is None else np.where(lay.one_kept, limits.capacity_several,
+                                                                            limits.capacity)
+    ranks = (_train_ranks(train_capacity, parts.fixed, parts.shard, parts.token, parts.ds_step)
              if lay.train.any() else None)
     infer_need = _infer_gpus_needed(cfg, limits, lay, rows) if lay.infer.any() else None
     splits = [v for v in (lay.tp, lay.pp) if not np.all(v == 1)]  # ranks x tp x pp (a factor of one changes nothing)
@@ -699,7 +707,7 @@ def fit_columns(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout,
                               plan, scaled)
             continue
         chosen_r = _fit_rows(block, at, plan, rows, memory, cols, unknown)
-        _gpus_needed_rows(cols["gpus_needed"][block], block, take, chosen_r, plan, scaled)
+        _gpus_needed_rows(cols["gpus_needed"][block], block, take, chosen_r, plan, scaled, cols["fits"][block])
         if chosen_r is not None:
             # a row without a GPU has no largest batch or context either: NaN, as when no row of
             # the frame has a GPU (they read 0 when another row of the frame had one)
@@ -809,7 +817,7 @@ def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_bat
     np.copyto(ms, np.floor(per_s), where=q_rows)
 
 
-def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPlan, scaled: dict) -> None:
+def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPlan, scaled: dict, fits=None) -> None:
     """GPUs needed, for a block of rows, into nd. Training: data-parallel ranks at the scenario's
     ZeRO stage (tp x pp kept); inference: tensor parallel over powers of two (KV cache split
     over at most kv heads). scaled: each phase's per-token bytes x tokens of those rows."""
@@ -822,6 +830,8 @@ def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPla
             np.multiply(np.ceil(nd / cp), cp, out=nd)
         for split in plan.splits:
             nd *= take(split)
+        if lay.one_kept is not None and fits is not None:  # solved at several GPUs' capacity: one, where it fits alone
+            np.copyto(nd, 1.0, where=take(lay.one_kept) & fits)
     if plan.infer_need is not None:
         need = plan.infer_need[block]
         np.copyto(nd, np.where(take(lay.infer), need, nd) if plan.ranks is not None else need)

@@ -276,3 +276,18 @@ def test_deepspeed_zero_3_step_sub_group_is_solved_in_both_regimes_alone_and_in_
               for m in ("llama-3.2-1b", "qwen2-1.5b") for o in ("adamw", "sgd")]
     framed = estimate(pd.DataFrame([dict(base, gpus=g) for g in (1, 2, 3, 4, 5)] + others), models, gpus)
     assert framed["gpus_needed"].tolist()[:5] == [5, 5, 5, 5, 5]
+
+
+def test_a_one_gpu_row_whose_zero_stage_offload_keeps_needs_what_fits_with_nccls_buffers(models, gpus):
+    """With the optimizer offloaded the ZeRO stage stays on one GPU (engine/rules.py), so the GPUs needed are
+    solved from the one-GPU row's own parts; from two GPUs on each also holds NCCL's buffers, which the
+    solver left out: DeepSeek-R1-Distill-Qwen-1.5B freeze, llama-factory ZeRO-3 with the optimizer offloaded,
+    RTX 3060 Ti, said 2, where 2 do not fit (the planner then said none within 8) and 3 do."""
+    base = dict(model="deepseek-r1-distill-qwen-1.5b", gpu="rtx-3060-ti", task="train", method="freeze", batch=2,
+                seq=512, zero=3, precision="mixed_bf16", recipe="llama-factory", optimizer="adamw_8bit",
+                offload="optimizer", freeze_layers=2, activation_offload="on", loop="manual")
+    r = estimate(pd.DataFrame([dict(base, gpus=g) for g in (1, 2, 3)]), models, gpus)
+    assert r["gpus_needed"].tolist() == [3, 3, 3] and r["fits"].tolist() == [False, False, True]
+    # a one-GPU row that fits alone needs one
+    small = estimate(pd.DataFrame([dict(base, model="llama-3.2-1b", gpu="rtx-4090", gpus=1)]), models, gpus).iloc[0]
+    assert small["fits"] and small["gpus_needed"] == 1

@@ -153,7 +153,9 @@ def test_the_recommended_count_is_the_fewest_that_hold_it_on_random_plans(models
     the catalog's models and GPUs. Solver bugs this found: serving's prefill working set not split over each
     candidate's tensor parallel (320 of 20,727 rows asked twice the GPUs), DeepSpeed ZeRO-3's partitions kept
     as fixed bytes (a rank more), and its step's fp32 sub group, min(T / dp, 1e9) x 4, not linear in 1 / dp
-    (seed 1036: a rank more, and one more only inside a frame that took the per-row path)."""
+    (seed 1036: a rank more, and one more only inside a frame that took the per-row path), and a one-GPU row
+    whose ZeRO stage offload keeps solved against one GPU's capacity, without NCCL's buffers (a count that
+    did not fit there)."""
     import numpy as np
 
     from engine import estimate
@@ -172,10 +174,17 @@ def test_the_recommended_count_is_the_fewest_that_hold_it_on_random_plans(models
                 "recipe": str(rng.choice(["hf", "torchtune", "unsloth", "deepspeed", "llama-factory", "axolotl",
                                           "litgpt", "torchtitan"])),
                 "grad_checkpointing": bool(rng.integers(2)),
-                "optimizer": str(rng.choice(["adamw", "adamw_8bit", "sgd", "adafactor"]))}
+                "optimizer": str(rng.choice(["adamw", "adamw_8bit", "sgd", "adafactor", "paged_adamw_8bit"])),
+                "offload": str(rng.choice(["none", "none", "optimizer", "all"])), "lora_rank": int(rng.choice([8, 64])),
+                "lora_targets": str(rng.choice(["q_proj,v_proj", "all"])), "freeze_layers": int(rng.choice([1, 4])),
+                "activation_offload": str(rng.choice(["auto", "on"])), "loop": str(rng.choice(["trainer", "manual"]))}
+            if plans[f"p{i}"]["offload"] != "none":  # (offload needs ZeRO: 'all' stage 3)
+                plans[f"p{i}"]["zero"] = 3 if plans[f"p{i}"]["offload"] == "all" else max(2, plans[f"p{i}"]["zero"])
         else:
-            plans[f"p{i}"] = {"task": "infer", "precision": str(rng.choice(["bf16", "int8", "int4", "fp8"])),
-                              "batch": int(rng.choice([1, 4, 16, 64])), "seq": int(rng.choice([1024, 2048, 4096]))}
+            plans[f"p{i}"] = {"task": "infer", "precision": str(rng.choice(["bf16", "int8", "int4", "fp8", "nf4", "q4_k_m"])),
+                              "batch": int(rng.choice([1, 4, 16, 64])), "seq": int(rng.choice([1024, 4096, 16384])),
+                              "kv_precision": str(rng.choice(["auto", "fp8"])),
+                              "kv_policy": str(rng.choice(["auto", "windowed", "full"])), "allow_long_context": True}
     model_ids = list(rng.choice(models["id"], size=max(4, len(models) // 3), replace=False))
     gpu_ids = list(rng.choice(gpus["id"], size=max(4, len(gpus) // 3), replace=False))
     sc = planning.plans_frame(plans, model=model_ids, gpu=gpu_ids)
