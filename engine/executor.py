@@ -140,6 +140,10 @@ class Layout:
     # training on one GPU with its ZeRO stage kept (offload): its GPUs needed are solved from its own parts,
     # against the capacity of several GPUs (NCCL's buffers), unless it fits alone (None: no such row)
     one_kept: object | None = None
+    # kv_policy windowed (components.kv_window_saving): the sliding-window layers' KV bytes per token and their
+    # window, for the longest context (None: no such row)
+    kv_window: object | None = None
+    window: object | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -544,7 +548,9 @@ def layout(x, of_config) -> Layout:
                   layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
                   ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None,
                   cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None,
-                  one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None)
+                  one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None,
+                  kv_window=lift(x.kv_window) if (win := np.any(x.infer) and np.any(x.kv_window > 0)) else None,
+                  window=lift(x.window) if win else None)
 
 
 def largest_tokens(capacity: np.ndarray, parts: PhaseParts, size: int, logits_per_row: bool) -> np.ndarray:
@@ -760,6 +766,8 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
         _largest_batch_rows(block, take, plan, rows, c, mt, chosen_r, cols["max_batch"][block])
         ms = np.divide(mt, rows.b[block], out=mt)  # the longest sequence at the row's batch
         np.floor(ms, out=ms)
+        if plan.layout.kv_window is not None and rows.kv_saving is not None:
+            _windowed_longest(block, take, plan, rows, c, ms)
         if plan.terms:  # rows with a batch x seq x seq term: their longest context (and largest batch)
             _seq_term_rows(block, take, plan, rows, chosen_r, cols["max_batch"][block], ms)
     short = ms < 1 if chosen_r is None else ~(chosen_r & (ms >= 1))
@@ -797,6 +805,37 @@ def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chose
     most = np.floor(mt / rows.s[block])
     ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
     np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0))
+
+
+def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, c, ms) -> None:
+    """kv_policy windowed: beyond its window a sliding-window layer keeps window tokens of K/V, so past the
+    window each cache phase grows by its per-token bytes less those layers' (components.kv_window_saving:
+    bytes = fixed + kw b W + (per_token - kw) b s for s > W). The longest sequence at the row's batch where
+    that regime holds (longer than the window), over every phase, raises ms (the tokens-per-micro-batch
+    limit solved at the row's own seq counts the saving of that seq only). Rows with a batch x seq x seq
+    term keep ms (_seq_term_rows solves them)."""
+    parts, lay, b = plan.parts, plan.layout, rows.b[block]
+    kw, W = take(lay.kv_window), take(lay.window)
+    on = (kw > 0) & take(lay.infer)
+    if plan.terms:
+        on &= ~take(plan.quad_any)
+    if not on.any():
+        return
+    size, logits_fixed = len(plan.max_tokens), rows.logits_fixed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        longest = np.full(len(b), np.inf)
+        for name in parts.valid:
+            room = c - take(parts.fixed[name]) - take(parts.shard[name] / parts.dp)
+            if name == "logits" and logits_fixed is not None:
+                room = room - logits_fixed[block]
+            per_token = take(np.broadcast_to(parts.token[name], (size,)))
+            if name in INFER_CACHE_PHASES:
+                room = room - kw * b * W
+                per_token = per_token - kw
+            s = np.where(per_token > 0, room / (per_token * b), np.where(room >= 0, np.inf, -np.inf))
+            longest = np.minimum(longest, np.where(take(parts.valid[name]), s, np.inf))
+    longest = np.floor(longest)
+    np.copyto(ms, np.maximum(ms, longest), where=on & (longest > W))
 
 
 def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_batch, ms) -> None:

@@ -303,3 +303,19 @@ def test_a_serving_rows_gpus_needed_is_the_fewest_that_hold_it_split_as_the_engi
     row = one[(one["model"] == "deepseek-r1-distill-qwen-7b") & (one["gpu"] == "rtx-3060-12gb")
               & (one["precision"] == "bf16") & (one["batch"] == 4) & (one["seq"] == 4096)].iloc[0]
     assert row["gpus_needed"] == 2 and not row["fits"]
+
+
+@pytest.mark.parametrize("scenario", [
+    dict(model="mistral-7b", gpu="rtx-5070-ti", precision="bf16", gpus=2, batch=4, seq=1024),
+    dict(model="gemma-3-12b", gpu="rtx-4090", precision="fp8", gpus=1, batch=4, seq=2048),
+    dict(model="llama-4-scout", gpu="b200-180gb", precision="fp8", gpus=1, batch=2, seq=256),
+])
+def test_the_longest_context_under_kv_policy_windowed_is_the_longest_that_fits(models, gpus, scenario):
+    """max_seq is the longest sequence at the row's batch that fits (one more does not) under kv_policy
+    windowed too, where a sliding-window layer keeps only its window: the solver counted the saving at the
+    row's own seq, so the longest context came out short (Mistral 7B bf16, 4 sequences on two RTX 5070 Ti:
+    11,124 where 17,203 fit; Llama 4 Scout fp8 on a B200: 48,861 where 79,048 fit)."""
+    frame = pd.DataFrame([dict(scenario, task="infer", kv_policy="windowed", allow_long_context=True)])
+    longest = int(estimate(frame, models, gpus).iloc[0]["max_seq"])
+    at = estimate(pd.concat([frame, frame]).assign(seq=[longest, longest + 1]), models, gpus)["fits"].tolist()
+    assert at == [True, False], (longest, at)
