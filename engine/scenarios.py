@@ -159,8 +159,9 @@ def _bad(column: str, value, accepted: str) -> ValueError:
 
 def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
     if isinstance(series.dtype, pd.CategoricalDtype):
-        if len(series.cat.categories) == 0 or pd.api.types.infer_dtype(series.cat.categories, skipna=False) == "string":
-            if series.isna().any():  # a missing value is the empty text, never a code of -1
+        cats = series.array.categories  # (the Categorical's own: no accessor Series per call)
+        if len(cats) == 0 or _text_categories(cats):
+            if (np.asarray(series.array.codes) < 0).any():  # a missing value is the empty text, never a code of -1
                 if "" not in series.cat.categories:
                     series = series.cat.add_categories([""])
                 series = series.fillna("")
@@ -196,10 +197,20 @@ def _small_text_category(series: pd.Series) -> pd.Series | None:
     return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), index=series.index, name=series.name)
 
 
+def _text_categories(cats: pd.Index) -> bool:
+    """Are a categorical's categories text (pandas' infer_dtype "string"), read from the Index's dtype where it
+    says so (a string dtype: ~1 us, where infer_dtype walks the values)."""
+    if isinstance(cats.dtype, pd.StringDtype):
+        return True
+    return pd.api.types.infer_dtype(cats, skipna=False) == "string"
+
+
 def _fill_missing(series: pd.Series, default) -> pd.Series:
     """NaN / None / NA -> the column default (as object when the dtype cannot hold it)."""
     if isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub":  # numpy ints and bools hold no missing value
         return series
+    if isinstance(series.dtype, pd.CategoricalDtype) and not (np.asarray(series.array.codes) < 0).any():
+        return series  # (a categorical's missing values are its codes of -1: no pandas isna per column)
     try:
         missing = series.isna()
     except (TypeError, ValueError):
@@ -309,8 +320,8 @@ def _constant_category(n: int, value: str) -> pd.Categorical:
 def _drop_unused(series: pd.Series) -> pd.Series:
     """series.cat.remove_unused_categories(), without its sort of every code when (as in a
     grid) every category is used: a sample of rows, else one pass over the codes, decides."""
-    k = len(series.cat.categories)
-    codes = series.cat.codes.to_numpy()
+    k = len(series.array.categories)
+    codes = np.asarray(series.array.codes)  # (the Categorical's own: no accessor Series per call)
     if k and len(codes) and codes.min() >= 0:
         used = np.zeros(k, dtype=bool)
         used[codes[:: max(1, len(codes) // 4096)]] = True  # every category among a few rows: all used
