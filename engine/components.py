@@ -976,10 +976,12 @@ def deepspeed_zero3(x: Inputs, t: Totals) -> dict[str, Part] | None:
     # group) is the shard where the row's partition is at most a sub group, else the sub group (fixed):
     # exact at the row's dp, never below it at another
     grads = np.where(on, T * g, 0.0)
-    step = on & ~x.off_opt
-    small = T / x.dp <= float(C.DS_SUB_GROUP_SIZE)  # (deepspeed_zero3_step tells the solver which it is)
-    fp32_shard = np.where(step & small, T * 4.0, 0.0)
-    fp32_fixed = np.where(step & ~small, float(C.DS_SUB_GROUP_SIZE) * 4.0, 0.0)
+    step = deepspeed_zero3_step(x, t)  # (T x 4, the sub group x 4, where the row's dp holds more than a sub group)
+    if step is None:  # (the optimizer offloaded on every row: the fp32 gradient is the host's)
+        fp32_shard = fp32_fixed = np.zeros_like(bucket)
+    else:
+        t4, sg4, as_fixed = step
+        fp32_shard, fp32_fixed = np.where(as_fixed, 0.0, t4), np.where(as_fixed, sg4, 0.0)
     return {"forward": Part(bucket, grads), "loss_backward": Part(bucket, grads), "backward": Part(bucket),
             "backward_end": Part(bucket), "optimizer": Part(bucket + fp32_fixed, fp32_shard)}
 
@@ -1740,11 +1742,18 @@ COMPONENT_FUNCTIONS = {
 
 # ---- beside the phases ----------------------------------------------------------------------
 
+def runtime_contexts(settings: dict) -> tuple[float, float]:
+    """The fixed runtime overhead per GPU (CUDA context + cuBLAS workspace) on one GPU, and on each of
+    several (+ NCCL's buffers)."""
+    one = settings["context_bytes"] + settings["cublas_bytes"]
+    return one, one + settings["nccl_bytes"]
+
+
 def runtime_overhead(x: Inputs, settings: dict) -> tuple[np.ndarray, float]:
-    """(the fixed runtime overhead per GPU: CUDA context + cuBLAS workspace + NCCL's buffers
-    with more than one GPU, the fraction of the tensors' peak lost to fragmentation)."""
-    context = settings["context_bytes"] + settings["cublas_bytes"] + np.where(x.gpus > 1, settings["nccl_bytes"], 0.0)
-    return context, settings["fragmentation"]
+    """(the fixed runtime overhead per GPU at the row's own GPU count (runtime_contexts), the fraction
+    of the tensors' peak lost to fragmentation)."""
+    one, several = runtime_contexts(settings)
+    return np.where(x.gpus > 1, several, one), settings["fragmentation"]
 
 
 def model_state_bytes(x: Inputs, parts: dict, t: Totals) -> np.ndarray:
@@ -1868,11 +1877,12 @@ def physics(x: Inputs, settings: dict) -> Physics:
         parts = context_parallel(x, parts)
     parts = grad_reduce_parts(x, parts)
     context, frag = runtime_overhead(x, settings)
+    context_one, context_several = runtime_contexts(settings)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts, t),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
                    cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x),
-                   serving_rep=serving_replicated(x, t), ds_step=deepspeed_zero3_step(x, t), context_one=settings["context_bytes"] + settings["cublas_bytes"],
-                   context_several=settings["context_bytes"] + settings["cublas_bytes"] + settings["nccl_bytes"])
+                   serving_rep=serving_replicated(x, t), ds_step=deepspeed_zero3_step(x, t), context_one=context_one,
+                   context_several=context_several)
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",

@@ -496,29 +496,28 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
     gidx = gpu_index(cfg, gpus)
     usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
     headroom = cfg.values("headroom")
-    # the tensors may use what is left after headroom and the fixed runtime overhead, less
-    # the allocator's fragmentation share
-    capacity = (usable * (1 - headroom) - lift(ph.context)) / (1 + ph.fragmentation)
     # issue 28: a verdict never under-promises. fits, max_batch, max_seq and gpus_needed are decided on
     # the band's high side (the held-out error of both measuring harnesses and the allowances of the
     # paths nobody measured, engine/margins.py): the tensors' estimate x (1 + margin) must fit, i.e. the
-    # estimate must fit capacity / (1 + margin); every solver reads this one capacity
+    # estimate must fit capacity / (1 + margin); every solver reads this capacity
     margin = verdict_margin(cfg, models, lift(x.model))
-    capacity = capacity / (1.0 + margin)
+
+    def capacity_at(context):  # what the tensors may use after headroom and a fixed runtime overhead, less
+        return (usable * (1 - headroom) - context) / (1 + ph.fragmentation) / (1.0 + margin)  # fragmentation
+
+    capacity = capacity_at(lift(ph.context))  # (the row's own GPU count)
     # the longest context is bounded by the model's own, unless the scenario allows longer
     ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
     longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
                if x.infer.any() else None)
-    # the GPUs-needed solvers': the capacity at one GPU and at several (NCCL's buffers), by the formula above
-    room = usable * (1 - headroom)
-    several = (room - ph.context_several) / (1 + ph.fragmentation) / (1.0 + margin)
+    # the GPUs-needed solvers': the capacity at two or more GPUs (NCCL's buffers), and for serving at one
     if serving is not None:  # (_infer_gpus_needed: also the undivided per-token working sets)
         serving.update({f"{k}_rep": lift(v) for k, v in ph.serving_rep.items()})
-        serving["capacity_one"] = (room - ph.context_one) / (1 + ph.fragmentation) / (1.0 + margin)
-        serving["capacity_several"] = several
-    return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving, several)
+        serving["capacity_one"] = capacity_at(ph.context_one)
+    return GpuLimits(chosen, usable, capacity, margin, 1.0 + ph.fragmentation, longest, serving,
+                     capacity_at(ph.context_several))
 
 
 def verdict_margin(cfg: Configs, models: pd.DataFrame, model_rows: np.ndarray) -> np.ndarray:
@@ -1076,7 +1075,7 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
         logit_work = pick(lib["logits_work"]) * tok
         load_tok = pick(lib["load"]) * tok
     # the capacity at one GPU, and at several (NCCL's buffers on each)
-    cap_one, cap_several = pick(serving["capacity_one"]), pick(serving["capacity_several"])
+    cap_one, cap_several = pick(serving["capacity_one"]), pick(limits.capacity_several)
     heads_i = heads.astype(np.int64)
     best = np.full(len(tok), np.inf)
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
