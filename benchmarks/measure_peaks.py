@@ -221,6 +221,38 @@ MODELS.update({
                         hidden_activation="gelu_pytorch_tanh", params=27_227_128_320),
 })
 
+# issue 28, the second generality probe (2026-12-05): architectures no harness had measured, each
+# from its published config.json (the catalog's source line), params the catalog's count.
+MODELS.update({
+    "gemma-3-1b": dict(arch="Gemma3TextConfig", hidden_size=1152, intermediate_size=6912,
+                       num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
+                       head_dim=256, vocab_size=262144, tie_word_embeddings=True,
+                       sliding_window=512, query_pre_attn_scalar=256, rope_theta=1000000.0,
+                       hidden_activation="gelu_pytorch_tanh", params=999_885_952),
+    "gemma-3-4b": dict(arch="Gemma3TextConfig", hidden_size=2560, intermediate_size=10240,
+                       num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4,
+                       head_dim=256, vocab_size=262208, tie_word_embeddings=True,
+                       sliding_window=1024, query_pre_attn_scalar=256, rope_theta=1000000.0,
+                       hidden_activation="gelu_pytorch_tanh", params=3_880_263_168),
+    "phi-4-mini": dict(arch="Phi3Config", hidden_size=3072, intermediate_size=8192,
+                       num_hidden_layers=32, num_attention_heads=24, num_key_value_heads=8,
+                       vocab_size=200064, tie_word_embeddings=True, partial_rotary_factor=0.75,
+                       pad_token_id=199999, rope_theta=10000.0, params=3_836_021_760),
+    "smollm3-3b": dict(arch="SmolLM3Config", hidden_size=2048, intermediate_size=11008,
+                       num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=4,
+                       vocab_size=128256, tie_word_embeddings=True, rope_theta=5000000.0,
+                       no_rope_layer_interval=4, params=3_075_098_624),
+    "qwen3-1.7b": dict(arch="Qwen3Config", hidden_size=2048, intermediate_size=6144,
+                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                       head_dim=128, vocab_size=151936, tie_word_embeddings=True,
+                       rope_theta=1000000.0, use_sliding_window=False, params=1_720_574_976),
+    "gpt-oss-20b": dict(arch="GptOssConfig", hidden_size=2880, intermediate_size=2880,
+                        num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8,
+                        head_dim=64, vocab_size=201088, tie_word_embeddings=False,
+                        num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
+                        params=20_914_757_184),
+})
+
 LORA_TARGETS = {
     "q_proj,v_proj": ["q_proj", "v_proj"],
     "all": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
@@ -532,6 +564,24 @@ LOOP_CONFIGS = [
     _loop(_infer("llama-3-8b", 4, 8192, HO), "generate", ON, UNPAD, HO),
     _loop(_lora("qwen2-1.5b", "amp_bf16", "adamw", 8, 1024, True, 16, ALL), MAN, ON, UNPAD, HO),
     _loop(_lora("mistral-7b", "bf16", "adamw", 2, 2048, False, 8, QV), ACC, ON, UNPAD, HO),
+    # ---- the second generality probe (2026-12-05; all held-out, committed before their data):
+    # architectures no harness had measured -- Gemma 3 (262k vocabulary, 5:1 sliding window, q/k
+    # norms), Phi-4-mini (200k vocabulary, fused qkv and gate_up, partial rotary), SmolLM3 (NoPE
+    # layers), a small tied Qwen3, gpt-oss-20b (mixture of experts, attention sinks) and
+    # Qwen3-30B-A3B under the loops people write; full, LoRA and freeze; every loop
+    _loop(_train("gemma-3-1b", "bf16", "adamw", 4, 2048, False), MAN, ON, UNPAD, HO),
+    _loop(_lora("gemma-3-1b", "bf16", "adamw", 2, 4096, True, 16, ALL), TRN, ON, UNPAD, HO),
+    _loop(_lora("gemma-3-4b", "bf16", "adamw", 1, 8192, True, 8, QV), MAN, ON, UNPAD, HO),
+    _loop(_freeze("gemma-3-4b", "bf16", "adamw", 2, 2048, False, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("phi-4-mini", "bf16", "adamw", 1, 4096, True), MAN, ON, UNPAD, HO),
+    _loop(_freeze("phi-4-mini", "bf16", "adamw", 2, 1024, False, 2, HO), ACC, ON, UNPAD, HO),
+    _loop(_train("smollm3-3b", "bf16", "adamw", 2, 2048, True), MAN, ON, UNPAD, HO),
+    _loop(_lora("smollm3-3b", "bf16", "adamw", 4, 1024, False, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_train("qwen3-1.7b", "bf16", "adamw", 4, 1024, False), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3-1.7b", "bf16", "adamw", 1, 16384, True, 32, ALL), MAN, ON, UNPAD, HO),
+    _loop(_lora("gpt-oss-20b", "bf16", "adamw", 1, 2048, True, 8, QV), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3-30b-a3b", "bf16", "adamw", 1, 4096, True, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_infer("gemma-3-1b", 1, 16384, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
@@ -758,7 +808,8 @@ def run_one(c: dict) -> dict:
     extra = {"rms_norm_eps": 1e-5} if config_class.__name__ == "LlamaConfig" else {}
     # Gemma 2: transformers 5.24 Gemma2PreTrainedModel has _supports_sdpa = False (SDPA cannot
     # softcap the attention logits), so its default and only CPU path is eager attention
-    attn = "eager" if config_class.__name__ == "Gemma2Config" else "sdpa"
+    # gpt-oss: GptOssPreTrainedModel has _supports_sdpa = False (its attention sinks), so eager too
+    attn = "eager" if config_class.__name__ in ("Gemma2Config", "GptOssConfig") else "sdpa"
     cfg = config_class(**m, **extra, max_position_embeddings=max(8192, c["seq"]),
                        attention_dropout=0.0, attn_implementation=attn)
     loop = c.get("loop", "harness")
