@@ -581,7 +581,17 @@ LOOP_CONFIGS = [
     _loop(_lora("qwen3-1.7b", "bf16", "adamw", 1, 16384, True, 32, ALL), MAN, ON, UNPAD, HO),
     _loop(_lora("gpt-oss-20b", "bf16", "adamw", 1, 2048, True, 8, QV), MAN, ON, UNPAD, HO),
     _loop(_lora("qwen3-30b-a3b", "bf16", "adamw", 1, 4096, True, 8, QV), TRN, ON, UNPAD, HO),
-    _loop(_infer("gemma-3-1b", 1, 16384, HO), "generate", ON, UNPAD, HO),
+    # (calibration since 2026-12-05: this row's 8.5% underestimate found the SDPA sliding-window mask,
+    # engine/components.py sliding_mask_window, traced on it and on a 65,536-token run of the same model)
+    _loop(_infer("gemma-3-1b", 1, 16384, CAL), "generate", ON, UNPAD, CAL),
+    # ---- held out for that mask (2026-12-05, committed before their data, after the engine change; no
+    # term fitted on them): other Gemma 3 sizes, a batch above one, Mistral past its window, a length
+    # just past Gemma 3 4B's window
+    _loop(_infer("gemma-3-4b", 1, 32768, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("gemma-3-1b", 4, 8192, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("mistral-7b", 1, 32768, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("gemma-3-4b", 2, 2048, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("gemma-3-1b", 1, 49152, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
