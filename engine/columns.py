@@ -257,6 +257,9 @@ RESULT: tuple[Result, ...] = (
         ("optimizer_temp", "the optimizer step's temporaries"), ("autocast_copies", "autocast's 16-bit weight copies"),
         ("activations", "activations kept for backward"), ("logits", "logits and the loss's buffers"),
         ("kv_cache", "KV cache"), ("workspace", "working memory (gathered ZeRO-3 units, a layer's transients)"))),
+    Result("kv_cache_context_bytes", "bytes/GPU", "the KV cache at the scenario's context: kv_cache_bytes, or where "
+                                                  "the peak phase holds none yet (mask: built before the first layer), "
+                                                  "what the prefill holds"),
     Result("model_states_bytes", "bytes/GPU", "weights + gradients + optimizer states kept between steps"),
     Result("paged_optimizer_bytes", "bytes/GPU", "optimizer states in paged (unified) memory"),
     Result("runtime_overhead_bytes", "bytes/GPU", "CUDA context + allocator fragmentation x the tensors' peak"),
@@ -276,6 +279,10 @@ RESULT: tuple[Result, ...] = (
            "training rows, and serving rows whose attention is not eager (SDPA, flash)"),
     _phase("load", "inference: loading AutoAWQ's fused modules (every layer's fused QKV beside the original q/k/v, "
                    "the preallocated caches and RoPE tables)", "rows without --int4-kernel autoawq_fused"),
+    _phase("mask", "inference: transformers building an SDPA prefill's sliding-window attention mask before the first "
+                   "layer (three seq x seq bool tensors from the window on, beside the weights and the embeddings' "
+                   "output; no KV cache yet)",
+           "training rows, and serving rows without sliding-window layers or not attending through SDPA"),
     Result("cpu_bytes", "bytes", "host memory for offloaded states and activations"),
     Result("allocator_cached_bytes", "bytes/GPU", "freed blocks PyTorch's caching allocator keeps reserved above the "
                                                   "tensors' peak (the dropped 16-bit logits' at the loss backward): "

@@ -160,6 +160,9 @@ class Inputs:
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
+    # (issue 28) inference under transformers' SDPA with sliding-window layers: their window in tokens,
+    # from which on the prefill builds and holds a (1, 1, seq, seq) bool mask (0: none; `sliding_mask_window`)
+    mask_window: np.ndarray | float = 0.0
     # the training loop (issue 28, engine/stacks.py loop / use_cache): the step's outputs (the logits,
     # and the KV cache the forward built) kept through backward and the optimizer step (loop manual),
     # and a KV cache built in the training forward (use_cache on, never under checkpointing)
@@ -391,6 +394,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
         ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
         softcap=gemma2.astype(float), masked=masked & train, eager=eager,
+        mask_window=sliding_mask_window(mv, arch, ~train & ~eager & ~(_mask_if_present(mv, "int4_kernel", "autoawq_fused") & int4)),
         mask_types=1.0 + ((arch["sliding_window_layers"].astype(float) > 0)
                           & (arch["sliding_window_layers"].astype(float) < L)),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
@@ -520,6 +524,20 @@ def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray
     eager = _mask_if_present(mv, "attention", "eager") | (sdpa & gemma2)
     masked = sdpa & ~eager & _mask_if_present(mv, "padding", "padded") & ~_mask_if_present(mv, "packing", "on")
     return masked, eager
+
+
+def sliding_mask_window(mv: View, arch: dict, candidates: np.ndarray) -> np.ndarray:
+    """(issue 28) Per group: the sliding window from which on an SDPA prefill under transformers builds a
+    sliding-window mask (0: none). transformers 5.24 masking_utils.py: `_ignore_causal_mask_sdpa` lets SDPA's
+    `is_causal` stand in for the mask only while `kv_length < local_attention_size` (the window), so from
+    the window on `sdpa_mask` materializes the (batch of 1 without padding, 1, seq, seq) bool mask; a model
+    whose other layers attend fully keeps no mask for them (is_causal). candidates: the rows whose attention
+    could take that path (inference, not eager, not AutoAWQ's fused attention); sdpa asked (flash unpads
+    and masks nothing), a window and sliding-window layers in the model."""
+    sdpa = _mask_if_present(mv, "attention", "sdpa")
+    layers = np.asarray(arch["sliding_window_layers"], dtype=float)
+    window = np.nan_to_num(np.asarray(arch["sliding_window"], dtype=float))
+    return np.where(candidates & sdpa & (layers > 0) & (window > 0), window, 0.0)
 
 
 def _galore_rank(mv: View) -> np.ndarray | float:
@@ -1622,6 +1640,19 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
              "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
              "optimizer": Part(step_end),
              "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}
+    if np.any(x.mask_window > 0):
+        # (issue 28) an SDPA prefill's sliding-window mask (`sliding_mask_window`): one (1, 1, seq, seq) bool
+        # tensor, built before the first layer and held through every layer (traced with
+        # benchmarks/trace_peak.py, transformers 5.24: Gemma 3 1B 1 x 16,384 keeps one `__and__` [1, 1,
+        # 16384, 16384] beside the last layer's MLP, Mistral 7B 2 x 16,384 the same [1, 1, 16384, 16384];
+        # gone when the model's forward returns, before the logits). While it is built (masking_utils.py
+        # `and_masks`: the causal and window comparisons and their conjunction) three such tensors are
+        # alive beside the weights and the embeddings' output, no KV cache yet: the `mask` phase (Gemma 3
+        # 1B 1 x 65,536 peaks there, 2 `__and__` + 1 `le` of 4 GiB each). Every tensor-parallel rank
+        # holds both whole.
+        on = np.where(x.mask_window > 0, 1.0, 0.0)
+        parts["prefill"] = parts["prefill"]._replace(seq_sq=on)
+        parts["mask"] = Part(per_token=on * x.act_b * x.h, seq_sq=3.0 * on)
     if np.any(x.awq_fused | x.exllama | x.bnb_infer) or np.any(np.asarray(x.rope_len) > 0):
         parts = int4_kernel_parts(x, parts)
     # DeepSpeed's own buffers: ZeRO-1/2's bucket and the reductions' copies (`deepspeed_zero12`); ZeRO-3's
@@ -1630,7 +1661,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     for extra in (ds.workspace if ds is not None else None, deepspeed_zero3(x, t)):
         for name, part in (extra or {}).items():
             p = parts.get(name, Part())
-            parts[name] = Part(p.fixed + part.fixed, p.shard + part.shard, p.per_token, p.per_token_seq)
+            parts[name] = p._replace(fixed=p.fixed + part.fixed, shard=p.shard + part.shard)
     return parts
 
 
@@ -1685,7 +1716,7 @@ def int4_kernel_parts(x: Inputs, parts: dict[str, Part]) -> dict[str, Part]:
 
     def add(name, fixed=0.0, per_token=0.0):
         p = out.get(name, Part())
-        out[name] = Part(p.fixed + fixed, p.shard, p.per_token + per_token, p.per_token_seq)
+        out[name] = p._replace(fixed=p.fixed + fixed, per_token=p.per_token + per_token)
 
     rope = rope_cache_bytes(x) if np.any(np.asarray(x.rope_len) > 0) else 0.0
     temp_dq = np.where(x.exllama, 2.0 * x.lin_max / x.tp, 0.0) if np.any(x.exllama) else 0.0
@@ -1825,14 +1856,15 @@ def context_parallel(x: Inputs, parts: dict[str, dict[str, Part]]) -> dict[str, 
     cp = np.asarray(x.cp, dtype=float)
     out = {}
     for comp, by_phase in parts.items():
-        out[comp] = {name: Part(p.fixed, p.shard, p.per_token / cp, p.per_token_seq / cp) for name, p in by_phase.items()}
+        out[comp] = {name: p._replace(per_token=p.per_token / cp, per_token_seq=p.per_token_seq / cp)
+                     for name, p in by_phase.items()}
     on = cp > 1
     kv_fwd = np.where(on, 2.0 * x.kvd * x.M / x.tp, 0.0)
     kv_bwd = np.where(on, 2.0 * x.kvd * (x.M + 4.0) / x.tp, 0.0)
     work = out["workspace"]
     for name, extra in (("forward", kv_fwd), ("backward", kv_bwd)):
         p = work.get(name, Part())
-        work[name] = Part(p.fixed, p.shard, p.per_token + extra, p.per_token_seq)
+        work[name] = p._replace(per_token=p.per_token + extra)
     return out
 
 

@@ -33,7 +33,7 @@ models)` -> the result. The fit's solvers (`largest_tokens`, `seq_terms`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -68,7 +68,11 @@ SERVING_PARTS = (("weights", "prefill", "fixed", "weights"), ("kv_cache", "prefi
                  ("attention_fixed", "attention", "fixed", "workspace"),
                  ("logits_fixed", "logits", "fixed", "workspace"),
                  ("logits_work", "logits", "per_token", "workspace"),
-                 ("load_fixed", "load", "fixed", "workspace"), ("load", "load", "per_token", "workspace"))
+                 ("load_fixed", "load", "fixed", "workspace"), ("load", "load", "per_token", "workspace"),
+                 # (issue 28) an SDPA prefill's sliding-window mask: held through the prefill, and the mask
+                 # phase (three being built, beside the embeddings' output); every rank holds them whole
+                 ("prefill_sq", "prefill", "seq_sq", "workspace"), ("mask", "mask", "per_token", "workspace"),
+                 ("mask_sq", "mask", "seq_sq", "workspace"))
 
 
 # ==== the records ================================================================================
@@ -86,6 +90,10 @@ class PhaseParts:
     valid: dict   # {phase: the configurations whose task has the phase}
     dp: object    # the data-parallel ranks
     ds_step: tuple | None = None  # DeepSpeed stage 3's capped fp32 gradient at the step (components.deepspeed_zero3_step)
+    # (issue 28) {phase: bytes per seq^2, whatever the batch}, only the phases that have any, and the window
+    # from which on the rows hold them (an SDPA prefill's sliding-window mask: components.sliding_mask_window)
+    sq: dict = field(default_factory=dict)
+    sq_window: object = 0.0
 
     def lift(self, of_config) -> PhaseParts:
         """Per memory configuration -> per configuration (of_config: the memory configuration
@@ -93,7 +101,8 @@ class PhaseParts:
         lift = _lifter(of_config)
         return PhaseParts(*({k: lift(v) for k, v in d.items()} for d in (self.fixed, self.shard, self.token,
                                                                            self.seq, self.valid)), lift(self.dp),
-                          None if self.ds_step is None else tuple(lift(v) for v in self.ds_step))
+                          None if self.ds_step is None else tuple(lift(v) for v in self.ds_step),
+                          {k: lift(v) for k, v in self.sq.items()}, lift(self.sq_window))
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +116,8 @@ class RowTerms:
     seq_tokens: np.ndarray | None     # tokens x seq, where some phase has a per-token-seq term
     logits_fixed: np.ndarray | None   # the logits phase's fixed part that grows with the batch
     kv_saving: np.ndarray | None      # the sliding-window layers' tokens beyond their window (<= 0)
+    seq_sq: np.ndarray | None = None  # seq^2 from the row's sliding window on (else 0), where some phase has a
+                                      # seq^2 term (issue 28: an SDPA prefill's sliding-window mask)
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,7 +232,7 @@ class Sweep:
         # the speed model's inputs from its one builder (engine/speed.py speed_level), per configuration
         trainable = lift(np.rint(self.ph.totals.trainable).astype(np.int64))
         result.update(speed_columns(cfg, self.ph.inputs, lift, trainable, self.sc, self.rows.b, self.rows.s,
-                                    result["weights_bytes"], result["kv_cache_bytes"], gpus, models, fit.seq_level,
+                                    result["weights_bytes"], result["kv_cache_context_bytes"], gpus, models, fit.seq_level,
                                     self.out, frame_shape(self.sc)))
         return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
 
@@ -236,6 +247,8 @@ def phase_validity(ph: Physics) -> dict:
     valid["attention"] = x.infer & np.broadcast_to(np.asarray(x.eager | x.awq_fused, dtype=bool), np.shape(x.infer))
     # the load of AutoAWQ's fused modules (--int4-kernel autoawq_fused): a phase of those rows only
     valid["load"] = x.infer & np.broadcast_to(np.asarray(x.awq_fused, dtype=bool), np.shape(x.infer))
+    # an SDPA prefill building its sliding-window mask (components.sliding_mask_window): those rows only
+    valid["mask"] = x.infer & np.broadcast_to(np.asarray(x.mask_window) > 0, np.shape(x.infer))
     # DeepSpeed ZeRO-1/2's reduction after backward: a phase of those training rows only (the others'
     # is their backward_end, engine/components.py grad_reduce_parts)
     valid["grad_reduce"] = deepspeed_zero12_rows(x)
@@ -245,7 +258,7 @@ def phase_validity(ph: Physics) -> dict:
 def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
     """The phases' parts per memory configuration, for the phases some row has (no row of
     another task: never the peak)."""
-    fixed, shard, token, seq = {}, {}, {}, {}
+    fixed, shard, token, seq, sq = {}, {}, {}, {}, {}
     for name in PHASES:
         if not valid[name].any():
             continue
@@ -253,7 +266,11 @@ def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
         # (issue 12) + per_token_seq x tokens x seq: an attention mask or eager scores, batch x seq x seq
         if not is_zero(q := ph.phases[name].seq_total()):
             seq[name] = q
-    return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp, ph.ds_step)
+        # (issue 28) + seq_sq x seq^2 from the window on: an SDPA prefill's sliding-window mask
+        if not is_zero(m := ph.phases[name].seq_sq_total()):
+            sq[name] = m
+    return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp, ph.ds_step,
+                      sq, ph.inputs.mask_window if sq else 0.0)
 
 
 def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: bool, out) -> RowTerms:
@@ -271,12 +288,15 @@ def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: 
     # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
     kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
     seq_tokens = np.multiply(tokens, s, out=out.empty()) if seq_term else None  # tokens x seq, for the per_token_seq terms
-    return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving)
+    # seq^2 from the row's sliding window on, for the seq_sq terms (issue 28; below the window SDPA's is_causal
+    # stands in for the mask)
+    seq_sq = np.where(s >= mtake(x.mask_window), s * s, 0.0) if np.any(np.asarray(x.mask_window) > 0) else None
+    return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving, seq_sq)
 
 
 def _scaled_phases(parts: PhaseParts) -> list:
-    """The phases with a per-token (or per-token-seq) part: their bytes x tokens per row."""
-    return [name for name in parts.fixed if not is_zero(parts.token[name]) or name in parts.seq]
+    """The phases with a per-token (or per-token-seq, or seq^2) part: their bytes x tokens per row."""
+    return [name for name in parts.fixed if not is_zero(parts.token[name]) or name in parts.seq or name in parts.sq]
 
 
 def _block(rows: RowTerms, lo: int, hi: int):
@@ -293,7 +313,7 @@ def lean_scaled(parts: PhaseParts, rows: RowTerms, n: int, out) -> dict:
         block, seq_tok = _block(rows, lo, min(n, lo + ROW_BLOCK))
         for name in scaled:
             _scaled_bytes(parts.token[name], rows.at[block], rows.tokens[block], scaled[name][block],
-                          parts.seq.get(name), seq_tok)
+                          parts.seq.get(name), seq_tok, parts.sq.get(name), _rows_of(rows.seq_sq, block))
     return scaled
 
 
@@ -317,6 +337,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
     tables = _component_tables(ph.phases, valid, x.dp, size, logits_fixed is not None)
     for comp in COMPONENTS:
         col[f"{comp}_bytes"] = out.full(0.0) if tables[comp] is None else out.empty()
+    col["kv_cache_context_bytes"] = None  # (set below, in this place)
     col["model_states_bytes"] = out.empty()
     col["paged_optimizer_bytes"] = out.empty() if paged.any() else out.full(0.0)
     col["runtime_overhead_bytes"] = overhead_row = out.empty()
@@ -347,7 +368,8 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
             if kv_saving is not None and name in INFER_CACHE_PHASES:
                 t += kv_saving[block]
             if name in scaled:
-                t += _scaled_bytes(parts.token[name], at, tok, scaled[name][block], parts.seq.get(name), seq_tok)
+                t += _scaled_bytes(parts.token[name], at, tok, scaled[name][block], parts.seq.get(name), seq_tok,
+                                   parts.sq.get(name), _rows_of(rows.seq_sq, block))
             if partial[name]:
                 t = np.where(get(parts.valid[name]), t, -np.inf)
             totals[name] = t
@@ -364,9 +386,10 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
         if np.any(vision):
             np.take(vision.astype(np.int64), at, out=col["vision_params"][block], mode="clip")
         _components(tables, peak, at, size, tok, None if logits_fixed is None else logits_fixed[block],
-                    {comp: c[block] for comp, c in comp_cols.items()}, seq_tok)
-        if kv_saving is not None:  # an inference row's peak is prefill or logits: both hold the cache
-            col["kv_cache_bytes"][block] += kv_saving[block]
+                    {comp: c[block] for comp, c in comp_cols.items()}, seq_tok, _rows_of(rows.seq_sq, block))
+        if kv_saving is not None:  # an inference row's peak holds the cache, but the mask phase (built before it)
+            np.add(col["kv_cache_bytes"][block], kv_saving[block], out=col["kv_cache_bytes"][block],
+                   where=peak != PHASE_INDEX["mask"])
         np.take(ph.model_states, at, out=col["model_states_bytes"][block], mode="clip")
         if paged.any():
             np.take(paged, at, out=col["paged_optimizer_bytes"][block], mode="clip")
@@ -383,7 +406,26 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
             if np.any(cpu_tok):
                 col["cpu_bytes"][block] += get(cpu_tok) * tok
     col["peak_phase"] = categories.from_codes(peak_idx, PHASES)
+    kv_held = _kv_held(tables, peak_idx, rows, size, kv_saving, col["kv_cache_bytes"])
+    # (the same array as kv_cache_bytes where no row peaks at the mask phase: pandas' copy-on-write keeps them apart)
+    col["kv_cache_context_bytes"] = col["kv_cache_bytes"] if kv_held is None else kv_held
     return MemoryRows(col, scaled, overhead_row)
+
+
+def _kv_held(tables: dict, peak_idx: np.ndarray, rows: RowTerms, size: int, kv_saving, kv_col) -> np.ndarray | None:
+    """The KV cache of the rows whose peak is the mask phase (no KV yet) as the prefill holds it, the
+    kv_cache_bytes column elsewhere; None where no row peaks at the mask phase."""
+    at_mask = np.flatnonzero(peak_idx == PHASE_INDEX["mask"])
+    if not len(at_mask) or tables["kv_cache"] is None:
+        return None
+    held = kv_col.copy()
+    prefill = {"kv_cache": np.zeros(len(at_mask))}
+    _components({"kv_cache": tables["kv_cache"]}, np.full(len(at_mask), PHASE_INDEX["prefill"], dtype=np.int8),
+                rows.at[at_mask], size, rows.tokens[at_mask], None, prefill,
+                None if rows.seq_tokens is None else rows.seq_tokens[at_mask],
+                None if rows.seq_sq is None else rows.seq_sq[at_mask])
+    held[at_mask] = prefill["kv_cache"] + (0.0 if kv_saving is None else kv_saving[at_mask])
+    return held
 
 
 # ---- the memory columns: helpers ---------------------------------------------------------------
@@ -396,14 +438,22 @@ def _gather(values, at: np.ndarray, dest: np.ndarray) -> np.ndarray:
     return dest
 
 
-def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None) -> np.ndarray:
-    """A phase's per-token bytes x tokens (+ its per-token-seq bytes x tokens x seq, issue 12) for
-    the rows whose memory configurations are `at`, written into dest, which is returned."""
+def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None, per_sq=None, seq_sq=None) -> np.ndarray:
+    """A phase's per-token bytes x tokens (+ its per-token-seq bytes x tokens x seq, issue 12; + its
+    bytes per seq^2 x the rows' seq^2 from their window on, issue 28) for the rows whose memory
+    configurations are `at`, written into dest, which is returned."""
     by_tokens = _gather(per_token, at, dest)
     by_tokens *= tok
     if per_seq is not None:
         by_tokens += (np.take(per_seq, at, mode="clip") if np.ndim(per_seq) else per_seq) * seq_tok
+    if per_sq is not None:
+        by_tokens += (np.take(per_sq, at, mode="clip") if np.ndim(per_sq) else per_sq) * seq_sq
     return by_tokens
+
+
+def _rows_of(values, block: slice):
+    """values[block], None stays None."""
+    return None if values is None else values[block]
 
 
 def _peak(totals: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -437,6 +487,7 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
         per_config = np.empty((len(PHASES), size))
         per_token = np.zeros((len(PHASES), size))
         per_seq = np.zeros((len(PHASES), size))
+        per_sq = None  # (issue 28) bytes per seq^2 from the window on, where a phase has any
         scaled = quadratic = False
         for i, name in enumerate(PHASES):
             ph = phases[name]
@@ -450,24 +501,29 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
             if not is_zero(q) and valid[name].any():
                 per_seq[i] = q
                 quadratic = True
+            m = ph.seq_sq.get(comp, 0.0)
+            if not is_zero(m) and valid[name].any():
+                if per_sq is None:
+                    per_sq = np.zeros((len(PHASES), size))
+                per_sq[i] = m
         fixed = per_config.any()
-        if not (scaled or fixed or quadratic or (comp == "logits" and logits_fixed)):
+        if not (scaled or fixed or quadratic or per_sq is not None or (comp == "logits" and logits_fixed)):
             tables[comp] = None
         else:
             tables[comp] = (per_config.ravel() if fixed else None, per_token.ravel() if scaled else None,
-                            per_seq.ravel() if quadratic else None)
+                            per_seq.ravel() if quadratic else None, None if per_sq is None else per_sq.ravel())
     return tables
 
 
 def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, tokens, logits_fixed, dest: dict,
-                seq_tokens=None):
+                seq_tokens=None, seq_sq=None):
     """Each component's bytes in the row's peak phase (fixed + shard / dp + per_token x tokens of
     that phase and memory configuration), written into dest[component]."""
     where = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the tables
     where *= size
     where += at
     for comp, value in dest.items():
-        per_config, per_token, per_seq = tables[comp]
+        per_config, per_token, per_seq, per_sq = tables[comp]
         if per_token is not None:
             np.take(per_token, where, out=value, mode="clip")
             value *= tokens
@@ -479,6 +535,8 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             value.fill(0.0)
         if per_seq is not None:  # + per_token_seq x tokens x seq (issue 12)
             value += np.take(per_seq, where, mode="clip") * seq_tokens
+        if per_sq is not None:  # + seq_sq x seq^2 from the window on (issue 28)
+            value += np.take(per_sq, where, mode="clip") * seq_sq
         if comp == "logits" and logits_fixed is not None:
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
@@ -572,15 +630,19 @@ def seq_terms(capacity: np.ndarray, parts: PhaseParts, size: int, per_row_rooms:
     a windowed cache: inference) the phases without a seq term solve per configuration, as
     terms[None]: the most tokens they leave room for."""
     with np.errstate(divide="ignore", invalid="ignore"):
+        # (+ issue 28: the phase's bytes per seq^2 from the window on, and that window, where it has any)
         terms = {name: (capacity - parts.fixed[name] - parts.shard[name] / parts.dp,
                         np.broadcast_to(parts.token[name], (size,)).astype(float),
                         np.broadcast_to(parts.seq.get(name, 0.0), (size,)).astype(float),
-                        np.broadcast_to(parts.valid[name], (size,))) for name in parts.valid}
+                        np.broadcast_to(parts.valid[name], (size,)),
+                        None if name not in parts.sq else np.broadcast_to(parts.sq[name], (size,)).astype(float),
+                        None if name not in parts.sq else np.broadcast_to(parts.sq_window, (size,)).astype(float))
+                 for name in parts.valid}
         if not per_row_rooms:
-            linear = [name for name in terms if not np.any(terms[name][2] > 0)]
+            linear = [name for name in terms if not np.any(terms[name][2] > 0) and terms[name][4] is None]
             lin_limit = np.full(size, np.inf)
             for name in linear:
-                room, lin, _, ok = terms.pop(name)
+                room, lin, _, ok, _, _ = terms.pop(name)
                 lin_limit = np.minimum(lin_limit, np.where(ok, _tokens_within(room, lin), np.inf))
             terms[None] = lin_limit
     return terms
@@ -631,10 +693,10 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
              lean: bool) -> FitPlan:
     """The per-configuration half of the fit."""
     quad_any = np.zeros(cfg.size, dtype=bool)
-    for q in parts.seq.values():
+    for q in (*parts.seq.values(), *parts.sq.values()):  # (issue 28: a seq^2 term is solved the same way)
         quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
     terms = {}
-    if parts.seq and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
+    if (parts.seq or parts.sq) and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
         terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
     max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
     batch_of_group = batch_level = longest_of_group = None
@@ -845,9 +907,11 @@ def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_bat
     if not q_rows.any():
         return
     logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
+    lay = plan.layout
     per_b, per_s = _quad_limits(
         take, plan.terms, rows.b[block], rows.s[block], None if logits_fixed is None else logits_fixed[block],
-        None if kv_saving is None else kv_saving[block] / rows.tokens[block], by_batch=plan.seq_level is None)
+        None if kv_saving is None else kv_saving[block] / rows.tokens[block], by_batch=plan.seq_level is None,
+        kv_win=None if lay.kv_window is None or kv_saving is None else (take(lay.kv_window), take(lay.window)))
     if per_b is not None:  # (per configuration and seq above otherwise)
         most = np.floor(per_b / rows.s[block])
         ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
@@ -886,7 +950,7 @@ def _tokens_within(room, per_token):
     return np.where(per_token > 0, room / per_token, np.where(room >= 0, np.inf, -np.inf))
 
 
-def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True):
+def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, kv_win=None):
     """Per row (or group) of a block whose configuration has a per_token_seq term (issue 12: an
     attention mask or eager scores): (the most tokens at the row's seq, or None unless by_batch; the
     longest sequence at the row's batch, or None where b is None), over every phase. pick: per
@@ -896,7 +960,14 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True):
     whose positive root is 2 room / (lin b + sqrt((lin b)^2 + 4 q b room)) (the form without
     cancellation; q = 0 gives room / (lin b)). logits_room: the logits phase's room less its per-row
     fixed part (the last position's logits of a batch); corr: the windowed cache's per-token
-    saving at the row's seq, for the phases that hold the cache."""
+    saving at the row's seq, for the phases that hold the cache.
+    (issue 28) A phase with bytes per seq^2 (m, whatever the batch) from a window W on: at a given seq
+    they leave room - m s^2 where s >= W; at a given batch the quadratic is (q b + m) s^2 + lin b s, whose
+    root r holds if r >= W; below, no seq from W on fits and the longest is the root without m, at most
+    W - 1. kv_win: (kw, W) per row, a windowed cache (kv_policy windowed): from its window W on each token
+    of the phases that hold the cache costs kw less and kw b W is kept (engine/components.py
+    kv_window_saving), so the longest context is solved in both regimes as above (corr, the saving at the
+    row's own seq, is the batch's alone); the mask's window and the cache's are the model's one window."""
     n = len(s)
     most_tokens = np.full(n, np.inf) if by_batch else None
     longest = np.full(n, np.inf) if b is not None else None
@@ -908,29 +979,49 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True):
             if longest is not None:
                 longest = np.minimum(longest, lim / b)
             continue
-        room_c, lin_c, q_c, ok_c = term
+        room_c, lin_c, q_c, ok_c, m_c, w_c = term
         room = pick(room_c)
         if name == "logits" and logits_room is not None:
             room = room - logits_room
-        lin = pick(lin_c)
+        lin_plain = lin = pick(lin_c)
         if corr is not None and name in INFER_CACHE_PHASES:
             lin = lin + corr
         q = pick(q_c)
         ok = None if ok_c.all() else pick(ok_c)
+        m = w = None
+        if m_c is not None:  # a seq^2 term from the window on (issue 28)
+            m, w = pick(m_c), pick(w_c)
         if by_batch:
-            per_b = _tokens_within(room, lin + q * s)
+            room_s = room if m is None else room - m * np.where(s >= w, s * s, 0.0)
+            per_b = _tokens_within(room_s, lin + q * s)
             most_tokens = np.minimum(most_tokens, per_b if ok is None else np.where(ok, per_b, np.inf))
         if longest is None:
             continue
-        qb, lb = q * b, lin * b
-        disc = lb * lb
-        disc += 4.0 * qb * room
-        root = 2.0 * room / (lb + np.sqrt(np.maximum(disc, 0.0, out=disc), out=disc))
-        if not (qb > 0).all():  # q = 0 in some rows' configurations: room / (lin b) there
-            root = np.where(qb > 0, root, _tokens_within(room, lb))
-        per_s = np.where(room >= 0, root, -np.inf)
+        kw = kv_win[0] if kv_win is not None and name in INFER_CACHE_PHASES else None
+        if m is None and kw is None:
+            per_s = _quad_root(room, lin * b, q * b)
+        else:  # from the window on: the mask's seq^2 and the windowed cache's saving; below it neither
+            win = w if m is not None else kv_win[1]
+            if m is not None and kw is not None:
+                win = np.maximum(w, kv_win[1])  # (the one window of the model; 0 where a row has only the other)
+            with_room, with_lin = (room, lin_plain) if kw is None else (room - kw * b * kv_win[1], lin_plain - kw)
+            with_win = _quad_root(with_room, with_lin * b, q * b + (0.0 if m is None else m))
+            plain = _quad_root(room, lin_plain * b, q * b)
+            gated = (win > 0) & ((0.0 if m is None else m) + (0.0 if kw is None else kw) > 0)
+            per_s = np.where(gated, np.where(with_win >= win, with_win, np.minimum(plain, win - 1.0)), plain)
         longest = np.minimum(longest, per_s if ok is None else np.where(ok, per_s, np.inf))
     return most_tokens, longest
+
+
+def _quad_root(room, lb, qb):
+    """The longest seq s with qb s^2 + lb s <= room: 2 room / (lb + sqrt(lb^2 + 4 qb room)) (no cancellation),
+    room / lb where qb = 0, -inf where the room is negative."""
+    disc = lb * lb
+    disc += 4.0 * qb * room
+    root = 2.0 * room / (lb + np.sqrt(np.maximum(disc, 0.0, out=disc), out=disc))
+    if not (qb > 0).all():  # q = 0 in some rows' configurations: room / (lin b) there
+        root = np.where(qb > 0, root, _tokens_within(room, lb))
+    return np.where(room >= 0, root, -np.inf)
 
 
 def _train_ranks(capacity, fixed_tot, shard_tot, token_tot, ds_step=None):
@@ -1064,6 +1155,13 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     def at_tp(row_value, rep_value, tp_d):  # a working set at tensor parallel tp_d
         return np.where(tp_d == tp_row, row_value, rep_value + (row_value - rep_value) * tp_row / tp_d)
 
+    # (issue 28) an SDPA prefill's sliding-window mask, whole on every rank: held through the prefill, and
+    # the mask phase (three being built beside the embeddings' output, before any KV cache)
+    sq = own(rt.seq_sq) if rt.seq_sq is not None else None
+    if sq is not None:
+        held_sq = per_cfg("prefill_sq") * sq
+        build = per_cfg("mask") * tok + per_cfg("mask_sq") * sq
+
     logit = (own(logits_fixed) + pick(np.broadcast_to(serving["logits"], (cfg.size,))) * tok) * pick(tp_now)
     # an inference library's buffers (engine/components.py int4_kernel_parts), split like the weights
     # (they were computed for the row's own tp x pp), and AutoAWQ's fused load phase
@@ -1083,6 +1181,8 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
         pp_n = degree / tp_n
         tp_d = pick(tp_n)
         work = at_tp(work_row, work_rep, tp_d)
+        if sq is not None:
+            work = work + held_sq
         if eager:
             attn = at_tp(attn_row, attn_rep, tp_d)
             work = np.maximum(work, attn)
@@ -1095,6 +1195,8 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
             per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         else:
             per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / tp_d)
+        if sq is not None:
+            per_gpu = np.maximum(per_gpu, pick(w / degree) + build)
         cap = cap_one if degree == 1 else cap_several
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
         best = np.where(ok, degree, best)

@@ -16,12 +16,14 @@ The model (derivation in docs/engine.md):
     every gradient beside the rank's partition buffer; ZeRO-2: the last bucket);
   - `optimizer`: weights + gradients + states + the optimizer's step temporaries.
 * Inference: `prefill` (weights + KV cache + one layer's working set) and `logits`
-  (weights + KV cache + the output logits); `attention` (an eager prefill's scores) and `load`
-  (AutoAWQ's fused modules while they are built) where a row has them.
+  (weights + KV cache + the output logits); `attention` (an eager prefill's scores), `load`
+  (AutoAWQ's fused modules while they are built) and `mask` (transformers building an SDPA
+  prefill's sliding-window mask, before the first layer) where a row has them.
 
 Each phase is a sum of components (`PHASE_COMPONENTS`: which, in what order); each component
-is `fixed + per_token * tokens + per_token_seq * tokens * seq`, where tokens = batch x sequence
-per GPU (the last term: an attention mask or eager scores, batch x seq x seq); engine/components.py
+is `fixed + per_token * tokens + per_token_seq * tokens * seq + seq_sq * seq^2`, where tokens =
+batch x sequence per GPU (per_token_seq: an attention mask or eager scores, batch x seq x seq; seq_sq:
+one (1, 1, seq, seq) mask whatever the batch, from the window on: see Part); engine/components.py
 gives each component's terms, phase by phase. Fixed parts are split into what data-parallel ZeRO
 sharding divides (`shard`) and what it does not (`fixed`), so that the number of GPUs
 needed, the largest batch (linear in the batch at a given seq) and the longest context (a
@@ -50,7 +52,11 @@ TRAIN_PHASES = ("forward", "loss_backward", "backward", "backward_end", "grad_re
 # q and K/V repeated to every head instead of the MLP's working set (engine/components.py workspace).
 # load: the loading of AutoAWQ's fused modules (--int4-kernel autoawq_fused): every layer's fused QKV
 # beside the original q/k/v, the preallocated caches and RoPE tables (engine/components.py int4_kernel_parts)
-INFER_PHASES = ("prefill", "logits", "attention", "load")
+# mask: transformers 5.24 building the sliding-window mask of an SDPA prefill (masking_utils.py sdpa_mask:
+# `_ignore_causal_mask_sdpa` returns False once kv_length >= the window, and `and_masks` materializes the
+# causal and window comparisons and their conjunction, three (1, 1, seq, seq) bool tensors), before the
+# first layer: the weights and the embeddings' output, no KV cache yet (engine/components.py workspace)
+INFER_PHASES = ("prefill", "logits", "attention", "load", "mask")
 PHASES = TRAIN_PHASES + INFER_PHASES
 
 # The components each phase holds, in the order its totals add them (IEEE addition is not
@@ -70,33 +76,38 @@ PHASE_COMPONENTS = {
     "logits": ("weights", "kv_cache", "logits", "workspace"),
     "attention": ("weights", "kv_cache", "workspace"),
     "load": ("weights", "kv_cache", "workspace"),
+    "mask": ("weights", "workspace"),
 }
 
 
 class Part(NamedTuple):
     """One component's bytes in one phase, per memory configuration (or a scalar): fixed +
     shard / dp + per_token x tokens + per_token_seq x tokens x seq (issue 12: the attention mask
-    and eager attention scores, batch x seq x seq)."""
+    and eager attention scores, batch x seq x seq) + seq_sq x seq^2 where seq reaches the row's
+    sliding window (issue 28: transformers' unpadded sliding-window mask, (1, 1, seq, seq) whatever
+    the batch, built only from the window on; engine/executor.py RowTerms.seq_sq)."""
 
     fixed: np.ndarray | float = 0.0
     shard: np.ndarray | float = 0.0
     per_token: np.ndarray | float = 0.0
     per_token_seq: np.ndarray | float = 0.0
+    seq_sq: np.ndarray | float = 0.0
 
 
 @dataclass
 class Phase:
     """One phase: per component, bytes = fixed + shard / dp + per_token * tokens
-    + per_token_seq * tokens * seq."""
+    + per_token_seq * tokens * seq + seq_sq * seq^2 (from the window on)."""
 
     fixed: dict[str, np.ndarray] = field(default_factory=dict)
     shard: dict[str, np.ndarray] = field(default_factory=dict)
     per_token: dict[str, np.ndarray] = field(default_factory=dict)
     per_token_seq: dict[str, np.ndarray] = field(default_factory=dict)
+    seq_sq: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0, per_token_seq=0.0):
+    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0, per_token_seq=0.0, seq_sq=0.0):
         for part, value in ((self.fixed, fixed), (self.shard, shard), (self.per_token, per_token),
-                            (self.per_token_seq, per_token_seq)):
+                            (self.per_token_seq, per_token_seq), (self.seq_sq, seq_sq)):
             if not (np.isscalar(value) and value == 0):
                 part[comp] = part.get(comp, 0.0) + value
         return self
@@ -110,6 +121,10 @@ class Phase:
     def seq_total(self):
         """The bytes per token per sequence position (0.0 when no component has any)."""
         return sum(self.per_token_seq.values(), 0.0)
+
+    def seq_sq_total(self):
+        """The bytes per squared sequence length, whatever the batch (0.0 when no component has any)."""
+        return sum(self.seq_sq.values(), 0.0)
 
 
 def is_zero(value) -> bool:

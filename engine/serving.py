@@ -657,7 +657,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         "allow_long_context": True, "gpus": 1, "kv_policy": policy,
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
-    kv_token = est["kv_cache_bytes"].to_numpy(float) / ctx  # whole model, one token
+    kv_token = est["kv_cache_context_bytes"].to_numpy(float) / ctx  # whole model, one token (at the context)
     # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type
     exl_counts = architecture_counts(m)
     exl_embed = V * h
@@ -690,7 +690,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
             "kv_policy": policy[rows],
         }), models)
         draft_w[rows] = d_est["weights_bytes"].to_numpy(float)
-        draft_kv_token[rows] = d_est["kv_cache_bytes"].to_numpy(float) / ctx[rows]
+        draft_kv_token[rows] = d_est["kv_cache_context_bytes"].to_numpy(float) / ctx[rows]
         dm = models.set_index("id").loc[draft_id[rows]]
         draft_layers[rows] = dm["num_layers"].to_numpy(float)
         draft_kvh[rows] = dm["num_kv_heads"].to_numpy(float)
@@ -756,6 +756,15 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_hf, hf_tokens * per_token_act + hf_tokens / ctx * V * 4.0,
                           batched * per_token_act + sampler)
     activation = np.where(is_llama, 0.0, activation)
+    # transformers' SDPA prefill of a model with sliding-window layers (issue 28, engine/components.py
+    # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
+    # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 attends
+    # eagerly: its masks are its scores' business, not modelled on this path)
+    family = m["family"].astype(str).to_numpy() if "family" in m else np.full(n, "")
+    window = _model_col(m, "sliding_window")
+    hf_mask = is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window) & (family != "gemma-2")
+    mask_held = np.where(hf_mask, ctx * ctx, 0.0)
+    mask_build = np.where(hf_mask, 3.0 * ctx * ctx + hf_tokens * h * 2.0, 0.0)
 
     # --- llama.cpp / Ollama per-layer split ------------------------------------------------
     embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0
@@ -859,7 +868,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     peak_vllm = w_gpu_full + draft_w_gpu + activation + non_torch
     kv_vllm = budget - peak_vllm
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
-    kv_hf = usable - w_gpu_full - non_torch - activation
+    kv_hf = usable - w_gpu_full - non_torch - activation - mask_held
+    kv_hf = np.where(w_gpu_full + non_torch + mask_build > usable, 0.0, kv_hf)  # the mask is built before the cache
     kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
     kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
     kv_available = np.maximum(kv_available, 0.0)

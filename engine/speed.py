@@ -361,7 +361,8 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     b = sc["batch"].to_numpy().astype(float)
     s = sc["seq"].to_numpy().astype(float)
     weights = pd.to_numeric(out["weights_bytes"]).to_numpy(dtype=float)
-    kv = pd.to_numeric(out["kv_cache_bytes"]).to_numpy(dtype=float)
+    # (the KV cache at the context: the decode reads it, also where the peak phase holds none yet)
+    kv = pd.to_numeric(out["kv_cache_context_bytes" if "kv_cache_context_bytes" in out else "kv_cache_bytes"]).to_numpy(dtype=float)
     for name, values in speed_columns(cfg, x, lift, trainable, out, b, s, weights, kv, gpus, models,
                                       shape=frame_shape(out)).items():
         out[name] = values

@@ -397,7 +397,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
                                                                    "✗ incompatible"))),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
-        "one_gpu_kv_cache_bytes": one["kv_cache_bytes"].to_numpy(),
+        "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(),  # (at the context, whatever the peak phase)
         "one_gpu_memory_used_fraction": one["memory_used_fraction"].to_numpy(),
         **{f"gpu_{col}": gpus[col].array.take(gidx) for col in GPU_INFO},
     }

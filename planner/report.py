@@ -60,6 +60,7 @@ PHASE_LABELS = {
     "logits": "output logits",
     "attention": "prefill attention scores (eager)",
     "load": "loading (AutoAWQ fused modules)",
+    "mask": "building the sliding-window attention mask (before the first layer)",
 }
 
 
