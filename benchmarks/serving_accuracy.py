@@ -137,7 +137,9 @@ def vllm_kv_gib(rows: pd.DataFrame) -> np.ndarray:
     base = base.assign(id=[f"logged-{i}" for i in range(len(rows))],
                        usable_memory_bytes=rows["total_gpu_memory_gib"].to_numpy(float) * GIB)
     req = pd.DataFrame({
-        "model": rows["model"].to_numpy(), "gpu": base["id"], "engine": "vllm", "precision": "bf16",
+        "model": rows["model"].to_numpy(), "gpu": base["id"], "engine": "vllm",
+        # the checkpoint's format where the row names one (fp8, mxfp4), else bf16
+        "precision": (rows["precision"].fillna("bf16") if "precision" in rows else pd.Series("bf16", index=rows.index)).to_numpy(object),
         "max_model_len": rows["max_model_len"].to_numpy(float).astype(int),
         "gpu_memory_utilization": rows["gpu_memory_utilization"].to_numpy(float),
         "max_num_seqs": rows["max_num_seqs"].to_numpy(float),

@@ -75,7 +75,9 @@ def test_vllm_kv_budget_a100_40gb_within_15_percent_of_the_logged_overheads(cat)
 
 def test_vllm_kv_budget_matches_the_h100_startup_log_of_pr_10511():
     meas = load_measurements()
-    rows = meas[meas["metric"] == "kv_cache_available_gib"]
+    # (PR #10511's two logs; the other held-out start-up logs are reported, errors and all, in docs/serving.md)
+    rows = meas[(meas["metric"] == "kv_cache_available_gib") & meas["id"].str.startswith("vllm-h100-llama3-8b")]
+    assert len(rows) == 2
     ours = serving_accuracy.vllm_kv_gib(rows)
     assert ours == pytest.approx(rows["value"].to_numpy(float), rel=0.15)  # logged 53.29 GiB
     # and the activation peak term alone against the logged 1.26 GiB
