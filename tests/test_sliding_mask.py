@@ -1,0 +1,108 @@
+"""An SDPA prefill of a model with sliding-window layers (issue 28; engine/components.py
+sliding_mask_window): transformers 5.24 materializes the sliding-window mask from the window on, a
+(1, 1, seq, seq) bool tensor whatever the batch, held through every layer; while it is built three such
+tensors are alive beside the weights and the embeddings' output, before any KV cache (the `mask` phase).
+Every expected figure is worked out here from the models' configs (Gemma 3 1B: h 1,152, window 512;
+Gemma 3 4B: h 2,560, window 1,024, 34 layers, 4 KV heads of 256; Mistral 7B: window 4,096), not by
+the engine."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import estimate
+from engine.serving import serve
+
+H1, W1 = 1152, 512
+
+
+def rows(models, *scenarios, gpus=None):
+    frame = pd.DataFrame([{"task": "infer", "batch": 1, "allow_long_context": True, **s} for s in scenarios])
+    return [r for _i, r in estimate(frame, models, gpus).iterrows()]
+
+
+def tensors(row):
+    return row.peak_bytes - row.runtime_overhead_bytes
+
+
+def test_the_mask_phase_holds_the_weights_the_embeddings_and_three_masks(models):
+    """Gemma 3 1B, 1 x 65,536 tokens: 3 x 65,536^2 bool bytes (12 GiB) beside the weights and one bf16
+    row of the embeddings' output per token; no KV cache yet. The peak is there (the traced 64k run peaks
+    at the mask's `__and__`), and the KV cache at the context is still reported."""
+    (r,) = rows(models, dict(model="gemma-3-1b", seq=65536))
+    s = 65536
+    assert r.mask_phase_bytes == pytest.approx(r.weights_bytes + 2 * H1 * s + 3 * s * s, rel=1e-12)
+    assert r.peak_phase == "mask"
+    assert r.kv_cache_bytes == 0.0
+    kv = 2 * 26 * 1 * 256 * 2 * s  # 26 layers, one KV head of 256, bf16: every layer's K/V (kv_policy auto)
+    assert r.kv_cache_context_bytes == pytest.approx(kv, rel=1e-12)
+    assert tensors(r) == pytest.approx(r.mask_phase_bytes, rel=1e-12)
+
+
+def test_the_prefill_holds_one_mask_from_the_window_on_and_none_below(models):
+    """The prefill with SDPA differs from the same prefill with flash attention by one seq^2 bool mask
+    from the window on (512 tokens for Gemma 3 1B), by nothing below it; flash builds no mask phase."""
+    sdpa_long, flash_long, sdpa_short, flash_short = rows(
+        models, dict(model="gemma-3-1b", seq=16384), dict(model="gemma-3-1b", seq=16384, attention="flash"),
+        dict(model="gemma-3-1b", seq=W1 - 1), dict(model="gemma-3-1b", seq=W1 - 1, attention="flash"))
+    assert sdpa_long.prefill_phase_bytes - flash_long.prefill_phase_bytes == pytest.approx(16384 ** 2, rel=1e-9)
+    assert sdpa_short.prefill_phase_bytes == flash_short.prefill_phase_bytes
+    assert sdpa_short.mask_phase_bytes == pytest.approx(sdpa_short.weights_bytes + 2 * H1 * (W1 - 1), rel=1e-12)
+    assert np.isnan(flash_long.mask_phase_bytes) and np.isnan(flash_short.mask_phase_bytes)
+
+
+def test_the_mask_does_not_grow_with_the_batch(models):
+    """Without padding the mask has a batch of one: four sequences of 8,192 tokens hold the same 8,192^2
+    bytes as one (the traced Mistral 7B 2 x 16,384 prefill keeps one [1, 1, 16384, 16384] mask)."""
+    one, four, four_flash = rows(models, dict(model="gemma-3-1b", seq=8192), dict(model="gemma-3-1b", seq=8192, batch=4),
+                                 dict(model="gemma-3-1b", seq=8192, batch=4, attention="flash"))
+    assert four.prefill_phase_bytes - four_flash.prefill_phase_bytes == pytest.approx(8192 ** 2, rel=1e-9)
+    assert (four.mask_phase_bytes - four.weights_bytes - 4 * 2 * H1 * 8192
+            == pytest.approx(one.mask_phase_bytes - one.weights_bytes - 2 * H1 * 8192, rel=1e-12))
+
+
+def test_no_mask_phase_for_training_eager_attention_or_full_attention_models(models):
+    """Training rows, Gemma 2 (eager under 'sdpa': its masks are its scores' phase) and a model without
+    sliding-window layers have no mask phase."""
+    train, gemma2, llama = rows(models, dict(model="gemma-3-1b", task="train", method="lora", seq=4096),
+                                dict(model="gemma-2-2b", seq=16384), dict(model="llama-3.2-1b", seq=16384))
+    assert np.isnan(train.mask_phase_bytes) and np.isnan(gemma2.mask_phase_bytes) and np.isnan(llama.mask_phase_bytes)
+    assert llama.kv_cache_context_bytes == llama.kv_cache_bytes
+
+
+def test_the_longest_context_stops_where_the_masks_no_longer_fit(models, gpus):
+    """On one RTX 4090 Gemma 3 4B's longest SDPA prefill is set by the masks: the row fits at max_seq
+    and not one token more, and flash attention (no mask) reaches further."""
+    sdpa, flash = rows(models, dict(model="gemma-3-4b", seq=4096, gpu="rtx-4090"),
+                       dict(model="gemma-3-4b", seq=4096, gpu="rtx-4090", attention="flash"), gpus=gpus)
+    assert sdpa.max_seq < flash.max_seq
+    at, more = rows(models, dict(model="gemma-3-4b", seq=int(sdpa.max_seq), gpu="rtx-4090"),
+                    dict(model="gemma-3-4b", seq=int(sdpa.max_seq) + 1, gpu="rtx-4090"), gpus=gpus)
+    assert bool(at.fits) and not bool(more.fits)
+
+
+def test_the_decode_speed_reads_the_cache_where_the_mask_phase_is_the_peak(models, gpus):
+    """The decode step reads the weights and the KV cache at the context: the same for the SDPA row
+    (peak at the mask phase, kv_cache_bytes 0) as for the flash row."""
+    sdpa, flash = rows(models, dict(model="gemma-3-1b", seq=65536, gpu="h100-sxm-80gb"),
+                       dict(model="gemma-3-1b", seq=65536, gpu="h100-sxm-80gb", attention="flash"), gpus=gpus)
+    assert sdpa.peak_phase == "mask" and flash.peak_phase != "mask"
+    assert sdpa.decode_tokens_per_s == pytest.approx(flash.decode_tokens_per_s, rel=1e-12)
+
+
+def test_serve_with_transformers_keeps_room_for_the_mask(models, gpus):
+    """serve --engine transformers: the same model with its sliding-window layers taken away (every layer
+    keeps the whole K/V under transformers either way) has exactly ctx^2 bytes more KV room at 65,536
+    tokens; where the three masks being built do not fit beside the weights, no KV room is left."""
+    plain = models.copy()
+    plain.loc[plain["id"] == "gemma-3-4b", "sliding_window_layers"] = 0
+    req = pd.DataFrame({"model": ["gemma-3-4b"], "gpu": ["a100-80gb-sxm"], "engine": ["transformers"], "precision": ["bf16"],
+                        "max_model_len": [65536]})
+    with_mask = serve(req, models, gpus).iloc[0]
+    without = serve(req, plain, gpus).iloc[0]
+    assert without["kv_cache_bytes_available"] - with_mask["kv_cache_bytes_available"] == pytest.approx(65536 ** 2, rel=1e-9)
+    # 120,000 tokens on an A100 40GB: held, the mask (13.4 GiB) would leave KV room; the three being built
+    # (40.2 GiB) beside the weights do not fit, so none is left
+    long = req.assign(max_model_len=120000, gpu="a100-40gb-sxm")
+    assert serve(long, plain, gpus).iloc[0]["kv_cache_bytes_available"] > 120000 ** 2
+    assert serve(long, models, gpus).iloc[0]["kv_cache_bytes_available"] == 0.0
