@@ -592,6 +592,20 @@ LOOP_CONFIGS = [
     _loop(_infer("mistral-7b", 1, 32768, HO), "generate", ON, UNPAD, HO),
     _loop(_infer("gemma-3-4b", 2, 2048, HO), "generate", ON, UNPAD, HO),
     _loop(_infer("gemma-3-1b", 1, 49152, HO), "generate", ON, UNPAD, HO),
+    # ---- the training side of the same mask (2026-12-05): measured before the engine counted it, these three
+    # found it (Gemma 3 1B full 1 x 8,192 -4.7%, Gemma 3 4B LoRA 1 x 8,192 -5.4%, Mistral 7B LoRA 1 x 16,384
+    # with checkpointing -4.3%): calibration
+    _loop(_train("gemma-3-1b", "bf16", "adamw", 1, 8192, False, split=CAL), MAN, ON, UNPAD, CAL),
+    _loop(_lora("gemma-3-4b", "bf16", "adamw", 1, 8192, False, 16, ALL, CAL), MAN, ON, UNPAD, CAL),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 1, 16384, True, 16, ALL, CAL), MAN, ON, UNPAD, CAL),
+    # ... and held out for it, committed before their data and after the engine change (none tuned on):
+    # other methods, loops, batches and lengths past the window, and one just below Mistral's
+    _loop(_lora("gemma-3-1b", "bf16", "adamw", 2, 8192, False, 16, ALL), TRN, ON, UNPAD, HO),
+    _loop(_freeze("mistral-7b", "bf16", "adamw", 1, 8192, False, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("gemma-3-1b", "bf16", "adamw", 2, 4096, True), ACC, ON, UNPAD, HO),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 2, 6144, True, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_freeze("gemma-3-4b", "bf16", "adamw", 1, 4096, False, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("mistral-7b", "bf16", "adamw", 2, 4000, False, 8, QV), MAN, ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
