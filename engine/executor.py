@@ -94,6 +94,10 @@ class PhaseParts:
     # from which on the rows hold them (an SDPA prefill's sliding-window mask: components.sliding_mask_window)
     sq: dict = field(default_factory=dict)
     sq_window: object = 0.0
+    # (issue 28) {phase: bytes per token, and per token per position}, counted only from the window on (a
+    # training layer's sliding-window mask and repeated K/V: components.sliding_window_training)
+    token_w: dict = field(default_factory=dict)
+    seq_w: dict = field(default_factory=dict)
 
     def lift(self, of_config) -> PhaseParts:
         """Per memory configuration -> per configuration (of_config: the memory configuration
@@ -102,7 +106,8 @@ class PhaseParts:
         return PhaseParts(*({k: lift(v) for k, v in d.items()} for d in (self.fixed, self.shard, self.token,
                                                                            self.seq, self.valid)), lift(self.dp),
                           None if self.ds_step is None else tuple(lift(v) for v in self.ds_step),
-                          {k: lift(v) for k, v in self.sq.items()}, lift(self.sq_window))
+                          {k: lift(v) for k, v in self.sq.items()}, lift(self.sq_window),
+                          {k: lift(v) for k, v in self.token_w.items()}, {k: lift(v) for k, v in self.seq_w.items()})
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,6 +123,7 @@ class RowTerms:
     kv_saving: np.ndarray | None      # the sliding-window layers' tokens beyond their window (<= 0)
     seq_sq: np.ndarray | None = None  # seq^2 from the row's sliding window on (else 0), where some phase has a
                                       # seq^2 term (issue 28: an SDPA prefill's sliding-window mask)
+    gate: np.ndarray | None = None    # 1 where seq reaches the row's sliding window, else 0 (the window terms)
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,7 +199,7 @@ class Sweep:
             sc, len(sc), cfg, mv, of_config, ph, out, lean)
         self.valid = phase_validity(ph)
         self.parts = phase_parts(ph, self.valid)
-        self.rows = row_terms(sc, cfg, of_config, ph, bool(self.parts.seq), out)
+        self.rows = row_terms(sc, cfg, of_config, ph, bool(self.parts.seq or self.parts.seq_w), out)
 
     def _lift(self, x):
         return _lifter(self.of_config)(x)
@@ -258,7 +264,7 @@ def phase_validity(ph: Physics) -> dict:
 def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
     """The phases' parts per memory configuration, for the phases some row has (no row of
     another task: never the peak)."""
-    fixed, shard, token, seq, sq = {}, {}, {}, {}, {}
+    fixed, shard, token, seq, sq, token_w, seq_w = {}, {}, {}, {}, {}, {}, {}
     for name in PHASES:
         if not valid[name].any():
             continue
@@ -269,8 +275,13 @@ def phase_parts(ph: Physics, valid: dict) -> PhaseParts:
         # (issue 28) + seq_sq x seq^2 from the window on: an SDPA prefill's sliding-window mask
         if not is_zero(m := ph.phases[name].seq_sq_total()):
             sq[name] = m
+        # (issue 28) + per-token and per-token-seq bytes from the window on: a training sliding-window mask
+        tw, qw = ph.phases[name].window_totals()
+        if not (is_zero(tw) and is_zero(qw)):
+            token_w[name], seq_w[name] = tw, qw
+    windowed = bool(sq or token_w)
     return PhaseParts(fixed, shard, token, seq, {k: valid[k] for k in fixed}, ph.inputs.dp, ph.ds_step,
-                      sq, ph.inputs.mask_window if sq else 0.0)
+                      sq, ph.inputs.mask_window if windowed else 0.0, token_w, seq_w)
 
 
 def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: bool, out) -> RowTerms:
@@ -290,13 +301,17 @@ def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: 
     seq_tokens = np.multiply(tokens, s, out=out.empty()) if seq_term else None  # tokens x seq, for the per_token_seq terms
     # seq^2 from the row's sliding window on, for the seq_sq terms (issue 28; below the window SDPA's is_causal
     # stands in for the mask)
-    seq_sq = np.where(s >= mtake(x.mask_window), s * s, 0.0) if np.any(np.asarray(x.mask_window) > 0) else None
-    return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving, seq_sq)
+    gate = seq_sq = None
+    if np.any(np.asarray(x.mask_window) > 0):
+        gate = np.where(s >= mtake(x.mask_window), 1.0, 0.0)
+        seq_sq = gate * (s * s)
+    return RowTerms(minv, b, s, tokens, seq_tokens, logits_fixed, kv_saving, seq_sq, gate)
 
 
 def _scaled_phases(parts: PhaseParts) -> list:
     """The phases with a per-token (or per-token-seq, or seq^2) part: their bytes x tokens per row."""
-    return [name for name in parts.fixed if not is_zero(parts.token[name]) or name in parts.seq or name in parts.sq]
+    return [name for name in parts.fixed
+            if not is_zero(parts.token[name]) or name in parts.seq or name in parts.sq or name in parts.token_w]
 
 
 def _block(rows: RowTerms, lo: int, hi: int):
@@ -313,7 +328,8 @@ def lean_scaled(parts: PhaseParts, rows: RowTerms, n: int, out) -> dict:
         block, seq_tok = _block(rows, lo, min(n, lo + ROW_BLOCK))
         for name in scaled:
             _scaled_bytes(parts.token[name], rows.at[block], rows.tokens[block], scaled[name][block],
-                          parts.seq.get(name), seq_tok, parts.sq.get(name), _rows_of(rows.seq_sq, block))
+                          parts.seq.get(name), seq_tok, parts.sq.get(name), _rows_of(rows.seq_sq, block),
+                          _window_terms(parts, name, rows, block))
     return scaled
 
 
@@ -369,7 +385,7 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
                 t += kv_saving[block]
             if name in scaled:
                 t += _scaled_bytes(parts.token[name], at, tok, scaled[name][block], parts.seq.get(name), seq_tok,
-                                   parts.sq.get(name), _rows_of(rows.seq_sq, block))
+                                   parts.sq.get(name), _rows_of(rows.seq_sq, block), _window_terms(parts, name, rows, block))
             if partial[name]:
                 t = np.where(get(parts.valid[name]), t, -np.inf)
             totals[name] = t
@@ -386,7 +402,8 @@ def memory_columns(ph: Physics, valid: dict, parts: PhaseParts, rows: RowTerms, 
         if np.any(vision):
             np.take(vision.astype(np.int64), at, out=col["vision_params"][block], mode="clip")
         _components(tables, peak, at, size, tok, None if logits_fixed is None else logits_fixed[block],
-                    {comp: c[block] for comp, c in comp_cols.items()}, seq_tok, _rows_of(rows.seq_sq, block))
+                    {comp: c[block] for comp, c in comp_cols.items()}, seq_tok, _rows_of(rows.seq_sq, block),
+                    _rows_of(rows.gate, block))
         if kv_saving is not None:  # an inference row's peak holds the cache, but the mask phase (built before it)
             np.add(col["kv_cache_bytes"][block], kv_saving[block], out=col["kv_cache_bytes"][block],
                    where=peak != PHASE_INDEX["mask"])
@@ -423,7 +440,7 @@ def _kv_held(tables: dict, peak_idx: np.ndarray, rows: RowTerms, size: int, kv_s
     _components({"kv_cache": tables["kv_cache"]}, np.full(len(at_mask), PHASE_INDEX["prefill"], dtype=np.int8),
                 rows.at[at_mask], size, rows.tokens[at_mask], None, prefill,
                 None if rows.seq_tokens is None else rows.seq_tokens[at_mask],
-                None if rows.seq_sq is None else rows.seq_sq[at_mask])
+                None if rows.seq_sq is None else rows.seq_sq[at_mask], None if rows.gate is None else rows.gate[at_mask])
     held[at_mask] = prefill["kv_cache"] + (0.0 if kv_saving is None else kv_saving[at_mask])
     return held
 
@@ -438,7 +455,15 @@ def _gather(values, at: np.ndarray, dest: np.ndarray) -> np.ndarray:
     return dest
 
 
-def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None, per_sq=None, seq_sq=None) -> np.ndarray:
+def _window_terms(parts: PhaseParts, name: str, rows: RowTerms, block: slice):
+    """(per token, per token per position, the rows' gate) counted from the window on, for a phase that has
+    them (None otherwise)."""
+    if name not in parts.token_w:
+        return None
+    return parts.token_w[name], parts.seq_w[name], rows.gate[block]
+
+
+def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None, per_sq=None, seq_sq=None, window=None) -> np.ndarray:
     """A phase's per-token bytes x tokens (+ its per-token-seq bytes x tokens x seq, issue 12; + its
     bytes per seq^2 x the rows' seq^2 from their window on, issue 28) for the rows whose memory
     configurations are `at`, written into dest, which is returned."""
@@ -448,6 +473,12 @@ def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None, per_sq=N
         by_tokens += (np.take(per_seq, at, mode="clip") if np.ndim(per_seq) else per_seq) * seq_tok
     if per_sq is not None:
         by_tokens += (np.take(per_sq, at, mode="clip") if np.ndim(per_sq) else per_sq) * seq_sq
+    if window is not None:  # from the window on (issue 28): + (tok_w x tokens + seq_w x tokens x seq) x gate
+        tw, qw, gate = window
+        extra = (np.take(tw, at, mode="clip") if np.ndim(tw) else tw) * tok
+        if not is_zero(qw):
+            extra += (np.take(qw, at, mode="clip") if np.ndim(qw) else qw) * seq_tok
+        by_tokens += extra * gate
     return by_tokens
 
 
@@ -488,6 +519,7 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
         per_token = np.zeros((len(PHASES), size))
         per_seq = np.zeros((len(PHASES), size))
         per_sq = None  # (issue 28) bytes per seq^2 from the window on, where a phase has any
+        tok_w = seq_w = None  # (issue 28) per token / per token per position from the window on
         scaled = quadratic = False
         for i, name in enumerate(PHASES):
             ph = phases[name]
@@ -506,24 +538,31 @@ def _component_tables(phases: dict, valid: dict, dp, size: int, logits_fixed: bo
                 if per_sq is None:
                     per_sq = np.zeros((len(PHASES), size))
                 per_sq[i] = m
+            tw, qw = ph.per_token_w.get(comp, 0.0), ph.per_token_seq_w.get(comp, 0.0)
+            if not (is_zero(tw) and is_zero(qw)) and valid[name].any():
+                if tok_w is None:
+                    tok_w, seq_w = np.zeros((len(PHASES), size)), np.zeros((len(PHASES), size))
+                tok_w[i], seq_w[i] = tw, qw
         fixed = per_config.any()
-        if not (scaled or fixed or quadratic or per_sq is not None or (comp == "logits" and logits_fixed)):
+        if not (scaled or fixed or quadratic or per_sq is not None or tok_w is not None
+                or (comp == "logits" and logits_fixed)):
             tables[comp] = None
         else:
             tables[comp] = (per_config.ravel() if fixed else None, per_token.ravel() if scaled else None,
-                            per_seq.ravel() if quadratic else None, None if per_sq is None else per_sq.ravel())
+                            per_seq.ravel() if quadratic else None, None if per_sq is None else per_sq.ravel(),
+                            None if tok_w is None else (tok_w.ravel(), seq_w.ravel()))
     return tables
 
 
 def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, tokens, logits_fixed, dest: dict,
-                seq_tokens=None, seq_sq=None):
+                seq_tokens=None, seq_sq=None, gate=None):
     """Each component's bytes in the row's peak phase (fixed + shard / dp + per_token x tokens of
     that phase and memory configuration), written into dest[component]."""
     where = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the tables
     where *= size
     where += at
     for comp, value in dest.items():
-        per_config, per_token, per_seq, per_sq = tables[comp]
+        per_config, per_token, per_seq, per_sq, window = tables[comp]
         if per_token is not None:
             np.take(per_token, where, out=value, mode="clip")
             value *= tokens
@@ -537,6 +576,9 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             value += np.take(per_seq, where, mode="clip") * seq_tokens
         if per_sq is not None:  # + seq_sq x seq^2 from the window on (issue 28)
             value += np.take(per_sq, where, mode="clip") * seq_sq
+        if window is not None:  # + (per token x tokens + per token-seq x tokens x seq) from the window on
+            tw, qw = window
+            value += (np.take(tw, where, mode="clip") * tokens + np.take(qw, where, mode="clip") * seq_tokens) * gate
         if comp == "logits" and logits_fixed is not None:
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
@@ -636,13 +678,17 @@ def seq_terms(capacity: np.ndarray, parts: PhaseParts, size: int, per_row_rooms:
                         np.broadcast_to(parts.seq.get(name, 0.0), (size,)).astype(float),
                         np.broadcast_to(parts.valid[name], (size,)),
                         None if name not in parts.sq else np.broadcast_to(parts.sq[name], (size,)).astype(float),
-                        None if name not in parts.sq else np.broadcast_to(parts.sq_window, (size,)).astype(float))
+                        None if name not in parts.sq and name not in parts.token_w
+                        else np.broadcast_to(parts.sq_window, (size,)).astype(float),
+                        # (the per-token and per-token-seq bytes from the window on)
+                        None if name not in parts.token_w else (np.broadcast_to(parts.token_w[name], (size,)).astype(float),
+                                                                np.broadcast_to(parts.seq_w[name], (size,)).astype(float)))
                  for name in parts.valid}
         if not per_row_rooms:
-            linear = [name for name in terms if not np.any(terms[name][2] > 0) and terms[name][4] is None]
+            linear = [name for name in terms if not np.any(terms[name][2] > 0) and terms[name][5] is None]
             lin_limit = np.full(size, np.inf)
             for name in linear:
-                room, lin, _, ok, _, _ = terms.pop(name)
+                room, lin, _, ok, _, _, _ = terms.pop(name)
                 lin_limit = np.minimum(lin_limit, np.where(ok, _tokens_within(room, lin), np.inf))
             terms[None] = lin_limit
     return terms
@@ -693,10 +739,11 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
              lean: bool) -> FitPlan:
     """The per-configuration half of the fit."""
     quad_any = np.zeros(cfg.size, dtype=bool)
-    for q in (*parts.seq.values(), *parts.sq.values()):  # (issue 28: a seq^2 term is solved the same way)
+    # (issue 28: a seq^2 term, and the terms counted from the window on, are solved the same way)
+    for q in (*parts.seq.values(), *parts.sq.values(), *parts.token_w.values(), *parts.seq_w.values()):
         quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
     terms = {}
-    if (parts.seq or parts.sq) and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
+    if (parts.seq or parts.sq or parts.token_w) and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
         terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
     max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
     batch_of_group = batch_level = longest_of_group = None
@@ -979,7 +1026,7 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
             if longest is not None:
                 longest = np.minimum(longest, lim / b)
             continue
-        room_c, lin_c, q_c, ok_c, m_c, w_c = term
+        room_c, lin_c, q_c, ok_c, m_c, w_c, win_c = term
         room = pick(room_c)
         if name == "logits" and logits_room is not None:
             room = room - logits_room
@@ -988,26 +1035,40 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
             lin = lin + corr
         q = pick(q_c)
         ok = None if ok_c.all() else pick(ok_c)
-        m = w = None
-        if m_c is not None:  # a seq^2 term from the window on (issue 28)
-            m, w = pick(m_c), pick(w_c)
+        m = w = lw = qw = None
+        if w_c is not None:  # a window's terms (issue 28): a seq^2 term, and per-token ones, from it on
+            w = pick(w_c)
+            m = pick(m_c) if m_c is not None else None
+            if win_c is not None:
+                lw, qw = pick(win_c[0]), pick(win_c[1])
         if by_batch:
-            room_s = room if m is None else room - m * np.where(s >= w, s * s, 0.0)
-            per_b = _tokens_within(room_s, lin + q * s)
+            if w is None:
+                room_s, lin_s, q_s = room, lin, q
+            else:
+                past = s >= w
+                room_s = room if m is None else room - m * np.where(past, s * s, 0.0)
+                lin_s = lin if lw is None else lin + np.where(past, lw, 0.0)
+                q_s = q if qw is None else q + np.where(past, qw, 0.0)
+            per_b = _tokens_within(room_s, lin_s + q_s * s)
             most_tokens = np.minimum(most_tokens, per_b if ok is None else np.where(ok, per_b, np.inf))
         if longest is None:
             continue
         kw = kv_win[0] if kv_win is not None and name in INFER_CACHE_PHASES else None
-        if m is None and kw is None:
+        if w is None and kw is None:
             per_s = _quad_root(room, lin * b, q * b)
-        else:  # from the window on: the mask's seq^2 and the windowed cache's saving; below it neither
-            win = w if m is not None else kv_win[1]
-            if m is not None and kw is not None:
+        else:  # from the window on: the mask's terms and the windowed cache's saving; below it neither
+            win = w if w is not None else kv_win[1]
+            if w is not None and kw is not None:
                 win = np.maximum(w, kv_win[1])  # (the one window of the model; 0 where a row has only the other)
             with_room, with_lin = (room, lin_plain) if kw is None else (room - kw * b * kv_win[1], lin_plain - kw)
-            with_win = _quad_root(with_room, with_lin * b, q * b + (0.0 if m is None else m))
+            if lw is not None:
+                with_lin = with_lin + lw
+            with_q = q if qw is None else q + qw
+            with_win = _quad_root(with_room, with_lin * b, with_q * b + (0.0 if m is None else m))
             plain = _quad_root(room, lin_plain * b, q * b)
-            gated = (win > 0) & ((0.0 if m is None else m) + (0.0 if kw is None else kw) > 0)
+            on = (0.0 if m is None else m) + (0.0 if kw is None else kw)
+            on = on + (0.0 if lw is None else lw) + (0.0 if qw is None else qw)
+            gated = (win > 0) & (on > 0)
             per_s = np.where(gated, np.where(with_win >= win, with_win, np.minimum(plain, win - 1.0)), plain)
         longest = np.minimum(longest, per_s if ok is None else np.where(ok, per_s, np.inf))
     return most_tokens, longest

@@ -92,6 +92,11 @@ class Part(NamedTuple):
     per_token: np.ndarray | float = 0.0
     per_token_seq: np.ndarray | float = 0.0
     seq_sq: np.ndarray | float = 0.0
+    # (issue 28) per token and per token per position, counted only where seq reaches the row's sliding
+    # window: a training layer's sliding-window mask in SDPA's dtype and K/V repeated to every head, which
+    # SDPA keeps once transformers passes a mask (engine/components.py sliding_window_training)
+    per_token_w: np.ndarray | float = 0.0
+    per_token_seq_w: np.ndarray | float = 0.0
 
 
 @dataclass
@@ -104,10 +109,14 @@ class Phase:
     per_token: dict[str, np.ndarray] = field(default_factory=dict)
     per_token_seq: dict[str, np.ndarray] = field(default_factory=dict)
     seq_sq: dict[str, np.ndarray] = field(default_factory=dict)
+    per_token_w: dict[str, np.ndarray] = field(default_factory=dict)
+    per_token_seq_w: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0, per_token_seq=0.0, seq_sq=0.0):
+    def add(self, comp: str, fixed=0.0, shard=0.0, per_token=0.0, per_token_seq=0.0, seq_sq=0.0, per_token_w=0.0,
+            per_token_seq_w=0.0):
         for part, value in ((self.fixed, fixed), (self.shard, shard), (self.per_token, per_token),
-                            (self.per_token_seq, per_token_seq), (self.seq_sq, seq_sq)):
+                            (self.per_token_seq, per_token_seq), (self.seq_sq, seq_sq),
+                            (self.per_token_w, per_token_w), (self.per_token_seq_w, per_token_seq_w)):
             if not (np.isscalar(value) and value == 0):
                 part[comp] = part.get(comp, 0.0) + value
         return self
@@ -121,6 +130,10 @@ class Phase:
     def seq_total(self):
         """The bytes per token per sequence position (0.0 when no component has any)."""
         return sum(self.per_token_seq.values(), 0.0)
+
+    def window_totals(self):
+        """(per token, per token per position) counted from the window on (0.0 where no component has any)."""
+        return sum(self.per_token_w.values(), 0.0), sum(self.per_token_seq_w.values(), 0.0)
 
     def seq_sq_total(self):
         """The bytes per squared sequence length, whatever the batch (0.0 when no component has any)."""

@@ -209,12 +209,14 @@ def loops(models):
 
 def test_the_loops_split_was_fixed_before_the_engine_changed():
     """The loops harness's split: calibration is Llama 3.2 1B plus one Gemma 2 and one Mistral row, and
-    the Gemma 3 1B prefill that found the SDPA sliding-window mask; every held-out row is another model or
+    the Gemma 3 1B prefill and three training rows that found the SDPA sliding-window mask (Gemma 3 1B and 4B,
+    Mistral 7B); every held-out row is another model or
     another batch x seq than any calibration row of its loop and method (docs/accuracy.md: committed
     before the engine change)."""
     cal, held = LOOPS[LOOPS["split"] == "calibration"], LOOPS[LOOPS["split"] == "heldout"]
-    assert set(cal["model"]) == {"llama-3.2-1b", "gemma-2-2b", "mistral-7b", "gemma-3-1b"}
-    assert len(cal[cal["model"] == "gemma-3-1b"]) == 1
+    assert set(cal["model"]) == {"llama-3.2-1b", "gemma-2-2b", "mistral-7b", "gemma-3-1b", "gemma-3-4b"}
+    # (the sliding-window mask's calibration rows: the Gemma 3 1B prefill, and three training rows)
+    assert len(cal[cal["model"].isin(["gemma-3-1b", "gemma-3-4b"])]) == 3
     assert len(held) >= 20 and set(LOOPS["loop"]) == {"trainer", "manual", "accelerate", "torchtune", "generate"}
     seen = {(r.model, r.batch, r.seq, r.method, r.loop) for r in cal.itertuples()}
     for r in held.itertuples():

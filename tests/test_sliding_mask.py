@@ -106,3 +106,35 @@ def test_serve_with_transformers_keeps_room_for_the_mask(models, gpus):
     long = req.assign(max_model_len=120000, gpu="a100-40gb-sxm")
     assert serve(long, plain, gpus).iloc[0]["kv_cache_bytes_available"] > 120000 ** 2
     assert serve(long, models, gpus).iloc[0]["kv_cache_bytes_available"] == 0.0
+
+
+# ---- the training side (engine/components.py sliding_window_training) ------------------------------------
+
+def test_a_training_step_keeps_each_sliding_layers_mask_and_repeated_kv_from_the_window_on(models):
+    """Gemma 3 1B full fine-tuning, 1 x 8,192, no checkpointing, unpadded: its 22 sliding layers (of 26) each
+    keep SDPA's converted mask (2 bytes per position pair, expanded to the batch) and K and V repeated from
+    one KV head to four (2 x 3 x 256 x 2 bytes per token) that flash attention keeps none of; the full
+    layers pass no mask. Below the window (511 tokens) the two are the same."""
+    s = 8192
+    sdpa, flash, short, short_flash = rows(
+        models, *[dict(model="gemma-3-1b", task="train", method="full", padding="unpadded", grad_checkpointing=False,
+                       seq=q, **a) for q in (s, 511) for a in ({}, {"attention": "flash"})])
+    expected = 22 * (2 * 3 * 256 * 2) * s + 22 * 2 * s * s
+    assert sdpa.loss_backward_phase_bytes - flash.loss_backward_phase_bytes == pytest.approx(expected, rel=1e-9)
+    assert short.loss_backward_phase_bytes == short_flash.loss_backward_phase_bytes
+
+
+def test_with_checkpointing_the_recomputed_layer_and_the_checkpoints_bool_mask(models):
+    """Mistral 7B LoRA, 1 x 16,384 with checkpointing (every layer slides, window 4,096): the checkpoint
+    frames keep the bool mask (one byte per position pair) from the forward on, and the recomputed layer's
+    backward holds its converted mask and K/V repeated from 8 KV heads to 32 (2 x 24 x 128 x 2 bytes per
+    token) beside it; a padded batch masks every layer already (no second count)."""
+    s = 16384
+    sdpa, flash, padded = rows(models, *[dict(model="mistral-7b", task="train", method="lora", grad_checkpointing=True,
+                                              seq=s, **a) for a in ({"padding": "unpadded"},
+                                                                    {"padding": "unpadded", "attention": "flash"},
+                                                                    {"padding": "padded"})])
+    assert sdpa.forward_phase_bytes - flash.forward_phase_bytes == pytest.approx(s * s, rel=1e-9)
+    assert sdpa.backward_phase_bytes - flash.backward_phase_bytes == pytest.approx(s * s + 2 * s * s + 2 * 24 * 128 * 2 * s,
+                                                                                   rel=1e-9)
+    assert padded.backward_phase_bytes > flash.backward_phase_bytes  # (the padded path's own terms)
