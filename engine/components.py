@@ -157,6 +157,10 @@ class Inputs:
     # eager attention (the scores kept for backward; a prefill's scores as their own phase)
     masked: np.ndarray | bool = False
     eager: np.ndarray | bool = False
+    # gpt-oss's eager attention (transformers 5.24 modeling_gpt_oss.py eager_attention_forward): the scores
+    # with the sinks' column, softmax in their own 16-bit dtype, so backward keeps that softmax alone (traced:
+    # `_softmax` [1, 64, 1024, 1025] bf16 per layer), not an fp32 softmax and its cast as Gemma 2's path does
+    eager_bf16: np.ndarray | bool = False
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
@@ -320,7 +324,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
     family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
     gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
-    masked, eager = attention_path(mv, gemma2)
+    gpt_oss = family.eq("gpt-oss").to_numpy()[midx]
+    masked, eager = attention_path(mv, gemma2 | gpt_oss)
     # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given; under litgpt
     # NF4 without double quantization, the `quantize: bnb.nf4` of every LitGPT config_hub qlora.yaml)
     base_quant = (lora & ~base_auto) | qlora
@@ -396,7 +401,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
         ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
-        softcap=gemma2.astype(float), masked=masked & train, eager=eager,
+        softcap=gemma2.astype(float), masked=masked & train, eager=eager, eager_bf16=gpt_oss & eager,
         mask_window=sliding_mask_window(mv, arch, np.where(
             train, ~masked & ~_mask_if_present(mv, "packing", "on")
             & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
@@ -523,8 +528,9 @@ def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.nd
 
 def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(masked, eager) per group (engine/stacks.py padding and attention). eager: attention 'eager',
-    or Gemma 2 under 'sdpa' (softcapped scores: transformers 5.24 Gemma2PreTrainedModel._supports_sdpa
-    = False runs eager_attention_forward; torchtune's Gemma2Attention computes the scores itself).
+    or Gemma 2 or gpt-oss under 'sdpa' (`gemma2` marks both: softcapped scores, attention sinks;
+    transformers 5.24 Gemma2PreTrainedModel and GptOssPreTrainedModel have _supports_sdpa = False and run
+    eager_attention_forward; torchtune's Gemma2Attention computes the scores itself).
     masked: a padded batch under SDPA without packing (transformers builds the padding mask and
     repeats K and V to every head); flash attention unpads, a packed batch has no padding."""
     sdpa = _mask_if_present(mv, "attention", "sdpa")
@@ -1238,7 +1244,7 @@ def attention_seq_bytes(x: Inputs) -> np.ndarray | float:
     softcapping keeps tanh's output too (M; modeling_gemma2.py). Dropout is p = 0 (no mask kept)."""
     if not np.any(x.masked | x.eager):
         return 0.0
-    eager = x.a * (4.0 + x.M + x.softcap * x.M) / x.tp
+    eager = x.a * (np.where(x.eager_bf16, x.M, 4.0 + x.M) + x.softcap * x.M) / x.tp
     return np.where(x.eager, eager, np.where(x.masked, x.M, 0.0))
 
 

@@ -138,3 +138,21 @@ def test_with_checkpointing_the_recomputed_layer_and_the_checkpoints_bool_mask(m
     assert sdpa.backward_phase_bytes - flash.backward_phase_bytes == pytest.approx(s * s + 2 * s * s + 2 * 24 * 128 * 2 * s,
                                                                                    rel=1e-9)
     assert padded.backward_phase_bytes > flash.backward_phase_bytes  # (the padded path's own terms)
+
+
+# ---- gpt-oss attends eagerly under transformers (GptOssPreTrainedModel._supports_sdpa = False) ----------
+
+def test_gpt_oss_under_sdpa_attends_eagerly_and_keeps_its_16bit_softmax(models):
+    """gpt-oss-20b asked with the default attention runs transformers' eager path, as Gemma 2 does: its
+    prefill has the eager attention phase (no SDPA mask phase), the same as asking eager; and a training
+    step without checkpointing keeps, per layer, the softmax of its 64 heads in bf16 (2 bytes per position
+    pair; traced `_softmax` [1, 64, 1024, 1025] bf16, no fp32 copy) and K/V repeated from 8 heads to 64
+    (2 x 56 x 64 x 2 bytes per token), which flash attention keeps none of: 24 layers."""
+    infer, infer_eager = rows(models, dict(model="gpt-oss-20b", seq=4096), dict(model="gpt-oss-20b", seq=4096, attention="eager"))
+    assert infer.peak_phase == "attention" and np.isnan(infer.mask_phase_bytes)
+    assert tensors(infer) == tensors(infer_eager)
+    s = 1024
+    sdpa, flash = rows(models, *[dict(model="gpt-oss-20b", task="train", method="lora", padding="unpadded", seq=s,
+                                      grad_checkpointing=False, **a) for a in ({}, {"attention": "flash"})])
+    expected = 24 * (64 * 2 * s * s + 2 * 56 * 64 * 2 * s)
+    assert sdpa.loss_backward_phase_bytes - flash.loss_backward_phase_bytes == pytest.approx(expected, rel=1e-9)
