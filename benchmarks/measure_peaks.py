@@ -606,6 +606,16 @@ LOOP_CONFIGS = [
     _loop(_lora("mistral-7b", "bf16", "adamw", 2, 6144, True, 8, QV), TRN, ON, UNPAD, HO),
     _loop(_freeze("gemma-3-4b", "bf16", "adamw", 1, 4096, False, 2, HO), MAN, ON, UNPAD, HO),
     _loop(_lora("mistral-7b", "bf16", "adamw", 2, 4000, False, 8, QV), MAN, ON, UNPAD, HO),
+    # ---- gpt-oss's eager attention under transformers (2026-12-05): measured before the engine took it (its
+    # SDPA default: prefill 1 x 4,096 -16.4%, 2 x 2,048 -8.7%; LoRA 1 x 1,024 -9.1%): calibration
+    _loop(_infer("gpt-oss-20b", 1, 4096, CAL), "generate", ON, UNPAD, CAL),
+    _loop(_infer("gpt-oss-20b", 2, 2048, CAL), "generate", ON, UNPAD, CAL),
+    _loop(_lora("gpt-oss-20b", "bf16", "adamw", 1, 1024, False, 8, QV, CAL), MAN, ON, UNPAD, CAL),
+    # ... and held out for it, committed before their data and after the engine change (none tuned on)
+    _loop(_infer("gpt-oss-20b", 1, 8192, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("gpt-oss-20b", 4, 1024, HO), "generate", ON, UNPAD, HO),
+    _loop(_lora("gpt-oss-20b", "bf16", "adamw", 2, 512, False, 8, QV), TRN, ON, UNPAD, HO),
+    _loop(_freeze("gpt-oss-20b", "bf16", "adamw", 1, 2048, False, 2, HO), MAN, ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
