@@ -458,7 +458,9 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     # load phase (the fused QKV built beside the originals); NaN elsewhere
     fused = (out["int4_kernel"].astype(str).to_numpy() == "autoawq_fused") if "int4_kernel" in out else np.zeros(len(out), bool)
     fused = fused & (out["precision"].astype(str).to_numpy() == "int4")
-    own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & (family == "gemma-2")) | fused)
+    # (gpt-oss too: transformers 5.24 GptOssPreTrainedModel._supports_sdpa = False, its attention sinks)
+    sdpa_eager = (family == "gemma-2") | (family == "gpt-oss")
+    own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & sdpa_eager) | fused)
     own["load"] = own["load"] & fused
     # an SDPA prefill building its sliding-window mask (issue 28): inference rows attending through SDPA
     # (not eagerly, as Gemma 2 does under 'sdpa'; not AutoAWQ's fused attention; not flash) of a model with
@@ -466,7 +468,7 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     arch = models.set_index("id").reindex(frame["model"].astype(str))
     sliding = (pd.to_numeric(arch["sliding_window_layers"], errors="coerce").fillna(0).to_numpy() > 0) \
         & (pd.to_numeric(arch["sliding_window"], errors="coerce").fillna(0).to_numpy() > 0)
-    own["mask"] = own["mask"] & (attn == "sdpa") & (family != "gemma-2") & ~fused & sliding
+    own["mask"] = own["mask"] & (attn == "sdpa") & ~sdpa_eager & ~fused & sliding
     # DeepSpeed ZeRO-1/2's reduction after backward: a phase of those training rows only (not with an optimizer
     # stepping in backward: torchtune's optimizer_in_bwd, layer-wise GaLore; engine/components.py deepspeed_zero12_rows)
     zero = out["zero"].to_numpy(dtype=float)

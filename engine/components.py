@@ -161,6 +161,9 @@ class Inputs:
     # with the sinks' column, softmax in their own 16-bit dtype, so backward keeps that softmax alone (traced:
     # `_softmax` [1, 64, 1024, 1025] bf16 per layer), not an fp32 softmax and its cast as Gemma 2's path does
     eager_bf16: np.ndarray | bool = False
+    # gpt-oss's experts (transformers 5.24 modeling_gpt_oss.py GptOssExperts._apply_gate): a clamped SwiGLU,
+    # gate.clamp, up.clamp, gate * sigmoid(gate * alpha), (up + 1) * glu, over the fused gate_up output
+    clamped_glu: np.ndarray | bool = False
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
@@ -402,6 +405,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
         ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
         softcap=gemma2.astype(float), masked=masked & train, eager=eager, eager_bf16=gpt_oss & eager,
+        clamped_glu=gpt_oss & (arch["num_experts"] > 0),
         mask_window=sliding_mask_window(mv, arch, np.where(
             train, ~masked & ~_mask_if_present(mv, "packing", "on")
             & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
@@ -1181,7 +1185,14 @@ def _layer_activations(x: Inputs) -> np.ndarray:
         dense = dense + _kbit_kept_inputs(x, trains, adapted)
     if not np.any(x.moe_share > 0):
         return dense
-    return dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
+    dense = dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
+    if np.any(x.clamped_glu):
+        # gpt-oss's clamped SwiGLU keeps six f-wide tensors per routed slot where SiLU's product keeps three (the
+        # dense formula's 3 M f): the fused gate_up output (2 f: both clamps keep their input), the clamped gate,
+        # the sigmoid, (up + 1) and the glu (traced on the loops harness, gpt-oss-20b LoRA 1 x 1,024: `_grouped_mm`
+        # [4096, 5760], `clamp`, `sigmoid`, `add`, `mul` [4096, 2880] bf16 in each layer): 3 M f more
+        dense = dense + np.where(x.clamped_glu, x.moe_share * 3.0 * x.M * x.f / x.tp, 0.0)
+    return dense
 
 
 def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:

@@ -214,7 +214,7 @@ def test_the_loops_split_was_fixed_before_the_engine_changed():
     another batch x seq than any calibration row of its loop and method (docs/accuracy.md: committed
     before the engine change)."""
     cal, held = LOOPS[LOOPS["split"] == "calibration"], LOOPS[LOOPS["split"] == "heldout"]
-    assert set(cal["model"]) == {"llama-3.2-1b", "gemma-2-2b", "mistral-7b", "gemma-3-1b", "gemma-3-4b"}
+    assert set(cal["model"]) == {"llama-3.2-1b", "gemma-2-2b", "mistral-7b", "gemma-3-1b", "gemma-3-4b", "gpt-oss-20b"}
     # (the sliding-window mask's calibration rows: the Gemma 3 1B prefill, and three training rows)
     assert len(cal[cal["model"].isin(["gemma-3-1b", "gemma-3-4b"])]) == 3
     assert len(held) >= 20 and set(LOOPS["loop"]) == {"trainer", "manual", "accelerate", "torchtune", "generate"}
@@ -280,6 +280,14 @@ def test_the_training_side_of_the_sliding_mask_holds_as_docs_accuracy_says(loops
     assert (rows["task"] == "train").all() and set(rows["model"]) == {"gemma-3-1b", "gemma-3-4b", "mistral-7b"}
     assert rows["error"].abs().max() < 0.011, rows[["model", "error"]]
     assert int(rows["seq"].iloc[-1]) == 4000 and str(rows["model"].iloc[-1]) == "mistral-7b"
+
+
+def test_gpt_oss_rows_hold_as_docs_accuracy_says(loops):
+    """docs/accuracy.md, 'gpt-oss attends eagerly under transformers': rows 76 to 82, three calibration rows
+    and four held out after the eager change, every one within 0.5%."""
+    rows = loops.iloc[75:82]
+    assert (rows["model"] == "gpt-oss-20b").all() and list(rows["split"]) == ["calibration"] * 3 + ["heldout"] * 4
+    assert rows["error"].abs().max() < 0.005, rows[["task", "method", "batch", "seq", "error"]]
 
 
 def test_docs_and_readme_state_the_loops_figures_the_script_computes(models):

@@ -156,3 +156,17 @@ def test_gpt_oss_under_sdpa_attends_eagerly_and_keeps_its_16bit_softmax(models):
                                       grad_checkpointing=False, **a) for a in ({}, {"attention": "flash"})])
     expected = 24 * (64 * 2 * s * s + 2 * 56 * 64 * 2 * s)
     assert sdpa.loss_backward_phase_bytes - flash.loss_backward_phase_bytes == pytest.approx(expected, rel=1e-9)
+
+
+def test_gpt_oss_experts_clamped_swiglu_keeps_three_more_f_wide_tensors(models):
+    """gpt-oss's experts (GptOssExperts._apply_gate: gate.clamp, up.clamp, gate * sigmoid(alpha gate), (up + 1)
+    * glu) keep, per routed slot, the fused gate_up output (2 f), the clamped gate, the sigmoid, up + 1 and the
+    glu where SiLU's product keeps three f-wide tensors: 3 x 2 bytes x (4 experts x 2,880) more per token in each
+    of the 24 layers, against the same model under another family name (flash attention: no eager scores)."""
+    other = models.copy()
+    other.loc[other["id"] == "gpt-oss-20b", "family"] = "not-gpt-oss"
+    s = 1024
+    row = dict(model="gpt-oss-20b", task="train", method="lora", padding="unpadded", seq=s, grad_checkpointing=False,
+               attention="flash")
+    (ours,), (plain,) = rows(models, row), rows(other, row)
+    assert ours.loss_backward_phase_bytes - plain.loss_backward_phase_bytes == pytest.approx(24 * 3 * 2 * 4 * 2880 * s, rel=1e-9)
