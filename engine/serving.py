@@ -758,12 +758,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_llama, 0.0, activation)
     # transformers' SDPA prefill of a model with sliding-window layers (issue 28, engine/components.py
     # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
-    # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 attends
-    # eagerly: its masks are its scores' business, not modelled on this path)
+    # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 and gpt-oss
+    # attend eagerly under transformers: their masks are their scores' business, which this path does not model)
     model_family = m["family"].astype(str).to_numpy() if "family" in m else np.full(n, "")
     window = _model_col(m, "sliding_window")
     hf_mask = (is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window)
-               & (model_family != "gemma-2"))
+               & (model_family != "gemma-2") & (model_family != "gpt-oss"))
     mask_held = np.where(hf_mask, ctx * ctx, 0.0)
     mask_build = np.where(hf_mask, 3.0 * ctx * ctx + hf_tokens * h * 2.0, 0.0)
 
