@@ -166,6 +166,9 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         "galore_rank": pick(rng, (0, 1, 16, 128, 1024), n),
         # peft's lora_dropout (0: its default; read by lora / qlora rows only)
         "lora_dropout": np.where(rng.random(n) < 0.3, pick(rng, (0.05, 0.1, 0.5), n), 0.0),
+        # the batch's padding (auto: the recipe's): unpadded rows of sliding-window models take the mask's
+        # terms from the window on (issue 28, engine/components.py sliding_window_training)
+        "padding": pick(rng, ("auto", "padded", "unpadded"), n),
     })
     if recipes:
         frame["recipe"] = pick(rng, recipes, n)
@@ -425,9 +428,10 @@ class CaptureTables:
             for comp, parts in tables.items():
                 if parts is None:
                     continue
-                for part in parts:
-                    if part is None:
-                        continue
+                # (a table is a flat (phase x configuration) array, or a tuple of them: the terms counted from
+                # the sliding window on, engine/executor.py _component_tables)
+                flat = [p for part in parts if part is not None for p in (part if isinstance(part, tuple) else (part,))]
+                for part in flat:
                     part = part.reshape(len(PHASES), size)
                     for i, phase in enumerate(PHASES):
                         v = part[i][valid[phase]]
