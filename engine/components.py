@@ -367,7 +367,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         window=window, kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
-        vision=np.asarray(arch["vision_params"], dtype=float),
+        # (--vision-tower off: the language model alone, engine/stacks.py vision_tower)
+        vision=np.where(_mask_if_present(mv, "vision_tower", "off"), 0.0, np.asarray(arch["vision_params"], dtype=float)),
         stored_bytes=_stored_bytes(mv, models, midx, train),
         cp=np.where(train, mv.values("cp").astype(float), 1.0) if "cp" in mv.frame else np.ones(mv.size),
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),

@@ -257,6 +257,12 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   GPU with the model (transformers 4.32.0 and 4.35.0 models/llama/modeling_llama.py
                   LlamaRotaryEmbedding._set_cos_sin_cache; 4.38-4.40 keep them as _cos_cached/_sin_cached "for
                   BC"); 4.42.0 has none. none: no such buffers (current transformers compute cos/sin in forward).
+* vision_tower    on: a vision-language checkpoint's vision tower and projector are loaded beside the language
+                  model (the catalog's vision_params, in 16-bit, frozen when training): the model class its
+                  config names (transformers 5.24 Gemma3ForConditionalGeneration, which AutoModelForCausalLM
+                  maps a Gemma 3 multimodal config to). off: the language model alone (Gemma3ForCausalLM.
+                  from_pretrained on the same checkpoint, a text-only export, llama.cpp without its mmproj);
+                  the loops harness builds Gemma 3 4B that way. No effect on a text model.
 """
 
 from __future__ import annotations
@@ -289,6 +295,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "int4_kernel": ("auto", "none", "exllama", "autoawq_fused"),
     "bnb_double_quant": ("auto", "on", "off"),
     "rope_cache": ("auto", "none", "layers"),
+    # whether a vision-language checkpoint's vision tower is loaded (a text-only fine-tune may leave it out)
+    "vision_tower": ("auto", "on", "off"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt")
 DEFAULT_RECIPE = "hf"
@@ -335,6 +343,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "no int4 library buffer modelled (the weights alone); AutoGPTQ's exllama or AutoAWQ's fused modules on request (--int4-kernel)"),
         "bnb_double_quant": ("on", "peft's QLoRA guide (docs/source/developer_guides/quantization.md): BitsAndBytesConfig(bnb_4bit_use_double_quant=True); transformers' own BitsAndBytesConfig default is False (--bnb-double-quant off)"),
         "rope_cache": ("none", "transformers >= 4.42 (read: 4.42.0 models/llama/modeling_llama.py): cos/sin computed from inv_freq in each forward, no per-layer cache"),
+        "vision_tower": ("on", "transformers loads the class the checkpoint's config names: a VL config's (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, MllamaForConditionalGeneration) includes the vision tower and projector"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -357,6 +366,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "torchtune: no GPTQ/AWQ kernels"),
         "bnb_double_quant": ("on", "torchtune's NF4 (torchao to_nf4) quantizes its block scales again: counted as the engine's nf4 (4.127 bits)"),
         "rope_cache": ("none", "torchtune's RotaryPositionalEmbeddings (not transformers' per-layer cos/sin caches)"),
+        "vision_tower": ("on", "torchtune's vision builders (llama3_2_vision_11b) build the encoder with the decoder; its text-only builders do not (--vision-tower off)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -379,6 +389,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "unsloth: no GPTQ/AWQ kernels"),
         "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (unsloth's own 4-bit config not re-read here)"),
         "rope_cache": ("none", "unsloth 2026 on transformers >= 4.42: no per-layer cos/sin caches"),
+        "vision_tower": ("on", "unsloth's FastModel / FastVisionModel load the whole multimodal model for a VL checkpoint"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -401,6 +412,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "LLaMA-Factory trains: no int4 inference kernels"),
         "bnb_double_quant": ("on", "LLaMA-Factory model_args.py QuantizationArguments double_quantization: default True"),
         "rope_cache": ("none", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: no per-layer cos/sin caches"),
+        "vision_tower": ("on", "LLaMA-Factory loads the VL model class for a multimodal template and freezes the tower (freeze_vision_tower: true), which stays on the GPU"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -423,6 +435,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "axolotl trains: no int4 inference kernels"),
         "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (axolotl's 4-bit config not re-read here)"),
         "rope_cache": ("none", "axolotl 0.18.0 requires a recent transformers (>= 4.42): no per-layer cos/sin caches"),
+        "vision_tower": ("on", "axolotl loads the checkpoint's model class (a VL processor and model for multimodal configs)"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -445,6 +458,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "transformers generate() under DeepSpeed: no int4 library buffer modelled (the weights alone); AutoGPTQ's exllama or AutoAWQ's fused modules on request (--int4-kernel)"),
         "bnb_double_quant": ("on", "the same peft QLoRA script as hf (bnb_4bit_use_double_quant=True)"),
         "rope_cache": ("none", "a 2025-2026 transformers (>= 4.42): no per-layer cos/sin caches"),
+        "vision_tower": ("on", "transformers' Trainer under DeepSpeed loads the checkpoint's model class, vision tower included"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -468,6 +482,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "torchtitan trains only: not used"),
         "bnb_double_quant": ("on", "torchtitan trains no bitsandbytes base: not used"),
         "rope_cache": ("none", "torchtitan's llama3 precomputes one freqs_cis for the model (not transformers' per-layer caches)"),
+        "vision_tower": ("on", "torchtitan's models are text-only; a VL catalog model is counted with its tower unless asked off"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -494,6 +509,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "int4_kernel": ("none", "LitGPT finetunes through Fabric's bitsandbytes precision: no GPTQ/AWQ kernels"),
         "bnb_double_quant": ("on", "LitGPT's --quantize names the storage itself: bnb.nf4 (no double quantization) is the recipe's base 'auto', nf4_nodq; bnb.nf4-dq is base nf4 (litgpt/utils.py / lightning BitsandbytesPrecision modes)"),
         "rope_cache": ("none", "litgpt/model.py GPT.rope_cache: one cos/sin cache for the model (not transformers' per-layer caches)"),
+        "vision_tower": ("on", "LitGPT's models are text-only; a VL catalog model is counted with its tower unless asked off"),
     },
 }
 

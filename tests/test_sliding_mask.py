@@ -170,3 +170,13 @@ def test_gpt_oss_experts_clamped_swiglu_keeps_three_more_f_wide_tensors(models):
                attention="flash")
     (ours,), (plain,) = rows(models, row), rows(other, row)
     assert ours.loss_backward_phase_bytes - plain.loss_backward_phase_bytes == pytest.approx(24 * 3 * 2 * 4 * 2880 * s, rel=1e-9)
+
+
+def test_vision_tower_off_loads_the_language_model_alone(models):
+    """--vision-tower off: Gemma 3 4B's 419,816,304 vision parameters (SigLIP + projector, catalog) are not
+    loaded: 2 bytes each less at bf16, vision_params 0; a text model is the same either way."""
+    on, off, text_on, text_off = rows(models, dict(model="gemma-3-4b", seq=2048), dict(model="gemma-3-4b", seq=2048, vision_tower="off"),
+                                      dict(model="llama-3.2-1b", seq=2048), dict(model="llama-3.2-1b", seq=2048, vision_tower="off"))
+    assert on.vision_params == 419816304 and off.vision_params == 0
+    assert on.weights_bytes - off.weights_bytes == 2 * 419816304
+    assert text_on.peak_bytes == text_off.peak_bytes
