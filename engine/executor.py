@@ -743,7 +743,9 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
     for q in (*parts.seq.values(), *parts.sq.values(), *parts.token_w.values(), *parts.seq_w.values()):
         quad_any |= np.broadcast_to(q, (cfg.size,)) > 0
     terms = {}
-    if (parts.seq or parts.sq or parts.token_w) and not lean:  # (the GPUs needed take the seq term through the phases' scaled bytes)
+    # (the GPUs needed take the seq term through the phases' scaled bytes; a windowed cache's longest context is
+    # solved from the same terms, _windowed_longest)
+    if (parts.seq or parts.sq or parts.token_w or lay.kv_window is not None) and not lean:
         terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
     max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
     batch_of_group = batch_level = longest_of_group = None
@@ -875,7 +877,7 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
         ms = np.divide(mt, rows.b[block], out=mt)  # the longest sequence at the row's batch
         np.floor(ms, out=ms)
         if plan.layout.kv_window is not None and rows.kv_saving is not None:
-            _windowed_longest(block, take, plan, rows, c, ms)
+            _windowed_longest(block, take, plan, rows, ms)
         if plan.terms:  # rows with a batch x seq x seq term: their longest context (and largest batch)
             _seq_term_rows(block, take, plan, rows, chosen_r, cols["max_batch"][block], ms)
     short = ms < 1 if chosen_r is None else ~(chosen_r & (ms >= 1))
@@ -915,35 +917,22 @@ def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chose
     np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0))
 
 
-def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, c, ms) -> None:
+def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, ms) -> None:
     """kv_policy windowed: beyond its window a sliding-window layer keeps window tokens of K/V, so past the
     window each cache phase grows by its per-token bytes less those layers' (components.kv_window_saving:
-    bytes = fixed + kw b W + (per_token - kw) b s for s > W). The longest sequence at the row's batch where
-    that regime holds (longer than the window), over every phase, raises ms (the tokens-per-micro-batch
-    limit solved at the row's own seq counts the saving of that seq only). Rows with a batch x seq x seq
-    term keep ms (_seq_term_rows solves them)."""
-    parts, lay, b = plan.parts, plan.layout, rows.b[block]
-    kw, W = take(lay.kv_window), take(lay.window)
-    on = (kw > 0) & take(lay.infer)
-    if plan.terms:
-        on &= ~take(plan.quad_any)
+    bytes = fixed + kw b W + (per_token - kw) b s for s > W). The longest sequence at the row's batch, solved
+    in both regimes by _quad_limits (kv_win), into ms for the rows without a batch x seq x seq term
+    (_seq_term_rows solves those the same way)."""
+    lay = plan.layout
+    on = (take(lay.kv_window) > 0) & take(lay.infer) & ~take(plan.quad_any)
     if not on.any():
         return
-    size, logits_fixed = len(plan.max_tokens), rows.logits_fixed
+    logits_fixed = rows.logits_fixed
     with np.errstate(divide="ignore", invalid="ignore"):
-        longest = np.full(len(b), np.inf)
-        for name in parts.valid:
-            room = c - take(parts.fixed[name]) - take(parts.shard[name] / parts.dp)
-            if name == "logits" and logits_fixed is not None:
-                room = room - logits_fixed[block]
-            per_token = take(np.broadcast_to(parts.token[name], (size,)))
-            if name in INFER_CACHE_PHASES:
-                room = room - kw * b * W
-                per_token = per_token - kw
-            s = np.where(per_token > 0, room / (per_token * b), np.where(room >= 0, np.inf, -np.inf))
-            longest = np.minimum(longest, np.where(take(parts.valid[name]), s, np.inf))
-    longest = np.floor(longest)
-    np.copyto(ms, np.maximum(ms, longest), where=on & (longest > W))
+        _, per_s = _quad_limits(take, plan.terms, rows.b[block], rows.s[block],
+                                None if logits_fixed is None else logits_fixed[block], by_batch=False,
+                                kv_win=(take(lay.kv_window), take(lay.window)))
+    np.copyto(ms, np.floor(per_s), where=on)
 
 
 def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_batch, ms) -> None:

@@ -242,3 +242,20 @@ def test_cli_ep_flag_and_bad_ep_in_one_line():
     assert json.loads(good.stdout)["ep"] == 8
     bad = _cli("estimate", "--model", "deepseek-v3", "--task", "infer", "--gpus", "8", "--tp", "4", "--ep", "2")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "ep 2" in bad.stderr
+
+
+@pytest.mark.parametrize("model, gpu, precision, batch, seq", [
+    ("gemma-2-9b", "rtx-3090", "bf16", 1, 30000), ("gemma-3-27b", "rtx-5090", "q4_k_m", 4, 9000)])
+def test_windowed_longest_context_fits_and_one_more_does_not(model, gpu, precision, batch, seq):
+    """kv_policy windowed, asked at a length past the window: the longest context is solved in both regimes from
+    the phases' terms (executor _windowed_longest via _quad_limits). Before 2026-12-05 the row's own length's
+    saving leaked into it: Gemma 2 9B bf16 on an RTX 3090 said 8,766 tokens where 7,027 is the longest that fits
+    (44 of 3,000 random windowed rows said a length that did not fit)."""
+    from catalog import default_catalog
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    base = dict(model=model, task="infer", precision=precision, batch=batch, seq=seq, gpu=gpu, attention="flash",
+                kv_policy="windowed", allow_long_context=True)
+    longest = int(estimate(pd.DataFrame([base]), models, gpus).iloc[0]["max_seq"])
+    rows = estimate(pd.DataFrame([{**base, "seq": longest}, {**base, "seq": longest + 1}]), models, gpus)
+    assert rows["fits"].tolist() == [True, False]
