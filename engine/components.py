@@ -1260,6 +1260,16 @@ def attention_seq_bytes(x: Inputs) -> np.ndarray | float:
     return np.where(x.eager, eager, np.where(x.masked, x.M, 0.0))
 
 
+def eager_prefill_terms(act_b, h, d, heads, kv_heads, tp, softcap):
+    """A transformers eager prefill's attention working set (`_attention_phase_bytes`, traced on Gemma 2;
+    gpt-oss's eager path matches it within 0.2% on the loops harness): (bytes per token, bytes per token
+    per sequence position), over `tp` ranks that each hold heads / tp. Also read by engine/serving.py for
+    `serve --engine transformers`, so that both count the same scores."""
+    per_tok = act_b * (3.0 * h + d * (heads + 2.0 * heads * (kv_heads < heads)) / tp)
+    per_seq = (2.0 * act_b + 4.0) * heads / tp + act_b * (1.0 + softcap)
+    return per_tok, per_seq
+
+
 def _attention_phase_bytes(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
     """A prefill's eager attention, the `attention` phase's working set (issue 12, traced with
     benchmarks/trace_peak.py on the held-out gemma-2-9b prefill 2 x 8,192: the peak is the
@@ -1272,8 +1282,7 @@ def _attention_phase_bytes(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
     (per token, per token per sequence position), zero where the row is not eager."""
     awq = np.asarray(x.awq_fused, dtype=bool)
     on = (x.eager | awq) & x.infer
-    per_tok = x.act_b * (3.0 * x.h + x.d * (x.a + 2.0 * x.a * (x.kvh < x.a)) / x.tp)
-    per_seq = (2.0 * x.act_b + 4.0) * x.a / x.tp + x.act_b * (1.0 + x.softcap)
+    per_tok, per_seq = eager_prefill_terms(x.act_b, x.h, x.d, x.a, x.kvh, x.tp, x.softcap)
     if awq.any():
         # AutoAWQ 0.1.6's fused attention (awq/modules/fused/attn.py QuantAttentionFused.forward at 5c7e368):
         # `scores = F.softmax(scores.float(), dim=-1).type_as(xq)` holds the masked 16-bit scores, their
@@ -1978,4 +1987,4 @@ def physics(x: Inputs, settings: dict) -> Physics:
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",
-           "last_logits_bytes", "kv_window_saving", "runtime_overhead", "int4_kernel_parts", "rope_cache_bytes"]
+           "last_logits_bytes", "kv_window_saving", "eager_prefill_terms", "runtime_overhead", "int4_kernel_parts", "rope_cache_bytes"]

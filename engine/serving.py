@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
+from engine.components import eager_prefill_terms
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, architecture_counts
 
@@ -759,13 +760,23 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # transformers' SDPA prefill of a model with sliding-window layers (issue 28, engine/components.py
     # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
     # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 and gpt-oss
-    # attend eagerly under transformers: their masks are their scores' business, which this path does not model)
+    # attend eagerly under transformers: their masks are part of the eager scores' working set, below)
     model_family = m["family"].astype(str).to_numpy() if "family" in m else np.full(n, "")
     window = _model_col(m, "sliding_window")
     hf_mask = (is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window)
                & (model_family != "gemma-2") & (model_family != "gpt-oss"))
     mask_held = np.where(hf_mask, ctx * ctx, 0.0)
     mask_build = np.where(hf_mask, 3.0 * ctx * ctx + hf_tokens * h * 2.0, 0.0)
+    # Gemma 2 and gpt-oss under transformers attend eagerly (the rule of engine/components.py attention_path):
+    # a prefill layer holds its batch x heads x ctx x ctx scores (16-bit, their fp32 softmax and its cast)
+    # and the models' masks, the working set `estimate` counts as its `attention` phase (eager_prefill_terms,
+    # one function for both). device_map="auto" splits the layers, not the heads: a layer's scores sit
+    # whole on its GPU (tp 1 here). The prefill's peak is the larger of that and the per-token working set.
+    eager_hf = is_hf & ((model_family == "gemma-2") | (model_family == "gpt-oss"))
+    if eager_hf.any():
+        act_b = np.array([C.INFER_ACT_BYTES.get(p, 2) for p in req["precision"].astype(str)], dtype=float)
+        e_tok, e_seq = eager_prefill_terms(act_b, h, d, heads, kvh, 1.0, (model_family == "gemma-2") * 1.0)
+        activation = np.where(eager_hf, np.maximum(activation, hf_tokens * (e_tok + ctx * e_seq)), activation)
 
     # --- llama.cpp / Ollama per-layer split ------------------------------------------------
     embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0

@@ -180,3 +180,31 @@ def test_vision_tower_off_loads_the_language_model_alone(models):
     assert on.vision_params == 419816304 and off.vision_params == 0
     assert on.weights_bytes - off.weights_bytes == 2 * 419816304
     assert text_on.peak_bytes == text_off.peak_bytes
+
+
+# ---- serve --engine transformers: the eager prefill of Gemma 2 and gpt-oss ----------------------------------
+
+def test_serve_with_transformers_keeps_room_for_the_eager_scores(models, gpus):
+    """transformers runs Gemma 2 and gpt-oss eagerly: a prefill layer holds its heads x ctx x ctx scores. serve
+    reserves the same working set as estimate's `attention` phase, worked out here from the configs.
+    Gemma 2 9B (h 3,584, 16 heads of 256, 8 KV heads, softcapped), bf16, 8,192 tokens: per token
+    2 x (3 x 3,584 + 256 x (16 + 2 x 16)) = 46,080 B (K and V repeated to every head), per token per position
+    (2 x 2 + 4) x 16 + 2 x (1 + 1) = 132 B; gpt-oss-20b (h 2,880, 64 heads of 64, 8 KV heads): 41,856 B and
+    (2 x 2 + 4) x 64 + 2 = 514 B. Llama 3.1 8B (SDPA) keeps its per-token working set."""
+    req = pd.DataFrame({"model": ["gemma-2-9b", "gpt-oss-20b", "llama-3.1-8b"], "gpu": "a100-80gb-sxm",
+                        "engine": "transformers", "precision": "bf16", "max_model_len": 8192})
+    out = serve(req, models, gpus)
+    ctx = 8192
+    gemma = ctx * 46080 + ctx * ctx * 132
+    oss = ctx * 41856 + ctx * ctx * 514
+    assert out["activation_peak_bytes"].iloc[0] == pytest.approx(gemma, rel=1e-12)
+    assert out["activation_peak_bytes"].iloc[1] == pytest.approx(oss, rel=1e-12)
+    assert out["activation_peak_bytes"].iloc[2] < 1.5e9  # (no scores: 1.07 GB of per-token buffers and logits)
+    # the same working set as estimate's attention phase at batch 1 (that phase less the weights and the K/V)
+    est = estimate(pd.DataFrame({"model": ["gemma-2-9b", "gpt-oss-20b"], "task": "infer", "precision": "bf16",
+                                 "batch": 1, "seq": ctx}), models)
+    scores = est["attention_phase_bytes"] - est["weights_bytes"] - est["kv_cache_bytes"]
+    assert scores.to_numpy() == pytest.approx([gemma, oss], rel=1e-9)
+    # the scores grow with the square of the context: the KV room left on the same card shrinks accordingly
+    short = serve(req.assign(max_model_len=2048), models, gpus)
+    assert short["activation_peak_bytes"].iloc[0] == pytest.approx(2048 * 46080 + 2048 ** 2 * 132, rel=1e-12)
