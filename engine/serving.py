@@ -189,8 +189,16 @@ TOKENIZER_GROUP = {
 # quoted in catalog/gpus.yaml fp4-weight-only-before-blackwell). Architectures each format cannot
 # run on (catalog/gpus.yaml's compatibility rules fp8-weights-need-turing, fp4-needs-ampere);
 # Apple GPUs run none of these engines' CUDA/ROCm kernels.
-FORMAT_ENGINES = {"fp8": ("vllm", "sglang", "transformers"), "mxfp4": ("vllm", "sglang"), "nvfp4": ("vllm",)}
+# transformers loads gpt-oss's mxfp4 checkpoints too (quantizers/quantizer_mxfp4.py Mxfp4HfQuantizer: the routed
+# experts stay MXFP4 in Mxfp4GptOssExperts, as `mxfp4` counts them) from compute capability 7.5 on, Turing
+# included, with Triton >= 3.4 and the `kernels` package (docs/source/en/quantization/mxfp4.md: "NVIDIA GPU
+# Compute Capability >= 7.5"); below that, or without them, it dequantizes the checkpoint to bf16 instead,
+# which is `--precision bf16` here (the refusal says so).
+FORMAT_ENGINES = {"fp8": ("vllm", "sglang", "transformers"), "mxfp4": ("vllm", "sglang", "transformers"),
+                  "nvfp4": ("vllm",)}
 FORMAT_REFUSED_ARCHITECTURES = {"fp8": ("volta",), "mxfp4": ("volta", "turing"), "nvfp4": ("volta", "turing")}
+FORMAT_REFUSED_BY_ENGINE = {("mxfp4", "transformers"): ("volta",)}  # (format, engine): its own, where it differs
+FORMAT_INSTEAD = {("mxfp4", "transformers"): "; transformers dequantizes mxfp4 to bf16 there: ask --precision bf16"}
 
 # --- ExLlamaV2 (turboderp-org/exllamav2 at commit da07fac, read via fetch) -------------------
 # Weights: EXL2 files at their average bits per weight (`--precision exl2-4.0`; convert.md "-b: target
@@ -516,11 +524,14 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
         if bad.any():
             raise ValueError(f"precision {fmt!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
                              f"{', '.join(engines)}")
-        bad = rows & (arch.isin(FORMAT_REFUSED_ARCHITECTURES[fmt]) | arch.str.startswith("apple"))
-        if bad.any():
-            raise ValueError(f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({arch[bad].iloc[0]}); "
-                             f"accepted: GPUs newer than {' and '.join(FORMAT_REFUSED_ARCHITECTURES[fmt])} "
-                             f"(catalog/gpus.yaml compatibility rules)")
+        for engine in engines:
+            refused = FORMAT_REFUSED_BY_ENGINE.get((fmt, engine), FORMAT_REFUSED_ARCHITECTURES[fmt])
+            bad = rows & (req["engine"] == engine) & (arch.isin(refused) | arch.str.startswith("apple"))
+            if bad.any():
+                raise ValueError(f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} "
+                                 f"({arch[bad].iloc[0]}) with engine {engine!r}; accepted: GPUs newer than "
+                                 f"{' and '.join(refused)} (catalog/gpus.yaml compatibility rules)"
+                                 + FORMAT_INSTEAD.get((fmt, engine), ""))
 
 
 def vllm_version(text) -> tuple[np.ndarray, np.ndarray]:

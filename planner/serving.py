@@ -149,7 +149,14 @@ def format_serve(row: pd.Series) -> str:
                         f"({row['draft_kv_cache_bytes'] / gib:.2f} GiB){where}; decode speed is the target's alone "
                         f"(the speed-up depends on the acceptance rate, not modelled)")
     if not bool(row["fits"]):
-        lines.insert(1, f"  DOES NOT FIT: the weights ({row['weights_gpu_bytes'] / gib:.2f} GiB per GPU) leave no room for one "
+        weights, act = row["weights_gpu_bytes"], row.get("activation_peak_bytes", 0.0)
+        # the weights alone fit: what fills the rest is the activation peak (the prefill's working set)
+        by_act = (row["engine"] not in ("llama.cpp", "ollama") and pd.notna(act) and act > 0
+                  and weights + row.get("non_torch_bytes", 0.0) < row["budget_bytes"])
+        what = (f"the weights ({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB: the "
+                f"prefill of one --max-model-len request)"
+                if by_act else f"the weights ({weights / gib:.2f} GiB per GPU)")
+        lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
                         f"a shorter --max-model-len")
     if pd.notna(row["usd_per_million_tokens"]):

@@ -261,13 +261,30 @@ def test_held_out_speed_figures_meet_the_75_percent_target():
 
 @pytest.mark.parametrize("request_,message", [
     (dict(precision="nvfp4", engine="sglang"), "precision 'nvfp4' is not accepted for engine 'sglang'; accepted: vllm"),
-    (dict(precision="mxfp4", engine="transformers"), "precision 'mxfp4' is not accepted for engine 'transformers'"),
+    (dict(precision="nvfp4", engine="transformers"), "precision 'nvfp4' is not accepted for engine 'transformers'"),
+    (dict(precision="mxfp4", gpu="t4"), "precision 'mxfp4' is not accepted on gpu 't4' (turing) with engine 'vllm'"),
+    (dict(precision="mxfp4", engine="transformers", gpu="v100-32gb"),
+     "precision 'mxfp4' is not accepted on gpu 'v100-32gb' (volta) with engine 'transformers'; accepted: GPUs newer "
+     "than volta (catalog/gpus.yaml compatibility rules); transformers dequantizes mxfp4 to bf16 there: ask --precision bf16"),
     (dict(precision="fp8", gpu="v100-32gb"), "precision 'fp8' is not accepted on gpu 'v100-32gb' (volta)"),
     (dict(precision="nvfp4", gpu="t4"), "precision 'nvfp4' is not accepted on gpu 't4' (turing)"),
 ])
 def test_2026_formats_only_where_their_engines_run_them(cat, request_, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         rows(cat, {**vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=4096), **request_})
+
+
+def test_transformers_loads_gpt_oss_mxfp4_from_turing_on_with_vllms_weights(cat):
+    """transformers keeps gpt-oss's routed experts in MXFP4 from compute capability 7.5 (Turing) on, where vLLM's
+    kernels start at Ampere: the same weights as vLLM's on an A100, accepted on a T4."""
+    base = dict(model="gpt-oss-20b", precision="mxfp4", max_model_len=4096)
+    out = rows(cat, {**base, "engine": "transformers", "gpu": "a100-80gb-sxm"},
+               {**base, "engine": "vllm", "gpu": "a100-80gb-sxm"},
+               {**base, "engine": "transformers", "gpu": "a100-80gb-sxm", "precision": "bf16"},
+               {**base, "engine": "transformers", "gpu": "t4"})
+    hf, vl, bf16, t4 = (out.iloc[i] for i in range(4))
+    assert hf.weights_bytes == vl.weights_bytes == t4.weights_bytes
+    assert hf.weights_bytes < 0.35 * bf16.weights_bytes
 
 
 def test_fp8_on_vllm_halves_the_weights_and_names_the_quantization(served):

@@ -12,6 +12,7 @@ import pytest
 
 from engine import estimate
 from engine.serving import serve
+from tests.clirun import run_cli
 
 H1, W1 = 1152, 512
 
@@ -208,3 +209,16 @@ def test_serve_with_transformers_keeps_room_for_the_eager_scores(models, gpus):
     # the scores grow with the square of the context: the KV room left on the same card shrinks accordingly
     short = serve(req.assign(max_model_len=2048), models, gpus)
     assert short["activation_peak_bytes"].iloc[0] == pytest.approx(2048 * 46080 + 2048 ** 2 * 132, rel=1e-12)
+
+
+def test_serve_names_the_activation_peak_when_it_is_what_does_not_fit():
+    """gpt-oss-20b mxfp4 on an RTX 4090 under transformers: its 12.82 GiB of weights fit; an 8,192-token prompt's
+    eager scores (8,192 x 41,856 + 8,192^2 x 514 B = 32.44 GiB) do not, and the verdict says which."""
+    code, out, _ = run_cli("serve", "--model", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "transformers",
+                           "--precision", "mxfp4", "--max-model-len", "8192")
+    assert code == 0
+    assert ("DOES NOT FIT: the weights (12.82 GiB per GPU) and the activation peak (32.44 GiB: the prefill of one "
+            "--max-model-len request) leave no room") in out
+    code, out, _ = run_cli("serve", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine", "vllm",
+                           "--max-model-len", "2048")
+    assert "DOES NOT FIT: the weights (131.42 GiB per GPU) leave no room" in out
