@@ -1127,7 +1127,6 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled, ds_step=No
     nothing is left. (A training row's inference phases count one rank, which the final max
     with 1 covers.) take: per configuration -> the block's rows; scaled: each phase's
     per-token bytes x tokens of those rows."""
-    n = len(needed)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.copyto(needed, take(ranks))
         if one_shard:
@@ -1150,18 +1149,16 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled, ds_step=No
             for room_fixed, sh, name in per_row:  # (in place: the same operations, fewer temporaries)
                 room = take(room_fixed)
                 room -= scaled[name]
+                # a configuration without sharded bytes needs one rank where there is room: its sharded bytes
+                # are taken as 0 (0 / room = 0, which the final max with 1 makes one rank, as the 1 it stands for;
+                # one pass fewer than writing 1 there), inf where there is none (below)
+                positive = sh > 0
                 if np.ndim(sh):
-                    need = take(sh)
+                    need = take(sh if np.all(positive) else np.where(positive, sh, 0.0))
                     need /= room
                 else:
-                    need = sh / room
+                    need = (sh if positive else 0.0) / room
                 np.ceil(need, out=need)
-                positive = sh > 0
-                if not np.all(positive):
-                    if np.ndim(positive):
-                        np.copyto(need, 1.0, where=~take(positive))
-                    else:
-                        need = np.ones(n)
                 np.copyto(need, np.inf, where=room <= 0)
                 if name == "optimizer" and ds_step is not None:  # DeepSpeed stage 3's capped fp32 gradient
                     need = _capped_step_ranks(room, take(sh) if np.ndim(sh) else sh, tuple(take(v) for v in ds_step),
