@@ -38,7 +38,7 @@ from engine.memory import (
     logits_bytes,
     stack_logits_bytes,
 )
-from engine.stacks import LOSS_CHUNKS, OFFLOAD_LAYERS_IN_FLIGHT, SELECTIVE_EVERY
+from engine.stacks import LOSS_CHUNKS, MODULE_CHECKPOINT_INPUTS, OFFLOAD_LAYERS_IN_FLIGHT, SELECTIVE_EVERY
 from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_token, lora_module_dims, parse_lora_targets
 from engine.scenarios import View, normalize
 
@@ -129,6 +129,7 @@ class Inputs:
     compiled: np.ndarray | bool = False   # torch.compile (only its documented loss effect is modelled)
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
     ckpt_op: np.ndarray | bool = False  # torchtitan's op-level selective checkpointing (every other matmul kept)
+    ckpt_module: np.ndarray | bool = False  # NeMo Automodel's per-module checkpointing (four inputs kept per layer)
     act_offload: np.ndarray | bool = False  # saved activations (or checkpointed inputs) in host RAM
     opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
     paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
@@ -604,6 +605,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         legacy_logits=mask("logits_upcast", "model") & train, compiled=mask("compile", "on") & train,
         ckpt_selective=mask("checkpointing", "selective") & train,
         ckpt_op=mask("checkpointing", "op") & train,
+        ckpt_module=mask("checkpointing", "module") & train,
         act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
         opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
         kept_outputs=mask("loop", "manual") & train,
@@ -1306,6 +1308,8 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
     # torchtitan keep the residual stream sharded on the sequence between layers)
     ckpt = x.R * x.h / x.seq_split
+    # per-module checkpointing (engine/stacks.py checkpointing module): the four wrapped modules' inputs
+    saved_ckpt = np.where(x.ckpt_module, MODULE_CHECKPOINT_INPUTS * ckpt, ckpt) if np.any(x.ckpt_module) else ckpt
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
     # the final norm's tensors are sequence-sharded under sequence parallel; lm_head's input is not:
     # torchtitan's plan (pytorch/torchtitan 9dec370 parallelize_llama.py apply_tp) makes the output layer
@@ -1322,7 +1326,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # with benchmarks/trace_peak.py: llama-3.2-1b freeze k=4 with checkpointing holds all 16 layers'
     # inputs through backward; each checkpoint frame saves its inputs, torch 2.13
     # utils/checkpoint.py `_CheckpointFrame.save_inputs`, lines 842-847, whether they need grad or not)
-    stack = _saved_stack(x, layers, ckpt, per_layer) + final_norm
+    stack = _saved_stack(x, layers, saved_ckpt, per_layer) + final_norm
     if np.any(x.lora_dropout):
         stack = stack - first_layer_unsaved_masks(x)
     recompute = np.where(x.gc, per_layer, 0.0)
@@ -1459,7 +1463,8 @@ def offloaded_activation_bytes(x: Inputs) -> np.ndarray:
     if not np.any(x.act_offload):
         return np.zeros(len(x.h))
     layers = np.where(x.freeze, x.k_layers, x.L)
-    kept = np.where(x.gc, x.R * x.h, _layer_activations(x))
+    inputs = np.where(x.ckpt_module, MODULE_CHECKPOINT_INPUTS, 1.0)  # (per-module checkpointing: four per layer)
+    kept = np.where(x.gc, inputs * x.R * x.h, _layer_activations(x))
     return np.where(x.act_offload, layers * kept, 0.0)
 
 

@@ -172,6 +172,14 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   matmul (wq, wv, w1, w2 in torchtitan's call order), SDPA's output and log-sum-exp and,
                   under sequence parallel, the two reduce-scatters' outputs; the rest is recomputed in its
                   backward (engine/components.py `_op_saved_bytes`).
+* checkpointing module: each decoder layer's attention, MLP and both norms checkpointed separately
+                  (NVIDIA NeMo Automodel b4733bdc1, components/distributed/parallelizer.py lines 147-171:
+                  DefaultParallelizationStrategy wraps layer.self_attn, layer.mlp, layer.input_layernorm
+                  and layer.post_attention_layernorm each in its own checkpoint_wrapper): each layer keeps
+                  the four modules' inputs (the residual stream, the normed attention input, the residual
+                  after attention, the normed MLP input: MODULE_CHECKPOINT_INPUTS residual-wide tensors,
+                  where `full` keeps one); a backward recomputes one module at a time (counted as the
+                  whole layer's, as `full`: the upper bound).
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
@@ -273,7 +281,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "loss": ("auto", "unfused", "chunked", "linear_chunked", "fused", "parallel", "compiled", "litgpt",
              "litgpt_full"),
     "logits_upcast": ("auto", "loss", "model"),
-    "checkpointing": ("auto", "none", "full", "selective", "offload", "op"),
+    "checkpointing": ("auto", "none", "full", "selective", "offload", "op", "module"),
     "optimizer_in_backward": ("auto", "off", "on"),
     "activation_offload": ("auto", "off", "on"),
     "attention": ("auto", "sdpa", "flash", "eager"),
@@ -305,6 +313,11 @@ DEFAULT_RECIPE = "hf"
 LOSS_CHUNKS = 8
 # torchtune selective activation checkpointing, selective_ac_option 2 (torchtune/training/activations.py): every second layer checkpointed
 SELECTIVE_EVERY = 2
+# checkpointing module (NeMo Automodel's per-module checkpoint_wrapper): the h-wide inputs each decoder layer
+# keeps, one per wrapped module (input_layernorm, self_attn, post_attention_layernorm, mlp); transformers'
+# LlamaRMSNorm returns its input's dtype (weight * hidden_states.to(input_dtype)), so all four are the
+# residual stream's width and dtype
+MODULE_CHECKPOINT_INPUTS = 4
 # activation offload / offloaded checkpointing: layers in flight on the GPU (the one in use and
 # the one being copied; torchtune OffloadActivations uses one extra stream, Unsloth copies one
 # layer's input ahead)

@@ -150,7 +150,8 @@ def test_memory_hit_rate_and_worst_underestimate_are_counted_as_documented():
     # memory figures of measured rows only: a, b, c, d (e is a speed, f a claim)
     assert memory_hit_rate(t) == (3, 4)
     assert worst_underestimate(t) == ("c", -16.0)
-    assert memory_summary(t).startswith("measured memory figures within +-15%: 3 of 4 (75%); worst underestimate -16.0% (c)")
+    assert memory_summary(t).startswith("measured memory figures within +-15%: 3 of 4 (75%); worst underestimate -16.0% (c), "
+                                        "2 under by more than 10%;")  # b and c
     assert memory_summary(t).endswith("not met")
     assert worst_underestimate(t[t["error_pct"] >= 0]) == ("", 0.0)
 

@@ -200,3 +200,22 @@ def test_only_loss_parallel_splits_the_training_logits_over_tensor_parallel(mode
     # loss_parallel's 16 bytes per logit over a quarter of the vocabulary, against the unfused loss's 12 over all
     assert titan_unfused.loss_backward_phase_bytes - par.loss_backward_phase_bytes == pytest.approx(
         (12.0 - 16.0 / tp) * tokens * vocab, rel=1e-12)
+
+
+def test_per_module_checkpointing_keeps_four_inputs_per_layer(models):
+    """--checkpointing module (NeMo Automodel's parallelizer wraps each layer's self_attn, mlp, input_layernorm and
+    post_attention_layernorm in its own checkpoint_wrapper): four h-wide inputs kept per layer where full keeps one.
+    Llama 3.2 1B (16 layers, h 2,048), bf16, 8 x 2,048 tokens: 3 x 2 B x 2,048 x 16 x 16,384 = 3.0 GiB more saved;
+    under activation offload the host holds four inputs per layer too."""
+    base = dict(model="llama-3.2-1b", task="train", method="full", precision="bf16", batch=8, seq=2048, gpus=8, zero=3,
+                padding="unpadded")
+    rows = estimate(pd.DataFrame([dict(base, checkpointing=c) for c in ("full", "module")]), models)
+    full, module = rows.iloc[0], rows.iloc[1]
+    assert bool(module["grad_checkpointing"]) and module["peak_phase"] == full["peak_phase"]
+    assert module["activations_bytes"] - full["activations_bytes"] == pytest.approx(3 * 2 * 2048 * 16 * 16384, rel=1e-12)
+    off = estimate(pd.DataFrame([dict(base, checkpointing=c, activation_offload="on") for c in ("full", "module")]),
+                   models)
+    assert off["cpu_bytes"].iloc[1] - off["cpu_bytes"].iloc[0] == pytest.approx(3 * 2 * 2048 * 16 * 16384, rel=1e-12)
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "full", "--checkpointing", "module",
+                             "--json")
+    assert code == 0 and json.loads(out)["checkpointing"] == "module", err
