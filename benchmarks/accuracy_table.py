@@ -208,6 +208,9 @@ def loops_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     sc["loop"] = measured["loop"].map(LOOP_OF_RUN).to_numpy()
     sc["use_cache"] = measured["use_cache"].map(CACHE_OF_RUN).to_numpy()
     sc["padding"] = measured["padding"].to_numpy()
+    if "checkpointing" in measured:  # the rows checkpointed per module (NeMo Automodel's wrapping): --checkpointing module
+        ckpt = measured["checkpointing"].fillna("").astype(str).to_numpy()
+        sc["checkpointing"] = np.where(ckpt == "", "auto", ckpt)
     sc["allow_long_context"] = True  # (a 16k prefill of an 8k-context Gemma 2, as measured)
     return sc
 
