@@ -265,9 +265,11 @@ def render_loops_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
         m, c = measured.iloc[i], compared.iloc[i]
         lora = f"r{m.lora_rank} {m.lora_targets}" if m.method == "lora" else ""
         method = f"freeze k={m.freeze_layers}" if m.method == "freeze" else m.method
+        per_module = isinstance(m.get("checkpointing"), str) and m.get("checkpointing") != ""
+        ckpt = f"{m.checkpointing} (--checkpointing)" if per_module else ("yes" if m.grad_checkpointing else "")
         lines.append(f"| {m.split} | {m.model} | {m.task} | {method} | {m.precision} "
                      f"| {'' if pd.isna(m.optimizer) else m.optimizer} | {m.batch} x {m.seq} "
-                     f"| {'yes' if m.grad_checkpointing else ''} | {lora} | {m.loop} ({c['loop']}) | {m.use_cache} "
+                     f"| {ckpt} | {lora} | {m.loop} ({c['loop']}) | {m.use_cache} "
                      f"| {m.padding} | {m.peak_bytes / GIB:.2f} | {c['ours'] / GIB:.2f} | {c['error'] * 100:+.1f} "
                      f"| {c['error_harness'] * 100:+.1f} | {c['peak_phase']} |")
     return "\n".join(lines) + "\n"
