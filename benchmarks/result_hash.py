@@ -106,7 +106,7 @@ def _accepted_rows(frame, models, gpus, lo=0, hi=None) -> list[int]:
     return _accepted_rows(frame, models, gpus, lo, mid) + _accepted_rows(frame, models, gpus, mid, hi)
 
 
-LATER_SWITCHES = ("loop", "use_cache")  # issue 28
+LATER_SWITCHES = ("loop", "use_cache", "liger")  # issue 28; liger (2026-12-05) left out so that the draws stay
 
 
 def stack_frame(base: pd.DataFrame, rng, models, gpus, keep=None) -> tuple[pd.DataFrame, list[int]]:

@@ -130,6 +130,7 @@ class Inputs:
     ckpt_selective: np.ndarray | bool = False  # every SELECTIVE_EVERY-th layer checkpointed
     ckpt_op: np.ndarray | bool = False  # torchtitan's op-level selective checkpointing (every other matmul kept)
     ckpt_module: np.ndarray | bool = False  # NeMo Automodel's per-module checkpointing (four inputs kept per layer)
+    liger: np.ndarray | bool = False  # Liger's RMSNorm and SwiGLU kernels (engine/stacks.py liger), training
     act_offload: np.ndarray | bool = False  # saved activations (or checkpointed inputs) in host RAM
     opt_bwd: np.ndarray | bool = False    # optimizer step in backward: no full set of gradients
     paged32: np.ndarray | bool = False    # bitsandbytes paged 32-bit AdamW, training
@@ -606,6 +607,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         ckpt_selective=mask("checkpointing", "selective") & train,
         ckpt_op=mask("checkpointing", "op") & train,
         ckpt_module=mask("checkpointing", "module") & train,
+        liger=mask("liger", "on") & train,
         act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
         opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
         kept_outputs=mask("loop", "manual") & train,
@@ -1174,9 +1176,10 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
                                    adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
                                    uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model,
-                                   fused_qkv=x.litgpt_model)
-    if np.any(x.gemma_norm > 0):
-        dense = dense + gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
+                                   fused_qkv=x.litgpt_model, liger=x.liger)
+    if np.any(x.gemma_norm > 0):  # (Liger's RMSNorm keeps the same for Gemma's norm: no extra)
+        gemma = gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
+        dense = dense + (np.where(x.liger, 0.0, gemma) if np.any(x.liger) else gemma)
     if np.any(x.qk_norm > 0):  # issue 12: Qwen3's / Gemma 3's per-head q and k norms
         dense = dense + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
     repeated = x.masked | x.eager | x.litgpt_model
@@ -1319,6 +1322,8 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # sequence for the weight's gradient (for seq_split 1 the same sum as before, in the same order)
     head_in = np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
     final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained) / x.seq_split + head_in
+    if np.any(x.liger):  # Liger's RMSNorm keeps its input and one fp32 rstd per token (engine/memory.py)
+        final_norm = np.where(x.liger, (x.R * x.h + 4.0) / x.seq_split + head_in, final_norm)
     if np.any(x.head_quant):  # LitGPT's 4-bit lm_head: MatMul4Bit before bitsandbytes 0.43.2 keeps its input,
         # the final norm's 16-bit output (the 128-token chunks are views of it), which a frozen lm_head would not
         final_norm = final_norm + np.where(x.head_quant & x.kbit_keeps_input, x.M * x.h, 0.0)

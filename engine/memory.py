@@ -164,7 +164,7 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
 
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False,
-                           seq_split=1.0, dropout=False, uncast=False, fused_qkv=False):
+                           seq_split=1.0, dropout=False, uncast=False, fused_qkv=False, liger=False):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -238,6 +238,10 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                1)`, line 171 at all three commits), as peft's, but with no cast before lora_A (`uncast`).
                Traced with LitGPT's own lora.py on real tensors, benchmarks/check_litgpt_lora_saved.py:
                +1 x h per layer for q,v or q,k,v (peft with bf16 adapters: +4 x h for q,v, 2 x h per module).
+      liger (engine/stacks.py liger; Liger-Kernel v0.6.2): LigerRMSNormFunction saves (X, W, RSTD), the norm's
+               input itself (R*h) and one fp32 rstd per token, in place of the fp32 upcast, rsqrt and normalized
+               copy; LigerSiLUMulFunction saves (a, b), gate's and up's outputs (2*M*f), in place of SiLU's
+               and the product's three.
     """
     q_saves, k_saves, v_saves = saves["q_proj"], saves["k_proj"], saves["v_proj"]
     g_saves, u_saves, d_saves = saves["gate_proj"], saves["up_proj"], saves["down_proj"]
@@ -251,6 +255,7 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     own = np.where(cast_each, 0.0, drop * shared_keep)
     input_keep = shared_keep * (1.0 - own)  # the adapters keep the module's input itself
     keep_each = np.where(cast_each, shared_keep, input_keep) if any_drop else shared_keep
+    any_liger = bool(np.any(liger))
 
     def norm_and_inputs(names, trained, fused=False):
         a_count = sum(adapted[m] for m in names)
@@ -262,13 +267,17 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
             inputs = inputs + (R * own + drop) * h * drops
         # the norm's own tensors are sequence-sharded, the linears' gathered input is not (seq_split
         # above); for seq_split 1 the same sum as before, in the same order
-        return (4.0 * h + 4.0 + wgrad * R * h) / seq_split + inputs
+        norm = 4.0 * h + 4.0 + wgrad * R * h
+        if any_liger:
+            norm = np.where(liger, R * h + 4.0, norm)
+        return norm / seq_split + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
     attn = (qkv_bytes * (qd + 2 * kvd) + qkv_bytes * qd + 4.0 * a) / tp
     attn = attn + 4.0 * qd * adapted["o_proj"] * (1 - shared_keep) / tp
-    mlp = (3.0 * M * f + M * f * np.maximum(d_saves, adapted["down_proj"] * input_keep)) / tp
+    glu = np.where(liger, 2.0, 3.0) * M * f if any_liger else 3.0 * M * f  # SiLU and the product (Liger: a, b)
+    mlp = (glu + M * f * np.maximum(d_saves, adapted["down_proj"] * input_keep)) / tp
     mlp = mlp + 4.0 * f * adapted["down_proj"] * (1 - shared_keep) / tp
     if any_drop:  # o_proj's input (SDPA's output) and down_proj's (the product) at M bytes
         o_own = np.where(cast_each, 2.0 * drop * np.asarray(uncast, dtype=bool), M * own)

@@ -81,7 +81,9 @@ RULES: tuple[tuple[str, str], ...] = (
               "the checkpointing decided is not 'none'. Loop (--loop) 'auto': trainer under every recipe (the "
               "step keeps only the loss) but litgpt (its fit() keeps the logits: manual); --use-cache 'auto': "
               "off under the recipe's trainer, on for --loop manual (the model config's default) except under "
-              "litgpt, whose model builds no training cache; the cache is never built under checkpointing."),
+              "litgpt, whose model builds no training cache; the cache is never built under checkpointing. "
+              "--liger on: a loss left 'auto' is Liger's fused linear cross-entropy (fused), which its patched "
+              "forward runs when the model is called with labels."),
 )
 
 
@@ -303,7 +305,15 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         if "lora_dropout" in out and "lora_dropout" not in filled and "adapter_dtype" in out:
             unsloth_drop = (np.asarray(out["lora_dropout"]) > 0) & _category_mask(out["recipe"], "unsloth")
             unsloth_drop &= _category_mask(out["adapter_dtype"], "auto")
+        # Liger's fused linear cross-entropy (engine/stacks.py liger): a loss left 'auto' on a row that asks Liger
+        # is `fused` (its lce_forward skips the logits where the model is called with labels in training),
+        # read before 'auto' resolves
+        liger_loss = None
+        if "liger" in out and "loss" in out and not _every_row(out["liger"], "auto", "off"):
+            liger_loss = _category_mask(out["liger"], "on") & _category_mask(out["loss"], "auto")
         _resolve_stack(out, n)
+        if liger_loss is not None and liger_loss.any():
+            out["loss"] = _set_rows(out["loss"], liger_loss, "fused")
         if unsloth_drop is not None and unsloth_drop.any():
             out["adapter_dtype"] = _set_rows(out["adapter_dtype"], unsloth_drop, "fp32")
 

@@ -180,6 +180,18 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   after attention, the normed MLP input: MODULE_CHECKPOINT_INPUTS residual-wide tensors,
                   where `full` keeps one); a backward recomputes one module at a time (counted as the
                   whole layer's, as `full`: the upper bound).
+* liger           on: Liger's kernels as liger_kernel.transformers' _apply_liger_kernel_to_instance patches a
+                  transformers model (HF Trainer use_liger_kernel, LLaMA-Factory enable_liger_kernel,
+                  axolotl's liger plugin; NeMo Automodel's default), read at Liger-Kernel v0.6.2:
+                  LigerRMSNormFunction saves (X, W, RSTD) (ops/rms_norm.py: the norm's input itself
+                  and one fp32 rstd per token) where transformers' RMSNorm keeps an fp32 upcast,
+                  its rsqrt and, where the weight trains, the 16-bit normalized copy; LigerSiLUMulFunction
+                  saves (a, b) (ops/swiglu.py: gate's and up's outputs) where SiLU and the product keep
+                  three f-wide tensors. Its fused linear cross-entropy replaces the loss where the model
+                  is called with labels (lce_forward: HF's Trainer, LLaMA-Factory): a loss left 'auto'
+                  becomes `fused`; a loop that computes its loss from the logits itself (NeMo Automodel
+                  pops the labels) keeps them: ask --loss unfused. RoPE's kernel keeps what the engine
+                  already counts (cos and sin). Every recipe's default: off.
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
@@ -305,6 +317,9 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "rope_cache": ("auto", "none", "layers"),
     # whether a vision-language checkpoint's vision tower is loaded (a text-only fine-tune may leave it out)
     "vision_tower": ("auto", "on", "off"),
+    # Liger's Triton kernels (linkedin/Liger-Kernel) patched into a transformers model: RMSNorm, SwiGLU, RoPE and
+    # the fused linear cross-entropy
+    "liger": ("auto", "off", "on"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt")
 DEFAULT_RECIPE = "hf"
@@ -357,6 +372,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "peft's QLoRA guide (docs/source/developer_guides/quantization.md): BitsAndBytesConfig(bnb_4bit_use_double_quant=True); transformers' own BitsAndBytesConfig default is False (--bnb-double-quant off)"),
         "rope_cache": ("none", "transformers >= 4.42 (read: 4.42.0 models/llama/modeling_llama.py): cos/sin computed from inv_freq in each forward, no per-layer cache"),
         "vision_tower": ("on", "transformers loads the class the checkpoint's config names: a VL config's (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, MllamaForConditionalGeneration) includes the vision tower and projector"),
+        "liger": ("off", "TrainingArguments.use_liger_kernel (default False); on: Trainer calls liger_kernel's _apply_liger_kernel_to_instance"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -380,6 +396,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "torchtune's NF4 (torchao to_nf4) quantizes its block scales again: counted as the engine's nf4 (4.127 bits)"),
         "rope_cache": ("none", "torchtune's RotaryPositionalEmbeddings (not transformers' per-layer cos/sin caches)"),
         "vision_tower": ("on", "torchtune's vision builders (llama3_2_vision_11b) build the encoder with the decoder; its text-only builders do not (--vision-tower off)"),
+        "liger": ("off", "torchtune's own modules and losses (no Liger kernels)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -403,6 +420,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (unsloth's own 4-bit config not re-read here)"),
         "rope_cache": ("none", "unsloth 2026 on transformers >= 4.42: no per-layer cos/sin caches"),
         "vision_tower": ("on", "unsloth's FastModel / FastVisionModel load the whole multimodal model for a VL checkpoint"),
+        "liger": ("off", "Unsloth's own Triton kernels (unsloth/kernels), not Liger's"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -426,6 +444,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "LLaMA-Factory model_args.py QuantizationArguments double_quantization: default True"),
         "rope_cache": ("none", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: no per-layer cos/sin caches"),
         "vision_tower": ("on", "LLaMA-Factory loads the VL model class for a multimodal template and freezes the tower (freeze_vision_tower: true), which stays on the GPU"),
+        "liger": ("off", "LLaMA-Factory 0.9.6.dev0 model_args.py enable_liger_kernel: False"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -449,6 +468,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "the engine's nf4 as for the hf recipe (axolotl's 4-bit config not re-read here)"),
         "rope_cache": ("none", "axolotl 0.18.0 requires a recent transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "axolotl loads the checkpoint's model class (a VL processor and model for multimodal configs)"),
+        "liger": ("off", "axolotl's Liger is a plugin (axolotl.integrations.liger.LigerPlugin), off unless listed under plugins"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -472,6 +492,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "the same peft QLoRA script as hf (bnb_4bit_use_double_quant=True)"),
         "rope_cache": ("none", "a 2025-2026 transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "transformers' Trainer under DeepSpeed loads the checkpoint's model class, vision tower included"),
+        "liger": ("off", "transformers' Trainer under DeepSpeed: use_liger_kernel default False"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -496,6 +517,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "torchtitan trains no bitsandbytes base: not used"),
         "rope_cache": ("none", "torchtitan's llama3 precomputes one freqs_cis for the model (not transformers' per-layer caches)"),
         "vision_tower": ("on", "torchtitan's models are text-only; a VL catalog model is counted with its tower unless asked off"),
+        "liger": ("off", "torchtitan's own model (no Liger kernels)"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -523,6 +545,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "bnb_double_quant": ("on", "LitGPT's --quantize names the storage itself: bnb.nf4 (no double quantization) is the recipe's base 'auto', nf4_nodq; bnb.nf4-dq is base nf4 (litgpt/utils.py / lightning BitsandbytesPrecision modes)"),
         "rope_cache": ("none", "litgpt/model.py GPT.rope_cache: one cos/sin cache for the model (not transformers' per-layer caches)"),
         "vision_tower": ("on", "LitGPT's models are text-only; a VL catalog model is counted with its tower unless asked off"),
+        "liger": ("off", "LitGPT's own model (no Liger kernels)"),
     },
 }
 

@@ -219,3 +219,18 @@ def test_per_module_checkpointing_keeps_four_inputs_per_layer(models):
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "full", "--checkpointing", "module",
                              "--json")
     assert code == 0 and json.loads(out)["checkpointing"] == "module", err
+
+
+def test_liger_keeps_the_norms_input_and_swiglus_two_inputs(models):
+    """--liger on (Liger-Kernel v0.6.2: LigerRMSNormFunction saves X, W, RSTD; LigerSiLUMulFunction saves a, b).
+    Llama 3.2 1B full, bf16, 2 x 1,024 tokens, no checkpointing, the loss unfused in both: per layer each of the two
+    norms keeps 2h + 4 B where transformers' keeps 4h + 4 + 2h (8h less for both, h 2,048), and the MLP 2 x 2 f
+    where SiLU and the product keep 3 x 2 f (2 f less, f 8,192): 32,768 B per token and layer x 16 layers, plus the
+    final norm's 4h: 532,480 B per token, 1,090,519,040 B for 2,048 tokens. A loss left auto becomes fused."""
+    base = dict(model="llama-3.2-1b", task="train", method="full", precision="bf16", batch=2, seq=1024,
+                padding="unpadded", loss="unfused")
+    rows = estimate(pd.DataFrame([dict(base, liger="off"), dict(base, liger="on"), dict(base, liger="on", loss="auto"),
+                                  dict(base, loss="auto")]), models)
+    assert rows["activations_bytes"].iloc[0] - rows["activations_bytes"].iloc[1] == 1_090_519_040
+    assert list(rows["loss"]) == ["unfused", "unfused", "fused", "unfused"]
+    assert rows["logits_bytes"].iloc[2] < rows["logits_bytes"].iloc[1] / 10  # (no whole logits under the fused loss)
