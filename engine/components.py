@@ -1671,6 +1671,11 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         accumulated = np.where(pp_fsdp, t.trainable / x.mp * np.where(x.master > 0, 4.0, x.gb), 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
+    if np.any(x.liger):
+        # Liger's SwiGLU backward writes the gradients of gate's and up's outputs into the saved a and b in place
+        # (Liger-Kernel v0.6.2 ops/swiglu.py _swiglu_backward_kernel: `tl.store(a_ptr ..., da_row)`,
+        # `tl.store(b_ptr ..., db_row)`): of the MLP's three f-wide gradients only down_proj's input's is new
+        transient = np.where(x.liger, transient - 2.0 * x.M * x.f / x.tp, transient)
     # a bitsandbytes base dequantizes one whole weight to 16-bit per matmul (issue 27 item 4): MatMul4Bit's
     # backward `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype))`, MatMul8bitLt's
     # `state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)` (bitsandbytes autograd/_functions.py at

@@ -187,7 +187,8 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   and one fp32 rstd per token) where transformers' RMSNorm keeps an fp32 upcast,
                   its rsqrt and, where the weight trains, the 16-bit normalized copy; LigerSiLUMulFunction
                   saves (a, b) (ops/swiglu.py: gate's and up's outputs) where SiLU and the product keep
-                  three f-wide tensors. Its fused linear cross-entropy replaces the loss where the model
+                  three f-wide tensors, and its backward writes the gradients of a and b into them in place
+                  (two f-wide transients fewer in a layer's backward). Its fused linear cross-entropy replaces the loss where the model
                   is called with labels (lce_forward: HF's Trainer, LLaMA-Factory): a loss left 'auto'
                   becomes `fused`; a loop that computes its loss from the logits itself (NeMo Automodel
                   pops the labels) keeps them: ask --loss unfused. RoPE's kernel keeps what the engine

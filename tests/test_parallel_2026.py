@@ -234,3 +234,15 @@ def test_liger_keeps_the_norms_input_and_swiglus_two_inputs(models):
     assert rows["activations_bytes"].iloc[0] - rows["activations_bytes"].iloc[1] == 1_090_519_040
     assert list(rows["loss"]) == ["unfused", "unfused", "fused", "unfused"]
     assert rows["logits_bytes"].iloc[2] < rows["logits_bytes"].iloc[1] / 10  # (no whole logits under the fused loss)
+
+
+def test_liger_swiglu_backward_writes_its_gradients_in_place(models):
+    """Under checkpointing the backward phase holds the checkpoints, the recomputed layer and the layer's backward
+    transients. Liger (v0.6.2 ops/swiglu.py) writes the gradients of gate's and up's outputs into the saved a and b,
+    so of transformers' three f-wide gradients only down_proj's input's is new: 2 x 2 f less (f 8,192), beside the
+    recomputed layer's 8h + 2f (as without checkpointing) and the final norm's 4h (h 2,048): 73,728 B per token,
+    2,048 tokens."""
+    base = dict(model="llama-3.2-1b", task="train", method="full", precision="bf16", batch=2, seq=1024,
+                padding="unpadded", loss="fused", checkpointing="full")
+    rows = estimate(pd.DataFrame([dict(base, liger="off"), dict(base, liger="on")]), models)
+    assert rows["backward_phase_bytes"].iloc[0] - rows["backward_phase_bytes"].iloc[1] == 73_728 * 2048
