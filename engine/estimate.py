@@ -125,7 +125,11 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
 def _rows_of(column: pd.Series, rows: np.ndarray):
     """column.iloc[rows] as an array (a categorical keeps its categories, as iloc does)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return pd.Categorical.from_codes(np.take(column.array.codes, rows), dtype=column.dtype, validate=False)
+        codes = column.array.codes
+        if len(column.dtype.categories) == 1 and len(codes) and codes.min() == 0:
+            # one category and no missing value (a switch left at its one value): every row's code is 0, no gather
+            return pd.Categorical.from_codes(np.zeros(len(rows), dtype=codes.dtype), dtype=column.dtype, validate=False)
+        return pd.Categorical.from_codes(np.take(codes, rows), dtype=column.dtype, validate=False)
     if isinstance(column.dtype, np.dtype):
         return np.take(column.to_numpy(), rows)
     return column.array.take(rows)
