@@ -123,13 +123,29 @@ def _checkpointing(row) -> bool:
     return bool(row["grad_checkpointing"]) or str(row.get("checkpointing", "none")) in ("full", "selective", "offload")
 
 
+def _liger(row) -> bool:
+    """The plan runs Liger's kernels (engine/stacks.py liger)."""
+    return str(row.get("liger", "off")) == "on"
+
+
 def _dropout(row) -> float:
     """The plan's LoRA dropout (a row without the column: peft's default, 0)."""
     p = row.get("lora_dropout", 0.0)
     return 0.0 if p is None or pd.isna(p) else float(p)
 
 
-def _common_notes(row, repo_known: bool) -> list[str]:
+# where the target's own config cannot switch Liger's kernels on (engine/stacks.py liger): what a plan with them asks
+LIGER_ELSEWHERE = {
+    "deepspeed": "Liger's kernels: the training script's (TrainingArguments(use_liger_kernel=True), or "
+                 "liger_kernel.transformers.apply_liger_kernel_to_<model>()), not a DeepSpeed key",
+    "accelerate-fsdp": "Liger's kernels: the training script's (TrainingArguments(use_liger_kernel=True), or "
+                       "liger_kernel.transformers.apply_liger_kernel_to_<model>()), not accelerate's config",
+    "torchtune": "Liger's kernels: torchtune's modules have none; this run holds more than the plan (plan with --liger off)",
+    "litgpt": "Liger's kernels: LitGPT's model has none; this run holds more than the plan (plan with --liger off)",
+}
+
+
+def _common_notes(row, repo_known: bool, target: str = "") -> list[str]:
     notes = ["learning rate, schedule, epochs and dataset: not part of the plan (the target's defaults)",
              "gradient accumulation 1: the plan's memory does not depend on it (raise it for a larger global batch)"]
     if not repo_known:
@@ -139,6 +155,11 @@ def _common_notes(row, repo_known: bool) -> list[str]:
                      "(needs Megatron-style model code)")
     if str(row.get("checkpointing", "none")) == "selective":
         notes.append("selective activation checkpointing: written as full checkpointing")
+    if _liger(row) and target in LIGER_ELSEWHERE:
+        notes.append(LIGER_ELSEWHERE[target])
+    if str(row.get("checkpointing", "none")) == "module":
+        notes.append("per-module activation checkpointing (NeMo Automodel's): written as whole-layer checkpointing, "
+                     "which keeps one input per layer where the plan counts four (the run holds less)")
     return notes
 
 
@@ -156,7 +177,7 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
 
 def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "deepspeed")
     cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "train_batch_size": int(row["batch"]) * int(row["gpus"])}
     if prec["half"]:
@@ -246,9 +267,11 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         notes.append(f"precision {prec['name']} (fp32 master weights): written as the model's dtype and autocast; "
                      "the fp32 master copy is DeepSpeed's or FSDP's (add --deepspeed)")
     loss = str(row.get("loss", "unfused"))
-    if loss == "fused":
+    if loss == "fused" or _liger(row):
+        # (TrainingArguments.use_liger_kernel: Liger's norms, SwiGLU and, with labels, its fused linear cross-entropy;
+        # a plan with one of them and not the other holds more than this run)
         cfg["use_liger_kernel"] = True
-    else:
+    if loss != "fused":
         cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):
         rank = int(row["lora_rank"])
@@ -287,7 +310,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
 
 def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
     """An `accelerate launch --config_file FILE` YAML for FSDP2 (the training script is yours)."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "accelerate-fsdp")
     zero, offload = int(row["zero"]), str(row["offload"])
     # a pure 16-bit plan of the weights it trains is launched without mixed precision: with it, accelerate
     # upcasts every trainable parameter to fp32 before FSDP shards it (ACCELERATE_FSDP_UPCAST), an fp32 copy
@@ -363,7 +386,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg[prec["half"]] = True
         if prec["name"] == "bf16" and method in ("full", "freeze"):
             notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
-    if str(row.get("loss", "unfused")) == "fused":
+    if str(row.get("loss", "unfused")) == "fused" or _liger(row):
         cfg["enable_liger_kernel"] = True
     opt = str(row["optimizer"])
     if opt in GALORE_OPTIMIZERS:
@@ -430,8 +453,12 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     loss = str(row.get("loss", "unfused"))
     if loss in ("chunked", "linear_chunked"):
         cfg["chunked_cross_entropy"] = True
-    elif loss == "fused":
-        cfg.update({"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True})
+    if loss == "fused" or _liger(row):
+        cfg["plugins"] = ["axolotl.integrations.liger.LigerPlugin"]
+        if loss == "fused":
+            cfg["liger_fused_linear_cross_entropy"] = True
+        if _liger(row):  # (integrations/liger/args.py: LigerArgs)
+            cfg.update({"liger_rope": True, "liger_rms_norm": True, "liger_glu_activation": True})
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes.append("datasets: yours (DATASET is a placeholder)")
@@ -450,7 +477,7 @@ TORCHTUNE_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj",
 
 def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
     """The keys to set in a torchtune recipe config (`tune cp` the model's config, then these)."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "torchtune")
     method, distributed = str(row["method"]), int(row["gpus"]) > 1
     recipe = ("lora" if method in ("lora", "qlora") else "full") + "_finetune_" + ("distributed" if distributed
                                                                                     else "single_device")
@@ -513,7 +540,7 @@ LITGPT_OPTIMIZER = {"adamw": ("torch.optim.AdamW", {}), "adamw_fused": ("torch.o
 
 def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
     """A LitGPT config in its config_hub/finetune keys (`litgpt finetune_lora|finetune_full --config FILE`)."""
-    notes = _common_notes(row, repo_known)
+    notes = _common_notes(row, repo_known, "litgpt")
     method, name, gpus = str(row["method"]), str(row["precision"]), int(row["gpus"])
     lora = method in ("lora", "qlora")
     cfg: dict = {"checkpoint_dir": f"checkpoints/{repo}", "out_dir": f"out/finetune/{method}-{row['model']}",

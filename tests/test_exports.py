@@ -270,6 +270,7 @@ AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r
                 "micro_batch_size", "gradient_accumulation_steps", "optimizer", "gradient_checkpointing",
                 "attn_implementation", "bf16", "fp16", "chunked_cross_entropy", "plugins",
                 "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed",
+                "liger_rope", "liger_rms_norm", "liger_glu_activation",  # integrations/liger/args.py LigerArgs
                 "lora_dropout",  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
                 "bnb_config_kwargs"}  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
@@ -447,3 +448,28 @@ def test_litgpt_export_carries_the_plans_dropout_and_double_quantization():
     out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "qlora", "--recipe", "litgpt", "--base-precision",
                      "nf4", "--export", "litgpt")
     assert yaml.safe_load(out)["quantize"] == "bnb.nf4-dq" and yaml.safe_load(out)["lora_dropout"] == 0.0
+
+
+def test_a_plan_with_ligers_kernels_launches_them_or_says_it_cannot():
+    """--liger on: TRL's use_liger_kernel, LLaMA-Factory's enable_liger_kernel and axolotl's Liger plugin with its
+    norm, SwiGLU and RoPE keys (and its fused loss where the plan's loss is fused, as --liger on makes an auto loss);
+    DeepSpeed's file names the script's switch; torchtune has no Liger kernels, and its config says the run holds
+    more than the plan. Per-module checkpointing is written as whole-layer checkpointing, which holds less."""
+    argv = ("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--liger", "on", "--checkpointing", "module")
+    trl = yaml.safe_load(_export(*argv, "--export", "trl")[0])
+    assert set(trl) <= TRL_KEYS and trl["use_liger_kernel"] is True and trl["gradient_checkpointing"] is True
+    lf = yaml.safe_load(_export(*argv, "--export", "llama-factory")[0])
+    assert set(lf) <= LLAMA_FACTORY_KEYS and lf["enable_liger_kernel"] is True
+    text = _export(*argv, "--export", "axolotl")[0]
+    ax = yaml.safe_load(text)
+    assert set(ax) <= AXOLOTL_KEYS, set(ax) - AXOLOTL_KEYS
+    assert ax["plugins"] == ["axolotl.integrations.liger.LigerPlugin"]
+    assert ax["liger_rms_norm"] and ax["liger_glu_activation"] and ax["liger_rope"] and ax["liger_fused_linear_cross_entropy"]
+    assert any("per-module activation checkpointing" in c and "holds less" in c for c in _comments(text))
+    tt = _export(*argv, "--export", "torchtune")[0]
+    assert any("Liger's kernels: torchtune's modules have none" in c and "--liger off" in c for c in _comments(tt))
+    ds = _export(*argv, "--export", "deepspeed")
+    assert "use_liger_kernel=True" in ds[0] + ds[1]
+    # with the loss asked unfused, axolotl gets the kernels without the fused loss
+    ax2 = yaml.safe_load(_export(*argv, "--loss", "unfused", "--export", "axolotl")[0])
+    assert ax2["liger_rms_norm"] and "liger_fused_linear_cross_entropy" not in ax2
