@@ -41,7 +41,8 @@ OPTIMIZER_LABELS = {"adamw": "AdamW (PyTorch default)", "adamw_fused": "AdamW fu
 # the software stack (engine/stacks.py, docs/stacks.md)
 RECIPE_LABELS = {"hf": "Hugging Face Trainer + peft", "torchtune": "torchtune", "unsloth": "Unsloth",
                  "llama-factory": "LLaMA-Factory", "axolotl": "axolotl", "deepspeed": "DeepSpeed (HF Trainer)",
-                 "torchtitan": "torchtitan (FSDP2 + TP/SP + CP)", "litgpt": "LitGPT (Lightning Fabric)"}
+                 "torchtitan": "torchtitan (FSDP2 + TP/SP + CP)", "litgpt": "LitGPT (Lightning Fabric)",
+                 "automodel": "NeMo Automodel (FSDP2, Liger, per-module checkpointing)"}
 SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementation",
                  "logits_upcast": "Logits upcast (transformers version)", "checkpointing": "Activation checkpointing",
                  "optimizer_in_backward": "Optimizer step in backward", "activation_offload": "Activation offload to CPU",

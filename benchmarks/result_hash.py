@@ -107,6 +107,7 @@ def _accepted_rows(frame, models, gpus, lo=0, hi=None) -> list[int]:
 
 
 LATER_SWITCHES = ("loop", "use_cache", "liger")  # issue 28; liger (2026-12-05) left out so that the draws stay
+LATER_RECIPES = ("automodel",)  # (2026-12-05) likewise
 
 
 def stack_frame(base: pd.DataFrame, rng, models, gpus, keep=None) -> tuple[pd.DataFrame, list[int]]:
@@ -126,7 +127,7 @@ def stack_frame(base: pd.DataFrame, rng, models, gpus, keep=None) -> tuple[pd.Da
             values = np.ones(n, dtype=np.int64)
             values[rows] = rng.choice([1, 2, 4, 8], int(rows.sum()))
         else:
-            choices = CHOICES[col]
+            choices = [c for c in CHOICES[col] if c not in LATER_RECIPES] if col == "recipe" else CHOICES[col]
             values = np.full(n, "auto" if "auto" in choices else choices[0], dtype=object)
             values[rows] = bench_properties.pick(rng, choices, int(rows.sum()))
         frame[col] = values

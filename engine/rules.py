@@ -19,7 +19,7 @@ import engine.constants as C
 import engine.categories as categories
 from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import parse_lora_targets
-from engine.stacks import NO_TRAINING_CACHE, SWITCHES, recipe_value
+from engine.stacks import LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -311,6 +311,8 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         liger_loss = None
         if "liger" in out and "loss" in out and not _every_row(out["liger"], "auto", "off"):
             liger_loss = _category_mask(out["liger"], "on") & _category_mask(out["loss"], "auto")
+            if "recipe" in out:  # (a loop that computes the loss from the logits itself keeps its recipe's loss)
+                liger_loss &= ~_category_mask(out["recipe"], *LOSS_FROM_LOGITS)
         _resolve_stack(out, n)
         if liger_loss is not None and liger_loss.any():
             out["loss"] = _set_rows(out["loss"], liger_loss, "fused")

@@ -322,7 +322,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # the fused linear cross-entropy
     "liger": ("auto", "off", "on"),
 }
-RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt")
+RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt", "automodel")
 DEFAULT_RECIPE = "hf"
 
 # torchtune CEWithChunkedOutputLoss / LinearCrossEntropyLoss: num_output_chunks=8 (their default)
@@ -346,6 +346,10 @@ LITGPT_CHUNK_TOKENS = 128
 # one only after set_kv_cache (generation; litgpt/model.py CausalSelfAttention.forward reads it only with
 # input_pos), so its hand-written loop (loop manual) does not turn use_cache on (engine/rules.py)
 NO_TRAINING_CACHE = ("litgpt",)
+# the recipes whose loop takes the labels out of the batch and computes the loss from the model's logits itself:
+# Liger's patched forward computes the logits there (lce_forward: skip_logits only with labels), so --liger on
+# leaves their loss as the recipe's (NeMo Automodel b4733bdc1 train_ft.py line 898 `labels = batch.pop("labels")`)
+LOSS_FROM_LOGITS = ("automodel",)
 
 # recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
 # grad_checkpointing (full when true, none when false). A dict value picks by training method.
@@ -548,6 +552,33 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "LitGPT's models are text-only; a VL catalog model is counted with its tower unless asked off"),
         "liger": ("off", "LitGPT's own model (no Liger kernels)"),
     },
+    "automodel": {
+        # NVIDIA NeMo Automodel, read at b4733bdc1 (2025-09-18, the commit of its gradient-checkpointing guide): its
+        # llm recipe (nemo_automodel/recipes/llm/train_ft.py) over NeMoAutoModelForCausalLM (a transformers model,
+        # patched), FSDP2 (components/distributed/fsdp2.py), its own LoRA (components/_peft/lora.py)
+        "adapter_dtype": ("bf16", "NVIDIA NeMo Automodel b4733bdc1 components/_peft/lora.py LinearLoRA._init_adapter: lora_A and lora_B built in lora_dtype or the base weight's dtype (lines 171-177); the model loads torch_dtype 'auto' (the checkpoint's bf16)"),
+        "loss": ("unfused", "NVIDIA NeMo Automodel b4733bdc1 examples/llm_finetune/*.yaml loss_fn: components/loss/masked_ce.py MaskedCrossEntropy (logits.float() then F.cross_entropy, lines 74-82); train_ft.py pops the labels before calling the model (line 898), so Liger's fused loss does not run"),
+        "logits_upcast": ("loss", "NVIDIA NeMo Automodel b4733bdc1 MaskedCrossEntropy upcasts inside the loss (fp32_upcast, line 74)"),
+        "checkpointing": ("flag_module", "NVIDIA NeMo Automodel b4733bdc1 components/distributed/parallelizer.py lines 147-171: distributed.activation_checkpointing (default false) wraps each layer's self_attn, mlp, input_layernorm and post_attention_layernorm in its own checkpoint_wrapper: module when the scenario's flag is on"),
+        "optimizer_in_backward": ("off", "NVIDIA NeMo Automodel b4733bdc1 train_ft.py: backward per micro-batch, optimizer.step() once per global batch"),
+        "activation_offload": ("off", "NVIDIA NeMo Automodel b4733bdc1: no activation offload in the llm recipe"),
+        "attention": ("flash", "NVIDIA NeMo Automodel b4733bdc1 components/_transformers/auto_model.py from_pretrained attn_implementation='flash_attention_2' (line 180), falling back to sdpa, then eager, where it is not installed (_get_next_fallback_attn)"),
+        "compile": ("off", "NVIDIA NeMo Automodel b4733bdc1 train_ft.py: torch.compile only where a compile config is given (cfg_compile None by default, line 258)"),
+        "packing": ("off", "NVIDIA NeMo Automodel b4733bdc1 examples/llm_finetune/*.yaml packed_sequence_size: 0"),
+        "kbit_prep": ("off", "NVIDIA NeMo Automodel b4733bdc1: its QLoRA (components/quantization/qlora.py) does not call peft's prepare_model_for_kbit_training"),
+        "padding": ("padded", "NVIDIA NeMo Automodel b4733bdc1 components/datasets/utils.py default_collater pads each batch to its longest sequence (flash attention unpads: no mask tensor)"),
+        "loop": ("manual", "NVIDIA NeMo Automodel b4733bdc1 train_ft.py _forward_backward_step lines 937-949: `out = model(**batch)`, the loss from out.logits, then backward with `out` still bound"),
+        "use_cache": ("off", "NVIDIA NeMo Automodel b4733bdc1: the model config's default under loop manual (rules: use_cache auto), which parallelizer.py lines 149-153 set False under activation checkpointing"),
+        "sequence_parallel": ("off", "NVIDIA NeMo Automodel b4733bdc1 components/distributed/fsdp2.py FSDP2Manager sequence_parallel default False"),
+        "float8": ("off", "NVIDIA NeMo Automodel b4733bdc1: no Float8 conversion unless configured"),
+        "decode_cache": ("dynamic", "transformers' generate() (NeMoAutoModelForCausalLM is a transformers model)"),
+        "bnb_4bit_input": ("freed", "a 2025 bitsandbytes (>= 0.43.2): the 4-bit matmul's input is not kept"),
+        "int4_kernel": ("none", "NVIDIA NeMo Automodel b4733bdc1 trains: no int4 inference kernels"),
+        "bnb_double_quant": ("on", "NVIDIA NeMo Automodel b4733bdc1 components/quantization/qlora.py line 34: bnb_4bit_use_double_quant default True"),
+        "rope_cache": ("none", "a 2025 transformers (>= 4.42): no per-layer cos/sin caches"),
+        "vision_tower": ("on", "NVIDIA NeMo Automodel b4733bdc1 loads the checkpoint's model class (NeMoAutoModelForImageTextToText for VL checkpoints)"),
+        "liger": ("on", "NVIDIA NeMo Automodel b4733bdc1 components/_transformers/auto_model.py from_pretrained use_liger_kernel=True (line 176), applied by _patch_liger_kernel (liger_kernel's _apply_liger_kernel_to_instance) where liger-kernel is installed, a base dependency on x86_64 (pyproject.toml line 74)"),
+    },
 }
 
 # the columns, in order: recipe then the switches (scenario columns, CLI flags, JSON keys)
@@ -562,6 +593,8 @@ def recipe_value(recipe: str, switch: str, method: str, grad_checkpointing: bool
         value = value.get(method, "off")
     if value == "flag":
         value = "full" if grad_checkpointing else "none"
+    elif value == "flag_module":  # NeMo Automodel: its per-module wrappers where checkpointing is asked
+        value = "module" if grad_checkpointing else "none"
     return value
 
 
@@ -571,7 +604,7 @@ def stacks_table() -> list[dict]:
     for recipe, switches in RECIPES.items():
         for switch, (value, source) in switches.items():
             shown = value if isinstance(value, str) else ", ".join(f"{k}: {v}" for k, v in value.items()) + ", else off"
-            shown = "as --grad-checkpointing" if shown == "flag" else shown
+            shown = {"flag": "as --grad-checkpointing", "flag_module": "module where --grad-checkpointing, else none"}.get(shown, shown)
             rows.append({"recipe": recipe, "switch": switch, "value": shown, "source": source})
     return rows
 

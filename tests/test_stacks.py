@@ -56,7 +56,8 @@ def test_every_recipe_value_is_a_value_of_its_switch_and_has_a_source():
         for switch, (value, source) in switches.items():
             values = value.values() if isinstance(value, dict) else [value]
             for v in values:
-                assert v == "flag" or v in SWITCHES[switch][1:], (recipe, switch, v)
+                # ('flag': full or none as --grad-checkpointing; 'flag_module': module or none, NeMo Automodel's)
+                assert v in ("flag", "flag_module") or v in SWITCHES[switch][1:], (recipe, switch, v)
             assert len(source) > 15, (recipe, switch)
     assert len(stacks_table()) == len(RECIPES) * len(SWITCHES)
 
@@ -446,3 +447,23 @@ def test_docs_stacks_page_holds_the_computed_figures(cat):
     doc = (ROOT / "docs" / "stacks.md").read_text(encoding="utf-8")
     for name, text in blocks(cat).items():
         assert f"<!-- {name} -->\n{text}\n" in doc, name
+
+
+def test_the_automodel_recipe_is_nemo_automodels_llm_recipe():
+    """--recipe automodel (NeMo Automodel b4733bdc1): Liger's kernels on, its per-module checkpointing where
+    checkpointing is asked (none where not), its loop keeping the output through backward, flash attention, bf16
+    adapters, and its MaskedCrossEntropy on the logits: the loss stays unfused under Liger (its loop pops the
+    labels). The same scenario with those switches given under hf has the same figures."""
+    from catalog import default_catalog
+
+    models = default_catalog().models()
+    base = dict(model="llama-3.2-1b", task="train", method="lora", precision="bf16", batch=8, seq=2048, gpus=8, zero=3)
+    rows = estimate(pd.DataFrame([dict(base, recipe="automodel", grad_checkpointing=g) for g in (True, False)]), models)
+    on, off = rows.iloc[0], rows.iloc[1]
+    assert (on["checkpointing"], off["checkpointing"]) == ("module", "none")
+    assert (on["liger"], on["loss"], on["loop"], on["attention"], on["adapter_dtype"]) == ("on", "unfused", "manual",
+                                                                                           "flash", "bf16")
+    explicit = estimate(pd.DataFrame([dict(base, recipe="hf", grad_checkpointing=True, checkpointing="module", liger="on",
+                                           loss="unfused", loop="manual", attention="flash", adapter_dtype="bf16",
+                                           use_cache="off")]), models).iloc[0]
+    assert on["peak_bytes"] == explicit["peak_bytes"]
