@@ -469,17 +469,28 @@ def _scaled_bytes(per_token, at, tok, dest, per_seq=None, seq_tok=None, per_sq=N
     configurations are `at`, written into dest, which is returned."""
     by_tokens = _gather(per_token, at, dest)
     by_tokens *= tok
+    gate = None
+    if window is not None:
+        *window, gate = window
+    return _add_seq_terms(by_tokens, _taker(at), tok, seq_tok, per_seq, per_sq, seq_sq, window, gate)
+
+
+def _add_seq_terms(value, get, tok, seq_tok, per_seq=None, per_sq=None, seq_sq=None, window=None, gate=None):
+    """value += per_seq x tokens x seq (issue 12) + per_sq x seq^2 (issue 28: from the rows' window on) +
+    (tok_w x tokens + seq_w x tokens x seq) x gate (issue 28: window = (tok_w, seq_w)), each term where it is
+    given; get: a per-configuration (or per-phase-and-configuration) table -> the rows' values. The one
+    place both the phases' totals (_scaled_bytes) and the components at the peak (_components) add them."""
     if per_seq is not None:
-        by_tokens += (np.take(per_seq, at, mode="clip") if np.ndim(per_seq) else per_seq) * seq_tok
+        value += get(per_seq) * seq_tok
     if per_sq is not None:
-        by_tokens += (np.take(per_sq, at, mode="clip") if np.ndim(per_sq) else per_sq) * seq_sq
-    if window is not None:  # from the window on (issue 28): + (tok_w x tokens + seq_w x tokens x seq) x gate
-        tw, qw, gate = window
-        extra = (np.take(tw, at, mode="clip") if np.ndim(tw) else tw) * tok
+        value += get(per_sq) * seq_sq
+    if window is not None:
+        tw, qw = window
+        extra = get(tw) * tok
         if not is_zero(qw):
-            extra += (np.take(qw, at, mode="clip") if np.ndim(qw) else qw) * seq_tok
-        by_tokens += extra * gate
-    return by_tokens
+            extra += get(qw) * seq_tok
+        value += extra * gate
+    return value
 
 
 def _rows_of(values, block: slice):
@@ -561,6 +572,7 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
     where = peak.astype(np.intp)  # (phase, memory configuration) of each row, in the tables
     where *= size
     where += at
+    get = _taker(where)
     for comp, value in dest.items():
         per_config, per_token, per_seq, per_sq, window = tables[comp]
         if per_token is not None:
@@ -572,13 +584,7 @@ def _components(tables: dict, peak: np.ndarray, at: np.ndarray, size: int, token
             np.take(per_config, where, out=value, mode="clip")
         else:
             value.fill(0.0)
-        if per_seq is not None:  # + per_token_seq x tokens x seq (issue 12)
-            value += np.take(per_seq, where, mode="clip") * seq_tokens
-        if per_sq is not None:  # + seq_sq x seq^2 from the window on (issue 28)
-            value += np.take(per_sq, where, mode="clip") * seq_sq
-        if window is not None:  # + (per token x tokens + per token-seq x tokens x seq) from the window on
-            tw, qw = window
-            value += (np.take(tw, where, mode="clip") * tokens + np.take(qw, where, mode="clip") * seq_tokens) * gate
+        _add_seq_terms(value, get, tokens, seq_tokens, per_seq, per_sq, seq_sq, window, gate)
         if comp == "logits" and logits_fixed is not None:
             np.copyto(value, value + logits_fixed, where=peak == PHASE_INDEX["logits"])
 
