@@ -31,6 +31,7 @@ from engine.memory import (
     is_zero,
     layer_activation_bytes,
     layer_backward_transient_bytes,
+    rms_norm_saved_bytes,
     gemma_norm_bytes,
     moe_routing_bytes,
     qk_norm_bytes,
@@ -1321,9 +1322,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # `input_tensor.redistribute(placements=desired_input_layouts)`), and the matmul keeps that whole
     # sequence for the weight's gradient (for seq_split 1 the same sum as before, in the same order)
     head_in = np.where(head_trained, np.where(x.autocast, 2.0, x.R) * x.h, 0.0)
-    final_norm = (4.0 * x.h + 4.0 + x.R * x.h * head_trained) / x.seq_split + head_in
-    if np.any(x.liger):  # Liger's RMSNorm keeps its input and one fp32 rstd per token (engine/memory.py)
-        final_norm = np.where(x.liger, (x.R * x.h + 4.0) / x.seq_split + head_in, final_norm)
+    final_norm = rms_norm_saved_bytes(x.h, x.R, head_trained, x.liger) / x.seq_split + head_in
     if np.any(x.head_quant):  # LitGPT's 4-bit lm_head: MatMul4Bit before bitsandbytes 0.43.2 keeps its input,
         # the final norm's 16-bit output (the 128-token chunks are views of it), which a frozen lm_head would not
         final_norm = final_norm + np.where(x.head_quant & x.kbit_keeps_input, x.M * x.h, 0.0)
@@ -1670,12 +1669,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         gathered = np.where(pp_fsdp, unsharded / x.mp, gathered)
         accumulated = np.where(pp_fsdp, t.trainable / x.mp * np.where(x.master > 0, 4.0, x.gb), 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
-    transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp)
-    if np.any(x.liger):
-        # Liger's SwiGLU backward writes the gradients of gate's and up's outputs into the saved a and b in place
-        # (Liger-Kernel v0.6.2 ops/swiglu.py _swiglu_backward_kernel: `tl.store(a_ptr ..., da_row)`,
-        # `tl.store(b_ptr ..., db_row)`): of the MLP's three f-wide gradients only down_proj's input's is new
-        transient = np.where(x.liger, transient - 2.0 * x.M * x.f / x.tp, transient)
+    transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp, x.liger)
     # a bitsandbytes base dequantizes one whole weight to 16-bit per matmul (issue 27 item 4): MatMul4Bit's
     # backward `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype))`, MatMul8bitLt's
     # `state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)` (bitsandbytes autograd/_functions.py at

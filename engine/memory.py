@@ -267,10 +267,7 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
             inputs = inputs + (R * own + drop) * h * drops
         # the norm's own tensors are sequence-sharded, the linears' gathered input is not (seq_split
         # above); for seq_split 1 the same sum as before, in the same order
-        norm = 4.0 * h + 4.0 + wgrad * R * h
-        if any_liger:
-            norm = np.where(liger, R * h + 4.0, norm)
-        return norm / seq_split + inputs
+        return rms_norm_saved_bytes(h, R, wgrad, liger) / seq_split + inputs
 
     # Under autocast SDPA runs in 16-bit: its q, k, v are 16-bit casts of the rotary outputs.
     qkv_bytes = np.where(cast_each, 2.0, M)
@@ -294,14 +291,32 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     )
 
 
-def layer_backward_transient_bytes(h, f, R, M, tp):
+def rms_norm_saved_bytes(h, R, wgrad, liger=False):
+    """Bytes per token an RMSNorm keeps for backward (its output aside, which the next module keeps).
+    transformers' (LlamaRMSNorm): pow() keeps x in fp32 (4h: the upcast copy, or x itself when fp32),
+    rsqrt() one fp32 value, and weight * y keeps y (R*h) where the weight trains. Liger's
+    (engine/stacks.py liger; Liger-Kernel v0.6.2 ops/rms_norm.py LigerRMSNormFunction saves (X, W, RSTD)):
+    the input itself (R*h) and one fp32 rstd."""
+    norm = 4.0 * h + 4.0 + wgrad * R * h
+    if np.any(liger):
+        norm = np.where(liger, R * h + 4.0, norm)
+    return norm
+
+
+def layer_backward_transient_bytes(h, f, R, M, tp, liger=False):
     """Bytes per token alive on top of saved activations while one layer runs backward.
 
     The incoming gradient of the layer output (R*h) and, in the MLP (its widest part),
     the gradient of down_proj's input, then the gradients of SiLU's output and of up's
     output computed by the product's backward: three f-wide tensors of the matmul dtype.
+    Liger's SwiGLU (engine/stacks.py liger) writes the gradients of gate's and up's outputs into the
+    saved a and b in place (Liger-Kernel v0.6.2 ops/swiglu.py _swiglu_backward_kernel: `tl.store(a_ptr
+    ..., da_row)`, `tl.store(b_ptr ..., db_row)`): of the three only down_proj's input's is new.
     """
-    return R * h + 3.0 * M * f / tp
+    transient = R * h + 3.0 * M * f / tp
+    if np.any(liger):
+        transient = np.where(liger, transient - 2.0 * M * f / tp, transient)
+    return transient
 
 
 def logits_bytes(V, M, tp):
