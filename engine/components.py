@@ -331,7 +331,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
     gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
     gpt_oss = family.eq("gpt-oss").to_numpy()[midx]
-    masked, eager = attention_path(mv, gemma2 | gpt_oss)
+    masked, eager = attention_path(mv, family.isin(C.TRANSFORMERS_EAGER_FAMILIES).to_numpy()[midx])
     # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given; under litgpt
     # NF4 without double quantization, the `quantize: bnb.nf4` of every LitGPT config_hub qlora.yaml)
     base_quant = (lora & ~base_auto) | qlora
@@ -534,15 +534,16 @@ def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.nd
     return np.where(same & ~train & (stored > 0), stored, np.nan)
 
 
-def attention_path(mv: View, gemma2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def attention_path(mv: View, eager_family: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(masked, eager) per group (engine/stacks.py padding and attention). eager: attention 'eager',
-    or Gemma 2 or gpt-oss under 'sdpa' (`gemma2` marks both: softcapped scores, attention sinks;
-    transformers 5.24 Gemma2PreTrainedModel and GptOssPreTrainedModel have _supports_sdpa = False and run
-    eager_attention_forward; torchtune's Gemma2Attention computes the scores itself).
+    or under 'sdpa' a model of engine/constants.py TRANSFORMERS_EAGER_FAMILIES (`eager_family`: Gemma 2's
+    softcapped scores, gpt-oss's attention sinks; transformers 5.24 Gemma2PreTrainedModel and
+    GptOssPreTrainedModel have _supports_sdpa = False and run eager_attention_forward; torchtune's
+    Gemma2Attention computes the scores itself).
     masked: a padded batch under SDPA without packing (transformers builds the padding mask and
     repeats K and V to every head); flash attention unpads, a packed batch has no padding."""
     sdpa = _mask_if_present(mv, "attention", "sdpa")
-    eager = _mask_if_present(mv, "attention", "eager") | (sdpa & gemma2)
+    eager = _mask_if_present(mv, "attention", "eager") | (sdpa & eager_family)
     masked = sdpa & ~eager & _mask_if_present(mv, "padding", "padded") & ~_mask_if_present(mv, "packing", "on")
     return masked, eager
 
@@ -1312,8 +1313,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
     # torchtitan keep the residual stream sharded on the sequence between layers)
     ckpt = x.R * x.h / x.seq_split
-    # per-module checkpointing (engine/stacks.py checkpointing module): the four wrapped modules' inputs
-    saved_ckpt = np.where(x.ckpt_module, MODULE_CHECKPOINT_INPUTS * ckpt, ckpt) if np.any(x.ckpt_module) else ckpt
+    saved_ckpt = _checkpoint_inputs(x) * ckpt
     head_trained = x.full  # lm_head (or the tied embedding) is trained only in full fine-tuning
     # the final norm's tensors are sequence-sharded under sequence parallel; lm_head's input is not:
     # torchtitan's plan (pytorch/torchtitan 9dec370 parallelize_llama.py apply_tp) makes the output layer
@@ -1441,6 +1441,12 @@ def _op_saved_bytes(x: Inputs) -> np.ndarray:
     return inp + mms + sdpa + scatter
 
 
+def _checkpoint_inputs(x: Inputs):
+    """The residual-wide inputs a checkpointed layer keeps: one, or under per-module checkpointing (engine/stacks.py
+    checkpointing module) one per wrapped module, MODULE_CHECKPOINT_INPUTS."""
+    return np.where(x.ckpt_module, MODULE_CHECKPOINT_INPUTS, 1.0) if np.any(x.ckpt_module) else 1.0
+
+
 def _saved_stack(x: Inputs, layers, ckpt, per_layer):
     """What the decoder layers keep for backward under the scenario's checkpointing, from what a
     checkpointed layer keeps (`ckpt`, its input) and what a layer that is not keeps (`per_layer`):
@@ -1467,8 +1473,7 @@ def offloaded_activation_bytes(x: Inputs) -> np.ndarray:
     if not np.any(x.act_offload):
         return np.zeros(len(x.h))
     layers = np.where(x.freeze, x.k_layers, x.L)
-    inputs = np.where(x.ckpt_module, MODULE_CHECKPOINT_INPUTS, 1.0)  # (per-module checkpointing: four per layer)
-    kept = np.where(x.gc, inputs * x.R * x.h, _layer_activations(x))
+    kept = np.where(x.gc, _checkpoint_inputs(x) * x.R * x.h, _layer_activations(x))
     return np.where(x.act_offload, layers * kept, 0.0)
 
 

@@ -122,6 +122,10 @@ GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 # Bytes per element of the 16-bit (or fp32) parts and of the activations at inference.
 INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
+# The model families transformers runs with eager attention whatever SDPA is asked: transformers 5.24
+# Gemma2PreTrainedModel and GptOssPreTrainedModel have _supports_sdpa = False (softcapped scores; attention
+# sinks), so they run eager_attention_forward (engine/components.py attention_path, engine/serving.py)
+TRANSFORMERS_EAGER_FAMILIES = ("gemma-2", "gpt-oss")
 # bitsandbytes int8 keeps one fp32 scale per output row (Int8Params.SCB).
 INT8_ROW_SCALE_BYTES = 4
 

@@ -773,9 +773,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 and gpt-oss
     # attend eagerly under transformers: their masks are part of the eager scores' working set, below)
     model_family = m["family"].astype(str).to_numpy() if "family" in m else np.full(n, "")
+    eager_family = np.isin(model_family, C.TRANSFORMERS_EAGER_FAMILIES)
     window = _model_col(m, "sliding_window")
     hf_mask = (is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window)
-               & (model_family != "gemma-2") & (model_family != "gpt-oss"))
+               & ~eager_family)
     mask_held = np.where(hf_mask, ctx * ctx, 0.0)
     mask_build = np.where(hf_mask, 3.0 * ctx * ctx + hf_tokens * h * 2.0, 0.0)
     # Gemma 2 and gpt-oss under transformers attend eagerly (the rule of engine/components.py attention_path):
@@ -783,7 +784,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # and the models' masks, the working set `estimate` counts as its `attention` phase (eager_prefill_terms,
     # one function for both). device_map="auto" splits the layers, not the heads: a layer's scores sit
     # whole on its GPU (tp 1 here). The prefill's peak is the larger of that and the per-token working set.
-    eager_hf = is_hf & ((model_family == "gemma-2") | (model_family == "gpt-oss"))
+    eager_hf = is_hf & eager_family
     if eager_hf.any():
         act_b = np.array([C.INFER_ACT_BYTES.get(p, 2) for p in req["precision"].astype(str)], dtype=float)
         e_tok, e_seq = eager_prefill_terms(act_b, h, d, heads, kvh, 1.0, (model_family == "gemma-2") * 1.0)

@@ -264,9 +264,8 @@ def memory_summary(table: pd.DataFrame) -> str:
     share = hits / total if total else 0.0
     met = share >= MEMORY_TARGET_SHARE and err >= -MAX_UNDER_PCT
     under = f"worst underestimate {err:+.1f}% ({rid})" if rid else "none under"
-    rows = memory_rows(table)
-    errs = pd.to_numeric(rows["error_pct"], errors="coerce") if len(rows) else pd.Series(dtype=float)
-    under += f", {int((errs < -MAX_UNDER_PCT).sum())} under by more than {MAX_UNDER_PCT:.0f}%" if rid else ""
+    if rid:  # (memory_rows: every error a finite number)
+        under += f", {int((memory_rows(table)['error_pct'] < -MAX_UNDER_PCT).sum())} under by more than {MAX_UNDER_PCT:.0f}%"
     return (f"measured memory figures within +-{TARGET_PCT:.0f}%: {hits} of {total} ({100 * share:.0f}%); {under}; "
             f"target (>= {100 * MEMORY_TARGET_SHARE:.0f}% within, none under by more than {MAX_UNDER_PCT:.0f}%): "
             f"{'met' if met else 'not met'}")
