@@ -73,13 +73,10 @@ def scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     # torch.cat output, so its storage stays the full length until the next update): the KV cache
     # a prefill holds is the full one (details.*.kv_cache_bytes), not the window
     sc["kv_policy"] = "full"
+    # the harness builds the language model alone (measure_peaks.py MODELS: Gemma 3 4B from its text config,
+    # Gemma3ForCausalLM), no vision tower beside it
+    sc["vision_tower"] = "off"
     return sc
-
-
-def language_models(models: pd.DataFrame) -> pd.DataFrame:
-    """The catalog's models as the harness builds them: the language model alone (measure_peaks.py MODELS:
-    Gemma 3 4B from its text config, Gemma3ForCausalLM), no vision tower beside it (vision_params 0)."""
-    return models.assign(vision_params=0) if "vision_params" in models else models
 
 
 def compare(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +88,6 @@ def compare(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     (--padding unpadded, Gemma 2 --attention flash), what the runs would hold without padding,
     for comparison only."""
     sc = scenario_frame(measured)
-    models = language_models(models)
     result = estimate(sc, models)
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
     fused_sc = sc.assign(padding="unpadded")
@@ -220,7 +216,6 @@ def compare_loops(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     was set up, `error_harness` asked as the calibration harness runs (loop trainer, use_cache off,
     an inference row's sliding-window K/V at its window: what the engine answered before issue 28)."""
     sc = loops_scenario_frame(measured)
-    models = language_models(models)
     result = estimate(sc, models)
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
     old = sc.assign(loop="trainer", use_cache="off")
@@ -307,7 +302,6 @@ def compare_dropout(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFram
     """estimate() per row of the dropout set without the runtime overhead: `error` asked as run,
     `error_without` asked with lora_dropout 0 (what the engine answered before it modelled dropout)."""
     sc = dropout_scenario_frame(measured)
-    models = language_models(models)
     result = estimate(sc, models)
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
     before = estimate(sc.assign(lora_dropout=0.0), models)

@@ -87,7 +87,7 @@ def test_an_unmeasured_path_widens_the_band_and_says_why(models, row, reason, pc
 
 def test_every_measured_peak_lies_inside_its_band(models):
     measured = accuracy_table.load()
-    result = estimate(accuracy_table.scenario_frame(measured), accuracy_table.language_models(models))
+    result = estimate(accuracy_table.scenario_frame(measured), models)
     b = uncertainty.band(result, models)
     overhead = result["runtime_overhead_bytes"].to_numpy()
     low = b["peak_low_bytes"].to_numpy() - overhead
@@ -200,7 +200,7 @@ def test_the_measured_part_follows_its_rule_on_both_harnesses(models):
 
 def test_every_loops_row_lies_inside_its_band_as_it_ran(models):
     measured = pd.read_csv(ROOT / "tests" / "data" / "measured_loops.csv")
-    result = estimate(accuracy_table.loops_scenario_frame(measured), accuracy_table.language_models(models))
+    result = estimate(accuracy_table.loops_scenario_frame(measured), models)
     b = uncertainty.band(result, models)
     overhead = result["runtime_overhead_bytes"].to_numpy()
     peak = measured["peak_bytes"].to_numpy()
@@ -212,7 +212,7 @@ def test_every_dropout_row_lies_inside_its_band_as_it_ran(models):
     every measured peak inside the band (its worst held-out errors, -0.85% and +1.65%, are inside the measured
     part: 3% high, 4% low, the rule above)."""
     measured = pd.read_csv(ROOT / "tests" / "data" / "measured_dropout.csv")
-    result = estimate(accuracy_table.dropout_scenario_frame(measured), accuracy_table.language_models(models))
+    result = estimate(accuracy_table.dropout_scenario_frame(measured), models)
     b = uncertainty.band(result, models)
     overhead = result["runtime_overhead_bytes"].to_numpy()
     peak = measured["peak_bytes"].to_numpy()
