@@ -56,10 +56,10 @@ sys.path.insert(0, str(ROOT))
 
 from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
-from engine.components import scenario_inputs, totals  # noqa: E402
+from engine.components import model_types, scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
     DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, DS_SUB_GROUP_SIZE, DS_ZERO3_RECIPES, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
-    TRANSFORMERS_EAGER_FAMILIES,
+    TRANSFORMERS_EAGER_MODEL_TYPES,
 )
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
@@ -463,8 +463,8 @@ def invariant_violations(frame: pd.DataFrame, out: pd.DataFrame, models: pd.Data
     # load phase (the fused QKV built beside the originals); NaN elsewhere
     fused = (out["int4_kernel"].astype(str).to_numpy() == "autoawq_fused") if "int4_kernel" in out else np.zeros(len(out), bool)
     fused = fused & (out["precision"].astype(str).to_numpy() == "int4")
-    # (engine/constants.py TRANSFORMERS_EAGER_FAMILIES: Gemma 2's softcapping, gpt-oss's attention sinks)
-    sdpa_eager = np.isin(family, TRANSFORMERS_EAGER_FAMILIES)
+    # (engine/constants.py TRANSFORMERS_EAGER_MODEL_TYPES: Gemma 2's softcapping, gpt-oss's attention sinks)
+    sdpa_eager = np.isin(model_types(family), TRANSFORMERS_EAGER_MODEL_TYPES)
     own["attention"] = own["attention"] & ((attn == "eager") | ((attn == "sdpa") & sdpa_eager) | fused)
     own["load"] = own["load"] & fused
     # an SDPA prefill building its sliding-window mask (issue 28): inference rows attending through SDPA

@@ -251,6 +251,17 @@ class Totals:
     experts: np.ndarray    # bytes of the routed experts' weights (their share of `weights`)
 
 
+def model_types(families) -> np.ndarray:
+    """Each family's transformers model_type where the engine keys a term on it ("" elsewhere): a catalog
+    family through engine/constants.py FAMILY_MODEL_TYPE, a model read from a file or the Hub (family
+    "custom-<model_type>", catalog/user.py) by its own model_type."""
+    fam = pd.Series(list(families), dtype=object).fillna("").astype(str)
+    custom = fam.str.startswith(C.CUSTOM_FAMILY_PREFIX)
+    out = fam.map(C.FAMILY_MODEL_TYPE).fillna("").astype(object)
+    out[custom] = fam[custom].str.slice(len(C.CUSTOM_FAMILY_PREFIX))
+    return out.to_numpy(dtype=object)
+
+
 def inputs(view: View, models: pd.DataFrame) -> Inputs:
     """The Inputs of every group of a normalized scenario frame (one value per group of `view`)."""
     mv = view
@@ -328,10 +339,11 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     acb = np.where(kbit, C.AUTOCAST_COPY_BYTES["amp_bf16"], acb)
     residual = np.where(kbit, C.RESIDUAL_BYTES["amp_bf16"], mv.lookup("precision", C.RESIDUAL_BYTES, 2.0))
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
-    family = models["family"].astype(str) if "family" in models else pd.Series([""] * len(models))
-    gemma, gemma2 = family.str.startswith("gemma").to_numpy()[midx], family.eq("gemma-2").to_numpy()[midx]
-    gpt_oss = family.eq("gpt-oss").to_numpy()[midx]
-    masked, eager = attention_path(mv, family.isin(C.TRANSFORMERS_EAGER_FAMILIES).to_numpy()[midx])
+    # (as their transformers model_type: a catalog model and the same model read from its config.json alike)
+    mtype = model_types(models["family"] if "family" in models else [""] * len(models))
+    gemma, gemma2 = np.isin(mtype, C.GEMMA_MODEL_TYPES)[midx], (mtype == "gemma2")[midx]
+    gpt_oss = (mtype == "gpt_oss")[midx]
+    masked, eager = attention_path(mv, np.isin(mtype, C.TRANSFORMERS_EAGER_MODEL_TYPES)[midx])
     # the frozen base's quantization (lora over a quantized base, qlora: NF4 unless given; under litgpt
     # NF4 without double quantization, the `quantize: bnb.nf4` of every LitGPT config_hub qlora.yaml)
     base_quant = (lora & ~base_auto) | qlora
@@ -536,7 +548,7 @@ def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.nd
 
 def attention_path(mv: View, eager_family: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(masked, eager) per group (engine/stacks.py padding and attention). eager: attention 'eager',
-    or under 'sdpa' a model of engine/constants.py TRANSFORMERS_EAGER_FAMILIES (`eager_family`: Gemma 2's
+    or under 'sdpa' a model of engine/constants.py TRANSFORMERS_EAGER_MODEL_TYPES (`eager_family`: Gemma 2's
     softcapped scores, gpt-oss's attention sinks; transformers 5.24 Gemma2PreTrainedModel and
     GptOssPreTrainedModel have _supports_sdpa = False and run eager_attention_forward; torchtune's
     Gemma2Attention computes the scores itself).

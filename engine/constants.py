@@ -122,10 +122,19 @@ GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 # Bytes per element of the 16-bit (or fp32) parts and of the activations at inference.
 INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
-# The model families transformers runs with eager attention whatever SDPA is asked: transformers 5.24
+# The transformers model_type of the catalog families whose terms the engine keys on the architecture
+# (Gemma's norms, Gemma 2's softcapped scores, gpt-oss's eager bf16 scores and clamped GLU). A model read
+# from a config.json, a checkpoint or the Hub has the family "custom-<its model_type>" (catalog/user.py),
+# so a family is read as its model_type through this table or that prefix (engine/components.py model_types): the same
+# architecture gets the same terms whichever way it came in.
+FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss"}
+CUSTOM_FAMILY_PREFIX = "custom-"
+GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
+# The architectures transformers runs with eager attention whatever SDPA is asked: transformers 5.24
 # Gemma2PreTrainedModel and GptOssPreTrainedModel have _supports_sdpa = False (softcapped scores; attention
 # sinks), so they run eager_attention_forward (engine/components.py attention_path, engine/serving.py)
-TRANSFORMERS_EAGER_FAMILIES = ("gemma-2", "gpt-oss")
+TRANSFORMERS_EAGER_MODEL_TYPES = ("gemma2", "gpt_oss")
+
 # bitsandbytes int8 keeps one fp32 scale per output row (Int8Params.SCB).
 INT8_ROW_SCALE_BYTES = 4
 

@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine.components import eager_prefill_terms
+from engine.components import eager_prefill_terms, model_types
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, architecture_counts
 
@@ -772,8 +772,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
     # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 and gpt-oss
     # attend eagerly under transformers: their masks are part of the eager scores' working set, below)
-    model_family = m["family"].astype(str).to_numpy() if "family" in m else np.full(n, "")
-    eager_family = np.isin(model_family, C.TRANSFORMERS_EAGER_FAMILIES)
+    model_type = model_types(m["family"] if "family" in m else np.full(n, ""))  # (a custom-<model_type> too)
+    eager_family = np.isin(model_type, C.TRANSFORMERS_EAGER_MODEL_TYPES)
     window = _model_col(m, "sliding_window")
     hf_mask = (is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window)
                & ~eager_family)
@@ -787,7 +787,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     eager_hf = is_hf & eager_family
     if eager_hf.any():
         act_b = np.array([C.INFER_ACT_BYTES.get(p, 2) for p in req["precision"].astype(str)], dtype=float)
-        e_tok, e_seq = eager_prefill_terms(act_b, h, d, heads, kvh, 1.0, (model_family == "gemma-2") * 1.0)
+        e_tok, e_seq = eager_prefill_terms(act_b, h, d, heads, kvh, 1.0, (model_type == "gemma2") * 1.0)
         activation = np.where(eager_hf, np.maximum(activation, hf_tokens * (e_tok + ctx * e_seq)), activation)
 
     # --- llama.cpp / Ollama per-layer split ------------------------------------------------

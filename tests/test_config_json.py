@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -218,3 +219,57 @@ def test_cli_estimates_a_config_and_refuses_a_bad_one_in_one_line():
     assert bad.returncode == 2
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and "num_local_experts" in lines[0] and "Traceback" not in bad.stderr
+
+
+# A config.json of a catalog model (the same fields: checked below) must get the catalog entry's answer:
+# terms keyed on the architecture (Gemma's norms, Gemma 2's and gpt-oss's eager scores under transformers,
+# gpt-oss's clamped GLU) read the model_type of a "custom-<model_type>" family as they read a catalog
+# family (engine/components.py model_types). Before, an imported Gemma 2 9B came out at 55% of its catalog
+# twin's peak (LoRA, 2 x 2,048) and gpt-oss-20b's prefill (4 x 8,192) at 26%.
+TWINS = {"llama-2-7b.json": "llama-2-7b", "llama-3.2-1b.json": "llama-3.2-1b", "mistral-7b-v0.1.json": "mistral-7b",
+         "qwen2.5-0.5b.json": "qwen2.5-0.5b", "gemma-2b.json": "gemma-2b", "gemma-7b.json": "gemma-7b",
+         "mixtral-8x7b-v0.1.json": "mixtral-8x7b", "gemma-2-9b.json": "gemma-2-9b", "deepseek-v3.json": "deepseek-v3",
+         "gpt-oss-20b.json": "gpt-oss-20b", "qwen3-30b-a3b.json": "qwen3-30b-a3b"}
+TWIN_SCENARIOS = [
+    {"task": "train", "method": "lora", "batch": 2, "seq": 2048},
+    {"task": "train", "method": "full", "batch": 1, "seq": 1024, "precision": "mixed_bf16", "grad_checkpointing": True},
+    {"task": "train", "method": "qlora", "batch": 4, "seq": 512, "attention": "eager"},
+    {"task": "train", "method": "lora", "batch": 2, "seq": 1024, "recipe": "torchtune"},
+    {"task": "train", "method": "lora", "batch": 2, "seq": 1024, "recipe": "hf", "liger": "on"},
+    {"task": "infer", "precision": "bf16", "batch": 4, "seq": 4096},
+    {"task": "infer", "precision": "int4", "batch": 1, "seq": 2048, "kv_policy": "windowed"},
+    {"task": "infer", "precision": "q4_k_m", "batch": 1, "seq": 2048},
+]
+
+
+def test_a_config_of_a_catalog_model_gets_its_catalog_twins_answer(models):
+    records, rows = [], []
+    for name, twin in sorted(TWINS.items()):
+        record = model_from_config_file(DATA / "good_configs" / name)
+        mine = models.set_index("id").loc[twin]
+        differ = [k for k in record if k in mine.index and k not in ("id", "name", "family", "source", "notes", "release_date")
+                  and not (pd.isna(record[k]) and pd.isna(mine[k])) and record[k] != mine[k]]
+        assert not differ, f"{name}: the config's fields differ from {twin}'s: {differ}"
+        assert record["family"].startswith("custom-")
+        record = {**record, "id": f"config-{name}"}  # (a config may carry its catalog twin's id)
+        records.append(record)
+        rows += [{"model": model, **sc} for sc in TWIN_SCENARIOS for model in (twin, record["id"])]
+    frame = pd.concat([models, pd.DataFrame(records)], ignore_index=True)
+    out = estimate(pd.DataFrame(rows), frame)
+    ours, theirs = out.iloc[0::2].reset_index(drop=True), out.iloc[1::2].reset_index(drop=True)
+    numeric = [c for c in out.columns if pd.api.types.is_numeric_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c])]
+    assert len(numeric) > 50
+    for col in numeric:
+        a, b = ours[col].to_numpy(dtype=float), theirs[col].to_numpy(dtype=float)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        assert same.all(), (col, [(ours["model"].iloc[i], TWIN_SCENARIOS[i % len(TWIN_SCENARIOS)], a[i], b[i])
+                                  for i in np.flatnonzero(~same)[:3]])
+
+
+@pytest.mark.parametrize("name", ["gemma-2-9b.json", "gpt-oss-20b.json"])
+def test_serve_under_transformers_counts_a_configs_eager_prefill_as_its_twins(name):
+    # engine/serving.py reads the same model_type: a transformers prefill of Gemma 2 / gpt-oss attends eagerly
+    args = ("--engine", "transformers", "--gpu", "h100-sxm-80gb", "--max-model-len", "8192", "--json")
+    twin = json.loads(_cli("serve", "--model", TWINS[name], *args).stdout)
+    mine = json.loads(_cli("serve", "--model-file", str(DATA / "good_configs" / name), *args).stdout)
+    assert mine["activation_peak_bytes"] == twin["activation_peak_bytes"] > 9e9
