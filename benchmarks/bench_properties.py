@@ -56,11 +56,12 @@ sys.path.insert(0, str(ROOT))
 
 from catalog import default_catalog  # noqa: E402
 from engine import estimate  # noqa: E402
-from engine.components import model_types, scenario_inputs, totals  # noqa: E402
+from engine.components import scenario_inputs, totals  # noqa: E402
 from engine.constants import (  # noqa: E402
     DS_FP32_MASTER_RECIPES, DS_REDUCE_BUCKET_SIZE, DS_SUB_GROUP_SIZE, DS_ZERO3_RECIPES, GALORE_LAYERWISE, INFER_PRECISIONS, KV_BYTES, LORA_MODULES, MAX_GPUS, OPTIMIZERS, TRAIN_PRECISIONS,
     TRANSFORMERS_EAGER_MODEL_TYPES,
 )
+from engine.params import model_types  # noqa: E402
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
 from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, recipe_value  # noqa: E402

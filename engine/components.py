@@ -40,7 +40,14 @@ from engine.memory import (
     stack_logits_bytes,
 )
 from engine.stacks import LOSS_CHUNKS, MODULE_CHECKPOINT_INPUTS, OFFLOAD_LAYERS_IN_FLIGHT, SELECTIVE_EVERY
-from engine.params import ARCH_DEFAULTS, architecture_counts, kv_elements_per_token, lora_module_dims, parse_lora_targets
+from engine.params import (
+    ARCH_DEFAULTS,
+    architecture_counts,
+    kv_elements_per_token,
+    lora_module_dims,
+    model_types,
+    parse_lora_targets,
+)
 from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -249,17 +256,6 @@ class Totals:
     states: np.ndarray     # optimizer states (and master weights)
     temps: np.ndarray      # optimizer step temporaries
     experts: np.ndarray    # bytes of the routed experts' weights (their share of `weights`)
-
-
-def model_types(families) -> np.ndarray:
-    """Each family's transformers model_type where the engine keys a term on it ("" elsewhere): a catalog
-    family through engine/constants.py FAMILY_MODEL_TYPE, a model read from a file or the Hub (family
-    "custom-<model_type>", catalog/user.py) by its own model_type."""
-    fam = pd.Series(list(families), dtype=object).fillna("").astype(str)
-    custom = fam.str.startswith(C.CUSTOM_FAMILY_PREFIX)
-    out = fam.map(C.FAMILY_MODEL_TYPE).fillna("").astype(object)
-    out[custom] = fam[custom].str.slice(len(C.CUSTOM_FAMILY_PREFIX))
-    return out.to_numpy(dtype=object)
 
 
 def inputs(view: View, models: pd.DataFrame) -> Inputs:

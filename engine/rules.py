@@ -18,8 +18,8 @@ import pandas as pd
 import engine.constants as C
 import engine.categories as categories
 from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
-from engine.params import parse_lora_targets
-from engine.stacks import LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
+from engine.params import model_types, parse_lora_targets
+from engine.stacks import LIGER_MODEL_TYPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -83,7 +83,9 @@ RULES: tuple[tuple[str, str], ...] = (
               "off under the recipe's trainer, on for --loop manual (the model config's default) except under "
               "litgpt, whose model builds no training cache; the cache is never built under checkpointing. "
               "--liger on: a loss left 'auto' is Liger's fused linear cross-entropy (fused), which its patched "
-              "forward runs when the model is called with labels."),
+              "forward runs when the model is called with labels; on an architecture Liger-Kernel 0.6.2 does not "
+              "patch (DeepSeek-V3, gpt-oss, Mistral Small 3.x, or a model file's model_type it does not list) "
+              "liger is off and the loss the recipe's."),
 )
 
 
@@ -125,6 +127,14 @@ def _set_rows(column, rows: np.ndarray, value: str) -> pd.Categorical:
     codes = codes.astype(np.int32, copy=True)
     codes[rows] = cats.index(value)
     return categories.from_codes(codes, cats)
+
+
+def liger_unpatched(families) -> np.ndarray:
+    """Per model family: Liger-Kernel patches nothing of it (engine/stacks.py LIGER_MODEL_TYPES, read by a
+    model's own model_type where it came from a file or the Hub, LIGER_UNPATCHED_FAMILIES for the catalog's)."""
+    fam = pd.Series(list(families), dtype=object).fillna("").astype(str)
+    custom = fam.str.startswith(C.CUSTOM_FAMILY_PREFIX).to_numpy()
+    return np.where(custom, ~np.isin(model_types(fam), LIGER_MODEL_TYPES), fam.isin(LIGER_UNPATCHED_FAMILIES).to_numpy())
 
 
 def canonical_targets(text: str) -> str:
@@ -308,14 +318,26 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         # Liger's fused linear cross-entropy (engine/stacks.py liger): a loss left 'auto' on a row that asks Liger
         # is `fused` (its lce_forward skips the logits where the model is called with labels in training),
         # read before 'auto' resolves
-        liger_loss = None
+        # An architecture Liger does not patch runs transformers' modules: its rows' Liger is off (stacks.py
+        # LIGER_MODEL_TYPES), asked or a recipe's default, and their loss stays the recipe's
+        liger_loss, unpatched = None, None
+        if "liger" in out and not _every_row(out["liger"], "off"):
+            per_model = liger_unpatched(models["family"] if "family" in models else [""] * len(models))
+            if per_model.any():
+                unpatched = per_model[at]  # per model code (the last: a missing code)
         if "liger" in out and "loss" in out and not _every_row(out["liger"], "auto", "off"):
             liger_loss = _category_mask(out["liger"], "on") & _category_mask(out["loss"], "auto")
             if "recipe" in out:  # (a loop that computes the loss from the logits itself keeps its recipe's loss)
                 liger_loss &= ~_category_mask(out["recipe"], *LOSS_FROM_LOGITS)
+            if unpatched is not None:
+                liger_loss &= ~unpatched[model_codes]
         _resolve_stack(out, n)
         if liger_loss is not None and liger_loss.any():
             out["loss"] = _set_rows(out["loss"], liger_loss, "fused")
+        if unpatched is not None and not _every_row(out["liger"], "off"):
+            off = unpatched[model_codes] & _category_mask(out["liger"], "on")
+            if off.any():
+                out["liger"] = _set_rows(out["liger"], off, "off")
         if unsloth_drop is not None and unsloth_drop.any():
             out["adapter_dtype"] = _set_rows(out["adapter_dtype"], unsloth_drop, "fp32")
 
@@ -418,7 +440,7 @@ def _resolve_stack(out: dict, n: int) -> None:
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "precision": "precision", "seq": "sequence", "tp": "tensor parallel",
           "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
-          "kv_policy": "KV policy", "galore_rank": "GaLore rank"}
+          "kv_policy": "KV policy", "galore_rank": "GaLore rank", "liger": "Liger kernels"}
 _WHY = {
     "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
     "method": lambda r: "inference",
@@ -430,6 +452,7 @@ _WHY = {
     "kv_precision": lambda r: "as the activations",
     "kv_policy": lambda r: "the smallest cache engines keep",
     "galore_rank": lambda r: f"the {r.get('recipe', 'hf')} recipe's",
+    "liger": lambda r: "Liger-Kernel has no kernels for this architecture: transformers' own modules run",
 }
 
 

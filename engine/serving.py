@@ -56,9 +56,9 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine.components import eager_prefill_terms, model_types
+from engine.components import eager_prefill_terms
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
-from engine.params import ARCH_DEFAULTS, architecture_counts
+from engine.params import ARCH_DEFAULTS, architecture_counts, model_types
 
 ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm")
 GGUF_ENGINES = ("llama.cpp", "ollama")

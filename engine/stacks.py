@@ -192,7 +192,9 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   is called with labels (lce_forward: HF's Trainer, LLaMA-Factory): a loss left 'auto'
                   becomes `fused`; a loop that computes its loss from the logits itself (NeMo Automodel
                   pops the labels) keeps them: ask --loss unfused. RoPE's kernel keeps what the engine
-                  already counts (cos and sin). Every recipe's default: off.
+                  already counts (cos and sin). Every recipe's default: off. An architecture Liger does
+                  not patch (LIGER_MODEL_TYPES) runs transformers' own modules: `on` is decided `off`
+                  there (engine/rules.py).
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
@@ -350,6 +352,20 @@ NO_TRAINING_CACHE = ("litgpt",)
 # Liger's patched forward computes the logits there (lce_forward: skip_logits only with labels), so --liger on
 # leaves their loss as the recipe's (NeMo Automodel b4733bdc1 train_ft.py line 898 `labels = batch.pop("labels")`)
 LOSS_FROM_LOGITS = ("automodel",)
+# The transformers model_types Liger-Kernel v0.6.2 patches (src/liger_kernel/transformers/monkey_patch.py
+# MODEL_TYPE_TO_APPLY_LIGER_FN); for any other _apply_liger_kernel_to_instance logs "There are currently no
+# Liger kernels supported for model type" and patches nothing, so the run holds transformers' modules.
+LIGER_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3", "glm4", "glm4v", "llama", "llama4_text", "llama4",
+                     "llava", "granite", "mllama", "mllama_text_model", "mistral", "mixtral", "olmo2", "qwen2",
+                     "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "smollm3",
+                     "phi3", "paligemma")
+# The catalog families whose checkpoints' model_type is not in that list: DeepSeek-V3 / R1 (deepseek_v3),
+# gpt-oss (gpt_oss: Liger adds it in v0.6.5, 2026-02, with its norms and fused loss but not its experts'
+# clamped GLU; not counted here, so the estimate keeps transformers' larger figure) and Mistral Small 3.1 / 3.2
+# (mistral3, Mistral3ForConditionalGeneration). The catalog's other families are llama, mllama, llama4,
+# mistral, mixtral, gemma, gemma2, gemma3, qwen2, qwen2_5_vl, qwen3, qwen3_moe, phi3 (Phi-4) and smollm3
+# checkpoints, all in the list; a model read from a file or the Hub is looked up by its own model_type.
+LIGER_UNPATCHED_FAMILIES = ("deepseek-v3", "gpt-oss", "mistral-small")
 
 # recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
 # grad_checkpointing (full when true, none when false). A dict value picks by training method.

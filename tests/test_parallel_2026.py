@@ -11,6 +11,7 @@ import pytest
 from engine import estimate
 from engine.margins import MEASURED_HIGH_PCT as MEASURED  # the band's measured part (engine/margins.py's rule)
 from tests.clirun import run_cli
+from tests.conftest import ROOT
 from tests.test_checkpoints import write_gguf
 
 # Llama 3.1 8B: 32 layers, h 4096, 8 KV heads of 128 (kv width 1024)
@@ -246,3 +247,30 @@ def test_liger_swiglu_backward_writes_its_gradients_in_place(models):
                 padding="unpadded", loss="fused", checkpointing="full")
     rows = estimate(pd.DataFrame([dict(base, liger="off"), dict(base, liger="on")]), models)
     assert rows["backward_phase_bytes"].iloc[0] - rows["backward_phase_bytes"].iloc[1] == 73_728 * 2048
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "deepseek-v3", "mistral-small-3.1-24b"])
+def test_liger_on_an_architecture_it_does_not_patch_is_off(models, model):
+    """Liger-Kernel v0.6.2 patches the model_types of monkey_patch.py MODEL_TYPE_TO_APPLY_LIGER_FN only; gpt_oss,
+    deepseek_v3 and mistral3 are not among them, so --liger on runs transformers' modules there: decided off, the
+    loss the recipe's, the estimate as with --liger off (and the same for NeMo Automodel's default on)."""
+    base = dict(model=model, task="train", method="lora", precision="bf16", batch=1, seq=512)
+    rows = estimate(pd.DataFrame([dict(base, liger="off"), dict(base, liger="on"), dict(base, recipe="automodel"),
+                                  dict(base, model="llama-3.2-1b", liger="on")]), models)
+    assert list(rows["liger"]) == ["off", "off", "off", "on"]
+    assert list(rows["loss"])[:2] == ["unfused", "unfused"] and rows["loss"].iloc[3] == "fused"
+    assert rows["peak_bytes"].iloc[1] == rows["peak_bytes"].iloc[0]
+    code, out, err = run_cli("estimate", "--model", model, "--method", "lora", "--liger", "on", "--seq", "512", "--json")
+    assert code == 0, err
+    assert any(n.startswith("Liger kernels on → off") for n in json.loads(out)["normalization_notes"])
+
+
+def test_liger_reads_a_model_files_own_model_type(models):
+    """A model read from a config.json is looked up by its model_type: llama is patched, deepseek_v3 is not."""
+    from catalog.user import model_from_config_file
+    data = ROOT / "tests" / "data" / "good_configs"
+    records = [dict(model_from_config_file(data / name), id=f"file-{name}") for name in ("llama-3.2-1b.json", "deepseek-v3.json")]
+    frame = pd.concat([models, pd.DataFrame(records)], ignore_index=True)
+    rows = estimate(pd.DataFrame([dict(model=r["id"], task="train", method="lora", batch=1, seq=512, liger="on")
+                                  for r in records]), frame)
+    assert list(rows["liger"]) == ["on", "off"]
