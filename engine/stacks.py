@@ -366,6 +366,10 @@ LIGER_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3", "glm4", "glm4v"
 # mistral, mixtral, gemma, gemma2, gemma3, qwen2, qwen2_5_vl, qwen3, qwen3_moe, phi3 (Phi-4) and smollm3
 # checkpoints, all in the list; a model read from a file or the Hub is looked up by its own model_type.
 LIGER_UNPATCHED_FAMILIES = ("deepseek-v3", "gpt-oss", "mistral-small")
+# The recipes whose framework has a switch for Liger's kernels (each recipe's `liger` source below): HF Trainer's
+# TrainingArguments.use_liger_kernel (also under DeepSpeed), LLaMA-Factory's enable_liger_kernel, axolotl's Liger
+# plugin. (NeMo Automodel loads them by default; torchtune, Unsloth, torchtitan and LitGPT run their own modules.)
+LIGER_SWITCH_RECIPES = ("hf", "llama-factory", "axolotl", "deepspeed")
 
 # recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
 # grad_checkpointing (full when true, none when false). A dict value picks by training method.

@@ -166,7 +166,8 @@ vview = pd.DataFrame({
 c.table(vview, "breakdown_what_if", c.csv_settings(page="breakdown: what-if"),
         formats={"Memory used (%)": "%.1f%%"},
         help={"Rank": "0 is the scenario as configured; then changes that fit (fewest GPUs, least impact first), then "
-                      "the rest (fewest GPUs needed).",
+                      "the rest (fewest GPUs needed). Where no single change fits on these GPUs, the fewest changes "
+                      "that fit together lead as one 'Together: ...' row.",
               "GPUs to fit": "Its own GPU count when it fits; otherwise the count that would hold it with ZeRO-3 "
                              "(training) or tensor parallelism (serving).",
               "Impact": "none < slower < much slower < changes the run < changes the method or model."})

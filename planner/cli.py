@@ -31,7 +31,9 @@ GIB = 2**30
 WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "peak_bytes", "saved_bytes",
                 "memory_used_fraction", "impact", "impact_label", "tradeoff",
                 # issue 28: what the change's fit was decided on (the estimate + the verdict margin)
-                "safe_peak_bytes", "fits_at_estimate")
+                "safe_peak_bytes", "fits_at_estimate",
+                # how many single changes the row makes (2 or more: the combination tried where none fits alone)
+                "change_count")
 # the scenario as estimated (the decided values), the columns the what-if changes start from
 SCENARIO_COLUMNS = tuple(c.name for c in columns.SCENARIO if c.group in ("scenario", "stack"))
 # every --json output carries this (docs/install.md): a whole number, raised when a key is renamed

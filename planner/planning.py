@@ -39,7 +39,8 @@ from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, grid
-from engine.stacks import DEFAULT_RECIPE, recipe_value
+from engine.rules import liger_unpatched
+from engine.stacks import DEFAULT_RECIPE, LIGER_SWITCH_RECIPES, recipe_value
 from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
@@ -610,8 +611,9 @@ def _setting(base: dict, name: str):
     return base.get(name, DEFAULTS[name])
 
 
-def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
-    """(label, overrides, impact, trade-off) for the changes that apply to `base`."""
+def _variants(base: dict, heads: int, liger_patched: bool = True) -> list[tuple[str, dict, int, str]]:
+    """(label, overrides, impact, trade-off) for the changes that apply to `base`. liger_patched: Liger-Kernel
+    has kernels for the model's architecture (engine/rules.py liger_unpatched)."""
     out: list[tuple[str, dict, int, str]] = []
     gpus = int(_setting(base, "gpus"))
     if _setting(base, "task") == "train":
@@ -637,6 +639,14 @@ def _variants(base: dict, heads: int) -> list[tuple[str, dict, int, str]]:
             out.append(("Sequence packing (no padding, no mask)", {"packing": "on"}, 3,
                         "examples packed into full-length sequences (trl packing=True): no padding tokens; "
                         "attention crosses example boundaries unless position_ids / FlashAttention varlen"))
+        # Liger's kernels (engine/stacks.py liger): its fused linear cross-entropy drops the logits where the loss is
+        # left auto, its RMSNorm and SwiGLU keep less; offered where the recipe's framework has the switch
+        recipe = base.get("recipe") or DEFAULT_RECIPE
+        liger = base.get("liger") if _setting(base, "liger") != "auto" else recipe_value(recipe, "liger", method, gc)
+        if liger == "off" and recipe in LIGER_SWITCH_RECIPES and liger_patched:
+            out.append(("Liger kernels (fused cross-entropy, RMSNorm, SwiGLU)", {"liger": "on"}, 0,
+                        "same math in Triton kernels (pip install liger-kernel): use_liger_kernel=True in "
+                        "TrainingArguments, enable_liger_kernel in LLaMA-Factory, axolotl's Liger plugin"))
         if opt == "adamw":
             out.append(("Fused AdamW (no step temporaries)", {"optimizer": "adamw_fused"}, 0,
                         "same update, one fused kernel: torch.optim.AdamW(fused=True)"))
@@ -716,7 +726,8 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
     """
     frame, variants = _what_if_frame(base, models)
-    return _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants)
+    ranked = _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants)
+    return _with_combination(ranked, base, variants, models, gpus, overhead)
 
 
 def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list]:
@@ -726,7 +737,9 @@ def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list
         raise ValueError("what-if needs a GPU to fit against; accepted: a catalog GPU id")
     known = models.set_index("id")
     heads = int(known.loc[base["model"], "num_heads"]) if base.get("model") in known.index else 1
-    variants = _variants(base, heads)
+    patched = (not bool(liger_unpatched([known.loc[base["model"], "family"]])[0])
+               if base.get("model") in known.index and "family" in known else True)
+    variants = _variants(base, heads, patched)
     rows = [dict(base)] + [{**base, **v[1]} for v in variants]  # a handful of variants, not scenario rows
     frame = with_defaults(pd.DataFrame(rows))
     count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
@@ -753,14 +766,21 @@ def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list) -> 
     res.insert(2, "impact", [0] + [v[2] for v in variants])
     res.insert(3, "impact_label", ["—"] + [IMPACT_LABELS[v[2]] for v in variants])
     res.insert(4, "tradeoff", ["—"] + [v[3] for v in variants])
+    res.insert(5, "change_count", [0] + [1] * len(variants))
     res["saved_bytes"] = res["peak_bytes"].iloc[0] - res["peak_bytes"]
     # a change that adds memory per GPU (e.g. ZeRO-3 + offload on one GPU, whose gathers and
     # pinned buffers cost more than they save there) is no way to make a workload fit: left out
     adds = (res["saved_bytes"].to_numpy(dtype=float) < 0) & (np.arange(k) > 0)
     if adds.any():
         res, fits = res[~adds].reset_index(drop=True), fits[~adds]
-    # ranked: fits first, on the fewest GPUs, then by memory saved (most first: QLoRA's 10 GiB
-    # before 8-bit AdamW's 0.02 GiB), then the lower impact; changes that save nothing go last
+    return _ranked(res)
+
+
+def _ranked(res: pd.DataFrame) -> pd.DataFrame:
+    """The what-if rows (the baseline first) ranked: fits first, on the fewest GPUs, then by memory saved (most
+    first: QLoRA's 10 GiB before 8-bit AdamW's 0.02 GiB), then the lower impact; changes that save nothing go last."""
+    res = res.drop(columns="rank", errors="ignore").reset_index(drop=True)
+    fits = res["fits"].fillna(False).to_numpy(dtype=bool)
     key = pd.DataFrame({"nofit": ~fits, "gpus": res["gpus_to_fit"], "no_effect": res["saved_bytes"] <= 0,
                         "saved": -res["saved_bytes"].astype(float), "impact": res["impact"]})
     key.iloc[0] = [False, -1.0, False, -np.inf, -1]  # the baseline stays first
@@ -768,6 +788,75 @@ def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list) -> 
     res = res.loc[order].reset_index(drop=True)
     res.insert(0, "rank", np.arange(len(res)))
     return res
+
+
+# Changes tried together when no single change fits on the scenario's GPUs: every combination of up to this
+# many changes that set no column to two values (the changes that save memory: ~15 for a training row, so
+# ~550 rows in one more engine call). Three covers the usual remedy (checkpointing, a smaller micro-batch and a
+# loss that keeps no logits; or an adapter method, checkpointing and 8-bit states).
+COMBINE_MAX = 3
+
+
+def _combinations(labels: list, overrides: list, most: int = COMBINE_MAX) -> list[tuple[tuple, dict]]:
+    """Every set of 2..most changes (indices into labels) whose overrides agree where they share a column,
+    with the overrides merged."""
+    from itertools import combinations
+    out = []
+    for k in range(2, most + 1):
+        for idx in combinations(range(len(labels)), k):
+            merged: dict = {}
+            for i in idx:
+                if any(key in merged and merged[key] != value for key, value in overrides[i].items()):
+                    break
+                merged.update(overrides[i])
+            else:
+                out.append((idx, merged))
+    return out
+
+
+def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.DataFrame, gpus: pd.DataFrame,
+                      overhead: dict | None) -> pd.DataFrame:
+    """`res` (what_if's ranked rows) with the best combination of changes added, where no single change fits on
+    the scenario's own GPU count: of the combinations that fit (as configured, each on its own GPU count), the one
+    on the fewest GPUs, then with the fewest changes, the least impact and the lowest peak. Added only where it
+    needs fewer GPUs than any single change (`gpus_to_fit`); every combination in one more engine call."""
+    own = int(res["gpus"].iloc[0])
+    singles = res[res["rank"] > 0]
+    fits = singles["fits"].fillna(False).to_numpy(dtype=bool)
+    if (fits & (singles["gpus_to_fit"].to_numpy(dtype=float) <= own)).any():
+        return res
+    by_label = {v[0]: v for v in variants}
+    useful = [by_label[c] for c in singles.loc[singles["saved_bytes"] > 0, "change"] if c in by_label]
+    combos = _combinations([v[0] for v in useful], [v[1] for v in useful])
+    if not combos:
+        return res
+    frame = with_defaults(pd.DataFrame([{**base, **merged} for _, merged in combos]))
+    est = estimate(frame, models, gpus, **(overhead or {}))
+    ok = est["fits"].fillna(False).to_numpy(dtype=bool)
+    if not ok.any():
+        return res
+    count = est["gpus"].to_numpy(dtype=float)
+    size = np.array([len(idx) for idx, _ in combos], dtype=float)
+    worst = np.array([max(useful[i][2] for i in idx) for idx, _ in combos], dtype=float)
+    total = np.array([sum(useful[i][2] for i in idx) for idx, _ in combos], dtype=float)
+    key = pd.DataFrame({"gpus": count, "size": size, "worst": worst, "total": total,
+                        "peak": est["peak_bytes"].to_numpy(dtype=float)})[ok]
+    best = int(key.sort_values(["gpus", "size", "worst", "total", "peak"], kind="stable").index[0])
+    if count[best] >= np.nanmin(singles["gpus_to_fit"].to_numpy(dtype=float), initial=np.inf):
+        return res
+    idx, merged = combos[best]
+    row = est.iloc[[best]].reset_index(drop=True)
+    chosen = [useful[i] for i in idx]
+    extra = {"change": "Together: " + " + ".join(v[0].split(" (")[0] for v in chosen),
+             "overrides": ", ".join(f"{key}={val}" for key, val in merged.items()),
+             "impact": int(worst[best]), "impact_label": IMPACT_LABELS[int(worst[best])],
+             "tradeoff": "; ".join(v[3] for v in chosen), "change_count": len(chosen)}
+    for pos, (col, value) in enumerate(extra.items()):
+        row.insert(pos, col, value)
+    row["gpus_to_fit"] = count[best]
+    row["saved_bytes"] = res["peak_bytes"].iloc[0] - row["peak_bytes"]
+    return _ranked(pd.concat([res.drop(columns="rank"), row[[c for c in res.columns if c != "rank"]]],
+                             ignore_index=True))
 
 
 def memory_curve(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batches,
@@ -791,7 +880,8 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
     both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
     n = len(frame)
-    return {"row": both.iloc[0], "what_if": _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants),
+    ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants)
+    return {"row": both.iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead),
             "curve": both.iloc[n:].reset_index(drop=True)}
 
 

@@ -129,6 +129,18 @@ def test_what_if_ranks_every_change_with_its_own_fit():
     assert by_name["8-bit AdamW (bitsandbytes)"]["saved_bytes"] > 0
     assert by_name["Gradient checkpointing"]["saved_bytes"] == 0
     assert by_name["QLoRA r=8 + gradient checkpointing"]["fits"] is True
+    assert {c["change_count"] for c in changes} == {1}  # single changes fit here: no combination is tried
+
+
+def test_where_no_single_change_fits_the_cli_suggests_changes_together():
+    args = ("estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "qlora", "--batch", "4", "--seq", "8192")
+    code, out, err = run(*args)
+    assert code == 0, err
+    assert "changes that fit, best first" in out and "Together: " in out
+    code, out, err = run(*args, "--what-if", "--json")
+    together = [c for c in json.loads(out)["what_if"] if c["change_count"] > 1]
+    assert len(together) == 1 and together[0]["rank"] == 1 and together[0]["fits"] is True
+    assert together[0]["change"].startswith("Together: ") and together[0]["overrides"].count("=") >= 2
 
 
 def test_an_estimate_that_does_not_fit_suggests_the_best_changes():

@@ -340,6 +340,15 @@ def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     assert any(m.label == "Largest micro-batch" for m in at.metric)
 
 
+def test_breakdown_leads_with_the_changes_that_fit_together_where_none_fits_alone():
+    at = open_app("pages/breakdown.py", query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "method": "qlora",
+                                               "batch": "4", "seq": "8192"})
+    variants = table(at, 1)
+    assert variants["Change"].iloc[0] == "As configured" and not variants["Fits"].iloc[0]
+    assert variants["Change"].iloc[1].startswith("Together: ") and variants["Fits"].iloc[1]
+    assert not variants["Fits"].iloc[2:].any()
+
+
 def test_breakdown_shows_the_uncertainty_band_of_the_peak(models, gpus):
     at = open_app("pages/breakdown.py")
     at.selectbox(key="w_method").set_value("qlora").run()

@@ -316,7 +316,7 @@ def test_what_if_offers_the_usual_remedies_each_estimated_as_stated(models, gpus
     for _, row in res.iterrows():  # each variant = a direct estimate of its stated scenario
         sc = {k: row[k] for k in ("model", "gpu", "task", "method", "precision", "optimizer", "batch", "seq",
                                   "grad_checkpointing", "zero", "offload", "gpus", "base_precision", "attention",
-                                  "packing", "padding")}
+                                  "packing", "padding", "liger")}
         direct = estimate(pd.DataFrame([sc]), models, gpus).iloc[0]
         assert row["peak_bytes"] == direct["peak_bytes"], row["change"]
 
@@ -545,3 +545,49 @@ def test_groups_of_no_columns_and_no_rows():
     assert number.tolist() == [0, 0] and len(keys) == 1
     number, keys = planning.groups(frame.iloc[:0], ("model", "plan"))
     assert len(number) == 0 and list(keys.columns) == ["model", "plan"] and len(keys) == 0
+
+
+# ---- what-if: changes together -------------------------------------------------------------------
+
+QLORA_8K = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "task": "train", "method": "qlora", "batch": 4, "seq": 8192,
+            "gpus": 1}
+
+
+def test_where_no_single_change_fits_the_fewest_changes_that_fit_together_are_offered(models, gpus):
+    """Llama 3.1 8B QLoRA at 4 x 8,192 on one RTX 4090 (~248 GiB: activations without checkpointing and 47 GiB of
+    logits): no single change fits on its own. what_if adds the combination of the fewest changes that fits on the
+    scenario's GPU count, ranked first; its figures are a direct estimate of the scenario with those changes, and
+    no pair of the single changes fits (each pair estimated here directly)."""
+    res = planning.what_if(QLORA_8K, models, gpus)
+    singles = res[res["change_count"] == 1]
+    assert not (singles["fits"].fillna(False).astype(bool) & (singles["gpus_to_fit"] <= 1)).any()
+    top = res.iloc[1]
+    assert top["change"].startswith("Together: ") and top["change_count"] == 3 and bool(top["fits"])
+    assert top["gpus"] == top["gpus_to_fit"] == 1 and top["saved_bytes"] == res["peak_bytes"].iloc[0] - top["peak_bytes"]
+    heads = int(models.set_index("id").loc["llama-3.1-8b", "num_heads"])
+    variants = {v[0]: v for v in planning._variants(QLORA_8K, heads)}
+    chosen = [variants[c] for c in singles["change"] if c.split(" (")[0] in top["change"].removeprefix("Together: ").split(" + ")]
+    assert len(chosen) == 3 and top["impact"] == max(v[2] for v in chosen)
+    merged = {k: v for c in chosen for k, v in c[1].items()}
+    direct = estimate(pd.DataFrame([{**QLORA_8K, **merged}]), models, gpus).iloc[0]
+    assert direct["peak_bytes"] == top["peak_bytes"] and bool(direct["fits"])
+    pairs = [{**QLORA_8K, **a[1], **b[1]} for i, a in enumerate(variants.values()) for b in list(variants.values())[i + 1:]
+             if all(a[1].get(k, v) == v for k, v in b[1].items())]
+    both = estimate(pd.DataFrame(pairs), models, gpus)
+    assert len(pairs) > 50 and not (both["fits"].fillna(False).astype(bool) & (both["gpus"] == 1)).any()
+
+
+def test_no_combination_where_a_single_change_fits(models, gpus):
+    base = {**LORA_8B, "model": "llama-3-8b", "gpu": "rtx-4090", "gpus": 1, "grad_checkpointing": False}
+    res = planning.what_if(base, models, gpus)
+    assert (res["change_count"] <= 1).all() and bool(res["fits"].iloc[1])
+
+
+def test_liger_is_offered_where_the_recipe_has_the_switch_and_the_model_is_patched(models, gpus):
+    label = "Liger kernels (fused cross-entropy, RMSNorm, SwiGLU)"
+    for base, offered in (({**QLORA_8K}, True), ({**QLORA_8K, "recipe": "torchtune"}, False),
+                          ({**QLORA_8K, "liger": "on"}, False), ({**QLORA_8K, "model": "gpt-oss-20b", "seq": 2048}, False)):
+        res = planning.what_if(base, models, gpus)
+        assert (label in set(res["change"])) == offered, base
+    res = planning.what_if(QLORA_8K, models, gpus).set_index("change")
+    assert res.loc[label, "liger"] == "on" and res.loc[label, "loss"] == "fused" and res.loc[label, "impact"] == 0
