@@ -132,9 +132,9 @@ def _set_rows(column, rows: np.ndarray, value: str) -> pd.Categorical:
 def liger_unpatched(families) -> np.ndarray:
     """Per model family: Liger-Kernel patches nothing of it (engine/stacks.py LIGER_MODEL_TYPES, read by a
     model's own model_type where it came from a file or the Hub, LIGER_UNPATCHED_FAMILIES for the catalog's)."""
-    fam = pd.Series(list(families), dtype=object).fillna("").astype(str)
-    custom = fam.str.startswith(C.CUSTOM_FAMILY_PREFIX).to_numpy()
-    return np.where(custom, ~np.isin(model_types(fam), LIGER_MODEL_TYPES), fam.isin(LIGER_UNPATCHED_FAMILIES).to_numpy())
+    fam = [v if isinstance(v, str) else "" for v in families]
+    custom = np.array([f.startswith(C.CUSTOM_FAMILY_PREFIX) for f in fam], dtype=bool)
+    return np.where(custom, ~np.isin(model_types(fam), LIGER_MODEL_TYPES), np.isin(fam, LIGER_UNPATCHED_FAMILIES))
 
 
 def canonical_targets(text: str) -> str:
