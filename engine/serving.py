@@ -437,6 +437,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_formats(req, gpus)
     _check_exllamav2(req)
     _check_backend(req, gpus)
+    _check_tensor_parallel(req, models)
     precision = req["precision"].astype(str)
     mlc = req["engine"] == "mlc-llm"
     bad = mlc & ~precision.isin(tuple(MLC_BITS))
@@ -451,6 +452,40 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"kv_precision {req['kv_precision'][bad].iloc[0]!r} is not accepted for mlc-llm; accepted: auto, "
                          "fp16 (its paged KV cache is fp16)")
+
+
+# vLLM and SGLang split a layer's attention heads over the tensor-parallel ranks: the query heads evenly, the KV
+# heads evenly or, where there are fewer KV heads than ranks, each KV head replicated over tp / kv ranks. vLLM's
+# ModelConfig.verify_with_parallel_config (vllm/config.py) raises "Total number of attention heads (N) must be
+# divisible by tensor parallel size (T)", and both engines' attention layers (models/llama.py LlamaAttention and
+# the others) assert total_num_heads % tp_size == 0 and then total_num_kv_heads % tp_size == 0 or
+# tp_size % total_num_kv_heads == 0: such a plan does not start. (llama.cpp, transformers and ExLlamaV2 split
+# whole layers; MLC-LLM is left as it was.)
+TP_SPLIT_ENGINES = ("vllm", "sglang")
+
+
+def tensor_parallel_accepted(heads, kv_heads, tp) -> np.ndarray:
+    """Whether vLLM / SGLang start a model of `heads` query and `kv_heads` KV heads at tensor parallel `tp`."""
+    heads, kv_heads, tp = (np.asarray(v, dtype=float) for v in (heads, kv_heads, tp))
+    kv_ok = np.where(kv_heads >= tp, np.fmod(kv_heads, tp) == 0, np.fmod(tp, np.maximum(kv_heads, 1.0)) == 0)
+    return (np.fmod(heads, tp) == 0) & kv_ok
+
+
+def _check_tensor_parallel(req: pd.DataFrame, models: pd.DataFrame) -> None:
+    tp_engine = req["engine"].isin(TP_SPLIT_ENGINES).to_numpy(bool)
+    if not tp_engine.any():
+        return
+    m = models.set_index("id").loc[req["model"]]
+    heads, kvh = m["num_heads"].to_numpy(float), m["num_kv_heads"].to_numpy(float)
+    tp = req["gpus"].to_numpy(float)
+    bad = tp_engine & ~tensor_parallel_accepted(heads, kvh, tp)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        ok = [k for k in range(1, 65) if tensor_parallel_accepted(heads[i], kvh[i], k)]
+        raise ValueError(f"gpus {int(tp[i])} is not accepted for {req['engine'].iloc[i]} with {req['model'].iloc[i]}: "
+                         f"tensor parallelism splits its {int(heads[i])} attention heads ({int(kvh[i])} KV heads) "
+                         f"evenly over the GPUs, which {int(tp[i])} does not (vLLM's verify_with_parallel_config, "
+                         f"SGLang's attention layers); accepted: {', '.join(str(k) for k in ok[:8])}")
 
 
 def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:

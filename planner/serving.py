@@ -14,10 +14,12 @@ import engine.constants as C
 from engine.serving import (
     ENGINES,
     GGUF_ENGINES,
+    TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
     exl2_bits,
     serve,
+    tensor_parallel_accepted,
     vllm_version,
 )
 
@@ -92,7 +94,11 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     exl = grid["engine"] == "exllamav2"
     exl_format = ~np.isnan(exl2_bits(grid["precision"])) | ((grid["precision"] == "int4") & exl)
     grid = grid[exl == exl_format].reset_index(drop=True)
-    grid = grid.assign(model=model, max_model_len=int(context), concurrency=float(users),
+    # vLLM / SGLang start only where tensor parallelism splits the heads evenly (engine/serving.py)
+    arch = models.set_index("id").loc[model]
+    tp_split = grid["engine"].isin(TP_SPLIT_ENGINES)
+    grid = grid[~tp_split | tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], grid["gpus"])]
+    grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
     if grid.empty:
         return grid

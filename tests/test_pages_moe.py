@@ -101,3 +101,13 @@ def test_breakdown_shows_total_and_active_for_a_moe_model():
     text = captions(at)
     assert f"{total / 1e9:,.1f}B parameters resident" in text and f"{active / 1e9:,.1f}B active per token" in text
     assert not pd.isna(at.metric[0].value)
+
+
+def test_serving_page_says_which_gpu_counts_vllm_takes_for_the_model():
+    at = open_app("pages/serving.py", {"model": "qwen2.5-7b", "task": "infer"})
+    at.selectbox(key="srv_gpus").set_value(8).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]  # (markdown-escaped on the page)
+    assert len(errors) == 1 and "gpus 8 is not accepted for vllm with qwen2.5-7b" in errors[0] and "1, 2, 4" in errors[0]
+    at.selectbox(key="srv_gpus").set_value(4).run()
+    assert not at.error and len(at.dataframe) >= 1

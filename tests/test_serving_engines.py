@@ -424,3 +424,43 @@ def test_the_serve_output_says_vllm_from_0_21_takes_its_cuda_graphs_out_of_the_k
                 "--max-model-len", "8192"] + (["--engine-version", version] if version else [])
         code, out, _ = run_cli(*argv)
         assert code == 0 and ("CUDA graphs' estimated memory out of the KV budget (0.07 to 2.35 GiB" in out) == noted, out
+
+
+# ---- tensor parallelism as vLLM and SGLang accept it --------------------------------------------------
+
+@pytest.mark.parametrize("heads, kv_heads, tp, accepted", [
+    (64, 8, 8, True),     # Llama 3 70B
+    (32, 8, 16, True),    # 16 ranks over 8 KV heads: each replicated twice
+    (28, 4, 8, False),    # Qwen2.5 7B: 28 query heads do not split over 8
+    (28, 4, 4, True),
+    (40, 10, 4, False),   # Phi-4: 10 KV heads neither split over 4 nor replicate evenly
+    (40, 10, 5, True),
+    (14, 2, 4, False),    # Qwen2.5 0.5B
+    (24, 8, 16, False),
+])
+def test_tensor_parallel_splits_the_heads_as_vllm_and_sglang_require(heads, kv_heads, tp, accepted):
+    # vllm/config.py ModelConfig.verify_with_parallel_config; models/llama.py LlamaAttention's asserts (both engines)
+    assert bool(S.tensor_parallel_accepted(heads, kv_heads, tp)) is accepted
+
+
+def test_serve_refuses_a_tensor_parallel_size_the_engine_refuses_and_names_what_it_takes():
+    code, out, err = run_cli("serve", "--model", "qwen2.5-7b", "--gpu", "rtx-3060-12gb", "--gpus", "8", "--engine", "vllm",
+                             "--max-model-len", "8192")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "gpus 8 is not accepted for vllm with qwen2.5-7b" in err and "28 attention heads" in err
+    assert err.strip().endswith("accepted: 1, 2, 4, 28")
+    code, _, err = run_cli("serve", "--model", "phi-4", "--gpu", "rtx-4090", "--gpus", "4", "--engine", "sglang",
+                           "--max-model-len", "4096")
+    assert code == 2 and "accepted: 1, 2, 5, 10" in err
+    # llama.cpp splits whole layers: any count
+    code, _, err = run_cli("serve", "--model", "qwen2.5-7b", "--gpu", "rtx-3060-12gb", "--gpus", "8", "--engine", "llama.cpp",
+                           "--max-model-len", "8192")
+    assert code == 0, err
+
+
+def test_the_cheapest_serving_plans_leave_out_tensor_parallel_sizes_the_engine_refuses(cat):
+    from planner.serving import cheapest
+    models, gpus = cat
+    out = cheapest("qwen2.5-7b", 4, 8192, 0.0, float("inf"), models, gpus, engines=("vllm", "sglang"),
+                   precisions=("bf16",), gpu_ids=["rtx-3060-12gb", "rtx-4090"])
+    assert len(out) and set(out["gpus"]) <= {1, 2, 4}
