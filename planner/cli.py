@@ -708,14 +708,22 @@ def cmd_serve(args) -> int:
         draft = getattr(args, "draft_model", None)
         draft_row = by_id.loc[row["draft_model"]] if draft and str(row.get("draft_model", "")) in by_id.index else None
         return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row), row)
+    # a vLLM / SGLang plan that holds no request: the fewest GPUs per weight format that do (planner.serving.fits_with)
+    options = None
+    if not (bool(row["fits"]) and float(row["max_concurrency"]) >= 1):
+        from planner.serving import fits_with
+        options = fits_with(request, models, gpus)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
             from catalog.checkpoints import stored_vs_engine
             data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
+        data["fits_with"] = [] if options is None else [
+            {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"])}
+            for _, r in options.iterrows()]
         print_json(data)
         return 0
-    print(format_serve(row))
+    print(format_serve(row, options))
     return 0
 
 

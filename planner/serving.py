@@ -57,6 +57,9 @@ SERVE_JSON_KEYS = (
     "draft_tensor_parallel_size", "draft_context",
     # issue 27: what the speed figures rest on (fitted on published runs, or an assumption)
     "speed_basis", "backend",
+    # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency}] per weight format, the fewest
+    # GPUs that hold one (fits_with; [] where it fits as asked or the engine splits layers); added by the CLI
+    "fits_with",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
@@ -111,8 +114,46 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     return out.sort_values(["usd_per_hour", "gpus"], na_position="last").reset_index(drop=True)
 
 
-def format_serve(row: pd.Series) -> str:
-    """The serve command's text report."""
+# The weight formats a "does not fit" line tries for vLLM / SGLang, smallest last: 8-bit FP8 and 4-bit
+# AWQ / GPTQ checkpoints, each where it is smaller than the format asked and the engine and card take it.
+SMALLER_FORMATS = ("fp8", "int4")
+
+
+def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choices=TP_CHOICES) -> pd.DataFrame:
+    """For a vLLM / SGLang request: per weight format (the one asked, then SMALLER_FORMATS), the fewest GPUs
+    (tensor-parallel sizes the engine takes for the model) on which one request of its max-model-len fits, with
+    the request's other settings. Columns: precision, gpus, max_concurrency (empty where none fits or the engine
+    splits layers instead). A format or count the engine or card refuses is skipped, never raised."""
+    empty = pd.DataFrame(columns=["precision", "gpus", "max_concurrency"])
+    if request.get("engine") not in TP_SPLIT_ENGINES or request.get("model") not in set(models["id"]):
+        return empty
+    bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
+    formats = [request["precision"]] + [f for f in SMALLER_FORMATS if C.LINEAR_BITS[f] < bits]
+    arch = models.set_index("id").loc[request["model"]]
+    counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
+    found = []
+    for fmt in formats:
+        rows = pd.DataFrame([{**request, "precision": fmt, "gpus": k} for k in counts])
+        try:
+            out = serve(rows, models, gpus)
+        except ValueError:  # a format this engine or card does not take
+            continue
+        ok = out["fits"].astype(bool) & (out["max_concurrency"] >= 1)
+        if ok.any():
+            first = out[ok].sort_values("gpus").iloc[0]
+            found.append({"precision": fmt, "gpus": int(first["gpus"]), "max_concurrency": float(first["max_concurrency"])})
+    return pd.DataFrame(found, columns=empty.columns)
+
+
+def format_fits_with(options: pd.DataFrame, asked: str) -> str:
+    """`fits_with`'s rows as the flags that change: '--gpus 8 (12.9 requests); --gpus 4 --precision fp8 (5.6)'."""
+    parts = [f"--gpus {int(r['gpus'])}" + (f" --precision {r['precision']}" if r["precision"] != asked else "")
+             + f" ({r['max_concurrency']:,.1f} requests at once)" for _, r in options.iterrows()]
+    return "; ".join(parts)
+
+
+def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
+    """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request."""
     gib = 2**30
     lines = [
         f"{row['model']} on {int(row['gpus'])} x {row['gpu']} with {row['engine']} ({row['precision']}, "
@@ -165,6 +206,8 @@ def format_serve(row: pd.Series) -> str:
         lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
                         f"a shorter --max-model-len")
+        if options is not None and len(options):
+            lines.insert(2, f"  fits with: {format_fits_with(options, str(row['precision']))}")
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")

@@ -464,3 +464,29 @@ def test_the_cheapest_serving_plans_leave_out_tensor_parallel_sizes_the_engine_r
     out = cheapest("qwen2.5-7b", 4, 8192, 0.0, float("inf"), models, gpus, engines=("vllm", "sglang"),
                    precisions=("bf16",), gpu_ids=["rtx-3060-12gb", "rtx-4090"])
     assert len(out) and set(out["gpus"]) <= {1, 2, 4}
+
+
+def test_a_plan_that_holds_no_request_says_the_fewest_gpus_per_format_that_do(cat):
+    """serve, vLLM, Llama 3 70B at 8,192 tokens on one RTX 4090: per format (bf16 as asked, fp8, int4), the fewest
+    GPUs that hold one request; each checked here by serving it directly, and one count fewer (that vLLM takes)
+    does not hold one."""
+    from planner.serving import fits_with
+    models, gpus = cat
+    request = {"model": "llama-3-70b", "gpu": "rtx-4090", "engine": "vllm", "precision": "bf16", "max_model_len": 8192}
+    options = fits_with(request, models, gpus)
+    assert list(options["precision"]) == ["bf16", "fp8", "int4"]
+    assert list(options["gpus"]) == sorted(options["gpus"], reverse=True) and options["gpus"].iloc[0] == 8
+    for _, o in options.iterrows():
+        here = rows(cat, {**request, "precision": o["precision"], "gpus": int(o["gpus"])}).iloc[0]
+        assert bool(here["fits"]) and here["max_concurrency"] == o["max_concurrency"] >= 1
+        fewer = rows(cat, {**request, "precision": o["precision"], "gpus": int(o["gpus"]) // 2}).iloc[0]
+        assert not (bool(fewer["fits"]) and fewer["max_concurrency"] >= 1)
+    code, out, err = run_cli("serve", "--model", "llama-3-70b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192")
+    assert code == 0 and "fits with: --gpus 8 (" in out and "--gpus 2 --precision int4" in out, err
+    code, out, err = run_cli("serve", "--model", "llama-3-70b", "--gpu", "v100-32gb", "--engine", "vllm", "--max-model-len",
+                             "8192", "--json")
+    # a V100 takes no FP8 (engine/serving.py FORMAT_REFUSED_ARCHITECTURES): that format is skipped, not an error
+    assert code == 0 and [o["precision"] for o in json.loads(out)["fits_with"]] == ["bf16", "int4"], err
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192",
+                             "--json")
+    assert code == 0 and json.loads(out)["fits_with"] == []  # it fits as asked
