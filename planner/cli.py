@@ -737,6 +737,35 @@ def _one_line(message: str) -> str:
     return text
 
 
+def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: list[str] | None) -> str:
+    """argparse's 'unrecognized arguments: --fooo 1' with what is accepted: the closest option of the subcommand
+    to each unknown one (difflib) and where the whole list is."""
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return message
+    import difflib
+    words = list(sys.argv[1:] if argv is None else argv)
+    sub = next((a for a in parser._subparsers._group_actions for _ in [0]), None) if parser._subparsers else None
+    command = next((w for w in words if sub is not None and w in sub.choices), None)
+    if command is None:
+        return message
+    options = sorted({o for a in sub.choices[command]._actions for o in a.option_strings if o.startswith("--")})
+    hints = []
+    for word in message[len(prefix):].split():
+        if word.startswith("--"):
+            name = word.split("=")[0]
+            # an option the word begins with (--batchsize: --batch), else the closest spelling without dashes
+            # (--seq-len, --seqlen: --seq; --methd: --method)
+            begins = [o for o in options if name.startswith(o) and len(o) >= 5]
+            bare = {o.lstrip("-").replace("-", ""): o for o in options}
+            close = difflib.get_close_matches(name.lstrip("-").replace("-", "").replace("_", ""), list(bare), n=1,
+                                              cutoff=0.75)
+            guess = max(begins, key=len) if begins else (bare[close[0]] if close else None)
+            hints.append(f"{word}: did you mean {guess}?" if guess else f"{word}: no such option")
+    where = f"accepted: the options of {parser.prog} {command} --help"
+    return f"{message} ({'; '.join(hints)}); {where}" if hints else f"{message}; {where}"
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
@@ -761,7 +790,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13
     except (CliError, ValueError) as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        print(f"error: {_one_line(_with_closest_options(str(exc), parser, argv))}", file=sys.stderr)
         return 2
     except OSError as exc:
         where = getattr(exc, "filename", "") or ""

@@ -206,3 +206,17 @@ def test_a_saved_lone_surrogate_breaks_neither_the_dashboard_nor_the_cli(tmp_pat
                           text=True, timeout=120, env={**os.environ, "LLM_PLANNER_USER_CATALOG": str(path)})
     assert proc.returncode == 0 and "h100-sxm-80gb" in proc.stdout.split()
     assert str(path) in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("typed, meant", [("--batchsize", "--batch"), ("--seq-len", "--seq"), ("--seqlen", "--seq"),
+                                          ("--methd", "--method"), ("--grad_checkpointing", "--grad-checkpointing")])
+def test_an_unknown_option_names_the_option_meant_and_where_the_rest_are(capsys, typed, meant):
+    code, out, err = run(capsys, "estimate", "--model", "llama-3-8b", typed, "4")
+    line = one_error_line(err)
+    assert code == 2 and out == ""
+    assert f"{typed}: did you mean {meant}?" in line and line.endswith("accepted: the options of python -m engine estimate --help")
+
+
+def test_an_unknown_option_with_no_close_one_says_so(capsys):
+    code, _, err = run(capsys, "budget", "--budget", "1000", "--fooo", "1")
+    assert code == 2 and "--fooo: no such option" in one_error_line(err) and "budget --help" in err
