@@ -791,8 +791,8 @@ def _ranked(res: pd.DataFrame) -> pd.DataFrame:
 
 
 # Changes tried together when no single change fits on the scenario's GPUs: every combination of up to this
-# many changes that set no column to two values (the changes that save memory: ~15 for a training row, so
-# ~550 rows in one more engine call). Three covers the usual remedy (checkpointing, a smaller micro-batch and a
+# many changes that set no column to two values (~15-18 changes for a training row, so 550-970 rows in one
+# more engine call). Three covers the usual remedy (checkpointing, a smaller micro-batch and a
 # loss that keeps no logits; or an adapter method, checkpointing and 8-bit states).
 COMBINE_MAX = 3
 
@@ -826,7 +826,9 @@ def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.
     if (fits & (singles["gpus_to_fit"].to_numpy(dtype=float) <= own)).any():
         return res
     by_label = {v[0]: v for v in variants}
-    useful = [by_label[c] for c in singles.loc[singles["saved_bytes"] > 0, "change"] if c in by_label]
+    # every single change left (those that add memory are out already): one that saves nothing alone may be what a
+    # second needs (8-bit states once checkpointing has moved the peak to the optimizer step)
+    useful = [by_label[c] for c in singles["change"] if c in by_label]
     combos = _combinations([v[0] for v in useful], [v[1] for v in useful])
     if not combos:
         return res
@@ -847,7 +849,8 @@ def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.
     idx, merged = combos[best]
     row = est.iloc[[best]].reset_index(drop=True)
     chosen = [useful[i] for i in idx]
-    extra = {"change": "Together: " + " + ".join(v[0].split(" (")[0] for v in chosen),
+    # (a single change's own label may hold ' + ': the changes are separated by semicolons)
+    extra = {"change": "Together: " + "; ".join(v[0].split(" (")[0] for v in chosen),
              "overrides": ", ".join(f"{key}={val}" for key, val in merged.items()),
              "impact": int(worst[best]), "impact_label": IMPACT_LABELS[int(worst[best])],
              "tradeoff": "; ".join(v[3] for v in chosen), "change_count": len(chosen)}

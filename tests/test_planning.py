@@ -566,7 +566,7 @@ def test_where_no_single_change_fits_the_fewest_changes_that_fit_together_are_of
     assert top["gpus"] == top["gpus_to_fit"] == 1 and top["saved_bytes"] == res["peak_bytes"].iloc[0] - top["peak_bytes"]
     heads = int(models.set_index("id").loc["llama-3.1-8b", "num_heads"])
     variants = {v[0]: v for v in planning._variants(QLORA_8K, heads)}
-    chosen = [variants[c] for c in singles["change"] if c.split(" (")[0] in top["change"].removeprefix("Together: ").split(" + ")]
+    chosen = [variants[c] for c in singles["change"] if c.split(" (")[0] in top["change"].removeprefix("Together: ").split("; ")]
     assert len(chosen) == 3 and top["impact"] == max(v[2] for v in chosen)
     merged = {k: v for c in chosen for k, v in c[1].items()}
     direct = estimate(pd.DataFrame([{**QLORA_8K, **merged}]), models, gpus).iloc[0]
