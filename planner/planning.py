@@ -155,9 +155,12 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """Every scenario column present; cells left empty (e.g. by stacking training and inference
     plans) take the engine's default. Typed as the engine types them (text categorical)."""
     out = frame.copy(deep=False)
+    # the columns left out, built apart and added in one concat (an insert per column cost ~0.2 ms each, ~60)
+    absent = {col: _constant_column([default], [len(out)]) for col, default in DEFAULTS.items() if col not in out.columns}
+    if absent:
+        out = pd.concat([out, pd.DataFrame(absent, index=out.index)], axis=1)
     for col, default in DEFAULTS.items():
-        if col not in out.columns:
-            out[col] = _constant_column([default], [len(out)])
+        if col in absent:
             continue
         values = out[col]
         missing = values.isna()

@@ -19,7 +19,9 @@ CONDITIONS = ("new", "used", "either")
 
 
 def _text(values) -> np.ndarray:
-    return pd.Series(values).astype(object).where(pd.Series(values).notna(), "").astype(str).to_numpy()
+    """Each value as text, "" where missing (None, NaN, pd.NA, NaT), as an object array. Per value in Python: these
+    are a few hundred (card, count) pairs, where four pandas conversions cost ~0.8 ms a column."""
+    return np.array(["" if pd.isna(v) else str(v) for v in np.asarray(values, dtype=object).ravel()], dtype=object)
 
 
 def system_costs(configs: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, condition: str = "either",
