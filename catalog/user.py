@@ -6,6 +6,12 @@ Accepted architectures (`model_type`), all decoders of the Llama layout the engi
 
 - llama, mistral: no biases. Llama's optional `attention_bias` / `mlp_bias` (true adds
   biases the engine does not count) are refused by name.
+- phi3 (Phi-3, Phi-3.5, Phi-4, Phi-4-mini): the Llama layout with q/k/v fused in one qkv_proj and
+  gate/up in one gate_up_proj (the same weights, transformers' Phi3Attention / Phi3MLP), no biases;
+  `partial_rotary_factor` rotates part of each head and adds no weights; a `sliding_window` below
+  the context slides on every layer (Phi3Model's mask).
+- smollm3: the Llama layout (SmolLM3Config; `no_rope_layers` skip rotary embeddings, no weights),
+  tied embeddings by default.
 - qwen2: the Llama layout plus biases on the q, k and v projections (transformers'
   Qwen2Attention: q_proj/k_proj/v_proj bias=True, o_proj bias=False), recorded as
   `qkv_bias: true` and counted by engine/params.py.
@@ -56,7 +62,7 @@ from engine.params import architecture_counts
 MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
-             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4")
+             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3")
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
 TEXT_CONFIG = ("gemma3", "llama4")
@@ -65,7 +71,8 @@ MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_interme
             "num_experts_per_tok", "n_shared_experts")
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text")
 # model_type -> defaults of its transformers config class that change the count.
-TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+# (SmolLM3Config: tie_word_embeddings=True; Phi3Config: False, as the others)
+TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": True}
 # GemmaConfig/Gemma2Config/Gemma3TextConfig(head_dim=256), Qwen3Config/Qwen3MoeConfig(head_dim=128),
 # GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128); the others derive it
 HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128,
@@ -164,7 +171,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             if value not in (None, 0, False, [], {}):
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
-    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text"):
+    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3"):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):
@@ -260,9 +267,13 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 sliding = sum(1 for v in no_rope if v)  # 1 = the layer uses rope (chunked)
             else:
                 sliding = layers - layers // 4
-        elif model_type in ("mistral", "mixtral") or (model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
-                                                      and cfg.get("use_sliding_window", False)):
-            sliding = layers if model_type in ("mistral", "mixtral") else layers - _count(cfg, "max_window_layers", file, 0)
+        elif model_type in ("mistral", "mixtral", "phi3") or (model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+                                                              and cfg.get("use_sliding_window", False)):
+            # (Phi3Model: one sliding-window causal mask for every layer where config.sliding_window is set)
+            sliding = (layers if model_type in ("mistral", "mixtral", "phi3")
+                       else layers - _count(cfg, "max_window_layers", file, 0))
+        elif model_type == "smollm3" and cfg.get("use_sliding_window", False):  # SmolLM3: every layer, as Qwen3
+            sliding = layers
         if sliding <= 0:
             window, sliding = 0, 0
         arch.update(sliding_window=window, sliding_window_layers=min(sliding, layers))

@@ -45,6 +45,13 @@ GOOD = {
     "deepseek-v3.json": 671_026_419_200,
     "gpt-oss-20b.json": 20_914_757_184,
     "qwen3-30b-a3b.json": 30_532_122_624,
+    # Phi-3 layout (fused qkv_proj / gate_up_proj) and SmolLM3 (the Llama layout, tied embeddings):
+    # - Phi-4: 14,659,507,200 (GGUF general.parameter_count of microsoft/phi-4's GGUFs).
+    # - Phi-4-mini-instruct: 3,836,021,760 (Hub safetensors total of microsoft/Phi-4-mini-instruct).
+    # - SmolLM3-3B: 3,075,098,624 (Hub safetensors total of HuggingFaceTB/SmolLM3-3B).
+    "phi-4.json": 14_659_507_200,
+    "phi-4-mini.json": 3_836_021_760,
+    "smollm3-3b.json": 3_075_098_624,
 }
 
 
@@ -61,7 +68,8 @@ def test_every_good_config_has_a_published_count():
     assert {p.name for p in (DATA / "good_configs").iterdir()} == set(GOOD)
     assert {json.loads((DATA / "good_configs" / n).read_text())["model_type"] for n in GOOD} == {"llama", "mistral", "qwen2", "gemma",
                                                                                                "mixtral", "gemma2", "deepseek_v3",
-                                                                                               "gpt_oss", "qwen3_moe"}
+                                                                                               "gpt_oss", "qwen3_moe", "phi3",
+                                                                                               "smollm3"}
 
 
 def test_qwen2_counts_its_qkv_biases_by_hand():
@@ -129,6 +137,7 @@ BAD = {
     "missing-hidden-size.json": ["field 'hidden_size'", "missing"],
     "missing-model-type.json": ["field 'model_type'", "missing"],
     "mlp-bias.json": ["field 'mlp_bias'"],
+    "phi3-attention-bias.json": ["field 'attention_bias'", "accepted: false"],  # (Phi-4 with biases it does not have)
     "mixtral-top-k-above-experts.json": ["field 'num_experts_per_tok'", "at most num_local_experts (8)", "got 10"],
     "deepseek-missing-experts.json": ["field 'n_routed_experts'", "missing"],
     "model-type-number.json": ["field 'model_type'", "5 is not supported"],
@@ -229,7 +238,8 @@ def test_cli_estimates_a_config_and_refuses_a_bad_one_in_one_line():
 TWINS = {"llama-2-7b.json": "llama-2-7b", "llama-3.2-1b.json": "llama-3.2-1b", "mistral-7b-v0.1.json": "mistral-7b",
          "qwen2.5-0.5b.json": "qwen2.5-0.5b", "gemma-2b.json": "gemma-2b", "gemma-7b.json": "gemma-7b",
          "mixtral-8x7b-v0.1.json": "mixtral-8x7b", "gemma-2-9b.json": "gemma-2-9b", "deepseek-v3.json": "deepseek-v3",
-         "gpt-oss-20b.json": "gpt-oss-20b", "qwen3-30b-a3b.json": "qwen3-30b-a3b"}
+         "gpt-oss-20b.json": "gpt-oss-20b", "qwen3-30b-a3b.json": "qwen3-30b-a3b", "phi-4.json": "phi-4",
+         "phi-4-mini.json": "phi-4-mini", "smollm3-3b.json": "smollm3-3b"}
 TWIN_SCENARIOS = [
     {"task": "train", "method": "lora", "batch": 2, "seq": 2048},
     {"task": "train", "method": "full", "batch": 1, "seq": 1024, "precision": "mixed_bf16", "grad_checkpointing": True},
@@ -273,3 +283,10 @@ def test_serve_under_transformers_counts_a_configs_eager_prefill_as_its_twins(na
     twin = json.loads(_cli("serve", "--model", TWINS[name], *args).stdout)
     mine = json.loads(_cli("serve", "--model-file", str(DATA / "good_configs" / name), *args).stdout)
     assert mine["activation_peak_bytes"] == twin["activation_peak_bytes"] > 9e9
+
+
+def test_docs_name_every_architecture_a_config_may_have():
+    from catalog.user import SUPPORTED
+    doc = " ".join((ROOT / "docs" / "models.md").read_text(encoding="utf-8").split())
+    listed = doc[doc.index("The architectures a config.json may name"):doc.index("## What is refused")]
+    assert [t for t in SUPPORTED if f" {t}," not in listed and f" {t} (" not in listed] == []
