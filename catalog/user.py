@@ -31,7 +31,8 @@ engine/params.py architecture_counts):
 - qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
 - deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
-- gemma3 and llama4 (multimodal): their text_config is read; the vision encoder is not counted.
+- gemma3, llama4 and mistral3 (multimodal): their text_config is read; the vision encoder is not counted
+  from a config alone (a checkpoint's or the Hub's headers count its tensors as vision_params).
 - Sliding-window (or chunked) layers: `layer_types` when listed, else the class's pattern
   (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
   three chunked of four, Mistral/Mixtral every layer); the KV cache follows --kv-policy.
@@ -62,10 +63,12 @@ from engine.params import architecture_counts
 MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
-             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3")
+             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3")
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
-TEXT_CONFIG = ("gemma3", "llama4")
+TEXT_CONFIG = ("gemma3", "llama4", "mistral3")
+# the language model's type under each (Mistral3Config's text_config is a MistralConfig: Mistral Small 3.1 / 3.2)
+TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
@@ -155,6 +158,9 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
     notes = []
+    # the family records the checkpoint's own model_type (what frameworks key on: Liger patches gemma3 and llama4,
+    # not mistral3), engine/params.py model_types reads it
+    checkpoint_type = model_type
     if model_type in TEXT_CONFIG:
         text = cfg.get("text_config")
         if not isinstance(text, dict):
@@ -164,7 +170,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         cfg = dict(text)
         if outer_name is not None and "_name_or_path" not in cfg:
             cfg["_name_or_path"] = outer_name
-        model_type = {"gemma3": "gemma3_text", "llama4": "llama4_text"}[model_type]
+        model_type = TEXT_TYPE[model_type]
     if model_type not in MOE_TYPES:
         for key in MOE_KEYS:
             value = cfg.get(key)
@@ -310,7 +316,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     record = {
         "id": ident,
         "name": display,
-        "family": f"custom-{model_type}",
+        "family": f"custom-{checkpoint_type}",
         "hidden_size": hidden,
         "intermediate_size": ffn,
         "num_layers": layers,

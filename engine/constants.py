@@ -129,7 +129,7 @@ INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
 # architecture gets the same terms whichever way it came in.
 FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss"}
 CUSTOM_FAMILY_PREFIX = "custom-"
-GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
+GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")  # (gemma3: a multimodal checkpoint's own type)
 # The architectures transformers runs with eager attention whatever SDPA is asked: transformers 5.24
 # Gemma2PreTrainedModel and GptOssPreTrainedModel have _supports_sdpa = False (softcapped scores; attention
 # sinks), so they run eager_attention_forward (engine/components.py attention_path, engine/serving.py)

@@ -52,6 +52,9 @@ GOOD = {
     "phi-4.json": 14_659_507_200,
     "phi-4-mini.json": 3_836_021_760,
     "smollm3-3b.json": 3_075_098_624,
+    # Mistral Small 3.1 (mistral3, its language model under text_config): 23,572,403,200, the text-only Magistral
+    # Small of the same architecture (KerasHub magistral_small_2506_en; the catalog entry's notes).
+    "mistral-small-3.1-24b.json": 23_572_403_200,
 }
 
 
@@ -60,8 +63,9 @@ def test_published_configs_give_the_published_parameter_count(name):
     record = model_from_config_file(DATA / "good_configs" / name)
     assert record["params"] == GOOD[name]
     cfg = json.loads((DATA / "good_configs" / name).read_text())
-    assert record["hidden_size"] == cfg["hidden_size"] and record["num_layers"] == cfg["num_hidden_layers"]
-    assert record["family"] == f"custom-{cfg['model_type']}"
+    text = cfg.get("text_config", cfg)  # (a multimodal config's language model)
+    assert record["hidden_size"] == text["hidden_size"] and record["num_layers"] == text["num_hidden_layers"]
+    assert record["family"] == f"custom-{cfg['model_type']}"  # the checkpoint's own model_type
 
 
 def test_every_good_config_has_a_published_count():
@@ -69,7 +73,7 @@ def test_every_good_config_has_a_published_count():
     assert {json.loads((DATA / "good_configs" / n).read_text())["model_type"] for n in GOOD} == {"llama", "mistral", "qwen2", "gemma",
                                                                                                "mixtral", "gemma2", "deepseek_v3",
                                                                                                "gpt_oss", "qwen3_moe", "phi3",
-                                                                                               "smollm3"}
+                                                                                               "smollm3", "mistral3"}
 
 
 def test_qwen2_counts_its_qkv_biases_by_hand():
@@ -290,3 +294,18 @@ def test_docs_name_every_architecture_a_config_may_have():
     doc = " ".join((ROOT / "docs" / "models.md").read_text(encoding="utf-8").split())
     listed = doc[doc.index("The architectures a config.json may name"):doc.index("## What is refused")]
     assert [t for t in SUPPORTED if f" {t}," not in listed and f" {t} (" not in listed] == []
+
+
+def test_a_mistral3_config_reads_its_language_model_and_gets_its_twins_answer_without_the_tower(models):
+    """Mistral Small 3.1's config.json (Mistral3ForConditionalGeneration): text_config is read (the vision tower is
+    not counted from a config alone); with --vision-tower off the catalog entry gives the same answer, and Liger,
+    which patches no mistral3 model (its model_type), is off for both."""
+    record = dict(model_from_config_file(DATA / "good_configs" / "mistral-small-3.1-24b.json"), id="config-mistral3")
+    assert record["family"] == "custom-mistral3" and "text_config" in record["notes"]
+    frame = pd.concat([models, pd.DataFrame([record])], ignore_index=True)
+    rows = [{"model": m, "vision_tower": "off", **sc} for sc in TWIN_SCENARIOS for m in ("mistral-small-3.1-24b", record["id"])]
+    out = estimate(pd.DataFrame(rows), frame)
+    ours, theirs = out.iloc[0::2].reset_index(drop=True), out.iloc[1::2].reset_index(drop=True)
+    for col in ("peak_bytes", "weights_bytes", "activations_bytes", "logits_bytes", "kv_cache_bytes", "params"):
+        assert np.array_equal(ours[col].to_numpy(dtype=float), theirs[col].to_numpy(dtype=float), equal_nan=True), col
+    assert (theirs["liger"] == "off").all() and (ours["liger"] == "off").all()
