@@ -33,6 +33,7 @@ engine/params.py architecture_counts):
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
 - gemma3, llama4 and mistral3 (multimodal): their text_config is read; the vision encoder is not counted
   from a config alone (a checkpoint's or the Hub's headers count its tensors as vision_params).
+- qwen2_vl, qwen2_5_vl: the language model is Qwen2's layout, read from the top level or text_config.
 - Sliding-window (or chunked) layers: `layer_types` when listed, else the class's pattern
   (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
   three chunked of four, Mistral/Mixtral every layer); the KV cache follows --kv-policy.
@@ -63,12 +64,16 @@ from engine.params import architecture_counts
 MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
-             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3")
+             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
+             "qwen2_vl", "qwen2_5_vl")
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
 TEXT_CONFIG = ("gemma3", "llama4", "mistral3")
 # the language model's type under each (Mistral3Config's text_config is a MistralConfig: Mistral Small 3.1 / 3.2)
 TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# Qwen2-VL and Qwen2.5-VL: the language model is Qwen2's layout (q/k/v biases), its fields at the top level
+# (the checkpoints' config.json) or under text_config (transformers >= 4.53 writes it so); the vision tower as above
+QWEN_VL = ("qwen2_vl", "qwen2_5_vl")
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
@@ -171,6 +176,14 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         if outer_name is not None and "_name_or_path" not in cfg:
             cfg["_name_or_path"] = outer_name
         model_type = TEXT_TYPE[model_type]
+    elif model_type in QWEN_VL:
+        notes.append("Language model only: the vision encoder's parameters are not counted from a config.")
+        if isinstance(cfg.get("text_config"), dict):
+            outer_name = cfg.get("_name_or_path")
+            cfg = dict(cfg["text_config"])
+            if outer_name is not None and "_name_or_path" not in cfg:
+                cfg["_name_or_path"] = outer_name
+        model_type = "qwen2"
     if model_type not in MOE_TYPES:
         for key in MOE_KEYS:
             value = cfg.get(key)

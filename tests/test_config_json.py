@@ -55,6 +55,9 @@ GOOD = {
     # Mistral Small 3.1 (mistral3, its language model under text_config): 23,572,403,200, the text-only Magistral
     # Small of the same architecture (KerasHub magistral_small_2506_en; the catalog entry's notes).
     "mistral-small-3.1-24b.json": 23_572_403_200,
+    # Qwen2.5-VL 7B's language model: 7,615,616,512 (transformers' count of Qwen2.5-VL-7B-Instruct, 8,292,166,656 in
+    # all less the visual tower's 676,550,144; the catalog entry's notes), Qwen2.5-7B's layout.
+    "qwen2.5-vl-7b.json": 7_615_616_512,
 }
 
 
@@ -73,7 +76,7 @@ def test_every_good_config_has_a_published_count():
     assert {json.loads((DATA / "good_configs" / n).read_text())["model_type"] for n in GOOD} == {"llama", "mistral", "qwen2", "gemma",
                                                                                                "mixtral", "gemma2", "deepseek_v3",
                                                                                                "gpt_oss", "qwen3_moe", "phi3",
-                                                                                               "smollm3", "mistral3"}
+                                                                                               "smollm3", "mistral3", "qwen2_5_vl"}
 
 
 def test_qwen2_counts_its_qkv_biases_by_hand():
@@ -296,16 +299,22 @@ def test_docs_name_every_architecture_a_config_may_have():
     assert [t for t in SUPPORTED if f" {t}," not in listed and f" {t} (" not in listed] == []
 
 
-def test_a_mistral3_config_reads_its_language_model_and_gets_its_twins_answer_without_the_tower(models):
-    """Mistral Small 3.1's config.json (Mistral3ForConditionalGeneration): text_config is read (the vision tower is
-    not counted from a config alone); with --vision-tower off the catalog entry gives the same answer, and Liger,
-    which patches no mistral3 model (its model_type), is off for both."""
-    record = dict(model_from_config_file(DATA / "good_configs" / "mistral-small-3.1-24b.json"), id="config-mistral3")
-    assert record["family"] == "custom-mistral3" and "text_config" in record["notes"]
+@pytest.mark.parametrize("name, twin, liger", [("mistral-small-3.1-24b.json", "mistral-small-3.1-24b", "off"),
+                                               ("qwen2.5-vl-7b.json", "qwen2.5-vl-7b", "on")])
+def test_a_multimodal_config_reads_its_language_model_and_gets_its_twins_answer_without_the_tower(models, name, twin,
+                                                                                                  liger):
+    """Mistral Small 3.1's config.json (Mistral3ForConditionalGeneration, its language model under text_config) and
+    Qwen2.5-VL 7B's (Qwen2's layout at the top level): the vision tower is not counted from a config alone; with
+    --vision-tower off the catalog entry gives the same answer. Liger patches qwen2_5_vl and no mistral3 model (their
+    model_types): with --liger on it is on, or off, for both."""
+    record = dict(model_from_config_file(DATA / "good_configs" / name), id="config-multimodal")
+    assert record["family"] == "custom-" + json.loads((DATA / "good_configs" / name).read_text())["model_type"]
+    assert "vision encoder" in record["notes"]
     frame = pd.concat([models, pd.DataFrame([record])], ignore_index=True)
-    rows = [{"model": m, "vision_tower": "off", **sc} for sc in TWIN_SCENARIOS for m in ("mistral-small-3.1-24b", record["id"])]
+    rows = [{"model": m, "vision_tower": "off", **sc} for sc in TWIN_SCENARIOS for m in (twin, record["id"])]
     out = estimate(pd.DataFrame(rows), frame)
     ours, theirs = out.iloc[0::2].reset_index(drop=True), out.iloc[1::2].reset_index(drop=True)
     for col in ("peak_bytes", "weights_bytes", "activations_bytes", "logits_bytes", "kv_cache_bytes", "params"):
         assert np.array_equal(ours[col].to_numpy(dtype=float), theirs[col].to_numpy(dtype=float), equal_nan=True), col
-    assert (theirs["liger"] == "off").all() and (ours["liger"] == "off").all()
+    asked = [sc.get("liger") == "on" for sc in TWIN_SCENARIOS]
+    assert list(ours.loc[asked, "liger"]) == list(theirs.loc[asked, "liger"]) == [liger]
