@@ -70,7 +70,9 @@ GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q
                   17: "q5_k_m", 18: "q6_k", 38: "mxfp4_moe"}  # 38: LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs)
 # GGUF general.architecture -> the config.json model_type catalog/user.py reads
 GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
-             "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+             "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
+             # llama.cpp's phi3 (Phi-3, Phi-4: attn_qkv and a gate+up ffn_up fused, the same weights) and smollm3
+             "phi3": "phi3", "smollm3": "smollm3"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")

@@ -475,3 +475,27 @@ def test_the_catalog_405b_at_fp8_is_metas_fp8_checkpoint(models):
     assert per_gpu["bf16"] == params * 2 / 8  # every weight in BF16, the arithmetic as before
     # int4 (AWQ / GPTQ, group 128): the arithmetic's linear layers at 4.25 bits, under the FP8 checkpoint
     assert per_gpu["int4"] < per_gpu["fp8"] / 2
+
+
+def phi3_tensors(tied=False):
+    """llama.cpp's phi3 layout: q/k/v in one attn_qkv, gate and up in one ffn_up (2F rows)."""
+    out = [("token_embd.weight", (V, H))]
+    for i in range(L):
+        out += [(f"blk.{i}.attn_norm.weight", (H,)), (f"blk.{i}.attn_qkv.weight", (H + 2 * KVD, H)),
+                (f"blk.{i}.attn_output.weight", (H, H)), (f"blk.{i}.ffn_norm.weight", (H,)),
+                (f"blk.{i}.ffn_up.weight", (2 * F, H)), (f"blk.{i}.ffn_down.weight", (H, F))]
+    out.append(("output_norm.weight", (H,)))
+    if not tied:
+        out.append(("output.weight", (V, H)))
+    return out
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_phi3_gguf_with_fused_tensors_is_read_as_the_llama_layout(tmp_path, tied):
+    """Phi-3 / Phi-4 GGUFs (general.architecture phi3) fuse q/k/v and gate/up: the same weights as the Llama
+    layout's separate tensors, so the architecture's count equals the file's, and the family is the checkpoint's."""
+    path = write_gguf(tmp_path / "phi.gguf", arch="phi3", tied=tied, tensors=phi3_tensors(tied))
+    record, info = model_from_files([path])
+    assert record["family"] == "custom-phi3" and record["tied_embeddings"] is tied
+    assert record["params"] == llama_params(tied) == sum(int(np.prod(s)) for _n, s in phi3_tensors(tied))
+    assert info["weights_source"] == "header"  # the tensors hold the architecture's count
