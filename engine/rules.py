@@ -19,7 +19,7 @@ import engine.constants as C
 import engine.categories as categories
 from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import model_types, parse_lora_targets
-from engine.stacks import LIGER_MODEL_TYPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
+from engine.stacks import LIGER_MODEL_TYPES, LIGER_RECIPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -84,8 +84,9 @@ RULES: tuple[tuple[str, str], ...] = (
               "litgpt, whose model builds no training cache; the cache is never built under checkpointing. "
               "--liger on: a loss left 'auto' is Liger's fused linear cross-entropy (fused), which its patched "
               "forward runs when the model is called with labels; on an architecture Liger-Kernel 0.6.2 does not "
-              "patch (DeepSeek-V3, gpt-oss, Mistral Small 3.x, or a model file's model_type it does not list) "
-              "liger is off and the loss the recipe's."),
+              "patch (DeepSeek-V3, gpt-oss, Mistral Small 3.x, or a model file's model_type it does not list), or "
+              "under a recipe that builds its own modules (torchtune, unsloth, torchtitan, litgpt), liger is off and "
+              "the loss the recipe's."),
 )
 
 
@@ -320,22 +321,28 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         # read before 'auto' resolves
         # An architecture Liger does not patch runs transformers' modules: its rows' Liger is off (stacks.py
         # LIGER_MODEL_TYPES), asked or a recipe's default, and their loss stays the recipe's
-        liger_loss, unpatched = None, None
+        liger_loss, unpatched, own_modules = None, None, None
         if "liger" in out and not _every_row(out["liger"], "off"):
             per_model = liger_unpatched(models["family"] if "family" in models else [""] * len(models))
             if per_model.any():
                 unpatched = per_model[at]  # per model code (the last: a missing code)
+            if not _every_row(out["recipe"], *LIGER_RECIPES):  # a recipe whose own modules Liger never reaches
+                own_modules = ~_category_mask(out["recipe"], *LIGER_RECIPES)
         if "liger" in out and "loss" in out and not _every_row(out["liger"], "auto", "off"):
             liger_loss = _category_mask(out["liger"], "on") & _category_mask(out["loss"], "auto")
             if "recipe" in out:  # (a loop that computes the loss from the logits itself keeps its recipe's loss)
                 liger_loss &= ~_category_mask(out["recipe"], *LOSS_FROM_LOGITS)
             if unpatched is not None:
                 liger_loss &= ~unpatched[model_codes]
+            if own_modules is not None:
+                liger_loss &= ~own_modules
         _resolve_stack(out, n)
         if liger_loss is not None and liger_loss.any():
             out["loss"] = _set_rows(out["loss"], liger_loss, "fused")
-        if unpatched is not None and not _every_row(out["liger"], "off"):
-            off = unpatched[model_codes] & _category_mask(out["liger"], "on")
+        if (unpatched is not None or own_modules is not None) and not _every_row(out["liger"], "off"):
+            off = _category_mask(out["liger"], "on")
+            off &= (unpatched[model_codes] if unpatched is not None else False) | \
+                (own_modules if own_modules is not None else False)
             if off.any():
                 out["liger"] = _set_rows(out["liger"], off, "off")
         if unsloth_drop is not None and unsloth_drop.any():
@@ -452,7 +459,9 @@ _WHY = {
     "kv_precision": lambda r: "as the activations",
     "kv_policy": lambda r: "the smallest cache engines keep",
     "galore_rank": lambda r: f"the {r.get('recipe', 'hf')} recipe's",
-    "liger": lambda r: "Liger-Kernel has no kernels for this architecture: transformers' own modules run",
+    "liger": lambda r: (f"the {r.get('recipe')} recipe runs its own modules, which Liger's patches do not reach"
+                        if r.get("recipe") not in LIGER_RECIPES
+                        else "Liger-Kernel has no kernels for this architecture: transformers' own modules run"),
 }
 
 

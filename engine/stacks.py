@@ -193,8 +193,9 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   becomes `fused`; a loop that computes its loss from the logits itself (NeMo Automodel
                   pops the labels) keeps them: ask --loss unfused. RoPE's kernel keeps what the engine
                   already counts (cos and sin). Every recipe's default: off. An architecture Liger does
-                  not patch (LIGER_MODEL_TYPES) runs transformers' own modules: `on` is decided `off`
-                  there (engine/rules.py).
+                  not patch (LIGER_MODEL_TYPES) runs transformers' own modules, and a recipe that builds
+                  its own (outside LIGER_RECIPES) never meets the patches: `on` is decided `off` there
+                  (engine/rules.py).
 * sequence_parallel  on (issue 27, with tp > 1): the norms and the residual stream between the tensor-
                   parallel regions are sharded on the sequence (Megatron-LM's sequence parallelism,
                   Korthikanti et al. 2022 section 4.2.2; torchtitan's SequenceParallel norms,
@@ -370,6 +371,10 @@ LIGER_UNPATCHED_FAMILIES = ("deepseek-v3", "gpt-oss", "mistral-small")
 # TrainingArguments.use_liger_kernel (also under DeepSpeed), LLaMA-Factory's enable_liger_kernel, axolotl's Liger
 # plugin. (NeMo Automodel loads them by default; torchtune, Unsloth, torchtitan and LitGPT run their own modules.)
 LIGER_SWITCH_RECIPES = ("hf", "llama-factory", "axolotl", "deepspeed")
+# The recipes under which Liger's kernels can run at all: those, and NeMo Automodel (on by default). torchtune,
+# Unsloth, torchtitan and LitGPT build their own modules, which Liger's patches (of transformers' modeling
+# classes) never reach: --liger on is decided off there (engine/rules.py), as for an architecture it does not patch.
+LIGER_RECIPES = LIGER_SWITCH_RECIPES + ("automodel",)
 
 # recipe -> switch -> (value, source). 'flag' for checkpointing: follow the scenario's
 # grad_checkpointing (full when true, none when false). A dict value picks by training method.

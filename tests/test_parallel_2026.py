@@ -274,3 +274,19 @@ def test_liger_reads_a_model_files_own_model_type(models):
     rows = estimate(pd.DataFrame([dict(model=r["id"], task="train", method="lora", batch=1, seq=512, liger="on")
                                   for r in records]), frame)
     assert list(rows["liger"]) == ["on", "off"]
+
+
+@pytest.mark.parametrize("recipe", ["torchtune", "unsloth", "torchtitan", "litgpt"])
+def test_liger_on_under_a_recipe_that_builds_its_own_modules_is_off(models, recipe):
+    """Liger's patches replace transformers' modeling classes and forwards; torchtune, Unsloth, torchtitan and LitGPT
+    build their own modules, which the patches never reach: --liger on is decided off there, and the estimate is the
+    recipe's own (engine/stacks.py LIGER_RECIPES)."""
+    base = dict(model="llama-3.2-1b", task="train", method="lora", precision="bf16", batch=2, seq=1024, recipe=recipe)
+    rows = estimate(pd.DataFrame([dict(base, liger="off"), dict(base, liger="on")]), models)
+    assert list(rows["liger"]) == ["off", "off"] and rows["loss"].iloc[1] == rows["loss"].iloc[0]
+    assert rows["peak_bytes"].iloc[1] == rows["peak_bytes"].iloc[0]
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--recipe", recipe, "--liger", "on",
+                             "--json")
+    assert code == 0, err
+    assert any(n.startswith(f"Liger kernels on → off (the {recipe} recipe runs its own modules")
+               for n in json.loads(out)["normalization_notes"])
