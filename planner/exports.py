@@ -128,6 +128,12 @@ def _liger(row) -> bool:
     return str(row.get("liger", "off")) == "on"
 
 
+def _loads_liger(row) -> bool:
+    """The target must load Liger: the plan's fused linear cross-entropy (TRL, LLaMA-Factory and axolotl have it
+    through Liger) or its other kernels."""
+    return str(row.get("loss", "unfused")) == "fused" or _liger(row)
+
+
 def _dropout(row) -> float:
     """The plan's LoRA dropout (a row without the column: peft's default, 0)."""
     p = row.get("lora_dropout", 0.0)
@@ -267,7 +273,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         notes.append(f"precision {prec['name']} (fp32 master weights): written as the model's dtype and autocast; "
                      "the fp32 master copy is DeepSpeed's or FSDP's (add --deepspeed)")
     loss = str(row.get("loss", "unfused"))
-    if loss == "fused" or _liger(row):
+    if _loads_liger(row):
         # (TrainingArguments.use_liger_kernel: Liger's norms, SwiGLU and, with labels, its fused linear cross-entropy;
         # a plan with one of them and not the other holds more than this run)
         cfg["use_liger_kernel"] = True
@@ -386,7 +392,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg[prec["half"]] = True
         if prec["name"] == "bf16" and method in ("full", "freeze"):
             notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
-    if str(row.get("loss", "unfused")) == "fused" or _liger(row):
+    if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
     opt = str(row["optimizer"])
     if opt in GALORE_OPTIMIZERS:
@@ -453,7 +459,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     loss = str(row.get("loss", "unfused"))
     if loss in ("chunked", "linear_chunked"):
         cfg["chunked_cross_entropy"] = True
-    if loss == "fused" or _liger(row):
+    if _loads_liger(row):
         cfg["plugins"] = ["axolotl.integrations.liger.LigerPlugin"]
         if loss == "fused":
             cfg["liger_fused_linear_cross_entropy"] = True
