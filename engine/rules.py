@@ -345,8 +345,9 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         # Liger's fused linear cross-entropy (engine/stacks.py liger): a loss left 'auto' on a row that asks Liger
         # is `fused` (its lce_forward skips the logits where the model is called with labels in training),
         # read before 'auto' resolves
-        # An architecture Liger does not patch runs transformers' modules: its rows' Liger is off (stacks.py
-        # LIGER_MODEL_TYPES), asked or a recipe's default, and their loss stays the recipe's
+        # An architecture Liger does not patch runs transformers' modules, and a recipe that builds its own never meets
+        # the patches: those rows' Liger is off (stacks.py LIGER_MODEL_TYPES, LIGER_RECIPES), asked or a recipe's
+        # default, and their loss stays the recipe's
         liger_loss, unpatched, own_modules = None, None, None
         if "liger" in out and not _every_row(out["liger"], "off"):
             per_model = liger_unpatched(models["family"] if "family" in models else [""] * len(models))
