@@ -33,7 +33,9 @@ WHAT_IF_KEYS = ("rank", "change", "overrides", "fits", "gpus", "gpus_to_fit", "p
                 # issue 28: what the change's fit was decided on (the estimate + the verdict margin)
                 "safe_peak_bytes", "fits_at_estimate",
                 # how many single changes the row makes (2 or more: the combination tried where none fits alone)
-                "change_count")
+                "change_count",
+                # the card's compatibility rules allow the row (a refused row never fits: bf16 on Volta / Turing)
+                "compatible")
 # the scenario as estimated (the decided values), the columns the what-if changes start from
 SCENARIO_COLUMNS = tuple(c.name for c in columns.SCENARIO if c.group in ("scenario", "stack"))
 # every --json output carries this (docs/install.md): a whole number, raised when a key is renamed

@@ -614,9 +614,11 @@ def _setting(base: dict, name: str):
     return base.get(name, DEFAULTS[name])
 
 
-def _variants(base: dict, heads: int, liger_patched: bool = True) -> list[tuple[str, dict, int, str]]:
+def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bool = True,
+              bf16_runs: bool = True) -> list[tuple[str, dict, int, str]]:
     """(label, overrides, impact, trade-off) for the changes that apply to `base`. liger_patched: Liger-Kernel
-    has kernels for the model's architecture (engine/rules.py liger_unpatched)."""
+    has kernels for the model's architecture (engine/rules.py liger_unpatched); flash_runs: the flash-attn package
+    runs on the scenario's GPU (flash_attention_runs); bf16_runs: the GPU computes in bf16 (bf16_refused)."""
     out: list[tuple[str, dict, int, str]] = []
     gpus = int(_setting(base, "gpus"))
     if _setting(base, "task") == "train":
@@ -634,7 +636,7 @@ def _variants(base: dict, heads: int, liger_patched: bool = True) -> list[tuple[
         decided = {s: (base.get(s) if _setting(base, s) != "auto"
                        else recipe_value(base.get("recipe") or DEFAULT_RECIPE, s, method, gc))
                    for s in ("attention", "padding", "packing")}
-        if decided["attention"] in ("sdpa", "eager"):
+        if decided["attention"] in ("sdpa", "eager") and flash_runs:
             out.append(("FlashAttention-2 (no mask or scores kept)", {"attention": "flash"}, 0,
                         "same attention, fused and unpadded: attn_implementation='flash_attention_2' "
                         "(the flash-attn package, an Ampere or newer GPU)"))
@@ -658,8 +660,13 @@ def _variants(base: dict, heads: int, liger_patched: bool = True) -> list[tuple[
                         "8-bit optimizer states; matched 32-bit Adam in Dettmers et al. 2022"))
             out.append(("Paged 8-bit AdamW (states may spill to CPU)", {"optimizer": "paged_adamw_8bit"}, 3,
                         "8-bit states in CUDA unified memory, paged to the CPU under pressure"))
+        if "bf16" in str(prec) and not bf16_runs:  # the card has no bf16 (Volta, Turing): its fp16 twin runs there
+            out.append(("FP16 instead of BF16 (this card has no bf16)", {"precision": str(prec).replace("bf16", "fp16")},
+                        3, "fp16's narrower range: a loss scaler (amp_fp16, mixed_fp16), and pure fp16 training can "
+                           "overflow"))
+        pure = "bf16" if bf16_runs else "fp16"
         if prec in ("fp32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16"):
-            out.append(("Pure bf16 weights, gradients and states", {"precision": "bf16"}, 3,
+            out.append((f"Pure {pure} weights, gradients and states", {"precision": pure}, 3,
                         "no fp32 master copy: small updates can round away"))
         adapters = (  # (method, label, trade-off, short trade-off, the methods it replaces)
             ("lora", f"LoRA r={rank}", "trains low-rank adapters only (Hu et al. 2021)", "adapters only",
@@ -697,6 +704,9 @@ def _variants(base: dict, heads: int, liger_patched: bool = True) -> list[tuple[
         kv = _setting(base, "kv_precision")
         batch, seq = int(_setting(base, "batch")), int(_setting(base, "seq"))
         tp = int(_setting(base, "tp"))
+        if prec == "bf16" and not bf16_runs:  # the card has no bf16: the same checkpoint loaded in fp16
+            out.append(("Weights FP16 (this card has no bf16)", {"precision": "fp16"}, 0,
+                        "torch_dtype=torch.float16 (vLLM --dtype half): the same bytes"))
         for target, note in (("int8", "8-bit weights (LLM.int8)"), ("int4", "4-bit GPTQ/AWQ weights (group 128)"),
                              ("q4_k_m", "llama.cpp Q4_K_M file")):
             if target != prec:
@@ -728,12 +738,49 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     Columns: rank (0 = baseline), change, overrides (text), impact, impact_label, tradeoff,
     gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
     """
-    frame, variants = _what_if_frame(base, models)
-    ranked = _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants)
+    frame, variants = _what_if_frame(base, models, gpus)
+    ranked = _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants, gpus)
     return _with_combination(ranked, base, variants, models, gpus, overhead)
 
 
-def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+# FlashAttention-2 (the flash-attn package behind attn_implementation='flash_attention_2') runs on Ampere or newer
+# NVIDIA GPUs and, through its Triton backend, on AMD's: not on Volta or Turing (the catalog's compatibility rule
+# flash-attention-2-ampere, Dao-AILab/flash-attention README), nor on Apple's GPUs (CUDA and ROCm only).
+FLASH2_REFUSED_ARCHITECTURES = ("volta", "turing")
+FLASH2_REFUSED_VENDORS = ("apple",)
+
+
+def flash_attention_runs(gpu: str | None, gpus: pd.DataFrame | None) -> bool:
+    """Whether the flash-attn package runs on catalog GPU `gpu` (True where the GPU or its facts are unknown)."""
+    if gpus is None or gpu is None or "id" not in gpus:
+        return True
+    card = gpus[gpus["id"] == gpu]
+    if card.empty:
+        return True
+    arch = str(card["architecture"].iloc[0]).lower() if "architecture" in card else ""
+    vendor = str(card["vendor"].iloc[0]).lower() if "vendor" in card else ""
+    return arch not in FLASH2_REFUSED_ARCHITECTURES and vendor not in FLASH2_REFUSED_VENDORS
+
+
+def bf16_refused(gpu: str | None, gpus: pd.DataFrame | None, rules: pd.DataFrame | None = None) -> bool:
+    """Whether the compatibility rules (catalog/gpus.yaml; default the shipped ones) refuse bf16 on catalog GPU `gpu`
+    (Volta, Turing: the rule bf16-needs-ampere). False where the GPU or its architecture is unknown."""
+    if gpus is None or gpu is None or "id" not in gpus or "architecture" not in gpus:
+        return False
+    card = gpus[gpus["id"] == gpu]
+    if card.empty:
+        return False
+    arch = str(card["architecture"].iloc[0]).lower()
+    rules = compatibility_rules() if rules is None else rules
+    for rule in rules.to_dict("records"):
+        values = [v.strip() for v in str(rule.get("values") or "").split(",")]
+        archs = [a.strip().lower() for a in str(rule.get("architectures") or "").split(",")]
+        if rule.get("severity") == "incompatible" and "bf16" in values and arch in archs:
+            return True
+    return False
+
+
+def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list]:
     """what_if's scenario rows: the baseline and every variant as configured, then the same rows
     sharded over two or more GPUs; and the variants."""
     if not base.get("gpu"):
@@ -742,7 +789,8 @@ def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list
     heads = int(known.loc[base["model"], "num_heads"]) if base.get("model") in known.index else 1
     patched = (not bool(liger_unpatched([known.loc[base["model"], "family"]])[0])
                if base.get("model") in known.index and "family" in known else True)
-    variants = _variants(base, heads, patched)
+    variants = _variants(base, heads, patched, flash_attention_runs(base.get("gpu"), gpus),
+                         not bf16_refused(base.get("gpu"), gpus))
     rows = [dict(base)] + [{**base, **v[1]} for v in variants]  # a handful of variants, not scenario rows
     frame = with_defaults(pd.DataFrame(rows))
     count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
@@ -756,14 +804,25 @@ def _what_if_frame(base: dict, models: pd.DataFrame) -> tuple[pd.DataFrame, list
     return pd.concat([frame, sharded], ignore_index=True), variants
 
 
-def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list) -> pd.DataFrame:
+def _compatible(rows: pd.DataFrame, gpus: pd.DataFrame | None) -> np.ndarray:
+    """engine/compat.py's verdict for estimated rows, under the shipped compatibility rules."""
+    if gpus is None or not len(rows):
+        return np.ones(len(rows), dtype=bool)
+    return compat_check(rows, gpus, compatibility_rules())["compatible"].to_numpy(dtype=bool)
+
+
+def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpus: pd.DataFrame | None = None) -> pd.DataFrame:
     """what_if's table from the estimate of _what_if_frame's rows (`both`, in that order)."""
     k = len(frame) // 2
     count = pd.to_numeric(frame["gpus"].iloc[:k]).to_numpy(dtype=np.int64)
     res = both.iloc[:k].reset_index(drop=True)
     solved = _nan_as_inf(both["gpus_needed"].iloc[k:].to_numpy(dtype=float))
-    fits = res["fits"].fillna(False).to_numpy(dtype=bool)
-    res["gpus_to_fit"] = np.where(fits, count, np.maximum(count + 1, solved))
+    # a card the compatibility rules refuse for the row (bf16 on Volta / Turing, ...) fits it at no count
+    compatible = _compatible(res, gpus)
+    res["fits"] = res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
+    res["compatible"] = compatible
+    fits = res["fits"].to_numpy(dtype=bool)
+    res["gpus_to_fit"] = np.where(fits, count, np.where(compatible, np.maximum(count + 1, solved), np.inf))
     res.insert(0, "change", ["As configured"] + [v[0] for v in variants])
     res.insert(1, "overrides", ["—"] + [", ".join(f"{key}={val}" for key, val in v[1].items()) for v in variants])
     res.insert(2, "impact", [0] + [v[2] for v in variants])
@@ -798,22 +857,24 @@ def _ranked(res: pd.DataFrame) -> pd.DataFrame:
 # more engine call). Three covers the usual remedy (checkpointing, a smaller micro-batch and a
 # loss that keeps no logits; or an adapter method, checkpointing and 8-bit states).
 COMBINE_MAX = 3
+# Where no combination of up to COMBINE_MAX fits on the scenario's own GPUs, sets of four are tried in a second call
+# (~1,800 rows): an 8B QLoRA on a T4 needs fp16 (no bf16 there), checkpointing, micro-batch 1 and Liger's loss.
+COMBINE_MORE = 4
 
 
-def _combinations(labels: list, overrides: list, most: int = COMBINE_MAX) -> list[tuple[tuple, dict]]:
-    """Every set of 2..most changes (indices into labels) whose overrides agree where they share a column,
-    with the overrides merged."""
+def _combinations(overrides: list, k: int) -> list[tuple[tuple, dict]]:
+    """Every set of k changes (indices into overrides) whose overrides agree where they share a column, with the
+    overrides merged."""
     from itertools import combinations
     out = []
-    for k in range(2, most + 1):
-        for idx in combinations(range(len(labels)), k):
-            merged: dict = {}
-            for i in idx:
-                if any(key in merged and merged[key] != value for key, value in overrides[i].items()):
-                    break
-                merged.update(overrides[i])
-            else:
-                out.append((idx, merged))
+    for idx in combinations(range(len(overrides)), k):
+        merged: dict = {}
+        for i in idx:
+            if any(key in merged and merged[key] != value for key, value in overrides[i].items()):
+                break
+            merged.update(overrides[i])
+        else:
+            out.append((idx, merged))
     return out
 
 
@@ -822,7 +883,9 @@ def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.
     """`res` (what_if's ranked rows) with the best combination of changes added, where no single change fits on
     the scenario's own GPU count: of the combinations that fit (as configured, each on its own GPU count), the one
     on the fewest GPUs, then with the fewest changes, the least impact and the lowest peak. Added only where it
-    needs fewer GPUs than any single change (`gpus_to_fit`); every combination in one more engine call."""
+    needs fewer GPUs than any single change (`gpus_to_fit`). Sets of 2-3 in one more engine call, and sets of 4 in
+    another where none of those fits on the scenario's own GPU count (the fewest any change has). A row the
+    compatibility rules refuse on the card never fits."""
     own = int(res["gpus"].iloc[0])
     singles = res[res["rank"] > 0]
     fits = singles["fits"].fillna(False).to_numpy(dtype=bool)
@@ -832,12 +895,23 @@ def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.
     # every single change left (those that add memory are out already): one that saves nothing alone may be what a
     # second needs (8-bit states once checkpointing has moved the peak to the optimizer step)
     useful = [by_label[c] for c in singles["change"] if c in by_label]
-    combos = _combinations([v[0] for v in useful], [v[1] for v in useful])
+    combos, parts = [], []
+    for sizes in ((2, COMBINE_MAX), (COMBINE_MAX + 1, COMBINE_MORE)):  # a second call only where the first finds none
+        these = [c for k in range(sizes[0], sizes[1] + 1) for c in _combinations([v[1] for v in useful], k)]
+        if not these:
+            break
+        part = estimate(with_defaults(pd.DataFrame([{**base, **merged} for _, merged in these])), models, gpus,
+                        **(overhead or {}))
+        compatible = _compatible(part, gpus)
+        part["fits"] = part["fits"].fillna(False).to_numpy(dtype=bool) & compatible
+        part["compatible"] = compatible
+        combos, parts = combos + these, parts + [part]
+        if (part["fits"].to_numpy(dtype=bool) & (part["gpus"].to_numpy(dtype=float) <= own)).any():
+            break
     if not combos:
         return res
-    frame = with_defaults(pd.DataFrame([{**base, **merged} for _, merged in combos]))
-    est = estimate(frame, models, gpus, **(overhead or {}))
-    ok = est["fits"].fillna(False).to_numpy(dtype=bool)
+    est = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    ok = est["fits"].to_numpy(dtype=bool)
     if not ok.any():
         return res
     count = est["gpus"].to_numpy(dtype=float)
@@ -882,11 +956,11 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     baseline, the same row), 'what_if': what_if(base), 'curve': memory_curve(base, seqs, batches)}.
     Each part's rows are estimated as in its own function; one call spares the engine's fixed
     cost per call twice (the Breakdown page asks for all three at every change of the workload)."""
-    frame, variants = _what_if_frame(base, models)
+    frame, variants = _what_if_frame(base, models, gpus)
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
     both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
     n = len(frame)
-    ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants)
+    ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus)
     return {"row": both.iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead),
             "curve": both.iloc[n:].reset_index(drop=True)}
 

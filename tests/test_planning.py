@@ -591,3 +591,27 @@ def test_liger_is_offered_where_the_recipe_has_the_switch_and_the_model_is_patch
         assert (label in set(res["change"])) == offered, base
     res = planning.what_if(QLORA_8K, models, gpus).set_index("change")
     assert res.loc[label, "liger"] == "on" and res.loc[label, "loss"] == "fused" and res.loc[label, "impact"] == 0
+
+
+def test_what_if_on_a_card_without_bf16_offers_fp16_and_never_fits_a_refused_row(models, gpus):
+    """A T4 (Turing) has no bf16 (catalog/gpus.yaml bf16-needs-ampere) nor FlashAttention-2: no bf16 row fits however
+    little memory it needs, the flash-attn change is not offered, 'FP16 instead of BF16' is, and the changes that
+    fit together include it; the combination, estimated directly, is compatible and fits."""
+    base = {"model": "llama-3.1-8b", "gpu": "t4", "task": "train", "method": "qlora", "batch": 4, "seq": 2048, "gpus": 1}
+    res = planning.what_if(base, models, gpus)
+    changes = set(res["change"])
+    assert "FlashAttention-2 (no mask or scores kept)" not in changes
+    assert "FP16 instead of BF16 (this card has no bf16)" in changes
+    bf16 = res["precision"].astype(str).str.contains("bf16")
+    assert bf16.any() and not res.loc[bf16, "fits"].any() and not res.loc[bf16, "compatible"].any()
+    top = res.iloc[1]
+    assert top["change"].startswith("Together: ") and "FP16 instead of BF16" in top["change"] and bool(top["fits"])
+    heads = int(models.set_index("id").loc["llama-3.1-8b", "num_heads"])
+    variants = {v[0].split(" (")[0]: v[1] for v in planning._variants(base, heads, True, False, False)}
+    merged = {k: v for name in top["change"].removeprefix("Together: ").split("; ") for k, v in variants[name].items()}
+    direct = estimate(pd.DataFrame([{**base, **merged}]), models, gpus)
+    assert bool(direct["fits"].iloc[0]) and planning._compatible(direct, gpus).all()
+    assert direct["peak_bytes"].iloc[0] == top["peak_bytes"]
+    ampere = planning.what_if({**base, "gpu": "a10"}, models, gpus)
+    assert "FP16 instead of BF16 (this card has no bf16)" not in set(ampere["change"])
+    assert "FlashAttention-2 (no mask or scores kept)" in set(ampere["change"]) and ampere["compatible"].all()
