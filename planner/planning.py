@@ -738,9 +738,10 @@ def what_if(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, overhead: dict
     Columns: rank (0 = baseline), change, overrides (text), impact, impact_label, tradeoff,
     gpus_to_fit, saved_bytes (baseline peak - this peak), and the estimate's columns.
     """
-    frame, variants = _what_if_frame(base, models, gpus)
-    ranked = _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants, gpus)
-    return _with_combination(ranked, base, variants, models, gpus, overhead)
+    rules = compatibility_rules() if gpus is not None else None  # (read once: a catalog query each time)
+    frame, variants = _what_if_frame(base, models, gpus, rules)
+    ranked = _what_if_ranked(estimate(frame, models, gpus, **(overhead or {})), frame, variants, gpus, rules)
+    return _with_combination(ranked, base, variants, models, gpus, overhead, rules)
 
 
 # FlashAttention-2 (the flash-attn package behind attn_implementation='flash_attention_2') runs on Ampere or newer
@@ -780,7 +781,8 @@ def bf16_refused(gpu: str | None, gpus: pd.DataFrame | None, rules: pd.DataFrame
     return False
 
 
-def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list]:
+def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None = None,
+                   rules: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list]:
     """what_if's scenario rows: the baseline and every variant as configured, then the same rows
     sharded over two or more GPUs; and the variants."""
     if not base.get("gpu"):
@@ -790,7 +792,7 @@ def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None =
     patched = (not bool(liger_unpatched([known.loc[base["model"], "family"]])[0])
                if base.get("model") in known.index and "family" in known else True)
     variants = _variants(base, heads, patched, flash_attention_runs(base.get("gpu"), gpus),
-                         not bf16_refused(base.get("gpu"), gpus))
+                         not bf16_refused(base.get("gpu"), gpus, rules))
     rows = [dict(base)] + [{**base, **v[1]} for v in variants]  # a handful of variants, not scenario rows
     frame = with_defaults(pd.DataFrame(rows))
     count = pd.to_numeric(frame["gpus"]).to_numpy(dtype=np.int64)
@@ -804,21 +806,22 @@ def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None =
     return pd.concat([frame, sharded], ignore_index=True), variants
 
 
-def _compatible(rows: pd.DataFrame, gpus: pd.DataFrame | None) -> np.ndarray:
-    """engine/compat.py's verdict for estimated rows, under the shipped compatibility rules."""
+def _compatible(rows: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | None = None) -> np.ndarray:
+    """engine/compat.py's verdict for estimated rows, under `rules` (default the shipped compatibility rules)."""
     if gpus is None or not len(rows):
         return np.ones(len(rows), dtype=bool)
-    return compat_check(rows, gpus, compatibility_rules())["compatible"].to_numpy(dtype=bool)
+    return compat_check(rows, gpus, compatibility_rules() if rules is None else rules)["compatible"].to_numpy(dtype=bool)
 
 
-def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpus: pd.DataFrame | None = None) -> pd.DataFrame:
+def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpus: pd.DataFrame | None = None,
+                    rules: pd.DataFrame | None = None) -> pd.DataFrame:
     """what_if's table from the estimate of _what_if_frame's rows (`both`, in that order)."""
     k = len(frame) // 2
     count = pd.to_numeric(frame["gpus"].iloc[:k]).to_numpy(dtype=np.int64)
     res = both.iloc[:k].reset_index(drop=True)
     solved = _nan_as_inf(both["gpus_needed"].iloc[k:].to_numpy(dtype=float))
     # a card the compatibility rules refuse for the row (bf16 on Volta / Turing, ...) fits it at no count
-    compatible = _compatible(res, gpus)
+    compatible = _compatible(res, gpus, rules)
     res["fits"] = res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
     res["compatible"] = compatible
     fits = res["fits"].to_numpy(dtype=bool)
@@ -879,7 +882,7 @@ def _combinations(overrides: list, k: int) -> list[tuple[tuple, dict]]:
 
 
 def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.DataFrame, gpus: pd.DataFrame,
-                      overhead: dict | None) -> pd.DataFrame:
+                      overhead: dict | None, rules: pd.DataFrame | None = None) -> pd.DataFrame:
     """`res` (what_if's ranked rows) with the best combination of changes added, where no single change fits on
     the scenario's own GPU count: of the combinations that fit (as configured, each on its own GPU count), the one
     on the fewest GPUs, then with the fewest changes, the least impact and the lowest peak. Added only where it
@@ -902,7 +905,7 @@ def _with_combination(res: pd.DataFrame, base: dict, variants: list, models: pd.
             break
         part = estimate(with_defaults(pd.DataFrame([{**base, **merged} for _, merged in these])), models, gpus,
                         **(overhead or {}))
-        compatible = _compatible(part, gpus)
+        compatible = _compatible(part, gpus, rules)
         part["fits"] = part["fits"].fillna(False).to_numpy(dtype=bool) & compatible
         part["compatible"] = compatible
         combos, parts = combos + these, parts + [part]
@@ -956,12 +959,13 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     baseline, the same row), 'what_if': what_if(base), 'curve': memory_curve(base, seqs, batches)}.
     Each part's rows are estimated as in its own function; one call spares the engine's fixed
     cost per call twice (the Breakdown page asks for all three at every change of the workload)."""
-    frame, variants = _what_if_frame(base, models, gpus)
+    rules = compatibility_rules() if gpus is not None else None
+    frame, variants = _what_if_frame(base, models, gpus, rules)
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
     both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
     n = len(frame)
-    ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus)
-    return {"row": both.iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead),
+    ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus, rules)
+    return {"row": both.iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead, rules),
             "curve": both.iloc[n:].reset_index(drop=True)}
 
 
