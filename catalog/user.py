@@ -31,8 +31,10 @@ engine/params.py architecture_counts):
 - qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
 - deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
-- gemma3, llama4 and mistral3 (multimodal): their text_config is read; the vision encoder is not counted
-  from a config alone (a checkpoint's or the Hub's headers count its tensors as vision_params).
+- gemma3, llama4 and mistral3 (multimodal): their text_config is read (Gemma 3's sparse one completed with
+  Gemma3TextConfig's defaults); the vision tower and projector of gemma3 (SigLIP), mistral3 (Pixtral) and
+  qwen2_5_vl are counted from vision_config as vision_params (vision_params_from_config); llama4's and
+  qwen2_vl's only from a checkpoint's or the Hub's headers.
 - qwen2_vl, qwen2_5_vl: the language model is Qwen2's layout, read from the top level or text_config.
 - Sliding-window (or chunked) layers: `layer_types` when listed, else the class's pattern
   (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
@@ -74,6 +76,13 @@ TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mist
 # Qwen2-VL and Qwen2.5-VL: the language model is Qwen2's layout (q/k/v biases), its fields at the top level
 # (the checkpoints' config.json) or under text_config (transformers >= 4.53 writes it so); the vision tower as above
 QWEN_VL = ("qwen2_vl", "qwen2_5_vl")
+# Fields a config may leave out that its transformers config class defaults (and which change the count). Gemma 3's
+# checkpoints write a sparse text_config (google/gemma-3-4b-it: hidden, intermediate, layers, window, rope only):
+# Gemma3TextConfig's defaults (transformers models/gemma3/configuration_gemma3.py) fill the rest.
+CONFIG_CLASS_DEFAULTS = {
+    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 131_072},
+}
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
@@ -150,6 +159,52 @@ def _model_id(cfg: dict, file: str, model_id: str | None) -> tuple[str, str]:
     return name, source[:120]
 
 
+def _vision_field(vision: dict, key: str, file: str, default: int) -> int:
+    return _count(vision, key, file, default, low=1, high=10_000_000)
+
+
+def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | None:
+    """The vision tower and projector's parameters of a multimodal config, from its vision_config, where the
+    architecture is one of these (each formula reproduces the checkpoint's published total less its language
+    model to the parameter: the catalog's gemma-3-4b/12b/27b, mistral-small-3.1-24b and qwen2.5-vl-7b):
+    - gemma3: SigLIP (transformers SiglipVisionModel: a biased patch convolution, learned position embeddings for
+      (image/patch)^2 patches, layers of two LayerNorms, biased q/k/v/o and a biased fc1/fc2 MLP, a final LayerNorm)
+      and Gemma3MultiModalProjector (an RMSNorm over the vision width, a vision x text projection);
+    - mistral3: Pixtral (an unbiased patch convolution, ln_pre, layers of two RMSNorms, unbiased q/k/v/o and a
+      gated MLP of three) and Mistral3MultiModalProjector (an RMSNorm, the patch merger's (width x merge^2) x
+      width layer, linear_1 width x text and linear_2 text x text, biased where multimodal_projector_bias);
+    - qwen2_5_vl: Qwen2_5_VisionTransformer (an unbiased temporal x patch x patch 3-D convolution, blocks of two
+      RMSNorms, a biased qkv and proj, a biased gated MLP of three) and its merger (an RMSNorm, two biased linears
+      over width x merge^2). None for another type (counted from a checkpoint's headers instead)."""
+    vision, kind = cfg.get("vision_config"), cfg.get("model_type")
+    if not isinstance(vision, dict) or kind not in ("gemma3", "mistral3", "qwen2_5_vl"):
+        return None
+    if kind == "gemma3":  # SiglipVisionConfig defaults: 768 / 3072 / 12 layers / 224 px / 16 px patches
+        h, f = _vision_field(vision, "hidden_size", file, 768), _vision_field(vision, "intermediate_size", file, 3072)
+        layers, c = _vision_field(vision, "num_hidden_layers", file, 12), _vision_field(vision, "num_channels", file, 3)
+        image, patch = _vision_field(vision, "image_size", file, 224), _vision_field(vision, "patch_size", file, 16)
+        tower = (c * patch * patch * h + h) + (image // patch) ** 2 * h \
+            + layers * (2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)) + 2 * h
+        return int(tower + h * text_hidden + h)
+    if kind == "mistral3":  # PixtralVisionConfig defaults: 1024 / 4096 / 24 layers / 16 px patches
+        h, f = _vision_field(vision, "hidden_size", file, 1024), _vision_field(vision, "intermediate_size", file, 4096)
+        layers, c = _vision_field(vision, "num_hidden_layers", file, 24), _vision_field(vision, "num_channels", file, 3)
+        patch, merge = _vision_field(vision, "patch_size", file, 16), _count(cfg, "spatial_merge_size", file, 2, low=1)
+        bias = _flag(cfg, "multimodal_projector_bias", file, False)
+        tower = c * patch * patch * h + h + layers * (2 * h + 4 * h * h + 3 * h * f)
+        projector = h + (h * merge * merge) * h + (h * text_hidden + (text_hidden if bias else 0)) \
+            + (text_hidden * text_hidden + (text_hidden if bias else 0))
+        return int(tower + projector)
+    # qwen2_5_vl (Qwen2_5_VLVisionConfig defaults: depth 32, 3,584 wide... as the 7B's)
+    h, f = _vision_field(vision, "hidden_size", file, 3584), _vision_field(vision, "intermediate_size", file, 3420)
+    depth, c = _vision_field(vision, "depth", file, 32), _vision_field(vision, "in_chans", file, 3)
+    patch, temporal = _vision_field(vision, "patch_size", file, 14), _vision_field(vision, "temporal_patch_size", file, 2)
+    merge, out = _vision_field(vision, "spatial_merge_size", file, 2), _vision_field(vision, "out_hidden_size", file, 3584)
+    wide = h * merge * merge
+    tower = c * temporal * patch * patch * h + depth * (2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h))
+    return int(tower + h + (wide * wide + wide) + (wide * out + out))
+
+
 def model_from_config(cfg, file: str = "config.json", model_id: str | None = None) -> dict:
     """Map config.json fields to a validated model record. Raises CatalogError (one line naming
     the file and the config field)."""
@@ -165,25 +220,25 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     notes = []
     # the family records the checkpoint's own model_type (what frameworks key on: Liger patches gemma3 and llama4,
     # not mistral3), engine/params.py model_types reads it
-    checkpoint_type = model_type
+    checkpoint_type, outer = model_type, cfg
     if model_type in TEXT_CONFIG:
         text = cfg.get("text_config")
         if not isinstance(text, dict):
             raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
-        notes.append("Language model only (text_config): the vision encoder's parameters are not counted.")
         outer_name = cfg.get("_name_or_path")
         cfg = dict(text)
         if outer_name is not None and "_name_or_path" not in cfg:
             cfg["_name_or_path"] = outer_name
         model_type = TEXT_TYPE[model_type]
     elif model_type in QWEN_VL:
-        notes.append("Language model only: the vision encoder's parameters are not counted from a config.")
         if isinstance(cfg.get("text_config"), dict):
             outer_name = cfg.get("_name_or_path")
             cfg = dict(cfg["text_config"])
             if outer_name is not None and "_name_or_path" not in cfg:
                 cfg["_name_or_path"] = outer_name
         model_type = "qwen2"
+    if model_type in CONFIG_CLASS_DEFAULTS:  # a sparse config: its config class's defaults
+        cfg = {**CONFIG_CLASS_DEFAULTS[model_type], **{k: v for k, v in cfg.items() if v is not None}}
     if model_type not in MOE_TYPES:
         for key in MOE_KEYS:
             value = cfg.get(key)
@@ -320,6 +375,13 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")
+    vision = vision_params_from_config(outer, hidden, file) if checkpoint_type in TEXT_CONFIG + QWEN_VL else None
+    if vision:
+        arch["vision_params"] = vision
+        notes.append(f"Vision tower and projector: {vision:,} parameters, counted from vision_config.")
+    elif checkpoint_type in TEXT_CONFIG or checkpoint_type in QWEN_VL:
+        notes.append("Language model only: the vision encoder's parameters are not counted from this config "
+                     "(a checkpoint's or the Hub's headers count them).")
     quant = cfg.get("quantization_config")
     if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str) and not not_text(quant["quant_method"]):
         notes.append(f"Checkpoint is pre-quantized ({quant['quant_method'][:40]}): choose the matching precision.")
