@@ -32,9 +32,9 @@ engine/params.py architecture_counts):
 - deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
 - gemma3, llama4 and mistral3 (multimodal): their text_config is read (Gemma 3's sparse one completed with
-  Gemma3TextConfig's defaults); the vision tower and projector of gemma3 (SigLIP), mistral3 (Pixtral) and
-  qwen2_5_vl are counted from vision_config as vision_params (vision_params_from_config); llama4's and
-  qwen2_vl's only from a checkpoint's or the Hub's headers.
+  Gemma3TextConfig's defaults); the vision tower and projector of gemma3 (SigLIP), mistral3 (Pixtral), llama4
+  and qwen2_5_vl are counted from vision_config as vision_params (vision_params_from_config); qwen2_vl's only
+  from a checkpoint's or the Hub's headers.
 - qwen2_vl, qwen2_5_vl: the language model is Qwen2's layout, read from the top level or text_config.
 - Sliding-window (or chunked) layers: `layer_types` when listed, else the class's pattern
   (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
@@ -173,12 +173,28 @@ def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | N
     - mistral3: Pixtral (an unbiased patch convolution, ln_pre, layers of two RMSNorms, unbiased q/k/v/o and a
       gated MLP of three) and Mistral3MultiModalProjector (an RMSNorm, the patch merger's (width x merge^2) x
       width layer, linear_1 width x text and linear_2 text x text, biased where multimodal_projector_bias);
+    - llama4: Llama4VisionModel, its pixel-shuffle adapter and projector (the catalog's Llama 4 Scout and Maverick);
     - qwen2_5_vl: Qwen2_5_VisionTransformer (an unbiased temporal x patch x patch 3-D convolution, blocks of two
       RMSNorms, a biased qkv and proj, a biased gated MLP of three) and its merger (an RMSNorm, two biased linears
       over width x merge^2). None for another type (counted from a checkpoint's headers instead)."""
     vision, kind = cfg.get("vision_config"), cfg.get("model_type")
-    if not isinstance(vision, dict) or kind not in ("gemma3", "mistral3", "qwen2_5_vl"):
+    if not isinstance(vision, dict) or kind not in ("gemma3", "mistral3", "qwen2_5_vl", "llama4"):
         return None
+    if kind == "llama4":  # Llama4VisionConfig defaults: 768 / 3072 / 34 layers / 448 px / 14 px patches
+        h, f = _vision_field(vision, "hidden_size", file, 768), _vision_field(vision, "intermediate_size", file, 3072)
+        layers, c = _vision_field(vision, "num_hidden_layers", file, 34), _vision_field(vision, "num_channels", file, 3)
+        image, patch = _vision_field(vision, "image_size", file, 448), _vision_field(vision, "patch_size", file, 14)
+        proj_in = _vision_field(vision, "projector_input_dim", file, 4096)
+        proj_out = _vision_field(vision, "projector_output_dim", file, 4096)
+        out = _vision_field(vision, "vision_output_dim", file, 7680)
+        bias = _flag(vision, "multi_modal_projector_bias", file, False)
+        # Llama4VisionModel: the unfold patch linear (no bias), a class embedding, (patches + 1) positions, LayerNorms
+        # before and after, layers of two LayerNorms, biased q/k/v/o and a biased fc1/fc2 MLP; the pixel-shuffle
+        # adapter's two unbiased linears (intermediate -> projector_input, projector_output -> projector_output);
+        # Llama4MultiModalProjector's vision_output x text linear
+        tower = c * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + 2 * 2 * h \
+            + layers * (2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)) + f * proj_in + proj_out * proj_out
+        return int(tower + out * text_hidden + (text_hidden if bias else 0))
     if kind == "gemma3":  # SiglipVisionConfig defaults: 768 / 3072 / 12 layers / 224 px / 16 px patches
         h, f = _vision_field(vision, "hidden_size", file, 768), _vision_field(vision, "intermediate_size", file, 3072)
         layers, c = _vision_field(vision, "num_hidden_layers", file, 12), _vision_field(vision, "num_channels", file, 3)

@@ -61,6 +61,9 @@ GOOD = {
     # Gemma 3 4B (gemma3: a sparse text_config, Gemma3TextConfig's defaults fill the rest): 3,880,263,168, llama.cpp's
     # n_params for gemma-3-4b-it (the catalog entry's notes).
     "gemma-3-4b-it.json": 3_880_263_168,
+    # Llama 4 Scout (llama4: text_config and vision_config): the language model 107,769,861,120, which with the vision
+    # tower's 871,932,416 is the checkpoint's published 108,641,793,536 (Hub safetensors total; checked below).
+    "llama-4-scout.json": 107_769_861_120,
 }
 
 
@@ -80,7 +83,7 @@ def test_every_good_config_has_a_published_count():
                                                                                                "mixtral", "gemma2", "deepseek_v3",
                                                                                                "gpt_oss", "qwen3_moe", "phi3",
                                                                                                "smollm3", "mistral3", "qwen2_5_vl",
-                                                                                               "gemma3"}
+                                                                                               "gemma3", "llama4"}
 
 
 def test_qwen2_counts_its_qkv_biases_by_hand():
@@ -253,7 +256,7 @@ TWINS = {"llama-2-7b.json": "llama-2-7b", "llama-3.2-1b.json": "llama-3.2-1b", "
          "phi-4-mini.json": "phi-4-mini", "smollm3-3b.json": "smollm3-3b",
          # multimodal: the language model from text_config (or the top level), the vision tower from vision_config
          "mistral-small-3.1-24b.json": "mistral-small-3.1-24b", "qwen2.5-vl-7b.json": "qwen2.5-vl-7b",
-         "gemma-3-4b-it.json": "gemma-3-4b"}
+         "gemma-3-4b-it.json": "gemma-3-4b", "llama-4-scout.json": "llama-4-scout"}
 TWIN_SCENARIOS = [
     {"task": "train", "method": "lora", "batch": 2, "seq": 2048},
     {"task": "train", "method": "full", "batch": 1, "seq": 1024, "precision": "mixed_bf16", "grad_checkpointing": True},
@@ -300,7 +303,8 @@ def test_serve_under_transformers_counts_a_configs_eager_prefill_as_its_twins(na
 
 
 @pytest.mark.parametrize("name, twin", [("mistral-small-3.1-24b.json", "mistral-small-3.1-24b"),
-                                        ("qwen2.5-vl-7b.json", "qwen2.5-vl-7b"), ("gemma-3-4b-it.json", "gemma-3-4b")])
+                                        ("qwen2.5-vl-7b.json", "qwen2.5-vl-7b"), ("gemma-3-4b-it.json", "gemma-3-4b"),
+                                        ("llama-4-scout.json", "llama-4-scout")])
 def test_a_multimodal_configs_vision_tower_is_counted_as_its_checkpoint_holds_it(models, name, twin):
     """Pixtral + Mistral3's projector, Qwen2.5-VL's vision transformer + merger and SigLIP + Gemma 3's projector,
     counted from vision_config (catalog/user.py vision_params_from_config), equal the catalog's vision_params: each
@@ -311,6 +315,8 @@ def test_a_multimodal_configs_vision_tower_is_counted_as_its_checkpoint_holds_it
     assert record["vision_params"] == int(models.set_index("id").loc[twin, "vision_params"]) > 4e8
     assert record["family"] == "custom-" + json.loads((DATA / "good_configs" / name).read_text())["model_type"]
     assert "counted from vision_config" in record["notes"]
+    if twin == "llama-4-scout":  # the language model and the tower make the checkpoint's published total
+        assert record["params"] + record["vision_params"] == 108_641_793_536
 
 
 def test_docs_name_every_architecture_a_config_may_have():
