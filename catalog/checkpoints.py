@@ -46,7 +46,7 @@ import stat
 from pathlib import Path
 
 from catalog.schema import CatalogError, regular_file_stat, show
-from catalog.user import model_from_config, model_from_config_file, parse_config
+from catalog.user import HEAD_DIM_DEFAULT, model_from_config, model_from_config_file, parse_config
 
 ACCEPTED = ("a GGUF file (.gguf, split parts -00001-of-0000N, an mmproj file beside it), a safetensors file or "
             "folder with its config.json, or a config.json")
@@ -72,7 +72,9 @@ GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q
 GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
              "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
              # llama.cpp's phi3 (Phi-3, Phi-4: attn_qkv and a gate+up ffn_up fused, the same weights) and smollm3
-             "phi3": "phi3", "smollm3": "smollm3"}
+             "phi3": "phi3", "smollm3": "smollm3",
+             # llama.cpp's gpt-oss (ggml-org/gpt-oss-20b-GGUF, -120b): experts of feed_forward_length each
+             "gpt-oss": "gpt_oss"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
@@ -475,6 +477,9 @@ def gguf_config(reader, file: str) -> dict:
             cfg["model_type"] = "mixtral"
             cfg["num_local_experts"] = cfg.pop("num_experts")
             cfg.pop("moe_intermediate_size", None)
+        elif model_type == "gpt_oss":  # GptOssConfig: num_local_experts of intermediate_size each
+            cfg["num_local_experts"] = cfg.pop("num_experts")
+            cfg["intermediate_size"] = cfg.pop("moe_intermediate_size", cfg.get("intermediate_size"))
         elif model_type not in ("qwen2_moe", "qwen3_moe"):
             raise _fail(file, f"{arch}.expert_count is {cfg['num_experts']}: {arch} is read as a dense model")
     else:
@@ -487,8 +492,10 @@ def gguf_config(reader, file: str) -> dict:
                         ("vocab_size", "vocab_size")):
         if key not in cfg:
             raise _fail(file, f"has no {arch}.{suffix} in its metadata (needed for {key})")
-    if "head_dim" in cfg and cfg["head_dim"] * cfg["num_attention_heads"] == cfg["hidden_size"] and model_type not in (
-            "gemma", "gemma2", "gemma3_text", "qwen3", "qwen3_moe"):
+    # (a head width equal to hidden / heads is the config class's own unless the class defaults another: Gemma's 256,
+    # Qwen3's 128, gpt-oss's 64, ... catalog/user.py HEAD_DIM_DEFAULT)
+    if "head_dim" in cfg and cfg["head_dim"] * cfg["num_attention_heads"] == cfg["hidden_size"] and \
+            cfg["model_type"] not in HEAD_DIM_DEFAULT:
         cfg.pop("head_dim")
     return cfg
 

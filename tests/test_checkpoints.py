@@ -499,3 +499,17 @@ def test_a_phi3_gguf_with_fused_tensors_is_read_as_the_llama_layout(tmp_path, ti
     assert record["family"] == "custom-phi3" and record["tied_embeddings"] is tied
     assert record["params"] == llama_params(tied) == sum(int(np.prod(s)) for _n, s in phi3_tensors(tied))
     assert info["weights_source"] == "header"  # the tensors hold the architecture's count
+
+
+def test_a_gpt_oss_gguf_is_read_as_gpt_oss(tmp_path):
+    """llama.cpp's gpt-oss GGUFs (general.architecture gpt-oss: the experts' count, the experts per token, 64-wide heads,
+    a 128-token window on alternating layers) map onto the fields catalog/user.py reads for gpt_oss: the family is
+    custom-gpt_oss (the engine's eager attention under transformers, its sinks and biases), the window alternates."""
+    extra = {"gpt-oss.expert_count": 4, "gpt-oss.expert_used_count": 2, "gpt-oss.attention.key_length": 16,
+             "gpt-oss.attention.sliding_window": 128}
+    path = write_gguf(tmp_path / "gpt-oss.gguf", arch="gpt-oss", extra=extra)
+    record, _info = model_from_files([path])
+    assert record["family"] == "custom-gpt_oss"
+    assert (record["num_experts"], record["experts_per_token"], record["head_dim"]) == (4, 2, 16)
+    assert record["expert_intermediate_size"] == F and record["attention_sinks"] and record["expert_bias"]
+    assert (record["sliding_window"], record["sliding_window_layers"]) == (128, (L + 1) // 2)
