@@ -130,6 +130,19 @@ def test_what_if_ranks_every_change_with_its_own_fit():
     assert by_name["Gradient checkpointing"]["saved_bytes"] == 0
     assert by_name["QLoRA r=8 + gradient checkpointing"]["fits"] is True
     assert {c["change_count"] for c in changes} == {1}  # single changes fit here: no combination is tried
+    assert all(c["compatible"] is True for c in changes)  # an RTX 4090 refuses none of them
+
+
+def test_what_if_json_says_which_changes_the_card_refuses():
+    """On a T4 (no bf16: catalog/gpus.yaml bf16-needs-ampere) a bf16 change is never compatible nor a fit; the fp16
+    change is offered and compatible."""
+    code, out, err = run("estimate", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "full", "--what-if", "--json")
+    assert code == 0, err
+    changes = {c["change"]: c for c in json.loads(out)["what_if"]}
+    fp16 = changes["FP16 instead of BF16 (this card has no bf16)"]
+    assert fp16["compatible"] is True and "precision=fp16" in fp16["overrides"]
+    refused = [c for c in changes.values() if not c["compatible"]]
+    assert refused and not any(c["fits"] for c in refused)
 
 
 def test_where_no_single_change_fits_the_cli_suggests_changes_together():
