@@ -71,11 +71,11 @@ SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
 TEXT_CONFIG = ("gemma3", "llama4", "mistral3")
-# the language model's type under each (Mistral3Config's text_config is a MistralConfig: Mistral Small 3.1 / 3.2)
-TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
-# Qwen2-VL and Qwen2.5-VL: the language model is Qwen2's layout (q/k/v biases), its fields at the top level
-# (the checkpoints' config.json) or under text_config (transformers >= 4.53 writes it so); the vision tower as above
-QWEN_VL = ("qwen2_vl", "qwen2_5_vl")
+# the language model's type of each multimodal type (Mistral3Config's text_config is a MistralConfig: Mistral Small
+# 3.1 / 3.2). Qwen2-VL and Qwen2.5-VL: Qwen2's layout (q/k/v biases), its fields at the top level (the checkpoints'
+# config.json) or under text_config (transformers >= 4.53 writes it so): text_config optional there.
+TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "qwen2_vl": "qwen2",
+             "qwen2_5_vl": "qwen2"}
 # Fields a config may leave out that its transformers config class defaults (and which change the count). Gemma 3's
 # checkpoints write a sparse text_config (google/gemma-3-4b-it: hidden, intermediate, layers, window, rope only):
 # Gemma3TextConfig's defaults (transformers models/gemma3/configuration_gemma3.py) fill the rest.
@@ -163,6 +163,12 @@ def _vision_field(vision: dict, key: str, file: str, default: int) -> int:
     return _count(vision, key, file, default, low=1, high=10_000_000)
 
 
+def _vit_layer(h: int, f: int) -> int:
+    """One ViT encoder layer of SigLIP's and Llama 4's kind: two LayerNorms (weight and bias), biased q/k/v/o, a
+    biased fc1 / fc2 MLP (h wide, f inside)."""
+    return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+
+
 def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | None:
     """The vision tower and projector's parameters of a multimodal config, from its vision_config, where the
     architecture is one of these (each formula reproduces the checkpoint's published total less its language
@@ -193,14 +199,13 @@ def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | N
         # adapter's two unbiased linears (intermediate -> projector_input, projector_output -> projector_output);
         # Llama4MultiModalProjector's vision_output x text linear
         tower = c * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + 2 * 2 * h \
-            + layers * (2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)) + f * proj_in + proj_out * proj_out
+            + layers * _vit_layer(h, f) + f * proj_in + proj_out * proj_out
         return int(tower + out * text_hidden + (text_hidden if bias else 0))
     if kind == "gemma3":  # SiglipVisionConfig defaults: 768 / 3072 / 12 layers / 224 px / 16 px patches
         h, f = _vision_field(vision, "hidden_size", file, 768), _vision_field(vision, "intermediate_size", file, 3072)
         layers, c = _vision_field(vision, "num_hidden_layers", file, 12), _vision_field(vision, "num_channels", file, 3)
         image, patch = _vision_field(vision, "image_size", file, 224), _vision_field(vision, "patch_size", file, 16)
-        tower = (c * patch * patch * h + h) + (image // patch) ** 2 * h \
-            + layers * (2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)) + 2 * h
+        tower = (c * patch * patch * h + h) + (image // patch) ** 2 * h + layers * _vit_layer(h, f) + 2 * h
         return int(tower + h * text_hidden + h)
     if kind == "mistral3":  # PixtralVisionConfig defaults: 1024 / 4096 / 24 layers / 16 px patches
         h, f = _vision_field(vision, "hidden_size", file, 1024), _vision_field(vision, "intermediate_size", file, 4096)
@@ -237,22 +242,16 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     # the family records the checkpoint's own model_type (what frameworks key on: Liger patches gemma3 and llama4,
     # not mistral3), engine/params.py model_types reads it
     checkpoint_type, outer = model_type, cfg
-    if model_type in TEXT_CONFIG:
+    if model_type in TEXT_TYPE:  # multimodal: its language model
         text = cfg.get("text_config")
-        if not isinstance(text, dict):
-            raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
-        outer_name = cfg.get("_name_or_path")
-        cfg = dict(text)
-        if outer_name is not None and "_name_or_path" not in cfg:
-            cfg["_name_or_path"] = outer_name
-        model_type = TEXT_TYPE[model_type]
-    elif model_type in QWEN_VL:
-        if isinstance(cfg.get("text_config"), dict):
+        if isinstance(text, dict):
             outer_name = cfg.get("_name_or_path")
-            cfg = dict(cfg["text_config"])
+            cfg = dict(text)
             if outer_name is not None and "_name_or_path" not in cfg:
                 cfg["_name_or_path"] = outer_name
-        model_type = "qwen2"
+        elif model_type in TEXT_CONFIG:
+            raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
+        model_type = TEXT_TYPE[model_type]
     if model_type in CONFIG_CLASS_DEFAULTS:  # a sparse config: its config class's defaults
         cfg = {**CONFIG_CLASS_DEFAULTS[model_type], **{k: v for k, v in cfg.items() if v is not None}}
     if model_type not in MOE_TYPES:
@@ -391,11 +390,11 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")
-    vision = vision_params_from_config(outer, hidden, file) if checkpoint_type in TEXT_CONFIG + QWEN_VL else None
+    vision = vision_params_from_config(outer, hidden, file) if checkpoint_type in TEXT_TYPE else None
     if vision:
         arch["vision_params"] = vision
         notes.append(f"Vision tower and projector: {vision:,} parameters, counted from vision_config.")
-    elif checkpoint_type in TEXT_CONFIG or checkpoint_type in QWEN_VL:
+    elif checkpoint_type in TEXT_TYPE:
         notes.append("Language model only: the vision encoder's parameters are not counted from this config "
                      "(a checkpoint's or the Hub's headers count them).")
     quant = cfg.get("quantization_config")
