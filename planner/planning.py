@@ -765,20 +765,13 @@ def flash_attention_runs(gpu: str | None, gpus: pd.DataFrame | None) -> bool:
 
 def bf16_refused(gpu: str | None, gpus: pd.DataFrame | None, rules: pd.DataFrame | None = None) -> bool:
     """Whether the compatibility rules (catalog/gpus.yaml; default the shipped ones) refuse bf16 on catalog GPU `gpu`
-    (Volta, Turing: the rule bf16-needs-ampere). False where the GPU or its architecture is unknown."""
-    if gpus is None or gpu is None or "id" not in gpus or "architecture" not in gpus:
+    where they take fp16 (Volta, Turing: the rule bf16-needs-ampere), asked of engine/compat.py with two probe rows.
+    False where the GPU is unknown."""
+    if gpus is None or gpu is None or "id" not in gpus or not (gpus["id"] == gpu).any():
         return False
-    card = gpus[gpus["id"] == gpu]
-    if card.empty:
-        return False
-    arch = str(card["architecture"].iloc[0]).lower()
-    rules = compatibility_rules() if rules is None else rules
-    for rule in rules.to_dict("records"):
-        values = [v.strip() for v in str(rule.get("values") or "").split(",")]
-        archs = [a.strip().lower() for a in str(rule.get("architectures") or "").split(",")]
-        if rule.get("severity") == "incompatible" and "bf16" in values and arch in archs:
-            return True
-    return False
+    probes = pd.DataFrame({"gpu": [gpu, gpu], "precision": ["bf16", "fp16"], "gpus": [1, 1]})
+    bf16, fp16 = _compatible(probes, gpus, rules)
+    return bool(fp16 and not bf16)
 
 
 def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None = None,
@@ -824,8 +817,8 @@ def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpu
     compatible = _compatible(res, gpus, rules)
     res["fits"] = res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
     res["compatible"] = compatible
-    fits = res["fits"].to_numpy(dtype=bool)
-    res["gpus_to_fit"] = np.where(fits, count, np.where(compatible, np.maximum(count + 1, solved), np.inf))
+    res["gpus_to_fit"] = np.where(res["fits"].to_numpy(dtype=bool), count,
+                                  np.where(compatible, np.maximum(count + 1, solved), np.inf))
     res.insert(0, "change", ["As configured"] + [v[0] for v in variants])
     res.insert(1, "overrides", ["—"] + [", ".join(f"{key}={val}" for key, val in v[1].items()) for v in variants])
     res.insert(2, "impact", [0] + [v[2] for v in variants])
@@ -837,7 +830,7 @@ def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpu
     # pinned buffers cost more than they save there) is no way to make a workload fit: left out
     adds = (res["saved_bytes"].to_numpy(dtype=float) < 0) & (np.arange(k) > 0)
     if adds.any():
-        res, fits = res[~adds].reset_index(drop=True), fits[~adds]
+        res = res[~adds].reset_index(drop=True)
     return _ranked(res)
 
 
