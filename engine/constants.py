@@ -125,7 +125,7 @@ INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
 # The transformers model_type of the catalog families whose terms the engine keys on the architecture
 # (Gemma's norms, Gemma 2's softcapped scores, gpt-oss's eager bf16 scores and clamped GLU). A model read
 # from a config.json, a checkpoint or the Hub has the family "custom-<its model_type>" (catalog/user.py),
-# so a family is read as its model_type through this table or that prefix (engine/components.py model_types): the same
+# so a family is read as its model_type through this table or that prefix (engine/params.py model_types): the same
 # architecture gets the same terms whichever way it came in.
 FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss"}
 CUSTOM_FAMILY_PREFIX = "custom-"

@@ -747,7 +747,7 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
         return message
     import difflib
     words = list(sys.argv[1:] if argv is None else argv)
-    sub = next((a for a in parser._subparsers._group_actions for _ in [0]), None) if parser._subparsers else None
+    sub = parser._subparsers._group_actions[0] if parser._subparsers else None  # (the subcommands' action)
     command = next((w for w in words if sub is not None and w in sub.choices), None)
     if command is None:
         return message

@@ -247,7 +247,7 @@ def test_cli_estimates_a_config_and_refuses_a_bad_one_in_one_line():
 # A config.json of a catalog model (the same fields: checked below) must get the catalog entry's answer:
 # terms keyed on the architecture (Gemma's norms, Gemma 2's and gpt-oss's eager scores under transformers,
 # gpt-oss's clamped GLU) read the model_type of a "custom-<model_type>" family as they read a catalog
-# family (engine/components.py model_types). Before, an imported Gemma 2 9B came out at 55% of its catalog
+# family (engine/params.py model_types). Before, an imported Gemma 2 9B came out at 55% of its catalog
 # twin's peak (LoRA, 2 x 2,048) and gpt-oss-20b's prefill (4 x 8,192) at 26%.
 TWINS = {"llama-2-7b.json": "llama-2-7b", "llama-3.2-1b.json": "llama-3.2-1b", "mistral-7b-v0.1.json": "mistral-7b",
          "qwen2.5-0.5b.json": "qwen2.5-0.5b", "gemma-2b.json": "gemma-2b", "gemma-7b.json": "gemma-7b",
