@@ -338,6 +338,40 @@ def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.nda
     return np.where(E > 0, 1.0 - (1.0 - k / np.maximum(E, 1.0)) ** c, 1.0)
 
 
+# vLLM's MXFP4 MoE method pads the routed experts' tensors for its kernels when it creates them
+# (vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights, read at
+# 007d500 via the public index): the Marlin backend (weight-only FP4: Ampere, Ada, consumer
+# Blackwell, Hopper without triton_kernels) rounds each GPU's expert intermediate size up to 128
+# and the hidden size up to 256 ("n % 256 == 0 and k % 128 == 0"); FlashInfer's SM100 backends
+# (B200, B300) round both up to 256; ROCm rounds both to get_padding_alignment() (256 on gfx950,
+# MI355X; 128 otherwise). Hopper's default Triton backend keeps the sizes here and lays the
+# tensors out in triton_kernels' swizzled format, whose size is not traced: the Marlin padding is
+# counted for it too (gpt-oss-120b on one H100: Triton 64.38 GiB, Marlin 65.97 GiB measured,
+# catalog/references.yaml; Marlin's padding gives 65.90). The padded tensors are the codes (4 bits)
+# and their scales (one byte per 32): the whole expert bytes scale with the padded area.
+MXFP4_PAD_MARLIN = (128, 256)  # (intermediate per GPU, hidden)
+MXFP4_PAD_SM100 = (256, 256)
+MXFP4_PAD_ROCM = {"cdna4": 256}  # else 128
+
+
+def vllm_mxfp4_padding_bytes(expert_bytes, hidden, expert_intermediate, tp, architecture, segment,
+                             family) -> np.ndarray:
+    """Bytes vLLM adds to the routed experts of an MXFP4 checkpoint by padding their tensors, in total
+    over the `tp` GPUs (each pads its own slice of the intermediate size); 0 where nothing pads."""
+    hidden = np.asarray(hidden, float)
+    inter = np.asarray(expert_intermediate, float) / np.asarray(tp, float)
+    arch = np.asarray(architecture, dtype=object).astype(str)
+    sm100 = (arch == "blackwell") & (np.asarray(segment, dtype=object).astype(str) == "datacenter")
+    amd = np.asarray(family, dtype=object) == "amd"
+    rocm_align = np.where(arch == "cdna4", float(MXFP4_PAD_ROCM["cdna4"]), 128.0)
+    a_inter = np.where(amd, rocm_align, np.where(sm100, MXFP4_PAD_SM100[0], MXFP4_PAD_MARLIN[0]))
+    a_hidden = np.where(amd, rocm_align, np.where(sm100, MXFP4_PAD_SM100[1], MXFP4_PAD_MARLIN[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        area = (np.ceil(inter / a_inter) * a_inter * np.ceil(hidden / a_hidden) * a_hidden) / (inter * hidden)
+    area = np.where((inter > 0) & (hidden > 0), area, 1.0)
+    return np.asarray(expert_bytes, float) * (area - 1.0)
+
+
 def apple_gpu_share(memory_gb) -> np.ndarray:
     """The share of unified memory macOS lets the GPU use by default."""
     memory_gb = np.asarray(memory_gb, dtype=float)
@@ -774,6 +808,16 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
     kv_split = np.minimum(tp, kvh) * 1.0
+    # an MXFP4 checkpoint under vLLM: its routed experts as the kernels pad them (vllm_mxfp4_padding_bytes)
+    mx_vllm = is_vllm & (req["precision"].astype(str).to_numpy() == "mxfp4") & (_model_col(m, "num_experts") > 0)
+    mx_pad = np.zeros(n)
+    if mx_vllm.any():
+        mx_pad = np.where(mx_vllm, vllm_mxfp4_padding_bytes(
+            np.asarray(exl_counts["experts"], float) * _linear_bits(req["precision"]) / 8.0, h,
+            _model_col(m, "expert_intermediate_size"), tp, g["architecture"].to_numpy(object),
+            g["segment"].to_numpy(object) if "segment" in g else np.full(n, ""), gpu_family(g)), 0.0)
+    checkpoint_bytes = weights  # what the host reads while loading; the padding is made on the GPU
+    weights = weights + mx_pad
     w_gpu_full = weights / tp
     kv_token_gpu = kv_token / kv_split
     # the draft on the most loaded GPU: split draft_tensor_parallel_size ways (default the target's;
@@ -1017,7 +1061,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     aggregate = conc / step
     price = g["cloud_usd_per_hour"].to_numpy(float)
     usd_per_m = price * tp / (aggregate * 3600.0) * 1e6
-    host_ram = np.where(is_llama, llama_host, weights)  # safetensors pages during load; GGUF: the host layers
+    host_ram = np.where(is_llama, llama_host, checkpoint_bytes)  # safetensors pages during load; GGUF: the host layers
     host_ram = np.where(is_exl, exl_host, host_ram)  # ExLlamaV2: the embedding (the file streams in per module)
 
     out = req.assign(
