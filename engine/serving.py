@@ -75,9 +75,20 @@ VLLM_BLOCK_SIZE = 16
 VLLM_BATCHED_TOKENS_LARGE, VLLM_MAX_NUM_SEQS_LARGE = 8192, 1024
 VLLM_BATCHED_TOKENS_SMALL, VLLM_MAX_NUM_SEQS = 2048, 256
 VLLM_LARGE_GPU_BYTES = 70 * C.GIB
-# Sampler warm-up over max_num_seqs: fp32 logits plus one fp32 copy (probabilities) of
-# max_num_seqs x vocab (gpu_worker.py: _dummy_sampler_run(num_tokens=max_num_reqs)).
-SAMPLER_COPIES = 2
+# The profile run's sampler warm-up over max_num_seqs rows of the vocabulary (gpu_model_runner.py
+# _dummy_sampler_run: temperature 0.5, top_p 0.9, top_k = vocab - 1, so top-k/top-p sorts the
+# logits; V0's profile_run samples with top_p 0.99 and top_k vocab - 1 too). Its peak is inside
+# that sort (vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: logits.sort(dim=-1), the
+# PyTorch-native path): the model's 16-bit logits (2 B, still held by the caller), their fp32 copy
+# (4 B), the sort's values (4 B) and int64 indices (8 B), and inside PyTorch's sort for more than 128
+# rows of fewer than 10^6 (aten/src/ATen/native/cuda/SortStable.cu segmented_sort_pairs) an int64
+# index input (8 B) and CUB's alternate key and value buffers (DeviceSegmentedRadixSort::SortPairs
+# without DoubleBuffer: 4 + 8 B): 38 bytes per max_num_seqs x vocab entry. FlashInfer's fused
+# sampler (VLLM_USE_FLASHINFER_SAMPLER) holds less: this is the larger of the two paths. Against the
+# H100 logs with 1,024 sequences (catalog/serving_measurements.yaml, held out): activation peaks of
+# 4.76, 5.56 and 7.38 GiB for vocabularies of 128,256, 151,936 and 201,088 (37.5-38.9 B an entry
+# with the forward's leftovers); before this trace the model counted 8 B (two fp32 copies).
+SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 8 + 4 + 8
 # vLLM by version (`serve --engine-version X.Y`; default: the current V1 defaults above).
 # - V1 became the default engine in v0.8.0 (release notes: "We have now enabled V1 engine by
 #   default (#13726)"; VLLM_USE_V1=0 brought V0 back until v0.11.0 removed it). Before 0.8 the V0
@@ -842,10 +853,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # one layer's transient working set over T tokens: gate+up (2 ffn) and the SwiGLU product
     # (ffn) per GPU, q/k/v (a+2kv)d per GPU, and ~4 hidden-size buffers (residual, norm, attn out)
     per_token_act = 2.0 * (3.0 * ffn / tp + (heads + 2 * kvh) * d / tp + 4.0 * h)
-    sampler = seqs * V * 4.0 * SAMPLER_COPIES
+    # the sampler runs after the dummy forward, whose transients are freed by then; the forward's
+    # output hidden states stay referenced (profile_run holds them): 2 B x hidden per batched token
+    sampler = seqs * V * SAMPLER_BYTES_PER_LOGIT + batched * h * 2.0
     hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
     activation = np.where(is_hf, hf_tokens * per_token_act + hf_tokens / ctx * V * 4.0,
-                          batched * per_token_act + sampler)
+                          np.maximum(batched * per_token_act, sampler))
     activation = np.where(is_llama, 0.0, activation)
     # transformers' SDPA prefill of a model with sliding-window layers (issue 28, engine/components.py
     # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
