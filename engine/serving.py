@@ -1096,6 +1096,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         engine_version=np.where(is_vllm, np.where(has_version, req["engine_version"].astype(str).str.strip(), "current"), None),
         engine_generation=np.where(is_vllm, np.where(v0, "V0", "V1"), None),
         profile_tokens=np.where(is_vllm, batched, np.nan),
+        # True where that profile's peak is the sampler's warm-up over max_num_seqs (not the forward)
+        sampler_peak=np.where(is_vllm, sampler >= batched * per_token_act, None),
         chunked_prefill=np.where(is_vllm, chunked, None),
         # the draft model (speculative decoding), per GPU like every byte above
         draft_model=np.where(has_draft, draft_id, None),

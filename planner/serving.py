@@ -200,8 +200,14 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         # the weights alone fit: what fills the rest is the activation peak (the prefill's working set)
         by_act = (row["engine"] not in ("llama.cpp", "ollama") and pd.notna(act) and act > 0
                   and weights + row.get("non_torch_bytes", 0.0) < row["budget_bytes"])
-        what = (f"the weights ({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB: the "
-                f"prefill of one --max-model-len request)"
+        if row["engine"] == "vllm" and row.get("sampler_peak") is True:  # engine/serving.py SAMPLER_BYTES_PER_LOGIT
+            cause = (f"vLLM's sampler warm-up over --max-num-seqs {int(row['max_num_seqs']):,} sequences x the vocabulary; "
+                     "a smaller --max-num-seqs lowers it")
+        elif row["engine"] == "vllm":
+            cause = f"vLLM's profile forward over {int(row['profile_tokens']):,} batched tokens"
+        else:
+            cause = "the prefill of one --max-model-len request"
+        what = (f"the weights ({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB: {cause})"
                 if by_act else f"the weights ({weights / gib:.2f} GiB per GPU)")
         lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "

@@ -91,7 +91,8 @@ def test_spaces_or_quotes_before_a_sign_do_not_hide_a_formula():
     assert [r[0] for r in spreadsheet_cells(text)[2:]] == ["' =1+1", "'\"@SUM(1)\"", " -5", "text"]
 
 
-TEXT = hs.text(alphabet=hs.characters(blacklist_characters="\x00"), max_size=30)
+# no lone surrogates: not text a user can type or paste (pandas 3 stores strings in Arrow, which refuses them)
+TEXT = hs.text(alphabet=hs.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
 CELL = hs.one_of(TEXT, hs.sampled_from(["=1+1", " @SUM(A1)", "-2+3", "+", "\t=x", "-5", '"=1"', "a,=b", "x\r=y"]))
 
 
@@ -100,7 +101,8 @@ CELL = hs.one_of(TEXT, hs.sampled_from(["=1+1", " @SUM(A1)", "-2+3", "+", "\t=x"
        values=hs.lists(hs.one_of(CELL, hs.integers(), hs.floats()), min_size=4, max_size=4),
        cells=hs.lists(CELL, min_size=1, max_size=5),
        numbers=hs.lists(hs.floats(), min_size=5, max_size=5),
-       column=CELL.filter(lambda c: not one_line(c).lstrip('"').startswith("# ")))
+       # the numbers' column: any header but the two the frame below names itself
+       column=CELL.filter(lambda c: not one_line(c).lstrip('"').startswith("# ") and c not in ("text", "gpus_needed")))
 def test_any_text_in_settings_or_cells_gives_no_formula_cell(keys, values, cells, numbers, column):
     settings = dict(zip(keys, values))
     n = len(cells)

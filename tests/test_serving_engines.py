@@ -554,3 +554,16 @@ def test_vllm_v1_profile_peak_on_an_h100_is_the_samplers_sort(cat, model, precis
                          max_model_len=16000)).iloc[0]
     gib = out.activation_peak_bytes / GIB
     assert -0.03 <= (gib - logged_gib) / logged_gib <= 0.01, gib
+
+
+def test_gpt_oss_120b_on_one_h100_needs_fewer_sequences_as_vllm_users_find(cat):
+    """vllm issue #23278: gpt-oss-120b on one H100 at the defaults logs 'Available KV cache memory: -2.14 GiB'
+    and does not start. The plan says so, names the sampler's warm-up over 1,024 sequences as the activation
+    peak, and a smaller --max-num-seqs holds 32K-token requests."""
+    args = ("serve", "--model", "gpt-oss-120b", "--precision", "mxfp4", "--gpu", "h100-sxm-80gb", "--engine", "vllm",
+            "--max-model-len", "32768")
+    code, out, err = run_cli(*args)
+    assert code == 0 and "DOES NOT FIT" in out and "sampler warm-up over --max-num-seqs 1,024 sequences" in out, err
+    code, out, err = run_cli(*args, "--max-num-seqs", "64", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] and data["max_concurrency"] >= 1, err
