@@ -750,11 +750,14 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     }), models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_context_bytes"].to_numpy(float) / ctx  # whole model, one token (at the context)
+    # each model's parameters by part (ExLlamaV2's and MLC's weights, vLLM's MXFP4 padding, the MoE split below)
+    counts = architecture_counts(m)
+    # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
+    expert_bytes = np.asarray(counts["experts"], dtype=float) * _linear_bits(req["precision"]) / 8.0
     # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type
-    exl_counts = architecture_counts(m)
     exl_embed = V * h
     exl_head = V * h  # the output layer, stored (quantized) in the file even where tied
-    exl_linear = np.asarray(exl_counts["total"], float) - exl_embed - np.where(tied, 0.0, exl_head)
+    exl_linear = np.asarray(counts["total"], float) - exl_embed - np.where(tied, 0.0, exl_head)
     exl_bpw = np.where(req["precision"].astype(str).to_numpy() == "int4", C.LINEAR_BITS["int4"],
                        exl2_bits(req["precision"]))
     exl_head_bits = np.where(req["precision"].astype(str).to_numpy() == "int4", 16.0, EXL2_HEAD_BITS)
@@ -764,7 +767,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_cache_bytes = pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float)
     # MLC-LLM: every weight (embedding and head too) at its quantization's bits
     mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
-    weights = np.where(is_mlc, np.asarray(exl_counts["total"], float) * mlc_bits / 8.0, weights)
+    weights = np.where(is_mlc, np.asarray(counts["total"], float) * mlc_bits / 8.0, weights)
     kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
     # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
@@ -824,7 +827,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     mx_pad = np.zeros(n)
     if mx_vllm.any():
         mx_pad = np.where(mx_vllm, vllm_mxfp4_padding_bytes(
-            np.asarray(exl_counts["experts"], float) * _linear_bits(req["precision"]) / 8.0, h,
+            expert_bytes, h,
             _model_col(m, "expert_intermediate_size"), tp, g["architecture"].to_numpy(object),
             g["segment"].to_numpy(object) if "segment" in g else np.full(n, ""), gpu_family(g)), 0.0)
     checkpoint_bytes = weights  # what the host reads while loading; the padding is made on the GPU
@@ -886,11 +889,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0
     output_bytes = np.where(tied, 0.0, embed_bytes)
     layer_w = (weights - embed_bytes - output_bytes) / L
-    # MoE: the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits),
-    # per MoE layer; the rest of a layer (attention, router, shared experts, norms) is averaged
-    counts = architecture_counts(m)
+    # MoE: the routed experts' bytes per MoE layer (expert_bytes, above); the rest of a layer
+    # (attention, router, shared experts, norms) is averaged
     moe_L = np.asarray(counts["moe_layers"], dtype=float)
-    expert_bytes = np.asarray(counts["experts"], dtype=float) * _linear_bits(req["precision"]) / 8.0
     e_layer = np.where(moe_L > 0, expert_bytes / np.maximum(moe_L, 1.0), 0.0)
     ne_layer = layer_w - expert_bytes / L  # a layer without its routed experts (average)
     # MoE models: a dense layer (DeepSeek's first 3, Llama 4 Maverick's even ones) holds a dense
