@@ -107,7 +107,7 @@ def predict(meas: pd.DataFrame) -> pd.Series:
                                        family=p["gpu_family"].to_numpy(object))
     kv = meas["metric"] == "kv_cache_available_gib"
     if kv.any():
-        pred[kv] = vllm_kv_gib(meas[kv])
+        pred[kv] = engine_kv_gib(meas[kv])
     return pred
 
 
@@ -128,16 +128,17 @@ def batch1_read_share(rows: pd.DataFrame) -> np.ndarray:
     return share
 
 
-def vllm_kv_gib(rows: pd.DataFrame) -> np.ndarray:
-    """vLLM's KV budget for logged start-ups: the card's total as the log prints it replaces the
-    catalog's, so the check is of the memory model, not of the catalog's usable bytes."""
+def engine_kv_gib(rows: pd.DataFrame) -> np.ndarray:
+    """vLLM's KV budget / SGLang's KV pool for logged start-ups: the card's total as the log prints it
+    (vLLM) or as nvidia-smi gives it (SGLang reads that) replaces the catalog's, so the check is of the
+    memory model, not of the catalog's usable bytes."""
     cat = default_catalog()
     gpus = cat.gpus()
     base = gpus[gpus["id"] == "h100-sxm-80gb"].iloc[[0] * len(rows)].reset_index(drop=True)
     base = base.assign(id=[f"logged-{i}" for i in range(len(rows))],
                        usable_memory_bytes=rows["total_gpu_memory_gib"].to_numpy(float) * GIB)
     req = pd.DataFrame({
-        "model": rows["model"].to_numpy(), "gpu": base["id"], "engine": "vllm",
+        "model": rows["model"].to_numpy(), "gpu": base["id"], "engine": rows["engine"].to_numpy(object),
         # the checkpoint's format where the row names one (fp8, mxfp4), else bf16
         "precision": (rows["precision"].fillna("bf16") if "precision" in rows else pd.Series("bf16", index=rows.index)).to_numpy(object),
         "max_model_len": rows["max_model_len"].to_numpy(float).astype(int),
@@ -168,6 +169,11 @@ def table(meas: pd.DataFrame | None = None) -> str:
         if len(held):
             lines.append(f"- held-out {metric}: {len(held)} rows, median |error| {held.median():.1f}%, "
                          f"max |error| {held.max():.1f}%, within 35%: {(held <= 35).sum()} of {len(held)}")
+        if metric == "kv_cache_available_gib":
+            for engine in sorted(meas.loc[meas["metric"] == metric, "engine"].unique()):
+                e = err[(meas["role"] == "holdout") & (meas["metric"] == metric) & (meas["engine"] == engine)]
+                lines.append(f"  - {engine}: {len(e)} rows, median |error| {e.abs().median():.1f}%, "
+                             f"from {e.min():+.1f}% to {e.max():+.1f}%")
     speed = (meas["role"] == "holdout") & meas["metric"].isin(("decode_tokens_per_s", "prefill_tokens_per_s"))
     held = err[speed].abs()
     lines.append(f"- held-out speed figures (decode and prefill): {(held <= 35).sum()} of {len(held)} within 35% "

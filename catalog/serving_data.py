@@ -41,7 +41,7 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "max_num_seqs": Field(optional(number(0, 1e6, integer=True)), required=False),
     "max_num_batched_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
     "max_model_len": Field(optional(number(0, 1e7, integer=True)), required=False),
-    "engine_version": Field(optional(text(32)), required=False),  # vLLM's version X.Y (V0 before 0.8)
+    "engine_version": Field(optional(text(32)), required=False),  # vLLM X.Y (V0 before 0.8), SGLang X.Y.Z
     "tensor_parallel_size": Field(optional(number(1, 1024, integer=True)), required=False),  # vLLM -tp (1 when not given)
     "logged_weights_gib": Field(optional(number(0, 1e5)), required=False),
     "logged_activation_gib": Field(optional(number(0, 1e5)), required=False),

@@ -45,8 +45,8 @@ Sources read for the memory models (cite these when changing a formula):
   tensors only, so attention, the router (ffn_gate_inp), the shared experts (ffn_*_shexp) and
   the layer's K/V stay with the layer's device. N counts layer indices, dense layers included
   (DeepSeek's first 3 layers have no experts). `-ot ".ffn_.*_exps.=CPU"` is the same by hand.
-- SGLang: KV pool = total x mem_fraction_static - weights - non-torch (its defaults from
-  python/sglang/srt/server_args.py, see SGLANG_MEM_FRACTION_BY_TP); transformers: an
+- SGLang: KV pool = total x mem_fraction_static - weights - non-torch (its default by version:
+  by the tensor-parallel size before 0.5.3, by the card's memory after, sglang_mem_fraction); transformers: an
   approximation, not read from source.
 """
 
@@ -128,11 +128,119 @@ VLLM_V0_CHUNKED_TOKENS = 512
 VLLM_V0_MAX_NUM_SEQS = 256  # V0's EngineArgs.max_num_seqs default
 # --- SGLang ----------------------------------------------------------------------------
 # mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
-# graphs live in the rest. Its default falls with the tensor-parallel size
-# (python/sglang/srt/server_args.py `ServerArgs.__post_init__`, one version read via the public
-# index): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
+# graphs live in the rest. The KV pool is what the fraction leaves after the weights
+# (model_runner.py profile_max_num_token: rest = free after loading - total x (1 - fraction)).
+# Its default, by version:
+# - before 0.5.3, by the tensor-parallel size (python/sglang/srt/server_args.py
+#   `ServerArgs.__post_init__` of the 0.4 series, read via the public index; a 2025-03 start-up log
+#   of QwQ-32B at TP 4 on L4s prints mem_fraction_static=0.85): tp >= 16: 0.79, >= 8: 0.81,
+#   >= 4: 0.85, >= 2: 0.87, else 0.88. (0.4.7-0.5.2 ran an intermediate heuristic, PR #7054 of
+#   2025-06-10, not read: treated as this table.)
+# - from 0.5.3, by the card's memory (PR #10975, 2025-09-27, and #11076, 2025-09-30: v0.5.2 was
+#   released before both, so 0.5.3 is the first release with them): `handle_gpu_memory_settings`
+#   (server_args.py, later python/sglang/srt/arg_groups) picks the chunked-prefill size and the
+#   decode CUDA graphs' largest batch from nvidia-smi's memory.total in MiB, then
+#   reserved = 512 + max(chunk, 2048) x 1.5 + tp x pp / 8 x 1024 + decode graphs' max_bs x 2
+#          + 8 per prefill CUDA graph size captured (MLA models: 1.5 GiB instead)   [MiB]
+#   at least 10 GiB on cards over 60 GiB, + 6 GiB for a STANDALONE draft model, and
+#   fraction = round((memory - reserved) / memory, 3), times the multimodal factor below.
+#   The tiers and the prefill graphs are the newest source read (arg_groups, 2026: prefill graphs
+#   captured by default, 20-35 GiB cards at a 4,096-token chunk and 48 / 160 decode graphs);
+#   releases between kept a smaller reserve (2,048-token chunk and 24 / 80 graphs on 20-35 GiB
+#   cards; prefill graphs only when asked: a 2026-02 SGLang docs build on an H100 prints
+#   mem_fraction_static=0.835 with enable_piecewise_cuda_graph=False, tests/test_serving_engines.py),
+#   so this reserve is the larger one: a KV pool no larger than those releases give.
 SGLANG_MEM_FRACTION = 0.88
 SGLANG_MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
+SGLANG_HEURISTIC_FROM = (0, 5, 3)
+SGLANG_OLDEST_MODELLED = (0, 4, 0)
+# (below this many MiB: chunked-prefill tokens, decode graphs' max batch at tp < 4 and at tp >= 4)
+SGLANG_TIERS_MIB = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
+                    (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (np.inf, 16384, 512, 512))
+SGLANG_RESERVED_BASE_MIB = 512          # "constant meta data (e.g., from attention backend)"
+SGLANG_RESERVED_PER_CHUNK_TOKEN_MIB = 1.5
+SGLANG_RESERVED_PER_DECODE_GRAPH_BS_MIB = 2
+SGLANG_RESERVED_PER_PREFILL_GRAPH_MIB = 8
+SGLANG_RESERVED_MLA_PREFILL_GRAPHS_MIB = 1536
+SGLANG_RESERVED_FLOOR_MIB = 10 * 1024   # on cards over 60 GiB
+SGLANG_RESERVED_STANDALONE_DRAFT_MIB = 6 * 1024
+SGLANG_MLA_PREFILL_GRAPH_MAX = 2048     # MLA: prefill graphs up to 2,048 tokens
+SGLANG_LLAMA2_PREFILL_GRAPH_MAX = 4096  # "For Llama2 series models, max_bs is limited to 4096"
+# generate_prefill_cuda_graph_batch_sizes: the token counts captured, up to the prefill graphs' max
+SGLANG_PREFILL_GRAPH_SIZES = np.array(list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+                                      + list(range(576, 1025, 64)) + list(range(1280, 4097, 256))
+                                      + list(range(4608, 1 << 20, 512)))
+# adjust_mem_fraction_for_vlm: x 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05), ratio = the vision
+# tower's layers x width^2 over ViT-L/14's 24 x 1024^2. The catalog keeps the tower's parameters,
+# not its layers and width: layers x width^2 ~ parameters / 12 (a transformer layer with a 4x MLP has
+# 12 width^2 weights; SigLIP-so400m's 27 x 1152^2 is 0.85 of its count / 12).
+SGLANG_VLM_BASE = 0.95
+# before 0.5.3: a multimodal model's fraction x 0.95 (model_runner.py of the 0.4 series, "Automatically reduce
+# --mem-fraction-static to ... because this is a multimodal model"; a Gemma 3 4B log of 2025-03 on an H200 gives
+# 0.88 x 0.95, catalog/serving_measurements.yaml; some later 0.4 builds used 0.90)
+SGLANG_VLM_OLD = 0.95
+SGLANG_VLM_BASELINE = 24 * 1024 ** 2 * 12  # ViT-L/14 in parameters, by the same 12 width^2 a layer
+
+
+def sglang_version(text) -> np.ndarray:
+    """(major, minor, patch) of each SGLang `engine_version` as one comparable number ("0.5.3",
+    "v0.4.9.post2" -> 0.5.3, 0.4.9; "0.5" -> 0.5.0); NaN where the text is empty or not a version."""
+    parts = pd.Series(text, dtype=object).fillna("").astype(str).str.strip().str.extract(
+        r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\w-]*)$")
+    major, minor = (pd.to_numeric(parts[i], errors="coerce").to_numpy(float) for i in (0, 1))
+    patch = pd.to_numeric(parts[2], errors="coerce").fillna(0).to_numpy(float)
+    return _sglang_key(major, minor, patch)
+
+
+def _sglang_key(major, minor, patch=0) -> np.ndarray:
+    return np.asarray(major, float) * 1e6 + np.asarray(minor, float) * 1e3 + np.asarray(patch, float)
+
+
+def sglang_reserved_mib(memory_mib, tp, mla=False, llama2=False, standalone_draft=False,
+                        prefill_graphs=True) -> np.ndarray:
+    """What SGLang (0.5.3 on) keeps outside mem_fraction_static, in MiB: activations, CUDA graphs and
+    slack (see the SGLang block above). prefill_graphs=False is the releases that captured none."""
+    memory_mib, tp = np.asarray(memory_mib, float), np.asarray(tp, float)
+    bounds = np.array([t[0] for t in SGLANG_TIERS_MIB])
+    tier = np.minimum(np.searchsorted(bounds, memory_mib, side="right"), len(bounds) - 1)
+    chunk = np.array([t[1] for t in SGLANG_TIERS_MIB], float)[tier]
+    decode_bs = np.where(tp < 4, np.array([t[2] for t in SGLANG_TIERS_MIB], float)[tier],
+                         np.array([t[3] for t in SGLANG_TIERS_MIB], float)[tier])
+    mla = np.asarray(mla, bool)
+    prefill_max = np.where(mla, SGLANG_MLA_PREFILL_GRAPH_MAX, chunk)
+    prefill_max = np.where(np.asarray(llama2, bool), np.minimum(prefill_max, SGLANG_LLAMA2_PREFILL_GRAPH_MAX), prefill_max)
+    n_prefill = np.searchsorted(SGLANG_PREFILL_GRAPH_SIZES, prefill_max, side="right")
+    prefill = np.where(mla, SGLANG_RESERVED_MLA_PREFILL_GRAPHS_MIB, n_prefill * SGLANG_RESERVED_PER_PREFILL_GRAPH_MIB)
+    reserved = (SGLANG_RESERVED_BASE_MIB + np.maximum(chunk, 2048) * SGLANG_RESERVED_PER_CHUNK_TOKEN_MIB + tp / 8 * 1024
+                + decode_bs * SGLANG_RESERVED_PER_DECODE_GRAPH_BS_MIB + np.where(prefill_graphs, prefill, 0.0))
+    reserved = np.where(memory_mib > 60 * 1024, np.maximum(reserved, SGLANG_RESERVED_FLOOR_MIB), reserved)
+    return reserved + np.where(np.asarray(standalone_draft, bool), SGLANG_RESERVED_STANDALONE_DRAFT_MIB, 0.0)
+
+
+def sglang_vlm_factor(vision_params) -> np.ndarray:
+    """adjust_mem_fraction_for_vlm's factor (1 where the model has no vision tower)."""
+    vision_params = np.asarray(vision_params, float)
+    ratio = vision_params / SGLANG_VLM_BASELINE
+    factor = SGLANG_VLM_BASE * np.clip(1.0 - 0.1 * (ratio - 1.0), 0.8, 1.05)
+    return np.where(vision_params > 0, factor, 1.0)
+
+
+def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, standalone_draft=False,
+                        vision_params=0.0) -> np.ndarray:
+    """SGLang's default mem_fraction_static for each row: by the tensor-parallel size before 0.5.3,
+    else (memory - reserved) / memory rounded to 3 places, times the multimodal factor."""
+    tp = np.asarray(tp, float)
+    key = np.broadcast_to(sglang_version([""] if version is None else version), tp.shape)
+    by_tp = np.select([tp >= k for k, _ in SGLANG_MEM_FRACTION_BY_TP], [f for _, f in SGLANG_MEM_FRACTION_BY_TP],
+                      SGLANG_MEM_FRACTION)
+    memory_mib = np.asarray(memory_mib, float)
+    by_memory = np.round((memory_mib - sglang_reserved_mib(memory_mib, tp, mla, llama2, standalone_draft)) / memory_mib, 3)
+    by_memory = by_memory * sglang_vlm_factor(vision_params)
+    by_tp = by_tp * np.where(np.asarray(vision_params, float) > 0, SGLANG_VLM_OLD, 1.0)
+    old = ~np.isnan(key) & (key < _sglang_key(*SGLANG_HEURISTIC_FROM))
+    return np.where(old, by_tp, by_memory)
+
+
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
 LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
@@ -628,16 +736,22 @@ def _version_key(major, minor) -> np.ndarray:
 def _check_version(req: pd.DataFrame) -> None:
     text = req["engine_version"].fillna("").astype(str).str.strip()
     given = text != ""
-    bad = given & (req["engine"] != "vllm")
+    bad = given & ~req["engine"].isin(("vllm", "sglang"))
     if bad.any():
         raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
-                         "accepted: --engine vllm only (its V0/V1 memory profiling)")
+                         "accepted: --engine vllm (its V0/V1 memory profiling) or sglang (its mem-fraction-static default)")
+    vllm, sglang = given & (req["engine"] == "vllm"), given & (req["engine"] == "sglang")
     major, minor = vllm_version(text)
     key = _version_key(major, minor)
-    bad = given.to_numpy() & (np.isnan(key) | (key < _version_key(*VLLM_OLDEST_MODELLED)))
+    bad = vllm.to_numpy() & (np.isnan(key) | (key < _version_key(*VLLM_OLDEST_MODELLED)))
     if bad.any():
         raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
                          f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
+    key = sglang_version(text)
+    bad = sglang.to_numpy() & (np.isnan(key) | (key < _sglang_key(*SGLANG_OLDEST_MODELLED)))
+    if bad.any():
+        raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: an SGLang version X.Y.Z, "
+                         f"{'.'.join(map(str, SGLANG_OLDEST_MODELLED[:2]))} or later (e.g. 0.4.9, 0.5.2, 0.5.19)")
 
 
 def tokenizer_group(models: pd.DataFrame, ids) -> np.ndarray:
@@ -803,8 +917,16 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     # --- engine defaults, decided here once ----------------------------------------------
     util = req["gpu_memory_utilization"].to_numpy(float)
-    sglang_default = np.select([tp >= n for n, _ in SGLANG_MEM_FRACTION_BY_TP], [f for _, f in SGLANG_MEM_FRACTION_BY_TP],
-                               SGLANG_MEM_FRACTION)
+    # SGLang's by version (sglang_mem_fraction): the card's memory as nvidia-smi gives it (usable_memory_bytes)
+    mla = _model_col(m, "kv_lora_rank") > 0
+    # (SGLang matches "llama-2" in the model path; the repo as command_lines writes it)
+    llama2 = _hf_repos(m, req.index).str.lower().str.contains("llama-2", regex=False).to_numpy(bool)
+    vision = _model_col(m, "vision_params")
+    sglang_default = sglang_mem_fraction(usable / C.MIB, tp, req["engine_version"].to_numpy(object), mla=mla, llama2=llama2,
+                                         standalone_draft=has_draft, vision_params=vision)
+    sglang_reserved = np.where(np.isnan(sglang_version(req["engine_version"]))
+                               | (sglang_version(req["engine_version"]) >= _sglang_key(*SGLANG_HEURISTIC_FROM)),
+                               sglang_reserved_mib(usable / C.MIB, tp, mla, llama2, has_draft), np.nan) * C.MIB
     util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION,
                                                                           np.where(is_mlc, MLC_UTILIZATION, 1.0))), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
@@ -1094,9 +1216,15 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         expert_host_bytes=np.where(is_llama, expert_host, 0.0), params=params, active_params=active,
         moe_layers=moe_L,
         # vLLM by version: the profile run's tokens (its activation peak), V0 or V1
-        engine_version=np.where(is_vllm, np.where(has_version, req["engine_version"].astype(str).str.strip(), "current"), None),
+        engine_version=np.where(is_vllm | is_sglang, np.where(req["engine_version"].astype(str).str.strip() != "",
+                                                              req["engine_version"].astype(str).str.strip(), "current"), None),
         engine_generation=np.where(is_vllm, np.where(v0, "V0", "V1"), None),
         profile_tokens=np.where(is_vllm, batched, np.nan),
+        # SGLang (0.5.3 on): what its mem_fraction_static default leaves outside, for activations and CUDA graphs
+        engine_reserved_bytes=np.where(is_sglang & np.isnan(req["gpu_memory_utilization"].to_numpy(float)), sglang_reserved, np.nan),
+        # where the SGLang fraction comes from: given, the tensor-parallel table (before 0.5.3), the card's memory
+        fraction_basis=np.where(is_sglang, np.where(~np.isnan(req["gpu_memory_utilization"].to_numpy(float)), "given",
+                                                    np.where(np.isnan(sglang_reserved), "tp", "memory")), None),
         # True where that profile's peak is the sampler's warm-up over max_num_seqs (not the forward)
         sampler_peak=np.where(is_vllm, sampler >= batched * per_token_act, None),
         chunked_prefill=np.where(is_vllm, chunked, None),

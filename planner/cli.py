@@ -612,7 +612,8 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
-                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default 0.88)")
+                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default: by the card's memory "
+                         "from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one GPU)")
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
                     help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
@@ -627,7 +628,8 @@ def _add_serve_parser(sub) -> None:
                     help="llama.cpp/ollama: host RAM bandwidth reached for layers left on the CPU, GB/s (default 55)")
     sv.add_argument("--engine-version", default=None,
                     help="vLLM: its version X.Y (default: the current V1 defaults); before 0.8 the V0 engine profiles a "
-                         "whole max-model-len prompt without chunked prefill")
+                         "whole max-model-len prompt without chunked prefill. SGLang: its version X.Y.Z (default: the "
+                         "current release); before 0.5.3 its mem-fraction-static default follows the tensor-parallel size")
     sv.add_argument("--draft-model", default=None,
                     help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id or ORG/NAME "
                          "(loaded beside the target, its KV cache from the same budget)")

@@ -57,6 +57,9 @@ SERVE_JSON_KEYS = (
     "draft_tensor_parallel_size", "draft_context",
     # issue 27: what the speed figures rest on (fitted on published runs, or an assumption)
     "speed_basis", "backend",
+    # SGLang from 0.5.3: the MiB its mem_fraction_static default keeps outside the fraction (activations, CUDA
+    # graphs), in bytes; null where the fraction was given or the version reads it from the tensor-parallel size
+    "engine_reserved_bytes",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency}] per weight format, the fewest
     # GPUs that hold one (fits_with; [] where it fits as asked or the engine splits layers); added by the CLI
     "fits_with",
@@ -188,6 +191,14 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         lines.insert(1, f"  vLLM {version} ({row['engine_generation']}): the activation peak is profiled over "
                         f"{int(row['profile_tokens']):,} tokens ({how}); --engine-version X.Y for another version"
                         + (CUDAGRAPH_NOTE if takes_cudagraphs(row["engine_version"]) else ""))
+    if row["engine"] == "sglang":
+        version = "current release" if row["engine_version"] == "current" else f"version {row['engine_version']}"
+        why = {"given": "as given",
+               "tp": "its default by the tensor-parallel size, before 0.5.3",
+               "memory": f"its default: the card's {row['usable_bytes'] / 2**20:,.0f} MiB less "
+                         f"{row['engine_reserved_bytes'] / 2**20:,.0f} MiB kept for activations and CUDA graphs"}[row["fraction_basis"]]
+        lines.insert(1, f"  SGLang, {version}: mem-fraction-static {row['gpu_memory_utilization']:.3f} ({why}); "
+                        "--engine-version X.Y.Z for another version")
     if isinstance(row.get("draft_model"), str):
         where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
                  else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")

@@ -79,7 +79,7 @@ def test_vllm_kv_budget_matches_the_h100_startup_log_of_pr_10511():
     # (PR #10511's two logs; the other held-out start-up logs are reported, errors and all, in docs/serving.md)
     rows = meas[(meas["metric"] == "kv_cache_available_gib") & meas["id"].str.startswith("vllm-h100-llama3-8b")]
     assert len(rows) == 2
-    ours = serving_accuracy.vllm_kv_gib(rows)
+    ours = serving_accuracy.engine_kv_gib(rows)
     assert ours == pytest.approx(rows["value"].to_numpy(float), rel=0.15)  # logged 53.29 GiB
     # and the activation peak term alone against the logged 1.26 GiB
     row = rows.iloc[0]
@@ -102,12 +102,14 @@ def test_tensor_parallel_splits_weights_and_kv_heads(cat):
     assert four["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 / 4  # 8 KV heads over 4 GPUs
 
 
-def test_sglang_default_fraction_falls_with_tensor_parallel_size(cat):
+@pytest.mark.parametrize("version", ["0.4.9", "v0.5.2", "0.4.3.post2"])
+def test_sglang_default_fraction_falls_with_tensor_parallel_size_before_0_5_3(cat, version):
     models, gpus = cat
     req = pd.DataFrame({"model": "llama-3-8b", "gpu": "h100-sxm-80gb", "engine": "sglang", "precision": "bf16",
-                        "max_model_len": 8192, "gpus": [1, 2, 4, 8, 16]})
+                        "max_model_len": 8192, "gpus": [1, 2, 4, 8, 16], "engine_version": version})
     out = S.serve(req, models, gpus)
-    assert list(out["gpu_memory_utilization"]) == [0.88, 0.87, 0.85, 0.81, 0.79]  # server_args.py
+    assert list(out["gpu_memory_utilization"]) == [0.88, 0.87, 0.85, 0.81, 0.79]  # server_args.py of the 0.4 series
+    assert list(out["fraction_basis"]) == ["tp"] * 5 and out["engine_reserved_bytes"].isna().all()
 
 
 # --- llama.cpp / Ollama -------------------------------------------------------------------

@@ -162,11 +162,87 @@ def test_defaults_by_version(served):
 @pytest.mark.parametrize("request_,message", [
     (dict(engine_version="0.5"), "engine_version '0.5' is not accepted; accepted: a vLLM version X.Y, 0.6 or later"),
     (dict(engine_version="new"), "engine_version 'new' is not accepted"),
-    (dict(engine="sglang", engine_version="0.6"), "accepted: --engine vllm only"),
+    (dict(engine="llama.cpp", precision="q4_k_m", engine_version="0.6"), "accepted: --engine vllm .* or sglang"),
+    (dict(engine="sglang", engine_version="0.3.9"), "accepted: an SGLang version X.Y.Z, 0.4 or later"),
+    (dict(engine="sglang", engine_version="latest"), "engine_version 'latest' is not accepted; accepted: an SGLang"),
 ])
 def test_a_bad_version_is_refused(cat, request_, message):
     with pytest.raises(ValueError, match=message):
         rows(cat, {**vllm(max_model_len=4096), **request_})
+
+
+# --- SGLang's mem_fraction_static by version ------------------------------------------------------
+
+def sglang_rows(cat, gpu, gpus=1, model="llama-3.1-8b", **extra):
+    return rows(cat, {"model": model, "gpu": gpu, "engine": "sglang", "precision": "bf16", "max_model_len": 8192,
+                      "gpus": gpus, **extra}).iloc[0]
+
+
+# (card, TP, the reserve written out from handle_gpu_memory_settings: 512 + max(chunk, 2048) x 1.5
+#  + tp / 8 x 1024 + decode graphs' max_bs x 2 + 8 per prefill graph size (at least 10,240 above 60 GiB))
+SGLANG_BY_HAND = [
+    ("h100-sxm-80gb", 1, 81559, 512 + 8192 * 1.5 + 128 + 256 * 2 + 58 * 8),     # 13,904: 58 sizes up to 8,192
+    ("h100-sxm-80gb", 8, 81559, 512 + 8192 * 1.5 + 1024 + 512 * 2 + 58 * 8),    # TP 8: 512 decode graphs
+    ("rtx-4090", 1, 24564, 512 + 4096 * 1.5 + 128 + 48 * 2 + 50 * 8),          # 20-35 GiB: 4,096 chunk, 48 graphs
+    ("rtx-3060-12gb", 1, 12288, 512 + 2048 * 1.5 + 128 + 8 * 2 + 42 * 8),       # < 20 GiB: 2,048 chunk, 8 graphs
+    ("l40s", 2, 46068, 512 + 4096 * 1.5 + 256 + 32 * 2 + 50 * 8),              # 35-60 GiB
+    ("b200-180gb", 4, 183359, 512 + 16384 * 1.5 + 512 + 512 * 2 + 74 * 8),      # > 160 GiB: 16,384 chunk, 74 sizes
+]
+
+
+@pytest.mark.parametrize("gpu,tp,memory,reserved", SGLANG_BY_HAND)
+def test_sglang_fraction_from_0_5_3_follows_the_cards_memory(cat, gpu, tp, memory, reserved):
+    row = sglang_rows(cat, gpu, tp, model="llama-3.1-8b" if tp < 8 else "llama-3.1-70b")
+    assert row.usable_bytes == memory * 2**20  # nvidia-smi's memory.total, what SGLang reads
+    assert row.engine_reserved_bytes == reserved * 2**20 and row.fraction_basis == "memory"
+    assert row.gpu_memory_utilization == round((memory - reserved) / memory, 3)
+    assert row.engine_version == "current"
+    # the same on 0.5.3 given by name; 0.5.2 keeps the tensor-parallel table
+    assert sglang_rows(cat, gpu, tp, engine_version="0.5.3").gpu_memory_utilization == row.gpu_memory_utilization
+    assert sglang_rows(cat, gpu, tp, engine_version="0.5.2").fraction_basis == "tp"
+
+
+def test_sglang_fraction_meets_the_published_defaults():
+    """Start-up logs print the fraction SGLang chose: a 2026-02 docs build on an H100 (prefill graphs
+    off, enable_piecewise_cuda_graph=False) 0.835; H200 runs of the same builds 0.907; a QwQ-32B launch
+    at TP 4 on L4s of 2025-03 (0.4 series) 0.85. sglang issue #29092 (2026-06): 0.828 on an H100, a
+    build whose capture list had 74 sizes to 8,192 (ours, the newest read: 58): within 0.002."""
+    no_graphs = S.sglang_reserved_mib([81559, 143771], [1, 1], prefill_graphs=False)
+    assert list(np.round(([81559, 143771] - no_graphs) / [81559, 143771], 3)) == [0.835, 0.907]
+    assert S.sglang_mem_fraction([23034], [4], ["0.4.3"])[0] == 0.85
+    assert round(abs(S.sglang_mem_fraction([81559], [1])[0] - 0.828) * 1000) <= 2  # thousandths
+    # the examples docs/serving.md gives
+    h100, h200, rtx4090, l40s = S.sglang_mem_fraction([81559, 143771, 24564, 46068], [1, 1, 1, 1])
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    assert f"H100 {h100:.3f}, H200 {h200:.3f}, RTX 4090 {rtx4090:.3f}, L40S {l40s:.3f} at TP 1" in doc
+
+
+def test_sglang_fraction_for_mla_drafts_and_vision_towers(cat):
+    """MLA models: prefill graphs to 2,048 tokens and a flat 1.5 GiB for them; a STANDALONE draft
+    6 GiB more; a vision tower x 0.95 x (1 - 0.1 x (ratio - 1)) (adjust_mem_fraction_for_vlm)."""
+    mla = sglang_rows(cat, "h200-sxm-141gb", 8, model="deepseek-v3", precision="fp8")
+    assert mla.engine_reserved_bytes == (512 + 8192 * 1.5 + 1024 + 512 * 2 + 1536) * 2**20
+    drafted = sglang_rows(cat, "h100-sxm-80gb", 1, draft_model="llama-3.2-1b")
+    assert drafted.engine_reserved_bytes == (13904 + 6 * 1024) * 2**20
+    models = cat[0].set_index("id")
+    vision = float(models.loc["gemma-3-4b", "vision_params"])
+    assert vision > 0
+    plain = round((81559 - 13904) / 81559, 3)
+    ratio = vision / (24 * 1024**2 * 12)
+    vlm = sglang_rows(cat, "h100-sxm-80gb", 1, model="gemma-3-4b")
+    assert vlm.gpu_memory_utilization == pytest.approx(plain * 0.95 * min(1.05, max(0.8, 1 - 0.1 * (ratio - 1))), rel=1e-12)
+
+
+def test_sglang_serve_text_says_where_the_fraction_comes_from():
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "sglang",
+                             "--max-model-len", "8192")
+    assert code == 0, err
+    assert ("SGLang, current release: mem-fraction-static 0.830 (its default: the card's 81,559 MiB less 13,904 MiB "
+            "kept for activations and CUDA graphs)") in out
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "sglang",
+                             "--max-model-len", "8192", "--engine-version", "0.4.9", "--json")
+    data = json.loads(out)
+    assert (data["engine_version"], data["gpu_memory_utilization"], data["engine_reserved_bytes"]) == ("0.4.9", 0.88, None)
 
 
 # --- draft models -------------------------------------------------------------------------------
