@@ -60,6 +60,8 @@ from engine.components import eager_prefill_terms
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, architecture_counts, model_types
 
+LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
+
 ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm")
 GGUF_ENGINES = ("llama.cpp", "ollama")
 
@@ -120,6 +122,19 @@ VLLM_OLDEST_MODELLED = (0, 6)  # before 0.6 the defaults and the profiler differ
 # 2.35 GiB for one small model without and with an FP8 KV cache, 0.52 GiB for Qwen3-8B on a 24 GB card,
 # 2.22 GiB for Qwen3.5-35B-A3B at TP 4 on H100s), with no relation to the model's size that these logs
 # show, so the engine does not subtract it: the serve output says the KV cache can be that much smaller.
+# vLLM's hybrid KV cache manager (V1, PR #17996 of 2025-06, on by default; taken from 0.10, the first release
+# after it that is certain to hold it): a sliding-window layer keeps only its window, a Llama 4 chunked-local
+# layer its chunk. vllm/v1/core/kv_cache_utils.py `_get_kv_cache_groups_uniform_page_size`: the layers of each
+# attention type are split into groups of G layers (G = the fewer layers of a type, or the more where
+# more < 1.5 x fewer; the last group of a type padded), every group's block is 16 tokens x G layers, and all
+# groups draw blocks from one pool (num_blocks = memory // (page x G)); a request at max_model_len takes
+# cdiv(max_model_len, 16) blocks per full-attention group and, per sliding-window group,
+# cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), 16) + 1 (kv_cache_interface.py
+# SlidingWindowSpec.max_admission_blocks_per_request: "+1 ... the sliding window may not start from the
+# beginning of the block"), per chunked-local group cdiv(min(chunk + max_num_batched_tokens, max_model_len), 16)
+# (ChunkedLocalAttentionSpec); max concurrency = num_blocks / those blocks (get_max_concurrency_for_kv_cache_config).
+# Not with a draft model here (its layers join the groups; the target's layers are then counted at full length).
+VLLM_HYBRID_KV_FROM = (0, 10)
 VLLM_CUDAGRAPH_PROFILE_FROM = (0, 21)
 VLLM_CUDAGRAPH_LOGGED_GIB = (0.07, 2.35)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
@@ -1114,6 +1129,28 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     kv_available = np.maximum(kv_available, 0.0)
     blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * (kv_token_gpu + draft_kv_gpu)))
     max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
+    # vLLM's hybrid KV cache manager (VLLM_HYBRID_KV_FROM): window layers hold their window, not the context
+    n_window = np.minimum(_model_col(m, "sliding_window_layers"), L) * (_model_col(m, "sliding_window") > 0)
+    hybrid = (is_vllm & ~v0 & ~has_draft & (n_window > 0)
+              & (~has_version | (version_key >= _version_key(*VLLM_HYBRID_KV_FROM))))
+    window_tokens = np.full(n, np.nan)
+    if hybrid.any():
+        n_full = L - n_window
+        fewer, more = np.minimum(n_full, n_window), np.maximum(n_full, n_window)
+        group = np.where(n_full == 0, n_window, np.where(more < 1.5 * fewer, more, fewer))
+        group = np.where(hybrid, group, 1.0)  # (rows without window layers: any whole number, not used)
+        groups_full = np.ceil(n_full / group)
+        groups_window = np.ceil(n_window / group)
+        chunked_local = np.isin(model_types(m["family"].to_numpy(object)), LLAMA4_MODEL_TYPES)
+        window = _model_col(m, "sliding_window")
+        held = np.minimum(window + np.where(chunked_local, 0.0, -1.0) + batched, ctx)
+        window_blocks = np.ceil(held / VLLM_BLOCK_SIZE) + np.where(chunked_local, 0.0, 1.0)
+        per_request = groups_full * np.ceil(ctx / VLLM_BLOCK_SIZE) + groups_window * window_blocks
+        block_bytes = VLLM_BLOCK_SIZE * kv_token_gpu / L * group
+        pool = np.floor(kv_available / np.where(hybrid, block_bytes, 1.0))
+        blocks = np.where(hybrid, pool, blocks)
+        max_conc_paged = np.where(hybrid, pool / per_request, max_conc_paged)
+        window_tokens = np.where(hybrid, held, np.nan)
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
@@ -1228,6 +1265,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         # True where that profile's peak is the sampler's warm-up over max_num_seqs (not the forward)
         sampler_peak=np.where(is_vllm, sampler >= batched * per_token_act, None),
         chunked_prefill=np.where(is_vllm, chunked, None),
+        # vLLM's hybrid KV cache manager: the tokens a request holds in each sliding-window (chunked-local) layer
+        kv_window_tokens=window_tokens,
+        kv_window_layers=np.where(np.isnan(window_tokens), np.nan, n_window),
         # the draft model (speculative decoding), per GPU like every byte above
         draft_model=np.where(has_draft, draft_id, None),
         draft_weights_bytes=np.where(is_llama, draft_w / tp, draft_w_gpu),

@@ -57,6 +57,9 @@ SERVE_JSON_KEYS = (
     "draft_tensor_parallel_size", "draft_context",
     # issue 27: what the speed figures rest on (fitted on published runs, or an assumption)
     "speed_basis", "backend",
+    # vLLM's hybrid KV cache manager (0.10 on): the tokens a request holds in each sliding-window layer
+    # (its window - 1 + max_num_batched_tokens, at most max_model_len); null where every layer holds the context
+    "kv_window_tokens",
     # SGLang from 0.5.3: the MiB its mem_fraction_static default keeps outside the fraction (activations, CUDA
     # graphs), in bytes; null where the fraction was given or the version reads it from the tensor-parallel size
     "engine_reserved_bytes",
@@ -199,6 +202,13 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
                          f"{row['engine_reserved_bytes'] / 2**20:,.0f} MiB kept for activations and CUDA graphs"}[row["fraction_basis"]]
         lines.insert(1, f"  SGLang, {version}: mem-fraction-static {row['gpu_memory_utilization']:.3f} ({why}); "
                         "--engine-version X.Y.Z for another version")
+    window = row.get("kv_window_tokens")
+    if window is not None and np.isfinite(window):
+        layers, full = int(row["kv_window_layers"]), int(row["total_layers"] - row["kv_window_layers"])
+        lines.insert(1, f"  vLLM's hybrid KV cache manager: each of the {layers} sliding-window layers holds {int(window):,} tokens "
+                        f"of a request (its window + --max-num-batched-tokens {int(row['profile_tokens']):,})"
+                        + (f", the {full} full-attention layers all {int(row['max_model_len']):,}" if full else "")
+                        + "; max concurrency counts the blocks each takes (vLLM 0.10 on)")
     if isinstance(row.get("draft_model"), str):
         where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
                  else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")

@@ -245,6 +245,65 @@ def test_sglang_serve_text_says_where_the_fraction_comes_from():
     assert (data["engine_version"], data["gpu_memory_utilization"], data["engine_reserved_bytes"]) == ("0.4.9", 0.88, None)
 
 
+# --- vLLM's hybrid KV cache manager ----------------------------------------------------------------
+
+def test_vllm_hybrid_kv_manager_counts_each_window_layer_at_its_window(cat):
+    """_get_kv_cache_groups_uniform_page_size, SlidingWindowSpec, get_max_concurrency_for_kv_cache_config,
+    written out by hand. Gemma 3 27B (10 full + 52 sliding-window layers of 1,024, 16 KV heads of 128) at
+    131,072 tokens on an H100 (8,192 batched tokens): groups of 10 layers, 1 full + 6 window groups (8 padding
+    layers); a request takes 131,072 / 16 blocks in the full group and cdiv(1,023 + 8,192, 16) + 1 = 577 in
+    each window group; a block is 16 tokens x 10 layers x 8,192 B."""
+    row = rows(cat, dict(model="gemma-3-27b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16",
+                         max_model_len=131072)).iloc[0]
+    assert row.kv_window_tokens == 1023 + 8192 and row.kv_window_layers == 52
+    pool = np.floor(row.kv_cache_bytes_available / (16 * 10 * 8192))
+    assert row.num_gpu_blocks == pool
+    assert row.max_concurrency == pytest.approx(pool / (8192 + 6 * 577), rel=1e-12)
+    before = rows(cat, dict(model="gemma-3-27b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16",
+                            max_model_len=131072, engine_version="0.9")).iloc[0]
+    assert np.isnan(before.kv_window_tokens)  # before 0.10: every layer at full length
+    assert before.max_concurrency == pytest.approx(np.floor(before.kv_cache_bytes_available / (16 * 62 * 8192)) * 16 / 131072)
+    assert row.max_concurrency / before.max_concurrency == pytest.approx(62 * 8192 / (8192 + 6 * 577) / 10, rel=0.01)
+    # the figures docs/serving.md quotes
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    assert "hold 9,215 tokens a request, not 131,072, and a request takes 11,654 blocks" in doc
+    assert f"{row.max_concurrency / before.max_concurrency:.1f} times as many requests" in doc
+
+
+def test_vllm_hybrid_kv_groups_gpt_oss_mistral_and_llama4(cat):
+    """gpt-oss-120b: 18 + 18 layers, one group of 18 each, window 128 (+ 1 block); Mistral 7B v0.1: every layer
+    on a 4,096 window, one group of 32; Llama 4 Scout: 12 full + 36 chunked-local layers of 8,192 (groups of 12:
+    1 + 3), cdiv(min(8,192 + batched, context), 16) blocks, no extra one. A draft model keeps every layer full."""
+    oss = rows(cat, dict(model="gpt-oss-120b", precision="mxfp4", gpu="h100-sxm-80gb", engine="vllm",
+                         max_model_len=32768, max_num_seqs=64)).iloc[0]
+    pool = np.floor(oss.kv_cache_bytes_available / (16 * 18 * 8 * 64 * 2 * 2))
+    assert oss.max_concurrency == pytest.approx(pool / (2048 + np.ceil((127 + 8192) / 16) + 1), rel=1e-12)
+    mistral = rows(cat, dict(model="mistral-7b", gpu="a100-80gb-sxm", engine="vllm", precision="bf16",
+                             max_model_len=32768)).iloc[0]
+    pool = np.floor(mistral.kv_cache_bytes_available / (16 * 32 * 8 * 128 * 2 * 2))
+    assert mistral.max_concurrency == pytest.approx(pool / (np.ceil((4095 + 2048) / 16) + 1), rel=1e-12)  # A100: 2,048
+    scout = rows(cat, dict(model="llama-4-scout", precision="int4", gpu="h100-sxm-80gb", engine="vllm",
+                           max_model_len=65536, gpus=2)).iloc[0]
+    per_layer = 8 * 128 * 2 * 2 / 2  # 8 KV heads over TP 2
+    pool = np.floor(scout.kv_cache_bytes_available / (16 * 12 * per_layer))
+    assert scout.kv_window_tokens == 8192 + 8192
+    assert scout.max_concurrency == pytest.approx(pool / (65536 / 16 + 3 * (16384 / 16)), rel=1e-12)
+    drafted = rows(cat, dict(model="gpt-oss-120b", precision="mxfp4", gpu="h100-sxm-80gb", engine="vllm",
+                             max_model_len=32768, max_num_seqs=64, draft_model="gpt-oss-20b")).iloc[0]
+    assert np.isnan(drafted.kv_window_tokens)
+
+
+def test_serve_text_names_the_hybrid_kv_manager():
+    code, out, err = run_cli("serve", "--model", "gpt-oss-20b", "--precision", "mxfp4", "--gpu", "h100-sxm-80gb",
+                             "--engine", "vllm", "--max-model-len", "131072", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["kv_window_tokens"] == 127 + 8192, err
+    code, out, err = run_cli("serve", "--model", "gpt-oss-20b", "--precision", "mxfp4", "--gpu", "h100-sxm-80gb",
+                             "--engine", "vllm", "--max-model-len", "131072")
+    assert ("vLLM's hybrid KV cache manager: each of the 12 sliding-window layers holds 8,319 tokens of a request "
+            "(its window + --max-num-batched-tokens 8,192), the 12 full-attention layers all 131,072") in out
+
+
 # --- draft models -------------------------------------------------------------------------------
 
 def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_blocks(served):
