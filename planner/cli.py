@@ -723,7 +723,8 @@ def cmd_serve(args) -> int:
             from catalog.checkpoints import stored_vs_engine
             data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
         data["fits_with"] = [] if options is None else [
-            {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"])}
+            {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"]),
+             "max_model_len": int(r["max_model_len"])}
             for _, r in options.iterrows()]
         print_json(data)
         return 0

@@ -125,12 +125,38 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
 SMALLER_FORMATS = ("fp8", "int4")
 
 
+# the longest --max-model-len `fits_with` offers: a multiple of this many tokens (vLLM's own estimate on failure,
+# kv_cache_utils.py estimate_max_model_len, searches single tokens; a round figure is what users pass)
+MODEL_LEN_STEP = 256
+MODEL_LEN_CANDIDATES = 4096  # at most this many lengths tried in one serve() call (the step grows past it)
+
+
+def longest_model_len(request: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> tuple[int, float] | None:
+    """The longest max-model-len (a multiple of MODEL_LEN_STEP, below the one asked) at which one request fits with
+    the request's GPUs, format and other settings, and its max_concurrency there; None where none does."""
+    asked = int(request["max_model_len"])
+    step = MODEL_LEN_STEP * max(1, -(-asked // (MODEL_LEN_STEP * MODEL_LEN_CANDIDATES)))
+    lengths = np.arange(step, asked, step)
+    if not len(lengths):
+        return None
+    try:
+        out = serve(pd.DataFrame([{**request, "max_model_len": int(n)} for n in lengths]), models, gpus)
+    except ValueError:
+        return None
+    ok = (out["fits"].astype(bool) & (out["max_concurrency"] >= 1)).to_numpy()
+    if not ok.any():
+        return None
+    last = int(np.flatnonzero(ok)[-1])
+    return int(lengths[last]), float(out["max_concurrency"].iloc[last])
+
+
 def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choices=TP_CHOICES) -> pd.DataFrame:
     """For a vLLM / SGLang request: per weight format (the one asked, then SMALLER_FORMATS), the fewest GPUs
     (tensor-parallel sizes the engine takes for the model) on which one request of its max-model-len fits, with
-    the request's other settings. Columns: precision, gpus, max_concurrency (empty where none fits or the engine
-    splits layers instead). A format or count the engine or card refuses is skipped, never raised."""
-    empty = pd.DataFrame(columns=["precision", "gpus", "max_concurrency"])
+    the request's other settings; then, on the GPUs and format asked, the longest max-model-len that holds one
+    request (longest_model_len). Columns: precision, gpus, max_model_len, max_concurrency (empty where none fits
+    or the engine splits layers instead). A format or count the engine or card refuses is skipped, never raised."""
+    empty = pd.DataFrame(columns=["precision", "gpus", "max_model_len", "max_concurrency"])
     if request.get("engine") not in TP_SPLIT_ENGINES or request.get("model") not in set(models["id"]):
         return empty
     bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
@@ -147,14 +173,25 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
         ok = out["fits"].astype(bool) & (out["max_concurrency"] >= 1)
         if ok.any():
             first = out[ok].sort_values("gpus").iloc[0]
-            found.append({"precision": fmt, "gpus": int(first["gpus"]), "max_concurrency": float(first["max_concurrency"])})
+            found.append({"precision": fmt, "gpus": int(first["gpus"]), "max_model_len": int(request["max_model_len"]),
+                          "max_concurrency": float(first["max_concurrency"])})
+    shorter = longest_model_len(request, models, gpus)
+    if shorter is not None:
+        found.append({"precision": request["precision"], "gpus": int(request.get("gpus", 1)), "max_model_len": shorter[0],
+                      "max_concurrency": shorter[1]})
     return pd.DataFrame(found, columns=empty.columns)
 
 
-def format_fits_with(options: pd.DataFrame, asked: str) -> str:
-    """`fits_with`'s rows as the flags that change: '--gpus 8 (12.9 requests); --gpus 4 --precision fp8 (5.6)'."""
-    parts = [f"--gpus {int(r['gpus'])}" + (f" --precision {r['precision']}" if r["precision"] != asked else "")
-             + f" ({r['max_concurrency']:,.1f} requests at once)" for _, r in options.iterrows()]
+def format_fits_with(options: pd.DataFrame, asked: str, asked_len: int | None = None, asked_gpus: int | None = None) -> str:
+    """`fits_with`'s rows as the flags that change: '--gpus 8 (12.9 requests); --gpus 4 --precision fp8 (5.6);
+    --max-model-len 23,552 (1.0)'."""
+    parts = []
+    for _, r in options.iterrows():
+        shorter = asked_len is not None and int(r["max_model_len"]) < asked_len
+        flags = ([] if shorter and asked_gpus is not None and int(r["gpus"]) == asked_gpus else [f"--gpus {int(r['gpus'])}"])
+        flags += [f"--precision {r['precision']}"] if r["precision"] != asked else []
+        flags += [f"--max-model-len {int(r['max_model_len'])}"] if shorter else []
+        parts.append(" ".join(flags) + f" ({r['max_concurrency']:,.1f} requests at once)")
     return "; ".join(parts)
 
 
@@ -234,7 +271,7 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
                         f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
                         f"a shorter --max-model-len")
         if options is not None and len(options):
-            lines.insert(2, f"  fits with: {format_fits_with(options, str(row['precision']))}")
+            lines.insert(2, f"  fits with: {format_fits_with(options, str(row['precision']), int(row['max_model_len']), int(row['gpus']))}")
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")

@@ -691,6 +691,30 @@ def test_vllm_v1_profile_peak_on_an_h100_is_the_samplers_sort(cat, model, precis
     assert -0.03 <= (gib - logged_gib) / logged_gib <= 0.01, gib
 
 
+def test_fits_with_offers_the_longest_model_len_and_the_docs_quote_it():
+    """A plan that holds no request lists the fewest GPUs per format and, on the GPUs asked, the longest
+    --max-model-len (a multiple of 256) that holds one: that length fits, 256 more does not. The lines
+    docs/serving.md and the README quote are this output."""
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    base = ("serve", "--model", "llama-3-70b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192")
+    code, out, err = run_cli(*base)
+    assert code == 0, err
+    line = out.split("fits with: ")[1].split("\n")[0]
+    assert f"fits with: {line}" in doc and f"`fits with: {line}`" in readme
+    code, out, err = run_cli(*base, "--precision", "int4", "--gpus", "2")
+    line = out.split("fits with: ")[1].split("\n")[0]
+    assert f"fits with: {line}" in doc and "--max-model-len 5120 (1.0 requests at once)" in readme
+    code, out, err = run_cli(*base, "--precision", "int4", "--gpus", "2", "--json")
+    longest = [o for o in json.loads(out)["fits_with"] if o["max_model_len"] < 8192]
+    assert [(o["gpus"], o["precision"], o["max_model_len"]) for o in longest] == [(2, "int4", 5120)]
+    for length, holds in ((5120, True), (5376, False)):
+        code, out, err = run_cli("serve", "--model", "llama-3-70b", "--gpu", "rtx-4090", "--engine", "vllm", "--precision",
+                                 "int4", "--gpus", "2", "--max-model-len", str(length), "--json")
+        data = json.loads(out)
+        assert (data["fits"] and data["max_concurrency"] >= 1) is holds, (length, data["max_concurrency"])
+
+
 def test_gpt_oss_120b_on_one_h100_needs_fewer_sequences_as_vllm_users_find(cat):
     """vllm issue #23278: gpt-oss-120b on one H100 at the defaults logs 'Available KV cache memory: -2.14 GiB'
     and does not start. The plan says so, names the sampler's warm-up over 1,024 sequences as the activation
