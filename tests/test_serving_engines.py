@@ -215,6 +215,10 @@ def test_sglang_fraction_meets_the_published_defaults():
     h100, h200, rtx4090, l40s = S.sglang_mem_fraction([81559, 143771, 24564, 46068], [1, 1, 1, 1])
     doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
     assert f"H100 {h100:.3f}, H200 {h200:.3f}, RTX 4090 {rtx4090:.3f}, L40S {l40s:.3f} at TP 1" in doc
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"by the card's memory, {h100:.3f} on an H100" in readme
+    code, out, err = run_cli("serve", "--help")
+    assert f"e.g. {h100:.3f} on an H100" in " ".join(out.split())
 
 
 def test_sglang_fraction_for_mla_drafts_and_vision_towers(cat):
