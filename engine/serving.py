@@ -939,9 +939,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     vision = _model_col(m, "vision_params")
     sglang_default = sglang_mem_fraction(usable / C.MIB, tp, req["engine_version"].to_numpy(object), mla=mla, llama2=llama2,
                                          standalone_draft=has_draft, vision_params=vision)
-    sglang_reserved = np.where(np.isnan(sglang_version(req["engine_version"]))
-                               | (sglang_version(req["engine_version"]) >= _sglang_key(*SGLANG_HEURISTIC_FROM)),
-                               sglang_reserved_mib(usable / C.MIB, tp, mla, llama2, has_draft), np.nan) * C.MIB
+    sglang_key = sglang_version(req["engine_version"])
+    by_memory = np.isnan(sglang_key) | (sglang_key >= _sglang_key(*SGLANG_HEURISTIC_FROM))  # (else the TP table)
+    sglang_reserved = np.where(by_memory, sglang_reserved_mib(usable / C.MIB, tp, mla, llama2, has_draft), np.nan) * C.MIB
     util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION,
                                                                           np.where(is_mlc, MLC_UTILIZATION, 1.0))), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)

@@ -63,8 +63,9 @@ SERVE_JSON_KEYS = (
     # SGLang from 0.5.3: the MiB its mem_fraction_static default keeps outside the fraction (activations, CUDA
     # graphs), in bytes; null where the fraction was given or the version reads it from the tensor-parallel size
     "engine_reserved_bytes",
-    # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency}] per weight format, the fewest
-    # GPUs that hold one (fits_with; [] where it fits as asked or the engine splits layers); added by the CLI
+    # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
+    # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
+    # asked or the engine splits layers); added by the CLI
     "fits_with",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -184,7 +185,7 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
 
 def format_fits_with(options: pd.DataFrame, asked: str, asked_len: int | None = None, asked_gpus: int | None = None) -> str:
     """`fits_with`'s rows as the flags that change: '--gpus 8 (12.9 requests); --gpus 4 --precision fp8 (5.6);
-    --max-model-len 23,552 (1.0)'."""
+    --max-model-len 5120 (1.0)'."""
     parts = []
     for _, r in options.iterrows():
         shorter = asked_len is not None and int(r["max_model_len"]) < asked_len
@@ -243,7 +244,7 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
     if window is not None and np.isfinite(window):
         layers, full = int(row["kv_window_layers"]), int(row["total_layers"] - row["kv_window_layers"])
         lines.insert(1, f"  vLLM's hybrid KV cache manager: each of the {layers} sliding-window layers holds {int(window):,} tokens "
-                        f"of a request (its window + --max-num-batched-tokens {int(row['profile_tokens']):,})"
+                        f"of a request (its window - 1 + --max-num-batched-tokens {int(row['profile_tokens']):,})"
                         + (f", the {full} full-attention layers all {int(row['max_model_len']):,}" if full else "")
                         + "; max concurrency counts the blocks each takes (vLLM 0.10 on)")
     if isinstance(row.get("draft_model"), str):

@@ -305,7 +305,7 @@ def test_serve_text_names_the_hybrid_kv_manager():
     code, out, err = run_cli("serve", "--model", "gpt-oss-20b", "--precision", "mxfp4", "--gpu", "h100-sxm-80gb",
                              "--engine", "vllm", "--max-model-len", "131072")
     assert ("vLLM's hybrid KV cache manager: each of the 12 sliding-window layers holds 8,319 tokens of a request "
-            "(its window + --max-num-batched-tokens 8,192), the 12 full-attention layers all 131,072") in out
+            "(its window - 1 + --max-num-batched-tokens 8,192), the 12 full-attention layers all 131,072") in out
 
 
 # --- draft models -------------------------------------------------------------------------------
