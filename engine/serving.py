@@ -68,6 +68,15 @@ GGUF_ENGINES = ("llama.cpp", "ollama")
 # --- vLLM ------------------------------------------------------------------------------
 # CacheConfig defaults (vllm/config.py): gpu_memory_utilization 0.9, block_size 16 on CUDA.
 VLLM_UTILIZATION = 0.9
+# Memory other processes already hold on a GPU (`serve --gpu-memory-in-use GIB`): vLLM asks for
+# gpu_memory_utilization x the card's total and refuses to start where less is free ("Free memory on device
+# (13.91/79.33 GiB) on startup is less than desired GPU memory utilization (0.95, 75.36 GiB). Decrease GPU memory
+# utilization or reduce GPU memory used by other processes.", vllm/v1/worker/gpu_worker.py init_device, later
+# v1/worker/utils.py request_memory); its KV budget is counted from its own process's memory, so what it gets is
+# unchanged. MLC-LLM likewise sizes from the total (config.cc, gpu_memory_utilization of the total). SGLang measures
+# the free memory at start (model_runner init_torch_distributed, get_available_gpu_memory) and takes its fraction of
+# that; llama.cpp's --fit, Ollama and ExLlamaV2's autosplit place layers in the free memory; transformers runs out
+# where the free memory ends.
 VLLM_BLOCK_SIZE = 16
 # OpenAI-server defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, read via
 # the public index): cards with >= 70 GiB that are not A100s get max_num_batched_tokens 8192
@@ -570,6 +579,7 @@ REQUEST_DEFAULTS = {
     "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS, "cpu_moe_layers": 0,
     "engine_version": "", "draft_model": "", "draft_tensor_parallel_size": np.nan, "draft_context": np.nan,
     "backend": "",
+    "gpu_memory_in_use_gib": 0.0,
 }
 # llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
 # and the families each backend runs on (Vulkan: NVIDIA and AMD here; no Vulkan row for Apple/Intel)
@@ -588,6 +598,11 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     util = req["gpu_memory_utilization"].to_numpy(float)
     if np.any((util <= 0) | (util > 1)):
         raise ValueError("gpu_memory_utilization is not accepted; accepted: a number > 0 and <= 1")
+    in_use = pd.to_numeric(req["gpu_memory_in_use_gib"], errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(in_use) | (in_use < 0)
+    if bad.any():
+        raise ValueError(f"gpu_memory_in_use_gib {req['gpu_memory_in_use_gib'][bad].iloc[0]!r} is not accepted; accepted: "
+                         "a number of GiB >= 0 (what other processes already hold on each GPU)")
     cpu_moe = req["cpu_moe_layers"].to_numpy(float)
     bad = (cpu_moe != 0) & (req["engine"] != "llama.cpp").to_numpy(bool)
     if bad.any():
@@ -926,6 +941,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     unified = g["unified_memory"].fillna(False).astype(bool).to_numpy()
     apple_total = g["memory_gb"].to_numpy(float) * C.GIB
     usable = np.where(unified, apple_total * apple_gpu_share(g["memory_gb"]), g["usable_memory_bytes"].to_numpy(float))
+    # memory other processes already hold on each GPU (a desktop, another server): see VLLM_UTILIZATION's note
+    in_use = pd.to_numeric(req["gpu_memory_in_use_gib"], errors="coerce").to_numpy(float) * C.GIB
+    free_at_start = np.maximum(usable - in_use, 0.0)
     family = gpu_family(g)
     backend = req["backend"].fillna("").astype(str).str.strip().str.lower().to_numpy(object)
     backend = np.where(backend == "", pd.Series(family, dtype=object).map(DEFAULT_BACKEND).fillna("").to_numpy(object), backend)
@@ -1062,7 +1080,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     draft_ctx = req["draft_context"].to_numpy(float)
     draft_ctx = np.where(np.isnan(draft_ctx), ctx, draft_ctx)
     llama_draft = np.where(is_llama & has_draft, draft_w + draft_kv_token * draft_ctx * seqs + draft_compute, 0.0)
-    free = usable * tp - context * tp - FIT_MARGIN_BYTES - llama_draft
+    free = free_at_start * tp - context * tp - FIT_MARGIN_BYTES - llama_draft
     layer_full = layer_w + layer_kv
 
     def col(a):
@@ -1102,7 +1120,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     fits_k = (grid <= col(L)) & (gpu_bytes(grid, col(n_cpu), 1.0, col) <= col(free))
     fit_layers = np.where(fits_k.any(axis=1), fits_k.sum(axis=1), 0.0)  # k + 1 slots (output first)
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
-    ollama_free = usable * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
+    ollama_free = free_at_start * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
     ollama_layers = np.where((ollama_layers >= L) & (ollama_free - L * layer_full > output_bytes), L + 1, ollama_layers)
     fit_layers = np.where(engine == "ollama", ollama_layers, fit_layers)
@@ -1117,13 +1135,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                   + np.where(out_on_gpu, 0.0, output_bytes))
 
     # --- KV budget and concurrency ------------------------------------------------------
-    budget = usable * util
+    budget = np.where(is_sglang, free_at_start, usable) * util  # (SGLang: a fraction of what is free at its start)
     # a draft's weights sit beside the target's; both models' blocks come from one budget
     peak_vllm = w_gpu_full + draft_w_gpu + activation + non_torch
     kv_vllm = budget - peak_vllm
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
-    kv_hf = usable - w_gpu_full - non_torch - activation - mask_held
-    kv_hf = np.where(w_gpu_full + non_torch + mask_build > usable, 0.0, kv_hf)  # the mask is built before the cache
+    kv_hf = free_at_start - w_gpu_full - non_torch - activation - mask_held
+    kv_hf = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0, kv_hf)  # the mask is built before the cache
     kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
     kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
     kv_available = np.maximum(kv_available, 0.0)
@@ -1152,7 +1170,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         max_conc_paged = np.where(hybrid, pool / per_request, max_conc_paged)
         window_tokens = np.where(hybrid, held, np.nan)
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
-    fits_llama = (llama_gpu / tp <= usable) & (gpu_layers >= 0)
+    fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
     full_gpu = gpu_bytes(L, n_cpu, 1.0) - L * layer_kv  # every layer's weights, no KV
@@ -1162,7 +1180,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
-    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, usable, budget))
+    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, budget))
+    # vLLM and MLC-LLM ask for their share of the card's total: they do not start where less is free
+    refused_at_start = (is_vllm | is_mlc) & (free_at_start < usable * util)
     fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
     # ExLlamaV2 (autosplit): the layers split over the GPUs in turn (no tensor-parallel speed-up);
     # a GPU holds its share of the weights and cache, the largest module's scratch, the head's
@@ -1172,7 +1192,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_scratch = (exl_chunk * 2.0 * (h + 2.0 * np.maximum(h, ffn)) + 2.0 * np.minimum(h * ffn, EXL_MAX_DQ_SIZE)
                    + exl_chunk * V * 2.0)
     exl_fixed = exl_weights_gpu / tp + exl_scratch + EXL_RESERVE_BYTES + context
-    exl_kv_room = np.maximum(usable - exl_fixed, 0.0)
+    exl_kv_room = np.maximum(free_at_start - exl_fixed, 0.0)
     exl_conc = np.floor(exl_kv_room / (kv_token / tp * ctx))
     exl_cache = kv_token / tp * ctx * seqs
     kv_available = np.where(is_exl, exl_cache, kv_available)
@@ -1195,6 +1215,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_mlc, mlc_temp + mlc_aux + mlc_workspace + mlc_logits, activation)
     kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
     fits = np.where(is_mlc, max_concurrency >= 1, fits)
+    fits = fits & ~refused_at_start
 
     # --- speed --------------------------------------------------------------------------
     conc = req["concurrency"].to_numpy(float)
@@ -1239,6 +1260,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     out = req.assign(
         gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl | is_mlc, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
+        gpu_memory_in_use_bytes=in_use, refused_at_start=refused_at_start,
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
         non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),

@@ -36,16 +36,16 @@ if moe_info:  # issue 15: total vs active, and what llama.cpp can keep in host R
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util, cpu_moe=0):
+def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util, cpu_moe=0, in_use=0.0):
     settings = {} if util is None else {"gpu_memory_utilization": util}
     return capacity_curve(model, gpu_ids, engine, precision, models, gpus, gpu_count=n_gpus, cpu_moe_layers=cpu_moe,
-                          **settings)
+                          gpu_memory_in_use_gib=in_use, **settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions, cpu_moe=0):
+def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions, cpu_moe=0, in_use=0.0):
     return cheapest(model, users, context, tps, ttft, models, gpus, engines=engines, precisions=precisions,
-                    cpu_moe_layers=cpu_moe)
+                    cpu_moe_layers=cpu_moe, gpu_memory_in_use_gib=in_use)
 
 
 gguf_types = list(GGUF_BITS)
@@ -58,8 +58,16 @@ with st.container(border=True):
                              key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else engine}",
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
     gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], index=0, key="srv_gpus")
+    paged = engine in ("vllm", "sglang")
+    own_share = e4.checkbox("Engine's default memory share", value=True, key="srv_util_default", disabled=not paged,
+                            help="vLLM: 0.9 of the card; SGLang: its mem-fraction-static default, by the card's memory "
+                                 "(0.830 on an H100, docs/serving.md). Untick to set the share yourself.")
     util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, 0.9, 0.01, key="srv_util",
-                     disabled=engine not in ("vllm", "sglang"))
+                     disabled=not paged or own_share)
+    in_use = e4.number_input("GiB in use by other processes", 0.0, 1024.0, 0.0, 0.5, key="srv_in_use",
+                             help="What a desktop or another server already holds on each GPU (nvidia-smi shows it): vLLM "
+                                  "does not start where its share of the card is not free; the other engines size "
+                                  "themselves from what is free.")
     # llama.cpp's --n-cpu-moe / --cpu-moe for mixture-of-experts models (engine/serving.py)
     cpu_moe_choices = {"none": 0, "auto (fewest layers that fit)": CPU_MOE_AUTO, "all (--cpu-moe)": CPU_MOE_ALL}
     cpu_moe_label = st.selectbox("Routed experts in host RAM (llama.cpp --n-cpu-moe)", list(cpu_moe_choices),
@@ -77,7 +85,7 @@ if not cards:
 
 with st.spinner("Sizing the KV cache on every card…"):
     curve = c.guard(_curve, model, tuple(cards), engine, precision, models, gpus, int(gpu_count),
-                    float(util) if engine in ("vllm", "sglang") else None, cpu_moe)
+                    float(util) if paged and not own_share else None, cpu_moe, float(in_use))
 
 u, _ = c.unit()
 st.markdown("#### Concurrent requests against context, per card")
@@ -113,7 +121,9 @@ if engine in GGUF_ENGINES:
     view["Experts' layers in host RAM (--n-cpu-moe)"] = curve["cpu_moe_layers"].astype(int)
     view[f"Host RAM ({u})"] = c.mem(curve["host_ram_bytes"])
 c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, precision=precision, gpus=gpu_count,
-                                             cards=",".join(cards), utilization=util, cpu_moe=cpu_moe_label),
+                                             cards=",".join(cards),
+                                             utilization="engine default" if own_share or not paged else util,
+                                             gpu_memory_in_use_gib=in_use, cpu_moe=cpu_moe_label),
         formats={"Context (tokens)": "%d"},
         help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
               "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
@@ -128,7 +138,7 @@ with st.container(border=True):
     ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, 2.0, key="srv_ttft")
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
-                   (engine,), (precision,), cpu_moe)
+                   (engine,), (precision,), cpu_moe, float(in_use))
 if best is None or best.empty:
     st.info("No card and GPU count up to 8 meets this target with these weights and engine; relax the target, "
             "or choose smaller weights.")
@@ -148,7 +158,8 @@ bview = pd.DataFrame({
     "Command": top["command"].astype(str),
 })
 c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engine=engine, precision=precision,
-                                                 users=users, context=context, tokens_per_s=tps, ttft_s=ttft),
+                                                 users=users, context=context, tokens_per_s=tps, ttft_s=ttft,
+                                                 gpu_memory_in_use_gib=in_use),
         formats={"$ per hour (rented)": "$%.2f", "$ per million tokens": "$%.3f"},
         help={"TTFT (s)": "Prefill of a 512-token prompt plus one decode step, without queueing.",
               "Command": "The command line that runs this configuration."})

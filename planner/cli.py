@@ -614,6 +614,10 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
                     help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default: by the card's memory "
                          "from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one GPU)")
+    sv.add_argument("--gpu-memory-in-use", dest="gpu_memory_in_use_gib", type=_bounded("gpu-memory-in-use", 0, 100000), default=None,
+                    help="GiB other processes already hold on each GPU (a desktop, another server; nvidia-smi shows "
+                         "them): vLLM and MLC-LLM do not start where their share of the card's total is not free, the "
+                         "other engines size themselves from what is free (default 0)")
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
                     help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
@@ -689,7 +693,7 @@ def cmd_serve(args) -> int:
                    max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
     for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps", "engine_version",
-                "draft_tensor_parallel_size", "draft_context", "backend"):
+                "draft_tensor_parallel_size", "draft_context", "backend", "gpu_memory_in_use_gib"):
         if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
     if getattr(args, "draft_model", None):
@@ -724,7 +728,8 @@ def cmd_serve(args) -> int:
             data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
         data["fits_with"] = [] if options is None else [
             {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"]),
-             "max_model_len": int(r["max_model_len"])}
+             "max_model_len": int(r["max_model_len"]),
+             "gpu_memory_utilization": None if pd.isna(r["gpu_memory_utilization"]) else float(r["gpu_memory_utilization"])}
             for _, r in options.iterrows()]
         print_json(data)
         return 0

@@ -63,6 +63,9 @@ SERVE_JSON_KEYS = (
     # SGLang from 0.5.3: the MiB its mem_fraction_static default keeps outside the fraction (activations, CUDA
     # graphs), in bytes; null where the fraction was given or the version reads it from the tensor-parallel size
     "engine_reserved_bytes",
+    # memory other processes hold on each GPU (serve --gpu-memory-in-use, bytes), and whether vLLM / MLC-LLM then
+    # refuse to start (they ask for their share of the card's total, more than is free)
+    "gpu_memory_in_use_bytes", "refused_at_start",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
@@ -151,20 +154,38 @@ def longest_model_len(request: dict, models: pd.DataFrame, gpus: pd.DataFrame) -
     return int(lengths[last]), float(out["max_concurrency"].iloc[last])
 
 
+def largest_utilization(usable_bytes: float, in_use_bytes: float) -> float:
+    """The largest --gpu-memory-utilization (in hundredths) vLLM / MLC-LLM start with where other processes hold
+    `in_use_bytes` of a card of `usable_bytes`: what they ask (that share of the total) must be free."""
+    return float(np.floor(max(usable_bytes - in_use_bytes, 0.0) / usable_bytes * 100) / 100)
+
+
 def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choices=TP_CHOICES) -> pd.DataFrame:
     """For a vLLM / SGLang request: per weight format (the one asked, then SMALLER_FORMATS), the fewest GPUs
     (tensor-parallel sizes the engine takes for the model) on which one request of its max-model-len fits, with
     the request's other settings; then, on the GPUs and format asked, the longest max-model-len that holds one
     request (longest_model_len). Columns: precision, gpus, max_model_len, max_concurrency (empty where none fits
     or the engine splits layers instead). A format or count the engine or card refuses is skipped, never raised."""
-    empty = pd.DataFrame(columns=["precision", "gpus", "max_model_len", "max_concurrency"])
+    empty = pd.DataFrame(columns=["precision", "gpus", "max_model_len", "max_concurrency", "gpu_memory_utilization"])
     if request.get("engine") not in TP_SPLIT_ENGINES or request.get("model") not in set(models["id"]):
         return empty
+    found = []
+    if float(request.get("gpu_memory_in_use_gib") or 0) > 0:  # vLLM may refuse to start: the largest share it takes
+        try:
+            asked = serve(pd.DataFrame([request]), models, gpus).iloc[0]
+        except ValueError:
+            asked = None
+        if asked is not None and bool(asked["refused_at_start"]):
+            share = largest_utilization(asked["usable_bytes"], asked["gpu_memory_in_use_bytes"])
+            lower = serve(pd.DataFrame([{**request, "gpu_memory_utilization": share}]), models, gpus).iloc[0] if share > 0 else None
+            if lower is not None and bool(lower["fits"]) and lower["max_concurrency"] >= 1:
+                found.append({"precision": request["precision"], "gpus": int(request.get("gpus", 1)),
+                              "max_model_len": int(request["max_model_len"]), "max_concurrency": float(lower["max_concurrency"]),
+                              "gpu_memory_utilization": share})
     bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
     formats = [request["precision"]] + [f for f in SMALLER_FORMATS if C.LINEAR_BITS[f] < bits]
     arch = models.set_index("id").loc[request["model"]]
     counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
-    found = []
     for fmt in formats:
         rows = pd.DataFrame([{**request, "precision": fmt, "gpus": k} for k in counts])
         try:
@@ -188,6 +209,10 @@ def format_fits_with(options: pd.DataFrame, asked: str, asked_len: int | None = 
     --max-model-len 5120 (1.0)'."""
     parts = []
     for _, r in options.iterrows():
+        share = r.get("gpu_memory_utilization")
+        if share is not None and pd.notna(share):  # the same plan at the largest share vLLM starts with
+            parts.append(f"--gpu-memory-utilization {share:g} ({r['max_concurrency']:,.1f} requests at once)")
+            continue
         shorter = asked_len is not None and int(r["max_model_len"]) < asked_len
         flags = ([] if shorter and asked_gpus is not None and int(r["gpus"]) == asked_gpus else [f"--gpus {int(r['gpus'])}"])
         flags += [f"--precision {r['precision']}"] if r["precision"] != asked else []
@@ -204,7 +229,8 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         f"max-model-len {int(row['max_model_len']):,})",
         f"  memory per GPU (GiB): usable {row['usable_bytes'] / gib:.2f}, budget {row['budget_bytes'] / gib:.2f}, "
         f"weights {row['weights_gpu_bytes'] / gib:.2f}, activation peak {row['activation_peak_bytes'] / gib:.2f}, "
-        f"non-torch {row['non_torch_bytes'] / gib:.2f}",
+        f"non-torch {row['non_torch_bytes'] / gib:.2f}"
+        + (f", in use by other processes {row['gpu_memory_in_use_bytes'] / gib:.2f}" if row.get("gpu_memory_in_use_bytes", 0) > 0 else ""),
         f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB -> max concurrency "
         f"{row['max_concurrency']:.2f} requests at {int(row['max_model_len']):,} tokens",
         (f"  GPU layers (-ngl): {int(row['gpu_layers'])} of {int(row['total_layers']) + 1} (the output layer counts first, "
@@ -268,9 +294,18 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
             cause = "the prefill of one --max-model-len request"
         what = (f"the weights ({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB: {cause})"
                 if by_act else f"the weights ({weights / gib:.2f} GiB per GPU)")
-        lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
-                        f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
-                        f"a shorter --max-model-len")
+        if bool(row.get("refused_at_start", False)):
+            free = row["usable_bytes"] - row["gpu_memory_in_use_bytes"]
+            name = "vLLM" if row["engine"] == "vllm" else "MLC-LLM"
+            lines.insert(1, f"  DOES NOT FIT: {name} will not start: --gpu-memory-utilization "
+                            f"{row['gpu_memory_utilization']:g} asks {row['budget_bytes'] / gib:.2f} GiB of the card's "
+                            f"{row['usable_bytes'] / gib:.2f}, and with {row['gpu_memory_in_use_bytes'] / gib:.2f} GiB held "
+                            f"by other processes {free / gib:.2f} GiB are free; ask at most "
+                            f"{largest_utilization(row['usable_bytes'], row['gpu_memory_in_use_bytes']):g}")
+        else:
+            lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
+                            f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "
+                            f"a shorter --max-model-len")
         if options is not None and len(options):
             lines.insert(2, f"  fits with: {format_fits_with(options, str(row['precision']), int(row['max_model_len']), int(row['gpus']))}")
     if pd.notna(row["usd_per_million_tokens"]):

@@ -43,6 +43,8 @@ def random_requests(rng: np.random.Generator, models: pd.DataFrame, gpus: pd.Dat
             req["draft_model"] = str(rng.choice(ids))
         if rng.random() < 0.3:
             req["concurrency"] = int(rng.choice([1, 4, 16]))
+        if rng.random() < 0.2:
+            req["gpu_memory_in_use_gib"] = float(rng.choice([0.5, 2.0, 8.0, 40.0]))
         out.append(req)
     return out
 

@@ -308,6 +308,49 @@ def test_serve_text_names_the_hybrid_kv_manager():
             "(its window - 1 + --max-num-batched-tokens 8,192), the 12 full-attention layers all 131,072") in out
 
 
+# --- memory other processes hold ------------------------------------------------------------------
+
+def test_memory_in_use_by_other_processes_by_engine(cat):
+    """vLLM asks utilization x the total and refuses to start where less is free, its KV budget unchanged when it
+    starts; SGLang takes its fraction of the free memory; llama.cpp, transformers and ExLlamaV2 fit in what is free."""
+    base = dict(model="llama-3.1-8b", gpu="rtx-4090", max_model_len=8192)
+    GiB = 2**30
+
+    def pair(in_use, **req):
+        out = rows(cat, {**base, **req}, {**base, **req, "gpu_memory_in_use_gib": in_use})
+        return out.iloc[0], out.iloc[1]
+
+    clean, busy = pair(2.0, engine="vllm", precision="bf16")  # 23.99 - 2 = 21.99 free >= 0.9 x 23.99 = 21.59: starts
+    assert not busy.refused_at_start and busy.kv_cache_bytes_available == clean.kv_cache_bytes_available and busy.fits
+    clean, busy = pair(3.0, engine="vllm", precision="bf16")  # 20.99 free < 21.59: refused
+    assert busy.refused_at_start and not busy.fits and busy.gpu_memory_in_use_bytes == 3 * GiB
+    clean, busy = pair(1.0, engine="sglang", precision="int4")
+    assert clean.kv_cache_bytes_available - busy.kv_cache_bytes_available == pytest.approx(GiB * busy.gpu_memory_utilization)
+    clean, busy = pair(1.0, engine="transformers", precision="bf16")
+    assert clean.kv_cache_bytes_available - busy.kv_cache_bytes_available == pytest.approx(GiB)
+    clean, busy = pair(10.0, engine="llama.cpp", precision="q4_k_m", model="llama-3-70b")
+    assert busy.gpu_layers < clean.gpu_layers
+    clean, busy = pair(4.0, engine="exllamav2", precision="exl2-4.0")
+    assert busy.max_concurrency < clean.max_concurrency
+
+
+def test_serve_names_the_share_vllm_starts_with():
+    args = ("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192",
+            "--gpu-memory-in-use", "3")
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    assert "DOES NOT FIT: vLLM will not start: --gpu-memory-utilization 0.9 asks 21.59 GiB of the card's 23.99" in out
+    assert "ask at most 0.87" in out and "in use by other processes 3.00" in out
+    line = out.split("fits with: ")[1].split("\n")[0]
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    assert line.startswith("--gpu-memory-utilization 0.87 (") and f"`fits with: {line}`" in doc
+    data = json.loads(run_cli(*args, "--json")[1])
+    assert data["refused_at_start"] is True and data["gpu_memory_in_use_bytes"] == 3 * 2**30
+    assert data["fits_with"][0]["gpu_memory_utilization"] == 0.87
+    code, out, err = run_cli(*args[:-1], "-1")
+    assert code == 2 and "gpu-memory-in-use '-1' is not accepted" in err
+
+
 # --- draft models -------------------------------------------------------------------------------
 
 def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_blocks(served):
