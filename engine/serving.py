@@ -144,6 +144,14 @@ VLLM_OLDEST_MODELLED = (0, 6)  # before 0.6 the defaults and the profiler differ
 # (ChunkedLocalAttentionSpec); max concurrency = num_blocks / those blocks (get_max_concurrency_for_kv_cache_config).
 # Not with a draft model here (its layers join the groups; the target's layers are then counted at full length).
 VLLM_HYBRID_KV_FROM = (0, 10)
+# SGLang's hybrid SWA pool (gpt-oss; Gemma 2/3 have it off, server_args.py "Disable hybrid SWA memory for
+# {model_arch} as it is not yet supported"): the full-attention layers get F tokens and the sliding-window layers
+# swa_full_tokens_ratio x F (default 0.8), F = available / (full bytes a token x full layers + 0.8 x window bytes a
+# token x window layers) (mem_cache SWA pool sizing, calculate_pool_sizes); a request of max_model_len takes that
+# many of the F, its window layers far fewer of theirs: max concurrency = F / max_model_len. Taken with the memory
+# fraction of 0.5.3 on (SGLANG_HEURISTIC_FROM); earlier versions count every layer at full length.
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
+SGLANG_HYBRID_SWA_MODEL_TYPES = ("gpt_oss",)
 VLLM_CUDAGRAPH_PROFILE_FROM = (0, 21)
 VLLM_CUDAGRAPH_LOGGED_GIB = (0.07, 2.35)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
@@ -1169,6 +1177,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         blocks = np.where(hybrid, pool, blocks)
         max_conc_paged = np.where(hybrid, pool / per_request, max_conc_paged)
         window_tokens = np.where(hybrid, held, np.nan)
+    # SGLang's hybrid SWA pool (SGLANG_SWA_FULL_TOKENS_RATIO): the window layers' share of a token is 0.8
+    swa_sglang = (is_sglang & (n_window > 0) & (n_window < L) & by_memory
+                  & np.isin(model_types(m["family"].to_numpy(object)), SGLANG_HYBRID_SWA_MODEL_TYPES))
+    if swa_sglang.any():
+        per_layer = kv_token_gpu / L
+        full_tokens = kv_available / (per_layer * ((L - n_window) + SGLANG_SWA_FULL_TOKENS_RATIO * n_window))
+        max_conc_paged = np.where(swa_sglang, np.floor(full_tokens) / ctx, max_conc_paged)
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);

@@ -297,6 +297,25 @@ def test_vllm_hybrid_kv_groups_gpt_oss_mistral_and_llama4(cat):
     assert np.isnan(drafted.kv_window_tokens)
 
 
+def test_sglang_hybrid_swa_pool_for_gpt_oss():
+    """SGLang gives gpt-oss's window layers 0.8 of the full layers' tokens (swa_full_tokens_ratio): F = available /
+    (per-layer bytes x (18 + 0.8 x 18)), max concurrency F / context. Gemma keeps every layer full (SGLang turns its
+    hybrid SWA memory off), as do versions before 0.5.3 here."""
+    from catalog import default_catalog
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    req = dict(model="gpt-oss-120b", precision="mxfp4", gpu="h100-sxm-80gb", engine="sglang", max_model_len=32768)
+    row = S.serve(pd.DataFrame([req]), models, gpus).iloc[0]
+    per_layer = 8 * 64 * 2 * 2
+    full = np.floor(row.kv_cache_bytes_available / (per_layer * (18 + 0.8 * 18)))
+    assert row.max_concurrency == full / 32768
+    old = S.serve(pd.DataFrame([{**req, "engine_version": "0.5.2"}]), models, gpus).iloc[0]
+    assert old.max_concurrency == np.floor(old.kv_cache_bytes_available / (16 * 36 * per_layer)) * 16 / 32768
+    gemma = S.serve(pd.DataFrame([dict(model="gemma-3-27b", gpu="h100-sxm-80gb", engine="sglang", precision="fp8",
+                                       max_model_len=32768)]), models, gpus).iloc[0]
+    assert gemma.max_concurrency == np.floor(gemma.kv_cache_bytes_available / (16 * gemma.kv_bytes_per_token)) * 16 / 32768
+
+
 def test_serve_text_names_the_hybrid_kv_manager():
     code, out, err = run_cli("serve", "--model", "gpt-oss-20b", "--precision", "mxfp4", "--gpu", "h100-sxm-80gb",
                              "--engine", "vllm", "--max-model-len", "131072", "--json")
