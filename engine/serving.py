@@ -1231,6 +1231,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
     fits = np.where(is_mlc, max_concurrency >= 1, fits)
     fits = fits & ~refused_at_start
+    max_concurrency = np.where(refused_at_start, 0.0, max_concurrency)  # (it does not start: it holds none)
 
     # --- speed --------------------------------------------------------------------------
     conc = req["concurrency"].to_numpy(float)

@@ -343,6 +343,7 @@ def test_memory_in_use_by_other_processes_by_engine(cat):
     assert not busy.refused_at_start and busy.kv_cache_bytes_available == clean.kv_cache_bytes_available and busy.fits
     clean, busy = pair(3.0, engine="vllm", precision="bf16")  # 20.99 free < 21.59: refused
     assert busy.refused_at_start and not busy.fits and busy.gpu_memory_in_use_bytes == 3 * GiB
+    assert busy.max_concurrency == 0 < clean.max_concurrency  # it does not start: the curve and cheapest see none
     clean, busy = pair(1.0, engine="sglang", precision="int4")
     assert clean.kv_cache_bytes_available - busy.kv_cache_bytes_available == pytest.approx(GiB * busy.gpu_memory_utilization)
     clean, busy = pair(1.0, engine="transformers", precision="bf16")
