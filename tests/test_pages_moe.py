@@ -111,3 +111,33 @@ def test_serving_page_says_which_gpu_counts_vllm_takes_for_the_model():
     assert len(errors) == 1 and "gpus 8 is not accepted for vllm with qwen2.5-7b" in errors[0] and "1, 2, 4" in errors[0]
     at.selectbox(key="srv_gpus").set_value(4).run()
     assert not at.error and len(at.dataframe) >= 1
+
+
+def test_serving_page_uses_each_engines_own_share_and_counts_memory_in_use():
+    """SGLang's default memory share is its own (by the card), not the slider's 0.9, unless unticked; memory
+    other processes hold makes vLLM refuse a card whose share is not free (0 requests there)."""
+    from engine import serving as S
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    at = open_app("pages/serving.py", {"model": "llama-3.1-8b", "task": "infer"})
+    at.selectbox(key="srv_engine").set_value("sglang").run()
+    at.selectbox(key="srv_precision_sglang").set_value("bf16").run()
+    assert not at.exception, [e.value for e in at.exception]
+    want = S.serve(pd.DataFrame([dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", engine="sglang", precision="bf16",
+                                      max_model_len=8192)]), models, gpus).iloc[0]
+    assert want.gpu_memory_utilization == 0.83  # SGLang's own default on an H100, not 0.9
+
+    def shown(card_name: str) -> float:
+        frame = at.dataframe[0].value
+        row = frame[frame["Card"].astype(str).str.contains(card_name) & (frame["Context (tokens)"] == 8192)]
+        assert len(row) == 1, frame[["Card", "Context (tokens)"]]
+        return float(row["Max concurrent requests"].iloc[0])
+
+    assert shown("H100 SXM") == pytest.approx(want.max_concurrency, abs=0.01)
+    at.selectbox(key="srv_engine").set_value("vllm").run()
+    before = shown("4090")
+    at.number_input(key="srv_in_use").set_value(3.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    refused = S.serve(pd.DataFrame([dict(model="llama-3.1-8b", gpu="rtx-4090", engine="vllm", precision="bf16",
+                                         max_model_len=8192, gpu_memory_in_use_gib=3.0)]), models, gpus).iloc[0]
+    assert refused.refused_at_start and before > 0 and shown("4090") == 0
