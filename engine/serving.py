@@ -144,6 +144,11 @@ VLLM_OLDEST_MODELLED = (0, 6)  # before 0.6 the defaults and the profiler differ
 # (ChunkedLocalAttentionSpec); max concurrency = num_blocks / those blocks (get_max_concurrency_for_kv_cache_config).
 # Not with a draft model here (its layers join the groups; the target's layers are then counted at full length).
 VLLM_HYBRID_KV_FROM = (0, 10)
+# `--kv-cache-memory-bytes N` (vLLM's CacheConfig.kv_cache_memory_bytes): the KV cache is N bytes per GPU and the
+# profile's accounting is skipped (gpu_worker.py determine_available_memory: "reserved N GiB memory for KV Cache as
+# specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect the
+# gpu_memory_utilization config"); the profile forward still runs, so the plan fits where the weights, that
+# activation peak, the non-torch memory and the N bytes fit in what is free, and one request's KV fits in N.
 # SGLang's hybrid SWA pool (gpt-oss; Gemma 2/3 have it off, server_args.py "Disable hybrid SWA memory for
 # {model_arch} as it is not yet supported"): the full-attention layers get F tokens and the sliding-window layers
 # swa_full_tokens_ratio x F (default 0.8), F = available / (full bytes a token x full layers + 0.8 x window bytes a
@@ -587,7 +592,7 @@ REQUEST_DEFAULTS = {
     "host_bandwidth_gbps": HOST_BANDWIDTH_GBPS, "cpu_moe_layers": 0,
     "engine_version": "", "draft_model": "", "draft_tensor_parallel_size": np.nan, "draft_context": np.nan,
     "backend": "",
-    "gpu_memory_in_use_gib": 0.0,
+    "gpu_memory_in_use_gib": 0.0, "kv_cache_memory_bytes": np.nan,
 }
 # llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
 # and the families each backend runs on (Vulkan: NVIDIA and AMD here; no Vulkan row for Apple/Intel)
@@ -611,6 +616,16 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"gpu_memory_in_use_gib {req['gpu_memory_in_use_gib'][bad].iloc[0]!r} is not accepted; accepted: "
                          "a number of GiB >= 0 (what other processes already hold on each GPU)")
+    kv_bytes = pd.to_numeric(req["kv_cache_memory_bytes"], errors="coerce").to_numpy(float)
+    given = req["kv_cache_memory_bytes"].notna().to_numpy()
+    bad = given & (~np.isfinite(kv_bytes) | (kv_bytes <= 0) | (kv_bytes != np.floor(kv_bytes)))
+    if bad.any():
+        raise ValueError(f"kv_cache_memory_bytes {req['kv_cache_memory_bytes'][bad].iloc[0]!r} is not accepted; accepted: "
+                         "a whole number of bytes > 0 (vLLM's --kv-cache-memory-bytes)")
+    bad = given & (req["engine"] != "vllm").to_numpy(bool)
+    if bad.any():
+        raise ValueError(f"kv_cache_memory_bytes is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
+                         "--engine vllm only (its --kv-cache-memory-bytes)")
     cpu_moe = req["cpu_moe_layers"].to_numpy(float)
     bad = (cpu_moe != 0) & (req["engine"] != "llama.cpp").to_numpy(bool)
     if bad.any():
@@ -1147,6 +1162,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # a draft's weights sit beside the target's; both models' blocks come from one budget
     peak_vllm = w_gpu_full + draft_w_gpu + activation + non_torch
     kv_vllm = budget - peak_vllm
+    # --kv-cache-memory-bytes: the KV cache as given; the rest must fit in what is free (VLLM_HYBRID_KV_FROM's note)
+    kv_given = pd.to_numeric(req["kv_cache_memory_bytes"], errors="coerce").to_numpy(float)
+    pinned = is_vllm & ~np.isnan(kv_given)
+    kv_vllm = np.where(pinned, kv_given, kv_vllm)
+    pinned_oom = pinned & (peak_vllm + np.nan_to_num(kv_given) > free_at_start)
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
     kv_hf = free_at_start - w_gpu_full - non_torch - activation - mask_held
     kv_hf = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0, kv_hf)  # the mask is built before the cache
@@ -1195,9 +1215,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
-    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, budget))
+    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, np.where(pinned, peak_vllm + np.nan_to_num(kv_given), budget)))
     # vLLM and MLC-LLM ask for their share of the card's total: they do not start where less is free
-    refused_at_start = (is_vllm | is_mlc) & (free_at_start < usable * util)
+    # (with --kv-cache-memory-bytes the share is still checked at start, vllm/v1/worker/utils.py request_memory, and
+    # the weights, activation peak, non-torch memory and the pinned cache must fit in what is free)
+    refused_at_start = ((is_vllm | is_mlc) & (free_at_start < usable * util)) | pinned_oom
     fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
     # ExLlamaV2 (autosplit): the layers split over the GPUs in turn (no tensor-parallel speed-up);
     # a GPU holds its share of the weights and cache, the largest module's scratch, the head's
@@ -1276,7 +1298,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     out = req.assign(
         gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl | is_mlc, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
-        gpu_memory_in_use_bytes=in_use, refused_at_start=refused_at_start,
+        gpu_memory_in_use_bytes=in_use, refused_at_start=refused_at_start, kv_cache_memory_bytes=np.where(pinned, kv_given, np.nan),
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
         non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
@@ -1389,7 +1411,9 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     tp = out["gpus"].astype(int).astype(str)
     kv = out["kv_precision"].astype(str)
     vllm = ("vllm serve " + hf + " --max-model-len " + out["max_model_len"].astype(int).astype(str)
-            + " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str)
+            + np.where(out["kv_cache_memory_bytes"].notna() if "kv_cache_memory_bytes" in out else False,
+                       " --kv-cache-memory-bytes " + out.get("kv_cache_memory_bytes", pd.Series(0.0, index=out.index)).fillna(0).astype("int64").astype(str),
+                       " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str))
             + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
             + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "")

@@ -618,6 +618,9 @@ def _add_serve_parser(sub) -> None:
                     help="GiB other processes already hold on each GPU (a desktop, another server; nvidia-smi shows "
                          "them): vLLM and MLC-LLM do not start where their share of the card's total is not free, the "
                          "other engines size themselves from what is free (default 0)")
+    sv.add_argument("--kv-cache-memory-bytes", type=_whole("kv-cache-memory-bytes", high=10**15), default=None,
+                    help="vLLM: the KV cache in bytes per GPU, in place of its profiled share (its --kv-cache-memory-bytes; "
+                         "the weights, activation peak and this must fit in what is free)")
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
                     help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
@@ -693,7 +696,7 @@ def cmd_serve(args) -> int:
                    max_model_len=args.max_model_len, gpu_layers=gpu_layers, cpu_moe_layers=cpu_moe_layers,
                    prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
     for key in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "host_bandwidth_gbps", "engine_version",
-                "draft_tensor_parallel_size", "draft_context", "backend", "gpu_memory_in_use_gib"):
+                "draft_tensor_parallel_size", "draft_context", "backend", "gpu_memory_in_use_gib", "kv_cache_memory_bytes"):
         if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
     if getattr(args, "draft_model", None):
@@ -707,7 +710,9 @@ def cmd_serve(args) -> int:
         row = serve_one(request, models, gpus)
     except ValueError as exc:  # engine/serving.py's checks name the bad value and what is accepted
         raise CliError(str(exc).replace("engine_version", "engine-version").replace("draft_model", "draft-model")
-                       .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")) from None
+                       .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")
+                       .replace("kv_cache_memory_bytes", "kv-cache-memory-bytes")
+                       .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")) from None
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

@@ -43,7 +43,8 @@ SOURCES = {
                  "8B_full*.yaml, 8B_lora.yaml (the keys the recipes read)",
     "litgpt": "LitGPT 0.5.13 @2685705: config_hub/finetune/llama-3.2-1B/{lora,qlora,full}.yaml, litgpt/finetune/"
               "{lora,full}.py setup() arguments, litgpt/args.py TrainArgs",
-    "vllm": "vLLM vllm/config/cache.py @002f10e (gpu_memory_utilization, cache_dtype -> --kv-cache-dtype), "
+    "vllm": "vLLM vllm/config/cache.py @002f10e (gpu_memory_utilization, cache_dtype -> --kv-cache-dtype; "
+            "kv_cache_memory_bytes -> --kv-cache-memory-bytes in later releases' CacheConfig), "
             "engine args (docs.vllm.ai serving/engine_args: --max-model-len, --max-num-seqs, --tensor-parallel-size, "
             "--dtype, --quantization)",
     "sglang": "SGLang python/sglang/srt/server_args.py @001067f (ServerArgs fields -> flags): --model-path, --context-length, --mem-fraction-static, "
@@ -633,8 +634,10 @@ def _serve_header(target: str, row, notes: list[str]) -> list[str]:
 
 def vllm(row, repo: str, repo_known: bool) -> Export:
     notes = [] if repo_known else [f"model {row['model']}: no Hugging Face repository in the catalog; use its path"]
-    args = ["vllm", "serve", repo, "--max-model-len", str(int(row["max_model_len"])),
-            "--gpu-memory-utilization", f"{float(row['gpu_memory_utilization']):g}",
+    pinned = row.get("kv_cache_memory_bytes")
+    share = (["--kv-cache-memory-bytes", str(int(pinned))] if pinned is not None and pd.notna(pinned)
+             else ["--gpu-memory-utilization", f"{float(row['gpu_memory_utilization']):g}"])
+    args = ["vllm", "serve", repo, "--max-model-len", str(int(row["max_model_len"])), *share,
             "--max-num-seqs", str(int(row["max_num_seqs"]))]
     if int(row["gpus"]) > 1:
         args += ["--tensor-parallel-size", str(int(row["gpus"]))]

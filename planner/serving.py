@@ -66,6 +66,8 @@ SERVE_JSON_KEYS = (
     # memory other processes hold on each GPU (serve --gpu-memory-in-use, bytes), and whether vLLM / MLC-LLM then
     # refuse to start (they ask for their share of the card's total, more than is free)
     "gpu_memory_in_use_bytes", "refused_at_start",
+    # vLLM's --kv-cache-memory-bytes as asked (null when vLLM sizes the KV cache itself)
+    "kv_cache_memory_bytes",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
@@ -294,8 +296,19 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
             cause = "the prefill of one --max-model-len request"
         what = (f"the weights ({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB: {cause})"
                 if by_act else f"the weights ({weights / gib:.2f} GiB per GPU)")
-        if bool(row.get("refused_at_start", False)):
-            free = row["usable_bytes"] - row["gpu_memory_in_use_bytes"]
+        pinned = row.get("kv_cache_memory_bytes")
+        free = row["usable_bytes"] - row.get("gpu_memory_in_use_bytes", 0.0)
+        rest = row["weights_gpu_bytes"] + row.get("activation_peak_bytes", 0.0) + row.get("non_torch_bytes", 0.0)
+        if bool(row.get("refused_at_start", False)) and pinned is not None and pd.notna(pinned) and rest + pinned > free:
+            lines.insert(1, f"  DOES NOT FIT: --kv-cache-memory-bytes {int(pinned):,} ({pinned / gib:.2f} GiB) beside the "
+                            f"weights, activation peak and non-torch memory ({rest / gib:.2f} GiB) is more than the "
+                            f"{free / gib:.2f} GiB free: at most {max(int(free - rest), 0):,} bytes")
+        elif pinned is not None and pd.notna(pinned) and not bool(row.get("refused_at_start", False)):
+            share = float(row["max_concurrency"])
+            need = (f"; about {int(np.ceil(pinned / share)):,} bytes hold one" if share > 0 else "")
+            lines.insert(1, f"  DOES NOT FIT: --kv-cache-memory-bytes {int(pinned):,} holds {share:.2f} of one "
+                            f"{int(row['max_model_len']):,}-token request{need}")
+        elif bool(row.get("refused_at_start", False)):
             name = "vLLM" if row["engine"] == "vllm" else "MLC-LLM"
             lines.insert(1, f"  DOES NOT FIT: {name} will not start: --gpu-memory-utilization "
                             f"{row['gpu_memory_utilization']:g} asks {row['budget_bytes'] / gib:.2f} GiB of the card's "

@@ -39,7 +39,8 @@ HF_OPTIMIZERS = {"adamw_torch", "adamw_torch_fused", "adafactor", "adamw_torch_4
                  "lion_32bit", "rmsprop", "galore_adamw", "galore_adamw_8bit", "galore_adamw_layerwise",
                  "galore_adamw_8bit_layerwise"}  # transformers 5.24.0 training_args.py OptimizerNames
 # vLLM @002f10e: CacheConfig (vllm/config/cache.py) and the engine arguments
-VLLM_FLAGS = {"--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--tensor-parallel-size", "--dtype",
+VLLM_FLAGS = {"--max-model-len", "--gpu-memory-utilization", "--kv-cache-memory-bytes", "--max-num-seqs",
+              "--tensor-parallel-size", "--dtype",
               "--quantization", "--kv-cache-dtype", "--pipeline-parallel-size",
               # speculative decoding (vllm/engine/arg_utils.py: --speculative-config since 0.8)
               "--speculative-config"}
@@ -166,6 +167,14 @@ def test_vllm_command_carries_the_plans_memory_settings():
     assert flags["--max-num-seqs"] == "64" and flags["--tensor-parallel-size"] == "2"
     assert flags["--kv-cache-dtype"] in VLLM_KV and flags["--dtype"] in VLLM_DTYPES
     assert _comments(out)[1].startswith("keys: vLLM")
+
+
+def test_vllm_command_carries_a_pinned_kv_cache_in_place_of_the_share():
+    out, _ = _export("serve", "--model", "llama-3-8b", "--gpu", "a100-40gb-sxm", "--engine", "vllm", "--max-model-len",
+                     "8192", "--kv-cache-memory-bytes", "4000000000", "--export", "vllm")
+    (command,) = [line for line in out.splitlines() if not line.startswith("#")]
+    flags = _flags(command)
+    assert flags["--kv-cache-memory-bytes"] == "4000000000" and "--gpu-memory-utilization" not in flags
 
 
 def test_vllm_says_a_kv_type_it_has_no_flag_for():

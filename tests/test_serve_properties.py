@@ -45,6 +45,8 @@ def random_requests(rng: np.random.Generator, models: pd.DataFrame, gpus: pd.Dat
             req["concurrency"] = int(rng.choice([1, 4, 16]))
         if rng.random() < 0.2:
             req["gpu_memory_in_use_gib"] = float(rng.choice([0.5, 2.0, 8.0, 40.0]))
+        if engine == "vllm" and rng.random() < 0.2:
+            req["kv_cache_memory_bytes"] = float(rng.choice([2**28, 2**31, 2**34]))
         out.append(req)
     return out
 

@@ -371,6 +371,40 @@ def test_serve_names_the_share_vllm_starts_with():
     assert code == 2 and "gpu-memory-in-use '-1' is not accepted" in err
 
 
+def test_vllm_kv_cache_memory_bytes_pins_the_cache(cat):
+    """--kv-cache-memory-bytes N: the KV cache is N (vLLM skips the profile's accounting), the run fits where the
+    weights, the activation peak, the non-torch memory and N fit in what is free and N holds one request."""
+    base = dict(model="llama-3.1-8b", gpu="rtx-4090", engine="vllm", precision="bf16", max_model_len=8192)
+    free_run, two, tight, big = rows(cat, base, {**base, "kv_cache_memory_bytes": 2_000_000_000},
+                                     {**base, "kv_cache_memory_bytes": 800_000_000},
+                                     {**base, "kv_cache_memory_bytes": 8 * 2**30}).itertuples()
+    assert two.kv_cache_bytes_available == 2_000_000_000 and two.fits
+    assert two.max_concurrency == np.floor(2_000_000_000 / (16 * two.kv_bytes_per_token)) * 16 / 8192
+    assert "--kv-cache-memory-bytes 2000000000" in two.command and "--gpu-memory-utilization" not in two.command
+    assert not tight.fits and not tight.refused_at_start and tight.max_concurrency < 1
+    rest = big.weights_gpu_bytes + big.activation_peak_bytes + big.non_torch_bytes
+    assert rest + 8 * 2**30 > big.usable_bytes and big.refused_at_start and not big.fits and big.max_concurrency == 0
+    assert np.isnan(free_run.kv_cache_memory_bytes)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--engine", "sglang", "--kv-cache-memory-bytes", "1000"), "kv-cache-memory-bytes is not accepted for engine 'sglang'"),
+    (("--engine", "vllm", "--kv-cache-memory-bytes", "0"), "kv-cache-memory-bytes '0' is not accepted"),
+    (("--engine", "vllm", "--kv-cache-memory-bytes", "8589934592"), None),
+])
+def test_serve_kv_cache_memory_bytes_from_the_cli(args, message):
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--max-model-len", "8192", *args)
+    if message:
+        assert code == 2 and message in err, err
+    else:  # 8 GiB beside 16.6 GiB of the rest on a 24 GB card: it says how many bytes fit
+        assert code == 0 and "DOES NOT FIT: --kv-cache-memory-bytes 8,589,934,592 (8.00 GiB) beside the weights" in out
+        data = json.loads(run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--max-model-len", "8192",
+                                  *args, "--json")[1])
+        rest = data["weights_gpu_bytes"] + data["activation_peak_bytes"] + data["non_torch_bytes"]
+        assert data["kv_cache_memory_bytes"] == 8589934592 and data["refused_at_start"] is True
+        assert f"at most {int(data['usable_bytes'] - rest):,} bytes" in out
+
+
 # --- draft models -------------------------------------------------------------------------------
 
 def test_vllm_draft_weights_sit_beside_the_target_and_both_kv_caches_share_the_blocks(served):
