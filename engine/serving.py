@@ -262,20 +262,28 @@ def sglang_vlm_factor(vision_params) -> np.ndarray:
     return np.where(vision_params > 0, factor, 1.0)
 
 
+def sglang_by_memory(version) -> np.ndarray:
+    """Whether each SGLang version sets its default fraction by the card's memory (0.5.3 on, and the current
+    release where none is given) rather than by the tensor-parallel size."""
+    key = sglang_version(version)
+    return np.isnan(key) | (key >= _sglang_key(*SGLANG_HEURISTIC_FROM))
+
+
 def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, standalone_draft=False,
-                        vision_params=0.0) -> np.ndarray:
+                        vision_params=0.0, reserved_mib=None) -> np.ndarray:
     """SGLang's default mem_fraction_static for each row: by the tensor-parallel size before 0.5.3,
-    else (memory - reserved) / memory rounded to 3 places, times the multimodal factor."""
+    else (memory - reserved) / memory rounded to 3 places, times the multimodal factor. reserved_mib: the
+    reserve where the caller has it (sglang_reserved_mib of the same rows), else computed here."""
     tp = np.asarray(tp, float)
-    key = np.broadcast_to(sglang_version([""] if version is None else version), tp.shape)
+    by_memory = np.broadcast_to(sglang_by_memory([""] if version is None else version), tp.shape)
     by_tp = np.select([tp >= k for k, _ in SGLANG_MEM_FRACTION_BY_TP], [f for _, f in SGLANG_MEM_FRACTION_BY_TP],
                       SGLANG_MEM_FRACTION)
-    memory_mib = np.asarray(memory_mib, float)
-    by_memory = np.round((memory_mib - sglang_reserved_mib(memory_mib, tp, mla, llama2, standalone_draft)) / memory_mib, 3)
-    by_memory = by_memory * sglang_vlm_factor(vision_params)
     by_tp = by_tp * np.where(np.asarray(vision_params, float) > 0, SGLANG_VLM_OLD, 1.0)
-    old = ~np.isnan(key) & (key < _sglang_key(*SGLANG_HEURISTIC_FROM))
-    return np.where(old, by_tp, by_memory)
+    memory_mib = np.asarray(memory_mib, float)
+    if reserved_mib is None:
+        reserved_mib = sglang_reserved_mib(memory_mib, tp, mla, llama2, standalone_draft)
+    from_memory = np.round((memory_mib - reserved_mib) / memory_mib, 3) * sglang_vlm_factor(vision_params)
+    return np.where(by_memory, from_memory, by_tp)
 
 
 # --- llama.cpp / Ollama ----------------------------------------------------------------
@@ -978,11 +986,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # (SGLang matches "llama-2" in the model path; the repo as command_lines writes it)
     llama2 = _hf_repos(m, req.index).str.lower().str.contains("llama-2", regex=False).to_numpy(bool)
     vision = _model_col(m, "vision_params")
-    sglang_default = sglang_mem_fraction(usable / C.MIB, tp, req["engine_version"].to_numpy(object), mla=mla, llama2=llama2,
-                                         standalone_draft=has_draft, vision_params=vision)
-    sglang_key = sglang_version(req["engine_version"])
-    by_memory = np.isnan(sglang_key) | (sglang_key >= _sglang_key(*SGLANG_HEURISTIC_FROM))  # (else the TP table)
-    sglang_reserved = np.where(by_memory, sglang_reserved_mib(usable / C.MIB, tp, mla, llama2, has_draft), np.nan) * C.MIB
+    reserved_mib = sglang_reserved_mib(usable / C.MIB, tp, mla, llama2, has_draft)
+    by_memory = sglang_by_memory(req["engine_version"])  # (else the tensor-parallel table)
+    sglang_default = sglang_mem_fraction(usable / C.MIB, tp, req["engine_version"].to_numpy(object),
+                                         vision_params=vision, reserved_mib=reserved_mib)
+    sglang_reserved = np.where(by_memory, reserved_mib, np.nan) * C.MIB
     util = np.where(np.isnan(util), np.where(is_sglang, sglang_default, np.where(is_vllm, VLLM_UTILIZATION,
                                                                           np.where(is_mlc, MLC_UTILIZATION, 1.0))), util)
     large = (usable >= VLLM_LARGE_GPU_BYTES) & ~req["gpu"].astype(str).str.contains("a100").to_numpy(bool)
@@ -1176,7 +1184,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * (kv_token_gpu + draft_kv_gpu)))
     max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
     # vLLM's hybrid KV cache manager (VLLM_HYBRID_KV_FROM): window layers hold their window, not the context
-    n_window = np.minimum(_model_col(m, "sliding_window_layers"), L) * (_model_col(m, "sliding_window") > 0)
+    n_window = np.minimum(_model_col(m, "sliding_window_layers"), L) * sliding
     hybrid = (is_vllm & ~v0 & ~has_draft & (n_window > 0)
               & (~has_version | (version_key >= _version_key(*VLLM_HYBRID_KV_FROM))))
     window_tokens = np.full(n, np.nan)
@@ -1187,8 +1195,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         group = np.where(hybrid, group, 1.0)  # (rows without window layers: any whole number, not used)
         groups_full = np.ceil(n_full / group)
         groups_window = np.ceil(n_window / group)
-        chunked_local = np.isin(model_types(m["family"].to_numpy(object)), LLAMA4_MODEL_TYPES)
-        window = _model_col(m, "sliding_window")
+        chunked_local = np.isin(model_type, LLAMA4_MODEL_TYPES)
         held = np.minimum(window + np.where(chunked_local, 0.0, -1.0) + batched, ctx)
         window_blocks = np.ceil(held / VLLM_BLOCK_SIZE) + np.where(chunked_local, 0.0, 1.0)
         per_request = groups_full * np.ceil(ctx / VLLM_BLOCK_SIZE) + groups_window * window_blocks
@@ -1199,7 +1206,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         window_tokens = np.where(hybrid, held, np.nan)
     # SGLang's hybrid SWA pool (SGLANG_SWA_FULL_TOKENS_RATIO): the window layers' share of a token is 0.8
     swa_sglang = (is_sglang & (n_window > 0) & (n_window < L) & by_memory
-                  & np.isin(model_types(m["family"].to_numpy(object)), SGLANG_HYBRID_SWA_MODEL_TYPES))
+                  & np.isin(model_type, SGLANG_HYBRID_SWA_MODEL_TYPES))
     if swa_sglang.any():
         per_layer = kv_token_gpu / L
         full_tokens = kv_available / (per_layer * ((L - n_window) + SGLANG_SWA_FULL_TOKENS_RATIO * n_window))
