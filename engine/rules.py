@@ -348,28 +348,25 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         # An architecture Liger does not patch runs transformers' modules, and a recipe that builds its own never meets
         # the patches: those rows' Liger is off (stacks.py LIGER_MODEL_TYPES, LIGER_RECIPES), asked or a recipe's
         # default, and their loss stays the recipe's
-        liger_loss, unpatched, own_modules = None, None, None
+        liger_loss, no_liger = None, None  # no_liger: per row, Liger's patches never reach it (None: no such row)
         if "liger" in out and not _every_row(out["liger"], "off"):
             per_model = liger_unpatched(models["family"] if "family" in models else [""] * len(models))
             if per_model.any():
-                unpatched = per_model[at]  # per model code (the last: a missing code)
+                no_liger = per_model[at][model_codes]  # (at: per model code, the last a missing code)
             if not _every_row(out["recipe"], *LIGER_RECIPES):  # a recipe whose own modules Liger never reaches
                 own_modules = ~_category_mask(out["recipe"], *LIGER_RECIPES)
+                no_liger = own_modules if no_liger is None else no_liger | own_modules
         if "liger" in out and "loss" in out and not _every_row(out["liger"], "auto", "off"):
             liger_loss = _category_mask(out["liger"], "on") & _category_mask(out["loss"], "auto")
             if "recipe" in out:  # (a loop that computes the loss from the logits itself keeps its recipe's loss)
                 liger_loss &= ~_category_mask(out["recipe"], *LOSS_FROM_LOGITS)
-            if unpatched is not None:
-                liger_loss &= ~unpatched[model_codes]
-            if own_modules is not None:
-                liger_loss &= ~own_modules
+            if no_liger is not None:
+                liger_loss &= ~no_liger
         _resolve_stack(out, n)
         if liger_loss is not None and liger_loss.any():
             out["loss"] = _set_rows(out["loss"], liger_loss, "fused")
-        if (unpatched is not None or own_modules is not None) and not _every_row(out["liger"], "off"):
-            off = _category_mask(out["liger"], "on")
-            off &= (unpatched[model_codes] if unpatched is not None else False) | \
-                (own_modules if own_modules is not None else False)
+        if no_liger is not None and not _every_row(out["liger"], "off"):
+            off = _category_mask(out["liger"], "on") & no_liger
             if off.any():
                 out["liger"] = _set_rows(out["liger"], off, "off")
         if unsloth_drop is not None and unsloth_drop.any():
