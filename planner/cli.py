@@ -725,7 +725,7 @@ def cmd_serve(args) -> int:
     options = None
     if not (bool(row["fits"]) and float(row["max_concurrency"]) >= 1):
         from planner.serving import fits_with
-        options = fits_with(request, models, gpus)
+        options = fits_with(request, models, gpus, asked=row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)

@@ -162,21 +162,24 @@ def largest_utilization(usable_bytes: float, in_use_bytes: float) -> float:
     return float(np.floor(max(usable_bytes - in_use_bytes, 0.0) / usable_bytes * 100) / 100)
 
 
-def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choices=TP_CHOICES) -> pd.DataFrame:
+def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choices=TP_CHOICES,
+              asked: pd.Series | None = None) -> pd.DataFrame:
     """For a vLLM / SGLang request: per weight format (the one asked, then SMALLER_FORMATS), the fewest GPUs
     (tensor-parallel sizes the engine takes for the model) on which one request of its max-model-len fits, with
     the request's other settings; then, on the GPUs and format asked, the longest max-model-len that holds one
     request (longest_model_len). Columns: precision, gpus, max_model_len, max_concurrency (empty where none fits
-    or the engine splits layers instead). A format or count the engine or card refuses is skipped, never raised."""
+    or the engine splits layers instead). A format or count the engine or card refuses is skipped, never raised.
+    asked: the request's own row (serve_one) where the caller has it; served here where it is needed and not given."""
     empty = pd.DataFrame(columns=["precision", "gpus", "max_model_len", "max_concurrency", "gpu_memory_utilization"])
     if request.get("engine") not in TP_SPLIT_ENGINES or request.get("model") not in set(models["id"]):
         return empty
     found = []
     if float(request.get("gpu_memory_in_use_gib") or 0) > 0:  # vLLM may refuse to start: the largest share it takes
-        try:
-            asked = serve(pd.DataFrame([request]), models, gpus).iloc[0]
-        except ValueError:
-            asked = None
+        if asked is None:
+            try:
+                asked = serve_one(request, models, gpus)
+            except ValueError:
+                asked = None
         if asked is not None and bool(asked["refused_at_start"]):
             share = largest_utilization(asked["usable_bytes"], asked["gpu_memory_in_use_bytes"])
             lower = serve(pd.DataFrame([{**request, "gpu_memory_utilization": share}]), models, gpus).iloc[0] if share > 0 else None
