@@ -100,6 +100,36 @@ VLLM_LARGE_GPU_BYTES = 70 * C.GIB
 # 4.76, 5.56 and 7.38 GiB for vocabularies of 128,256, 151,936 and 201,088 (37.5-38.9 B an entry
 # with the forward's leftovers); before this trace the model counted 8 B (two fp32 copies).
 SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 8 + 4 + 8
+# From 0.17.0 (2026-03-07) the same warm-up takes vLLM's Triton top-k/top-p kernel (PR #33538, "[Kernel]
+# Triton-based Top-k and Top-p sampler kernels"; vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p:
+# `if HAS_TRITON and logits.shape[0] >= 8: return apply_top_k_top_p_triton(logits, k, p)`, read in the 0.17.0 to
+# 0.19.x packages), which masks the logits in place without a sort. What is alive at the peak, per max_num_seqs x
+# vocab entry: the model's 16-bit logits (2 B, still held by _dummy_sampler_run), their fp32 copy (4 B,
+# sampler.py `logits.to(torch.float32)`; temperature divides in place), the softmax's fp32 probs (4 B) and
+# random_sample's exponential noise (4 B, `q = torch.empty_like(probs)`): 14 B; and the kernel's cached
+# [min(next_pow2(programs), SMs), vocab] fp32 buffer (topk_topp_triton.py `logits.new_empty((size,
+# vocab_size))`), taken at an H100's 132 SMs (a card with other SM counts differs by tens of MB). Fewer than 8
+# sequences keep the sort. The FlashInfer sampler (opt-in until 0.21, then the default: PR #40376) holds no
+# more than this path (its probs beside the two logits copies). Not fitted: vLLM 0.19.0 start-up logs on an
+# H100 with 1,024 sequences (catalog/serving_measurements.yaml, held out) print 3.62-3.99 GiB for Gemma's
+# 256,000-262,208 vocabularies, 2.21 GiB for Qwen2.5's 152,064 and 1.89 GiB for Llama 3.1's 128,256, and a
+# version sweep of Qwen3-14B 5.64 GiB on 0.15 and 0.16 against 2.23 GiB on 0.17 and 0.18.
+VLLM_TRITON_SAMPLER_FROM = (0, 17)
+SAMPLER_BYTES_PER_LOGIT_TRITON = 2 + 4 + 4 + 4
+VLLM_TRITON_SAMPLER_MIN_ROWS = 8
+VLLM_TRITON_SAMPLER_BUFFER_ROWS = 132
+# vLLM 0.19 at tensor parallel > 1: the profile's non-torch memory grows by ~1.8 GiB per GPU over one GPU's. Its
+# gpu_worker.py takes the init snapshot after init_worker_distributed_environment ("NCCL buffers are allocated before
+# we measure"), and the TP device group's NCCL communicator is created lazily by its first collective, the logits'
+# all-gather inside the profile's sampler warm-up (LogitsProcessor._gather_logits -> all_gather_into_tensor on the
+# device group): so its buffers land in "non-torch forward increase memory" and come out of the KV budget (read in
+# the 0.19.0 package; the communicator as the cause is an inference from that code, not measured). The figure is
+# measured, not derived: 1.82 GiB = the 2.07 GiB the Llama-3.1-8B TP 2 log of the llm-d-planner v0.19.0 sweep prints
+# less its TP 1 twin's 0.25 (catalog/serving_measurements.yaml, role fit); the sweep's other TP 2 and TP 4 logs are
+# held out (2.07-2.21 GiB). Taken from 0.19 (the first release with such a log here; 0.10's logs print 0.54-0.55
+# GiB at TP 2 against 0.13 at TP 1) in place of NCCL_BYTES, on SXM, OAM and superchip cards (NVLink or Infinity Fabric).
+VLLM_TP_NON_TORCH_FROM = (0, 19)
+VLLM_TP_NON_TORCH_BYTES = 1.82 * C.GIB
 # vLLM by version (`serve --engine-version X.Y`; default: the current V1 defaults above).
 # - V1 became the default engine in v0.8.0 (release notes: "We have now enabled V1 engine by
 #   default (#13726)"; VLLM_USE_V1=0 brought V0 back until v0.11.0 removed it). Before 0.8 the V0
@@ -1027,7 +1057,14 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     draft_w_gpu = draft_w / draft_tp
     draft_kv_gpu = draft_kv_token / np.minimum(draft_tp, draft_kvh)
     context = np.where(unified, 0.0, C.CUDA_CONTEXT_BYTES)
-    non_torch = context + C.CUBLAS_WORKSPACE_BYTES + np.where(tp > 1, C.NCCL_BYTES, 0.0)
+    # (vLLM 0.19 on: the TP group's NCCL communicator inside the profile, VLLM_TP_NON_TORCH_FROM)
+    # (on NVLink cards, as the logs are: a PCIe pair runs fewer NCCL channels, and an RTX PRO 6000 TP 2 log of 0.27
+    # holds 2.7 GiB more KV than this term would leave it)
+    nvlink = g["form_factor"].astype(str).str.lower().isin(("sxm", "oam", "superchip")).to_numpy() if "form_factor" in g \
+        else np.zeros(n, dtype=bool)
+    tp_comm = np.where(is_vllm & ~v0 & nvlink & (~has_version | (version_key >= _version_key(*VLLM_TP_NON_TORCH_FROM))),
+                       VLLM_TP_NON_TORCH_BYTES, C.NCCL_BYTES)
+    non_torch = context + C.CUBLAS_WORKSPACE_BYTES + np.where(tp > 1, tp_comm, 0.0)
 
     # --- vLLM / SGLang / transformers activation peak --------------------------------------
     batched = req["max_num_batched_tokens"].to_numpy(float)
@@ -1044,7 +1081,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     per_token_act = 2.0 * (3.0 * ffn / tp + (heads + 2 * kvh) * d / tp + 4.0 * h)
     # the sampler runs after the dummy forward, whose transients are freed by then; the forward's
     # output hidden states stay referenced (profile_run holds them): 2 B x hidden per batched token
-    sampler = seqs * V * SAMPLER_BYTES_PER_LOGIT + batched * h * 2.0
+    # (vLLM 0.17 on: the Triton kernel's in-place top-k/top-p from 8 sequences, see VLLM_TRITON_SAMPLER_FROM)
+    triton = ~v0 & (~has_version | (version_key >= _version_key(*VLLM_TRITON_SAMPLER_FROM))) \
+        & (seqs >= VLLM_TRITON_SAMPLER_MIN_ROWS)
+    sampler = np.where(triton, seqs * V * SAMPLER_BYTES_PER_LOGIT_TRITON + VLLM_TRITON_SAMPLER_BUFFER_ROWS * V * 4.0,
+                       seqs * V * SAMPLER_BYTES_PER_LOGIT) + batched * h * 2.0
     hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
     activation = np.where(is_hf, hf_tokens * per_token_act + hf_tokens / ctx * V * 4.0,
                           np.maximum(batched * per_token_act, sampler))

@@ -48,13 +48,19 @@ def test_vllm_kv_budget_llama3_8b_a100_40gb_follows_determine_available_memory(c
     hand: bf16 weights of 8,030,261,248 parameters; the profile run over 2,048 tokens (an A100
     gets the small defaults, arg_utils.get_batch_defaults) of gate+up+product (3 x 14,336),
     q/k/v ((32 + 2 x 8) x 128) and four 4,096 buffers at 2 bytes, or, larger here, the sampler's
-    warm-up over 256 x 128,256 logits at the 38 bytes an entry its top-k/top-p sort holds, beside the
-    forward's 2,048 x 4,096 bf16 output; the CUDA context (430 MiB) and cuBLAS workspace (32 MiB)."""
+    warm-up over 256 x 128,256 logits: from vLLM 0.17 (the default) 14 bytes an entry (16-bit logits,
+    their fp32 copy, probs, exponential noise) and the Triton top-k/top-p kernel's 132 x vocabulary fp32
+    buffer, beside the forward's 2,048 x 4,096 bf16 output; the CUDA context (430 MiB) and cuBLAS
+    workspace (32 MiB). Before 0.17 (asked as 0.16) the sort-based top-k/top-p held 38 bytes an entry."""
     row = one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
               gpu_memory_utilization=0.9)
     total = 40 * GIB  # the catalog's usable bytes of an A100 40GB (nvidia-smi 40,960 MiB)
     weights = 8_030_261_248 * 2
-    activation = max(2048 * 2 * (3 * 14336 + 48 * 128 + 4 * 4096), 256 * 128256 * 38 + 2048 * 4096 * 2)
+    forward = 2048 * 2 * (3 * 14336 + 48 * 128 + 4 * 4096)
+    assert one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
+               gpu_memory_utilization=0.9, engine_version="0.16")["activation_peak_bytes"] == \
+        max(forward, 256 * 128256 * 38 + 2048 * 4096 * 2)
+    activation = max(forward, 256 * 128256 * 14 + 132 * 128256 * 4 + 2048 * 4096 * 2)
     non_torch = 430 * MIB + 32 * MIB
     assert row["activation_peak_bytes"] == activation
     assert row["kv_cache_bytes_available"] == pytest.approx(0.9 * total - weights - activation - non_torch, rel=1e-12)
