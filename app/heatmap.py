@@ -2,7 +2,8 @@
 
 A cell holds a number (the GPUs of that card it needs) or one symbol; the words a symbol stands
 for go to its tooltip and to the legend under the chart (`legend_text`). The planner's labels
-(planner.planning.configurations: "2", "✗ >8", "✗ incompatible", "✗ context", "✗ layers") map to
+(planner.planning.configurations: "2", "✗ >8", "✗ incompatible", "✗ context", "✗ layers",
+"✗ not modelled") map to
 the symbols through `cell_symbol`. Cells have a fixed size (`CELL_WIDTH` x `CELL_HEIGHT` px, text
 at `FONT_SIZE`), so 47 GPUs x 38 models keep their text inside its cell: the chart grows wider
 than the page (and scrolls) instead of squeezing. Pure functions: no Streamlit, no state.
@@ -32,6 +33,8 @@ STATES = {
     "incompatible": ("✗", "incompatible: the card cannot run this workload", "#64748b", "#ffffff", "slate"),
     "context": ("↔", "sequence longer than the model's context", "#e2e8f0", "#111827", "light grey"),
     "layers": ("≡", "more trainable layers than the model has", "#e2e8f0", "#111827", "light grey"),
+    "unmodelled": ("∅", "training this model's linear-attention layers is not modelled", "#e2e8f0", "#111827",
+                   "light grey"),
     "other": ("?", "another state: hover the cell", "#f1f5f9", "#111827", "pale grey"),
 }
 SYMBOLS = {state: spec[0] for state, spec in STATES.items() if spec[0]}
@@ -41,6 +44,7 @@ _LABEL_STATES = (  # the planner's label -> the cell's state
     (re.compile(r"✗ incompatible"), "incompatible"),
     (re.compile(r"✗ context"), "context"),
     (re.compile(r"✗ layers"), "layers"),
+    (re.compile(r"✗ not modelled"), "unmodelled"),
 )
 HOT_SHARE = 70.0  # % of memory in use above which a cell's colour is dark enough for white text
 
@@ -144,6 +148,10 @@ def legend_text(cells: pd.DataFrame, max_gpus: int, unit: str) -> str:
                      f"and margins') for {models_with('context')}; the table says ✗ context.")
     if "layers" in present:
         words.append(f"**≡** more trainable layers than {models_with('layers')} has; the table says ✗ layers.")
+    if "unmodelled" in present:
+        words.append(f"**∅** training {models_with('unmodelled')} is not modelled yet: its linear-attention (Gated "
+                     "DeltaNet) layers' training memory is not traced (inference and serving are); the table says "
+                     "✗ not modelled.")
     if "other" in present:
         words.append("**?** another state: hover the cell.")
     words.append("**Colour:** yellow to red, the share of each card's memory in use (the scale under the chart)"

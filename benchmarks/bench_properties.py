@@ -121,6 +121,9 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
     m = models.iloc[mi].reset_index(drop=True)
     heads, layers, ctx = (m[c].to_numpy(dtype=np.int64) for c in ("num_heads", "num_layers", "max_context"))
     train = rng.random(n) < 0.7
+    # (a hybrid linear-attention model trains in no scenario the engine accepts: engine/scenarios.py check_combinations)
+    if "linear_attention_layers" in m:
+        train &= ~(m["linear_attention_layers"].fillna(0).to_numpy(dtype=float) > 0)
     method = pick(rng, METHODS, n)
     precision = np.where(train, pick(rng, TRAIN_PRECISIONS, n), pick(rng, INFER_PRECISIONS, n))
     zero = rng.integers(0, 4, n)

@@ -369,6 +369,17 @@ MODEL_FIELDS: dict[str, Field] = {
     "v_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
     "sliding_window": Field(whole_count(0, 100_000_000), required=False, default=0),
     "sliding_window_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    # hybrid linear attention (Qwen3-Next, Qwen3.5: Gated DeltaNet layers between full-attention ones, which keep no
+    # K/V but a fixed state per sequence; engine/params.py ARCH_DEFAULTS): how many layers are linear, their key and
+    # value heads and head widths, the short convolution's kernel; the full-attention layers' gated output (q_proj
+    # twice as wide: a sigmoid gate per head, Qwen3NextAttention)
+    "linear_attention_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    "linear_num_key_heads": Field(whole_count(0, 10_000), required=False, default=0),
+    "linear_num_value_heads": Field(whole_count(0, 10_000), required=False, default=0),
+    "linear_key_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "linear_value_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "linear_conv_kernel_dim": Field(whole_count(0, 1_000), required=False, default=0),
+    "attention_output_gate": Field(boolean, required=False, default=False),
     # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
     # 0 for a text-only model. Not part of the architecture count the loader checks.
@@ -487,6 +498,22 @@ def check_model(m: dict, file: str) -> None:
                            f"must be at most num_layers ({m['num_layers']}), got {m['sliding_window_layers']}")
     if bool(m.get("sliding_window_layers", 0)) != bool(m.get("sliding_window", 0)):
         raise CatalogError(file, label, "sliding_window", "and sliding_window_layers are given together (both > 0) or not at all")
+    if m.get("linear_attention_layers", 0):
+        if m["linear_attention_layers"] >= m["num_layers"]:
+            raise CatalogError(file, label, "linear_attention_layers",
+                               f"must be below num_layers ({m['num_layers']}: at least one full-attention layer), "
+                               f"got {m['linear_attention_layers']}")
+        for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                    "linear_conv_kernel_dim"):
+            if not m.get(key, 0):
+                raise CatalogError(file, label, key, "is required (> 0) for a model with linear-attention layers")
+        if m["linear_num_value_heads"] % m["linear_num_key_heads"]:
+            raise CatalogError(file, label, "linear_num_value_heads",
+                               f"must be a multiple of linear_num_key_heads ({m['linear_num_key_heads']}), "
+                               f"got {m['linear_num_value_heads']}")
+        if m.get("sliding_window_layers", 0) or m.get("kv_lora_rank", 0):
+            raise CatalogError(file, label, "linear_attention_layers",
+                               "is not modelled together with sliding-window layers or latent attention")
     if m.get("kv_lora_rank", 0) and not (m.get("qk_rope_head_dim", 0) and m.get("v_head_dim", 0)):
         raise CatalogError(file, label, "kv_lora_rank", "latent attention needs qk_rope_head_dim and v_head_dim (> 0)")
     counts = architecture_counts(m)

@@ -40,6 +40,12 @@ engine/params.py architecture_counts):
   (Gemma 2 and gpt-oss alternate, Gemma 3 has one full layer in sliding_window_pattern, Llama 4
   three chunked of four, Mistral/Mixtral every layer); the KV cache follows --kv-policy.
 
+- qwen3_next (Qwen3-Next), qwen3_5 and qwen3_5_moe (Qwen3.5 / 3.6, multimodal: their text_config is read): hybrid
+  linear attention, Gated DeltaNet layers (`layer_types` "linear_attention", else every layer but each
+  `full_attention_interval`-th, default 4) beside full-attention layers with q/k norms and a gated output; Qwen3-Next's
+  and Qwen3.5-MoE's layers are mixture of experts with a gated shared expert (Qwen3.5-MoE's config has no dense width:
+  intermediate_size is recorded as the expert's); Qwen3.5 is dense. Their vision tower is not counted from the config.
+
 MoE keys in a config of a dense type, and every other architecture, are refused with the field named.
 """
 
@@ -67,15 +73,20 @@ MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
-             "qwen2_vl", "qwen2_5_vl")
+             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
-TEXT_CONFIG = ("gemma3", "llama4", "mistral3")
+TEXT_CONFIG = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe")
 # the language model's type of each multimodal type (Mistral3Config's text_config is a MistralConfig: Mistral Small
 # 3.1 / 3.2). Qwen2-VL and Qwen2.5-VL: Qwen2's layout (q/k/v biases), its fields at the top level (the checkpoints'
 # config.json) or under text_config (transformers >= 4.53 writes it so): text_config optional there.
 TEXT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "qwen2_vl": "qwen2",
-             "qwen2_5_vl": "qwen2"}
+             "qwen2_5_vl": "qwen2", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# Hybrid linear attention (transformers 5.x configuration_qwen3_next.py, configuration_qwen3_5.py,
+# configuration_qwen3_5_moe.py): the text model types and their config classes' defaults that change the count
+HYBRID_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+HYBRID_DEFAULTS = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                   "linear_num_key_heads": 16, "linear_num_value_heads": 32}
 # Fields a config may leave out that its transformers config class defaults (and which change the count). Gemma 3's
 # checkpoints write a sparse text_config (google/gemma-3-4b-it: hidden, intermediate, layers, window, rope only):
 # Gemma3TextConfig's defaults (transformers models/gemma3/configuration_gemma3.py) fill the rest.
@@ -86,14 +97,14 @@ CONFIG_CLASS_DEFAULTS = {
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text")
 # model_type -> defaults of its transformers config class that change the count.
 # (SmolLM3Config: tie_word_embeddings=True; Phi3Config: False, as the others)
 TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": True}
 # GemmaConfig/Gemma2Config/Gemma3TextConfig(head_dim=256), Qwen3Config/Qwen3MoeConfig(head_dim=128),
 # GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128); the others derive it
 HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128,
-                    "gpt_oss": 64, "llama4_text": 128}
+                    "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256}
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
 BOUNDS = {
@@ -260,7 +271,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             if value not in (None, 0, False, [], {}):
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
-    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3"):
+    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):
@@ -287,6 +298,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             raise CatalogError(file, None, "head_dim", f"is missing and hidden_size ({hidden}) is not a multiple of "
                                                        f"num_attention_heads ({heads}); give head_dim")
         head_dim = hidden // heads
+    if model_type == "qwen3_5_moe_text" and cfg.get("intermediate_size") is None:  # every layer MoE: no dense width
+        cfg = {**cfg, "intermediate_size": cfg.get("moe_intermediate_size")}
     ffn = _number(cfg, "intermediate_size", file)
     layers = _number(cfg, "num_hidden_layers", file)
     vocab = _number(cfg, "vocab_size", file)
@@ -310,7 +323,10 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         if model_type == "qwen2_moe":  # Qwen2MoeSparseMoeBlock: one shared expert and its sigmoid gate
             arch["shared_intermediate_size"] = _count(cfg, "shared_expert_intermediate_size", file, 0)
             arch["shared_expert_gate"] = arch["shared_intermediate_size"] > 0
-        if model_type in ("qwen2_moe", "qwen3_moe"):
+        if model_type in ("qwen3_next", "qwen3_5_moe_text"):  # Qwen3NextSparseMoeBlock: a shared expert and its sigmoid gate
+            arch["shared_intermediate_size"] = _count(cfg, "shared_expert_intermediate_size", file, 0)
+            arch["shared_expert_gate"] = arch["shared_intermediate_size"] > 0
+        if model_type in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
             if cfg.get("mlp_only_layers") not in (None, []):
                 raise CatalogError(file, None, "mlp_only_layers", f"is {show(cfg.get('mlp_only_layers'))}; accepted: [] "
                                                                   "(dense layers between MoE layers are not read)")
@@ -328,8 +344,24 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             arch.update(expert_bias=True, router_bias=True)
     if model_type == "gpt_oss":  # GptOssAttention: q/k/v/o biases and one sink per head
         arch.update(attention_bias=True, attention_sinks=True)
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # q_norm, k_norm over head_dim
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text", *HYBRID_TYPES):  # q_norm, k_norm over head_dim
         arch["qk_norm"] = True
+    if model_type in HYBRID_TYPES:
+        # Gated DeltaNet layers: layer_types when listed, else every full_attention_interval-th layer is full attention
+        # (Qwen3NextConfig / Qwen3_5TextConfig: `(i + 1) % full_attention_interval` == 0 -> "full_attention")
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and len(types) == layers:
+            unknown = sorted({str(t) for t in types} - {"linear_attention", "full_attention"})
+            if unknown:
+                raise CatalogError(file, None, "layer_types", f"has {show(unknown[0])}; accepted: linear_attention, "
+                                                              "full_attention")
+            arch["linear_attention_layers"] = sum(1 for t in types if t == "linear_attention")
+        else:
+            interval = _count(cfg, "full_attention_interval", file, 4, low=1)
+            arch["linear_attention_layers"] = layers - layers // interval
+        for key, default in HYBRID_DEFAULTS.items():
+            arch[key] = _count(cfg, key, file, default, low=1)
+        arch["attention_output_gate"] = True  # Qwen3NextAttention: q_proj gives query and gate (no config field)
     if model_type in ("gemma2", "gemma3_text"):  # input, post_attention, pre_ and post_feedforward norms
         arch["norms_per_layer"] = 4
 
@@ -387,6 +419,9 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if arch.get("sliding_window"):
         notes.append(f"Sliding-window attention over {arch['sliding_window']:,} tokens on "
                      f"{arch['sliding_window_layers']} of {layers} layers (KV cache per --kv-policy).")
+    if arch.get("linear_attention_layers"):
+        notes.append(f"Hybrid linear attention: {arch['linear_attention_layers']} of {layers} layers are Gated DeltaNet "
+                     "(no KV cache: a fixed state per sequence), the rest full attention with a gated output.")
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")

@@ -43,7 +43,9 @@ from engine.stacks import LOSS_CHUNKS, MODULE_CHECKPOINT_INPUTS, OFFLOAD_LAYERS_
 from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
+    LINEAR_ATTENTION_FIELDS,
     kv_elements_per_token,
+    linear_attention_state,
     lora_module_dims,
     model_types,
     parse_lora_targets,
@@ -78,6 +80,9 @@ class Inputs:
     active: np.ndarray   # parameters one token uses (= N for a dense model; MoE: the routed experts' share)
     kv_window: np.ndarray  # KV bytes per token per GPU of the sliding-window layers (0 unless kv_policy windowed)
     window: np.ndarray   # their window in tokens (0: none)
+    # hybrid linear attention (Qwen3-Next, Qwen3.5): the linear-attention layers' state per sequence per GPU, bytes
+    # (inference rows; 0 elsewhere): kept whatever the sequence's length (engine/executor.py RowTerms.kv_saving)
+    kv_state: np.ndarray
     ep: np.ndarray       # expert parallel (1: experts split like the rest)
     expert_params: np.ndarray  # the routed experts' parameters (0 for a dense model)
     # parallelism
@@ -369,13 +374,18 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # mixture of experts: one expert's), what exllama's temp_dq and bitsandbytes' dequantized copy hold
     widths = np.maximum(m["intermediate_size"], np.asarray(arch["expert_intermediate_size"], dtype=float))
     lin_max = h * np.maximum(qd, np.maximum(widths, np.asarray(arch["shared_intermediate_size"], dtype=float)))
+    if np.any(np.asarray(arch["linear_attention_layers"], dtype=float) > 0):  # the gated q_proj, in_proj_qkvz
+        hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+        lin_max = np.maximum(lin_max, h * np.maximum(np.where(np.asarray(arch["attention_output_gate"], dtype=bool),
+                                                              2 * qd, qd), 2 * hk * dk + 2 * hv * dv))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
         layer_lin=layer_lin, layer_all=layer_all, n_lin=n_lin, model=midx, active=active,
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
-        window=window, kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
+        window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
+        kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
         # (--vision-tower off: the language model alone, engine/stacks.py vision_tower)
@@ -435,6 +445,16 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         ds_one_group=mv.mask("optimizer", *C.DS_CONFIG_OPTIMIZERS) | lora,
         **stack,
     )
+
+
+def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
+    """Per sequence, the linear-attention layers' state as transformers keeps it (0 for other models): the
+    convolution's last `kernel` positions of its q/k/v input in the activations' dtype (cache_utils.py
+    LinearAttentionLayer `conv_states`, (batch, conv_dim, kernel)) and the delta rule's Hv x dk x dv state in fp32
+    (`recurrent_states`: modeling_qwen3_next.py's torch_chunk_gated_delta_rule builds it in float32), per layer.
+    vLLM and SGLang keep kernel - 1 positions (engine/serving.py)."""
+    conv, recurrent = linear_attention_state(arch, conv_positions="kernel")
+    return conv * act_b + recurrent * 4.0
 
 
 def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
@@ -1597,6 +1617,13 @@ def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.
     return -take(x.kv_window) * batch * np.maximum(seq - take(x.window), 0.0)
 
 
+def kv_state_bytes(x: Inputs, batch: np.ndarray, take) -> np.ndarray:
+    """Per row (>= 0): the linear-attention layers' state of each sequence (hybrid models; Inputs.kv_state), held by
+    every phase that holds the KV cache whatever the sequence's length: state bytes x batch. take: per memory
+    configuration -> the rows."""
+    return take(x.kv_state) * batch
+
+
 def last_logits_bytes(x: Inputs, batch: np.ndarray, take) -> np.ndarray:
     """Per row: the last position's logits that generate() keeps, 16-bit then fp32 for sampling
     (b x V x (act + 4) / tp), where only the last position's are kept. take: per memory
@@ -2009,4 +2036,4 @@ def physics(x: Inputs, settings: dict) -> Physics:
 
 
 __all__ = ["Inputs", "Totals", "Physics", "inputs", "scenario_inputs", "totals", "physics", "COMPONENT_FUNCTIONS",
-           "last_logits_bytes", "kv_window_saving", "eager_prefill_terms", "runtime_overhead", "int4_kernel_parts", "rope_cache_bytes"]
+           "last_logits_bytes", "kv_window_saving", "kv_state_bytes", "eager_prefill_terms", "runtime_overhead", "int4_kernel_parts", "rope_cache_bytes"]

@@ -127,7 +127,8 @@ INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
 # from a config.json, a checkpoint or the Hub has the family "custom-<its model_type>" (catalog/user.py),
 # so a family is read as its model_type through this table or that prefix (engine/params.py model_types): the same
 # architecture gets the same terms whichever way it came in.
-FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss", "llama-4": "llama4"}
+FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss", "llama-4": "llama4",
+                     "qwen3-next": "qwen3_next"}
 CUSTOM_FAMILY_PREFIX = "custom-"
 GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")  # (gemma3: a multimodal checkpoint's own type)
 # The architectures transformers runs with eager attention whatever SDPA is asked: transformers 5.24

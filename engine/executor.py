@@ -41,7 +41,7 @@ import pandas as pd
 import engine.constants as C
 import engine.categories as categories
 import engine.margins as margins
-from engine.components import Physics, deepspeed_zero12_rows, kv_window_saving, last_logits_bytes
+from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
 from engine.scenarios import Configs, View, column
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
@@ -120,7 +120,9 @@ class RowTerms:
     tokens: np.ndarray
     seq_tokens: np.ndarray | None     # tokens x seq, where some phase has a per-token-seq term
     logits_fixed: np.ndarray | None   # the logits phase's fixed part that grows with the batch
-    kv_saving: np.ndarray | None      # the sliding-window layers' tokens beyond their window (<= 0)
+    # the cache phases' per-row KV bytes beyond per-token x tokens: the sliding-window layers' tokens beyond their
+    # window (<= 0, kv_policy windowed) plus the linear-attention layers' state per sequence (>= 0, hybrid models)
+    kv_saving: np.ndarray | None
     seq_sq: np.ndarray | None = None  # seq^2 from the row's sliding window on (else 0), where some phase has a
                                       # seq^2 term (issue 28: an SDPA prefill's sliding-window mask)
     gate: np.ndarray | None = None    # 1 where seq reaches the row's sliding window, else 0 (the window terms)
@@ -161,6 +163,9 @@ class Layout:
     # window, for the longest context (None: no such row)
     kv_window: object | None = None
     window: object | None = None
+    # hybrid linear attention (components.kv_state_bytes): the state per sequence per GPU, for the longest context
+    # (None: no such row)
+    kv_state: object | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -298,6 +303,10 @@ def row_terms(sc: pd.DataFrame, cfg: Configs, of_config, ph: Physics, seq_term: 
     logits_fixed = last_logits_bytes(x, b, mtake) if x.infer.any() else None
     # the sliding-window layers' tokens beyond their window (kv_policy windowed), per row
     kv_saving = kv_window_saving(x, b, s, mtake) if x.infer.any() and np.any(x.kv_window > 0) else None
+    # the linear-attention layers' state, per sequence whatever its length (hybrid models)
+    if x.infer.any() and np.any(x.kv_state > 0):
+        state = kv_state_bytes(x, b, mtake)
+        kv_saving = state if kv_saving is None else kv_saving + state
     seq_tokens = np.multiply(tokens, s, out=out.empty()) if seq_term else None  # tokens x seq, for the per_token_seq terms
     # seq^2 from the row's sliding window on, for the seq_sq terms (issue 28; below the window SDPA's is_causal
     # stands in for the mask)
@@ -655,7 +664,8 @@ def layout(x, of_config) -> Layout:
                   cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None,
                   one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None,
                   kv_window=lift(x.kv_window) if (win := np.any(x.infer) and np.any(x.kv_window > 0)) else None,
-                  window=lift(x.window) if win else None)
+                  window=lift(x.window) if win else None,
+                  kv_state=lift(x.kv_state) if np.any(x.infer) and np.any(x.kv_state > 0) else None)
 
 
 def largest_tokens(capacity: np.ndarray, parts: PhaseParts, size: int, logits_per_row: bool) -> np.ndarray:
@@ -751,7 +761,7 @@ def fit_plan(cfg: Configs, limits: GpuLimits, parts: PhaseParts, lay: Layout, ro
     terms = {}
     # (the GPUs needed take the seq term through the phases' scaled bytes; a windowed cache's longest context is
     # solved from the same terms, _windowed_longest)
-    if (parts.seq or parts.sq or parts.token_w or lay.kv_window is not None) and not lean:
+    if (parts.seq or parts.sq or parts.token_w or lay.kv_window is not None or lay.kv_state is not None) and not lean:
         terms = seq_terms(limits.capacity, parts, cfg.size, rows.logits_fixed is not None or rows.kv_saving is not None)
     max_tokens = largest_tokens(limits.capacity, parts, cfg.size, rows.logits_fixed is not None)
     batch_of_group = batch_level = longest_of_group = None
@@ -882,7 +892,7 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
         _largest_batch_rows(block, take, plan, rows, c, mt, chosen_r, cols["max_batch"][block])
         ms = np.divide(mt, rows.b[block], out=mt)  # the longest sequence at the row's batch
         np.floor(ms, out=ms)
-        if plan.layout.kv_window is not None and rows.kv_saving is not None:
+        if (plan.layout.kv_window is not None or plan.layout.kv_state is not None) and rows.kv_saving is not None:
             _windowed_longest(block, take, plan, rows, ms)
         if plan.terms:  # rows with a batch x seq x seq term: their longest context (and largest batch)
             _seq_term_rows(block, take, plan, rows, chosen_r, cols["max_batch"][block], ms)
@@ -905,8 +915,8 @@ def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chose
         tk = take(np.broadcast_to(parts.token["logits"], (size,)))
         np.minimum(mt, np.where(take(parts.valid["logits"]), _tokens_within(room, tk), np.inf), out=mt)
     if kv_saving is not None:
-        # windowed sliding-window layers: at the row's seq each token costs less KV
-        # (kv_saving / tokens, <= 0), so the largest batch at that seq is solved with it
+        # windowed sliding-window layers: at the row's seq each token costs less KV (kv_saving / tokens < 0); a
+        # linear-attention state costs more (> 0): the largest batch at that seq is solved with it
         corr = kv_saving[block] / rows.tokens[block]
         lim = np.full(len(corr), np.inf)
         for name in INFER_CACHE_PHASES:
@@ -917,7 +927,7 @@ def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chose
                 room = room - logits_fixed[block]
             tk = take(np.broadcast_to(parts.token[name], (size,))) + corr
             lim = np.minimum(lim, _tokens_within(room, tk))
-        np.copyto(mt, lim, where=take(plan.layout.infer) & (corr < 0))
+        np.copyto(mt, lim, where=take(plan.layout.infer) & (corr != 0))
     most = np.floor(mt / rows.s[block])
     ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
     np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0))
@@ -930,14 +940,17 @@ def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, ms) -> None:
     in both regimes by _quad_limits (kv_win), into ms for the rows without a batch x seq x seq term
     (_seq_term_rows solves those the same way)."""
     lay = plan.layout
-    on = (take(lay.kv_window) > 0) & take(lay.infer) & ~take(plan.quad_any)
+    windowed = np.zeros(len(rows.s[block]), dtype=bool) if lay.kv_window is None else take(lay.kv_window) > 0
+    stateful = None if lay.kv_state is None else take(lay.kv_state)
+    on = (windowed | (False if stateful is None else stateful > 0)) & take(lay.infer) & ~take(plan.quad_any)
     if not on.any():
         return
     logits_fixed = rows.logits_fixed
     with np.errstate(divide="ignore", invalid="ignore"):
         _, per_s = _quad_limits(take, plan.terms, rows.b[block], rows.s[block],
                                 None if logits_fixed is None else logits_fixed[block], by_batch=False,
-                                kv_win=(take(lay.kv_window), take(lay.window)))
+                                kv_win=None if lay.kv_window is None else (take(lay.kv_window), take(lay.window)),
+                                kv_state=stateful)
     np.copyto(ms, np.floor(per_s), where=on)
 
 
@@ -953,7 +966,8 @@ def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_bat
     per_b, per_s = _quad_limits(
         take, plan.terms, rows.b[block], rows.s[block], None if logits_fixed is None else logits_fixed[block],
         None if kv_saving is None else kv_saving[block] / rows.tokens[block], by_batch=plan.seq_level is None,
-        kv_win=None if lay.kv_window is None or kv_saving is None else (take(lay.kv_window), take(lay.window)))
+        kv_win=None if lay.kv_window is None or kv_saving is None else (take(lay.kv_window), take(lay.window)),
+        kv_state=None if lay.kv_state is None or kv_saving is None else take(lay.kv_state))
     if per_b is not None:  # (per configuration and seq above otherwise)
         most = np.floor(per_b / rows.s[block])
         ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
@@ -992,7 +1006,7 @@ def _tokens_within(room, per_token):
     return np.where(per_token > 0, room / per_token, np.where(room >= 0, np.inf, -np.inf))
 
 
-def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, kv_win=None):
+def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, kv_win=None, kv_state=None):
     """Per row (or group) of a block whose configuration has a per_token_seq term (issue 12: an
     attention mask or eager scores): (the most tokens at the row's seq, or None unless by_batch; the
     longest sequence at the row's batch, or None where b is None), over every phase. pick: per
@@ -1009,7 +1023,10 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
     W - 1. kv_win: (kw, W) per row, a windowed cache (kv_policy windowed): from its window W on each token
     of the phases that hold the cache costs kw less and kw b W is kept (engine/components.py
     kv_window_saving), so the longest context is solved in both regimes as above (corr, the saving at the
-    row's own seq, is the batch's alone); the mask's window and the cache's are the model's one window."""
+    row's own seq, is the batch's alone); the mask's window and the cache's are the model's one window.
+    kv_state: per row, a linear-attention state's bytes per sequence (hybrid models), which the phases that hold the
+    cache keep whatever the length: their room at batch b is kv_state x b less for the longest context (corr has
+    it, per token at the row's seq, for the most tokens)."""
     n = len(s)
     most_tokens = np.full(n, np.inf) if by_batch else None
     longest = np.full(n, np.inf) if b is not None else None
@@ -1048,6 +1065,8 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
             most_tokens = np.minimum(most_tokens, per_b if ok is None else np.where(ok, per_b, np.inf))
         if longest is None:
             continue
+        if kv_state is not None and name in INFER_CACHE_PHASES:
+            room = room - kv_state * b
         kw = kv_win[0] if kv_win is not None and name in INFER_CACHE_PHASES else None
         if w is None and kw is None:
             per_s = _quad_root(room, lin * b, q * b)

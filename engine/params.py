@@ -76,6 +76,14 @@ ARCH_DEFAULTS = {
     "sliding_window": 0,              # sliding-window width in tokens (0: none)
     "sliding_window_layers": 0,       # layers that use it (the rest attend over the whole sequence)
     "vision_params": 0,               # beside the language model: a vision tower + projector (issue 25)
+    # hybrid linear attention (Qwen3-Next, Qwen3.5): Gated DeltaNet layers in place of attention on some layers
+    "linear_attention_layers": 0,     # layers of linear attention (the rest full attention)
+    "linear_num_key_heads": 0,        # their key (and query) heads
+    "linear_num_value_heads": 0,      # their value heads
+    "linear_key_head_dim": 0,         # a key head's width
+    "linear_value_head_dim": 0,       # a value head's width
+    "linear_conv_kernel_dim": 0,      # the short causal convolution's kernel over q, k and v
+    "attention_output_gate": False,   # full-attention layers' q_proj also gives a sigmoid gate per head (2 x a x d out)
 }
 
 
@@ -104,6 +112,13 @@ def architecture_counts(m) -> dict:
         expert biases E*(2*fe+h) (gpt-oss gate_up_proj_bias, down_proj_bias), the shared experts
         3*h*fs (+h for Qwen2-MoE's shared_expert_gate).
       norms: norms_per_layer*h. Whole model: embedding V*h, lm_head V*h unless tied, final norm h.
+      Hybrid linear attention (transformers' Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet, no biases): on
+        linear_attention_layers of the layers, in place of attention, in_proj_qkvz h*(2 key + 2 val) (Qwen3.5 splits
+        it into in_proj_qkv and in_proj_z, the same weights), in_proj_ba h*2 Hv (in_proj_b, in_proj_a), out_proj
+        val*h (key = Hk*dk, val = Hv*dv), a depthwise conv1d (2 key + val)*kernel, dt_bias and A_log Hv each and
+        the gated RMSNorm dv; the full-attention layers' q_proj doubled with attention_output_gate
+        (Qwen3NextAttention: query and gate). Checked against the models built on the meta device from
+        transformers 5.25's classes (tests/test_hybrid_models.py).
     Active parameters (per token): the same with experts_per_token experts instead of all (the
     router and the shared experts always run); embedding and lm_head counted, as published
     (Mixtral 8x7B: 12.9B active of 46.7B).
@@ -120,13 +135,18 @@ def architecture_counts(m) -> dict:
     qk = nope + rope
     q_lin = np.where(rq > 0, h * rq + rq * a * qk, h * a * qk)
     mla_lin = q_lin + h * (rkv + rope) + rkv * a * (nope + vd) + a * vd * h
-    attn_lin = np.where(mla, mla_lin, attention_params(h, a, kv, d))
-    attn_other = (np.where(qkv_bias, a * d + 2 * kv * d, 0.0)
-                  + np.where(_col(m, "attention_bias"), a * d + 2 * kv * d + h, 0.0)
-                  + np.where(_col(m, "attention_sinks"), a, 0.0)
-                  + np.where(_col(m, "qk_norm"), 2 * d, 0.0)
-                  + np.where(mla, rkv + rq, 0.0)
-                  + _col(m, "norms_per_layer") * h)
+    attn_lin = np.where(mla, mla_lin, attention_params(h, a, kv, d)) + np.where(_col(m, "attention_output_gate"),
+                                                                               h * a * d, 0.0)
+    attn_only = (np.where(qkv_bias, a * d + 2 * kv * d, 0.0)
+                 + np.where(_col(m, "attention_bias"), a * d + 2 * kv * d + h, 0.0)
+                 + np.where(_col(m, "attention_sinks"), a, 0.0)
+                 + np.where(_col(m, "qk_norm"), 2 * d, 0.0)
+                 + np.where(mla, rkv + rq, 0.0))
+    attn_other = attn_only + _col(m, "norms_per_layer") * h
+    # hybrid linear attention: Llin Gated DeltaNet layers in place of attention (every term 0 for the others)
+    Llin = _col(m, "linear_attention_layers")
+    gdn_lin, gdn_other = linear_attention_params(h, *(_col(m, c) for c in LINEAR_ATTENTION_FIELDS))
+    hybrid = Llin > 0
     step = np.maximum(_col(m, "moe_layer_step"), 1.0)
     moe_layers = np.where(E > 0, np.floor(np.maximum(L - _col(m, "first_dense_layers"), 0.0) / step), 0.0)
     dense_layers = L - moe_layers
@@ -137,11 +157,37 @@ def architecture_counts(m) -> dict:
     moe_active = k * (3 * h * fe + expert_bias) + router + shared
     outside = V * h + np.where(tied, 0.0, V * h) + h
     layers_common = L * (attn_lin + attn_other) + dense_layers * mlp_params(h, f)
+    attn_layers_lin = L * attn_lin
+    if np.any(hybrid):  # (integers below 2**53: exact in any order)
+        layers_common = np.where(hybrid, (L - Llin) * (attn_lin + attn_only) + Llin * (gdn_lin + gdn_other)
+                                 + L * _col(m, "norms_per_layer") * h + dense_layers * mlp_params(h, f), layers_common)
+        attn_layers_lin = np.where(hybrid, (L - Llin) * attn_lin + Llin * gdn_lin, attn_layers_lin)
     total = outside + layers_common + moe_layers * moe_all
     active = outside + layers_common + moe_layers * moe_active
-    linear = L * attn_lin + dense_layers * mlp_params(h, f) + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
+    linear = attn_layers_lin + dense_layers * mlp_params(h, f) + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
     return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
             "moe_layers": moe_layers, "experts": moe_layers * E * (3 * h * fe + expert_bias)}
+
+
+LINEAR_ATTENTION_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                           "linear_conv_kernel_dim")
+
+
+def linear_attention_params(h, hk, hv, dk, dv, kernel):
+    """(matrix weights, other weights) of one Gated DeltaNet layer (engine/params.py architecture_counts)."""
+    key, val = hk * dk, hv * dv
+    return h * (2 * key + 2 * val) + h * 2 * hv + val * h, (2 * key + val) * kernel + 2 * hv + dv
+
+
+def linear_attention_state(m, act_bytes=2.0, conv_positions="kernel"):
+    """Per sequence, over all linear-attention layers: (the convolution's state values, the recurrent state
+    values). The convolution keeps the last positions of its q/k/v input, (2 key + val) wide: transformers'
+    LinearAttentionLayer `conv_states` (batch, conv_dim, kernel) (conv_positions "kernel"), vLLM's and
+    SGLang's (kernel - 1) ("kernel-1"); the delta rule's state is Hv x dk x dv (`recurrent_states`)."""
+    Llin = _col(m, "linear_attention_layers")
+    hk, hv, dk, dv, kernel = (_col(m, c) for c in LINEAR_ATTENTION_FIELDS)
+    positions = kernel if conv_positions == "kernel" else np.maximum(kernel - 1.0, 0.0)
+    return Llin * (2 * hk * dk + hv * dv) * positions, Llin * hv * dk * dv
 
 
 def kv_elements_per_token(m, policy_full: bool = False):
@@ -152,7 +198,9 @@ def kv_elements_per_token(m, policy_full: bool = False):
     L, kv, d, a = (np.asarray(m[k], dtype=np.float64) for k in ("num_layers", "num_kv_heads", "head_dim", "num_heads"))
     rkv, rope, nope, vd = (_col(m, c) for c in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
     latent = np.where(policy_full, a * (nope + rope) + a * vd, rkv + rope)
-    return np.where(rkv > 0, L * latent, 2.0 * L * kv * d)
+    # hybrid linear attention: only the full-attention layers keep K/V (the others a state per sequence)
+    full_layers = L - _col(m, "linear_attention_layers")
+    return np.where(rkv > 0, L * latent, 2.0 * full_layers * kv * d)
 
 
 def lora_module_dims(h, ffn, a, kv, d):

@@ -836,6 +836,15 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         i = cfg.first_row(bad)
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
+    # hybrid linear attention (Qwen3-Next, Qwen3.5): what training keeps for a Gated DeltaNet layer's backward is not
+    # traced yet; inference (its state per sequence) is
+    if "linear_attention_layers" in models:
+        hybrid = models["linear_attention_layers"].fillna(0).to_numpy(dtype=float)[idx] > 0
+        bad = train & hybrid
+        if bad.any():
+            i = cfg.first_row(bad)
+            raise ValueError(f"{out['model'].iloc[i]} has linear-attention (Gated DeltaNet) layers, whose training memory "
+                             "is not modelled yet; accepted for this model: --task infer, and `serve`")
 
 
 def grid(**axes) -> pd.DataFrame:

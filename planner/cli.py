@@ -495,6 +495,10 @@ def cmd_sweep(args) -> int:
     if too_deep:
         print(f"note: left out freeze rows of {', '.join(too_deep)}: --freeze-layers is more than their layers",
               file=sys.stderr)
+    hybrid = frame.attrs.get("not_modelled", [])
+    if hybrid:
+        print(f"note: left out {', '.join(hybrid)}: training a model with linear-attention (Gated DeltaNet) layers is "
+              "not modelled yet (--task infer and `serve` are)", file=sys.stderr)
     if sources:
         frame.insert(1, "model_source", frame["model"].map(sources).fillna("catalog"))
     text = to_csv(frame)

@@ -207,6 +207,17 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     return freeze & (k > layers)
 
 
+def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Training rows of a model with linear-attention (Gated DeltaNet) layers: refused by the engine (their training
+    memory is not traced yet, engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows
+    without figures (e.g. a user's Qwen3.5 in a training matrix)."""
+    if "linear_attention_layers" not in models.columns or "task" not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    hybrid = _model_fact(frame, models, "linear_attention_layers")
+    train = per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
+    return train & (np.nan_to_num(hybrid) > 0)
+
+
 def refused_rows(frame: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The rows the engine refuses that tables keep out of its call: (beyond the context,
     beyond the layers); a row that is both counts as beyond the context."""
@@ -348,7 +359,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     overhead = overhead or {}
     everything = with_defaults(scenarios.reset_index(drop=True))
     long_rows, deep_rows = refused_rows(everything, models)
-    refused = long_rows | deep_rows
+    unmodelled = not_modelled(everything, models) & ~(long_rows | deep_rows)
+    refused = long_rows | deep_rows | unmodelled
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
 
@@ -432,7 +444,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         left_out["fits_within"] = False
         left_out["compatible"] = True
         left_out["compatibility_notes"] = [[] for _ in range(len(left_out))]
-        left_out["label"] = np.where(left_out["beyond_context"], "✗ context", "✗ layers")
+        left_out["label"] = np.where(left_out["beyond_context"], "✗ context",
+                                     np.where(unmodelled[refused], "✗ not modelled", "✗ layers"))
         order = np.concatenate([np.flatnonzero(~refused), np.flatnonzero(refused)])
         res = pd.concat([res, left_out], ignore_index=True)
         res = res.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
@@ -1053,6 +1066,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "refused_rows", "configurations", "cheapest",
+           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
            "inference_table", "article_inference_table"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from engine.constants import MAX_GPUS
 from engine.estimate import estimate
-from planner.planning import expand, refused_rows
+from planner.planning import expand, not_modelled, refused_rows
 
 GIB = 2**30
 GB = 10**9
@@ -128,19 +128,22 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     exactly what `estimate` answers for its scenario (engine/rules.py decides what the request
     leaves open). Rows the engine refuses (a sequence beyond the model's context without the
     explicit override, freeze layers beyond its layers: planning.refused_rows) are left out and
-    named in `result.attrs["beyond_context"]` and `["beyond_layers"]` (model ids)."""
+    named in `result.attrs["beyond_context"]` and `["beyond_layers"]` (model ids); training rows of a hybrid
+    linear-attention model (planning.not_modelled) in `["not_modelled"]`."""
     axes = {"model": list(model_ids), "gpu": list(gpu_ids)}
     if base.get("task", "train") == "train":
         axes["method"] = list(methods)
     frame = expand(base, **axes)
     long_rows, deep_rows = refused_rows(frame, models)
+    unmodelled = not_modelled(frame, models) & ~(long_rows | deep_rows)
     names = lambda rows: list(dict.fromkeys(frame.loc[rows, "model"].astype(str))) if rows.any() else []  # noqa: E731
-    left_out, too_deep = names(long_rows), names(deep_rows)
-    if (long_rows | deep_rows).any():
-        frame = frame[~(long_rows | deep_rows)].reset_index(drop=True)
+    left_out, too_deep, hybrid = names(long_rows), names(deep_rows), names(unmodelled)
+    if (long_rows | deep_rows | unmodelled).any():
+        frame = frame[~(long_rows | deep_rows | unmodelled)].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
     result.attrs["beyond_context"] = left_out
     result.attrs["beyond_layers"] = too_deep
+    result.attrs["not_modelled"] = hybrid
     return result
 
 
