@@ -188,13 +188,13 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "stored_precision": Backfill(None, "e185fec"),
         # Hybrid linear attention (Qwen3-Next, Qwen3.5), 2026-12-05: refused by the reader before, so every saved
         # model has none
-        "linear_attention_layers": Backfill(0, "hybrid linear attention"),
-        "linear_num_key_heads": Backfill(0, "hybrid linear attention"),
-        "linear_num_value_heads": Backfill(0, "hybrid linear attention"),
-        "linear_key_head_dim": Backfill(0, "hybrid linear attention"),
-        "linear_value_head_dim": Backfill(0, "hybrid linear attention"),
-        "linear_conv_kernel_dim": Backfill(0, "hybrid linear attention"),
-        "attention_output_gate": Backfill(False, "hybrid linear attention"),
+        "linear_attention_layers": Backfill(0, "653f68d"),
+        "linear_num_key_heads": Backfill(0, "653f68d"),
+        "linear_num_value_heads": Backfill(0, "653f68d"),
+        "linear_key_head_dim": Backfill(0, "653f68d"),
+        "linear_value_head_dim": Backfill(0, "653f68d"),
+        "linear_conv_kernel_dim": Backfill(0, "653f68d"),
+        "attention_output_gate": Backfill(False, "653f68d"),
         # active_params (c5cbb93) is not filled in: check_model derives it from the fields above
     },
 }
