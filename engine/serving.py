@@ -58,7 +58,7 @@ import pandas as pd
 import engine.constants as C
 from engine.components import eager_prefill_terms
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
-from engine.params import ARCH_DEFAULTS, architecture_counts, model_types
+from engine.params import ARCH_DEFAULTS, architecture_counts, linear_attention_state, model_types
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
@@ -129,6 +129,34 @@ VLLM_TRITON_SAMPLER_BUFFER_ROWS = 132
 # held out (2.07-2.21 GiB). Taken from 0.19 (the first release with such a log here; 0.10's logs print 0.54-0.55
 # GiB at TP 2 against 0.13 at TP 1) in place of NCCL_BYTES, on SXM, OAM and superchip cards (NVLink or Infinity Fabric).
 VLLM_TP_NON_TORCH_FROM = (0, 19)
+# Hybrid linear-attention models (Qwen3-Next, Qwen3.5: Gated DeltaNet layers with a fixed state per request). vLLM
+# (from 0.10.2, Qwen3NextForCausalLM) keeps each layer's state in a "mamba" page per request:
+# vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator.gated_delta_net_state_shape, a conv state
+# (kernel - 1, conv_dim / tp) in the model's dtype (conv_dim = 2 x key heads x dk + value heads x dv) and a temporal
+# state (value heads / tp, dv, dk) in mamba_ssm_cache_dtype ("auto": the conv's dtype; Qwen3.5's config asks float32
+# through mamba_ssm_dtype, which Qwen3_5ForConditionalGenerationConfig.verify_and_update_config copies). The
+# attention block size is raised so that an attention page holds a mamba page (HybridAttentionMambaModelConfig
+# .verify_and_update_config: B = 16 x ceil(mamba page / (16 x attention bytes a token)), the mamba page padded to B
+# tokens' bytes); the layers split into groups of G (the fewer of the two kinds, as for sliding windows), every group
+# drawing pages of G layers from one pool; a request takes ceil(max_model_len / B) pages per full-attention group and
+# one per linear group (mamba_cache_mode "none": prefix caching off for these models), max concurrency = pages /
+# that (kv_cache_utils.py get_max_concurrency_for_kv_cache_config). Checked against a v0.10.2 log of Qwen3-Next
+# 80B-A3B at TP 2 ("Setting attention block size to 544 tokens", "GPU KV cache size: 973,760 tokens", "Maximum
+# concurrency for 262,144 tokens per request: 14.77x" from "Available KV cache memory: 44.59 GiB") and a v0.19.0 log of
+# Qwen3.5-27B (vllm-project/vllm issue #40691: 290,864 tokens, 33.04x at 32,768): tests/test_hybrid_models.py.
+# SGLang (python/sglang/srt/configs/mamba_utils.py mamba_cache_per_req, model_runner's handle_max_mamba_cache):
+# states of (kernel - 1) x conv_dim / tp in bf16 and value heads / tp x dv x dk in float32 (mamba_ssm_dtype's default)
+# per linear layer; of the KV budget, r / (1 + r) goes to the Mamba pool (r = mamba_full_memory_ratio, 0.9), its
+# requests = that / a request's states; the rest to the full-attention layers' tokens; running requests at most the
+# pool's requests / 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO). transformers keeps one state per sequence beside
+# the full layers' K/V (engine/components.py); llama.cpp and Ollama keep a recurrent state per sequence (counted as
+# transformers' here, in its share of each layer). ExLlamaV2 and MLC-LLM are refused for these models.
+VLLM_LINEAR_ATTENTION_FROM = (0, 10)
+VLLM_MAMBA_ALIGN_TOKENS = 16
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+SGLANG_MAMBA_RUNNING_RATIO = 3
+HYBRID_LINEAR_ENGINES = ("vllm", "sglang", "transformers", "llama.cpp", "ollama")
+LINEAR_SSM_FP32_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")  # vLLM: their config's mamba_ssm_dtype float32
 VLLM_TP_NON_TORCH_BYTES = 1.82 * C.GIB
 # vLLM by version (`serve --engine-version X.Y`; default: the current V1 defaults above).
 # - V1 became the default engine in v0.8.0 (release notes: "We have now enabled V1 engine by
@@ -638,6 +666,28 @@ DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}
 BACKEND_FAMILIES = {"cuda": ("nvidia",), "rocm": ("amd",), "metal": ("apple",), "vulkan": ("nvidia", "amd")}
 
 
+def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
+    """Hybrid linear-attention models (Qwen3-Next, Qwen3.5): the engines whose allocation of their state is modelled
+    (HYBRID_LINEAR_ENGINES), and vLLM from the release that runs them."""
+    if "linear_attention_layers" not in models:
+        return
+    hybrid = req["model"].map(models.set_index("id")["linear_attention_layers"].fillna(0)).to_numpy(float) > 0
+    if not hybrid.any():
+        return
+    engine = req["engine"].astype(str).to_numpy()
+    bad = hybrid & ~np.isin(engine, HYBRID_LINEAR_ENGINES)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"engine {engine[i]!r} is not accepted for {req['model'].iloc[i]} (linear-attention layers: its "
+                         f"state per request is not modelled there); accepted: {', '.join(HYBRID_LINEAR_ENGINES)}")
+    key = _version_key(*vllm_version(req["engine_version"]))
+    bad = hybrid & (engine == "vllm") & ~np.isnan(key) & (key < _version_key(*VLLM_LINEAR_ATTENTION_FROM))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"engine_version {req['engine_version'].iloc[i]!r} is not accepted for {req['model'].iloc[i]}: "
+                         f"vLLM runs Gated DeltaNet models from 0.10.2; accepted: 0.10 or later (or no version)")
+
+
 def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     bad = ~req["engine"].isin(ENGINES)
     if bad.any():
@@ -677,6 +727,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
         raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
                          f"accepted: {', '.join(C.GGUF_BITS)}")
     _check_version(req)
+    _check_hybrid(req, models)
     _check_draft(req, models)
     _check_formats(req, gpus)
     _check_exllamav2(req)
@@ -1252,6 +1303,43 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         per_layer = kv_token_gpu / L
         full_tokens = kv_available / (per_layer * ((L - n_window) + SGLANG_SWA_FULL_TOKENS_RATIO * n_window))
         max_conc_paged = np.where(swa_sglang, np.floor(full_tokens) / ctx, max_conc_paged)
+    # hybrid linear attention (VLLM_LINEAR_ATTENTION_FROM's note): vLLM's mamba pages beside the attention pages,
+    # SGLang's Mamba pool beside its KV pool
+    n_linear = _model_col(m, "linear_attention_layers")
+    linear = (is_vllm | is_sglang) & (n_linear > 0)
+    linear_block = np.full(n, np.nan)
+    if linear.any():
+        conv, ssm = linear_attention_state(m.assign(**{c: _model_col(m, c) for c in (
+            "linear_attention_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+            "linear_value_head_dim", "linear_conv_kernel_dim")}), conv_positions="kernel-1")
+        ssm_fp32 = np.isin(model_type, LINEAR_SSM_FP32_MODEL_TYPES)
+        n_lin = np.maximum(n_linear, 1.0)
+        conv_layer, ssm_layer = conv / n_lin / tp * 2.0, ssm / n_lin / tp  # one layer's, per GPU (values x bytes below)
+        n_full = L - n_linear
+        kv_b = pd.Series(kv_prec, dtype=object).map(C.KV_BYTES).fillna(2.0).to_numpy(float)
+        attn_token = 2.0 * np.maximum(kvh / tp, 1.0) * d * kv_b  # one full-attention layer's K and V of a token, per GPU
+        # vLLM: the mamba page (temporal state in the model's dtype unless the config asks float32), the block size
+        mamba_page = conv_layer + ssm_layer * np.where(ssm_fp32, 4.0, 2.0)
+        block = VLLM_MAMBA_ALIGN_TOKENS * np.maximum(np.ceil(mamba_page / (VLLM_MAMBA_ALIGN_TOKENS * attn_token)), 1.0)
+        page = block * attn_token  # (rows without linear layers: one 16-token block, not used)
+        fewer, more = np.minimum(n_full, n_linear), np.maximum(n_full, n_linear)
+        group = np.maximum(np.where(more < 1.5 * fewer, more, fewer), 1.0)
+        pool = np.floor(kv_available / (page * group))
+        per_request = np.ceil(n_full / group) * np.ceil(ctx / block) + np.ceil(n_linear / group)
+        vllm_linear = linear & is_vllm
+        blocks = np.where(vllm_linear, pool, blocks)
+        max_conc_paged = np.where(vllm_linear, pool / per_request, max_conc_paged)
+        linear_block = np.where(vllm_linear, block, np.nan)
+        # SGLang: r / (1 + r) of the budget to the Mamba pool (bf16 conv, float32 temporal states), the rest to tokens
+        per_req = n_linear * (conv_layer + ssm_layer * 4.0)
+        mamba_reqs = np.floor(kv_available * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1.0 + SGLANG_MAMBA_FULL_MEMORY_RATIO)
+                              / np.where(linear, per_req, 1.0))
+        tokens = np.floor(np.maximum(kv_available - mamba_reqs * per_req, 0.0) / (attn_token * np.maximum(n_full, 1.0)))
+        sglang_linear = linear & is_sglang
+        max_conc_paged = np.where(sglang_linear, np.minimum(np.floor(tokens) / ctx,
+                                                            np.floor(mamba_reqs / SGLANG_MAMBA_RUNNING_RATIO)),
+                                  max_conc_paged)
+        kv_available = np.where(sglang_linear, tokens * attn_token * n_full, kv_available)
     max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
@@ -1374,7 +1462,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         sampler_peak=np.where(is_vllm, sampler >= batched * per_token_act, None),
         chunked_prefill=np.where(is_vllm, chunked, None),
         # vLLM's hybrid KV cache manager: the tokens a request holds in each sliding-window (chunked-local) layer
-        kv_window_tokens=window_tokens,
+        kv_window_tokens=window_tokens, kv_block_tokens=linear_block, linear_attention_layers=n_linear,
         kv_window_layers=np.where(np.isnan(window_tokens), np.nan, n_window),
         # the draft model (speculative decoding), per GPU like every byte above
         draft_model=np.where(has_draft, draft_id, None),

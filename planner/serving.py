@@ -68,6 +68,9 @@ SERVE_JSON_KEYS = (
     "gpu_memory_in_use_bytes", "refused_at_start",
     # vLLM's --kv-cache-memory-bytes as asked (null when vLLM sizes the KV cache itself)
     "kv_cache_memory_bytes",
+    # hybrid linear-attention models (Qwen3-Next, Qwen3.5): vLLM's attention block in tokens, raised so that an
+    # attention page holds a Gated DeltaNet layer's state (null elsewhere: 16); the layers with a state per sequence
+    "kv_block_tokens", "linear_attention_layers",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
@@ -278,6 +281,14 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
                         f"of a request (its window - 1 + --max-num-batched-tokens {int(row['profile_tokens']):,})"
                         + (f", the {full} full-attention layers all {int(row['max_model_len']):,}" if full else "")
                         + "; max concurrency counts the blocks each takes (vLLM 0.10 on)")
+    linear = row.get("linear_attention_layers")
+    if linear is not None and linear > 0:
+        block = row.get("kv_block_tokens")
+        how = {"vllm": (f"vLLM pages each state beside the attention pages, its attention block raised to "
+                        f"{int(block)} tokens (vLLM 0.10.2 on)" if block is not None and np.isfinite(block) else ""),
+               "sglang": "SGLang gives 0.9 / 1.9 of its budget to a Mamba pool of these states, the rest to the tokens"}
+        lines.insert(1, f"  hybrid linear attention: {int(linear)} of {int(row['total_layers'])} layers keep a fixed state "
+                        "per request instead of a KV cache" + (f"; {how[row['engine']]}" if how.get(row["engine"]) else ""))
     if isinstance(row.get("draft_model"), str):
         where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
                  else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")

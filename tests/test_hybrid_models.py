@@ -151,3 +151,61 @@ def test_serving_a_hybrid_model_through_estimate_fits_where_the_weights_and_stat
     assert ok["fits"] and ok["weights_bytes"] == pytest.approx(43.24e9, rel=0.01)
     big = estimate(_infer("qwen3-next-80b-a3b", batch=int(ok["max_batch"]) + 1, seq=4096), models, gpus).iloc[0]
     assert not big["fits"] and np.isfinite(big["peak_bytes"])
+
+
+def _serve_json(*args):
+    code, out, err = run_cli("serve", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_vllm_pages_a_hybrid_model_as_its_start_up_log_says():
+    """vLLM 0.10.2, Qwen3-Next 80B-A3B at TP 2 (catalog/serving_measurements.yaml, its log): from the logged 'Available
+    KV cache memory: 44.59 GiB' the allocation written out from vLLM's source gives the log's other lines. Per GPU a
+    Gated DeltaNet layer's mamba page is a (4 - 1) x 8,192 / 2 bf16 conv state and a 16 x 128 x 128 bf16 temporal state
+    (548,864 B); a full-attention layer's token 2 x 1 x 256 x 2 = 1,024 B; so the block is 16 x ceil(548,864 / 16,384)
+    = 544 tokens ('Setting attention block size to 544 tokens'); 12 full and 36 linear layers make groups of 12 (one
+    full, three linear), a page of 544 x 1,024 B per layer; pages = 44.59 GiB / (557,056 x 12) = 7,162; a request of
+    262,144 tokens takes 482 + 3 pages: 14.77x, and 7,162 // 4 x 544 = 973,760 tokens ('GPU KV cache size')."""
+    kv = int(44.59 * 2**30)
+    d = _serve_json("--model", "qwen3-next-80b-a3b", "--gpu", "h200-sxm-141gb", "--gpus", "2", "--engine", "vllm",
+                    "--max-model-len", "262144", "--engine-version", "0.10", "--kv-cache-memory-bytes", str(kv))
+    assert d["num_gpu_blocks"] == np.floor(kv / (544 * 1024 * 12)) == 7162
+    assert d["max_concurrency"] == pytest.approx(7162 / (np.ceil(262144 / 544) + 3)) and round(d["max_concurrency"], 2) == 14.77
+    assert d["num_gpu_blocks"] // 4 * 544 == 973_760
+
+
+def test_vllm_keeps_qwen35s_temporal_state_in_float32():
+    """vLLM 0.19.0, Qwen3.5-27B (vllm-project/vllm issue #40691: 'GPU KV cache size: 290,864 tokens', 'Maximum
+    concurrency for 32,768 tokens per request: 33.04x', at --max-num-seqs 16): the config's mamba_ssm_dtype float32
+    makes a mamba page 3 x 10,240 x 2 + 48 x 128 x 128 x 4 = 3,207,168 B, the block 16 x ceil(3,207,168 / 65,536) =
+    784 tokens (4 KV heads of 256 a token: 4,096 B); 16 full and 48 linear layers: groups of 16, a request of 32,768
+    takes 42 + 3 pages. The log's 290,864 tokens are 1,487 pages (1,487 // 4 x 784), which give its 33.04x."""
+    per_page_group = 784 * 4096 * 16
+    kv = 1487 * per_page_group + per_page_group // 2  # a KV budget of 1,487 and a half pages
+    d = _serve_json("--model-file", str(DATA / "qwen3.5-27b.json"), "--gpu", "h200-sxm-141gb", "--engine", "vllm",
+                    "--max-model-len", "32768", "--max-num-seqs", "16", "--kv-cache-memory-bytes", str(kv))
+    assert d["num_gpu_blocks"] == 1487 and d["num_gpu_blocks"] // 4 * 784 == 290_864
+    assert round(d["max_concurrency"], 2) == 33.04
+
+
+def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
+    """SGLang (mamba_utils.py mamba_cache_per_req, handle_max_mamba_cache): a request's states per GPU are 36 x (3 x
+    8,192 / 2 x 2 B + 32 / 2 x 128 x 128 x 4 B); 0.9 / 1.9 of the budget buys that many of them, the rest holds the 12
+    full layers' tokens at 1,024 B a layer; running requests at most a third of the Mamba pool's."""
+    d = _serve_json("--model", "qwen3-next-80b-a3b", "--gpu", "h200-sxm-141gb", "--gpus", "2", "--engine", "sglang",
+                    "--max-model-len", "32768")
+    rest = d["budget_bytes"] - d["weights_gpu_bytes"] - d["non_torch_bytes"]
+    per_req = 36 * (3 * 4096 * 2 + 16 * 128 * 128 * 4)
+    mamba = np.floor(rest * 0.9 / 1.9 / per_req)
+    tokens = np.floor((rest - mamba * per_req) / (12 * 1024))
+    assert d["kv_cache_bytes_available"] == pytest.approx(tokens * 12 * 1024)
+    assert d["max_concurrency"] == pytest.approx(min(tokens / 32768, np.floor(mamba / 3)))
+
+
+def test_engines_that_do_not_run_hybrid_models_are_refused_by_name():
+    for args, accepted in ((("--engine", "exllamav2", "--precision", "int4"), "accepted: vllm, sglang, transformers"),
+                           (("--engine", "vllm", "--engine-version", "0.9"), "vLLM runs Gated DeltaNet models from 0.10.2")):
+        code, out, err = run_cli("serve", "--model", "qwen3-next-80b-a3b", "--gpu", "h200-sxm-141gb", "--gpus", "2",
+                                 "--max-model-len", "8192", *args)
+        assert code == 2 and accepted in err and "Traceback" not in err, err
