@@ -872,3 +872,19 @@ def test_the_feasibility_details_are_built_when_their_section_opens(models, gpus
     detail = at.dataframe[-1].value
     assert {"Model", "GPU", "GPUs needed", "Peak phase"} <= set(detail.columns)
     assert len(detail) == len(models) * len(gpus)  # one row per cell of the matrix (every model, every GPU)
+
+
+def test_a_hybrid_model_serves_on_every_page_and_its_training_says_why():
+    """Qwen3-Next (Gated DeltaNet layers): every page renders it for serving; asked to train it, the pages that estimate
+    one scenario say in one line that its training is not modelled and what is accepted, the matrix marks its cells."""
+    for page in PAGES:
+        at = open_app(page)
+        at.selectbox(key="w_model").set_value("qwen3-next-80b-a3b").run()
+        at.radio(key="w_task").set_value("infer").run()
+        assert not at.exception and not at.error, (page, [e.value for e in at.exception], [e.value for e in at.error])
+    at = open_app("pages/breakdown.py")
+    at.selectbox(key="w_model").set_value("qwen3-next-80b-a3b").run()
+    assert not at.exception
+    assert any("training memory is not modelled yet" in e.value and "task infer" in e.value for e in at.error)
+    at = open_app("pages/feasibility.py")
+    assert cell(table(at), "Qwen3-Next 80B-A3B", "A100 80GB SXM4") == "✗ not modelled"
