@@ -1069,7 +1069,8 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
             room = room - kv_state * b
         kw = kv_win[0] if kv_win is not None and name in INFER_CACHE_PHASES else None
         if w is None and kw is None:
-            per_s = _quad_root(room, lin * b, q * b)
+            # (a state's bytes are in the room already: corr, its share per token at the row's own seq, is the batch's)
+            per_s = _quad_root(room, (lin if kv_state is None else lin_plain) * b, q * b)
         else:  # from the window on: the mask's terms and the windowed cache's saving; below it neither
             win = w if w is not None else kv_win[1]
             if w is not None and kw is not None:

@@ -90,20 +90,24 @@ def test_the_kv_cache_is_the_full_layers_and_a_state_per_sequence(cat):
 
 
 def test_the_largest_batch_and_longest_context_hold_the_state(cat):
-    """max_batch and max_seq of hybrid rows fit, and one more does not (the state of each sequence counted)."""
+    """max_batch and max_seq of hybrid rows fit, and one more does not (the state of each sequence counted), with
+    eager attention's seq x seq scores too (whose longest context first counted the state twice: 58 of 180 random
+    rows one token short, found by a random check of 400 rows)."""
     models, gpus = cat
-    frame = pd.concat([_infer("qwen3-next-80b-a3b", batch=b, seq=s, gpus=g)
-                       for b, s, g in ((1, 4096, 1), (4, 16_384, 1), (16, 2048, 2), (2, 65_536, 2))], ignore_index=True)
+    frame = pd.concat([_infer("qwen3-next-80b-a3b", batch=b, seq=s, gpus=g, attention=a)
+                       for b, s, g in ((1, 4096, 1), (4, 16_384, 1), (16, 2048, 2), (2, 65_536, 2))
+                       for a in ("auto", "eager")], ignore_index=True)
     res = estimate(frame, models, gpus)
     mb, ms = res["max_batch"].to_numpy(int), res["max_seq"].to_numpy(int)
-    assert (mb >= 1).all() and (ms >= 1).all()
-    at = estimate(frame.assign(batch=mb), models, gpus)["fits"].to_numpy(bool)
-    more = estimate(frame.assign(batch=mb + 1), models, gpus)["fits"].to_numpy(bool)
+    some, longer = mb >= 1, ms >= 1  # (eager scores of 16,384 and 65,536 tokens hold no batch on these cards)
+    assert some.sum() >= 6 and longer.sum() >= 6
+    at = estimate(frame[some].assign(batch=mb[some]), models, gpus)["fits"].to_numpy(bool)
+    more = estimate(frame[some].assign(batch=mb[some] + 1), models, gpus)["fits"].to_numpy(bool)
     assert at.all() and not more.any()
-    short = ms < 262_144
-    at_s = estimate(frame.assign(seq=ms), models, gpus)["fits"].to_numpy(bool)
+    short = longer & (ms < 262_144)
+    at_s = estimate(frame[longer].assign(seq=ms[longer]), models, gpus)["fits"].to_numpy(bool)
     more_s = estimate(frame[short].assign(seq=ms[short] + 1), models, gpus)["fits"].to_numpy(bool)
-    assert at_s.all() and short.any() and not more_s.any()
+    assert at_s.all() and short.sum() >= 4 and not more_s.any()
     # the state is what a longer context does not grow: at the row's batch it lowers max_seq by state x b / (KV a token)
     alone = res.iloc[0]
     assert alone["max_seq"] < estimate(frame.iloc[[0]].assign(batch=1), models, gpus).iloc[0]["max_seq"] + 1
