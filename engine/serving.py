@@ -1133,7 +1133,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the sampler runs after the dummy forward, whose transients are freed by then; the forward's
     # output hidden states stay referenced (profile_run holds them): 2 B x hidden per batched token
     # (vLLM 0.17 on: the Triton kernel's in-place top-k/top-p from 8 sequences, see VLLM_TRITON_SAMPLER_FROM)
-    triton = ~v0 & (~has_version | (version_key >= _version_key(*VLLM_TRITON_SAMPLER_FROM))) \
+    triton = is_vllm & ~v0 & (~has_version | (version_key >= _version_key(*VLLM_TRITON_SAMPLER_FROM))) \
         & (seqs >= VLLM_TRITON_SAMPLER_MIN_ROWS)
     sampler = np.where(triton, seqs * V * SAMPLER_BYTES_PER_LOGIT_TRITON + VLLM_TRITON_SAMPLER_BUFFER_ROWS * V * 4.0,
                        seqs * V * SAMPLER_BYTES_PER_LOGIT) + batched * h * 2.0
