@@ -9,7 +9,9 @@ never imported by the app or the tests):
 Output on 2026-12-05 (torch 2.13.0+cpu, transformers 5.24.0):
     qwen3-next-80b-a3b.json Qwen3NextForCausalLM 79674391296 parameters, 36 linear-attention layers
     qwen3.5-27b.json Qwen3_5ForCausalLM 26895998464 parameters, 48 linear-attention layers
+      Qwen3_5ForConditionalGeneration: 460730096 vision parameters, 26895998464 others
     qwen3.5-35b-a3b.json Qwen3_5MoeForCausalLM 34660610688 parameters, 30 linear-attention layers
+      Qwen3_5MoeForConditionalGeneration: 446571248 vision parameters, 34660610688 others
     cache after a bf16 forward of batch 3 (a small Qwen3NextForCausalLM: hidden 128, 2 key and 4 value heads of 16):
       layer 0 LinearAttentionLayer conv_states (3, 128, 4) torch.bfloat16
       layer 0 LinearAttentionLayer recurrent_states (3, 4, 16, 16) torch.float32
@@ -22,11 +24,18 @@ import json
 from pathlib import Path
 
 import torch
-from transformers.models.qwen3_5 import Qwen3_5ForCausalLM, Qwen3_5TextConfig
-from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+from transformers.models.qwen3_5 import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5TextConfig
+from transformers.models.qwen3_5_moe import (
+    Qwen3_5MoeConfig,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeForConditionalGeneration,
+    Qwen3_5MoeTextConfig,
+)
 from transformers.models.qwen3_next import Qwen3NextConfig, Qwen3NextForCausalLM
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "hybrid_configs"
+MULTIMODAL = {"qwen3_5": (Qwen3_5Config, Qwen3_5ForConditionalGeneration),
+              "qwen3_5_moe": (Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration)}
 CLASSES = {"qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM), "qwen3_5_text": (Qwen3_5TextConfig, Qwen3_5ForCausalLM),
            "qwen3_5_moe_text": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM)}
 
@@ -42,6 +51,15 @@ def count(name: str) -> None:
     params = sum(p.numel() for p in model.parameters())
     print(f"{name} {model_cls.__name__} {params} parameters, {cfg.layer_types.count('linear_attention')} "
           "linear-attention layers")
+    if "vision_config" in raw:  # the multimodal model: its `visual` parameters beside the text model
+        outer_cls, whole_cls = MULTIMODAL[raw["model_type"]]
+        outer = outer_cls(text_config=fields, vision_config={k: v for k, v in raw["vision_config"].items()
+                                                             if k != "model_type"}, tie_word_embeddings=False)
+        with torch.device("meta"):
+            whole = whole_cls(outer)
+        visual = sum(p.numel() for n, p in whole.named_parameters() if "visual" in n)
+        print(f"  {whole_cls.__name__}: {visual} vision parameters, {sum(p.numel() for p in whole.parameters()) - visual} "
+              "others")
 
 
 def cache() -> None:

@@ -44,7 +44,8 @@ engine/params.py architecture_counts):
   linear attention, Gated DeltaNet layers (`layer_types` "linear_attention", else every layer but each
   `full_attention_interval`-th, default 4) beside full-attention layers with q/k norms and a gated output; Qwen3-Next's
   and Qwen3.5-MoE's layers are mixture of experts with a gated shared expert (Qwen3.5-MoE's config has no dense width:
-  intermediate_size is recorded as the expert's); Qwen3.5 is dense. Their vision tower is not counted from the config.
+  intermediate_size is recorded as the expert's); Qwen3.5 is dense. Their vision tower and merger are counted from
+  vision_config (vision_params_from_config).
 
 MoE keys in a config of a dense type, and every other architecture, are refused with the field named.
 """
@@ -195,8 +196,20 @@ def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | N
       RMSNorms, a biased qkv and proj, a biased gated MLP of three) and its merger (an RMSNorm, two biased linears
       over width x merge^2). None for another type (counted from a checkpoint's headers instead)."""
     vision, kind = cfg.get("vision_config"), cfg.get("model_type")
-    if not isinstance(vision, dict) or kind not in ("gemma3", "mistral3", "qwen2_5_vl", "llama4"):
+    if not isinstance(vision, dict) or kind not in ("gemma3", "mistral3", "qwen2_5_vl", "llama4", "qwen3_5", "qwen3_5_moe"):
         return None
+    if kind in ("qwen3_5", "qwen3_5_moe"):  # Qwen3_5VisionConfig defaults: depth 27, 1,152 / 4,304, 16 px, merge 2
+        h, f = _vision_field(vision, "hidden_size", file, 1152), _vision_field(vision, "intermediate_size", file, 4304)
+        depth, c = _vision_field(vision, "depth", file, 27), _vision_field(vision, "in_channels", file, 3)
+        patch, temporal = _vision_field(vision, "patch_size", file, 16), _vision_field(vision, "temporal_patch_size", file, 2)
+        merge, out = _vision_field(vision, "spatial_merge_size", file, 2), _vision_field(vision, "out_hidden_size", file, 3584)
+        positions = _vision_field(vision, "num_position_embeddings", file, 2304)
+        # Qwen3_5VisionModel: a biased temporal x patch x patch 3-D convolution, learned position embeddings, blocks of
+        # SigLIP's kind (two LayerNorms, biased fused qkv and proj, a biased fc1 / fc2 MLP), and its merger (a LayerNorm
+        # over the width, then two biased linears over width x merge^2): transformers 5.24 modeling_qwen3_5.py
+        wide = h * merge * merge
+        tower = c * temporal * patch * patch * h + h + positions * h + depth * _vit_layer(h, f)
+        return int(tower + 2 * h + (wide * wide + wide) + (wide * out + out))
     if kind == "llama4":  # Llama4VisionConfig defaults: 768 / 3072 / 34 layers / 448 px / 14 px patches
         h, f = _vision_field(vision, "hidden_size", file, 768), _vision_field(vision, "intermediate_size", file, 3072)
         layers, c = _vision_field(vision, "num_hidden_layers", file, 34), _vision_field(vision, "num_channels", file, 3)

@@ -25,6 +25,9 @@ DATA = Path(__file__).parent / "data" / "hybrid_configs"
 # Qwen3.5-27B), Qwen3_5MoeForCausalLM (of Qwen3.5-35B-A3B); and the layers their config classes make linear.
 TRANSFORMERS_COUNTS = {"qwen3-next-80b-a3b.json": (79_674_391_296, 36), "qwen3.5-27b.json": (26_895_998_464, 48),
                        "qwen3.5-35b-a3b.json": (34_660_610_688, 30)}
+# ... and the vision tower + merger of the multimodal ones (Qwen3_5ForConditionalGeneration's and
+# Qwen3_5MoeForConditionalGeneration's `visual` parameters; the rest of each is the text model above)
+TRANSFORMERS_VISION = {"qwen3-next-80b-a3b.json": 0, "qwen3.5-27b.json": 460_730_096, "qwen3.5-35b-a3b.json": 446_571_248}
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +41,7 @@ def test_a_hybrid_config_counts_what_transformers_builds(name):
     record = model_from_config_file(DATA / name)
     params, linear = TRANSFORMERS_COUNTS[name]
     assert (record["params"], record["linear_attention_layers"]) == (params, linear)
+    assert record.get("vision_params", 0) == TRANSFORMERS_VISION[name]
     assert record["attention_output_gate"] and record["qk_norm"]
     assert "Gated DeltaNet" in record["notes"]
 
