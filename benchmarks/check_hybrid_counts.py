@@ -19,9 +19,26 @@ Output on 2026-12-05 (torch 2.13.0+cpu, transformers 5.24.0):
 i.e. per sequence and linear layer the convolution's last `kernel` positions of its (2 x key + value)-wide input in
 the model's dtype and an Hv x dk x dv state in float32 (transformers' torch fallback of the delta rule, which runs
 when flash-linear-attention is not installed; its kernels' state dtype is not checked here), and no K/V.
+
+    .venv-measure/bin/python benchmarks/check_hybrid_counts.py --prefill [--write]
+
+measures the prefill (fake tensors, torch's MemTracker, as benchmarks/measure_peaks.py): (1) one
+Qwen3NextGatedDeltaNet layer's forward at 16-bit over batch 2 x 1,024 and 2 x 2,048 tokens for six shapes, whose
+per-token slope gives engine/components.py LINEAR_PREFILL_COEF by least squares, and three other shapes it is
+checked on; (2) the whole Qwen3-Next 80B-A3B's prefill (logits_to_keep=1, use_cache=True, SDPA) at four batch x
+seq, none fitted (--write: tests/data/measured_hybrid_prefill.csv). Output on 2026-12-05:
+    fitted per token: h 2.00, Hk*dk 8.00, Hv*dk 20.06, Hv*dv 27.97, Hv 794.1 (the engine rounds to 2, 8, 20, 28, 794)
+    held out h=5120 Hk=16 Hv=48: 359,840 B a token measured, 359,648 by the rounded coefficients (-0.05%)
+    held out h=4096 Hk=16 Hv=64: 468,864 measured, 468,608 (-0.05%); h=1024 Hk=8 Hv=16 dk=dv=64: 68,001, 68,000
+    qwen3-next-80b-a3b prefill 1 x 2,048: 159,988,848,256 B (activations 640,049,152); 1 x 8,192: 161,669,170,816;
+    4 x 4,096: 164,146,218,624; 8 x 2,048: 164,465,493,632
 """
+import csv
 import json
+import sys
 from pathlib import Path
+
+import numpy as np
 
 import torch
 from transformers.models.qwen3_5 import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5TextConfig
@@ -82,7 +99,98 @@ def cache() -> None:
                     print(f"  layer {i} {type(layer).__name__} {key} {tuple(t.shape)} {t.dtype}")
 
 
+def _tracker():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import measure_peaks as mp  # the harness's MemTracker subclass and its categories
+    PhaseMemTracker, Ref, _ = mp._make_tracker_class()
+    return mp, PhaseMemTracker, Ref
+
+
+def layer_peak(h, hk, hv, dk, dv, batch, seq) -> int:
+    """One Gated DeltaNet layer's forward peak, less its weights (bytes)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+    mp, PhaseMemTracker, Ref = _tracker()
+    cfg = Qwen3NextConfig(hidden_size=h, num_attention_heads=16, num_key_value_heads=2, head_dim=128,
+                          linear_conv_kernel_dim=4, linear_key_head_dim=dk, linear_value_head_dim=dv,
+                          linear_num_key_heads=hk, linear_num_value_heads=hv, num_hidden_layers=1)
+    with torch.device("meta"):
+        layer = Qwen3NextGatedDeltaNet(cfg, layer_idx=0)
+    layer.to(torch.bfloat16)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        layer.to_empty(device="cpu")
+        x = torch.randn(batch, seq, h, dtype=torch.bfloat16)
+        mt = PhaseMemTracker()
+        mt.track_external(layer, x)
+        with mt, torch.inference_mode():
+            mt.set_phase("prefill")
+            layer(x)
+        cats = mp._split(mt.peak_snap, Ref)
+    return mt.peak_total - cats["param_bytes"] - cats["buffer_bytes"]
+
+
+def per_token(shape) -> float:
+    return (layer_peak(**shape, batch=2, seq=2048) - layer_peak(**shape, batch=2, seq=1024)) / 2048
+
+
+FIT_SHAPES = [dict(h=2048, hk=16, hv=32, dk=128, dv=128), dict(h=4096, hk=16, hv=32, dk=128, dv=128),
+              dict(h=2048, hk=8, hv=32, dk=128, dv=128), dict(h=2048, hk=16, hv=64, dk=128, dv=128),
+              dict(h=2048, hk=16, hv=32, dk=64, dv=128), dict(h=2048, hk=16, hv=32, dk=128, dv=256)]
+HELD_OUT_SHAPES = [dict(h=5120, hk=16, hv=48, dk=128, dv=128), dict(h=4096, hk=16, hv=64, dk=128, dv=128),
+                   dict(h=1024, hk=8, hv=16, dk=64, dv=64)]
+ROUNDED = (2.0, 8.0, 20.0, 28.0, 794.0)
+
+
+def _terms(s):
+    return [s["h"], s["hk"] * s["dk"], s["hv"] * s["dk"], s["hv"] * s["dv"], s["hv"]]
+
+
+def prefill(write: bool) -> None:
+    slopes = [per_token(s) for s in FIT_SHAPES]
+    coef, *_ = np.linalg.lstsq(np.array([_terms(s) for s in FIT_SHAPES], float), np.array(slopes), rcond=None)
+    print("fitted per token: h {:.2f}, Hk*dk {:.2f}, Hv*dk {:.2f}, Hv*dv {:.2f}, Hv {:.1f}".format(*coef))
+    for s in HELD_OUT_SHAPES:
+        got, pred = per_token(s), float(np.dot(ROUNDED, _terms(s)))
+        print(f"held out {s}: {got:,.0f} B a token measured, {pred:,.0f} by the rounded coefficients "
+              f"({(pred / got - 1) * 100:+.2f}%)")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import AutoModelForCausalLM
+    mp, PhaseMemTracker, Ref = _tracker()
+    raw = json.loads((DATA / "qwen3-next-80b-a3b.json").read_text())
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "_name_or_path", "architectures")}
+    rows = []
+    for batch, seq in ((1, 2048), (1, 8192), (4, 4096), (8, 2048)):
+        cfg = Qwen3NextConfig(**fields, attn_implementation="sdpa")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg)
+        model.to(torch.bfloat16)
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model.to_empty(device="cpu")
+            ids = torch.randint(0, cfg.vocab_size, (batch, seq), dtype=torch.long)
+            model.eval()
+            mt = PhaseMemTracker()
+            mt.track_external(model, ids)
+            with mt, torch.inference_mode():
+                mt.set_phase("prefill")
+                model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cats = mp._split(mt.peak_snap, Ref)
+        rows.append({"model": "qwen3-next-80b-a3b", "batch": batch, "seq": seq, "peak_bytes": mt.peak_total,
+                     "param_bytes": cats["param_bytes"], "activation_bytes": cats["activation_bytes"]})
+        print(f"qwen3-next-80b-a3b prefill {batch} x {seq:,}: {mt.peak_total:,} B (activations "
+              f"{cats['activation_bytes']:,})")
+    if write:
+        out = Path(__file__).resolve().parent.parent / "tests" / "data" / "measured_hybrid_prefill.csv"
+        with out.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        print(f"wrote {out}")
+
+
 if __name__ == "__main__":
-    for name in sorted(p.name for p in DATA.glob("*.json")):
-        count(name)
-    cache()
+    if "--prefill" in sys.argv[1:]:
+        prefill("--write" in sys.argv[1:])
+    else:
+        for name in sorted(p.name for p in DATA.glob("*.json")):
+            count(name)
+        cache()

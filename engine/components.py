@@ -83,6 +83,8 @@ class Inputs:
     # hybrid linear attention (Qwen3-Next, Qwen3.5): the linear-attention layers' state per sequence per GPU, bytes
     # (inference rows; 0 elsewhere): kept whatever the sequence's length (engine/executor.py RowTerms.kv_saving)
     kv_state: np.ndarray
+    # ... and the largest Gated DeltaNet layer's prefill working set per token under transformers (0 for other models)
+    linear_work: np.ndarray
     ep: np.ndarray       # expert parallel (1: experts split like the rest)
     expert_params: np.ndarray  # the routed experts' parameters (0 for a dense model)
     # parallelism
@@ -385,6 +387,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
+        linear_work=np.where(train, 0.0, linear_prefill_bytes(arch, h, act_b, tp)),
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
@@ -445,6 +448,27 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         ds_one_group=mv.mask("optimizer", *C.DS_CONFIG_OPTIMIZERS) | lora,
         **stack,
     )
+
+
+# A Gated DeltaNet layer's prefill under transformers 5.24 without flash-linear-attention (its torch fallback,
+# modeling_qwen3_next.py torch_chunk_gated_delta_rule: q, k, v, beta and g cast to float32, q and k repeated to
+# the value heads, k_beta / v_beta, the 64-token chunks' decay masks and attention, their products), measured:
+# the peak of one layer's forward on fake tensors over 1,024 and 2,048 tokens of batch 2 (benchmarks/
+# check_hybrid_counts.py, torch 2.13.0 CPU, MemTracker), less the recurrent state, per token, at 16-bit activations:
+# 2 h + 8 Hk dk + 20 Hv dk + 28 Hv dv + 794 Hv bytes (fitted on six shapes; three other shapes within 0.05%). With
+# flash-linear-attention's kernels (what a GPU install usually has) the layer holds less: this is the larger path.
+LINEAR_PREFILL_COEF = {"h": 2.0, "key": 8.0, "v_dk": 20.0, "v_dv": 28.0, "v": 794.0}
+
+
+def linear_prefill_bytes(arch: dict, h, act_b, tp) -> np.ndarray:
+    """Per token, the prefill's working set inside a Gated DeltaNet layer (LINEAR_PREFILL_COEF) beside the decoder
+    layer's residual (h at the activations' bytes); the per-head part split over tp. 0 for a model without them."""
+    Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
+    hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+    c = LINEAR_PREFILL_COEF
+    heads = c["key"] * hk * dk + c["v_dk"] * hv * dk + c["v_dv"] * hv * dv + c["v"] * hv
+    work = (c["h"] * h + heads / tp) * act_b / 2.0 + act_b * h
+    return np.where(Llin > 0, work, 0.0)
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -1746,6 +1770,8 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         k = x.k_experts
         moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
         work = np.where(x.moe_share > 0, moe_work, work)
+    if np.any(x.linear_work > 0):  # a Gated DeltaNet layer's prefill, where it is the larger (LINEAR_PREFILL_COEF)
+        work = np.maximum(work, x.linear_work)
     # ZeRO-3's backward_end is its last layer's backward (engine/components.py gradients): that layer's
     # activations (recomputed under checkpointing) and the backward transients beside the buffers
     last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0

@@ -56,9 +56,9 @@ import numpy as np
 import pandas as pd
 
 import engine.constants as C
-from engine.components import eager_prefill_terms
+from engine.components import eager_prefill_terms, linear_prefill_bytes
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
-from engine.params import ARCH_DEFAULTS, architecture_counts, linear_attention_state, model_types
+from engine.params import ARCH_DEFAULTS, LINEAR_ATTENTION_FIELDS, architecture_counts, linear_attention_state, model_types
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
@@ -1138,7 +1138,14 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     sampler = np.where(triton, seqs * V * SAMPLER_BYTES_PER_LOGIT_TRITON + VLLM_TRITON_SAMPLER_BUFFER_ROWS * V * 4.0,
                        seqs * V * SAMPLER_BYTES_PER_LOGIT) + batched * h * 2.0
     hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
-    activation = np.where(is_hf, hf_tokens * per_token_act + hf_tokens / ctx * V * 4.0,
+    # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention (engine/components.py
+    # LINEAR_PREFILL_COEF), where it is the larger working set
+    if is_hf.any() and (_model_col(m, "linear_attention_layers") > 0).any():
+        arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)}
+        per_token_hf = np.maximum(per_token_act, linear_prefill_bytes(arch, h, 2.0, tp))
+    else:
+        per_token_hf = per_token_act
+    activation = np.where(is_hf, hf_tokens * per_token_hf + hf_tokens / ctx * V * 4.0,
                           np.maximum(batched * per_token_act, sampler))
     activation = np.where(is_llama, 0.0, activation)
     # transformers' SDPA prefill of a model with sliding-window layers (issue 28, engine/components.py
