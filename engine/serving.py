@@ -680,6 +680,14 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
         i = int(np.argmax(bad))
         raise ValueError(f"engine {engine[i]!r} is not accepted for {req['model'].iloc[i]} (linear-attention layers: its "
                          f"state per request is not modelled there); accepted: {', '.join(HYBRID_LINEAR_ENGINES)}")
+    draft = req["draft_model"].fillna("").astype(str).str.strip().to_numpy() != "" if "draft_model" in req \
+        else np.zeros(len(req), dtype=bool)
+    bad = hybrid & draft & np.isin(engine, ("vllm", "sglang"))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"draft_model {req['draft_model'].iloc[i]!r} is not accepted beside {req['model'].iloc[i]} under "
+                         f"{engine[i]}: a separate draft's pages beside the linear-attention states are not modelled; "
+                         "accepted: no draft model")
     key = _version_key(*vllm_version(req["engine_version"]))
     bad = hybrid & (engine == "vllm") & ~np.isnan(key) & (key < _version_key(*VLLM_LINEAR_ATTENTION_FROM))
     if bad.any():
@@ -1316,9 +1324,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     linear = (is_vllm | is_sglang) & (n_linear > 0)
     linear_block = np.full(n, np.nan)
     if linear.any():
-        conv, ssm = linear_attention_state(m.assign(**{c: _model_col(m, c) for c in (
-            "linear_attention_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-            "linear_value_head_dim", "linear_conv_kernel_dim")}), conv_positions="kernel-1")
+        arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)}
+        conv, ssm = linear_attention_state(arch, conv_positions="kernel-1")
         ssm_fp32 = np.isin(model_type, LINEAR_SSM_FP32_MODEL_TYPES)
         n_lin = np.maximum(n_linear, 1.0)
         conv_layer, ssm_layer = conv / n_lin / tp * 2.0, ssm / n_lin / tp  # one layer's, per GPU (values x bytes below)
@@ -1343,7 +1350,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                               / np.where(linear, per_req, 1.0))
         tokens = np.floor(np.maximum(kv_available - mamba_reqs * per_req, 0.0) / (attn_token * np.maximum(n_full, 1.0)))
         sglang_linear = linear & is_sglang
-        max_conc_paged = np.where(sglang_linear, np.minimum(np.floor(tokens) / ctx,
+        max_conc_paged = np.where(sglang_linear, np.minimum(tokens / ctx,
                                                             np.floor(mamba_reqs / SGLANG_MAMBA_RUNNING_RATIO)),
                                   max_conc_paged)
         kv_available = np.where(sglang_linear, tokens * attn_token * n_full, kv_available)

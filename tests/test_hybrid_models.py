@@ -213,7 +213,8 @@ def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
 
 def test_engines_that_do_not_run_hybrid_models_are_refused_by_name():
     for args, accepted in ((("--engine", "exllamav2", "--precision", "int4"), "accepted: vllm, sglang, transformers"),
-                           (("--engine", "vllm", "--engine-version", "0.9"), "vLLM runs Gated DeltaNet models from 0.10.2")):
+                           (("--engine", "vllm", "--engine-version", "0.9"), "vLLM runs Gated DeltaNet models from 0.10.2"),
+                           (("--engine", "sglang", "--draft-model", "qwen3-0.6b"), "draft-model 'qwen3-0.6b' is not accepted")):
         code, out, err = run_cli("serve", "--model", "qwen3-next-80b-a3b", "--gpu", "h200-sxm-141gb", "--gpus", "2",
                                  "--max-model-len", "8192", *args)
         assert code == 2 and accepted in err and "Traceback" not in err, err
