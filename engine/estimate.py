@@ -31,23 +31,26 @@ OVERHEAD_DEFAULTS = {
 
 
 def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame | None = None,
-             **overhead) -> pd.DataFrame:
+             allow_unmodelled: bool = False, **overhead) -> pd.DataFrame:
     """Estimate memory per GPU for every scenario row.
 
     scenarios: one row per question (see engine.scenarios.DEFAULTS for the columns).
     models: the catalog's models table (id + config fields).
     gpus: the catalog's GPU table; rows whose `gpu` column names one get fit columns.
     overhead: context_bytes, cublas_bytes, fragmentation, nccl_bytes (runtime overhead).
+    allow_unmodelled: estimate, rather than refuse, the rows whose physics is not modelled (training a hybrid
+    linear-attention model: engine/scenarios.py check_combinations); their figures mean nothing and a caller that
+    asks for them masks them (planner/planning.py configurations: a matrix labels them, one engine call).
     Raises ValueError with a clear message for a bad value.
     """
     settings = overhead_settings(overhead)
     out = Columns(len(scenarios)) if isinstance(scenarios, pd.DataFrame) else None  # the result's new columns
-    sweep, memory, fit = _memory_and_fit(scenarios, models, gpus, settings, out)
+    sweep, memory, fit = _memory_and_fit(scenarios, models, gpus, settings, out, allow_unmodelled=allow_unmodelled)
     return sweep.frame(memory, fit, gpus, models)  # + speed and cost
 
 
 def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False,
-                    normalized: dict | None = None) -> tuple[Sweep, MemoryRows, FitRows]:
+                    normalized: dict | None = None, allow_unmodelled: bool = False) -> tuple[Sweep, MemoryRows, FitRows]:
     """The memory and fit columns of every row (lean: only gpus_needed, see Sweep).
     normalized: for a frame the engine built itself from normalized rows (the one-GPU probe),
     the {column: (min, max)} bounds of its integer and constant columns: it is not normalized
@@ -60,7 +63,7 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     if normalized is None:
         # (the probe's rows passed these checks in their frame; at two GPUs on their stage asked
         # they cannot fail: a one-GPU row has tp = pp = ep = 1 and no offload, engine/rules.py)
-        check_combinations(sc, models, cfg, ranges)
+        check_combinations(sc, models, cfg, ranges, allow_unmodelled=allow_unmodelled)
     # the memory configurations (configurations that differ only in the GPU or the headroom,
     # merged): the groups the physics runs on
     mv, of_config = cfg.coarser(("gpu", "headroom"))

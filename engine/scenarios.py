@@ -738,7 +738,7 @@ def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
 
 
 def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | None = None,
-                       ranges: dict | None = None) -> None:
+                       ranges: dict | None = None, allow_unmodelled: bool = False) -> None:
     """Combinations of valid values that the engine refuses (one clear ValueError), checked per
     configuration; messages name the first offending row's values. ranges: {column: (min, max)}
     where normalize_columns already knows them."""
@@ -838,7 +838,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
     # hybrid linear attention (Qwen3-Next, Qwen3.5): what training keeps for a Gated DeltaNet layer's backward is not
     # traced yet; inference (its state per sequence) is
-    if "linear_attention_layers" in models:
+    if "linear_attention_layers" in models and not allow_unmodelled:
         hybrid = models["linear_attention_layers"].fillna(0).to_numpy(dtype=float)[idx] > 0
         bad = train & hybrid
         if bad.any():

@@ -359,10 +359,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     overhead = overhead or {}
     everything = with_defaults(scenarios.reset_index(drop=True))
     long_rows, deep_rows = refused_rows(everything, models)
-    unmodelled = not_modelled(everything, models) & ~(long_rows | deep_rows)
-    refused = long_rows | deep_rows | unmodelled
+    refused = long_rows | deep_rows
     sc = everything[~refused].reset_index(drop=True) if refused.any() else everything
     n = len(sc)
+    # training rows of a hybrid linear-attention model (not_modelled): estimated in the same calls (placing them
+    # apart, as the refused rows are, costs a concat of the whole result: ~60 ms a Budget change) and masked below
+    unmodelled = not_modelled(sc, models)
+    allow = {"allow_unmodelled": True} if unmodelled.any() else {}
 
     # (1) one card: the engine solves the count from there. A one-GPU training row that does not fit
     # gets the GPUs it needs at the ZeRO stage asked (engine/estimate.py estimates it again at two
@@ -370,7 +373,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # degree that holds one replica. (Asking two cards at tp = pp = 1 as well, as this did until
     # 2026-12-05, cost half this call again and counted two replicas for serving: Llama 2 70B bf16,
     # 2 x 2,048 tokens on an H100 80GB said 4 GPUs where two at tp 2 hold it.)
-    one = estimate(sc.assign(gpus=1, tp=1, pp=1), models, gpus, **overhead)
+    one = estimate(sc.assign(gpus=1, tp=1, pp=1), models, gpus, **allow, **overhead)
     one_fits = one["fits"].fillna(False).to_numpy(dtype=bool)
     solved = _nan_as_inf(one["gpus_needed"].to_numpy(dtype=float))
     needed = np.where(one_fits, 1.0, np.maximum(2.0, solved))
@@ -395,22 +398,22 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     if not len(several):  # every row at one GPU: the first call's rows are the answer
         res = one
     elif n - len(several) < REUSE_ONE_CARD_ROWS:
-        res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **overhead)
+        res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **allow, **overhead)
     else:
-        at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **overhead)
+        at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **allow, **overhead)
         res = rows_replaced(one, several, at_count)
 
     verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
     compatible = verdict["compatible"].to_numpy(dtype=bool)
-    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
+    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
     res["gpus_needed"] = needed
     # the new columns, added in two batches (one insert per column into the result's ~110 costs
     # about a millisecond each at any row count; the pages call this for a handful of rows too)
     added = {
         "compatible": compatible, "compatibility_notes": verdict["compatibility_notes"].to_numpy(),
         "fits_within": ok, "max_gpus": limit,
-        "label": _as_text(np.where(ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)),
-                                                                   "✗ incompatible"))),
+        "label": _as_text(np.where(unmodelled, "✗ not modelled", np.where(
+            ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)), "✗ incompatible")))),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
         "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(),  # (at the context, whatever the peak phase)
@@ -437,6 +440,9 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     added["beyond_context"] = np.zeros(len(res), dtype=bool)
     added["beyond_layers"] = np.zeros(len(res), dtype=bool)
     res = _with_columns(res, added)
+    if unmodelled.any():  # no figure of the engine's stands for these rows: missing, never a fit (the GPU's facts stay)
+        _mask_rows(res, unmodelled, keep={*everything.columns, "usable_bytes",
+                                          *(c for c in res.columns if c.startswith("gpu_"))})
     if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
         left_out = everything[refused].copy()
         left_out["beyond_context"] = long_rows[refused]
@@ -444,12 +450,28 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         left_out["fits_within"] = False
         left_out["compatible"] = True
         left_out["compatibility_notes"] = [[] for _ in range(len(left_out))]
-        left_out["label"] = np.where(left_out["beyond_context"], "✗ context",
-                                     np.where(unmodelled[refused], "✗ not modelled", "✗ layers"))
+        left_out["label"] = np.where(left_out["beyond_context"], "✗ context", "✗ layers")
         order = np.concatenate([np.flatnonzero(~refused), np.flatnonzero(refused)])
         res = pd.concat([res, left_out], ignore_index=True)
         res = res.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
     return res
+
+
+def _mask_rows(res: pd.DataFrame, rows: np.ndarray, keep) -> None:
+    """The engine's float columns (not the scenario's, `keep`) missing at `rows`, and its fit verdicts false there,
+    in place (each float column's own array: no copy of the frame)."""
+    for name in res.columns:
+        if name in keep:
+            continue
+        col = res[name]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind == "f":
+            values = col.to_numpy(copy=True)
+            values[rows] = np.nan
+            res[name] = values
+        elif name in ("fits", "fits_at_estimate", "one_gpu_fits"):
+            values = col.to_numpy(dtype=object, copy=True) if not isinstance(col.dtype, np.dtype) else col.to_numpy(copy=True)
+            values[rows] = False
+            res[name] = pd.array(values, dtype=col.dtype)
 
 
 def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.DataFrame]:

@@ -150,9 +150,12 @@ def test_configurations_call_the_engine_twice_at_most_whatever_the_grid(models, 
     # one card for every row; then, on a grid with fewer one-GPU rows than REUSE_ONE_CARD_ROWS,
     # every row again at its count ...
     conf = planning.configurations(planning.expand(LORA_8B, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
-    # (the training rows of a hybrid linear-attention model are labelled, not estimated: planning.not_modelled)
-    n = int((models["linear_attention_layers"].fillna(0) == 0).sum()) * len(gpus)
-    assert (conf["label"] == "✗ not modelled").sum() == len(models) * len(gpus) - n
+    n = len(models) * len(gpus)
+    # (the training rows of a hybrid linear-attention model ride the same calls and are labelled, their figures
+    # missing: planning.not_modelled)
+    hybrid = (conf["label"] == "✗ not modelled").to_numpy()
+    assert hybrid.sum() == int((models["linear_attention_layers"].fillna(0) > 0).sum()) * len(gpus) > 0
+    assert conf.loc[hybrid, "peak_bytes"].isna().all() and not conf.loc[hybrid, "fits_within"].any()
     assert (conf["gpus"] == 1).sum() < planning.REUSE_ONE_CARD_ROWS
     assert calls == [n, n]
     # ... and on a larger one, only the rows recommended at two or more cards
@@ -161,7 +164,7 @@ def test_configurations_call_the_engine_twice_at_most_whatever_the_grid(models, 
     conf = planning.configurations(planning.plans_frame(plans, model=list(models["id"]), gpu=list(gpus["id"])), models, gpus)
     several = int((conf["gpus"] > 1).sum())
     assert (conf["gpus"] == 1).sum() >= planning.REUSE_ONE_CARD_ROWS and several > 0
-    assert calls == [2 * n + len(models) * len(gpus), several]  # (int4 serving: every model)
+    assert calls == [3 * n, several]
 
 
 def test_configurations_give_the_estimate_at_the_recommended_count_as_one_call_would(models, gpus):
@@ -173,6 +176,7 @@ def test_configurations_give_the_estimate_at_the_recommended_count_as_one_call_w
     conf = planning.configurations(sc, models, gpus, max_gpus=8)
     assert (conf["gpus"] == 1).sum() >= planning.REUSE_ONE_CARD_ROWS  # the path that reuses the first call
     ok = ~(conf["beyond_context"] | conf["beyond_layers"]).to_numpy(dtype=bool) & (conf["label"] != "✗ not modelled").to_numpy()
+    # (a hybrid model's training rows: their figures masked, see test_configurations_call_the_engine_twice_at_most)
     kept = planning.with_defaults(sc.reset_index(drop=True))[ok].reset_index(drop=True)
     again = estimate(kept.assign(gpus=conf["gpus"][ok].to_numpy(dtype=int), tp=0, pp=0), models, gpus)
     got = conf[ok].reset_index(drop=True)
