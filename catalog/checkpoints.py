@@ -78,6 +78,10 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
+# A checkpoint's multi-token-prediction layer (Qwen3-Next's and Qwen3.5's `mtp.*`, DeepSeek-V3's extra layer is read as
+# a layer of its own and not matched): transformers drops these tensors on load (`_keys_to_ignore_on_load_unexpected`
+# r"^mtp.*" in modeling_qwen3_next.py), vLLM and SGLang load them only as a speculative draft
+MTP_RE = re.compile(r"^(model\.)?(language_model\.)?mtp\.")
 
 
 def _fail(path, problem: str) -> CatalogError:
@@ -197,7 +201,8 @@ def _tally(tensors) -> dict:
 
 
 def _split_vision(rows):
-    text = [r for r in rows if not VISION_RE.search(r[0])]
+    """(the language model's rows, the vision tower's); a multi-token-prediction layer's rows (MTP_RE) in neither."""
+    text = [r for r in rows if not VISION_RE.search(r[0]) and not MTP_RE.search(r[0])]
     vision = [r for r in rows if VISION_RE.search(r[0])]
     return text, vision
 
@@ -240,6 +245,10 @@ def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensor
     stored = _tally(text_rows)
     record = model_from_config(cfg, cfg_file, model_id)
     info = _info(fmt, files, record, stored, _tally(vision_rows))
+    mtp = _tally([r for r in rows if MTP_RE.search(r[0])])
+    if mtp["tensors"]:
+        info["notes"].append(f"multi-token-prediction layer (mtp.*): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
+                             "not counted (transformers does not load it; vLLM and SGLang only as a speculative draft)")
     packed = {k for k in stored["dtypes"] if k in PACKED}
     quant = cfg.get("quantization_config") if isinstance(cfg, dict) else None
     floats = {k: v["params"] for k, v in stored["dtypes"].items() if k in DTYPE_PRECISION}

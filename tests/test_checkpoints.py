@@ -513,3 +513,17 @@ def test_a_gpt_oss_gguf_is_read_as_gpt_oss(tmp_path):
     assert (record["num_experts"], record["experts_per_token"], record["head_dim"]) == (4, 2, 16)
     assert record["expert_intermediate_size"] == F and record["attention_sinks"] and record["expert_bias"]
     assert (record["sliding_window"], record["sliding_window_layers"]) == (128, (L + 1) // 2)
+
+
+def test_a_multi_token_prediction_layer_is_named_not_counted(tmp_path):
+    """Qwen3-Next's and Qwen3.5's checkpoints carry an `mtp.*` layer that transformers drops on load
+    (`_keys_to_ignore_on_load_unexpected = [r"^mtp.*"]`) and vLLM / SGLang load only as a speculative draft: its
+    tensors stay out of the stored count and bytes (which then equal the config's), and the note names them."""
+    mtp = [("mtp.fc.weight", [H, 2 * H]), ("mtp.layers.0.self_attn.q_proj.weight", [H, H]), ("mtp.norm.weight", [H])]
+    write_safetensors(tmp_path / "model.safetensors", hf_tensors() + mtp)
+    write_config(tmp_path)
+    record, info = model_from_files(tmp_path)
+    assert info["params_stored"] == record["params"] == llama_params() and info["weights_source"] == "header"
+    assert info["weights_bytes_stored"] == 2 * llama_params()
+    extra = 2 * H * H + H * H + H
+    assert any(f"multi-token-prediction layer (mtp.*): {extra:,} parameters, {2 * extra:,} bytes" in n for n in info["notes"])
