@@ -83,8 +83,10 @@ class Inputs:
     # hybrid linear attention (Qwen3-Next, Qwen3.5): the linear-attention layers' state per sequence per GPU, bytes
     # (inference rows; 0 elsewhere): kept whatever the sequence's length (engine/executor.py RowTerms.kv_saving)
     kv_state: np.ndarray
-    # ... and the largest Gated DeltaNet layer's prefill working set per token under transformers (0 for other models)
+    # ... and a Gated DeltaNet layer's prefill working set per token under transformers (0 for other models): the part
+    # every tensor-parallel rank holds and the heads' part, which tp divides (linear_prefill_bytes)
     linear_work: np.ndarray
+    linear_work_heads: np.ndarray
     ep: np.ndarray       # expert parallel (1: experts split like the rest)
     expert_params: np.ndarray  # the routed experts' parameters (0 for a dense model)
     # parallelism
@@ -387,7 +389,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
-        linear_work=np.where(train, 0.0, linear_prefill_bytes(arch, h, act_b, tp)),
+        **dict(zip(("linear_work", "linear_work_heads"),
+                   (np.where(train, 0.0, part) for part in linear_prefill_bytes(arch, h, act_b)))),
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
@@ -460,15 +463,16 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
 LINEAR_PREFILL_COEF = {"h": 2.0, "key": 8.0, "v_dk": 20.0, "v_dv": 28.0, "v": 794.0}
 
 
-def linear_prefill_bytes(arch: dict, h, act_b, tp) -> np.ndarray:
+def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
     """Per token, the prefill's working set inside a Gated DeltaNet layer (LINEAR_PREFILL_COEF) beside the decoder
-    layer's residual (h at the activations' bytes); the per-head part split over tp. 0 for a model without them."""
+    layer's residual (h at the activations' bytes): (what every tensor-parallel rank holds, the heads' part that tp
+    divides). 0 for a model without them."""
     Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
     hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
     c = LINEAR_PREFILL_COEF
     heads = c["key"] * hk * dk + c["v_dk"] * hv * dk + c["v_dv"] * hv * dv + c["v"] * hv
-    work = (c["h"] * h + heads / tp) * act_b / 2.0 + act_b * h
-    return np.where(Llin > 0, work, 0.0)
+    on = Llin > 0
+    return np.where(on, c["h"] * h * act_b / 2.0 + act_b * h, 0.0), np.where(on, heads * act_b / 2.0, 0.0)
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -1770,8 +1774,14 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         k = x.k_experts
         moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
         work = np.where(x.moe_share > 0, moe_work, work)
-    if np.any(x.linear_work > 0):  # a Gated DeltaNet layer's prefill, where it is the larger (LINEAR_PREFILL_COEF)
-        work = np.maximum(work, x.linear_work)
+    if np.any(x.linear_work > 0):
+        # a Gated DeltaNet layer's prefill (LINEAR_PREFILL_COEF) beside the other layers' (4 h every rank holds, the
+        # rest split by tp): each part the larger of the two, an upper bound that stays rank-held + split / tp, the
+        # form the GPUs-needed solver divides over each tensor-parallel degree (serving_replicated)
+        rank_held = x.act_b * 4.0 * x.h
+        split = work - rank_held
+        envelope = np.maximum(rank_held, x.linear_work) + np.maximum(split, x.linear_work_heads / x.tp)
+        work = np.where(x.linear_work > 0, envelope, work)
     # ZeRO-3's backward_end is its last layer's backward (engine/components.py gradients): that layer's
     # activations (recomputed under checkpointing) and the backward transients beside the buffers
     last_layer = np.where(zero3, transient + _layer_activations(x), 0.0) if np.any(zero3) else 0.0

@@ -1150,7 +1150,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # LINEAR_PREFILL_COEF), where it is the larger working set
     if is_hf.any() and (_model_col(m, "linear_attention_layers") > 0).any():
         arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)}
-        per_token_hf = np.maximum(per_token_act, linear_prefill_bytes(arch, h, 2.0, tp))
+        lin_held, lin_split = linear_prefill_bytes(arch, h, 2.0)
+        per_token_hf = np.where(lin_held > 0, np.maximum(8.0 * h, lin_held)
+                                + np.maximum(per_token_act - 8.0 * h, lin_split / tp), per_token_act)
     else:
         per_token_hf = per_token_act
     activation = np.where(is_hf, hf_tokens * per_token_hf + hf_tokens / ctx * V * 4.0,

@@ -224,8 +224,10 @@ def test_a_hybrid_prefill_holds_what_transformers_holds(cat):
     """Qwen3-Next 80B-A3B's whole prefill measured on fake tensors (transformers 5.24 without flash-linear-attention,
     benchmarks/check_hybrid_counts.py --prefill; none of these rows fitted: the Gated DeltaNet layer's coefficients come
     from single-layer runs of other sizes). The tensors' peak within 0.1%, and the part beside the weights (the KV
-    cache, the states and the largest layer's working set) within 2% and never more than 2% under; before the layer's
-    working set was counted, that part was 22-24% under."""
+    cache, the states and the largest layer's working set) never more than 2% under and at most 3% over (the working
+    set is each part's larger of the MoE layer's and the Gated DeltaNet layer's, an upper bound of the form the
+    GPUs-needed solver divides over tensor-parallel degrees: +1.6% to +2.0% here); before the layer's working set was
+    counted, that part was 22-24% under."""
     models, gpus = cat
     measured = pd.read_csv(Path(__file__).parent / "data" / "measured_hybrid_prefill.csv")
     frame = measured.assign(gpu="h200-sxm-141gb", task="infer", precision="bf16")[["model", "gpu", "task", "precision",
@@ -235,4 +237,38 @@ def test_a_hybrid_prefill_holds_what_transformers_holds(cat):
     peak_err = res["peak_bytes"].to_numpy() / measured["peak_bytes"].to_numpy() - 1
     rest_err = (res["peak_bytes"] - res["weights_bytes"]).to_numpy() / measured["activation_bytes"].to_numpy() - 1
     assert (np.abs(peak_err) < 0.001).all(), peak_err
-    assert (rest_err > -0.02).all() and (rest_err < 0.02).all(), rest_err
+    assert (rest_err > -0.02).all() and (rest_err < 0.03).all(), rest_err
+
+
+def test_the_recommended_count_for_a_hybrid_model_is_the_fewest_that_holds_it(cat):
+    """Regression (property search seed 6219836229449706979): Qwen3-Next served in NF4, 16 x 4,096 tokens, on an L40S
+    and an A40 was recommended 4 GPUs where 2 hold it. The Gated DeltaNet layer's working set was the larger of it and
+    the MoE layer's, which is not of the form the GPUs-needed solver divides over each tensor-parallel degree
+    (rank-held + split / tp); each part the larger of the two is."""
+    models, gpus = cat
+    ask = {"task": "infer", "precision": "nf4", "batch": 16, "seq": 4096, "kv_precision": "auto", "kv_policy": "full",
+           "allow_long_context": True}
+    sc = planning.expand(ask, model=["qwen3-next-80b-a3b"], gpu=["l40s", "a40"])
+    conf = planning.configurations(sc, models, gpus, max_gpus=8)
+    assert conf["gpus"].tolist() == [2, 2] and conf["fits_within"].all()
+    one = estimate(planning.with_defaults(sc).assign(gpus=1, tp=1, pp=1), models, gpus)
+    assert not one["fits"].any() and (one["gpus_needed"] == 2).all()
+    half = estimate(planning.with_defaults(sc).assign(gpus=1), models, gpus)
+    assert not half["fits"].any()
+
+
+def test_a_hybrid_request_leaves_its_neighbours_answers_alone(cat):
+    """Regression (serve property search seed 3594620428401273736): beside a Qwen3-Next request, a transformers plan of
+    gpt-oss-20b lost its eager attention's scores (the hybrid block reused the name of the heads' column), 553 GB of
+    activation peak alone, 2.7 GB in the frame. Each request's answer is its own in any frame."""
+    import engine.serving as S
+    models, gpus = cat
+    gpt = {"model": "gpt-oss-20b", "gpu": "h100-sxm-80gb", "engine": "transformers", "precision": "bf16",
+           "max_model_len": 32768, "gpus": 2, "max_num_seqs": 64}
+    nxt = {"model": "qwen3-next-80b-a3b", "gpu": "h100-sxm-80gb", "engine": "transformers", "precision": "bf16",
+           "max_model_len": 4096, "gpus": 2}
+    both = S.serve(pd.DataFrame([gpt, nxt]), models, gpus)
+    for i, req in enumerate((gpt, nxt)):
+        alone = S.serve(pd.DataFrame([req]), models, gpus).iloc[0]
+        for col in ("activation_peak_bytes", "kv_cache_bytes_available", "max_concurrency", "concurrency"):
+            assert both[col].iloc[i] == alone[col], (req["model"], col)
