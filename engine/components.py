@@ -382,6 +382,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
         lin_max = np.maximum(lin_max, h * np.maximum(np.where(np.asarray(arch["attention_output_gate"], dtype=bool),
                                                               2 * qd, qd), 2 * hk * dk + 2 * hv * dv))
+    lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -389,8 +390,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         # (serving only: a training row keeps no KV cache, whatever frame it shares with serving rows)
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
-        **dict(zip(("linear_work", "linear_work_heads"),
-                   (np.where(train, 0.0, part) for part in linear_prefill_bytes(arch, h, act_b)))),
+        linear_work=np.where(train, 0.0, lin_held), linear_work_heads=np.where(train, 0.0, lin_split),
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),

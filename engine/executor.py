@@ -938,7 +938,8 @@ def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, ms) -> None:
     window each cache phase grows by its per-token bytes less those layers' (components.kv_window_saving:
     bytes = fixed + kw b W + (per_token - kw) b s for s > W). The longest sequence at the row's batch, solved
     in both regimes by _quad_limits (kv_win), into ms for the rows without a batch x seq x seq term
-    (_seq_term_rows solves those the same way)."""
+    (_seq_term_rows solves those the same way). A linear-attention state (kv_state, hybrid models) is solved here
+    too: a constant per sequence, whatever the length."""
     lay = plan.layout
     windowed = np.zeros(len(rows.s[block]), dtype=bool) if lay.kv_window is None else take(lay.kv_window) > 0
     stateful = None if lay.kv_state is None else take(lay.kv_state)

@@ -118,7 +118,7 @@ def architecture_counts(m) -> dict:
         val*h (key = Hk*dk, val = Hv*dv), a depthwise conv1d (2 key + val)*kernel, dt_bias and A_log Hv each and
         the gated RMSNorm dv; the full-attention layers' q_proj doubled with attention_output_gate
         (Qwen3NextAttention: query and gate). Checked against the models built on the meta device from
-        transformers 5.25's classes (tests/test_hybrid_models.py).
+        transformers 5.24's classes (benchmarks/check_hybrid_counts.py, tests/test_hybrid_models.py).
     Active parameters (per token): the same with experts_per_token experts instead of all (the
     router and the shared experts always run); embedding and lm_head counted, as published
     (Mixtral 8x7B: 12.9B active of 46.7B).
@@ -179,7 +179,7 @@ def linear_attention_params(h, hk, hv, dk, dv, kernel):
     return h * (2 * key + 2 * val) + h * 2 * hv + val * h, (2 * key + val) * kernel + 2 * hv + dv
 
 
-def linear_attention_state(m, act_bytes=2.0, conv_positions="kernel"):
+def linear_attention_state(m, conv_positions="kernel"):
     """Per sequence, over all linear-attention layers: (the convolution's state values, the recurrent state
     values). The convolution keeps the last positions of its q/k/v input, (2 key + val) wide: transformers'
     LinearAttentionLayer `conv_states` (batch, conv_dim, kernel) (conv_positions "kernel"), vLLM's and

@@ -883,6 +883,14 @@ def _version_key(major, minor) -> np.ndarray:
     return np.asarray(major, float) * 1000.0 + np.asarray(minor, float)
 
 
+def _vllm_group_size(n_a, n_b) -> np.ndarray:
+    """The layers per KV-cache group when a model's layers are of two kinds, n_a and n_b of them (vLLM
+    kv_cache_utils.py `_get_kv_cache_groups_uniform_page_size`): the fewer, or the more where more < 1.5 x fewer, or
+    all of one kind where the other has none."""
+    fewer, more = np.minimum(n_a, n_b), np.maximum(n_a, n_b)
+    return np.where(fewer == 0, more, np.where(more < 1.5 * fewer, more, fewer))
+
+
 def _check_version(req: pd.DataFrame) -> None:
     text = req["engine_version"].fillna("").astype(str).str.strip()
     given = text != ""
@@ -1088,6 +1096,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     has_version = is_vllm & ~np.isnan(version_key)
     v0 = has_version & (version_key < _version_key(*VLLM_V1_FROM))
     v1_by_name = has_version & ~v0 & (version_key < _version_key(*VLLM_MEMORY_DEFAULTS_FROM))
+
+    def vllm_from(release) -> np.ndarray:  # vLLM V1 rows of that release or later (no version: the current one)
+        return is_vllm & ~v0 & (~has_version | (version_key >= _version_key(*release)))
     by_name = req["gpu"].astype(str).str.contains("h100|h200").to_numpy(bool)  # GH200's name holds "h200" too
     large = np.where(v1_by_name, by_name, np.where(v0, False, large))
     seqs = req["max_num_seqs"].to_numpy(float)
@@ -1121,8 +1132,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # holds 2.7 GiB more KV than this term would leave it)
     nvlink = g["form_factor"].astype(str).str.lower().isin(("sxm", "oam", "superchip")).to_numpy() if "form_factor" in g \
         else np.zeros(n, dtype=bool)
-    tp_comm = np.where(is_vllm & ~v0 & nvlink & (~has_version | (version_key >= _version_key(*VLLM_TP_NON_TORCH_FROM))),
-                       VLLM_TP_NON_TORCH_BYTES, C.NCCL_BYTES)
+    tp_comm = np.where(vllm_from(VLLM_TP_NON_TORCH_FROM) & nvlink, VLLM_TP_NON_TORCH_BYTES, C.NCCL_BYTES)
     non_torch = context + C.CUBLAS_WORKSPACE_BYTES + np.where(tp > 1, tp_comm, 0.0)
 
     # --- vLLM / SGLang / transformers activation peak --------------------------------------
@@ -1141,16 +1151,18 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the sampler runs after the dummy forward, whose transients are freed by then; the forward's
     # output hidden states stay referenced (profile_run holds them): 2 B x hidden per batched token
     # (vLLM 0.17 on: the Triton kernel's in-place top-k/top-p from 8 sequences, see VLLM_TRITON_SAMPLER_FROM)
-    triton = is_vllm & ~v0 & (~has_version | (version_key >= _version_key(*VLLM_TRITON_SAMPLER_FROM))) \
-        & (seqs >= VLLM_TRITON_SAMPLER_MIN_ROWS)
+    triton = vllm_from(VLLM_TRITON_SAMPLER_FROM) & (seqs >= VLLM_TRITON_SAMPLER_MIN_ROWS)
     sampler = np.where(triton, seqs * V * SAMPLER_BYTES_PER_LOGIT_TRITON + VLLM_TRITON_SAMPLER_BUFFER_ROWS * V * 4.0,
                        seqs * V * SAMPLER_BYTES_PER_LOGIT) + batched * h * 2.0
     hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
+    # hybrid linear attention (Qwen3-Next, Qwen3.5): their Gated DeltaNet layers' fields, read once
+    n_linear = _model_col(m, "linear_attention_layers")
+    linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)} \
+        if (n_linear > 0).any() else None
     # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention (engine/components.py
     # LINEAR_PREFILL_COEF), where it is the larger working set
-    if is_hf.any() and (_model_col(m, "linear_attention_layers") > 0).any():
-        arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)}
-        lin_held, lin_split = linear_prefill_bytes(arch, h, 2.0)
+    if is_hf.any() and linear_arch is not None:
+        lin_held, lin_split = linear_prefill_bytes(linear_arch, h, 2.0)
         per_token_hf = np.where(lin_held > 0, np.maximum(8.0 * h, lin_held)
                                 + np.maximum(per_token_act - 8.0 * h, lin_split / tp), per_token_act)
     else:
@@ -1294,14 +1306,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_conc_paged = blocks * VLLM_BLOCK_SIZE / ctx
     # vLLM's hybrid KV cache manager (VLLM_HYBRID_KV_FROM): window layers hold their window, not the context
     n_window = np.minimum(_model_col(m, "sliding_window_layers"), L) * sliding
-    hybrid = (is_vllm & ~v0 & ~has_draft & (n_window > 0)
-              & (~has_version | (version_key >= _version_key(*VLLM_HYBRID_KV_FROM))))
+    hybrid = vllm_from(VLLM_HYBRID_KV_FROM) & ~has_draft & (n_window > 0)
     window_tokens = np.full(n, np.nan)
     if hybrid.any():
         n_full = L - n_window
-        fewer, more = np.minimum(n_full, n_window), np.maximum(n_full, n_window)
-        group = np.where(n_full == 0, n_window, np.where(more < 1.5 * fewer, more, fewer))
-        group = np.where(hybrid, group, 1.0)  # (rows without window layers: any whole number, not used)
+        group = np.where(hybrid, _vllm_group_size(n_full, n_window), 1.0)  # (rows without window layers: any whole number, not used)
         groups_full = np.ceil(n_full / group)
         groups_window = np.ceil(n_window / group)
         chunked_local = np.isin(model_type, LLAMA4_MODEL_TYPES)
@@ -1322,12 +1331,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         max_conc_paged = np.where(swa_sglang, np.floor(full_tokens) / ctx, max_conc_paged)
     # hybrid linear attention (VLLM_LINEAR_ATTENTION_FROM's note): vLLM's mamba pages beside the attention pages,
     # SGLang's Mamba pool beside its KV pool
-    n_linear = _model_col(m, "linear_attention_layers")
     linear = (is_vllm | is_sglang) & (n_linear > 0)
     linear_block = np.full(n, np.nan)
     if linear.any():
-        arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)}
-        conv, ssm = linear_attention_state(arch, conv_positions="kernel-1")
+        conv, ssm = linear_attention_state(linear_arch, conv_positions="kernel-1")
         ssm_fp32 = np.isin(model_type, LINEAR_SSM_FP32_MODEL_TYPES)
         n_lin = np.maximum(n_linear, 1.0)
         conv_layer, ssm_layer = conv / n_lin / tp * 2.0, ssm / n_lin / tp  # one layer's, per GPU (values x bytes below)
@@ -1338,8 +1345,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         mamba_page = conv_layer + ssm_layer * np.where(ssm_fp32, 4.0, 2.0)
         block = VLLM_MAMBA_ALIGN_TOKENS * np.maximum(np.ceil(mamba_page / (VLLM_MAMBA_ALIGN_TOKENS * attn_token)), 1.0)
         page = block * attn_token  # (rows without linear layers: one 16-token block, not used)
-        fewer, more = np.minimum(n_full, n_linear), np.maximum(n_full, n_linear)
-        group = np.maximum(np.where(more < 1.5 * fewer, more, fewer), 1.0)
+        group = np.where(linear, _vllm_group_size(n_full, n_linear), 1.0)
         pool = np.floor(kv_available / (page * group))
         per_request = np.ceil(n_full / group) * np.ceil(ctx / block) + np.ceil(n_linear / group)
         vllm_linear = linear & is_vllm
