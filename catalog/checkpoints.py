@@ -201,10 +201,11 @@ def _tally(tensors) -> dict:
 
 
 def _split_vision(rows):
-    """(the language model's rows, the vision tower's); a multi-token-prediction layer's rows (MTP_RE) in neither."""
-    text = [r for r in rows if not VISION_RE.search(r[0]) and not MTP_RE.search(r[0])]
-    vision = [r for r in rows if VISION_RE.search(r[0])]
-    return text, vision
+    """(the language model's rows, the vision tower's, a multi-token-prediction layer's (MTP_RE))."""
+    text, vision, mtp = [], [], []
+    for r in rows:
+        (vision if VISION_RE.search(r[0]) else mtp if MTP_RE.search(r[0]) else text).append(r)
+    return text, vision, mtp
 
 
 def _read_config_beside(folder: Path, stored: dict, what: str):
@@ -234,18 +235,18 @@ def _from_safetensors(path: Path, model_id):
     for f in files:
         for name, (dtype, shape, nbytes) in safetensors_header(f)["tensors"].items():
             rows.append((name, dtype, math.prod(shape), nbytes))
-    text_rows, _vision = _split_vision(rows)
+    text_rows, _vision, _mtp = _split_vision(rows)
     cfg, cfg_file = _read_config_beside(folder, _tally(text_rows), "the safetensors files" if path.is_dir() else path.name)
     return _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
 
 
 def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):
     """A config.json's record, and what the safetensors tensors (name, dtype, elements, bytes) say."""
-    text_rows, vision_rows = _split_vision(rows)
+    text_rows, vision_rows, mtp_rows = _split_vision(rows)
     stored = _tally(text_rows)
     record = model_from_config(cfg, cfg_file, model_id)
     info = _info(fmt, files, record, stored, _tally(vision_rows))
-    mtp = _tally([r for r in rows if MTP_RE.search(r[0])])
+    mtp = _tally(mtp_rows)
     if mtp["tensors"]:
         info["notes"].append(f"multi-token-prediction layer (mtp.*): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
                              "not counted (transformers does not load it; vLLM and SGLang only as a speculative draft)")
