@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from catalog import default_catalog  # noqa: E402
 from catalog.serving_data import load_measurements  # noqa: E402
 from engine import serving as S  # noqa: E402
+from engine.constants import GGUF_EXPERT_BITS  # noqa: E402
 from engine.params import ARCH_DEFAULTS, architecture_counts  # noqa: E402
 
 GIB = 2**30
@@ -39,7 +40,9 @@ def fit(meas: pd.DataFrame) -> dict:
     backend's one row per family likewise (issue 27).
     Prefill: MFU = v x FLOPs per token / TFLOPS."""
     f = meas[meas["role"] == "fit"]
-    lcpp = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
+    lcpp_all = f[(f["metric"] == "decode_tokens_per_s") & (f["engine"] == "llama.cpp")]
+    routed = batch1_expert_share(lcpp_all) > 0  # MoE rows set the expert efficiency alone (below)
+    lcpp, moe = lcpp_all[~routed], lcpp_all[routed]
     dec, vulkan = lcpp[lcpp["backend"] != "vulkan"], lcpp[lcpp["backend"] == "vulkan"]
     nv = dec[(dec["gpu_family"] == "nvidia") & (dec["bandwidth_gbps"] < 3000)]
     b = nv["weights_gib"].to_numpy(float) * GIB
@@ -61,6 +64,16 @@ def fit(meas: pd.DataFrame) -> dict:
            "efficiency_vulkan_nvidia": family_efficiency("nvidia", vulkan), "efficiency_vulkan_amd": family_efficiency("amd", vulkan),
            "prefill_mfu": prefill_mfu("nvidia"), "prefill_mfu_amd": prefill_mfu("amd")}
     out.update(fit_torch_engines(f))
+    # MoE: one llama.cpp row per family -> the share of the dense efficiency its routed experts are
+    # read at: 1/v - L c = (B_rest + B_experts / m) / bw, bw = min(e BW, cap) as decode_step_seconds
+    eff = {"nvidia": out["efficiency_nvidia"], "apple": out["efficiency_apple"], "amd": out["efficiency_amd"]}
+    for family in ("nvidia", "apple"):
+        r = moe[moe["gpu_family"] == family]
+        read = r["weights_gib"].to_numpy(float) * GIB * batch1_read_share(r)
+        experts = r["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(r)
+        bw = min(eff[family] * r["bandwidth_gbps"].iloc[0] * 1e9, S.GGUF_BANDWIDTH_CAP)
+        out[f"moe_expert_efficiency_{family}"] = float(experts[0] / ((1.0 / r["value"].iloc[0] - r["layers"].iloc[0] * c) * bw
+                                                                     - (read[0] - experts[0])))
     return out
 
 
@@ -97,7 +110,8 @@ def predict(meas: pd.DataFrame) -> pd.Series:
     step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d), 0.0, d["layers"].to_numpy(float),
                                  d["bandwidth_gbps"].to_numpy(float), d["gpu_family"].to_numpy(object),
                                  d["engine"].to_numpy(object), precision=d["precision"].fillna("").to_numpy(object),
-                                 backend=d["backend"].to_numpy(object))
+                                 backend=d["backend"].to_numpy(object),
+                                 expert_bytes=d["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(d))
     pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]
@@ -120,11 +134,52 @@ def batch1_read_share(rows: pd.DataFrame) -> np.ndarray:
     known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(len(rows), bool)
     if not known.any():
         return share
-    m = models.loc[rows["model"][known]]
+    experts, read, embedding = _routed_experts(rows[known])
+    share[known] = 1.0 - experts * (1.0 - read) - embedding
+    return share
+
+
+def _routed_experts(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the routed experts' share of the file, the share of them a batch-1 step reads, the input
+    embedding's share where it is not read) for rows of catalog models. By parameter count at the
+    file's mean bits, except where the row's precision is a GGUF type that stores the experts apart
+    (mxfp4_moe: gpt-oss's experts in MXFP4 at 4.25 bits in every GGUF of it, engine/constants.py
+    GGUF_EXPERT_BITS; the rest of the file is what is left).
+    The input embedding: llama.cpp keeps token_embd on the CPU (src/llama-model.cpp load_tensors:
+    "there is very little benefit to offloading the input layer, so always keep it on the CPU") and
+    a step reads one row of it; serve() leaves it out of the GPU's bytes (engine/serving.py
+    embed_bytes). Here it is left out for MoE models only, where it is a large part of a step's
+    bytes (gpt-oss's 201,088 x 2,880 at 8.5 bits: a quarter of what gpt-oss-20b reads); the dense
+    fit rows keep it (about 2% of a Llama 7B file, inside their fitted efficiency)."""
+    models = default_catalog().models().set_index("id")
+    m = models.loc[rows["model"]]
     m = m.assign(**{k: m[k].fillna(v) if k in m else v for k, v in ARCH_DEFAULTS.items()})
     counts = architecture_counts(m)
-    unread = 1.0 - S.expert_read_share(m["experts_per_token"].to_numpy(float), m["num_experts"].to_numpy(float))
-    share[known] = 1.0 - np.asarray(counts["experts"], float) * unread / np.asarray(counts["total"], float)
+    experts = np.asarray(counts["experts"], float)
+    by_params = experts / np.asarray(counts["total"], float)
+    prec = rows["precision"].fillna("").to_numpy(object) if "precision" in rows else np.full(len(rows), "", object)
+    expert_bits = pd.Series(prec, dtype=object).map(GGUF_EXPERT_BITS).to_numpy(float)
+    by_bytes = experts * expert_bits / 8.0 / (rows["weights_gib"].to_numpy(float) * GIB)
+    read = S.expert_read_share(m["experts_per_token"].to_numpy(float), m["num_experts"].to_numpy(float))
+    share = np.where(np.isnan(expert_bits), by_params, by_bytes)
+    file_bytes = rows["weights_gib"].to_numpy(float) * GIB
+    rest_bits = (file_bytes - experts * share / np.maximum(experts, 1.0) * file_bytes) * 8.0 / np.maximum(
+        np.asarray(counts["total"], float) - experts, 1.0)  # the non-expert parameters' mean bits
+    embedding = np.where(experts > 0, m["vocab_size"].to_numpy(float) * m["hidden_size"].to_numpy(float) * rest_bits / 8.0
+                         / file_bytes, 0.0)
+    return share, np.where(experts > 0, read, 1.0), embedding
+
+
+def batch1_expert_share(rows: pd.DataFrame) -> np.ndarray:
+    """Share of the file that is routed experts a batch-1 step reads (k of E of them), by parameter
+    count, for a catalog mixture-of-experts model; 0 for a dense model or a model not in the catalog."""
+    share = np.zeros(len(rows))
+    models = default_catalog().models().set_index("id")
+    known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(len(rows), bool)
+    if not known.any():
+        return share
+    experts, read, _ = _routed_experts(rows[known])
+    share[known] = experts * read
     return share
 
 

@@ -529,6 +529,18 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
 # (AWQ/GPTQ int4 and fp8 kernels in vLLM/SGLang, GGUF types in llama.cpp) have none: their kernels'
 # cost is in the engine's efficiency.
 DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.939e-3}
+# Mixture of experts under llama.cpp: the routed experts a step reads go through `mul_mat_id`
+# (ggml's MUL_MAT_ID: src/llama-graph.cpp build_moe_ffn, `build_lora_mm_id` for the up, gate and
+# down experts), which gathers the selected experts' slices after the router's softmax, top-k,
+# get_rows and weight normalization, and sums the k outputs with k - 1 adds. Published batch-1 runs
+# read those bytes well below the dense matrix-vector kernels' bandwidth: the share of the dense
+# efficiency each backend reaches on them, fitted on one llama-bench tg128 row each
+# (benchmarks/serving_accuracy.py fit(), catalog/serving_measurements.yaml `moe` rows): CUDA on the
+# RTX 5090 gpt-oss-20b MXFP4 run (build 7100, 2026-02, 362.59 tok/s), Metal on the M1 Max
+# gpt-oss-20b MXFP4 run (build 9100, 2026, 59.67 tok/s). Backends with no fit row (ROCm, Vulkan)
+# and the other engines read experts at their dense efficiency (no published run to fit).
+MOE_EXPERT_EFFICIENCY = {("gguf", "nvidia"): 0.760,  # fitted (llama.cpp CUDA)
+                         ("gguf", "apple"): 0.470}  # fitted (llama.cpp Metal)
 # Prefill: tokens/s = dense 16-bit TFLOPS x MFU / FLOPs per token (2 N + attention).
 # llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B) and,
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
@@ -608,13 +620,16 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
-                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None):
+                        host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None,
+                        expert_bytes=0.0):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
     KV cache of every running sequence). family: nvidia|amd|apple. engine: an ENGINES name.
     precision: the weights' format, for its per-layer dequantization cost (DEQUANT_LAYER_S).
     backend: llama.cpp's (cuda|rocm|metal|vulkan); "vulkan" takes the Vulkan efficiency.
+    expert_bytes: the part of gpu_bytes that is routed experts (MoE), read at
+    MOE_EXPERT_EFFICIENCY x the dense efficiency where a backend has one.
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
@@ -628,7 +643,11 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     eff = eff.to_numpy(float)
     bw = np.asarray(bandwidth_gbps, dtype=float) * 1e9 * eff
     bw = np.where(gguf, np.minimum(bw, GGUF_BANDWIDTH_CAP), bw)
-    t_mem = np.asarray(gpu_bytes, dtype=float) / bw + np.asarray(host_bytes, dtype=float) / (np.asarray(host_bandwidth_gbps, dtype=float) * 1e9)
+    # routed experts: the kernels' share of the dense bandwidth (Vulkan is its own kind: none fitted)
+    moe_eff = pd.Series(list(zip(kind, family)), dtype=object).map(MOE_EXPERT_EFFICIENCY).fillna(1.0).to_numpy(float)
+    expert = np.asarray(expert_bytes, dtype=float)
+    gpu_read = np.asarray(gpu_bytes, dtype=float) + expert * (1.0 / moe_eff - 1.0)
+    t_mem = gpu_read / bw + np.asarray(host_bytes, dtype=float) / (np.asarray(host_bandwidth_gbps, dtype=float) * 1e9)
     t_comp = np.asarray(flops, dtype=float) / (np.asarray(tflops, dtype=float) * 1e12 * DECODE_MFU)
     t_comp = np.nan_to_num(t_comp, nan=0.0)
     overhead = pd.Series(engine, dtype=object).map(LAYER_OVERHEAD_S).to_numpy(float)
@@ -1437,9 +1456,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
     # a token's FLOPs go through its active parameters (= params for a dense model)
     active = est["active_params"].to_numpy(float) if "active_params" in est else params
+    # the routed experts among the GPU's bytes of a step (read at the backend's MoE efficiency)
+    step_expert_bytes = np.where(is_llama, expert_gpu * read_share, expert_bytes / tp * read_share)
+    step_expert_bytes = np.where(is_exl, expert_bytes * read_share, step_expert_bytes)
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
-                               precision=req["precision"].astype(str).to_numpy(object), backend=backend)
+                               precision=req["precision"].astype(str).to_numpy(object), backend=backend,
+                               expert_bytes=step_expert_bytes)
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert

@@ -256,8 +256,9 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
             moe += (f", {row['expert_host_bytes'] / gib:.2f} GiB of them in host RAM"
                     + (f" (--n-cpu-moe {n_cpu}: the experts of layers 0-{n_cpu - 1}" if n_cpu > 0 else " (")
                     + f"{', ' if n_cpu > 0 else ''}read at {row['host_bandwidth_gbps']:g} GB/s, --host-bandwidth-gbps)")
-        moe += ("; decode speed is an upper bound for MoE (a step reads only the routed experts; llama.cpp's one "
-                "published MoE run is half as fast, docs/serving.md)")
+        moe += ("; a decode step reads only the experts its tokens are routed to" + (
+            ", at the share of the dense bandwidth llama.cpp's expert kernels reach (fitted on published runs, docs/serving.md)"
+            if row["engine"] in ("llama.cpp", "ollama") else " (the expert kernels' speed is not fitted for this engine)"))
         lines.insert(1, moe)
     if row["engine"] == "vllm":
         version = "current defaults" if row["engine_version"] == "current" else f"version {row['engine_version']}"

@@ -199,6 +199,9 @@ def test_refitting_on_the_fit_rows_gives_the_engine_constants():
     assert S.LAYER_OVERHEAD_S["exllamav2"] == pytest.approx(fitted["layer_overhead_exllamav2"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "nf4")] == pytest.approx(fitted["dequant_transformers_nf4"], rel=0.01)
     assert S.DEQUANT_LAYER_S[("transformers", "int8")] == pytest.approx(fitted["dequant_transformers_int8"], rel=0.01)
+    # issue 27: llama.cpp's routed experts (mul_mat_id), one MoE row per backend
+    assert S.MOE_EXPERT_EFFICIENCY[("gguf", "nvidia")] == pytest.approx(fitted["moe_expert_efficiency_nvidia"], rel=0.01)
+    assert S.MOE_EXPERT_EFFICIENCY[("gguf", "apple")] == pytest.approx(fitted["moe_expert_efficiency_apple"], rel=0.01)
 
 
 @pytest.mark.parametrize("gpu,published", [("rtx-4090", 190.0), ("h100-sxm-80gb", 280.0)])
@@ -228,18 +231,51 @@ def test_held_out_nvidia_decode_rows_of_2025_builds_are_within_35_percent():
     assert (err <= 0.35).all(), meas["id"][held][err > 0.35].tolist()
 
 
-def test_moe_decode_is_an_upper_bound_as_docs_serving_says():
-    # issue 15: the one published llama.cpp MoE run (Qwen3 30B-A3B Q4_K_M, M1 Max, 51.03 tok/s)
-    # runs at about half the modelled speed; docs/serving.md and `serve`'s text say the MoE
-    # decode figure is an upper bound. If the model is fixed, this fails and the docs must change.
+def test_moe_decode_rows_held_out_per_backend_as_docs_serving_says():
+    """issue 27: llama.cpp reads the routed experts through mul_mat_id below the dense kernels'
+    bandwidth; one row per backend (CUDA: RTX 5090 gpt-oss-20b; Metal: M1 Max gpt-oss-20b) sets the
+    share (MOE_EXPERT_EFFICIENCY). The held-out MoE rows of a backend with a fitted share are within
+    40% (docs/serving.md's table: CUDA +0.6% to +17.6%, Metal +21% and +38%); where the old model
+    (no share, the experts split off by parameter count) was up to +94% on them."""
     meas = load_measurements()
-    moe = (serving_accuracy.batch1_read_share(meas) < 1) & (meas["metric"] == "decode_tokens_per_s")
-    assert moe.sum() >= 1
-    err = serving_accuracy.predict(meas)[moe] / meas["value"][moe] - 1
-    assert (err > 0.5).all() and (err < 1.5).all(), err.tolist()
-    # the read share is the active experts' share of the file: 8 of 128 experts per layer
-    share = serving_accuracy.batch1_read_share(meas[moe])[0]
-    assert 0.10 < share < 0.12
+    moe = (serving_accuracy.batch1_expert_share(meas) > 0) & (meas["metric"] == "decode_tokens_per_s")
+    fitted_backend = meas["backend"].isin(("cuda", "metal"))
+    held = moe & (meas["role"] == "holdout") & fitted_backend
+    assert held.sum() >= 6 and (moe & (meas["role"] == "fit")).sum() == 2
+    err = serving_accuracy.predict(meas)[held] / meas["value"][held] - 1
+    assert (err.abs() < 0.40).all(), dict(zip(meas["id"][held], err.round(3)))
+    # a batch-1 token reads 8 of 128 experts per layer of Qwen3 30B-A3B: ~6% of the file is experts read
+    q = meas[moe & (meas["model"] == "qwen3-30b-a3b")]
+    assert 0.04 < serving_accuracy.batch1_expert_share(q)[0] < 0.08
+
+
+def test_moe_experts_are_read_at_the_backends_share_of_the_dense_bandwidth():
+    """decode_step_seconds: the routed experts' bytes cost 1/share more time where a backend has a
+    fitted share (llama.cpp CUDA and Metal), and nothing changes elsewhere (ROCm, Vulkan, vLLM)."""
+    gpu_bytes, experts, bw = 2.0e9, 1.2e9, 1000.0
+    def step(family, engine, backend, x):
+        return S.decode_step_seconds(np.array([gpu_bytes]), 0.0, 0.0, bw, np.array([family], object),
+                                     np.array([engine], object), backend=np.array([backend], object),
+                                     expert_bytes=np.array([x]))[0]
+    for family, backend in (("nvidia", "cuda"), ("apple", "metal")):
+        dense = step(family, "llama.cpp", backend, 0.0)
+        share = S.MOE_EXPERT_EFFICIENCY[("gguf", family)]
+        eff = S.DECODE_EFFICIENCY[("gguf", family)]
+        bw_eff = min(bw * 1e9 * eff, S.GGUF_BANDWIDTH_CAP)
+        assert step(family, "llama.cpp", backend, experts) - dense == pytest.approx(experts * (1 / share - 1) / bw_eff, rel=1e-9)
+    for family, engine, backend in (("amd", "llama.cpp", "rocm"), ("amd", "llama.cpp", "vulkan"), ("nvidia", "vllm", "")):
+        assert step(family, engine, backend, experts) == step(family, engine, backend, 0.0)
+
+
+def test_serve_gives_gpt_oss_20b_on_a_5070_ti_what_the_held_out_run_measured(cat):
+    """serve()'s own byte split (MXFP4 experts at 4.25 bits, the rest at 8.5, the input embedding on the
+    CPU) agrees with the accuracy script's on the held-out RTX 5070 Ti run (223.64 tok/s) and on the
+    RTX 5090 fit row (362.59)."""
+    models, gpus = cat
+    for gpu, published in (("rtx-5070-ti", 223.64), ("rtx-5090", 362.59)):
+        row = one(cat, model="gpt-oss-20b", gpu=gpu, engine="llama.cpp", precision="mxfp4_moe", max_model_len=4096,
+                  concurrency=1, prompt_tokens=512, output_tokens=128)
+        assert row["decode_tokens_per_s"] == pytest.approx(published, rel=0.05), gpu
 
 
 def test_continuous_batching_raises_aggregate_and_lowers_per_user_speed(cat):
