@@ -401,3 +401,14 @@ def test_the_kv_policy_follows_the_serving_engine(cat):
     per_request = out["kv_bytes_per_token"].to_numpy() * 8192
     assert per_request[0] == 2.625 * 2**30
     assert per_request[1] == 1.96875 * 2**30
+
+
+def test_readme_and_docs_quote_the_moe_shares_the_engine_uses():
+    """The MoE expert-read shares the README and docs/serving.md quote are engine/serving.py's."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    docs = (root / "docs" / "serving.md").read_text()
+    cuda, metal = S.MOE_EXPERT_EFFICIENCY[("gguf", "nvidia")], S.MOE_EXPERT_EFFICIENCY[("gguf", "apple")]
+    assert f"(CUDA {cuda:.2f}, Metal {metal:.2f}; docs/serving.md)" in readme
+    assert f"CUDA {cuda:.3f} on the RTX 5090 gpt-oss-20b run" in docs and f"Metal {metal:.3f} on the" in docs
