@@ -128,59 +128,52 @@ def predict(meas: pd.DataFrame) -> pd.Series:
 def batch1_read_share(rows: pd.DataFrame) -> np.ndarray:
     """Share of the file a batch-1 decode step reads: 1 for a dense model; for a catalog
     mixture-of-experts model, every weight but the routed experts a token does not use
-    (engine/serving.py expert_read_share at one request), by parameter count."""
-    share = np.ones(len(rows))
-    models = default_catalog().models().set_index("id")
-    known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(len(rows), bool)
-    if not known.any():
-        return share
-    experts, read, embedding = _routed_experts(rows[known])
-    share[known] = 1.0 - experts * (1.0 - read) - embedding
-    return share
+    (engine/serving.py expert_read_share at one request) and the input embedding (_routed_experts)."""
+    experts, read, embedding = _routed_experts(rows)
+    return 1.0 - experts * (1.0 - read) - embedding
+
+
+def batch1_expert_share(rows: pd.DataFrame) -> np.ndarray:
+    """Share of the file that is routed experts a batch-1 step reads (k of E of them) for a catalog
+    mixture-of-experts model; 0 for a dense model or a model not in the catalog."""
+    experts, read, _ = _routed_experts(rows)
+    return experts * read
 
 
 def _routed_experts(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the routed experts' share of the file, the share of them a batch-1 step reads, the input
-    embedding's share where it is not read) for rows of catalog models. By parameter count at the
-    file's mean bits, except where the row's precision is a GGUF type that stores the experts apart
-    (mxfp4_moe: gpt-oss's experts in MXFP4 at 4.25 bits in every GGUF of it, engine/constants.py
-    GGUF_EXPERT_BITS; the rest of the file is what is left).
+    embedding's share where it is not read) per row; (0, 1, 0) for a dense model or a model not in
+    the catalog. By parameter count at the file's mean bits, except where the row's precision is a
+    GGUF type that stores the experts apart (mxfp4_moe: gpt-oss's experts in MXFP4 at 4.25 bits in
+    every GGUF of it, engine/constants.py GGUF_EXPERT_BITS; the rest of the file is what is left).
     The input embedding: llama.cpp keeps token_embd on the CPU (src/llama-model.cpp load_tensors:
     "there is very little benefit to offloading the input layer, so always keep it on the CPU") and
     a step reads one row of it; serve() leaves it out of the GPU's bytes (engine/serving.py
     embed_bytes). Here it is left out for MoE models only, where it is a large part of a step's
     bytes (gpt-oss's 201,088 x 2,880 at 8.5 bits: a quarter of what gpt-oss-20b reads); the dense
     fit rows keep it (about 2% of a Llama 7B file, inside their fitted efficiency)."""
+    n = len(rows)
+    experts_share, read, embedding = np.zeros(n), np.ones(n), np.zeros(n)
     models = default_catalog().models().set_index("id")
-    m = models.loc[rows["model"]]
+    known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(n, bool)
+    if not known.any():
+        return experts_share, read, embedding
+    r = rows[known]
+    m = models.loc[r["model"]]
     m = m.assign(**{k: m[k].fillna(v) if k in m else v for k, v in ARCH_DEFAULTS.items()})
     counts = architecture_counts(m)
-    experts = np.asarray(counts["experts"], float)
-    by_params = experts / np.asarray(counts["total"], float)
-    prec = rows["precision"].fillna("").to_numpy(object) if "precision" in rows else np.full(len(rows), "", object)
+    experts, total = np.asarray(counts["experts"], float), np.asarray(counts["total"], float)
+    file_bytes = r["weights_gib"].to_numpy(float) * GIB
+    prec = r["precision"].fillna("").to_numpy(object) if "precision" in r else np.full(len(r), "", object)
     expert_bits = pd.Series(prec, dtype=object).map(GGUF_EXPERT_BITS).to_numpy(float)
-    by_bytes = experts * expert_bits / 8.0 / (rows["weights_gib"].to_numpy(float) * GIB)
-    read = S.expert_read_share(m["experts_per_token"].to_numpy(float), m["num_experts"].to_numpy(float))
-    share = np.where(np.isnan(expert_bits), by_params, by_bytes)
-    file_bytes = rows["weights_gib"].to_numpy(float) * GIB
-    rest_bits = (file_bytes - experts * share / np.maximum(experts, 1.0) * file_bytes) * 8.0 / np.maximum(
-        np.asarray(counts["total"], float) - experts, 1.0)  # the non-expert parameters' mean bits
-    embedding = np.where(experts > 0, m["vocab_size"].to_numpy(float) * m["hidden_size"].to_numpy(float) * rest_bits / 8.0
-                         / file_bytes, 0.0)
-    return share, np.where(experts > 0, read, 1.0), embedding
-
-
-def batch1_expert_share(rows: pd.DataFrame) -> np.ndarray:
-    """Share of the file that is routed experts a batch-1 step reads (k of E of them), by parameter
-    count, for a catalog mixture-of-experts model; 0 for a dense model or a model not in the catalog."""
-    share = np.zeros(len(rows))
-    models = default_catalog().models().set_index("id")
-    known = rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(len(rows), bool)
-    if not known.any():
-        return share
-    experts, read, _ = _routed_experts(rows[known])
-    share[known] = experts * read
-    return share
+    share = np.where(np.isnan(expert_bits), experts / total, experts * expert_bits / 8.0 / file_bytes)
+    rest_bits = (1.0 - share) * file_bytes * 8.0 / np.maximum(total - experts, 1.0)  # the rest's mean bits
+    moe = experts > 0
+    experts_share[known] = share
+    read[known] = np.where(moe, S.expert_read_share(m["experts_per_token"].to_numpy(float), m["num_experts"].to_numpy(float)), 1.0)
+    embedding[known] = np.where(moe, m["vocab_size"].to_numpy(float) * m["hidden_size"].to_numpy(float) * rest_bits / 8.0
+                                / file_bytes, 0.0)
+    return experts_share, read, embedding
 
 
 def engine_kv_gib(rows: pd.DataFrame) -> np.ndarray:
