@@ -66,7 +66,7 @@ def fit(meas: pd.DataFrame) -> dict:
     out.update(fit_torch_engines(f))
     # MoE: one llama.cpp row per family -> the share of the dense efficiency its routed experts are
     # read at: 1/v - L c = (B_rest + B_experts / m) / bw, bw = min(e BW, cap) as decode_step_seconds
-    eff = {"nvidia": out["efficiency_nvidia"], "apple": out["efficiency_apple"], "amd": out["efficiency_amd"]}
+    eff = {"nvidia": out["efficiency_nvidia"], "apple": out["efficiency_apple"]}
     for family in ("nvidia", "apple"):
         r = moe[moe["gpu_family"] == family]
         read = r["weights_gib"].to_numpy(float) * GIB * batch1_read_share(r)

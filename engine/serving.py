@@ -638,13 +638,14 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     vulkan = gguf & (np.broadcast_to(np.asarray(backend if backend is not None else "", dtype=object), engine.shape) == "vulkan")
     kind = np.where(vulkan, "gguf-vulkan", np.where(gguf, "gguf", engine))
     # the engine's own efficiency on this GPU family where fitted, else its family's (torch)
-    eff = pd.Series(list(zip(kind, family)), dtype=object).map(DECODE_EFFICIENCY)
+    key = pd.Series(list(zip(kind, family)), dtype=object)
+    eff = key.map(DECODE_EFFICIENCY)
     eff = eff.fillna(pd.Series(list(zip(np.where(gguf, "gguf", "torch"), family)), dtype=object).map(DECODE_EFFICIENCY))
     eff = eff.to_numpy(float)
     bw = np.asarray(bandwidth_gbps, dtype=float) * 1e9 * eff
     bw = np.where(gguf, np.minimum(bw, GGUF_BANDWIDTH_CAP), bw)
     # routed experts: the kernels' share of the dense bandwidth (Vulkan is its own kind: none fitted)
-    moe_eff = pd.Series(list(zip(kind, family)), dtype=object).map(MOE_EXPERT_EFFICIENCY).fillna(1.0).to_numpy(float)
+    moe_eff = key.map(MOE_EXPERT_EFFICIENCY).fillna(1.0).to_numpy(float)
     expert = np.asarray(expert_bytes, dtype=float)
     gpu_read = np.asarray(gpu_bytes, dtype=float) + expert * (1.0 / moe_eff - 1.0)
     t_mem = gpu_read / bw + np.asarray(host_bytes, dtype=float) / (np.asarray(host_bandwidth_gbps, dtype=float) * 1e9)
@@ -1447,22 +1448,22 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # 1 - (1 - k/E)^c of the experts: k/E at batch 1 (the active parameters), all at large c
     read_share = expert_read_share(_model_col(m, "experts_per_token"), _model_col(m, "num_experts"), conc)
     unread = 1.0 - read_share
-    step_gpu_bytes = np.where(is_llama, weights_gpu * tp - expert_gpu * unread + conc * kv_token * position * gpu_frac,
-                              weights_gpu - expert_bytes / tp * unread + conc * kv_token_gpu * position)
-    step_gpu_bytes = np.where(is_exl, exl_weights_gpu - expert_bytes * unread + conc * kv_token * position, step_gpu_bytes)
+    # the routed experts a step could read on the GPU(s) it reads (llama.cpp: the layers' it placed
+    # there, all GPUs in turn; ExLlamaV2: all of them, in turn; the others: one tensor-parallel rank's)
+    gpu_experts = np.where(is_exl, expert_bytes, np.where(is_llama, expert_gpu, expert_bytes / tp))
+    step_gpu_bytes = np.where(is_llama, weights_gpu * tp - gpu_experts * unread + conc * kv_token * position * gpu_frac,
+                              weights_gpu - gpu_experts * unread + conc * kv_token_gpu * position)
+    step_gpu_bytes = np.where(is_exl, exl_weights_gpu - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
     step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
     # a token's FLOPs go through its active parameters (= params for a dense model)
     active = est["active_params"].to_numpy(float) if "active_params" in est else params
-    # the routed experts among the GPU's bytes of a step (read at the backend's MoE efficiency)
-    step_expert_bytes = np.where(is_llama, expert_gpu * read_share, expert_bytes / tp * read_share)
-    step_expert_bytes = np.where(is_exl, expert_bytes * read_share, step_expert_bytes)
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
                                precision=req["precision"].astype(str).to_numpy(object), backend=backend,
-                               expert_bytes=step_expert_bytes)
+                               expert_bytes=gpu_experts * read_share)  # read at the backend's MoE efficiency
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert

@@ -12,8 +12,10 @@ import pandas as pd
 
 import engine.constants as C
 from engine.serving import (
+    DEFAULT_BACKEND,
     ENGINES,
     GGUF_ENGINES,
+    MOE_EXPERT_EFFICIENCY,
     TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
@@ -22,6 +24,9 @@ from engine.serving import (
     tensor_parallel_accepted,
     vllm_version,
 )
+
+# llama.cpp's backends whose expert kernels have a fitted share of the dense bandwidth (a family's own backend)
+MOE_SHARE_BY_BACKEND = {DEFAULT_BACKEND[family]: v for (kind, family), v in MOE_EXPERT_EFFICIENCY.items() if kind == "gguf"}
 
 CUDAGRAPH_NOTE = (f"; from {VLLM_CUDAGRAPH_PROFILE_FROM[0]}.{VLLM_CUDAGRAPH_PROFILE_FROM[1]} on, vLLM also takes its CUDA "
                    f"graphs' estimated memory out of the KV budget ({VLLM_CUDAGRAPH_LOGGED_GIB[0]:g} to "
@@ -256,9 +261,11 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
             moe += (f", {row['expert_host_bytes'] / gib:.2f} GiB of them in host RAM"
                     + (f" (--n-cpu-moe {n_cpu}: the experts of layers 0-{n_cpu - 1}" if n_cpu > 0 else " (")
                     + f"{', ' if n_cpu > 0 else ''}read at {row['host_bandwidth_gbps']:g} GB/s, --host-bandwidth-gbps)")
-        moe += ("; a decode step reads only the experts its tokens are routed to" + (
-            ", at the share of the dense bandwidth llama.cpp's expert kernels reach (fitted on published runs, docs/serving.md)"
-            if row["engine"] in ("llama.cpp", "ollama") else " (the expert kernels' speed is not fitted for this engine)"))
+        share = MOE_SHARE_BY_BACKEND
+        moe += "; a decode step reads only the experts its tokens are routed to" + (
+            f", at {share[row['backend']]:.2f} of the dense bandwidth (llama.cpp's expert kernels, fitted on published "
+            "runs, docs/serving.md)" if row["engine"] in GGUF_ENGINES and row.get("backend") in share
+            else " (at the dense bandwidth: the expert kernels' speed is not fitted for this engine and backend)")
         lines.insert(1, moe)
     if row["engine"] == "vllm":
         version = "current defaults" if row["engine_version"] == "current" else f"version {row['engine_version']}"

@@ -200,3 +200,14 @@ def test_gpu_layers_of_deepseek_hold_moe_layers_and_the_dense_first_layers_stay_
     embed = 129280 * h
     assert out["host_ram_bytes"] - out["kv_bytes_per_token"] * 8192 * 3 / 61 == pytest.approx(
         (3 * dense_layer + embed) * Q4KM, rel=1e-6)
+
+
+def test_serve_text_names_the_moe_share_only_where_a_backend_has_one(cat):
+    """The text says the fitted share on CUDA (and Metal), and says 'not fitted' on Vulkan, where
+    the experts are read at the dense efficiency (engine/serving.py MOE_EXPERT_EFFICIENCY)."""
+    from planner.serving import format_serve
+    out = rows(cat, llama("qwen3-30b-a3b"), llama("qwen3-30b-a3b", backend="vulkan"))
+    cuda, vulkan = (next(line for line in format_serve(r).splitlines() if "mixture of experts" in line)
+                    for _, r in out.iterrows())
+    assert f"at {S.MOE_EXPERT_EFFICIENCY[('gguf', 'nvidia')]:.2f} of the dense bandwidth" in cuda
+    assert "not fitted for this engine and backend" in vulkan and "of the dense bandwidth (" not in vulkan
