@@ -6,7 +6,9 @@ that was about 80 ms of a 186 ms sweep (docs/performance.md), more than any form
 columns of a big result are carved out of one block, and when no result (nor any view of
 one of its columns) holds that block any more, the next sweep writes into it again instead
 of asking the system for new pages. This is the engine's own memory only: the process's
-allocator and everything else are left as they are.
+allocator is left as it is. The entry points (the command line, the dashboard) also ask numpy
+for small pages (`prefer_small_pages`, below), which makes fresh pages cheaper where the kernel
+would otherwise try for huge ones.
 
 Liveness is CPython's reference count: every column is a numpy view whose `base` is the
 block, so the block is free exactly when its only holder is the pool. A block in use is
@@ -16,6 +18,7 @@ at most, and a sweep that does not reuse it lets it go (`release()` does so at o
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -48,6 +51,57 @@ def _acquire(n: int) -> np.ndarray | None:
         block = np.empty(need, dtype=np.uint8)
         _idle = block
         return block
+
+
+# numpy advises the kernel to back every array of 4 MiB or more with transparent huge pages
+# (madvise MADV_HUGEPAGE; numpy's "Global state" docs, "madvise hugepage on Linux", switch
+# NUMPY_MADVISE_HUGEPAGE, read at import). Where THP is `madvise` with `defrag` `madvise` (the
+# development VM: Debian 12, 2 cores, 24 GiB), the first touch of such an array waits while the
+# kernel compacts memory for a free 2 MiB page and zeroes it. Measured there (2026-12-05):
+# - 20 new 1 MB arrays and one 19 MB block, written in a new thread, 4 runs: 116-186 ms of system
+#   time with the advice, 11-24 ms without;
+# - a million-row estimate()'s first call: 1.2-4.8 s with it (866 MB of huge pages obtained),
+#   0.62-0.66 s without; the later calls, which reuse the pooled block, alike (0.244-0.276 s
+#   with, 0.254-0.269 s without: `bench_engine.py --engine-only`, NUMPY_MADVISE_HUGEPAGE=1 / 0);
+# - a Budget-page sidebar change: `configurations`' own system time 81-103 ms with the advice,
+#   57-67 ms without (each change's results are new memory, kept by the page's cache).
+HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
+
+
+def _hugepage_switch():
+    """numpy's runtime switch of that advice (returns the previous setting), or None where absent."""
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name, fromlist=["_set_madvise_hugepage"])
+            except ImportError:
+                continue
+        switch = getattr(module, "_set_madvise_hugepage", None)
+        if switch is not None:
+            return switch
+    return None
+
+
+def hugepage_advice() -> bool | None:
+    """Whether numpy advises huge pages now (None where this numpy has no such switch)."""
+    switch = _hugepage_switch()
+    if switch is None:
+        return None
+    enabled = bool(switch(True))
+    switch(enabled)
+    return enabled
+
+
+def prefer_small_pages(environ=None) -> bool:
+    """Turn numpy's huge-page advice off for this process, unless the user chose it in
+    NUMPY_MADVISE_HUGEPAGE (then it stays as they set it). True when it was turned off here."""
+    environ = os.environ if environ is None else environ
+    switch = _hugepage_switch()
+    if switch is None or environ.get(HUGEPAGE_ENV, "").strip():
+        return False
+    switch(False)
+    return True
 
 
 def release() -> None:

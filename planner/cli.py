@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine import columns, rules, uncertainty
+from engine import buffers, columns, rules, uncertainty
 from engine.estimate import estimate
 from engine.scenarios import DEFAULTS, LIMITS, show
 from engine.speed import format_speed_cost
@@ -789,6 +789,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {_one_line(message)}\n"
+    buffers.prefer_small_pages()  # fresh result memory without numpy's huge-page advice (engine/buffers.py)
     parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)

@@ -2,7 +2,11 @@
 still held, reused once none is, and the numbers are those of plain arrays."""
 
 import gc
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +15,7 @@ import pytest
 from engine import buffers, estimate, grid
 
 ROWS = buffers.POOL_MIN_ROWS
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _spread(models, gpus) -> tuple[list, list]:
@@ -156,3 +161,37 @@ def test_rows_estimated_again_at_their_zero_stage_leave_the_pool_to_the_result(m
     gc.collect()
     second = estimate(frame, models, gpus)
     assert _pooled(second) and _span(second["peak_bytes"].to_numpy())[0] == at  # the same memory again
+
+
+def test_numpy_huge_page_advice_is_off_unless_the_user_chose_it(monkeypatch):
+    """The entry points ask numpy not to advise huge pages (engine/buffers.py prefer_small_pages: on a
+    kernel whose THP defrag is `madvise`, every fresh page of a big array cost ~8x); a user who set
+    NUMPY_MADVISE_HUGEPAGE keeps their choice."""
+    before = buffers.hugepage_advice()
+    if before is None:
+        pytest.fail("numpy has no huge-page switch any more: prefer_small_pages does nothing (engine/buffers.py)")
+    try:
+        buffers._hugepage_switch()(True)
+        assert buffers.prefer_small_pages({}) is True
+        assert buffers.hugepage_advice() is False
+        buffers._hugepage_switch()(True)
+        assert buffers.prefer_small_pages({buffers.HUGEPAGE_ENV: "1"}) is False
+        assert buffers.hugepage_advice() is True  # the user's setting stands
+    finally:
+        buffers._hugepage_switch()(before)
+
+
+@pytest.mark.parametrize("entry", ["planner.cli", "app.frame"])
+def test_the_command_line_and_the_dashboard_turn_the_advice_off(entry):
+    """Checked in a fresh interpreter (numpy reads NUMPY_MADVISE_HUGEPAGE at import; the switch is per process)."""
+    run = ("from planner import cli; cli.main(['catalog', '--help'])" if entry == "planner.cli" else "import app.frame")
+    code = ("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()):\n    try:\n        "
+            f"{run}\n    except SystemExit:\n        pass\nfrom engine import buffers\nprint(buffers.hugepage_advice())")
+    env = {k: v for k, v in os.environ.items() if k != buffers.HUGEPAGE_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**env, buffers.HUGEPAGE_ENV: "1"}, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "True"
