@@ -230,6 +230,10 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="a smaller grid, for a quick check (not the target)")
     ap.add_argument("--engine-only", action="store_true", help="time the engine only (used for the allocator note)")
     args = ap.parse_args(argv)
+    # as the command line runs a sweep (planner/cli.py main): numpy's huge-page advice off, unless
+    # NUMPY_MADVISE_HUGEPAGE says otherwise (engine/buffers.py prefer_small_pages); it moves the first
+    # call (fresh memory), not the later, pooled ones the targets time
+    small_pages = buffers.prefer_small_pages()
 
     cat = default_catalog()
     models, gpus = cat.models(), cat.gpus()
@@ -245,7 +249,8 @@ def main(argv=None) -> int:
     engine_s = statistics.median(times)
     print(f"engine: estimate() on {n:,} rows -> {width} columns; first call (fresh memory) {first:.3f} s; runs (s): "
           + ", ".join(f"{t:.3f}" for t in times) + f"; median {engine_s:.3f} s; peak RSS {rss:,.0f} MB; "
-          f"pooled result memory {buffers.pooled_bytes() / 2**20:,.0f} MiB of address space")
+          f"pooled result memory {buffers.pooled_bytes() / 2**20:,.0f} MiB of address space; numpy huge-page advice "
+          + ("off" if small_pages else f"as {buffers.HUGEPAGE_ENV} or numpy sets it ({buffers.hugepage_advice()})"))
     if args.engine_only:
         print(f"engine_only_s={engine_s:.4f}")
         return 0
