@@ -48,12 +48,13 @@ def framed():
 # collections wait for 50,000 allocations instead of 700: 6, 9 and 0 ms. What freezing keeps
 # forever is the first run's own garbage (one run's worth, once per process).
 _GC_SETTLED = False
+GC_THRESHOLD = (50_000, 20, 100)
+
 # numpy's huge-page advice off for the dashboard's process (engine/buffers.py prefer_small_pages says
 # why): every sidebar change makes new result frames, kept by the pages' caches, so it meets fresh
 # pages each time. bench_pages.py, the advice on then off (NUMPY_MADVISE_HUGEPAGE=1 / 0), twice: cold
 # start 3.27 / 2.65 s and 2.82 / 2.74 s, Budget change 379 / 320 ms and 343 / 352 ms.
 buffers.prefer_small_pages()
-GC_THRESHOLD = (50_000, 20, 100)
 
 
 def _settle_gc() -> None:
