@@ -70,17 +70,8 @@ HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
 
 def _hugepage_switch():
     """numpy's runtime switch of that advice (returns the previous setting), or None where absent."""
-    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
-        module = sys.modules.get(name)
-        if module is None:
-            try:
-                module = __import__(name, fromlist=["_set_madvise_hugepage"])
-            except ImportError:
-                continue
-        switch = getattr(module, "_set_madvise_hugepage", None)
-        if switch is not None:
-            return switch
-    return None
+    from numpy._core import multiarray  # (numpy >= 2, requirements.txt)
+    return getattr(multiarray, "_set_madvise_hugepage", None)
 
 
 def hugepage_advice() -> bool | None:
