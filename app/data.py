@@ -293,13 +293,36 @@ def remove_user_entry(kind: str, ident: str) -> None:
     user_entries.remove_from_session(kind, ident)
 
 
+# planning.configurations' columns that no page built on it reads (Overview, Feasibility, Budget planner, Cost per
+# fit, and the planning functions they call: cheapest, cost_per_fit, budget_plan): left out of the frame the cache
+# keeps. A server keeps up to 24 of these frames; what they hold is new memory at every sidebar change, and its page
+# faults were a fifth of a Budget change (docs/performance.md, sessions 25 and 26). The command line keeps every
+# column (`python -m engine sweep`). tests/test_page_columns.py: no page names one of them, and each of those pages
+# shows the same with and without them.
+NOT_ON_PAGES = (
+    *planning.PHASE_COLUMNS,  # the per-phase totals (the Breakdown page, which estimates its own row)
+    # the card's catalog facts the pages take from the GPU table instead (gpu_name, gpu_vendor, gpu_cloud_date and
+    # gpu_cloud_source stay: Overview and Feasibility read them from these rows)
+    "gpu_segment", "gpu_memory_gb", "gpu_price_usd", "gpu_cloud_usd_per_hour", "gpu_price_date", "gpu_price_source",
+    # the one-card estimate's parts beside the one-card verdict and share (one_gpu_fits, one_gpu_memory_used_fraction)
+    "one_gpu_peak_bytes", "one_gpu_weights_bytes", "one_gpu_kv_cache_bytes", "kv_cache_context_bytes",
+    # one scenario's detail (the Breakdown page and `estimate`)
+    "allocator_cached_bytes", "autocast_copies_bytes", "optimizer_temp_bytes", "paged_optimizer_bytes", "cpu_bytes",
+    "model_states_bytes", "capacity_bytes", "fits_at_estimate", "safe_peak_bytes", "verdict_margin_pct",
+    "trainable_params", "vision_params", "prompt_tokens", "mfu", "bandwidth_efficiency",
+)
+
+
 @planner_cache(max_entries=24, show_spinner="Estimating every model × GPU…")
 def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int, condition: str = "new") -> pd.DataFrame:
-    """planning.configurations; `condition` (new | used | either) prices the whole systems (system_usd)."""
+    """planning.configurations without NOT_ON_PAGES; `condition` (new | used | either) prices the whole systems
+    (system_usd)."""
     frame = planning.plans_frame(plan_map, model=list(model_ids), gpu=list(gpu_ids))
-    return planning.configurations(frame, models, gpus, max_gpus=max_gpus, rules=shipped("compatibility"),
+    full = planning.configurations(frame, models, gpus, max_gpus=max_gpus, rules=shipped("compatibility"),
                                    hosts=shipped("hosts"), condition=condition)
+    # a copy, so that the dropped columns' memory goes back (a frame without them could still view the result's blocks)
+    return full.drop(columns=[c for c in NOT_ON_PAGES if c in full.columns]).copy(deep=True)
 
 
 @planner_cache(max_entries=24, show_spinner=False)
