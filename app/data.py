@@ -296,13 +296,14 @@ def remove_user_entry(kind: str, ident: str) -> None:
 # planning.configurations' columns that no page built on it reads (Overview, Feasibility, Budget planner, Cost per
 # fit, and the planning functions they call: cheapest, cost_per_fit, budget_plan): left out of the frame the cache
 # keeps. A server keeps up to 24 of these frames; what they hold is new memory at every sidebar change, and its page
-# faults were a fifth of a Budget change (docs/performance.md, sessions 25 and 26). The command line keeps every
-# column (`python -m engine sweep`). tests/test_page_columns.py: no page names one of them, and each of those pages
+# faults were a fifth of a Budget change (docs/performance.md, sessions 25 and 26). The command line calls
+# planning.configurations itself (`python -m engine budget`, planner/procurement.py) and keeps every column.
+# tests/test_page_columns.py: no page names one of them, and each of those pages
 # shows the same with and without them.
 NOT_ON_PAGES = (
     *planning.PHASE_COLUMNS,  # the per-phase totals (the Breakdown page, which estimates its own row)
-    # the card's catalog facts the pages take from the GPU table instead (gpu_name, gpu_vendor, gpu_cloud_date and
-    # gpu_cloud_source stay: Overview and Feasibility read them from these rows)
+    # the card's catalog facts no page reads from these rows (gpu_name, gpu_vendor, gpu_cloud_date and gpu_cloud_source
+    # stay: Cost per fit and Overview read them here)
     "gpu_segment", "gpu_memory_gb", "gpu_price_usd", "gpu_cloud_usd_per_hour", "gpu_price_date", "gpu_price_source",
     # the one-card estimate's parts beside the one-card verdict and share (one_gpu_fits, one_gpu_memory_used_fraction)
     "one_gpu_peak_bytes", "one_gpu_weights_bytes", "one_gpu_kv_cache_bytes", "kv_cache_context_bytes",
