@@ -43,7 +43,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from engine.params import architecture_counts
+from engine.params import LINEAR_ATTENTION_FIELDS, architecture_counts
 from engine.scenarios import CHOICES as SCENARIO_CHOICES
 from engine.scenarios import INT_RANGES, PRECISIONS
 
@@ -503,8 +503,7 @@ def check_model(m: dict, file: str) -> None:
             raise CatalogError(file, label, "linear_attention_layers",
                                f"must be below num_layers ({m['num_layers']}: at least one full-attention layer), "
                                f"got {m['linear_attention_layers']}")
-        for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-                    "linear_conv_kernel_dim"):
+        for key in LINEAR_ATTENTION_FIELDS:
             if not m.get(key, 0):
                 raise CatalogError(file, label, key, "is required (> 0) for a model with linear-attention layers")
         if m["linear_num_value_heads"] % m["linear_num_key_heads"]:

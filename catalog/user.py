@@ -333,10 +333,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             arch["expert_intermediate_size"] = ffn  # each expert's width is intermediate_size
         else:
             arch["expert_intermediate_size"] = _count(cfg, "moe_intermediate_size", file, None, low=1)
-        if model_type == "qwen2_moe":  # Qwen2MoeSparseMoeBlock: one shared expert and its sigmoid gate
-            arch["shared_intermediate_size"] = _count(cfg, "shared_expert_intermediate_size", file, 0)
-            arch["shared_expert_gate"] = arch["shared_intermediate_size"] > 0
-        if model_type in ("qwen3_next", "qwen3_5_moe_text"):  # Qwen3NextSparseMoeBlock: a shared expert and its sigmoid gate
+        # one shared expert and its sigmoid gate (Qwen2MoeSparseMoeBlock, Qwen3NextSparseMoeBlock)
+        if model_type in ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):
             arch["shared_intermediate_size"] = _count(cfg, "shared_expert_intermediate_size", file, 0)
             arch["shared_expert_gate"] = arch["shared_intermediate_size"] > 0
         if model_type in ("qwen2_moe", "qwen3_moe", "qwen3_next"):

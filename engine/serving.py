@@ -1315,7 +1315,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     kv_given = pd.to_numeric(req["kv_cache_memory_bytes"], errors="coerce").to_numpy(float)
     pinned = is_vllm & ~np.isnan(kv_given)
     kv_vllm = np.where(pinned, kv_given, kv_vllm)
-    pinned_oom = pinned & (peak_vllm + np.nan_to_num(kv_given) > free_at_start)
+    pinned_used = peak_vllm + np.nan_to_num(kv_given)  # what a pinned plan holds per GPU
+    pinned_oom = pinned & (pinned_used > free_at_start)
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
     kv_hf = free_at_start - w_gpu_full - non_torch - activation - mask_held
     kv_hf = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0, kv_hf)  # the mask is built before the cache
@@ -1393,7 +1394,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
-    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, np.where(pinned, peak_vllm + np.nan_to_num(kv_given), budget)))
+    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, np.where(pinned, pinned_used, budget)))
     # vLLM and MLC-LLM ask for their share of the card's total: they do not start where less is free
     # (with --kv-cache-memory-bytes the share is still checked at start, vllm/v1/worker/utils.py request_memory, and
     # the weights, activation peak, non-torch memory and the pinned cache must fit in what is free)
@@ -1593,8 +1594,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     tp = out["gpus"].astype(int).astype(str)
     kv = out["kv_precision"].astype(str)
     vllm = ("vllm serve " + hf + " --max-model-len " + out["max_model_len"].astype(int).astype(str)
-            + np.where(out["kv_cache_memory_bytes"].notna() if "kv_cache_memory_bytes" in out else False,
-                       " --kv-cache-memory-bytes " + out.get("kv_cache_memory_bytes", pd.Series(0.0, index=out.index)).fillna(0).astype("int64").astype(str),
+            + np.where(out["kv_cache_memory_bytes"].notna(),
+                       " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),
                        " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str))
             + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")

@@ -138,8 +138,9 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     unmodelled = not_modelled(frame, models) & ~(long_rows | deep_rows)
     names = lambda rows: list(dict.fromkeys(frame.loc[rows, "model"].astype(str))) if rows.any() else []  # noqa: E731
     left_out, too_deep, hybrid = names(long_rows), names(deep_rows), names(unmodelled)
-    if (long_rows | deep_rows | unmodelled).any():
-        frame = frame[~(long_rows | deep_rows | unmodelled)].reset_index(drop=True)
+    dropped = long_rows | deep_rows | unmodelled
+    if dropped.any():
+        frame = frame[~dropped].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
     result.attrs["beyond_context"] = left_out
     result.attrs["beyond_layers"] = too_deep

@@ -16,6 +16,7 @@ from engine.serving import (
     ENGINES,
     GGUF_ENGINES,
     MOE_EXPERT_EFFICIENCY,
+    SGLANG_MAMBA_FULL_MEMORY_RATIO,
     TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
@@ -294,7 +295,8 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         block = row.get("kv_block_tokens")
         how = {"vllm": (f"vLLM pages each state beside the attention pages, its attention block raised to "
                         f"{int(block)} tokens (vLLM 0.10.2 on)" if block is not None and np.isfinite(block) else ""),
-               "sglang": "SGLang gives 0.9 / 1.9 of its budget to a Mamba pool of these states, the rest to the tokens"}
+               "sglang": (f"SGLang gives {SGLANG_MAMBA_FULL_MEMORY_RATIO:g} / {1 + SGLANG_MAMBA_FULL_MEMORY_RATIO:g} of its budget "
+                          "to a Mamba pool of these states, the rest to the tokens")}
         lines.insert(1, f"  hybrid linear attention: {int(linear)} of {int(row['total_layers'])} layers keep a fixed state "
                         "per request instead of a KV cache" + (f"; {how[row['engine']]}" if how.get(row["engine"]) else ""))
     if isinstance(row.get("draft_model"), str):
