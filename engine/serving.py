@@ -340,7 +340,10 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
     memory_mib = np.asarray(memory_mib, float)
     if reserved_mib is None:
         reserved_mib = sglang_reserved_mib(memory_mib, tp, mla, llama2, standalone_draft)
-    from_memory = np.round((memory_mib - reserved_mib) / memory_mib, 3) * sglang_vlm_factor(vision_params)
+    # (a reserve larger than the card, e.g. a STANDALONE draft's 6 GiB on an 8 GiB card, gives SGLang a negative
+    # fraction, and it stops at start: model_runner.py profile_max_num_token finds no room, "Not enough memory". At
+    # most 0 here: the same verdict, nothing for the weights and the KV pool, and no negative bytes.)
+    from_memory = np.maximum(np.round((memory_mib - reserved_mib) / memory_mib, 3), 0.0) * sglang_vlm_factor(vision_params)
     return np.where(by_memory, from_memory, by_tp)
 
 

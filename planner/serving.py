@@ -280,7 +280,9 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         why = {"given": "as given",
                "tp": "its default by the tensor-parallel size, before 0.5.3",
                "memory": f"its default: the card's {row['usable_bytes'] / 2**20:,.0f} MiB less "
-                         f"{row['engine_reserved_bytes'] / 2**20:,.0f} MiB kept for activations and CUDA graphs"}[row["fraction_basis"]]
+                         f"{row['engine_reserved_bytes'] / 2**20:,.0f} MiB kept for activations and CUDA graphs"
+                         + (": nothing is left for the weights and the KV pool, and SGLang stops at start (Not enough "
+                            "memory)" if row["engine_reserved_bytes"] >= row["usable_bytes"] else "")}[row["fraction_basis"]]
         lines.insert(1, f"  SGLang, {version}: mem-fraction-static {row['gpu_memory_utilization']:.3f} ({why}); "
                         "--engine-version X.Y.Z for another version")
     window = row.get("kv_window_tokens")

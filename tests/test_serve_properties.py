@@ -99,3 +99,21 @@ def test_a_longer_context_never_holds_more_requests(models, gpus):
     worse = np.diff(conc, axis=1) > 1e-9
     assert not worse.any(), (f"seed={seed}: {kept[int(np.argmax(worse.any(axis=1)))]} holds more requests at a longer "
                              f"context: {conc[int(np.argmax(worse.any(axis=1)))].tolist()}")
+
+
+def test_a_reserve_larger_than_the_card_gives_sglang_no_room_not_negative_bytes(models, gpus):
+    """Found by this search (seed 3668949637250939106): SGLang's default mem_fraction_static on an 8 GiB card at TP 8
+    with a STANDALONE draft model is (8,192 - 11,104 MiB reserved) / 8,192 < 0, which gave a budget, and the memory
+    used, of -2.84 GiB. SGLang stops at start there (no room for weights and KV); the fraction is now 0, every byte
+    figure >= 0, and the request does not fit."""
+    req = {"model": "qwen3-32b", "gpu": "rtx-3060-ti", "engine": "sglang", "precision": "fp16",
+           "max_model_len": 131072, "gpus": 8, "max_num_seqs": 1, "draft_model": "deepseek-r1-distill-qwen-1.5b"}
+    row = S.serve(pd.DataFrame([req]), models, gpus).iloc[0]
+    assert row["engine_reserved_bytes"] > row["usable_bytes"]  # the case: the reserve alone exceeds the card
+    assert row["gpu_memory_utilization"] == 0.0
+    for col in BYTE_COLUMNS:
+        assert np.isfinite(row[col]) and row[col] >= 0, (col, row[col])
+    assert not row["fits"] and row["max_concurrency"] == 0
+    # the same card without the draft keeps its positive default (the clamp changes only the impossible case)
+    alone = S.serve(pd.DataFrame([{k: v for k, v in req.items() if k != "draft_model"}]), models, gpus).iloc[0]
+    assert 0 < alone["gpu_memory_utilization"] < 1
