@@ -25,6 +25,7 @@ from app.data import (  # noqa: F401
                       memory_curve,
                       merged_frames,
                       remove_user_entry,
+                      serving_evidence,
                       shipped,
                       shipped_ids,
                       subset,

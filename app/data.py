@@ -446,6 +446,14 @@ def evidence(models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return evidence_table(shipped("references"), models, gpus)
 
 
+@planner_cache(max_entries=2, show_spinner="Comparing with every published serving run…")
+def serving_evidence() -> pd.DataFrame:
+    """catalog/serving_measurements.yaml beside the serving model (shipped models and cards only: every
+    measurement names a shipped model, and its card is described by the row's own figures)."""
+    from planner.serving_evidence import serving_evidence_table  # lazy: the Evidence page's alone
+    return serving_evidence_table(models=shipped("models"), gpus=shipped("gpus"))
+
+
 @planner_cache(max_entries=8, show_spinner=False)
 def tier_checks(train: dict, models: pd.DataFrame, gpus: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
     return planning.tier_checks(shipped("references"), train, models, gpus, max_gpus=max_gpus,

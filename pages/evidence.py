@@ -17,115 +17,224 @@ c.page_header("Evidence", "Every published figure we know for these models (meas
               "source articles' claims) beside the engine's estimate for the same setup, with the error and the "
               "source. Measurements are the test; claims are shown to be checked, not trusted.")
 
-ev = c.guard(c.evidence, models, gpus)
-# issue 26: the user's own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md), listed with the published
-# ones and marked "yours"; the hit rates above the table stay the published references'
-from planner.ingest import IngestError, load_runs, user_evidence_rows  # noqa: E402
-
-try:
-    mine = user_evidence_rows(models, gpus, load_runs())
-except IngestError as exc:
-    st.warning(f"{exc}; your runs are left out")
-    mine = ev.iloc[:0]
-rows = pd.concat([ev, mine], ignore_index=True) if len(mine) else ev
-KIND_LABELS = {"measured": "measured", "estimate": "others' estimate", "claim": "claim (source articles etc.)"}
-
-with st.container(border=True):
-    e1, e2, e3 = st.columns([2, 2, 1])
-    kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
-    metrics = sorted(rows["metric"].astype(str).unique())
-    chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
-    outside = e3.checkbox("Only outside ±10%", key="ev_outside")
-    query = st.text_input("Search (id, model, source, notes)", key="ev_search")
-
-summary = st.columns(4)
-for col, kind in zip(summary, KIND_LABELS):
-    part = ev[(ev["kind"] == kind) & ev["error_pct"].notna()]
-    col.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
-               help="References with an estimate whose error is at most 10%.")
-mem_hits, mem_total = memory_hit_rate(ev)
-worst_id, worst_err = worst_underestimate(ev)
-summary[3].metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_total}",
-                  f"worst under: {worst_err:+.1f}%" if worst_id else "none under", delta_color="off", delta_arrow="off",
-                  help="Measured memory figures (each on its own counter: allocated, reserved or whole process), "
-                       "against the target of at least 85% within ±15% and none under by more than 10%"
-                       + (f"; the furthest under is {worst_id}." if worst_id else "."))
-
-if len(mine):
-    st.caption(f"{len(mine)} figures from your own runs (ingest --save) are in the table, marked \"yours\" in Whose; "
-               "the counts above are the published references'.")
-shown = rows[rows["kind"].isin(kinds) & rows["metric"].astype(str).isin(chosen_metrics)]
-if outside:
-    shown = shown[~shown["within_10pct"].astype(bool)]
-if query:
-    text = shown[["id", "model", "source", "setup_note", "explanation"]].astype(str)
-    hit = np.zeros(len(shown), dtype=bool)
-    for col in text.columns:  # a handful of columns, each searched whole
-        hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
-    shown = shown[hit]
-
-if shown.empty:
-    st.info("No reference matches the filters.")
-    st.stop()
-
-error = shown["error_pct"].astype(float)
-finite_error = error.where(np.isfinite(error))  # inf: our count is beyond the engine's limit (note)
-note = shown["estimate_note"].astype(str) if "estimate_note" in shown else pd.Series("", index=shown.index)
-chart = pd.DataFrame({"id": shown["id"].astype(str), "error": error.clip(-300, 300),
-                      "raw": finite_error, "kind": shown["kind"].map(KIND_LABELS),
-                      "model": shown["model"].astype(str).map(names), "note": note}).dropna(subset=["error"])
+SERVING_METRICS = {"decode_tokens_per_s": "decode speed, batch 1 (tokens/s)",
+                   "prefill_tokens_per_s": "prefill speed (tokens/s)",
+                   "kv_cache_available_gib": "KV budget at start-up (GiB)"}
+ROLE_LABELS = {"holdout": "held out (the accuracy)", "fit": "fit (set a constant)"}
 
 
 @c.chart
-def _errors_chart(chart: pd.DataFrame):
-    band = alt.Chart(pd.DataFrame({"lo": [-10], "hi": [10]})).mark_rect(opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
-    bars = alt.Chart(chart).mark_bar().encode(
-        x=alt.X("error:Q", title="Our estimate vs published (%; clipped at ±300)"),
-        y=alt.Y("id:N", sort=alt.EncodingSortField("error", order="ascending"), title=None,
-                axis=alt.Axis(labelLimit=300, labelOverlap=False)),
-        color=alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=list(KIND_LABELS.values()),
-                                                                range=["#16a34a", "#2563eb", "#f59e0b"])),
-        tooltip=[alt.Tooltip("id:N", title="Reference"), alt.Tooltip("model:N", title="Model"),
-                 alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("note:N", title="Ours"),
-                 alt.Tooltip("kind:N", title="Kind")],
+def _serving_chart(points: pd.DataFrame, tolerance: float):
+    band = alt.Chart(pd.DataFrame({"lo": [-tolerance], "hi": [tolerance]})).mark_rect(
+        opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
+    dots = alt.Chart(points).mark_point(filled=True, size=60, opacity=0.8).encode(
+        x=alt.X("error:Q", title="Ours vs published (%; clipped at ±150)"),
+        y=alt.Y("engine:N", title=None),
+        color=alt.Color("metric:N", title="Metric"),
+        shape=alt.Shape("role:N", title="Role"),
+        tooltip=[alt.Tooltip("id:N", title="Run"), alt.Tooltip("gpu:N", title="GPU"),
+                 alt.Tooltip("model:N", title="Model"), alt.Tooltip("published:Q", title="Published", format=",.2f"),
+                 alt.Tooltip("ours:Q", title="Ours", format=",.2f"), alt.Tooltip("raw:Q", title="Error (%)", format="+.1f")],
     )
-    return (band + bars).properties(height=alt.Step(15))
+    return (band + dots).properties(height=alt.Step(40))
 
 
-if len(chart):
-    _errors_chart(chart, width="stretch")
-    st.caption("Green band: ±10%, the tolerance against measurements. Positive: we estimate more than published.")
+def _serving_tab() -> None:
+    """The serving engines' published runs (catalog/serving_measurements.yaml) beside the serving model."""
+    from planner.serving_evidence import SPEED_METRICS, SPEED_TARGET_SHARE, SPEED_TOLERANCE_PCT
 
-view = pd.DataFrame({
-    "Reference": shown["id"].astype(str),
-    "Kind": shown["kind"].map(KIND_LABELS),
-    "Model": shown["model"].astype(str).map(names),
-    "Metric": shown["metric"].astype(str),
-    "Counter": shown["counter"].astype(str) if "counter" in shown else "",
-    "Published": shown["reference"].astype(float),
-    "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
-    "Unit": shown["unit"].astype(str),
-    "Per GPU": shown["per_gpu"].astype(bool),
-    "Error (%)": finite_error,
-    "Within ±10%": shown["within_10pct"].astype(bool),
-    "Source": shown["source"].astype(str),
-    "Whose": (shown["source_kind"].astype(str).replace({"user": "yours"}) if "source_kind" in shown
-              else "published"),
-    "URL": shown["url"].astype(str),
-    "Setup": shown["setup_note"].astype(str),
-    "Why it differs": np.where(note != "", "Ours: " + note + ". " + shown["explanation"].astype(str),
-                               shown["explanation"].astype(str)),
-})
-view["Why it differs"] = view["Why it differs"].str.rstrip()
-c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
-                                         only_outside=outside, search=query),
-        formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
-        help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
-              "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
-                         "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "
-                         "process as nvidia-smi shows it (+ the CUDA context, NCCL); ours is taken apart the same way.",
-              "Whose": "published: a figure from a paper, README, doc or log; yours: a run you added yourself "
-                       "(llm-planner ingest FILE --gpu ID --save, docs/ingest.md).",
-              "Ours": "Empty where the engine has no figure; 'Why it differs' then says why (e.g. no GPU count up "
-                      "to the engine's limit holds it).",
-              "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})
+    sv = c.guard(c.serving_evidence)
+    st.caption("Batch-1 decode and prefill speeds (llama-bench, the engines' own benchmarks) and the KV budgets "
+               "vLLM and SGLang print at start-up, each beside the serving model's figure for the same run "
+               "(`serve`; docs/serving.md). Ours is computed from the run's own card figures (its memory "
+               "bandwidth, TFLOPS, the total memory its log printed), so this checks the serving model, not "
+               "the catalog's cards. A fit row set one of the model's constants; a held-out row set none, so "
+               "its error is the accuracy.")
+    held = sv[sv["role"] == "holdout"]
+    speed = held[held["metric"].isin(SPEED_METRICS)]
+    kv = held[held["metric"] == "kv_cache_available_gib"]
+    m1, m2, m3 = st.columns(3)
+    within = int((speed["error_pct"].abs() <= SPEED_TOLERANCE_PCT).sum())
+    m1.metric(f"Held-out speed figures: within ±{SPEED_TOLERANCE_PCT:.0f}%", f"{within} of {len(speed)}",
+              help=f"Batch-1 decode and prefill speeds no constant was fitted on; the target is at least "
+                   f"{SPEED_TARGET_SHARE:.0%} within ±{SPEED_TOLERANCE_PCT:.0f}%.")
+    m2.metric("Held-out speed: median |error|", f"{speed['error_pct'].abs().median():.1f}%" if len(speed) else "—")
+    m3.metric("Held-out KV budgets: median |error|", f"{kv['error_pct'].abs().median():.1f}%" if len(kv) else "—",
+              f"{len(kv)} start-up logs", delta_color="off", delta_arrow="off",
+              help="vLLM's 'Available KV cache memory' and SGLang's KV pool, against the engine's memory model "
+                   "at the log's own settings (gpu_memory_utilization, max_num_seqs, max_model_len, version).")
+    with st.container(border=True):
+        f1, f2, f3 = st.columns(3)
+        metric_names = [m for m in SERVING_METRICS if m in set(sv["metric"])]
+        metrics = f1.multiselect("Metric", metric_names, default=metric_names, format_func=SERVING_METRICS.get,
+                                 key="sv_metric")
+        engines = sorted(sv["engine"].astype(str).unique())
+        chosen_engines = f2.multiselect("Engine", engines, default=engines, key="sv_engine")
+        roles = f3.multiselect("Role", list(ROLE_LABELS), default=list(ROLE_LABELS), format_func=ROLE_LABELS.get,
+                               key="sv_role")
+        query = st.text_input("Search (run, GPU, model, build, source)", key="sv_search")
+    shown = sv[sv["metric"].isin(metrics) & sv["engine"].isin(chosen_engines) & sv["role"].isin(roles)]
+    if query:
+        text = shown[["id", "gpu_name", "model_name", "build", "source", "setup_note"]].astype(str)
+        hit = np.zeros(len(shown), dtype=bool)
+        for col in text.columns:
+            hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
+        shown = shown[hit]
+    if shown.empty:
+        st.info("No serving run matches the filters.")
+        return
+    error = shown["error_pct"].astype(float)
+    points = pd.DataFrame({"id": shown["id"], "engine": shown["engine"], "gpu": shown["gpu_name"],
+                           "model": shown["model_name"], "metric": shown["metric"].map(SERVING_METRICS),
+                           "role": shown["role"].map(ROLE_LABELS), "published": shown["reference"],
+                           "ours": shown["estimate"], "error": error.clip(-150, 150),
+                           "raw": error}).dropna(subset=["error"])
+    if len(points):
+        _serving_chart(points, SPEED_TOLERANCE_PCT, width="stretch")
+        st.caption(f"Green band: ±{SPEED_TOLERANCE_PCT:.0f}%, the speed target. Positive: we estimate more than "
+                   "the run measured.")
+    view = pd.DataFrame({
+        "Run": shown["id"].astype(str),
+        "Role": shown["role"].map(ROLE_LABELS),
+        "Engine": shown["engine"].astype(str),
+        "Build / version": shown["build"].astype(str),
+        "Backend": shown["backend"].astype(str),
+        "GPU": shown["gpu_name"].astype(str),
+        "Model": shown["model_name"].astype(str),
+        "Metric": shown["metric"].map(SERVING_METRICS),
+        "Published": shown["reference"].astype(float),
+        "Ours": shown["estimate"].astype(float),
+        "Error (%)": error,
+        f"Within ±{SPEED_TOLERANCE_PCT:.0f}%": shown["within_35pct"].astype(bool),
+        "Date": shown["date"].astype(str),
+        "Source": shown["source"].astype(str),
+        "URL": shown["url"].astype(str),
+        "Setup": shown["setup_note"].astype(str),
+    })
+    c.table(view, "serving_evidence",
+            c.csv_settings(page="evidence (serving engines)", metrics=",".join(metrics), engines=",".join(chosen_engines),
+                           roles=",".join(roles), search=query),
+            formats={"Published": "%.2f", "Ours": "%.2f", "Error (%)": "%+.1f%%"}, links=("URL",),
+            help={"Role": "fit: the run set one of the serving model's constants (benchmarks/serving_accuracy.py "
+                          "--fit refits them); held out: it set nothing, so its error is the model's accuracy.",
+                  "Ours": "The serving model's figure for the run, from the run's own card figures and settings.",
+                  "Build / version": "The engine build or version as the source prints it."})
+
+
+tab_refs, tab_serving = st.tabs(["Training and memory references", "Serving engines (speed, KV budget)"])
+with tab_serving:  # (drawn first: the references' tab may stop the script when no row matches its filters)
+    _serving_tab()
+
+with tab_refs:
+    ev = c.guard(c.evidence, models, gpus)
+    # issue 26: the user's own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md), listed with the published
+    # ones and marked "yours"; the hit rates above the table stay the published references'
+    from planner.ingest import IngestError, load_runs, user_evidence_rows  # noqa: E402
+
+    try:
+        mine = user_evidence_rows(models, gpus, load_runs())
+    except IngestError as exc:
+        st.warning(f"{exc}; your runs are left out")
+        mine = ev.iloc[:0]
+    rows = pd.concat([ev, mine], ignore_index=True) if len(mine) else ev
+    KIND_LABELS = {"measured": "measured", "estimate": "others' estimate", "claim": "claim (source articles etc.)"}
+
+    with st.container(border=True):
+        e1, e2, e3 = st.columns([2, 2, 1])
+        kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
+        metrics = sorted(rows["metric"].astype(str).unique())
+        chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
+        outside = e3.checkbox("Only outside ±10%", key="ev_outside")
+        query = st.text_input("Search (id, model, source, notes)", key="ev_search")
+
+    summary = st.columns(4)
+    for col, kind in zip(summary, KIND_LABELS):
+        part = ev[(ev["kind"] == kind) & ev["error_pct"].notna()]
+        col.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
+                   help="References with an estimate whose error is at most 10%.")
+    mem_hits, mem_total = memory_hit_rate(ev)
+    worst_id, worst_err = worst_underestimate(ev)
+    summary[3].metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_total}",
+                      f"worst under: {worst_err:+.1f}%" if worst_id else "none under", delta_color="off", delta_arrow="off",
+                      help="Measured memory figures (each on its own counter: allocated, reserved or whole process), "
+                           "against the target of at least 85% within ±15% and none under by more than 10%"
+                           + (f"; the furthest under is {worst_id}." if worst_id else "."))
+
+    if len(mine):
+        st.caption(f"{len(mine)} figures from your own runs (ingest --save) are in the table, marked \"yours\" in Whose; "
+                   "the counts above are the published references'.")
+    shown = rows[rows["kind"].isin(kinds) & rows["metric"].astype(str).isin(chosen_metrics)]
+    if outside:
+        shown = shown[~shown["within_10pct"].astype(bool)]
+    if query:
+        text = shown[["id", "model", "source", "setup_note", "explanation"]].astype(str)
+        hit = np.zeros(len(shown), dtype=bool)
+        for col in text.columns:  # a handful of columns, each searched whole
+            hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
+        shown = shown[hit]
+
+    if shown.empty:
+        st.info("No reference matches the filters.")
+        st.stop()
+
+    error = shown["error_pct"].astype(float)
+    finite_error = error.where(np.isfinite(error))  # inf: our count is beyond the engine's limit (note)
+    note = shown["estimate_note"].astype(str) if "estimate_note" in shown else pd.Series("", index=shown.index)
+    chart = pd.DataFrame({"id": shown["id"].astype(str), "error": error.clip(-300, 300),
+                          "raw": finite_error, "kind": shown["kind"].map(KIND_LABELS),
+                          "model": shown["model"].astype(str).map(names), "note": note}).dropna(subset=["error"])
+
+
+    @c.chart
+    def _errors_chart(chart: pd.DataFrame):
+        band = alt.Chart(pd.DataFrame({"lo": [-10], "hi": [10]})).mark_rect(opacity=0.15, color="#16a34a").encode(x="lo:Q", x2="hi:Q")
+        bars = alt.Chart(chart).mark_bar().encode(
+            x=alt.X("error:Q", title="Our estimate vs published (%; clipped at ±300)"),
+            y=alt.Y("id:N", sort=alt.EncodingSortField("error", order="ascending"), title=None,
+                    axis=alt.Axis(labelLimit=300, labelOverlap=False)),
+            color=alt.Color("kind:N", title="Kind", scale=alt.Scale(domain=list(KIND_LABELS.values()),
+                                                                    range=["#16a34a", "#2563eb", "#f59e0b"])),
+            tooltip=[alt.Tooltip("id:N", title="Reference"), alt.Tooltip("model:N", title="Model"),
+                     alt.Tooltip("raw:Q", title="Error (%)", format="+.1f"), alt.Tooltip("note:N", title="Ours"),
+                     alt.Tooltip("kind:N", title="Kind")],
+        )
+        return (band + bars).properties(height=alt.Step(15))
+
+
+    if len(chart):
+        _errors_chart(chart, width="stretch")
+        st.caption("Green band: ±10%, the tolerance against measurements. Positive: we estimate more than published.")
+
+    view = pd.DataFrame({
+        "Reference": shown["id"].astype(str),
+        "Kind": shown["kind"].map(KIND_LABELS),
+        "Model": shown["model"].astype(str).map(names),
+        "Metric": shown["metric"].astype(str),
+        "Counter": shown["counter"].astype(str) if "counter" in shown else "",
+        "Published": shown["reference"].astype(float),
+        "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
+        "Unit": shown["unit"].astype(str),
+        "Per GPU": shown["per_gpu"].astype(bool),
+        "Error (%)": finite_error,
+        "Within ±10%": shown["within_10pct"].astype(bool),
+        "Source": shown["source"].astype(str),
+        "Whose": (shown["source_kind"].astype(str).replace({"user": "yours"}) if "source_kind" in shown
+                  else "published"),
+        "URL": shown["url"].astype(str),
+        "Setup": shown["setup_note"].astype(str),
+        "Why it differs": np.where(note != "", "Ours: " + note + ". " + shown["explanation"].astype(str),
+                                   shown["explanation"].astype(str)),
+    })
+    view["Why it differs"] = view["Why it differs"].str.rstrip()
+    c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
+                                             only_outside=outside, search=query),
+            formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
+            help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
+                  "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
+                             "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "
+                             "process as nvidia-smi shows it (+ the CUDA context, NCCL); ours is taken apart the same way.",
+                  "Whose": "published: a figure from a paper, README, doc or log; yours: a run you added yourself "
+                           "(llm-planner ingest FILE --gpu ID --save, docs/ingest.md).",
+                  "Ours": "Empty where the engine has no figure; 'Why it differs' then says why (e.g. no GPU count up "
+                          "to the engine's limit holds it).",
+                  "Why it differs": "Recorded with the reference (catalog/references.yaml) where the error exceeds 10%."})

@@ -241,6 +241,10 @@ def _new_parser(prog: str) -> Parser:
     ev = sub.add_parser("evidence", help="estimate vs every published reference")
     ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
                                                         "reference, estimate, unit, error_pct, recipe, explanation, ...)")
+    ev.add_argument("--serving", action="store_true",
+                    help="the serving engines' published runs instead: batch-1 decode and prefill speed and the "
+                         "KV budgets of vLLM / SGLang start-up logs, each beside the serving model's figure "
+                         "(fit rows set a constant, held-out rows are the accuracy; docs/serving.md)")
     ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
                                         "our estimate (docs/ingest.md)")
     ing.add_argument("file", help="the log, or a file holding the llm_planner_run JSON line of docs/ingest.md")
@@ -564,6 +568,8 @@ def cmd_catalog(args) -> int:
 
 def cmd_evidence(args) -> int:
     from catalog import default_catalog
+    if getattr(args, "serving", False):
+        return _serving_evidence(args, default_catalog())
     from planner.evidence import evidence_table, format_evidence
     cat = default_catalog()
     table = evidence_table(cat.references(), cat.models(), cat.gpus())
@@ -576,6 +582,17 @@ def cmd_evidence(args) -> int:
         print_json([{k: _jsonable(r[k]) for k in EVIDENCE_JSON_KEYS} for _, r in table.iterrows()])
         return 0
     print(format_evidence(table))
+    return 0
+
+
+def _serving_evidence(args, cat) -> int:
+    """`evidence --serving`: catalog/serving_measurements.yaml beside the serving model (planner/serving_evidence.py)."""
+    from planner.serving_evidence import SERVING_EVIDENCE_JSON_KEYS, format_serving_evidence, serving_evidence_table
+    table = serving_evidence_table(models=cat.models(), gpus=cat.gpus())
+    if getattr(args, "json", False):
+        print_json([{k: _jsonable(r[k]) for k in SERVING_EVIDENCE_JSON_KEYS} for _, r in table.iterrows()])
+        return 0
+    print(format_serving_evidence(table))
     return 0
 
 
