@@ -872,8 +872,9 @@ def _check_exllamav2(req: pd.DataFrame) -> None:
                          f"{', '.join(EXL_CACHE_BYTES)} (int8/fp8: its Q8 cache, int4: Q4)")
 
 
-def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
-    """fp8 / mxfp4 / nvfp4 only on the engines and GPUs that run them (FORMAT_ENGINES)."""
+def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
+    """(rows, message) for each way fp8 / mxfp4 / nvfp4 weights are refused: an engine that does not run the format
+    (FORMAT_ENGINES), a card it does not run on (FORMAT_REFUSED_BY_ENGINE, FORMAT_REFUSED_ARCHITECTURES, Apple)."""
     precision = req["precision"].astype(str)
     arch = req["gpu"].map(gpus.set_index("id")["architecture"]).fillna("").astype(str) if "architecture" in gpus \
         else pd.Series("", index=req.index)
@@ -883,16 +884,31 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
             continue
         bad = rows & ~req["engine"].isin(engines)
         if bad.any():
-            raise ValueError(f"precision {fmt!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
-                             f"{', '.join(engines)}")
+            yield bad, (f"precision {fmt!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
+                        f"{', '.join(engines)}")
         for engine in engines:
             refused = FORMAT_REFUSED_BY_ENGINE.get((fmt, engine), FORMAT_REFUSED_ARCHITECTURES[fmt])
             bad = rows & (req["engine"] == engine) & (arch.isin(refused) | arch.str.startswith("apple"))
             if bad.any():
-                raise ValueError(f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} "
-                                 f"({arch[bad].iloc[0]}) with engine {engine!r}; accepted: GPUs newer than "
-                                 f"{' and '.join(refused)} (catalog/gpus.yaml compatibility rules)"
-                                 + FORMAT_INSTEAD.get((fmt, engine), ""))
+                yield bad, (f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} "
+                            f"({arch[bad].iloc[0]}) with engine {engine!r}; accepted: GPUs newer than "
+                            f"{' and '.join(refused)} (catalog/gpus.yaml compatibility rules)"
+                            + FORMAT_INSTEAD.get((fmt, engine), ""))
+
+
+def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """fp8 / mxfp4 / nvfp4 only on the engines and GPUs that run them (FORMAT_ENGINES)."""
+    for _, message in _format_refusals(req, gpus):
+        raise ValueError(message)
+
+
+def formats_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
+    """Per request: its fp8 / mxfp4 / nvfp4 weights are refused by its engine or card (the requests serve() would
+    refuse for their format; a search over cards leaves them out, planner/serving.py cheapest)."""
+    out = np.zeros(len(req), dtype=bool)
+    for rows, _ in _format_refusals(req, gpus):
+        out |= rows.to_numpy(bool)
+    return out
 
 
 def vllm_version(text) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ from engine.serving import (
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
     exl2_bits,
+    formats_refused,
     serve,
     tensor_parallel_accepted,
     vllm_version,
@@ -122,6 +123,10 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     arch = models.set_index("id").loc[model]
     tp_split = grid["engine"].isin(TP_SPLIT_ENGINES)
     grid = grid[~tp_split | tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], grid["gpus"])]
+    # fp8 / mxfp4 / nvfp4 only on the engines and cards that run them: a card the format does not run on is left
+    # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
+    grid = grid.reset_index(drop=True)
+    grid = grid[~formats_refused(grid, gpus)]
     grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
     if grid.empty:

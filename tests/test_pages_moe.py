@@ -141,3 +141,22 @@ def test_serving_page_uses_each_engines_own_share_and_counts_memory_in_use():
     refused = S.serve(pd.DataFrame([dict(model="llama-3.1-8b", gpu="rtx-4090", engine="vllm", precision="bf16",
                                          max_model_len=8192, gpu_memory_in_use_gib=3.0)]), models, gpus).iloc[0]
     assert refused.refused_at_start and before > 0 and shown("4090") == 0
+
+
+def test_serving_page_finds_the_cheapest_fp8_configuration_without_the_cards_that_refuse_fp8():
+    """An fp8 / mxfp4 / nvfp4 format runs on some cards only (engine/serving.py FORMAT_ENGINES and the refused
+    architectures): the search for the cheapest configuration leaves the others out. It used to ask every catalog
+    card, so one Apple card (fp8 is refused there) replaced the whole section by that card's error."""
+    at = open_app("pages/serving.py", {"model": "llama-3.1-8b", "task": "infer"})
+    for engine, fmt in (("vllm", "fp8"), ("sglang", "mxfp4"), ("vllm", "nvfp4")):
+        at.selectbox(key="srv_engine").set_value(engine).run()
+        at.selectbox(key=f"srv_precision_{engine}").set_value(fmt).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not [e.value for e in at.error], (engine, fmt, [e.value for e in at.error])
+        best = at.dataframe[-1].value  # the cheapest configurations' table, the page's last
+        assert len(best) and "GPU" in " ".join(best.columns), (engine, fmt, list(best.columns))
+    cards = default_catalog().gpus().set_index("id")
+    from planner.serving import cheapest
+    out = cheapest("llama-3.1-8b", 4, 8192, 10.0, 5.0, default_catalog().models(), default_catalog().gpus(),
+                   engines=("vllm",), precisions=("fp8",))
+    assert len(out) and not cards.loc[out["gpu"], "architecture"].astype(str).str.startswith("apple").any()
