@@ -15,6 +15,8 @@ Session state keys:
 
 from __future__ import annotations
 
+import math
+
 import datetime as _dt
 from dataclasses import dataclass, field
 
@@ -38,7 +40,7 @@ from engine.stacks import RECIPE_NAMES, SWITCHES
 class Field:
     key: str
     default: object
-    kind: str                 # choice | int | bool | multi | text
+    kind: str                 # choice | int | number (a finite float) | bool | multi | text
     options: tuple = field(default_factory=tuple)
     low: int | None = None
     high: int | None = None
@@ -64,6 +66,9 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("units", "GiB", "choice", ("GiB", "GB")),
     Field("budget", 10_000, "int", low=0, high=10**10),
     Field("budget_mode", "buy", "choice", ("buy", "cloud_hour", "cloud_job")),
+    # the renting modes' own figures: dollars per hour for all GPUs, and the hours one job runs
+    Field("budget_per_hour", 10.0, "number", low=0, high=10**6),
+    Field("job_hours", 24.0, "number", low=0.5, high=10**6),
     Field("condition", "either", "choice", ("either", "new", "used")),
     # issue 25: a model from the Hugging Face Hub or a file, as typed (the resolved row is never
     # in the URL: app/model_source.py reads it again from the text)
@@ -97,6 +102,14 @@ def _parse(field_: Field, text: str):
 
 
 def _parse_text(field_: Field, text: str):
+    if field_.kind == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a number") from None
+        if not (math.isfinite(value) and field_.low <= value <= field_.high):
+            raise ValueError(f"{field_.key}={text!r} ignored; accepted: {field_.low:g} to {field_.high:,}")
+        return value
     if field_.kind == "int":
         try:
             value = int(text)
@@ -133,6 +146,8 @@ def _as_param(field_: Field, value) -> str:
         return "1" if value else "0"
     if field_.kind == "multi":
         return ",".join(value)
+    if field_.kind == "number":
+        return f"{float(value):.10g}"  # 55, 2.5, 0.75: as typed, no trailing zeros
     return str(value)
 
 

@@ -46,14 +46,17 @@ with st.container(border=True):
     b1, b2, b3 = st.columns(3)
     hours = None
     if mode == "cloud_hour":
-        budget = b1.number_input("Budget ($ per hour, all GPUs)", min_value=0.0, value=10.0, step=1.0, key="bp_hourly")
+        budget = b1.number_input("Budget ($ per hour, all GPUs)", min_value=0.0, max_value=float(state.FIELDS["budget_per_hour"].high),
+                                 value=float(s["budget_per_hour"]), step=1.0, key="bp_hourly")
     else:
-        budget = b1.number_input("Budget ($)", min_value=0.0, value=float(s["budget"]), step=1_000.0, format="%.0f",
-                                 key="bp_budget",
+        budget = b1.number_input("Budget ($)", min_value=0.0, max_value=float(state.FIELDS["budget"].high),
+                                 value=float(s["budget"]), step=1_000.0, format="%.0f", key="bp_budget",
                                  help="The systems below count cards, a host per node (chassis, CPU, RAM, PSU) and the network; "
                                       "the tables further down count GPU prices only." if mode == "buy" else None)
         if mode == "cloud_job":
-            hours = b2.number_input("Hours the job runs", min_value=0.5, value=24.0, step=1.0, key="bp_hours")
+            hours = b2.number_input("Hours the job runs", min_value=float(state.FIELDS["job_hours"].low),
+                                    max_value=float(state.FIELDS["job_hours"].high), value=float(s["job_hours"]), step=1.0,
+                                    key="bp_hours")
     stretch = b3.slider("'A bit more' means up to (+%)", 10, 200, 50, step=10, key="bp_stretch")
     p1, p2 = st.columns([3, 1])
     chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="bp_plans")
@@ -61,8 +64,12 @@ with st.container(border=True):
     shown_gpus = c.gpu_filter(gpus, "bp")
 
 s["budget_mode"] = mode
-if mode != "cloud_hour":
+if mode == "cloud_hour":
+    s["budget_per_hour"] = float(budget)
+else:
     s["budget"] = round(budget)
+if hours is not None:
+    s["job_hours"] = float(hours)
 state.sync_url()
 
 c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))

@@ -325,6 +325,31 @@ def test_cloud_budget_per_job_uses_hours():
     assert "Job cost ($)" in feasible.columns and (feasible["Job cost ($)"] <= 100).all()
 
 
+def test_a_shared_budget_link_keeps_each_modes_figures():
+    """The renting modes' figures are in the URL too: the hourly budget was not, and the job's hours were not, so a
+    shared link came back at $10/h or 24 hours without a word (found by a QA pass over the pages)."""
+    at = open_app("pages/budget.py")
+    at.radio(key="bp_mode").set_value("cloud_hour").run()
+    at.number_input(key="bp_hourly").set_value(55.5).run()
+    assert at.query_params.get("budget_per_hour") == "55.5" and at.query_params.get("budget_mode") == "cloud_hour"
+    hourly = open_app("pages/budget.py", {k: at.query_params.get(k) for k in at.query_params.keys()})
+    assert hourly.radio(key="bp_mode").value == "cloud_hour" and hourly.number_input(key="bp_hourly").value == 55.5
+    at.radio(key="bp_mode").set_value("cloud_job").run()
+    at.number_input(key="bp_budget").set_value(3000.0).run()
+    at.number_input(key="bp_hours").set_value(100.0).run()
+    params = {k: at.query_params.get(k) for k in at.query_params.keys()}
+    assert params["job_hours"] == "100" and params["budget"] == "3000" and params["budget_per_hour"] == "55.5"
+    job = open_app("pages/budget.py", params)
+    assert job.number_input(key="bp_hours").value == 100.0 and job.number_input(key="bp_budget").value == 3000.0
+    # a figure the URL refuses is one the widget refuses too: the budget field's bound is the widget's maximum
+    from app.state import FIELDS
+    assert job.number_input(key="bp_budget").max == FIELDS["budget"].high
+    bad = open_app("pages/budget.py", {"budget_mode": "cloud_hour", "budget_per_hour": "-3", "job_hours": "nan"})
+    notes = " ".join(shown(str(w.value)) for w in bad.warning)
+    assert "budget_per_hour='-3' ignored" in notes and "job_hours='nan' ignored" in notes
+    assert bad.radio(key="bp_mode").value == "cloud_hour"  # the rest of the link still applies
+
+
 def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     at = open_app("pages/breakdown.py")
     at.selectbox(key="w_method").set_value("full").run()
