@@ -56,7 +56,7 @@ k3.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['se
           delta_arrow="off",
           help="Sequences per GPU that still fit at this sequence length (0: not even one).")
 # the unit goes in the label: a 5-column metric cuts a long value ("4,383 tok…")
-k4.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch'])}", delta_color="off",
+k4.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
           delta_arrow="off",
           help="Tokens per sequence that still fit at this micro-batch.")
 k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
@@ -210,5 +210,7 @@ def _curve_chart(cdata: pd.DataFrame, batch_order: list, usable: float, u: str):
 
 
 _curve_chart(cdata, [str(b) for b in batches], usable, u, width="stretch")
-st.caption(f"Red line: usable memory of one {md_escape(gnames.get(s['gpu'], s['gpu']))}. Up to the model's context of "
-           f"{ctx:,} tokens.")
+st.caption(f"Red line: usable memory of one {md_escape(gnames.get(s['gpu'], s['gpu']))}. "
+           + (f"Up to the model's context of {ctx:,} tokens." if top == ctx else
+              f"Up to the sequence asked, {top:,} tokens, beyond the model's context of {ctx:,} (sequences beyond a "
+              "model's context allowed)."))

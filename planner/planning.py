@@ -730,7 +730,7 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         if batch > 1:
             out.append(("Micro-batch 1", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
             if batch // 2 > 1:
-                out.append((f"Micro-batch {batch // 2}", {"batch": batch // 2}, 3,
+                out.append((f"Micro-batch {batch // 2:,}", {"batch": batch // 2}, 3,
                             "gradient accumulation keeps the effective batch"))
         if seq >= 256:
             out.append((f"Sequence {seq // 2:,}", {"seq": seq // 2}, 3, "shorter training samples"))
