@@ -299,6 +299,11 @@ def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = Tru
         if not ID_RE.match(args.model):
             raise CliError(f"model id {show(args.model)} is not accepted for --model-config; accepted: lower-case "
                            "letters, digits, '.' and '-', up to 64 characters, starting with a letter or digit")
+        if args.model in set(catalog_models["id"]):
+            # (the file's model under a catalog id: every figure would be the file's, labelled as the catalog model's)
+            raise CliError(f"model id {show(args.model)} is a catalog model; --model names the model of "
+                           f"{'--model-file' if model_file else '--model-config'}: accepted: a new id (lower-case "
+                           "letters, digits, '.' and '-'), or leave --model out to use the file's own name")
         record["id"] = args.model
     args.model = record["id"]
     frame = pd.DataFrame([record])
@@ -368,6 +373,9 @@ def _print_export(export, row) -> int:
 def cmd_check(args) -> int:
     """`check`: one line (planner/check.py), exit status 0 fits, 1 does not fit (2: bad input, main)."""
     from planner.check import exit_code, verdict_line
+    if not (args.gpu or "").strip():  # (estimate takes an empty --gpu as none; a fit needs a card)
+        raise CliError(f"gpu {args.gpu!r} is not accepted; accepted: a catalog GPU id (python -m engine catalog gpus), "
+                       "e.g. h100-sxm-80gb, rtx-4090: check answers whether the scenario fits on it")
     cat, models, gpus, request, frame = _estimate_one(args)
     row = frame.iloc[0]
     verdict = _compatibility(frame.iloc[:1], gpus, cat)
@@ -528,7 +536,9 @@ def cmd_budget(args) -> int:
                                      tco={k: getattr(args, k) for k in procurement.TCO_KEYS})
     if args.json:
         data = {"settings": result["settings"], "rows": procurement.rows_json(result["rows"]),
-                "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"]}
+                "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"],
+                # training rows the engine does not model (a linear-attention model): named, not "out of reach"
+                "not_modelled": result["not_modelled"]}
         if args.one_purchase:
             data["purchase"] = result["purchase"]
         print_json(data)

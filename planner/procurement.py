@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine import columns
 from engine.scenarios import grid
 from planner import planning
 from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
@@ -137,8 +138,9 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
-    configs = planning.configurations(_frame(pairs, gpu_ids, headroom, tco), models, gpus, max_gpus=max_gpus, rules=rules,
-                                      hosts=hosts, condition=condition)
+    asked = _frame(pairs, gpu_ids, headroom, tco)
+    configs = planning.configurations(asked, models, gpus, max_gpus=max_gpus, rules=rules, hosts=hosts,
+                                      condition=condition)
     ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)
     costs = system_costs(configs, gpus, hosts, condition)
     speed = _speed(configs)
@@ -158,9 +160,21 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
     settings = {"condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
-                "tco": {k: planning_json(float(pd.to_numeric(configs[k]).iloc[0]))
-                        for k in TCO_KEYS if k in configs.columns and len(configs)}}
-    return {"rows": rows, "ok": ok, "pairs": pairs, "settings": settings}
+                "tco": {k: planning_json(_setting(configs, asked, k)) for k in TCO_KEYS if k in configs.columns and len(configs)}}
+    asked_pairs = pd.DataFrame({"model": [m for m, _ in pairs], "task": [WORKLOADS[w]["task"] for _, w in pairs]})
+    unmodelled = [p for p, hit in zip(pairs, planning.not_modelled(asked_pairs, models)) if hit]
+    return {"rows": rows, "ok": ok, "pairs": pairs, "settings": settings, "not_modelled": unmodelled}
+
+
+def _setting(configs: pd.DataFrame, asked: pd.DataFrame, key: str) -> float:
+    """A buy-vs-rent setting as the sweep used it: the rows' value (the same in every row), or where no row has one
+    (every row one the engine does not model, whose figures are empty) the value asked, else the column's default."""
+    values = pd.to_numeric(configs[key], errors="coerce").dropna()
+    if len(values):
+        return float(values.iloc[0])
+    if key in asked.columns:
+        return float(pd.to_numeric(asked[key]).iloc[0])
+    return float(columns.SCENARIO_BY_NAME[key].default)
 
 
 def budget_within(sweep: dict, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
@@ -186,9 +200,13 @@ def budget_within(sweep: dict, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: 
     within = best[best["cost_usd"] <= budget].reset_index(drop=True)
     unlocks = best[best["cost_usd"] > budget].reset_index(drop=True)
     reached = set(zip(best["model"], best["workload"]))
-    out_of_reach = [{"model": m, "workload": w} for m, w in pairs if (m, w) not in reached]
+    # training a model with linear-attention layers is not modelled (planning.not_modelled): said so, not "out of reach"
+    unmodelled = set(sweep.get("not_modelled", ()))
+    out_of_reach = [{"model": m, "workload": w} for m, w in pairs if (m, w) not in reached and (m, w) not in unmodelled]
+    not_modelled = [{"model": m, "workload": w} for m, w in pairs if (m, w) in unmodelled]
     settings = sweep["settings"]
-    result = {"rows": within, "unlocks": unlocks, "out_of_reach": out_of_reach, "purchase": None,
+    result = {"rows": within, "unlocks": unlocks, "out_of_reach": out_of_reach, "not_modelled": not_modelled,
+              "purchase": None,
               "settings": {"budget_usd": float(budget), "mode": mode, "hours": hours, "deadline_days": deadline_days,
                            "condition": condition, "headroom": settings["headroom"], "max_gpus": settings["max_gpus"],
                            "one_purchase": bool(one_purchase), "tco": dict(settings["tco"])}}
@@ -320,6 +338,9 @@ def format_budget(result: dict) -> str:
     if result["out_of_reach"]:
         lines.append("no configuration within the GPU limit: "
                      + ", ".join(f"{p['model']}:{p['workload']}" for p in result["out_of_reach"]))
+    if result.get("not_modelled"):
+        lines.append("not modelled (training a model with linear-attention layers; its serving is): "
+                     + ", ".join(f"{p['model']}:{p['workload']}" for p in result["not_modelled"]))
     if st.get("one_purchase"):
         p = result.get("purchase")
         if p is None:

@@ -116,6 +116,25 @@ def test_a_config_model_named_on_the_command_line_gets_the_catalogs_id_rule(caps
     assert code == 0 and json.loads(out)["model"] == "my-tiny"
 
 
+def test_a_config_model_never_takes_a_catalog_models_id(capsys, tmp_path):
+    """--model names the config's model; a catalog id there labelled the file's figures with the catalog model's name
+    (a 6.7B config as 'qwen3-0.6b': 66 GiB where the catalog's qwen3-0.6b needs 12; found by a QA pass)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
+                                  "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+                                  "vocab_size": 32000, "max_position_embeddings": 2048}))
+    for command in ("estimate", "check"):
+        code, out, err = run(capsys, command, "--model-config", str(config), "--model", "qwen3-0.6b", "--gpu", "rtx-4090")
+        line = one_error_line(err)
+        assert code == 2 and not out and "'qwen3-0.6b' is a catalog model" in line and "new id" in line
+
+
+def test_check_without_a_card_is_bad_input_not_a_traceback(capsys):
+    for gpu in ("", "  "):
+        code, out, err = run(capsys, "check", "--model", "llama-3-8b", "--gpu", gpu)
+        assert code == 2 and not out and "gpu" in one_error_line(err) and "Traceback" not in err
+
+
 def test_an_empty_model_config_path_is_not_a_directory(capsys):
     code, _, err = run(capsys, "estimate", "--model-config", "")
     line = one_error_line(err)

@@ -300,3 +300,21 @@ def test_one_sweep_answers_every_budget_mode_and_deadline_as_plan_budget_does(mo
         procurement.budget_within(sweep, gpus, hosts, -1)
     with pytest.raises(ValueError, match="--hours is required"):
         procurement.budget_within(sweep, gpus, hosts, 100, "cloud_job")
+
+
+def test_a_workload_the_engine_does_not_model_is_named_as_such_not_out_of_reach():
+    """Training a linear-attention model (Qwen3-Next) is not modelled: the budget names it apart, and a budget of only
+    such workloads prints its answer (it ended in a TypeError formatting empty buy-vs-rent settings; QA pass)."""
+    from tests.clirun import run_cli
+
+    code, out, err = run_cli("budget", "--budget", "10000", "--workloads", "qwen3-next-80b-a3b:full,llama-3-8b:qlora",
+                             "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["not_modelled"] == [{"model": "qwen3-next-80b-a3b", "workload": "full"}]
+    assert {"model": "qwen3-next-80b-a3b", "workload": "full"} not in data["out_of_reach"]
+    assert [r["model"] for r in data["rows"]] == ["llama-3-8b"]
+    code, out, err = run_cli("budget", "--budget", "10000", "--workloads", "qwen3-next-80b-a3b:lora",
+                             "--utilization", "0.5")
+    assert code == 0 and "Traceback" not in err, err
+    assert "not modelled" in out and "qwen3-next-80b-a3b:lora" in out and "at 50% use" in out
