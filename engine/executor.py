@@ -1257,18 +1257,19 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
         work = at_tp(work_row, work_rep, tp_d)
         if sq is not None:
             work = work + held_sq
-        if eager:
-            attn = at_tp(attn_row, attn_rep, tp_d)
-            work = np.maximum(work, attn)
+        attn = at_tp(attn_row, attn_rep, tp_d) if eager else None
         if extra:
+            # each phase with its own library buffers: the workspace's fixed bytes beside the prefill's working set,
+            # the attention's beside eager attention's scores (not the workspace's on top of the scores: a row that
+            # fit at its peak phase was then sent to more GPUs; property search, seed 583491386)
             phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / degree,
                                                logit / tp_d + whole("logits_fixed") / degree + logit_work),
                                     whole("load_fixed") / degree + load_tok)
             if eager:
                 phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / degree)
-            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         else:
-            per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + np.maximum(work, logit / tp_d)
+            phase_peak = np.maximum(work if attn is None else np.maximum(work, attn), logit / tp_d)
+        per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         if sq is not None:
             per_gpu = np.maximum(per_gpu, pick(w / degree) + build)
         cap = cap_one if degree == 1 else cap_several

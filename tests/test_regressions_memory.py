@@ -195,3 +195,17 @@ def test_bf16_adafactor_on_a_model_of_one_dominant_tensor_needs_more_than_fp32(m
     step = out["optimizer_phase_bytes"].to_numpy()
     assert step[1] - step[0] == pytest.approx(8 * largest - 4 * params, abs=1)
     assert out["peak_bytes"].iloc[1] > out["peak_bytes"].iloc[0]
+
+
+def test_a_serving_row_that_fits_needs_no_more_gpus_than_it_has(models, gpus):
+    """Property search (bench_properties.py --n 12000 --seed 583491386): gpt-oss-120b, nf4 weights, eager attention at
+    1,753 tokens on one RTX PRO 6000 fits (its peak phase, the attention scores, leaves ~5 MB) yet gpus_needed was 2:
+    the GPU-count solver put the int4 library's workspace bytes (23.6 MB, the workspace phase's own) on top of the
+    attention scores, which no phase holds together."""
+    row = dict(model="gpt-oss-120b", task="infer", precision="nf4", batch=4, seq=1753, kv_precision="int4",
+               prefill_logits="all", headroom=0.20708545137255474, allow_long_context=True, gpus=1, tp=1, pp=1,
+               gpu="rtx-pro-6000-blackwell", decode_cache="dynamic", bnb_4bit_input="kept", int4_kernel="none",
+               bnb_double_quant="on")
+    out = estimate(pd.DataFrame([row]), models, gpus).iloc[0]
+    assert out["peak_phase"] == "attention"
+    assert bool(out["fits"]) and out["gpus_needed"] == 1
