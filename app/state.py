@@ -15,9 +15,8 @@ Session state keys:
 
 from __future__ import annotations
 
-import math
-
 import datetime as _dt
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd

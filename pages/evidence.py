@@ -23,6 +23,14 @@ SERVING_METRICS = {"decode_tokens_per_s": "decode speed, batch 1 (tokens/s)",
 ROLE_LABELS = {"holdout": "held out (the accuracy)", "fit": "fit (set a constant)"}
 
 
+def _matching(frame: pd.DataFrame, columns: tuple, query: str) -> pd.DataFrame:
+    """The rows where any of `columns` holds `query` (case-insensitive, plain text): both tabs' search box."""
+    hit = np.zeros(len(frame), dtype=bool)
+    for col in columns:  # a handful of columns, each searched whole
+        hit |= frame[col].astype(str).str.contains(query, case=False, regex=False).to_numpy()
+    return frame[hit]
+
+
 @c.chart
 def _serving_chart(points: pd.DataFrame, tolerance: float):
     band = alt.Chart(pd.DataFrame({"lo": [-tolerance], "hi": [tolerance]})).mark_rect(
@@ -41,7 +49,7 @@ def _serving_chart(points: pd.DataFrame, tolerance: float):
 
 def _serving_tab() -> None:
     """The serving engines' published runs (catalog/serving_measurements.yaml) beside the serving model."""
-    from planner.serving_evidence import SPEED_METRICS, SPEED_TARGET_SHARE, SPEED_TOLERANCE_PCT
+    from planner.serving_evidence import SPEED_TARGET_SHARE, SPEED_TOLERANCE_PCT, held_out_figures
 
     sv = c.guard(c.serving_evidence)
     st.caption("Batch-1 decode and prefill speeds (llama-bench, the engines' own benchmarks) and the KV budgets "
@@ -50,17 +58,14 @@ def _serving_tab() -> None:
                "bandwidth, TFLOPS, the total memory its log printed), so this checks the serving model, not "
                "the catalog's cards. A fit row set one of the model's constants; a held-out row set none, so "
                "its error is the accuracy.")
-    held = sv[sv["role"] == "holdout"]
-    speed = held[held["metric"].isin(SPEED_METRICS)]
-    kv = held[held["metric"] == "kv_cache_available_gib"]
+    held = held_out_figures(sv)
     m1, m2, m3 = st.columns(3)
-    within = int((speed["error_pct"].abs() <= SPEED_TOLERANCE_PCT).sum())
-    m1.metric(f"Held-out speed figures: within ±{SPEED_TOLERANCE_PCT:.0f}%", f"{within} of {len(speed)}",
+    m1.metric(f"Held-out speed figures: within ±{SPEED_TOLERANCE_PCT:.0f}%", f"{held['speed_hits']} of {held['speed_total']}",
               help=f"Batch-1 decode and prefill speeds no constant was fitted on; the target is at least "
                    f"{SPEED_TARGET_SHARE:.0%} within ±{SPEED_TOLERANCE_PCT:.0f}%.")
-    m2.metric("Held-out speed: median |error|", f"{speed['error_pct'].abs().median():.1f}%" if len(speed) else "—")
-    m3.metric("Held-out KV budgets: median |error|", f"{kv['error_pct'].abs().median():.1f}%" if len(kv) else "—",
-              f"{len(kv)} start-up logs", delta_color="off", delta_arrow="off",
+    m2.metric("Held-out speed: median |error|", f"{held['speed_median']:.1f}%" if held["speed_total"] else "—")
+    m3.metric("Held-out KV budgets: median |error|", f"{held['kv_median']:.1f}%" if held["kv_total"] else "—",
+              f"{held['kv_total']} start-up logs", delta_color="off", delta_arrow="off",
               help="vLLM's 'Available KV cache memory' and SGLang's KV pool, against the engine's memory model "
                    "at the log's own settings (gpu_memory_utilization, max_num_seqs, max_model_len, version).")
     with st.container(border=True):
@@ -75,11 +80,7 @@ def _serving_tab() -> None:
         query = st.text_input("Search (run, GPU, model, build, source)", key="sv_search")
     shown = sv[sv["metric"].isin(metrics) & sv["engine"].isin(chosen_engines) & sv["role"].isin(roles)]
     if query:
-        text = shown[["id", "gpu_name", "model_name", "build", "source", "setup_note"]].astype(str)
-        hit = np.zeros(len(shown), dtype=bool)
-        for col in text.columns:
-            hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
-        shown = shown[hit]
+        shown = _matching(shown, ("id", "gpu_name", "model_name", "build", "source", "setup_note"), query)
     if shown.empty:
         st.info("No serving run matches the filters.")
         return
@@ -167,11 +168,7 @@ with tab_refs:
     if outside:
         shown = shown[~shown["within_10pct"].astype(bool)]
     if query:
-        text = shown[["id", "model", "source", "setup_note", "explanation"]].astype(str)
-        hit = np.zeros(len(shown), dtype=bool)
-        for col in text.columns:  # a handful of columns, each searched whole
-            hit |= text[col].str.contains(query, case=False, regex=False).to_numpy()
-        shown = shown[hit]
+        shown = _matching(shown, ("id", "model", "source", "setup_note", "explanation"), query)
 
     if shown.empty:
         st.info("No reference matches the filters.")
