@@ -120,6 +120,14 @@ GGUF_BITS = {
 }
 GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
+# Quantized weights whose runs keep their activations, and so their KV cache, in fp16 (the KV 'auto'
+# rule, engine/rules.py): transformers' bitsandbytes quantizers set a missing torch_dtype to float16
+# (quantizers/quantizer_bnb_4bit.py update_torch_dtype: "Overriding torch_dtype=None with
+# `torch_dtype=torch.float16` due to requirements of `bitsandbytes`"); GPTQ and AWQ kernels take fp16
+# activations (vLLM GPTQConfig / AWQConfig get_supported_act_dtypes: [torch.half]); llama.cpp's KV cache
+# is f16 unless -ctk/-ctv say otherwise (common/arg.cpp "--cache-type-k ... (default: f16)"). fp16 and
+# bf16 take the same bytes; the type decides only whether a Volta or Turing card (no bf16) runs it.
+FP16_ACTIVATION_WEIGHTS = ("int8", "int4", "nf4") + tuple(GGUF_BITS)
 # Bytes per element of the 16-bit (or fp32) parts and of the activations at inference.
 INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
 # The transformers model_type of the catalog families whose terms the engine keys on the architecture

@@ -17,7 +17,7 @@ import pandas as pd
 
 import engine.constants as C
 import engine.categories as categories
-from engine.constants import GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
+from engine.constants import FP16_ACTIVATION_WEIGHTS, GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import model_types, parse_lora_targets
 from engine.stacks import LIGER_MODEL_TYPES, LIGER_RECIPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
 
@@ -51,8 +51,11 @@ RULES: tuple[tuple[str, str], ...] = (
                "the layers, every GPU holds a whole copy (tp 1, pp 1)."),
     ("lora_targets", "LoRA targets: written once each, in the model's order (q, k, v, o, gate, "
                      "up, down); every module is 'all'."),
-    ("kv_precision", "KV cache 'auto' (inference): fp32 for fp32 weights, fp16 for fp16, bf16 "
-                     "otherwise (the activations' type, as Hugging Face and vLLM keep it)."),
+    ("kv_precision", "KV cache 'auto' (inference): the activations' type, as the stack keeps it: fp32 for "
+                     "fp32 weights; fp16 for fp16 weights, for int8 / int4 / nf4 (bitsandbytes loads them "
+                     "in fp16, GPTQ and AWQ kernels run in fp16) and for GGUF files (llama.cpp's cache is "
+                     "f16); bf16 otherwise (bf16, fp8, mxfp4, nvfp4 checkpoints). The same bytes either "
+                     "way; fp16 runs on a T4 or V100 where bf16 does not."),
     ("kv_policy", "KV policy 'auto': what the stack running the row keeps. An estimate's inference "
                   "row is a transformers prefill, which holds every layer's keys and values at full "
                   "length (its sliding-window cache keeps a view of the whole prefill's K/V; MLA "
@@ -317,11 +320,11 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         auto_kv = infer & _category_mask(out["kv_precision"], "auto")
         if auto_kv.any():
             kv = out["kv_precision"]
-            for precision, kv_type in (("fp32", "fp32"), ("fp16", "fp16")):
-                rows = auto_kv & _category_mask(out["precision"], precision)
+            for precisions, kv_type in ((("fp32",), "fp32"), (("fp16",) + FP16_ACTIVATION_WEIGHTS, "fp16")):
+                rows = auto_kv & _category_mask(out["precision"], *precisions)
                 if rows.any():
                     kv = _set_rows(kv, rows, kv_type)
-            rows = auto_kv & ~_category_mask(out["precision"], "fp32", "fp16")
+            rows = auto_kv & ~_category_mask(out["precision"], "fp32", "fp16", *FP16_ACTIVATION_WEIGHTS)
             if rows.any():
                 kv = _set_rows(kv, rows, "bf16")
             out["kv_precision"] = kv

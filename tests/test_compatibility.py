@@ -69,6 +69,36 @@ def test_cli_bf16_on_v100_is_not_compatible_and_never_fits():
     assert data["compatible"] is True and data["compatibility_notes"] == []
 
 
+@pytest.mark.parametrize("gpu", ["t4", "v100-32gb"])
+def test_quantized_inference_on_a_card_without_bf16_keeps_an_fp16_kv_cache_and_runs(gpu):
+    """A T4 (Colab's card) or V100 serving int4 / nf4 / int8 / GGUF weights was called incompatible:
+    the KV 'auto' rule gave their cache bf16. Their stacks keep fp16 activations (bitsandbytes loads in
+    fp16, GPTQ/AWQ kernels run in fp16, llama.cpp's cache is f16): same bytes, and the card runs it."""
+    bytes_by_kv = {}
+    for precision in ("int4", "nf4", "int8", "q4_k_m"):
+        code, out, err = run("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--precision", precision,
+                             "--gpu", gpu, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["kv_precision"] == "fp16", precision
+        assert data["compatible"] is True and data["fits"] is True, (precision, data["compatibility_notes"])
+        code, out, err = run("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--precision", precision,
+                             "--kv-precision", "bf16", "--gpu", gpu, "--json")
+        bf16 = json.loads(out)
+        assert bf16["compatible"] is False  # asked for bf16 by name: still refused
+        bytes_by_kv[precision] = (data["kv_cache_bytes"], bf16["kv_cache_bytes"])
+    assert all(a == b > 0 for a, b in bytes_by_kv.values()), bytes_by_kv
+    # bf16 weights keep a bf16 cache: still refused on these cards, and an FP8 checkpoint's cache stays bf16
+    code, out, err = run("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--precision", "bf16",
+                         "--gpu", gpu, "--json")
+    data = json.loads(out)
+    assert data["kv_precision"] == "bf16" and data["compatible"] is False
+    assert any("Turing" in n and "Volta" in n for n in data["compatibility_notes"])
+    code, out, err = run("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--precision", "fp8",
+                         "--gpu", "h100-sxm-80gb", "--json")
+    assert json.loads(out)["kv_precision"] == "bf16"
+
+
 def test_cli_text_says_why_not_compatible():
     code, out, err = run("estimate", "--model", "llama-2-70b", "--task", "infer", "--precision", "int8",
                          "--gpu", "apple-m3-ultra-512gb")
