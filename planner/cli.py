@@ -495,6 +495,10 @@ def cmd_sweep(args) -> int:
     if args.method is not None and args.methods is not None:
         raise CliError("give --method (one method) or --methods (a comma list), not both")
     methods = [args.method] if args.method else _id_list("--methods", args.methods) or ["full", "lora", "qlora"]
+    if args.task == "infer" and args.methods is not None and set(methods) - {"full", "none"}:
+        # as --method is (request_from_args): an inference sweep has one row per model x GPU, so a list of
+        # training methods would be dropped without a word
+        raise CliError(f"--methods {show(args.methods)} applies to training; for --task infer leave --methods out")
     request = request_from_args(args)
     request.pop("method", None)
     request.pop("model", None)
@@ -528,6 +532,10 @@ def cmd_budget(args) -> int:
     from planner import procurement
     cat = default_catalog()
     from catalog.checkpoints import hub_workloads  # issue 25: ORG/NAME[@REV]:workload items
+    if args.hours is not None and args.mode != "cloud_job":
+        # only a cloud job is priced by its hours: buy and cloud_hour would drop them without a word
+        raise CliError(f"--hours {args.hours:g} applies to --mode cloud_job; with --mode {show(args.mode)} "
+                       "leave --hours out")
     workloads, models = hub_workloads(args.workloads, cat.models(include_user=True))
     result = procurement.plan_budget(models, cat.gpus(include_user=True), cat.hosts(),
                                      args.budget, args.mode, args.hours, workloads, args.deadline_days,

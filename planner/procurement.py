@@ -284,6 +284,11 @@ def _money(v) -> str:
     return "n/a" if v is None or not np.isfinite(v) else f"${v:,.0f}"
 
 
+def _rate(v) -> str:
+    """An hourly price in cents ("$0.22"): whole dollars would print a $0.22 card as $0."""
+    return "n/a" if v is None or not np.isfinite(v) else f"${v:,.2f}"
+
+
 def params_text(r) -> str:
     """' (46.7B total, 12.9B active)' for a mixture of experts; '' for a dense model."""
     total, active = r.get("params"), r.get("active_params")
@@ -327,7 +332,7 @@ def format_budget(result: dict) -> str:
             sources[f"{r['gpu']} {r['condition']} [{r['price_date']}]"] = r["price_source"]
             sources[f"host {r['host_class']} [{r['host_date']}]"] = r["host_source"]
         else:
-            cost = f"{_money(r['cost_usd'])} at {_money(r['cloud_usd_per_hour'])}/GPU-hour [{r['cloud_date']}]"
+            cost = f"{_money(r['cost_usd'])} at {_rate(r['cloud_usd_per_hour'])}/GPU-hour [{r['cloud_date']}]"
             sources[f"{r['gpu']} cloud [{r['cloud_date']}]"] = r["cloud_source"]
         lines.append(f"  {r['model']}:{r['workload']}{params_text(r)}: {int(r['gpus'])}x {r['gpu_name']} ({nodes}) {cost}; "
                      f"{r['memory_used_fraction']:.0%} of each card; {speed}; {pays_text(r)}")

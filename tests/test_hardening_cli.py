@@ -239,3 +239,35 @@ def test_an_unknown_option_names_the_option_meant_and_where_the_rest_are(capsys,
 def test_an_unknown_option_with_no_close_one_says_so(capsys):
     code, _, err = run(capsys, "budget", "--budget", "1000", "--fooo", "1")
     assert code == 2 and "--fooo: no such option" in one_error_line(err) and "budget --help" in err
+
+
+def test_flags_that_do_not_apply_are_refused_not_dropped(capsys):
+    """`sweep --task infer --methods lora` wrote one inference row per pair as if --methods were not
+    there (`--method lora` was refused); `budget --hours 10` with --mode buy or cloud_hour ignored the
+    hours. Both are now bad input, named, exit 2; the forms that apply still run."""
+    code, out, err = run(capsys, "sweep", "--task", "infer", "--methods", "lora,qlora", "--models", "llama-3.1-8b",
+                         "--gpu-ids", "rtx-4090")
+    assert code == 2 and "'lora,qlora'" in one_error_line(err) and "--task infer" in err and out == ""
+    code, out, err = run(capsys, "sweep", "--task", "infer", "--methods", "full", "--models", "llama-3.1-8b",
+                         "--gpu-ids", "rtx-4090")
+    assert code == 0 and len(list(csv.DictReader(io.StringIO(out)))) == 1
+    for mode in ("buy", "cloud_hour"):
+        code, out, err = run(capsys, "budget", "--budget", "5000", "--mode", mode, "--hours", "10",
+                             "--workloads", "llama-3.1-8b:lora")
+        line = one_error_line(err)
+        assert code == 2 and "--hours 10 " in line and mode in line and "cloud_job" in line
+    code, out, err = run(capsys, "budget", "--budget", "50", "--mode", "cloud_job", "--hours", "10",
+                         "--workloads", "llama-3.1-8b:lora")
+    assert code == 0 and "/GPU-hour" in out
+
+
+def test_an_hourly_price_under_a_dollar_is_printed_in_cents(capsys):
+    """A $0.15 card printed as "$0/GPU-hour" (whole dollars)."""
+    code, out, err = run(capsys, "budget", "--budget", "50", "--mode", "cloud_job", "--hours", "10", "--json",
+                         "--workloads", "llama-3.2-1b:qlora")
+    rates = {r["cloud_usd_per_hour"] for r in json.loads(out)["rows"] if r.get("cloud_usd_per_hour") is not None}
+    cheap = sorted(r for r in rates if r < 1)
+    assert cheap, rates
+    code, out, err = run(capsys, "budget", "--budget", "50", "--mode", "cloud_job", "--hours", "10",
+                         "--workloads", "llama-3.2-1b:qlora")
+    assert f"${cheap[0]:.2f}/GPU-hour" in out and "$0/GPU-hour" not in out
