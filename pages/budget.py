@@ -14,6 +14,10 @@ from planner import procurement
 c.ensure_frame()
 from planner import planning
 
+# training a model with linear-attention (Gated DeltaNet) layers: the engine does not model it yet
+# (planning.not_modelled); named apart from "out of reach", as `budget` names it (not_modelled)
+UNMODELLED_TEXT = "Not modelled yet (training a model with linear-attention layers; inference is): "
+
 s = c.store()
 models, gpus = c.merged_frames()
 u, _ = c.unit()
@@ -118,6 +122,9 @@ if pairs:
     elif one:
         st.warning("No single system covers every chosen workload within this budget.")
     rows = sysres["rows"]
+    if sysres.get("not_modelled"):
+        st.caption(UNMODELLED_TEXT + md_escape("; ".join(
+            f"{c.display_names(models).get(p['model'], p['model'])} · {p['workload']}" for p in sysres["not_modelled"])))
     if rows.empty:
         st.info("No system runs these workloads within this budget.")
     else:
@@ -152,6 +159,7 @@ st.markdown("#### Every model × workload, GPUs only")
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
 result = c.guard(c.budget_plan, *sweep, float(budget), mode, hours, stretch / 100.0)
 feasible, unlocks, out = result["feasible"], result["unlocks"], result["out_of_reach"]
+unmodelled = result.get("not_modelled", pd.DataFrame(columns=["model", "plan"]))
 names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)
 budget_text = c.fmt_usd(budget, 2 if mode == "cloud_hour" else 0) + ("/h" if mode == "cloud_hour" else "")
@@ -188,15 +196,18 @@ best = c.guard(c.cheapest, *sweep, mode=mode, hours=hours)
 grid_ = result["groups"].merge(
     best.astype({"model": str, "plan": str})[["model", "plan", "cost_usd", "gpus", "gpu"]], on=["model", "plan"], how="left")
 cost = grid_["cost_usd"].astype(float).to_numpy()
+# the groups the engine does not model (training a linear-attention model): ∅, as on the Feasibility page
+not_done = grid_[["model", "plan"]].astype(str).merge(unmodelled[["model", "plan"]].astype(str).assign(_u=True),
+                                                      on=["model", "plan"], how="left")["_u"].fillna(False).to_numpy(bool)
 with np.errstate(invalid="ignore"):
-    short = np.where(np.isnan(cost), "✗",
+    short = np.where(not_done, "∅", np.where(np.isnan(cost), "✗",
                      np.where(cost >= 1e6, "$" + np.char.mod("%.1fM", cost / 1e6),
                               np.where(cost >= 1e3, "$" + np.char.mod("%.1fk", cost / 1e3),
-                                       "$" + np.char.mod("%.2f" if mode == "cloud_hour" else "%.0f", cost))))
+                                       "$" + np.char.mod("%.2f" if mode == "cloud_hour" else "%.0f", cost)))))
 chart = pd.DataFrame({
     "model": grid_["model"].map(names), "plan": grid_["plan"], "cost": cost, "text": short,
-    "config": np.where(np.isnan(cost), "none within the GPU limit",
-                       grid_["gpus"].fillna(0).astype(int).astype(str) + "× " + grid_["gpu"].astype(str).map(gnames)),
+    "config": np.where(not_done, "not modelled yet (linear-attention layers)", np.where(np.isnan(cost), "none within the GPU limit",
+                       grid_["gpus"].fillna(0).astype(int).astype(str) + "× " + grid_["gpu"].astype(str).map(gnames))),
     "status": np.select([cost <= budget, cost <= budget * (1 + stretch / 100)],
                         ["within the budget", f"with up to +{stretch}%"], "beyond"),
 })
@@ -219,7 +230,8 @@ def _budget_chart(chart: pd.DataFrame, plan_order: list, model_order: list, stre
 
 _budget_chart(chart, list(chosen), [names[i] for i in models["id"]], stretch, COST_LABELS[mode], width="content")
 st.caption(f"Cell: the cheapest configuration's {COST_LABELS[mode].lower()} (hover for the GPU type × count). "
-           "✗: nothing within the GPU limit, or no price in the catalog.")
+           "✗: nothing within the GPU limit, or no price in the catalog."
+           + (" ∅: " + UNMODELLED_TEXT.rstrip(": ") + "." if not_done.any() else ""))
 
 st.markdown(f"#### Within {budget_text}")
 if feasible.empty:
@@ -236,6 +248,9 @@ else:
 if len(out):
     st.caption("Not within the GPU limit (or no priced GPU holds it): "
                + md_escape("; ".join(out["model"].astype(str).map(names) + " · " + out["plan"].astype(str))))
+if len(unmodelled):
+    st.caption(UNMODELLED_TEXT
+               + md_escape("; ".join(unmodelled["model"].astype(str).map(names) + " · " + unmodelled["plan"].astype(str))))
 
 # the article's tiers at the sidebar's training settings: estimated when the section is open only (a lazy
 # expander, Streamlit's on_change="rerun"): a sixth of every sidebar change while few read it

@@ -207,6 +207,9 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     return freeze & (k > layers)
 
 
+NOT_MODELLED_LABEL = "✗ not modelled"  # the label of a row not_modelled gives
+
+
 def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Training rows of a model with linear-attention (Gated DeltaNet) layers: refused by the engine (their training
     memory is not traced yet, engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows
@@ -412,7 +415,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     added = {
         "compatible": compatible, "compatibility_notes": verdict["compatibility_notes"].to_numpy(),
         "fits_within": ok, "max_gpus": limit,
-        "label": _as_text(np.where(unmodelled, "✗ not modelled", np.where(
+        "label": _as_text(np.where(unmodelled, NOT_MODELLED_LABEL, np.where(
             ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)), "✗ incompatible")))),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
@@ -574,6 +577,8 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
       feasible   cost <= budget, cheapest first within the catalog order of groups;
       unlocks    budget < cost <= budget x (1 + stretch), with `extra_usd` = cost - budget;
       out_of_reach  no configuration within the GPU limit (or none priced);
+      not_modelled  groups the engine does not model (every row labelled NOT_MODELLED_LABEL: training
+                 a linear-attention model), keys only, never counted as out of reach;
       groups     every group of the sweep (its `by` keys as text), in first-seen order.
     best: cheapest(configs with cost_usd = plan_cost(configs, mode, hours), "cost_usd", by) where
     the caller has it already (the budget then only splits it; computed here otherwise)."""
@@ -589,11 +594,21 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     more = best[(best["cost_usd"] > budget) & (best["cost_usd"] <= budget * (1 + stretch))].copy()
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
     by = [c for c in by if c in configs.columns]
-    _, all_groups = groups(configs, by)
+    codes, all_groups = groups(configs, by)
     priced_groups = best[by].astype(str)
     missing = all_groups.merge(priced_groups, on=by, how="left", indicator=True)
-    out_of_reach = missing[missing["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
-    return {"feasible": feasible, "unlocks": unlocks, "out_of_reach": out_of_reach,
+    unpriced = (missing["_merge"] == "left_only").to_numpy()
+    # a group whose every row the engine does not model (training a linear-attention model, not_modelled) is
+    # named as such, not "out of reach": no GPU count was tried (procurement.budget_within does the same)
+    unmodelled = np.zeros(len(all_groups), dtype=bool)
+    if "label" in configs.columns and len(configs):
+        modelled = np.bincount(codes, weights=(configs["label"].astype(str).to_numpy() != NOT_MODELLED_LABEL),
+                               minlength=len(all_groups))
+        unmodelled = modelled == 0
+    keep = missing.drop(columns="_merge")
+    return {"feasible": feasible, "unlocks": unlocks,
+            "out_of_reach": keep[unpriced & ~unmodelled].reset_index(drop=True),
+            "not_modelled": keep[unpriced & unmodelled].reset_index(drop=True),
             "groups": all_groups.reset_index(drop=True)}
 
 

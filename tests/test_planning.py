@@ -253,6 +253,21 @@ def test_budget_plan_splits_feasible_unlocks_and_out_of_reach():
     assert hourly["feasible"]["model"].tolist() == ["m1"] and hourly["unlocks"]["model"].tolist() == ["m2"]
 
 
+def test_budget_plan_names_the_groups_the_engine_does_not_model_apart_from_out_of_reach():
+    """Training a linear-attention model (Qwen3-Next) is not modelled: its rows carry the label and no
+    fit. The Budget page counted them 'not within the GPU limit at any price'."""
+    frame = _synthetic()
+    frame["label"] = np.where(frame["model"] == "m4", planning.NOT_MODELLED_LABEL, "1 GPU")
+    plan = planning.budget_plan(frame, 1000, "buy", stretch=0.5)
+    assert plan["out_of_reach"]["model"].tolist() == []
+    assert plan["not_modelled"][["model", "plan"]].values.tolist() == [["m4", "p"]]
+    # a group with one modelled row stays out of reach, as before
+    frame.loc[frame.index[-1], "label"] = "✗ 2 GPUs"
+    frame.loc[(frame["model"] == "m3"), "label"] = planning.NOT_MODELLED_LABEL
+    plan = planning.budget_plan(frame, 1000, "buy", stretch=0.5)
+    assert plan["out_of_reach"]["model"].tolist() == ["m4"] and plan["not_modelled"].empty
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"budget": -1}, ["budget", "-1"]),
     ({"budget": 10, "mode": "lease"}, ["lease", "buy, cloud_hour, cloud_job"]),
