@@ -551,6 +551,7 @@ def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "b
     fits_any = np.bincount(group, weights=configs["fits_within"].fillna(False).to_numpy(dtype=float),
                            minlength=len(keys)) > 0
     out["fits_somewhere"] = fits_any
+    out["not_modelled"] = _unmodelled_groups(configs, group, len(keys))  # named apart from "none within the limit"
     return out
 
 
@@ -568,6 +569,15 @@ def plan_cost(configs: pd.DataFrame, mode: str = "buy", hours: float | None = No
             raise ValueError(f"hours {hours!r} is not accepted; accepted: a number of hours > 0")
         return configs["rent_usd_per_hour"].astype(float) * float(hours)
     raise ValueError(f"budget mode {mode!r} is not accepted; accepted: {', '.join(BUDGET_MODES)}")
+
+
+def _unmodelled_groups(configs: pd.DataFrame, group: np.ndarray, k: int) -> np.ndarray:
+    """Per group (`groups`' numbers): every row labelled NOT_MODELLED_LABEL (the engine does not model it;
+    no GPU count was tried). False for every group of a frame without labels."""
+    if "label" not in configs.columns or not len(configs):
+        return np.zeros(k, dtype=bool)
+    modelled = configs["label"].astype(str).to_numpy() != NOT_MODELLED_LABEL
+    return np.bincount(group, weights=modelled.astype(float), minlength=k) == 0
 
 
 def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: float | None = None,
@@ -600,11 +610,7 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     unpriced = (missing["_merge"] == "left_only").to_numpy()
     # a group whose every row the engine does not model (training a linear-attention model, not_modelled) is
     # named as such, not "out of reach": no GPU count was tried (procurement.budget_within does the same)
-    unmodelled = np.zeros(len(all_groups), dtype=bool)
-    if "label" in configs.columns and len(configs):
-        modelled = np.bincount(codes, weights=(configs["label"].astype(str).to_numpy() != NOT_MODELLED_LABEL),
-                               minlength=len(all_groups))
-        unmodelled = modelled == 0
+    unmodelled = _unmodelled_groups(configs, codes, len(all_groups))
     keep = missing.drop(columns="_merge")
     return {"feasible": feasible, "unlocks": unlocks,
             "out_of_reach": keep[unpriced & ~unmodelled].reset_index(drop=True),

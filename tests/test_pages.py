@@ -333,6 +333,17 @@ def test_budget_planner_names_the_workloads_the_engine_does_not_model():
     assert sum(c.value.startswith("Not modelled yet") for c in at.caption) == 2
 
 
+def test_cost_per_fit_names_the_workloads_the_engine_does_not_model():
+    at = open_app("pages/cost_per_fit.py")
+    t = table(at, 0)
+    next_rows = t[t["Model"] == "Qwen3-Next 80B-A3B"].set_index("Workload")
+    for plan in ("Full fine-tuning", "LoRA", "QLoRA"):
+        assert next_rows.loc[plan, "Buy: configuration"] == "not modelled yet (linear-attention layers)"
+        assert next_rows.loc[plan, "Rent: configuration"] == "not modelled yet (linear-attention layers)"
+    assert "×" in next_rows.loc["Serve INT4", "Rent: configuration"]  # serving it is modelled
+    assert (t["Buy: configuration"] == "none within the limit").any()  # the others keep their words
+
+
 def test_cloud_budget_per_job_uses_hours():
     at = open_app("pages/budget.py")
     at.radio(key="bp_mode").set_value("cloud_job").run()

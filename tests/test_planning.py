@@ -261,6 +261,7 @@ def test_budget_plan_names_the_groups_the_engine_does_not_model_apart_from_out_o
     plan = planning.budget_plan(frame, 1000, "buy", stretch=0.5)
     assert plan["out_of_reach"]["model"].tolist() == []
     assert plan["not_modelled"][["model", "plan"]].values.tolist() == [["m4", "p"]]
+    assert planning.cost_per_fit(frame)["not_modelled"].tolist() == [False, False, False, True]
     # a group with one modelled row stays out of reach, as before
     frame.loc[frame.index[-1], "label"] = "✗ 2 GPUs"
     frame.loc[(frame["model"] == "m3"), "label"] = planning.NOT_MODELLED_LABEL
