@@ -714,6 +714,25 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
+def _hub_unresolvable(endpoint: str | None) -> str | None:
+    """Why the Hub's host cannot be reached at all ("huggingface.co: name not resolved"), or None.
+    huggingface_hub retries a failed HEAD five times with backoff when the file is not cached
+    (file_download.py: `_get_metadata_or_catch_error(..., retry_on_errors=True)`, utils/_http.py
+    http_backoff max_retries=5: 1+2+4+8+8 s): 24 s measured on a machine with no DNS before the
+    message. A name that does not resolve will not resolve in 24 s either, so it is asked once here
+    (a resolver answer, milliseconds) and the cache is read as if offline."""
+    import socket
+    from urllib.parse import urlparse
+    host = urlparse(endpoint or "https://huggingface.co").hostname
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"{host}: name not resolved ({exc.strerror or exc})" if isinstance(exc, socket.gaierror) else f"{host}: {exc}"
+    return None
+
+
 def hub_cache_dir() -> Path:
     """The Hub cache as huggingface_hub finds it, read now (not at import): HF_HUB_CACHE, else
     HF_HOME/hub, else ~/.cache/huggingface/hub (XDG_CACHE_HOME honoured)."""
@@ -762,10 +781,16 @@ def model_from_hub(hub_id: str, model_id: str | None = None) -> tuple[dict, dict
     token = os.environ.get("HF_TOKEN") or None
     endpoint = os.environ.get("HF_ENDPOINT") or None
     offline = _offline()
+    unreachable = None if offline else _hub_unresolvable(endpoint)
+    offline = offline or unreachable is not None
     where = f"revision {revision}" if revision else "its main branch"
     try:
         if offline:
             cfg_path = hub.try_to_load_from_cache(repo, "config.json", cache_dir=str(cache), revision=revision)
+            if not isinstance(cfg_path, str) and unreachable:
+                raise _hub_fail(hub_id, f"could not be fetched ({unreachable}) and has no config.json for {where} in the "
+                                        f"local cache ({cache}): check the network or HF_ENDPOINT, or point HF_HOME at a "
+                                        "cache that has it")
             if not isinstance(cfg_path, str):
                 raise _hub_fail(hub_id, f"has no config.json for {where} in the local cache ({cache}) and HF_HUB_OFFLINE is "
                                         f"set: download it once online (hf download {repo} config.json), point HF_HOME at "
@@ -788,6 +813,8 @@ def model_from_hub(hub_id: str, model_id: str | None = None) -> tuple[dict, dict
                 rows += [(n, d, math.prod(s), b) for n, (d, s, b) in safetensors_header(f)["tensors"].items()]
             if not shards and not notes:
                 notes.append("offline: no safetensors file of this revision is in the cache; parameters from config.json")
+            if unreachable:  # not asked offline: say why the cache was read
+                notes.insert(0, f"the Hub could not be reached ({unreachable}): read from the local cache")
         else:
             api = hub.HfApi(endpoint=endpoint, token=token)
             if not hasattr(api, "get_safetensors_metadata"):

@@ -350,6 +350,38 @@ def test_hub_id_offline_from_the_cache(tmp_path, monkeypatch):
     assert ck["weights_source"] == "config" and "no safetensors file" in ck["notes"][0]
 
 
+def test_a_hub_host_that_does_not_resolve_reads_the_cache_at_once(tmp_path, monkeypatch):
+    """With no DNS, huggingface_hub retried a HEAD five times with backoff (24 s measured) before the
+    message. A name that does not resolve is asked once: the cache is read as if offline, and a repo
+    not in it gets the one-line message at once; hf_hub_download is never called."""
+    hub = pytest.importorskip("huggingface_hub")
+    import socket
+    fake_cache(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.invalid")
+    asked = []
+
+    def no_dns(host, *a, **kw):
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    def never(*a, **kw):
+        raise AssertionError("hf_hub_download called: its retries take 24 s")
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(hub, "hf_hub_download", never)
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama", "--task", "infer", "--json")
+    assert code == 0, err
+    ck = json.loads(out)["checkpoint"]
+    assert asked == ["hub.example.invalid"]
+    assert (ck["offline"], ck["commit"], ck["weights_source"]) == (True, COMMIT, "header")
+    assert "hub.example.invalid: name not resolved" in ck["notes"][0] and "local cache" in ck["notes"][0]
+    code, out, err = run_cli("estimate", "--model", "other/missing", "--task", "infer")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "other/missing" in err and "name not resolved" in err and str(tmp_path) in err
+
+
 def test_hub_id_online_and_the_hub_errors(tmp_path, monkeypatch):
     hub = pytest.importorskip("huggingface_hub")
     from types import SimpleNamespace
@@ -359,6 +391,8 @@ def test_hub_id_online_and_the_hub_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_TOKEN", "hf_test")
+    import catalog.checkpoints as checkpoints
+    monkeypatch.setattr(checkpoints, "_hub_unresolvable", lambda endpoint: None)  # the Hub's host resolves
     calls = []
 
     def download(repo, filename, **kw):
