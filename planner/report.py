@@ -230,6 +230,13 @@ def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
         values = out[col]
         count = str(col) in COUNT_COLUMNS
         if pd.api.types.is_float_dtype(values.dtype):
+            if str(col).endswith("_bytes"):
+                # whole bytes, as `--json` gives them: a 4.127-bit weight's share wrote "7817846718.464" and a
+                # zero "0.0"; null stays empty (and an infinity, which no byte figure has, keeps its text)
+                finite = np.isfinite(values.to_numpy(dtype=float))
+                if finite.all() or (~finite == values.isna().to_numpy()).all():
+                    out[col] = values.round().astype("Int64")
+                    continue
             out[col] = _infinite_as_text(values, count)
             continue
         if isinstance(values.dtype, pd.CategoricalDtype):

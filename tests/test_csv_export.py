@@ -108,3 +108,23 @@ def test_settings_cannot_break_out_of_their_comment_line():
     assert lines[0] == '# note,"fine =HYPERLINK(""http://x"")"'  # one row of two cells, the value whole
     assert lines[1] == "# =key,'-1+1"  # the key cell starts with '#': never a formula
     assert lines[2:] == ["x", "1"]
+
+
+def test_byte_columns_are_whole_bytes_as_in_the_json(capsys):
+    """A 4.127-bit base's weights wrote "7817846718.464" bytes in the sweep CSV and zeros "0.0"; `--json`
+    gives whole bytes. The CSV now gives the JSON's figures; a null phase stays an empty cell."""
+    from planner import cli
+    assert cli.main(["sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--methods", "qlora"]) == 0
+    row = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert cli.main(["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--method", "qlora", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    byte_cols = [k for k in row if k.endswith("_bytes")]
+    assert len(byte_cols) > 20
+    for k in byte_cols:
+        assert row[k] == "" or row[k].isdigit(), (k, row[k])
+        if k in data:
+            assert row[k] == ("" if data[k] is None else str(data[k])), (k, row[k], data[k])
+    assert row["gradients_bytes"] == "0" and row["prefill_phase_bytes"] == ""
+    # a frame whose byte column holds an infinity keeps the float path (no cast of inf to an integer)
+    text = to_csv(pd.DataFrame({"x_bytes": [1.5, np.inf, np.nan]}))
+    assert rows_of(text)[1:] == [["1.5"], ["inf"], [""]]
