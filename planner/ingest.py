@@ -572,9 +572,9 @@ def user_runs_path() -> Path:
     return user_catalog_path().with_name("user_runs.yaml")
 
 
-def load_runs(path: Path | None = None) -> list[dict]:
-    """The saved runs (a missing file: none). A file that is not a list of runs raises IngestError."""
-    path = path or user_runs_path()
+def _read_runs(path: Path) -> list:
+    """The runs file's `runs:` list as read, every entry kept (a missing file: none). A file that is not
+    a list of runs raises IngestError."""
     if not path.exists():
         return []
     try:
@@ -584,7 +584,12 @@ def load_runs(path: Path | None = None) -> list[dict]:
     runs = doc.get("runs") if isinstance(doc, dict) else None
     if not isinstance(runs, list):
         raise IngestError(f"user runs file {str(path)!r} is not a mapping with a `runs:` list")
-    return [r for r in runs if isinstance(r, dict) and isinstance(r.get("run"), dict)]
+    return runs
+
+
+def load_runs(path: Path | None = None) -> list[dict]:
+    """The saved runs (a missing file: none). A file that is not a list of runs raises IngestError."""
+    return [r for r in _read_runs(path or user_runs_path()) if isinstance(r, dict) and isinstance(r.get("run"), dict)]
 
 
 def _slug(text: str) -> str:
@@ -595,8 +600,10 @@ def save_run(result: dict, path: Path | None = None) -> str:
     """Append the run to the user's runs file (written whole to a temporary file, then renamed);
     returns its id."""
     path = path or user_runs_path()
-    runs = load_runs(path)
-    taken = {r.get("id") for r in runs}
+    # every entry as read, the ones load_runs cannot use too (a hand edit, an older version's): a save
+    # appends, it never deletes what the user wrote (they were dropped from the file before)
+    runs = _read_runs(path)
+    taken = {r.get("id") for r in runs if isinstance(r, dict)}
     base = f"user-{result['format'].replace('.', '')}-{_slug(result['model'])}-{_slug(Path(result['file']).stem)}"
     ident, n = base, 2
     while ident in taken:

@@ -264,6 +264,18 @@ def test_a_saved_run_out_of_range_is_set_aside_by_name_and_the_others_listed(run
     assert "max_model_len: 0" in runs_file.read_text()
 
 
+def test_save_keeps_the_entries_it_cannot_read(runs_file):
+    """--save wrote back only the entries load_runs returns: one a user wrote by hand (or an older
+    version did) without a `run:` mapping was deleted from the file."""
+    runs_file.write_text("runs:\n- id: my-notes\n  note: the A100 run, to fill in\n- just a line\n")
+    code, out, err = run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")
+    assert code == 0, err
+    import yaml
+    runs = yaml.safe_load(runs_file.read_text())["runs"]
+    assert runs[:2] == [{"id": "my-notes", "note": "the A100 run, to fill in"}, "just a line"]
+    assert [r["id"] for r in load_runs(runs_file)] == ["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100"]
+
+
 def test_model_override_matches_an_unnamed_model():
     code, out, err = run_cli("ingest", VLLM_TP2, "--gpu", "h100-sxm-80gb", "--model", "llama-3.1-8b")
     assert code == 0, err
