@@ -12,7 +12,10 @@
   makes a numpy array of every tokenizer string (11.6 s for a Llama 3 vocabulary).
 - a safetensors file, or a folder of them (every `*.safetensors`, or the shards that
   `model.safetensors.index.json`'s weight_map names): the dtype, shape and data_offsets of every
-  tensor from each file's header; the architecture from the config.json beside it.
+  tensor from each file's header; the architecture from the config.json beside it. A shard
+  (`NAME-00001-of-0000N.safetensors`, the names transformers and huggingface_hub write) is read
+  with the other N - 1, as GGUF split parts are; a shard missing from its set, whether the index
+  lists it or the names number it, is refused by name (SHARD_RE).
 - a config.json (as `--model-config`, which stays).
 
 Only headers are read, with bounded reads: a safetensors header is its first 8 bytes (the JSON
@@ -77,6 +80,15 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              "gpt-oss": "gpt_oss"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+# A sharded safetensors checkpoint's file names: huggingface_hub serialization/_base.py
+# split_state_dict_into_shards_factory formats "model{suffix}.safetensors" with suffix "-{i:05d}-of-{n:05d}"
+# (transformers' save_pretrained and `hf download` keep them). Each shard holds only its share of the
+# tensors, so a folder with some of them (an interrupted download, `--include` of a few files, an index left
+# behind) was read as a model of that share: 1 of 2 shards gave half the parameters as the stored bytes,
+# and the inference estimate took those bytes for the weights (weights_bytes_source "header") without a
+# word. A missing shard is refused by name instead; the config.json alone still sizes the model.
+SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.safetensors$", re.IGNORECASE)
+SHOWN_SHARDS = 4  # missing shards named in the one-line error (then "and N more")
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
 # A checkpoint's multi-token-prediction layer (Qwen3-Next's and Qwen3.5's `mtp.*`, DeepSeek-V3's extra layer is read as
 # a layer of its own and not matched): transformers drops these tensors on load (`_keys_to_ignore_on_load_unexpected`
@@ -157,8 +169,34 @@ def safetensors_header(path: str | Path) -> dict:
     return {"tensors": tensors, "metadata": meta if isinstance(meta, dict) else {}}
 
 
+def _missing_shards(folder: Path, missing: list[str], total: int, listed_by: str) -> CatalogError:
+    """One line naming the shards a checkpoint lacks (SHARD_RE) and what sizes the model instead."""
+    shown = ", ".join(missing[:SHOWN_SHARDS]) + (f" and {len(missing) - SHOWN_SHARDS:,} more"
+                                                 if len(missing) > SHOWN_SHARDS else "")
+    return _fail(folder, f"{len(missing):,} of the {total:,} shards {listed_by} {'is' if len(missing) == 1 else 'are'} "
+                         f"missing: {shown}; a model is not sized from some of its shards: download every one, or "
+                         "give the folder's config.json alone (--model-file PATH/config.json) to size the model from its fields")
+
+
+def _shard_set(path: Path) -> list[Path]:
+    """A file named as a shard (SHARD_RE, N > 1) -> the N shards of its set, in order; any other file: itself.
+    A shard of the set that is not beside it is refused by name."""
+    m = SHARD_RE.match(path.name)
+    if not m or int(m.group("count")) == 1:
+        return [path]
+    count = int(m.group("count"))
+    if count > MAX_FILES:
+        raise _fail(path, f"names {count:,} shards; accepted: 1 to {MAX_FILES:,}")
+    parts = [path.with_name(f"{m.group('stem')}-{i:05d}-of-{m.group('count')}.safetensors") for i in range(1, count + 1)]
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise _missing_shards(path.parent, missing, count, f"named {m.group('stem')}-NNNNN-of-{m.group('count')}.safetensors")
+    return parts
+
+
 def _safetensors_files(path: Path) -> list[Path]:
-    """The safetensors files of a folder: the index's weight_map shards, else every *.safetensors."""
+    """The safetensors files of a folder: the index's weight_map shards, else every *.safetensors (each
+    set of shards named NAME-0000i-of-0000N whole, SHARD_RE). A shard missing from the folder is refused."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
         from catalog.schema import read_regular_file
@@ -169,16 +207,21 @@ def _safetensors_files(path: Path) -> list[Path]:
         if not isinstance(weight_map, dict) or not weight_map:
             raise _fail(index, "has no weight_map (tensor name -> shard file)")
         names = sorted({str(v) for v in weight_map.values()})
-        files = []
         for name in names:
             if "/" in name or "\\" in name or name.startswith("."):
                 raise _fail(index, f"weight_map names {show(name)}; accepted: a shard file in the same folder")
-            if not (path / name).is_file():
-                raise _fail(path / name, f"is missing: {index.name} lists it; download every shard, or give the folder's "
-                                         "config.json to size the model from its fields")
-            files.append(path / name)
-        return files
-    return sorted(p for p in path.glob("*.safetensors") if p.is_file())
+        # every missing shard named at once (the index's metadata.total_size is not taken instead: it is the
+        # bytes, not the parameters or dtypes, and a user who has some of the shards wants to be told)
+        missing = [name for name in names if not (path / name).is_file()]
+        if missing:
+            raise _missing_shards(path, missing, len(names), f"that {index.name} lists")
+        return [path / name for name in names]
+    files = sorted(p for p in path.glob("*.safetensors") if p.is_file())
+    seen: set[Path] = set()
+    for f in files:  # no index: the shards' own names number their set
+        if f not in seen:
+            seen.update(_shard_set(f))
+    return files
 
 
 def _tally(tensors) -> dict:
@@ -228,7 +271,7 @@ def _from_safetensors(path: Path, model_id):
             raise _fail(path, f"is a folder without *.safetensors files or a model.safetensors.index.json; accepted: {ACCEPTED}")
         folder = path
     else:
-        files, folder = [path], path.parent
+        files, folder = _shard_set(path), path.parent  # one shard: its whole set, as a GGUF split part
     if len(files) > MAX_FILES:
         raise _fail(path, f"has {len(files):,} safetensors files; at most {MAX_FILES:,} are read")
     rows = []

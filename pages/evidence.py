@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app.labels import md_escape
 from planner.evidence import memory_hit_rate, worst_underestimate
 
 c.ensure_frame()
@@ -133,10 +134,12 @@ with tab_refs:
     from planner.ingest import IngestError, load_runs, user_evidence_rows  # noqa: E402
 
     try:
-        mine = user_evidence_rows(models, gpus, load_runs())
+        mine = user_evidence_rows(models, gpus, load_runs(), warn=False)
     except IngestError as exc:
         st.warning(f"{exc}; your runs are left out")
         mine = ev.iloc[:0]
+    for problem in mine.attrs.get("user_runs_problems", []):  # a run that cannot be estimated: named, the rest listed
+        st.warning(md_escape(problem))
     rows = pd.concat([ev, mine], ignore_index=True) if len(mine) else ev
     KIND_LABELS = {"measured": "measured", "estimate": "others' estimate", "claim": "claim (source articles etc.)"}
 

@@ -142,7 +142,7 @@ def add_column_flag(p: argparse.ArgumentParser, col: columns.Column) -> None:
 
 MODEL_FILE_HELP = ("a checkpoint to estimate instead of a catalog model, headers only (docs/models.md): a GGUF file "
                    "(split parts read together; again for its mmproj file), a safetensors file or folder with its "
-                   "config.json, or a config.json")
+                   "config.json (a shard's set read together), or a config.json")
 
 
 def _add_scenario_args(p: argparse.ArgumentParser) -> None:

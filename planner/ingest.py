@@ -33,6 +33,7 @@ import pandas as pd
 import yaml
 
 from engine import columns
+from engine.scenarios import LIMITS
 
 GIB = 2**30
 MIB = 2**20
@@ -85,6 +86,51 @@ def _text_of(data: bytes, what: str) -> str:
 
 def _num(text: str) -> float:
     return float(text.replace(",", ""))
+
+
+# The whole numbers a log prints that become the scenario's settings (max_model_len, GPUs, max_num_seqs,
+# gpu_layers) are bounded here, where the line they came from can be named. Unbounded, a nonsense value was
+# either estimated as if real (vLLM max_seq_len=0 or llama.cpp n_ctx = 0: a request of 0 tokens, a KV cache of
+# 0 bytes printed as -100% beside the log's; "offloaded 40/33 layers to GPU": 40 layers of a 33-layer model
+# compared with ours) or wrapped on its way into the engine's int64 columns (max_seq_len=123456789012345678901
+# came back as "seq -9223372036854775808 is not accepted", a setting and a value the log never printed). The
+# bounds are the planner's own for the same settings: engine/scenarios.py LIMITS (seq, tp, pp, gpus), serve's
+# --max-num-seqs (llama.cpp itself refuses n_seq_max above LLAMA_MAX_SEQ, 256 in src/llama-cparams.h, a build
+# option) and --gpu-layers. The measured figures are not bounded: they are what is compared, not what is run.
+MAX_NUM_SEQS = 65_536  # planner/cli.py serve --max-num-seqs
+MAX_GPU_LAYERS = 100_000  # planner/cli.py serve --gpu-layers
+SETTING_RANGES = {  # setting -> (lowest, highest, what is accepted)
+    "max_model_len": (1, LIMITS["seq"], f"a whole number of tokens from 1 to {LIMITS['seq']:,}"),
+    "gpus": (1, LIMITS["gpus"], f"a whole number of GPUs from 1 to {LIMITS['gpus']:,}"),
+    "max_num_seqs": (1, MAX_NUM_SEQS, f"a whole number of sequences from 1 to {MAX_NUM_SEQS:,}"),
+    "gpu_layers": (0, MAX_GPU_LAYERS, f"a whole number of layers from 0 to {MAX_GPU_LAYERS:,}"),
+}
+
+
+def _whole_read(text: str, what: str, low: int, high: int, accepted: str) -> int:
+    """A whole number as a log printed it (digits, thousands commas), refused in one line naming it as
+    printed and what is accepted when it is outside [low, high]."""
+    value = int(text.replace(",", ""))
+    if not low <= value <= high:
+        raise IngestError(f"{what} is {text}; accepted: {accepted}")
+    return value
+
+
+def check_settings(run: dict) -> None:
+    """A vLLM or llama.cpp run's settings within SETTING_RANGES, else IngestError naming the setting, its
+    value and what is accepted: the parsers bound what they read, and a saved run (the runs file is YAML
+    a user may edit) is bounded again before it is estimated. A training run's settings are the engine's
+    scenario columns, which engine.estimate checks itself (engine/scenarios.py INT_RANGES)."""
+    if run.get("format") == "training":
+        return
+    settings = run.get("settings") or {}
+    for key, (low, high, accepted) in SETTING_RANGES.items():
+        if key not in settings:
+            continue
+        value = settings[key]
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value != int(value) or not low <= value <= high):
+            raise IngestError(f"the {run.get('format')} run's {key} is {value!r}; accepted: {accepted}")
 
 
 # ---- (a) the training snippet's JSON line ----------------------------------------------------------
@@ -174,9 +220,16 @@ def parse_vllm(text: str) -> dict | None:
         raise IngestError("this vLLM log has no engine-config line (model=..., dtype=..., max_seq_len=...); "
                           "ingest the whole start-up log")
     m = VLLM_CONFIG.search(config_line)
-    model, dtype, max_len = m.group(1), m.group(2), int(m.group(3))
-    tp = int(VLLM_TP.search(config_line).group(1)) if VLLM_TP.search(config_line) else 1
-    pp = int(VLLM_PP.search(config_line).group(1)) if VLLM_PP.search(config_line) else 1
+    model, dtype = m.group(1), m.group(2)
+    max_len = _whole_read(m.group(3), "this vLLM log's max_seq_len", 1, LIMITS["seq"],
+                          SETTING_RANGES["max_model_len"][2] + " (vLLM's max_model_len)")
+    tp, pp = 1, 1
+    if VLLM_TP.search(config_line):
+        tp = _whole_read(VLLM_TP.search(config_line).group(1), "this vLLM log's tensor_parallel_size", 1, LIMITS["tp"],
+                         f"a whole number of GPUs from 1 to {LIMITS['tp']:,}")
+    if VLLM_PP.search(config_line):
+        pp = _whole_read(VLLM_PP.search(config_line).group(1), "this vLLM log's pipeline_parallel_size", 1,
+                         LIMITS["pp"], f"a whole number of stages from 1 to {LIMITS['pp']:,}")
     quant = VLLM_QUANT.search(config_line)
     quant = quant.group(1) if quant else "None"
     if dtype not in VLLM_DTYPES:
@@ -270,7 +323,12 @@ def parse_llamacpp(text: str) -> dict | None:
     n_ctx = LCPP_NCTX.search(text)
     if not n_ctx:
         raise IngestError("this llama.cpp log has no 'n_ctx' line; ingest the whole load log")
-    n_seq = int(LCPP_NSEQ.search(text).group(1)) if LCPP_NSEQ.search(text) else 1
+    n_ctx = _whole_read(n_ctx.group(1), "this llama.cpp log's n_ctx", 1, LIMITS["seq"],
+                        SETTING_RANGES["max_model_len"][2] + " (the context llama.cpp allocated)")
+    n_seq = 1
+    if LCPP_NSEQ.search(text):
+        n_seq = _whole_read(LCPP_NSEQ.search(text).group(1), "this llama.cpp log's n_seq_max", 1, MAX_NUM_SEQS,
+                            SETTING_RANGES["max_num_seqs"][2])
     per_kind: dict[str, dict[str, float]] = {"model": {}, "KV": {}, "compute": {}}
     lines: dict[str, str] = {}
     for device, kind, mib, line in buffers:
@@ -287,12 +345,21 @@ def parse_llamacpp(text: str) -> dict | None:
             measured[figure] = sum(per_kind[kind].values()) / len(devices)
     offload = LCPP_OFFLOAD.search(text)
     settings = {"task": "infer", "engine": "llama.cpp", "precision": precision,
-                "max_model_len": max(1, int(n_ctx.group(1)) // max(1, n_seq)), "max_num_seqs": n_seq,
-                "gpus": len(devices)}
+                "max_model_len": max(1, n_ctx // n_seq), "max_num_seqs": n_seq, "gpus": len(devices)}
     if offload:
-        measured["gpu_layers"] = float(offload.group(1))
+        # "offloaded N/M layers": src/llama-model.cpp load_tensors prints std::min(n_gpu_layers,
+        # max_offloadable_layers) of max_backend_supported_layers, both hparams.n_layer + 1 (the blocks and the
+        # output layer), so N <= M in every log llama.cpp writes
+        on_gpu, total = int(offload.group(1)), int(offload.group(2))
+        if not 1 <= total <= MAX_GPU_LAYERS:
+            raise IngestError(f"this llama.cpp log's '{offload.group(0)}' counts {offload.group(2)} layers in the model; "
+                              f"accepted: a whole number of layers from 1 to {MAX_GPU_LAYERS:,}")
+        if on_gpu > total:
+            raise IngestError(f"this llama.cpp log's '{offload.group(0)}' puts {offload.group(1)} layers on the GPU, more "
+                              f"than the model's {total:,}; accepted: 0 to {total:,} layers on the GPU")
+        measured["gpu_layers"] = float(on_gpu)
         lines["gpu_layers"] = offload.group(0)
-        settings["gpu_layers"] = int(offload.group(1))
+        settings["gpu_layers"] = on_gpu
     kv_type = LCPP_KV_TYPE.search(text)
     if kv_type and kv_type.group(1) in ("q8_0", "q4_0"):
         settings["kv_precision"] = "int8" if kv_type.group(1) == "q8_0" else "int4"
@@ -434,6 +501,7 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
     """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
     if gpu not in set(gpus["id"]):
         raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+    check_settings(run)
     ours = estimate_run(run, model, gpu, models, gpus)
     from planner.evidence import COUNTERS
     out = []
@@ -504,9 +572,9 @@ def user_runs_path() -> Path:
     return user_catalog_path().with_name("user_runs.yaml")
 
 
-def load_runs(path: Path | None = None) -> list[dict]:
-    """The saved runs (a missing file: none). A file that is not a list of runs raises IngestError."""
-    path = path or user_runs_path()
+def _read_runs(path: Path) -> list:
+    """The runs file's `runs:` list as read, every entry kept (a missing file: none). A file that is not
+    a list of runs raises IngestError."""
     if not path.exists():
         return []
     try:
@@ -516,7 +584,12 @@ def load_runs(path: Path | None = None) -> list[dict]:
     runs = doc.get("runs") if isinstance(doc, dict) else None
     if not isinstance(runs, list):
         raise IngestError(f"user runs file {str(path)!r} is not a mapping with a `runs:` list")
-    return [r for r in runs if isinstance(r, dict) and isinstance(r.get("run"), dict)]
+    return runs
+
+
+def load_runs(path: Path | None = None) -> list[dict]:
+    """The saved runs (a missing file: none). A file that is not a list of runs raises IngestError."""
+    return [r for r in _read_runs(path or user_runs_path()) if isinstance(r, dict) and isinstance(r.get("run"), dict)]
 
 
 def _slug(text: str) -> str:
@@ -527,8 +600,10 @@ def save_run(result: dict, path: Path | None = None) -> str:
     """Append the run to the user's runs file (written whole to a temporary file, then renamed);
     returns its id."""
     path = path or user_runs_path()
-    runs = load_runs(path)
-    taken = {r.get("id") for r in runs}
+    # every entry as read, the ones load_runs cannot use too (a hand edit, an older version's): a save
+    # appends, it never deletes what the user wrote (they were dropped from the file before)
+    runs = _read_runs(path)
+    taken = {r.get("id") for r in runs if isinstance(r, dict)}
     base = f"user-{result['format'].replace('.', '')}-{_slug(result['model'])}-{_slug(Path(result['file']).stem)}"
     ident, n = base, 2
     while ident in taken:
@@ -556,22 +631,37 @@ def save_run(result: dict, path: Path | None = None) -> str:
     return ident
 
 
-def user_evidence_rows(models: pd.DataFrame, gpus: pd.DataFrame, runs: list[dict] | None = None) -> pd.DataFrame:
+def _set_aside_line(entry: dict, exc: Exception) -> str:
+    """One line naming a saved run that cannot be estimated, the reason and what becomes of it."""
+    reason = f"has no {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+    return (f"your run {str(entry.get('id', '(no id)'))!r} ({user_runs_path()}): {reason}; it was set aside (kept in "
+            "the file as it is), every other run is listed")
+
+
+def user_evidence_rows(models: pd.DataFrame, gpus: pd.DataFrame, runs: list[dict] | None = None,
+                       warn: bool = True) -> pd.DataFrame:
     """The saved runs as evidence rows (planner/evidence.py EVIDENCE_JSON_KEYS), re-estimated now,
-    source_kind "user"; a run whose model or GPU has left the catalog is skipped."""
+    source_kind "user". A run that cannot be estimated (its model or GPU has left the catalog, a
+    setting out of range: the file is YAML a user may edit) is set aside alone, as catalog/store.py
+    sets aside a bad user-catalog entry: named in one line (warned when `warn`, and listed in the
+    frame's attrs["user_runs_problems"], which the Evidence page shows), every other run listed."""
+    import warnings
+
     from planner.evidence import EVIDENCE_JSON_KEYS, TARGET_PCT, TOLERANCE_PCT
     if runs is None:
         try:
             runs = load_runs()
         except IngestError as exc:  # the published rows still show; the file is named once
-            import warnings
             warnings.warn(f"{exc}; your runs are left out", stacklevel=2)
             runs = []
-    rows = []
+    rows, problems = [], []
     for entry in runs:
         try:
             figures = compare(entry["run"], entry["model"], entry["gpu"], models, gpus)
-        except (IngestError, KeyError, ValueError, TypeError):
+        except (IngestError, KeyError, ValueError, TypeError) as exc:
+            problems.append(_set_aside_line(entry, exc))
+            if warn:
+                warnings.warn(problems[-1], stacklevel=2)
             continue
         for f in figures:
             err = f["error_pct"]
@@ -589,4 +679,6 @@ def user_evidence_rows(models: pd.DataFrame, gpus: pd.DataFrame, runs: list[dict
                 "source": f"your run: {entry.get('file', '')} ({entry['run']['format']}), saved {entry.get('saved', '')}",
                 "url": "", "setup_note": f["source_line"], "estimate_note": "", "counter": f["counter"],
                 "source_kind": "user"})
-    return pd.DataFrame(rows, columns=list(EVIDENCE_JSON_KEYS))
+    out = pd.DataFrame(rows, columns=list(EVIDENCE_JSON_KEYS))
+    out.attrs["user_runs_problems"] = problems
+    return out

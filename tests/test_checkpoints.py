@@ -229,8 +229,49 @@ def test_safetensors_folder_with_index_and_config(tmp_path):
     assert info["params_stored"] - record["params"] == V * H
     # a missing shard is named
     os.remove(tmp_path / "model-00002-of-00002.safetensors")
-    with pytest.raises(CatalogError, match="model-00002-of-00002.safetensors: is missing"):
+    with pytest.raises(CatalogError, match="1 of the 2 shards that model.safetensors.index.json lists is missing: "
+                                           "model-00002-of-00002.safetensors; "):
         model_from_files(tmp_path)
+
+
+def _shards(folder, count, present):
+    """A checkpoint's tensors spread over `count` shards named as transformers names them; only the
+    shards numbered in `present` written (a partial download), with the config.json."""
+    folder.mkdir(exist_ok=True)
+    tensors = hf_tensors()
+    for i in present:
+        write_safetensors(folder / f"model-{i:05d}-of-{count:05d}.safetensors", tensors[i - 1::count])
+    write_config(folder)
+    return folder
+
+
+def test_a_partly_downloaded_sharded_checkpoint_is_refused_by_its_missing_shards(tmp_path):
+    """Some of a checkpoint's shards without the others (no index beside them, or one shard given as
+    the file) were read as the whole model: its stored bytes a fraction of the weights, taken as the
+    inference estimate's weights without a word. The shards' own names number their set: a missing one
+    is named, as a missing GGUF split part is; a whole set given by one shard is read whole."""
+    whole = _shards(tmp_path / "whole", 2, (1, 2))
+    record, info = model_from_files(whole / "model-00001-of-00002.safetensors")  # one shard: its whole set
+    assert info["params_stored"] == record["params"] == llama_params() and info["weights_source"] == "header"
+    assert info["weights_bytes_stored"] == 2 * llama_params() and len(info["files"]) == 2
+    assert model_from_files(whole)[1]["weights_bytes_stored"] == 2 * llama_params()
+    part = _shards(tmp_path / "part", 4, (1, 3))
+    for given in (part, part / "model-00003-of-00004.safetensors"):
+        with pytest.raises(CatalogError, match="2 of the 4 shards named model-NNNNN-of-00004.safetensors are missing: "
+                                               "model-00002-of-00004.safetensors, model-00004-of-00004.safetensors; "):
+            model_from_files(given)
+    code, out, err = run_cli("estimate", "--model-file", part, "--task", "infer", "--json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "model-00002-of-00004.safetensors, model-00004-of-00004.safetensors" in err
+    assert "give the folder's config.json alone (--model-file PATH/config.json) to size the model" in err and "Traceback" not in err
+    # an index listing more shards than are here: every missing one named (the first few, then a count)
+    many = _shards(tmp_path / "many", 8, (1,))
+    (many / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 2 * llama_params()},
+        "weight_map": {n: f"model-{i % 8 + 1:05d}-of-00008.safetensors" for i, (n, _s) in enumerate(hf_tensors())}}))
+    with pytest.raises(CatalogError, match="7 of the 8 shards that model.safetensors.index.json lists are missing: "
+                                           "model-00002-of-00008.safetensors, .*model-00005-of-00008.safetensors and 3 more"):
+        model_from_files(many)
 
 
 def test_safetensors_header_is_checked(tmp_path):
@@ -380,6 +421,24 @@ def test_a_hub_host_that_does_not_resolve_reads_the_cache_at_once(tmp_path, monk
     code, out, err = run_cli("estimate", "--model", "other/missing", "--task", "infer")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "other/missing" in err and "name not resolved" in err and str(tmp_path) in err
+
+
+def test_hub_id_offline_with_some_shards_cached_is_sized_by_its_config(tmp_path, monkeypatch):
+    """A cache holding 1 of a checkpoint's 2 shards (no index cached) gave that shard's bytes as the
+    model's stored weights; the missing shard is now named in a note and the config sizes the model."""
+    pytest.importorskip("huggingface_hub")
+    snap = fake_cache(tmp_path, shards=False)
+    _shards(snap, 2, (1,))
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama", "--task", "infer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ck = data["checkpoint"]
+    assert data["params"] == llama_params() and ck["weights_source"] == "config" and "weights_bytes_stored" not in ck
+    assert ck["notes"][0].startswith("offline: 1 of the 2 shards named model-NNNNN-of-00002.safetensors is missing: "
+                                     "model-00002-of-00002.safetensors")
 
 
 def test_hub_id_online_and_the_hub_errors(tmp_path, monkeypatch):

@@ -211,6 +211,71 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("log, gpu, printed, wrong, message", [
+    (VLLM, "h100-sxm-80gb", "max_seq_len=8192", "max_seq_len=0",
+     "this vLLM log's max_seq_len is 0; accepted: a whole number of tokens from 1 to 100,000,000"),
+    # 20 digits: read as printed, not wrapped to the int64 -9223372036854775808 and refused as a "seq"
+    (VLLM, "h100-sxm-80gb", "max_seq_len=8192", "max_seq_len=123456789012345678901",
+     "this vLLM log's max_seq_len is 123456789012345678901; accepted: a whole number of tokens from 1 to"),
+    (VLLM, "h100-sxm-80gb", "tensor_parallel_size=1", "tensor_parallel_size=0",
+     "this vLLM log's tensor_parallel_size is 0; accepted: a whole number of GPUs from 1 to 4,096"),
+    (LLAMACPP, "rtx-4090", "n_ctx         = 8192", "n_ctx         = 0",
+     "this llama.cpp log's n_ctx is 0; accepted: a whole number of tokens from 1 to 100,000,000"),
+    (LLAMACPP, "rtx-4090", "n_ctx         = 8192", "n_ctx         = 123456789012345678901",
+     "this llama.cpp log's n_ctx is 123456789012345678901; accepted:"),
+    (LLAMACPP, "rtx-4090", "n_seq_max     = 1", "n_seq_max     = 0",
+     "this llama.cpp log's n_seq_max is 0; accepted: a whole number of sequences from 1 to 65,536"),
+    (LLAMACPP, "rtx-4090", "offloaded 33/33 layers", "offloaded 40/33 layers",
+     "'offloaded 40/33 layers to GPU' puts 40 layers on the GPU, more than the model's 33; accepted: 0 to 33"),
+    (LLAMACPP, "rtx-4090", "offloaded 33/33 layers", "offloaded 0/0 layers",
+     "'offloaded 0/0 layers to GPU' counts 0 layers in the model; accepted: a whole number of layers from 1"),
+])
+def test_a_setting_no_run_has_is_refused_by_its_value(tmp_path, runs_file, log, gpu, printed, wrong, message):
+    """max_seq_len=0 and n_ctx = 0 were estimated as requests of 0 tokens (a KV cache of 0 bytes, -100%),
+    40 of 33 layers compared as if real, and a 20-digit max_seq_len wrapped around in the engine's int64
+    columns; each is refused in one line naming the value as the log printed it, nothing saved."""
+    text = log.read_text()
+    assert printed in text
+    bad = tmp_path / log.name
+    bad.write_text(text.replace(printed, wrong))
+    code, out, err = run_cli("ingest", bad, "--gpu", gpu, "--save")
+    assert code == 2 and out == "", out
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert "Traceback" not in err and "-9223372036854775808" not in err
+    assert not runs_file.exists()
+    with pytest.raises(IngestError, match="accepted"):
+        parse_run(bad.read_text())
+
+
+def test_a_saved_run_out_of_range_is_set_aside_by_name_and_the_others_listed(runs_file):
+    """The runs file is YAML a user may edit: a run whose setting is out of range was estimated as if real
+    (max_model_len 0); it is set aside alone and named, the other runs are listed, the file is kept."""
+    assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    assert run_cli("ingest", LLAMACPP, "--gpu", "rtx-4090", "--save")[0] == 0
+    text = runs_file.read_text()
+    assert text.count("max_model_len: 8192") == 2
+    runs_file.write_text(text.replace("max_model_len: 8192", "max_model_len: 0", 1))  # the vLLM run's
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0, err
+    mine = [r["id"] for r in json.loads(out) if r["source_kind"] == "user"]
+    assert mine and all(i.startswith("user-llamacpp-") for i in mine)
+    assert err.count("\n") == 1 and err.startswith("warning: your run 'user-vllm-llama-3-1-8b-vllm-llama31-8b-h100'")
+    assert "max_model_len is 0; accepted: a whole number of tokens from 1" in err and "set aside" in err
+    assert "max_model_len: 0" in runs_file.read_text()
+
+
+def test_save_keeps_the_entries_it_cannot_read(runs_file):
+    """--save wrote back only the entries load_runs returns: one a user wrote by hand (or an older
+    version did) without a `run:` mapping was deleted from the file."""
+    runs_file.write_text("runs:\n- id: my-notes\n  note: the A100 run, to fill in\n- just a line\n")
+    code, out, err = run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")
+    assert code == 0, err
+    import yaml
+    runs = yaml.safe_load(runs_file.read_text())["runs"]
+    assert runs[:2] == [{"id": "my-notes", "note": "the A100 run, to fill in"}, "just a line"]
+    assert [r["id"] for r in load_runs(runs_file)] == ["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100"]
+
+
 def test_model_override_matches_an_unnamed_model():
     code, out, err = run_cli("ingest", VLLM_TP2, "--gpu", "h100-sxm-80gb", "--model", "llama-3.1-8b")
     assert code == 0, err
@@ -280,10 +345,18 @@ def test_evidence_names_a_broken_runs_file_and_still_lists_the_published(runs_fi
 def test_the_evidence_page_lists_your_runs_marked_yours(runs_file):
     from streamlit.testing.v1 import AppTest
     assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    # a second run, edited out of range by hand: set aside and named on the page, the first still listed
+    assert run_cli("ingest", LLAMACPP, "--gpu", "rtx-4090", "--save")[0] == 0
+    text = runs_file.read_text()
+    runs_file.write_text(text[:text.index("user-llamacpp")] + text[text.index("user-llamacpp"):].replace(
+        "max_model_len: 8192", "max_model_len: 0"))
     from tests.test_pages import DASHBOARD
     at = AppTest.from_file(DASHBOARD, default_timeout=60)
     at.switch_page("pages/evidence.py").run()  # one run: the Evidence page alone
     assert not at.exception, [e.value for e in at.exception]
+    shown = [w.value.replace("\\", "") for w in at.warning]  # (markdown-escaped)
+    assert any("your run 'user-llamacpp-llama-3-1-8b-llamacpp-llama31-8b-q4km'" in w and "max_model_len is 0" in w
+               for w in shown), shown
     view = at.dataframe[0].value.set_index("Reference")
     mine = view[view["Whose"] == "yours"]
     assert list(mine.index) == ["user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-" + f for f in
