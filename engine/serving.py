@@ -221,6 +221,15 @@ VLLM_V0_MIN_BATCHED_TOKENS = 2048
 VLLM_V0_CHUNKED_ABOVE = 32768
 VLLM_V0_CHUNKED_TOKENS = 512
 VLLM_V0_MAX_NUM_SEQS = 256  # V0's EngineArgs.max_num_seqs default
+# A --max-model-len beyond the model's own context (the catalog's max_context: max_position_embeddings): vLLM refuses
+# to start ("User-specified max_model_len (N) is greater than the derived max_model_len (max_position_embeddings=M or
+# model_max_length=None in model's config.json). ... To allow overriding this maximum, set the env var
+# VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", ModelConfig's _get_and_verify_max_len, vllm/config.py, later vllm/config/model.py;
+# the message as published start-up logs print it), and so does SGLang ("User-specified context_length (N) is greater
+# than the derived context_length (M) ... set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+# python/sglang/srt/configs/model_config.py). `serve` refuses such a length unless --allow-long-context (as `check` and
+# `estimate` refuse such a --seq, planner/cli.py), and then writes the variable before the engine's command.
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}
 # --- SGLang ----------------------------------------------------------------------------
 # mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
 # graphs live in the rest. The KV pool is what the fraction leaves after the weights

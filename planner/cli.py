@@ -642,6 +642,8 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
+    # a --max-model-len beyond the model's context: refused unless asked for, as estimate's --seq (engine/columns.py)
+    add_column_flag(sv, columns.SCENARIO_BY_NAME["allow_long_context"])
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
                     help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default: by the card's memory "
                          "from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one GPU)")
@@ -700,6 +702,36 @@ def _cpu_moe_layers(text, engine: str) -> int:
     return layers
 
 
+def _beyond_context(args, models: pd.DataFrame) -> int | None:
+    """The model's context (the catalog's max_context) where --max-model-len is longer; None where it is not (or the
+    model's context is not known)."""
+    context = pd.to_numeric(models.set_index("id").at[args.model, "max_context"], errors="coerce")
+    if pd.isna(context) or context <= 0 or args.max_model_len <= context:
+        return None
+    return int(context)
+
+
+def _check_model_len(args, models: pd.DataFrame) -> None:
+    """--max-model-len beyond the model's context: refused as estimate refuses such a --seq (engine/scenarios.py), and as
+    vLLM and SGLang refuse to start (engine/serving.py LONG_CONTEXT_ENV), unless --allow-long-context."""
+    context = _beyond_context(args, models)
+    if context is not None and not args.allow_long_context:
+        raise CliError(f"max-model-len {args.max_model_len:,} is longer than {args.model}'s context of {context:,} tokens; "
+                       f"accepted: 1 to {context:,} (or allow it explicitly with --allow-long-context)")
+
+
+def _long_context_command(row: pd.Series, args, models: pd.DataFrame) -> pd.Series:
+    """The command with the variable vLLM / SGLang need to start beyond the model's context (engine/serving.py
+    LONG_CONTEXT_ENV), where --allow-long-context let such a --max-model-len through."""
+    from engine.serving import LONG_CONTEXT_ENV
+    env = LONG_CONTEXT_ENV.get(str(row["engine"]))
+    if env is None or _beyond_context(args, models) is None:
+        return row
+    row = row.copy()
+    row["command"] = f"{env} {row['command']}"
+    return row
+
+
 def cmd_serve(args) -> int:
     from catalog import default_catalog
     from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
@@ -710,6 +742,7 @@ def cmd_serve(args) -> int:
         raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
     if args.model not in set(models["id"]):
         raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+    _check_model_len(args, models)
     layers = str(args.gpu_layers).strip().lower()
     if layers == "auto":
         gpu_layers = -1
@@ -744,6 +777,7 @@ def cmd_serve(args) -> int:
                        .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")
                        .replace("kv_cache_memory_bytes", "kv-cache-memory-bytes")
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")) from None
+    row = _long_context_command(row, args, models)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

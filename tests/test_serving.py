@@ -388,6 +388,27 @@ def test_serve_bad_input_exits_2_with_one_line(args, message):
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("engine", S.ENGINES)
+def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(engine):
+    """Llama 2 7B's context is 4,096 tokens: 8,192 is refused as estimate refuses such a --seq (and as vLLM and SGLang
+    refuse to start without VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN); with
+    --allow-long-context it is planned, and the vLLM / SGLang command carries the variable they need."""
+    base = ("--model", "llama-2-7b", "--gpu", "h100-sxm-80gb", "--engine", engine)
+    code, out, err = run(*base, "--max-model-len", "8192")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("max-model-len 8,192 is longer than llama-2-7b's context of 4,096 tokens; accepted: 1 to 4,096 "
+            "(or allow it explicitly with --allow-long-context)") in err
+    code, out, err = run(*base, "--max-model-len", "8192", "--allow-long-context", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["max_model_len"] == 8192
+    env = S.LONG_CONTEXT_ENV.get(engine)
+    assert data["command"].startswith(f"{env} ") if env else "ALLOW" not in data["command"]
+    code, out, err = run(*base, "--max-model-len", "4096", "--json")  # the model's own context: planned as before
+    assert code == 0, err
+    assert "ALLOW" not in json.loads(out)["command"]
+
+
 def test_the_kv_policy_follows_the_serving_engine(cat):
     # Gemma 2 9B (sliding-window layers every other layer, window 4,096) at 8,192 tokens in bf16:
     # vLLM's paged allocator reserves every layer at full length, 42 layers x 8 KV heads x 256
