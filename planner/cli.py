@@ -650,7 +650,7 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--gpu-memory-in-use", dest="gpu_memory_in_use_gib", type=_bounded("gpu-memory-in-use", 0, 100000), default=None,
                     help="GiB other processes already hold on each GPU (a desktop, another server; nvidia-smi shows "
                          "them): vLLM and MLC-LLM do not start where their share of the card's total is not free, the "
-                         "other engines size themselves from what is free (default 0)")
+                         "other engines size themselves from what is free; below the card's memory (default 0)")
     sv.add_argument("--kv-cache-memory-bytes", type=_whole("kv-cache-memory-bytes", high=10**15), default=None,
                     help="vLLM: the KV cache in bytes per GPU, in place of its profiled share (its --kv-cache-memory-bytes; "
                          "the weights, activation peak and this must fit in what is free)")
@@ -732,6 +732,17 @@ def _long_context_command(row: pd.Series, args, models: pd.DataFrame) -> pd.Seri
     return row
 
 
+def _check_memory_in_use(row: pd.Series, args) -> None:
+    """--gpu-memory-in-use of the card's memory or more leaves nothing free: no engine starts there, and a KV cache,
+    speed or cost figure would describe nothing (engine/serving.py counts what is free as usable - in use). Bad input,
+    named with the card's memory (the usable memory the plan counts, nvidia-smi's memory.total)."""
+    in_use, usable = float(row.get("gpu_memory_in_use_bytes", 0.0)), float(row["usable_bytes"])
+    if in_use >= usable:
+        raise CliError(f"gpu-memory-in-use {args.gpu_memory_in_use_gib:g} is not less than the memory of {args.gpu} "
+                       f"({usable / GIB:.2f} GiB per GPU): nothing would be free; accepted: a number of GiB >= 0 and "
+                       f"below {math.floor(usable / GIB * 100) / 100:.2f} (what other processes hold on each GPU)")
+
+
 def cmd_serve(args) -> int:
     from catalog import default_catalog
     from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
@@ -777,6 +788,7 @@ def cmd_serve(args) -> int:
                        .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")
                        .replace("kv_cache_memory_bytes", "kv-cache-memory-bytes")
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")) from None
+    _check_memory_in_use(row, args)
     row = _long_context_command(row, args, models)
     if args.export:
         if args.json:

@@ -375,6 +375,22 @@ def test_serve_names_the_share_vllm_starts_with():
     assert code == 2 and "gpu-memory-in-use '-1' is not accepted" in err
 
 
+@pytest.mark.parametrize("engine", S.ENGINES)
+def test_serve_refuses_more_memory_in_use_than_the_card_has(engine):
+    """An RTX 4090 has 23.99 GiB: other processes cannot hold 30 (nor all 23.99) of it. Refused as bad input naming the
+    card's memory, never a plan with a KV cache, speed and cost beside "-6.01 GiB are free"; just below it still plans."""
+    base = ("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", engine, "--max-model-len", "8192")
+    for in_use in ("30", "23.99"):
+        code, out, err = run_cli(*base, "--gpu-memory-in-use", in_use, "--json")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert (f"gpu-memory-in-use {in_use} is not less than the memory of rtx-4090 (23.99 GiB per GPU): nothing would "
+                "be free; accepted: a number of GiB >= 0 and below 23.98") in err
+    code, out, err = run_cli(*base, "--gpu-memory-in-use", "23.5", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["gpu_memory_in_use_bytes"] == 23.5 * 2**30 and data["fits"] is False
+
+
 def test_vllm_kv_cache_memory_bytes_pins_the_cache(cat):
     """--kv-cache-memory-bytes N: the KV cache is N (vLLM skips the profile's accounting), the run fits where the
     weights, the activation peak, the non-torch memory and N fit in what is free and N holds one request."""
