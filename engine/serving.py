@@ -480,6 +480,9 @@ MLC_BITS = {"q4f16_1": 4.5, "q4f16_0": 4.5, "q4f32_1": 5.0, "q3f16_1": 3.0 + 16 
 MLC_UTILIZATION = 0.85
 MLC_MAX_BATCH = 128
 MLC_MAX_CHUNK = 8192
+# max_num_seqs of the engines without a scheduler of their own: llama-server's -np (parallel slots), Ollama's
+# OLLAMA_NUM_PARALLEL, the sequences ExLlamaV2's cache holds and transformers' generate() batches
+OTHER_MAX_NUM_SEQS = 1
 
 
 # --- Apple unified memory ---------------------------------------------------------------
@@ -692,6 +695,19 @@ REQUEST_DEFAULTS = {
     "backend": "",
     "gpu_memory_in_use_gib": 0.0, "kv_cache_memory_bytes": np.nan,
 }
+
+
+def max_num_seqs_help() -> str:
+    """`serve --max-num-seqs`'s help: each engine's default as serve() decides it, written from the same constants."""
+    v1, by_memory = VLLM_V1_FROM, VLLM_MEMORY_DEFAULTS_FROM
+    return (f"vLLM/SGLang: running requests (default {VLLM_MAX_NUM_SEQS_LARGE} on a card of "
+            f"{VLLM_LARGE_GPU_BYTES / C.GIB:g} GiB or more that is not an A100, else {VLLM_MAX_NUM_SEQS}; vLLM --engine-version "
+            f"from {v1[0]}.{v1[1]} before {by_memory[0]}.{by_memory[1]}: {VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, "
+            f"before {v1[0]}.{v1[1]}: {VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: max_num_sequence (default {MLC_MAX_BATCH}); "
+            f"llama.cpp/ollama: parallel slots; transformers/exllamav2: sequences in one batch (default "
+            f"{OTHER_MAX_NUM_SEQS})")
+
+
 # llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
 # and the families each backend runs on (Vulkan: NVIDIA and AMD here; no Vulkan row for Apple/Intel)
 DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}
@@ -1150,7 +1166,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     by_name = req["gpu"].astype(str).str.contains("h100|h200").to_numpy(bool)  # GH200's name holds "h200" too
     large = np.where(v1_by_name, by_name, np.where(v0, False, large))
     seqs = req["max_num_seqs"].to_numpy(float)
-    seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)
+    seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS),
+                                             float(OTHER_MAX_NUM_SEQS)), seqs)
     seqs = np.where(v0 & req["max_num_seqs"].isna().to_numpy(), VLLM_V0_MAX_NUM_SEQS, seqs)
     seqs = np.where(is_mlc & req["max_num_seqs"].isna().to_numpy(), MLC_MAX_BATCH, seqs)
 

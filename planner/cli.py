@@ -627,7 +627,7 @@ def cmd_ingest(args) -> int:
 
 def _add_serve_parser(sub) -> None:
     """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
-    from engine.serving import ENGINES
+    from engine.serving import ENGINES, max_num_seqs_help
     sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers, "
                                       "ExLlamaV2 or MLC-LLM")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
@@ -655,7 +655,7 @@ def _add_serve_parser(sub) -> None:
                     help="vLLM: the KV cache in bytes per GPU, in place of its profiled share (its --kv-cache-memory-bytes; "
                          "the weights, activation peak and this must fit in what is free)")
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
-                    help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
+                    help=max_num_seqs_help())  # each engine's default, from the constants serve() uses
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
     sv.add_argument("--cpu-moe-layers", default="0",
                     help="llama.cpp, mixture-of-experts models: keep the routed experts of the first N layers in host RAM "

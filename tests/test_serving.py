@@ -409,6 +409,38 @@ def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(
     assert "ALLOW" not in json.loads(out)["command"]
 
 
+@pytest.mark.parametrize("engine, gpu, version, expected", [
+    ("vllm", "h100-sxm-80gb", None, S.VLLM_MAX_NUM_SEQS_LARGE),
+    ("sglang", "rtx-pro-6000-blackwell", None, S.VLLM_MAX_NUM_SEQS_LARGE),  # 70 GiB or more, not an A100
+    ("vllm", "a100-80gb-sxm", None, S.VLLM_MAX_NUM_SEQS),
+    ("vllm", "rtx-4090", None, S.VLLM_MAX_NUM_SEQS),
+    ("vllm", "h100-sxm-80gb", "0.8", S.VLLM_MAX_NUM_SEQS_LARGE),
+    ("vllm", "rtx-pro-6000-blackwell", "0.8", S.VLLM_MAX_NUM_SEQS),  # 0.8.x: by the H100/H200 name only
+    ("vllm", "h100-sxm-80gb", "0.6", S.VLLM_V0_MAX_NUM_SEQS),
+    ("mlc-llm", "rtx-4090", None, S.MLC_MAX_BATCH),
+    ("llama.cpp", "rtx-4090", None, S.OTHER_MAX_NUM_SEQS),
+    ("transformers", "h100-sxm-80gb", None, S.OTHER_MAX_NUM_SEQS),
+])
+def test_serve_help_states_the_max_num_seqs_serve_uses(engine, gpu, version, expected):
+    """--help said "vLLM/SGLang: running requests (default 256)" while an H100 plan ran 1,024 sequences: the help is
+    written from the constants serve() decides the default with, and each figure it gives is the one a plan uses."""
+    code, out, err = run_cli("serve", "--help")
+    assert code == 0, err
+    text = " ".join(out.split())  # (argparse wraps the help)
+    assert "running requests (default 256)" not in text
+    assert (f"vLLM/SGLang: running requests (default {S.VLLM_MAX_NUM_SEQS_LARGE} on a card of 70 GiB or more that is "
+            f"not an A100, else {S.VLLM_MAX_NUM_SEQS}; vLLM --engine-version from 0.8 before 0.9: "
+            f"{S.VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, before 0.8: {S.VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: "
+            f"max_num_sequence (default {S.MLC_MAX_BATCH}); llama.cpp/ollama: parallel slots; transformers/exllamav2: "
+            f"sequences in one batch (default {S.OTHER_MAX_NUM_SEQS})") in text
+    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m"}.get(engine, "bf16")
+    args = ("--model", "llama-3.1-8b", "--gpu", gpu, "--engine", engine, "--precision", precision,
+            "--max-model-len", "4096", "--json") + (("--engine-version", version) if version else ())
+    code, out, err = run(*args)
+    assert code == 0, err
+    assert json.loads(out)["max_num_seqs"] == expected
+
+
 def test_the_kv_policy_follows_the_serving_engine(cat):
     # Gemma 2 9B (sliding-window layers every other layer, window 4,096) at 8,192 tokens in bf16:
     # vLLM's paged allocator reserves every layer at full length, 42 layers x 8 KV heads x 256
