@@ -695,6 +695,27 @@ REQUEST_DEFAULTS = {
     "backend": "",
     "gpu_memory_in_use_gib": 0.0, "kv_cache_memory_bytes": np.nan,
 }
+# The request settings only some engines read (serve() below), and those engines. A `serve` flag given with another
+# engine is refused (exit 2), never dropped unseen: kv_cache_memory_bytes, cpu_moe_layers, engine_version, draft_model
+# and backend by _check here; the others (CLI_CHECKED_SETTINGS), whose defaults a frame cannot tell from a value given
+# and which the Serving page's grids carry for every engine, by the command line (planner/cli.py _check_engine_flags).
+# gpu_memory_utilization: vLLM's and MLC-LLM's share of the card, SGLang's mem_fraction_static (the others fit in what
+# is free); gpu_layers: llama.cpp's -ngl, Ollama's num_gpu; host_bandwidth_gbps: the layers (and experts) they leave in
+# host RAM; draft_context: llama.cpp's -cd (the draft's own context per slot).
+ENGINE_ONLY_SETTINGS = {
+    "gpu_memory_utilization": ("vllm", "sglang", "mlc-llm"),
+    "kv_cache_memory_bytes": ("vllm",),
+    "gpu_layers": GGUF_ENGINES,
+    "cpu_moe_layers": ("llama.cpp",),
+    "host_bandwidth_gbps": GGUF_ENGINES,
+    "engine_version": ("vllm", "sglang"),
+    "draft_model": DRAFT_ENGINES,
+    "draft_tensor_parallel_size": ("vllm",),
+    "draft_context": ("llama.cpp",),
+    "backend": GGUF_ENGINES,
+}
+CLI_CHECKED_SETTINGS = ("gpu_memory_utilization", "gpu_layers", "host_bandwidth_gbps", "draft_tensor_parallel_size",
+                        "draft_context")
 
 
 def max_num_seqs_help() -> str:

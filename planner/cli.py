@@ -627,7 +627,7 @@ def cmd_ingest(args) -> int:
 
 def _add_serve_parser(sub) -> None:
     """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
-    from engine.serving import ENGINES, max_num_seqs_help
+    from engine.serving import ENGINES, MLC_UTILIZATION, VLLM_UTILIZATION, max_num_seqs_help
     sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers, "
                                       "ExLlamaV2 or MLC-LLM")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
@@ -645,8 +645,10 @@ def _add_serve_parser(sub) -> None:
     # a --max-model-len beyond the model's context: refused unless asked for, as estimate's --seq (engine/columns.py)
     add_column_flag(sv, columns.SCENARIO_BY_NAME["allow_long_context"])
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
-                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default: by the card's memory "
-                         "from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one GPU)")
+                    help=f"vLLM: share of the card (default {VLLM_UTILIZATION:g}); SGLang: mem-fraction-static (default: by the "
+                         "card's memory from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one "
+                         f"GPU); MLC-LLM: its gpu_memory_utilization (default {MLC_UTILIZATION:g}); the other engines fit in "
+                         "what is free and refuse it")
     sv.add_argument("--gpu-memory-in-use", dest="gpu_memory_in_use_gib", type=_bounded("gpu-memory-in-use", 0, 100000), default=None,
                     help="GiB other processes already hold on each GPU (a desktop, another server; nvidia-smi shows "
                          "them): vLLM and MLC-LLM do not start where their share of the card's total is not free, the "
@@ -743,6 +745,25 @@ def _check_memory_in_use(row: pd.Series, args) -> None:
                        f"below {math.floor(usable / GIB * 100) / 100:.2f} (what other processes hold on each GPU)")
 
 
+def _check_engine_flags(args) -> None:
+    """A flag only some engines read (engine/serving.py ENGINE_ONLY_SETTINGS) given with another engine: refused, as
+    the engine refuses --kv-cache-memory-bytes, --engine-version or --backend there, never dropped unseen (--gpu-layers
+    with vLLM planned as if it were not given). --gpu-layers auto is its default, taken with any engine."""
+    from engine.serving import CLI_CHECKED_SETTINGS, ENGINE_ONLY_SETTINGS
+    for name in CLI_CHECKED_SETTINGS:
+        value = getattr(args, name, None)
+        engines = ENGINE_ONLY_SETTINGS[name]
+        if value is None or args.engine in engines or (name == "gpu_layers" and str(value).strip().lower() == "auto"):
+            continue
+        flag = "--" + name.replace("_", "-")
+        which = (", ".join(engines[:-1]) + " or " if len(engines) > 1 else "") + engines[-1]
+        raise CliError(f"{flag[2:]} {show(value)} is not accepted with --engine {args.engine}, which does not use it; "
+                       f"accepted: --engine {which}, or leave {flag} out")
+    if getattr(args, "draft_context", None) is not None and not getattr(args, "draft_model", None):
+        raise CliError(f"draft-context {show(args.draft_context)} is not accepted without a draft model; accepted: "
+                       "--draft-model ID first")
+
+
 def cmd_serve(args) -> int:
     from catalog import default_catalog
     from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
@@ -754,6 +775,7 @@ def cmd_serve(args) -> int:
     if args.model not in set(models["id"]):
         raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
     _check_model_len(args, models)
+    _check_engine_flags(args)
     layers = str(args.gpu_layers).strip().lower()
     if layers == "auto":
         gpu_layers = -1
