@@ -183,7 +183,7 @@ SCENARIO: tuple[Column, ...] = (
            high_open=True, cli="--headroom", default_text="0.1 = 10%, as on the dashboard",
            sidebar=(Sidebar("headroom_pct", round(DEFAULTS["headroom"] * 100), "int", low=0, high=50),)),
     _choice("prefill_logits", "inference: last (as generate()) | all positions", cli="--prefill-logits", cli_checks=False),
-    Column("allow_long_context", "bool", "accept a seq beyond the model's context length", DEFAULTS["allow_long_context"],
+    Column("allow_long_context", "bool", "accept a seq (serve: a --max-model-len) beyond the model's context length", DEFAULTS["allow_long_context"],
            cli="--allow-long-context", sidebar=(Sidebar("allow_long_context", False, "bool"),)),
     Column("gpu", "text", "catalog GPU id to fit against (see: catalog gpus)", DEFAULTS["gpu"],
            accepted="a catalog GPU id (python -m engine catalog gpus)", default_text="none (no fit columns)",

@@ -221,6 +221,15 @@ VLLM_V0_MIN_BATCHED_TOKENS = 2048
 VLLM_V0_CHUNKED_ABOVE = 32768
 VLLM_V0_CHUNKED_TOKENS = 512
 VLLM_V0_MAX_NUM_SEQS = 256  # V0's EngineArgs.max_num_seqs default
+# A --max-model-len beyond the model's own context (the catalog's max_context: max_position_embeddings): vLLM refuses
+# to start ("User-specified max_model_len (N) is greater than the derived max_model_len (max_position_embeddings=M or
+# model_max_length=None in model's config.json). ... To allow overriding this maximum, set the env var
+# VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", ModelConfig's _get_and_verify_max_len, vllm/config.py, later vllm/config/model.py;
+# the message as published start-up logs print it), and so does SGLang ("User-specified context_length (N) is greater
+# than the derived context_length (M) ... set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+# python/sglang/srt/configs/model_config.py). `serve` refuses such a length unless --allow-long-context (as `check` and
+# `estimate` refuse such a --seq, planner/cli.py), and then writes the variable before the engine's command.
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}
 # --- SGLang ----------------------------------------------------------------------------
 # mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
 # graphs live in the rest. The KV pool is what the fraction leaves after the weights
@@ -471,6 +480,9 @@ MLC_BITS = {"q4f16_1": 4.5, "q4f16_0": 4.5, "q4f32_1": 5.0, "q3f16_1": 3.0 + 16 
 MLC_UTILIZATION = 0.85
 MLC_MAX_BATCH = 128
 MLC_MAX_CHUNK = 8192
+# max_num_seqs of the engines without a scheduler of their own: llama-server's -np (parallel slots), Ollama's
+# OLLAMA_NUM_PARALLEL, the sequences ExLlamaV2's cache holds and transformers' generate() batches
+OTHER_MAX_NUM_SEQS = 1
 
 
 # --- Apple unified memory ---------------------------------------------------------------
@@ -683,6 +695,40 @@ REQUEST_DEFAULTS = {
     "backend": "",
     "gpu_memory_in_use_gib": 0.0, "kv_cache_memory_bytes": np.nan,
 }
+# The request settings only some engines read (serve() below), and those engines. A `serve` flag given with another
+# engine is refused (exit 2), never dropped unseen: kv_cache_memory_bytes, cpu_moe_layers, engine_version, draft_model
+# and backend by _check here; the others (CLI_CHECKED_SETTINGS), whose defaults a frame cannot tell from a value given
+# and which the Serving page's grids carry for every engine, by the command line (planner/cli.py _check_engine_flags).
+# gpu_memory_utilization: vLLM's and MLC-LLM's share of the card, SGLang's mem_fraction_static (the others fit in what
+# is free); gpu_layers: llama.cpp's -ngl, Ollama's num_gpu; host_bandwidth_gbps: the layers (and experts) they leave in
+# host RAM; draft_context: llama.cpp's -cd (the draft's own context per slot).
+ENGINE_ONLY_SETTINGS = {
+    "gpu_memory_utilization": ("vllm", "sglang", "mlc-llm"),
+    "kv_cache_memory_bytes": ("vllm",),
+    "gpu_layers": GGUF_ENGINES,
+    "cpu_moe_layers": ("llama.cpp",),
+    "host_bandwidth_gbps": GGUF_ENGINES,
+    "engine_version": ("vllm", "sglang"),
+    "draft_model": DRAFT_ENGINES,
+    "draft_tensor_parallel_size": ("vllm",),
+    "draft_context": ("llama.cpp",),
+    "backend": GGUF_ENGINES,
+}
+CLI_CHECKED_SETTINGS = ("gpu_memory_utilization", "gpu_layers", "host_bandwidth_gbps", "draft_tensor_parallel_size",
+                        "draft_context")
+
+
+def max_num_seqs_help() -> str:
+    """`serve --max-num-seqs`'s help: each engine's default as serve() decides it, written from the same constants."""
+    v1, by_memory = VLLM_V1_FROM, VLLM_MEMORY_DEFAULTS_FROM
+    return (f"vLLM/SGLang: running requests (default {VLLM_MAX_NUM_SEQS_LARGE} on a card of "
+            f"{VLLM_LARGE_GPU_BYTES / C.GIB:g} GiB or more that is not an A100, else {VLLM_MAX_NUM_SEQS}; vLLM --engine-version "
+            f"from {v1[0]}.{v1[1]} before {by_memory[0]}.{by_memory[1]}: {VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, "
+            f"before {v1[0]}.{v1[1]}: {VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: max_num_sequence (default {MLC_MAX_BATCH}); "
+            f"llama.cpp/ollama: parallel slots; transformers/exllamav2: sequences in one batch (default "
+            f"{OTHER_MAX_NUM_SEQS})")
+
+
 # llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
 # and the families each backend runs on (Vulkan: NVIDIA and AMD here; no Vulkan row for Apple/Intel)
 DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}
@@ -1141,7 +1187,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     by_name = req["gpu"].astype(str).str.contains("h100|h200").to_numpy(bool)  # GH200's name holds "h200" too
     large = np.where(v1_by_name, by_name, np.where(v0, False, large))
     seqs = req["max_num_seqs"].to_numpy(float)
-    seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS), 1.0), seqs)
+    seqs = np.where(np.isnan(seqs), np.where(is_vllm | is_sglang, np.where(large, VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS),
+                                             float(OTHER_MAX_NUM_SEQS)), seqs)
     seqs = np.where(v0 & req["max_num_seqs"].isna().to_numpy(), VLLM_V0_MAX_NUM_SEQS, seqs)
     seqs = np.where(is_mlc & req["max_num_seqs"].isna().to_numpy(), MLC_MAX_BATCH, seqs)
 

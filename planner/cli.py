@@ -635,7 +635,7 @@ def cmd_ingest(args) -> int:
 
 def _add_serve_parser(sub) -> None:
     """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
-    from engine.serving import ENGINES
+    from engine.serving import ENGINES, MLC_UTILIZATION, VLLM_UTILIZATION, max_num_seqs_help
     sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers, "
                                       "ExLlamaV2 or MLC-LLM")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
@@ -650,18 +650,22 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
+    # a --max-model-len beyond the model's context: refused unless asked for, as estimate's --seq (engine/columns.py)
+    add_column_flag(sv, columns.SCENARIO_BY_NAME["allow_long_context"])
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
-                    help="vLLM: share of the card (default 0.9); SGLang: mem-fraction-static (default: by the card's memory "
-                         "from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one GPU)")
+                    help=f"vLLM: share of the card (default {VLLM_UTILIZATION:g}); SGLang: mem-fraction-static (default: by the "
+                         "card's memory from 0.5.3, e.g. 0.830 on an H100; by the tensor-parallel size before, 0.88 on one "
+                         f"GPU); MLC-LLM: its gpu_memory_utilization (default {MLC_UTILIZATION:g}); the other engines fit in "
+                         "what is free and refuse it")
     sv.add_argument("--gpu-memory-in-use", dest="gpu_memory_in_use_gib", type=_bounded("gpu-memory-in-use", 0, 100000), default=None,
                     help="GiB other processes already hold on each GPU (a desktop, another server; nvidia-smi shows "
                          "them): vLLM and MLC-LLM do not start where their share of the card's total is not free, the "
-                         "other engines size themselves from what is free (default 0)")
+                         "other engines size themselves from what is free; below the card's memory (default 0)")
     sv.add_argument("--kv-cache-memory-bytes", type=_whole("kv-cache-memory-bytes", high=10**15), default=None,
                     help="vLLM: the KV cache in bytes per GPU, in place of its profiled share (its --kv-cache-memory-bytes; "
                          "the weights, activation peak and this must fit in what is free)")
     sv.add_argument("--max-num-seqs", type=_whole("max-num-seqs", high=65536), default=None,
-                    help="vLLM/SGLang: running requests (default 256); llama.cpp/ollama: parallel slots (default 1)")
+                    help=max_num_seqs_help())  # each engine's default, from the constants serve() uses
     sv.add_argument("--gpu-layers", default="auto", help="llama.cpp/ollama: layers on the GPU (-ngl), a whole number or auto (like --fit)")
     sv.add_argument("--cpu-moe-layers", default="0",
                     help="llama.cpp, mixture-of-experts models: keep the routed experts of the first N layers in host RAM "
@@ -708,6 +712,66 @@ def _cpu_moe_layers(text, engine: str) -> int:
     return layers
 
 
+def _beyond_context(args, models: pd.DataFrame) -> int | None:
+    """The model's context (the catalog's max_context) where --max-model-len is longer; None where it is not (or the
+    model's context is not known)."""
+    context = pd.to_numeric(models.set_index("id").at[args.model, "max_context"], errors="coerce")
+    if pd.isna(context) or context <= 0 or args.max_model_len <= context:
+        return None
+    return int(context)
+
+
+def _check_model_len(args, models: pd.DataFrame) -> None:
+    """--max-model-len beyond the model's context: refused as estimate refuses such a --seq (engine/scenarios.py), and as
+    vLLM and SGLang refuse to start (engine/serving.py LONG_CONTEXT_ENV), unless --allow-long-context."""
+    context = _beyond_context(args, models)
+    if context is not None and not args.allow_long_context:
+        raise CliError(f"max-model-len {args.max_model_len:,} is longer than {args.model}'s context of {context:,} tokens; "
+                       f"accepted: 1 to {context:,} (or allow it explicitly with --allow-long-context)")
+
+
+def _long_context_command(row: pd.Series, args, models: pd.DataFrame) -> pd.Series:
+    """The command with the variable vLLM / SGLang need to start beyond the model's context (engine/serving.py
+    LONG_CONTEXT_ENV), where --allow-long-context let such a --max-model-len through."""
+    from engine.serving import LONG_CONTEXT_ENV
+    env = LONG_CONTEXT_ENV.get(str(row["engine"]))
+    if env is None or _beyond_context(args, models) is None:
+        return row
+    row = row.copy()
+    row["command"] = f"{env} {row['command']}"
+    return row
+
+
+def _check_memory_in_use(row: pd.Series, args) -> None:
+    """--gpu-memory-in-use of the card's memory or more leaves nothing free: no engine starts there, and a KV cache,
+    speed or cost figure would describe nothing (engine/serving.py counts what is free as usable - in use). Bad input,
+    named with the card's memory (the usable memory the plan counts, nvidia-smi's memory.total)."""
+    in_use, usable = float(row.get("gpu_memory_in_use_bytes", 0.0)), float(row["usable_bytes"])
+    if in_use >= usable:
+        raise CliError(f"gpu-memory-in-use {args.gpu_memory_in_use_gib:g} is not less than the memory of {args.gpu} "
+                       f"({usable / GIB:.2f} GiB per GPU): nothing would be free; accepted: a number of GiB >= 0 and "
+                       f"below {math.floor(usable / GIB * 100) / 100:.2f} (what other processes hold on each GPU)")
+
+
+def _check_engine_flags(args) -> None:
+    """A flag only some engines read (engine/serving.py ENGINE_ONLY_SETTINGS) given with another engine: refused, as
+    the engine refuses --kv-cache-memory-bytes, --engine-version or --backend there, never dropped unseen (--gpu-layers
+    with vLLM planned as if it were not given). --gpu-layers auto is its default, taken with any engine."""
+    from engine.serving import CLI_CHECKED_SETTINGS, ENGINE_ONLY_SETTINGS
+    for name in CLI_CHECKED_SETTINGS:
+        value = getattr(args, name, None)
+        engines = ENGINE_ONLY_SETTINGS[name]
+        if value is None or args.engine in engines or (name == "gpu_layers" and str(value).strip().lower() == "auto"):
+            continue
+        flag = "--" + name.replace("_", "-")
+        which = (", ".join(engines[:-1]) + " or " if len(engines) > 1 else "") + engines[-1]
+        raise CliError(f"{flag[2:]} {show(value)} is not accepted with --engine {args.engine}, which does not use it; "
+                       f"accepted: --engine {which}, or leave {flag} out")
+    if getattr(args, "draft_context", None) is not None and not getattr(args, "draft_model", None):
+        raise CliError(f"draft-context {show(args.draft_context)} is not accepted without a draft model; accepted: "
+                       "--draft-model ID first")
+
+
 def cmd_serve(args) -> int:
     from catalog import default_catalog
     from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
@@ -718,6 +782,8 @@ def cmd_serve(args) -> int:
         raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
     if args.model not in set(models["id"]):
         raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+    _check_model_len(args, models)
+    _check_engine_flags(args)
     layers = str(args.gpu_layers).strip().lower()
     if layers == "auto":
         gpu_layers = -1
@@ -752,6 +818,8 @@ def cmd_serve(args) -> int:
                        .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")
                        .replace("kv_cache_memory_bytes", "kv-cache-memory-bytes")
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")) from None
+    _check_memory_in_use(row, args)
+    row = _long_context_command(row, args, models)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

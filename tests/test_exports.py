@@ -157,13 +157,13 @@ def test_trl_launches_a_pure_bf16_zero_3_plan_on_fsdp_without_mixed_precision():
 
 def test_vllm_command_carries_the_plans_memory_settings():
     out, _ = _export("serve", "--model", "llama-3-8b", "--gpu", "a100-40gb-sxm", "--gpus", "2", "--engine", "vllm",
-                     "--max-model-len", "16384", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "64",
+                     "--max-model-len", "8192", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "64",
                      "--kv-precision", "fp8", "--export", "vllm")
     (command,) = [line for line in out.splitlines() if not line.startswith("#")]
     assert command.startswith("vllm serve meta-llama/Meta-Llama-3-8B ")
     flags = _flags(command)
     assert set(flags) <= VLLM_FLAGS, set(flags) - VLLM_FLAGS
-    assert flags["--max-model-len"] == "16384" and flags["--gpu-memory-utilization"] == "0.85"
+    assert flags["--max-model-len"] == "8192" and flags["--gpu-memory-utilization"] == "0.85"  # (llama-3-8b's context)
     assert flags["--max-num-seqs"] == "64" and flags["--tensor-parallel-size"] == "2"
     assert flags["--kv-cache-dtype"] in VLLM_KV and flags["--dtype"] in VLLM_DTYPES
     assert _comments(out)[1].startswith("keys: vLLM")

@@ -388,6 +388,59 @@ def test_serve_bad_input_exits_2_with_one_line(args, message):
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("engine", S.ENGINES)
+def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(engine):
+    """Llama 2 7B's context is 4,096 tokens: 8,192 is refused as estimate refuses such a --seq (and as vLLM and SGLang
+    refuse to start without VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN); with
+    --allow-long-context it is planned, and the vLLM / SGLang command carries the variable they need."""
+    base = ("--model", "llama-2-7b", "--gpu", "h100-sxm-80gb", "--engine", engine)
+    code, out, err = run(*base, "--max-model-len", "8192")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("max-model-len 8,192 is longer than llama-2-7b's context of 4,096 tokens; accepted: 1 to 4,096 "
+            "(or allow it explicitly with --allow-long-context)") in err
+    code, out, err = run(*base, "--max-model-len", "8192", "--allow-long-context", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["max_model_len"] == 8192
+    env = S.LONG_CONTEXT_ENV.get(engine)
+    assert data["command"].startswith(f"{env} ") if env else "ALLOW" not in data["command"]
+    code, out, err = run(*base, "--max-model-len", "4096", "--json")  # the model's own context: planned as before
+    assert code == 0, err
+    assert "ALLOW" not in json.loads(out)["command"]
+
+
+@pytest.mark.parametrize("engine, gpu, version, expected", [
+    ("vllm", "h100-sxm-80gb", None, S.VLLM_MAX_NUM_SEQS_LARGE),
+    ("sglang", "rtx-pro-6000-blackwell", None, S.VLLM_MAX_NUM_SEQS_LARGE),  # 70 GiB or more, not an A100
+    ("vllm", "a100-80gb-sxm", None, S.VLLM_MAX_NUM_SEQS),
+    ("vllm", "rtx-4090", None, S.VLLM_MAX_NUM_SEQS),
+    ("vllm", "h100-sxm-80gb", "0.8", S.VLLM_MAX_NUM_SEQS_LARGE),
+    ("vllm", "rtx-pro-6000-blackwell", "0.8", S.VLLM_MAX_NUM_SEQS),  # 0.8.x: by the H100/H200 name only
+    ("vllm", "h100-sxm-80gb", "0.6", S.VLLM_V0_MAX_NUM_SEQS),
+    ("mlc-llm", "rtx-4090", None, S.MLC_MAX_BATCH),
+    ("llama.cpp", "rtx-4090", None, S.OTHER_MAX_NUM_SEQS),
+    ("transformers", "h100-sxm-80gb", None, S.OTHER_MAX_NUM_SEQS),
+])
+def test_serve_help_states_the_max_num_seqs_serve_uses(engine, gpu, version, expected):
+    """--help said "vLLM/SGLang: running requests (default 256)" while an H100 plan ran 1,024 sequences: the help is
+    written from the constants serve() decides the default with, and each figure it gives is the one a plan uses."""
+    code, out, err = run_cli("serve", "--help")
+    assert code == 0, err
+    text = " ".join(out.split())  # (argparse wraps the help)
+    assert "running requests (default 256)" not in text
+    assert (f"vLLM/SGLang: running requests (default {S.VLLM_MAX_NUM_SEQS_LARGE} on a card of 70 GiB or more that is "
+            f"not an A100, else {S.VLLM_MAX_NUM_SEQS}; vLLM --engine-version from 0.8 before 0.9: "
+            f"{S.VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, before 0.8: {S.VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: "
+            f"max_num_sequence (default {S.MLC_MAX_BATCH}); llama.cpp/ollama: parallel slots; transformers/exllamav2: "
+            f"sequences in one batch (default {S.OTHER_MAX_NUM_SEQS})") in text
+    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m"}.get(engine, "bf16")
+    args = ("--model", "llama-3.1-8b", "--gpu", gpu, "--engine", engine, "--precision", precision,
+            "--max-model-len", "4096", "--json") + (("--engine-version", version) if version else ())
+    code, out, err = run(*args)
+    assert code == 0, err
+    assert json.loads(out)["max_num_seqs"] == expected
+
+
 def test_the_kv_policy_follows_the_serving_engine(cat):
     # Gemma 2 9B (sliding-window layers every other layer, window 4,096) at 8,192 tokens in bf16:
     # vLLM's paged allocator reserves every layer at full length, 42 layers x 8 KV heads x 256

@@ -375,6 +375,57 @@ def test_serve_names_the_share_vllm_starts_with():
     assert code == 2 and "gpu-memory-in-use '-1' is not accepted" in err
 
 
+@pytest.mark.parametrize("engine", S.ENGINES)
+def test_serve_refuses_more_memory_in_use_than_the_card_has(engine):
+    """An RTX 4090 has 23.99 GiB: other processes cannot hold 30 (nor all 23.99) of it. Refused as bad input naming the
+    card's memory, never a plan with a KV cache, speed and cost beside "-6.01 GiB are free"; just below it still plans."""
+    base = ("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", engine, "--max-model-len", "8192")
+    for in_use in ("30", "23.99"):
+        code, out, err = run_cli(*base, "--gpu-memory-in-use", in_use, "--json")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert (f"gpu-memory-in-use {in_use} is not less than the memory of rtx-4090 (23.99 GiB per GPU): nothing would "
+                "be free; accepted: a number of GiB >= 0 and below 23.98") in err
+    code, out, err = run_cli(*base, "--gpu-memory-in-use", "23.5", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["gpu_memory_in_use_bytes"] == 23.5 * 2**30 and data["fits"] is False
+
+
+# a value of each engine-only flag (engine/serving.py ENGINE_ONLY_SETTINGS), and what it needs beside it
+ENGINE_ONLY_VALUES = {"gpu_memory_utilization": ("0.5",), "kv_cache_memory_bytes": ("1000000000",), "gpu_layers": ("20",),
+                      "cpu_moe_layers": ("4",), "host_bandwidth_gbps": ("100",), "engine_version": ("0.6",),
+                      "draft_model": ("llama-3.2-1b",), "backend": ("cuda",),
+                      "draft_tensor_parallel_size": ("1", "--draft-model", "llama-3.2-1b"),
+                      "draft_context": ("4096", "--draft-model", "llama-3.2-1b")}
+
+
+@pytest.mark.parametrize("name", sorted(S.ENGINE_ONLY_SETTINGS))
+def test_serve_refuses_a_flag_its_engine_does_not_use(name):
+    """Every flag only some engines read, given with another engine: exit 2 naming the flag and the engine, never a plan
+    that dropped it unseen (--gpu-layers 20 under vLLM planned as if not given). The engines that read a flag the CLI
+    checks still take it, and the plan carries the value."""
+    assert set(ENGINE_ONLY_VALUES) == set(S.ENGINE_ONLY_SETTINGS)  # a new engine-only setting needs a case here
+    value, *extra = ENGINE_ONLY_VALUES[name]
+    flag = "--" + name.replace("_", "-")
+    base = ("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--max-model-len", "4096", flag, value, *extra)
+    readers = S.ENGINE_ONLY_SETTINGS[name]
+    for engine in S.ENGINES:
+        code, out, err = run_cli(*base, "--engine", engine, "--json")
+        if engine not in readers:
+            assert code == 2 and out == "" and err.count("\n") == 1, (engine, err)
+            assert flag[2:] in err and engine in err, (engine, err)
+        elif name in S.CLI_CHECKED_SETTINGS:
+            assert code == 0, (engine, err)
+            assert json.loads(out)[name] == pytest.approx(float(value)), engine
+
+
+def test_serve_refuses_a_draft_context_without_a_draft_model():
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                             "--max-model-len", "4096", "--draft-context", "2048")
+    assert code == 2 and out == ""
+    assert "draft-context 2048 is not accepted without a draft model; accepted: --draft-model ID first" in err
+
+
 def test_vllm_kv_cache_memory_bytes_pins_the_cache(cat):
     """--kv-cache-memory-bytes N: the KV cache is N (vLLM skips the profile's accounting), the run fits where the
     weights, the activation peak, the non-torch memory and N fit in what is free and N holds one request."""
