@@ -147,18 +147,23 @@ def _check_base(target: str, row) -> None:
         if base in accepted:
             return
         if base != named:  # the base the plan counted: NF4 without double quantization
-            named += " with --bnb-double-quant off"
+            named += (" (nf4_nodq under --recipe litgpt)" if named == "auto" and str(row.get("recipe")) == "litgpt"
+                      else " with --bnb-double-quant off")
         why = (f"{target}'s only quantized base is torchao's NF4 with its block scales quantized again "
                "(quantize_base), the engine's nf4")
+    auto = "" if named.startswith("auto") else "auto, "  # (an auto base refused: the base to plan with instead)
     raise ValueError(f"base precision {named!r} cannot be exported to {target}: {why}; accepted for --export "
-                     f"{target}: auto, {', '.join(accepted)}{lora_16}")
+                     f"{target}: {auto}{', '.join(accepted)}{lora_16}")
 
 
 def _double_quant(row) -> bool:
     """Whether the plan's 4-bit bitsandbytes base is double-quantized (the engine's nf4, 4.127 bits a weight) or
     not (nf4_nodq or --bnb-double-quant off: 4.5 bits): written in every target's own key, since their defaults
     differ (TRL False, LLaMA-Factory and axolotl True) and a launch at the other setting holds other bytes."""
-    return str(row.get("base_precision", "auto")) != "nf4_nodq" and str(row.get("bnb_double_quant", "on")) != "off"
+    base = str(row.get("base_precision", "auto"))
+    if base == "auto" and str(row["method"]) == "qlora" and str(row.get("recipe", "hf")) == "litgpt":
+        return False  # the litgpt recipe's QLoRA base: nf4_nodq (engine/components.py auto_bits), LitGPT's bnb.nf4
+    return base != "nf4_nodq" and str(row.get("bnb_double_quant", "on")) != "off"
 
 
 def _script_base(row) -> str:

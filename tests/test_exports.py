@@ -545,3 +545,17 @@ def test_an_8bit_and_an_int4_base_are_written_in_each_targets_keys():
     assert "frozen base int8: the training script loads it (BitsAndBytesConfig(load_in_8bit=True))" in err
     out, _ = _export(*args, "int8", "--export", "accelerate-fsdp")
     assert any("BitsAndBytesConfig(load_in_8bit=True)" in n for n in _comments(out))
+
+
+def test_the_litgpt_recipes_qlora_base_is_launched_without_double_quantization():
+    """Under --recipe litgpt a QLoRA base left auto is counted as nf4_nodq (4.5 bits a weight: LitGPT's bnb.nf4), yet
+    TRL, LLaMA-Factory and axolotl were told to double-quantize it (4.127 bits); torchtune, whose NF4 always is,
+    refuses it and names the base to plan with."""
+    args = ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--recipe", "litgpt", "--export")
+    assert yaml.safe_load(_export(*args, "trl")[0])["use_bnb_nested_quant"] is False
+    assert yaml.safe_load(_export(*args, "llama-factory")[0])["double_quantization"] is False
+    assert yaml.safe_load(_export(*args, "axolotl")[0])["bnb_config_kwargs"] == {"bnb_4bit_use_double_quant": False}
+    assert yaml.safe_load(_export(*args, "litgpt")[0])["quantize"] == "bnb.nf4"
+    code, out, err = run_cli(*args, "torchtune")
+    assert code == 2 and out == "" and "'auto (nf4_nodq under --recipe litgpt)'" in err
+    assert err.rstrip().endswith("accepted for --export torchtune: nf4")
