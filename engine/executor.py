@@ -43,7 +43,7 @@ import engine.categories as categories
 import engine.margins as margins
 from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.scenarios import Configs, View, column
+from engine.scenarios import Configs, View, column, ep_accepted, gpus_step
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -155,6 +155,10 @@ class Layout:
     train: np.ndarray
     infer: np.ndarray
     ep_floor: object | None     # expert parallel as given: at least ep x pp GPUs (None: no such row)
+    # expert parallel as given (None: no row with ep > 1): ep, and a training row's GPU-count step at its own tp, pp,
+    # cp and ep (engine/scenarios.py gpus_step; 1 for the other rows), so that the count needed is one it takes
+    ep: object | None = None
+    ep_step: object | None = None
     cp: object | None = None    # context parallel (issue 27): the ranks come in groups of cp (None: no such row)
     # training on one GPU with its ZeRO stage kept (offload): its GPUs needed are solved from its own parts,
     # against the capacity of several GPUs (NCCL's buffers), unless it fits alone (None: no such row)
@@ -661,6 +665,9 @@ def layout(x, of_config) -> Layout:
     return Layout(dp=lift(x.dp), tp=lift(x.tp), pp=lift(x.pp), kvh=lift(np.where(x.mla, 1.0, x.kvh)), heads=lift(x.a),
                   layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
                   ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None,
+                  ep=lift(x.ep) if np.any(x.ep > 1) else None,
+                  ep_step=lift(np.where(x.train & (x.ep > 1), gpus_step(x.tp, x.pp, x.cp, x.ep), 1).astype(float))
+                  if np.any(x.ep > 1) else None,
                   cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None,
                   one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None,
                   kv_window=lift(x.kv_window) if (win := np.any(x.infer) and np.any(x.kv_window > 0)) else None,
@@ -996,6 +1003,12 @@ def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPla
         np.copyto(nd, np.where(take(lay.infer), need, nd) if plan.ranks is not None else need)
     if lay.ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
         np.maximum(nd, take(lay.ep_floor), out=nd)
+        # and a count the engine takes with that ep (engine/scenarios.py check_combinations: ep divides gpus / pp):
+        # a training row keeps its tp, pp and cp, so its ranks round up to the step gpus_step gives (ep 2 on 3 GPUs
+        # is refused: 4); more data-parallel ranks never hold more per GPU. A serving row's count was searched among
+        # the splits that take its ep (_infer_gpus_needed)
+        step = take(lay.ep_step)
+        np.multiply(np.ceil(nd / step), step, out=nd, where=step > 1)
     nd[nd > C.MAX_GPUS] = np.inf
     if not plan.all_chosen:
         nd[~chosen_r] = np.nan
@@ -1253,6 +1266,9 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
+        # expert parallel as given: only the counts whose split takes it (engine/scenarios.py ep_accepted: ep a
+        # multiple of tp dividing gpus / pp, here tp = ep), else a count the engine refuses would be proposed
+        taken = None if lay.ep is None else pick(ep_accepted(degree, tp_n, pp_n, lay.ep))
         tp_d = pick(tp_n)
         work = at_tp(work_row, work_rep, tp_d)
         if sq is not None:
@@ -1274,6 +1290,8 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
             per_gpu = np.maximum(per_gpu, pick(w / degree) + build)
         cap = cap_one if degree == 1 else cap_several
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
+        if taken is not None:
+            ok &= taken
         best = np.where(ok, degree, best)
     if rows is None:
         return best
