@@ -1209,7 +1209,7 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled, ds_step=No
 
 def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerms) -> np.ndarray:
     """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
-    rows).
+    rows); with expert parallel (ep > 1), the smallest count that takes it, ep x m (tp = ep, m stages).
 
     n GPUs are used as tensor parallel over the largest power of two dividing both n and the
     attention heads (vLLM requires heads divisible by tp), and pipeline parallel over the rest
@@ -1262,13 +1262,17 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     # the capacity at one GPU, and at several (NCCL's buffers on each)
     cap_one, cap_several = pick(serving["capacity_one"]), pick(limits.capacity_several)
     heads_i = heads.astype(np.int64)
-    best = np.full(len(tok), np.inf)
-    for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
+    ep_c = None if lay.ep is None else np.broadcast_to(lay.ep, heads_i.shape).astype(np.int64)
+
+    def fits_at(degree):
+        """Per row: the row fits on `degree` GPUs (a whole number, or one per configuration) split as the engine
+        splits them (engine/rules.py: tp over gcd(degree, heads), the rest as stages), and that split is one the
+        engine takes; and the working arrays, which the caller keeps until the next call has made its own (freed
+        all at once on return, glibc hands the heap's top back and the next call faults it in again: a 120,000-row
+        serving sweep took a quarter longer)."""
+        deg = degree if np.ndim(degree) == 0 else pick(degree)  # (per row)
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
-        # expert parallel as given: only the counts whose split takes it (engine/scenarios.py ep_accepted: ep a
-        # multiple of tp dividing gpus / pp, here tp = ep), else a count the engine refuses would be proposed
-        taken = None if lay.ep is None else pick(ep_accepted(degree, tp_n, pp_n, lay.ep))
         tp_d = pick(tp_n)
         work = at_tp(work_row, work_rep, tp_d)
         if sq is not None:
@@ -1278,21 +1282,38 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
             # each phase with its own library buffers: the workspace's fixed bytes beside the prefill's working set,
             # the attention's beside eager attention's scores (not the workspace's on top of the scores: a row that
             # fit at its peak phase was then sent to more GPUs; property search, seed 583491386)
-            phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / degree,
-                                               logit / tp_d + whole("logits_fixed") / degree + logit_work),
-                                    whole("load_fixed") / degree + load_tok)
+            phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / deg,
+                                               logit / tp_d + whole("logits_fixed") / deg + logit_work),
+                                    whole("load_fixed") / deg + load_tok)
             if eager:
-                phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / degree)
+                phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / deg)
         else:
             phase_peak = np.maximum(work if attn is None else np.maximum(work, attn), logit / tp_d)
         per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         if sq is not None:
             per_gpu = np.maximum(per_gpu, pick(w / degree) + build)
-        cap = cap_one if degree == 1 else cap_several
+        cap = (cap_one if degree == 1 else cap_several) if np.ndim(degree) == 0 else np.where(deg == 1, cap_one,
+                                                                                               cap_several)
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
-        if taken is not None:
-            ok &= taken
+        if ep_c is not None:
+            # expert parallel as given: only the counts whose split takes it (engine/scenarios.py ep_accepted: ep a
+            # multiple of tp dividing gpus / pp, here tp = ep), else a count the engine refuses would be proposed
+            ok &= pick(ep_accepted(degree, tp_n, pp_n, ep_c))
+        return ok, (tp_d, work, attn, phase_peak, per_gpu)
+
+    best = np.full(len(tok), np.inf)
+    for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
+        ok, held = fits_at(degree)  # (held: kept to the next call, fits_at)
         best = np.where(ok, degree, best)
+    if ep_c is not None and np.any(ep_c > 1):
+        # expert parallel: the counts that take it are ep x m (tp = ep, m stages), few of them powers of two (ep 2
+        # with 32 heads: only 2; 4 is tp 4): every m up to the layers, smallest last (6 = ep 2 x 3 stages)
+        moe = pick(ep_c > 1)
+        most = int(min(np.max(np.where(ep_c > 1, layers, 1)), C.MAX_GPUS // max(int(ep_c[ep_c > 1].min()), 1)))
+        for m in range(most, 0, -1):
+            degree = ep_c * m
+            ok, held = fits_at(degree)
+            best = np.where(moe & ok & pick(degree <= C.MAX_GPUS), pick(degree), best)
     if rows is None:
         return best
     out = np.full(n, np.nan)
