@@ -43,7 +43,7 @@ import engine.categories as categories
 import engine.margins as margins
 from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.scenarios import Configs, View, column
+from engine.scenarios import Configs, View, column, ep_accepted, gpus_step
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -155,6 +155,10 @@ class Layout:
     train: np.ndarray
     infer: np.ndarray
     ep_floor: object | None     # expert parallel as given: at least ep x pp GPUs (None: no such row)
+    # expert parallel as given (None: no row with ep > 1): ep, and a training row's GPU-count step at its own tp, pp,
+    # cp and ep (engine/scenarios.py gpus_step; 1 for the other rows), so that the count needed is one it takes
+    ep: object | None = None
+    ep_step: object | None = None
     cp: object | None = None    # context parallel (issue 27): the ranks come in groups of cp (None: no such row)
     # training on one GPU with its ZeRO stage kept (offload): its GPUs needed are solved from its own parts,
     # against the capacity of several GPUs (NCCL's buffers), unless it fits alone (None: no such row)
@@ -661,6 +665,9 @@ def layout(x, of_config) -> Layout:
     return Layout(dp=lift(x.dp), tp=lift(x.tp), pp=lift(x.pp), kvh=lift(np.where(x.mla, 1.0, x.kvh)), heads=lift(x.a),
                   layers=lift(x.L), train=lift(x.train), infer=lift(x.infer),
                   ep_floor=lift(np.where(x.ep > 1, x.ep * x.pp, 1.0)) if np.any(x.ep > 1) else None,
+                  ep=lift(x.ep) if np.any(x.ep > 1) else None,
+                  ep_step=lift(np.where(x.train & (x.ep > 1), gpus_step(x.tp, x.pp, x.cp, x.ep), 1).astype(float))
+                  if np.any(x.ep > 1) else None,
                   cp=lift(np.asarray(x.cp, dtype=float)) if np.any(np.asarray(x.cp) > 1) else None,
                   one_kept=lift(kept) if np.any(kept := x.train & (x.gpus == 1) & (x.zero > 0)) else None,
                   kv_window=lift(x.kv_window) if (win := np.any(x.infer) and np.any(x.kv_window > 0)) else None,
@@ -996,6 +1003,12 @@ def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPla
         np.copyto(nd, np.where(take(lay.infer), need, nd) if plan.ranks is not None else need)
     if lay.ep_floor is not None:  # expert parallel as given: at least ep x pp GPUs (engine/rules.py)
         np.maximum(nd, take(lay.ep_floor), out=nd)
+        # and a count the engine takes with that ep (engine/scenarios.py check_combinations: ep divides gpus / pp):
+        # a training row keeps its tp, pp and cp, so its ranks round up to the step gpus_step gives (ep 2 on 3 GPUs
+        # is refused: 4); more data-parallel ranks never hold more per GPU. A serving row's count was searched among
+        # the splits that take its ep (_infer_gpus_needed)
+        step = take(lay.ep_step)
+        np.multiply(np.ceil(nd / step), step, out=nd, where=step > 1)
     nd[nd > C.MAX_GPUS] = np.inf
     if not plan.all_chosen:
         nd[~chosen_r] = np.nan
@@ -1196,7 +1209,7 @@ def _train_gpus_rows(needed, take, ranks, per_row, one_shard, scaled, ds_step=No
 
 def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerms) -> np.ndarray:
     """Smallest power-of-two GPU count whose per-GPU memory fits, for serving (NaN for training
-    rows).
+    rows); with expert parallel (ep > 1), the smallest count that takes it, ep x m (tp = ep, m stages).
 
     n GPUs are used as tensor parallel over the largest power of two dividing both n and the
     attention heads (vLLM requires heads divisible by tp), and pipeline parallel over the rest
@@ -1249,8 +1262,15 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
     # the capacity at one GPU, and at several (NCCL's buffers on each)
     cap_one, cap_several = pick(serving["capacity_one"]), pick(limits.capacity_several)
     heads_i = heads.astype(np.int64)
-    best = np.full(len(tok), np.inf)
-    for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
+    ep_c = None if lay.ep is None else np.broadcast_to(lay.ep, heads_i.shape).astype(np.int64)
+
+    def fits_at(degree):
+        """Per row: the row fits on `degree` GPUs (a whole number, or one per configuration) split as the engine
+        splits them (engine/rules.py: tp over gcd(degree, heads), the rest as stages), and that split is one the
+        engine takes; and the working arrays, which the caller keeps until the next call has made its own (freed
+        all at once on return, glibc hands the heap's top back and the next call faults it in again: a 120,000-row
+        serving sweep took a quarter longer)."""
+        deg = degree if np.ndim(degree) == 0 else pick(degree)  # (per row)
         tp_n = np.gcd(degree, heads_i).astype(float)
         pp_n = degree / tp_n
         tp_d = pick(tp_n)
@@ -1262,19 +1282,38 @@ def _infer_gpus_needed(cfg: Configs, limits: GpuLimits, lay: Layout, rt: RowTerm
             # each phase with its own library buffers: the workspace's fixed bytes beside the prefill's working set,
             # the attention's beside eager attention's scores (not the workspace's on top of the scores: a row that
             # fit at its peak phase was then sent to more GPUs; property search, seed 583491386)
-            phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / degree,
-                                               logit / tp_d + whole("logits_fixed") / degree + logit_work),
-                                    whole("load_fixed") / degree + load_tok)
+            phase_peak = np.maximum(np.maximum(work + whole("workspace_fixed") / deg,
+                                               logit / tp_d + whole("logits_fixed") / deg + logit_work),
+                                    whole("load_fixed") / deg + load_tok)
             if eager:
-                phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / degree)
+                phase_peak = np.maximum(phase_peak, attn + whole("attention_fixed") / deg)
         else:
             phase_peak = np.maximum(work if attn is None else np.maximum(work, attn), logit / tp_d)
         per_gpu = pick(w / degree) + kv / pick(np.minimum(tp_n, kvh) * pp_n) + phase_peak
         if sq is not None:
             per_gpu = np.maximum(per_gpu, pick(w / degree) + build)
-        cap = cap_one if degree == 1 else cap_several
+        cap = (cap_one if degree == 1 else cap_several) if np.ndim(degree) == 0 else np.where(deg == 1, cap_one,
+                                                                                               cap_several)
         ok = (per_gpu <= cap) & pick(pp_n <= layers)
+        if ep_c is not None:
+            # expert parallel as given: only the counts whose split takes it (engine/scenarios.py ep_accepted: ep a
+            # multiple of tp dividing gpus / pp, here tp = ep), else a count the engine refuses would be proposed
+            ok &= pick(ep_accepted(degree, tp_n, pp_n, ep_c))
+        return ok, (tp_d, work, attn, phase_peak, per_gpu)
+
+    best = np.full(len(tok), np.inf)
+    for degree in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)[::-1]:
+        ok, held = fits_at(degree)  # (held: kept to the next call, fits_at)
         best = np.where(ok, degree, best)
+    if ep_c is not None and np.any(ep_c > 1):
+        # expert parallel: the counts that take it are ep x m (tp = ep, m stages), few of them powers of two (ep 2
+        # with 32 heads: only 2; 4 is tp 4): every m up to the layers, smallest last (6 = ep 2 x 3 stages)
+        moe = pick(ep_c > 1)
+        most = int(min(np.max(np.where(ep_c > 1, layers, 1)), C.MAX_GPUS // max(int(ep_c[ep_c > 1].min()), 1)))
+        for m in range(most, 0, -1):
+            degree = ep_c * m
+            ok, held = fits_at(degree)
+            best = np.where(moe & ok & pick(degree <= C.MAX_GPUS), pick(degree), best)
     if rows is None:
         return best
     out = np.full(n, np.nan)

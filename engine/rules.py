@@ -66,7 +66,8 @@ RULES: tuple[tuple[str, str], ...] = (
     ("ep", "Expert parallel (--ep) applies to mixture-of-experts models: a dense model's ep is 1. "
            "ep 1 splits the experts like every other weight (by tensor parallel); ep > 1 (a multiple "
            "of tp dividing gpus / pp) places whole experts on ep GPUs of each pipeline stage, and "
-           "the GPUs needed are at least ep x pp."),
+           "the GPUs needed are at least ep x pp and a count that takes the ep: for training a whole "
+           "number of pp x lcm(tp x cp, ep), for serving a split whose tensor parallel is the ep."),
     ("galore_rank", f"GaLore rank not given (or 0): the recipe's, {GALORE_RANK} (transformers' Trainer: "
                     f"optim_args rank) or, under llama-factory, {GALORE_RANK_BY_RECIPE['llama-factory']} (LLaMA-Factory's "
                     "galore_rank). Only GaLore optimizers read it."),

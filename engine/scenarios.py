@@ -737,6 +737,22 @@ def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
     return frame[column].iloc[cfg.first_row(bad)]
 
 
+def ep_accepted(gpus, tp, pp, ep) -> np.ndarray:
+    """Whether expert parallel ep is taken at these GPU counts, tensor and pipeline parallel: 1, or a multiple of
+    tp that divides gpus / pp (the experts spread whole over those GPUs of each stage). check_combinations' rule,
+    and the one the GPUs-needed solvers (engine/executor.py) and the what-if's counts (planner/planning.py) keep to."""
+    gpus, tp, pp, ep = (np.maximum(np.asarray(v, dtype=np.int64), 1) for v in (gpus, tp, pp, ep))
+    return (ep <= 1) | ((ep % tp == 0) & ((gpus // pp) % ep == 0))
+
+
+def gpus_step(tp, pp, cp, ep) -> np.ndarray:
+    """The step of the GPU counts check_combinations takes at a given tp, pp, cp and ep: a multiple of tp x pp x cp
+    whose gpus / pp is a multiple of ep (ep > 1), so pp x lcm(tp x cp, ep). (ep must also be a multiple of tp,
+    whatever the count: ep_accepted.)"""
+    tp, pp, cp, ep = (np.maximum(np.asarray(v, dtype=np.int64), 1) for v in (tp, pp, cp, ep))
+    return pp * np.lcm(tp * cp, ep)
+
+
 def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | None = None,
                        ranges: dict | None = None, allow_unmodelled: bool = False) -> None:
     """Combinations of valid values that the engine refuses (one clear ValueError), checked per
@@ -793,7 +809,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         raise ValueError(f"gpus {gpus[i]} is not a multiple of tp x pp = {split[i]}; accepted: gpus = tp x pp x data-parallel ranks")
     if "ep" in out:
         ep = cfg.values("ep")
-        bad = (ep > 1) & ((ep % tp != 0) | ((gpus // pp) % ep != 0))
+        bad = ~ep_accepted(gpus, tp, pp, ep)
         if bad.any():
             i = cfg.inv[cfg.first_row(bad)]
             raise ValueError(f"ep {ep[i]} is not accepted with gpus {gpus[i]}, tp {tp[i]}, pp {pp[i]}; accepted: 1, or a "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.constants import GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK
+from engine.constants import GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
@@ -103,21 +103,77 @@ def _pure_trained(row, prec: dict) -> bool:
 
 def _quant(row) -> str | None:
     """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
-    double quantization, exports as 'nf4' with double quantization off: _double_quant)."""
+    double quantization, exports as 'nf4' with double quantization off: _double_quant). Only the bases
+    _check_base let through reach it: a qlora base is one of those or auto (NF4), never another one written as NF4."""
     base = str(row.get("base_precision", "auto"))
     base = "nf4" if base == "nf4_nodq" else base
-    if row["method"] == "qlora":
-        return base if base in ("int8", "int4", "nf4") else "nf4"
-    if row["method"] == "lora" and base in ("int8", "int4", "nf4"):
+    if row["method"] == "qlora" and base == "auto":
+        return "nf4"
+    if row["method"] in ("lora", "qlora") and base in ("int8", "int4", "nf4"):
         return base
     return None
+
+
+# The quantized frozen bases (--base-precision of lora / qlora) each target loads in the bytes the plan counts:
+# bitsandbytes' NF4 (nf4, nf4_nodq), its fp4 for int4 (the same 4-bit layout) and LLM.int8 (int8), as TRL's
+# load_in_4bit / load_in_8bit, LLaMA-Factory's quantization_bit, axolotl's load_in_4bit / load_in_8bit, LitGPT's
+# bnb.* quantize modes and, for DeepSpeed and accelerate, the training script's BitsAndBytesConfig. torchtune's only
+# quantized base is torchao's NF4 (the lora_* builders' quantize_base: torchao/dtypes/nf4tensor.py to_nf4(block_size=64,
+# scaler_block_size=256), its block scales quantized again: the engine's nf4, engine/stacks.py torchtune
+# bnb_double_quant). No target keeps a GGUF base in its bits: transformers dequantizes a GGUF file at load
+# (transformers v4.49.0 docs/source/en/gguf.md: "When loading a model, we first dequantize it to fp32"), and
+# torchtune and LitGPT read none. A base outside a target's list is refused (bad input, exit 2) rather than written
+# as another one, which would launch a run other than the one planned (a q8_0 base loaded as NF4 holds half its bytes).
+BNB_BASES = ("nf4", "nf4_nodq", "int4", "int8")
+TARGET_BASES = {**{target: BNB_BASES for target in TRAIN_TARGETS}, "torchtune": ("nf4",)}
+UNQUANTIZED_BASES = ("fp32", "bf16", "fp16")
+
+
+def _check_base(target: str, row) -> None:
+    """ValueError (one line: the base, why, what the target accepts) where the plan's frozen base, as the engine
+    counted it, is not one the target loads as planned (TARGET_BASES)."""
+    if str(row["method"]) not in ("lora", "qlora"):
+        return
+    named, quant = str(row.get("base_precision", "auto")), _quant(row)
+    accepted = TARGET_BASES[target]
+    lora_16 = f", or {', '.join(UNQUANTIZED_BASES)} with --method lora" if str(row["method"]) == "lora" else ""
+    if named in GGUF_BITS:
+        why = (f"it is a llama.cpp GGUF type, and no {target} run keeps a frozen base in it (transformers dequantizes "
+               "a GGUF file at load; writing it as another base would launch another run than the one planned)")
+    else:
+        if quant is None:  # auto for lora, or an unquantized base
+            return
+        base = "nf4_nodq" if quant == "nf4" and not _double_quant(row) else quant  # (engine/components.py)
+        if base in accepted:
+            return
+        if base != named:  # the base the plan counted: NF4 without double quantization
+            named += (" (nf4_nodq under --recipe litgpt)" if named == "auto" and str(row.get("recipe")) == "litgpt"
+                      else " with --bnb-double-quant off")
+        why = (f"{target}'s only quantized base is torchao's NF4 with its block scales quantized again "
+               "(quantize_base), the engine's nf4")
+    auto = "" if named.startswith("auto") else "auto, "  # (an auto base refused: the base to plan with instead)
+    raise ValueError(f"base precision {named!r} cannot be exported to {target}: {why}; accepted for --export "
+                     f"{target}: {auto}{', '.join(accepted)}{lora_16}")
 
 
 def _double_quant(row) -> bool:
     """Whether the plan's 4-bit bitsandbytes base is double-quantized (the engine's nf4, 4.127 bits a weight) or
     not (nf4_nodq or --bnb-double-quant off: 4.5 bits): written in every target's own key, since their defaults
     differ (TRL False, LLaMA-Factory and axolotl True) and a launch at the other setting holds other bytes."""
-    return str(row.get("base_precision", "auto")) != "nf4_nodq" and str(row.get("bnb_double_quant", "on")) != "off"
+    base = str(row.get("base_precision", "auto"))
+    if base == "auto" and str(row["method"]) == "qlora" and str(row.get("recipe", "hf")) == "litgpt":
+        return False  # the litgpt recipe's QLoRA base: nf4_nodq (engine/components.py auto_bits), LitGPT's bnb.nf4
+    return base != "nf4_nodq" and str(row.get("bnb_double_quant", "on")) != "off"
+
+
+def _script_base(row) -> str:
+    """Where the target's config holds no model (DeepSpeed, accelerate): the plan's quantized base, as the training
+    script's transformers BitsAndBytesConfig keys."""
+    quant = _quant(row)
+    keys = ("load_in_8bit=True" if quant == "int8" else
+            f"load_in_4bit=True, bnb_4bit_quant_type='{'nf4' if quant == 'nf4' else 'fp4'}', "
+            f"bnb_4bit_use_double_quant={_double_quant(row)}")
+    return f"frozen base {quant}: the training script loads it (BitsAndBytesConfig({keys}))"
 
 
 def _checkpointing(row) -> bool:
@@ -218,6 +274,8 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     if row["method"] in ("lora", "qlora", "freeze"):
         notes.append(f"method {row['method']}: the trainable parameters are the training script's (PEFT); "
                      "DeepSpeed trains what requires grad")
+    if _quant(row):
+        notes.append(_script_base(row))
     notes.append(f"sequence length {int(row['seq']):,}, attention {row.get('attention', 'sdpa')}, packing "
                  f"{row.get('packing', 'off')}: the data pipeline's and the model's, not DeepSpeed's")
     about = _header("deepspeed", row, [], "deepspeed train.py --deepspeed ds_config.json (or a Trainer's "
@@ -354,6 +412,8 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
     notes.append(f"micro-batch {int(row['batch'])}, sequence length {int(row['seq']):,}, optimizer {row['optimizer']}, "
                  f"method {row['method']}, attention {row.get('attention', 'sdpa')}: the training script's, not "
                  "accelerate's config")
+    if _quant(row):
+        notes.append(_script_base(row))
     text = _yaml(cfg, _header("accelerate-fsdp", row, notes, "accelerate launch --config_file FILE train.py"))
     return Export("accelerate-fsdp", text, notes)
 
@@ -521,8 +581,11 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
                         "lora_dropout": _dropout(row)}
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan; the MLP's three projections go "
                      "together (apply_lora_to_mlp)")
-        if method == "qlora":
-            notes.append("QLoRA: choose the model's qlora_* builder as model._component_ (its 4-bit NF4 base)")
+        if _quant(row) == "nf4":  # (qlora, or lora over an nf4 base; _check_base let no other base through)
+            # quantize_base: the lora_* builders' argument (torchtune/models/llama3_1/_model_builders.py
+            # lora_llama3_1_8b(..., quantize_base: bool = False); qlora_llama3_1_8b = partial(lora_llama3_1_8b,
+            # quantize_base=True)): torchao's NF4 base whichever of the two builders the copied config names
+            cfg["model"]["quantize_base"] = True
     if method == "freeze":
         notes.append("method freeze: not a torchtune recipe")
     if distributed and str(row["offload"]) != "none":
@@ -538,7 +601,11 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
 # -mixed is autocast over fp32 weights, the plan's amp_*) and its quantize modes (Fabric BitsandbytesPrecision)
 LITGPT_PRECISION = {"bf16": "bf16-true", "fp16": "16-true", "fp32": "32-true", "amp_bf16": "bf16-mixed",
                     "amp_fp16": "16-mixed"}
-LITGPT_QUANTIZE = {"nf4_nodq": "bnb.nf4", "nf4": "bnb.nf4-dq", "int8": "bnb.int8-training"}
+# (int4 as bitsandbytes' fp4, as TRL's bnb_4bit_quant_type and LLaMA-Factory's quantization_type write it: LitGPT
+# 0.5.13 litgpt/finetune/lora.py setup(quantize: Literal["bnb.nf4", "bnb.nf4-dq", "bnb.fp4", "bnb.fp4-dq",
+# "bnb.int8-training"]))
+LITGPT_QUANTIZE = {"nf4_nodq": "bnb.nf4", "nf4": "bnb.nf4-dq", "int4_nodq": "bnb.fp4", "int4": "bnb.fp4-dq",
+                   "int8": "bnb.int8-training"}
 LITGPT_OPTIMIZER = {"adamw": ("torch.optim.AdamW", {}), "adamw_fused": ("torch.optim.AdamW", {"fused": True}),
                     "sgd": ("torch.optim.SGD", {"lr": 1e-3}), "adamw_8bit": ("bitsandbytes.optim.AdamW8bit", {}),
                     "paged_adamw_8bit": ("bitsandbytes.optim.PagedAdamW8bit", {}),
@@ -560,14 +627,12 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
         base = str(row.get("base_precision", "auto"))
         if base == "auto" and method == "qlora":
             base = "nf4_nodq" if str(row.get("recipe", "hf")) == "litgpt" else "nf4"
-        if base == "nf4" and not _double_quant(row):  # --bnb-double-quant off: LitGPT's bnb.nf4
-            base = "nf4_nodq"
+        if base in ("nf4", "int4") and not _double_quant(row):  # --bnb-double-quant off: LitGPT's bnb.nf4 / bnb.fp4
+            base += "_nodq"
         if base in LITGPT_QUANTIZE:
             cfg["quantize"] = LITGPT_QUANTIZE[base]
             if gpus > 1:
                 notes.append("quantize on more than one GPU: LitGPT refuses it (NotImplementedError in setup())")
-        elif base != "auto":
-            notes.append(f"base precision {base}: no LitGPT quantize mode (bnb.nf4, bnb.nf4-dq, bnb.int8-training)")
         rank, targets = int(row["lora_rank"]), _targets(row)
         cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_query": "q_proj" in targets, "lora_key": "k_proj" in targets, "lora_value": "v_proj" in targets,
@@ -614,6 +679,7 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
     if row["task"] != "train":
         raise ValueError(f"export {target!r} is a training configuration; for --task infer use: serve ... --export "
                          f"{'|'.join(SERVE_TARGETS)}")
+    _check_base(target, row)
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     return EXPORTERS[target](row, repo, known, model)
 

@@ -38,7 +38,7 @@ from engine.categories import per_value, positions
 from engine.compat import check as compat_check
 from engine.estimate import estimate
 from engine.memory import PHASES
-from engine.scenarios import DEFAULTS, grid
+from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
 from engine.stacks import DEFAULT_RECIPE, LIGER_SWITCH_RECIPES, recipe_value
 from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
@@ -736,8 +736,12 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
                     out.append((label.split(" (")[0] + " + gradient checkpointing",
                                 {"method": target, "base_precision": "auto", "grad_checkpointing": True}, 4,
                                 f"{short}; " + CHECKPOINTING_NOTE))
+        # (only counts the engine takes at the row's tp, pp, cp and ep: engine/scenarios.py gpus_step; ep 4 on 2 or
+        # 6 GPUs is refused)
+        step = int(gpus_step(max(int(_setting(base, "tp")), 1), max(int(_setting(base, "pp")), 1),
+                             _setting(base, "cp"), _setting(base, "ep")))
         for k in (2, 4, 8):
-            if k > gpus:
+            if k > gpus and k % step == 0:
                 out.append((f"ZeRO-3 / FSDP over {k} GPUs", {"zero": 3, "gpus": k}, 1,
                             f"{k} GPUs; parameters gathered layer by layer (communication)"))
         if gpus > 1 and zero < 3:
@@ -773,9 +777,13 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
             out.append((f"{max(batch // 2, 1)} concurrent sequences", {"batch": max(batch // 2, 1)}, 3, "less throughput"))
         if seq >= 256:
             out.append((f"Context {seq // 2:,}", {"seq": seq // 2}, 3, "shorter prompts and answers"))
+        # the model split by tensor parallel alone (pp 1 where the scenario has stages: k GPUs at tp k and its pp would
+        # be refused), and only where that split takes the scenario's expert parallel (engine/scenarios.py ep_accepted:
+        # ep a multiple of tp dividing gpus / pp, so tp = ep)
+        stages = {"pp": 1} if int(_setting(base, "pp")) > 1 else {}
         for k in (2, 4, 8):
-            if k > tp and heads % k == 0:
-                out.append((f"Tensor parallel over {k} GPUs", {"tp": k, "gpus": k}, 1,
+            if k > tp and heads % k == 0 and bool(ep_accepted(k, k, 1, _setting(base, "ep"))):
+                out.append((f"Tensor parallel over {k} GPUs", {"tp": k, "gpus": k, **stages}, 1,
                             f"{k} GPUs; all-reduce after every layer"))
     return out
 
@@ -849,9 +857,17 @@ def _what_if_frame(base: dict, models: pd.DataFrame, gpus: pd.DataFrame | None =
     split = (np.maximum(pd.to_numeric(frame["tp"]).to_numpy(dtype=np.int64), 1)  # 0 = auto: at least 1
              * np.maximum(pd.to_numeric(frame["pp"]).to_numpy(dtype=np.int64), 1))
     # serving: split over those GPUs as the engine decides (tp, pp auto): a tp or pp given would keep the
-    # other GPUs as replicas (engine/rules.py), each needing the count again
-    sharded = frame.assign(gpus=np.maximum(count, 2 * split), zero=np.where(train, 3, frame["zero"]),
-                           tp=np.where(train, frame["tp"], 0), pp=np.where(train, frame["pp"], 0))
+    # other GPUs as replicas (engine/rules.py), each needing the count again. With expert parallel (ep > 1) the
+    # split at another count may not take it (engine/scenarios.py ep_accepted: a refused row fails the whole call):
+    # as configured, the engine's solver searching only the counts that take it (engine/executor.py)
+    ep = pd.to_numeric(frame["ep"]).to_numpy(dtype=np.int64)
+    kept = ~train & (ep > 1)
+    # training: ZeRO-3 at a count the engine takes at the row's tp, pp, cp and ep (engine/scenarios.py gpus_step)
+    step = gpus_step(frame["tp"], frame["pp"], frame["cp"], ep)
+    wider = np.maximum(count, 2 * split)
+    wider = np.where(train, -(-wider // step) * step, wider)
+    sharded = frame.assign(gpus=np.where(kept, count, wider), zero=np.where(train, 3, frame["zero"]),
+                           tp=np.where(train | kept, frame["tp"], 0), pp=np.where(train | kept, frame["pp"], 0))
     return pd.concat([frame, sharded], ignore_index=True), variants
 
 
@@ -873,8 +889,15 @@ def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpu
     compatible = _compatible(res, gpus, rules)
     res["fits"] = res["fits"].fillna(False).to_numpy(dtype=bool) & compatible
     res["compatible"] = compatible
-    res["gpus_to_fit"] = np.where(res["fits"].to_numpy(dtype=bool), count,
-                                  np.where(compatible, np.maximum(count + 1, solved), np.inf))
+    # past the row's own count, the next one the engine takes: a training row keeps its tp, pp, cp and ep (the step
+    # of engine/scenarios.py gpus_step; the solved count is one already); a serving row with expert parallel takes
+    # only the solver's counts (engine/executor.py: a split whose tp is its ep), none at or below its own
+    train = res["task"].astype(str).to_numpy() == "train"
+    ep = res["ep"].to_numpy(dtype=np.int64)
+    step = np.where(train, gpus_step(res["tp"], res["pp"], res["cp"], ep), 1)
+    beyond = np.maximum(-(-(count + 1) // step) * step, solved)
+    beyond = np.where(~train & (ep > 1), np.where(solved > count, solved, np.inf), beyond)
+    res["gpus_to_fit"] = np.where(res["fits"].to_numpy(dtype=bool), count, np.where(compatible, beyond, np.inf))
     res.insert(0, "change", ["As configured"] + [v[0] for v in variants])
     res.insert(1, "overrides", ["—"] + [", ".join(f"{key}={val}" for key, val in v[1].items()) for v in variants])
     res.insert(2, "impact", [0] + [v[2] for v in variants])

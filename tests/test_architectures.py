@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -242,6 +243,47 @@ def test_cli_ep_flag_and_bad_ep_in_one_line():
     assert json.loads(good.stdout)["ep"] == 8
     bad = _cli("estimate", "--model", "deepseek-v3", "--task", "infer", "--gpus", "8", "--tp", "4", "--ep", "2")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "ep 2" in bad.stderr
+
+
+def test_the_gpus_needed_with_expert_parallel_is_a_count_the_engine_takes(models, gpus):
+    """gpus_needed (check's 'fits on N (--gpus N)', estimate's 'GPUs needed') of a row with ep > 1 was a count
+    check_combinations refuses for that ep: training's data-parallel ranks with no regard to ep (mixtral-8x7b full
+    ZeRO-3 at ep 2 on H100s: 5), serving a power of two whose tensor parallel is not the ep (ep 2 on 8 GPUs is tp 8;
+    the counts that take it, ep x stages, are mostly not powers of two).
+    Every count it gives past the row's own is now one the engine takes at that ep, and holds the row: estimated
+    again at it (as `--gpus N` would: training keeps its tp, pp and cp, serving splits anew), in one call that a
+    refused row would fail."""
+    rows = []
+    for model in ("mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b"):
+        for gpu in ("h100-sxm-80gb", "rtx-4090"):
+            for ep in (2, 4):
+                for method, tp, cp in (("full", 1, 1), ("lora", 1, 1), ("full", 2, 1), ("full", 1, 2)):
+                    rows.append({"model": model, "gpu": gpu, "task": "train", "method": method, "zero": 3,
+                                 "grad_checkpointing": True, "gpus": ep * cp, "tp": tp, "pp": 1, "cp": cp, "ep": ep})
+                rows.append({"model": model, "gpu": gpu, "task": "infer", "gpus": ep, "tp": 0, "pp": 0, "ep": ep})
+    # Llama 4 Scout's 40 heads: at ep 8, 16 GPUs split tp 8 x pp 2 (a serving count past ep that takes it)
+    rows += [{"model": "llama-4-scout", "gpu": gpu, "task": "infer", "gpus": 8, "tp": 0, "pp": 0, "ep": 8}
+             for gpu in ("rtx-4090", "l4")]
+    frame = pd.DataFrame(rows)
+    res = estimate(frame, models, gpus)
+    needed = res["gpus_needed"].to_numpy(dtype=float)
+    more = np.isfinite(needed) & (needed > res["gpus"].to_numpy())
+    assert more.sum() >= 20  # (most rows need more GPUs than ep: the check is not vacuous)
+    again = frame[more].assign(gpus=needed[more].astype(int))
+    serving = again["task"] == "infer"
+    again.loc[serving, ["tp", "pp"]] = 0
+    again = estimate(again, models, gpus)  # (ValueError where a count is refused)
+    assert again["fits"].all(), again.loc[~again["fits"], ["model", "gpu", "task", "method", "gpus", "ep"]]
+    # expert parallel as given: a training count is a whole number of pp x lcm(tp x cp, ep), a serving one splits by
+    # tp = ep (engine/scenarios.py ep_accepted)
+    step = again["pp"] * np.lcm(again["tp"] * again["cp"], again["ep"])
+    assert ((again["gpus"] % step == 0) | serving.to_numpy()).all()
+    assert serving.sum() >= 2 and (again.loc[serving.to_numpy(), "tp"] == again.loc[serving.to_numpy(), "ep"]).all()
+    # serving at ep 2 with 32 heads: 4 GPUs split tp 4 (refused), 8 tp 8; the fewest that take it and hold Mixtral
+    # 8x7B in bf16 on 24 GB cards are 6, tp 2 x 3 stages (the solver said 8)
+    mixtral = res[(res["model"] == "mixtral-8x7b") & (res["gpu"] == "rtx-4090") & (res["task"] == "infer")
+                  & (res["ep"] == 2)].iloc[0]
+    assert mixtral["gpus_needed"] == 6
 
 
 @pytest.mark.parametrize("model, gpu, precision, batch, seq", [

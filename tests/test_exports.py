@@ -287,7 +287,8 @@ TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
                   "loss", "model", "fsdp_cpu_offload"}
 TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha",
-                  "lora_dropout"}  # 8B_lora_single_device.yaml model.lora_dropout: 0.0
+                  "lora_dropout",  # 8B_lora_single_device.yaml model.lora_dropout: 0.0
+                  "quantize_base"}  # models/llama3_1/_model_builders.py lora_llama3_1_8b(quantize_base=False); qlora_*'s True
 
 
 def test_accelerate_fsdp_shards_as_zero_3_and_offloads():
@@ -482,3 +483,79 @@ def test_a_plan_with_ligers_kernels_launches_them_or_says_it_cannot():
     # with the loss asked unfused, axolotl gets the kernels without the fused loss
     ax2 = yaml.safe_load(_export(*argv, "--loss", "unfused", "--export", "axolotl")[0])
     assert ax2["liger_rms_norm"] and "liger_fused_linear_cross_entropy" not in ax2
+
+
+@pytest.mark.parametrize("target", exports.TRAIN_TARGETS)
+@pytest.mark.parametrize("method, base", [("qlora", "q8_0"), ("qlora", "q4_k_m"), ("lora", "q4_k_m")])
+def test_a_gguf_base_is_refused_by_every_training_export(target, method, base):
+    """A QLoRA plan over a GGUF base (q8_0: 8.5 bits a weight) was written as bitsandbytes' NF4 (TRL load_in_4bit,
+    LLaMA-Factory quantization_type nf4, axolotl load_in_4bit), and a LoRA one over it as a 16-bit base: a launch
+    holding other bytes than the plan. No target keeps a GGUF base in its bits: bad input, the base and what the
+    target takes named."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--method", method, "--base-precision", base,
+                             "--export", target)
+    assert code == 2 and out == "" and err.count("\n") == 1, (target, err)
+    assert f"base precision '{base}'" in err and f"--export {target}: auto, " in err and "GGUF" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags, named", [(("--base-precision", "int8"), "'int8'"),
+                                          (("--base-precision", "int4"), "'int4'"),
+                                          (("--base-precision", "nf4_nodq"), "'nf4_nodq'"),
+                                          (("--base-precision", "nf4", "--bnb-double-quant", "off"),
+                                           "'nf4 with --bnb-double-quant off'")])
+def test_torchtune_refuses_a_base_other_than_its_nf4(flags, named):
+    """torchtune's one quantized base is torchao's double-quantized NF4 (quantize_base): an 8-bit, fp4 or
+    single-quantized base was written as that NF4 (the QLoRA note), a run the plan did not estimate."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--method", "qlora", *flags, "--export", "torchtune")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"base precision {named}" in err and "accepted for --export torchtune: auto, nf4" in err
+
+
+@pytest.mark.parametrize("method, flags", [("qlora", ()), ("qlora", ("--base-precision", "nf4")),
+                                           ("lora", ("--base-precision", "nf4"))])
+def test_torchtune_builds_the_planned_nf4_base(method, flags):
+    """An NF4 base (qlora, or lora over nf4, which wrote a 16-bit base) is the lora builders' quantize_base."""
+    cfg = yaml.safe_load(_export("estimate", "--model", "llama-3.1-8b", "--method", method, *flags,
+                                 "--export", "torchtune")[0])
+    assert set(cfg["model"]) <= TORCHTUNE_LORA and cfg["model"]["quantize_base"] is True
+    plain = yaml.safe_load(_export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--export", "torchtune")[0])
+    assert "quantize_base" not in plain["model"]  # a 16-bit base: the builder's default
+
+
+def test_an_8bit_and_an_int4_base_are_written_in_each_targets_keys():
+    """int8: bitsandbytes' 8-bit load in each target that has it (LitGPT's bnb.int8-training); int4: its fp4, which
+    LitGPT has too (bnb.fp4-dq; the export wrote no quantize mode, a 16-bit base); DeepSpeed's and accelerate's
+    files hold no model, and say what the script loads."""
+    args = ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--base-precision")
+    trl = yaml.safe_load(_export(*args, "int8", "--export", "trl")[0])
+    assert trl["load_in_8bit"] is True and "load_in_4bit" not in trl
+    lf = yaml.safe_load(_export(*args, "int8", "--export", "llama-factory")[0])
+    assert (lf["quantization_bit"], lf["quantization_method"]) == (8, "bnb") and "quantization_type" not in lf
+    ax = yaml.safe_load(_export(*args, "int8", "--export", "axolotl")[0])
+    assert (ax["load_in_8bit"], ax["load_in_4bit"], ax["adapter"]) == (True, False, "lora")
+    lit = yaml.safe_load(_export(*args, "int8", "--export", "litgpt")[0])
+    assert lit["quantize"] == "bnb.int8-training"
+    for base, quantize in (("int4", "bnb.fp4-dq"), ("nf4", "bnb.nf4-dq")):
+        lit = yaml.safe_load(_export(*args, base, "--export", "litgpt")[0])
+        assert lit["quantize"] == quantize and lit["quantize"] in LITGPT_QUANTIZE
+    lit = yaml.safe_load(_export(*args, "int4", "--bnb-double-quant", "off", "--export", "litgpt")[0])
+    assert lit["quantize"] == "bnb.fp4"
+    _, err = _export(*args, "int8", "--export", "deepspeed")
+    assert "frozen base int8: the training script loads it (BitsAndBytesConfig(load_in_8bit=True))" in err
+    out, _ = _export(*args, "int8", "--export", "accelerate-fsdp")
+    assert any("BitsAndBytesConfig(load_in_8bit=True)" in n for n in _comments(out))
+
+
+def test_the_litgpt_recipes_qlora_base_is_launched_without_double_quantization():
+    """Under --recipe litgpt a QLoRA base left auto is counted as nf4_nodq (4.5 bits a weight: LitGPT's bnb.nf4), yet
+    TRL, LLaMA-Factory and axolotl were told to double-quantize it (4.127 bits); torchtune, whose NF4 always is,
+    refuses it and names the base to plan with."""
+    args = ("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--recipe", "litgpt", "--export")
+    assert yaml.safe_load(_export(*args, "trl")[0])["use_bnb_nested_quant"] is False
+    assert yaml.safe_load(_export(*args, "llama-factory")[0])["double_quantization"] is False
+    assert yaml.safe_load(_export(*args, "axolotl")[0])["bnb_config_kwargs"] == {"bnb_4bit_use_double_quant": False}
+    assert yaml.safe_load(_export(*args, "litgpt")[0])["quantize"] == "bnb.nf4"
+    code, out, err = run_cli(*args, "torchtune")
+    assert code == 2 and out == "" and "'auto (nf4_nodq under --recipe litgpt)'" in err
+    assert err.rstrip().endswith("accepted for --export torchtune: nf4")

@@ -343,6 +343,46 @@ def test_what_if_offers_the_usual_remedies_each_estimated_as_stated(models, gpus
         assert row["peak_bytes"] == direct["peak_bytes"], row["change"]
 
 
+# (the scenario as `estimate` decides it, the CLI's what-if base: tp and pp resolved)
+WHAT_IF_SPLITS = [
+    {"model": "qwen3-30b-a3b", "gpu": "rtx-4090", "task": "train", "method": "lora", "gpus": 2, "tp": 1, "pp": 1,
+     "ep": 2},
+    {"model": "qwen3-30b-a3b", "gpu": "rtx-4090", "task": "train", "method": "lora", "gpus": 3, "tp": 1, "pp": 1,
+     "ep": 3},
+    {"model": "mixtral-8x7b", "gpu": "h100-sxm-80gb", "task": "train", "method": "full", "zero": 3, "gpus": 2, "tp": 1,
+     "pp": 1, "ep": 2},
+    {"model": "qwen3-30b-a3b", "gpu": "rtx-4090", "task": "train", "method": "lora", "zero": 0, "gpus": 4, "tp": 1,
+     "pp": 1, "ep": 4},
+    {"model": "mixtral-8x7b", "gpu": "rtx-4090", "task": "infer", "gpus": 2, "tp": 2, "pp": 1, "ep": 2},
+    {"model": "llama-4-scout", "gpu": "rtx-4090", "task": "infer", "gpus": 8, "tp": 8, "pp": 1, "ep": 8},
+    {"model": "llama-3-70b", "gpu": "rtx-4090", "task": "infer", "gpus": 6, "tp": 2, "pp": 3},
+]
+
+
+@pytest.mark.parametrize("base", WHAT_IF_SPLITS, ids=lambda b: f"{b['model']}-{b['task']}-ep{b.get('ep', 1)}")
+def test_what_if_proposes_only_gpu_counts_the_engine_takes(models, gpus, base):
+    """With expert parallel (ep > 1) the what-if proposed counts check_combinations refuses for that ep: 'GPUs to fit'
+    3 and 5 at ep 2 and 4 (the next count, and the ranks solved, with no regard to ep), 'ZeRO-3 over 4 GPUs' at ep 3, and
+    serving rows split anew at twice the GPUs (tp 4 at ep 2), which failed the whole what-if (estimate's hint: 'no
+    changes to suggest: ep 2 is not accepted with gpus 4, tp 4'); so did a serving scenario with pipeline stages
+    (6 GPUs, tp 2 x pp 3), whose 'Tensor parallel over 4 GPUs' kept pp 3. Every change and every count it gives is
+    now estimated again at that count, as the hint's `--gpus N` runs it (training at ZeRO-3, where the count was
+    solved; serving split anew), in one call that a refused row would fail, and holds it."""
+    from engine.scenarios import DEFAULTS
+    res = planning.what_if(base, models, gpus)
+    to_fit = res["gpus_to_fit"].to_numpy(dtype=float)
+    shown = np.isfinite(to_fit)
+    assert shown.sum() >= 2
+    rows = res.loc[shown, ["model"] + [c for c in DEFAULTS if c in res.columns and c != "model"]].assign(
+        gpus=to_fit[shown].astype(int))
+    train = (rows["task"] == "train").to_numpy()
+    solved = ~res.loc[shown, "fits"].to_numpy(dtype=bool)
+    rows.loc[train & solved, "zero"] = 3
+    rows.loc[~train, ["tp", "pp"]] = 0
+    again = estimate(rows, models, gpus)  # (ValueError where a count is refused)
+    assert again["fits"].all(), again.loc[~again["fits"], ["model", "task", "gpus", "tp", "pp", "ep"]]
+
+
 def test_what_if_for_serving_tries_quantization_and_tensor_parallelism(models, gpus):
     base = {"model": "llama-3-70b", "gpu": "rtx-4090", "task": "infer", "precision": "bf16", "batch": 1, "seq": 4096, "gpus": 1}
     res = planning.what_if(base, models, gpus)
