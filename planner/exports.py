@@ -734,7 +734,7 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
         else:
             spec = {"model": d_repo, "num_speculative_tokens": SPEC_TOKENS, **({"draft_tensor_parallel_size": 1} if d_tp1 else {})}
             args += ["--speculative-config", "'" + json.dumps(spec) + "'"]
-    text = "".join(f"# {line}\n" for line in _serve_header("vllm", row, notes)) + " ".join(args) + "\n"
+    text = "".join(f"# {line}\n" for line in _serve_header("vllm", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"
     return Export("vllm", text, notes)
 
 
@@ -761,8 +761,15 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     elif kv not in ("auto", "fp16", "bf16"):
         notes.append(f"KV cache {kv}: not an SGLang --kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3)")
-    text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + " ".join(args) + "\n"
+    text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"
     return Export("sglang", text, notes)
+
+
+def _env_prefix(row) -> str:
+    """The variable the engine needs to start beyond the model's context ('VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 '), where
+    serve_export found the row's max_model_len longer than the model's (engine/serving.py LONG_CONTEXT_ENV), else ''."""
+    env = row.get("long_context_env")
+    return f"{env} " if isinstance(env, str) and env else ""
 
 
 def _gguf(row) -> str:
@@ -845,6 +852,11 @@ def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     row = row.copy()  # what the builders read beside the serving row: the model's vision tower, the draft's repo
     row["vision_params"] = model.get("vision_params", 0)
+    # beyond the model's context (let through by --allow-long-context): vLLM and SGLang start only with their variable
+    context = pd.to_numeric(model.get("max_context"), errors="coerce")
+    if pd.notna(context) and 0 < context < int(row["max_model_len"]):
+        from engine.serving import LONG_CONTEXT_ENV
+        row["long_context_env"] = LONG_CONTEXT_ENV.get(engine, "")
     if draft is not None:
         row["draft_repo"] = hf_repo(draft.get("source", ""), str(draft.name))[0]
     return SERVE_EXPORTERS[target](row, repo, known)

@@ -169,6 +169,20 @@ def test_vllm_command_carries_the_plans_memory_settings():
     assert _comments(out)[1].startswith("keys: vLLM")
 
 
+@pytest.mark.parametrize("engine, env", [("vllm", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+                                         ("sglang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")])
+def test_an_export_beyond_the_models_context_carries_the_engines_variable(engine, env):
+    """serve --allow-long-context printed `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ...` but --export wrote the
+    command without it, which vLLM refuses to start at a length beyond max_position_embeddings."""
+    argv = ["serve", "--model", "llama-2-7b", "--gpu", "a100-80gb-sxm", "--engine", engine, "--max-model-len"]
+    long, _ = _export(*argv, "8192", "--allow-long-context", "--export", engine)
+    (command,) = [line for line in long.splitlines() if not line.startswith("#")]
+    assert command.startswith(env + " ") and "8192" in command
+    within, _ = _export(*argv, "4096", "--export", engine)
+    (command,) = [line for line in within.splitlines() if not line.startswith("#")]
+    assert "ALLOW" not in command
+
+
 def test_vllm_command_carries_a_pinned_kv_cache_in_place_of_the_share():
     out, _ = _export("serve", "--model", "llama-3-8b", "--gpu", "a100-40gb-sxm", "--engine", "vllm", "--max-model-len",
                      "8192", "--kv-cache-memory-bytes", "4000000000", "--export", "vllm")
