@@ -400,7 +400,8 @@ def article_inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids:
 
 @planner_cache(max_entries=24, show_spinner=False)
 def estimate_one(sc: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.Series:
-    return estimate(pd.DataFrame([sc]), models, gpus).iloc[0]  # engine/rules.py decides ZeRO, tp, pp, ...
+    # engine/rules.py decides ZeRO, tp, pp, ...; the compatibility rules decide whether the card runs it at all
+    return planning.with_compatibility(estimate(pd.DataFrame([sc]), models, gpus), gpus, shipped("compatibility")).iloc[0]
 
 
 @planner_cache(max_entries=64, show_spinner=False)

@@ -46,6 +46,10 @@ if "vision_params" in row.index and pd.notna(row["vision_params"]) and int(row["
                f"{int(row['params']):,}, loaded in 16-bit and counted in the weights (frozen when training).")
 
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
+if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
+    st.warning(f"{md_escape(card)} cannot run this scenario, so it does not fit at any memory: "
+               + md_escape("; ".join(str(n).removeprefix("incompatible: ") for n in row["compatibility_notes"]
+                                     if str(n).startswith("incompatible"))))
 k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
 k2.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),

@@ -80,6 +80,9 @@ verdict = (f"On {sc['gpus']}× **{gpu_md.get(s['gpu'], md_escape(s['gpu']))}** (
            + f"{c.PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])} phase. "
            + f"Largest micro-batch at this length: {int(row['max_batch']):,}; longest sequence at this batch: "
            + f"{int(row['max_seq']):,} tokens.")
+if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
+    verdict += " The card cannot run it: " + md_escape("; ".join(
+        str(n).removeprefix("incompatible: ") for n in row["compatibility_notes"] if str(n).startswith("incompatible")))
 (st.success if fits else st.warning)(verdict)
 
 st.markdown("#### Which cards hold it")

@@ -408,6 +408,13 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
 
     verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
     compatible = verdict["compatible"].to_numpy(dtype=bool)
+    # one card "holds it alone" only where the rules let that card run it (bf16 on a T4 held its bytes yet is
+    # refused): at one GPU a row's verdict is the one above; the rows estimated at more GPUs are asked again at one
+    # (a multi-GPU rule, several Macs, refuses the count, not the card)
+    one_compatible = compatible.copy()
+    if len(several):
+        one_compatible[several] = _compatible(one.iloc[several], gpus, rules)
+    one_fits = one_fits & one_compatible
     ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
     res["gpus_needed"] = needed
     # the new columns, added in two batches (one insert per column into the result's ~110 costs
@@ -878,6 +885,23 @@ def _compatible(rows: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFra
     return compat_check(rows, gpus, compatibility_rules() if rules is None else rules)["compatible"].to_numpy(dtype=bool)
 
 
+def with_compatibility(rows: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Estimated rows with the compatibility rules' verdict, as `estimate --json` and `check` give it: `compatible`,
+    `compatibility_notes`, and `fits` false where a rule refuses the card (bf16 on a T4 fits its bytes, not the card).
+    The pages' one-scenario rows (Overview, Breakdown) go through it, so they never say "fits" where check says no."""
+    out = rows.copy()
+    if gpus is None or not len(out):
+        out["compatible"] = True
+        out["compatibility_notes"] = [[] for _ in range(len(out))]
+        return out
+    verdict = compat_check(out, gpus, compatibility_rules() if rules is None else rules)
+    compatible = verdict["compatible"].to_numpy(dtype=bool)
+    out["fits"] = out["fits"].astype(object).where(compatible, False)  # (a null fit, beyond the context, stays null)
+    out["compatible"] = compatible
+    out["compatibility_notes"] = verdict["compatibility_notes"].to_numpy()
+    return out
+
+
 def _what_if_ranked(both: pd.DataFrame, frame: pd.DataFrame, variants: list, gpus: pd.DataFrame | None = None,
                     rules: pd.DataFrame | None = None) -> pd.DataFrame:
     """what_if's table from the estimate of _what_if_frame's rows (`both`, in that order)."""
@@ -1037,7 +1061,7 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
     n = len(frame)
     ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus, rules)
-    return {"row": both.iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead, rules),
+    return {"row": with_compatibility(both.iloc[[0]], gpus, rules).iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead, rules),
             "curve": both.iloc[n:].reset_index(drop=True)}
 
 
@@ -1063,7 +1087,7 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     # the columns this table reads, before any filter or sort (a sweep is ~150 columns wide)
     used = keys + ["gpu", "seq", "beyond_context", "params", "one_gpu_weights_bytes", "one_gpu_kv_cache_bytes",
                    "one_gpu_peak_bytes", "one_gpu_fits", "usable_bytes", "gpu_price_usd", "gpu_name", "gpus_needed",
-                   "label", "fits_within", "memory_used_fraction", "buy_usd", "rent_usd_per_hour"] + speed
+                   "label", "fits_within", "memory_used_fraction", "buy_usd", "rent_usd_per_hour", "compatible"] + speed
     conf = conf[list(dict.fromkeys(used))]
     # the model x precision groups and the card's rows found on the sweep's own columns (categorical
     # codes), then the few rows kept typed as text: typing every row's ids as text first cost more
@@ -1083,6 +1107,9 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     smallest = singles[keys + ["gpu", "gpu_name", "usable_bytes"]].astype(text).rename(
         columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
     on_card = conf[per_value(conf["gpu"], lambda u: u.astype(str) == card)]
+    if speed and not on_card["compatible"].all():  # a card that cannot run the row has no speed on it (fp8 on a T4)
+        on_card = on_card.copy()
+        on_card.loc[~on_card["compatible"].to_numpy(dtype=bool), speed] = np.nan
     on_card = on_card[keys + ["gpus_needed", "label", "fits_within", "memory_used_fraction", "buy_usd",
                               "rent_usd_per_hour"] + speed].astype({"model": str, "precision": str}).rename(
         columns={"gpus_needed": "card_gpus_needed", "label": "card_label", "fits_within": "card_fits",
@@ -1132,6 +1159,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 
 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
+           "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
            "inference_table", "article_inference_table"]

@@ -211,3 +211,39 @@ def test_shipped_rules_refuse_layerwise_galore_on_several_gpus_and_bitsandbytes_
                                         "lion_32bit", "adamw"],
                           "gpus": [1, 2, 2, 1, 1]})
     assert check(frame, gpus, rules)["compatible"].tolist() == [True, False, True, False, True]
+
+
+def test_one_card_holds_it_only_where_the_rules_let_that_card_run_it():
+    """The Overview's 'cards that hold it alone', the Inference table's smallest single GPU and its speed on the
+    chosen card counted a card the rules refuse (FP8 weights on a T4: the smallest GPU was the T4, at 20.5 tokens/s,
+    beside 'T4: ✗ incompatible'). A QA pass over the pages found it."""
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    table = planning.inference_table(models, gpus, ["llama-3-8b"], ["bf16", "fp8", "int4"], 8192, 1, "t4")
+    by = table.set_index("precision")
+    arch = gpus.set_index("id")["architecture"].str.lower()
+    for p in ("bf16", "fp8"):
+        assert by.loc[p, "card_label"] == "✗ incompatible" and not by.loc[p, "card_fits"]
+        assert by.loc[p, "smallest_gpu"] != "t4" and arch[by.loc[p, "smallest_gpu"]] not in ("volta", "turing")
+        assert pd.isna(by.loc[p, "card_decode_tokens_per_s"])
+    assert by.loc["int4", "card_fits"] and by.loc["int4", "card_decode_tokens_per_s"] > 0
+    frame = planning.expand(dict(task="infer", precision="bf16", seq=4096), model=["llama-3.2-1b"], gpu=list(gpus["id"]))
+    conf = planning.configurations(frame, models, gpus)
+    refused = conf[~conf["compatible"].to_numpy(dtype=bool)]
+    assert len(refused) >= 2 and not refused["one_gpu_fits"].any()  # the T4 and V100 hold 1B's bytes, not its bf16
+    assert conf.loc[conf["compatible"].to_numpy(dtype=bool), "one_gpu_fits"].sum() > 30
+
+
+def test_the_single_scenario_rows_carry_the_rules_verdict():
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    sc = {**DEFAULTS, "model": "llama-3.2-1b", "task": "infer", "precision": "bf16", "seq": 4096, "gpu": "t4"}
+    from engine import estimate
+    raw = estimate(pd.DataFrame([sc]), models, gpus)
+    row = planning.with_compatibility(raw, gpus).iloc[0]
+    assert not row["compatible"] and raw.iloc[0]["fits"]  # its bytes fit the card; the card does not run bf16
+    assert row["fits"] is False and any("bf16" in n for n in row["compatibility_notes"])
+    part = planning.breakdown(sc, models, gpus, [1024], [1])["row"]
+    assert not part["fits"] and not part["compatible"]
+    ok = planning.with_compatibility(estimate(pd.DataFrame([{**sc, "precision": "int4"}]), models, gpus), gpus).iloc[0]
+    assert ok["compatible"] and ok["fits"] and not any(n.startswith("incompatible") for n in ok["compatibility_notes"])

@@ -290,6 +290,21 @@ def test_query_parameters_seed_the_workload_and_bad_ones_are_named():
     assert at.query_params.get("batch") == "4"  # the URL keeps reproducing the view
 
 
+def test_overview_and_breakdown_never_say_fits_where_the_card_cannot_run_it():
+    """bf16 weights on a T4 (no bf16): the card holds Llama 3.2 1B's bytes, and check says 'does not fit ...
+    incompatible'; the Breakdown's metric said 'fits' and the Overview's verdict **fits** (a QA pass found it)."""
+    query = {"model": "llama-3.2-1b", "task": "infer", "seq": "4096", "gpu": "t4", "infer_precision": "bf16"}
+    at = open_app("pages/breakdown.py", query)
+    usable = next(m for m in at.metric if m.label == "Usable per GPU")
+    assert usable.delta.endswith("does not fit")
+    assert any("cannot run this scenario" in w.value and "Ampere" in w.value for w in at.warning)
+    at = open_app("pages/overview.py", query)
+    assert not at.success and any("**does not fit**" in w.value and "cannot run it" in w.value for w in at.warning)
+    query["infer_precision"] = "int4"  # an fp16 stack: the T4 runs it
+    at = open_app("pages/overview.py", query)
+    assert any("**fits**" in s.value for s in at.success)
+
+
 # ---- planners --------------------------------------------------------------------------------
 
 def test_budget_planner_respects_the_budget_and_the_article_tiers():
