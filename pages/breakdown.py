@@ -77,10 +77,16 @@ if float(row.get("allocator_cached_bytes", 0) or 0) > 0:  # reserved, reclaimabl
 # issue 28: the verdicts are decided on the band's high side (engine/margins.py), never on the estimate alone
 if pd.notna(row.get("safe_peak_bytes")):
     _at_estimate = bool(row["fits_at_estimate"]) if pd.notna(row.get("fits_at_estimate")) else False
+    # the stack behind the margin: a training row's switches (the sidebar's Software stack); an inference row is a
+    # transformers prefill, whose attention path the model decides (gpt-oss, Gemma 2: eager), not those switches
+    _stack = (f"{md_escape(str(row.get('padding', 'padded')))} batch, {md_escape(str(row.get('attention', 'sdpa')))} "
+              f"attention, {md_escape(str(row.get('loop', 'trainer')))} loop: the sidebar's Software stack"
+              if str(row.get("task")) == "train" else
+              "a transformers prefill, with the attention transformers runs for this model; the Serving page sizes "
+              "vLLM, SGLang and llama.cpp")
     st.caption(f"Fits, the largest batch, the longest sequence and the GPUs needed are decided on the safe peak, "
                f"{c.fmt_mem(row['safe_peak_bytes'])}: the tensors' estimate +{float(row['verdict_margin_pct']):.0f}% "
-               f"({md_escape(str(row.get('padding', 'padded')))} batch, {md_escape(str(row.get('attention', 'sdpa')))} "
-               f"attention, {md_escape(str(row.get('loop', 'trainer')))} loop: the sidebar's Software stack)."
+               f"({_stack})."
                + (" The estimate alone would fit; the margin does not." if _at_estimate and not fits else ""))
 
 # ---- by component ------------------------------------------------------------------------

@@ -305,6 +305,18 @@ def test_overview_and_breakdown_never_say_fits_where_the_card_cannot_run_it():
     assert any("**fits**" in s.value for s in at.success)
 
 
+def test_breakdown_names_the_stack_an_inference_row_is_sized_for():
+    """An inference row's margin caption named 'sdpa attention, trainer loop: the sidebar's Software stack', which
+    serve mode does not show, for gpt-oss whose transformers prefill runs eager attention (a QA pass found it)."""
+    at = open_app("pages/breakdown.py", {"model": "gpt-oss-20b", "task": "infer", "infer_precision": "mxfp4",
+                                         "gpu": "rtx-4090", "seq": "8192"})
+    (caption,) = [c.value for c in at.caption if "safe peak" in c.value]
+    assert "transformers prefill" in caption and "Software stack" not in caption and "trainer loop" not in caption
+    at = open_app("pages/breakdown.py", {"model": "llama-3.1-8b", "task": "train"})
+    (caption,) = [c.value for c in at.caption if "safe peak" in c.value]
+    assert "trainer loop: the sidebar's Software stack" in caption
+
+
 # ---- planners --------------------------------------------------------------------------------
 
 def test_budget_planner_respects_the_budget_and_the_article_tiers():
