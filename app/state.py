@@ -33,7 +33,12 @@ from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO
 from engine.scenarios import KV_PRECISIONS
+from engine.serving import ENGINES as SERVE_ENGINES
+from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
+
+INFER_TABLE_PRECISIONS = ("fp16", "int8", "int4", "q8_0", "q4_k_m")  # the Inference page's default formats
+
 
 @dataclass(frozen=True)
 class Field:
@@ -72,7 +77,29 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     # issue 25: a model from the Hugging Face Hub or a file, as typed (the resolved row is never
     # in the URL: app/model_source.py reads it again from the text)
     Field(model_source.KEY, "", "text"),
+    # the Serving page's own settings (engine, weights, GPUs per replica, memory share, other processes' memory,
+    # experts in host RAM, cards, the target of the cheapest search): a shared link reproduces the page, and a page
+    # switch brings them back (they were widget state only). serve_weights 'auto': the engine's first format
+    # (q4_k_m for llama.cpp / Ollama); serve_cards empty: the page's default cards (checked against the GPU ids)
+    Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
+    Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
+        p for e in SERVE_ENGINES for p in engine_precisions(e)))),
+    Field("serve_gpus", 1, "int", low=1, high=8),
+    Field("serve_share_default", True, "bool"),
+    Field("serve_util", 0.9, "number", low=0.5, high=0.98),
+    Field("serve_in_use", 0.0, "number", low=0, high=1024),
+    Field("serve_cpu_moe", "none", "choice", ("none", "auto", "all")),
+    Field("serve_cards", (), "multi"),
+    Field("serve_users", 32, "int", low=1, high=4096),
+    Field("serve_context", 8192, "int", low=256, high=131072),
+    Field("serve_tps", 20.0, "number", low=1, high=500),
+    Field("serve_ttft", 2.0, "number", low=0.05, high=60),
+    # the Inference page's weight formats and largest GPU count
+    Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS)),
+    Field("infer_max_gpus", 8, "int", low=1, high=64),
 )}
+# multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
+DYNAMIC_MULTI = {"serve_cards": "gpu"}
 
 
 # ---- the workload in session state ---------------------------------------------------------
@@ -162,6 +189,15 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
             continue
         f = FIELDS[key]
         try:
+            if key in DYNAMIC_MULTI:  # a comma list of catalog ids (the user's too): checked against the frames
+                ids = dynamic[DYNAMIC_MULTI[key]]
+                value = tuple(dict.fromkeys(v.strip() for v in str(text)[:4000].split(",") if v.strip()))
+                bad = [v for v in value if v not in ids]
+                if bad or not value:
+                    raise ValueError(f"{key}={str(text)[:80]!r} ignored; accepted: a comma list of catalog "
+                                     f"{DYNAMIC_MULTI[key]} ids (see the Catalog page)")
+                settings[key] = value
+                continue
             value = _parse(f, str(text))
             if key in dynamic and value not in dynamic[key]:
                 raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)")

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app.labels import md_escape
 
 c.ensure_frame()
@@ -30,9 +31,14 @@ st.caption(f"Context {int(s['seq']):,} tokens × {int(s['batch'])} concurrent se
 with st.container(border=True):
     i1, i2 = st.columns([3, 1])
     precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
-                                default=["fp16", "int8", "int4", "q8_0", "q4_k_m"], key="inf_precisions",
+                                default=[p for p in s["infer_precisions"] if p in INFER_PRECISIONS], key="inf_precisions",
                                 format_func=c.INFER_PRECISION_LABELS.get)
-    max_gpus = i2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="inf_max_gpus")
+    counts = [1, 2, 4, 8, 16, 32, 64]
+    max_gpus = i2.selectbox("Largest GPU count", counts, key="inf_max_gpus",
+                            index=counts.index(s["infer_max_gpus"]) if s["infer_max_gpus"] in counts else 3)
+# into the store and the URL (a shared link, a page switch); an emptied list stays the page's default there
+s.update(infer_precisions=tuple(precisions) or s["infer_precisions"], infer_max_gpus=int(max_gpus))
+state.sync_url()
 if not precisions:
     st.info("Choose at least one weight precision.")
     st.stop()

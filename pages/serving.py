@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
@@ -51,34 +52,47 @@ def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precision
 gguf_types = list(GGUF_BITS)
 with st.container(border=True):
     e1, e2, e3, e4 = st.columns(4)
-    engine = e1.selectbox("Serving engine", list(ENGINES), index=0, key="srv_engine")
+    engine = e1.selectbox("Serving engine", list(ENGINES), key="srv_engine",
+                          index=list(ENGINES).index(s["serve_engine"]) if s["serve_engine"] in ENGINES else 0)
     # each engine's own formats (engine/serving.py engine_precisions): GGUF, MLC's, EXL2, torch + fp8/FP4
     choices = gguf_types if engine in GGUF_ENGINES else list(engine_precisions(engine))
-    precision = e2.selectbox("Weights", choices, index=choices.index("q4_k_m") if "q4_k_m" in choices else 0,
+    asked = s["serve_weights"] if s["serve_weights"] in choices else "q4_k_m"  # the store's, where the engine takes it
+    precision = e2.selectbox("Weights", choices, index=choices.index(asked) if asked in choices else 0,
                              key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else engine}",
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
-    gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], index=0, key="srv_gpus")
+    gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], key="srv_gpus",
+                             index=[1, 2, 4, 8].index(s["serve_gpus"]) if s["serve_gpus"] in (1, 2, 4, 8) else 0)
     paged = engine in ("vllm", "sglang")
-    own_share = e4.checkbox("Engine's default memory share", value=True, key="srv_util_default", disabled=not paged,
+    own_share = e4.checkbox("Engine's default memory share", value=bool(s["serve_share_default"]), key="srv_util_default",
+                            disabled=not paged,
                             help="vLLM: 0.9 of the card; SGLang: its mem-fraction-static default, by the card's memory "
                                  "(0.830 on an H100, docs/serving.md). Untick to set the share yourself.")
-    util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, 0.9, 0.01, key="srv_util",
+    util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, float(s["serve_util"]), 0.01, key="srv_util",
                      disabled=not paged or own_share)
-    in_use = e4.number_input("GiB in use by other processes", 0.0, 1024.0, 0.0, 0.5, key="srv_in_use",
+    in_use = e4.number_input("GiB in use by other processes", 0.0, 1024.0, float(s["serve_in_use"]), 0.5, key="srv_in_use",
                              help="What a desktop or another server already holds on each GPU (nvidia-smi shows it): vLLM "
                                   "does not start where its share of the card is not free; the other engines size "
                                   "themselves from what is free.")
     # llama.cpp's --n-cpu-moe / --cpu-moe for mixture-of-experts models (engine/serving.py)
     cpu_moe_choices = {"none": 0, "auto (fewest layers that fit)": CPU_MOE_AUTO, "all (--cpu-moe)": CPU_MOE_ALL}
+    CPU_MOE_KEYS = ("none", "auto", "all")  # the choices above in the URL (serve_cpu_moe), in their order
     cpu_moe_label = st.selectbox("Routed experts in host RAM (llama.cpp --n-cpu-moe)", list(cpu_moe_choices),
-                                 index=0, key="srv_cpu_moe", disabled=engine != "llama.cpp" or not moe_info,
+                                 index=CPU_MOE_KEYS.index(s["serve_cpu_moe"]) if s["serve_cpu_moe"] in CPU_MOE_KEYS else 0,
+                                 key="srv_cpu_moe", disabled=engine != "llama.cpp" or not moe_info,
                                  help="Keeps the routed experts' weights of the first layers in host RAM; attention, "
                                       "shared experts and the KV cache stay on the GPU. Dense models have none.")
     cpu_moe = cpu_moe_choices[cpu_moe_label] if engine == "llama.cpp" and moe_info else 0
     default_cards = [g for g in ("rtx-4090", "l40s", "a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm-80gb")
                      if g in set(gpus["id"])] or list(gpus["id"][:3])
-    cards = st.multiselect("Cards", list(gpus["id"]), default=default_cards, key="srv_cards",
+    stored_cards = [g for g in s["serve_cards"] if g in set(gpus["id"])]
+    cards = st.multiselect("Cards", list(gpus["id"]), default=stored_cards or default_cards, key="srv_cards",
                            format_func=lambda g: gnames.get(g, g))
+# into the store and the URL (a shared link, a page switch): the cards only where they differ from the default set
+s.update(serve_engine=engine, serve_weights=precision, serve_gpus=int(gpu_count), serve_share_default=bool(own_share),
+         serve_util=float(util), serve_in_use=float(in_use),
+         serve_cpu_moe=CPU_MOE_KEYS[list(cpu_moe_choices).index(cpu_moe_label)],
+         serve_cards=tuple(cards) if list(cards) != default_cards else ())
+state.sync_url()
 if not cards:
     st.info("Choose at least one card.")
     st.stop()
@@ -132,10 +146,12 @@ c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, pre
 st.markdown("#### Cheapest configuration for a target")
 with st.container(border=True):
     t1, t2, t3, t4 = st.columns(4)
-    users = t1.number_input("Concurrent users", 1, 4096, 32, key="srv_users")
-    context = t2.number_input("Context per user (tokens)", 256, 131072, 8192, step=256, key="srv_context")
-    tps = t3.number_input("Tokens/s per user, at least", 1.0, 500.0, 20.0, key="srv_tps")
-    ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, 2.0, key="srv_ttft")
+    users = t1.number_input("Concurrent users", 1, 4096, int(s["serve_users"]), key="srv_users")
+    context = t2.number_input("Context per user (tokens)", 256, 131072, int(s["serve_context"]), step=256, key="srv_context")
+    tps = t3.number_input("Tokens/s per user, at least", 1.0, 500.0, float(s["serve_tps"]), key="srv_tps")
+    ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, float(s["serve_ttft"]), key="srv_ttft")
+s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps), serve_ttft=float(ttft))
+state.sync_url()
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
                    (engine,), (precision,), cpu_moe, float(in_use))
