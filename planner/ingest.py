@@ -139,6 +139,37 @@ TRAINING_REQUIRED = ("model", "max_memory_allocated", "max_memory_reserved")
 TRAINING_SETTINGS = ("task", "method", "precision", "batch", "seq", "grad_checkpointing", "lora_rank", "optimizer",
                      "gpus")
 SCENARIO_NAMES = {c.name for c in columns.SCENARIO if c.cli and c.group not in ("overhead",)} - {"model"}
+TRAINING_VERSIONS = ("torch", "transformers", "peft", "trl")
+# The names a script has at hand for the same settings, read as ours: transformers' TrainingArguments
+# (gradient_checkpointing, per_device_train_batch_size: a micro-batch per GPU, as `batch` is), TRL's SFTConfig
+# (max_seq_length, renamed max_length) and PEFT's LoraConfig r, printed as lora_r. Only names whose value means
+# what ours does: TrainingArguments' optim ("adamw_torch") and bf16 (a flag) are not ours and are refused by name.
+# Before, any key the snippet does not print was dropped unseen: "gradient_checkpointing": true was estimated
+# without checkpointing (25.3 GiB beside a run's 13.0 GiB, +94%).
+TRAINING_ALIASES = {"gradient_checkpointing": "grad_checkpointing", "per_device_train_batch_size": "batch",
+                    "max_seq_length": "seq", "max_length": "seq", "lora_r": "lora_rank"}
+TRAINING_KEYS = (MARKER, *TRAINING_REQUIRED, *TRAINING_VERSIONS)
+
+
+def _check_training_keys(data: dict) -> None:
+    """Every key of the snippet's object is read (the snippet's own, a scenario column, an alias), else
+    IngestError naming each unknown key and its closest accepted key (difflib, as the CLI suggests an
+    option), or what is accepted where none is close (in one line: the CLI keeps 400 characters)."""
+    import difflib
+    accepted = [*TRAINING_KEYS, *sorted(SCENARIO_NAMES), *TRAINING_ALIASES]
+    unknown = [k for k in data if k not in accepted]
+    if not unknown:
+        return
+    hints, close_all = [], True
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).lower(), accepted, n=1, cutoff=0.7)
+        hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+        close_all = close_all and bool(close)
+    listed = ("the snippet's keys, a scenario column or an alias (docs/ingest.md)" if close_all else
+              f"{', '.join(TRAINING_KEYS[1:])}, a scenario column ({', '.join(TRAINING_SETTINGS)}, ...: docs/ingest.md) "
+              f"or an alias ({', '.join(TRAINING_ALIASES)})")
+    keys, verb = ("key", "is") if len(unknown) == 1 else ("keys", "are")
+    raise IngestError(f"the {MARKER} line's {keys} {', '.join(hints)} {verb} not read; accepted: {listed}")
 
 
 def parse_training(text: str) -> dict | None:
@@ -165,9 +196,19 @@ def parse_training(text: str) -> dict | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes > 0")
         measured[figure] = float(value)
-    settings = {k: data[k] for k in data if k in SCENARIO_NAMES and data[k] is not None}
+    _check_training_keys(data)
+    settings = {}
+    for key, value in data.items():
+        name = TRAINING_ALIASES.get(key, key)
+        if name not in SCENARIO_NAMES or value is None:
+            continue
+        if name in settings and settings[name] != value:
+            given = [k for k in data if TRAINING_ALIASES.get(k, k) == name and data[k] is not None]
+            raise IngestError(f"the {MARKER} line gives {name} twice: "
+                              + ", ".join(f"{k} {json.dumps(data[k])}" for k in given) + "; accepted: one of them, or both alike")
+        settings[name] = value
     settings.setdefault("task", "train")
-    versions = {k: str(data[k]) for k in ("torch", "transformers", "peft", "trl") if data.get(k) is not None}
+    versions = {k: str(data[k]) for k in TRAINING_VERSIONS if data.get(k) is not None}
     return {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
             "lines": {"allocated_peak": "max_memory_allocated", "reserved_peak": "max_memory_reserved"},
             "versions": versions}

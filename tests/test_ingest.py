@@ -71,6 +71,69 @@ def test_a_broken_training_line_is_named(line, problem):
         parse_training(line)
 
 
+def _training_line(**changes) -> str:
+    """The sample's snippet line with keys replaced (a key set to None is left out)."""
+    data = json.loads(TRAINING.read_text().splitlines()[-1])
+    for key, value in changes.items():
+        data.pop(key, None)
+    data.update({k: v for k, v in changes.items() if v is not None})
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("alias, ours, value", [
+    ("gradient_checkpointing", "grad_checkpointing", True),  # transformers TrainingArguments
+    ("per_device_train_batch_size", "batch", 8),
+    ("max_seq_length", "seq", 2048),  # TRL SFTConfig, later max_length
+    ("max_length", "seq", 2048),
+    ("lora_r", "lora_rank", 32),
+])
+def test_a_transformers_name_is_read_as_ours(tmp_path, alias, ours, value):
+    """`"gradient_checkpointing": true` was dropped unseen and estimated without checkpointing (25.3 GiB beside
+    the run's 13.0, +94.5%); the TrainingArguments / SFTConfig / LoRA names are read as the snippet's."""
+    run = parse_training(_training_line(**{ours: None, alias: value}))
+    assert run["settings"][ours] == value and alias not in run["settings"]
+    assert run["settings"] == parse_training(_training_line(**{ours: value}))["settings"]
+    if alias == "gradient_checkpointing":
+        line = tmp_path / "run.jsonl"
+        line.write_text(_training_line(grad_checkpointing=None, gradient_checkpointing=True))
+        code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")
+        assert code == 0, err
+        line.write_text(_training_line(grad_checkpointing=True))
+        assert json.loads(out)["figures"] == json.loads(run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")[1])[
+            "figures"]
+        assert json.loads(out)["scenario"]["grad_checkpointing"] is True
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"foo": 3}, "the llm_planner_run line's key 'foo' is not read; accepted: model, max_memory_allocated, "
+                 "max_memory_reserved, torch, transformers, peft, trl, a scenario column (task, method, precision, batch, "
+                 "seq, grad_checkpointing, lora_rank, optimizer, gpus, ...: docs/ingest.md) or an alias "
+                 "(gradient_checkpointing, per_device_train_batch_size, max_seq_length, max_length, lora_r)"),
+    ({"grad_checkpointing": None, "grad_checkpoint": True},
+     "the llm_planner_run line's key 'grad_checkpoint' (did you mean 'grad_checkpointing'?) is not read; accepted: "
+     "the snippet's keys, a scenario column or an alias (docs/ingest.md)"),
+    # TrainingArguments' optim takes its own values ("adamw_torch"): not an alias, the closest key named
+    ({"optimizer": None, "optim": "adamw_torch"}, "key 'optim' (did you mean 'optimizer'?) is not read"),
+    ({"Batch": 4, "foo": 3}, "keys 'Batch' (did you mean 'batch'?), 'foo' are not read; accepted: model, "),
+    ({"grad_checkpointing": False, "gradient_checkpointing": True},
+     "the llm_planner_run line gives grad_checkpointing twice: grad_checkpointing false, gradient_checkpointing true; "
+     "accepted: one of them, or both alike"),
+])
+def test_a_key_the_training_line_does_not_take_is_refused_by_name(tmp_path, runs_file, changes, message):
+    """`"foo": 3` was accepted and dropped unseen; an unknown key is one line, exit 2, nothing saved."""
+    line = tmp_path / "run.jsonl"
+    line.write_text(_training_line(**changes))
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and message in err, err
+    assert not runs_file.exists()
+
+
+def test_the_same_value_under_both_names_is_read():
+    run = parse_training(_training_line(grad_checkpointing=True, gradient_checkpointing=True))
+    assert run["settings"]["grad_checkpointing"] is True
+
+
 def test_the_vllm_log_gives_its_config_and_memory_lines():
     run = parse_vllm(VLLM.read_text())
     assert run["model_read"] == "meta-llama/Llama-3.1-8B-Instruct"
