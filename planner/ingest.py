@@ -42,7 +42,7 @@ MAX_LOG_BYTES = 64 * 2**20  # a start-up log is kilobytes; a bigger file is not 
 VLLM_BLOCK_SIZE = 16  # vLLM's CacheConfig default on CUDA (engine/serving.py VLLM_BLOCK_SIZE)
 FORMATS = ("training", "vllm", "llama.cpp")
 # `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
-INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures")
+INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes")
 FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
 RUNS_FILE_ENV = "LLM_PLANNER_USER_RUNS"
 
@@ -139,6 +139,37 @@ TRAINING_REQUIRED = ("model", "max_memory_allocated", "max_memory_reserved")
 TRAINING_SETTINGS = ("task", "method", "precision", "batch", "seq", "grad_checkpointing", "lora_rank", "optimizer",
                      "gpus")
 SCENARIO_NAMES = {c.name for c in columns.SCENARIO if c.cli and c.group not in ("overhead",)} - {"model"}
+TRAINING_VERSIONS = ("torch", "transformers", "peft", "trl")
+# The names a script has at hand for the same settings, read as ours: transformers' TrainingArguments
+# (gradient_checkpointing, per_device_train_batch_size: a micro-batch per GPU, as `batch` is), TRL's SFTConfig
+# (max_seq_length, renamed max_length) and PEFT's LoraConfig r, printed as lora_r. Only names whose value means
+# what ours does: TrainingArguments' optim ("adamw_torch") and bf16 (a flag) are not ours and are refused by name.
+# Before, any key the snippet does not print was dropped unseen: "gradient_checkpointing": true was estimated
+# without checkpointing (25.3 GiB beside a run's 13.0 GiB, +94%).
+TRAINING_ALIASES = {"gradient_checkpointing": "grad_checkpointing", "per_device_train_batch_size": "batch",
+                    "max_seq_length": "seq", "max_length": "seq", "lora_r": "lora_rank"}
+TRAINING_KEYS = (MARKER, *TRAINING_REQUIRED, *TRAINING_VERSIONS)
+
+
+def _check_training_keys(data: dict) -> None:
+    """Every key of the snippet's object is read (the snippet's own, a scenario column, an alias), else
+    IngestError naming each unknown key and its closest accepted key (difflib, as the CLI suggests an
+    option), or what is accepted where none is close (in one line: the CLI keeps 400 characters)."""
+    import difflib
+    accepted = [*TRAINING_KEYS, *sorted(SCENARIO_NAMES), *TRAINING_ALIASES]
+    unknown = [k for k in data if k not in accepted]
+    if not unknown:
+        return
+    hints, close_all = [], True
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).lower(), accepted, n=1, cutoff=0.7)
+        hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+        close_all = close_all and bool(close)
+    listed = ("the snippet's keys, a scenario column or an alias (docs/ingest.md)" if close_all else
+              f"{', '.join(TRAINING_KEYS[1:])}, a scenario column ({', '.join(TRAINING_SETTINGS)}, ...: docs/ingest.md) "
+              f"or an alias ({', '.join(TRAINING_ALIASES)})")
+    keys, verb = ("key", "is") if len(unknown) == 1 else ("keys", "are")
+    raise IngestError(f"the {MARKER} line's {keys} {', '.join(hints)} {verb} not read; accepted: {listed}")
 
 
 def parse_training(text: str) -> dict | None:
@@ -165,9 +196,19 @@ def parse_training(text: str) -> dict | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes > 0")
         measured[figure] = float(value)
-    settings = {k: data[k] for k in data if k in SCENARIO_NAMES and data[k] is not None}
+    _check_training_keys(data)
+    settings = {}
+    for key, value in data.items():
+        name = TRAINING_ALIASES.get(key, key)
+        if name not in SCENARIO_NAMES or value is None:
+            continue
+        if name in settings and settings[name] != value:
+            given = [k for k in data if TRAINING_ALIASES.get(k, k) == name and data[k] is not None]
+            raise IngestError(f"the {MARKER} line gives {name} twice: "
+                              + ", ".join(f"{k} {json.dumps(data[k])}" for k in given) + "; accepted: one of them, or both alike")
+        settings[name] = value
     settings.setdefault("task", "train")
-    versions = {k: str(data[k]) for k in ("torch", "transformers", "peft", "trl") if data.get(k) is not None}
+    versions = {k: str(data[k]) for k in TRAINING_VERSIONS if data.get(k) is not None}
     return {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
             "lines": {"allocated_peak": "max_memory_allocated", "reserved_peak": "max_memory_reserved"},
             "versions": versions}
@@ -186,6 +227,13 @@ def parse_training(text: str) -> dict | None:
 # and the V0 engine's (vLLM <= 0.10): vllm/worker/model_runner.py "Loading model weights took %.4f GB"
 #   (model_memory_usage / float(2**30): GiB under the label GB), vllm/executor/executor_base.py
 #   "# GPU blocks: %d, # CPU blocks: %d" (x the block size, 16 by default, = the KV cache's tokens)
+# The engine's version heads the config line: vllm/engine/llm_engine.py "Initializing an LLM engine (v%s) with
+#   config: ..." (V0 before), "Initializing a V0 LLM engine (v%s) with config: %s, ..." (V0 once V1 was the default),
+#   vllm/v1/engine/core.py "Initializing a V1 LLM engine (v%s) with config: %s"; the OpenAI server also prints
+#   "vLLM API server version %s" (vllm/entrypoints/openai/api_server.py). It becomes the run's engine_version
+#   (engine/serving.py, `serve --engine-version`): the profile, the defaults and V0 / V1 follow it, and a log of
+#   0.6 was compared with the current release before (a V0 log at max_seq_len=32768 on an RTX 4090: 24,000 KV
+#   tokens beside 46,480, where the 0.6 model gives 17,856).
 
 VLLM_CONFIG = re.compile(r"\bmodel='([^']*)'.*?\bdtype=([\w.]+).*?\bmax_seq_len=(\d+)")
 VLLM_TP = re.compile(r"\btensor_parallel_size=(\d+)")
@@ -198,11 +246,43 @@ VLLM_V0_BLOCKS = re.compile(r"# GPU blocks: (\d+), # CPU blocks: \d+")
 VLLM_KV_MEMORY = re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB")
 VLLM_KV_TOKENS = re.compile(r"GPU KV cache size: ([0-9,]+) tokens")
 VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
+VLLM_VERSION = re.compile(r"Initializing (?:an|a (V[01])) LLM engine \(v([^)\s]+)\) with config")
+VLLM_SERVER_VERSION = re.compile(r"vLLM API server version (\S+)")
 VLLM_DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "torch.float16": "fp16", "float16": "fp16",
                "half": "fp16", "torch.float32": "fp32", "float32": "fp32"}
 # quantization=<method> -> our weight precision (None: the dtype's)
 VLLM_QUANT_PRECISION = {"fp8": "fp8", "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4",
                         "bitsandbytes": "nf4", "int8": "int8", "None": None, "none": None}
+
+
+def _vllm_version(text: str) -> tuple[str | None, str | None, list[str]]:
+    """The vLLM version the log prints -> (the run's engine_version, the version as printed, notes). None
+    with a note where the log prints none, or a version the engine does not read (a source build's "dev"):
+    the current release is estimated, as before. A release older than the engine models raises IngestError."""
+    from engine.serving import VLLM_OLDEST_MODELLED, VLLM_V1_FROM, vllm_version
+    m = VLLM_VERSION.search(text)
+    printed, generation = (m.group(2), m.group(1) or "V0") if m else (None, None)
+    if m is None:
+        m = VLLM_SERVER_VERSION.search(text)
+        printed = m.group(1) if m else None
+    if printed is None:
+        return None, None, ["this vLLM log prints no version (no 'Initializing ... LLM engine (vX.Y.Z) with config' "
+                            "line): compared with the current release (serve without --engine-version)"]
+    major, minor = (float(a[0]) for a in vllm_version([printed]))
+    oldest = ".".join(map(str, VLLM_OLDEST_MODELLED))
+    if math.isnan(major) or ((major, minor) < VLLM_OLDEST_MODELLED and "dev" in printed):
+        # "dev" (vllm/version.py without its version file), "0.1.dev1+g..." (setuptools-scm without tags)
+        return None, printed, [f"this vLLM log's version {printed!r} ('{m.group(0)}') is not a release the "
+                               "engine reads: compared with the current release (serve without --engine-version)"]
+    if (major, minor) < VLLM_OLDEST_MODELLED:
+        raise IngestError(f"this vLLM log's version is {printed} ('{m.group(0)}'); accepted: a log of vLLM {oldest} "
+                          f"or later (older releases' defaults and profile are not modelled)")
+    notes = []
+    default = "V1" if (major, minor) >= VLLM_V1_FROM else "V0"
+    if generation and generation != default:  # VLLM_USE_V1=1 before 0.8, VLLM_USE_V1=0 from 0.8
+        notes.append(f"this log is of vLLM {printed}'s {generation} engine; the estimate follows {printed}'s default "
+                     f"engine, {default} (its memory profile differs)")
+    return printed, printed, notes
 
 
 def parse_vllm(text: str) -> dict | None:
@@ -247,6 +327,9 @@ def parse_vllm(text: str) -> dict | None:
     util = VLLM_UTIL.search(text)
     if util:
         settings["gpu_memory_utilization"] = float(util.group(1))
+    version, printed, notes = _vllm_version(text)
+    if version:
+        settings["engine_version"] = version  # the saved run keeps it: evidence re-estimates it at its version
     measured, lines = {}, {}
     if loading:
         value, line = max(loading)
@@ -261,7 +344,7 @@ def parse_vllm(text: str) -> dict | None:
         match, line = conc[-1]
         measured["max_concurrency"], lines["max_concurrency"] = float(match.group(2)), line
     return {"format": "vllm", "model_read": model, "settings": settings, "measured": measured, "lines": lines,
-            "versions": {}}
+            "versions": {"vllm": printed} if printed else {}, "notes": notes}
 
 
 # ---- (c) llama.cpp load logs -------------------------------------------------------------------------
@@ -540,6 +623,7 @@ def format_comparison(result: dict) -> str:
     lines = [head]
     for r in rows:
         lines.append("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip())
+    lines += [f"note: {n}" for n in result.get("notes", [])]
     return "\n".join(lines)
 
 
@@ -558,7 +642,8 @@ def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, m
     ident = resolve_model(run, models, model)
     figures = compare(run, ident, gpu, models, gpus)
     return {"format": run["format"], "file": name, "model": ident, "model_read": run["model_read"],
-            "gpu": gpu, "scenario": scenario_of(run, ident, gpu), "figures": figures, "_run": run}
+            "gpu": gpu, "scenario": scenario_of(run, ident, gpu), "figures": figures,
+            "notes": list(run.get("notes", [])), "_run": run}
 
 
 # ---- --save: the user's own runs -------------------------------------------------------------------

@@ -29,6 +29,7 @@ from tests.clirun import run_cli
 DATA = Path(__file__).resolve().parent / "data" / "run_logs"
 VLLM = DATA / "vllm-llama31-8b-h100.log"
 VLLM_TP2 = DATA / "vllm-tp2-unknown-model.log"
+VLLM_V0 = DATA / "vllm-v0-llama31-8b-rtx4090.log"
 LLAMACPP = DATA / "llamacpp-llama31-8b-q4km.log"
 TRAINING = DATA / "training-llama32-3b-lora.jsonl"
 NOT_A_RUN = DATA / "not-a-run.txt"
@@ -70,10 +71,75 @@ def test_a_broken_training_line_is_named(line, problem):
         parse_training(line)
 
 
+def _training_line(**changes) -> str:
+    """The sample's snippet line with keys replaced (a key set to None is left out)."""
+    data = json.loads(TRAINING.read_text().splitlines()[-1])
+    for key, value in changes.items():
+        data.pop(key, None)
+    data.update({k: v for k, v in changes.items() if v is not None})
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("alias, ours, value", [
+    ("gradient_checkpointing", "grad_checkpointing", True),  # transformers TrainingArguments
+    ("per_device_train_batch_size", "batch", 8),
+    ("max_seq_length", "seq", 2048),  # TRL SFTConfig, later max_length
+    ("max_length", "seq", 2048),
+    ("lora_r", "lora_rank", 32),
+])
+def test_a_transformers_name_is_read_as_ours(tmp_path, alias, ours, value):
+    """`"gradient_checkpointing": true` was dropped unseen and estimated without checkpointing (25.3 GiB beside
+    the run's 13.0, +94.5%); the TrainingArguments / SFTConfig / LoRA names are read as the snippet's."""
+    run = parse_training(_training_line(**{ours: None, alias: value}))
+    assert run["settings"][ours] == value and alias not in run["settings"]
+    assert run["settings"] == parse_training(_training_line(**{ours: value}))["settings"]
+    if alias == "gradient_checkpointing":
+        line = tmp_path / "run.jsonl"
+        line.write_text(_training_line(grad_checkpointing=None, gradient_checkpointing=True))
+        code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")
+        assert code == 0, err
+        line.write_text(_training_line(grad_checkpointing=True))
+        assert json.loads(out)["figures"] == json.loads(run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")[1])[
+            "figures"]
+        assert json.loads(out)["scenario"]["grad_checkpointing"] is True
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"foo": 3}, "the llm_planner_run line's key 'foo' is not read; accepted: model, max_memory_allocated, "
+                 "max_memory_reserved, torch, transformers, peft, trl, a scenario column (task, method, precision, batch, "
+                 "seq, grad_checkpointing, lora_rank, optimizer, gpus, ...: docs/ingest.md) or an alias "
+                 "(gradient_checkpointing, per_device_train_batch_size, max_seq_length, max_length, lora_r)"),
+    ({"grad_checkpointing": None, "grad_checkpoint": True},
+     "the llm_planner_run line's key 'grad_checkpoint' (did you mean 'grad_checkpointing'?) is not read; accepted: "
+     "the snippet's keys, a scenario column or an alias (docs/ingest.md)"),
+    # TrainingArguments' optim takes its own values ("adamw_torch"): not an alias, the closest key named
+    ({"optimizer": None, "optim": "adamw_torch"}, "key 'optim' (did you mean 'optimizer'?) is not read"),
+    ({"Batch": 4, "foo": 3}, "keys 'Batch' (did you mean 'batch'?), 'foo' are not read; accepted: model, "),
+    ({"grad_checkpointing": False, "gradient_checkpointing": True},
+     "the llm_planner_run line gives grad_checkpointing twice: grad_checkpointing false, gradient_checkpointing true; "
+     "accepted: one of them, or both alike"),
+])
+def test_a_key_the_training_line_does_not_take_is_refused_by_name(tmp_path, runs_file, changes, message):
+    """`"foo": 3` was accepted and dropped unseen; an unknown key is one line, exit 2, nothing saved."""
+    line = tmp_path / "run.jsonl"
+    line.write_text(_training_line(**changes))
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and message in err, err
+    assert not runs_file.exists()
+
+
+def test_the_same_value_under_both_names_is_read():
+    run = parse_training(_training_line(grad_checkpointing=True, gradient_checkpointing=True))
+    assert run["settings"]["grad_checkpointing"] is True
+
+
 def test_the_vllm_log_gives_its_config_and_memory_lines():
     run = parse_vllm(VLLM.read_text())
     assert run["model_read"] == "meta-llama/Llama-3.1-8B-Instruct"
-    assert run["settings"] == {"task": "infer", "engine": "vllm", "precision": "bf16", "max_model_len": 8192, "gpus": 1}
+    assert run["settings"] == {"task": "infer", "engine": "vllm", "precision": "bf16", "max_model_len": 8192, "gpus": 1,
+                               "engine_version": "0.9.2"}
+    assert run["versions"] == {"vllm": "0.9.2"} and run["notes"] == []
     assert run["measured"]["weights"] == pytest.approx(14.9889 * GIB)
     assert run["measured"]["kv_cache_memory"] == pytest.approx(55.12 * GIB)
     assert run["measured"]["kv_cache_tokens"] == 451520
@@ -105,7 +171,8 @@ def test_vllm_format_strings_rendered_parse(loading):
         "Maximum concurrency for %s tokens per request: %.2fx" % (f"{32768:,}", 37.68),
     ])
     run = parse_vllm(text)
-    assert run["settings"] == {"task": "infer", "engine": "vllm", "precision": "fp8", "max_model_len": 32768, "gpus": 4}
+    assert run["settings"] == {"task": "infer", "engine": "vllm", "precision": "fp8", "max_model_len": 32768, "gpus": 4,
+                               "engine_version": "0.10.0"}
     assert run["measured"] == {"weights": pytest.approx(3.25 * GIB), "kv_cache_memory": pytest.approx(61.5 * GIB),
                                "kv_cache_tokens": 1234567, "max_concurrency": 37.68}
 
@@ -178,7 +245,7 @@ def test_ingest_prints_each_figure_beside_ours(path, gpu, figures):
     assert [line.split()[0] for line in lines[2:]] == figures
     code, out, err = run_cli("ingest", path, "--gpu", gpu, "--json")
     data = json.loads(out)
-    assert list(data) == ["format", "file", "model", "model_read", "gpu", "scenario", "figures", "saved_id",
+    assert list(data) == ["format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes", "saved_id",
                           "schema_version"]
     assert [f["figure"] for f in data["figures"]] == figures
     for f in data["figures"]:
@@ -192,7 +259,7 @@ def test_the_vllm_sample_is_estimated_close():
     errors = {f["figure"]: f["error_pct"] for f in data["figures"]}
     assert abs(errors["weights"]) < 2  # 8.03e9 bf16 parameters: 14.96 GiB against the log's 14.99
     assert data["scenario"] == {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "task": "infer", "engine": "vllm",
-                                "precision": "bf16", "max_model_len": 8192, "gpus": 1}
+                                "precision": "bf16", "max_model_len": 8192, "gpus": 1, "engine_version": "0.9.2"}
 
 
 @pytest.mark.parametrize("args, message", [
@@ -306,6 +373,104 @@ def test_saved_runs_are_listed_by_evidence_as_the_users(runs_file):
     assert "- id: user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-2\n" in runs_file.read_text()
 
 
+def _serve_json(*args):
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--max-model-len", "32768",
+                             "--engine", "vllm", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_vllm_log_is_estimated_at_the_version_it_prints(runs_file):
+    """A V0 log of vLLM 0.6.3 was compared with the current release (46,480 KV tokens beside its 24,000, +93.7%);
+    its version is read into engine_version and the estimate is serve --engine-version 0.6's (17,856), kept by
+    --save, and evidence re-estimates the saved run at that version."""
+    old, current = _serve_json("--engine-version", "0.6"), _serve_json()
+    assert old["num_gpu_blocks"] != current["num_gpu_blocks"]  # (else this test tells nothing)
+    code, out, err = run_cli("ingest", VLLM_V0, "--gpu", "rtx-4090", "--json", "--save")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["scenario"]["engine_version"] == "0.6.3" and data["notes"] == []
+    ours = {f["figure"]: f["estimate"] for f in data["figures"]}
+    assert ours["kv_cache_tokens"] == old["num_gpu_blocks"] * 16
+    assert ours["max_concurrency"] == pytest.approx(old["max_concurrency"])
+    saved = load_runs(runs_file)
+    assert saved[0]["run"]["settings"]["engine_version"] == "0.6.3" and saved[0]["run"]["versions"] == {"vllm": "0.6.3"}
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0, err
+    mine = {r["id"]: r for r in json.loads(out) if r["source_kind"] == "user"}
+    assert mine[f"{data['saved_id']}-kv-cache-tokens"]["estimate"] == old["num_gpu_blocks"] * 16
+    code, out, err = run_cli("ingest", VLLM_V0, "--gpu", "rtx-4090")
+    assert code == 0 and out.splitlines()[0].endswith(", engine_version 0.6.3") and "note:" not in out
+
+
+def test_a_vllm_log_without_a_version_is_compared_with_the_current_release_and_says_so(tmp_path, runs_file):
+    text = VLLM_V0.read_text()
+    assert "Initializing an LLM engine (v0.6.3) with config" in text
+    bare = tmp_path / "no-version.log"
+    bare.write_text(text.replace("Initializing an LLM engine (v0.6.3) with config", "Initializing an LLM engine with "
+                                 "config").replace("vLLM API server version 0.6.3", "vLLM API server"))
+    code, out, err = run_cli("ingest", bare, "--gpu", "rtx-4090", "--json", "--save")
+    assert code == 0, err
+    data = json.loads(out)
+    assert "engine_version" not in data["scenario"]
+    assert len(data["notes"]) == 1 and "prints no version" in data["notes"][0] and "current release" in data["notes"][0]
+    ours = {f["figure"]: f["estimate"] for f in data["figures"]}
+    assert ours["kv_cache_tokens"] == _serve_json()["num_gpu_blocks"] * 16
+    assert "engine_version" not in load_runs(runs_file)[0]["run"]["settings"]
+    code, out, err = run_cli("ingest", bare, "--gpu", "rtx-4090")
+    assert code == 0 and out.splitlines()[-1].startswith("note: this vLLM log prints no version")
+
+
+@pytest.mark.parametrize("printed, version, note", [
+    # vllm/engine/llm_engine.py (V0, 0.8 to 0.10): the generation named; 0.8's default is V1 (VLLM_USE_V1=0 here)
+    ("Initializing a V0 LLM engine (v%s) with config: %s, use_cached_outputs=%s, " % ("0.8.5", "{config}", False),
+     "0.8.5", "this log is of vLLM 0.8.5's V0 engine; the estimate follows 0.8.5's default engine, V1"),
+    # VLLM_USE_V1=1 before 0.8
+    ("Initializing a V1 LLM engine (v%s) with config: %s" % ("0.7.3", "{config}"), "0.7.3",
+     "this log is of vLLM 0.7.3's V1 engine; the estimate follows 0.7.3's default engine, V0"),
+    ("Initializing a V1 LLM engine (v%s) with config: %s" % ("0.10.1rc1", "{config}"), "0.10.1rc1", None),
+    ("Initializing a V1 LLM engine (v%s) with config: %s" % ("0.9.2.dev364+gb432b7a28", "{config}"),
+     "0.9.2.dev364+gb432b7a28", None),
+    # vllm/entrypoints/openai/api_server.py, beside a config line without the version
+    ("vLLM API server version %s\nInitializing an LLM engine with config: %s" % ("0.6.3", "{config}"), "0.6.3", None),
+    # a source build: vllm/version.py's "dev", setuptools-scm's 0.1.devN without tags
+    ("Initializing an LLM engine (v%s) with config: %s" % ("dev", "{config}"), None, "version 'dev'"),
+    ("Initializing a V1 LLM engine (v%s) with config: %s" % ("0.1.dev1+g1234abc", "{config}"), None,
+     "version '0.1.dev1+g1234abc'"),
+])
+def test_the_vllm_version_strings_parse(printed, version, note):
+    config = VLLM_CONFIG % ("meta-llama/Llama-3.1-8B-Instruct", None, "meta-llama/Llama-3.1-8B-Instruct", False, "auto",
+                            None, None, False, "torch.bfloat16", 8192, None, "auto", 1, 1, None)
+    run = parse_vllm(printed.replace("{config}", config) + "\n" + "Model loading took %.4f GiB and %.6f seconds" % (15, 5))
+    assert run["settings"].get("engine_version") == version
+    if note:
+        assert len(run["notes"]) == 1 and note in run["notes"][0], run["notes"]
+    else:
+        assert run["notes"] == []
+
+
+def test_a_vllm_release_older_than_modelled_is_refused_by_its_version(tmp_path, runs_file):
+    old = tmp_path / "v054.log"
+    old.write_text(VLLM_V0.read_text().replace("0.6.3", "0.5.4"))
+    code, out, err = run_cli("ingest", old, "--gpu", "rtx-4090", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: this vLLM log's version is 0.5.4 ('Initializing an LLM engine (v0.5.4) with config')"
+                          "; accepted: a log of vLLM 0.6 or later"), err
+    assert not runs_file.exists()
+
+
+def test_a_saved_run_whose_version_was_edited_out_of_range_is_set_aside(runs_file):
+    assert run_cli("ingest", VLLM_V0, "--gpu", "rtx-4090", "--save")[0] == 0
+    assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    runs_file.write_text(runs_file.read_text().replace("engine_version: 0.6.3", "engine_version: 0.5.4"))
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0, err
+    mine = [r["id"] for r in json.loads(out) if r["source_kind"] == "user"]
+    assert mine and all(i.startswith("user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-") for i in mine), mine
+    assert err.startswith("warning: your run 'user-vllm-llama-3-1-8b-vllm-v0-llama31-8b-rtx4090'") and "0.5.4" in err
+    assert "engine_version: 0.5.4" in runs_file.read_text()
+
+
 def test_a_broken_runs_file_is_one_line(runs_file):
     runs_file.write_text("runs: 3\n")
     code, out, err = run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")
@@ -377,6 +542,7 @@ def test_older_vllm_and_llamacpp_strings_parse():
         "# GPU blocks: %d, # CPU blocks: %d" % (7000, 512),
     ]))
     assert run["settings"]["precision"] == "fp16" and run["settings"]["max_model_len"] == 4096
+    assert run["settings"]["engine_version"] == "0.6.3"
     assert run["measured"] == {"weights": pytest.approx(12.5533 * GIB), "kv_cache_tokens": 7000 * 16}
     run = parse_llamacpp("\n".join([
         "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)"
