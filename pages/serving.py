@@ -97,51 +97,77 @@ if not cards:
     st.info("Choose at least one card.")
     st.stop()
 
+def _page_words(text: str) -> str:
+    """An engine message in this page's words: its GPU count is the 'GPUs per replica' control."""
+    return state.dashboard_message(text.replace(f"gpus {int(gpu_count)} is not accepted",
+                                                f"{int(gpu_count)} GPUs per replica is not accepted"))
+
+
+curve_args = (engine, precision, models, gpus, int(gpu_count), float(util) if paged and not own_share else None, cpu_moe,
+              float(in_use))
 with st.spinner("Sizing the KV cache on every card…"):
-    curve = c.guard(_curve, model, tuple(cards), engine, precision, models, gpus, int(gpu_count),
-                    float(util) if paged and not own_share else None, cpu_moe, float(in_use))
+    try:
+        curve = _curve(model, tuple(cards), *curve_args)
+    except ValueError:
+        # one card the engine refuses (a format it cannot run, ...) no longer empties the page: each card is asked
+        # alone, the refused ones are named, the others drawn (a QA pass: one T4 among mxfp4 cards hid them all)
+        parts, refused = [], {}
+        for card_id in cards:
+            try:
+                parts.append(_curve(model, (card_id,), *curve_args))
+            except ValueError as exc:
+                refused[card_id] = str(exc)
+        if refused and not parts and len(set(refused.values())) == 1:  # the model or settings, not a card
+            st.warning(md_escape(_page_words(next(iter(refused.values())))))
+        elif refused:
+            st.warning("Not sized: " + "; ".join(f"{md_escape(gnames.get(g, g))}: {md_escape(_page_words(m))}"
+                                                 for g, m in refused.items()))
+        curve = pd.concat(parts, ignore_index=True) if parts else None  # none sized: the cheapest search still runs
 
-u, _ = c.unit()
-st.markdown("#### Concurrent requests against context, per card")
-chart = pd.DataFrame({"card": curve["gpu"].map(gnames), "context": curve["max_model_len"].astype(int),
-                      "users": curve["max_concurrency"].astype(float).round(2),
-                      "kv": c.mem(curve["kv_cache_bytes_available"]), "layers": curve["gpu_layers"].astype(int)})
-plot = chart[chart["users"] > 0]
+if curve is not None:  # (every card refused: the warning above says why)
+    u, _ = c.unit()
+    st.markdown("#### Concurrent requests against context, per card")
+    chart = pd.DataFrame({"card": curve["gpu"].map(gnames), "context": curve["max_model_len"].astype(int),
+                          "users": curve["max_concurrency"].astype(float).round(2),
+                          "kv": c.mem(curve["kv_cache_bytes_available"]), "layers": curve["gpu_layers"].astype(int)})
+    plot = chart[chart["users"] > 0]
 
 
-@c.chart
-def _users_chart(plot: pd.DataFrame, u: str):
-    lines = alt.Chart(plot).mark_line(point=True).encode(
-        x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
-        color=alt.Color("card:N", title="Card"),
-        tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
-                 alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
-                 alt.Tooltip("kv:Q", title=f"KV cache available ({u})", format=",.2f")],
-    )
-    return lines.properties(height=360)
+    @c.chart
+    def _users_chart(plot: pd.DataFrame, u: str):
+        lines = alt.Chart(plot).mark_line(point=True).encode(
+            x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
+            color=alt.Color("card:N", title="Card"),
+            tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
+                     alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
+                     alt.Tooltip("kv:Q", title=f"KV cache available ({u})", format=",.2f")],
+        )
+        return lines.properties(height=360)
 
 
-_users_chart(plot, u, width="stretch")
-st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
-           + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
-              "see the layers column." if engine in GGUF_ENGINES else "")
-           + (md_escape(CUDAGRAPH_NOTE[2:3].upper() + CUDAGRAPH_NOTE[3:]) + "." if engine == "vllm" else ""))
-view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"],
-                     "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
-                     "Layers on the GPU": chart["layers"],
-                     "Decode (tokens/s per user)": curve["decode_tokens_per_s"].astype(float).round(1)})
-if engine in GGUF_ENGINES:
-    view["Experts' layers in host RAM (--n-cpu-moe)"] = curve["cpu_moe_layers"].astype(int)
-    view[f"Host RAM ({u})"] = c.mem(curve["host_ram_bytes"])
-c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, precision=precision, gpus=gpu_count,
-                                             cards=",".join(cards),
-                                             utilization="engine default" if own_share or not paged else util,
-                                             gpu_memory_in_use_gib=in_use, cpu_moe=cpu_moe_label),
-        formats={"Context (tokens)": "%d"},
-        help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
-              "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
-                                   "repeating layers; the model's layer count + 1 = everything."})
+    _users_chart(plot, u, width="stretch")
+    st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
+               + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
+                  "see the layers column." if engine in GGUF_ENGINES else "")
+               + (md_escape(CUDAGRAPH_NOTE[2:3].upper() + CUDAGRAPH_NOTE[3:]) + "." if engine == "vllm" else ""))
+    view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"],
+                         "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
+                         "Layers on the GPU": chart["layers"],
+                         # no speed where not one request of that context fits (a QA pass: 0.00 requests beside 66 tok/s)
+                         "Decode (tokens/s per user)": curve["decode_tokens_per_s"].astype(float).round(1).where(
+                             chart["users"] >= 1)})
+    if engine in GGUF_ENGINES:
+        view["Experts' layers in host RAM (--n-cpu-moe)"] = curve["cpu_moe_layers"].astype(int)
+        view[f"Host RAM ({u})"] = c.mem(curve["host_ram_bytes"])
+    c.table(view, "serving_curve", c.csv_settings(page="serving", engine=engine, precision=precision, gpus=gpu_count,
+                                                 cards=",".join(cards),
+                                                 utilization="engine default" if own_share or not paged else util,
+                                                 gpu_memory_in_use_gib=in_use, cpu_moe=cpu_moe_label),
+            formats={"Context (tokens)": "%d"},
+            help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
+                  "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
+                                       "repeating layers; the model's layer count + 1 = everything."})
 
 st.markdown("#### Cheapest configuration for a target")
 with st.container(border=True):

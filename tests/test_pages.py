@@ -358,6 +358,27 @@ def test_serving_and_inference_settings_survive_a_page_switch_and_a_shared_link(
     assert inf.multiselect(key="inf_precisions").value == ["q4_k_m"] and inf.selectbox(key="inf_max_gpus").value == 64
 
 
+def test_serving_page_keeps_the_cards_and_the_search_that_work():
+    """One card the engine refuses (mxfp4 on a T4) replaced the whole Serving page with its error, cheapest search
+    included; a GPU count the model refuses said 'gpus 8'; a card holding no request showed a decode speed (QA pass)."""
+    at = open_app("pages/serving.py", {"model": "gpt-oss-20b", "serve_weights": "mxfp4",
+                                       "serve_cards": "rtx-4090,rtx-3060-12gb,t4"})
+    assert not at.exception and not at.error
+    assert sorted(set(table(at, 0)["Card"])) == ["RTX 3060 12GB", "RTX 4090"]
+    assert any(w.value.startswith("Not sized: T4:") and "mxfp4" in w.value for w in at.warning)
+    at = open_app("pages/serving.py", {"model": "qwen2.5-7b", "serve_gpus": "8"})
+    assert not at.exception and not at.error
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith("8 GPUs per replica is not accepted") and "gpus 8" not in warning
+    assert len(at.dataframe) == 1 and "$ per hour (rented)" in table(at, 0).columns  # the cheapest search stays
+    at = open_app("pages/serving.py", {"model": "gpt-oss-120b", "serve_weights": "mxfp4",
+                                       "serve_cards": "rtx-4090,h100-sxm-80gb"})
+    curve = table(at, 0)
+    none_held = curve["Max concurrent requests"] < 1
+    assert none_held.any() and curve.loc[none_held, "Decode (tokens/s per user)"].isna().all()
+    assert (curve.loc[~none_held, "Decode (tokens/s per user)"] > 0).all()
+
+
 # ---- planners --------------------------------------------------------------------------------
 
 def test_budget_planner_respects_the_budget_and_the_article_tiers():
