@@ -62,17 +62,17 @@ with st.container(border=True):
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
     gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], key="srv_gpus",
                              index=[1, 2, 4, 8].index(s["serve_gpus"]) if s["serve_gpus"] in (1, 2, 4, 8) else 0)
-    paged = engine in ("vllm", "sglang")
+    paged = engine in ("vllm", "sglang", "mlc-llm")  # the engines that take a share of the card (gpu_memory_utilization)
     own_share = e4.checkbox("Engine's default memory share", value=bool(s["serve_share_default"]), key="srv_util_default",
                             disabled=not paged,
                             help="vLLM: 0.9 of the card; SGLang: its mem-fraction-static default, by the card's memory "
                                  "(0.830 on an H100, docs/serving.md). Untick to set the share yourself.")
-    util = e4.slider("GPU memory utilization (vLLM / SGLang)", 0.5, 0.98, float(s["serve_util"]), 0.01, key="srv_util",
+    util = e4.slider("GPU memory utilization (vLLM / SGLang / MLC-LLM)", 0.5, 0.98, float(s["serve_util"]), 0.01, key="srv_util",
                      disabled=not paged or own_share)
     in_use = e4.number_input("GiB in use by other processes", 0.0, 1024.0, float(s["serve_in_use"]), 0.5, key="srv_in_use",
                              help="What a desktop or another server already holds on each GPU (nvidia-smi shows it): vLLM "
-                                  "does not start where its share of the card is not free; the other engines size "
-                                  "themselves from what is free.")
+                                  "and MLC-LLM do not start where their share of the card is not free; the other engines "
+                                  "size themselves from what is free.")
     # llama.cpp's --n-cpu-moe / --cpu-moe for mixture-of-experts models (engine/serving.py)
     cpu_moe_choices = {"none": 0, "auto (fewest layers that fit)": CPU_MOE_AUTO, "all (--cpu-moe)": CPU_MOE_ALL}
     CPU_MOE_KEYS = ("none", "auto", "all")  # the choices above in the URL (serve_cpu_moe), in their order
@@ -126,6 +126,13 @@ with st.spinner("Sizing the KV cache on every card…"):
 
 if curve is not None:  # (every card refused: the warning above says why)
     u, _ = c.unit()
+    if "refused_at_start" in curve and curve["refused_at_start"].any():
+        # vLLM / MLC-LLM check at start that their share of the card is free (engine/serving.py refused_at_start): say
+        # so, or the cards read 0 requests beside a KV cache (a QA pass)
+        stopped = sorted(set(curve.loc[curve["refused_at_start"].to_numpy(bool), "gpu"].map(gnames)))
+        st.warning(f"{md_escape(engine)} would not start on {md_escape(', '.join(stopped))}: its share of the card is not "
+                   f"free with {float(in_use):g} GiB in use by other processes. Untick \"Engine's default memory share\" "
+                   "and lower the utilization, or free the memory.")
     st.markdown("#### Concurrent requests against context, per card")
     chart = pd.DataFrame({"card": curve["gpu"].map(gnames), "context": curve["max_model_len"].astype(int),
                           "users": curve["max_concurrency"].astype(float).round(2),

@@ -101,7 +101,7 @@ def capacity_curve(model: str, gpu_ids, engine: str, precision: str, models: pd.
     grid = grid.assign(model=model, engine=engine, precision=precision, gpus=int(gpu_count), **settings)
     out = serve(grid, models, gpus)
     return out[["gpu", "max_model_len", "max_concurrency", "kv_cache_bytes_available", "gpu_layers", "fits",
-                "decode_tokens_per_s", "cpu_moe_layers", "expert_host_bytes", "host_ram_bytes"]]
+                "decode_tokens_per_s", "cpu_moe_layers", "expert_host_bytes", "host_ram_bytes", "refused_at_start"]]
 
 
 def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float, ttft_s: float,

@@ -379,6 +379,21 @@ def test_serving_page_keeps_the_cards_and_the_search_that_work():
     assert (curve.loc[~none_held, "Decode (tokens/s per user)"] > 0).all()
 
 
+def test_serving_page_says_when_the_engine_would_not_start():
+    """vLLM and MLC-LLM refuse to start where their share of the card is not free: the page showed 0 requests beside
+    a KV cache without a word, and MLC-LLM's share could not be set (QA pass)."""
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_engine": "vllm", "serve_in_use": "3",
+                                       "serve_cards": "rtx-4090"})
+    assert any("would not start on RTX 4090" in w.value for w in at.warning)
+    at.checkbox(key="srv_util_default").uncheck().run()
+    at.slider(key="srv_util").set_value(0.8).run()
+    assert not at.warning and table(at, 0)["Max concurrent requests"].max() > 1
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_engine": "mlc-llm", "serve_in_use": "30",
+                                       "serve_cards": "h100-sxm-80gb"})
+    assert any(w.value.startswith("mlc\\-llm would not start on H100") for w in at.warning)
+    assert not at.checkbox(key="srv_util_default").disabled
+
+
 # ---- planners --------------------------------------------------------------------------------
 
 def test_budget_planner_respects_the_budget_and_the_article_tiers():
