@@ -155,8 +155,9 @@ if curve is not None:  # (every card refused: the warning above says why)
 
     _users_chart(plot, u, width="stretch")
     st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
-               + ("llama.cpp/Ollama: one request per slot; the curve is 1 where every layer fits and 0 where none does, "
-                  "see the layers column." if engine in GGUF_ENGINES else "")
+               + ("llama.cpp/Ollama: the slots (-np) of that context whose KV cache fits beside every layer on the GPU; where "
+                  "not every layer fits, the one slot asked runs with the rest of the layers in host RAM (the layers "
+                  "column), and 0 where none fits." if engine in GGUF_ENGINES else "")
                + (md_escape(CUDAGRAPH_NOTE[2:3].upper() + CUDAGRAPH_NOTE[3:]) + "." if engine == "vllm" else ""))
     view = pd.DataFrame({"Card": chart["card"], "Context (tokens)": chart["context"],
                          "Max concurrent requests": chart["users"], f"KV cache available ({u})": chart["kv"],
