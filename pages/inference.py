@@ -107,7 +107,9 @@ def _sizes_chart(chart_data: pd.DataFrame, model_order: list, precision_order: l
 
 _sizes_chart(chart_data, model_order, precision_order, usable, gnames.get(card, card), u, width="stretch")
 st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points above it need several cards "
-           "(tensor parallelism) or a bigger one.")
+           "(tensor parallelism) or a bigger one. A point a little below it may too: a fit keeps the sidebar's headroom "
+           f"({s['headroom_pct']}% of the card) free and is decided on the estimate's safe side (its margin, docs/accuracy.md); "
+           "the table's GPUs needed column is the verdict.")
 
 # the source article's table beside ours: built when the section is open only (a lazy expander,
 # Streamlit's on_change="rerun"), as the Budget page's tiers
