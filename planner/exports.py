@@ -176,6 +176,18 @@ def _script_base(row) -> str:
     return f"frozen base {quant}: the training script loads it (BitsAndBytesConfig({keys}))"
 
 
+def _degree(row, key: str) -> int:
+    """The row's tp, pp, cp or ep (1 where the row has none)."""
+    value = row.get(key, 1)
+    return 1 if value is None or pd.isna(value) else max(int(value), 1)
+
+
+def _data_parallel(row) -> int:
+    """The plan's data-parallel ranks: gpus / (tp x pp x cp) (engine/scenarios.py check_combinations: gpus = tp x pp
+    x cp x data-parallel ranks; ep spreads the experts over those ranks and takes none of its own)."""
+    return max(int(row["gpus"]) // (_degree(row, "tp") * _degree(row, "pp") * _degree(row, "cp")), 1)
+
+
 def _checkpointing(row) -> bool:
     return bool(row["grad_checkpointing"]) or str(row.get("checkpointing", "none")) in ("full", "selective", "offload")
 
@@ -241,8 +253,17 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
 def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
     prec, notes = _precision(row), _common_notes(row, repo_known, "deepspeed")
+    # train_batch_size: micro-batch x accumulation x the data-parallel ranks, which DeepSpeed checks against the
+    # data-parallel world of the script's model-parallel groups (runtime/config.py _batch_assertion: "train_batch ==
+    # micro_batch * grad_acc * self.world_size", world_size = mpu.get_data_parallel_world_size(), or the world over
+    # sequence_parallel_size), not against every GPU: gpus / (tp x pp x cp)
+    dp = _data_parallel(row)
     cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
-                 "train_batch_size": int(row["batch"]) * int(row["gpus"])}
+                 "train_batch_size": int(row["batch"]) * dp}
+    if dp != int(row["gpus"]):
+        notes.append(f"train_batch_size {cfg['train_batch_size']}: micro-batch {int(row['batch'])} x the plan's {dp} "
+                     f"data-parallel ranks ({int(row['gpus'])} GPUs over tp x pp x cp), as DeepSpeed counts them "
+                     "with the training script's model-parallel groups")
     if prec["half"]:
         cfg[prec["half"]] = {"enabled": True}
         if not prec["master"]:
@@ -642,8 +663,16 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
                      "together (lora_mlp)")
     elif method == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers): not a LitGPT method; written for finetune_full")
+    # global_batch_size: micro-batch x every device, since LitGPT's devices are all data-parallel (its FSDPStrategy has
+    # no tensor, pipeline or context parallel) and each takes global_batch_size // devices (LitGPT 0.5.13 litgpt/args.py
+    # TrainArgs.batch_size, which asserts it > 0): the plan's data-parallel ranks alone (batch x dp) would stop it
     cfg["train"] = {"global_batch_size": int(row["batch"]) * gpus, "micro_batch_size": int(row["batch"]),
                     "max_seq_length": int(row["seq"])}
+    dp = _data_parallel(row)
+    if dp != gpus:
+        notes.append(f"global_batch_size {int(row['batch']) * gpus}: LitGPT runs its {gpus} devices all data-parallel "
+                     f"(global_batch_size // devices each); the plan's {dp} data-parallel ranks (tp x pp x cp over the "
+                     f"rest) take {int(row['batch']) * dp} a step")
     opt = str(row["optimizer"])
     if "quantize" in cfg and opt != "paged_adamw_32bit":
         notes.append(f"optimizer {opt}: under quantize LitGPT steps bitsandbytes' PagedAdamW whatever the config "

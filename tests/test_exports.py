@@ -573,3 +573,21 @@ def test_the_litgpt_recipes_qlora_base_is_launched_without_double_quantization()
     code, out, err = run_cli(*args, "torchtune")
     assert code == 2 and out == "" and "'auto (nf4_nodq under --recipe litgpt)'" in err
     assert err.rstrip().endswith("accepted for --export torchtune: nf4")
+
+
+def test_the_global_batch_counts_the_data_parallel_ranks_not_every_gpu():
+    """gpus = tp x pp x cp x data-parallel ranks (engine/scenarios.py): 16 GPUs at tp 2, pp 2, cp 2 are 2 data-parallel
+    ranks, and DeepSpeed checks train_batch_size against those (runtime/config.py _batch_assertion, with the
+    script's model-parallel groups). LitGPT's devices are all data-parallel (no tp, pp or cp): its global batch stays
+    micro-batch x devices (TrainArgs.batch_size asserts global_batch_size // devices > 0), and says so."""
+    argv = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--tp", "2", "--pp", "2", "--cp", "2",
+            "--gpus", "16", "--batch", "2")
+    out, err = _export(*argv, "--export", "deepspeed")
+    cfg = json.loads(out)
+    assert cfg["train_batch_size"] == 2 * 2 * cfg["gradient_accumulation_steps"]  # micro-batch x 2 ranks x accumulation
+    assert "train_batch_size 4: micro-batch 2 x the plan's 2 data-parallel ranks" in err
+    out, _ = _export(*argv, "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert cfg["devices"] == 16 and cfg["train"]["global_batch_size"] // cfg["devices"] == cfg["train"]["micro_batch_size"]
+    assert any("LitGPT runs its 16 devices all data-parallel" in n and "the plan's 2 data-parallel ranks" in n
+               and "take 4 a step" in n for n in _comments(out))
