@@ -312,12 +312,21 @@ TRL_OPTIM = {"adamw": "adamw_torch", "adamw_fused": "adamw_torch_fused", "adamw_
                                         "galore_adamw_layerwise", "galore_adamw_8bit_layerwise")}}
 
 
+# LLaMA-Factory's own optimizers, switched on in its finetuning arguments (LLaMA-Factory 0.9.6.dev0 @ff6d4d1
+# src/llamafactory/hparams/finetuning_args.py FinetuningArguments.use_adam_mini, line 472, and .use_muon, line 522,
+# both default False): train/trainer_utils.py create_custom_optimizer builds Adam_mini (_create_adam_mini_optimizer)
+# or its third_party Muon (_create_muon_optimizer: Muon for the 2-D weights but embeddings and lm_head, AdamW for the
+# rest) in place of TrainingArguments.optim, which they do not read
+LF_OPTIMIZERS = {"adam_mini": "use_adam_mini", "muon": "use_muon"}
+
+
 def _trl_optim(row) -> str:
     """transformers' optim name of the plan's optimizer; ValueError (one line) where it has none."""
     opt = str(row["optimizer"])
     if opt not in TRL_OPTIM:
-        raise ValueError(f"optimizer {opt!r} has no transformers Trainer name (LLaMA-Factory offers it as use_adam_mini / "
-                         f"use_muon); accepted for this export: {', '.join(TRL_OPTIM)}")
+        own = (f"; --export llama-factory writes it as {LF_OPTIMIZERS[opt]}: true" if opt in LF_OPTIMIZERS else "")
+        raise ValueError(f"optimizer {opt!r} has no transformers Trainer name{own}; accepted for this export: "
+                         f"{', '.join(TRL_OPTIM)}")
     return TRL_OPTIM[opt]
 HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
@@ -464,10 +473,20 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["freeze_trainable_layers"] = int(row["freeze_layers"])
     cfg.update({"dataset": "DATASET", "template": "TEMPLATE", "cutoff_len": int(row["seq"]),
                 "packing": str(row.get("packing", "off")) == "on", "output_dir": f"saves/{row['model']}-{method}",
-                "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
-                "optim": _trl_optim(row),
-                # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
-                "disable_gradient_checkpointing": not _checkpointing(row)})
+                "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1})
+    opt = str(row["optimizer"])
+    if opt in LF_OPTIMIZERS:  # its own Adam-mini / Muon switch, not a Trainer optim name
+        cfg[LF_OPTIMIZERS[opt]] = True
+        if opt == "muon" and str(row.get("recipe", "hf")) != "llama-factory":
+            # (engine/optimizers.py muon: LLaMA-Factory's Newton-Schulz iteration keeps four bf16 copies of a
+            # matrix where torch.optim.Muon's keeps two)
+            notes.append(f"optimizer muon: LLaMA-Factory's own Muon (third_party/muon), whose step holds more "
+                         f"temporaries than the torch.optim.Muon of the {row.get('recipe', 'hf')} recipe planned; "
+                         "plan it with --recipe llama-factory")
+    else:
+        cfg["optim"] = _trl_optim(row)
+    # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
+    cfg["disable_gradient_checkpointing"] = not _checkpointing(row)
     if prec["name"] == "bf16" and method in ("full", "freeze") and int(row["zero"]) < 3:
         cfg["pure_bf16"] = True  # bf16 weights without AMP, the plan's pure bf16
     elif prec["half"]:
@@ -476,7 +495,6 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
             notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
     if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
-    opt = str(row["optimizer"])
     if opt in GALORE_OPTIMIZERS:
         # LLaMA-Factory's own GaLore (trainer_utils.py _create_galore_optimizer at 002f58e): use_galore picks
         # GaLoreAdamW for optim adamw_torch, GaLoreAdamW8bit for adamw_8bit; galore_target all = every linear

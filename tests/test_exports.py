@@ -285,7 +285,9 @@ LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "q
                       "pure_bf16", "dataset", "template", "cutoff_len", "packing", "output_dir",
                       "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed",
                       "lora_dropout",  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
-                      "double_quantization"}  # model_args.py QuantizationArguments.double_quantization (default True)
+                      "double_quantization",  # model_args.py QuantizationArguments.double_quantization (default True)
+                      # finetuning_args.py FinetuningArguments.use_adam_mini (line 472), .use_muon (line 522)
+                      "use_adam_mini", "use_muon"}
 LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
 # axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
 AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
@@ -591,3 +593,24 @@ def test_the_global_batch_counts_the_data_parallel_ranks_not_every_gpu():
     assert cfg["devices"] == 16 and cfg["train"]["global_batch_size"] // cfg["devices"] == cfg["train"]["micro_batch_size"]
     assert any("LitGPT runs its 16 devices all data-parallel" in n and "the plan's 2 data-parallel ranks" in n
                and "take 4 a step" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("optimizer, switch", [("muon", "use_muon"), ("adam_mini", "use_adam_mini")])
+def test_llama_factory_switches_on_its_own_muon_and_adam_mini(optimizer, switch):
+    """Adam-mini and Muon have no transformers optim name; LLaMA-Factory builds them from its own switches
+    (finetuning_args.py use_adam_mini / use_muon; trainer_utils.py create_custom_optimizer, which does not read
+    optim): written there, with no optim key. The other HF-Trainer exports still refuse them, naming this one."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--optimizer", optimizer, "--recipe", "llama-factory",
+                     "--export", "llama-factory")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= LLAMA_FACTORY_KEYS, set(cfg) - LLAMA_FACTORY_KEYS
+    assert cfg[switch] is True and "optim" not in cfg
+    assert not any("optimizer" in n for n in _comments(out) if n.startswith("not expressed"))
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--optimizer", optimizer, "--export", "trl")
+    assert code == 2 and out == "" and f"optimizer {optimizer!r}" in err and f"writes it as {switch}: true" in err
+
+
+def test_llama_factory_muon_planned_under_another_recipe_says_its_step_differs():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--optimizer", "muon", "--export", "llama-factory")
+    assert yaml.safe_load(out)["use_muon"] is True
+    assert any("LLaMA-Factory's own Muon" in n and "--recipe llama-factory" in n for n in _comments(out))
