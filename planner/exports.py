@@ -101,6 +101,27 @@ def _pure_trained(row, prec: dict) -> bool:
     return prec["name"] in ("bf16", "fp16") and str(row["method"]) in ("full", "freeze")
 
 
+# The recipe whose estimate is the DeepSpeed run a target launches at ZeRO-3 (engine/constants.py DS_ZERO3_RECIPES: their
+# ZeRO-3 is DeepSpeed's, its fp32 master copy counted; under the hf recipe ZeRO-3 is FSDP's, and a pure 16-bit plan
+# keeps no fp32 copy)
+DEEPSPEED_RECIPE = {"deepspeed": "deepspeed", "llama-factory": "llama-factory", "axolotl": "axolotl"}
+
+
+def _deepspeed_master_note(row, prec: dict, target: str) -> str:
+    """What a pure 16-bit plan of whole weights (_pure_trained) becomes on DeepSpeed, which the target launches: its
+    bf16 / fp16 mode keeps an fp32 master copy of the trained weights and fp32 optimizer states on it at every stage
+    (runtime/engine.py _configure_optimizer: the ZeRO, BF16 or FP16 optimizer; ZeRO-3 clones an fp32 partition,
+    stage3.py fp32_partitioned_groups_flat), the plan's mixed_bf16 / mixed_fp16, not its bf16 / fp16."""
+    half, name, zero = prec["half"], prec["name"], int(row["zero"])
+    plan = f"--precision mixed_{half}"
+    if zero == 3 and str(row.get("recipe", "hf")) != DEEPSPEED_RECIPE[target]:
+        plan = f"--recipe {DEEPSPEED_RECIPE[target]} (DeepSpeed's ZeRO-3 with its buffers), or {plan},"
+    return (f"precision {name} (pure 16-bit weights) on DeepSpeed ZeRO-{zero}: DeepSpeed's {half} mode keeps an fp32 "
+            f"master copy of the trained weights and fp32 optimizer states (mixed_{half}), which the plan's {name} "
+            f"does not count: this run holds more than the plan; plan it with {plan} or launch the plan's pure {name} "
+            "with llm-planner estimate ... --export accelerate-fsdp (mixed_precision no)")
+
+
 def _quant(row) -> str | None:
     """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
     double quantization, exports as 'nf4' with double quantization off: _double_quant). Only the bases
@@ -266,9 +287,17 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
                      "with the training script's model-parallel groups")
     if prec["half"]:
         cfg[prec["half"]] = {"enabled": True}
-        if not prec["master"]:
-            notes.append(f"precision {prec['name']}: DeepSpeed's {prec['half']} mode keeps fp32 master weights "
-                         f"(the plan's mixed_{prec['half']}); {prec['name']} is the model's dtype and autocast")
+        # DeepSpeed's bf16 / fp16 mode casts the model to that dtype (runtime/engine.py _configure_distributed_model)
+        # and keeps fp32 master copies of what it trains: the plan's mixed_bf16 / mixed_fp16
+        if _pure_trained(row, prec):
+            notes.append(_deepspeed_master_note(row, prec, "deepspeed"))
+        elif prec["name"].startswith("amp_"):
+            notes.append(f"precision {prec['name']} (fp32 weights under {prec['half']} autocast): DeepSpeed's "
+                         f"{prec['half']} mode casts the model to {prec['half']} and keeps fp32 master copies of the "
+                         f"trained weights, as the planner's mixed_{prec['half']}: plan it with --precision mixed_{prec['half']}")
+        elif not prec["master"]:
+            notes.append(f"precision {prec['name']}: DeepSpeed's {prec['half']} mode keeps fp32 master copies of the "
+                         f"trained parameters (here the {row['method']} adapters, a small part of the memory)")
     zero: dict = {"stage": int(row["zero"])}
     offload = str(row["offload"])
     if offload in ("optimizer", "all"):
@@ -492,7 +521,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     elif prec["half"]:
         cfg[prec["half"]] = True
         if prec["name"] == "bf16" and method in ("full", "freeze"):
-            notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
+            notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 on DeepSpeed")
     if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
     if opt in GALORE_OPTIMIZERS:
@@ -503,18 +532,21 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
                     "galore_layerwise": opt in GALORE_LAYERWISE,
                     "optim": "adamw_8bit" if opt in GALORE_8BIT else "adamw_torch"})
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
-    _deepspeed_file(cfg, row, notes)
+    _deepspeed_file(cfg, row, notes, "llama-factory", prec)
     text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
     return Export("llama-factory", text, notes)
 
 
-def _deepspeed_file(cfg: dict, row, notes: list) -> None:
+def _deepspeed_file(cfg: dict, row, notes: list, target: str, prec: dict) -> None:
     """A ZeRO stage or offload: the trainer's `deepspeed` key names the DeepSpeed JSON of the same plan
-    (LLaMA-Factory and axolotl both take a path there)."""
+    (LLaMA-Factory and axolotl both take a path there), and a pure 16-bit plan of whole weights is told what
+    DeepSpeed keeps beside it (_deepspeed_master_note)."""
     if int(row["zero"]) > 0 or str(row["offload"]) != "none":
         cfg["deepspeed"] = "ds_config.json"
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
                      "llm-planner estimate ... --export deepspeed")
+        if _pure_trained(row, prec):
+            notes.append(_deepspeed_master_note(row, prec, target))
 
 
 def _freeze_patterns(row, model) -> list[str]:
@@ -568,7 +600,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes.append("datasets: yours (DATASET is a placeholder)")
-    _deepspeed_file(cfg, row, notes)
+    _deepspeed_file(cfg, row, notes, "axolotl", prec)
     text = _yaml(cfg, _header("axolotl", row, notes, "axolotl train FILE"))
     return Export("axolotl", text, notes)
 

@@ -614,3 +614,31 @@ def test_llama_factory_muon_planned_under_another_recipe_says_its_step_differs()
     out, _ = _export("estimate", "--model", "llama-3.1-8b", "--optimizer", "muon", "--export", "llama-factory")
     assert yaml.safe_load(out)["use_muon"] is True
     assert any("LLaMA-Factory's own Muon" in n and "--recipe llama-factory" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("target, recipe", [("deepspeed", "deepspeed"), ("llama-factory", "llama-factory"),
+                                            ("axolotl", "axolotl")])
+def test_a_pure_bf16_zero_3_plan_launched_on_deepspeed_says_it_holds_more(target, recipe):
+    """Under the hf recipe a pure bf16 ZeRO-3 plan is FSDP's, with no fp32 copy (26 GiB a GPU here); DeepSpeed's bf16
+    mode, which these exports launch, keeps an fp32 master copy and fp32 states (the planner's --recipe deepspeed:
+    37 GiB). The note says so and what to plan or launch instead, and no longer calls the plan mixed_bf16."""
+    out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8",
+                       "--export", target)
+    notes = err.splitlines() if target == "deepspeed" else _comments(out)
+    (note,) = [n for n in notes if "DeepSpeed's bf16 mode" in n]
+    assert "plan's bf16 does not count: this run holds more than the plan" in note
+    assert f"--recipe {recipe}" in note and "--precision mixed_bf16" in note and "--export accelerate-fsdp" in note
+    assert "the plan's mixed_bf16" not in out + err
+    # planned as DeepSpeed's run, nothing more to say
+    out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8",
+                       "--recipe", recipe, "--export", target)
+    assert "holds more than the plan" not in out + err
+
+
+def test_deepspeed_names_what_its_16_bit_mode_does_to_lora_and_autocast_plans():
+    _, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--zero", "2", "--gpus", "2",
+                     "--export", "deepspeed")
+    assert "fp32 master copies of the trained parameters (here the lora adapters" in err and "mixed_bf16" not in err
+    _, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "amp_bf16", "--zero",
+                     "3", "--gpus", "8", "--export", "deepspeed")
+    assert "precision amp_bf16 (fp32 weights under bf16 autocast)" in err and "--precision mixed_bf16" in err
