@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.constants import GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS
+from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
+                              TRAIN_PRECISIONS)
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
@@ -175,6 +176,33 @@ def _check_base(target: str, row) -> None:
     auto = "" if named.startswith("auto") else "auto, "  # (an auto base refused: the base to plan with instead)
     raise ValueError(f"base precision {named!r} cannot be exported to {target}: {why}; accepted for --export "
                      f"{target}: {auto}{', '.join(accepted)}{lora_16}")
+
+
+# A pure fp16 plan of whole weights (full, freeze) on a transformers Trainer that DeepSpeed does not step: with fp16
+# on, accelerate scales the loss with torch's GradScaler (accelerate 1.15.0.dev0 @16cb6eb accelerator.py lines
+# 562-583: mixed_precision fp16 outside DeepSpeed and Megatron), whose unscale_ refuses fp16 weights' gradients
+# (torch 2.13 torch/amp/grad_scaler.py _unscale_grads_, lines 274-275: `if (not allow_fp16) and param.grad.dtype ==
+# torch.float16: raise ValueError("Attempting to unscale FP16 gradients.")`, called with allow_fp16=False by unscale_,
+# line 358, and so by step and the Trainer's gradient clipping); with fp16 off the gradients and the optimizer's
+# fp16 states go unscaled. TRL without DeepSpeed (ZeRO 0, and ZeRO 3, which it launches on FSDP) and axolotl without
+# its ds_config.json (ZeRO 0, no offload: axolotl loads the model in float16 for fp16, utils/config/__init__.py, and
+# its own check_fft_possible_bad_config names this error) have no setting that runs the plan: refused (exit 2).
+# DeepSpeed's fp16 keeps an fp32 master copy and scales the loss itself (_deepspeed_master_note); LLaMA-Factory
+# upcasts the trained weights (llama_factory).
+def _check_precision(target: str, row) -> None:
+    """ValueError (one line: the precision, why, what the target accepts) where a pure fp16 plan of whole weights
+    would be launched on a transformers Trainer's GradScaler or with no loss scaling at all."""
+    method, zero, offload = str(row["method"]), int(row["zero"]), str(row["offload"])
+    if str(row["precision"]) != "fp16" or method not in ("full", "freeze") or target not in ("trl", "axolotl"):
+        return
+    on_deepspeed = (zero in (1, 2) or offload != "none") if target == "trl" else (zero > 0 or offload != "none")
+    if on_deepspeed:
+        return
+    accepted = ", ".join(p for p in TRAIN_PRECISIONS if p != "fp16")
+    raise ValueError(f"precision 'fp16' with method {method} at ZeRO {zero} cannot be exported to {target}: the "
+                     "Trainer's fp16 loss scaling (torch GradScaler) refuses fp16 weights ('Attempting to unscale FP16 "
+                     "gradients.') and without it fp16 gradients go unscaled; accepted: "
+                     f"{accepted} (loss-scaled fp16: mixed_fp16 or amp_fp16), or --export accelerate-fsdp")
 
 
 def _double_quant(row) -> bool:
@@ -522,6 +550,15 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg[prec["half"]] = True
         if prec["name"] == "bf16" and method in ("full", "freeze"):
             notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 on DeepSpeed")
+        elif _pure_trained(row, prec) and int(row["zero"]) == 0 and str(row["offload"]) == "none":
+            # LLaMA-Factory 0.9.6.dev0 model/adapter.py init_adapter: cast_trainable_params_to_fp32 unless pure_bf16,
+            # BAdam or ZeRO-3, and _setup_full_tuning / _setup_freeze_tuning `param.data = param.data.to(torch.float32)`
+            # (fp16 has no pure mode there); the Trainer then scales the loss over fp32 gradients
+            whole = ("the planner's amp_fp16: plan it with --precision amp_fp16" if method == "full" else
+                     "the frozen layers stay fp16 (--precision amp_fp16 plans every layer in fp32)")
+            notes.append(f"precision fp16 (pure fp16 weights): LLaMA-Factory upcasts the trained parameters to fp32 "
+                         f"and trains them under fp16 autocast, so fp32 weights, gradients and optimizer states: this "
+                         f"run holds more than the plan; {whole}")
     if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
     if opt in GALORE_OPTIMIZERS:
@@ -759,6 +796,7 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
         raise ValueError(f"export {target!r} is a training configuration; for --task infer use: serve ... --export "
                          f"{'|'.join(SERVE_TARGETS)}")
     _check_base(target, row)
+    _check_precision(target, row)
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     return EXPORTERS[target](row, repo, known, model)
 

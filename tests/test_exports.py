@@ -642,3 +642,47 @@ def test_deepspeed_names_what_its_16_bit_mode_does_to_lora_and_autocast_plans():
     _, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "amp_bf16", "--zero",
                      "3", "--gpus", "8", "--export", "deepspeed")
     assert "precision amp_bf16 (fp32 weights under bf16 autocast)" in err and "--precision mixed_bf16" in err
+
+
+@pytest.mark.parametrize("target", ["trl", "axolotl"])
+@pytest.mark.parametrize("method", ["full", "freeze"])
+def test_a_pure_fp16_plan_of_whole_weights_is_refused_where_the_trainers_grad_scaler_would_stop_it(target, method):
+    """fp16: true on fp16 weights: accelerate's GradScaler (mixed_precision fp16 outside DeepSpeed) raises 'Attempting
+    to unscale FP16 gradients.' (torch/amp/grad_scaler.py _unscale_grads_); fp16: false trains them unscaled. No
+    Trainer setting runs the plan: refused, naming the precisions that export. LoRA's adapters are fp32 (peft), and
+    DeepSpeed scales the loss over its own fp32 copy: those still export."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", method, "--precision", "fp16",
+                             "--gpu", "a10", "--export", target)
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and "…" not in err
+    assert f"precision 'fp16' with method {method}" in err and "Attempting to unscale FP16 gradients." in err
+    assert "accepted: fp32, amp_bf16, amp_fp16, bf16, mixed_bf16, mixed_fp16" in err
+    lora, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--precision", "fp16", "--export", target)
+    assert yaml.safe_load(lora)["fp16"] is True
+
+
+def test_trl_refuses_a_pure_fp16_zero_3_plan_too():
+    """TRL launches ZeRO-3 on FSDP (fp16 off, no DeepSpeed): its fp16 gradients would go unscaled."""
+    code, _, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "fp16", "--gpus",
+                           "4", "--zero", "3", "--export", "trl")
+    assert code == 2 and "precision 'fp16' with method full at ZeRO 3 cannot be exported to trl" in err
+
+
+def test_axolotl_launches_a_pure_fp16_zero_3_plan_on_deepspeed_and_says_it_holds_more():
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "fp16", "--gpus", "4",
+                     "--zero", "3", "--export", "axolotl")
+    cfg = yaml.safe_load(out)
+    assert cfg["fp16"] is True and cfg["deepspeed"] == "ds_config.json"
+    assert any("DeepSpeed's fp16 mode" in n and "--precision mixed_fp16" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("method, plan", [("full", "plan it with --precision amp_fp16"),
+                                          ("freeze", "the frozen layers stay fp16")])
+def test_llama_factory_says_it_upcasts_a_pure_fp16_plans_trained_weights(method, plan):
+    """LLaMA-Factory has no pure fp16 (pure_bf16 only): with fp16 it casts the trainable parameters to fp32
+    (model/adapter.py init_adapter, _setup_full_tuning) and scales the loss over them, which the plan's fp16
+    weights do not count."""
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", method, "--precision", "fp16", "--gpu", "a10",
+                     "--export", "llama-factory")
+    assert yaml.safe_load(out)["fp16"] is True
+    (note,) = [n for n in _comments(out) if n.startswith("not expressed: precision fp16")]
+    assert "upcasts the trained parameters to fp32" in note and "holds more than the plan" in note and plan in note
