@@ -237,6 +237,65 @@ def _data_parallel(row) -> int:
     return max(int(row["gpus"]) // (_degree(row, "tp") * _degree(row, "pp") * _degree(row, "cp")), 1)
 
 
+# Expert parallel (ep: 1/ep of the experts on each GPU, engine/components.py weights) and context parallel (cp: every
+# per-token term over cp GPUs, engine/components.py context_parallel): written where the target's config has them
+# (accelerate's parallelism_config cp_size under FSDP2, torchtune's context_parallel_dim, axolotl's
+# context_parallel_size), else said, with what the run launched without them holds (_undivided_peak). Where each
+# target keeps them, when its config cannot:
+PARALLEL_LABEL = {"ep": "expert parallel", "cp": "context parallel"}
+PARALLEL_ELSEWHERE = {
+    ("deepspeed", "ep"): "DeepSpeed-MoE's expert parallel is the model code's (deepspeed.moe.layer.MoE ep_size)",
+    ("deepspeed", "cp"): "DeepSpeed's sequence parallel (Ulysses) is the training script's",
+    ("trl", "ep"): "no TRL or TrainingArguments key",
+    ("trl", "cp"): "no TRL key; accelerate's parallelism_config has it (--export accelerate-fsdp)",
+    # Accelerate 1.15.0.dev0 @16cb6eb src/accelerate/parallelism_config.py ParallelismConfig: dp_replicate_size,
+    # dp_shard_size, tp_size, cp_size, sp_size
+    ("accelerate-fsdp", "ep"): "accelerate's ParallelismConfig has no expert parallel",
+    ("accelerate-fsdp", "cp"): "accelerate's context parallel runs under FSDP2 only (plan ZeRO 1 to 3)",
+    # torchtune 0.7.0 recipes/full_finetune_distributed.py: training.ParallelDims(dp_replicate, dp_shard, tp, cp)
+    ("torchtune", "ep"): "torchtune's recipes shard over data, tensor and context parallel only",
+    ("llama-factory", "ep"): "no key of its Trainer path (its Megatron backends are other runs)",
+    ("llama-factory", "cp"): "no key of its Trainer path (its Megatron backends are other runs)",
+    ("axolotl", "ep"): "no axolotl key",
+    ("litgpt", "ep"): "LitGPT's FSDPStrategy has none",
+    ("litgpt", "cp"): "LitGPT's FSDPStrategy has none",
+}
+
+
+def _undivided_peak(row, model, dropped: list[str]) -> float | None:
+    """The peak per GPU (bytes) of the run launched without the dropped degrees (set to 1): the row and that run
+    estimated together, the difference added to the row's peak (so that overhead settings the row does not carry
+    cancel out). None without the model's catalog row, or where the engine refuses the run."""
+    if model is None or "peak_bytes" not in row.index:
+        return None
+    from engine import estimate  # (one two-row estimate, ~20 ms)
+    from engine.columns import SCENARIO
+    names = [c.name for c in SCENARIO if c.group in ("scenario", "stack") and c.name != "gpu" and c.name in row.index]
+    asked = {k: row[k] for k in names}
+    models = pd.DataFrame([model.to_dict()]).assign(id=str(row["model"])).infer_objects()
+    try:
+        planned, undivided = estimate(pd.DataFrame([asked, {**asked, **dict.fromkeys(dropped, 1)}]), models)["peak_bytes"]
+    except (ValueError, KeyError):
+        return None
+    return float(row["peak_bytes"]) + float(undivided) - float(planned)
+
+
+def _parallel_notes(row, model, target: str, written: tuple[str, ...] = (), why: dict | None = None) -> list[str]:
+    """What the target's config does not say of the plan's ep and cp (those not in `written`; `why`: a reason of
+    this row's, in place of PARALLEL_ELSEWHERE's), with the launched run's peak per GPU."""
+    dropped = [k for k in ("ep", "cp") if _degree(row, k) > 1 and k not in written]
+    if not dropped:
+        return []
+    why = why or {}
+    said = "; ".join(f"{PARALLEL_LABEL[k]} {_degree(row, k)}: {why.get(k) or PARALLEL_ELSEWHERE[(target, k)]}"
+                     for k in dropped)
+    peak = _undivided_peak(row, model, dropped)
+    holds = (f"about {peak / 2**30:.1f} GiB per GPU where the plan holds {float(row['peak_bytes']) / 2**30:.1f} GiB"
+             if peak is not None else "more per GPU than the plan")
+    return [f"{said}; launched without {'it' if len(dropped) == 1 else 'them'} (--{' 1 --'.join(dropped)} 1), "
+            f"the run holds {holds}"]
+
+
 def _checkpointing(row) -> bool:
     return bool(row["grad_checkpointing"]) or str(row.get("checkpointing", "none")) in ("full", "selective", "offload")
 
@@ -354,6 +413,7 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
                      "DeepSpeed trains what requires grad")
     if _quant(row):
         notes.append(_script_base(row))
+    notes += _parallel_notes(row, model, "deepspeed")
     notes.append(f"sequence length {int(row['seq']):,}, attention {row.get('attention', 'sdpa')}, packing "
                  f"{row.get('packing', 'off')}: the data pipeline's and the model's, not DeepSpeed's")
     about = _header("deepspeed", row, [], "deepspeed train.py --deepspeed ds_config.json (or a Trainer's "
@@ -456,6 +516,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                      "(llm-planner estimate ... --export deepspeed) and launch with accelerate or deepspeed")
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
+    notes += _parallel_notes(row, model, "trl")
     text = _yaml(cfg, _header("trl", row, notes, "trl sft --config FILE --dataset_name DATASET"))
     return Export("trl", text, notes)
 
@@ -486,6 +547,25 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
                      "together (fsdp_offload_params: true)")
     if fsdp is not None:
         cfg["fsdp_config"] = fsdp
+    cp, cp_why = _degree(row, "cp"), {}
+    if cp > 1 and fsdp is not None and str(row.get("attention", "sdpa")) != "sdpa":
+        # accelerate docs/source/concept_guides/context_parallelism.md: "Context parallelism works only with SDPA"
+        cp_why["cp"] = (f"accelerate's context parallel takes SDPA only, not the plan's {row.get('attention')} "
+                        "attention (plan it with --attention sdpa)")
+    elif cp > 1 and fsdp is not None:
+        # parallelism_config: the keys of `accelerate config` (commands/config/cluster.py, parallelism_config_ prefix;
+        # examples/torch_native_parallelism/configs/cp.yaml), read by `accelerate launch` into PARALLELISM_CONFIG_*
+        # (utils/launch.py prepare_extend_env_parallelism_config); FSDP2 shards over dp_shard x cp (parallelism_config.py
+        # fsdp_dim_names: dp_shard_cp), as the plan shards over the data x context ranks, and torch's context_parallel
+        # rotates K/V by all-gather (TorchContextParallelConfig cp_comm_strategy default), as planned. Tensor and
+        # pipeline parallel are not written (_common_notes): their GPUs shard with the data ranks
+        cfg["parallelism_config"] = {"parallelism_config_dp_replicate_size": 1,
+                                     "parallelism_config_dp_shard_size": int(row["gpus"]) // cp,
+                                     "parallelism_config_tp_size": 1, "parallelism_config_cp_size": cp}
+        notes.append(f"context parallel {cp}: the training script runs each step under accelerator.maybe_context_parallel"
+                     "(buffers=[input_ids, labels, ...], buffer_seq_dims=[1, 1, ...]) (accelerate's context "
+                     "parallelism guide), with SDPA and a causal mask")
+    notes += _parallel_notes(row, model, "accelerate-fsdp", ("cp",) if "parallelism_config" in cfg else (), cp_why)
     if pure_trained and fsdp is not None:
         notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
                      f"mixed_precision no, since with {prec['half']} accelerate upcasts the trained parameters to fp32 "
@@ -570,6 +650,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
                     "optim": "adamw_8bit" if opt in GALORE_8BIT else "adamw_torch"})
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
     _deepspeed_file(cfg, row, notes, "llama-factory", prec)
+    notes += _parallel_notes(row, model, "llama-factory")
     text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
     return Export("llama-factory", text, notes)
 
@@ -638,6 +719,20 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["activation_offloading"] = True
     notes.append("datasets: yours (DATASET is a placeholder)")
     _deepspeed_file(cfg, row, notes, "axolotl", prec)
+    # context_parallel_size: axolotl 0.18.0 utils/schemas/config.py (line 1107; sequence_parallel_degree before it),
+    # ring-flash-attn's; validation.py check_context_parallel_size refuses it without flash attention, and with sample
+    # packing at a micro-batch over 1
+    cp, cp_why = _degree(row, "cp"), {}
+    if cp > 1 and str(row.get("attention", "sdpa")) != "flash":
+        cp_why["cp"] = ("axolotl's context_parallel_size needs flash attention (plan it with --attention flash)")
+    elif cp > 1 and cfg["sample_packing"] and int(row["batch"]) > 1:
+        cp_why["cp"] = "axolotl's context_parallel_size takes micro-batch 1 with sample packing (plan --batch 1)"
+    elif cp > 1:
+        cfg["context_parallel_size"] = cp
+        notes.append(f"context parallel {cp}: axolotl's is ring-flash-attn's (pip install ring-flash-attn), where the "
+                     "plan counts torch's context_parallel (K/V all-gathered each layer); the attention's exchange "
+                     "buffers differ")
+    notes += _parallel_notes(row, model, "axolotl", ("cp",) if "context_parallel_size" in cfg else (), cp_why)
     text = _yaml(cfg, _header("axolotl", row, notes, "axolotl train FILE"))
     return Export("axolotl", text, notes)
 
@@ -700,6 +795,11 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["fsdp_cpu_offload"] = True
     if distributed and int(row["zero"]) < 3:
         notes.append(f"ZeRO stage {int(row['zero'])}: torchtune's distributed recipes shard everything (FSDP2, ZeRO-3)")
+    if distributed and _degree(row, "cp") > 1:
+        # context_parallel_dim: torchtune 0.7.0 recipes/{full,lora}_finetune_distributed.py __init__
+        # (cfg.get("context_parallel_dim", 1) into training.ParallelDims; rotate method allgather by default, as planned)
+        cfg["context_parallel_dim"] = _degree(row, "cp")
+    notes += _parallel_notes(row, model, "torchtune", ("cp",) if "context_parallel_dim" in cfg else ())
     text = _yaml(cfg, _header("torchtune", row, notes, f"tune run {recipe} --config YOUR_MODEL_CONFIG.yaml "
                                                        "(tune cp one of the model's configs, then set these keys)"))
     return Export("torchtune", text, notes)
@@ -781,6 +881,7 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("loss", "litgpt")) not in ("litgpt", "litgpt_full"):
         notes.append(f"loss {row.get('loss')}: LitGPT computes its own (Fabric's fp32 logits, chunked cross-entropy); "
                      "plan it with --recipe litgpt")
+    notes += _parallel_notes(row, model, "litgpt")
     script = "finetune_lora" if lora else "finetune_full"
     text = _yaml(cfg, _header("litgpt", row, notes, f"litgpt download {repo}; litgpt {script} --config litgpt.yaml"))
     return Export("litgpt", text, notes)

@@ -272,7 +272,11 @@ def test_an_export_of_a_plan_that_does_not_fit_warns():
 # Accelerate 1.15.0.dev0 @16cb6eb: commands/config/config_args.py (ClusterConfig), cluster.py
 # (fsdp_config keys), utils/constants.py (FSDP_AUTO_WRAP_POLICY, FSDP2_STATE_DICT_TYPE)
 ACCELERATE_TOP = {"compute_environment", "distributed_type", "mixed_precision", "num_machines", "num_processes",
-                  "machine_rank", "main_training_function", "use_cpu", "fsdp_config", "deepspeed_config"}
+                  "machine_rank", "main_training_function", "use_cpu", "fsdp_config", "deepspeed_config",
+                  "parallelism_config"}  # config_args.py ClusterConfig.parallelism_config
+# cluster.py's parallelism_config keys (prefix parallelism_config_), as examples/torch_native_parallelism/configs/cp.yaml
+ACCELERATE_PARALLELISM = {"parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+                          "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_cp_comm_strategy"}
 ACCELERATE_FSDP = {"fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params", "fsdp_auto_wrap_policy",
                    "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing",
                    "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_min_num_params", "fsdp_sync_module_states",
@@ -297,11 +301,13 @@ AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r
                 "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed",
                 "liger_rope", "liger_rms_norm", "liger_glu_activation",  # integrations/liger/args.py LigerArgs
                 "lora_dropout",  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
-                "bnb_config_kwargs"}  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
+                "bnb_config_kwargs",  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
+                "context_parallel_size"}  # utils/schemas/config.py line 1107 (ring-flash-attn)
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
 TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
-                  "loss", "model", "fsdp_cpu_offload"}
+                  "loss", "model", "fsdp_cpu_offload",
+                  "context_parallel_dim"}  # recipes/{full,lora}_finetune_distributed.py cfg.get("context_parallel_dim", 1)
 TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha",
                   "lora_dropout",  # 8B_lora_single_device.yaml model.lora_dropout: 0.0
                   "quantize_base"}  # models/llama3_1/_model_builders.py lora_llama3_1_8b(quantize_base=False); qlora_*'s True
@@ -686,3 +692,66 @@ def test_llama_factory_says_it_upcasts_a_pure_fp16_plans_trained_weights(method,
     assert yaml.safe_load(out)["fp16"] is True
     (note,) = [n for n in _comments(out) if n.startswith("not expressed: precision fp16")]
     assert "upcasts the trained parameters to fp32" in note and "holds more than the plan" in note and plan in note
+
+
+def _peak_gib(*argv: str) -> float:
+    code, out, err = run_cli("estimate", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)["peak_bytes"] / 2**30
+
+
+@pytest.mark.parametrize("target", exports.TRAIN_TARGETS)
+def test_expert_parallel_no_target_expresses_is_said_with_what_the_launched_run_holds(target):
+    """No training export's config has expert parallel: each says so, with the peak of the run it launches (--ep 1,
+    which does not fit the H100 this plan fits at ep 8), not a plain data-parallel file with no word of it."""
+    plan = ("--model", "qwen3-30b-a3b", "--method", "lora", "--gpus", "8", "--gpu", "h100-sxm-80gb")
+    out, err = _export("estimate", *plan, "--ep", "8", "--export", target)
+    notes = err.splitlines() if target == "deepspeed" else _comments(out)
+    (note,) = [n for n in notes if "expert parallel 8" in n]
+    launched, planned = _peak_gib(*plan, "--ep", "1"), _peak_gib(*plan, "--ep", "8")
+    assert launched > planned + 40
+    assert f"the run holds about {launched:.1f} GiB per GPU where the plan holds {planned:.1f} GiB" in note
+    assert "launched without it (--ep 1)" in note
+
+
+def test_context_parallel_is_written_where_the_target_has_it():
+    """accelerate's parallelism_config (FSDP2 over dp_shard x cp, as the plan shards over the data x context ranks),
+    torchtune's context_parallel_dim and axolotl's context_parallel_size (flash attention only) carry cp; the other
+    exports say what they launch without it."""
+    plan = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--gpus", "4", "--cp", "2", "--zero", "3",
+            "--seq", "32768")
+    out, _ = _export(*plan, "--export", "accelerate-fsdp")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= ACCELERATE_TOP and set(cfg["parallelism_config"]) <= ACCELERATE_PARALLELISM
+    par = cfg["parallelism_config"]
+    assert par["parallelism_config_cp_size"] == 2 and par["parallelism_config_dp_replicate_size"] == 1
+    assert par["parallelism_config_dp_shard_size"] * par["parallelism_config_cp_size"] == cfg["num_processes"] == 4
+    assert any("maybe_context_parallel" in n for n in _comments(out))
+    assert not any("launched without it" in n for n in _comments(out))
+    cfg = yaml.safe_load(_export(*plan, "--export", "torchtune")[0])
+    assert set(cfg) <= TORCHTUNE_KEYS and cfg["context_parallel_dim"] == 2
+    out, _ = _export(*plan, "--attention", "flash", "--export", "axolotl")
+    assert yaml.safe_load(out)["context_parallel_size"] == 2 and any("ring-flash-attn" in n for n in _comments(out))
+    launched = _peak_gib(*plan[1:], "--cp", "1")
+    for target in ("trl", "llama-factory", "litgpt"):
+        out, _ = _export(*plan, "--export", target)
+        assert "context_parallel" not in yaml.safe_load(out)
+        assert any(n.startswith("not expressed: context parallel 2") and f"about {launched:.1f} GiB per GPU" in n
+                   for n in _comments(out)), target
+    _, err = _export(*plan, "--export", "deepspeed")
+    assert "# not expressed: context parallel 2" in err and f"about {launched:.1f} GiB per GPU" in err
+
+
+@pytest.mark.parametrize("target, flags, why", [
+    ("axolotl", (), "needs flash attention (plan it with --attention flash)"),
+    ("axolotl", ("--attention", "flash", "--packing", "on", "--batch", "2"), "takes micro-batch 1 with sample packing"),
+    ("accelerate-fsdp", ("--attention", "flash"), "takes SDPA only"),
+    ("accelerate-fsdp", ("--zero", "0", "--method", "lora"), "runs under FSDP2 only"),
+])
+def test_context_parallel_a_target_would_refuse_is_said_not_written(target, flags, why):
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--gpus", "4", "--cp", "2", "--zero",
+                     "3", *flags, "--export", target)
+    cfg = yaml.safe_load(out)
+    assert "context_parallel_size" not in cfg and "parallelism_config" not in cfg
+    assert any(n.startswith("not expressed: context parallel 2") and why in n and "launched without it (--cp 1)" in n
+               for n in _comments(out))
