@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.constants import GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS
+from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
+                              TRAIN_PRECISIONS)
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
@@ -101,6 +102,27 @@ def _pure_trained(row, prec: dict) -> bool:
     return prec["name"] in ("bf16", "fp16") and str(row["method"]) in ("full", "freeze")
 
 
+# The recipe whose estimate is the DeepSpeed run a target launches at ZeRO-3 (engine/constants.py DS_ZERO3_RECIPES: their
+# ZeRO-3 is DeepSpeed's, its fp32 master copy counted; under the hf recipe ZeRO-3 is FSDP's, and a pure 16-bit plan
+# keeps no fp32 copy)
+DEEPSPEED_RECIPE = {"deepspeed": "deepspeed", "llama-factory": "llama-factory", "axolotl": "axolotl"}
+
+
+def _deepspeed_master_note(row, prec: dict, target: str) -> str:
+    """What a pure 16-bit plan of whole weights (_pure_trained) becomes on DeepSpeed, which the target launches: its
+    bf16 / fp16 mode keeps an fp32 master copy of the trained weights and fp32 optimizer states on it at every stage
+    (runtime/engine.py _configure_optimizer: the ZeRO, BF16 or FP16 optimizer; ZeRO-3 clones an fp32 partition,
+    stage3.py fp32_partitioned_groups_flat), the plan's mixed_bf16 / mixed_fp16, not its bf16 / fp16."""
+    half, name, zero = prec["half"], prec["name"], int(row["zero"])
+    plan = f"--precision mixed_{half}"
+    if zero == 3 and str(row.get("recipe", "hf")) != DEEPSPEED_RECIPE[target]:
+        plan = f"--recipe {DEEPSPEED_RECIPE[target]} (DeepSpeed's ZeRO-3 with its buffers), or {plan},"
+    return (f"precision {name} (pure 16-bit weights) on DeepSpeed ZeRO-{zero}: DeepSpeed's {half} mode keeps an fp32 "
+            f"master copy of the trained weights and fp32 optimizer states (mixed_{half}), which the plan's {name} "
+            f"does not count: this run holds more than the plan; plan it with {plan} or launch the plan's pure {name} "
+            "with llm-planner estimate ... --export accelerate-fsdp (mixed_precision no)")
+
+
 def _quant(row) -> str | None:
     """The frozen base's quantization of lora/qlora: 'nf4', 'int8', 'int4' or None (nf4_nodq, NF4 without
     double quantization, exports as 'nf4' with double quantization off: _double_quant). Only the bases
@@ -156,6 +178,33 @@ def _check_base(target: str, row) -> None:
                      f"{target}: {auto}{', '.join(accepted)}{lora_16}")
 
 
+# A pure fp16 plan of whole weights (full, freeze) on a transformers Trainer that DeepSpeed does not step: with fp16
+# on, accelerate scales the loss with torch's GradScaler (accelerate 1.15.0.dev0 @16cb6eb accelerator.py lines
+# 562-583: mixed_precision fp16 outside DeepSpeed and Megatron), whose unscale_ refuses fp16 weights' gradients
+# (torch 2.13 torch/amp/grad_scaler.py _unscale_grads_, lines 274-275: `if (not allow_fp16) and param.grad.dtype ==
+# torch.float16: raise ValueError("Attempting to unscale FP16 gradients.")`, called with allow_fp16=False by unscale_,
+# line 358, and so by step and the Trainer's gradient clipping); with fp16 off the gradients and the optimizer's
+# fp16 states go unscaled. TRL without DeepSpeed (ZeRO 0, and ZeRO 3, which it launches on FSDP) and axolotl without
+# its ds_config.json (ZeRO 0, no offload: axolotl loads the model in float16 for fp16, utils/config/__init__.py, and
+# its own check_fft_possible_bad_config names this error) have no setting that runs the plan: refused (exit 2).
+# DeepSpeed's fp16 keeps an fp32 master copy and scales the loss itself (_deepspeed_master_note); LLaMA-Factory
+# upcasts the trained weights (llama_factory).
+def _check_precision(target: str, row) -> None:
+    """ValueError (one line: the precision, why, what the target accepts) where a pure fp16 plan of whole weights
+    would be launched on a transformers Trainer's GradScaler or with no loss scaling at all."""
+    method, zero, offload = str(row["method"]), int(row["zero"]), str(row["offload"])
+    if str(row["precision"]) != "fp16" or method not in ("full", "freeze") or target not in ("trl", "axolotl"):
+        return
+    on_deepspeed = (zero in (1, 2) or offload != "none") if target == "trl" else (zero > 0 or offload != "none")
+    if on_deepspeed:
+        return
+    accepted = ", ".join(p for p in TRAIN_PRECISIONS if p != "fp16")
+    raise ValueError(f"precision 'fp16' with method {method} at ZeRO {zero} cannot be exported to {target}: the "
+                     "Trainer's fp16 loss scaling (torch GradScaler) refuses fp16 weights ('Attempting to unscale FP16 "
+                     "gradients.') and without it fp16 gradients go unscaled; accepted: "
+                     f"{accepted} (loss-scaled fp16: mixed_fp16 or amp_fp16), or --export accelerate-fsdp")
+
+
 def _double_quant(row) -> bool:
     """Whether the plan's 4-bit bitsandbytes base is double-quantized (the engine's nf4, 4.127 bits a weight) or
     not (nf4_nodq or --bnb-double-quant off: 4.5 bits): written in every target's own key, since their defaults
@@ -174,6 +223,77 @@ def _script_base(row) -> str:
             f"load_in_4bit=True, bnb_4bit_quant_type='{'nf4' if quant == 'nf4' else 'fp4'}', "
             f"bnb_4bit_use_double_quant={_double_quant(row)}")
     return f"frozen base {quant}: the training script loads it (BitsAndBytesConfig({keys}))"
+
+
+def _degree(row, key: str) -> int:
+    """The row's tp, pp, cp or ep (1 where the row has none)."""
+    value = row.get(key, 1)
+    return 1 if value is None or pd.isna(value) else max(int(value), 1)
+
+
+def _data_parallel(row) -> int:
+    """The plan's data-parallel ranks: gpus / (tp x pp x cp) (engine/scenarios.py check_combinations: gpus = tp x pp
+    x cp x data-parallel ranks; ep spreads the experts over those ranks and takes none of its own)."""
+    return max(int(row["gpus"]) // (_degree(row, "tp") * _degree(row, "pp") * _degree(row, "cp")), 1)
+
+
+# Expert parallel (ep: 1/ep of the experts on each GPU, engine/components.py weights) and context parallel (cp: every
+# per-token term over cp GPUs, engine/components.py context_parallel): written where the target's config has them
+# (accelerate's parallelism_config cp_size under FSDP2, torchtune's context_parallel_dim, axolotl's
+# context_parallel_size), else said, with what the run launched without them holds (_undivided_peak). Where each
+# target keeps them, when its config cannot:
+PARALLEL_LABEL = {"ep": "expert parallel", "cp": "context parallel"}
+PARALLEL_ELSEWHERE = {
+    ("deepspeed", "ep"): "DeepSpeed-MoE's expert parallel is the model code's (deepspeed.moe.layer.MoE ep_size)",
+    ("deepspeed", "cp"): "DeepSpeed's sequence parallel (Ulysses) is the training script's",
+    ("trl", "ep"): "no TRL or TrainingArguments key",
+    ("trl", "cp"): "no TRL key; accelerate's parallelism_config has it (--export accelerate-fsdp)",
+    # Accelerate 1.15.0.dev0 @16cb6eb src/accelerate/parallelism_config.py ParallelismConfig: dp_replicate_size,
+    # dp_shard_size, tp_size, cp_size, sp_size
+    ("accelerate-fsdp", "ep"): "accelerate's ParallelismConfig has no expert parallel",
+    ("accelerate-fsdp", "cp"): "accelerate's context parallel runs under FSDP2 only (plan ZeRO 1 to 3)",
+    # torchtune 0.7.0 recipes/full_finetune_distributed.py: training.ParallelDims(dp_replicate, dp_shard, tp, cp)
+    ("torchtune", "ep"): "torchtune's recipes shard over data, tensor and context parallel only",
+    ("llama-factory", "ep"): "no key of its Trainer path (its Megatron backends are other runs)",
+    ("llama-factory", "cp"): "no key of its Trainer path (its Megatron backends are other runs)",
+    ("axolotl", "ep"): "no axolotl key",
+    ("litgpt", "ep"): "LitGPT's FSDPStrategy has none",
+    ("litgpt", "cp"): "LitGPT's FSDPStrategy has none",
+}
+
+
+def _undivided_peak(row, model, dropped: list[str]) -> float | None:
+    """The peak per GPU (bytes) of the run launched without the dropped degrees (set to 1): the row and that run
+    estimated together, the difference added to the row's peak (so that overhead settings the row does not carry
+    cancel out). None without the model's catalog row, or where the engine refuses the run."""
+    if model is None or "peak_bytes" not in row.index:
+        return None
+    from engine import estimate  # (one two-row estimate, ~20 ms)
+    from engine.columns import SCENARIO
+    names = [c.name for c in SCENARIO if c.group in ("scenario", "stack") and c.name != "gpu" and c.name in row.index]
+    asked = {k: row[k] for k in names}
+    models = pd.DataFrame([model.to_dict()]).assign(id=str(row["model"])).infer_objects()
+    try:
+        planned, undivided = estimate(pd.DataFrame([asked, {**asked, **dict.fromkeys(dropped, 1)}]), models)["peak_bytes"]
+    except (ValueError, KeyError):
+        return None
+    return float(row["peak_bytes"]) + float(undivided) - float(planned)
+
+
+def _parallel_notes(row, model, target: str, written: tuple[str, ...] = (), why: dict | None = None) -> list[str]:
+    """What the target's config does not say of the plan's ep and cp (those not in `written`; `why`: a reason of
+    this row's, in place of PARALLEL_ELSEWHERE's), with the launched run's peak per GPU."""
+    dropped = [k for k in ("ep", "cp") if _degree(row, k) > 1 and k not in written]
+    if not dropped:
+        return []
+    why = why or {}
+    said = "; ".join(f"{PARALLEL_LABEL[k]} {_degree(row, k)}: {why.get(k) or PARALLEL_ELSEWHERE[(target, k)]}"
+                     for k in dropped)
+    peak = _undivided_peak(row, model, dropped)
+    holds = (f"about {peak / 2**30:.1f} GiB per GPU where the plan holds {float(row['peak_bytes']) / 2**30:.1f} GiB"
+             if peak is not None else "more per GPU than the plan")
+    return [f"{said}; launched without {'it' if len(dropped) == 1 else 'them'} (--{' 1 --'.join(dropped)} 1), "
+            f"the run holds {holds}"]
 
 
 def _checkpointing(row) -> bool:
@@ -241,13 +361,30 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
 def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
     prec, notes = _precision(row), _common_notes(row, repo_known, "deepspeed")
+    # train_batch_size: micro-batch x accumulation x the data-parallel ranks, which DeepSpeed checks against the
+    # data-parallel world of the script's model-parallel groups (runtime/config.py _batch_assertion: "train_batch ==
+    # micro_batch * grad_acc * self.world_size", world_size = mpu.get_data_parallel_world_size(), or the world over
+    # sequence_parallel_size), not against every GPU: gpus / (tp x pp x cp)
+    dp = _data_parallel(row)
     cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
-                 "train_batch_size": int(row["batch"]) * int(row["gpus"])}
+                 "train_batch_size": int(row["batch"]) * dp}
+    if dp != int(row["gpus"]):
+        notes.append(f"train_batch_size {cfg['train_batch_size']}: micro-batch {int(row['batch'])} x the plan's {dp} "
+                     f"data-parallel ranks ({int(row['gpus'])} GPUs over tp x pp x cp), as DeepSpeed counts them "
+                     "with the training script's model-parallel groups")
     if prec["half"]:
         cfg[prec["half"]] = {"enabled": True}
-        if not prec["master"]:
-            notes.append(f"precision {prec['name']}: DeepSpeed's {prec['half']} mode keeps fp32 master weights "
-                         f"(the plan's mixed_{prec['half']}); {prec['name']} is the model's dtype and autocast")
+        # DeepSpeed's bf16 / fp16 mode casts the model to that dtype (runtime/engine.py _configure_distributed_model)
+        # and keeps fp32 master copies of what it trains: the plan's mixed_bf16 / mixed_fp16
+        if _pure_trained(row, prec):
+            notes.append(_deepspeed_master_note(row, prec, "deepspeed"))
+        elif prec["name"].startswith("amp_"):
+            notes.append(f"precision {prec['name']} (fp32 weights under {prec['half']} autocast): DeepSpeed's "
+                         f"{prec['half']} mode casts the model to {prec['half']} and keeps fp32 master copies of the "
+                         f"trained weights, as the planner's mixed_{prec['half']}: plan it with --precision mixed_{prec['half']}")
+        elif not prec["master"]:
+            notes.append(f"precision {prec['name']}: DeepSpeed's {prec['half']} mode keeps fp32 master copies of the "
+                         f"trained parameters (here the {row['method']} adapters, a small part of the memory)")
     zero: dict = {"stage": int(row["zero"])}
     offload = str(row["offload"])
     if offload in ("optimizer", "all"):
@@ -276,6 +413,7 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
                      "DeepSpeed trains what requires grad")
     if _quant(row):
         notes.append(_script_base(row))
+    notes += _parallel_notes(row, model, "deepspeed")
     notes.append(f"sequence length {int(row['seq']):,}, attention {row.get('attention', 'sdpa')}, packing "
                  f"{row.get('packing', 'off')}: the data pipeline's and the model's, not DeepSpeed's")
     about = _header("deepspeed", row, [], "deepspeed train.py --deepspeed ds_config.json (or a Trainer's "
@@ -291,12 +429,21 @@ TRL_OPTIM = {"adamw": "adamw_torch", "adamw_fused": "adamw_torch_fused", "adamw_
                                         "galore_adamw_layerwise", "galore_adamw_8bit_layerwise")}}
 
 
+# LLaMA-Factory's own optimizers, switched on in its finetuning arguments (LLaMA-Factory 0.9.6.dev0 @ff6d4d1
+# src/llamafactory/hparams/finetuning_args.py FinetuningArguments.use_adam_mini, line 472, and .use_muon, line 522,
+# both default False): train/trainer_utils.py create_custom_optimizer builds Adam_mini (_create_adam_mini_optimizer)
+# or its third_party Muon (_create_muon_optimizer: Muon for the 2-D weights but embeddings and lm_head, AdamW for the
+# rest) in place of TrainingArguments.optim, which they do not read
+LF_OPTIMIZERS = {"adam_mini": "use_adam_mini", "muon": "use_muon"}
+
+
 def _trl_optim(row) -> str:
     """transformers' optim name of the plan's optimizer; ValueError (one line) where it has none."""
     opt = str(row["optimizer"])
     if opt not in TRL_OPTIM:
-        raise ValueError(f"optimizer {opt!r} has no transformers Trainer name (LLaMA-Factory offers it as use_adam_mini / "
-                         f"use_muon); accepted for this export: {', '.join(TRL_OPTIM)}")
+        own = (f"; --export llama-factory writes it as {LF_OPTIMIZERS[opt]}: true" if opt in LF_OPTIMIZERS else "")
+        raise ValueError(f"optimizer {opt!r} has no transformers Trainer name{own}; accepted for this export: "
+                         f"{', '.join(TRL_OPTIM)}")
     return TRL_OPTIM[opt]
 HF_ATTENTION = {"sdpa": "sdpa", "flash": "flash_attention_2", "eager": "eager"}
 
@@ -369,6 +516,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                      "(llm-planner estimate ... --export deepspeed) and launch with accelerate or deepspeed")
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
+    notes += _parallel_notes(row, model, "trl")
     text = _yaml(cfg, _header("trl", row, notes, "trl sft --config FILE --dataset_name DATASET"))
     return Export("trl", text, notes)
 
@@ -399,6 +547,25 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
                      "together (fsdp_offload_params: true)")
     if fsdp is not None:
         cfg["fsdp_config"] = fsdp
+    cp, cp_why = _degree(row, "cp"), {}
+    if cp > 1 and fsdp is not None and str(row.get("attention", "sdpa")) != "sdpa":
+        # accelerate docs/source/concept_guides/context_parallelism.md: "Context parallelism works only with SDPA"
+        cp_why["cp"] = (f"accelerate's context parallel takes SDPA only, not the plan's {row.get('attention')} "
+                        "attention (plan it with --attention sdpa)")
+    elif cp > 1 and fsdp is not None:
+        # parallelism_config: the keys of `accelerate config` (commands/config/cluster.py, parallelism_config_ prefix;
+        # examples/torch_native_parallelism/configs/cp.yaml), read by `accelerate launch` into PARALLELISM_CONFIG_*
+        # (utils/launch.py prepare_extend_env_parallelism_config); FSDP2 shards over dp_shard x cp (parallelism_config.py
+        # fsdp_dim_names: dp_shard_cp), as the plan shards over the data x context ranks, and torch's context_parallel
+        # rotates K/V by all-gather (TorchContextParallelConfig cp_comm_strategy default), as planned. Tensor and
+        # pipeline parallel are not written (_common_notes): their GPUs shard with the data ranks
+        cfg["parallelism_config"] = {"parallelism_config_dp_replicate_size": 1,
+                                     "parallelism_config_dp_shard_size": int(row["gpus"]) // cp,
+                                     "parallelism_config_tp_size": 1, "parallelism_config_cp_size": cp}
+        notes.append(f"context parallel {cp}: the training script runs each step under accelerator.maybe_context_parallel"
+                     "(buffers=[input_ids, labels, ...], buffer_seq_dims=[1, 1, ...]) (accelerate's context "
+                     "parallelism guide), with SDPA and a causal mask")
+    notes += _parallel_notes(row, model, "accelerate-fsdp", ("cp",) if "parallelism_config" in cfg else (), cp_why)
     if pure_trained and fsdp is not None:
         notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
                      f"mixed_precision no, since with {prec['half']} accelerate upcasts the trained parameters to fp32 "
@@ -443,19 +610,37 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["freeze_trainable_layers"] = int(row["freeze_layers"])
     cfg.update({"dataset": "DATASET", "template": "TEMPLATE", "cutoff_len": int(row["seq"]),
                 "packing": str(row.get("packing", "off")) == "on", "output_dir": f"saves/{row['model']}-{method}",
-                "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
-                "optim": _trl_optim(row),
-                # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
-                "disable_gradient_checkpointing": not _checkpointing(row)})
+                "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1})
+    opt = str(row["optimizer"])
+    if opt in LF_OPTIMIZERS:  # its own Adam-mini / Muon switch, not a Trainer optim name
+        cfg[LF_OPTIMIZERS[opt]] = True
+        if opt == "muon" and str(row.get("recipe", "hf")) != "llama-factory":
+            # (engine/optimizers.py muon: LLaMA-Factory's Newton-Schulz iteration keeps four bf16 copies of a
+            # matrix where torch.optim.Muon's keeps two)
+            notes.append(f"optimizer muon: LLaMA-Factory's own Muon (third_party/muon), whose step holds more "
+                         f"temporaries than the torch.optim.Muon of the {row.get('recipe', 'hf')} recipe planned; "
+                         "plan it with --recipe llama-factory")
+    else:
+        cfg["optim"] = _trl_optim(row)
+    # LLaMA-Factory checkpoints by default: the plan's choice, said explicitly
+    cfg["disable_gradient_checkpointing"] = not _checkpointing(row)
     if prec["name"] == "bf16" and method in ("full", "freeze") and int(row["zero"]) < 3:
         cfg["pure_bf16"] = True  # bf16 weights without AMP, the plan's pure bf16
     elif prec["half"]:
         cfg[prec["half"]] = True
         if prec["name"] == "bf16" and method in ("full", "freeze"):
-            notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 (AMP)")
+            notes.append("pure bf16 at ZeRO-3: LLaMA-Factory refuses pure_bf16 with ZeRO-3; written as bf16 on DeepSpeed")
+        elif _pure_trained(row, prec) and int(row["zero"]) == 0 and str(row["offload"]) == "none":
+            # LLaMA-Factory 0.9.6.dev0 model/adapter.py init_adapter: cast_trainable_params_to_fp32 unless pure_bf16,
+            # BAdam or ZeRO-3, and _setup_full_tuning / _setup_freeze_tuning `param.data = param.data.to(torch.float32)`
+            # (fp16 has no pure mode there); the Trainer then scales the loss over fp32 gradients
+            whole = ("the planner's amp_fp16: plan it with --precision amp_fp16" if method == "full" else
+                     "the frozen layers stay fp16 (--precision amp_fp16 plans every layer in fp32)")
+            notes.append(f"precision fp16 (pure fp16 weights): LLaMA-Factory upcasts the trained parameters to fp32 "
+                         f"and trains them under fp16 autocast, so fp32 weights, gradients and optimizer states: this "
+                         f"run holds more than the plan; {whole}")
     if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
-    opt = str(row["optimizer"])
     if opt in GALORE_OPTIMIZERS:
         # LLaMA-Factory's own GaLore (trainer_utils.py _create_galore_optimizer at 002f58e): use_galore picks
         # GaLoreAdamW for optim adamw_torch, GaLoreAdamW8bit for adamw_8bit; galore_target all = every linear
@@ -464,18 +649,22 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
                     "galore_layerwise": opt in GALORE_LAYERWISE,
                     "optim": "adamw_8bit" if opt in GALORE_8BIT else "adamw_torch"})
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
-    _deepspeed_file(cfg, row, notes)
+    _deepspeed_file(cfg, row, notes, "llama-factory", prec)
+    notes += _parallel_notes(row, model, "llama-factory")
     text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
     return Export("llama-factory", text, notes)
 
 
-def _deepspeed_file(cfg: dict, row, notes: list) -> None:
+def _deepspeed_file(cfg: dict, row, notes: list, target: str, prec: dict) -> None:
     """A ZeRO stage or offload: the trainer's `deepspeed` key names the DeepSpeed JSON of the same plan
-    (LLaMA-Factory and axolotl both take a path there)."""
+    (LLaMA-Factory and axolotl both take a path there), and a pure 16-bit plan of whole weights is told what
+    DeepSpeed keeps beside it (_deepspeed_master_note)."""
     if int(row["zero"]) > 0 or str(row["offload"]) != "none":
         cfg["deepspeed"] = "ds_config.json"
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
                      "llm-planner estimate ... --export deepspeed")
+        if _pure_trained(row, prec):
+            notes.append(_deepspeed_master_note(row, prec, target))
 
 
 def _freeze_patterns(row, model) -> list[str]:
@@ -529,7 +718,21 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes.append("datasets: yours (DATASET is a placeholder)")
-    _deepspeed_file(cfg, row, notes)
+    _deepspeed_file(cfg, row, notes, "axolotl", prec)
+    # context_parallel_size: axolotl 0.18.0 utils/schemas/config.py (line 1107; sequence_parallel_degree before it),
+    # ring-flash-attn's; validation.py check_context_parallel_size refuses it without flash attention, and with sample
+    # packing at a micro-batch over 1
+    cp, cp_why = _degree(row, "cp"), {}
+    if cp > 1 and str(row.get("attention", "sdpa")) != "flash":
+        cp_why["cp"] = ("axolotl's context_parallel_size needs flash attention (plan it with --attention flash)")
+    elif cp > 1 and cfg["sample_packing"] and int(row["batch"]) > 1:
+        cp_why["cp"] = "axolotl's context_parallel_size takes micro-batch 1 with sample packing (plan --batch 1)"
+    elif cp > 1:
+        cfg["context_parallel_size"] = cp
+        notes.append(f"context parallel {cp}: axolotl's is ring-flash-attn's (pip install ring-flash-attn), where the "
+                     "plan counts torch's context_parallel (K/V all-gathered each layer); the attention's exchange "
+                     "buffers differ")
+    notes += _parallel_notes(row, model, "axolotl", ("cp",) if "context_parallel_size" in cfg else (), cp_why)
     text = _yaml(cfg, _header("axolotl", row, notes, "axolotl train FILE"))
     return Export("axolotl", text, notes)
 
@@ -592,6 +795,11 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["fsdp_cpu_offload"] = True
     if distributed and int(row["zero"]) < 3:
         notes.append(f"ZeRO stage {int(row['zero'])}: torchtune's distributed recipes shard everything (FSDP2, ZeRO-3)")
+    if distributed and _degree(row, "cp") > 1:
+        # context_parallel_dim: torchtune 0.7.0 recipes/{full,lora}_finetune_distributed.py __init__
+        # (cfg.get("context_parallel_dim", 1) into training.ParallelDims; rotate method allgather by default, as planned)
+        cfg["context_parallel_dim"] = _degree(row, "cp")
+    notes += _parallel_notes(row, model, "torchtune", ("cp",) if "context_parallel_dim" in cfg else ())
     text = _yaml(cfg, _header("torchtune", row, notes, f"tune run {recipe} --config YOUR_MODEL_CONFIG.yaml "
                                                        "(tune cp one of the model's configs, then set these keys)"))
     return Export("torchtune", text, notes)
@@ -642,8 +850,16 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
                      "together (lora_mlp)")
     elif method == "freeze":
         notes.append(f"method freeze (last {int(row['freeze_layers'])} layers): not a LitGPT method; written for finetune_full")
+    # global_batch_size: micro-batch x every device, since LitGPT's devices are all data-parallel (its FSDPStrategy has
+    # no tensor, pipeline or context parallel) and each takes global_batch_size // devices (LitGPT 0.5.13 litgpt/args.py
+    # TrainArgs.batch_size, which asserts it > 0): the plan's data-parallel ranks alone (batch x dp) would stop it
     cfg["train"] = {"global_batch_size": int(row["batch"]) * gpus, "micro_batch_size": int(row["batch"]),
                     "max_seq_length": int(row["seq"])}
+    dp = _data_parallel(row)
+    if dp != gpus:
+        notes.append(f"global_batch_size {int(row['batch']) * gpus}: LitGPT runs its {gpus} devices all data-parallel "
+                     f"(global_batch_size // devices each); the plan's {dp} data-parallel ranks (tp x pp x cp over the "
+                     f"rest) take {int(row['batch']) * dp} a step")
     opt = str(row["optimizer"])
     if "quantize" in cfg and opt != "paged_adamw_32bit":
         notes.append(f"optimizer {opt}: under quantize LitGPT steps bitsandbytes' PagedAdamW whatever the config "
@@ -665,6 +881,7 @@ def litgpt(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("loss", "litgpt")) not in ("litgpt", "litgpt_full"):
         notes.append(f"loss {row.get('loss')}: LitGPT computes its own (Fabric's fp32 logits, chunked cross-entropy); "
                      "plan it with --recipe litgpt")
+    notes += _parallel_notes(row, model, "litgpt")
     script = "finetune_lora" if lora else "finetune_full"
     text = _yaml(cfg, _header("litgpt", row, notes, f"litgpt download {repo}; litgpt {script} --config litgpt.yaml"))
     return Export("litgpt", text, notes)
@@ -680,6 +897,7 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
         raise ValueError(f"export {target!r} is a training configuration; for --task infer use: serve ... --export "
                          f"{'|'.join(SERVE_TARGETS)}")
     _check_base(target, row)
+    _check_precision(target, row)
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     return EXPORTERS[target](row, repo, known, model)
 

@@ -272,7 +272,11 @@ def test_an_export_of_a_plan_that_does_not_fit_warns():
 # Accelerate 1.15.0.dev0 @16cb6eb: commands/config/config_args.py (ClusterConfig), cluster.py
 # (fsdp_config keys), utils/constants.py (FSDP_AUTO_WRAP_POLICY, FSDP2_STATE_DICT_TYPE)
 ACCELERATE_TOP = {"compute_environment", "distributed_type", "mixed_precision", "num_machines", "num_processes",
-                  "machine_rank", "main_training_function", "use_cpu", "fsdp_config", "deepspeed_config"}
+                  "machine_rank", "main_training_function", "use_cpu", "fsdp_config", "deepspeed_config",
+                  "parallelism_config"}  # config_args.py ClusterConfig.parallelism_config
+# cluster.py's parallelism_config keys (prefix parallelism_config_), as examples/torch_native_parallelism/configs/cp.yaml
+ACCELERATE_PARALLELISM = {"parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+                          "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_cp_comm_strategy"}
 ACCELERATE_FSDP = {"fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params", "fsdp_auto_wrap_policy",
                    "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing",
                    "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_min_num_params", "fsdp_sync_module_states",
@@ -285,7 +289,9 @@ LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "q
                       "pure_bf16", "dataset", "template", "cutoff_len", "packing", "output_dir",
                       "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "bf16", "fp16", "deepspeed",
                       "lora_dropout",  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
-                      "double_quantization"}  # model_args.py QuantizationArguments.double_quantization (default True)
+                      "double_quantization",  # model_args.py QuantizationArguments.double_quantization (default True)
+                      # finetuning_args.py FinetuningArguments.use_adam_mini (line 472), .use_muon (line 522)
+                      "use_adam_mini", "use_muon"}
 LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
 # axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
 AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
@@ -295,11 +301,13 @@ AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r
                 "liger_fused_linear_cross_entropy", "activation_offloading", "deepspeed",
                 "liger_rope", "liger_rms_norm", "liger_glu_activation",  # integrations/liger/args.py LigerArgs
                 "lora_dropout",  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
-                "bnb_config_kwargs"}  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
+                "bnb_config_kwargs",  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
+                "context_parallel_size"}  # utils/schemas/config.py line 1107 (ring-flash-attn)
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
 TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
-                  "loss", "model", "fsdp_cpu_offload"}
+                  "loss", "model", "fsdp_cpu_offload",
+                  "context_parallel_dim"}  # recipes/{full,lora}_finetune_distributed.py cfg.get("context_parallel_dim", 1)
 TORCHTUNE_LORA = {"lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_rank", "lora_alpha",
                   "lora_dropout",  # 8B_lora_single_device.yaml model.lora_dropout: 0.0
                   "quantize_base"}  # models/llama3_1/_model_builders.py lora_llama3_1_8b(quantize_base=False); qlora_*'s True
@@ -573,3 +581,177 @@ def test_the_litgpt_recipes_qlora_base_is_launched_without_double_quantization()
     code, out, err = run_cli(*args, "torchtune")
     assert code == 2 and out == "" and "'auto (nf4_nodq under --recipe litgpt)'" in err
     assert err.rstrip().endswith("accepted for --export torchtune: nf4")
+
+
+def test_the_global_batch_counts_the_data_parallel_ranks_not_every_gpu():
+    """gpus = tp x pp x cp x data-parallel ranks (engine/scenarios.py): 16 GPUs at tp 2, pp 2, cp 2 are 2 data-parallel
+    ranks, and DeepSpeed checks train_batch_size against those (runtime/config.py _batch_assertion, with the
+    script's model-parallel groups). LitGPT's devices are all data-parallel (no tp, pp or cp): its global batch stays
+    micro-batch x devices (TrainArgs.batch_size asserts global_batch_size // devices > 0), and says so."""
+    argv = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--tp", "2", "--pp", "2", "--cp", "2",
+            "--gpus", "16", "--batch", "2")
+    out, err = _export(*argv, "--export", "deepspeed")
+    cfg = json.loads(out)
+    assert cfg["train_batch_size"] == 2 * 2 * cfg["gradient_accumulation_steps"]  # micro-batch x 2 ranks x accumulation
+    assert "train_batch_size 4: micro-batch 2 x the plan's 2 data-parallel ranks" in err
+    out, _ = _export(*argv, "--export", "litgpt")
+    cfg = yaml.safe_load(out)
+    assert cfg["devices"] == 16 and cfg["train"]["global_batch_size"] // cfg["devices"] == cfg["train"]["micro_batch_size"]
+    assert any("LitGPT runs its 16 devices all data-parallel" in n and "the plan's 2 data-parallel ranks" in n
+               and "take 4 a step" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("optimizer, switch", [("muon", "use_muon"), ("adam_mini", "use_adam_mini")])
+def test_llama_factory_switches_on_its_own_muon_and_adam_mini(optimizer, switch):
+    """Adam-mini and Muon have no transformers optim name; LLaMA-Factory builds them from its own switches
+    (finetuning_args.py use_adam_mini / use_muon; trainer_utils.py create_custom_optimizer, which does not read
+    optim): written there, with no optim key. The other HF-Trainer exports still refuse them, naming this one."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--optimizer", optimizer, "--recipe", "llama-factory",
+                     "--export", "llama-factory")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= LLAMA_FACTORY_KEYS, set(cfg) - LLAMA_FACTORY_KEYS
+    assert cfg[switch] is True and "optim" not in cfg
+    assert not any("optimizer" in n for n in _comments(out) if n.startswith("not expressed"))
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--optimizer", optimizer, "--export", "trl")
+    assert code == 2 and out == "" and f"optimizer {optimizer!r}" in err and f"writes it as {switch}: true" in err
+
+
+def test_llama_factory_muon_planned_under_another_recipe_says_its_step_differs():
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--optimizer", "muon", "--export", "llama-factory")
+    assert yaml.safe_load(out)["use_muon"] is True
+    assert any("LLaMA-Factory's own Muon" in n and "--recipe llama-factory" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("target, recipe", [("deepspeed", "deepspeed"), ("llama-factory", "llama-factory"),
+                                            ("axolotl", "axolotl")])
+def test_a_pure_bf16_zero_3_plan_launched_on_deepspeed_says_it_holds_more(target, recipe):
+    """Under the hf recipe a pure bf16 ZeRO-3 plan is FSDP's, with no fp32 copy (26 GiB a GPU here); DeepSpeed's bf16
+    mode, which these exports launch, keeps an fp32 master copy and fp32 states (the planner's --recipe deepspeed:
+    37 GiB). The note says so and what to plan or launch instead, and no longer calls the plan mixed_bf16."""
+    out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8",
+                       "--export", target)
+    notes = err.splitlines() if target == "deepspeed" else _comments(out)
+    (note,) = [n for n in notes if "DeepSpeed's bf16 mode" in n]
+    assert "plan's bf16 does not count: this run holds more than the plan" in note
+    assert f"--recipe {recipe}" in note and "--precision mixed_bf16" in note and "--export accelerate-fsdp" in note
+    assert "the plan's mixed_bf16" not in out + err
+    # planned as DeepSpeed's run, nothing more to say
+    out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8",
+                       "--recipe", recipe, "--export", target)
+    assert "holds more than the plan" not in out + err
+
+
+def test_deepspeed_names_what_its_16_bit_mode_does_to_lora_and_autocast_plans():
+    _, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--zero", "2", "--gpus", "2",
+                     "--export", "deepspeed")
+    assert "fp32 master copies of the trained parameters (here the lora adapters" in err and "mixed_bf16" not in err
+    _, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--precision", "amp_bf16", "--zero",
+                     "3", "--gpus", "8", "--export", "deepspeed")
+    assert "precision amp_bf16 (fp32 weights under bf16 autocast)" in err and "--precision mixed_bf16" in err
+
+
+@pytest.mark.parametrize("target", ["trl", "axolotl"])
+@pytest.mark.parametrize("method", ["full", "freeze"])
+def test_a_pure_fp16_plan_of_whole_weights_is_refused_where_the_trainers_grad_scaler_would_stop_it(target, method):
+    """fp16: true on fp16 weights: accelerate's GradScaler (mixed_precision fp16 outside DeepSpeed) raises 'Attempting
+    to unscale FP16 gradients.' (torch/amp/grad_scaler.py _unscale_grads_); fp16: false trains them unscaled. No
+    Trainer setting runs the plan: refused, naming the precisions that export. LoRA's adapters are fp32 (peft), and
+    DeepSpeed scales the loss over its own fp32 copy: those still export."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", method, "--precision", "fp16",
+                             "--gpu", "a10", "--export", target)
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and "…" not in err
+    assert f"precision 'fp16' with method {method}" in err and "Attempting to unscale FP16 gradients." in err
+    assert "accepted: fp32, amp_bf16, amp_fp16, bf16, mixed_bf16, mixed_fp16" in err
+    lora, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--precision", "fp16", "--export", target)
+    assert yaml.safe_load(lora)["fp16"] is True
+
+
+def test_trl_refuses_a_pure_fp16_zero_3_plan_too():
+    """TRL launches ZeRO-3 on FSDP (fp16 off, no DeepSpeed): its fp16 gradients would go unscaled."""
+    code, _, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "fp16", "--gpus",
+                           "4", "--zero", "3", "--export", "trl")
+    assert code == 2 and "precision 'fp16' with method full at ZeRO 3 cannot be exported to trl" in err
+
+
+def test_axolotl_launches_a_pure_fp16_zero_3_plan_on_deepspeed_and_says_it_holds_more():
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "full", "--precision", "fp16", "--gpus", "4",
+                     "--zero", "3", "--export", "axolotl")
+    cfg = yaml.safe_load(out)
+    assert cfg["fp16"] is True and cfg["deepspeed"] == "ds_config.json"
+    assert any("DeepSpeed's fp16 mode" in n and "--precision mixed_fp16" in n for n in _comments(out))
+
+
+@pytest.mark.parametrize("method, plan", [("full", "plan it with --precision amp_fp16"),
+                                          ("freeze", "the frozen layers stay fp16")])
+def test_llama_factory_says_it_upcasts_a_pure_fp16_plans_trained_weights(method, plan):
+    """LLaMA-Factory has no pure fp16 (pure_bf16 only): with fp16 it casts the trainable parameters to fp32
+    (model/adapter.py init_adapter, _setup_full_tuning) and scales the loss over them, which the plan's fp16
+    weights do not count."""
+    out, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", method, "--precision", "fp16", "--gpu", "a10",
+                     "--export", "llama-factory")
+    assert yaml.safe_load(out)["fp16"] is True
+    (note,) = [n for n in _comments(out) if n.startswith("not expressed: precision fp16")]
+    assert "upcasts the trained parameters to fp32" in note and "holds more than the plan" in note and plan in note
+
+
+def _peak_gib(*argv: str) -> float:
+    code, out, err = run_cli("estimate", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)["peak_bytes"] / 2**30
+
+
+@pytest.mark.parametrize("target", exports.TRAIN_TARGETS)
+def test_expert_parallel_no_target_expresses_is_said_with_what_the_launched_run_holds(target):
+    """No training export's config has expert parallel: each says so, with the peak of the run it launches (--ep 1,
+    which does not fit the H100 this plan fits at ep 8), not a plain data-parallel file with no word of it."""
+    plan = ("--model", "qwen3-30b-a3b", "--method", "lora", "--gpus", "8", "--gpu", "h100-sxm-80gb")
+    out, err = _export("estimate", *plan, "--ep", "8", "--export", target)
+    notes = err.splitlines() if target == "deepspeed" else _comments(out)
+    (note,) = [n for n in notes if "expert parallel 8" in n]
+    launched, planned = _peak_gib(*plan, "--ep", "1"), _peak_gib(*plan, "--ep", "8")
+    assert launched > planned + 40
+    assert f"the run holds about {launched:.1f} GiB per GPU where the plan holds {planned:.1f} GiB" in note
+    assert "launched without it (--ep 1)" in note
+
+
+def test_context_parallel_is_written_where_the_target_has_it():
+    """accelerate's parallelism_config (FSDP2 over dp_shard x cp, as the plan shards over the data x context ranks),
+    torchtune's context_parallel_dim and axolotl's context_parallel_size (flash attention only) carry cp; the other
+    exports say what they launch without it."""
+    plan = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--gpus", "4", "--cp", "2", "--zero", "3",
+            "--seq", "32768")
+    out, _ = _export(*plan, "--export", "accelerate-fsdp")
+    cfg = yaml.safe_load(out)
+    assert set(cfg) <= ACCELERATE_TOP and set(cfg["parallelism_config"]) <= ACCELERATE_PARALLELISM
+    par = cfg["parallelism_config"]
+    assert par["parallelism_config_cp_size"] == 2 and par["parallelism_config_dp_replicate_size"] == 1
+    assert par["parallelism_config_dp_shard_size"] * par["parallelism_config_cp_size"] == cfg["num_processes"] == 4
+    assert any("maybe_context_parallel" in n for n in _comments(out))
+    assert not any("launched without it" in n for n in _comments(out))
+    cfg = yaml.safe_load(_export(*plan, "--export", "torchtune")[0])
+    assert set(cfg) <= TORCHTUNE_KEYS and cfg["context_parallel_dim"] == 2
+    out, _ = _export(*plan, "--attention", "flash", "--export", "axolotl")
+    assert yaml.safe_load(out)["context_parallel_size"] == 2 and any("ring-flash-attn" in n for n in _comments(out))
+    launched = _peak_gib(*plan[1:], "--cp", "1")
+    for target in ("trl", "llama-factory", "litgpt"):
+        out, _ = _export(*plan, "--export", target)
+        assert "context_parallel" not in yaml.safe_load(out)
+        assert any(n.startswith("not expressed: context parallel 2") and f"about {launched:.1f} GiB per GPU" in n
+                   for n in _comments(out)), target
+    _, err = _export(*plan, "--export", "deepspeed")
+    assert "# not expressed: context parallel 2" in err and f"about {launched:.1f} GiB per GPU" in err
+
+
+@pytest.mark.parametrize("target, flags, why", [
+    ("axolotl", (), "needs flash attention (plan it with --attention flash)"),
+    ("axolotl", ("--attention", "flash", "--packing", "on", "--batch", "2"), "takes micro-batch 1 with sample packing"),
+    ("accelerate-fsdp", ("--attention", "flash"), "takes SDPA only"),
+    ("accelerate-fsdp", ("--zero", "0", "--method", "lora"), "runs under FSDP2 only"),
+])
+def test_context_parallel_a_target_would_refuse_is_said_not_written(target, flags, why):
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--gpus", "4", "--cp", "2", "--zero",
+                     "3", *flags, "--export", target)
+    cfg = yaml.safe_load(out)
+    assert "context_parallel_size" not in cfg and "parallelism_config" not in cfg
+    assert any(n.startswith("not expressed: context parallel 2") and why in n and "launched without it (--cp 1)" in n
+               for n in _comments(out))
