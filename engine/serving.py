@@ -359,6 +359,20 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
 LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
+# llama.cpp's KV cache types (-ctk / -ctv, common/arg.cpp "--cache-type-k TYPE ... (default: f16)"; f32, f16, bf16,
+# q8_0, q4_0, ...) for each kv_precision: llama.cpp has no fp8 cache, so fp8 is its 8-bit one, q8_0; auto and fp16 are
+# its default f16. A quantized type is stored in ggml blocks of 32 values with one fp16 scale each
+# (ggml/src/ggml-common.h: block_q8_0 = ggml_half d + int8_t qs[QK8_0], static_assert(sizeof(block_q8_0) ==
+# sizeof(ggml_half) + QK8_0); block_q4_0 = ggml_half d + uint8_t qs[QK4_0 / 2]; QK8_0 = QK4_0 = 32; ggml/src/ggml.c
+# type_traits: blck_size QK8_0 / QK4_0, type_size sizeof(block_q8_0) / sizeof(block_q4_0)), and
+# src/llama-kv-cache.cpp makes each layer's K and V tensors of that type (ggml_row_size: values / 32 x the block's
+# bytes), so a value takes 34/32 or 18/32 bytes, not 1 or 0.5 (ExLlamaV2's Q8/Q4 cache likewise, EXL_CACHE_BYTES).
+# Ollama runs llama.cpp's cache: OLLAMA_KV_CACHE_TYPE (envconfig/config.go KvCacheType: f16, q8_0, q4_0), which it
+# applies only with OLLAMA_FLASH_ATTENTION=1, as llama.cpp quantizes its V cache only with flash attention (-fa on;
+# src/llama-context.cpp: "V cache quantization requires flash_attn").
+LLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0", "bf16": "bf16", "fp32": "f32"}
+GGML_KV_BLOCK_BYTES = {"q8_0": (2 + 32) / 32, "q4_0": (2 + 32 / 2) / 32}  # bytes per K or V value
+OLLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0"}
 # Ollama's estimate (ollama/ollama llm/memory.go `EstimateGPULayers`, commit 000ce020 as read
 # via the public index): a layer = blk.0's bytes + its share of the fp16 KV cache; the GPU is
 # charged its minimum memory (gpu/gpu.go: cudaMinimumMemory = rocmMinimumMemory = 457 MiB)
@@ -1099,14 +1113,25 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
     # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below
     policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
-    est = estimate(pd.DataFrame({
+    asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
         "precision": np.where(is_exl | is_mlc, "fp16", req["precision"].to_numpy(object)),
         "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl | is_mlc, "fp16", kv_prec),
         "allow_long_context": True, "gpus": 1, "kv_policy": policy,
-    }), models)
+    })
+    est = estimate(asked, models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_context_bytes"].to_numpy(float) / ctx  # whole model, one token (at the context)
+    # llama.cpp / Ollama with a quantized cache: its K/V values in ggml blocks (GGML_KV_BLOCK_BYTES), where the estimate
+    # counts 1 or 0.5 bytes a value. The values are the difference to the same cache in f16 (the rest of kv_token, a
+    # linear-attention layer's state per sequence, is in its own dtype whatever the cache type)
+    block_bytes = pd.Series(kv_prec, dtype=object).map(LLAMA_KV_TYPES).map(GGML_KV_BLOCK_BYTES).to_numpy(float)
+    blocked = np.flatnonzero(is_llama & ~np.isnan(block_bytes))
+    if len(blocked):
+        f16 = estimate(asked.iloc[blocked].assign(kv_precision="fp16").reset_index(drop=True), models)
+        b = pd.Series(kv_prec[blocked], dtype=object).map(C.KV_BYTES).to_numpy(float)
+        values = (f16["kv_cache_context_bytes"].to_numpy(float) / ctx[blocked] - kv_token[blocked]) / (2.0 - b)
+        kv_token[blocked] += values * (block_bytes[blocked] - b)
     # each model's parameters by part (ExLlamaV2's and MLC's weights, vLLM's MXFP4 padding, the MoE split below)
     counts = architecture_counts(m)
     # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
