@@ -732,6 +732,47 @@ CLI_CHECKED_SETTINGS = ("gpu_memory_utilization", "gpu_layers", "host_bandwidth_
                         "draft_context")
 
 
+# The KV cache types an engine launches (serve's kv_precision; llama.cpp takes every type, LLAMA_KV_TYPES), with what
+# its own option calls them. vLLM: --kv-cache-dtype (CacheConfig.cache_dtype; vllm/config/cache.py CacheDType at
+# 002f10e: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, ...; the V0 releases' vllm/engine/arg_utils.py choices:
+# auto, fp8, fp8_e5m2, fp8_e4m3), "auto" being the model's dtype (--dtype). SGLang: --kv-cache-dtype (server_args.py
+# choices: auto, fp8_e5m2, fp8_e4m3; bf16 / bfloat16 in later releases), fp16 through auto under --dtype float16.
+# Neither has an int8 or int4 cache of 1 or 0.5 bytes a value (vLLM's 2026 int8_per_token_head / int4_per_token_head
+# keep a scale per token and head beside the values: not modelled), nor an fp32 one but through auto under --dtype
+# float32: a plan on such a cache would count bytes the engine never allocates, and its command could not carry it.
+# Ollama's is f16, q8_0 or q4_0 (OLLAMA_KV_TYPES; no f32: an fp32 plan counted twice the bytes it runs with). MLC-LLM's
+# paged KV cache is fp16; ExLlamaV2's fp16, Q8 or Q4 (EXL_CACHE_BYTES).
+KV_ENGINE_TYPES = {
+    "vllm": (("auto", "fp16", "bf16", "fp8"), "its --kv-cache-dtype: auto (the model's dtype), float16, bfloat16, fp8; "
+                                              "no int8 or int4 cache, fp32 only as auto under --precision fp32"),
+    "sglang": (("auto", "fp16", "bf16", "fp8"), "its --kv-cache-dtype: auto (the model's dtype), fp8_e4m3, fp8_e5m2, "
+                                                "bf16; no int8 or int4 cache, fp32 only as auto under --precision fp32"),
+    "ollama": (("auto", "fp16", "bf16", "fp8", "int8", "int4"), "its OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0; bf16 runs "
+                                                                "as f16, fp8 as q8_0"),
+    "mlc-llm": (("auto", "fp16"), "its paged KV cache is fp16"),
+    "exllamav2": (tuple(EXL_CACHE_BYTES), "int8/fp8: its Q8 cache, int4: Q4"),
+}
+
+
+def _kv_refusals(req: pd.DataFrame):
+    """(rows, message) for each engine whose KV cache types (KV_ENGINE_TYPES) leave out a row's kv_precision."""
+    kv = req["kv_precision"].astype(str)
+    for engine, (accepted, why) in KV_ENGINE_TYPES.items():
+        bad = (req["engine"] == engine) & ~kv.isin(accepted)
+        if bad.any():
+            yield bad, (f"kv_precision {kv[bad].iloc[0]!r} is not accepted for {engine}; accepted: "
+                        f"{', '.join(accepted)} ({why})")
+
+
+def kv_refused(req: pd.DataFrame) -> np.ndarray:
+    """Per request: its kv_precision is a cache type its engine does not have (the requests serve() would refuse for
+    it; a search over engines leaves them out, planner/serving.py cheapest, as formats_refused does for weights)."""
+    out = np.zeros(len(req), dtype=bool)
+    for rows, _ in _kv_refusals(req):
+        out |= rows.to_numpy(bool)
+    return out
+
+
 def max_num_seqs_help() -> str:
     """`serve --max-num-seqs`'s help: each engine's default as serve() decides it, written from the same constants."""
     v1, by_memory = VLLM_V1_FROM, VLLM_MEMORY_DEFAULTS_FROM
@@ -834,10 +875,8 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
                          "accepted: --engine mlc-llm")
-    bad = mlc & ~req["kv_precision"].astype(str).isin(("auto", "fp16"))
-    if bad.any():
-        raise ValueError(f"kv_precision {req['kv_precision'][bad].iloc[0]!r} is not accepted for mlc-llm; accepted: auto, "
-                         "fp16 (its paged KV cache is fp16)")
+    for _, message in _kv_refusals(req):  # a KV cache type the engine has (KV_ENGINE_TYPES)
+        raise ValueError(message)
 
 
 # vLLM and SGLang split a layer's attention heads over the tensor-parallel ranks: the query heads evenly, the KV
@@ -925,11 +964,6 @@ def _check_exllamav2(req: pd.DataFrame) -> None:
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav2; accepted: exl2-B with B "
                          f"the bits per weight from {EXL_BITS_RANGE[0]:g} to {EXL_BITS_RANGE[1]:g} (e.g. exl2-4.0), "
                          "or int4 (GPTQ)")
-    kv = req["kv_precision"].astype(str)
-    bad = exl & ~kv.isin(tuple(EXL_CACHE_BYTES)).to_numpy()
-    if bad.any():
-        raise ValueError(f"kv_precision {kv[bad].iloc[0]!r} is not accepted for exllamav2; accepted: "
-                         f"{', '.join(EXL_CACHE_BYTES)} (int8/fp8: its Q8 cache, int4: Q4)")
 
 
 def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
