@@ -1688,6 +1688,24 @@ def _hf_repos(m: pd.DataFrame, index) -> pd.Series:
 # (SpeculativeConfig's model, num_speculative_tokens, draft_tensor_parallel_size) since; 5 draft
 # tokens is an example (vLLM requires a number for a draft model, it has no default).
 SPEC_TOKENS = 5
+# The weights' format and the KV cache type as each engine's command names them: the plan that was sized, and the one
+# `serve --export` writes (planner/exports.py; tests/test_serving_commands.py checks the two agree, flag for flag).
+# vLLM and SGLang: --dtype for 16/32-bit weights (vLLM's ModelConfig.dtype choices; SGLang's --dtype takes the same),
+# --quantization fp8 (quantized at load; an FP8 checkpoint's own quantization_config is read without it, the same
+# bytes), and for vLLM 4-bit weights in-flight bitsandbytes (--quantization bitsandbytes: its loader quantizes a bf16
+# checkpoint at load; a pre-quantized AWQ/GPTQ checkpoint, whose method vLLM reads from its config, runs faster);
+# other formats are read from the checkpoint's config. The KV cache: vLLM's --kv-cache-dtype fp8 / float16 / bfloat16
+# (vllm/config/cache.py CacheDType at 002f10e), SGLang's fp8_e4m3 (its fp16 / bf16 cache is auto, the model's dtype);
+# llama.cpp's -ctk / -ctv and Ollama's OLLAMA_KV_CACHE_TYPE (LLAMA_KV_TYPES, OLLAMA_KV_TYPES).
+TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+VLLM_BNB_WEIGHTS = ("int4", "nf4")
+VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
+SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+
+
+def _g(values: pd.Series) -> pd.Series:
+    """Numbers as '%g' writes them (0.9, 0.83, 0.7885): the share planned, whole (planner/exports.py writes it so)."""
+    return pd.Series(np.char.mod("%g", pd.to_numeric(values, errors="coerce").to_numpy(float)), index=values.index)
 
 
 def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
@@ -1717,20 +1735,32 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
     tp = out["gpus"].astype(int).astype(str)
-    kv = out["kv_precision"].astype(str)
-    vllm = ("vllm serve " + hf + " --max-model-len " + out["max_model_len"].astype(int).astype(str)
+    seqs = out["max_num_seqs"].astype(int).astype(str)
+    length = out["max_model_len"].astype(int).astype(str)
+    share = _g(out["gpu_memory_utilization"])
+    prec, kv = out["precision"].astype(str), out["kv_precision"].astype(str)
+    # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
+    dtype = prec.map(TORCH_DTYPE)
+    torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
+    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS), " --quantization bitsandbytes", torch_weights)
+    vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
+    vllm = ("vllm serve " + hf + " --max-model-len " + length
             + np.where(out["kv_cache_memory_bytes"].notna(),
                        " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),
-                       " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str))
-            + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
+                       " --gpu-memory-utilization " + share)
+            + " --max-num-seqs " + seqs
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
-            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "")
-            + np.where(out["precision"] == "fp8", " --quantization fp8", "") + vllm_draft)
-    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + out["max_model_len"].astype(int).astype(str)
-              + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
-              + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, "")
-              + np.where(out["precision"] == "fp8", " --quantization fp8", "") + sglang_draft)
-    kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
+            + vllm_weights + np.where(vllm_kv.notna(), " --kv-cache-dtype " + vllm_kv.fillna(""), "") + vllm_draft)
+    # (SGLang's tensor-parallel size is --tp-size, server_args.py's field tp_size)
+    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + length
+              + " --mem-fraction-static " + share + " --max-running-requests " + seqs
+              + np.where(tp != "1", " --tp-size " + tp, "") + torch_weights + sglang_draft
+              + np.where(sglang_kv.notna(), " --kv-cache-dtype " + sglang_kv.fillna(""), ""))
+    # llama.cpp's cache type (LLAMA_KV_TYPES; auto and fp16 are its default f16); a quantized V cache needs flash
+    # attention (-fa on)
+    ctk = kv.map(LLAMA_KV_TYPES)
+    kvtype = np.where(ctk.notna(), " -ctk " + ctk.fillna("") + " -ctv " + ctk.fillna("")
+                      + np.where(ctk.fillna("").str.startswith("q"), " -fa on", ""), "")
     # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
     # (common/arg.cpp; N counts layers from 0, dense ones included)
     n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
@@ -1741,12 +1771,15 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     vision = (pd.to_numeric(m["vision_params"], errors="coerce").fillna(0).to_numpy() > 0) if "vision_params" in m \
         else np.zeros(len(out), dtype=bool)
     mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
-    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
-             + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", "")
-             + llama_draft)
-    ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
-              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": "
-              + out["max_model_len"].astype(int).astype(str) + "}}'")
+    # (-sm: --split-mode, layers over the GPUs)
+    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
+             + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
+    # Ollama: its cache type through the server's environment, which it applies with flash attention on
+    okv = kv.map(OLLAMA_KV_TYPES)
+    ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
+              + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
+              + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
+              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
               + hf + "', device_map='auto', torch_dtype='auto')\"")
     # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the

@@ -7,12 +7,16 @@ engine/serving.py cites, not read back from its columns."""
 
 from __future__ import annotations
 
+import json
+import shlex
 
 import pandas as pd
 import pytest
 
 from catalog import default_catalog
 from engine import serving as S
+from planner.exports import SERVE_TARGETS, serve_export
+from tests.clirun import run_cli
 
 # Llama 3.1 8B: 32 layers, 8 KV heads of 128: K and V values a token
 LLAMA31_8B_KV_VALUES = 2 * 32 * 8 * 128
@@ -92,7 +96,6 @@ def test_vllm_and_sglang_plan_the_kv_caches_they_have(cat):
 
 
 def test_serve_exits_2_naming_the_kv_type_and_the_accepted_ones():
-    from tests.clirun import run_cli
     code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "vllm",
                              "--max-model-len", "8192", "--kv-precision", "int8")
     assert code == 2 and out == ""
@@ -124,3 +127,130 @@ def test_ollama_refuses_an_fp32_cache(cat):
                                          r"fp8, int8, int4 \(its OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0"):
         rows(cat, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="ollama", precision="q4_k_m", max_model_len=8192,
                        kv_precision="fp32"))
+
+
+# --- the printed command launches the plan the export launches ----------------------------------------
+
+def _words(command: str) -> tuple[dict, list, dict]:
+    """A command line as (environment assignments, the program's words, its flags and their values): shlex's words,
+    a flag followed by another flag (or nothing) having None."""
+    words = shlex.split(command)
+    env = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    first = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+    flags = {}
+    for i, word in enumerate(words[first:], first):
+        if word.startswith("-"):
+            following = words[i + 1] if i + 1 < len(words) else None
+            flags[word] = following if following is not None and not following.startswith("-") else None
+    return env, words[:first], flags
+
+
+def _ollama(command: str) -> tuple[dict, dict]:
+    """Ollama's command: the server's environment and the request's options (num_gpu, num_ctx)."""
+    words = shlex.split(command)
+    env = dict(w.split("=", 1) for w in words[:words.index("ollama")])
+    return env, {k: str(v) for k, v in json.loads(words[words.index("-d") + 1])["options"].items()}
+
+
+def _ollama_export(text: str) -> tuple[dict, dict]:
+    """The Modelfile export: the server's environment (its `server:` comment) and the PARAMETER lines."""
+    server = next(line for line in text.splitlines() if line.startswith("# server: "))
+    env = dict(w.split("=", 1) for w in shlex.split(server.removeprefix("# server: ")) if "=" in w)
+    params = dict(line.split()[1:3] for line in text.splitlines() if line.startswith("PARAMETER "))
+    return env, params
+
+
+def _export_line(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if line and not line.startswith("#")]
+    return line
+
+
+# every weight format x KV cache type each engine takes (engine/serving.py engine_precisions, KV_ENGINE_TYPES), on one
+# and two GPUs, a draft model, routed experts in host RAM and a vision tower
+TORCH_KV = ("auto", "fp16", "bf16", "fp8")
+GRID = (
+    [dict(engine="vllm", precision=p, kv_precision=kv, gpus=g)
+     for p in ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "nf4") for kv in TORCH_KV for g in (1, 2)]
+    + [dict(engine="sglang", precision=p, kv_precision=kv, gpus=g)
+       for p in ("bf16", "fp16", "fp8", "int8", "int4") for kv in TORCH_KV for g in (1, 2)]
+    + [dict(engine="llama.cpp", precision=p, kv_precision=kv, gpus=g) for p in ("q4_k_m", "q8_0")
+       for kv in ("auto", "fp16", "bf16", "fp32", "fp8", "int8", "int4") for g in (1, 2)]
+    + [dict(engine="ollama", precision="q4_k_m", kv_precision=kv) for kv in ("auto", "fp16", "bf16", "fp8", "int8", "int4")]
+    + [dict(engine="vllm", precision="bf16", kv_precision="fp8", draft_model="llama-3.2-1b"),
+       dict(engine="vllm", precision="bf16", gpus=2, draft_model="llama-3.2-1b", draft_tensor_parallel_size=1),
+       dict(engine="vllm", precision="fp8", engine_version="0.6", draft_model="llama-3.2-1b"),
+       dict(engine="vllm", precision="bf16", kv_cache_memory_bytes=4_000_000_000, gpu_memory_utilization=0.8125),
+       dict(engine="sglang", precision="bf16", kv_precision="fp8", draft_model="llama-3.2-1b",
+            gpu_memory_utilization=0.7885),
+       dict(engine="llama.cpp", precision="q4_k_m", kv_precision="int8", draft_model="llama-3.2-1b", max_num_seqs=2),
+       dict(engine="llama.cpp", model="mixtral-8x7b", gpu="rtx-4090", precision="q4_k_m", cpu_moe_layers=-1,
+            kv_precision="int4"),
+       dict(engine="llama.cpp", model="qwen3-30b-a3b", gpu="rtx-4090", precision="q4_k_m", cpu_moe_layers=-2),
+       dict(engine="llama.cpp", model="gemma-3-4b", precision="q4_k_m", kv_precision="fp8"),
+       dict(engine="ollama", model="gemma-3-4b", precision="q8_0", kv_precision="int8")]
+)
+
+
+@pytest.fixture(scope="module")
+def grid(cat):
+    models, _ = cat
+    requests = [{"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "max_model_len": 8192, **r} for r in GRID]
+    out = rows(cat, *requests)
+    by_id = models.set_index("id")
+    target = {engine: name for name, engine in SERVE_TARGETS.items()}
+    pairs = []
+    for _, row in out.iterrows():
+        draft = by_id.loc[row["draft_model"]] if isinstance(row["draft_model"], str) else None
+        pairs.append((row, serve_export(target[row["engine"]], row, by_id.loc[row["model"]], draft).text))
+    return pairs
+
+
+def test_the_printed_command_carries_the_exports_flags_and_values(grid):
+    """The command serve prints ("run it", --json `command`) and `serve --export` launch the same plan: the same
+    program, environment, flags and values (shlex's words of both), for every engine x weight format x KV cache type
+    above. Before, the command left out SGLang's --kv-cache-dtype fp8_e4m3, Ollama's OLLAMA_KV_CACHE_TYPE and
+    OLLAMA_FLASH_ATTENTION=1, llama.cpp's -fa on beside a quantized cache, vLLM's --dtype and its bitsandbytes
+    --quantization for 4-bit weights, and spelt SGLang's --tp-size as --tp."""
+    assert len(grid) == len(GRID)
+    for row, export in grid:
+        what = f"{row['engine']} {row['precision']} kv {row['kv_precision']} x{row['gpus']}: {row['command']}"
+        if row["engine"] == "ollama":
+            assert _ollama(row["command"]) == _ollama_export(export), what
+        else:
+            assert _words(row["command"]) == _words(_export_line(export)), what
+
+
+def test_the_commands_carry_the_kv_cache_and_weights_planned(grid):
+    """What the comparison above rests on, in the engines' own words: the KV cache type and the weights' format."""
+    got = {(r["engine"], r["precision"], r["kv_precision"], int(r["gpus"])): _words(r["command"])
+           for r, _ in grid if not isinstance(r["draft_model"], str) and r["engine"] != "ollama"}
+    assert got[("sglang", "bf16", "fp8", 2)][2]["--kv-cache-dtype"] == "fp8_e4m3"
+    assert got[("sglang", "bf16", "fp8", 2)][2]["--tp-size"] == "2"
+    assert got[("vllm", "fp16", "auto", 1)][2]["--dtype"] == "float16"
+    assert got[("vllm", "int4", "fp8", 1)][2]["--quantization"] == "bitsandbytes"
+    assert got[("vllm", "bf16", "fp8", 1)][2]["--kv-cache-dtype"] == "fp8"
+    q8 = got[("llama.cpp", "q4_k_m", "int8", 2)][2]
+    assert (q8["-ctk"], q8["-ctv"], q8["-fa"], q8["-sm"]) == ("q8_0", "q8_0", "on", "layer")
+    assert "-fa" not in got[("llama.cpp", "q4_k_m", "fp32", 1)][2]  # f32 is not quantized
+    moe = {r["model"]: _words(r["command"])[2] for r, _ in grid if r["cpu_moe_layers"] != 0}
+    assert int(moe["mixtral-8x7b"]["--n-cpu-moe"]) > 0 and "--cpu-moe" in moe["qwen3-30b-a3b"]
+    ollama = {r["kv_precision"]: _ollama(r["command"])[0] for r, _ in grid if r["engine"] == "ollama" and r["model"] == "llama-3.1-8b"}
+    assert ollama["int4"] == {"OLLAMA_NUM_PARALLEL": "1", "OLLAMA_FLASH_ATTENTION": "1", "OLLAMA_KV_CACHE_TYPE": "q4_0"}
+    assert ollama["auto"] == {"OLLAMA_NUM_PARALLEL": "1"}
+
+
+def test_the_cli_command_and_export_agree_beyond_the_models_context():
+    """Through the command line: `serve --json`'s command and `serve --export vllm` beyond the model's context carry
+    the same variable, flags and values."""
+    argv = ("serve", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--engine", "vllm", "--max-model-len", "16384",
+            "--allow-long-context", "--kv-precision", "fp8", "--precision", "fp16")
+    code, out, err = run_cli(*argv, "--json")
+    assert code == 0, err
+    command = json.loads(out)["command"]
+    code, text, err = run_cli(*argv, "--export", "vllm")
+    assert code == 0, err
+    assert _words(command) == _words(_export_line(text))
+    assert _words(command)[0] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
