@@ -1701,6 +1701,22 @@ TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_BNB_WEIGHTS = ("int4", "nf4")
 VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
 SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+# transformers' from_pretrained for the weights sized (engine/constants.py LINEAR_BITS): 16/32-bit in their torch_dtype;
+# int8 / int4 / nf4 through bitsandbytes' BitsAndBytesConfig (transformers utils/quantization_config.py): LLM.int8
+# (load_in_8bit), NF4 (nf4: 4.127 bits a weight, its block scales quantized again, bnb_4bit_use_double_quant) and
+# int4 as bitsandbytes' FP4 at the same layout (4.127 bits, within the 4.25 sized), computing in fp16; the rest of the
+# model in float16, the dtype transformers' bitsandbytes quantizers set where none is given
+# (quantizers/quantizer_bnb_4bit.py update_torch_dtype: "Overriding torch_dtype=None with torch_dtype=torch.float16 due
+# to requirements of bitsandbytes"), as the plan counts it (engine/constants.py FP16_ACTIVATION_WEIGHTS). fp8 and mxfp4
+# checkpoints carry their quantization_config: torch_dtype='auto'. Without this the command loaded a 16-bit model
+# (Llama 3 8B: 15 GiB of weights where int4 was sized at 5.4).
+BNB_4BIT = "load_in_4bit=True, bnb_4bit_quant_type='{}', bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype='float16'"
+TRANSFORMERS_LOAD = {
+    **{p: f"torch_dtype='{dtype}'" for p, dtype in TORCH_DTYPE.items()},
+    "int8": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(load_in_8bit=True)",
+    "int4": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(" + BNB_4BIT.format("fp4") + ")",
+    "nf4": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(" + BNB_4BIT.format("nf4") + ")",
+}
 
 
 def _g(values: pd.Series) -> pd.Series:
@@ -1780,8 +1796,12 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
               + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
               + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
               + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
-    hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
-              + hf + "', device_map='auto', torch_dtype='auto')\"")
+    # transformers: the weights as sized (TRANSFORMERS_LOAD), bitsandbytes' config where they are quantized by it
+    load = prec.map(TRANSFORMERS_LOAD)
+    hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM"
+              + np.where(load.fillna("").str.contains("BitsAndBytesConfig"), ", BitsAndBytesConfig", "")
+              + "; AutoModelForCausalLM.from_pretrained('" + hf + "', device_map='auto', "
+              + load.fillna("torch_dtype='auto'") + ")\"")
     # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the
     # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
     exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"

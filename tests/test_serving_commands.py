@@ -242,6 +242,36 @@ def test_the_commands_carry_the_kv_cache_and_weights_planned(grid):
     assert ollama["auto"] == {"OLLAMA_NUM_PARALLEL": "1"}
 
 
+@pytest.mark.parametrize("precision, config, weights_gib", [
+    ("int4", "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='fp4', bnb_4bit_use_double_quant=True, "
+             "bnb_4bit_compute_dtype='float16')", 5.4),
+    ("nf4", "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True, "
+            "bnb_4bit_compute_dtype='float16')", 5.3),
+    ("int8", "BitsAndBytesConfig(load_in_8bit=True)", 8.4),
+])
+def test_transformers_loads_the_quantized_weights_it_was_sized_for(cat, precision, config, weights_gib):
+    """transformers' command for bitsandbytes weights (Llama 3 8B on a T4): the quantization config sized (NF4 at
+    4.127 bits with its scales quantized again, int4 as bitsandbytes' FP4 at the same layout, LLM.int8), the rest in
+    float16 as bitsandbytes' quantizer sets it; without it from_pretrained loaded ~15 GiB of bf16 weights."""
+    row = rows(cat, dict(model="llama-3-8b", gpu="t4", engine="transformers", precision=precision,
+                         max_model_len=4096)).iloc[0]
+    assert row.weights_bytes / 2**30 == pytest.approx(weights_gib, abs=0.1)
+    code = shlex.split(row.command)
+    assert code[:2] == ["python", "-c"]
+    assert code[2] == ("from transformers import AutoModelForCausalLM, BitsAndBytesConfig; AutoModelForCausalLM"
+                       f".from_pretrained('meta-llama/Meta-Llama-3-8B', device_map='auto', torch_dtype='float16', "
+                       f"quantization_config={config})")
+    compile(code[2], "command", "exec")  # Python as written
+
+
+def test_transformers_loads_16_bit_weights_in_the_dtype_sized(cat):
+    out = rows(cat, *(dict(model="llama-3-8b", gpu="a100-80gb-sxm", engine="transformers", precision=p,
+                           max_model_len=4096) for p in ("bf16", "fp16", "fp8")))
+    dtypes = [shlex.split(c)[2].split("torch_dtype=")[1].rstrip(")") for c in out["command"]]
+    assert dtypes == ["'bfloat16'", "'float16'", "'auto'"]  # fp8: the checkpoint's own quantization_config
+    assert all("quantization_config" not in c for c in out["command"])
+
+
 def test_the_cli_command_and_export_agree_beyond_the_models_context():
     """Through the command line: `serve --json`'s command and `serve --export vllm` beyond the model's context carry
     the same variable, flags and values."""
