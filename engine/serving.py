@@ -359,6 +359,20 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
 LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
+# llama.cpp's KV cache types (-ctk / -ctv, common/arg.cpp "--cache-type-k TYPE ... (default: f16)"; f32, f16, bf16,
+# q8_0, q4_0, ...) for each kv_precision: llama.cpp has no fp8 cache, so fp8 is its 8-bit one, q8_0; auto and fp16 are
+# its default f16. A quantized type is stored in ggml blocks of 32 values with one fp16 scale each
+# (ggml/src/ggml-common.h: block_q8_0 = ggml_half d + int8_t qs[QK8_0], static_assert(sizeof(block_q8_0) ==
+# sizeof(ggml_half) + QK8_0); block_q4_0 = ggml_half d + uint8_t qs[QK4_0 / 2]; QK8_0 = QK4_0 = 32; ggml/src/ggml.c
+# type_traits: blck_size QK8_0 / QK4_0, type_size sizeof(block_q8_0) / sizeof(block_q4_0)), and
+# src/llama-kv-cache.cpp makes each layer's K and V tensors of that type (ggml_row_size: values / 32 x the block's
+# bytes), so a value takes 34/32 or 18/32 bytes, not 1 or 0.5 (ExLlamaV2's Q8/Q4 cache likewise, EXL_CACHE_BYTES).
+# Ollama runs llama.cpp's cache: OLLAMA_KV_CACHE_TYPE (envconfig/config.go KvCacheType: f16, q8_0, q4_0), which it
+# applies only with OLLAMA_FLASH_ATTENTION=1, as llama.cpp quantizes its V cache only with flash attention (-fa on;
+# src/llama-context.cpp: "V cache quantization requires flash_attn").
+LLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0", "bf16": "bf16", "fp32": "f32"}
+GGML_KV_BLOCK_BYTES = {"q8_0": (2 + 32) / 32, "q4_0": (2 + 32 / 2) / 32}  # bytes per K or V value
+OLLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0"}
 # Ollama's estimate (ollama/ollama llm/memory.go `EstimateGPULayers`, commit 000ce020 as read
 # via the public index): a layer = blk.0's bytes + its share of the fp16 KV cache; the GPU is
 # charged its minimum memory (gpu/gpu.go: cudaMinimumMemory = rocmMinimumMemory = 457 MiB)
@@ -718,6 +732,47 @@ CLI_CHECKED_SETTINGS = ("gpu_memory_utilization", "gpu_layers", "host_bandwidth_
                         "draft_context")
 
 
+# The KV cache types an engine launches (serve's kv_precision; llama.cpp takes every type, LLAMA_KV_TYPES), with what
+# its own option calls them. vLLM: --kv-cache-dtype (CacheConfig.cache_dtype; vllm/config/cache.py CacheDType at
+# 002f10e: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, ...; the V0 releases' vllm/engine/arg_utils.py choices:
+# auto, fp8, fp8_e5m2, fp8_e4m3), "auto" being the model's dtype (--dtype). SGLang: --kv-cache-dtype (server_args.py
+# choices: auto, fp8_e5m2, fp8_e4m3; bf16 / bfloat16 in later releases), fp16 through auto under --dtype float16.
+# Neither has an int8 or int4 cache of 1 or 0.5 bytes a value (vLLM's 2026 int8_per_token_head / int4_per_token_head
+# keep a scale per token and head beside the values: not modelled), nor an fp32 one but through auto under --dtype
+# float32: a plan on such a cache would count bytes the engine never allocates, and its command could not carry it.
+# Ollama's is f16, q8_0 or q4_0 (OLLAMA_KV_TYPES; no f32: an fp32 plan counted twice the bytes it runs with). MLC-LLM's
+# paged KV cache is fp16; ExLlamaV2's fp16, Q8 or Q4 (EXL_CACHE_BYTES).
+KV_ENGINE_TYPES = {
+    "vllm": (("auto", "fp16", "bf16", "fp8"), "its --kv-cache-dtype: auto (the model's dtype), float16, bfloat16, fp8; "
+                                              "no int8 or int4 cache, fp32 only as auto under --precision fp32"),
+    "sglang": (("auto", "fp16", "bf16", "fp8"), "its --kv-cache-dtype: auto (the model's dtype), fp8_e4m3, fp8_e5m2, "
+                                                "bf16; no int8 or int4 cache, fp32 only as auto under --precision fp32"),
+    "ollama": (("auto", "fp16", "bf16", "fp8", "int8", "int4"), "its OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0; bf16 runs "
+                                                                "as f16, fp8 as q8_0"),
+    "mlc-llm": (("auto", "fp16"), "its paged KV cache is fp16"),
+    "exllamav2": (tuple(EXL_CACHE_BYTES), "int8/fp8: its Q8 cache, int4: Q4"),
+}
+
+
+def _kv_refusals(req: pd.DataFrame):
+    """(rows, message) for each engine whose KV cache types (KV_ENGINE_TYPES) leave out a row's kv_precision."""
+    kv = req["kv_precision"].astype(str)
+    for engine, (accepted, why) in KV_ENGINE_TYPES.items():
+        bad = (req["engine"] == engine) & ~kv.isin(accepted)
+        if bad.any():
+            yield bad, (f"kv_precision {kv[bad].iloc[0]!r} is not accepted for {engine}; accepted: "
+                        f"{', '.join(accepted)} ({why})")
+
+
+def kv_refused(req: pd.DataFrame) -> np.ndarray:
+    """Per request: its kv_precision is a cache type its engine does not have (the requests serve() would refuse for
+    it; a search over engines leaves them out, planner/serving.py cheapest, as formats_refused does for weights)."""
+    out = np.zeros(len(req), dtype=bool)
+    for rows, _ in _kv_refusals(req):
+        out |= rows.to_numpy(bool)
+    return out
+
+
 def max_num_seqs_help() -> str:
     """`serve --max-num-seqs`'s help: each engine's default as serve() decides it, written from the same constants."""
     v1, by_memory = VLLM_V1_FROM, VLLM_MEMORY_DEFAULTS_FROM
@@ -820,10 +875,8 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
                          "accepted: --engine mlc-llm")
-    bad = mlc & ~req["kv_precision"].astype(str).isin(("auto", "fp16"))
-    if bad.any():
-        raise ValueError(f"kv_precision {req['kv_precision'][bad].iloc[0]!r} is not accepted for mlc-llm; accepted: auto, "
-                         "fp16 (its paged KV cache is fp16)")
+    for _, message in _kv_refusals(req):  # a KV cache type the engine has (KV_ENGINE_TYPES)
+        raise ValueError(message)
 
 
 # vLLM and SGLang split a layer's attention heads over the tensor-parallel ranks: the query heads evenly, the KV
@@ -911,11 +964,6 @@ def _check_exllamav2(req: pd.DataFrame) -> None:
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav2; accepted: exl2-B with B "
                          f"the bits per weight from {EXL_BITS_RANGE[0]:g} to {EXL_BITS_RANGE[1]:g} (e.g. exl2-4.0), "
                          "or int4 (GPTQ)")
-    kv = req["kv_precision"].astype(str)
-    bad = exl & ~kv.isin(tuple(EXL_CACHE_BYTES)).to_numpy()
-    if bad.any():
-        raise ValueError(f"kv_precision {kv[bad].iloc[0]!r} is not accepted for exllamav2; accepted: "
-                         f"{', '.join(EXL_CACHE_BYTES)} (int8/fp8: its Q8 cache, int4: Q4)")
 
 
 def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
@@ -1099,14 +1147,25 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
     # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below
     policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
-    est = estimate(pd.DataFrame({
+    asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
         "precision": np.where(is_exl | is_mlc, "fp16", req["precision"].to_numpy(object)),
         "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl | is_mlc, "fp16", kv_prec),
         "allow_long_context": True, "gpus": 1, "kv_policy": policy,
-    }), models)
+    })
+    est = estimate(asked, models)
     weights = est["weights_bytes"].to_numpy(float)
     kv_token = est["kv_cache_context_bytes"].to_numpy(float) / ctx  # whole model, one token (at the context)
+    # llama.cpp / Ollama with a quantized cache: its K/V values in ggml blocks (GGML_KV_BLOCK_BYTES), where the estimate
+    # counts 1 or 0.5 bytes a value. The values are the difference to the same cache in f16 (the rest of kv_token, a
+    # linear-attention layer's state per sequence, is in its own dtype whatever the cache type)
+    block_bytes = pd.Series(kv_prec, dtype=object).map(LLAMA_KV_TYPES).map(GGML_KV_BLOCK_BYTES).to_numpy(float)
+    blocked = np.flatnonzero(is_llama & ~np.isnan(block_bytes))
+    if len(blocked):
+        f16 = estimate(asked.iloc[blocked].assign(kv_precision="fp16").reset_index(drop=True), models)
+        b = pd.Series(kv_prec[blocked], dtype=object).map(C.KV_BYTES).to_numpy(float)
+        values = (f16["kv_cache_context_bytes"].to_numpy(float) / ctx[blocked] - kv_token[blocked]) / (2.0 - b)
+        kv_token[blocked] += values * (block_bytes[blocked] - b)
     # each model's parameters by part (ExLlamaV2's and MLC's weights, vLLM's MXFP4 padding, the MoE split below)
     counts = architecture_counts(m)
     # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
@@ -1629,6 +1688,40 @@ def _hf_repos(m: pd.DataFrame, index) -> pd.Series:
 # (SpeculativeConfig's model, num_speculative_tokens, draft_tensor_parallel_size) since; 5 draft
 # tokens is an example (vLLM requires a number for a draft model, it has no default).
 SPEC_TOKENS = 5
+# The weights' format and the KV cache type as each engine's command names them: the plan that was sized, and the one
+# `serve --export` writes (planner/exports.py; tests/test_serving_commands.py checks the two agree, flag for flag).
+# vLLM and SGLang: --dtype for 16/32-bit weights (vLLM's ModelConfig.dtype choices; SGLang's --dtype takes the same),
+# --quantization fp8 (quantized at load; an FP8 checkpoint's own quantization_config is read without it, the same
+# bytes), and for vLLM 4-bit weights in-flight bitsandbytes (--quantization bitsandbytes: its loader quantizes a bf16
+# checkpoint at load; a pre-quantized AWQ/GPTQ checkpoint, whose method vLLM reads from its config, runs faster);
+# other formats are read from the checkpoint's config. The KV cache: vLLM's --kv-cache-dtype fp8 / float16 / bfloat16
+# (vllm/config/cache.py CacheDType at 002f10e), SGLang's fp8_e4m3 (its fp16 / bf16 cache is auto, the model's dtype);
+# llama.cpp's -ctk / -ctv and Ollama's OLLAMA_KV_CACHE_TYPE (LLAMA_KV_TYPES, OLLAMA_KV_TYPES).
+TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+VLLM_BNB_WEIGHTS = ("int4", "nf4")
+VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
+SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+# transformers' from_pretrained for the weights sized (engine/constants.py LINEAR_BITS): 16/32-bit in their torch_dtype;
+# int8 / int4 / nf4 through bitsandbytes' BitsAndBytesConfig (transformers utils/quantization_config.py): LLM.int8
+# (load_in_8bit), NF4 (nf4: 4.127 bits a weight, its block scales quantized again, bnb_4bit_use_double_quant) and
+# int4 as bitsandbytes' FP4 at the same layout (4.127 bits, within the 4.25 sized), computing in fp16; the rest of the
+# model in float16, the dtype transformers' bitsandbytes quantizers set where none is given
+# (quantizers/quantizer_bnb_4bit.py update_torch_dtype: "Overriding torch_dtype=None with torch_dtype=torch.float16 due
+# to requirements of bitsandbytes"), as the plan counts it (engine/constants.py FP16_ACTIVATION_WEIGHTS). fp8 and mxfp4
+# checkpoints carry their quantization_config: torch_dtype='auto'. Without this the command loaded a 16-bit model
+# (Llama 3 8B: 15 GiB of weights where int4 was sized at 5.4).
+BNB_4BIT = "load_in_4bit=True, bnb_4bit_quant_type='{}', bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype='float16'"
+TRANSFORMERS_LOAD = {
+    **{p: f"torch_dtype='{dtype}'" for p, dtype in TORCH_DTYPE.items()},
+    "int8": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(load_in_8bit=True)",
+    "int4": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(" + BNB_4BIT.format("fp4") + ")",
+    "nf4": "torch_dtype='float16', quantization_config=BitsAndBytesConfig(" + BNB_4BIT.format("nf4") + ")",
+}
+
+
+def _g(values: pd.Series) -> pd.Series:
+    """Numbers as '%g' writes them (0.9, 0.83, 0.7885): the share planned, whole (planner/exports.py writes it so)."""
+    return pd.Series(np.char.mod("%g", pd.to_numeric(values, errors="coerce").to_numpy(float)), index=values.index)
 
 
 def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
@@ -1658,20 +1751,32 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
     tp = out["gpus"].astype(int).astype(str)
-    kv = out["kv_precision"].astype(str)
-    vllm = ("vllm serve " + hf + " --max-model-len " + out["max_model_len"].astype(int).astype(str)
+    seqs = out["max_num_seqs"].astype(int).astype(str)
+    length = out["max_model_len"].astype(int).astype(str)
+    share = _g(out["gpu_memory_utilization"])
+    prec, kv = out["precision"].astype(str), out["kv_precision"].astype(str)
+    # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
+    dtype = prec.map(TORCH_DTYPE)
+    torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
+    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS), " --quantization bitsandbytes", torch_weights)
+    vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
+    vllm = ("vllm serve " + hf + " --max-model-len " + length
             + np.where(out["kv_cache_memory_bytes"].notna(),
                        " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),
-                       " --gpu-memory-utilization " + out["gpu_memory_utilization"].round(3).astype(str))
-            + " --max-num-seqs " + out["max_num_seqs"].astype(int).astype(str)
+                       " --gpu-memory-utilization " + share)
+            + " --max-num-seqs " + seqs
             + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
-            + np.where(kv.isin(["fp8"]), " --kv-cache-dtype fp8", "")
-            + np.where(out["precision"] == "fp8", " --quantization fp8", "") + vllm_draft)
-    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + out["max_model_len"].astype(int).astype(str)
-              + " --mem-fraction-static " + out["gpu_memory_utilization"].round(3).astype(str)
-              + " --max-running-requests " + out["max_num_seqs"].astype(int).astype(str) + np.where(tp != "1", " --tp " + tp, "")
-              + np.where(out["precision"] == "fp8", " --quantization fp8", "") + sglang_draft)
-    kvtype = np.where(kv.isin(["int8", "fp8"]), " -ctk q8_0 -ctv q8_0", np.where(kv == "int4", " -ctk q4_0 -ctv q4_0", ""))
+            + vllm_weights + np.where(vllm_kv.notna(), " --kv-cache-dtype " + vllm_kv.fillna(""), "") + vllm_draft)
+    # (SGLang's tensor-parallel size is --tp-size, server_args.py's field tp_size)
+    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + length
+              + " --mem-fraction-static " + share + " --max-running-requests " + seqs
+              + np.where(tp != "1", " --tp-size " + tp, "") + torch_weights + sglang_draft
+              + np.where(sglang_kv.notna(), " --kv-cache-dtype " + sglang_kv.fillna(""), ""))
+    # llama.cpp's cache type (LLAMA_KV_TYPES; auto and fp16 are its default f16); a quantized V cache needs flash
+    # attention (-fa on)
+    ctk = kv.map(LLAMA_KV_TYPES)
+    kvtype = np.where(ctk.notna(), " -ctk " + ctk.fillna("") + " -ctv " + ctk.fillna("")
+                      + np.where(ctk.fillna("").str.startswith("q"), " -fa on", ""), "")
     # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
     # (common/arg.cpp; N counts layers from 0, dense ones included)
     n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
@@ -1682,14 +1787,21 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     vision = (pd.to_numeric(m["vision_params"], errors="coerce").fillna(0).to_numpy() > 0) if "vision_params" in m \
         else np.zeros(len(out), dtype=bool)
     mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
-    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np "
-             + out["max_num_seqs"].astype(int).astype(str) + kvtype + np.where(tp != "1", " --split-mode layer", "")
-             + llama_draft)
-    ollama = ("OLLAMA_NUM_PARALLEL=" + out["max_num_seqs"].astype(int).astype(str) + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
-              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": "
-              + out["max_model_len"].astype(int).astype(str) + "}}'")
-    hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('"
-              + hf + "', device_map='auto', torch_dtype='auto')\"")
+    # (-sm: --split-mode, layers over the GPUs)
+    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
+             + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
+    # Ollama: its cache type through the server's environment, which it applies with flash attention on
+    okv = kv.map(OLLAMA_KV_TYPES)
+    ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
+              + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
+              + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
+              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
+    # transformers: the weights as sized (TRANSFORMERS_LOAD), bitsandbytes' config where they are quantized by it
+    load = prec.map(TRANSFORMERS_LOAD)
+    hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM"
+              + np.where(load.fillna("").str.contains("BitsAndBytesConfig"), ", BitsAndBytesConfig", "")
+              + "; AutoModelForCausalLM.from_pretrained('" + hf + "', device_map='auto', "
+              + load.fillna("torch_dtype='auto'") + ")\"")
     # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the
     # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
     exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"

@@ -22,6 +22,7 @@ from engine.serving import (
     VLLM_CUDAGRAPH_PROFILE_FROM,
     exl2_bits,
     formats_refused,
+    kv_refused,
     serve,
     tensor_parallel_accepted,
     vllm_version,
@@ -129,6 +130,10 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     grid = grid[~formats_refused(grid, gpus)]
     grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
+    # a KV cache type an engine does not have (vLLM / SGLang: no int8 or int4 cache) leaves that engine out, as a
+    # format does: the other engines of the search still answer (serve() refuses such a request asked alone)
+    if "kv_precision" in grid:
+        grid = grid[~kv_refused(grid)].reset_index(drop=True)
     if grid.empty:
         return grid
     out = serve(grid, models, gpus)
