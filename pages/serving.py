@@ -26,7 +26,8 @@ c.page_header("Serving", "Concurrent requests against context length on each car
               "allocates memory (vLLM: utilization x card - weights - profiled activation peak - non-torch memory, "
               "the rest in 16-token KV blocks; llama.cpp/Ollama: the layers that fit, the rest in host RAM), with "
               "batch-1 decode speed fitted per engine on published runs and checked on held-out ones (docs/serving.md).")
-st.caption(f"Model: {md_escape(names.get(model, model))} (the sidebar's). Prices: the catalog's cloud $/GPU-hour, "
+st.caption(f"Model: {md_escape(names.get(model, model))}, KV cache {c.KV_LABELS.get(s['kv_precision'], s['kv_precision'])} "
+           "(the sidebar's). Prices: the catalog's cloud $/GPU-hour, "
            "with their source and date in the table.")
 _m = models.set_index("id").loc[model]
 _active = _m.get("active_params", _m["params"])
@@ -37,16 +38,16 @@ if moe_info:  # issue 15: total vs active, and what llama.cpp can keep in host R
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util, cpu_moe=0, in_use=0.0):
+def _curve(model, gpu_ids, engine, precision, models, gpus, n_gpus, util, cpu_moe=0, in_use=0.0, kv="auto"):
     settings = {} if util is None else {"gpu_memory_utilization": util}
     return capacity_curve(model, gpu_ids, engine, precision, models, gpus, gpu_count=n_gpus, cpu_moe_layers=cpu_moe,
-                          gpu_memory_in_use_gib=in_use, **settings)
+                          gpu_memory_in_use_gib=in_use, kv_precision=kv, **settings)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions, cpu_moe=0, in_use=0.0):
+def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precisions, cpu_moe=0, in_use=0.0, kv="auto"):
     return cheapest(model, users, context, tps, ttft, models, gpus, engines=engines, precisions=precisions,
-                    cpu_moe_layers=cpu_moe, gpu_memory_in_use_gib=in_use)
+                    cpu_moe_layers=cpu_moe, gpu_memory_in_use_gib=in_use, kv_precision=kv)
 
 
 gguf_types = list(GGUF_BITS)
@@ -100,11 +101,14 @@ if not cards:
 def _page_words(text: str) -> str:
     """An engine message in this page's words: its GPU count is the 'GPUs per replica' control."""
     return state.dashboard_message(text.replace(f"gpus {int(gpu_count)} is not accepted",
-                                                f"{int(gpu_count)} GPUs per replica is not accepted"))
+                                                f"{int(gpu_count)} GPUs per replica is not accepted")
+                                   .replace("kv_precision '", "the sidebar's KV cache '"))
 
 
+# the sidebar's KV cache type (Task: Serve), as `serve --kv-precision`; an engine without it says so (KV_ENGINE_TYPES)
+kv_type = str(s["kv_precision"])
 curve_args = (engine, precision, models, gpus, int(gpu_count), float(util) if paged and not own_share else None, cpu_moe,
-              float(in_use))
+              float(in_use), kv_type)
 with st.spinner("Sizing the KV cache on every card…"):
     try:
         curve = _curve(model, tuple(cards), *curve_args)
@@ -188,7 +192,7 @@ s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps
 state.sync_url()
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
-                   (engine,), (precision,), cpu_moe, float(in_use))
+                   (engine,), (precision,), cpu_moe, float(in_use), kv_type)
 if best is None or best.empty:
     st.info("No card and GPU count up to 8 meets this target with these weights and engine; relax the target, "
             "or choose smaller weights.")

@@ -817,7 +817,8 @@ def cmd_serve(args) -> int:
         raise CliError(str(exc).replace("engine_version", "engine-version").replace("draft_model", "draft-model")
                        .replace("draft_tensor_parallel_size", "draft-tensor-parallel-size")
                        .replace("kv_cache_memory_bytes", "kv-cache-memory-bytes")
-                       .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")) from None
+                       .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")
+                       .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
     row = _long_context_command(row, args, models)
     if args.export:

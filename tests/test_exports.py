@@ -191,11 +191,13 @@ def test_vllm_command_carries_a_pinned_kv_cache_in_place_of_the_share():
     assert flags["--kv-cache-memory-bytes"] == "4000000000" and "--gpu-memory-utilization" not in flags
 
 
-def test_vllm_says_a_kv_type_it_has_no_flag_for():
-    out, _ = _export("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "4096",
-                     "--kv-precision", "int4", "--export", "vllm")
-    (command,) = [line for line in out.splitlines() if not line.startswith("#")]
-    assert "--kv-cache-dtype" not in command and any(n.startswith("not expressed: KV cache int4") for n in _comments(out))
+def test_vllm_export_of_a_kv_type_it_has_no_flag_for_is_refused():
+    """vLLM has no int4 KV cache (engine/serving.py KV_ENGINE_TYPES): serve refuses the plan before any export (exit 2,
+    naming the value and the types accepted), so no command launches another cache than the one planned."""
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len",
+                             "4096", "--kv-precision", "int4", "--export", "vllm")
+    assert code == 2 and out == ""
+    assert "kv-precision 'int4' is not accepted for vllm; accepted: auto, fp16, bf16, fp8" in err
 
 
 def test_sglang_command_uses_its_own_flags():
