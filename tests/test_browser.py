@@ -178,7 +178,7 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
             assert main.locator("[data-testid='stDataFrame']").count() >= 2
             _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Serving engine"), "llama.cpp")
             _idle(page)
-            main.get_by_text("one request per slot").first.wait_for(timeout=60_000)
+            main.get_by_text("whose KV cache fits beside every layer").first.wait_for(timeout=60_000)  # the GGUF caption
             _no_errors(page, "Serving with llama.cpp")
             SHOTS.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS.parent / "serving_llamacpp.png"), full_page=True)
