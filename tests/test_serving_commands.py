@@ -13,7 +13,6 @@ import shlex
 import pandas as pd
 import pytest
 
-from catalog import default_catalog
 from engine import serving as S
 from planner.exports import SERVE_TARGETS, serve_export
 from tests.clirun import run_cli
@@ -22,20 +21,17 @@ from tests.clirun import run_cli
 LLAMA31_8B_KV_VALUES = 2 * 32 * 8 * 128
 
 
+from tests.test_serving_engines import rows  # noqa: E402  (serve() of the requests, on `frames`)
+
+
 @pytest.fixture(scope="module")
-def cat():
-    c = default_catalog()
-    return c.models(), c.gpus()
-
-
-def rows(cat, *requests):
-    models, gpus = cat
-    return S.serve(pd.DataFrame(list(requests)), models, gpus)
+def frames(models, gpus):  # (the shipped catalog's frames, as rows() takes them; conftest's session fixtures)
+    return models, gpus
 
 
 # --- llama.cpp / Ollama: a quantized cache in ggml blocks ---------------------------------------------
 
-def test_llamacpp_quantized_cache_takes_ggml_block_bytes(cat):
+def test_llamacpp_quantized_cache_takes_ggml_block_bytes(frames):
     """ggml/src/ggml-common.h: block_q8_0 is an fp16 scale and 32 int8 values (34 bytes per 32), block_q4_0 an fp16
     scale and 16 bytes of 4-bit values (18 bytes per 32); llama.cpp's K and V tensors are rows of those blocks. fp8 is
     written as q8_0 (llama.cpp has none). ExLlamaV2's Q8/Q4 cache has the same layout; vLLM's fp8 is 1 byte a value."""
@@ -43,7 +39,7 @@ def test_llamacpp_quantized_cache_takes_ggml_block_bytes(cat):
     asked = [("llama.cpp", "q4_k_m", kv) for kv in ("auto", "int8", "int4", "fp8", "fp32")]
     asked += [("ollama", "q4_k_m", "int8"), ("ollama", "q4_k_m", "int4"), ("exllamav2", "exl2-4.0", "int8"),
               ("exllamav2", "exl2-4.0", "int4"), ("vllm", "bf16", "fp8")]
-    out = rows(cat, *({**base, "engine": e, "precision": p, "kv_precision": kv} for e, p, kv in asked))
+    out = rows(frames, *({**base, "engine": e, "precision": p, "kv_precision": kv} for e, p, kv in asked))
     got = dict(zip(((e, kv) for e, _, kv in asked), out["kv_bytes_per_token"]))
     values = LLAMA31_8B_KV_VALUES
     assert got[("llama.cpp", "auto")] == values * 2  # f16
@@ -58,12 +54,12 @@ def test_llamacpp_quantized_cache_takes_ggml_block_bytes(cat):
     assert q8.gpu_layers == 33 and q8.kv_cache_bytes_available == values * 34 / 32 * 8192
 
 
-def test_llamacpp_quantized_cache_leaves_a_linear_attention_state_in_its_dtype(cat):
+def test_llamacpp_quantized_cache_leaves_a_linear_attention_state_in_its_dtype(frames):
     """Qwen3-Next under llama.cpp: 12 full-attention layers keep K and V (2 KV heads of 256), 36 Gated DeltaNet
     layers a state per sequence in their own dtype. -ctk q8_0 quantizes the K/V values only."""
     base = dict(model="qwen3-next-80b-a3b", gpu="h100-sxm-80gb", engine="llama.cpp", precision="q4_k_m",
                 max_model_len=4096)
-    f16, q8, q4 = (r for _, r in rows(cat, *({**base, "kv_precision": kv} for kv in ("fp16", "int8", "int4"))).iterrows())
+    f16, q8, q4 = (r for _, r in rows(frames, *({**base, "kv_precision": kv} for kv in ("fp16", "int8", "int4"))).iterrows())
     values = 2 * 12 * 2 * 256  # K and V values a token
     state = f16.kv_bytes_per_token - values * 2
     assert state > 0
@@ -75,19 +71,19 @@ def test_llamacpp_quantized_cache_leaves_a_linear_attention_state_in_its_dtype(c
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize("kv", ["int8", "int4", "fp32"])
-def test_vllm_and_sglang_refuse_a_kv_cache_they_do_not_have(cat, engine, kv):
+def test_vllm_and_sglang_refuse_a_kv_cache_they_do_not_have(frames, engine, kv):
     """vLLM's --kv-cache-dtype (vllm/config/cache.py CacheDType: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, ...)
     and SGLang's (server_args.py: auto, fp8_e5m2, fp8_e4m3, bf16) have no int8 or int4 cache of 1 or 0.5 bytes a value,
     and fp32 only as the model's own dtype: planned on one, the plan counted bytes the engine never allocates."""
     with pytest.raises(ValueError, match=rf"kv_precision '{kv}' is not accepted for {engine}; accepted: auto, fp16, "
                                          r"bf16, fp8 \(its --kv-cache-dtype"):
-        rows(cat, dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", engine=engine, precision="bf16", max_model_len=8192,
+        rows(frames, dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", engine=engine, precision="bf16", max_model_len=8192,
                        kv_precision=kv))
 
 
-def test_vllm_and_sglang_plan_the_kv_caches_they_have(cat):
+def test_vllm_and_sglang_plan_the_kv_caches_they_have(frames):
     kvs = ("auto", "fp16", "bf16", "fp8")
-    out = rows(cat, *(dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", engine=e, precision="bf16", max_model_len=8192,
+    out = rows(frames, *(dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", engine=e, precision="bf16", max_model_len=8192,
                            kv_precision=kv) for e in ("vllm", "sglang") for kv in kvs))
     per_token = dict(zip(((e, kv) for e in ("vllm", "sglang") for kv in kvs), out["kv_bytes_per_token"]))
     for e in ("vllm", "sglang"):
@@ -102,12 +98,12 @@ def test_serve_exits_2_naming_the_kv_type_and_the_accepted_ones():
     assert "'int8' is not accepted for vllm; accepted: auto, fp16, bf16, fp8" in err and len(err.splitlines()) == 1
 
 
-def test_a_search_over_engines_leaves_out_the_kv_cache_an_engine_does_not_have(cat):
+def test_a_search_over_engines_leaves_out_the_kv_cache_an_engine_does_not_have(frames):
     """cheapest with an int8 KV cache over vLLM, SGLang and llama.cpp: vLLM and SGLang have none, so their rows are
     left out (engine/serving.py kv_refused), as a weight format an engine does not run is (formats_refused); the
     llama.cpp rows still answer, on its q8_0 cache."""
     from planner.serving import cheapest
-    models, gpus = cat
+    models, gpus = frames
     out = cheapest("llama-3.1-8b", 4, 8192, 10.0, 5.0, models, gpus, engines=("vllm", "sglang", "llama.cpp"),
                    precisions=("bf16", "q4_k_m"), gpu_ids=["rtx-4090", "h100-sxm-80gb"], kv_precision="int8")
     assert len(out) and set(out["engine"]) == {"llama.cpp"}
@@ -121,11 +117,11 @@ def test_a_search_over_engines_leaves_out_the_kv_cache_an_engine_does_not_have(c
     assert S.kv_refused(req).tolist() == [True, False, False, False, False, True, True, False, True]
 
 
-def test_ollama_refuses_an_fp32_cache(cat):
+def test_ollama_refuses_an_fp32_cache(frames):
     """OLLAMA_KV_CACHE_TYPE is f16, q8_0 or q4_0: an fp32 plan counted 4 bytes a value where Ollama runs 2."""
     with pytest.raises(ValueError, match=r"kv_precision 'fp32' is not accepted for ollama; accepted: auto, fp16, bf16, "
                                          r"fp8, int8, int4 \(its OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0"):
-        rows(cat, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="ollama", precision="q4_k_m", max_model_len=8192,
+        rows(frames, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="ollama", precision="q4_k_m", max_model_len=8192,
                        kv_precision="fp32"))
 
 
@@ -195,10 +191,10 @@ GRID = (
 
 
 @pytest.fixture(scope="module")
-def grid(cat):
-    models, _ = cat
+def grid(frames):
+    models, _ = frames
     requests = [{"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "max_model_len": 8192, **r} for r in GRID]
-    out = rows(cat, *requests)
+    out = rows(frames, *requests)
     by_id = models.set_index("id")
     target = {engine: name for name, engine in SERVE_TARGETS.items()}
     pairs = []
@@ -249,11 +245,11 @@ def test_the_commands_carry_the_kv_cache_and_weights_planned(grid):
             "bnb_4bit_compute_dtype='float16')", 5.3),
     ("int8", "BitsAndBytesConfig(load_in_8bit=True)", 8.4),
 ])
-def test_transformers_loads_the_quantized_weights_it_was_sized_for(cat, precision, config, weights_gib):
+def test_transformers_loads_the_quantized_weights_it_was_sized_for(frames, precision, config, weights_gib):
     """transformers' command for bitsandbytes weights (Llama 3 8B on a T4): the quantization config sized (NF4 at
     4.127 bits with its scales quantized again, int4 as bitsandbytes' FP4 at the same layout, LLM.int8), the rest in
     float16 as bitsandbytes' quantizer sets it; without it from_pretrained loaded ~15 GiB of bf16 weights."""
-    row = rows(cat, dict(model="llama-3-8b", gpu="t4", engine="transformers", precision=precision,
+    row = rows(frames, dict(model="llama-3-8b", gpu="t4", engine="transformers", precision=precision,
                          max_model_len=4096)).iloc[0]
     assert row.weights_bytes / 2**30 == pytest.approx(weights_gib, abs=0.1)
     code = shlex.split(row.command)
@@ -264,8 +260,8 @@ def test_transformers_loads_the_quantized_weights_it_was_sized_for(cat, precisio
     compile(code[2], "command", "exec")  # Python as written
 
 
-def test_transformers_loads_16_bit_weights_in_the_dtype_sized(cat):
-    out = rows(cat, *(dict(model="llama-3-8b", gpu="a100-80gb-sxm", engine="transformers", precision=p,
+def test_transformers_loads_16_bit_weights_in_the_dtype_sized(frames):
+    out = rows(frames, *(dict(model="llama-3-8b", gpu="a100-80gb-sxm", engine="transformers", precision=p,
                            max_model_len=4096) for p in ("bf16", "fp16", "fp8")))
     dtypes = [shlex.split(c)[2].split("torch_dtype=")[1].rstrip(")") for c in out["command"]]
     assert dtypes == ["'bfloat16'", "'float16'", "'auto'"]  # fp8: the checkpoint's own quantization_config
