@@ -30,7 +30,11 @@ DEFAULT_SEQ = 2048
 RULES: tuple[tuple[str, str], ...] = (
     ("zero", "ZeRO stage on one GPU without offload: none (stage 0). Sharding over a single rank "
              "only adds gathered-layer buffers; with CPU offload the stage is kept (DeepSpeed's "
-             "ZeRO-Offload runs on one GPU). Inference: stage 0 (ZeRO shards training state)."),
+             "ZeRO-Offload runs on one GPU). The optimizer offloaded (--offload optimizer) at stage 0, "
+             "on any GPU count: stage 1, the least that offloads it (DeepSpeed's offload_optimizer is \"Valid "
+             "for ZeRO stage 1, 2, 3\", runtime/zero/config.py; at stage 0 no ZeRO optimizer is built, "
+             "runtime/engine.py _configure_optimizer); offload all needs stage 3 (refused otherwise). "
+             "Inference: stage 0 (ZeRO shards training state)."),
     ("method", "Inference: method full (LoRA, QLoRA and freeze describe training)."),
     ("precision", "Full and freeze fine-tuning in pure bf16 or fp16 under DeepSpeed's ZeRO optimizers (stage 1 "
                   "or 2 under the hf, llama-factory, axolotl and deepspeed recipes, whose ZeRO-1/2 is DeepSpeed's; "
@@ -236,6 +240,20 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
             out["zero"] = decided
             # (the least is 0: some row was dropped, and every stage is 0 to 3, checked before)
             ranges["zero"] = (0, int(decided.max()))
+    # zero: an optimizer offloaded at stage 0 runs at stage 1 (RULES "zero"). DeepSpeed's offload is its ZeRO
+    # optimizer's (runtime/zero/config.py @1b88ac3 DeepSpeedZeroConfig.offload_optimizer: "Valid for ZeRO stage
+    # 1, 2, 3"); at stage 0 (config.py zero_enabled = stage > 0) engine.py _do_optimizer_sanity_check picks no
+    # ZERO_OPTIMIZATION wrapper, so _configure_optimizer never reaches the offload config (DeepSpeed @edaa722)
+    # and the states stay on the GPU, where a row planned at stage 0 would not count them
+    zero_range = ranges.get("zero")
+    if (zero_range is None or zero_range[0] == 0) and not _every_row(out["offload"], "none"):
+        zero = np.asarray(out["zero"])
+        lift = _category_mask(out["offload"], "optimizer") & (zero == 0)
+        if any_infer:
+            lift &= ~infer  # (inference refuses an offload: check_combinations)
+        if lift.any():
+            out["zero"] = np.where(lift, 1, zero).astype(np.int64)
+            ranges["zero"] = (int(out["zero"].min()), int(out["zero"].max()))
 
     # seq: 0 = the default, cut to the model's context
     seq_range = ranges.get("seq")
@@ -477,7 +495,8 @@ _NAMES = {"zero": "ZeRO stage", "method": "method", "precision": "precision", "s
           "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
           "kv_policy": "KV policy", "galore_rank": "GaLore rank", "liger": "Liger kernels"}
 _WHY = {
-    "zero": lambda r: "inference" if r["task"] == "infer" else "one GPU without offload",
+    "zero": lambda r: ("DeepSpeed offloads the optimizer from ZeRO stage 1 on" if int(r["zero"]) > 0
+                       else "inference" if r["task"] == "infer" else "one GPU without offload"),
     "method": lambda r: "inference",
     "precision": lambda r: "DeepSpeed's ZeRO optimizer keeps an fp32 master copy of the weights and fp32 states",
     "seq": lambda r: f"default {DEFAULT_SEQ:,}, or the model's context if shorter",
@@ -514,6 +533,8 @@ def notes(request: dict, row) -> list[str]:
             continue  # one GPU: nothing to split
         if column in ("seq", "tp", "pp", "galore_rank"):
             shown_asked = "auto" if asked is None or (not isinstance(asked, str) and asked == AUTO) else asked
+        elif asked is None and column == "zero":
+            shown_asked = 0  # not asked: stage 0, the default, which the optimizer offloaded still raises
         elif asked is None:
             continue  # not asked: its default is no decision to report
         else:
