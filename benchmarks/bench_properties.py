@@ -353,9 +353,12 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (not ZeRO-3 on one GPU: the engine may run a stage without offload there as stage 0, and
     # keep it with offload (engine/rules.py), when ZeRO-3 rightly adds its gathered layers)
     # (nor ZeRO-1/2 where DeepSpeed's offload path adds more than the states it moves off the GPU:
-    # `deepspeed_stage_holds`, "offload")
+    # `deepspeed_stage_holds`, "offload"; stage 0 too, whose optimizer offloaded runs at stage 1 (engine/rules.py
+    # "zero": DeepSpeed offloads it from stage 1 on), so there only where one more stage holds as well, "0 -> 1",
+    # and not across DeepSpeed's fp32 master copy, `to_fp32_master`)
     rows = np.flatnonzero(train & (off == "none") & ~((base["gpus"] == 1).to_numpy() & (zero == 3))
-                          & (~np.isin(zero, (1, 2)) | holds["offload"]))
+                          & (~np.isin(zero, (0, 1, 2)) | holds["offload"])
+                          & ((zero != 0) | (holds["0 -> 1"] & ~to_fp32_master)))
     offloaded = base.iloc[rows].copy()
     offloaded["offload"] = "optimizer"
     out.append(("offloading the optimizer never uses more per GPU", rows, offloaded))
