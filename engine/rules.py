@@ -492,7 +492,7 @@ def _resolve_stack(out: dict, n: int) -> None:
 
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "precision": "precision", "seq": "sequence", "tp": "tensor parallel",
-          "pp": "pipeline parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
+          "pp": "pipeline parallel", "ep": "expert parallel", "lora_targets": "LoRA targets", "kv_precision": "KV cache",
           "kv_policy": "KV policy", "galore_rank": "GaLore rank", "liger": "Liger kernels"}
 _WHY = {
     "zero": lambda r: ("DeepSpeed offloads the optimizer from ZeRO stage 1 on" if int(r["zero"]) > 0
@@ -502,6 +502,7 @@ _WHY = {
     "seq": lambda r: f"default {DEFAULT_SEQ:,}, or the model's context if shorter",
     "tp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
     "pp": lambda r: "inference splits the model over its GPUs" if r["task"] == "infer" else "data parallel",
+    "ep": lambda r: f"{r['model']} is a dense model: no experts to place",
     "lora_targets": lambda r: "each module once, in the model's order",
     "kv_precision": lambda r: "as the activations",
     "kv_policy": lambda r: "the smallest cache engines keep",

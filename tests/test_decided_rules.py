@@ -5,12 +5,14 @@ the same notes (app/data.py decided_notes: rules.notes).
 - An optimizer offloaded at ZeRO stage 0 runs at stage 1: DeepSpeed's offload_optimizer is "Valid for ZeRO
   stage 1, 2, 3" (runtime/zero/config.py @1b88ac3), and at stage 0 no ZeRO optimizer is built, so the
   states would stay on the GPU that the stage-0 plan had emptied of them.
+- --ep on a dense model is 1 (no experts to place), said where it was asked.
 """
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -21,6 +23,7 @@ from tests.conftest import ROOT
 
 FULL = dict(model="llama-3.1-8b", task="train", method="full", optimizer="adamw", batch=1, seq=2048)
 OFFLOAD_NOTE = "ZeRO stage 0 → 1 (DeepSpeed offloads the optimizer from ZeRO stage 1 on)"
+EP_NOTE = "expert parallel 2 → 1 (llama-3.1-8b is a dense model: no experts to place)"
 
 
 # ---- the optimizer offloaded at ZeRO stage 0 -------------------------------------------------
@@ -104,3 +107,34 @@ def test_the_sidebar_says_the_stage_an_offloaded_optimizer_runs_at():
     decided = [c.value.replace("\\", "") for c in at.sidebar.caption if c.value.startswith("Decided:")]
     assert f"Decided: {OFFLOAD_NOTE}" in decided, decided
     assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+
+
+# ---- expert parallel on a dense model --------------------------------------------------------
+
+def test_ep_on_a_dense_model_is_1_and_estimate_says_so():
+    argv = ("estimate", "--model", "llama-3.1-8b", "--ep", "2", "--gpus", "2", "--gpu", "h100-sxm-80gb")
+    code, out, err = run_cli(*argv, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ep"] == 1 and EP_NOTE in data["normalization_notes"]
+    code, out, err = run_cli(*argv)
+    assert code == 0, err
+    decided = [line for line in out.splitlines() if line.startswith("decided for this scenario: ")]
+    assert len(decided) == 1 and EP_NOTE in decided[0], out
+    # check --json carries the same notes (its one text line stays the verdict)
+    code, out, err = run_cli("check", *argv[1:], "--json")
+    assert code in (0, 1), err
+    assert EP_NOTE in json.loads(out)["normalization_notes"]
+
+
+def test_ep_on_a_mixture_of_experts_model_is_kept_and_not_noted(models):
+    moe = {"model": "mixtral-8x7b", "task": "train", "method": "lora", "ep": 2, "gpus": 2}
+    dense = {**moe, "model": "llama-3.1-8b"}
+    out = estimate(pd.DataFrame([moe, dense]), models)
+    assert out["ep"].tolist() == [2, 1]
+    assert not [n for n in notes(moe, out.iloc[0]) if n.startswith("expert parallel")]
+    assert EP_NOTE in notes(dense, out.iloc[1])
+    # ep left out, or 1 asked, on a dense model: nothing decided
+    for asked in ({**dense, "ep": 1}, {k: v for k, v in dense.items() if k != "ep"}):
+        row = estimate(pd.DataFrame([asked]), models).iloc[0]
+        assert not [n for n in notes(asked, row) if n.startswith("expert parallel")] and np.int64(row["ep"]) == 1
