@@ -357,8 +357,9 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     return data
 
 
-def _print_export(export, row) -> int:
-    """The export on stdout; what it could not express on stderr when its format has no comments."""
+def _print_export(export, row, see: str = "check, estimate --what-if") -> int:
+    """The export on stdout; what it could not express on stderr when its format has no comments. see: where
+    the user finds what would fit a plan that does not (the training commands'; serve passes its own)."""
     sys.stdout.write(export.text)
     if not export.comments_inline:
         for line in export.about:
@@ -366,7 +367,7 @@ def _print_export(export, row) -> int:
         for note in export.not_expressed:
             print(f"# not expressed: {note}", file=sys.stderr)
     if "fits" in row.index and isinstance(row.get("gpu"), str) and row["gpu"] and not bool(row["fits"]):
-        print(f"warning: this plan does not fit {row['gpu']} (see: check, estimate --what-if)", file=sys.stderr)
+        print(f"warning: this plan does not fit {row['gpu']} (see: {see})", file=sys.stderr)
     return 0
 
 
@@ -828,7 +829,9 @@ def cmd_serve(args) -> int:
         by_id = models.set_index("id")
         draft = getattr(args, "draft_model", None)
         draft_row = by_id.loc[row["draft_model"]] if draft and str(row.get("draft_model", "")) in by_id.index else None
-        return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row), row)
+        # (what fits instead is serve's own report: check and estimate --what-if plan training and transformers rows)
+        return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row), row,
+                             see="serve without --export: why, and its 'fits with' line where a change fits")
     # a vLLM / SGLang plan that holds no request: the fewest GPUs per weight format that do (planner.serving.fits_with)
     options = None
     if not (bool(row["fits"]) and float(row["max_concurrency"]) >= 1):

@@ -187,6 +187,23 @@ def test_a_failing_hint_never_costs_the_estimate(monkeypatch, capsys):
     assert out.rstrip().endswith("(no changes to suggest: seq 1 is not accepted)")
 
 
+@pytest.mark.parametrize("argv, see", [
+    # a serving plan's way to what fits is serve's own report (its "fits with" line), not the training commands
+    (("serve", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192",
+      "--export", "vllm"), "(see: serve without --export: why, and its 'fits with' line where a change fits)"),
+    (("estimate", "--model", "llama-3-70b", "--method", "full", "--gpu", "rtx-4090", "--export", "trl"),
+     "(see: check, estimate --what-if)"),
+])
+def test_an_export_that_does_not_fit_points_to_its_own_command(argv, see):
+    code, out, err = run(*argv)
+    assert code == 0 and out, err
+    warning = [line for line in err.splitlines() if line.startswith("warning: this plan does not fit rtx-4090")]
+    assert warning == [f"warning: this plan does not fit rtx-4090 {see}"], err
+    if argv[0] == "serve":  # and what it points to is there: serve without --export says what fits
+        code, report, err = run(*argv[:-2])
+        assert code == 0 and "\n  fits with: --gpus " in report, (report, err)
+
+
 def _process(*args):
     proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
