@@ -1445,7 +1445,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
     kv_hf = free_at_start - w_gpu_full - non_torch - activation - mask_held
     kv_hf = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0, kv_hf)  # the mask is built before the cache
-    kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
+    # llama.cpp / Ollama allocate K/V for -c tokens (shared by the -np slots) on the layers placed on the GPUs, per GPU:
+    # their own allocation (kv_cache_bytes_allocated), not what is left for K/V (set below, after the slots)
+    kv_llama = on_gpu_layers * layer_kv / tp
     kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
     kv_available = np.maximum(kv_available, 0.0)
     blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * (kv_token_gpu + draft_kv_gpu)))
@@ -1516,6 +1518,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     draft_slot_kv = np.where(is_llama & has_draft, draft_kv_token * draft_ctx, 0.0)  # a slot's own draft context
     slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
+    # what is left for K/V on the GPUs, per GPU (kv_cache_bytes_available means this for every engine, as vLLM's
+    # budget less its peak): what is free less the CUDA context, --fit's margin, the draft's weights and compute buffer,
+    # and the layers placed there without their K/V (their weights, the experts kept there, the output layer, the compute
+    # buffer). With every layer there, the slots above are this over one slot's K/V (and its draft context's).
+    placed_no_kv = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) - on_gpu_layers * layer_kv
+    kv_room_llama = np.maximum(free + draft_slot_kv * seqs - placed_no_kv, 0.0) / tp
+    kv_available = np.where(is_llama, kv_room_llama, kv_available)
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
@@ -1535,8 +1544,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_fixed = exl_weights_gpu / tp + exl_scratch + EXL_RESERVE_BYTES + context
     exl_kv_room = np.maximum(free_at_start - exl_fixed, 0.0)
     exl_conc = np.floor(exl_kv_room / (kv_token / tp * ctx))
-    exl_cache = kv_token / tp * ctx * seqs
-    kv_available = np.where(is_exl, exl_cache, kv_available)
+    exl_cache = kv_token / tp * ctx * seqs  # its own allocation (kv_cache_bytes_allocated): -l tokens x max_num_seqs
+    kv_available = np.where(is_exl, exl_kv_room, kv_available)  # what is left for it (the same meaning as vLLM's)
     max_concurrency = np.where(is_exl, exl_conc, max_concurrency)
     weights_gpu = np.where(is_exl, exl_weights_gpu / tp, weights_gpu)
     memory_used = np.where(is_exl, exl_fixed + exl_cache - EXL_RESERVE_BYTES, memory_used)
@@ -1556,6 +1565,17 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_mlc, mlc_temp + mlc_aux + mlc_workspace + mlc_logits, activation)
     kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
     fits = np.where(is_mlc, max_concurrency >= 1, fits)
+    # the KV cache each engine sets aside itself, per GPU: vLLM, SGLang and MLC-LLM their whole KV budget (blocks, pool,
+    # max_total_seq_length), llama.cpp / Ollama -c tokens on the GPU layers, ExLlamaV2 its cache of max_num_seqs x -l;
+    # none for transformers, whose DynamicCache grows with each sequence (NaN)
+    kv_allocated = np.where(is_llama, kv_llama, np.where(is_exl, exl_cache, np.where(is_hf, np.nan, kv_available)))
+    # one request of max_model_len's K/V, per GPU, as each engine counts it (the "does not fit" line names it where the
+    # room left holds less than one, planner/serving.py format_serve): the paged engines' by their pools (windows,
+    # linear-attention states, draft tokens and block rounding included), the others' per token
+    paged_request = np.divide(kv_available, max_concurrency, out=(kv_token_gpu + draft_kv_gpu) * ctx,
+                              where=max_concurrency > 0)
+    kv_request = np.select([is_vllm | is_sglang, is_llama, is_exl], [paged_request, (kv_token * ctx + draft_slot_kv) / tp,
+                                                                     kv_token / tp * ctx], kv_token_gpu * ctx)
     fits = fits & ~refused_at_start
     max_concurrency = np.where(refused_at_start, 0.0, max_concurrency)  # (it does not start: it holds none)
 
@@ -1611,6 +1631,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
         kv_policy=policy, kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
+        kv_cache_bytes_allocated=kv_allocated, kv_request_bytes=kv_request,
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
         gpu_memory_used_bytes=memory_used, host_ram_bytes=host_ram, fits=fits, concurrency=conc,
