@@ -467,6 +467,11 @@ EXL_RESERVE_BYTES = 192 * C.MIB + 256 * C.MIB
 EXL_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0 + 2 / 32, "int8": 1.0 + 2 / 32,
                    "int4": 0.5 + 2 / 32}  # per K or V element: fp16, Q8 (8 bits + fp16/32), Q4
 EXL_BITS_RANGE = (2.0, 8.0)  # convert.md's targets run from 2 to 8 bits per weight
+# The GPUs it runs on: its kernels are a CUDA extension (setup.py: `cpp_extension.CUDAExtension("exllamav2_ext", ...)`
+# over exllamav2_ext/cuda/*.cu, with `-DHIPBLAS_USE_HIP_HALF` where torch is a ROCm build, `torch_version.hip`;
+# exllamav2/ext.py builds the same sources at first use; README "How to": "you'll need the CUDA Toolkit"), so NVIDIA
+# (CUDA) and AMD (ROCm, HIP) GPUs; an Apple GPU (Metal) or an Intel Gaudi has neither, and serve() refuses them.
+EXL_VENDORS = ("nvidia", "amd")
 
 
 def exl2_bits(precision) -> np.ndarray:
@@ -861,6 +866,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_version(req)
     _check_hybrid(req, models)
     _check_draft(req, models)
+    _check_devices(req, gpus)
     _check_formats(req, gpus)
     _check_exllamav2(req)
     _check_backend(req, gpus)
@@ -994,6 +1000,33 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
     """fp8 / mxfp4 / nvfp4 only on the engines and GPUs that run them (FORMAT_ENGINES)."""
     for _, message in _format_refusals(req, gpus):
         raise ValueError(message)
+
+
+def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
+    """(rows, message) for each way the device itself is refused: ExLlamaV2 on a GPU without CUDA or ROCm
+    (EXL_VENDORS)."""
+    vendor = req["gpu"].map(gpus.set_index("id")["vendor"]).fillna("").astype(str).str.lower()
+    bad = (req["engine"] == "exllamav2") & ~vendor.isin(EXL_VENDORS)
+    if bad.any():
+        v = vendor[bad].iloc[0]
+        yield bad, (f"engine 'exllamav2' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
+                    f"accepted: {' or '.join(EXL_VENDORS)} GPUs (ExLlamaV2's kernels are a CUDA / ROCm extension, its "
+                    "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama or mlc-llm (Metal)" if v == "apple" else ""))
+
+
+def _check_devices(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """ExLlamaV2 on NVIDIA / AMD GPUs only (_device_refusals)."""
+    for _, message in _device_refusals(req, gpus):
+        raise ValueError(message)
+
+
+def devices_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
+    """Per request: its engine does not run on its card (the requests serve() would refuse for the device; a search
+    over cards leaves them out, planner/serving.py cheapest, as formats_refused does for weights)."""
+    out = np.zeros(len(req), dtype=bool)
+    for rows, _ in _device_refusals(req, gpus):
+        out |= np.asarray(rows, dtype=bool)
+    return out
 
 
 def formats_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:

@@ -20,6 +20,7 @@ from engine.serving import (
     TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
+    devices_refused,
     exl2_bits,
     formats_refused,
     kv_refused,
@@ -132,6 +133,10 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~formats_refused(grid, gpus)]
+    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm): left out of the search (serve() refuses it
+    # asked alone)
+    grid = grid.reset_index(drop=True)
+    grid = grid[~devices_refused(grid, gpus)]
     grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
     # a KV cache type an engine does not have (vLLM / SGLang: no int8 or int4 cache) leaves that engine out, as a

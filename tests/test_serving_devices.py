@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from engine import serving as S
-from planner.serving import SERVE_JSON_KEYS, format_serve
+from planner.serving import SERVE_JSON_KEYS, cheapest, format_serve
 from tests.clirun import run_cli
 from tests.test_serving_engines import rows  # (serve() of the requests, on `frames`)
 
@@ -124,3 +124,32 @@ def test_serve_json_carries_the_allocation():
     data = json.loads(out)
     assert code == 0 and list(data) == [*SERVE_JSON_KEYS, "schema_version"], err
     assert data["kv_cache_bytes_allocated"] == 16 * GIB and data["kv_cache_bytes_available"] < 12 * GIB
+
+
+# --- ExLlamaV2: CUDA and ROCm GPUs only ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu, vendor", [(APPLE, "apple"), ("gaudi3", "intel")])
+def test_exllamav2_is_refused_on_a_gpu_without_cuda_or_rocm(frames, gpu, vendor):
+    """turboderp-org/exllamav2 setup.py builds its kernels as a torch CUDAExtension (HIP under a ROCm torch): no Metal
+    or Gaudi build. The QA pass: 91 requests at 64 tokens/s on an M4 Max."""
+    with pytest.raises(ValueError, match=rf"engine 'exllamav2' is not accepted on gpu '{gpu}' \({vendor}\); "
+                                         r"accepted: nvidia or amd GPUs"):
+        rows(frames, {**BASE, "gpu": gpu, "engine": "exllamav2", "precision": "exl2-4.0"})
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", gpu, "--engine", "exllamav2",
+                             "--max-model-len", "8192")
+    assert code == 2 and out == "" and f"engine 'exllamav2' is not accepted on gpu '{gpu}' ({vendor})" in err
+    assert ("--engine llama.cpp, ollama or mlc-llm (Metal)" in err) is (vendor == "apple")
+
+
+def test_exllamav2_runs_on_nvidia_and_amd(frames):
+    out = rows(frames, *({**BASE, "gpu": g, "engine": "exllamav2", "precision": "exl2-4.0"}
+                         for g in ("rtx-4090", "rx-7900-xtx")))
+    assert out["fits"].all() and (out["max_concurrency"] >= 1).all()
+
+
+def test_cheapest_leaves_exllamav2_out_on_cards_it_does_not_run_on(models, gpus):
+    """The Serving page's cheapest search over every card: the Apple and Gaudi rows are left out (as a format a card
+    does not run is), not served and not a reason to refuse the search."""
+    best = cheapest("llama-3-8b", 1, 8192, 20.0, 10.0, models, gpus, engines=("exllamav2",), precisions=("exl2-4.0",),
+                    gpu_ids=[APPLE, "gaudi3", "rtx-4090"], tp_choices=(1,))
+    assert best["gpu"].tolist() == ["rtx-4090"]
