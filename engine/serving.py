@@ -511,6 +511,12 @@ OTHER_MAX_NUM_SEQS = 1
 APPLE_SHARE_LARGE = 0.75
 APPLE_SHARE_SMALL = 2 / 3
 APPLE_SMALL_GB = 36
+# A Mac is one device: no NCCL or other multi-device backend on Apple silicon (catalog/gpus.yaml compatibility rule
+# no-multi-device-on-apple, which refuses several Apple devices for training and `estimate`), and its GPU already
+# addresses the whole unified memory. serve() refuses more than one per replica (--gpus) for every engine: llama.cpp's
+# --split-mode layer and ExLlamaV2's autosplit split over the GPUs of one machine, vLLM / SGLang / MLC-LLM tensor
+# parallelism over NCCL.
+ONE_DEVICE_VENDORS = ("apple",)
 
 # --- Speed (calibrated; see benchmarks/serving_accuracy.py) -------------------------------
 # Decode time per step = bytes read / effective bandwidth + layers x per-layer fixed cost
@@ -1004,7 +1010,7 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
 
 def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
     """(rows, message) for each way the device itself is refused: ExLlamaV2 on a GPU without CUDA or ROCm
-    (EXL_VENDORS)."""
+    (EXL_VENDORS), more than one Apple device per replica (ONE_DEVICE_VENDORS)."""
     vendor = req["gpu"].map(gpus.set_index("id")["vendor"]).fillna("").astype(str).str.lower()
     bad = (req["engine"] == "exllamav2") & ~vendor.isin(EXL_VENDORS)
     if bad.any():
@@ -1012,17 +1018,27 @@ def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
         yield bad, (f"engine 'exllamav2' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
                     f"accepted: {' or '.join(EXL_VENDORS)} GPUs (ExLlamaV2's kernels are a CUDA / ROCm extension, its "
                     "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama or mlc-llm (Metal)" if v == "apple" else ""))
+    count = pd.to_numeric(req["gpus"], errors="coerce").fillna(1).to_numpy(float) if "gpus" in req \
+        else np.ones(len(req))
+    bad = vendor.isin(ONE_DEVICE_VENDORS).to_numpy(bool) & (count > 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        yield pd.Series(bad, index=req.index), (
+            f"gpus {count[i]:g} is not accepted on gpu {req['gpu'].iloc[i]!r} ({vendor.iloc[i]}): a Mac is one device "
+            "(its GPU addresses the whole unified memory; no multi-device backend on Apple silicon, catalog/gpus.yaml "
+            "rule no-multi-device-on-apple); accepted: 1")
 
 
 def _check_devices(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
-    """ExLlamaV2 on NVIDIA / AMD GPUs only (_device_refusals)."""
+    """ExLlamaV2 on NVIDIA / AMD GPUs only; one Apple device per replica (_device_refusals)."""
     for _, message in _device_refusals(req, gpus):
         raise ValueError(message)
 
 
 def devices_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
-    """Per request: its engine does not run on its card (the requests serve() would refuse for the device; a search
-    over cards leaves them out, planner/serving.py cheapest, as formats_refused does for weights)."""
+    """Per request: its engine does not run on its card, or it asks several of a card that is one device (the requests
+    serve() would refuse for the device; a search over cards and GPU counts leaves them out, planner/serving.py
+    cheapest, as formats_refused does for weights)."""
     out = np.zeros(len(req), dtype=bool)
     for rows, _ in _device_refusals(req, gpus):
         out |= np.asarray(rows, dtype=bool)

@@ -133,8 +133,8 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~formats_refused(grid, gpus)]
-    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm): left out of the search (serve() refuses it
-    # asked alone)
+    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm) and several of a card that is one device
+    # (an Apple Mac): left out of the search (serve() refuses them asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~devices_refused(grid, gpus)]
     grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
@@ -221,6 +221,9 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
     counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
     for fmt in formats:
         rows = pd.DataFrame([{**request, "precision": fmt, "gpus": k} for k in counts])
+        rows = rows[~devices_refused(rows, gpus)]  # (one Apple device: its other counts are refused, not the format)
+        if rows.empty:
+            continue
         try:
             out = serve(rows, models, gpus)
         except ValueError:  # a format this engine or card does not take

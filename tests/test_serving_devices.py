@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from engine import serving as S
-from planner.serving import SERVE_JSON_KEYS, cheapest, format_serve
+from planner.serving import SERVE_JSON_KEYS, capacity_curve, cheapest, fits_with, format_serve
 from tests.clirun import run_cli
 from tests.test_serving_engines import rows  # (serve() of the requests, on `frames`)
 
@@ -153,3 +153,48 @@ def test_cheapest_leaves_exllamav2_out_on_cards_it_does_not_run_on(models, gpus)
     best = cheapest("llama-3-8b", 1, 8192, 20.0, 10.0, models, gpus, engines=("exllamav2",), precisions=("exl2-4.0",),
                     gpu_ids=[APPLE, "gaudi3", "rtx-4090"], tp_choices=(1,))
     assert best["gpu"].tolist() == ["rtx-4090"]
+
+
+# --- a Mac is one device ---------------------------------------------------------------------------------------------
+
+APPLE_ENGINES = [("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"), ("vllm", "bf16"), ("sglang", "bf16"),
+                 ("transformers", "bf16"), ("mlc-llm", "q4f16_1")]
+
+
+@pytest.mark.parametrize("engine, precision", APPLE_ENGINES)
+def test_several_apple_devices_are_refused_under_every_engine(frames, engine, precision):
+    """catalog/gpus.yaml rule no-multi-device-on-apple ("a Mac is one device"): llama.cpp split Llama 3 8B's layers
+    over 4 M4 Max "GPUs" and held 378 requests where one holds 90. One device is taken."""
+    asked = {**BASE, "gpu": APPLE, "engine": engine, "precision": precision}
+    with pytest.raises(ValueError, match=rf"gpus 4 is not accepted on gpu '{APPLE}' \(apple\): a Mac is one device "
+                                         r".*no-multi-device-on-apple\); accepted: 1$"):
+        rows(frames, {**asked, "gpus": 4})
+    assert rows(frames, {**asked, "gpus": 1}).iloc[0]["gpus"] == 1
+
+
+def test_serve_cli_refuses_several_macs():
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", APPLE, "--gpus", "4", "--engine", "llama.cpp",
+                             "--max-model-len", "8192")
+    assert code == 2 and out == "" and f"gpus 4 is not accepted on gpu '{APPLE}' (apple)" in err and "accepted: 1" in err
+
+
+def test_cheapest_and_the_curve_take_one_mac(models, gpus):
+    """The Serving page: the cheapest search over GPU counts keeps one Mac (not 2, 4 or 8 of them) beside the cards
+    that take several; the curve at 2 GPUs per replica refuses the Mac (the page asks each card alone and names it)
+    and sizes the others."""
+    best = cheapest("llama-3-8b", 1, 8192, 20.0, 10.0, models, gpus, engines=("llama.cpp",), precisions=("q4_k_m",),
+                    gpu_ids=[APPLE, "rtx-4090"], tp_choices=(1, 2, 4, 8))
+    macs = best[best["gpu"] == APPLE]
+    assert macs["gpus"].tolist() == [1] and sorted(best.loc[best["gpu"] == "rtx-4090", "gpus"]) == [1, 2, 4, 8]
+    with pytest.raises(ValueError, match="gpus 2 is not accepted on gpu 'apple-m4-max-128gb'"):
+        capacity_curve("llama-3-8b", [APPLE], "llama.cpp", "q4_k_m", models, gpus, contexts=(8192,), gpu_count=2)
+    assert capacity_curve("llama-3-8b", ["rtx-4090"], "llama.cpp", "q4_k_m", models, gpus, contexts=(8192,),
+                          gpu_count=2)["fits"].all()
+
+
+def test_fits_with_on_a_mac_offers_smaller_weights_on_it_not_more_macs(models, gpus):
+    """Llama 3 70B in bf16 does not fit one M4 Max under vLLM: the options are 4-bit weights on it, not 2 Macs (which
+    were offered), and the refused counts do not hide the format that fits."""
+    options = fits_with(dict(model="llama-3-70b", gpu=APPLE, engine="vllm", precision="bf16", max_model_len=8192),
+                        models, gpus)
+    assert [(int(o.gpus), o.precision, int(o.max_model_len)) for o in options.itertuples()] == [(1, "int4", 8192)]
