@@ -467,6 +467,11 @@ EXL_RESERVE_BYTES = 192 * C.MIB + 256 * C.MIB
 EXL_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0 + 2 / 32, "int8": 1.0 + 2 / 32,
                    "int4": 0.5 + 2 / 32}  # per K or V element: fp16, Q8 (8 bits + fp16/32), Q4
 EXL_BITS_RANGE = (2.0, 8.0)  # convert.md's targets run from 2 to 8 bits per weight
+# The GPUs it runs on: its kernels are a CUDA extension (setup.py: `cpp_extension.CUDAExtension("exllamav2_ext", ...)`
+# over exllamav2_ext/cuda/*.cu, with `-DHIPBLAS_USE_HIP_HALF` where torch is a ROCm build, `torch_version.hip`;
+# exllamav2/ext.py builds the same sources at first use; README "How to": "you'll need the CUDA Toolkit"), so NVIDIA
+# (CUDA) and AMD (ROCm, HIP) GPUs; an Apple GPU (Metal) or an Intel Gaudi has neither, and serve() refuses them.
+EXL_VENDORS = ("nvidia", "amd")
 
 
 def exl2_bits(precision) -> np.ndarray:
@@ -506,6 +511,12 @@ OTHER_MAX_NUM_SEQS = 1
 APPLE_SHARE_LARGE = 0.75
 APPLE_SHARE_SMALL = 2 / 3
 APPLE_SMALL_GB = 36
+# A Mac is one device: no NCCL or other multi-device backend on Apple silicon (catalog/gpus.yaml compatibility rule
+# no-multi-device-on-apple, which refuses several Apple devices for training and `estimate`), and its GPU already
+# addresses the whole unified memory. serve() refuses more than one per replica (--gpus) for every engine: llama.cpp's
+# --split-mode layer and ExLlamaV2's autosplit split over the GPUs of one machine, vLLM / SGLang / MLC-LLM tensor
+# parallelism over NCCL.
+ONE_DEVICE_VENDORS = ("apple",)
 
 # --- Speed (calibrated; see benchmarks/serving_accuracy.py) -------------------------------
 # Decode time per step = bytes read / effective bandwidth + layers x per-layer fixed cost
@@ -861,6 +872,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_version(req)
     _check_hybrid(req, models)
     _check_draft(req, models)
+    _check_devices(req, gpus)
     _check_formats(req, gpus)
     _check_exllamav2(req)
     _check_backend(req, gpus)
@@ -994,6 +1006,43 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
     """fp8 / mxfp4 / nvfp4 only on the engines and GPUs that run them (FORMAT_ENGINES)."""
     for _, message in _format_refusals(req, gpus):
         raise ValueError(message)
+
+
+def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
+    """(rows, message) for each way the device itself is refused: ExLlamaV2 on a GPU without CUDA or ROCm
+    (EXL_VENDORS), more than one Apple device per replica (ONE_DEVICE_VENDORS)."""
+    vendor = req["gpu"].map(gpus.set_index("id")["vendor"]).fillna("").astype(str).str.lower()
+    bad = (req["engine"] == "exllamav2") & ~vendor.isin(EXL_VENDORS)
+    if bad.any():
+        v = vendor[bad].iloc[0]
+        yield bad, (f"engine 'exllamav2' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
+                    f"accepted: {' or '.join(EXL_VENDORS)} GPUs (ExLlamaV2's kernels are a CUDA / ROCm extension, its "
+                    "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama or mlc-llm (Metal)" if v == "apple" else ""))
+    count = pd.to_numeric(req["gpus"], errors="coerce").fillna(1).to_numpy(float) if "gpus" in req \
+        else np.ones(len(req))
+    bad = vendor.isin(ONE_DEVICE_VENDORS).to_numpy(bool) & (count > 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        yield pd.Series(bad, index=req.index), (
+            f"gpus {count[i]:g} is not accepted on gpu {req['gpu'].iloc[i]!r} ({vendor.iloc[i]}): a Mac is one device "
+            "(its GPU addresses the whole unified memory; no multi-device backend on Apple silicon, catalog/gpus.yaml "
+            "rule no-multi-device-on-apple); accepted: 1")
+
+
+def _check_devices(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
+    """ExLlamaV2 on NVIDIA / AMD GPUs only; one Apple device per replica (_device_refusals)."""
+    for _, message in _device_refusals(req, gpus):
+        raise ValueError(message)
+
+
+def devices_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
+    """Per request: its engine does not run on its card, or it asks several of a card that is one device (the requests
+    serve() would refuse for the device; a search over cards and GPU counts leaves them out, planner/serving.py
+    cheapest, as formats_refused does for weights)."""
+    out = np.zeros(len(req), dtype=bool)
+    for rows, _ in _device_refusals(req, gpus):
+        out |= np.asarray(rows, dtype=bool)
+    return out
 
 
 def formats_refused(req: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
@@ -1445,7 +1494,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     kv_sglang = budget - w_gpu_full - draft_w_gpu - non_torch
     kv_hf = free_at_start - w_gpu_full - non_torch - activation - mask_held
     kv_hf = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0, kv_hf)  # the mask is built before the cache
-    kv_llama = on_gpu_layers * layer_kv / tp  # per GPU, what the context needs
+    # llama.cpp / Ollama allocate K/V for -c tokens (shared by the -np slots) on the layers placed on the GPUs, per GPU:
+    # their own allocation (kv_cache_bytes_allocated), not what is left for K/V (set below, after the slots)
+    kv_llama = on_gpu_layers * layer_kv / tp
     kv_available = np.select([is_vllm, is_sglang, is_hf], [kv_vllm, kv_sglang, kv_hf], kv_llama)
     kv_available = np.maximum(kv_available, 0.0)
     blocks = np.floor(kv_available / (VLLM_BLOCK_SIZE * (kv_token_gpu + draft_kv_gpu)))
@@ -1516,6 +1567,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     draft_slot_kv = np.where(is_llama & has_draft, draft_kv_token * draft_ctx, 0.0)  # a slot's own draft context
     slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
+    # what is left for K/V on the GPUs, per GPU (kv_cache_bytes_available means this for every engine, as vLLM's
+    # budget less its peak): what is free less the CUDA context, --fit's margin, the draft's weights and compute buffer,
+    # and the layers placed there without their K/V (their weights, the experts kept there, the output layer, the compute
+    # buffer). With every layer there, the slots above are this over one slot's K/V (and its draft context's).
+    placed_no_kv = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) - on_gpu_layers * layer_kv
+    kv_room_llama = np.maximum(free + draft_slot_kv * seqs - placed_no_kv, 0.0) / tp
+    kv_available = np.where(is_llama, kv_room_llama, kv_available)
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
@@ -1535,8 +1593,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_fixed = exl_weights_gpu / tp + exl_scratch + EXL_RESERVE_BYTES + context
     exl_kv_room = np.maximum(free_at_start - exl_fixed, 0.0)
     exl_conc = np.floor(exl_kv_room / (kv_token / tp * ctx))
-    exl_cache = kv_token / tp * ctx * seqs
-    kv_available = np.where(is_exl, exl_cache, kv_available)
+    exl_cache = kv_token / tp * ctx * seqs  # its own allocation (kv_cache_bytes_allocated): -l tokens x max_num_seqs
+    kv_available = np.where(is_exl, exl_kv_room, kv_available)  # what is left for it (the same meaning as vLLM's)
     max_concurrency = np.where(is_exl, exl_conc, max_concurrency)
     weights_gpu = np.where(is_exl, exl_weights_gpu / tp, weights_gpu)
     memory_used = np.where(is_exl, exl_fixed + exl_cache - EXL_RESERVE_BYTES, memory_used)
@@ -1556,6 +1614,17 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_mlc, mlc_temp + mlc_aux + mlc_workspace + mlc_logits, activation)
     kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
     fits = np.where(is_mlc, max_concurrency >= 1, fits)
+    # the KV cache each engine sets aside itself, per GPU: vLLM, SGLang and MLC-LLM their whole KV budget (blocks, pool,
+    # max_total_seq_length), llama.cpp / Ollama -c tokens on the GPU layers, ExLlamaV2 its cache of max_num_seqs x -l;
+    # none for transformers, whose DynamicCache grows with each sequence (NaN)
+    kv_allocated = np.where(is_llama, kv_llama, np.where(is_exl, exl_cache, np.where(is_hf, np.nan, kv_available)))
+    # one request of max_model_len's K/V, per GPU, as each engine counts it (the "does not fit" line names it where the
+    # room left holds less than one, planner/serving.py format_serve): the paged engines' by their pools (windows,
+    # linear-attention states, draft tokens and block rounding included), the others' per token
+    paged_request = np.divide(kv_available, max_concurrency, out=(kv_token_gpu + draft_kv_gpu) * ctx,
+                              where=max_concurrency > 0)
+    kv_request = np.select([is_vllm | is_sglang, is_llama, is_exl], [paged_request, (kv_token * ctx + draft_slot_kv) / tp,
+                                                                     kv_token / tp * ctx], kv_token_gpu * ctx)
     fits = fits & ~refused_at_start
     max_concurrency = np.where(refused_at_start, 0.0, max_concurrency)  # (it does not start: it holds none)
 
@@ -1611,6 +1680,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
         kv_policy=policy, kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
+        kv_cache_bytes_allocated=kv_allocated, kv_request_bytes=kv_request,
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
         gpu_memory_used_bytes=memory_used, host_ram_bytes=host_ram, fits=fits, concurrency=conc,

@@ -20,6 +20,7 @@ from engine.serving import (
     TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
+    devices_refused,
     exl2_bits,
     formats_refused,
     kv_refused,
@@ -79,6 +80,10 @@ SERVE_JSON_KEYS = (
     # hybrid linear-attention models (Qwen3-Next, Qwen3.5): vLLM's attention block in tokens, raised so that an
     # attention page holds a Gated DeltaNet layer's state (null elsewhere: 16); the layers with a state per sequence
     "kv_block_tokens", "linear_attention_layers",
+    # the KV cache the engine sets aside itself, per GPU (kv_cache_bytes_available is what is left for it, the same for
+    # every engine): vLLM / SGLang / MLC-LLM their whole budget, llama.cpp / Ollama -c tokens on the GPU layers,
+    # ExLlamaV2 its cache of max_num_seqs x max_model_len; null for transformers (its cache grows with each sequence)
+    "kv_cache_bytes_allocated",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
@@ -128,6 +133,10 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~formats_refused(grid, gpus)]
+    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm) and several of a card that is one device
+    # (an Apple Mac): left out of the search (serve() refuses them asked alone)
+    grid = grid.reset_index(drop=True)
+    grid = grid[~devices_refused(grid, gpus)]
     grid = grid.reset_index(drop=True).assign(model=model, max_model_len=int(context), concurrency=float(users),
                        max_num_seqs=np.where(grid["engine"].isin(GGUF_ENGINES), float(users), np.nan), **settings)
     # a KV cache type an engine does not have (vLLM / SGLang: no int8 or int4 cache) leaves that engine out, as a
@@ -212,6 +221,9 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
     counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
     for fmt in formats:
         rows = pd.DataFrame([{**request, "precision": fmt, "gpus": k} for k in counts])
+        rows = rows[~devices_refused(rows, gpus)]  # (one Apple device: its other counts are refused, not the format)
+        if rows.empty:
+            continue
         try:
             out = serve(rows, models, gpus)
         except ValueError:  # a format this engine or card does not take
@@ -245,6 +257,35 @@ def format_fits_with(options: pd.DataFrame, asked: str, asked_len: int | None = 
     return "; ".join(parts)
 
 
+def _own_kv_cache(row: pd.Series) -> str:
+    """', of which llama.cpp's -c takes ...': the KV cache llama.cpp / Ollama / ExLlamaV2 allocate themselves, beside what
+    is left for it (vLLM, SGLang and MLC-LLM allocate all of it; transformers' cache grows)."""
+    own = row.get("kv_cache_bytes_allocated")
+    if own is None or pd.isna(own) or row["engine"] not in (*GGUF_ENGINES, "exllamav2"):
+        return ""
+    if row["engine"] == "exllamav2":
+        return (f" (ExLlamaV2's cache of {int(row['max_num_seqs'])} x {int(row['max_model_len']):,} tokens: "
+                f"{own / 2**30:.2f} GiB)")
+    return (f" ({row['engine']}'s -c {int(row['max_num_seqs'] * row['max_model_len']):,} tokens on the GPU layers: "
+            f"{own / 2**30:.2f} GiB)")
+
+
+def _kv_needed(row: pd.Series) -> float:
+    """The KV cache a plan needs per GPU: one request of max_model_len (engine/serving.py kv_request_bytes), ExLlamaV2's
+    whole cache of max_num_seqs of them (it allocates them all at load)."""
+    one = row.get("kv_request_bytes")
+    one = float(row["kv_bytes_per_token"] * row["max_model_len"]) if one is None or pd.isna(one) else float(one)
+    return float(row["kv_cache_bytes_allocated"]) if row["engine"] == "exllamav2" else one
+
+
+def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
+    """A plan that does not fit because its KV cache is larger than the room left for it (room there is: the weights
+    and the activation peak alone fit), not because nothing is left."""
+    room = float(row.get("kv_cache_bytes_available", 0.0) or 0.0)
+    return (row["engine"] not in GGUF_ENGINES and room > 0 and not bool(row.get("refused_at_start", False))
+            and _kv_needed(row) > room)
+
+
 def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
     """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request."""
     gib = 2**30
@@ -255,7 +296,7 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         f"weights {row['weights_gpu_bytes'] / gib:.2f}, activation peak {row['activation_peak_bytes'] / gib:.2f}, "
         f"non-torch {row['non_torch_bytes'] / gib:.2f}"
         + (f", in use by other processes {row['gpu_memory_in_use_bytes'] / gib:.2f}" if row.get("gpu_memory_in_use_bytes", 0) > 0 else ""),
-        f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB -> max concurrency "
+        f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB{_own_kv_cache(row)} -> max concurrency "
         f"{row['max_concurrency']:.2f} requests at {int(row['max_model_len']):,} tokens",
         (f"  GPU layers (-ngl): {int(row['gpu_layers'])} of {int(row['total_layers']) + 1} (the output layer counts first, "
          f"then {max(int(row['gpu_layers']) - 1, 0)} of {int(row['total_layers'])} repeating layers); "
@@ -351,6 +392,17 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
                             f"{row['usable_bytes'] / gib:.2f}, and with {row['gpu_memory_in_use_bytes'] / gib:.2f} GiB held "
                             f"by other processes {free / gib:.2f} GiB are free; ask at most "
                             f"{largest_utilization(row['usable_bytes'], row['gpu_memory_in_use_bytes']):g}")
+        elif _kv_is_what_does_not_fit(row):
+            # room is left after the weights and the activation peak, but less than the KV cache needs: name it
+            room, need = row["kv_cache_bytes_available"], _kv_needed(row)
+            exl_seqs = row["engine"] == "exllamav2" and int(row["max_num_seqs"]) > 1
+            kv = (f"ExLlamaV2's cache of --max-num-seqs {int(row['max_num_seqs'])} sequences of "
+                  f"{int(row['max_model_len']):,} tokens ({need / gib:.2f} GiB per GPU)" if exl_seqs else
+                  f"one {int(row['max_model_len']):,}-token request's KV cache ({need / gib:.2f} GiB per GPU)")
+            lines.insert(1, f"  DOES NOT FIT: {kv} is more than the {room / gib:.2f} GiB left for it after the weights "
+                            f"({weights / gib:.2f} GiB per GPU) and the activation peak ({act / gib:.2f} GiB); use a "
+                            "shorter --max-model-len, a smaller KV cache (--kv-precision), more GPUs (--gpus) or smaller "
+                            "weights (--precision)")
         else:
             lines.insert(1, f"  DOES NOT FIT: {what} leave no room for one "
                             f"request's KV cache in the budget; use more GPUs (--gpus), smaller weights (--precision) or "

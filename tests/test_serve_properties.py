@@ -81,6 +81,10 @@ def test_serve_gives_each_request_its_own_answer_in_any_frame(models, gpus):
         v = framed[col].to_numpy(float)
         bad = ~(np.isfinite(v) & (v >= 0))
         assert not bad.any(), f"seed={seed}: {col} = {v[np.argmax(bad)]!r} for {kept[int(np.argmax(bad))]}"
+    # the KV cache an engine sets aside itself: bytes >= 0, none for transformers (its cache grows with each sequence)
+    v, hf = framed["kv_cache_bytes_allocated"].to_numpy(float), (framed["engine"] == "transformers").to_numpy()
+    bad = np.where(hf, ~np.isnan(v), ~(np.isfinite(v) & (v >= 0)))
+    assert not bad.any(), f"seed={seed}: kv_cache_bytes_allocated = {v[np.argmax(bad)]!r} for {kept[int(np.argmax(bad))]}"
 
 
 def test_a_longer_context_never_holds_more_requests(models, gpus):

@@ -133,7 +133,7 @@ def test_llamacpp_70b_q4_k_m_on_24gb_puts_about_half_the_layers_on_the_gpu(cat):
 def test_llamacpp_all_layers_fit_includes_the_output_layer(cat):
     row = one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="q4_0", max_model_len=4096)
     assert row["gpu_layers"] == 33  # the output slot + 32 repeating layers: -ngl 33 (n_layer + 1)
-    assert row["kv_cache_bytes_available"] == 2 * 32 * 32 * 128 * 2 * 4096  # fp16 K and V of 4,096 tokens
+    assert row["kv_cache_bytes_allocated"] == 2 * 32 * 32 * 128 * 2 * 4096  # fp16 K and V of 4,096 tokens (-c 4096)
 
 
 def test_llamacpp_asked_layers_are_kept_and_more_layers_run_faster(cat):

@@ -51,7 +51,7 @@ def test_llamacpp_quantized_cache_takes_ggml_block_bytes(frames):
     assert got[("vllm", "fp8")] == values * 1  # vLLM's fp8 cache: one byte a value, unchanged
     # llama-server's context of one 8,192-token slot, every layer on the GPU, at those bytes
     q8 = out.iloc[1]
-    assert q8.gpu_layers == 33 and q8.kv_cache_bytes_available == values * 34 / 32 * 8192
+    assert q8.gpu_layers == 33 and q8.kv_cache_bytes_allocated == values * 34 / 32 * 8192
 
 
 def test_llamacpp_quantized_cache_leaves_a_linear_attention_state_in_its_dtype(frames):

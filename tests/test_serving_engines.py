@@ -667,8 +667,9 @@ def test_exllamav2_layout_from_its_source(served):
     assert small.host_ram_bytes == V * h * 2
     assert small.weights_gpu_bytes == pytest.approx(6_476_005_376 * 4.0 / 8 + V * h * 6 / 8, rel=0.002)
     assert small.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 and q4.kv_bytes_per_token == 2 * 32 * 32 * 128 * (0.5 + 2 / 32)
-    assert small.kv_cache_bytes_available == small.kv_bytes_per_token * 4096  # one sequence of -l 4096
+    assert small.kv_cache_bytes_allocated == small.kv_bytes_per_token * 4096  # its cache: one sequence of -l 4096
     free = small.usable_bytes - small.weights_gpu_bytes - small.compute_buffer_bytes - 448 * 2**20 - small.non_torch_bytes
+    assert small.kv_cache_bytes_available == pytest.approx(free, rel=1e-12)  # what is left for it, as vLLM's budget
     assert small.max_concurrency == np.floor(free / (small.kv_bytes_per_token * 4096))
     # the fit rows of its README (RTX 4090: 211 and 38 tok/s) and the speed basis
     assert small.decode_tokens_per_s == pytest.approx(211, rel=0.02) and big.decode_tokens_per_s == pytest.approx(38, rel=0.02)
