@@ -541,7 +541,7 @@ FIGURES = {  # figure -> (evidence metric, unit, what our side is)
     "allocated_peak": ("allocated_peak_bytes", "B", "peak_bytes - runtime_overhead_bytes (torch allocated)"),
     "reserved_peak": ("reserved_peak_bytes", "B", "peak_bytes - CUDA context - NCCL (torch reserved)"),
     "weights": ("weights_bytes", "B", "weights on one GPU (serve weights_gpu_bytes)"),
-    "kv_cache_memory": ("kv_cache_bytes", "B", "KV cache memory on one GPU (serve kv_cache_bytes_available)"),
+    "kv_cache_memory": ("kv_cache_bytes", "B", "KV cache memory on one GPU (serve kv_cache_bytes_allocated: what the engine allocates)"),
     "kv_cache_tokens": ("kv_cache_tokens", "tokens", "KV cache tokens (serve num_gpu_blocks x 16)"),
     "max_concurrency": ("max_concurrency", "x", "requests of max_model_len at once (serve max_concurrency)"),
     "compute_buffer": ("compute_buffer_bytes", "B", "compute buffer on one GPU (serve compute_buffer_bytes)"),
@@ -572,7 +572,9 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
         row = serve_one(request, models, gpus)
         blocks = float(row.get("num_gpu_blocks", np.nan))
         ours = {"weights": float(row.get("weights_gpu_bytes", np.nan)),
-                "kv_cache_memory": float(row.get("kv_cache_bytes_available", np.nan)),
+                # what the engine allocates (vLLM: its whole budget, = available; llama.cpp: its -c tokens on the GPU
+                # layers, the log's "KV buffer size"), not the room left beside it (kv_cache_bytes_available)
+                "kv_cache_memory": float(row.get("kv_cache_bytes_allocated", np.nan)),
                 "kv_cache_tokens": blocks * VLLM_BLOCK_SIZE,
                 "max_concurrency": float(row.get("max_concurrency", np.nan)),
                 "compute_buffer": float(row.get("compute_buffer_bytes", np.nan)),

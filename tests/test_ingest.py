@@ -254,6 +254,15 @@ def test_ingest_prints_each_figure_beside_ours(path, gpu, figures):
     assert data["saved_id"] is None
 
 
+def test_the_llamacpp_kv_buffer_is_compared_with_what_llamacpp_allocates():
+    """llama.cpp's "KV buffer size" is its -c tokens on the GPU layers (serve kv_cache_bytes_allocated), not the room
+    left beside them (kv_cache_bytes_available, which came to mean the room for every engine): compared with the room
+    the sample's 1.00 GiB read +1696%."""
+    data = json.loads(run_cli("ingest", LLAMACPP, "--gpu", "rtx-4090", "--json")[1])
+    kv = next(f for f in data["figures"] if f["figure"] == "kv_cache_memory")
+    assert abs(kv["error_pct"]) < 1, kv  # 8,192 tokens x 32 layers x 8 KV heads of 128 x 2 x 2 bytes = 1.00 GiB
+
+
 def test_the_vllm_sample_is_estimated_close():
     data = json.loads(run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--json")[1])
     errors = {f["figure"]: f["error_pct"] for f in data["figures"]}
