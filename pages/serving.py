@@ -178,6 +178,10 @@ if curve is not None:  # (every card refused: the warning above says why)
                                                  gpu_memory_in_use_gib=in_use, cpu_moe=cpu_moe_label),
             formats={"Context (tokens)": "%d"},
             help={"Max concurrent requests": "vLLM: KV blocks x 16 / context (its 'Maximum concurrency' log line).",
+                  f"KV cache available ({u})": "The room left for the KV cache on each GPU after the weights, the "
+                                               "activation peak and the engine's own memory, for every engine; what "
+                                               "the engine allocates out of it (llama.cpp: its -c tokens) is "
+                                               "`serve --json`'s kv_cache_bytes_allocated.",
                   "Layers on the GPU": "llama.cpp -ngl: layer slots on the GPU, the output layer first, then the "
                                        "repeating layers; the model's layer count + 1 = everything."})
 
