@@ -230,6 +230,17 @@ VLLM_V0_MAX_NUM_SEQS = 256  # V0's EngineArgs.max_num_seqs default
 # python/sglang/srt/configs/model_config.py). `serve` refuses such a length unless --allow-long-context (as `check` and
 # `estimate` refuse such a --seq, planner/cli.py), and then writes the variable before the engine's command.
 LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}
+
+
+def long_context_env(engine, max_model_len, max_context) -> np.ndarray:
+    """Per row, the variable its engine needs to start at a max_model_len beyond the model's context
+    (LONG_CONTEXT_ENV), else '': the printed command (command_lines) and `serve --export` (planner/exports.py)
+    both write it before the engine's command."""
+    length = pd.to_numeric(pd.Series(max_model_len), errors="coerce").to_numpy(float)
+    context = pd.to_numeric(pd.Series(max_context), errors="coerce").to_numpy(float)
+    beyond = (context > 0) & (length > context)  # (an unknown context, NaN, is never beyond)
+    env = pd.Series(engine, dtype=object).map(LONG_CONTEXT_ENV).fillna("").to_numpy(object)
+    return np.where(beyond, env, "")
 # --- SGLang ----------------------------------------------------------------------------
 # mem_fraction_static: the share of the card for weights + KV pool; activations and CUDA
 # graphs live in the rest. The KV pool is what the fraction leaves after the weights
@@ -1886,5 +1897,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
            + mlc_total + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
            + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
     e = out["engine"]
-    return np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],
-                     [vllm, sglang, llama, ollama, exl, mlc], hf_cmd)
+    command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],
+                        [vllm, sglang, llama, ollama, exl, mlc], hf_cmd)
+    # beyond the model's context (serve --allow-long-context): vLLM and SGLang start only with their variable
+    env = long_context_env(e.to_numpy(object), out["max_model_len"].to_numpy(), m["max_context"].to_numpy())
+    return np.where(env != "", env + " " + command.astype(object), command)

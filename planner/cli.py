@@ -731,18 +731,6 @@ def _check_model_len(args, models: pd.DataFrame) -> None:
                        f"accepted: 1 to {context:,} (or allow it explicitly with --allow-long-context)")
 
 
-def _long_context_command(row: pd.Series, args, models: pd.DataFrame) -> pd.Series:
-    """The command with the variable vLLM / SGLang need to start beyond the model's context (engine/serving.py
-    LONG_CONTEXT_ENV), where --allow-long-context let such a --max-model-len through."""
-    from engine.serving import LONG_CONTEXT_ENV
-    env = LONG_CONTEXT_ENV.get(str(row["engine"]))
-    if env is None or _beyond_context(args, models) is None:
-        return row
-    row = row.copy()
-    row["command"] = f"{env} {row['command']}"
-    return row
-
-
 def _check_memory_in_use(row: pd.Series, args) -> None:
     """--gpu-memory-in-use of the card's memory or more leaves nothing free: no engine starts there, and a KV cache,
     speed or cost figure would describe nothing (engine/serving.py counts what is free as usable - in use). Bad input,
@@ -821,7 +809,6 @@ def cmd_serve(args) -> int:
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")
                        .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
-    row = _long_context_command(row, args, models)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

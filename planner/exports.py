@@ -27,6 +27,8 @@ import pandas as pd
 
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
                               TRAIN_PRECISIONS)
+from engine.serving import (LLAMA_KV_TYPES, OLLAMA_KV_TYPES, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE, VLLM_BNB_WEIGHTS,
+                            VLLM_KV_DTYPE, long_context_env)
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
@@ -904,9 +906,8 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
 
 # --- serving ---------------------------------------------------------------------------------
 
-VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-VLLM_KV = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
-LLAMA_KV = {"int8": "q8_0", "fp8": "q8_0", "int4": "q4_0", "fp16": "f16", "bf16": "bf16", "fp32": "f32"}
+# the weights' and KV cache's names in each engine's command: engine/serving.py's tables, which serve's printed
+# command reads too (TORCH_DTYPE, VLLM_BNB_WEIGHTS, VLLM_KV_DTYPE, SGLANG_KV_DTYPE, LLAMA_KV_TYPES, OLLAMA_KV_TYPES)
 
 
 def _serve_header(target: str, row, notes: list[str]) -> list[str]:
@@ -926,21 +927,21 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
     if int(row["gpus"]) > 1:
         args += ["--tensor-parallel-size", str(int(row["gpus"]))]
     p = str(row["precision"])
-    if p in VLLM_DTYPE:
-        args += ["--dtype", VLLM_DTYPE[p]]
+    if p in TORCH_DTYPE:
+        args += ["--dtype", TORCH_DTYPE[p]]
     elif p == "fp8":
         # vLLM's fp8 (features/quantization/fp8.md): a bf16 checkpoint quantized at load; an FP8
         # checkpoint's own quantization_config is read without it (the same weights' bytes)
         args += ["--quantization", "fp8"]
-    elif p in ("int4", "nf4"):
+    elif p in VLLM_BNB_WEIGHTS:
         args += ["--quantization", "bitsandbytes"]
         notes.append(f"weights {p}: written as in-flight bitsandbytes 4-bit; a pre-quantized AWQ/GPTQ checkpoint "
                      "of the model (vLLM reads its method from the checkpoint) is faster")
     else:
         notes.append(f"weights {p}: serve a checkpoint quantized to {p} (vLLM reads the method from its config)")
     kv = str(row["kv_precision"])
-    if kv in VLLM_KV:
-        args += ["--kv-cache-dtype", VLLM_KV[kv]]
+    if kv in VLLM_KV_DTYPE:
+        args += ["--kv-cache-dtype", VLLM_KV_DTYPE[kv]]
     elif kv != "auto":
         notes.append(f"KV cache {kv}: no such --kv-cache-dtype in vLLM releases (auto, float16, bfloat16, fp8)")
     draft = _draft(row)
@@ -965,8 +966,8 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
     if int(row["gpus"]) > 1:
         args += ["--tp-size", str(int(row["gpus"]))]
     p = str(row["precision"])
-    if p in VLLM_DTYPE:
-        args += ["--dtype", VLLM_DTYPE[p]]
+    if p in TORCH_DTYPE:
+        args += ["--dtype", TORCH_DTYPE[p]]
     elif p == "fp8":
         args += ["--quantization", "fp8"]  # SGLang server_args.py --quantization fp8
     else:
@@ -975,8 +976,8 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
     if draft:
         args += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", draft[0]]
     kv = str(row["kv_precision"])
-    if kv == "fp8":
-        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if kv in SGLANG_KV_DTYPE:
+        args += ["--kv-cache-dtype", SGLANG_KV_DTYPE[kv]]
     elif kv not in ("auto", "fp16", "bf16"):
         notes.append(f"KV cache {kv}: not an SGLang --kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3)")
     text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"
@@ -1009,9 +1010,9 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
         everything = float(row.get("expert_host_bytes", 0) or 0) >= float(row.get("expert_bytes", 0) or 0) > 0
         args += ["--cpu-moe"] if everything else ["--n-cpu-moe", str(n_cpu)]
     kv = str(row["kv_precision"])
-    if kv in LLAMA_KV and kv not in ("fp16",):
-        args += ["-ctk", LLAMA_KV[kv], "-ctv", LLAMA_KV[kv]]
-        if LLAMA_KV[kv].startswith("q"):
+    if kv in LLAMA_KV_TYPES:  # (auto and fp16: llama.cpp's default f16)
+        args += ["-ctk", LLAMA_KV_TYPES[kv], "-ctv", LLAMA_KV_TYPES[kv]]
+        if LLAMA_KV_TYPES[kv].startswith("q"):
             args += ["-fa", "on"]  # a quantized V cache needs flash attention (llama-context.cpp)
         if kv == "fp8":
             notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
@@ -1025,16 +1026,13 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
     return Export("llama-server", text, notes)
 
 
-OLLAMA_KV = {"int8": "q8_0", "fp8": "q8_0", "int4": "q4_0"}
-
-
 def ollama(row, repo: str, repo_known: bool) -> Export:
     """A Modelfile, with the server's environment in its comments (Ollama reads those at `ollama serve`)."""
     notes = [f"FROM {_gguf(row)}: a GGUF of {repo} at {row['precision']} (or an ollama library tag of it)"]
     env = [f"OLLAMA_NUM_PARALLEL={int(row['max_num_seqs'])}"]
     kv = str(row["kv_precision"])
-    if kv in OLLAMA_KV:
-        env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={OLLAMA_KV[kv]}"]
+    if kv in OLLAMA_KV_TYPES:
+        env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={OLLAMA_KV_TYPES[kv]}"]
     if int(row.get("cpu_moe_layers", 0) or 0) > 0:
         notes.append("routed experts in host RAM (llama.cpp's --n-cpu-moe): no Ollama option")
     lines = _serve_header("ollama", row, notes)
@@ -1045,7 +1043,6 @@ def ollama(row, repo: str, repo_known: bool) -> Export:
 
 
 SERVE_EXPORTERS = {"vllm": vllm, "sglang": sglang, "llama-server": llama_server, "ollama": ollama}
-SPEC_TOKENS = 5  # draft tokens per step, an example (engine/serving.py SPEC_TOKENS: vLLM has no default)
 
 
 def _draft(row) -> tuple[str, bool] | None:
@@ -1070,11 +1067,9 @@ def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     row = row.copy()  # what the builders read beside the serving row: the model's vision tower, the draft's repo
     row["vision_params"] = model.get("vision_params", 0)
-    # beyond the model's context (let through by --allow-long-context): vLLM and SGLang start only with their variable
-    context = pd.to_numeric(model.get("max_context"), errors="coerce")
-    if pd.notna(context) and 0 < context < int(row["max_model_len"]):
-        from engine.serving import LONG_CONTEXT_ENV
-        row["long_context_env"] = LONG_CONTEXT_ENV.get(engine, "")
+    # beyond the model's context (let through by --allow-long-context): vLLM and SGLang start only with their variable,
+    # as the printed command writes it (engine/serving.py long_context_env)
+    row["long_context_env"] = long_context_env([engine], [row["max_model_len"]], [model.get("max_context")])[0]
     if draft is not None:
         row["draft_repo"] = hf_repo(draft.get("source", ""), str(draft.name))[0]
     return SERVE_EXPORTERS[target](row, repo, known)
