@@ -100,6 +100,16 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
     return pd.DataFrame({"compatible": compatible, "compatibility_notes": notes}, index=frame.index)
 
 
+def refusals(notes) -> list[str]:
+    """Of a row's compatibility_notes, those of the rules that refuse the card ("incompatible: ..."), not the notes."""
+    return [str(n) for n in notes if str(n).startswith("incompatible: ")]
+
+
+def refusal_reasons(notes) -> str:
+    """The refusing rules' notes as one sentence, without their severity ("bf16 needs ...; ...")."""
+    return "; ".join(n.removeprefix("incompatible: ") for n in refusals(notes))
+
+
 def _notes_per_row(n: int, texts: list[str], hits: list[np.ndarray]) -> list[list[str]]:
     """Each row's list of the notes whose rule hit it (in rule order), a list of its own per
     row: the rows are grouped by which rules hit them (a few combinations), not visited per rule."""

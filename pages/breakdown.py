@@ -8,6 +8,7 @@ import streamlit as st
 
 from app import common as c
 from app.labels import md_escape
+from engine.compat import refusal_reasons
 from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
@@ -48,8 +49,7 @@ if "vision_params" in row.index and pd.notna(row["vision_params"]) and int(row["
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
     st.warning(f"{md_escape(card)} cannot run this scenario, so it does not fit at any memory: "
-               + md_escape("; ".join(str(n).removeprefix("incompatible: ") for n in row["compatibility_notes"]
-                                     if str(n).startswith("incompatible"))))
+               + md_escape(refusal_reasons(row["compatibility_notes"])))
 k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
 k2.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),

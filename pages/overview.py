@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import common as c
 from app.labels import md_escape, moe_caption
+from engine.compat import refusal_reasons
 from app.tables import describe_md, fmt_share
 
 c.ensure_frame()
@@ -81,8 +82,7 @@ verdict = (f"On {sc['gpus']}× **{gpu_md.get(s['gpu'], md_escape(s['gpu']))}** (
            + f"Largest micro-batch at this length: {int(row['max_batch']):,}; longest sequence at this batch: "
            + f"{int(row['max_seq']):,} tokens.")
 if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
-    verdict += " The card cannot run it: " + md_escape("; ".join(
-        str(n).removeprefix("incompatible: ") for n in row["compatibility_notes"] if str(n).startswith("incompatible")))
+    verdict += " The card cannot run it: " + md_escape(refusal_reasons(row["compatibility_notes"]))
 (st.success if fits else st.warning)(verdict)
 
 st.markdown("#### Which cards hold it")

@@ -19,6 +19,7 @@ import math
 
 import pandas as pd
 
+from engine.compat import refusals
 from engine.constants import MAX_GPUS
 
 FITS, DOES_NOT_FIT, BAD_INPUT = 0, 1, 2
@@ -53,7 +54,7 @@ def verdict_line(row: pd.Series, verdict: dict) -> str:
                f"+{float(row['verdict_margin_pct']):.0f}%" if pd.notna(row.get("safe_peak_bytes")) else "") + ")")
     if not verdict["compatible"]:
         notes = list(verdict["compatibility_notes"])  # the refusing rules ('incompatible: ...'), not the notes
-        return line + "; " + "; ".join([n for n in notes if n.startswith("incompatible")] or notes or ["not compatible"])
+        return line + "; " + "; ".join(refusals(notes) or notes or ["not compatible"])
     if not bool(row["fits"]):
         needed = float(row["gpus_needed"])
         if math.isfinite(needed) and needed > int(row["gpus"]):
