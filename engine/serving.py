@@ -456,8 +456,18 @@ TOKENIZER_GROUP = {
 FORMAT_ENGINES = {"fp8": ("vllm", "sglang", "transformers"), "mxfp4": ("vllm", "sglang", "transformers"),
                   "nvfp4": ("vllm",)}
 FORMAT_REFUSED_ARCHITECTURES = {"fp8": ("volta",), "mxfp4": ("volta", "turing"), "nvfp4": ("volta", "turing")}
-FORMAT_REFUSED_BY_ENGINE = {("mxfp4", "transformers"): ("volta",)}  # (format, engine): its own, where it differs
-FORMAT_INSTEAD = {("mxfp4", "transformers"): "; transformers dequantizes mxfp4 to bf16 there: ask --precision bf16"}
+# transformers' FP8 (quantizers/quantizer_finegrained_fp8.py validate_environment) keeps an FP8 checkpoint in 8 bits only
+# from compute capability 8.9 (Ada, Hopper, Blackwell): below it, transformers' main of 2026 warns "FP8 quantized models
+# is only supported on GPUs with compute capability >= 8.9 (e.g 4090/H100) ... We will default to dequantizing the model
+# to bf16" and sets quantization_config.dequantize (twice the weights planned at fp8), and releases before it raised
+# ValueError with the same sentence (huggingface/transformers 0095b97); so an A100, RTX 3090 or A10 is refused for it,
+# as Volta and Turing (vLLM and SGLang keep 8 bits there, weight-only through FP8 Marlin).
+FORMAT_REFUSED_BY_ENGINE = {("mxfp4", "transformers"): ("volta",),  # (format, engine): its own, where it differs
+                            ("fp8", "transformers"): ("volta", "turing", "ampere")}
+FORMAT_INSTEAD = {("mxfp4", "transformers"): "; transformers dequantizes mxfp4 to bf16 there: ask --precision bf16",
+                  ("fp8", "transformers"): " (compute capability 8.9); below it transformers dequantizes FP8 to bf16 "
+                  "(quantizer_finegrained_fp8.py): ask --precision bf16, or --engine vllm, which keeps 8 bits"}
+FORMAT_OWN_SOURCE = {("fp8", "transformers")}  # refusals whose FORMAT_INSTEAD names their source, not the catalog's rules
 
 # --- ExLlamaV2 (turboderp-org/exllamav2 at commit da07fac, read via fetch) -------------------
 # Weights: EXL2 files at their average bits per weight (`--precision exl2-4.0`; convert.md "-b: target
@@ -1007,9 +1017,10 @@ def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
             refused = FORMAT_REFUSED_BY_ENGINE.get((fmt, engine), FORMAT_REFUSED_ARCHITECTURES[fmt])
             bad = rows & (req["engine"] == engine) & (arch.isin(refused) | arch.str.startswith("apple"))
             if bad.any():
+                names = ", ".join(refused[:-1]) + " and " + refused[-1] if len(refused) > 1 else refused[0]
+                why = "" if (fmt, engine) in FORMAT_OWN_SOURCE else " (catalog/gpus.yaml compatibility rules)"
                 yield bad, (f"precision {fmt!r} is not accepted on gpu {req['gpu'][bad].iloc[0]!r} "
-                            f"({arch[bad].iloc[0]}) with engine {engine!r}; accepted: GPUs newer than "
-                            f"{' and '.join(refused)} (catalog/gpus.yaml compatibility rules)"
+                            f"({arch[bad].iloc[0]}) with engine {engine!r}; accepted: GPUs newer than {names}{why}"
                             + FORMAT_INSTEAD.get((fmt, engine), ""))
 
 

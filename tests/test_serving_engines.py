@@ -568,6 +568,11 @@ def test_held_out_speed_figures_meet_the_75_percent_target():
      "precision 'mxfp4' is not accepted on gpu 'v100-32gb' (volta) with engine 'transformers'; accepted: GPUs newer "
      "than volta (catalog/gpus.yaml compatibility rules); transformers dequantizes mxfp4 to bf16 there: ask --precision bf16"),
     (dict(precision="fp8", gpu="v100-32gb"), "precision 'fp8' is not accepted on gpu 'v100-32gb' (volta)"),
+    # transformers keeps FP8 in 8 bits from compute capability 8.9 only; below it dequantizes to bf16 (twice the weights)
+    (dict(precision="fp8", engine="transformers", gpu="a100-80gb-sxm"),
+     "precision 'fp8' is not accepted on gpu 'a100-80gb-sxm' (ampere) with engine 'transformers'; accepted: GPUs newer "
+     "than volta, turing and ampere (compute capability 8.9); below it transformers dequantizes FP8 to bf16"),
+    (dict(precision="fp8", engine="transformers", gpu="t4"), "precision 'fp8' is not accepted on gpu 't4' (turing)"),
     (dict(precision="nvfp4", gpu="t4"), "precision 'nvfp4' is not accepted on gpu 't4' (turing)"),
 ])
 def test_2026_formats_only_where_their_engines_run_them(cat, request_, message):
@@ -898,3 +903,12 @@ def test_gpt_oss_120b_on_one_h100_needs_fewer_sequences_as_vllm_users_find(cat):
     code, out, err = run_cli(*args, "--max-num-seqs", "64", "--json")
     data = json.loads(out)
     assert code == 0 and data["fits"] and data["max_concurrency"] >= 1, err
+
+
+def test_fp8_on_ampere_is_refused_for_transformers_only(cat):
+    """An FP8 checkpoint on an A100: vLLM and SGLang keep it in 8 bits (FP8 Marlin); transformers would dequantize it
+    to bf16 (quantizer_finegrained_fp8.py), so only transformers is refused there; on Ada it keeps 8 bits too."""
+    base = dict(model="llama-3.1-8b", precision="fp8", max_model_len=4096)
+    out = rows(cat, {**base, "engine": "vllm", "gpu": "a100-80gb-sxm"}, {**base, "engine": "sglang", "gpu": "a100-80gb-sxm"},
+               {**base, "engine": "transformers", "gpu": "rtx-4090"}, {**base, "engine": "transformers", "gpu": "h100-sxm-80gb"})
+    assert (out["weights_bytes"] < 9.2e9).all() and len(out) == 4  # 8.03B weights at about a byte each, not bf16's 16 GB
