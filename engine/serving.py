@@ -468,6 +468,13 @@ FORMAT_INSTEAD = {("mxfp4", "transformers"): "; transformers dequantizes mxfp4 t
                   ("fp8", "transformers"): " (compute capability 8.9); below it transformers dequantizes FP8 to bf16 "
                   "(quantizer_finegrained_fp8.py): ask --precision bf16, or --engine vllm, which keeps 8 bits"}
 FORMAT_OWN_SOURCE = {("fp8", "transformers")}  # refusals whose FORMAT_INSTEAD names their source, not the catalog's rules
+# bf16 weights under vLLM need compute capability 8.0: its CUDA platform refuses them below (vllm/platforms/cuda.py
+# CudaPlatform.check_if_supports_dtype: "Bfloat16 is only supported on GPUs with compute capability of at least 8.0 ...
+# You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half"), and the plan's
+# command names its dtype (--dtype bfloat16, TORCH_DTYPE). Its 'auto' on such a card picks float16 (vllm/config/model.py
+# _resolve_auto_dtype), which is --precision fp16 here: the same bytes.
+NO_BF16_ARCHITECTURES = ("volta", "turing")  # catalog/gpus.yaml rule bf16-needs-ampere
+BF16_REFUSING_ENGINES = ("vllm",)
 
 # --- ExLlamaV2 (turboderp-org/exllamav2 at commit da07fac, read via fetch) -------------------
 # Weights: EXL2 files at their average bits per weight (`--precision exl2-4.0`; convert.md "-b: target
@@ -1000,11 +1007,17 @@ def _check_exllamav2(req: pd.DataFrame) -> None:
 
 
 def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
-    """(rows, message) for each way fp8 / mxfp4 / nvfp4 weights are refused: an engine that does not run the format
-    (FORMAT_ENGINES), a card it does not run on (FORMAT_REFUSED_BY_ENGINE, FORMAT_REFUSED_ARCHITECTURES, Apple)."""
+    """(rows, message) for each way the weights' format is refused: bf16 under vLLM on a card without bf16
+    (NO_BF16_ARCHITECTURES); fp8 / mxfp4 / nvfp4 under an engine that does not run the format (FORMAT_ENGINES), on a
+    card it does not run on (FORMAT_REFUSED_BY_ENGINE, FORMAT_REFUSED_ARCHITECTURES, Apple)."""
     precision = req["precision"].astype(str)
     arch = req["gpu"].map(gpus.set_index("id")["architecture"]).fillna("").astype(str) if "architecture" in gpus \
         else pd.Series("", index=req.index)
+    bad = (precision == "bf16") & req["engine"].isin(BF16_REFUSING_ENGINES) & arch.isin(NO_BF16_ARCHITECTURES)
+    if bad.any():
+        yield bad, (f"precision 'bf16' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({arch[bad].iloc[0]}) with "
+                    f"engine {req['engine'][bad].iloc[0]!r}; accepted: fp16 (vLLM: 'Bfloat16 is only supported on GPUs "
+                    "with compute capability of at least 8.0 ... use float16 instead', vllm/platforms/cuda.py)")
     for fmt, engines in FORMAT_ENGINES.items():
         rows = precision == fmt
         if not rows.any():

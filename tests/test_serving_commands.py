@@ -281,3 +281,18 @@ def test_the_cli_command_and_export_agree_beyond_the_models_context():
     assert code == 0, err
     assert _words(command) == _words(_export_line(text))
     assert _words(command)[0] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+
+
+def test_serve_on_a_card_without_bf16_defaults_to_fp16_and_says_so_in_its_command():
+    """A T4 has no bf16 (compute capability 7.5): vLLM refuses --dtype bfloat16 there and its 'auto' picks float16
+    (vllm/platforms/cuda.py, vllm/config/model.py _resolve_auto_dtype). serve without --precision plans fp16 and
+    writes --dtype float16; --precision bf16 is refused, naming fp16; an A100 keeps the bf16 default."""
+    argv = ("serve", "--model", "llama-3.2-3b", "--engine", "vllm", "--max-model-len", "4096", "--json")
+    code, out, err = run_cli(*argv, "--gpu", "t4")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["precision"] == "fp16" and "--dtype float16" in plan["command"]
+    code, out, err = run_cli(*argv, "--gpu", "a100-80gb-sxm")
+    assert code == 0 and json.loads(out)["precision"] == "bf16", err
+    code, out, err = run_cli(*argv, "--gpu", "t4", "--precision", "bf16")
+    assert code == 2 and "precision 'bf16' is not accepted on gpu 't4' (turing)" in err and "accepted: fp16" in err

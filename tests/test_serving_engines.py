@@ -573,6 +573,10 @@ def test_held_out_speed_figures_meet_the_75_percent_target():
      "precision 'fp8' is not accepted on gpu 'a100-80gb-sxm' (ampere) with engine 'transformers'; accepted: GPUs newer "
      "than volta, turing and ampere (compute capability 8.9); below it transformers dequantizes FP8 to bf16"),
     (dict(precision="fp8", engine="transformers", gpu="t4"), "precision 'fp8' is not accepted on gpu 't4' (turing)"),
+    # vLLM refuses --dtype bfloat16 below compute capability 8.0 (vllm/platforms/cuda.py check_if_supports_dtype)
+    (dict(precision="bf16", gpu="t4"), "precision 'bf16' is not accepted on gpu 't4' (turing) with engine 'vllm'; "
+     "accepted: fp16"),
+    (dict(precision="bf16", gpu="v100-32gb"), "precision 'bf16' is not accepted on gpu 'v100-32gb' (volta)"),
     (dict(precision="nvfp4", gpu="t4"), "precision 'nvfp4' is not accepted on gpu 't4' (turing)"),
 ])
 def test_2026_formats_only_where_their_engines_run_them(cat, request_, message):
@@ -830,8 +834,9 @@ def test_a_plan_that_holds_no_request_says_the_fewest_gpus_per_format_that_do(ca
     assert code == 0 and "fits with: --gpus 8 (" in out and "--gpus 2 --precision int4" in out, err
     code, out, err = run_cli("serve", "--model", "llama-3-70b", "--gpu", "v100-32gb", "--engine", "vllm", "--max-model-len",
                              "8192", "--json")
-    # a V100 takes no FP8 (engine/serving.py FORMAT_REFUSED_ARCHITECTURES): that format is skipped, not an error
-    assert code == 0 and [o["precision"] for o in json.loads(out)["fits_with"]] == ["bf16", "int4"], err
+    # a V100 takes no FP8 (engine/serving.py FORMAT_REFUSED_ARCHITECTURES): that format is skipped, not an error; nor
+    # bf16 under vLLM (NO_BF16_ARCHITECTURES): serve's default there is fp16, as vLLM's dtype 'auto'
+    assert code == 0 and [o["precision"] for o in json.loads(out)["fits_with"]] == ["fp16", "int4"], err
     code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "8192",
                              "--json")
     assert code == 0 and json.loads(out)["fits_with"] == []  # it fits as asked
