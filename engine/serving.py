@@ -1383,7 +1383,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     triton = vllm_from(VLLM_TRITON_SAMPLER_FROM) & (seqs >= VLLM_TRITON_SAMPLER_MIN_ROWS)
     sampler = np.where(triton, seqs * V * SAMPLER_BYTES_PER_LOGIT_TRITON + VLLM_TRITON_SAMPLER_BUFFER_ROWS * V * 4.0,
                        seqs * V * SAMPLER_BYTES_PER_LOGIT) + batched * h * 2.0
-    hf_tokens = ctx * np.maximum(req["concurrency"].fillna(1).to_numpy(float), 1)
+    # transformers runs its requests as one generate() batch: the sequences asked at once (--concurrency), else
+    # --max-num-seqs (default 1); its prefill's working set and logits grow with that batch
+    hf_batch = np.maximum(np.where(req["concurrency"].isna().to_numpy(), seqs, req["concurrency"].to_numpy(float)), 1.0)
+    hf_tokens = ctx * hf_batch
     # hybrid linear attention (Qwen3-Next, Qwen3.5): their Gated DeltaNet layers' fields, read once
     n_linear = _model_col(m, "linear_attention_layers")
     linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)} \
@@ -1594,7 +1597,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                                             np.floor(mamba_reqs / SGLANG_MAMBA_RUNNING_RATIO)),
                                   max_conc_paged)
         kv_available = np.where(sglang_linear, tokens * attn_token * n_full, kv_available)
-    max_conc_hf = np.floor(kv_available / (kv_token_gpu * ctx))
+    # transformers: the largest batch whose prefill working set (activation, linear in the batch: per sequence,
+    # activation / hf_batch) and K/V both fit beside the weights, non-torch memory and the mask; a batch of the
+    # KV room alone (kv_available over one request's K/V) would leave its own prefill out (Llama 3.1 8B at 8,192
+    # tokens on an RTX 4090: 7 by the KV room, 4 with each sequence's 1 GiB prefill, as `check --task infer` counts)
+    hf_room = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0,
+                       free_at_start - w_gpu_full - non_torch - mask_held)
+    max_conc_hf = np.floor(np.maximum(hf_room, 0.0) / (activation / hf_batch + kv_token_gpu * ctx))
     fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
@@ -1617,7 +1626,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # (with --kv-cache-memory-bytes the share is still checked at start, vllm/v1/worker/utils.py request_memory, and
     # the weights, activation peak, non-torch memory and the pinned cache must fit in what is free)
     refused_at_start = ((is_vllm | is_mlc) & (free_at_start < usable * util)) | pinned_oom
-    fits = np.where(is_llama, fits_llama, max_concurrency >= 1)
+    fits = np.where(is_llama, fits_llama, max_concurrency >= np.where(is_hf, hf_batch, 1.0))  # transformers: its batch
     # ExLlamaV2 (autosplit): the layers split over the GPUs in turn (no tensor-parallel speed-up);
     # a GPU holds its share of the weights and cache, the largest module's scratch, the head's
     # logits over max_input_len tokens, and what the loader keeps free; the cache holds -l tokens
@@ -1666,6 +1675,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # --- speed --------------------------------------------------------------------------
     conc = req["concurrency"].to_numpy(float)
     conc = np.where(np.isnan(conc), np.maximum(np.minimum(np.floor(max_concurrency), seqs), 1), conc)
+    conc = np.where(is_hf, hf_batch, conc)  # transformers: the one batch it runs (its memory above is that batch's)
     prompt = req["prompt_tokens"].to_numpy(float)
     out_tok = req["output_tokens"].to_numpy(float)
     position = prompt + out_tok / 2.0  # average context read per step

@@ -385,6 +385,13 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
             need = (f"; about {int(np.ceil(pinned / share)):,} bytes hold one" if share > 0 else "")
             lines.insert(1, f"  DOES NOT FIT: --kv-cache-memory-bytes {int(pinned):,} holds {share:.2f} of one "
                             f"{int(row['max_model_len']):,}-token request{need}")
+        elif row["engine"] == "transformers" and 1 <= float(row["max_concurrency"]) < float(row["concurrency"]):
+            # some batch fits, not the one asked: each sequence's prefill grows with it as its K/V does
+            batch, most = int(row["concurrency"]), int(row["max_concurrency"])
+            lines.insert(1, f"  DOES NOT FIT: a batch of {batch} requests of {int(row['max_model_len']):,} tokens (each its "
+                            f"prefill's {act / batch / gib:.2f} GiB and K/V {_kv_needed(row) / gib:.2f} GiB) beside the weights "
+                            f"({weights / gib:.2f} GiB per GPU); transformers holds {most} at once: --concurrency {most} "
+                            "(--max-num-seqs), more GPUs (--gpus) or smaller weights (--precision)")
         elif bool(row.get("refused_at_start", False)):
             name = "vLLM" if row["engine"] == "vllm" else "MLC-LLM"
             lines.insert(1, f"  DOES NOT FIT: {name} will not start: --gpu-memory-utilization "

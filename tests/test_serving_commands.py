@@ -296,3 +296,10 @@ def test_serve_on_a_card_without_bf16_defaults_to_fp16_and_says_so_in_its_comman
     assert code == 0 and json.loads(out)["precision"] == "bf16", err
     code, out, err = run_cli(*argv, "--gpu", "t4", "--precision", "bf16")
     assert code == 2 and "precision 'bf16' is not accepted on gpu 't4' (turing)" in err and "accepted: fp16" in err
+
+
+def test_serve_names_the_transformers_batch_that_does_not_fit():
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "transformers",
+                             "--max-model-len", "8192", "--concurrency", "7")
+    assert code == 0, err
+    assert "DOES NOT FIT: a batch of 7 requests of 8,192 tokens" in out and "transformers holds 4 at once" in out

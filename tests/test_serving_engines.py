@@ -917,3 +917,22 @@ def test_fp8_on_ampere_is_refused_for_transformers_only(cat):
     out = rows(cat, {**base, "engine": "vllm", "gpu": "a100-80gb-sxm"}, {**base, "engine": "sglang", "gpu": "a100-80gb-sxm"},
                {**base, "engine": "transformers", "gpu": "rtx-4090"}, {**base, "engine": "transformers", "gpu": "h100-sxm-80gb"})
     assert (out["weights_bytes"] < 9.2e9).all() and len(out) == 4  # 8.03B weights at about a byte each, not bf16's 16 GB
+
+
+def test_a_transformers_batch_holds_its_own_prefill_beside_its_kv(cat):
+    """transformers serves its requests as one generate() batch, whose prefill working set grows with the batch as
+    its K/V does: the most requests at once are those whose prefill and K/V both fit beside the weights (not the KV
+    room left after one request's prefill, which said 7 for Llama 3.1 8B at 8,192 tokens on an RTX 4090 where a
+    batch of 5 does not fit); a batch asked beyond that does not fit, and the batch is --concurrency, else
+    --max-num-seqs."""
+    base = dict(model="llama-3.1-8b", gpu="rtx-4090", engine="transformers", precision="bf16", max_model_len=8192)
+    out = rows(cat, base, {**base, "concurrency": 4}, {**base, "concurrency": 5}, {**base, "max_num_seqs": 7})
+    one = out.iloc[0]
+    per_seq = one["activation_peak_bytes"] + one["kv_bytes_per_token"] * 8192  # batch 1: its prefill and its K/V
+    room = one["usable_bytes"] - one["weights_gpu_bytes"] - one["non_torch_bytes"]
+    most = one["max_concurrency"]
+    assert most >= 1 and most * per_seq <= room < (most + 1) * per_seq
+    assert (out["max_concurrency"] == most).all()
+    assert list(out["concurrency"]) == [1, 4, 5, 7]
+    assert list(out["fits"]) == [True, most >= 4, most >= 5, most >= 7] and most == 4
+    assert out["activation_peak_bytes"].iloc[1] == pytest.approx(4 * one["activation_peak_bytes"])
