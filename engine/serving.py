@@ -924,33 +924,45 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
 # ModelConfig.verify_with_parallel_config (vllm/config.py) raises "Total number of attention heads (N) must be
 # divisible by tensor parallel size (T)", and both engines' attention layers (models/llama.py LlamaAttention and
 # the others) assert total_num_heads % tp_size == 0 and then total_num_kv_heads % tp_size == 0 or
-# tp_size % total_num_kv_heads == 0: such a plan does not start. (llama.cpp, transformers and ExLlamaV2 split
-# whole layers; MLC-LLM is left as it was.)
+# tp_size % total_num_kv_heads == 0: such a plan does not start. MLC-LLM's tensor_parallel_shards split the heads
+# without replicating any: its attention modules assert num_key_value_heads % tensor_parallel_shards == 0 and
+# num_key_value_heads >= tensor_parallel_shards ("Too large tensor_parallel_shards", mlc-ai/mlc-llm
+# python/mlc_llm/model/llama/llama_model.py LlamaAttention; the other families' modules alike, some also the query
+# heads), so Llama 3.1 70B (8 KV heads) runs on 1, 2, 4 or 8 shards, not 3 or 16. (llama.cpp, transformers and
+# ExLlamaV2 split whole layers.)
 TP_SPLIT_ENGINES = ("vllm", "sglang")
+TP_SHARD_ENGINES = ("mlc-llm",)
 
 
-def tensor_parallel_accepted(heads, kv_heads, tp) -> np.ndarray:
-    """Whether vLLM / SGLang start a model of `heads` query and `kv_heads` KV heads at tensor parallel `tp`."""
+def tensor_parallel_accepted(heads, kv_heads, tp, engine=None) -> np.ndarray:
+    """Whether vLLM / SGLang (or, with engine 'mlc-llm', MLC-LLM) start a model of `heads` query and `kv_heads` KV
+    heads at tensor parallel `tp`."""
     heads, kv_heads, tp = (np.asarray(v, dtype=float) for v in (heads, kv_heads, tp))
-    kv_ok = np.where(kv_heads >= tp, np.fmod(kv_heads, tp) == 0, np.fmod(tp, np.maximum(kv_heads, 1.0)) == 0)
+    replicate = np.fmod(tp, np.maximum(kv_heads, 1.0)) == 0
+    if engine is not None:
+        replicate = replicate & ~np.isin(np.asarray(engine, dtype=object), TP_SHARD_ENGINES)
+    kv_ok = np.where(kv_heads >= tp, np.fmod(kv_heads, tp) == 0, replicate)
     return (np.fmod(heads, tp) == 0) & kv_ok
 
 
 def _check_tensor_parallel(req: pd.DataFrame, models: pd.DataFrame) -> None:
-    tp_engine = req["engine"].isin(TP_SPLIT_ENGINES).to_numpy(bool)
+    tp_engine = req["engine"].isin(TP_SPLIT_ENGINES + TP_SHARD_ENGINES).to_numpy(bool)
     if not tp_engine.any():
         return
     m = models.set_index("id").loc[req["model"]]
     heads, kvh = m["num_heads"].to_numpy(float), m["num_kv_heads"].to_numpy(float)
     tp = req["gpus"].to_numpy(float)
-    bad = tp_engine & ~tensor_parallel_accepted(heads, kvh, tp)
+    engine = req["engine"].to_numpy(object)
+    bad = tp_engine & ~tensor_parallel_accepted(heads, kvh, tp, engine)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        ok = [k for k in range(1, 65) if tensor_parallel_accepted(heads[i], kvh[i], k)]
-        raise ValueError(f"gpus {int(tp[i])} is not accepted for {req['engine'].iloc[i]} with {req['model'].iloc[i]}: "
+        ok = [k for k in range(1, 65) if tensor_parallel_accepted(heads[i], kvh[i], k, engine[i])]
+        why = ("MLC-LLM's tensor_parallel_shards: its attention asserts KV heads % shards == 0" if engine[i] == "mlc-llm"
+               else "vLLM's verify_with_parallel_config, SGLang's attention layers")
+        raise ValueError(f"gpus {int(tp[i])} is not accepted for {engine[i]} with {req['model'].iloc[i]}: "
                          f"tensor parallelism splits its {int(heads[i])} attention heads ({int(kvh[i])} KV heads) "
-                         f"evenly over the GPUs, which {int(tp[i])} does not (vLLM's verify_with_parallel_config, "
-                         f"SGLang's attention layers); accepted: {', '.join(str(k) for k in ok[:8])}")
+                         f"evenly over the GPUs, which {int(tp[i])} does not ({why}); "
+                         f"accepted: {', '.join(str(k) for k in ok[:8])}")
 
 
 def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:

@@ -17,6 +17,7 @@ from engine.serving import (
     GGUF_ENGINES,
     MOE_EXPERT_EFFICIENCY,
     SGLANG_MAMBA_FULL_MEMORY_RATIO,
+    TP_SHARD_ENGINES,
     TP_SPLIT_ENGINES,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
@@ -127,8 +128,8 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     grid = grid[exl == exl_format].reset_index(drop=True)
     # vLLM / SGLang start only where tensor parallelism splits the heads evenly (engine/serving.py)
     arch = models.set_index("id").loc[model]
-    tp_split = grid["engine"].isin(TP_SPLIT_ENGINES)
-    grid = grid[~tp_split | tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], grid["gpus"])]
+    tp_split = grid["engine"].isin(TP_SPLIT_ENGINES + TP_SHARD_ENGINES)
+    grid = grid[~tp_split | tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], grid["gpus"], grid["engine"])]
     # fp8 / mxfp4 / nvfp4 only on the engines and cards that run them: a card the format does not run on is left
     # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
     grid = grid.reset_index(drop=True)

@@ -792,6 +792,29 @@ def test_tensor_parallel_splits_the_heads_as_vllm_and_sglang_require(heads, kv_h
     assert bool(S.tensor_parallel_accepted(heads, kv_heads, tp)) is accepted
 
 
+@pytest.mark.parametrize("heads, kv_heads, tp, accepted", [
+    (64, 8, 8, True), (64, 8, 4, True),
+    (64, 8, 16, False),   # MLC-LLM replicates no KV head: "Too large tensor_parallel_shards"
+    (64, 8, 3, False),
+    (28, 4, 4, True), (28, 4, 2, True),
+])
+def test_mlc_llm_shards_split_the_kv_heads_without_replicating_them(heads, kv_heads, tp, accepted):
+    # mlc-ai/mlc-llm python/mlc_llm/model/llama/llama_model.py LlamaAttention: num_key_value_heads % shards == 0 and >=
+    assert bool(S.tensor_parallel_accepted(heads, kv_heads, tp, "mlc-llm")) is accepted
+
+
+def test_serve_refuses_mlc_llm_shards_it_cannot_split_and_cheapest_leaves_them_out(cat):
+    from planner.serving import cheapest
+    models, gpus = cat
+    code, out, err = run_cli("serve", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--gpus", "3", "--engine", "mlc-llm",
+                             "--max-model-len", "4096")
+    assert code == 2 and "gpus 3 is not accepted for mlc-llm with llama-3.1-70b" in err and err.strip().endswith(
+        "accepted: 1, 2, 4, 8")
+    out = cheapest("llama-3.1-70b", 1, 4096, 0.0, float("inf"), models, gpus, engines=("mlc-llm",),
+                   precisions=("q4f16_1",), gpu_ids=["rtx-3060-12gb", "rtx-4090"])
+    assert len(out) and set(out["gpus"]) <= {1, 2, 4, 8}
+
+
 def test_serve_refuses_a_tensor_parallel_size_the_engine_refuses_and_names_what_it_takes():
     code, out, err = run_cli("serve", "--model", "qwen2.5-7b", "--gpu", "rtx-3060-12gb", "--gpus", "8", "--engine", "vllm",
                              "--max-model-len", "8192")
