@@ -250,9 +250,33 @@ VLLM_VERSION = re.compile(r"Initializing (?:an|a (V[01])) LLM engine \(v([^)\s]+
 VLLM_SERVER_VERSION = re.compile(r"vLLM API server version (\S+)")
 VLLM_DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "torch.float16": "fp16", "float16": "fp16",
                "half": "fp16", "torch.float32": "fp32", "float32": "fp32"}
-# quantization=<method> -> our weight precision (None: the dtype's)
+# quantization=<method> -> our weight precision (None: the dtype's). The method names are vLLM's
+# QuantizationConfig.get_name(): mxfp4 is gpt-oss's checkpoint (vllm/model_executor/layers/quantization/mxfp4.py:
+# the experts in MXFP4, the rest in the dtype, our `mxfp4`), modelopt_fp4 NVIDIA ModelOpt's NVFP4 checkpoints
+# (modelopt.py ModelOptNvFp4Config, our `nvfp4`), modelopt and fbgemm_fp8 FP8 checkpoints. Before, a gpt-oss log
+# (`vllm serve openai/gpt-oss-20b` prints quantization=mxfp4) was refused though the engine models its weights.
 VLLM_QUANT_PRECISION = {"fp8": "fp8", "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4",
-                        "bitsandbytes": "nf4", "int8": "int8", "None": None, "none": None}
+                        "bitsandbytes": "nf4", "int8": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
+                        "modelopt": "fp8", "fbgemm_fp8": "fp8", "compressed-tensors": "by name",
+                        "None": None, "none": None}
+# compressed-tensors (llm-compressor's checkpoints: RedHatAI/..., neuralmagic/...) prints no scheme in the config
+# line; the scheme is in the model's name by the publishers' convention (-FP8, -FP8-dynamic, -quantized.w8a8,
+# -quantized.w4a16, -W4A16, -INT8, -NVFP4). The first pattern found in the name decides; none found is refused.
+CT_NAME_PRECISIONS = ((re.compile(r"(?i)nvfp4|(?<![a-z])fp4(?![a-z0-9])"), "nvfp4"),
+                      (re.compile(r"(?i)fp8"), "fp8"),
+                      (re.compile(r"(?i)w4a(4|8|16)|int4"), "int4"),
+                      (re.compile(r"(?i)w8a(8|16)|int8"), "int8"))
+CT_ACCEPTED = "FP8, NVFP4, W4A16 / INT4 or W8A8 / INT8 in the name (llm-compressor's naming)"
+
+
+def _compressed_tensors_precision(model: str) -> str:
+    """A compressed-tensors checkpoint's weight precision, from the scheme its name carries (CT_NAME_PRECISIONS)."""
+    name = str(model).replace("\\", "/").rstrip("/").split("/")[-1]
+    for pattern, precision in CT_NAME_PRECISIONS:
+        if pattern.search(name):
+            return precision
+    raise IngestError(f"vLLM quantization 'compressed-tensors' of model {model!r}: the scheme is not printed and the "
+                      f"name carries none; accepted: {CT_ACCEPTED}, or another quantization vLLM names")
 
 
 def _vllm_version(text: str) -> tuple[str | None, str | None, list[str]]:
@@ -318,6 +342,8 @@ def parse_vllm(text: str) -> dict | None:
     if precision == "unknown":
         raise IngestError(f"vLLM quantization {quant!r} is not read; accepted: "
                           f"{', '.join(k for k in VLLM_QUANT_PRECISION if k not in ('None', 'none'))} or none")
+    if precision == "by name":
+        precision = _compressed_tensors_precision(model)
     precision = precision or VLLM_DTYPES[dtype]
     settings = {"task": "infer", "engine": "vllm", "precision": precision, "max_model_len": max_len,
                 "gpus": tp * pp}
@@ -373,7 +399,10 @@ LCPP_KV_TYPE = re.compile(r"K \((\w+)\):")
 # llama_model_ftype_name (src/llama-model-loader.cpp) -> our GGUF precision
 LCPP_FTYPES = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k - medium": "q5_k_m", "q4_k - medium": "q4_k_m", "q4_0": "q4_0",
                "q3_k - medium": "q3_k_m", "q2_k - medium": "q2_k", "q2_k - small": "q2_k", "f16": "fp16",
-               "bf16": "bf16", "all f32": "fp32"}
+               "bf16": "bf16", "all f32": "fp32",
+               # LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs): the experts MXFP4, the rest Q8_0 (engine
+               # constants GGUF_BITS / GGUF_EXPERT_BITS); refused before though the engine models it
+               "mxfp4 moe": "mxfp4_moe"}
 
 
 def _host_buffer(device: str) -> bool:
@@ -464,7 +493,10 @@ def parse_run(text: str) -> dict:
 # ---- matching the run to a catalog model -----------------------------------------------------------
 
 _DROP = {"instruct", "chat", "hf", "it", "base", "meta", "gguf", "text", "model", "fp16", "bf16", "f16", "f32",
-         "awq", "gptq", "fp8", "int4", "int8", "bnb", "4bit", "8bit", "unsloth", "dynamic", "latest", "mlx", "hub"}
+         "awq", "gptq", "fp8", "int4", "int8", "bnb", "4bit", "8bit", "unsloth", "dynamic", "latest", "mlx", "hub",
+         # the quantized checkpoints vLLM reads (VLLM_QUANT_PRECISION, CT_NAME_PRECISIONS): -NVFP4, -FP4, -mxfp4,
+         # -W4A16, -quantized.w8a8 (cut below) name the format, not another model
+         "nvfp4", "fp4", "mxfp4", "w4a16", "w4a4", "w8a8", "w8a16", "quantized"}
 _QUANT_TOKEN = re.compile(r"^(i?q\d(_[a-z0-9]+)*|ud)$")
 
 
@@ -477,6 +509,7 @@ def _tokens(name: str) -> tuple[str, ...]:
     text = re.sub(r"\.gguf$", "", text, flags=re.I)
     text = re.sub(r"-\d{5}-of-\d{5}$", "", text)  # split GGUF parts
     text = re.sub(r"(?i)[-._](ud-)?(i?q\d(_[a-z0-9]+)*|f16|bf16|f32)$", "", text)  # the GGUF quantization
+    text = re.sub(r"(?i)[-_.]quantized[-_.]w\d+a\d+$", "", text)  # llm-compressor's -quantized.w4a16
     words = re.split(r"[-_\s]+", text.lower())
     out = []
     for w in words:

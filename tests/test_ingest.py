@@ -177,6 +177,64 @@ def test_vllm_format_strings_rendered_parse(loading):
                                "kv_cache_tokens": 1234567, "max_concurrency": 37.68}
 
 
+@pytest.mark.parametrize("model, quantization, precision, ident", [
+    # gpt-oss as `vllm serve openai/gpt-oss-20b` loads it (vllm/model_executor/layers/quantization/mxfp4.py)
+    ("openai/gpt-oss-20b", "mxfp4", "mxfp4", "gpt-oss-20b"),
+    # NVIDIA ModelOpt checkpoints (modelopt.py: ModelOptNvFp4Config "modelopt_fp4", ModelOptFp8Config "modelopt")
+    ("nvidia/Llama-3.1-8B-Instruct-FP4", "modelopt_fp4", "nvfp4", "llama-3.1-8b"),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "modelopt", "fp8", "llama-3.1-8b"),
+    # llm-compressor's checkpoints print only "compressed-tensors": the scheme is in the name
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "compressed-tensors", "fp8", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "compressed-tensors", "fp8", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16", "compressed-tensors", "int4", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "compressed-tensors", "int8", "llama-3.1-8b"),
+    ("RedHatAI/Qwen2.5-7B-Instruct-NVFP4", "compressed-tensors", "nvfp4", "qwen2.5-7b"),
+])
+def test_the_quantized_checkpoints_vllm_prints_are_read(models, model, quantization, precision, ident):
+    """vLLM names these methods in its config line; each is a weight precision the engine models (refused before:
+    a gpt-oss start-up log read "vLLM quantization 'mxfp4' is not read")."""
+    config = VLLM_CONFIG % (model, None, model, False, "auto", None, None, False, "torch.bfloat16", 8192, None, "auto",
+                            1, 1, quantization)
+    run = parse_vllm("\n".join(["Initializing a V1 LLM engine (v%s) with config: %s" % ("0.11.0", config),
+                                "Model loading took %.4f GiB and %.6f seconds" % (13.7204, 11.2)]))
+    assert run["settings"]["precision"] == precision
+    assert match_model(run["model_read"], models) == ident
+
+
+def test_a_compressed_tensors_name_without_its_scheme_is_refused_by_name():
+    config = VLLM_CONFIG % ("my-org/llama-8b-compressed", None, "my-org/llama-8b-compressed", False, "auto", None, None,
+                            False, "torch.bfloat16", 8192, None, "auto", 1, 1, "compressed-tensors")
+    with pytest.raises(IngestError, match=r"compressed-tensors' of model 'my-org/llama-8b-compressed'.*accepted: FP8"):
+        parse_vllm("\n".join(["Initializing a V1 LLM engine (v0.11.0) with config: " + config,
+                              "Model loading took 8.4900 GiB and 3.000000 seconds"]))
+
+
+def test_a_gpt_oss_llamacpp_log_is_read_and_estimated(tmp_path):
+    """llama.cpp prints gpt-oss's GGUFs as file type "MXFP4 MoE" (src/llama-model-loader.cpp llama_model_ftype_name,
+    LLAMA_FTYPE_MOSTLY_MXFP4_MOE), the engine's mxfp4_moe; it was refused by name before."""
+    log = tmp_path / "gpt-oss.log"
+    log.write_text("\n".join([
+        "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)"
+        % ("llama_model_loader", 35, 459, "/models/gpt-oss-20b-mxfp4.gguf", "GGUF V3 (latest)"),
+        "%s: file type   = %s" % ("print_info", "MXFP4 MoE"),
+        "%s: offloaded %d/%d layers to GPU" % ("load_tensors", 25, 25),
+        "%s: %12s model buffer size = %8.2f MiB" % ("load_tensors", "CUDA0", 10949.38),
+        "%s: %12s model buffer size = %8.2f MiB" % ("load_tensors", "CPU_Mapped", 586.82),
+        "%s: n_seq_max     = %u" % ("llama_context", 1),
+        "%s: n_ctx         = %u" % ("llama_context", 32768),
+        "%s: %10s KV buffer size = %8.2f MiB" % ("llama_kv_cache", "CUDA0", 768.0),
+        "%s: %10s KV buffer size = %8.2f MiB" % ("llama_kv_cache", "CUDA0", 18.0),
+        "%s: %10s compute buffer size = %8.2f MiB" % ("llama_context", "CUDA0", 398.38),
+    ]))
+    code, out, err = run_cli("ingest", str(log), "--gpu", "rtx-5090", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["model"] == "gpt-oss-20b" and data["scenario"]["precision"] == "mxfp4_moe"
+    figures = {f["figure"]: f for f in data["figures"]}
+    assert figures["kv_cache_memory"]["measured"] == (768 + 18) * MIB  # the full and the sliding-window caches
+    assert abs(figures["weights"]["error_pct"]) < 5
+
+
 def test_the_llamacpp_log_gives_its_gpu_buffers():
     run = parse_llamacpp(LLAMACPP.read_text())
     assert run["names_read"] == ["/models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Meta Llama 3.1 8B Instruct"]
