@@ -181,8 +181,13 @@ def parse_training(text: str) -> dict | None:
             line = candidate
     if line is None:
         return None
+    start = line.index("{")
+    if "}" not in line[start:]:  # the print was cut off (a killed job, a log truncated at a size)
+        cut = line[start:].strip()
+        raise IngestError(f"the {MARKER} line is not one JSON object: it ends without its closing '}}', cut off after "
+                          f"{cut[-40:]!r}; accepted: the whole line the snippet of docs/ingest.md prints")
     try:
-        data = json.loads(line[line.index("{"):line.rindex("}") + 1])
+        data = json.loads(line[start:line.rindex("}") + 1])
     except ValueError as exc:
         raise IngestError(f"the {MARKER} line is not one JSON object: {exc}") from None
     if not isinstance(data, dict):

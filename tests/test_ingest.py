@@ -65,6 +65,9 @@ def test_the_training_line_gives_the_counters_and_the_scenario():
     ('{"llm_planner_run": 1, "model": "llama-3.2-3b", "max_memory_allocated": 1}', "max_memory_reserved"),
     ('{"llm_planner_run": 1, "model": "x", "max_memory_allocated": -1, "max_memory_reserved": 2}', "bytes > 0"),
     ('{"llm_planner_run": 1, "model": ', "not one JSON object"),
+    # a print cut off mid-line (a killed job, a log rotated at a size) read "...: substring not found"
+    ('{"llm_planner_run": 1, "model": "llama-3.2-3b", "max_memory_allocated": 139586',
+     r"ends without its closing '}', cut off after '.*\"max_memory_allocated\": 139586'; accepted: the whole line"),
 ])
 def test_a_broken_training_line_is_named(line, problem):
     with pytest.raises(IngestError, match=problem):
