@@ -207,6 +207,10 @@ def parse_training(text: str) -> dict | None:
         name = TRAINING_ALIASES.get(key, key)
         if name not in SCENARIO_NAMES or value is None:
             continue
+        if name == "lora_targets" and isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            # PEFT's LoraConfig(target_modules=[...]) as json.dumps prints it: our comma list (the list reached the
+            # engine as its str() and was refused as the target "['q_proj'")
+            value = ",".join(value)
         if name in settings and settings[name] != value:
             given = [k for k in data if TRAINING_ALIASES.get(k, k) == name and data[k] is not None]
             raise IngestError(f"the {MARKER} line gives {name} twice: "

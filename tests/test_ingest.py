@@ -107,6 +107,23 @@ def test_a_transformers_name_is_read_as_ours(tmp_path, alias, ours, value):
         assert json.loads(out)["scenario"]["grad_checkpointing"] is True
 
 
+def test_lora_targets_as_peft_prints_them_are_read_as_our_comma_list(tmp_path):
+    """PEFT's LoraConfig(target_modules=[...]) printed by json.dumps is a list: it reached the engine as its str() and
+    was refused as 'lora target "['q_proj'" is not a Llama linear module', a value the line never held."""
+    listed = parse_training(_training_line(lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    assert listed["settings"]["lora_targets"] == "q_proj,k_proj,v_proj,o_proj"
+    line = tmp_path / "run.jsonl"
+    line.write_text(_training_line(lora_targets=["q_proj", "v_proj"]))
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")
+    assert code == 0, err
+    line.write_text(_training_line(lora_targets="q_proj,v_proj"))
+    assert json.loads(out)["figures"] == json.loads(run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")[1])[
+        "figures"]
+    line.write_text(_training_line(lora_targets=["q_proj", "mlp"]))  # a wrong name is still named, as written
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb")
+    assert code == 2 and "'mlp'" in err and "[" not in err, err
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"foo": 3}, "the llm_planner_run line's key 'foo' is not read; accepted: model, max_memory_allocated, "
                  "max_memory_reserved, torch, transformers, peft, trl, a scenario column (task, method, precision, batch, "
