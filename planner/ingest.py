@@ -624,11 +624,39 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
     return {k: ours.get(k, np.nan) for k in run["measured"]}
 
 
+# The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
+# of the process's memory on its GPU: the larger one is what the card held).
+ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
+               "training": ("reserved_peak",)}
+CARD_SLACK = 1.02  # the logs' rounding (vLLM's GiB to 2 decimals, llama.cpp's MiB), far below any other card's size
+
+
+def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
+    """IngestError when the run's own figures hold more memory on one GPU than --gpu has (its nominal memory
+    or its usable bytes, whichever is larger): it ran on another card. Unchecked, an H100 vLLM log given
+    --gpu rtx-4090 was compared as if real (a KV cache of 56.78 GiB on a 24 GB card, ours -90%) and --save kept
+    the comparison among the user's evidence."""
+    row = gpus.loc[gpus["id"] == gpu].iloc[0]
+    sizes = [float(v) for v in (row.get("usable_memory_bytes"), float(row.get("memory_gb") or 0) * GIB)
+             if v is not None and math.isfinite(float(v))]
+    measured = run.get("measured") or {}
+    parts = [(f, measured[f]) for f in ON_THE_CARD.get(run.get("format"), ()) if isinstance(measured.get(f), (int, float))]
+    if run.get("format") == "training" and isinstance(measured.get("allocated_peak"), (int, float)):
+        parts = [max(parts + [("allocated_peak", measured["allocated_peak"])], key=lambda p: p[1])]
+    held = sum(v for _, v in parts)
+    if not sizes or not parts or held <= max(sizes) * CARD_SLACK:
+        return
+    shown = " + ".join(f"{f} {v / GIB:,.2f}" for f, v in parts)  # short: a saved run's warning holds it, and a path
+    raise IngestError(f"the {run.get('format')} run held {held / GIB:,.2f} GiB on one GPU ({shown}), more than {gpu} "
+                      f"has ({max(sizes) / GIB:,.2f} GiB); accepted: the --gpu of the card it ran on")
+
+
 def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> list[dict]:
     """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
     if gpu not in set(gpus["id"]):
         raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
     check_settings(run)
+    check_card(run, gpu, gpus)
     ours = estimate_run(run, model, gpu, models, gpus)
     from planner.evidence import COUNTERS
     out = []

@@ -418,6 +418,35 @@ def test_a_saved_run_out_of_range_is_set_aside_by_name_and_the_others_listed(run
     assert "max_model_len: 0" in runs_file.read_text()
 
 
+@pytest.mark.parametrize("path, gpu, message", [
+    (VLLM, "rtx-4090", "the vllm run held 70.11 GiB on one GPU (weights 14.99 + kv_cache_memory 55.12), more than "
+                       "rtx-4090 has (24.00 GiB); accepted: the --gpu of the card it ran on"),
+    (LLAMACPP, "rtx-3060-ti", "the llama.cpp run held 5.85 GiB on one GPU"),  # fits an 8 GB card: not refused
+    (TRAINING, "rtx-3060-12gb", "the training run held 14.00 GiB on one GPU (reserved_peak 14.00), more than "
+                                "rtx-3060-12gb has (12.00 GiB)"),
+])
+def test_a_run_that_holds_more_than_the_gpu_has_is_refused(runs_file, path, gpu, message):
+    """--gpu is the user's word for the card: an H100's vLLM log given --gpu rtx-4090 was compared as if it had run
+    there (55.12 GiB of KV cache on a 24 GB card, ours -90%) and --save kept it among the user's evidence."""
+    code, out, err = run_cli("ingest", path, "--gpu", gpu, "--save")
+    if path is LLAMACPP:
+        assert code == 0 and message not in err, err
+        return
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert not runs_file.exists()
+
+
+def test_a_saved_run_whose_gpu_was_edited_to_a_smaller_card_is_set_aside(runs_file):
+    assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    assert run_cli("ingest", LLAMACPP, "--gpu", "rtx-4090", "--save")[0] == 0
+    runs_file.write_text(runs_file.read_text().replace("gpu: h100-sxm-80gb", "gpu: rtx-4090"))
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0
+    mine = [r["id"] for r in json.loads(out) if r["source_kind"] == "user"]
+    assert mine and all(i.startswith("user-llamacpp-") for i in mine)
+    assert err.count("\n") == 1 and "more than rtx-4090 has" in err and "set aside" in err
+
+
 def test_save_keeps_the_entries_it_cannot_read(runs_file):
     """--save wrote back only the entries load_runs returns: one a user wrote by hand (or an older
     version did) without a `run:` mapping was deleted from the file."""
