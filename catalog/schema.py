@@ -624,9 +624,12 @@ class _Frame:
 _NO_KEY = object()
 
 
-def _load_events(parser, name: str) -> Any:
+def _load_events(parser, name: str, duplicates: list | None = None) -> Any:
     """Walk the parser's events once: refuse what a catalog must not hold (see the module
-    docstring) and build the document's value as yaml.safe_load would."""
+    docstring) and build the document's value as yaml.safe_load would. `duplicates`: a list that
+    takes a key given twice in one entry (a mapping in a top-level list, `gpus: [{...}]`) as
+    (the entry, the key, its second mark, its second value), the entry keeping the first value,
+    so that the caller sets that one entry aside; a key twice anywhere else is still refused."""
     anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, number of values it expands to)
     stack: list[_Frame] = []
     memo: dict[str, Any] = {}  # plain scalar -> its value (they repeat: true, nvidia, 2024-05, ...)
@@ -673,7 +676,9 @@ def _load_events(parser, name: str) -> Any:
             if frame.merge:
                 frame.merges.append((value, frame.key_mark))
             elif frame.key in frame.value:
-                refuse(frame.key_mark, f"key {show(frame.key)} appears twice in the same mapping; keep one")
+                if duplicates is None or len(stack) != 3 or stack[0].is_map is False or stack[1].is_map:
+                    refuse(frame.key_mark, f"key {show(frame.key)} appears twice in the same mapping; keep one")
+                duplicates.append((frame.value, frame.key, frame.key_mark, value))
             else:
                 frame.value[frame.key] = value
             frame.key = _NO_KEY
@@ -747,9 +752,10 @@ def _load_events(parser, name: str) -> Any:
             return root
 
 
-def parse_yaml(raw: str | bytes, name: str) -> Any:
+def parse_yaml(raw: str | bytes, name: str, duplicates: list | None = None) -> Any:
     """Bounded, checked parse of a document's text (one pass, see _load_events); every problem
-    is a one-line CatalogError. Gives what yaml.safe_load would, or refuses."""
+    is a one-line CatalogError. Gives what yaml.safe_load would, or refuses. `duplicates`: see
+    _load_events (the user catalog sets an entry with a key given twice aside alone)."""
     if len(raw) > MAX_YAML_BYTES:
         raise CatalogError(name, None, None, f"is {len(raw):,} bytes; a catalog file is at most {MAX_YAML_BYTES:,}")
     if isinstance(raw, (bytes, bytearray)):
@@ -771,7 +777,7 @@ def parse_yaml(raw: str | bytes, name: str) -> Any:
         raw, data = raw[1:], data[3:]  # a byte-order mark some editors add
     parser = yaml_parser(raw, data)
     try:
-        return _load_events(parser, name)
+        return _load_events(parser, name, duplicates)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -358,10 +358,23 @@ def _one_entry(kind: str, item: Any, index: int, label: str) -> dict:
     return clean
 
 
-def read_document(doc: Any, label: str) -> UserCatalogLoad:
+class _KeyTwice(dict):
+    """An entry read with a key given twice (parse_yaml's `duplicates`), holding the first value. A
+    save cannot write it back as it was (a mapping holds a key once: one of the two values would be
+    dropped unseen), so it is not a plain dict: _writes_back refuses it and the save first copies the
+    file byte for byte to `<name>.rejected-<timestamp>.yaml`, as for any entry YAML cannot hold."""
+
+
+def read_document(doc: Any, label: str, duplicates: list | None = None) -> UserCatalogLoad:
     """A parsed user catalog file -> the entries that load, each bad one set aside alone. Only a
-    document that is not a mapping of `gpus:` / `models:` lists raises CatalogError."""
+    document that is not a mapping of `gpus:` / `models:` lists raises CatalogError. `duplicates`:
+    parse_yaml's list of keys given twice in one entry; each such entry is set aside alone, named
+    with the key, its line and both values (before, the whole file was renamed .corrupt and every
+    entry of it left the catalog)."""
     top_level(doc, label, {"gpus": False, "models": False})
+    twice = {}
+    for entry, key, mark, second in duplicates or ():
+        twice.setdefault(id(entry), (key, mark, second))
     result = UserCatalogLoad({})
     for kind in KINDS:
         entries = doc.get(kind)
@@ -371,6 +384,14 @@ def read_document(doc: Any, label: str) -> UserCatalogLoad:
         seen: set[str] = set()
         rows = []
         for i, item in enumerate(entries):
+            if id(item) in twice:
+                key, mark, second = twice[id(item)]
+                where = f" (again at line {mark.line + 1})" if mark is not None else ""
+                error = CatalogError(label, entry_label(i, item), str(key),
+                                     f"appears twice in this entry{where}: {show(item[key])} and {show(second)}; "
+                                     "accepted: the field once (keep the value you mean)")
+                result.set_aside.append(SetAside(kind, error.entry, error, _KeyTwice(item)))
+                continue
             upgraded, note = upgrade_entry(kind, item, label, i)
             try:
                 clean = _one_entry(kind, upgraded, i, label)
@@ -590,10 +611,11 @@ class UserCatalog:
             raise UserCatalogCorrupt(exc, self._keep_aside()) from None
         # any other CatalogError (not a regular file, no permission): reported, the file left alone
         try:
-            doc = parse_yaml(raw, label)
+            twice: list = []
+            doc = parse_yaml(raw, label, duplicates=twice)
             if doc is None:  # empty, or only comments: an empty catalog
                 return UserCatalogLoad({"gpus": [], "models": []})
-            return read_document(doc, label)
+            return read_document(doc, label, twice)
         except CatalogError as exc:
             raise UserCatalogCorrupt(exc, self._keep_aside()) from None
 

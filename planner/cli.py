@@ -218,7 +218,9 @@ def _new_parser(prog: str) -> Parser:
     _add_scenario_args(sw)
     _add_serve_parser(sub)
     cat = sub.add_parser("catalog", help="list catalog ids")
-    cat.add_argument("what", help="gpus | models | aliases | hosts | compatibility")
+    # optional to argparse so that a bare `catalog` is told what it takes (argparse said "the following arguments are
+    # required: what", naming neither the choices nor anything a user typed)
+    cat.add_argument("what", nargs="?", metavar="what", help="gpus | models | aliases | hosts | compatibility")
     cat.add_argument("--json", action="store_true", help="print the records (every field, with sources and dates)")
     bud = sub.add_parser("budget", help="what a budget buys: systems (nodes x GPUs, hosts, network), cheapest first")
     bud.add_argument("--budget", required=True, type=_bounded("budget", 0, 1e12, what="US dollars"), help="US dollars")
@@ -558,6 +560,9 @@ def cmd_budget(args) -> int:
 
 def cmd_catalog(args) -> int:
     from catalog import default_catalog
+    if args.what is None:
+        raise CliError("catalog needs what to list; accepted: gpus, models, aliases, hosts, compatibility "
+                       "(e.g. catalog gpus)")
     cat = default_catalog()
     if args.what in ("hosts", "compatibility") or getattr(args, "json", False):
         frames = {"gpus": lambda: cat.gpus(include_user=True), "models": lambda: cat.models(include_user=True),

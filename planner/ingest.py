@@ -181,8 +181,13 @@ def parse_training(text: str) -> dict | None:
             line = candidate
     if line is None:
         return None
+    start = line.index("{")
+    if "}" not in line[start:]:  # the print was cut off (a killed job, a log truncated at a size)
+        cut = line[start:].strip()
+        raise IngestError(f"the {MARKER} line is not one JSON object: it ends without its closing '}}', cut off after "
+                          f"{cut[-40:]!r}; accepted: the whole line the snippet of docs/ingest.md prints")
     try:
-        data = json.loads(line[line.index("{"):line.rindex("}") + 1])
+        data = json.loads(line[start:line.rindex("}") + 1])
     except ValueError as exc:
         raise IngestError(f"the {MARKER} line is not one JSON object: {exc}") from None
     if not isinstance(data, dict):
@@ -202,6 +207,10 @@ def parse_training(text: str) -> dict | None:
         name = TRAINING_ALIASES.get(key, key)
         if name not in SCENARIO_NAMES or value is None:
             continue
+        if name == "lora_targets" and isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            # PEFT's LoraConfig(target_modules=[...]) as json.dumps prints it: our comma list (the list reached the
+            # engine as its str() and was refused as the target "['q_proj'")
+            value = ",".join(value)
         if name in settings and settings[name] != value:
             given = [k for k in data if TRAINING_ALIASES.get(k, k) == name and data[k] is not None]
             raise IngestError(f"the {MARKER} line gives {name} twice: "
@@ -250,9 +259,33 @@ VLLM_VERSION = re.compile(r"Initializing (?:an|a (V[01])) LLM engine \(v([^)\s]+
 VLLM_SERVER_VERSION = re.compile(r"vLLM API server version (\S+)")
 VLLM_DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "torch.float16": "fp16", "float16": "fp16",
                "half": "fp16", "torch.float32": "fp32", "float32": "fp32"}
-# quantization=<method> -> our weight precision (None: the dtype's)
+# quantization=<method> -> our weight precision (None: the dtype's). The method names are vLLM's
+# QuantizationConfig.get_name(): mxfp4 is gpt-oss's checkpoint (vllm/model_executor/layers/quantization/mxfp4.py:
+# the experts in MXFP4, the rest in the dtype, our `mxfp4`), modelopt_fp4 NVIDIA ModelOpt's NVFP4 checkpoints
+# (modelopt.py ModelOptNvFp4Config, our `nvfp4`), modelopt and fbgemm_fp8 FP8 checkpoints. Before, a gpt-oss log
+# (`vllm serve openai/gpt-oss-20b` prints quantization=mxfp4) was refused though the engine models its weights.
 VLLM_QUANT_PRECISION = {"fp8": "fp8", "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4",
-                        "bitsandbytes": "nf4", "int8": "int8", "None": None, "none": None}
+                        "bitsandbytes": "nf4", "int8": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
+                        "modelopt": "fp8", "fbgemm_fp8": "fp8", "compressed-tensors": "by name",
+                        "None": None, "none": None}
+# compressed-tensors (llm-compressor's checkpoints: RedHatAI/..., neuralmagic/...) prints no scheme in the config
+# line; the scheme is in the model's name by the publishers' convention (-FP8, -FP8-dynamic, -quantized.w8a8,
+# -quantized.w4a16, -W4A16, -INT8, -NVFP4). The first pattern found in the name decides; none found is refused.
+CT_NAME_PRECISIONS = ((re.compile(r"(?i)nvfp4|(?<![a-z])fp4(?![a-z0-9])"), "nvfp4"),
+                      (re.compile(r"(?i)fp8"), "fp8"),
+                      (re.compile(r"(?i)w4a(4|8|16)|int4"), "int4"),
+                      (re.compile(r"(?i)w8a(8|16)|int8"), "int8"))
+CT_ACCEPTED = "FP8, NVFP4, W4A16 / INT4 or W8A8 / INT8 in the name (llm-compressor's naming)"
+
+
+def _compressed_tensors_precision(model: str) -> str:
+    """A compressed-tensors checkpoint's weight precision, from the scheme its name carries (CT_NAME_PRECISIONS)."""
+    name = str(model).replace("\\", "/").rstrip("/").split("/")[-1]
+    for pattern, precision in CT_NAME_PRECISIONS:
+        if pattern.search(name):
+            return precision
+    raise IngestError(f"vLLM quantization 'compressed-tensors' of model {model!r}: the scheme is not printed and the "
+                      f"name carries none; accepted: {CT_ACCEPTED}, or another quantization vLLM names")
 
 
 def _vllm_version(text: str) -> tuple[str | None, str | None, list[str]]:
@@ -318,6 +351,8 @@ def parse_vllm(text: str) -> dict | None:
     if precision == "unknown":
         raise IngestError(f"vLLM quantization {quant!r} is not read; accepted: "
                           f"{', '.join(k for k in VLLM_QUANT_PRECISION if k not in ('None', 'none'))} or none")
+    if precision == "by name":
+        precision = _compressed_tensors_precision(model)
     precision = precision or VLLM_DTYPES[dtype]
     settings = {"task": "infer", "engine": "vllm", "precision": precision, "max_model_len": max_len,
                 "gpus": tp * pp}
@@ -373,7 +408,10 @@ LCPP_KV_TYPE = re.compile(r"K \((\w+)\):")
 # llama_model_ftype_name (src/llama-model-loader.cpp) -> our GGUF precision
 LCPP_FTYPES = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k - medium": "q5_k_m", "q4_k - medium": "q4_k_m", "q4_0": "q4_0",
                "q3_k - medium": "q3_k_m", "q2_k - medium": "q2_k", "q2_k - small": "q2_k", "f16": "fp16",
-               "bf16": "bf16", "all f32": "fp32"}
+               "bf16": "bf16", "all f32": "fp32",
+               # LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs): the experts MXFP4, the rest Q8_0 (engine
+               # constants GGUF_BITS / GGUF_EXPERT_BITS); refused before though the engine models it
+               "mxfp4 moe": "mxfp4_moe"}
 
 
 def _host_buffer(device: str) -> bool:
@@ -464,7 +502,10 @@ def parse_run(text: str) -> dict:
 # ---- matching the run to a catalog model -----------------------------------------------------------
 
 _DROP = {"instruct", "chat", "hf", "it", "base", "meta", "gguf", "text", "model", "fp16", "bf16", "f16", "f32",
-         "awq", "gptq", "fp8", "int4", "int8", "bnb", "4bit", "8bit", "unsloth", "dynamic", "latest", "mlx", "hub"}
+         "awq", "gptq", "fp8", "int4", "int8", "bnb", "4bit", "8bit", "unsloth", "dynamic", "latest", "mlx", "hub",
+         # the quantized checkpoints vLLM reads (VLLM_QUANT_PRECISION, CT_NAME_PRECISIONS): -NVFP4, -FP4, -mxfp4,
+         # -W4A16, -quantized.w8a8 (cut below) name the format, not another model
+         "nvfp4", "fp4", "mxfp4", "w4a16", "w4a4", "w8a8", "w8a16", "quantized"}
 _QUANT_TOKEN = re.compile(r"^(i?q\d(_[a-z0-9]+)*|ud)$")
 
 
@@ -477,6 +518,7 @@ def _tokens(name: str) -> tuple[str, ...]:
     text = re.sub(r"\.gguf$", "", text, flags=re.I)
     text = re.sub(r"-\d{5}-of-\d{5}$", "", text)  # split GGUF parts
     text = re.sub(r"(?i)[-._](ud-)?(i?q\d(_[a-z0-9]+)*|f16|bf16|f32)$", "", text)  # the GGUF quantization
+    text = re.sub(r"(?i)[-_.]quantized[-_.]w\d+a\d+$", "", text)  # llm-compressor's -quantized.w4a16
     words = re.split(r"[-_\s]+", text.lower())
     out = []
     for w in words:
@@ -582,11 +624,39 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
     return {k: ours.get(k, np.nan) for k in run["measured"]}
 
 
+# The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
+# of the process's memory on its GPU: the larger one is what the card held).
+ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
+               "training": ("reserved_peak",)}
+CARD_SLACK = 1.02  # the logs' rounding (vLLM's GiB to 2 decimals, llama.cpp's MiB), far below any other card's size
+
+
+def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
+    """IngestError when the run's own figures hold more memory on one GPU than --gpu has (its nominal memory
+    or its usable bytes, whichever is larger): it ran on another card. Unchecked, an H100 vLLM log given
+    --gpu rtx-4090 was compared as if real (a KV cache of 56.78 GiB on a 24 GB card, ours -90%) and --save kept
+    the comparison among the user's evidence."""
+    row = gpus.loc[gpus["id"] == gpu].iloc[0]
+    sizes = [float(v) for v in (row.get("usable_memory_bytes"), float(row.get("memory_gb") or 0) * GIB)
+             if v is not None and math.isfinite(float(v))]
+    measured = run.get("measured") or {}
+    parts = [(f, measured[f]) for f in ON_THE_CARD.get(run.get("format"), ()) if isinstance(measured.get(f), (int, float))]
+    if run.get("format") == "training" and isinstance(measured.get("allocated_peak"), (int, float)):
+        parts = [max(parts + [("allocated_peak", measured["allocated_peak"])], key=lambda p: p[1])]
+    held = sum(v for _, v in parts)
+    if not sizes or not parts or held <= max(sizes) * CARD_SLACK:
+        return
+    shown = " + ".join(f"{f} {v / GIB:,.2f}" for f, v in parts)  # short: a saved run's warning holds it, and a path
+    raise IngestError(f"the {run.get('format')} run held {held / GIB:,.2f} GiB on one GPU ({shown}), more than {gpu} "
+                      f"has ({max(sizes) / GIB:,.2f} GiB); accepted: the --gpu of the card it ran on")
+
+
 def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> list[dict]:
     """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
     if gpu not in set(gpus["id"]):
         raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
     check_settings(run)
+    check_card(run, gpu, gpus)
     ours = estimate_run(run, model, gpu, models, gpus)
     from planner.evidence import COUNTERS
     out = []

@@ -73,6 +73,15 @@ def test_catalog_lists_ids():
     assert code == 2 and "gpus, models" in err
 
 
+def test_a_bare_catalog_says_what_it_lists():
+    """argparse said "the following arguments are required: what": its own name for the argument, no choices."""
+    for args in (("catalog",), ("catalog", "--json")):
+        code, out, err = run(*args)
+        assert code == 2 and out == ""
+        assert err == "error: catalog needs what to list; accepted: gpus, models, aliases, hosts, compatibility " \
+                      "(e.g. catalog gpus)\n"
+
+
 def test_sweep_writes_every_model_and_gpu(tmp_path):
     target = tmp_path / "report.csv"
     code, _, err = run("sweep", "--out", str(target), "--models", "llama-2-7b,llama-3-8b",

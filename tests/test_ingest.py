@@ -65,6 +65,9 @@ def test_the_training_line_gives_the_counters_and_the_scenario():
     ('{"llm_planner_run": 1, "model": "llama-3.2-3b", "max_memory_allocated": 1}', "max_memory_reserved"),
     ('{"llm_planner_run": 1, "model": "x", "max_memory_allocated": -1, "max_memory_reserved": 2}', "bytes > 0"),
     ('{"llm_planner_run": 1, "model": ', "not one JSON object"),
+    # a print cut off mid-line (a killed job, a log rotated at a size) read "...: substring not found"
+    ('{"llm_planner_run": 1, "model": "llama-3.2-3b", "max_memory_allocated": 139586',
+     r"ends without its closing '}', cut off after '.*\"max_memory_allocated\": 139586'; accepted: the whole line"),
 ])
 def test_a_broken_training_line_is_named(line, problem):
     with pytest.raises(IngestError, match=problem):
@@ -102,6 +105,23 @@ def test_a_transformers_name_is_read_as_ours(tmp_path, alias, ours, value):
         assert json.loads(out)["figures"] == json.loads(run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")[1])[
             "figures"]
         assert json.loads(out)["scenario"]["grad_checkpointing"] is True
+
+
+def test_lora_targets_as_peft_prints_them_are_read_as_our_comma_list(tmp_path):
+    """PEFT's LoraConfig(target_modules=[...]) printed by json.dumps is a list: it reached the engine as its str() and
+    was refused as 'lora target "['q_proj'" is not a Llama linear module', a value the line never held."""
+    listed = parse_training(_training_line(lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    assert listed["settings"]["lora_targets"] == "q_proj,k_proj,v_proj,o_proj"
+    line = tmp_path / "run.jsonl"
+    line.write_text(_training_line(lora_targets=["q_proj", "v_proj"]))
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")
+    assert code == 0, err
+    line.write_text(_training_line(lora_targets="q_proj,v_proj"))
+    assert json.loads(out)["figures"] == json.loads(run_cli("ingest", line, "--gpu", "h100-sxm-80gb", "--json")[1])[
+        "figures"]
+    line.write_text(_training_line(lora_targets=["q_proj", "mlp"]))  # a wrong name is still named, as written
+    code, out, err = run_cli("ingest", line, "--gpu", "h100-sxm-80gb")
+    assert code == 2 and "'mlp'" in err and "[" not in err, err
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -175,6 +195,64 @@ def test_vllm_format_strings_rendered_parse(loading):
                                "engine_version": "0.10.0"}
     assert run["measured"] == {"weights": pytest.approx(3.25 * GIB), "kv_cache_memory": pytest.approx(61.5 * GIB),
                                "kv_cache_tokens": 1234567, "max_concurrency": 37.68}
+
+
+@pytest.mark.parametrize("model, quantization, precision, ident", [
+    # gpt-oss as `vllm serve openai/gpt-oss-20b` loads it (vllm/model_executor/layers/quantization/mxfp4.py)
+    ("openai/gpt-oss-20b", "mxfp4", "mxfp4", "gpt-oss-20b"),
+    # NVIDIA ModelOpt checkpoints (modelopt.py: ModelOptNvFp4Config "modelopt_fp4", ModelOptFp8Config "modelopt")
+    ("nvidia/Llama-3.1-8B-Instruct-FP4", "modelopt_fp4", "nvfp4", "llama-3.1-8b"),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "modelopt", "fp8", "llama-3.1-8b"),
+    # llm-compressor's checkpoints print only "compressed-tensors": the scheme is in the name
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "compressed-tensors", "fp8", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "compressed-tensors", "fp8", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16", "compressed-tensors", "int4", "llama-3.1-8b"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "compressed-tensors", "int8", "llama-3.1-8b"),
+    ("RedHatAI/Qwen2.5-7B-Instruct-NVFP4", "compressed-tensors", "nvfp4", "qwen2.5-7b"),
+])
+def test_the_quantized_checkpoints_vllm_prints_are_read(models, model, quantization, precision, ident):
+    """vLLM names these methods in its config line; each is a weight precision the engine models (refused before:
+    a gpt-oss start-up log read "vLLM quantization 'mxfp4' is not read")."""
+    config = VLLM_CONFIG % (model, None, model, False, "auto", None, None, False, "torch.bfloat16", 8192, None, "auto",
+                            1, 1, quantization)
+    run = parse_vllm("\n".join(["Initializing a V1 LLM engine (v%s) with config: %s" % ("0.11.0", config),
+                                "Model loading took %.4f GiB and %.6f seconds" % (13.7204, 11.2)]))
+    assert run["settings"]["precision"] == precision
+    assert match_model(run["model_read"], models) == ident
+
+
+def test_a_compressed_tensors_name_without_its_scheme_is_refused_by_name():
+    config = VLLM_CONFIG % ("my-org/llama-8b-compressed", None, "my-org/llama-8b-compressed", False, "auto", None, None,
+                            False, "torch.bfloat16", 8192, None, "auto", 1, 1, "compressed-tensors")
+    with pytest.raises(IngestError, match=r"compressed-tensors' of model 'my-org/llama-8b-compressed'.*accepted: FP8"):
+        parse_vllm("\n".join(["Initializing a V1 LLM engine (v0.11.0) with config: " + config,
+                              "Model loading took 8.4900 GiB and 3.000000 seconds"]))
+
+
+def test_a_gpt_oss_llamacpp_log_is_read_and_estimated(tmp_path):
+    """llama.cpp prints gpt-oss's GGUFs as file type "MXFP4 MoE" (src/llama-model-loader.cpp llama_model_ftype_name,
+    LLAMA_FTYPE_MOSTLY_MXFP4_MOE), the engine's mxfp4_moe; it was refused by name before."""
+    log = tmp_path / "gpt-oss.log"
+    log.write_text("\n".join([
+        "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)"
+        % ("llama_model_loader", 35, 459, "/models/gpt-oss-20b-mxfp4.gguf", "GGUF V3 (latest)"),
+        "%s: file type   = %s" % ("print_info", "MXFP4 MoE"),
+        "%s: offloaded %d/%d layers to GPU" % ("load_tensors", 25, 25),
+        "%s: %12s model buffer size = %8.2f MiB" % ("load_tensors", "CUDA0", 10949.38),
+        "%s: %12s model buffer size = %8.2f MiB" % ("load_tensors", "CPU_Mapped", 586.82),
+        "%s: n_seq_max     = %u" % ("llama_context", 1),
+        "%s: n_ctx         = %u" % ("llama_context", 32768),
+        "%s: %10s KV buffer size = %8.2f MiB" % ("llama_kv_cache", "CUDA0", 768.0),
+        "%s: %10s KV buffer size = %8.2f MiB" % ("llama_kv_cache", "CUDA0", 18.0),
+        "%s: %10s compute buffer size = %8.2f MiB" % ("llama_context", "CUDA0", 398.38),
+    ]))
+    code, out, err = run_cli("ingest", str(log), "--gpu", "rtx-5090", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["model"] == "gpt-oss-20b" and data["scenario"]["precision"] == "mxfp4_moe"
+    figures = {f["figure"]: f for f in data["figures"]}
+    assert figures["kv_cache_memory"]["measured"] == (768 + 18) * MIB  # the full and the sliding-window caches
+    assert abs(figures["weights"]["error_pct"]) < 5
 
 
 def test_the_llamacpp_log_gives_its_gpu_buffers():
@@ -338,6 +416,35 @@ def test_a_saved_run_out_of_range_is_set_aside_by_name_and_the_others_listed(run
     assert err.count("\n") == 1 and err.startswith("warning: your run 'user-vllm-llama-3-1-8b-vllm-llama31-8b-h100'")
     assert "max_model_len is 0; accepted: a whole number of tokens from 1" in err and "set aside" in err
     assert "max_model_len: 0" in runs_file.read_text()
+
+
+@pytest.mark.parametrize("path, gpu, message", [
+    (VLLM, "rtx-4090", "the vllm run held 70.11 GiB on one GPU (weights 14.99 + kv_cache_memory 55.12), more than "
+                       "rtx-4090 has (24.00 GiB); accepted: the --gpu of the card it ran on"),
+    (LLAMACPP, "rtx-3060-ti", "the llama.cpp run held 5.85 GiB on one GPU"),  # fits an 8 GB card: not refused
+    (TRAINING, "rtx-3060-12gb", "the training run held 14.00 GiB on one GPU (reserved_peak 14.00), more than "
+                                "rtx-3060-12gb has (12.00 GiB)"),
+])
+def test_a_run_that_holds_more_than_the_gpu_has_is_refused(runs_file, path, gpu, message):
+    """--gpu is the user's word for the card: an H100's vLLM log given --gpu rtx-4090 was compared as if it had run
+    there (55.12 GiB of KV cache on a 24 GB card, ours -90%) and --save kept it among the user's evidence."""
+    code, out, err = run_cli("ingest", path, "--gpu", gpu, "--save")
+    if path is LLAMACPP:
+        assert code == 0 and message not in err, err
+        return
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert not runs_file.exists()
+
+
+def test_a_saved_run_whose_gpu_was_edited_to_a_smaller_card_is_set_aside(runs_file):
+    assert run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")[0] == 0
+    assert run_cli("ingest", LLAMACPP, "--gpu", "rtx-4090", "--save")[0] == 0
+    runs_file.write_text(runs_file.read_text().replace("gpu: h100-sxm-80gb", "gpu: rtx-4090"))
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0
+    mine = [r["id"] for r in json.loads(out) if r["source_kind"] == "user"]
+    assert mine and all(i.startswith("user-llamacpp-") for i in mine)
+    assert err.count("\n") == 1 and "more than rtx-4090 has" in err and "set aside" in err
 
 
 def test_save_keeps_the_entries_it_cannot_read(runs_file):

@@ -44,7 +44,9 @@ def _tracked(*paths: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """(the folder the wheel was built in, the wheel): a copy of the checkout's files, which pip's build leaves
+    with a build/ folder and an *.egg-info, as `pip install .` leaves the checkout."""
     src = tmp_path_factory.mktemp("src")
     for name in PACKAGES:
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
@@ -56,7 +58,12 @@ def wheel(tmp_path_factory) -> Path:
     # (setuptools older than 70.1 lacks bdist_wheel: requirements-test.txt asks for a newer one)
     assert built.returncode == 0, built.stdout + built.stderr
     (found,) = out.glob("llm_hardware_planner-*.whl")
-    return found
+    return src, found
+
+
+@pytest.fixture(scope="module")
+def wheel(built) -> Path:
+    return built[1]
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +99,21 @@ def test_the_wheel_declares_the_console_script_and_the_dependencies(wheel):
     wanted = {_requirement(line.split("#")[0]) for line in (ROOT / "requirements.txt").read_text().splitlines()
               if line.split("#")[0].strip()}
     assert requires == wanted  # pyproject.toml and requirements.txt say the same
+
+
+def test_what_pip_install_leaves_in_the_checkout_is_neither_linted_nor_tracked(built):
+    """`pip install .` (README, docs/install.md) builds in the checkout: setuptools leaves build/lib/ (a copy of
+    every package) and an *.egg-info there. Before, `make test`'s `ruff check .` then failed on build/lib/pages/*.py
+    (12 E402: pages/* has its per-file ignore, build/lib/pages/* had none) and `git status` listed build/."""
+    src, _ = built
+    assert (src / "build" / "lib" / "pages").is_dir()  # what setuptools left, as in a checkout
+    shutil.copy2(ROOT / ".gitignore", src / ".gitignore")
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=src, capture_output=True,
+                          text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    paths = ["build/lib/pages/overview.py", "dist/llm_hardware_planner-0.1.0-py3-none-any.whl"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout.split() == paths, ignored.stderr
 
 
 def test_the_wheel_holds_the_code_the_catalog_and_the_dashboard(wheel):

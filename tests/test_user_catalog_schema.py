@@ -297,6 +297,44 @@ def test_a_set_aside_entry_yaml_cannot_write_back_is_kept_in_a_byte_exact_copy(t
     no_copies(path)
 
 
+def test_an_entry_with_a_field_written_twice_is_set_aside_alone_and_both_values_are_kept(tmp_path):
+    """A hand edit that adds a field the entry already has (YAML takes both; our parser refuses a key twice). It is
+    one entry's problem: before, the whole file was renamed .corrupt-<timestamp> and every entry of it left the
+    catalog ("the user catalog starts empty"). Its two values cannot both be written back as a mapping, so a save
+    first keeps the file byte for byte (.rejected-<timestamp>.yaml), as for an entry YAML cannot hold."""
+    path = tmp_path / "user_catalog.yaml"
+    write(path, [gpu("kept-a"), gpu("edited"), gpu("kept-b")])
+    text = path.read_text(encoding="utf-8")
+    at = text.index("- id: edited\n") + len("- id: edited\n")
+    path.write_text(text[:at] + "  memory_gb: 48\n" + text[at:], encoding="utf-8")
+    content = path.read_bytes()
+    line = content.decode().splitlines().index("  memory_gb: 24", content.decode().splitlines().index("- id: edited")) + 1
+    store = UserCatalog(path, shipped_ids={})
+    loaded = store.read()
+    assert [g["id"] for g in loaded.records["gpus"]] == ["kept-a", "kept-b"]
+    [aside] = loaded.set_aside
+    message = str(aside)
+    assert "\n" not in message and message.startswith(f"{path}: ")
+    for words in ("entry 'edited'", "field 'memory_gb'", f"appears twice in this entry (again at line {line})",
+                  "48 and 24", "accepted: the field once", "set aside", "every other entry loaded"):
+        assert words in message, (words, message)
+    assert path.read_bytes() == content
+    no_copies(path)
+    store.add_gpu(gpu("kept-c"))  # a save: the other entries and the new one are written, the file first copied
+    [copy] = store.rejected()
+    assert copy.read_bytes() == content
+    assert [g["id"] for g in store.read().records["gpus"]] == ["kept-a", "kept-b", "kept-c"]
+    no_copies(path)
+
+
+def test_a_key_twice_outside_an_entry_still_keeps_the_whole_file_aside(tmp_path):
+    path = tmp_path / "user_catalog.yaml"
+    write(path, [gpu("kept-a")])
+    path.write_text(path.read_text(encoding="utf-8") + "gpus: []\n", encoding="utf-8")
+    with pytest.raises(UserCatalogCorrupt, match="key 'gpus' appears twice"):
+        UserCatalog(path, shipped_ids={}).read()
+
+
 def test_one_bad_entry_among_thousands_leaves_every_other_one_loaded(tmp_path):
     """The issue's case: thousands of saved GPUs and one that no longer validates."""
     path = tmp_path / "user_catalog.yaml"
