@@ -32,7 +32,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
 from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO
-from engine.scenarios import KV_PRECISIONS
+from engine.scenarios import KV_PRECISIONS, did_you_mean
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -200,7 +200,8 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
                 continue
             value = _parse(f, str(text))
             if key in dynamic and value not in dynamic[key]:
-                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)")
+                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)"
+                                 + did_you_mean(value, dynamic[key]))
         except ValueError as exc:
             notes.append(str(exc))
             continue

@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine import buffers, columns, rules, uncertainty
 from engine.estimate import estimate
-from engine.scenarios import DEFAULTS, LIMITS, show
+from engine.scenarios import DEFAULTS, LIMITS, did_you_mean, show
 from engine.speed import format_speed_cost
 from engine.stacks import STACK_COLUMNS
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
@@ -532,7 +532,8 @@ def cmd_sweep(args) -> int:
     gpu_ids = _id_list("--gpu-ids", args.gpu_ids) or list(gpus["id"])
     unknown = [g for g in gpu_ids if g not in set(gpus["id"])]
     if unknown:
-        raise CliError(f"gpu {show(unknown[0])} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise CliError(f"gpu {show(unknown[0])} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                       + did_you_mean(unknown[0], gpus["id"]))
     if args.method is not None and args.methods is not None:
         raise CliError("give --method (one method) or --methods (a comma list), not both")
     methods = [args.method] if args.method else _id_list("--methods", args.methods) or ["full", "lora", "qlora"]
@@ -811,9 +812,11 @@ def cmd_serve(args) -> int:
     models = _models_with_config(args, cat.models(include_user=True))
     gpus = cat.gpus(include_user=True)
     if args.gpu not in set(gpus["id"]):
-        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                       + did_you_mean(args.gpu, gpus["id"]))
     if args.model not in set(models["id"]):
-        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)"
+                       + did_you_mean(args.model, models["id"]))
     _check_model_len(args, models)
     _check_engine_flags(args)
     layers = str(args.gpu_layers).strip().lower()

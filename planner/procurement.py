@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from engine import columns
-from engine.scenarios import grid
+from engine.scenarios import did_you_mean, grid
 from planner import planning
 from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
 
@@ -63,7 +63,8 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
         if not sep or not model or not work:
             raise ValueError(f"workload {item!r} is not accepted; accepted: model:workload, e.g. llama-3-8b:qlora")
         if model not in set(model_ids):
-            raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+            raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)"
+                             + did_you_mean(model, model_ids))
         if work not in WORKLOADS:
             raise ValueError(f"workload {work!r} is not accepted; accepted: {', '.join(WORKLOADS)}")
         pairs.append((model, work))
