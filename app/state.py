@@ -522,6 +522,19 @@ def scenario(s: dict | None = None) -> dict:
     return {**workload(s), "model": s["model"], "gpu": s["gpu"], "gpus": int(s["gpus"])}
 
 
+def budget_workloads(s: dict | None = None) -> tuple:
+    """The named workloads of `budget` (planner/procurement.py WORKLOADS: full, lora, qlora, infer-bf16, ...) with the
+    sidebar's settings, as plans() builds the Budget page's other tables: ((name, ((key, value), ...)), ...), hashable
+    for the cache. The Budget page's systems are then the same scenario as its "GPUs only" table and the Overview."""
+    from planner.procurement import WORKLOADS  # lazy: the Budget page's alone (not imported at a cold start)
+    s = s or store()
+    out = []
+    for name, w in WORKLOADS.items():
+        sc = train_workload(s, method=w["method"]) if w["task"] == "train" else infer_workload(s, precision=w["precision"])
+        out.append((name, tuple(sorted(sc.items()))))
+    return tuple(out)
+
+
 PLAN_CHOICES = {
     "Full fine-tuning": ("train", "full"), "LoRA": ("train", "lora"), "QLoRA": ("train", "qlora"),
     "Freeze": ("train", "freeze"),
