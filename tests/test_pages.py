@@ -463,6 +463,31 @@ def test_budget_planner_names_the_workloads_the_engine_does_not_model():
     assert sum(c.value.startswith("Not modelled yet") for c in at.caption) == 2
 
 
+def test_every_rent_price_shown_has_its_date():
+    """Every price a user sees has a date: Overview's and Cost per fit's tables dated the card price but not the
+    'Rent ($/h)' beside it (rent prices span several catalog dates)."""
+    from catalog import default_catalog
+    cloud_date = default_catalog().gpus().set_index("id")["cloud_date"]
+    at = open_app(None, {"model": "llama-3.1-8b", "method": "full", "gpus": "2"})
+    over = table(at, 0)
+    rented = over["Rent ($/h)"].notna()
+    assert rented.sum() > 5 and over.loc[rented, "Rent price date"].str.match(r"^\d{4}(-\d{2})?$").all()
+    names = {v: k for k, v in _gpu_names().items()}
+    for _, r in over[rented].iterrows():
+        assert r["Rent price date"] == cloud_date[names[r["GPU"]]], r["GPU"]
+    at = open_app("pages/cost_per_fit.py", {"model": "llama-3.1-8b"})
+    cpf = table(at, 0)
+    rented = cpf["Rent ($/h)"].notna()
+    assert rented.sum() > 5 and cpf.loc[rented, "Rent: price date"].str.match(r"^\d{4}(-\d{2})?$").all()
+    assert (cpf.loc[~rented, "Rent: price date"] == "").all()
+
+
+def _gpu_names() -> dict:
+    from app.common import display_names
+    from catalog import default_catalog
+    return display_names(default_catalog().gpus(), short=True)
+
+
 def test_cost_per_fit_names_the_workloads_the_engine_does_not_model():
     at = open_app("pages/cost_per_fit.py")
     t = table(at, 0)
