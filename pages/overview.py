@@ -139,8 +139,10 @@ view = pd.DataFrame({
     "System ($)": conf["system_usd"].round(0),
     "Cards ($)": conf["system_gpu_usd"].round(0),
     "Host + network ($)": (conf["host_usd"] + conf["network_usd"]).round(0),
-    "Card price": conf["system_condition"].fillna("").astype(str) + np.where(
-        conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")", ""),
+    # (a card the catalog has no price for shows no condition or date: they would date a price that is not there)
+    "Card price": (conf["system_condition"].fillna("").astype(str) + np.where(
+        conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")",
+        "")).where(conf["system_gpu_usd"].notna(), ""),
     "Host (price date)": conf["host_class"].fillna("").astype(str) + np.where(
         conf["host_date"].fillna("").astype(str) != "", " (" + conf["host_date"].fillna("").astype(str) + ")", ""),
     "Nodes": conf["nodes"],

@@ -482,6 +482,16 @@ def test_every_rent_price_shown_has_its_date():
     assert (cpf.loc[~rented, "Rent: price date"] == "").all()
 
 
+def test_overview_dates_no_card_price_the_catalog_does_not_have():
+    """The A100 40GB PCIe has no price in the catalog (price_usd null, price_date 2020-06): its row read
+    'Card price: new (2020-06)' beside an empty Cards ($), a date for a price that is not there."""
+    at = open_app(None, {"model": "llama-3.1-8b", "method": "lora"})
+    over = table(at, 0).set_index("GPU")
+    assert pd.isna(over.loc["A100 40GB PCIe", "Cards ($)"]) and over.loc["A100 40GB PCIe", "Card price"] == ""
+    priced = over["Cards ($)"].notna()
+    assert priced.sum() > 5 and over.loc[priced, "Card price"].str.contains(r"\(\d{4}").all()
+
+
 def _gpu_names() -> dict:
     from app.common import display_names
     from catalog import default_catalog
