@@ -56,6 +56,7 @@ from app.state import (  # noqa: F401
                       DEFAULT_PLANS,
                       FIELDS,
                       PLAN_CHOICES,
+                      budget_workloads,
                       Field,
                       csv_settings,
                       describe,

@@ -32,7 +32,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
 from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO
-from engine.scenarios import KV_PRECISIONS
+from engine.scenarios import KV_PRECISIONS, did_you_mean
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -200,7 +200,8 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
                 continue
             value = _parse(f, str(text))
             if key in dynamic and value not in dynamic[key]:
-                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)")
+                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)"
+                                 + did_you_mean(value, dynamic[key]))
         except ValueError as exc:
             notes.append(str(exc))
             continue
@@ -519,6 +520,19 @@ def scenario(s: dict | None = None) -> dict:
     s = s or store()
     # tensor / pipeline split, ZeRO on one GPU, ...: decided by engine/rules.py, as on the CLI
     return {**workload(s), "model": s["model"], "gpu": s["gpu"], "gpus": int(s["gpus"])}
+
+
+def budget_workloads(s: dict | None = None) -> tuple:
+    """The named workloads of `budget` (planner/procurement.py WORKLOADS: full, lora, qlora, infer-bf16, ...) with the
+    sidebar's settings, as plans() builds the Budget page's other tables: ((name, ((key, value), ...)), ...), hashable
+    for the cache. The Budget page's systems are then the same scenario as its "GPUs only" table and the Overview."""
+    from planner.procurement import WORKLOADS  # lazy: the Budget page's alone (not imported at a cold start)
+    s = s or store()
+    out = []
+    for name, w in WORKLOADS.items():
+        sc = train_workload(s, method=w["method"]) if w["task"] == "train" else infer_workload(s, precision=w["precision"])
+        out.append((name, tuple(sorted(sc.items()))))
+    return tuple(out)
 
 
 PLAN_CHOICES = {

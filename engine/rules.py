@@ -19,7 +19,7 @@ import engine.constants as C
 import engine.categories as categories
 from engine.constants import FP16_ACTIVATION_WEIGHTS, GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import model_types, parse_lora_targets
-from engine.stacks import LIGER_MODEL_TYPES, LIGER_RECIPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, SWITCHES, recipe_value
+from engine.stacks import LIGER_MODEL_TYPES, LIGER_RECIPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, RECIPES, SWITCHES, recipe_value
 
 # 0 in these columns means "decide for me" (the column's default).
 AUTO = 0
@@ -530,6 +530,11 @@ def notes(request: dict, row) -> list[str]:
             continue
         if column == "galore_rank" and (row.get("task") != "train" or str(row.get("optimizer", "")) not in GALORE_OPTIMIZERS):
             continue
+        if column == "liger" and (asked is None or asked == "auto") and str(row.get("recipe", "hf")) in RECIPES \
+                and str(decided) == recipe_value(str(row.get("recipe", "hf")), "liger", str(row.get("method", "")),
+                                                 bool(row.get("grad_checkpointing", False))):
+            continue  # 'auto' took the recipe's own value, as every other stack switch does silently: no decision to
+            # explain (_WHY's reasons are why Liger was turned off against the recipe or the request)
         if column in ("tp", "pp") and int(row.get("gpus", 1)) == 1:
             continue  # one GPU: nothing to split
         if column in ("seq", "tp", "pp", "galore_rank"):

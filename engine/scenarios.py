@@ -153,6 +153,36 @@ def show(value) -> str:
     return _REPR.repr(value)
 
 
+def closest_ids(value, known, n: int = 3) -> list[str]:
+    """The catalog ids a mistyped `value` most likely meant, best first (at most n): the same id in another case,
+    else the ids that begin with it or hold it ('h100': the three H100 cards), else difflib's closest spellings
+    ('llama3.1-8b': llama-3.1-8b). Empty when nothing is close."""
+    import difflib
+    ids = sorted({str(k) for k in known})
+    text = str(value).strip().lower()
+    if not text:
+        return []
+    same = [k for k in ids if k.lower() == text]
+    if same:
+        return same[:n]
+    holding = [k for k in ids if k.lower().startswith(text)] + [k for k in ids if text in k.lower() and not
+                                                                 k.lower().startswith(text)]
+    if holding:
+        return holding[:n]
+    lower = {k.lower(): k for k in ids}
+    return [lower[k] for k in difflib.get_close_matches(text, list(lower), n=n, cutoff=0.6)]
+
+
+def did_you_mean(value, known) -> str:
+    """'; did you mean 'x'?' (or 'x', 'y' or 'z') for an unknown catalog id, '' when nothing is close: the end of an
+    unknown-id message, so the user sees the id they meant beside what is accepted."""
+    found = closest_ids(value, known)
+    if not found:
+        return ""
+    quoted = [repr(k) for k in found]
+    return "; did you mean " + (", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]) + "?"
+
+
 def _bad(column: str, value, accepted: str) -> ValueError:
     return ValueError(f"{column} {show(value)} is not accepted; accepted: {accepted}")
 
@@ -395,7 +425,9 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             if value == "":
                 row = int(np.flatnonzero(pd.Series(out["model"]).astype(str).to_numpy() == "")[0])
                 raise ValueError(f"model is missing in row {row + 1}; accepted: a catalog model id (python -m engine catalog models)")
-            raise _bad("model", value, "a catalog model id (python -m engine catalog models), e.g. " + ", ".join(sorted(known)[:4]) + ", …")
+            hint = did_you_mean(value, known)
+            raise _bad("model", value, "a catalog model id (python -m engine catalog models)"
+                       + (hint or ", e.g. " + ", ".join(sorted(known)[:4]) + ", …"))
     for col, accepted in CHOICES.items():
         for value in categories(col):
             if value not in accepted:
@@ -885,5 +917,5 @@ def grid(**axes) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-__all__ = ["DEFAULTS", "CHOICES", "INT_RANGES", "AUTO_COLUMNS", "PRECISIONS", "LIMITS", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
+__all__ = ["closest_ids", "did_you_mean", "DEFAULTS", "CHOICES", "INT_RANGES", "AUTO_COLUMNS", "PRECISIONS", "LIMITS", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
            "normalize_columns", "grid"]

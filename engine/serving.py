@@ -59,6 +59,7 @@ import engine.constants as C
 from engine.components import eager_prefill_terms, linear_prefill_bytes
 from engine.estimate import estimate  # weights and KV per token, as every surface counts them
 from engine.params import ARCH_DEFAULTS, LINEAR_ATTENTION_FIELDS, architecture_counts, linear_attention_state, model_types
+from engine.scenarios import did_you_mean
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
@@ -866,7 +867,8 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     for col, ids, what in (("model", models["id"], "a catalog model id"), ("gpu", gpus["id"], "a catalog GPU id")):
         bad = ~req[col].isin(set(ids))
         if bad.any():
-            raise ValueError(f"{col} {req[col][bad].iloc[0]!r} is not in the catalog; accepted: {what}")
+            raise ValueError(f"{col} {req[col][bad].iloc[0]!r} is not in the catalog; accepted: {what}"
+                             + did_you_mean(req[col][bad].iloc[0], ids))
     util = req["gpu_memory_utilization"].to_numpy(float)
     if np.any((util <= 0) | (util > 1)):
         raise ValueError("gpu_memory_utilization is not accepted; accepted: a number > 0 and <= 1")

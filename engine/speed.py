@@ -67,7 +67,7 @@ import pandas as pd
 import engine.categories as categories
 from engine.buffers import Columns
 from engine.components import inputs
-from engine.scenarios import Configs, normalize_columns
+from engine.scenarios import Configs, did_you_mean, normalize_columns
 
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
 # Training-token budget: a round placeholder (one billion tokens), not a recommendation; set
@@ -167,8 +167,8 @@ _INFER_RATE = {"fp32": "fp32_tflops", "bf16": "bf16_tflops"}  # everything else:
 GPU_FIELDS = ("bandwidth_gbps", "bf16_tflops", "fp16_tflops", "fp32_tflops", "tdp_w",
               "interconnect_gbps", "price_usd", "cloud_usd_per_hour", "memory_gb", "max_per_node")
 
-UNKNOWN_GPU = ("gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus), "
-               "e.g. h100-sxm-80gb, rtx-4090")
+UNKNOWN_GPU_ID = "gpu {!r} is not in the catalog; accepted: a catalog GPU id (python -m engine catalog gpus)"
+UNKNOWN_GPU = UNKNOWN_GPU_ID + ", e.g. h100-sxm-80gb, rtx-4090"  # (examples where no id is close to the one given)
 # Speed settings that enter per-configuration figures (rates, prices, power): all but tokens and
 # prompt_tokens, which only enter per-row ones. A frame that gives one of them per row is
 # evaluated per row.
@@ -249,7 +249,9 @@ def gpu_index(cfg, gpus: pd.DataFrame) -> np.ndarray:
     gidx = cfg.index_in("gpu", gpus["id"].astype(str))
     bad = ~cfg.mask("gpu", "") & (gidx < 0)
     if bad.any():
-        raise ValueError(UNKNOWN_GPU.format(str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])))
+        value = str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])
+        hint = did_you_mean(value, gpus["id"])
+        raise ValueError(UNKNOWN_GPU_ID.format(value) + hint if hint else UNKNOWN_GPU.format(value))
     return gidx
 
 

@@ -108,9 +108,10 @@ with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
 if pairs:
     sysres = c.guard(data.plan_budget, data.subset(models, models["id"].isin({p.split(":")[0] for p in pairs})), shown_gpus,
                      float(budget), mode, hours, ",".join(pairs), float(deadline) or None, bool(one), condition,
-                     int(max_gpus), s["headroom_pct"] / 100.0, tco)
-    st.caption(f"Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). Incompatible combinations "
-               "(bf16 before Ampere, bitsandbytes on Apple, several Macs, ...) are never offered.")
+                     int(max_gpus), s["headroom_pct"] / 100.0, tco, c.budget_workloads(s))
+    st.caption(f"Each workload with the sidebar's settings ({md_escape(c.describe(s, with_model=False))}; the method "
+               f"or weights are the workload's). Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). "
+               "Incompatible combinations (bf16 before Ampere, bitsandbytes on Apple, several Macs, ...) are never offered.")
     p = sysres["purchase"]
     if one and p is not None:
         st.success(f"One purchase: {p['gpus']}× {md_escape(p['gpu_name'])} in {p['nodes']} node(s), "

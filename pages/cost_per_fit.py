@@ -78,6 +78,7 @@ view = pd.DataFrame({
                                + per_fit["buy_host_date"].fillna("").astype(str) + ")").where(per_fit["buy_gpu"].notna(), ""),
     "Rent: configuration": _config("rent_gpu", "rent_gpus"),
     "Rent ($/h)": _col("rent_usd_per_hour", 2),
+    "Rent: price date": per_fit["rent_price_date"].fillna("").astype(str).where(per_fit["rent_gpu"].notna(), ""),
 })
 extra_help = {}
 if "buy_usd_per_gb_vram" in per_fit:
@@ -110,7 +111,9 @@ def _table() -> None:
                                                     "active per token (every expert is in memory, a token uses a few).",
                   "Buy: configuration": "Cheapest whole system that holds the workload: cards (new, used or "
                                         "either, as chosen on the Budget planner) + hosts + network.",
-                  "Rent: configuration": "Cheapest on-demand rental per hour that holds the workload.", **extra_help})
+                  "Rent: configuration": "Cheapest on-demand rental per hour that holds the workload.",
+                  "Rent: price date": "When the on-demand $/GPU-hour was recorded; its source is on the Catalog page.",
+                  **extra_help})
     st.caption("Training rows: time and cost for the token budget above at the engine's default utilisation (MFU); "
                "serving rows: tokens/s for the sidebar's concurrent sequences at its context. Empty cells: no price "
                "in the catalog, or the figure does not apply to the workload.")

@@ -139,12 +139,15 @@ view = pd.DataFrame({
     "System ($)": conf["system_usd"].round(0),
     "Cards ($)": conf["system_gpu_usd"].round(0),
     "Host + network ($)": (conf["host_usd"] + conf["network_usd"]).round(0),
-    "Card price": conf["system_condition"].fillna("").astype(str) + np.where(
-        conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")", ""),
+    # (a card the catalog has no price for shows no condition or date: they would date a price that is not there)
+    "Card price": (conf["system_condition"].fillna("").astype(str) + np.where(
+        conf["system_price_date"].fillna("").astype(str) != "", " (" + conf["system_price_date"].fillna("").astype(str) + ")",
+        "")).where(conf["system_gpu_usd"].notna(), ""),
     "Host (price date)": conf["host_class"].fillna("").astype(str) + np.where(
         conf["host_date"].fillna("").astype(str) != "", " (" + conf["host_date"].fillna("").astype(str) + ")", ""),
     "Nodes": conf["nodes"],
     "Rent ($/h)": conf["rent_usd_per_hour"].round(2),
+    "Rent price date": conf["gpu_cloud_date"].fillna("").astype(str).where(conf["rent_usd_per_hour"].notna(), ""),
 })
 if "train_hours" in conf and s["task"] == "train":
     tokens = float(conf["tokens"].iloc[0]) if "tokens" in conf else float("nan")
@@ -159,6 +162,7 @@ c.table(view, "overview", c.csv_settings(page="overview", max_gpus=8, condition=
               "System ($)": "Cards + one host per node (by the card's host class) + the network from two nodes; "
                             "empty when a price is unknown (never counted as free).",
               "Card price": "new (list price) or used (market quote), with the price's date; sources on the Catalog page.",
+              "Rent price date": "When the on-demand $/GPU-hour was recorded; its source is on the Catalog page.",
               f"Peak per GPU ({u})": "Per GPU at the count in 'GPUs needed' (at one card when none fits)."})
 
 st.markdown("#### Go further")

@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine import buffers, columns, rules, uncertainty
 from engine.estimate import estimate
-from engine.scenarios import DEFAULTS, LIMITS, show
+from engine.scenarios import DEFAULTS, LIMITS, did_you_mean, show
 from engine.speed import format_speed_cost
 from engine.stacks import STACK_COLUMNS
 from planner.report import format_estimate, format_what_if, sweep_frame, to_csv
@@ -354,9 +354,46 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
     if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
         data.update(_compatibility(frame.iloc[:1], gpus, cat))
+        data.update(_price_facts(gpus, row.get("gpu")))  # the dates and sources of the prices behind the costs
     if "breakeven_months" in data and row["breakeven_months"] == math.inf:
         data["breakeven_months"] = "inf"  # renting never costs more than the power; float("inf") reads it
     return data
+
+
+# The catalog's dated, sourced prices behind estimate's purchase_usd (the card's new list price x GPUs) and its cloud
+# figures (cloud_usd_per_hour x GPU-hours): `estimate --json` and the sweep CSV carry them beside those figures, the
+# text output prints them under the costs (README: every price has a date and a source). Keys as `budget --json`'s.
+PRICE_KEYS = ("price_date", "price_source", "cloud_date", "cloud_source")
+
+
+def _price_facts(gpus: pd.DataFrame, gpu_id) -> dict:
+    """{price_date, price_source, cloud_date, cloud_source} of one catalog GPU: None where the catalog has no price
+    (a date without its price dates nothing the user sees)."""
+    if not isinstance(gpu_id, str) or gpu_id not in set(gpus["id"]):
+        return {k: None for k in PRICE_KEYS}
+    g = gpus.set_index("id").loc[gpu_id]
+
+    def text(key, price):
+        value = g.get(key)
+        known = pd.notna(g.get(price)) and pd.notna(value) and str(value).strip() != ""
+        return str(value) if known else None
+
+    return {"price_date": text("price_date", "price_usd"), "price_source": text("price_source", "price_usd"),
+            "cloud_date": text("cloud_date", "cloud_usd_per_hour"), "cloud_source": text("cloud_source", "cloud_usd_per_hour")}
+
+
+def _price_line(gpus: pd.DataFrame, row) -> str:
+    """The estimate's text line naming the prices its costs used, each with its date and source ('' with no price)."""
+    if not (isinstance(row.get("gpu"), str) and row["gpu"] and row["gpu"] in set(gpus["id"])):
+        return ""
+    g = gpus.set_index("id").loc[row["gpu"]]
+    facts = _price_facts(gpus, row["gpu"])
+    parts = []
+    if facts["price_date"] is not None:
+        parts.append(f"card ${float(g['price_usd']):,.0f} new list price ({facts['price_date']}: {facts['price_source']})")
+    if facts["cloud_date"] is not None:
+        parts.append(f"cloud ${float(g['cloud_usd_per_hour']):,.2f}/GPU-hour ({facts['cloud_date']}: {facts['cloud_source']})")
+    return ("prices: " + "; ".join(parts)) if parts else ""
 
 
 def _print_export(export, row, see: str = "check, estimate --what-if") -> int:
@@ -437,6 +474,9 @@ def cmd_estimate(args) -> int:
     speed = format_speed_cost(row)
     if speed:
         print(speed)
+    prices = _price_line(gpus, row)
+    if prices:
+        print(prices)
     if args.what_if:
         print("what if (each change estimated on this GPU; ranked: fits first, fewest GPUs, most memory saved, least impact):")
         print(format_what_if(changes))
@@ -494,7 +534,8 @@ def cmd_sweep(args) -> int:
     gpu_ids = _id_list("--gpu-ids", args.gpu_ids) or list(gpus["id"])
     unknown = [g for g in gpu_ids if g not in set(gpus["id"])]
     if unknown:
-        raise CliError(f"gpu {show(unknown[0])} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise CliError(f"gpu {show(unknown[0])} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                       + did_you_mean(unknown[0], gpus["id"]))
     if args.method is not None and args.methods is not None:
         raise CliError("give --method (one method) or --methods (a comma list), not both")
     methods = [args.method] if args.method else _id_list("--methods", args.methods) or ["full", "lora", "qlora"]
@@ -520,6 +561,9 @@ def cmd_sweep(args) -> int:
               "not modelled yet (--task infer and `serve` are)", file=sys.stderr)
     if sources:
         frame.insert(1, "model_source", frame["model"].map(sources).fillna("catalog"))
+    facts = {g: _price_facts(gpus, g) for g in gpu_ids}  # each row's prices, dated and sourced (added at the end)
+    for key in PRICE_KEYS:
+        frame[key] = frame["gpu"].astype(str).map({g: f[key] for g, f in facts.items()})
     text = to_csv(frame)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
@@ -775,9 +819,11 @@ def cmd_serve(args) -> int:
     models = _models_with_config(args, cat.models(include_user=True))
     gpus = cat.gpus(include_user=True)
     if args.gpu not in set(gpus["id"]):
-        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise CliError(f"gpu {show(args.gpu)} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                       + did_you_mean(args.gpu, gpus["id"]))
     if args.model not in set(models["id"]):
-        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+        raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)"
+                       + did_you_mean(args.model, models["id"]))
     _check_model_len(args, models)
     _check_engine_flags(args)
     layers = str(args.gpu_layers).strip().lower()

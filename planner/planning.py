@@ -548,9 +548,12 @@ def cost_per_fit(configs: pd.DataFrame, by=("model", "plan"), buy_cost: str = "b
     system = [c for c in (*SYSTEM_COLUMNS.values(), "system_breakeven_months", "system_breakeven_hours")
               if c in configs.columns]
     buy = cheapest_buy[list(dict.fromkeys(by + keep + system + ["buy_usd", buy_cost]))]
-    rent = cheapest_rent[by + keep + ["rent_usd_per_hour"]]
+    # the rental's price date and source (the catalog's cloud_date / cloud_source): every price shown has both
+    dated = [c for c in ("gpu_cloud_date", "gpu_cloud_source") if c in cheapest_rent.columns]
+    rent = cheapest_rent[by + keep + ["rent_usd_per_hour"] + dated]
     buy = buy.rename(columns={c: f"buy_{c}" for c in keep + system})
-    rent = rent.rename(columns={c: f"rent_{c}" for c in keep})
+    rent = rent.rename(columns={**{c: f"rent_{c}" for c in keep}, "gpu_cloud_date": "rent_price_date",
+                                "gpu_cloud_source": "rent_price_source"})
     group, keys = groups(configs, by)
     out = keys.merge(buy.astype({c: str for c in by}), on=by, how="left")
     out = out.merge(rent.astype({c: str for c in by}), on=by, how="left")

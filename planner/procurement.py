@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from engine import columns
-from engine.scenarios import grid
+from engine.scenarios import did_you_mean, grid
 from planner import planning
 from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
 
@@ -63,7 +63,8 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
         if not sep or not model or not work:
             raise ValueError(f"workload {item!r} is not accepted; accepted: model:workload, e.g. llama-3-8b:qlora")
         if model not in set(model_ids):
-            raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)")
+            raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)"
+                             + did_you_mean(model, model_ids))
         if work not in WORKLOADS:
             raise ValueError(f"workload {work!r} is not accepted; accepted: {', '.join(WORKLOADS)}")
         pairs.append((model, work))
@@ -72,14 +73,27 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None) -> pd.DataFrame:
+def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None, scenarios: dict | None = None) -> pd.DataFrame:
     extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
     base = grid(gpu=list(gpu_ids))
-    blocks = [(base, {**{k: v for k, v in WORKLOADS[w].items() if k not in ("model", "gpu")}, "headroom": headroom,
-                      **extra, "model": m, "workload": w}) for m, w in pairs]
+    blocks = [(base, {**{k: v for k, v in _workload(w, scenarios).items() if k not in ("model", "gpu", "gpus")},
+                      "headroom": headroom, **extra, "model": m, "workload": w}) for m, w in pairs]
     frame = planning.stacked(blocks)
     order = ["model", "gpu"] + [c for c in frame.columns if c not in ("model", "gpu", "workload")] + ["workload"]
     return planning.with_defaults(frame[order])
+
+
+def _workload(name: str, scenarios: dict | None) -> dict:
+    """A named workload's scenario: WORKLOADS[name], or the caller's own settings for it (the Budget page's: the
+    sidebar's batch, sequence, precision, ... as its other tables use them), whose task and method or weights must be
+    the name's."""
+    own = (scenarios or {}).get(name)
+    if own is None:
+        return WORKLOADS[name]
+    fixed = {k: WORKLOADS[name][k] for k in ("task", "method", "precision") if k in WORKLOADS[name]}
+    if fixed["task"] == "train":
+        fixed.pop("precision")  # the training precision is the caller's; the method is the name's
+    return {**dict(own), **fixed}
 
 
 def _speed(configs: pd.DataFrame) -> pd.DataFrame:
@@ -111,25 +125,27 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
                 hours: float | None = None, workloads: str | None = None, deadline_days: float | None = None,
                 one_purchase: bool = False, condition: str = "either", max_gpus: int = 16,
                 headroom: float | None = None, rules: pd.DataFrame | None = None, gpu_ids=None,
-                tco: dict | None = None) -> dict:
+                tco: dict | None = None, scenarios: dict | None = None) -> dict:
     """{'rows': frame (one per model x workload: its cheapest system within budget and deadline),
     'unlocks': the next ones just above the budget, 'out_of_reach': (model, workload) pairs nothing
     fits, 'purchase': one system for every listed workload (with one_purchase), 'settings'}.
     Every row and the purchase carry the buy-vs-rent break-even of the whole system (`system_usd`:
     cards + hosts + network, whatever the mode) against renting the same GPUs: `breakeven_months`
     and `breakeven_hours` (hours of use), from the engine's TCO figures at `tco` (TCO_KEYS;
-    engine/speed.py defaults where left out).
+    engine/speed.py defaults where left out). `scenarios`: workload name -> its scenario settings in place of
+    WORKLOADS' (batch, seq, precision, optimizer, ...; the Budget page passes the sidebar's).
     = budget_within(budget_sweep(...), ...): the sweep does not depend on the budget, the mode,
     the hours or the deadline (the dashboard keeps it while those change)."""
     _check_tco(tco)
     _check_budget(budget, mode, hours)
-    sweep = budget_sweep(models, gpus, hosts, workloads, condition, max_gpus, headroom, rules, gpu_ids, tco)
+    sweep = budget_sweep(models, gpus, hosts, workloads, condition, max_gpus, headroom, rules, gpu_ids, tco, scenarios)
     return budget_within(sweep, gpus, hosts, budget, mode, hours, deadline_days, one_purchase)
 
 
 def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, workloads: str | None = None,
                  condition: str = "either", max_gpus: int = 16, headroom: float | None = None,
-                 rules: pd.DataFrame | None = None, gpu_ids=None, tco: dict | None = None) -> dict:
+                 rules: pd.DataFrame | None = None, gpu_ids=None, tco: dict | None = None,
+                 scenarios: dict | None = None) -> dict:
     """What plan_budget computes before a budget enters: every (model, workload) x GPU estimated at
     the count it needs (planning.configurations), its system priced (cards, hosts, network), its
     speed and break-even. {'rows': frame, 'ok': fits within the GPU limit (bool array), 'pairs',
@@ -138,7 +154,7 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
-    asked = _frame(pairs, gpu_ids, headroom, tco)
+    asked = _frame(pairs, gpu_ids, headroom, tco, scenarios)
     configs = planning.configurations(asked, models, gpus, max_gpus=max_gpus, rules=rules, hosts=hosts,
                                       condition=condition)
     ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)

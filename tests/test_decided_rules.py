@@ -138,3 +138,24 @@ def test_ep_on_a_mixture_of_experts_model_is_kept_and_not_noted(models):
     for asked in ({**dense, "ep": 1}, {k: v for k, v in dense.items() if k != "ep"}):
         row = estimate(pd.DataFrame([asked]), models).iloc[0]
         assert not [n for n in notes(asked, row) if n.startswith("expert parallel")] and np.int64(row["ep"]) == 1
+
+
+# ---- Liger left 'auto' (the dashboard always asks 'auto') ------------------------------------
+
+@pytest.mark.parametrize("recipe", ["hf", "torchtune", "automodel"])
+def test_liger_auto_taking_the_recipes_own_value_is_no_decision(models, recipe):
+    """The sidebar asks liger 'auto'; the recipe's default (off under hf and torchtune, on under NeMo Automodel)
+    is then no decision, as for every other stack switch. It was explained as "Liger-Kernel has no kernels for this
+    architecture" on Llama, which Liger patches (Overview and Breakdown's captions, `--liger auto`), and under
+    automodel as "auto → on (... no kernels for this architecture ...)"."""
+    asked = dict(model="llama-3.1-8b", task="train", method="lora", batch=1, seq=512, liger="auto", recipe=recipe)
+    row = estimate(pd.DataFrame([asked]), models).iloc[0]
+    assert not [n for n in notes(asked, row) if n.startswith("Liger")], notes(asked, row)
+
+
+def test_liger_auto_turned_off_against_the_recipe_still_says_why(models):
+    """NeMo Automodel's default is on; on gpt-oss (not patched by Liger) it is decided off: that is said."""
+    asked = dict(model="gpt-oss-20b", task="train", method="lora", batch=1, seq=512, liger="auto", recipe="automodel")
+    row = estimate(pd.DataFrame([asked]), models).iloc[0]
+    assert "Liger kernels auto → off (Liger-Kernel has no kernels for this architecture: transformers' own modules run)" \
+        in notes(asked, row)
