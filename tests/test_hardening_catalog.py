@@ -506,7 +506,7 @@ def test_a_user_catalog_is_parsed_once_for_both_frames_until_it_changes(tmp_path
     store.add_model(model_record())
     parses = []
     real = schema.parse_yaml
-    monkeypatch.setattr("catalog.store.parse_yaml", lambda raw, name: parses.append(name) or real(raw, name))
+    monkeypatch.setattr("catalog.store.parse_yaml", lambda raw, name, **kw: parses.append(name) or real(raw, name, **kw))
     monkeypatch.setenv(ENV_VAR, str(path))
     cat = Catalog()  # the CLI asks for the GPUs, then the models
     assert "my-gpu" in set(cat.gpus(include_user=True)["id"])
