@@ -488,8 +488,14 @@ def _whole_field(reader, key: str, file: str):
     return value
 
 
-def gguf_config(reader, file: str) -> dict:
-    """A GGUF's architecture metadata as the config.json fields catalog/user.py reads."""
+def gguf_config(reader, file: str, tensors=None) -> dict:
+    """A GGUF's architecture metadata as the config.json fields catalog/user.py reads. `tensors`: every split
+    part's tensor table (default: this file's). The metadata is the first part's (llama.cpp tools/gguf-split/
+    gguf-split.cpp split_strategy copies the KV pairs into the first split only), but a tensor can be in any part:
+    gguf-split cuts the tensor list in order (--split-max-tensors, default 128; --no-tensor-first-split leaves the
+    first part none), so output.weight sits in a later part, and a first part without it read as tied embeddings
+    (a Llama 3.1 8B F16 in two parts: 7,504,924,672 parameters, one 128,256 x 4,096 matrix short)."""
+    tensors = reader.tensors if tensors is None else tensors
     arch = _field(reader, "general.architecture")
     if arch == "clip":
         raise _fail(file, "is a vision projector (mmproj, general.architecture clip); give the language model's GGUF "
@@ -519,9 +525,9 @@ def gguf_config(reader, file: str) -> dict:
         tokens = reader.fields.get("tokenizer.ggml.tokens")
         if isinstance(tokens, GGUFArray):
             cfg["vocab_size"] = tokens.count  # the count, without decoding every token
-    names = {t.name for t in reader.tensors}
+    names = {t.name for t in tensors}
     if "vocab_size" not in cfg and "token_embd.weight" in names:
-        cfg["vocab_size"] = int([t for t in reader.tensors if t.name == "token_embd.weight"][0].dims[-1])
+        cfg["vocab_size"] = int([t for t in tensors if t.name == "token_embd.weight"][0].dims[-1])
     cfg["tie_word_embeddings"] = "output.weight" not in names
     if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
         cfg["attention_bias"] = True  # refused by name (the engine does not count it)
@@ -567,7 +573,7 @@ def _from_gguf(paths: list[Path], model_id):
     if main is None:
         gguf_config(projectors[0][1][0], str(projectors[0][0][0]))  # raises the clip message
     parts, readers = main
-    cfg = gguf_config(readers[0], str(parts[0]))
+    cfg = gguf_config(readers[0], str(parts[0]), [t for reader in readers for t in reader.tensors])
     record = model_from_config(cfg, str(parts[0]), model_id)
     record["source"] = f"GGUF ({parts[0].name}{f', {len(parts)} parts' if len(parts) > 1 else ''})"
     record["notes"] = record["notes"].replace("From a Hugging Face config.json", "From a GGUF file's metadata").replace(

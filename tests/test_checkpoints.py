@@ -620,3 +620,17 @@ def test_a_multi_token_prediction_layer_is_named_not_counted(tmp_path):
     assert info["weights_bytes_stored"] == 2 * llama_params()
     extra = 2 * H * H + H * H + H
     assert any(f"multi-token-prediction layer (mtp.*): {extra:,} parameters, {2 * extra:,} bytes" in n for n in info["notes"])
+
+
+def test_a_split_gguf_whose_output_matrix_is_in_a_later_part_is_not_read_as_tied(tmp_path):
+    """llama.cpp's gguf-split keeps the metadata in the first part and cuts the tensor list in order, so
+    output.weight (the untied lm_head) is in a later part. The tied check read the first part's tensors only:
+    the model lost a vocab x hidden matrix (a Llama 3.1 8B F16 in two parts: 7,504,924,672 parameters, not
+    8,030,261,248) and weights_source fell to config with a note of a mismatch that was not there."""
+    names = llama_tensors()
+    write_gguf(tmp_path / "m-00001-of-00002.gguf", tensors=names[:10])
+    write_gguf(tmp_path / "m-00002-of-00002.gguf", tensors=names[10:])  # output.weight is the last tensor
+    for given in ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"):
+        record, info = model_from_files(tmp_path / given)
+        assert record["tied_embeddings"] is False and record["params"] == llama_params() == info["params_stored"]
+        assert info["weights_source"] == "header" and not any("the tensors hold" in n for n in info["notes"])
