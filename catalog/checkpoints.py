@@ -739,7 +739,18 @@ def default_precision(args, info: dict) -> None:
     if engine is None and task != "infer":
         return
     from engine.scenarios import GGUF_BITS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
-    if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")):
+    from engine.serving import engine_takes_precision
+    # (serve's engine: only what it runs, engine/serving.py engine_takes_precision. A BF16 safetensors checkpoint under
+    # llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16, which those engines refuse: `serve --engine llama.cpp
+    # --model-file FOLDER` failed on a precision the user never typed, where a catalog model gets the engine's default)
+    if info.get("format") == "gguf" and engine in ("llama.cpp", "ollama") and precision not in GGUF_BITS:
+        # the file is what the engine loads: its engine's default (q4_k_m) would size an F16 file at a third
+        raise _fail(info["files"][0], f"stores {precision} weights (general.file_type "
+                                      f"{info.get('file_type_name', info.get('file_type'))}), which serve does not model "
+                                      f"under {engine}; accepted: --precision {', '.join(GGUF_BITS)} (the file "
+                                      "re-quantized to that type), or estimate --task infer for these weights")
+    if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")) or \
+            (engine is not None and not engine_takes_precision(engine, precision)):
         info["notes"].append(f"the stored weights are {precision}, which {engine or 'the estimate'} does not take: "
                              "the engine's default precision is used (see weights_bytes_engine beside the stored bytes)")
         return

@@ -842,6 +842,28 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
                          f"vLLM runs Gated DeltaNet models from 0.10.2; accepted: 0.10 or later (or no version)")
 
 
+def engine_takes_precision(engine: str, precision: str) -> bool:
+    """Whether `engine` serves weights of `precision` on some card: the per-engine precision checks of `_check`, one
+    value at a time (llama.cpp / Ollama take GGUF types only, mlc-llm its MLC_BITS names, ExLlamaV2 exl2-B or int4,
+    the others neither exl2-B nor MLC's names, fp8 / mxfp4 / nvfp4 only on FORMAT_ENGINES; a card's own refusals aside).
+    catalog/checkpoints.py default_precision asks it before offering a checkpoint's stored precision, so a
+    safetensors BF16 checkpoint under llama.cpp keeps the engine's default instead of being refused
+    (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
+    precision = str(precision)
+    if engine in GGUF_ENGINES:
+        return precision in C.GGUF_BITS
+    if engine == "mlc-llm":
+        return precision in MLC_BITS
+    if precision in MLC_BITS:
+        return False
+    bits = float(exl2_bits(pd.Series([precision]))[0])
+    if engine == "exllamav2":
+        return precision == "int4" or EXL_BITS_RANGE[0] <= bits <= EXL_BITS_RANGE[1]
+    if precision.startswith("exl2"):
+        return False
+    return engine in FORMAT_ENGINES.get(precision, (engine,))
+
+
 def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     bad = ~req["engine"].isin(ENGINES)
     if bad.any():

@@ -634,3 +634,51 @@ def test_a_split_gguf_whose_output_matrix_is_in_a_later_part_is_not_read_as_tied
         record, info = model_from_files(tmp_path / given)
         assert record["tied_embeddings"] is False and record["params"] == llama_params() == info["params_stored"]
         assert info["weights_source"] == "header" and not any("the tensors hold" in n for n in info["notes"])
+
+
+def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path):
+    """A BF16 safetensors checkpoint under llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16 as its precision
+    (default_precision), which those engines refuse: `serve --engine llama.cpp --model-file FOLDER` exited 2 with
+    "precision 'bf16' is not accepted for llama.cpp/ollama", a precision the user never gave. The engine's default is
+    used instead (as for a catalog model), with a note. A GGUF whose type serve does not model (F16) under llama.cpp
+    is refused naming the file's type, not sized at the engine's default q4_k_m (a third of the file)."""
+    folder = tmp_path / "st"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors())
+    write_config(folder)
+    for engine, default in (("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"), ("exllamav2", "exl2-4.0"),
+                            ("mlc-llm", "q4f16_1"), ("vllm", "bf16")):
+        code, out, err = run_cli("serve", "--model-file", folder, "--gpu", "h100-sxm-80gb", "--engine", engine,
+                                 "--max-model-len", "256", "--json")
+        assert code == 0, (engine, err)
+        data = json.loads(out)
+        assert data["precision"] == default, engine
+        assert (engine == "vllm") != any("does not take" in n for n in data["checkpoint"]["notes"]), engine
+    f16 = write_gguf(tmp_path / "tiny-F16.gguf", file_type=1)
+    code, out, err = run_cli("serve", "--model-file", f16, "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp",
+                             "--max-model-len", "256")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "tiny-F16.gguf" in err and "MOSTLY_F16" in err and "accepted: --precision q8_0" in err
+
+
+def test_engine_takes_precision_agrees_with_serve():
+    """engine/serving.py engine_takes_precision (what default_precision asks) is serve's own per-engine precision
+    checks, one value at a time: every engine x every precision, on a card that refuses no format."""
+    import pandas as pd
+
+    from catalog.db import default_catalog
+    from engine.scenarios import INFER_PRECISIONS
+    from engine.serving import ENGINES, MLC_BITS, REQUEST_DEFAULTS, _check, engine_takes_precision
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    for engine in ENGINES:
+        for precision in (*INFER_PRECISIONS, *MLC_BITS, "exl2-4.0"):
+            req = pd.DataFrame([{**REQUEST_DEFAULTS, "model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "engine": engine,
+                                 "precision": precision, "max_model_len": 4096}])
+            try:
+                _check(req, models, gpus)
+                served = True
+            except ValueError as exc:
+                assert "precision" in str(exc) or "fp" in str(exc), (engine, precision, exc)
+                served = False
+            assert engine_takes_precision(engine, precision) == served, (engine, precision)
