@@ -339,6 +339,21 @@ def _estimate_one(args):
     return cat, models, gpus, request, frame
 
 
+def _whole_language_model_weights(models, request: dict, vision: str = "off"):
+    """The weights the estimate counts for `request`'s task, method and precision, whole (on one GPU: no tensor,
+    pipeline or expert split, no ZeRO sharding or offload) and without a vision tower (vision "off"): what a
+    checkpoint's weights_bytes_stored holds, so `weights_bytes_difference` compares like with like. The scenario's
+    weights_bytes is per GPU and counts the vision tower: at --tp 2 a Llama 3.1 8B's stored 16,060,522,496 bytes read
+    +8,030,261,248 against the estimate's half, and Gemma 3 27B's stored language model -846,120,672 (its SigLIP
+    tower) where the two agree to the byte. None where that scenario cannot be estimated."""
+    one = {k: v for k, v in request.items() if k not in ("gpus", "tp", "pp", "cp", "ep", "zero", "offload",
+                                                          "sequence_parallel", "gpu")}
+    try:
+        return float(estimate(pd.DataFrame([{**one, "gpus": 1, "vision_tower": vision}]), models)["weights_bytes"].iloc[0])
+    except (ValueError, KeyError):
+        return None
+
+
 def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     """estimate --json's object (without what_if, and without schema_version: print_json adds it)."""
     row = frame.iloc[0]
@@ -347,7 +362,8 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     data["normalization_notes"] = notes
     if getattr(args, "checkpoint", None):  # issue 25: what the checkpoint's headers say (catalog/checkpoints.py)
         from catalog.checkpoints import stored_vs_engine
-        data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), row.get("precision"))
+        data["checkpoint"] = stored_vs_engine(args.checkpoint, _whole_language_model_weights(models, request_from_args(args)),
+                                              row.get("precision"))
     # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
     data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
     if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
@@ -828,7 +844,16 @@ def cmd_serve(args) -> int:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
             from catalog.checkpoints import stored_vs_engine
-            data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
+            lm = _whole_language_model_weights(models, {"model": args.model, "task": "infer", "precision": request["precision"]})
+            vision = None if lm is None else _whole_language_model_weights(models, {"model": args.model, "task": "infer",
+                                                                           "precision": request["precision"]}, vision="on")
+            # serve's weights_bytes are the whole model's (its estimate on one GPU, engine/serving.py serve), vision tower
+            # included where the engine loads it, and the engine's own terms (vLLM's MXFP4 padding): less the vision
+            # tower's part, they are the language model's, as weights_bytes_stored
+            served = row.get("weights_bytes")
+            if lm is not None and served is not None and args.engine not in ("exllamav2", "mlc-llm"):
+                served = float(served) - (vision - lm)  # (ExLlamaV2's and MLC's weights count no vision tower)
+            data["checkpoint"] = stored_vs_engine(args.checkpoint, served, request["precision"])
         data["fits_with"] = [] if options is None else [
             {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"]),
              "max_model_len": int(r["max_model_len"]),

@@ -682,3 +682,23 @@ def test_engine_takes_precision_agrees_with_serve():
                 assert "precision" in str(exc) or "fp" in str(exc), (engine, precision, exc)
                 served = False
             assert engine_takes_precision(engine, precision) == served, (engine, precision)
+
+
+def test_the_stored_bytes_are_compared_with_the_whole_language_model(tmp_path):
+    """weights_bytes_difference is stored minus estimate: the estimate's weights_bytes are per GPU and count the vision
+    tower, the stored bytes are the whole language model's. At --tp 2 a Llama 3.1 8B read +8,030,261,248 (the estimate
+    looked half the file), and a Gemma 3 27B's language model -846,120,672 (its SigLIP tower), where both agree to the
+    byte. The comparison is now with the whole language model's weights, for estimate, check and serve."""
+    folder = tmp_path / "vl"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors() + [("vision_tower.proj.weight", [H, H])])
+    write_config(folder)
+    for command in (("estimate", "--task", "infer", "--tp", "2", "--gpus", "2"),
+                    ("check", "--task", "infer", "--tp", "2", "--gpus", "2", "--gpu", "h100-sxm-80gb"),
+                    ("serve", "--gpu", "h100-sxm-80gb", "--engine", "vllm", "--gpus", "2", "--max-model-len", "256")):
+        code, out, err = run_cli(*command, "--model-file", folder, "--json")
+        assert code == 0, (command, err)
+        data = json.loads(out)
+        ck = data["checkpoint"]
+        assert ck["vision_params"] == H * H and ck["weights_bytes_stored"] == 2 * llama_params(), command
+        assert (ck["weights_bytes_engine"], ck["weights_bytes_difference"]) == (2 * llama_params(), 0), command
