@@ -702,3 +702,43 @@ def test_the_stored_bytes_are_compared_with_the_whole_language_model(tmp_path):
         ck = data["checkpoint"]
         assert ck["vision_params"] == H * H and ck["weights_bytes_stored"] == 2 * llama_params(), command
         assert (ck["weights_bytes_engine"], ck["weights_bytes_difference"]) == (2 * llama_params(), 0), command
+
+
+def _nvfp4_tensors(packed_name):
+    """ModelOpt's / compressed-tensors' NVFP4 layout: every decoder linear as two e2m1 values a byte (U8), an e4m3
+    scale per 16 weights, fp32 global scales; embeddings, norms and lm_head in BF16."""
+    out = []
+    for name, shape in hf_tensors():
+        if name.startswith("model.layers.") and name.endswith("_proj.weight"):
+            stem = name[: -len(".weight")]
+            out += [(f"{stem}.{packed_name}", [shape[0], shape[1] // 2], "U8", 1),
+                    (f"{stem}.weight_scale", [shape[0], shape[1] // 16], "F8_E4M3", 1),
+                    (f"{stem}.weight_scale_2", [], "F32", 4), (f"{stem}.input_scale", [], "F32", 4)]
+        else:
+            out.append((name, shape, "BF16", 2))
+    return out
+
+
+@pytest.mark.parametrize("quant,packed_name", [
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+      "exclude_modules": ["lm_head"]}, "weight"),
+    ({"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "weight"),
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float",
+                                                                       "strategy": "tensor_group", "group_size": 16}}}},
+     "weight_packed"),
+])
+def test_an_nvfp4_checkpoint_is_estimated_at_nvfp4(tmp_path, quant, packed_name):
+    """An NVFP4 checkpoint (NVIDIA ModelOpt's nvidia/*-FP4, llm-compressor's *-NVFP4) was not recognised: without
+    --precision the estimate took bf16 (a Llama 3.1 8B NVFP4, 6,027,749,120 bytes stored, estimated at
+    16,060,522,496) although the engine models nvfp4. Its precision is now nvfp4 and the stored bytes its weights."""
+    folder = tmp_path / "nvfp4"
+    folder.mkdir()
+    write_config(folder, quantization_config=quant, torch_dtype="bfloat16")
+    stored = _write_mixed_safetensors(folder / "model.safetensors", _nvfp4_tensors(packed_name))
+    code, out, err = run_cli("estimate", "--model-file", folder, "--task", "infer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["precision"] == "nvfp4" and data["checkpoint"]["precision"] == "nvfp4"
+    assert data["weights_bytes"] == data["checkpoint"]["weights_bytes_stored"] == stored
+    assert data["params"] == llama_params() and data["checkpoint"]["weights_bytes_source"] == "header"
