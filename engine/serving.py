@@ -1149,7 +1149,7 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
     bad = given & ~draft.isin(set(models["id"]))
     if bad.any():
         raise ValueError(f"draft model {draft[bad].iloc[0]!r} is not in the catalog; accepted: a catalog model id "
-                         "(see: catalog models) with the target's tokenizer")
+                         "(see: catalog models), ORG/NAME or a model file, with the target's tokenizer")
     rows = req[given]
     d_ids, t_ids = draft[given].to_numpy(object), rows["model"].to_numpy(object)
     g_d, g_t = tokenizer_group(models, d_ids), tokenizer_group(models, t_ids)
@@ -1267,7 +1267,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
     weights = np.where(is_mlc, np.asarray(counts["total"], float) * mlc_bits / 8.0, weights)
     kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
-    # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
+    # the draft model (DRAFT_ENGINES): its weights at the target's precision (a checkpoint's: as stored), its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
     draft_w = np.zeros(n)
     draft_kv_token = np.zeros(n)
@@ -1277,8 +1277,18 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     if has_draft.any():
         rows = np.flatnonzero(has_draft)
         d_kv = np.where(np.isin(engine[rows], GGUF_ENGINES), "fp16", kv_prec[rows])
+        # a draft read from its checkpoint (--draft-model FILE or ORG/NAME: a record with stored_precision) is loaded
+        # as it is stored, not at the target's precision: llama-server's -md loads the GGUF file as it is
+        # (tools/server/server.cpp --model-draft), vLLM builds the draft's ModelConfig with the draft's own quantization
+        # (vllm/config/speculative.py SpeculativeConfig.quantization, None: the draft checkpoint's quantization_config).
+        # An F16 draft GGUF beside a Q4_K_M target was sized at q4_k_m (4.58 GiB for its 14.96)
+        d_prec = req["precision"].to_numpy(object)[rows].copy()
+        if "stored_precision" in models:
+            stored = models.set_index("id")["stored_precision"].reindex(draft_id[rows]).to_numpy(object)
+            known = np.array([isinstance(v, str) and v in C.INFER_PRECISIONS for v in stored], dtype=bool)
+            d_prec = np.where(known, stored, d_prec)
         d_est = estimate(pd.DataFrame({
-            "model": draft_id[rows], "task": "infer", "precision": req["precision"].to_numpy(object)[rows], "batch": 1,
+            "model": draft_id[rows], "task": "infer", "precision": d_prec, "batch": 1,
             "seq": ctx[rows].astype(int), "kv_precision": d_kv, "allow_long_context": True, "gpus": 1,
             "kv_policy": policy[rows],
         }), models)

@@ -339,6 +339,14 @@ def _estimate_one(args):
     return cat, models, gpus, request, frame
 
 
+def _names_a_model_file(text) -> bool:
+    """A --draft-model value that names a checkpoint on disk: a path that exists, or text shaped like one (a leading
+    /, ~ or ., a .gguf / .safetensors / .json suffix), as the dashboard's model field decides (docs/models.md)."""
+    text = str(text)
+    return Path(text).expanduser().exists() or text.startswith(("/", "~", ".")) or \
+        text.lower().endswith((".gguf", ".safetensors", ".json"))
+
+
 def _whole_language_model_weights(models, request: dict, vision: str = "off"):
     """The weights the estimate counts for `request`'s task, method and precision, whole (on one GPU: no tensor,
     pipeline or expert split, no ZeRO sharding or offload) and without a vision tower (vision "off"): what a
@@ -698,8 +706,9 @@ def _add_serve_parser(sub) -> None:
                          "whole max-model-len prompt without chunked prefill. SGLang: its version X.Y.Z (default: the "
                          "current release); before 0.5.3 its mem-fraction-static default follows the tensor-parallel size")
     sv.add_argument("--draft-model", default=None,
-                    help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id or ORG/NAME "
-                         "(loaded beside the target, its KV cache from the same budget)")
+                    help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id, ORG/NAME "
+                         "or a checkpoint as --model-file takes it (a GGUF file, a safetensors folder) (loaded beside the "
+                         "target, its KV cache from the same budget)")
     sv.add_argument("--draft-tensor-parallel-size", type=_whole("draft-tensor-parallel-size", high=LIMITS["gpus"]),
                     default=None, help="vLLM: the draft's tensor parallel size, 1 or --gpus (default --gpus)")
     sv.add_argument("--draft-context", type=_whole("draft-context", high=LIMITS["seq"]), default=None,
@@ -811,7 +820,16 @@ def cmd_serve(args) -> int:
             request[key] = getattr(args, key)
     if getattr(args, "draft_model", None):
         from catalog.checkpoints import hub_models, is_hub_id  # a draft named ORG/NAME[@REV] (issue 25)
-        if is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
+        if _names_a_model_file(args.draft_model) and args.draft_model not in set(models["id"]):
+            # a draft from its checkpoint, as the target's --model-file: llama-server's -md takes a GGUF file
+            # (tools/server/server.cpp --model-draft), and a vLLM / SGLang draft is a folder as often as a Hub id
+            from catalog.checkpoints import model_from_files
+            record, _info = model_from_files(args.draft_model)
+            if record["id"] == args.model:  # both read from files named alike: the draft's id must not replace the target
+                record["id"] = (record["id"][:58] + "-draft").strip("-")
+            models = pd.concat([models[models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
+            draft = record["id"]
+        elif is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
             (draft,), models, _sources = hub_models([args.draft_model], models)
         else:
             draft = args.draft_model

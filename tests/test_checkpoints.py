@@ -742,3 +742,22 @@ def test_an_nvfp4_checkpoint_is_estimated_at_nvfp4(tmp_path, quant, packed_name)
     assert data["precision"] == "nvfp4" and data["checkpoint"]["precision"] == "nvfp4"
     assert data["weights_bytes"] == data["checkpoint"]["weights_bytes_stored"] == stored
     assert data["params"] == llama_params() and data["checkpoint"]["weights_bytes_source"] == "header"
+
+
+def test_a_draft_model_from_a_file_is_sized_as_stored(tmp_path):
+    """--draft-model took a catalog id or ORG/NAME only: llama-server's -md takes a GGUF file, and
+    `--draft-model draft.gguf` was refused ("not in the catalog"). It takes what --model-file takes now, and a draft
+    read from its checkpoint is loaded as stored (llama.cpp loads the file as it is; vLLM the draft with its own
+    quantization), not at the target's precision: an F16 draft beside a Q8_0 target weighs its F16 bytes."""
+    target = write_gguf(tmp_path / "target-Q8_0.gguf")
+    draft = write_gguf(tmp_path / "draft-F16.gguf", file_type=1)
+    _record, info = model_from_files(draft)
+    code, out, err = run_cli("serve", "--model-file", target, "--draft-model", draft, "--gpu", "h100-sxm-80gb",
+                             "--engine", "llama.cpp", "--max-model-len", "256", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["precision"] == "q8_0" and data["draft_model"] != data["model"]
+    assert data["draft_weights_bytes"] == info["weights_bytes_stored"]  # as stored (f16 read as fp16), one GPU
+    code, out, err = run_cli("serve", "--model-file", target, "--draft-model", tmp_path / "missing.gguf",
+                             "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp", "--max-model-len", "256")
+    assert code == 2 and out == "" and "missing.gguf: does not exist" in err and len(err.strip().splitlines()) == 1
