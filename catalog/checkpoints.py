@@ -875,7 +875,7 @@ def model_from_hub(hub_id: str, model_id: str | None = None) -> tuple[dict, dict
                                         "cache that has it")
             if not isinstance(cfg_path, str):
                 raise _hub_fail(hub_id, f"has no config.json for {where} in the local cache ({cache}) and HF_HUB_OFFLINE is "
-                                        f"set: download it once online (hf download {repo} config.json), point HF_HOME at "
+                                        f"set: download it once online (hf download {repo} config.json{f' --revision {revision}' if revision else ''}), point HF_HOME at "
                                         "the cache that has it, or unset HF_HUB_OFFLINE")
         else:
             cfg_path = hub.hf_hub_download(repo, "config.json", revision=revision, cache_dir=str(cache), token=token,

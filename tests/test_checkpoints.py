@@ -761,3 +761,18 @@ def test_a_draft_model_from_a_file_is_sized_as_stored(tmp_path):
     code, out, err = run_cli("serve", "--model-file", target, "--draft-model", tmp_path / "missing.gguf",
                              "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp", "--max-model-len", "256")
     assert code == 2 and out == "" and "missing.gguf: does not exist" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_offline_revision_not_in_the_cache_names_the_download_of_that_revision(tmp_path, monkeypatch):
+    """ORG/NAME@REV offline with only main cached: the message told the user to run `hf download ORG/NAME config.json`,
+    which fetches main's config and leaves the revision asked for missing; it names --revision REV now."""
+    pytest.importorskip("huggingface_hub")
+    fake_cache(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama@v2.0", "--task", "infer")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "hf download tiny-org/Tiny-Llama config.json --revision v2.0" in err
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Other", "--task", "infer")
+    assert code == 2 and "hf download tiny-org/Other config.json)" in err
