@@ -280,7 +280,11 @@ def _from_safetensors(path: Path, model_id):
             rows.append((name, dtype, math.prod(shape), nbytes))
     text_rows, _vision, _mtp = _split_vision(rows)
     cfg, cfg_file = _read_config_beside(folder, _tally(text_rows), "the safetensors files" if path.is_dir() else path.name)
-    return _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
+    record, info = _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
+    # the files it came from, as a GGUF's (sweep's model_source column): the config's own "config.json (config.json)"
+    # named neither the folder nor the shards
+    record["source"] = f"safetensors ({path.name}{f', {len(files)} files' if len(files) > 1 else ''})"
+    return record, info
 
 
 def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):

@@ -776,3 +776,21 @@ def test_an_offline_revision_not_in_the_cache_names_the_download_of_that_revisio
     assert "hf download tiny-org/Tiny-Llama config.json --revision v2.0" in err
     code, out, err = run_cli("estimate", "--model", "tiny-org/Other", "--task", "infer")
     assert code == 2 and "hf download tiny-org/Other config.json)" in err
+
+
+def test_a_safetensors_model_names_its_files_as_its_source(tmp_path):
+    """sweep's model_source column names the file a row's model came from (docs/models.md): a GGUF's did, a
+    safetensors folder's read 'config.json (config.json)', the config's default."""
+    import csv
+    import io
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    tensors = hf_tensors()
+    write_safetensors(folder / "model-00001-of-00002.safetensors", tensors[:5])
+    write_safetensors(folder / "model-00002-of-00002.safetensors", tensors[5:])
+    write_config(folder)
+    code, out, err = run_cli("sweep", "--model-file", folder, "--task", "infer", "--gpu-ids", "h100-sxm-80gb")
+    assert code == 0, err
+    assert {r["model_source"] for r in csv.DictReader(io.StringIO(out))} == {"safetensors (my-model, 2 files)"}
+    record, _info = model_from_files(folder / "model-00002-of-00002.safetensors")
+    assert record["source"] == "safetensors (model-00002-of-00002.safetensors, 2 files)"
