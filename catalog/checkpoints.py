@@ -755,9 +755,11 @@ def stored_vs_engine(info: dict, weights_bytes_engine, precision) -> dict:
     return out
 
 
-def default_precision(args, info: dict) -> None:
+def default_precision(args, info: dict, engine_takes=None) -> None:
     """--precision left out: the stored weights' precision, for inference (estimate/check/sweep
-    --task infer, serve), when the engine takes it (a GGUF type only under llama.cpp/ollama)."""
+    --task infer, serve), when the engine takes it (a GGUF type only under llama.cpp/ollama).
+    engine_takes(engine, precision): serve's own rule (engine/serving.py engine_takes_precision, passed by the
+    command line: catalog reads only engine.params and engine.scenarios, tests/test_hardening_catalog.py)."""
     precision = info.get("precision")
     if not precision or getattr(args, "precision", "given") is not None:
         return
@@ -765,7 +767,6 @@ def default_precision(args, info: dict) -> None:
     if engine is None and task != "infer":
         return
     from engine.scenarios import GGUF_BITS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
-    from engine.serving import engine_takes_precision
     # (serve's engine: only what it runs, engine/serving.py engine_takes_precision. A BF16 safetensors checkpoint under
     # llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16, which those engines refuse: `serve --engine llama.cpp
     # --model-file FOLDER` failed on a precision the user never typed, where a catalog model gets the engine's default)
@@ -776,7 +777,7 @@ def default_precision(args, info: dict) -> None:
                                       f"under {engine}; accepted: --precision {', '.join(GGUF_BITS)} (the file "
                                       "re-quantized to that type), or estimate --task infer for these weights")
     if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")) or \
-            (engine is not None and not engine_takes_precision(engine, precision)):
+            (engine is not None and engine_takes is not None and not engine_takes(engine, precision)):
         info["notes"].append(f"the stored weights are {precision}, which {engine or 'the estimate'} does not take: "
                              "the engine's default precision is used (see weights_bytes_engine beside the stored bytes)")
         return

@@ -846,7 +846,7 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     """Whether `engine` serves weights of `precision` on some card: the per-engine precision checks of `_check`, one
     value at a time (llama.cpp / Ollama take GGUF types only, mlc-llm its MLC_BITS names, ExLlamaV2 exl2-B or int4,
     the others neither exl2-B nor MLC's names, fp8 / mxfp4 / nvfp4 only on FORMAT_ENGINES; a card's own refusals aside).
-    catalog/checkpoints.py default_precision asks it before offering a checkpoint's stored precision, so a
+    catalog/checkpoints.py default_precision asks it (given by planner/cli.py) before offering a checkpoint's stored precision, so a
     safetensors BF16 checkpoint under llama.cpp keeps the engine's default instead of being refused
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
     precision = str(precision)

@@ -274,8 +274,9 @@ def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = Tru
     model_file = getattr(args, "model_file", None)  # issue 25: catalog/checkpoints.py
     if args.model and "/" in args.model and args.model_config is None and not model_file:  # a Hub id, ORG/NAME[@REV]
         from catalog.checkpoints import default_precision, model_from_hub
+        from engine.serving import engine_takes_precision
         record, args.checkpoint = model_from_hub(args.model)
-        default_precision(args, args.checkpoint)
+        default_precision(args, args.checkpoint, engine_takes_precision)
         args.model = record["id"]
         return pd.concat([catalog_models[catalog_models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
     if args.model_config is None and not model_file:
@@ -288,8 +289,9 @@ def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = Tru
         if args.model_config is not None:
             raise CliError("give --model-file or --model-config (a config.json is a --model-file too), not both")
         from catalog.checkpoints import default_precision, model_from_files
+        from engine.serving import engine_takes_precision
         record, args.checkpoint = model_from_files(model_file)
-        default_precision(args, args.checkpoint)
+        default_precision(args, args.checkpoint, engine_takes_precision)
     elif not str(args.model_config).strip():
         raise CliError("model config '' is not a file; accepted: a path to a Hugging Face config.json")
     else:
