@@ -280,7 +280,11 @@ def _from_safetensors(path: Path, model_id):
             rows.append((name, dtype, math.prod(shape), nbytes))
     text_rows, _vision, _mtp = _split_vision(rows)
     cfg, cfg_file = _read_config_beside(folder, _tally(text_rows), "the safetensors files" if path.is_dir() else path.name)
-    return _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
+    record, info = _record_from_rows(cfg, cfg_file, rows, [str(f) for f in files], model_id)
+    # the files it came from, as a GGUF's (sweep's model_source column): the config's own "config.json (config.json)"
+    # named neither the folder nor the shards
+    record["source"] = f"safetensors ({path.name}{f', {len(files)} files' if len(files) > 1 else ''})"
+    return record, info
 
 
 def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):
@@ -488,8 +492,14 @@ def _whole_field(reader, key: str, file: str):
     return value
 
 
-def gguf_config(reader, file: str) -> dict:
-    """A GGUF's architecture metadata as the config.json fields catalog/user.py reads."""
+def gguf_config(reader, file: str, tensors=None) -> dict:
+    """A GGUF's architecture metadata as the config.json fields catalog/user.py reads. `tensors`: every split
+    part's tensor table (default: this file's). The metadata is the first part's (llama.cpp tools/gguf-split/
+    gguf-split.cpp split_strategy copies the KV pairs into the first split only), but a tensor can be in any part:
+    gguf-split cuts the tensor list in order (--split-max-tensors, default 128; --no-tensor-first-split leaves the
+    first part none), so output.weight sits in a later part, and a first part without it read as tied embeddings
+    (a Llama 3.1 8B F16 in two parts: 7,504,924,672 parameters, one 128,256 x 4,096 matrix short)."""
+    tensors = reader.tensors if tensors is None else tensors
     arch = _field(reader, "general.architecture")
     if arch == "clip":
         raise _fail(file, "is a vision projector (mmproj, general.architecture clip); give the language model's GGUF "
@@ -519,9 +529,9 @@ def gguf_config(reader, file: str) -> dict:
         tokens = reader.fields.get("tokenizer.ggml.tokens")
         if isinstance(tokens, GGUFArray):
             cfg["vocab_size"] = tokens.count  # the count, without decoding every token
-    names = {t.name for t in reader.tensors}
+    names = {t.name for t in tensors}
     if "vocab_size" not in cfg and "token_embd.weight" in names:
-        cfg["vocab_size"] = int([t for t in reader.tensors if t.name == "token_embd.weight"][0].dims[-1])
+        cfg["vocab_size"] = int([t for t in tensors if t.name == "token_embd.weight"][0].dims[-1])
     cfg["tie_word_embeddings"] = "output.weight" not in names
     if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
         cfg["attention_bias"] = True  # refused by name (the engine does not count it)
@@ -567,7 +577,7 @@ def _from_gguf(paths: list[Path], model_id):
     if main is None:
         gguf_config(projectors[0][1][0], str(projectors[0][0][0]))  # raises the clip message
     parts, readers = main
-    cfg = gguf_config(readers[0], str(parts[0]))
+    cfg = gguf_config(readers[0], str(parts[0]), [t for reader in readers for t in reader.tensors])
     record = model_from_config(cfg, str(parts[0]), model_id)
     record["source"] = f"GGUF ({parts[0].name}{f', {len(parts)} parts' if len(parts) > 1 else ''})"
     record["notes"] = record["notes"].replace("From a Hugging Face config.json", "From a GGUF file's metadata").replace(
@@ -599,7 +609,7 @@ def _quant_precision(quant) -> str | None:
     """The engine's precision of a checkpoint's quantization_config (issue 27), where its layout is
     one the engine models: quant_method fp8 (e4m3 weights, per-tensor or 128 x 128 block scales:
     Qwen3-*-FP8, DeepSeek-V3), mxfp4 (gpt-oss: the routed experts), gptq / awq at 4 bits (int4, group
-    128); None for the others (their bytes are still the stored ones beside the estimate).
+    128), nvfp4 (ModelOpt's NVFP4 export, compressed-tensors' 4-bit float groups of 16); None for the others (their bytes are still the stored ones beside the estimate).
     Two more FP8 layouts are fp8 rows whose weights are the files' stored bytes (the arithmetic's fp8
     puts every linear layer at 8 bits; these keep some in BF16, which only the tensors' dtypes say):
     - fbgemm_fp8 (transformers' FbgemmFp8Config: e4m3 weights with an fp32 scale per output row, the
@@ -617,6 +627,20 @@ def _quant_precision(quant) -> str | None:
         return "fp8"
     if method == "compressed-tensors" and _float8_groups(quant.get("config_groups")):
         return "fp8"
+    if method == "compressed-tensors" and _float_groups(quant.get("config_groups"), bits=4, group_size=16):
+        return "nvfp4"  # compressed-tensors' NVFP4 preset (format nvfp4-pack-quantized): e2m1 weights, groups of 16
+    if method == "modelopt":
+        # NVIDIA ModelOpt's export (nvidia/*-FP4, *-FP8): quant_algo at the top level or under `quantization`, as vLLM
+        # reads it (vllm/model_executor/layers/quantization/modelopt.py ModelOptNvFp4Config / ModelOptFp8Config
+        # override_quantization_method: "FP4" in quant_algo -> modelopt_fp4, "FP8" -> modelopt). Before, such a
+        # checkpoint fell back to bf16 without a --precision: a Llama 3.1 8B NVFP4 (6,027,749,120 bytes stored) was
+        # estimated at 16,060,522,496
+        nested = quant.get("quantization")
+        algo = str(quant.get("quant_algo") or (nested.get("quant_algo") if isinstance(nested, dict) else "") or "").upper()
+        if "NVFP4" in algo:
+            return "nvfp4"
+        if algo.startswith("FP8"):
+            return "fp8"
     if method in ("gptq", "awq") and quant.get("bits", 4) == 4 and quant.get("group_size", 128) == 128:
         return "int4"
     return None
@@ -624,11 +648,19 @@ def _quant_precision(quant) -> str | None:
 
 def _float8_groups(groups) -> bool:
     """compressed-tensors' config_groups: every group's weights are 8-bit floats (and there is one)."""
+    return _float_groups(groups, bits=8)
+
+
+def _float_groups(groups, bits: int, group_size: int | None = None) -> bool:
+    """compressed-tensors' config_groups: every group's weights are `bits`-bit floats (in groups of `group_size`
+    where given), and there is one (compressed-tensors QuantizationArgs: num_bits, type, group_size)."""
     if not isinstance(groups, dict) or not groups:
         return False
     for group in groups.values():
         weights = group.get("weights") if isinstance(group, dict) else None
-        if not isinstance(weights, dict) or weights.get("num_bits") != 8 or str(weights.get("type", "")).lower() != "float":
+        if not isinstance(weights, dict) or weights.get("num_bits") != bits or str(weights.get("type", "")).lower() != "float":
+            return False
+        if group_size is not None and weights.get("group_size") != group_size:
             return False
     return True
 
@@ -723,9 +755,11 @@ def stored_vs_engine(info: dict, weights_bytes_engine, precision) -> dict:
     return out
 
 
-def default_precision(args, info: dict) -> None:
+def default_precision(args, info: dict, engine_takes=None) -> None:
     """--precision left out: the stored weights' precision, for inference (estimate/check/sweep
-    --task infer, serve), when the engine takes it (a GGUF type only under llama.cpp/ollama)."""
+    --task infer, serve), when the engine takes it (a GGUF type only under llama.cpp/ollama).
+    engine_takes(engine, precision): serve's own rule (engine/serving.py engine_takes_precision, passed by the
+    command line: catalog reads only engine.params and engine.scenarios, tests/test_hardening_catalog.py)."""
     precision = info.get("precision")
     if not precision or getattr(args, "precision", "given") is not None:
         return
@@ -733,7 +767,17 @@ def default_precision(args, info: dict) -> None:
     if engine is None and task != "infer":
         return
     from engine.scenarios import GGUF_BITS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
-    if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")):
+    # (serve's engine: only what it runs, engine/serving.py engine_takes_precision. A BF16 safetensors checkpoint under
+    # llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16, which those engines refuse: `serve --engine llama.cpp
+    # --model-file FOLDER` failed on a precision the user never typed, where a catalog model gets the engine's default)
+    if info.get("format") == "gguf" and engine in ("llama.cpp", "ollama") and precision not in GGUF_BITS:
+        # the file is what the engine loads: its engine's default (q4_k_m) would size an F16 file at a third
+        raise _fail(info["files"][0], f"stores {precision} weights (general.file_type "
+                                      f"{info.get('file_type_name', info.get('file_type'))}), which serve does not model "
+                                      f"under {engine}; accepted: --precision {', '.join(GGUF_BITS)} (the file "
+                                      "re-quantized to that type), or estimate --task infer for these weights")
+    if precision not in INFER_PRECISIONS or (precision in GGUF_BITS and engine not in (None, "llama.cpp", "ollama")) or \
+            (engine is not None and engine_takes is not None and not engine_takes(engine, precision)):
         info["notes"].append(f"the stored weights are {precision}, which {engine or 'the estimate'} does not take: "
                              "the engine's default precision is used (see weights_bytes_engine beside the stored bytes)")
         return
@@ -836,7 +880,7 @@ def model_from_hub(hub_id: str, model_id: str | None = None) -> tuple[dict, dict
                                         "cache that has it")
             if not isinstance(cfg_path, str):
                 raise _hub_fail(hub_id, f"has no config.json for {where} in the local cache ({cache}) and HF_HUB_OFFLINE is "
-                                        f"set: download it once online (hf download {repo} config.json), point HF_HOME at "
+                                        f"set: download it once online (hf download {repo} config.json{f' --revision {revision}' if revision else ''}), point HF_HOME at "
                                         "the cache that has it, or unset HF_HUB_OFFLINE")
         else:
             cfg_path = hub.hf_hub_download(repo, "config.json", revision=revision, cache_dir=str(cache), token=token,

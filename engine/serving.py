@@ -860,6 +860,28 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
                          f"vLLM runs Gated DeltaNet models from 0.10.2; accepted: 0.10 or later (or no version)")
 
 
+def engine_takes_precision(engine: str, precision: str) -> bool:
+    """Whether `engine` serves weights of `precision` on some card: the per-engine precision checks of `_check`, one
+    value at a time (llama.cpp / Ollama take GGUF types only, mlc-llm its MLC_BITS names, ExLlamaV2 exl2-B or int4,
+    the others neither exl2-B nor MLC's names, fp8 / mxfp4 / nvfp4 only on FORMAT_ENGINES; a card's own refusals aside).
+    catalog/checkpoints.py default_precision asks it (given by planner/cli.py) before offering a checkpoint's stored precision, so a
+    safetensors BF16 checkpoint under llama.cpp keeps the engine's default instead of being refused
+    (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
+    precision = str(precision)
+    if engine in GGUF_ENGINES:
+        return precision in C.GGUF_BITS
+    if engine == "mlc-llm":
+        return precision in MLC_BITS
+    if precision in MLC_BITS:
+        return False
+    bits = float(exl2_bits(pd.Series([precision]))[0])
+    if engine == "exllamav2":
+        return precision == "int4" or EXL_BITS_RANGE[0] <= bits <= EXL_BITS_RANGE[1]
+    if precision.startswith("exl2"):
+        return False
+    return engine in FORMAT_ENGINES.get(precision, (engine,))
+
+
 def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     bad = ~req["engine"].isin(ENGINES)
     if bad.any():
@@ -1165,7 +1187,7 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
     bad = given & ~draft.isin(set(models["id"]))
     if bad.any():
         raise ValueError(f"draft model {draft[bad].iloc[0]!r} is not in the catalog; accepted: a catalog model id "
-                         "(see: catalog models) with the target's tokenizer")
+                         "(see: catalog models), ORG/NAME or a model file, with the target's tokenizer")
     rows = req[given]
     d_ids, t_ids = draft[given].to_numpy(object), rows["model"].to_numpy(object)
     g_d, g_t = tokenizer_group(models, d_ids), tokenizer_group(models, t_ids)
@@ -1283,7 +1305,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
     weights = np.where(is_mlc, np.asarray(counts["total"], float) * mlc_bits / 8.0, weights)
     kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
-    # the draft model (DRAFT_ENGINES): its weights at the target's precision, its KV per token
+    # the draft model (DRAFT_ENGINES): its weights at the target's precision (a checkpoint's: as stored), its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
     draft_w = np.zeros(n)
     draft_kv_token = np.zeros(n)
@@ -1293,8 +1315,18 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     if has_draft.any():
         rows = np.flatnonzero(has_draft)
         d_kv = np.where(np.isin(engine[rows], GGUF_ENGINES), "fp16", kv_prec[rows])
+        # a draft read from its checkpoint (--draft-model FILE or ORG/NAME: a record with stored_precision) is loaded
+        # as it is stored, not at the target's precision: llama-server's -md loads the GGUF file as it is
+        # (tools/server/server.cpp --model-draft), vLLM builds the draft's ModelConfig with the draft's own quantization
+        # (vllm/config/speculative.py SpeculativeConfig.quantization, None: the draft checkpoint's quantization_config).
+        # An F16 draft GGUF beside a Q4_K_M target was sized at q4_k_m (4.58 GiB for its 14.96)
+        d_prec = req["precision"].to_numpy(object)[rows].copy()
+        if "stored_precision" in models:
+            stored = models.set_index("id")["stored_precision"].reindex(draft_id[rows]).to_numpy(object)
+            known = np.array([isinstance(v, str) and v in C.INFER_PRECISIONS for v in stored], dtype=bool)
+            d_prec = np.where(known, stored, d_prec)
         d_est = estimate(pd.DataFrame({
-            "model": draft_id[rows], "task": "infer", "precision": req["precision"].to_numpy(object)[rows], "batch": 1,
+            "model": draft_id[rows], "task": "infer", "precision": d_prec, "batch": 1,
             "seq": ctx[rows].astype(int), "kv_precision": d_kv, "allow_long_context": True, "gpus": 1,
             "kv_policy": policy[rows],
         }), models)

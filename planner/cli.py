@@ -276,8 +276,9 @@ def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = Tru
     model_file = getattr(args, "model_file", None)  # issue 25: catalog/checkpoints.py
     if args.model and "/" in args.model and args.model_config is None and not model_file:  # a Hub id, ORG/NAME[@REV]
         from catalog.checkpoints import default_precision, model_from_hub
+        from engine.serving import engine_takes_precision
         record, args.checkpoint = model_from_hub(args.model)
-        default_precision(args, args.checkpoint)
+        default_precision(args, args.checkpoint, engine_takes_precision)
         args.model = record["id"]
         return pd.concat([catalog_models[catalog_models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
     if args.model_config is None and not model_file:
@@ -290,8 +291,9 @@ def _models_with_config(args, catalog_models: pd.DataFrame, required: bool = Tru
         if args.model_config is not None:
             raise CliError("give --model-file or --model-config (a config.json is a --model-file too), not both")
         from catalog.checkpoints import default_precision, model_from_files
+        from engine.serving import engine_takes_precision
         record, args.checkpoint = model_from_files(model_file)
-        default_precision(args, args.checkpoint)
+        default_precision(args, args.checkpoint, engine_takes_precision)
     elif not str(args.model_config).strip():
         raise CliError("model config '' is not a file; accepted: a path to a Hugging Face config.json")
     else:
@@ -341,6 +343,29 @@ def _estimate_one(args):
     return cat, models, gpus, request, frame
 
 
+def _names_a_model_file(text) -> bool:
+    """A --draft-model value that names a checkpoint on disk: a path that exists, or text shaped like one (a leading
+    /, ~ or ., a .gguf / .safetensors / .json suffix), as the dashboard's model field decides (docs/models.md)."""
+    text = str(text)
+    return Path(text).expanduser().exists() or text.startswith(("/", "~", ".")) or \
+        text.lower().endswith((".gguf", ".safetensors", ".json"))
+
+
+def _whole_language_model_weights(models, request: dict, vision: str = "off"):
+    """The weights the estimate counts for `request`'s task, method and precision, whole (on one GPU: no tensor,
+    pipeline or expert split, no ZeRO sharding or offload) and without a vision tower (vision "off"): what a
+    checkpoint's weights_bytes_stored holds, so `weights_bytes_difference` compares like with like. The scenario's
+    weights_bytes is per GPU and counts the vision tower: at --tp 2 a Llama 3.1 8B's stored 16,060,522,496 bytes read
+    +8,030,261,248 against the estimate's half, and Gemma 3 27B's stored language model -846,120,672 (its SigLIP
+    tower) where the two agree to the byte. None where that scenario cannot be estimated."""
+    one = {k: v for k, v in request.items() if k not in ("gpus", "tp", "pp", "cp", "ep", "zero", "offload",
+                                                          "sequence_parallel", "gpu")}
+    try:
+        return float(estimate(pd.DataFrame([{**one, "gpus": 1, "vision_tower": vision}]), models)["weights_bytes"].iloc[0])
+    except (ValueError, KeyError):
+        return None
+
+
 def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     """estimate --json's object (without what_if, and without schema_version: print_json adds it)."""
     row = frame.iloc[0]
@@ -349,7 +374,8 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     data["normalization_notes"] = notes
     if getattr(args, "checkpoint", None):  # issue 25: what the checkpoint's headers say (catalog/checkpoints.py)
         from catalog.checkpoints import stored_vs_engine
-        data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), row.get("precision"))
+        data["checkpoint"] = stored_vs_engine(args.checkpoint, _whole_language_model_weights(models, request_from_args(args)),
+                                              row.get("precision"))
     # issue 12: the band around peak_bytes (engine/uncertainty.py): measured error, unmeasured paths
     data.update({k: _jsonable(v) for k, v in uncertainty.band(frame.iloc[:1], models).iloc[0].items()})
     if args.gpu:  # issue 14: the rules of catalog/gpus.yaml `compatibility`, applied by engine/compat.py
@@ -732,8 +758,9 @@ def _add_serve_parser(sub) -> None:
                          "whole max-model-len prompt without chunked prefill. SGLang: its version X.Y.Z (default: the "
                          "current release); before 0.5.3 its mem-fraction-static default follows the tensor-parallel size")
     sv.add_argument("--draft-model", default=None,
-                    help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id or ORG/NAME "
-                         "(loaded beside the target, its KV cache from the same budget)")
+                    help="vllm/sglang/llama.cpp: a draft model for speculative decoding, a catalog model id, ORG/NAME "
+                         "or a checkpoint as --model-file takes it (a GGUF file, a safetensors folder) (loaded beside the "
+                         "target, its KV cache from the same budget)")
     sv.add_argument("--draft-tensor-parallel-size", type=_whole("draft-tensor-parallel-size", high=LIMITS["gpus"]),
                     default=None, help="vLLM: the draft's tensor parallel size, 1 or --gpus (default --gpus)")
     sv.add_argument("--draft-context", type=_whole("draft-context", high=LIMITS["seq"]), default=None,
@@ -851,7 +878,16 @@ def cmd_serve(args) -> int:
             request[key] = getattr(args, key)
     if getattr(args, "draft_model", None):
         from catalog.checkpoints import hub_models, is_hub_id  # a draft named ORG/NAME[@REV] (issue 25)
-        if is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
+        if _names_a_model_file(args.draft_model) and args.draft_model not in set(models["id"]):
+            # a draft from its checkpoint, as the target's --model-file: llama-server's -md takes a GGUF file
+            # (tools/server/server.cpp --model-draft), and a vLLM / SGLang draft is a folder as often as a Hub id
+            from catalog.checkpoints import model_from_files
+            record, _info = model_from_files(args.draft_model)
+            if record["id"] == args.model:  # both read from files named alike: the draft's id must not replace the target
+                record["id"] = (record["id"][:58] + "-draft").strip("-")
+            models = pd.concat([models[models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
+            draft = record["id"]
+        elif is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
             (draft,), models, _sources = hub_models([args.draft_model], models)
         else:
             draft = args.draft_model
@@ -884,7 +920,16 @@ def cmd_serve(args) -> int:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
             from catalog.checkpoints import stored_vs_engine
-            data["checkpoint"] = stored_vs_engine(args.checkpoint, row.get("weights_bytes"), request["precision"])
+            lm = _whole_language_model_weights(models, {"model": args.model, "task": "infer", "precision": request["precision"]})
+            vision = None if lm is None else _whole_language_model_weights(models, {"model": args.model, "task": "infer",
+                                                                           "precision": request["precision"]}, vision="on")
+            # serve's weights_bytes are the whole model's (its estimate on one GPU, engine/serving.py serve), vision tower
+            # included where the engine loads it, and the engine's own terms (vLLM's MXFP4 padding): less the vision
+            # tower's part, they are the language model's, as weights_bytes_stored
+            served = row.get("weights_bytes")
+            if lm is not None and served is not None and args.engine not in ("exllamav2", "mlc-llm"):
+                served = float(served) - (vision - lm)  # (ExLlamaV2's and MLC's weights count no vision tower)
+            data["checkpoint"] = stored_vs_engine(args.checkpoint, served, request["precision"])
         data["fits_with"] = [] if options is None else [
             {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"]),
              "max_model_len": int(r["max_model_len"]),

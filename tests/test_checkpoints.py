@@ -620,3 +620,177 @@ def test_a_multi_token_prediction_layer_is_named_not_counted(tmp_path):
     assert info["weights_bytes_stored"] == 2 * llama_params()
     extra = 2 * H * H + H * H + H
     assert any(f"multi-token-prediction layer (mtp.*): {extra:,} parameters, {2 * extra:,} bytes" in n for n in info["notes"])
+
+
+def test_a_split_gguf_whose_output_matrix_is_in_a_later_part_is_not_read_as_tied(tmp_path):
+    """llama.cpp's gguf-split keeps the metadata in the first part and cuts the tensor list in order, so
+    output.weight (the untied lm_head) is in a later part. The tied check read the first part's tensors only:
+    the model lost a vocab x hidden matrix (a Llama 3.1 8B F16 in two parts: 7,504,924,672 parameters, not
+    8,030,261,248) and weights_source fell to config with a note of a mismatch that was not there."""
+    names = llama_tensors()
+    write_gguf(tmp_path / "m-00001-of-00002.gguf", tensors=names[:10])
+    write_gguf(tmp_path / "m-00002-of-00002.gguf", tensors=names[10:])  # output.weight is the last tensor
+    for given in ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"):
+        record, info = model_from_files(tmp_path / given)
+        assert record["tied_embeddings"] is False and record["params"] == llama_params() == info["params_stored"]
+        assert info["weights_source"] == "header" and not any("the tensors hold" in n for n in info["notes"])
+
+
+def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path):
+    """A BF16 safetensors checkpoint under llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16 as its precision
+    (default_precision), which those engines refuse: `serve --engine llama.cpp --model-file FOLDER` exited 2 with
+    "precision 'bf16' is not accepted for llama.cpp/ollama", a precision the user never gave. The engine's default is
+    used instead (as for a catalog model), with a note. A GGUF whose type serve does not model (F16) under llama.cpp
+    is refused naming the file's type, not sized at the engine's default q4_k_m (a third of the file)."""
+    folder = tmp_path / "st"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors())
+    write_config(folder)
+    for engine, default in (("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"), ("exllamav2", "exl2-4.0"),
+                            ("mlc-llm", "q4f16_1"), ("vllm", "bf16")):
+        code, out, err = run_cli("serve", "--model-file", folder, "--gpu", "h100-sxm-80gb", "--engine", engine,
+                                 "--max-model-len", "256", "--json")
+        assert code == 0, (engine, err)
+        data = json.loads(out)
+        assert data["precision"] == default, engine
+        assert (engine == "vllm") != any("does not take" in n for n in data["checkpoint"]["notes"]), engine
+    f16 = write_gguf(tmp_path / "tiny-F16.gguf", file_type=1)
+    code, out, err = run_cli("serve", "--model-file", f16, "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp",
+                             "--max-model-len", "256")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "tiny-F16.gguf" in err and "MOSTLY_F16" in err and "accepted: --precision q8_0" in err
+
+
+def test_engine_takes_precision_agrees_with_serve():
+    """engine/serving.py engine_takes_precision (what default_precision asks) is serve's own per-engine precision
+    checks, one value at a time: every engine x every precision, on a card that refuses no format."""
+    import pandas as pd
+
+    from catalog.db import default_catalog
+    from engine.scenarios import INFER_PRECISIONS
+    from engine.serving import ENGINES, MLC_BITS, REQUEST_DEFAULTS, _check, engine_takes_precision
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    for engine in ENGINES:
+        for precision in (*INFER_PRECISIONS, *MLC_BITS, "exl2-4.0"):
+            req = pd.DataFrame([{**REQUEST_DEFAULTS, "model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "engine": engine,
+                                 "precision": precision, "max_model_len": 4096}])
+            try:
+                _check(req, models, gpus)
+                served = True
+            except ValueError as exc:
+                assert "precision" in str(exc) or "fp" in str(exc), (engine, precision, exc)
+                served = False
+            assert engine_takes_precision(engine, precision) == served, (engine, precision)
+
+
+def test_the_stored_bytes_are_compared_with_the_whole_language_model(tmp_path):
+    """weights_bytes_difference is stored minus estimate: the estimate's weights_bytes are per GPU and count the vision
+    tower, the stored bytes are the whole language model's. At --tp 2 a Llama 3.1 8B read +8,030,261,248 (the estimate
+    looked half the file), and a Gemma 3 27B's language model -846,120,672 (its SigLIP tower), where both agree to the
+    byte. The comparison is now with the whole language model's weights, for estimate, check and serve."""
+    folder = tmp_path / "vl"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors() + [("vision_tower.proj.weight", [H, H])])
+    write_config(folder)
+    for command in (("estimate", "--task", "infer", "--tp", "2", "--gpus", "2"),
+                    ("check", "--task", "infer", "--tp", "2", "--gpus", "2", "--gpu", "h100-sxm-80gb"),
+                    ("serve", "--gpu", "h100-sxm-80gb", "--engine", "vllm", "--gpus", "2", "--max-model-len", "256")):
+        code, out, err = run_cli(*command, "--model-file", folder, "--json")
+        assert code == 0, (command, err)
+        data = json.loads(out)
+        ck = data["checkpoint"]
+        assert ck["vision_params"] == H * H and ck["weights_bytes_stored"] == 2 * llama_params(), command
+        assert (ck["weights_bytes_engine"], ck["weights_bytes_difference"]) == (2 * llama_params(), 0), command
+
+
+def _nvfp4_tensors(packed_name):
+    """ModelOpt's / compressed-tensors' NVFP4 layout: every decoder linear as two e2m1 values a byte (U8), an e4m3
+    scale per 16 weights, fp32 global scales; embeddings, norms and lm_head in BF16."""
+    out = []
+    for name, shape in hf_tensors():
+        if name.startswith("model.layers.") and name.endswith("_proj.weight"):
+            stem = name[: -len(".weight")]
+            out += [(f"{stem}.{packed_name}", [shape[0], shape[1] // 2], "U8", 1),
+                    (f"{stem}.weight_scale", [shape[0], shape[1] // 16], "F8_E4M3", 1),
+                    (f"{stem}.weight_scale_2", [], "F32", 4), (f"{stem}.input_scale", [], "F32", 4)]
+        else:
+            out.append((name, shape, "BF16", 2))
+    return out
+
+
+@pytest.mark.parametrize("quant,packed_name", [
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+      "exclude_modules": ["lm_head"]}, "weight"),
+    ({"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "weight"),
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float",
+                                                                       "strategy": "tensor_group", "group_size": 16}}}},
+     "weight_packed"),
+])
+def test_an_nvfp4_checkpoint_is_estimated_at_nvfp4(tmp_path, quant, packed_name):
+    """An NVFP4 checkpoint (NVIDIA ModelOpt's nvidia/*-FP4, llm-compressor's *-NVFP4) was not recognised: without
+    --precision the estimate took bf16 (a Llama 3.1 8B NVFP4, 6,027,749,120 bytes stored, estimated at
+    16,060,522,496) although the engine models nvfp4. Its precision is now nvfp4 and the stored bytes its weights."""
+    folder = tmp_path / "nvfp4"
+    folder.mkdir()
+    write_config(folder, quantization_config=quant, torch_dtype="bfloat16")
+    stored = _write_mixed_safetensors(folder / "model.safetensors", _nvfp4_tensors(packed_name))
+    code, out, err = run_cli("estimate", "--model-file", folder, "--task", "infer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["precision"] == "nvfp4" and data["checkpoint"]["precision"] == "nvfp4"
+    assert data["weights_bytes"] == data["checkpoint"]["weights_bytes_stored"] == stored
+    assert data["params"] == llama_params() and data["checkpoint"]["weights_bytes_source"] == "header"
+
+
+def test_a_draft_model_from_a_file_is_sized_as_stored(tmp_path):
+    """--draft-model took a catalog id or ORG/NAME only: llama-server's -md takes a GGUF file, and
+    `--draft-model draft.gguf` was refused ("not in the catalog"). It takes what --model-file takes now, and a draft
+    read from its checkpoint is loaded as stored (llama.cpp loads the file as it is; vLLM the draft with its own
+    quantization), not at the target's precision: an F16 draft beside a Q8_0 target weighs its F16 bytes."""
+    target = write_gguf(tmp_path / "target-Q8_0.gguf")
+    draft = write_gguf(tmp_path / "draft-F16.gguf", file_type=1)
+    _record, info = model_from_files(draft)
+    code, out, err = run_cli("serve", "--model-file", target, "--draft-model", draft, "--gpu", "h100-sxm-80gb",
+                             "--engine", "llama.cpp", "--max-model-len", "256", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["precision"] == "q8_0" and data["draft_model"] != data["model"]
+    assert data["draft_weights_bytes"] == info["weights_bytes_stored"]  # as stored (f16 read as fp16), one GPU
+    code, out, err = run_cli("serve", "--model-file", target, "--draft-model", tmp_path / "missing.gguf",
+                             "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp", "--max-model-len", "256")
+    assert code == 2 and out == "" and "missing.gguf: does not exist" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_offline_revision_not_in_the_cache_names_the_download_of_that_revision(tmp_path, monkeypatch):
+    """ORG/NAME@REV offline with only main cached: the message told the user to run `hf download ORG/NAME config.json`,
+    which fetches main's config and leaves the revision asked for missing; it names --revision REV now."""
+    pytest.importorskip("huggingface_hub")
+    fake_cache(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama@v2.0", "--task", "infer")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "hf download tiny-org/Tiny-Llama config.json --revision v2.0" in err
+    code, out, err = run_cli("estimate", "--model", "tiny-org/Other", "--task", "infer")
+    assert code == 2 and "hf download tiny-org/Other config.json)" in err
+
+
+def test_a_safetensors_model_names_its_files_as_its_source(tmp_path):
+    """sweep's model_source column names the file a row's model came from (docs/models.md): a GGUF's did, a
+    safetensors folder's read 'config.json (config.json)', the config's default."""
+    import csv
+    import io
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    tensors = hf_tensors()
+    write_safetensors(folder / "model-00001-of-00002.safetensors", tensors[:5])
+    write_safetensors(folder / "model-00002-of-00002.safetensors", tensors[5:])
+    write_config(folder)
+    code, out, err = run_cli("sweep", "--model-file", folder, "--task", "infer", "--gpu-ids", "h100-sxm-80gb")
+    assert code == 0, err
+    assert {r["model_source"] for r in csv.DictReader(io.StringIO(out))} == {"safetensors (my-model, 2 files)"}
+    record, _info = model_from_files(folder / "model-00002-of-00002.safetensors")
+    assert record["source"] == "safetensors (model-00002-of-00002.safetensors, 2 files)"
