@@ -843,6 +843,7 @@ def cmd_serve(args) -> int:
     from engine.serving import NO_BF16_ARCHITECTURES
     from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
     cat = default_catalog()
+    precision_given = args.precision is not None  # (a checkpoint's stored precision fills it in below, not the user)
     models = _models_with_config(args, cat.models(include_user=True))
     gpus = cat.gpus(include_user=True)
     if args.gpu not in set(gpus["id"]):
@@ -865,8 +866,10 @@ def cmd_serve(args) -> int:
     gguf = args.engine in ("llama.cpp", "ollama")
     default = "q4_k_m" if gguf else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1"}.get(args.engine, "bf16")
     arch = str(gpus.set_index("id")["architecture"].get(args.gpu, "")).lower() if "architecture" in gpus else ""
-    if default == "bf16" and arch in NO_BF16_ARCHITECTURES:
-        default = "fp16"  # a card without bf16: what vLLM's dtype 'auto' picks there (engine/serving.py NO_BF16_ARCHITECTURES)
+    if arch in NO_BF16_ARCHITECTURES:  # a card without bf16: what vLLM's dtype 'auto' picks there (NO_BF16_ARCHITECTURES)
+        default = "fp16" if default == "bf16" else default
+        if not precision_given and args.precision == "bf16":  # a bf16 checkpoint, loaded there in float16 (same bytes)
+            args.precision = "fp16"
     request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
                    precision=args.precision or default,
                    kv_precision=args.kv_precision,

@@ -661,6 +661,23 @@ def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path
     assert "tiny-F16.gguf" in err and "MOSTLY_F16" in err and "accepted: --precision q8_0" in err
 
 
+def test_a_bf16_checkpoint_is_served_in_fp16_on_a_card_without_bf16(tmp_path):
+    """vLLM loads a bf16 checkpoint in float16 on a T4 (its dtype 'auto', vllm/config/model.py _resolve_auto_dtype) and
+    refuses --dtype bfloat16 there (engine/serving.py NO_BF16_ARCHITECTURES): the stored precision, which the user did
+    not type, becomes fp16 on such a card (the same bytes), as a catalog model's default does; --precision bf16 typed
+    is still refused."""
+    folder = tmp_path / "st"
+    folder.mkdir()
+    write_safetensors(folder / "model.safetensors", hf_tensors())
+    write_config(folder)
+    argv = ("serve", "--model-file", folder, "--engine", "vllm", "--max-model-len", "256", "--json")
+    code, out, err = run_cli(*argv, "--gpu", "t4")
+    assert code == 0, err
+    assert json.loads(out)["precision"] == "fp16" and "--dtype float16" in json.loads(out)["command"]
+    code, out, err = run_cli(*argv, "--gpu", "t4", "--precision", "bf16")
+    assert code == 2 and "precision 'bf16' is not accepted on gpu 't4'" in err
+
+
 def test_engine_takes_precision_agrees_with_serve():
     """engine/serving.py engine_takes_precision (what default_precision asks) is serve's own per-engine precision
     checks, one value at a time: every engine x every precision, on a card that refuses no format."""
