@@ -249,8 +249,11 @@ def _new_parser(prog: str) -> Parser:
                          "(fit rows set a constant, held-out rows are the accuracy; docs/serving.md)")
     ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
                                         "our estimate (docs/ingest.md)")
-    ing.add_argument("file", help="the log, or a file holding the llm_planner_run JSON line of docs/ingest.md")
-    ing.add_argument("--gpu", required=True, help="catalog GPU id the run ran on (see: catalog gpus)")
+    ing.add_argument("file", nargs="?", help="the log, or a file holding the llm_planner_run JSON line that --snippet "
+                                             "prints (docs/ingest.md)")
+    ing.add_argument("--gpu", help="catalog GPU id the run ran on (see: catalog gpus); needed with a file")
+    ing.add_argument("--snippet", action="store_true", help="print the Python lines to paste into a training script "
+                                                            "(they print the JSON line ingest reads), with --model's id")
     ing.add_argument("--model", default=None, help="catalog model id, when the log's model name matches none")
     ing.add_argument("--json", action="store_true", help="print one JSON object (format, model, scenario, figures)")
     ing.add_argument("--save", action="store_true", help="keep the run among your own (evidence lists it as yours)")
@@ -692,7 +695,20 @@ def _serving_evidence(args, cat) -> int:
 
 def cmd_ingest(args) -> int:
     from catalog import default_catalog
-    from planner.ingest import FIGURE_KEYS, INGEST_JSON_KEYS, format_comparison, ingest, save_run
+    from planner.ingest import FIGURE_KEYS, INGEST_JSON_KEYS, SNIPPET, format_comparison, ingest, save_run
+    if args.snippet:
+        if args.file:
+            raise CliError(f"file {show(args.file)} is not accepted with --snippet, which prints the lines to paste; "
+                           "accepted: ingest --snippet [--model ID], or ingest FILE --gpu ID")
+        text = SNIPPET
+        if args.model:  # the user's model in place of the example's
+            text = text.replace('"model": "llama-3.2-3b"', f'"model": {json.dumps(args.model)}', 1)
+        print(text, end="")
+        return 0
+    if not args.file or not args.gpu:
+        raise CliError("ingest needs " + ("the log file and " if not args.file else "") + "--gpu ID; accepted: ingest FILE "
+                       "--gpu ID (a catalog GPU id, see: catalog gpus), or ingest --snippet for the lines that print "
+                       "a training run's line")
     cat = default_catalog()
     result = ingest(args.file, args.gpu, cat.models(include_user=True), cat.gpus(include_user=True), args.model)
     saved = save_run(result) if args.save else None

@@ -80,7 +80,7 @@ def _text_of(data: bytes, what: str) -> str:
         raise IngestError(f"{what} is {len(data):,} bytes; at most {MAX_LOG_BYTES:,} are read")
     if b"\x00" in data[:65536]:
         raise IngestError(f"{what} holds binary data; accepted: a vLLM start-up log, a llama.cpp load log or "
-                          f"the {MARKER} JSON line (docs/ingest.md)")
+                          f"the {MARKER} JSON line (llm-planner ingest --snippet prints the lines that write it; docs/ingest.md)")
     return data.decode("utf-8", errors="replace")
 
 
@@ -135,6 +135,21 @@ def check_settings(run: dict) -> None:
 
 # ---- (a) the training snippet's JSON line ----------------------------------------------------------
 
+# The snippet users paste into a training script (docs/ingest.md shows the same text, tests/test_ingest.py checks it),
+# printed by `llm-planner ingest --snippet` so that an installed copy, which has no docs/, gives it too.
+SNIPPET = """import json, torch, transformers
+print(json.dumps({
+    "llm_planner_run": 1, "model": "llama-3.2-3b",  # a catalog id (llm-planner catalog models) or a Hub repo id
+    "task": "train", "method": "lora", "precision": "bf16", "optimizer": "adamw",
+    "batch": 4, "seq": 1024, "grad_checkpointing": False, "lora_rank": 16,
+    "gpus": torch.cuda.device_count() if not torch.distributed.is_initialized() else torch.distributed.get_world_size(),
+    "max_memory_allocated": torch.cuda.max_memory_allocated(),  # this process's GPU, bytes
+    "max_memory_reserved": torch.cuda.max_memory_reserved(),
+    "torch": torch.__version__, "transformers": transformers.__version__,
+}))
+"""
+
+
 TRAINING_REQUIRED = ("model", "max_memory_allocated", "max_memory_reserved")
 TRAINING_SETTINGS = ("task", "method", "precision", "batch", "seq", "grad_checkpointing", "lora_rank", "optimizer",
                      "gpus")
@@ -185,7 +200,7 @@ def parse_training(text: str) -> dict | None:
     if "}" not in line[start:]:  # the print was cut off (a killed job, a log truncated at a size)
         cut = line[start:].strip()
         raise IngestError(f"the {MARKER} line is not one JSON object: it ends without its closing '}}', cut off after "
-                          f"{cut[-40:]!r}; accepted: the whole line the snippet of docs/ingest.md prints")
+                          f"{cut[-40:]!r}; accepted: the whole line the snippet prints (llm-planner ingest --snippet; docs/ingest.md)")
     try:
         data = json.loads(line[start:line.rindex("}") + 1])
     except ValueError as exc:
@@ -194,7 +209,7 @@ def parse_training(text: str) -> dict | None:
         raise IngestError(f"the {MARKER} line is not one JSON object")
     missing = [k for k in TRAINING_REQUIRED if data.get(k) is None]
     if missing:
-        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet of docs/ingest.md prints them")
+        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet prints them (llm-planner ingest --snippet; docs/ingest.md)")
     measured = {}
     for key, figure in (("max_memory_allocated", "allocated_peak"), ("max_memory_reserved", "reserved_peak")):
         value = data[key]
@@ -494,7 +509,7 @@ def parse_run(text: str) -> dict:
         run = parse(text)
         if run is not None:
             return run
-    raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line of docs/ingest.md, a vLLM "
+    raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line that llm-planner ingest --snippet prints, a vLLM "
                       "start-up log ('Model loading took', 'GPU KV cache size') or a llama.cpp load log "
                       "('model buffer size')")
 

@@ -26,6 +26,7 @@ from planner.ingest import (
 )
 from tests.clirun import run_cli
 
+ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "run_logs"
 VLLM = DATA / "vllm-llama31-8b-h100.log"
 VLLM_TP2 = DATA / "vllm-tp2-unknown-model.log"
@@ -722,3 +723,39 @@ def test_binary_data_and_a_bound_are_one_line(tmp_path):
     blob.write_bytes(b"GGUF\x00\x00\x00\x03" + bytes(1000))
     code, _, err = run_cli("ingest", blob, "--gpu", "rtx-4090")
     assert code == 2 and "binary data" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ingest_snippet_prints_the_docs_lines_and_they_print_a_line_ingest_reads(tmp_path):
+    """`ingest --snippet` prints docs/ingest.md's snippet (an installed copy has no docs/); with --model, that id.
+    Run with stand-ins for torch and transformers, the printed Python writes the JSON line ingest reads back."""
+    import re
+    import subprocess
+    import sys
+    doc = (ROOT / "docs" / "ingest.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(import json, torch, transformers\n.*?)```", doc, re.S).group(1)
+    code, out, err = run_cli("ingest", "--snippet")
+    assert code == 0 and out == block, err
+    code, out, err = run_cli("ingest", "--snippet", "--model", "qwen3-8b")
+    assert code == 0 and '"model": "qwen3-8b"' in out and "llama-3.2-3b" not in out
+    fakes = tmp_path / "fakes"
+    (fakes / "torch").mkdir(parents=True)
+    (fakes / "torch" / "__init__.py").write_text(
+        "__version__ = '2.13.0'\nclass cuda:\n    device_count = staticmethod(lambda: 1)\n"
+        "    max_memory_allocated = staticmethod(lambda: 9_000_000_000)\n"
+        "    max_memory_reserved = staticmethod(lambda: 10_000_000_000)\n"
+        "class distributed:\n    is_initialized = staticmethod(lambda: False)\n", encoding="utf-8")
+    (fakes / "transformers.py").write_text("__version__ = '5.24.0'\n", encoding="utf-8")
+    line = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, env={"PYTHONPATH": str(fakes)},
+                          check=True).stdout
+    log = tmp_path / "run.log"
+    log.write_text("step 10 loss 1.2\n" + line, encoding="utf-8")
+    code, out, err = run_cli("ingest", str(log), "--gpu", "a100-80gb-sxm", "--json")
+    assert code == 0, err
+    assert json.loads(out)["model"] == "qwen3-8b"
+
+
+def test_ingest_without_a_file_or_gpu_says_what_it_takes():
+    code, out, err = run_cli("ingest")
+    assert code == 2 and out == "" and "ingest needs the log file and --gpu ID" in err and "ingest --snippet" in err
+    code, out, err = run_cli("ingest", "x.log", "--snippet")
+    assert code == 2 and "file 'x.log' is not accepted with --snippet" in err
