@@ -360,6 +360,12 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
     return lines + [f"not expressed: {n}" for n in notes]
 
 
+def _placeholder_lr(row) -> float:
+    """The learning rate written where a target needs one (DeepSpeed's optimizer params, axolotl's required key): not
+    part of the plan, the same in the DeepSpeed file and the trainer config that names it."""
+    return 1e-3 if str(row["optimizer"]) == "sgd" else 2e-5
+
+
 def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     """A DeepSpeed config JSON (for deepspeed.initialize, or a Trainer's `--deepspeed FILE`)."""
     prec, notes = _precision(row), _common_notes(row, repo_known, "deepspeed")
@@ -398,10 +404,10 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     cfg["zero_optimization"] = zero
     opt = str(row["optimizer"])
     if opt in ("adamw", "adamw_fused"):
-        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": 2e-5}}
+        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": _placeholder_lr(row)}}
         notes.append("optimizer learning rate 2e-5: a placeholder, not part of the plan")
     elif opt == "sgd":
-        cfg["optimizer"] = {"type": "SGD", "params": {"lr": 1e-3}}
+        cfg["optimizer"] = {"type": "SGD", "params": {"lr": _placeholder_lr(row)}}
         notes.append("optimizer learning rate 1e-3: a placeholder, not part of the plan")
     else:
         cfg["zero_allow_untested_optimizer"] = True
@@ -700,9 +706,14 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
     if method == "freeze":
         cfg["unfrozen_parameters"] = [f"^{p.replace('.', '[.]')}.*" for p in _freeze_patterns(row, model)]
+    # learning_rate: axolotl 0.18.0 utils/schemas/training.py HyperparametersConfig (line 116, `learning_rate: str |
+    # float`, no default): a config without it fails validation ("learning_rate Field required"). A placeholder, the
+    # DeepSpeed file's where the plan names one (_placeholder_lr: the Trainer refuses a DeepSpeed optimizer lr unlike
+    # its own)
     cfg.update({"datasets": [{"path": "DATASET", "type": "alpaca"}], "output_dir": f"./outputs/{row['model']}-{method}",
                 "sequence_len": int(row["seq"]), "sample_packing": str(row.get("packing", "off")) == "on",
                 "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
+                "learning_rate": _placeholder_lr(row),
                 "optimizer": _trl_optim(row), "gradient_checkpointing": _checkpointing(row),
                 "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa")})
     _galore_trainer_keys(cfg, row)
@@ -719,6 +730,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
             cfg.update({"liger_rope": True, "liger_rms_norm": True, "liger_glu_activation": True})
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
+    notes.append(f"learning rate {_placeholder_lr(row):g}: a placeholder (axolotl requires one), not part of the plan")
     notes.append("datasets: yours (DATASET is a placeholder)")
     _deepspeed_file(cfg, row, notes, "axolotl", prec)
     # context_parallel_size: axolotl 0.18.0 utils/schemas/config.py (line 1107; sequence_parallel_degree before it),

@@ -304,7 +304,8 @@ AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r
                 "liger_rope", "liger_rms_norm", "liger_glu_activation",  # integrations/liger/args.py LigerArgs
                 "lora_dropout",  # utils/schemas/peft.py LoraConfig.lora_dropout, line 80 (default 0.0)
                 "bnb_config_kwargs",  # utils/schemas/peft.py line 149; loaders/model.py line 718 updates from it
-                "context_parallel_size"}  # utils/schemas/config.py line 1107 (ring-flash-attn)
+                "context_parallel_size",  # utils/schemas/config.py line 1107 (ring-flash-attn)
+                "learning_rate"}  # utils/schemas/training.py line 116 (required: no default)
 # torchtune 0.7.0 @bd2a0fc: the keys of recipes/configs/llama3_1/*.yaml
 TORCHTUNE_KEYS = {"batch_size", "gradient_accumulation_steps", "dtype", "enable_activation_checkpointing",
                   "enable_activation_offloading", "compile", "dataset", "tokenizer", "optimizer", "optimizer_in_bwd",
@@ -372,6 +373,17 @@ def test_axolotl_qlora_all_linear():
     assert set(cfg) <= AXOLOTL_KEYS
     assert (cfg["adapter"], cfg["load_in_4bit"], cfg["lora_target_linear"], cfg["micro_batch_size"]) == ("qlora", True,
                                                                                                         True, 2)
+
+
+@pytest.mark.parametrize("optimizer, lr", [("adamw_8bit", 2e-5), ("sgd", 1e-3)])
+def test_axolotl_writes_the_learning_rate_its_schema_requires(optimizer, lr):
+    """axolotl 0.18.0 utils/schemas/training.py line 116 `learning_rate: str | float` has no default: validate_config
+    (utils/config/__init__.py) refused every export without it ("learning_rate Field required"). The placeholder is
+    the DeepSpeed file's own (its optimizer lr), which the Trainer requires equal to learning_rate."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--optimizer", optimizer,
+                     "--export", "axolotl")
+    assert yaml.safe_load(out)["learning_rate"] == lr
+    assert any(f"learning rate {lr:g}: a placeholder" in n for n in _comments(out))
 
 
 def test_torchtune_lora_keys_and_module_names():
