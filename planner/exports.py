@@ -481,8 +481,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                  "gradient_checkpointing": _checkpointing(row), "optim": _trl_optim(row)}
     _galore_trainer_keys(cfg, row)
     sharded_pure = _pure_trained(row, prec) and int(row["zero"]) == 3
-    if prec["half"]:
-        cfg[prec["half"]] = not sharded_pure
+    # both written, false included: TRL turns bf16 on where it is unset and fp16 is off (TRL 1.16.0
+    # trl/trainer/base_config.py __post_init__ line 108, `self.bf16 = not (self.fp16) if self.bf16 is None`), which
+    # would run an fp32 plan, or a pure 16-bit one launched with both off, under bf16 autocast
+    cfg["bf16"], cfg["fp16"] = (prec["half"] == half and not sharded_pure for half in ("bf16", "fp16"))
     if prec["master"]:
         notes.append(f"precision {prec['name']} (fp32 master weights): written as the model's dtype and autocast; "
                      "the fp32 master copy is DeepSpeed's or FSDP's (add --deepspeed)")
@@ -719,6 +721,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     _galore_trainer_keys(cfg, row)
     if prec["half"]:
         cfg[prec["half"]] = True
+    else:
+        # an fp32 plan says bf16: false, since axolotl's default bf16 'auto' turns it on wherever the GPU has bf16
+        # (axolotl 0.18.0 utils/config/__init__.py resolve_dtype, lines 156-161)
+        cfg["bf16"] = False
     loss = str(row.get("loss", "unfused"))
     if loss in ("chunked", "linear_chunked"):
         cfg["chunked_cross_entropy"] = True

@@ -386,6 +386,21 @@ def test_axolotl_writes_the_learning_rate_its_schema_requires(optimizer, lr):
     assert any(f"learning rate {lr:g}: a placeholder" in n for n in _comments(out))
 
 
+@pytest.mark.parametrize("target, flags, bf16, fp16", [
+    ("trl", ("--precision", "fp32"), False, False),
+    ("trl", ("--precision", "fp16", "--zero", "3", "--gpus", "2", "--offload", "optimizer"), False, False),
+    ("trl", ("--precision", "amp_fp16"), False, True),
+    ("axolotl", ("--precision", "fp32"), False, None)])
+def test_an_fp32_plan_turns_the_targets_default_bf16_off(target, flags, bf16, fp16):
+    """An unset bf16 is on in TRL when fp16 is off (TRL 1.16.0 trl/trainer/base_config.py line 108) and 'auto' in
+    axolotl, on where the GPU has it (axolotl 0.18.0 utils/config/__init__.py resolve_dtype): an fp32 plan, or a pure
+    fp16 ZeRO-3 plan TRL launches with fp16 off, would run under bf16 autocast. Both say it: false."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--optimizer", "adamw_8bit", *flags,
+                     "--export", target)
+    cfg = yaml.safe_load(out)
+    assert cfg["bf16"] is bf16 and cfg.get("fp16") is fp16
+
+
 def test_torchtune_lora_keys_and_module_names():
     out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--lora-targets", "q_proj,v_proj,o_proj",
                      "--grad-checkpointing", "--export", "torchtune")
