@@ -413,6 +413,14 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["zero_allow_untested_optimizer"] = True
         notes.append(f"optimizer {opt}: not a DeepSpeed optimizer; pass it from the training script "
                      "(a Trainer's optim=...), which zero_allow_untested_optimizer permits")
+        if "offload_optimizer" in zero:
+            # DeepSpeed 0.19.8 runtime/engine.py _configure_optimizer (lines 2342-2346): a client optimizer other than
+            # its CPU Adam / Lion under offload_optimizer raises ZeRORuntimeException ("You are using ZeRO-Offload with
+            # a client provided optimizer ...") unless zero_force_ds_cpu_optimizer is false (default true,
+            # runtime/constants.py ZERO_FORCE_DS_CPU_OPTIMIZER_DEFAULT)
+            cfg["zero_force_ds_cpu_optimizer"] = False
+            notes.append(f"optimizer {opt} with the optimizer offloaded: it steps the host's fp32 partition, so it "
+                         "must run on the CPU (zero_force_ds_cpu_optimizer: false lets DeepSpeed take it)")
     if _checkpointing(row):
         notes.append("gradient checkpointing: a model setting (model.gradient_checkpointing_enable(), or the "
                      "Trainer's gradient_checkpointing=True), not a DeepSpeed key for Hugging Face models")

@@ -18,7 +18,8 @@ from tests.clirun import run_cli
 # DeepSpeed: deepspeed/runtime/constants.py @088be89 (top level), runtime/zero/config.py
 # @1b88ac3 (DeepSpeedZeroConfig fields and aliases), runtime/zero/offload_config.py @1978617
 DEEPSPEED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
-                 "optimizer", "zero_optimization", "zero_allow_untested_optimizer", "gradient_clipping"}
+                 "optimizer", "zero_optimization", "zero_allow_untested_optimizer", "gradient_clipping",
+                 "zero_force_ds_cpu_optimizer"}  # runtime/constants.py ZERO_FORCE_DS_CPU_OPTIMIZER (default True)
 DEEPSPEED_ZERO = {"stage", "offload_optimizer", "offload_param", "stage3_gather_16bit_weights_on_model_save",
                   "contiguous_gradients", "overlap_comm", "reduce_bucket_size", "sub_group_size"}
 DEEPSPEED_OFFLOAD = {"device", "pin_memory", "nvme_path", "buffer_count"}
@@ -96,6 +97,18 @@ def test_deepspeed_is_a_loadable_json_of_the_plan_with_its_notes_on_stderr():
     notes = [line for line in err.splitlines() if line.startswith("# not expressed: ")]
     assert any("gradient checkpointing" in n for n in notes) and any("sequence length 2,048" in n for n in notes)
     assert any(line.startswith("# keys: DeepSpeed") for line in err.splitlines())
+
+
+@pytest.mark.parametrize("optimizer, own", [("adamw_8bit", False), ("adafactor", False), ("adamw", True)])
+def test_deepspeed_offload_takes_the_scripts_optimizer(optimizer, own):
+    """DeepSpeed 0.19.8 runtime/engine.py _configure_optimizer, lines 2342-2346: under offload_optimizer a client
+    optimizer (a Trainer's optim=..., which the config leaves to the script) raises ZeRORuntimeException unless
+    zero_force_ds_cpu_optimizer is false; DeepSpeed's own AdamW (its CPU Adam) needs nothing."""
+    out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "full", "--optimizer", optimizer, "--zero", "2",
+                       "--gpus", "2", "--offload", "optimizer", "--export", "deepspeed")
+    cfg = json.loads(out)
+    assert ("optimizer" in cfg) is own
+    assert cfg.get("zero_force_ds_cpu_optimizer", True) is own
 
 
 def test_deepspeed_zero_2_offloads_the_optimizer_and_hands_an_8bit_optimizer_to_the_script():
