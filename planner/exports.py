@@ -409,6 +409,11 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     elif opt == "sgd":
         cfg["optimizer"] = {"type": "SGD", "params": {"lr": _placeholder_lr(row)}}
         notes.append("optimizer learning rate 1e-3: a placeholder, not part of the plan")
+        if int(row["zero"]) > 0:
+            # torch.optim.SGD is not in DeepSpeed's ZERO_SUPPORTED_OPTIMIZERS (0.19.8 runtime/zero/utils.py line 45):
+            # _do_optimizer_sanity_check (runtime/engine.py line 2298) asserts "You are using an untested ZeRO
+            # Optimizer" without zero_allow_untested_optimizer
+            cfg["zero_allow_untested_optimizer"] = True
     else:
         cfg["zero_allow_untested_optimizer"] = True
         notes.append(f"optimizer {opt}: not a DeepSpeed optimizer; pass it from the training script "

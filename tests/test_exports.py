@@ -111,6 +111,17 @@ def test_deepspeed_offload_takes_the_scripts_optimizer(optimizer, own):
     assert cfg.get("zero_force_ds_cpu_optimizer", True) is own
 
 
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_deepspeed_sgd_under_zero_is_allowed_as_untested(zero):
+    """DeepSpeed 0.19.8 runtime/engine.py _do_optimizer_sanity_check (line 2298): an optimizer outside
+    runtime/zero/utils.py ZERO_SUPPORTED_OPTIMIZERS (Adam, AdamW, Adagrad and DeepSpeed's own; not torch.optim.SGD)
+    under ZeRO asserts "You are using an untested ZeRO Optimizer" unless zero_allow_untested_optimizer is true."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--optimizer", "sgd", "--zero", str(zero),
+                     "--gpus", "2", "--export", "deepspeed")
+    cfg = json.loads(out)
+    assert cfg["optimizer"]["type"] == "SGD" and cfg["zero_allow_untested_optimizer"] is True
+
+
 def test_deepspeed_zero_2_offloads_the_optimizer_and_hands_an_8bit_optimizer_to_the_script():
     out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--zero", "2", "--offload", "optimizer",
                        "--gpus", "2", "--optimizer", "adamw_8bit", "--export", "deepspeed")
