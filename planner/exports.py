@@ -360,6 +360,10 @@ def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
     return lines + [f"not expressed: {n}" for n in notes]
 
 
+# the plan's optimizers the DeepSpeed export names as DeepSpeed's own (its `optimizer` block); the others are the script's
+DEEPSPEED_OPTIMIZER = {"adamw": "AdamW", "adamw_fused": "AdamW", "sgd": "SGD"}
+
+
 def _placeholder_lr(row) -> float:
     """The learning rate written where a target needs one (DeepSpeed's optimizer params, axolotl's required key): not
     part of the plan, the same in the DeepSpeed file and the trainer config that names it."""
@@ -403,7 +407,7 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
         zero["stage3_gather_16bit_weights_on_model_save"] = True
     cfg["zero_optimization"] = zero
     opt = str(row["optimizer"])
-    if opt in ("adamw", "adamw_fused"):
+    if DEEPSPEED_OPTIMIZER.get(opt) == "AdamW":
         cfg["optimizer"] = {"type": "AdamW", "params": {"lr": _placeholder_lr(row)}}
         notes.append("optimizer learning rate 2e-5: a placeholder, not part of the plan")
     elif opt == "sgd":
@@ -537,6 +541,8 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     elif int(row["zero"]) > 0 or str(row["offload"]) != "none":
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: add deepspeed: ds_config.json "
                      "(llm-planner estimate ... --export deepspeed) and launch with accelerate or deepspeed")
+        if str(row["optimizer"]) in DEEPSPEED_OPTIMIZER:  # the file's optimizer lr, which the Trainer checks (_deepspeed_file)
+            cfg["learning_rate"] = _placeholder_lr(row)
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes += _parallel_notes(row, model, "trl")
@@ -686,6 +692,12 @@ def _deepspeed_file(cfg: dict, row, notes: list, target: str, prec: dict) -> Non
         cfg["deepspeed"] = "ds_config.json"
         notes.append(f"ZeRO stage {int(row['zero'])}, offload {row['offload']}: ds_config.json is "
                      "llm-planner estimate ... --export deepspeed")
+        if str(row["optimizer"]) in DEEPSPEED_OPTIMIZER:
+            # the file's optimizer lr must equal the Trainer's learning_rate: transformers 5.24.0
+            # integrations/deepspeed.py trainer_config_process fill_match("optimizer.params.lr", args.learning_rate),
+            # raised by trainer_config_finalize ("Please correct the following DeepSpeed config values that mismatch
+            # TrainingArguments values: - ds optimizer.params.lr=2e-05 vs hf learning_rate=5e-05")
+            cfg["learning_rate"] = _placeholder_lr(row)
         if _pure_trained(row, prec):
             notes.append(_deepspeed_master_note(row, prec, target))
 

@@ -31,7 +31,8 @@ TRL_KEYS = {"model_name_or_path", "dtype", "attn_implementation", "use_peft", "l
             "loss_type", "activation_offloading", "per_device_train_batch_size", "gradient_accumulation_steps",
             "gradient_checkpointing", "optim", "bf16", "fp16", "use_liger_kernel", "deepspeed",
             "lora_dropout",  # ModelConfig.lora_dropout, model_config.py line 115 (default 0.05)
-            "use_bnb_nested_quant"}  # ModelConfig.use_bnb_nested_quant (default False)
+            "use_bnb_nested_quant",  # ModelConfig.use_bnb_nested_quant (default False)
+            "learning_rate"}  # TrainingArguments.learning_rate (SFTConfig default 2e-5)
 TRL_DTYPES = {"auto", "bfloat16", "float16", "float32"}
 TRL_LOSSES = {"nll", "dft", "chunked_nll"}
 # transformers OptimizerNames (the values TrainingArguments.optim accepts)
@@ -120,6 +121,20 @@ def test_deepspeed_sgd_under_zero_is_allowed_as_untested(zero):
                      "--gpus", "2", "--export", "deepspeed")
     cfg = json.loads(out)
     assert cfg["optimizer"]["type"] == "SGD" and cfg["zero_allow_untested_optimizer"] is True
+
+
+@pytest.mark.parametrize("target", ["llama-factory", "axolotl", "trl"])
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_a_trainer_config_naming_the_deepspeed_file_has_its_learning_rate(target, optimizer):
+    """transformers 5.24.0 integrations/deepspeed.py: trainer_config_process fill_match("optimizer.params.lr",
+    args.learning_rate) and trainer_config_finalize raises "Please correct the following DeepSpeed config values that
+    mismatch TrainingArguments values: - ds optimizer.params.lr=2e-05 vs hf learning_rate=5e-05" (LLaMA-Factory's
+    default is TrainingArguments' 5e-5, TRL's 2e-5): the trainer config carries the DeepSpeed file's lr."""
+    argv = ("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--optimizer", optimizer, "--zero", "2",
+            "--gpus", "2")
+    ds = json.loads(_export(*argv, "--export", "deepspeed")[0])
+    cfg = yaml.safe_load(_export(*argv, "--export", target)[0])
+    assert cfg["learning_rate"] == ds["optimizer"]["params"]["lr"]
 
 
 def test_deepspeed_zero_2_offloads_the_optimizer_and_hands_an_8bit_optimizer_to_the_script():
@@ -317,7 +332,7 @@ LLAMA_FACTORY_KEYS = {"model_name_or_path", "flash_attn", "quantization_bit", "q
                       "lora_dropout",  # finetuning_args.py LoraArguments.lora_dropout, line 73 (default 0.0)
                       "double_quantization",  # model_args.py QuantizationArguments.double_quantization (default True)
                       # finetuning_args.py FinetuningArguments.use_adam_mini (line 472), .use_muon (line 522)
-                      "use_adam_mini", "use_muon"}
+                      "use_adam_mini", "use_muon", "learning_rate"}
 LLAMA_FACTORY_ATTENTION = {"auto", "disabled", "sdpa", "fa2", "fa3"}
 # axolotl 0.18.0 @067b021: utils/schemas/{config,model,training,peft}.py, integrations/liger/args.py
 AXOLOTL_KEYS = {"base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_target_modules",
