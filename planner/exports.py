@@ -376,14 +376,20 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     # train_batch_size: micro-batch x accumulation x the data-parallel ranks, which DeepSpeed checks against the
     # data-parallel world of the script's model-parallel groups (runtime/config.py _batch_assertion: "train_batch ==
     # micro_batch * grad_acc * self.world_size", world_size = mpu.get_data_parallel_world_size(), or the world over
-    # sequence_parallel_size), not against every GPU: gpus / (tp x pp x cp)
+    # sequence_parallel_size), not against every GPU: gpus / (tp x pp x cp). Where those differ (tp, pp or cp) it is
+    # left out, and DeepSpeed derives it from its own data-parallel world (runtime/config.py _set_batch_related_parameters:
+    # micro_batch x grad_acc x world_size): a Trainer naming this file (LLaMA-Factory, axolotl, TRL) counts every
+    # process (transformers 5.24.0 integrations/deepspeed.py trainer_config_process: args.world_size x
+    # per_device_train_batch_size x accumulation) and refuses any other number ("ds train_batch_size=4 vs hf
+    # train_batch_size (calculated)=8")
     dp = _data_parallel(row)
-    cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1,
-                 "train_batch_size": int(row["batch"]) * dp}
-    if dp != int(row["gpus"]):
-        notes.append(f"train_batch_size {cfg['train_batch_size']}: micro-batch {int(row['batch'])} x the plan's {dp} "
-                     f"data-parallel ranks ({int(row['gpus'])} GPUs over tp x pp x cp), as DeepSpeed counts them "
-                     "with the training script's model-parallel groups")
+    cfg: dict = {"train_micro_batch_size_per_gpu": int(row["batch"]), "gradient_accumulation_steps": 1}
+    if dp == int(row["gpus"]):
+        cfg["train_batch_size"] = int(row["batch"]) * dp
+    else:
+        notes.append(f"train_batch_size: left to DeepSpeed (micro-batch x accumulation x its data-parallel world): "
+                     f"micro-batch {int(row['batch'])} x the plan's {dp} data-parallel ranks ({int(row['gpus'])} GPUs "
+                     "over tp x pp x cp) under the training script's model-parallel groups, every GPU under a Trainer")
     if prec["half"]:
         cfg[prec["half"]] = {"enabled": True}
         # DeepSpeed's bf16 / fp16 mode casts the model to that dtype (runtime/engine.py _configure_distributed_model)

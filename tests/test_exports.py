@@ -660,8 +660,12 @@ def test_the_global_batch_counts_the_data_parallel_ranks_not_every_gpu():
             "--gpus", "16", "--batch", "2")
     out, err = _export(*argv, "--export", "deepspeed")
     cfg = json.loads(out)
-    assert cfg["train_batch_size"] == 2 * 2 * cfg["gradient_accumulation_steps"]  # micro-batch x 2 ranks x accumulation
-    assert "train_batch_size 4: micro-batch 2 x the plan's 2 data-parallel ranks" in err
+    # left to DeepSpeed (micro x accumulation x its data-parallel world): a Trainer naming the file counts every
+    # process (transformers 5.24.0 integrations/deepspeed.py trainer_config_process) and refused 4 against 32
+    assert "train_batch_size" not in cfg and cfg["train_micro_batch_size_per_gpu"] == 2
+    assert "micro-batch 2 x the plan's 2 data-parallel ranks" in err
+    assert json.loads(_export(*argv[:5], "--gpus", "16", "--batch", "2", "--export", "deepspeed")[0])[
+        "train_batch_size"] == 32  # (no tp, pp or cp: every GPU a data-parallel rank, as the Trainer counts)
     out, _ = _export(*argv, "--export", "litgpt")
     cfg = yaml.safe_load(out)
     assert cfg["devices"] == 16 and cfg["train"]["global_batch_size"] // cfg["devices"] == cfg["train"]["micro_batch_size"]
