@@ -686,7 +686,11 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     notes.append("dataset and template: yours (DATASET, TEMPLATE are placeholders)")
     _deepspeed_file(cfg, row, notes, "llama-factory", prec)
     notes += _parallel_notes(row, model, "llama-factory")
-    text = _yaml(cfg, _header("llama-factory", row, notes, "llamafactory-cli train FILE"))
+    # one GPU on DeepSpeed: llamafactory-cli starts torchrun only for more than one device or FORCE_TORCHRUN
+    # (LLaMA-Factory 0.9.6.dev0 @ff6d4d1 src/llamafactory/launcher.py line 61), and get_train_args refuses DeepSpeed
+    # outside it (hparams/parser.py line 472: "Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training.")
+    launch = ("FORCE_TORCHRUN=1 " if "deepspeed" in cfg and int(row["gpus"]) == 1 else "") + "llamafactory-cli train FILE"
+    text = _yaml(cfg, _header("llama-factory", row, notes, launch))
     return Export("llama-factory", text, notes)
 
 

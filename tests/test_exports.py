@@ -137,6 +137,18 @@ def test_a_trainer_config_naming_the_deepspeed_file_has_its_learning_rate(target
     assert cfg["learning_rate"] == ds["optimizer"]["params"]["lr"]
 
 
+@pytest.mark.parametrize("gpus, zero, offload, forced", [("1", "2", "optimizer", True), ("1", "3", "all", True),
+                                                         ("2", "2", "none", False), ("1", "0", "none", False)])
+def test_llama_factory_on_one_gpu_with_deepspeed_is_launched_under_torchrun(gpus, zero, offload, forced):
+    """LLaMA-Factory @ff6d4d1 hparams/parser.py line 472 refuses DeepSpeed outside torchrun ("Please use
+    `FORCE_TORCHRUN=1` to launch DeepSpeed training."), and launcher.py line 61 starts torchrun by itself only for
+    more than one device."""
+    out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--gpus", gpus, "--zero", zero,
+                     "--offload", offload, "--export", "llama-factory")
+    run = next(c for c in _comments(out) if c.startswith("run: "))
+    assert run == ("run: FORCE_TORCHRUN=1 llamafactory-cli train FILE" if forced else "run: llamafactory-cli train FILE")
+
+
 def test_deepspeed_zero_2_offloads_the_optimizer_and_hands_an_8bit_optimizer_to_the_script():
     out, err = _export("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--zero", "2", "--offload", "optimizer",
                        "--gpus", "2", "--optimizer", "adamw_8bit", "--export", "deepspeed")
