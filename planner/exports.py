@@ -677,6 +677,16 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     if _loads_liger(row):
         cfg["enable_liger_kernel"] = True
     if opt in GALORE_OPTIMIZERS:
+        # what LLaMA-Factory refuses around its GaLore (0.9.6.dev0 @ff6d4d1): LoRA (hparams/finetuning_args.py line
+        # 616 "Cannot use LoRA with GaLore, APOLLO or BAdam together."), DeepSpeed (hparams/parser.py line 519 "GaLore
+        # and APOLLO are incompatible with DeepSpeed yet."); get_train_args stops there, so the export does first
+        why = ("its LoRA" if method in ("lora", "qlora") else
+               "DeepSpeed (ZeRO or offload)" if int(row["zero"]) > 0 or str(row["offload"]) != "none" else "")
+        if why:
+            raise ValueError(f"optimizer {opt!r} with {why} cannot be exported to llama-factory: LLaMA-Factory refuses "
+                             f"GaLore with {'LoRA' if method in ('lora', 'qlora') else 'DeepSpeed'} (hparams "
+                             f"{'finetuning_args.py' if method in ('lora', 'qlora') else 'parser.py'}); accepted for "
+                             "--export llama-factory: GaLore on full or freeze tuning without ZeRO or offload")
         # LLaMA-Factory's own GaLore (trainer_utils.py _create_galore_optimizer at 002f58e): use_galore picks
         # GaLoreAdamW for optim adamw_torch, GaLoreAdamW8bit for adamw_8bit; galore_target all = every linear
         # layer but the output layer; galore_layerwise steps each parameter in its gradient hook
@@ -770,6 +780,13 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         if _liger(row):  # (integrations/liger/args.py: LigerArgs)
             cfg.update({"liger_rope": True, "liger_rms_norm": True, "liger_glu_activation": True})
     if str(row.get("activation_offload", "off")) == "on":
+        if not _checkpointing(row):
+            # axolotl 0.18.0 @067b021 utils/schemas/validation.py line 1447 check_activation_offloading_wo_gc:
+            # "activation_offloading requires gradient_checkpointing"
+            raise ValueError("activation offload without checkpointing cannot be exported to axolotl: axolotl "
+                             "refuses activation_offloading without gradient_checkpointing (utils/schemas/validation.py); "
+                             "accepted for --export axolotl: --grad-checkpointing with --activation-offload on (plan "
+                             "that)")
         cfg["activation_offloading"] = True
     notes.append(f"learning rate {_placeholder_lr(row):g}: a placeholder (axolotl requires one), not part of the plan")
     notes.append("datasets: yours (DATASET is a placeholder)")

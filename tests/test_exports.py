@@ -839,3 +839,25 @@ def test_context_parallel_a_target_would_refuse_is_said_not_written(target, flag
     assert "context_parallel_size" not in cfg and "parallelism_config" not in cfg
     assert any(n.startswith("not expressed: context parallel 2") and why in n and "launched without it (--cp 1)" in n
                for n in _comments(out))
+
+
+@pytest.mark.parametrize("argv, message", [
+    # LLaMA-Factory 0.9.6.dev0 hparams/finetuning_args.py line 616; hparams/parser.py line 519
+    (("--method", "lora", "--optimizer", "galore_adamw", "--export", "llama-factory"),
+     "optimizer 'galore_adamw' with its LoRA cannot be exported to llama-factory"),
+    (("--method", "full", "--optimizer", "galore_adamw", "--gpus", "2", "--zero", "2", "--export", "llama-factory"),
+     "optimizer 'galore_adamw' with DeepSpeed (ZeRO or offload) cannot be exported to llama-factory"),
+    # axolotl 0.18.0 utils/schemas/validation.py line 1447 check_activation_offloading_wo_gc
+    (("--method", "lora", "--activation-offload", "on", "--export", "axolotl"),
+     "activation offload without checkpointing cannot be exported to axolotl"),
+])
+def test_an_export_the_target_refuses_to_start_is_refused_naming_why(argv, message):
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", *argv)
+    assert code == 2 and out == "" and message in err and "accepted for --export" in err
+
+
+def test_the_exports_those_refusals_leave_alone_still_export():
+    for argv in (("--method", "full", "--optimizer", "galore_adamw", "--export", "llama-factory"),
+                 ("--method", "lora", "--activation-offload", "on", "--grad-checkpointing", "--export", "axolotl")):
+        code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", *argv)
+        assert code == 0 and out, err
