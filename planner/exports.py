@@ -872,8 +872,12 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
         # (cfg.get("context_parallel_dim", 1) into training.ParallelDims; rotate method allgather by default, as planned)
         cfg["context_parallel_dim"] = _degree(row, "cp")
     notes += _parallel_notes(row, model, "torchtune", ("cp",) if "context_parallel_dim" in cfg else ())
+    # (the copied configs' optimizer blocks carry torch AdamW's own keys, e.g. `fused: True` in
+    # llama3_1/8B_full_single_device.yaml, which bitsandbytes' and torchao's optimizers do not take: a block set
+    # key by key keeps them, and instantiating it stops on an unexpected keyword)
     text = _yaml(cfg, _header("torchtune", row, notes, f"tune run {recipe} --config YOUR_MODEL_CONFIG.yaml "
-                                                       "(tune cp one of the model's configs, then set these keys)"))
+                                                       "(tune cp one of the model's configs, then set these keys; "
+                                                       "replace its optimizer block whole, not key by key)"))
     return Export("torchtune", text, notes)
 
 

@@ -861,3 +861,12 @@ def test_the_exports_those_refusals_leave_alone_still_export():
                  ("--method", "lora", "--activation-offload", "on", "--grad-checkpointing", "--export", "axolotl")):
         code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", *argv)
         assert code == 0 and out, err
+
+
+def test_torchtune_export_says_to_replace_the_optimizer_block_whole():
+    """The copied torchtune configs' optimizer block holds torch AdamW's keys (llama3_1/8B_full_single_device.yaml:
+    `fused: True`), which bitsandbytes.optim.AdamW8bit does not take: merged key by key, instantiating it stops."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--method", "full", "--optimizer", "adamw_8bit",
+                             "--gpu", "a100-80gb-sxm", "--export", "torchtune")
+    assert code == 0, err
+    assert "_component_: bitsandbytes.optim.AdamW8bit" in out and "replace its optimizer block whole" in out
