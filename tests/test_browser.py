@@ -414,7 +414,12 @@ _HEATMAP_GEOMETRY = """() => {
   const ylabels = marks.filter(m => m.role === "axis-label").flatMap(m => m.items)
     .filter(i => ys.domain().includes(i.datum && i.datum.value)).map(i => i.bounds).sort((a, b) => a.y1 - b.y1);
   const yOverlaps = ylabels.slice(1).filter((b, i) => b.y1 < ylabels[i].y2 - 0.5).length;
-  return {renderer: view.renderer(), texts: texts.length, gpus: xs.domain().length, models: ys.domain().length,
+  const hit = (a, b) => a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5;
+  const titleOverLabels = marks.filter(m => m.role === "axis-title").flatMap(m => m.items).flatMap(t =>
+    marks.filter(m => m.role === "axis-label").flatMap(m => m.items).filter(l => hit(t.bounds, l.bounds))
+      .map(l => t.text + " over " + l.text));
+  return {title_over_labels: titleOverLabels,
+          renderer: view.renderer(), texts: texts.length, gpus: xs.domain().length, models: ys.domain().length,
           undrawn: texts.filter(t => !drawn.has(t.datum.gpu + "\\u0000" + t.datum.model)).length,
           cell: [xs.bandwidth(), ys.bandwidth()], overflowing: over.length,
           worst: over.sort((a, b) => b.px - a.px).slice(0, 5), y_label_overlaps: yOverlaps};
@@ -423,7 +428,9 @@ _HEATMAP_GEOMETRY = """() => {
 
 def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus):
     """Issue 24: at 1500 px, the whole catalog (every model x every GPU), no cell's text runs
-    past its cell, every cell is drawn (coloured or grey), and no two model names overlap."""
+    past its cell, every cell is drawn (coloured or grey), and no two model names overlap; no axis
+    title is drawn across a name (the y title crossed the longest model name: Vega's 200 px
+    default maxExtent)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -436,5 +443,6 @@ def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus)
             assert geo["overflowing"] == 0, f"cell text overflows its cell: {geo}"
             assert geo["undrawn"] == 0, f"cells without a rect: {geo}"
             assert geo["y_label_overlaps"] == 0, geo
+            assert geo["title_over_labels"] == [], geo["title_over_labels"]
         finally:
             browser.close()
