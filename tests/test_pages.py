@@ -97,6 +97,33 @@ def chart_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
 
 
+MAX_NAMES_ALONG_X = 25  # names side by side on a page-wide axis before they overlap (about 35 px each)
+
+
+def crowded_x_axes(at: AppTest) -> list[tuple[str, int]]:
+    """Charts whose x axis lays more than MAX_NAMES_ALONG_X names across the page's width (a
+    stretched chart; a chart sized by a step per name, as the feasibility heatmap, grows instead):
+    (the field, its count of names). The Inference page put every model's name along x at
+    -30 degrees: ~60 names overlapping one another and the y axis title."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    crowded = []
+    for el in at.get("vega_lite_chart"):
+        spec = json.loads(el.proto.spec)
+        if isinstance(spec.get("width"), dict) and "step" in spec["width"]:
+            continue
+        frames = [convert_arrow_bytes_to_pandas_df(ds.data.data) for ds in el.proto.datasets]
+        if el.proto.HasField("data"):
+            frames.append(convert_arrow_bytes_to_pandas_df(el.proto.data.data))
+        for layer in spec.get("layer", [spec]):
+            enc = layer.get("encoding", {}).get("x")
+            if isinstance(enc, dict) and enc.get("type") in ("nominal", "ordinal") and "field" in enc:
+                names = max((f[enc["field"]].nunique() for f in frames if enc["field"] in f.columns), default=0)
+                if names > MAX_NAMES_ALONG_X:
+                    crowded.append((enc["field"], names))
+    return crowded
+
+
 def quantitative_axis_titles(spec: dict) -> list[str]:
     titles = []
     for layer in spec.get("layer", [spec]):
@@ -145,6 +172,7 @@ def test_every_page_renders_with_tables_downloads_and_labelled_charts(page, down
         assert "GiB" in settings["memory unit"]
         assert_same_table(frame.value, csv, f"{page} table {i}")
     specs = chart_specs(at)
+    assert crowded_x_axes(at) == [], page
     if page in LAZY_TABS:  # the first tab is the table: no chart until a chart tab is opened
         key, chart_tabs = LAZY_TABS[page]
         assert specs == []
@@ -154,6 +182,7 @@ def test_every_page_renders_with_tables_downloads_and_labelled_charts(page, down
             assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
             assert len(at.dataframe) == 0  # the table tab does not run behind it
             specs += chart_specs(at)
+            assert crowded_x_axes(at) == [], (page, tab)
     assert len(specs) >= charts
     for spec in specs:
         for axis_title in quantitative_axis_titles(spec):
