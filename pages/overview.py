@@ -112,10 +112,14 @@ def _cards_chart(view_chart: pd.DataFrame, u: str) -> dict:
     bars = {"mark": {"type": "bar"}, "encoding": {
         "color": {"field": "status", "scale": {"domain": ["one card holds it", "needs several cards", "not within 8 cards"],
                                                "range": ["#16a34a", "#f59e0b", "#9ca3af"]},
-                  "title": "This workload", "type": "nominal"},
+                  # above the bars, one entry a line: at the right it sat where the count labels of the
+                  # bars cut at 200% run ("✗ incompatible" was drawn across "not within 8 cards"), and
+                  # one line of three entries ran past an 800 px page
+                  "legend": {"orient": "top", "direction": "vertical"}, "title": "This workload", "type": "nominal"},
         "tooltip": tip,
         "x": {"field": "shown", "scale": {"domain": [0, 200]}, "type": "quantitative",
-              "title": "Memory the workload needs on one card (% of the card's usable memory; cut at 200%)"},
+              # two lines: one ran past the chart's right edge on an 800 px page
+              "title": ["Memory the workload needs on one card", "(% of the card's usable memory; cut at 200%)"]},
         "y": y}}
     labels = {"mark": {"type": "text", "align": "left", "color": "#374151", "dx": 4, "fontSize": 11},
               "encoding": {"text": {"field": "needed", "type": "nominal"}, "tooltip": tip,

@@ -130,7 +130,8 @@ def quantitative_axis_titles(spec: dict) -> list[str]:
         for channel in ("x", "y"):
             enc = layer.get("encoding", {}).get(channel)
             if isinstance(enc, dict) and enc.get("type") == "quantitative" and "title" in enc:
-                titles.append(enc["title"])
+                title = enc["title"]  # a list: one line each
+                titles.append(" ".join(title) if isinstance(title, list) else title)
     return titles
 
 
