@@ -270,10 +270,13 @@ def test_metrics_show_their_whole_value(server):
             page.wait_for_function("document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 5",
                                    timeout=60_000)
             assert values.count() >= 5
-            for i in range(values.count()):
-                cut = values.nth(i).evaluate(
-                    "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
-                assert not cut, f"metric value cut: {values.nth(i).inner_text()!r}"
+            # at 1500 px, and at 800 px with the sidebar open (five st.columns cut "23.99 GiB" to "23.…")
+            for width in (1500, 800):
+                page.set_viewport_size({"width": width, "height": 2400})
+                for i in range(values.count()):
+                    cut = values.nth(i).evaluate(
+                        "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
+                    assert not cut, f"{width} px: metric value cut: {values.nth(i).inner_text()!r}"
             assert page.get_by_text("Longest sequence (tokens)").count() == 1
         finally:
             browser.close()

@@ -1168,3 +1168,17 @@ def test_a_hybrid_model_serves_on_every_page_and_its_training_says_why():
     assert any("training memory is not modelled yet" in e.value and "task infer" in e.value for e in at.error)
     at = open_app("pages/feasibility.py")
     assert cell(table(at), "Qwen3-Next 80B-A3B", "A100 80GB SXM4") == "✗ not modelled"
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/breakdown.py", "pages/budget.py", "pages/evidence.py"])
+def test_metric_cards_and_links_wrap_instead_of_sharing_fixed_columns(page):
+    """Metric cards sit in a wrapping row (app.tables.wrap_row), not in st.columns: a column is
+    1/n of the width whatever its card holds, and at 800 px with the sidebar open the Overview's
+    "19.84 GiB" read "19…", the Breakdown's five "23.…", "0.0…". (The drawn width in a browser:
+    tests/test_browser.py::test_metrics_show_their_whole_value.)"""
+    at = open_app(page)
+    assert len(at.metric) >= 3, page
+    in_columns = [m.label for col in at.columns for m in col.get("metric")]
+    assert in_columns == [], (page, in_columns)
+    if page == "pages/overview.py":  # its links to the other pages, likewise
+        assert [col for col in at.columns if col.get("page_link")] == []
