@@ -409,6 +409,28 @@ def test_serving_page_keeps_the_cards_and_the_search_that_work():
     assert (curve.loc[~none_held, "Decode (tokens/s per user)"] > 0).all()
 
 
+def test_serving_page_names_the_cards_off_its_chart_and_draws_no_empty_chart():
+    """Llama 3.1 70B in BF16 on one GPU per replica fits none of the default cards: the page drew an
+    empty chart frame (no line, no axis) under 'A card missing from the chart holds no request';
+    it now says so and what to change. A card off a drawn chart is named (gpt-oss-120b MXFP4: the
+    RTX 4090 holds none, the H100 does)."""
+    at = open_app("pages/serving.py", {"model": "llama-3.1-70b", "serve_weights": "bf16"})
+    assert not at.exception and not at.error
+    assert (table(at, 0)["Max concurrent requests"] == 0).all()  # the curve's table stays: every card at 0
+    assert chart_specs(at) == []
+    (info,) = [i.value for i in at.info]
+    assert "No chosen card holds a single request" in info and "GPUs per replica" in info, info
+    at.selectbox(key="srv_gpus").set_value(2).run()  # two H100 80GB / A100 80GB hold 141 GB of weights
+    assert len(chart_specs(at)) == 1 and not at.info
+    assert any(shown(cap.value).startswith("Not on the chart, no request at any context (the weights alone do not "
+                                           "fit): RTX 4090, L40S, A100 40GB SXM4.") for cap in at.caption)
+    at = open_app("pages/serving.py", {"model": "gpt-oss-120b", "serve_weights": "mxfp4",
+                                       "serve_cards": "rtx-4090,h100-sxm-80gb"})
+    assert len(chart_specs(at)) == 1
+    assert any(shown(cap.value).startswith("Not on the chart, no request at any context (the weights alone do not "
+                                           "fit): RTX 4090.") for cap in at.caption)
+
+
 def test_serving_page_says_when_the_engine_would_not_start():
     """vLLM and MLC-LLM refuse to start where their share of the card is not free: the page showed 0 requests beside
     a KV cache without a word, and MLC-LLM's share could not be set (QA pass)."""
