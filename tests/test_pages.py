@@ -1204,3 +1204,19 @@ def test_metric_cards_and_links_wrap_instead_of_sharing_fixed_columns(page):
     assert in_columns == [], (page, in_columns)
     if page == "pages/overview.py":  # its links to the other pages, likewise
         assert [col for col in at.columns if col.get("page_link")] == []
+
+
+@pytest.mark.parametrize("tab", ["Chart: buy", "Chart: rent"])
+def test_cost_per_fit_charts_show_their_cost_axis_above_the_rows_too(tab):
+    """A row per model x workload (~250 rows, ~5,000 px): the cost axis was at the bottom only, out of
+    sight of the rows a reader starts with, and the vendor legend at the right took a fifth of an
+    800 px page. Now the axis is drawn above and below the rows and the legend above them."""
+    at = open_app("pages/cost_per_fit.py")
+    at.session_state["cf_tab"] = tab
+    at.run()
+    (spec,) = chart_specs(at)
+    axes = [layer["encoding"]["x"].get("axis", {}) for layer in spec["layer"]]
+    assert {a.get("orient") for a in axes if a is not None} >= {"top", "bottom"}, axes
+    assert spec.get("resolve", {}).get("axis", {}).get("x") == "independent"
+    legends = [layer["encoding"]["color"].get("legend") for layer in spec["layer"] if "field" in layer["encoding"].get("color", {})]
+    assert legends and all(legend and legend.get("orient") == "top" for legend in legends), legends
