@@ -96,8 +96,10 @@ def _sizes_chart(chart_data: pd.DataFrame, model_order: list, precision_order: l
         y=alt.Y("model:N", sort=model_order, title=None,
                 axis=alt.Axis(labelLimit=300, labelOverlap=False, labelFontSize=11, grid=True)),
         x=alt.X("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log"),
-                axis=alt.Axis(orient="top")),
-        color=alt.Color("precision:N", title="Weights", sort=precision_order, legend=alt.Legend(orient="top")),
+                axis=alt.Axis(orient="top", labelFlush=True)),  # (flush: the last label inside the chart)
+        # one entry a line: a line of five ran past the chart on an 800 px page
+        color=alt.Color("precision:N", title="Weights", sort=precision_order,
+                        legend=alt.Legend(orient="top", direction="vertical")),
         shape=alt.Shape("precision:N", title="Weights", sort=precision_order),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("precision:N", title="Weights"),
                  alt.Tooltip("weights:Q", title=f"Weights ({u})", format=",.2f"),

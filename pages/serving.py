@@ -148,7 +148,9 @@ if curve is not None:  # (every card refused: the warning above says why)
     def _users_chart(plot: pd.DataFrame, u: str):
         lines = alt.Chart(plot).mark_line(point=True).encode(
             x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
-            y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
+            # two lines: one was taller than the chart, cut at both ends
+            y=alt.Y("users:Q", title=["Max concurrent requests", "(of that many tokens, log scale)"],
+                    scale=alt.Scale(type="log")),
             color=alt.Color("card:N", title="Card"),
             tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
                      alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),

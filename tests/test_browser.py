@@ -455,7 +455,7 @@ def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus)
 
 # The first chart's Vega view (found as in _HEATMAP_GEOMETRY), every drawn item's bounds in the
 # chart's own pixels: legend entries drawn over a bar or a bar's label, and items past the
-# chart's left or right edge (cut by the page).
+# chart's edges (cut by the page).
 _CHART_FIT = """() => {
   const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
   if (!el) return null;
@@ -471,7 +471,7 @@ _CHART_FIT = """() => {
   }
   if (!view) return null;
   const drawn = el.querySelector("canvas, svg");
-  const width = drawn.getBoundingClientRect().width;
+  const width = drawn.getBoundingClientRect().width, height = drawn.getBoundingClientRect().height;
   const [ox, oy] = view.origin();
   const boxes = [];
   (function walk(mark, dx, dy) {
@@ -479,7 +479,7 @@ _CHART_FIT = """() => {
       const b = it.bounds;
       if (mark.marktype === "group") {
         for (const m of it.items || []) walk(m, dx + (it.x || 0), dy + (it.y || 0));
-      } else if (b && b.width() > 0) {
+      } else if (b && b.width() > 0 && it.opacity !== 0) {  // (a label hidden as overlapping: opacity 0)
         boxes.push({role: mark.role || "", type: mark.marktype, text: it.text === undefined ? "" : String(it.text),
                     x1: b.x1 + dx, x2: b.x2 + dx, y1: b.y1 + dy, y2: b.y2 + dy});
       }
@@ -491,7 +491,7 @@ _CHART_FIT = """() => {
   const name = b => b.text || b.type;
   return {width: Math.round(width), legend: legend.length,
           legend_over_marks: legend.flatMap(l => marks.filter(m => hit(l, m)).map(m => name(l) + " over " + name(m))).slice(0, 5),
-          cut: boxes.filter(b => b.x2 > width + 1 || b.x1 < -1).map(b => b.role + ": " + name(b)).slice(0, 5)};
+          cut: boxes.filter(b => b.x2 > width + 1 || b.x1 < -1 || b.y2 > height + 1 || b.y1 < -1).map(b => b.role + ": " + name(b)).slice(0, 5)};
 }"""
 
 
@@ -516,5 +516,29 @@ def test_overview_chart_keeps_its_legend_off_the_labels_and_its_title_inside(ser
                 assert fit["legend"] > 0, fit
                 assert fit["legend_over_marks"] == [], (width, fit)
                 assert fit["cut"] == [], (width, fit)
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("path", ["/serving", "/inference"])
+def test_serving_and_inference_charts_keep_their_titles_and_legends_inside(server, path):
+    """Serving: the y title "Max concurrent requests (of that many tokens, log scale)" was taller than
+    the chart, cut at both ends, at every width. Inference at 800 px: its legend of five weights in
+    one line ran past the chart's right edge."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(f"{server}{path}")
+            page.wait_for_selector("h1", timeout=60_000)
+            _idle(page)
+            _no_errors(page, path)
+            for width in (1500, 800):
+                page.set_viewport_size({"width": width, "height": 1000})
+                fit = page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); "
+                                             f"return r && r.width < {width - 250} && r; }}", timeout=60_000).json_value()
+                assert fit["legend_over_marks"] == [] and fit["cut"] == [], (path, width, fit)
         finally:
             browser.close()
