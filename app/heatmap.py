@@ -22,6 +22,11 @@ from app.labels import COMPONENT_NAMES, md_escape
 CELL_WIDTH, CELL_HEIGHT, FONT_SIZE = 24, 22, 11  # px; "64" at 11 px: 10.9 px wide in Chromium
 AXIS_FONT_SIZE = 11
 X_LABEL_LIMIT, Y_LABEL_LIMIT = 260, 280  # px: the catalog's longest names, whole
+LABEL_PADDING = 4  # px between a label and its cell
+# An axis title sits past its labels only up to the axis' maxExtent (Vega's default: 200 px):
+# the y labels reach Y_LABEL_LIMIT, so its title was drawn across "Llama 3.2 11B Vision (language
+# model, approximated)"; the x labels at -45 degrees reach X_LABEL_LIMIT * sin(45 degrees).
+Y_MAX_EXTENT, X_MAX_EXTENT = Y_LABEL_LIMIT + LABEL_PADDING, int(X_LABEL_LIMIT * 0.71) + LABEL_PADDING + FONT_SIZE
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "workspace",
               "runtime_overhead")
 
@@ -102,11 +107,12 @@ def feasibility_heatmap(cells: pd.DataFrame, gpu_order: list, model_order: list,
         x=alt.X("gpu:N", sort=list(gpu_order), title="GPU (by usable memory per card)",
                 scale=alt.Scale(paddingInner=0, paddingOuter=0),
                 axis=alt.Axis(orient="top", labelAngle=-45, labelLimit=X_LABEL_LIMIT, labelOverlap=False,
-                              labelFontSize=AXIS_FONT_SIZE, labelPadding=4, ticks=False, domain=False)),
+                              labelFontSize=AXIS_FONT_SIZE, labelPadding=LABEL_PADDING, maxExtent=X_MAX_EXTENT,
+                              ticks=False, domain=False)),
         y=alt.Y("model:N", sort=list(model_order), title="Model (by family and size)",
                 scale=alt.Scale(paddingInner=0, paddingOuter=0),
                 axis=alt.Axis(labelLimit=Y_LABEL_LIMIT, labelOverlap=False, labelFontSize=AXIS_FONT_SIZE,
-                              labelPadding=4, ticks=False, domain=False)),
+                              labelPadding=LABEL_PADDING, maxExtent=Y_MAX_EXTENT, ticks=False, domain=False)),
         tooltip=tips,
     )
     fits = base.transform_filter("datum.state == 'fits'").mark_rect(stroke="white", strokeWidth=1).encode(

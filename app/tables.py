@@ -182,3 +182,12 @@ def page_header(title: str, caption: str) -> None:
     st.title(title)
     st.caption(caption)
 
+
+
+def wrap_row():
+    """A row of cards or links (`row.metric(...)`, `row.page_link(...)`, in order): a horizontal
+    container that wraps an element to the next line when the row is too narrow for it. In
+    st.columns(n) each got 1/n of the width whatever it held: at 800 px with the sidebar open the
+    Overview's "19.84 GiB" read "19…", the Breakdown's five cards "23.…", "0.0…", and the
+    Overview's links "Every mode", "What a bud"."""
+    return st.container(horizontal=True, gap="medium")

@@ -50,20 +50,20 @@ fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
     st.warning(f"{md_escape(card)} cannot run this scenario, so it does not fit at any memory: "
                + md_escape(refusal_reasons(row["compatibility_notes"])))
-k1, k2, k3, k4, k5 = st.columns(5)
-k1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
-k2.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
+cards = c.wrap_row()
+cards.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), help="The largest phase, runtime overhead included.")
+cards.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
           fmt_share(float(row["memory_used_fraction"])).replace(" of each card", " used") + " · "
           + ("fits" if fits else "does not fit"),
           delta_color="green" if fits else "red", delta_arrow="off")
-k3.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['seq']):,} tokens", delta_color="off",
+cards.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['seq']):,} tokens", delta_color="off",
           delta_arrow="off",
           help="Sequences per GPU that still fit at this sequence length (0: not even one).")
-# the unit goes in the label: a 5-column metric cuts a long value ("4,383 tok…")
-k4.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
+# the unit goes in the label: a long value ("4,383 tokens") widens the card
+cards.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
           delta_arrow="off",
           help="Tokens per sequence that still fit at this micro-batch.")
-k5.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
+cards.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
 # issue 12: the band around the peak (engine/uncertainty.py): held-out error plus what is not measured
 _band = uncertainty.band(row.to_frame().T, models).iloc[0]
 st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "

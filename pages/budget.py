@@ -166,10 +166,10 @@ gnames = c.display_names(gpus, short=True)
 budget_text = c.fmt_usd(budget, 2 if mode == "cloud_hour" else 0) + ("/h" if mode == "cloud_hour" else "")
 total = len(result["groups"])  # model x workload combinations, in the sweep's order
 
-k1, k2, k3 = st.columns(3)
-k1.metric(f"Fit within {budget_text}", f"{len(feasible)} of {total}", help="model × workload combinations")
-k2.metric(f"Unlocked by up to +{stretch}%", f"{len(unlocks)}")
-k3.metric("Not within the GPU limit at any price", f"{len(out)}")
+cards = c.wrap_row()
+cards.metric(f"Fit within {budget_text}", f"{len(feasible)} of {total}", help="model × workload combinations")
+cards.metric(f"Unlocked by up to +{stretch}%", f"{len(unlocks)}")
+cards.metric("Not within the GPU limit at any price", f"{len(out)}")
 
 
 def _view(frame: pd.DataFrame, extra: bool = False) -> pd.DataFrame:

@@ -132,16 +132,26 @@ def _dots_chart(sweep: tuple, condition: str, cost_col: str, title: str, fmt: st
                         "cost": best[cost_col].astype(float),
                         "config": best["gpus"].astype(int).astype(str) + "× " + best["gpu"].astype(str).map(gnames)})
     order = list(top.sort_values("cost")["combo"])
-    x = alt.X("cost:Q", title=title, scale=alt.Scale(type="log"))
+    # one row per model x workload (~250 rows, 5,000 px): the cost axis above the rows as well as below,
+    # where it was the only one, and the legend above them (at the right it took a fifth of an 800 px
+    # page, and the labels of the dearest rows ran under it)
+    lines = title.replace(" (", "\n(").split("\n")  # the axis title in two lines: its unit below its words
+    x = alt.X("cost:Q", title=lines, scale=alt.Scale(type="log"), axis=alt.Axis(orient="top"))
+    x_below = alt.X("cost:Q", title=lines, scale=alt.Scale(type="log"), axis=alt.Axis(orient="bottom"))
     y = alt.Y("combo:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
     tip = [alt.Tooltip("combo:N", title="Model · workload"), alt.Tooltip("config:N", title="Configuration"),
            alt.Tooltip("cost:Q", title=title, format=fmt)]
     others = alt.Chart(dots).mark_circle(size=45, opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("vendor:N", title="Vendor"), tooltip=tip + [alt.Tooltip("vendor:N")])
-    cheapest = alt.Chart(top).mark_point(shape="diamond", size=160, filled=True, color="#16a34a").encode(x=x, y=y, tooltip=tip)
-    text = alt.Chart(top).mark_text(align="left", dx=9, fontSize=11, fontWeight="bold", color="#166534").encode(
-        x=x, y=y, text="config:N")
-    return (others + cheapest + text).properties(height=max(300, 20 * len(order)))
+        x=x, y=y, color=alt.Color("vendor:N", title="Vendor", legend=alt.Legend(orient="top", direction="vertical")),
+        tooltip=tip + [alt.Tooltip("vendor:N")])
+    cheapest = alt.Chart(top).mark_point(shape="diamond", size=160, filled=True, color="#16a34a").encode(
+        x=x_below, y=y, tooltip=tip)
+    # (a label at most 150 px, the whole configuration in the tooltip: the longest, "2× RTX PRO 6000 Blackwell
+    # Workstation Edition", took the chart's room from the cost axis)
+    text = alt.Chart(top).mark_text(align="left", dx=9, fontSize=11, fontWeight="bold", color="#166534",
+                                    limit=150).encode(
+        x=alt.X("cost:Q", scale=alt.Scale(type="log"), axis=None), y=y, text="config:N", tooltip=tip)
+    return (others + cheapest + text).resolve_axis(x="independent").properties(height=max(300, 20 * len(order)))
 
 
 def _dots(cost_col: str, title: str, fmt: str) -> bool:

@@ -60,12 +60,12 @@ def _serving_tab() -> None:
                "the catalog's cards. A fit row set one of the model's constants; a held-out row set none, so "
                "its error is the accuracy.")
     held = held_out_figures(sv)
-    m1, m2, m3 = st.columns(3)
-    m1.metric(f"Held-out speed figures: within ±{SPEED_TOLERANCE_PCT:.0f}%", f"{held['speed_hits']} of {held['speed_total']}",
+    cards = c.wrap_row()
+    cards.metric(f"Held-out speed figures: within ±{SPEED_TOLERANCE_PCT:.0f}%", f"{held['speed_hits']} of {held['speed_total']}",
               help=f"Batch-1 decode and prefill speeds no constant was fitted on; the target is at least "
                    f"{SPEED_TARGET_SHARE:.0%} within ±{SPEED_TOLERANCE_PCT:.0f}%.")
-    m2.metric("Held-out speed: median |error|", f"{held['speed_median']:.1f}%" if held["speed_total"] else "—")
-    m3.metric("Held-out KV budgets: median |error|", f"{held['kv_median']:.1f}%" if held["kv_total"] else "—",
+    cards.metric("Held-out speed: median |error|", f"{held['speed_median']:.1f}%" if held["speed_total"] else "—")
+    cards.metric("Held-out KV budgets: median |error|", f"{held['kv_median']:.1f}%" if held["kv_total"] else "—",
               f"{held['kv_total']} start-up logs", delta_color="off", delta_arrow="off",
               help="vLLM's 'Available KV cache memory' and SGLang's KV pool, against the engine's memory model "
                    "at the log's own settings (gpu_memory_utilization, max_num_seqs, max_model_len, version).")
@@ -151,14 +151,14 @@ with tab_refs:
         outside = e3.checkbox("Only outside ±10%", key="ev_outside")
         query = st.text_input("Search (id, model, source, notes)", key="ev_search")
 
-    summary = st.columns(4)
-    for col, kind in zip(summary, KIND_LABELS):
+    summary = c.wrap_row()
+    for kind in KIND_LABELS:
         part = ev[(ev["kind"] == kind) & ev["error_pct"].notna()]
-        col.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
+        summary.metric(f"{KIND_LABELS[kind].capitalize()}: within ±10%", f"{int(part['within_10pct'].sum())} of {len(part)}",
                    help="References with an estimate whose error is at most 10%.")
     mem_hits, mem_total = memory_hit_rate(ev)
     worst_id, worst_err = worst_underestimate(ev)
-    summary[3].metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_total}",
+    summary.metric("Real-run memory figures: within ±15%", f"{mem_hits} of {mem_total}",
                       f"worst under: {worst_err:+.1f}%" if worst_id else "none under", delta_color="off", delta_arrow="off",
                       help="Measured memory figures (each on its own counter: allocated, reserved or whole process), "
                            "against the target of at least 85% within ±15% and none under by more than 10%"

@@ -90,24 +90,30 @@ precision_order = [c.INFER_PRECISION_LABELS[p] for p in precisions]
 @c.chart
 def _sizes_chart(chart_data: pd.DataFrame, model_order: list, precision_order: list, usable: float,
                  card_name: str, u: str):
-    bars = alt.Chart(chart_data).mark_point(filled=True, size=90, opacity=0.85).encode(
-        x=alt.X("model:N", sort=model_order, title="Model", axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
-        y=alt.Y("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log")),
-        color=alt.Color("precision:N", title="Weights", sort=precision_order),
+    # one row per model (the catalog's ~60 names, whole and level: along x at -30 degrees they
+    # overlapped one another and the axis title)
+    points = alt.Chart(chart_data).mark_point(filled=True, size=70, opacity=0.85).encode(
+        y=alt.Y("model:N", sort=model_order, title=None,
+                axis=alt.Axis(labelLimit=300, labelOverlap=False, labelFontSize=11, grid=True)),
+        x=alt.X("total:Q", title=f"Total on one GPU ({u}, log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(orient="top", labelFlush=True)),  # (flush: the last label inside the chart)
+        # one entry a line: a line of five ran past the chart on an 800 px page
+        color=alt.Color("precision:N", title="Weights", sort=precision_order,
+                        legend=alt.Legend(orient="top", direction="vertical")),
         shape=alt.Shape("precision:N", title="Weights", sort=precision_order),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("precision:N", title="Weights"),
                  alt.Tooltip("weights:Q", title=f"Weights ({u})", format=",.2f"),
                  alt.Tooltip("kv:Q", title=f"KV cache ({u})", format=",.2f"),
                  alt.Tooltip("total:Q", title=f"Total ({u})", format=",.2f")],
     )
-    rule = alt.Chart(pd.DataFrame({"y": [usable], "what": [f"{card_name} usable memory"]})).mark_rule(
-        color="#dc2626", strokeDash=[6, 3], size=2).encode(y="y:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("y:Q", format=",.2f")])
-    return (bars + rule).properties(height=380)
+    rule = alt.Chart(pd.DataFrame({"x": [usable], "what": [f"{card_name} usable memory"]})).mark_rule(
+        color="#dc2626", strokeDash=[6, 3], size=2).encode(x="x:Q", tooltip=[alt.Tooltip("what:N"), alt.Tooltip("x:Q", format=",.2f")])
+    return (points + rule).properties(height=alt.Step(18))  # a row: an 11 px name with room
 
 
 _sizes_chart(chart_data, model_order, precision_order, usable, gnames.get(card, card), u, width="stretch")
-st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points above it need several cards "
-           "(tensor parallelism) or a bigger one. A point a little below it may too: a fit keeps the sidebar's headroom "
+st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u} usable). Points right of it need several cards "
+           "(tensor parallelism) or a bigger one. A point a little left of it may too: a fit keeps the sidebar's headroom "
            f"({s['headroom_pct']}% of the card) free and is decided on the estimate's safe side (its margin, docs/accuracy.md); "
            "the table's GPUs needed column is the verdict.")
 

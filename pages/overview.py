@@ -34,15 +34,15 @@ one_card = conf[conf["one_gpu_fits"]]
 buy = c.guard(c.cheapest, *sweep[:6], cost="system_usd", by=("model",), condition=condition)
 rent = c.guard(c.cheapest, *sweep[:6], cost="rent_usd_per_hour", by=("model",), condition=condition)
 
-m1, m2, m3, m4 = st.columns(4)
-m1.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_md.get(s['gpu'], md_escape(s['gpu']))}",
+cards = c.wrap_row()
+cards.metric("Peak per GPU", c.fmt_mem(row["peak_bytes"]), f"on {sc['gpus']}× {gpu_md.get(s['gpu'], md_escape(s['gpu']))}",
           delta_color="off", delta_arrow="off", border=True,
           help="The largest phase of a step, runtime overhead included; its parts are on the Breakdown page.")
-m2.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs in the catalog", delta_color="off",
+cards.metric("Cards that hold it alone", f"{len(one_card)} of {len(conf)}", "GPUs in the catalog", delta_color="off",
           delta_arrow="off", border=True, help="GPUs of the catalog on which one card holds the whole workload.")
 if len(buy):
     b = buy.iloc[0]
-    m3.metric("Cheapest to buy", c.fmt_usd(b["system_usd"]),
+    cards.metric("Cheapest to buy", c.fmt_usd(b["system_usd"]),
               f"{int(b['gpus'])}× {gpu_md.get(b['gpu'], md_escape(b['gpu']))} + {md_escape(b['host_class'])}",
               delta_color="off", delta_arrow="off", border=True,
               help=f"A whole system, up to 8 GPUs: the cards {c.fmt_usd(b['system_gpu_usd'])} ({md_escape(condition)} "
@@ -53,16 +53,16 @@ if len(buy):
                    + (f" + the network between nodes {c.fmt_usd(b['network_usd'])}" if float(b["network_usd"]) > 0 else "")
                    + ". New / used / either is chosen on the Budget planner.")
 else:
-    m3.metric("Cheapest to buy", "—", "nothing priced fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
+    cards.metric("Cheapest to buy", "—", "nothing priced fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 if len(rent):
     r = rent.iloc[0]
-    m4.metric("Cheapest to rent", c.fmt_usd(r["rent_usd_per_hour"], 2) + "/h",
+    cards.metric("Cheapest to rent", c.fmt_usd(r["rent_usd_per_hour"], 2) + "/h",
               f"{int(r['gpus'])}× {gpu_md.get(r['gpu'], md_escape(r['gpu']))} · {md_escape(r.get('gpu_cloud_date', ''))}",
               delta_color="off", delta_arrow="off", border=True,
               help="On-demand $/GPU-hour snapshots from the catalog, times the GPU count. Source: "
                    + md_escape(r.get("gpu_cloud_source", "")))
 else:
-    m4.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
+    cards.metric("Cheapest to rent", "—", "no cloud price fits within 8 GPUs", delta_color="off", delta_arrow="off", border=True)
 
 if len(buy):  # the purchase in words, each price with its date (the metric's delta has room for the system only)
     b = buy.iloc[0]
@@ -112,10 +112,14 @@ def _cards_chart(view_chart: pd.DataFrame, u: str) -> dict:
     bars = {"mark": {"type": "bar"}, "encoding": {
         "color": {"field": "status", "scale": {"domain": ["one card holds it", "needs several cards", "not within 8 cards"],
                                                "range": ["#16a34a", "#f59e0b", "#9ca3af"]},
-                  "title": "This workload", "type": "nominal"},
+                  # above the bars, one entry a line: at the right it sat where the count labels of the
+                  # bars cut at 200% run ("✗ incompatible" was drawn across "not within 8 cards"), and
+                  # one line of three entries ran past an 800 px page
+                  "legend": {"orient": "top", "direction": "vertical"}, "title": "This workload", "type": "nominal"},
         "tooltip": tip,
         "x": {"field": "shown", "scale": {"domain": [0, 200]}, "type": "quantitative",
-              "title": "Memory the workload needs on one card (% of the card's usable memory; cut at 200%)"},
+              # two lines: one ran past the chart's right edge on an 800 px page
+              "title": ["Memory the workload needs on one card", "(% of the card's usable memory; cut at 200%)"]},
         "y": y}}
     labels = {"mark": {"type": "text", "align": "left", "color": "#374151", "dx": 4, "fontSize": 11},
               "encoding": {"text": {"field": "needed", "type": "nominal"}, "tooltip": tip,
@@ -166,8 +170,8 @@ c.table(view, "overview", c.csv_settings(page="overview", max_gpus=8, condition=
               f"Peak per GPU ({u})": "Per GPU at the count in 'GPUs needed' (at one card when none fits)."})
 
 st.markdown("#### Go further")
-l1, l2, l3, l4 = st.columns(4)
-l1.page_link("pages/feasibility.py", label="Every model × GPU", icon=":material/grid_on:")
-l2.page_link("pages/budget.py", label="What a budget buys", icon=":material/savings:")
-l3.page_link("pages/breakdown.py", label="Why this much memory", icon=":material/stacked_bar_chart:")
-l4.page_link("pages/evidence.py", label="How accurate is it", icon=":material/fact_check:")
+links = c.wrap_row()
+links.page_link("pages/feasibility.py", label="Every model × GPU", icon=":material/grid_on:")
+links.page_link("pages/budget.py", label="What a budget buys", icon=":material/savings:")
+links.page_link("pages/breakdown.py", label="Why this much memory", icon=":material/stacked_bar_chart:")
+links.page_link("pages/evidence.py", label="How accurate is it", icon=":material/fact_check:")

@@ -148,7 +148,9 @@ if curve is not None:  # (every card refused: the warning above says why)
     def _users_chart(plot: pd.DataFrame, u: str):
         lines = alt.Chart(plot).mark_line(point=True).encode(
             x=alt.X("context:Q", title="Context per request (tokens, log scale)", scale=alt.Scale(type="log", base=2)),
-            y=alt.Y("users:Q", title="Max concurrent requests (of that many tokens, log scale)", scale=alt.Scale(type="log")),
+            # two lines: one was taller than the chart, cut at both ends
+            y=alt.Y("users:Q", title=["Max concurrent requests", "(of that many tokens, log scale)"],
+                    scale=alt.Scale(type="log")),
             color=alt.Color("card:N", title="Card"),
             tooltip=[alt.Tooltip("card:N", title="Card"), alt.Tooltip("context:Q", title="Context (tokens)", format=","),
                      alt.Tooltip("users:Q", title="Max concurrent requests", format=",.2f"),
@@ -157,8 +159,17 @@ if curve is not None:  # (every card refused: the warning above says why)
         return lines.properties(height=360)
 
 
-    _users_chart(plot, u, width="stretch")
-    st.caption("A card missing from the chart holds no request at any context (the weights alone do not fit). "
+    # the cards that hold no request at any context: named, and no empty chart when that is every card
+    missing = [gnames.get(g, g) for g in dict.fromkeys(curve["gpu"])
+               if not (curve.loc[curve["gpu"] == g, "max_concurrency"].astype(float) > 0).any()]
+    if plot.empty:
+        st.info(f"No chosen card holds a single request at any context with {int(gpu_count)} GPU(s) per replica "
+                f"(the weights alone do not fit, {md_escape(c.INFER_PRECISION_LABELS.get(precision, precision))}): raise "
+                "'GPUs per replica', choose smaller weights, or add a bigger card.")
+    else:
+        _users_chart(plot, u, width="stretch")
+    st.caption(("Not on the chart, no request at any context (the weights alone do not fit): "
+                + md_escape(", ".join(missing)) + ". " if missing and not plot.empty else "")
                + ("llama.cpp/Ollama: the slots (-np) of that context whose KV cache fits beside every layer on the GPU; where "
                   "not every layer fits, the one slot asked runs with the rest of the layers in host RAM (the layers "
                   "column), and 0 where none fits." if engine in GGUF_ENGINES else "")

@@ -270,10 +270,13 @@ def test_metrics_show_their_whole_value(server):
             page.wait_for_function("document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 5",
                                    timeout=60_000)
             assert values.count() >= 5
-            for i in range(values.count()):
-                cut = values.nth(i).evaluate(
-                    "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
-                assert not cut, f"metric value cut: {values.nth(i).inner_text()!r}"
+            # at 1500 px, and at 800 px with the sidebar open (five st.columns cut "23.99 GiB" to "23.…")
+            for width in (1500, 800):
+                page.set_viewport_size({"width": width, "height": 2400})
+                for i in range(values.count()):
+                    cut = values.nth(i).evaluate(
+                        "el => [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")
+                    assert not cut, f"{width} px: metric value cut: {values.nth(i).inner_text()!r}"
             assert page.get_by_text("Longest sequence (tokens)").count() == 1
         finally:
             browser.close()
@@ -414,7 +417,12 @@ _HEATMAP_GEOMETRY = """() => {
   const ylabels = marks.filter(m => m.role === "axis-label").flatMap(m => m.items)
     .filter(i => ys.domain().includes(i.datum && i.datum.value)).map(i => i.bounds).sort((a, b) => a.y1 - b.y1);
   const yOverlaps = ylabels.slice(1).filter((b, i) => b.y1 < ylabels[i].y2 - 0.5).length;
-  return {renderer: view.renderer(), texts: texts.length, gpus: xs.domain().length, models: ys.domain().length,
+  const hit = (a, b) => a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5;
+  const titleOverLabels = marks.filter(m => m.role === "axis-title").flatMap(m => m.items).flatMap(t =>
+    marks.filter(m => m.role === "axis-label").flatMap(m => m.items).filter(l => hit(t.bounds, l.bounds))
+      .map(l => t.text + " over " + l.text));
+  return {title_over_labels: titleOverLabels,
+          renderer: view.renderer(), texts: texts.length, gpus: xs.domain().length, models: ys.domain().length,
           undrawn: texts.filter(t => !drawn.has(t.datum.gpu + "\\u0000" + t.datum.model)).length,
           cell: [xs.bandwidth(), ys.bandwidth()], overflowing: over.length,
           worst: over.sort((a, b) => b.px - a.px).slice(0, 5), y_label_overlaps: yOverlaps};
@@ -423,7 +431,9 @@ _HEATMAP_GEOMETRY = """() => {
 
 def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus):
     """Issue 24: at 1500 px, the whole catalog (every model x every GPU), no cell's text runs
-    past its cell, every cell is drawn (coloured or grey), and no two model names overlap."""
+    past its cell, every cell is drawn (coloured or grey), and no two model names overlap; no axis
+    title is drawn across a name (the y title crossed the longest model name: Vega's 200 px
+    default maxExtent)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -436,5 +446,99 @@ def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus)
             assert geo["overflowing"] == 0, f"cell text overflows its cell: {geo}"
             assert geo["undrawn"] == 0, f"cells without a rect: {geo}"
             assert geo["y_label_overlaps"] == 0, geo
+            assert geo["title_over_labels"] == [], geo["title_over_labels"]
+        finally:
+            browser.close()
+
+
+# ---- the charts' legends and titles stay clear of the data and inside the chart ------------------
+
+# The first chart's Vega view (found as in _HEATMAP_GEOMETRY), every drawn item's bounds in the
+# chart's own pixels: legend entries drawn over a bar or a bar's label, and items past the
+# chart's edges (cut by the page).
+_CHART_FIT = """() => {
+  const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
+  if (!el) return null;
+  let view = null;
+  for (const node of [el, ...el.querySelectorAll("*")]) {
+    const key = Object.keys(node).find(k => k.startsWith("__reactFiber$"));
+    for (let f = key && node[key]; f && !view; f = f.return)
+      for (let h = f.memoizedState; h && typeof h === "object" && "next" in h && !view; h = h.next) {
+        const v = h.memoizedState && h.memoizedState.current;
+        if (v && typeof v.scenegraph === "function") view = v;
+      }
+    if (view) break;
+  }
+  if (!view) return null;
+  const drawn = el.querySelector("canvas, svg");
+  const width = drawn.getBoundingClientRect().width, height = drawn.getBoundingClientRect().height;
+  const [ox, oy] = view.origin();
+  const boxes = [];
+  (function walk(mark, dx, dy) {
+    for (const it of mark.items || []) {
+      const b = it.bounds;
+      if (mark.marktype === "group") {
+        for (const m of it.items || []) walk(m, dx + (it.x || 0), dy + (it.y || 0));
+      } else if (b && b.width() > 0 && it.opacity !== 0) {  // (a label hidden as overlapping: opacity 0)
+        boxes.push({role: mark.role || "", type: mark.marktype, text: it.text === undefined ? "" : String(it.text),
+                    x1: b.x1 + dx, x2: b.x2 + dx, y1: b.y1 + dy, y2: b.y2 + dy});
+      }
+    }
+  })(view.scenegraph().root, ox, oy);
+  const hit = (a, b) => a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5;
+  const legend = boxes.filter(b => b.role.startsWith("legend-"));
+  const marks = boxes.filter(b => b.role === "mark" && (b.type === "text" || b.type === "rect"));
+  const name = b => b.text || b.type;
+  return {width: Math.round(width), legend: legend.length,
+          legend_over_marks: legend.flatMap(l => marks.filter(m => hit(l, m)).map(m => name(l) + " over " + name(m))).slice(0, 5),
+          cut: boxes.filter(b => b.x2 > width + 1 || b.x1 < -1 || b.y2 > height + 1 || b.y1 < -1).map(b => b.role + ": " + name(b)).slice(0, 5)};
+}"""
+
+
+def test_overview_chart_keeps_its_legend_off_the_labels_and_its_title_inside(server):
+    """The Overview's bars stop at 200% with their count after them: for Llama 3.1 70B QLoRA at
+    8k most cards are past 200%, and with the legend at the right "✗ incompatible" (T4) was drawn
+    across "not within 8 cards"; at 800 px the one-line x title ran past the chart's right edge."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{server}/?model=llama-3.1-70b&method=qlora&seq=8192")
+            page.wait_for_selector("h1:has-text('LLM hardware planner')", timeout=60_000)
+            _idle(page)
+            _no_errors(page, "overview, 70B QLoRA at 8k")
+            for width in (1280, 800):
+                page.set_viewport_size({"width": width, "height": 1000})
+                fit = page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); "
+                                             f"return r && r.width < {width - 250} && r; }}", timeout=60_000).json_value()
+                assert fit["legend"] > 0, fit
+                assert fit["legend_over_marks"] == [], (width, fit)
+                assert fit["cut"] == [], (width, fit)
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("path", ["/serving", "/inference"])
+def test_serving_and_inference_charts_keep_their_titles_and_legends_inside(server, path):
+    """Serving: the y title "Max concurrent requests (of that many tokens, log scale)" was taller than
+    the chart, cut at both ends, at every width. Inference at 800 px: its legend of five weights in
+    one line ran past the chart's right edge."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(f"{server}{path}")
+            page.wait_for_selector("h1", timeout=60_000)
+            _idle(page)
+            _no_errors(page, path)
+            for width in (1500, 800):
+                page.set_viewport_size({"width": width, "height": 1000})
+                fit = page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); "
+                                             f"return r && r.width < {width - 250} && r; }}", timeout=60_000).json_value()
+                assert fit["legend_over_marks"] == [] and fit["cut"] == [], (path, width, fit)
         finally:
             browser.close()

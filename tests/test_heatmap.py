@@ -122,3 +122,17 @@ def test_unknown_labels_read_as_a_declared_symbol_and_the_legend_says_so():
     words = hm.legend_text(cells, 8, "GiB")
     assert "**?**" in words and "**—**" in words and "✗ >8" in words
     assert "**✗**" not in words  # only the symbols drawn are explained
+
+
+def test_the_axis_titles_sit_past_the_longest_names():
+    """Vega draws an axis title at most maxExtent px from the axis (its default: 200 px), whatever
+    the labels' width: the y title crossed "Llama 3.2 11B Vision (language model, approximated)"
+    (about 250 px at 11 px). Each axis reserves room for its longest label (labelLimit) instead.
+    The drawn geometry: tests/test_browser.py::test_feasibility_cells_hold_their_text_at_catalog_size."""
+    cells = pd.DataFrame({"model": ["A"], "gpu": ["x"], "label": ["1"], "share": [40.0]})
+    spec = hm.feasibility_heatmap(cells, ["x"], ["A"], "GiB").to_dict()
+    y_axis = spec["layer"][0]["encoding"]["y"]["axis"]
+    x_axis = spec["layer"][0]["encoding"]["x"]["axis"]
+    assert y_axis["maxExtent"] >= y_axis["labelLimit"] + y_axis["labelPadding"], y_axis
+    # x labels at -45 degrees: their height is labelLimit * sin(45 degrees) plus a line
+    assert x_axis["maxExtent"] >= x_axis["labelLimit"] * 0.7071 + x_axis["labelPadding"], x_axis

@@ -97,13 +97,41 @@ def chart_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
 
 
+MAX_NAMES_ALONG_X = 25  # names side by side on a page-wide axis before they overlap (about 35 px each)
+
+
+def crowded_x_axes(at: AppTest) -> list[tuple[str, int]]:
+    """Charts whose x axis lays more than MAX_NAMES_ALONG_X names across the page's width (a
+    stretched chart; a chart sized by a step per name, as the feasibility heatmap, grows instead):
+    (the field, its count of names). The Inference page put every model's name along x at
+    -30 degrees: ~60 names overlapping one another and the y axis title."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    crowded = []
+    for el in at.get("vega_lite_chart"):
+        spec = json.loads(el.proto.spec)
+        if isinstance(spec.get("width"), dict) and "step" in spec["width"]:
+            continue
+        frames = [convert_arrow_bytes_to_pandas_df(ds.data.data) for ds in el.proto.datasets]
+        if el.proto.HasField("data"):
+            frames.append(convert_arrow_bytes_to_pandas_df(el.proto.data.data))
+        for layer in spec.get("layer", [spec]):
+            enc = layer.get("encoding", {}).get("x")
+            if isinstance(enc, dict) and enc.get("type") in ("nominal", "ordinal") and "field" in enc:
+                names = max((f[enc["field"]].nunique() for f in frames if enc["field"] in f.columns), default=0)
+                if names > MAX_NAMES_ALONG_X:
+                    crowded.append((enc["field"], names))
+    return crowded
+
+
 def quantitative_axis_titles(spec: dict) -> list[str]:
     titles = []
     for layer in spec.get("layer", [spec]):
         for channel in ("x", "y"):
             enc = layer.get("encoding", {}).get(channel)
             if isinstance(enc, dict) and enc.get("type") == "quantitative" and "title" in enc:
-                titles.append(enc["title"])
+                title = enc["title"]  # a list: one line each
+                titles.append(" ".join(title) if isinstance(title, list) else title)
     return titles
 
 
@@ -145,6 +173,7 @@ def test_every_page_renders_with_tables_downloads_and_labelled_charts(page, down
         assert "GiB" in settings["memory unit"]
         assert_same_table(frame.value, csv, f"{page} table {i}")
     specs = chart_specs(at)
+    assert crowded_x_axes(at) == [], page
     if page in LAZY_TABS:  # the first tab is the table: no chart until a chart tab is opened
         key, chart_tabs = LAZY_TABS[page]
         assert specs == []
@@ -154,6 +183,7 @@ def test_every_page_renders_with_tables_downloads_and_labelled_charts(page, down
             assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
             assert len(at.dataframe) == 0  # the table tab does not run behind it
             specs += chart_specs(at)
+            assert crowded_x_axes(at) == [], (page, tab)
     assert len(specs) >= charts
     for spec in specs:
         for axis_title in quantitative_axis_titles(spec):
@@ -377,6 +407,28 @@ def test_serving_page_keeps_the_cards_and_the_search_that_work():
     none_held = curve["Max concurrent requests"] < 1
     assert none_held.any() and curve.loc[none_held, "Decode (tokens/s per user)"].isna().all()
     assert (curve.loc[~none_held, "Decode (tokens/s per user)"] > 0).all()
+
+
+def test_serving_page_names_the_cards_off_its_chart_and_draws_no_empty_chart():
+    """Llama 3.1 70B in BF16 on one GPU per replica fits none of the default cards: the page drew an
+    empty chart frame (no line, no axis) under 'A card missing from the chart holds no request';
+    it now says so and what to change. A card off a drawn chart is named (gpt-oss-120b MXFP4: the
+    RTX 4090 holds none, the H100 does)."""
+    at = open_app("pages/serving.py", {"model": "llama-3.1-70b", "serve_weights": "bf16"})
+    assert not at.exception and not at.error
+    assert (table(at, 0)["Max concurrent requests"] == 0).all()  # the curve's table stays: every card at 0
+    assert chart_specs(at) == []
+    (info,) = [i.value for i in at.info]
+    assert "No chosen card holds a single request" in info and "GPUs per replica" in info, info
+    at.selectbox(key="srv_gpus").set_value(2).run()  # two H100 80GB / A100 80GB hold 141 GB of weights
+    assert len(chart_specs(at)) == 1 and not at.info
+    assert any(shown(cap.value).startswith("Not on the chart, no request at any context (the weights alone do not "
+                                           "fit): RTX 4090, L40S, A100 40GB SXM4.") for cap in at.caption)
+    at = open_app("pages/serving.py", {"model": "gpt-oss-120b", "serve_weights": "mxfp4",
+                                       "serve_cards": "rtx-4090,h100-sxm-80gb"})
+    assert len(chart_specs(at)) == 1
+    assert any(shown(cap.value).startswith("Not on the chart, no request at any context (the weights alone do not "
+                                           "fit): RTX 4090.") for cap in at.caption)
 
 
 def test_serving_page_says_when_the_engine_would_not_start():
@@ -1138,3 +1190,33 @@ def test_a_hybrid_model_serves_on_every_page_and_its_training_says_why():
     assert any("training memory is not modelled yet" in e.value and "task infer" in e.value for e in at.error)
     at = open_app("pages/feasibility.py")
     assert cell(table(at), "Qwen3-Next 80B-A3B", "A100 80GB SXM4") == "✗ not modelled"
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/breakdown.py", "pages/budget.py", "pages/evidence.py"])
+def test_metric_cards_and_links_wrap_instead_of_sharing_fixed_columns(page):
+    """Metric cards sit in a wrapping row (app.tables.wrap_row), not in st.columns: a column is
+    1/n of the width whatever its card holds, and at 800 px with the sidebar open the Overview's
+    "19.84 GiB" read "19…", the Breakdown's five "23.…", "0.0…". (The drawn width in a browser:
+    tests/test_browser.py::test_metrics_show_their_whole_value.)"""
+    at = open_app(page)
+    assert len(at.metric) >= 3, page
+    in_columns = [m.label for col in at.columns for m in col.get("metric")]
+    assert in_columns == [], (page, in_columns)
+    if page == "pages/overview.py":  # its links to the other pages, likewise
+        assert [col for col in at.columns if col.get("page_link")] == []
+
+
+@pytest.mark.parametrize("tab", ["Chart: buy", "Chart: rent"])
+def test_cost_per_fit_charts_show_their_cost_axis_above_the_rows_too(tab):
+    """A row per model x workload (~250 rows, ~5,000 px): the cost axis was at the bottom only, out of
+    sight of the rows a reader starts with, and the vendor legend at the right took a fifth of an
+    800 px page. Now the axis is drawn above and below the rows and the legend above them."""
+    at = open_app("pages/cost_per_fit.py")
+    at.session_state["cf_tab"] = tab
+    at.run()
+    (spec,) = chart_specs(at)
+    axes = [layer["encoding"]["x"].get("axis", {}) for layer in spec["layer"]]
+    assert {a.get("orient") for a in axes if a is not None} >= {"top", "bottom"}, axes
+    assert spec.get("resolve", {}).get("axis", {}).get("x") == "independent"
+    legends = [layer["encoding"]["color"].get("legend") for layer in spec["layer"] if "field" in layer["encoding"].get("color", {})]
+    assert legends and all(legend and legend.get("orient") == "top" for legend in legends), legends
