@@ -702,7 +702,8 @@ def cmd_ingest(args) -> int:
                            "accepted: ingest --snippet [--model ID], or ingest FILE --gpu ID")
         text = SNIPPET
         if args.model:  # the user's model in place of the example's
-            text = text.replace('"model": "llama-3.2-3b"', f'"model": {json.dumps(args.model)}', 1)
+            quoted = '"' + str(args.model).replace("\\", "\\\\").replace('"', '\\"') + '"'  # a Python string literal
+            text = text.replace('"model": "llama-3.2-3b"', f'"model": {quoted}', 1)
         print(text, end="")
         return 0
     if not args.file or not args.gpu:
