@@ -66,6 +66,7 @@ from catalog.schema import (
     show,
     validate_entries,
 )
+from catalog.quant import quant_precision
 from engine.params import architecture_counts
 
 # A real config.json is a few KB; reading stops at 1 MB, so a wrong path (a log, a checkpoint,
@@ -444,7 +445,11 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         notes.append("Language model only: the vision encoder's parameters are not counted from this config "
                      "(a checkpoint's or the Hub's headers count them).")
     quant = cfg.get("quantization_config")
-    if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str) and not not_text(quant["quant_method"]):
+    stored = quant_precision(quant)
+    if stored:  # the precision its checkpoint stores (serve plans it so without --precision: planner/serving.py)
+        arch["stored_precision"] = stored
+        notes.append(f"Checkpoint is pre-quantized ({stored}): serve plans it at {stored} unless --precision says otherwise.")
+    elif isinstance(quant, dict) and isinstance(quant.get("quant_method"), str) and not not_text(quant["quant_method"]):
         notes.append(f"Checkpoint is pre-quantized ({quant['quant_method'][:40]}): choose the matching precision.")
     notes.append("Release date unknown (a config.json has none).")
 

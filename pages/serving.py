@@ -14,7 +14,7 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import CUDAGRAPH_NOTE, capacity_curve, cheapest
+from planner.serving import CUDAGRAPH_NOTE, capacity_curve, cheapest, default_precision
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -57,9 +57,18 @@ with st.container(border=True):
                           index=list(ENGINES).index(s["serve_engine"]) if s["serve_engine"] in ENGINES else 0)
     # each engine's own formats (engine/serving.py engine_precisions): GGUF, MLC's, EXL2, torch + fp8/FP4
     choices = gguf_types if engine in GGUF_ENGINES else list(engine_precisions(engine))
-    asked = s["serve_weights"] if s["serve_weights"] in choices else "q4_k_m"  # the store's, where the engine takes it
+    # the store's where the engine takes it; 'auto' (the default): serve's own default, the model's published
+    # checkpoint format where the engine takes it (gpt-oss: MXFP4), else the engine's (planner/serving.py default_precision)
+    auto = default_precision(models, model, engine)
+    asked = s["serve_weights"] if s["serve_weights"] in choices else auto
+    # left at 'auto', another model's default is a new start for the widget, not the previous model's format kept
+    # as its state (gpt-oss's MXFP4 carried over to Llama)
+    weights_key = f"srv_precision_{'gguf' if engine in GGUF_ENGINES else engine}"
+    if s["serve_weights"] == "auto" and st.session_state.get("srv_precision_auto", (weights_key, auto)) != (weights_key, auto):
+        st.session_state.pop(weights_key, None)
+    st.session_state["srv_precision_auto"] = (weights_key, auto)
     precision = e2.selectbox("Weights", choices, index=choices.index(asked) if asked in choices else 0,
-                             key=f"srv_precision_{'gguf' if engine in GGUF_ENGINES else engine}",
+                             key=weights_key,
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
     gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], key="srv_gpus",
                              index=[1, 2, 4, 8].index(s["serve_gpus"]) if s["serve_gpus"] in (1, 2, 4, 8) else 0)
@@ -89,7 +98,7 @@ with st.container(border=True):
     cards = st.multiselect("Cards", list(gpus["id"]), default=stored_cards or default_cards, key="srv_cards",
                            format_func=lambda g: gnames.get(g, g))
 # into the store and the URL (a shared link, a page switch): the cards only where they differ from the default set
-s.update(serve_engine=engine, serve_weights=precision, serve_gpus=int(gpu_count), serve_share_default=bool(own_share),
+s.update(serve_engine=engine, serve_weights="auto" if precision == auto and s["serve_weights"] == "auto" else precision, serve_gpus=int(gpu_count), serve_share_default=bool(own_share),
          serve_util=float(util), serve_in_use=float(in_use),
          serve_cpu_moe=CPU_MOE_KEYS[list(cpu_moe_choices).index(cpu_moe_label)],
          serve_cards=tuple(cards) if list(cards) != default_cards else ())

@@ -738,9 +738,11 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
     sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, fp8, ... or a GGUF type for llama.cpp/ollama, "
                                                       "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, q4f16_1 ... "
-                                                      "for mlc-llm (default: bf16, fp16 on a card without bf16 (V100, T4), "
-                                                      "q4_k_m for llama.cpp/ollama, exl2-4.0 for exllamav2, q4f16_1 "
-                                                      "for mlc-llm)")
+                                                      "for mlc-llm (default: a quantized published checkpoint's own "
+                                                      "format, gpt-oss mxfp4 (mxfp4_moe for llama.cpp/ollama), "
+                                                      "DeepSeek V3/R1 fp8; else bf16, fp16 on a card without bf16 "
+                                                      "(V100, T4), q4_k_m for llama.cpp/ollama, exl2-4.0 for "
+                                                      "exllamav2, q4f16_1 for mlc-llm)")
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
@@ -858,7 +860,7 @@ def _check_engine_flags(args) -> None:
 def cmd_serve(args) -> int:
     from catalog import default_catalog
     from engine.serving import NO_BF16_ARCHITECTURES
-    from planner.serving import SERVE_JSON_KEYS, format_serve, serve_one
+    from planner.serving import SERVE_JSON_KEYS, default_precision, format_serve, serve_one
     cat = default_catalog()
     precision_given = args.precision is not None  # (a checkpoint's stored precision fills it in below, not the user)
     models = _models_with_config(args, cat.models(include_user=True))
@@ -880,13 +882,12 @@ def cmd_serve(args) -> int:
         except argparse.ArgumentTypeError as exc:
             raise CliError(str(exc)) from None
     cpu_moe_layers = _cpu_moe_layers(args.cpu_moe_layers, args.engine)
-    gguf = args.engine in ("llama.cpp", "ollama")
-    default = "q4_k_m" if gguf else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1"}.get(args.engine, "bf16")
+    # the weights when none is asked (planner/serving.py default_precision: a published checkpoint's own format,
+    # gpt-oss's MXFP4, else the engine's; fp16 on a card without bf16)
+    default = default_precision(models, args.model, args.engine, gpus, args.gpu, args.gpus)
     arch = str(gpus.set_index("id")["architecture"].get(args.gpu, "")).lower() if "architecture" in gpus else ""
-    if arch in NO_BF16_ARCHITECTURES:  # a card without bf16: what vLLM's dtype 'auto' picks there (NO_BF16_ARCHITECTURES)
-        default = "fp16" if default == "bf16" else default
-        if not precision_given and args.precision == "bf16":  # a bf16 checkpoint, loaded there in float16 (same bytes)
-            args.precision = "fp16"
+    if arch in NO_BF16_ARCHITECTURES and not precision_given and args.precision == "bf16":
+        args.precision = "fp16"  # a bf16 checkpoint file, loaded there in float16 (the same bytes)
     request = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, engine=args.engine,
                    precision=args.precision or default,
                    kv_precision=args.kv_precision,

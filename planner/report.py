@@ -233,8 +233,11 @@ def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
             if str(col).endswith("_bytes"):
                 # whole bytes, as `--json` gives them: a 4.127-bit weight's share wrote "7817846718.464" and a
                 # zero "0.0"; null stays empty (and an infinity, which no byte figure has, keeps its text)
-                finite = np.isfinite(values.to_numpy(dtype=float))
-                if finite.all() or (~finite == values.isna().to_numpy()).all():
+                numbers = values.to_numpy(dtype=float)
+                finite = np.isfinite(numbers)
+                # (and each whole within int64: 2**63 bytes and beyond keep the float's text; the cast refused them)
+                fits = bool((np.abs(numbers[finite]).round() < 2.0 ** 63).all())
+                if fits and (finite.all() or (~finite == values.isna().to_numpy()).all()):
                     out[col] = values.round().astype("Int64")
                     continue
             out[col] = _infinite_as_text(values, count)

@@ -159,6 +159,35 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
 # AWQ / GPTQ checkpoints, each where it is smaller than the format asked and the engine and card take it.
 SMALLER_FORMATS = ("fp8", "int4")
 
+def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.DataFrame | None = None,
+                      gpu: str | None = None, gpu_count: int = 1) -> str:
+    """serve's weights when none is asked: the format the model's published checkpoint stores (catalog
+    stored_precision: gpt-oss's MXFP4, DeepSeek V3's FP8; an MXFP4 checkpoint's GGUF under llama.cpp / Ollama is
+    ggml-org's MXFP4 MoE type, mxfp4_moe, the one llama.cpp's gpt-oss guide and Ollama's gpt-oss load) where the
+    engine, and the card when given, take it, as `vllm serve openai/gpt-oss-120b` loads it; else the engine's own
+    (q4_k_m for llama.cpp / Ollama, exl2-4.0, q4f16_1, bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
+    picks there, engine/serving.py NO_BF16_ARCHITECTURES). The command line's and the Serving page's default."""
+    from engine.serving import NO_BF16_ARCHITECTURES, engine_takes_precision
+    default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1"}.get(engine, "bf16")
+    arch = ""
+    if gpus is not None and gpu is not None and "architecture" in gpus and gpu in set(gpus["id"]):
+        arch = str(gpus.set_index("id")["architecture"].get(gpu, "")).lower()
+    if default == "bf16" and arch in NO_BF16_ARCHITECTURES:
+        default = "fp16"
+    stored = models.set_index("id")["stored_precision"].get(model_id) \
+        if "stored_precision" in models and model_id in set(models["id"]) else None
+    if not (isinstance(stored, str) and stored):
+        return default
+    if stored == "mxfp4" and engine in GGUF_ENGINES:
+        stored = "mxfp4_moe"
+    if not engine_takes_precision(engine, stored):
+        return default
+    if gpus is not None and gpu is not None and formats_refused(
+            pd.DataFrame([{"engine": engine, "precision": stored, "gpu": gpu, "gpus": gpu_count}]), gpus)[0]:
+        return default
+    return stored
+
+
 
 # the longest --max-model-len `fits_with` offers: a multiple of this many tokens (vLLM's own estimate on failure,
 # kv_cache_utils.py estimate_max_model_len, searches single tokens; a round figure is what users pass)
@@ -218,6 +247,10 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
                               "gpu_memory_utilization": share})
     bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
     formats = [request["precision"]] + [f for f in SMALLER_FORMATS if C.LINEAR_BITS[f] < bits]
+    # the format the model's published checkpoint stores (catalog stored_precision: gpt-oss's MXFP4), where smaller
+    stored = models.set_index("id")["stored_precision"].get(request["model"]) if "stored_precision" in models else None
+    if isinstance(stored, str) and stored not in formats and C.LINEAR_BITS.get(stored, np.inf) < bits:
+        formats.insert(1, stored)
     arch = models.set_index("id").loc[request["model"]]
     counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
     for fmt in formats:

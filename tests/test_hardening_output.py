@@ -353,3 +353,12 @@ def test_the_evidence_page_shows_no_infinity(downloads):
     text = downloads(at.download_button[0])
     cells = [c for r in spreadsheet_cells(text) for c in r]
     assert not {"inf", "-inf", "'-inf"} & set(cells) and formula_cells(text) == []
+
+
+def test_a_byte_column_beyond_int64_keeps_its_number_in_the_csv():
+    """The property search above found it (column '_bytes', 9.223372036854776e+18 = 2**63): whole bytes are written
+    as int64, which cannot hold 2**63, and to_csv raised TypeError; such a figure keeps its float text."""
+    frame = pd.DataFrame({"weights_bytes": [0.0, 2.0 ** 63, 1.5], "x_bytes": [1.4, 2.0, np.nan]})
+    rows = list(csv.reader(io.StringIO(to_csv(frame))))
+    assert rows[0] == ["weights_bytes", "x_bytes"]
+    assert float(rows[2][0]) == 2.0 ** 63 and rows[1][1] == "1" and rows[3][1] == ""

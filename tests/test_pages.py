@@ -1220,3 +1220,17 @@ def test_cost_per_fit_charts_show_their_cost_axis_above_the_rows_too(tab):
     assert spec.get("resolve", {}).get("axis", {}).get("x") == "independent"
     legends = [layer["encoding"]["color"].get("legend") for layer in spec["layer"] if "field" in layer["encoding"].get("color", {})]
     assert legends and all(legend and legend.get("orient") == "top" for legend in legends), legends
+
+
+def test_serving_page_weights_default_to_the_models_checkpoint_format_and_follow_the_model():
+    """'auto' weights on the Serving page: gpt-oss-120b in MXFP4 (its checkpoint's, as serve), then another model's own
+    default when the sidebar's model changes (not the previous model's format kept as widget state); a format the user
+    picks stays."""
+    at = open_app("pages/serving.py", {"task": "infer", "model": "gpt-oss-120b", "serve_cards": "h100-sxm-80gb"})
+    weights = lambda: next(w for w in at.selectbox if w.label == "Weights")  # noqa: E731
+    assert weights().value == "mxfp4"
+    next(w for w in at.sidebar.selectbox if w.label == "Model").set_value("llama-3.1-8b").run()
+    assert weights().value == "bf16"
+    weights().set_value("fp8").run()
+    next(w for w in at.sidebar.selectbox if w.label == "Model").set_value("gpt-oss-20b").run()
+    assert weights().value == "fp8" and at.query_params.get("serve_weights") == "fp8"

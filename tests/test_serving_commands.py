@@ -303,3 +303,32 @@ def test_serve_names_the_transformers_batch_that_does_not_fit():
                              "--max-model-len", "8192", "--concurrency", "7")
     assert code == 0, err
     assert "DOES NOT FIT: a batch of 7 requests of 8,192 tokens" in out and "transformers holds 4 at once" in out
+
+
+@pytest.mark.parametrize("argv, precision", [
+    (("--model", "gpt-oss-120b", "--gpu", "h100-sxm-80gb", "--engine", "vllm"), "mxfp4"),
+    (("--model", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "llama.cpp"), "mxfp4_moe"),
+    (("--model", "gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "ollama"), "mxfp4_moe"),
+    (("--model", "deepseek-v3", "--gpu", "h200-sxm-141gb", "--gpus", "8", "--engine", "vllm"), "fp8"),
+    (("--model", "deepseek-v3", "--gpu", "h200-sxm-141gb", "--gpus", "8", "--engine", "llama.cpp"), "q4_k_m"),
+    (("--model", "gpt-oss-20b", "--gpu", "t4", "--engine", "vllm"), "fp16"),   # MXFP4 needs Ampere (fp4-needs-ampere)
+    (("--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", "vllm"), "bf16"),
+])
+def test_serve_plans_a_published_quantized_checkpoint_in_its_own_format(argv, precision):
+    """gpt-oss's checkpoint stores its experts in MXFP4 and DeepSeek V3's is FP8 (catalog stored_precision): what
+    `vllm serve openai/gpt-oss-120b` loads. serve planned them at bf16 unless told (gpt-oss-120b on one H100: 217.6
+    GiB, does not fit); now in their own format where the engine and card take it, else the engine's default."""
+    code, out, err = run_cli("serve", *argv, "--max-model-len", "8192", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["precision"] == precision
+    if argv[1] == "gpt-oss-120b":
+        assert plan["fits"] and plan["max_concurrency"] >= 1
+
+
+def test_serve_offers_the_checkpoints_own_format_among_what_fits():
+    code, out, err = run_cli("serve", "--model", "gpt-oss-120b", "--gpu", "h100-sxm-80gb", "--engine", "vllm",
+                             "--max-model-len", "8192", "--precision", "bf16", "--json")
+    assert code == 0, err
+    options = {o["precision"]: o["gpus"] for o in json.loads(out)["fits_with"]}
+    assert options.get("mxfp4") == 1

@@ -154,7 +154,8 @@ def run(*args):
 
 
 def test_serve_cli_cpu_moe_layers_auto_json_and_text():
-    base = ["--model", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--max-model-len", "8192"]
+    base = ["--model", "gpt-oss-120b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--max-model-len", "8192",
+            "--precision", "q4_k_m"]  # (its default is the checkpoint's MXFP4 MoE: the Q4_K_M GGUF here)
     code, out, err = run(*base, "--cpu-moe-layers", "auto", "--json")
     assert code == 0, err
     data = json.loads(out)
