@@ -879,6 +879,8 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
         return precision == "int4" or EXL_BITS_RANGE[0] <= bits <= EXL_BITS_RANGE[1]
     if precision.startswith("exl2"):
         return False
+    if engine == "vllm" and precision == "nf4":  # the current release has no bitsandbytes (VLLM_BNB_UNTIL)
+        return False
     return engine in FORMAT_ENGINES.get(precision, (engine,))
 
 
@@ -1158,6 +1160,11 @@ def _check_version(req: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
                          f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
+    bad = ((req["engine"] == "vllm") & (req["precision"].astype(str) == "nf4")).to_numpy() & ~vllm_has_bitsandbytes(text)
+    if bad.any():
+        raise ValueError("precision 'nf4' is not accepted for vllm from 0.28 (its current release included): vLLM 0.28 "
+                         "removed bitsandbytes (no --quantization bitsandbytes); accepted: --precision int4 (an AWQ/GPTQ "
+                         f"checkpoint) or --engine-version {VLLM_BNB_UNTIL[0]}.{VLLM_BNB_UNTIL[1]} or earlier")
     key = sglang_version(text)
     bad = sglang.to_numpy() & (np.isnan(key) | (key < _sglang_key(*SGLANG_OLDEST_MODELLED)))
     if bad.any():
@@ -1860,6 +1867,21 @@ SPEC_TOKENS = 5
 # llama.cpp's -ctk / -ctv and Ollama's OLLAMA_KV_CACHE_TYPE (LLAMA_KV_TYPES, OLLAMA_KV_TYPES).
 TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_BNB_WEIGHTS = ("int4", "nf4")
+# vLLM 0.28.0 removed bitsandbytes: its QuantizationMethods (vllm/model_executor/layers/quantization/__init__.py) lists
+# "bitsandbytes" up to 0.27.0 and not from 0.28.0 (read in the PyPI wheels; 0.34.0 the same), and ModelConfig's
+# _verify_quantization refuses any other name ("Unknown quantization method: bitsandbytes. Must be one of [...]").
+# From 0.28 (and at the current release, no --engine-version) int4 is a pre-quantized AWQ/GPTQ checkpoint whose
+# method vLLM reads from its config, and nf4 (bitsandbytes' own format) is refused.
+VLLM_BNB_UNTIL = (0, 27)
+
+
+def vllm_has_bitsandbytes(engine_version) -> np.ndarray:
+    """Per row: the vLLM release asked (`engine_version` X.Y; empty or 'current': the current one) still has
+    --quantization bitsandbytes (VLLM_BNB_UNTIL)."""
+    major, minor = vllm_version(pd.Series(engine_version, dtype=object).replace("current", ""))
+    return _version_key(major, minor) <= _version_key(*VLLM_BNB_UNTIL)  # NaN (current) compares False
+
+
 VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
 SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
 # transformers' from_pretrained for the weights sized (engine/constants.py LINEAR_BITS): 16/32-bit in their torch_dtype;
@@ -1919,7 +1941,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
     dtype = prec.map(TORCH_DTYPE)
     torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
-    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS), " --quantization bitsandbytes", torch_weights)
+    bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
+    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes", torch_weights)
     vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
     vllm = ("vllm serve " + hf + " --max-model-len " + length
             + np.where(out["kv_cache_memory_bytes"].notna(),
