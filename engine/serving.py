@@ -423,6 +423,12 @@ PCIE_EFFICIENCY = 0.8
 # refuses a draft whose vocabulary type differs or whose size differs by more than
 # SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128 tokens (and compares the token texts from id 5 on).
 DRAFT_ENGINES = ("vllm", "sglang", "llama.cpp")
+# llama.cpp's draft context: -cd / --ctx-size-draft is gone from common/arg.cpp (llama.cpp @0c1e57098, vendored in
+# llama-cpp-python 0.3.36: the draft options are --spec-draft-*, -md, -ngld, no context size), and the draft's context
+# is the target's (common/speculative.cpp: cparams.n_ctx = llama_n_ctx(ctx_tgt)); llama-server stops at an unknown
+# argument, so the command carries no -cd and a --draft-context other than the target's per-slot length is refused.
+DRAFT_CONTEXT_NOTE = ("current llama.cpp sizes the draft's context as the target's (common/speculative.cpp "
+                      "cparams.n_ctx = llama_n_ctx(ctx_tgt); -cd / --ctx-size-draft removed from common/arg.cpp)")
 LLAMA_DRAFT_VOCAB_DIFFERENCE = 128
 # Tokenizer families of the catalog's model families (a draft of another family cannot share
 # the target's tokens): Llama 3/3.1/3.2/3.3 share one 128,256-token tokenizer; Llama 1 and 2
@@ -755,7 +761,7 @@ REQUEST_DEFAULTS = {
 # and which the Serving page's grids carry for every engine, by the command line (planner/cli.py _check_engine_flags).
 # gpu_memory_utilization: vLLM's and MLC-LLM's share of the card, SGLang's mem_fraction_static (the others fit in what
 # is free); gpu_layers: llama.cpp's -ngl, Ollama's num_gpu; host_bandwidth_gbps: the layers (and experts) they leave in
-# host RAM; draft_context: llama.cpp's -cd (the draft's own context per slot).
+# host RAM; draft_context: the draft's context per slot under llama.cpp (the target's only: DRAFT_CONTEXT_NOTE).
 ENGINE_ONLY_SETTINGS = {
     "gpu_memory_utilization": ("vllm", "sglang", "mlc-llm"),
     "kv_cache_memory_bytes": ("vllm",),
@@ -1216,6 +1222,12 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
                 if llama[i] else "of the target's size exactly (vLLM/SGLang)")
         raise ValueError(f"draft model {d_ids[i]!r} has a vocabulary of {int(v_d[i]):,} tokens, the target {t_ids[i]!r} "
                          f"{int(v_t[i]):,}; accepted: a draft vocabulary {rule}")
+    d_ctx = pd.to_numeric(rows["draft_context"], errors="coerce").to_numpy(float)
+    bad = llama & ~np.isnan(d_ctx) & (d_ctx != pd.to_numeric(rows["max_model_len"], errors="coerce").to_numpy(float))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"draft_context {d_ctx[i]:g} is not accepted: {DRAFT_CONTEXT_NOTE}; accepted: the target's "
+                         f"--max-model-len ({int(rows['max_model_len'].to_numpy()[i])}) or none")
     d_tp = tp_asked[given].to_numpy(float)
     tp = rows["gpus"].to_numpy(float)
     vllm = rows["engine"].to_numpy(object) == "vllm"
@@ -1928,8 +1940,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
         + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
     vllm_draft = np.where(has_draft, vllm_draft, "")
     sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
-    d_ctx = out.get("draft_context", pd.Series(np.nan, index=out.index)).fillna(0).astype(int).astype(str)
-    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99 -cd " + d_ctx, "")
+    # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
+    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
     gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)

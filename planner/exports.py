@@ -1092,9 +1092,9 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
             notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
     if int(row["gpus"]) > 1:
         args += ["-sm", "layer"]
-    if _draft(row):  # the draft GGUF with every layer on the GPU and its own context (-md, -ngld, -cd)
+    if _draft(row):  # the draft GGUF with every layer on the GPU (-md, -ngld; its context is the target's, no -cd)
         d_file = f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"
-        args += ["-md", d_file, "-ngld", "99", "-cd", str(int(row.get("draft_context", 0) or 0))]
+        args += ["-md", d_file, "-ngld", "99"]
         notes.append(f"draft file {d_file}: a GGUF of the draft model at {row['precision']}")
     text = "".join(f"# {line}\n" for line in _serve_header("llama-server", row, notes)) + " ".join(args) + "\n"
     return Export("llama-server", text, notes)

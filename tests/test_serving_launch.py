@@ -49,3 +49,20 @@ def test_vllm_nf4_is_refused_where_vllm_has_no_bitsandbytes():
     assert code == 2 and "vLLM 0.28 removed bitsandbytes" in err
     code, out, err = run_cli("serve", *nf4, "--engine-version", "0.27", "--json")
     assert code == 0 and "--quantization bitsandbytes" in json.loads(out)["command"]
+
+
+LLAMA_DRAFT = ("--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--precision", "q4_k_m",
+               "--max-model-len", "8192", "--draft-model", "llama-3.2-1b")
+
+
+def test_llamacpp_draft_command_has_no_cd():
+    """llama.cpp @0c1e57098 (vendored in llama-cpp-python 0.3.36) common/arg.cpp: the draft options are -md
+    (--spec-draft-model), -ngld (--spec-draft-ngl) and the other --spec-draft-*; -cd / --ctx-size-draft is gone and
+    llama-server stops at an unknown argument. The draft's context is the target's (common/speculative.cpp
+    cparams.n_ctx = llama_n_ctx(ctx_tgt)), the length planned by default."""
+    for words in (_command(*LLAMA_DRAFT), _export(*LLAMA_DRAFT, target="llama-server")):
+        assert "-cd" not in words and "--ctx-size-draft" not in words, words
+        assert words[words.index("-md") + 1] == "llama-3.2-1b-Q4_K_M.gguf" and words[words.index("-ngld") + 1] == "99"
+    code, out, err = run_cli("serve", *LLAMA_DRAFT, "--draft-context", "4096", "--json")
+    assert code == 2 and "-cd / --ctx-size-draft removed" in err
+    assert run_cli("serve", *LLAMA_DRAFT, "--draft-context", "8192", "--json")[0] == 0
