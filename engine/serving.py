@@ -423,6 +423,12 @@ PCIE_EFFICIENCY = 0.8
 # refuses a draft whose vocabulary type differs or whose size differs by more than
 # SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128 tokens (and compares the token texts from id 5 on).
 DRAFT_ENGINES = ("vllm", "sglang", "llama.cpp")
+# llama.cpp's draft context: -cd / --ctx-size-draft is gone from common/arg.cpp (llama.cpp @0c1e57098, vendored in
+# llama-cpp-python 0.3.36: the draft options are --spec-draft-*, -md, -ngld, no context size), and the draft's context
+# is the target's (common/speculative.cpp: cparams.n_ctx = llama_n_ctx(ctx_tgt)); llama-server stops at an unknown
+# argument, so the command carries no -cd and a --draft-context other than the target's per-slot length is refused.
+DRAFT_CONTEXT_NOTE = ("current llama.cpp sizes the draft's context as the target's (common/speculative.cpp "
+                      "cparams.n_ctx = llama_n_ctx(ctx_tgt); -cd / --ctx-size-draft removed from common/arg.cpp)")
 LLAMA_DRAFT_VOCAB_DIFFERENCE = 128
 # Tokenizer families of the catalog's model families (a draft of another family cannot share
 # the target's tokens): Llama 3/3.1/3.2/3.3 share one 128,256-token tokenizer; Llama 1 and 2
@@ -755,7 +761,7 @@ REQUEST_DEFAULTS = {
 # and which the Serving page's grids carry for every engine, by the command line (planner/cli.py _check_engine_flags).
 # gpu_memory_utilization: vLLM's and MLC-LLM's share of the card, SGLang's mem_fraction_static (the others fit in what
 # is free); gpu_layers: llama.cpp's -ngl, Ollama's num_gpu; host_bandwidth_gbps: the layers (and experts) they leave in
-# host RAM; draft_context: llama.cpp's -cd (the draft's own context per slot).
+# host RAM; draft_context: the draft's context per slot under llama.cpp (the target's only: DRAFT_CONTEXT_NOTE).
 ENGINE_ONLY_SETTINGS = {
     "gpu_memory_utilization": ("vllm", "sglang", "mlc-llm"),
     "kv_cache_memory_bytes": ("vllm",),
@@ -878,6 +884,8 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     if engine == "exllamav2":
         return precision == "int4" or EXL_BITS_RANGE[0] <= bits <= EXL_BITS_RANGE[1]
     if precision.startswith("exl2"):
+        return False
+    if engine == "vllm" and precision == "nf4":  # the current release has no bitsandbytes (VLLM_BNB_UNTIL)
         return False
     return engine in FORMAT_ENGINES.get(precision, (engine,))
 
@@ -1158,6 +1166,11 @@ def _check_version(req: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
                          f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
+    bad = ((req["engine"] == "vllm") & (req["precision"].astype(str) == "nf4")).to_numpy() & ~vllm_has_bitsandbytes(text)
+    if bad.any():
+        raise ValueError("precision 'nf4' is not accepted for vllm from 0.28 (its current release included): vLLM 0.28 "
+                         "removed bitsandbytes (no --quantization bitsandbytes); accepted: --precision int4 (an AWQ/GPTQ "
+                         f"checkpoint) or --engine-version {VLLM_BNB_UNTIL[0]}.{VLLM_BNB_UNTIL[1]} or earlier")
     key = sglang_version(text)
     bad = sglang.to_numpy() & (np.isnan(key) | (key < _sglang_key(*SGLANG_OLDEST_MODELLED)))
     if bad.any():
@@ -1209,6 +1222,12 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
                 if llama[i] else "of the target's size exactly (vLLM/SGLang)")
         raise ValueError(f"draft model {d_ids[i]!r} has a vocabulary of {int(v_d[i]):,} tokens, the target {t_ids[i]!r} "
                          f"{int(v_t[i]):,}; accepted: a draft vocabulary {rule}")
+    d_ctx = pd.to_numeric(rows["draft_context"], errors="coerce").to_numpy(float)
+    bad = llama & ~np.isnan(d_ctx) & (d_ctx != pd.to_numeric(rows["max_model_len"], errors="coerce").to_numpy(float))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"draft_context {d_ctx[i]:g} is not accepted: {DRAFT_CONTEXT_NOTE}; accepted: the target's "
+                         f"--max-model-len ({int(rows['max_model_len'].to_numpy()[i])}) or none")
     d_tp = tp_asked[given].to_numpy(float)
     tp = rows["gpus"].to_numpy(float)
     vllm = rows["engine"].to_numpy(object) == "vllm"
@@ -1860,6 +1879,21 @@ SPEC_TOKENS = 5
 # llama.cpp's -ctk / -ctv and Ollama's OLLAMA_KV_CACHE_TYPE (LLAMA_KV_TYPES, OLLAMA_KV_TYPES).
 TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_BNB_WEIGHTS = ("int4", "nf4")
+# vLLM 0.28.0 removed bitsandbytes: its QuantizationMethods (vllm/model_executor/layers/quantization/__init__.py) lists
+# "bitsandbytes" up to 0.27.0 and not from 0.28.0 (read in the PyPI wheels; 0.34.0 the same), and ModelConfig's
+# _verify_quantization refuses any other name ("Unknown quantization method: bitsandbytes. Must be one of [...]").
+# From 0.28 (and at the current release, no --engine-version) int4 is a pre-quantized AWQ/GPTQ checkpoint whose
+# method vLLM reads from its config, and nf4 (bitsandbytes' own format) is refused.
+VLLM_BNB_UNTIL = (0, 27)
+
+
+def vllm_has_bitsandbytes(engine_version) -> np.ndarray:
+    """Per row: the vLLM release asked (`engine_version` X.Y; empty or 'current': the current one) still has
+    --quantization bitsandbytes (VLLM_BNB_UNTIL)."""
+    major, minor = vllm_version(pd.Series(engine_version, dtype=object).replace("current", ""))
+    return _version_key(major, minor) <= _version_key(*VLLM_BNB_UNTIL)  # NaN (current) compares False
+
+
 VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
 SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
 # transformers' from_pretrained for the weights sized (engine/constants.py LINEAR_BITS): 16/32-bit in their torch_dtype;
@@ -1906,8 +1940,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
         + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
     vllm_draft = np.where(has_draft, vllm_draft, "")
     sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
-    d_ctx = out.get("draft_context", pd.Series(np.nan, index=out.index)).fillna(0).astype(int).astype(str)
-    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99 -cd " + d_ctx, "")
+    # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
+    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
     gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
@@ -1919,7 +1953,8 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
     dtype = prec.map(TORCH_DTYPE)
     torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
-    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS), " --quantization bitsandbytes", torch_weights)
+    bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
+    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes", torch_weights)
     vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
     vllm = ("vllm serve " + hf + " --max-model-len " + length
             + np.where(out["kv_cache_memory_bytes"].notna(),

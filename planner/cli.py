@@ -783,7 +783,7 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--draft-tensor-parallel-size", type=_whole("draft-tensor-parallel-size", high=LIMITS["gpus"]),
                     default=None, help="vLLM: the draft's tensor parallel size, 1 or --gpus (default --gpus)")
     sv.add_argument("--draft-context", type=_whole("draft-context", high=LIMITS["seq"]), default=None,
-                    help="llama.cpp: the draft's context per slot (-cd; default the target's)")
+                    help="llama.cpp: the draft's context per slot (the target's --max-model-len only: current llama.cpp has no -cd)")
     sv.add_argument("--backend", default=None, help="llama.cpp/ollama: cuda, rocm, metal or vulkan (default: the GPU's own)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
     from planner.exports import SERVE_EXPORTERS

@@ -28,7 +28,7 @@ import pandas as pd
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
                               TRAIN_PRECISIONS)
 from engine.serving import (LLAMA_KV_TYPES, OLLAMA_KV_TYPES, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE, VLLM_BNB_WEIGHTS,
-                            VLLM_KV_DTYPE, long_context_env)
+                            VLLM_KV_DTYPE, long_context_env, vllm_has_bitsandbytes)
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
 SOURCES = {
@@ -1007,7 +1007,7 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
         # vLLM's fp8 (features/quantization/fp8.md): a bf16 checkpoint quantized at load; an FP8
         # checkpoint's own quantization_config is read without it (the same weights' bytes)
         args += ["--quantization", "fp8"]
-    elif p in VLLM_BNB_WEIGHTS:
+    elif p in VLLM_BNB_WEIGHTS and vllm_has_bitsandbytes([str(row.get("engine_version", "") or "")])[0]:
         args += ["--quantization", "bitsandbytes"]
         notes.append(f"weights {p}: written as in-flight bitsandbytes 4-bit; a pre-quantized AWQ/GPTQ checkpoint "
                      "of the model (vLLM reads its method from the checkpoint) is faster")
@@ -1092,9 +1092,9 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
             notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
     if int(row["gpus"]) > 1:
         args += ["-sm", "layer"]
-    if _draft(row):  # the draft GGUF with every layer on the GPU and its own context (-md, -ngld, -cd)
+    if _draft(row):  # the draft GGUF with every layer on the GPU (-md, -ngld; its context is the target's, no -cd)
         d_file = f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"
-        args += ["-md", d_file, "-ngld", "99", "-cd", str(int(row.get("draft_context", 0) or 0))]
+        args += ["-md", d_file, "-ngld", "99"]
         notes.append(f"draft file {d_file}: a GGUF of the draft model at {row['precision']}")
     text = "".join(f"# {line}\n" for line in _serve_header("llama-server", row, notes)) + " ".join(args) + "\n"
     return Export("llama-server", text, notes)

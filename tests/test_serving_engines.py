@@ -488,7 +488,7 @@ def test_llamacpp_draft_takes_gpu_room_first_with_its_own_f16_context_per_slot(s
     assert drafted.draft_kv_cache_bytes == LLAMA32_1B_KV * 8192
     assert drafted.gpu_layers < alone.gpu_layers
     assert drafted.gpu_memory_used_bytes <= drafted.usable_bytes - S.FIT_MARGIN_BYTES
-    assert drafted.command.endswith("-md llama-3.2-1b-Q4_K_M.gguf -ngld 99 -cd 8192")
+    assert drafted.command.endswith("-md llama-3.2-1b-Q4_K_M.gguf -ngld 99")  # no -cd (S.DRAFT_CONTEXT_NOTE)
 
 
 def test_sglang_draft_is_the_standalone_algorithm_and_llamacpp_takes_a_vocabulary_within_128_tokens(served):
