@@ -1201,6 +1201,11 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"draft model {draft[bad].iloc[0]!r} is not in the catalog; accepted: a catalog model id "
                          "(see: catalog models), ORG/NAME or a model file, with the target's tokenizer")
+    bad = given & (req["engine"] == "sglang") & sglang_before(req["engine_version"], SGLANG_STANDALONE_FROM)
+    if bad.any():
+        raise ValueError(f"draft_model {draft[bad].iloc[0]!r} is not accepted for sglang {req['engine_version'][bad].iloc[0]!r}: "
+                         "its --speculative-algorithm has no STANDALONE (a separate draft model) before 0.5.2 "
+                         "(server_args.py); accepted: --engine-version 0.5.2 or later, or leave it out (the current release)")
     rows = req[given]
     d_ids, t_ids = draft[given].to_numpy(object), rows["model"].to_numpy(object)
     g_d, g_t = tokenizer_group(models, d_ids), tokenizer_group(models, t_ids)
@@ -1896,6 +1901,23 @@ def vllm_has_bitsandbytes(engine_version) -> np.ndarray:
 
 VLLM_KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
 SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+# SGLang before 0.4.2 takes only fp8_e5m2 for an 8-bit cache (server_args.py --kv-cache-dtype choices, read in the
+# 0.4.0 / 0.4.1 wheels by helper-34): the same bytes, so an older version's command names that one
+SGLANG_FP8_E4M3_FROM = (0, 4, 2)
+# SGLang's STANDALONE speculative algorithm (a separate draft model) is among --speculative-algorithm's choices from
+# 0.5.2 (server_args.py; absent from the 0.4.0 - 0.5.1 wheels): a draft model with an older --engine-version is refused
+SGLANG_STANDALONE_FROM = (0, 5, 2)
+# vLLM before 0.9 loads in-flight bitsandbytes only under --load-format bitsandbytes ("BitsAndBytes quantization ...
+# only support 'bitsandbytes' load format", 0.6 - 0.8.1 wheels, helper-34); later releases set it themselves and take it
+# too up to 0.27 (the last with bitsandbytes): the command writes it with --quantization bitsandbytes
+VLLM_BNB_LOAD_FORMAT = " --load-format bitsandbytes"
+
+
+def sglang_before(engine_version, since: tuple) -> np.ndarray:
+    """Per row: an SGLang --engine-version given and older than `since` (major, minor, patch); False where none is
+    given (the current release)."""
+    key = sglang_version(engine_version)
+    return ~np.isnan(key) & (key < _sglang_key(*since))
 # transformers' from_pretrained for the weights sized (engine/constants.py LINEAR_BITS): 16/32-bit in their torch_dtype;
 # int8 / int4 / nf4 through bitsandbytes' BitsAndBytesConfig (transformers utils/quantization_config.py): LLM.int8
 # (load_in_8bit), NF4 (nf4: 4.127 bits a weight, its block scales quantized again, bnb_4bit_use_double_quant) and
@@ -1954,8 +1976,12 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     dtype = prec.map(TORCH_DTYPE)
     torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
     bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
-    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes", torch_weights)
+    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes" + VLLM_BNB_LOAD_FORMAT,
+                            torch_weights)
     vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
+    old_fp8 = sglang_before(out["engine_version"] if "engine_version" in out else [""] * len(out), SGLANG_FP8_E4M3_FROM)
+    sglang_kv = pd.Series(np.where(old_fp8 & (sglang_kv == "fp8_e4m3").to_numpy(), "fp8_e5m2", sglang_kv.to_numpy(object)),
+                          index=sglang_kv.index)
     vllm = ("vllm serve " + hf + " --max-model-len " + length
             + np.where(out["kv_cache_memory_bytes"].notna(),
                        " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),

@@ -27,7 +27,8 @@ import pandas as pd
 
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
                               TRAIN_PRECISIONS)
-from engine.serving import (LLAMA_KV_TYPES, OLLAMA_KV_TYPES, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE, VLLM_BNB_WEIGHTS,
+from engine.serving import (LLAMA_KV_TYPES, OLLAMA_KV_TYPES, SGLANG_FP8_E4M3_FROM, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE,
+                            VLLM_BNB_LOAD_FORMAT, VLLM_BNB_WEIGHTS, sglang_before,
                             VLLM_KV_DTYPE, long_context_env, vllm_has_bitsandbytes)
 
 # Where each target's keys were read (file @ commit or version of the stored snapshot).
@@ -1008,7 +1009,7 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
         # checkpoint's own quantization_config is read without it (the same weights' bytes)
         args += ["--quantization", "fp8"]
     elif p in VLLM_BNB_WEIGHTS and vllm_has_bitsandbytes([str(row.get("engine_version", "") or "")])[0]:
-        args += ["--quantization", "bitsandbytes"]
+        args += ["--quantization", "bitsandbytes", *VLLM_BNB_LOAD_FORMAT.split()]  # (engine/serving.py's note)
         notes.append(f"weights {p}: written as in-flight bitsandbytes 4-bit; a pre-quantized AWQ/GPTQ checkpoint "
                      "of the model (vLLM reads its method from the checkpoint) is faster")
     else:
@@ -1051,7 +1052,8 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
         args += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", draft[0]]
     kv = str(row["kv_precision"])
     if kv in SGLANG_KV_DTYPE:
-        args += ["--kv-cache-dtype", SGLANG_KV_DTYPE[kv]]
+        old = bool(sglang_before([str(row.get("engine_version", "") or "")], SGLANG_FP8_E4M3_FROM)[0])
+        args += ["--kv-cache-dtype", "fp8_e5m2" if old and SGLANG_KV_DTYPE[kv] == "fp8_e4m3" else SGLANG_KV_DTYPE[kv]]
     elif kv not in ("auto", "fp16", "bf16"):
         notes.append(f"KV cache {kv}: not an SGLang --kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3)")
     text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"

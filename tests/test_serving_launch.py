@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
+
 from tests.clirun import run_cli
 
 
@@ -66,3 +68,33 @@ def test_llamacpp_draft_command_has_no_cd():
     code, out, err = run_cli("serve", *LLAMA_DRAFT, "--draft-context", "4096", "--json")
     assert code == 2 and "-cd / --ctx-size-draft removed" in err
     assert run_cli("serve", *LLAMA_DRAFT, "--draft-context", "8192", "--json")[0] == 0
+
+
+@pytest.mark.parametrize("engine, argv, present, absent", [
+    # vLLM 0.6 - 0.8.1 load in-flight bitsandbytes only with --load-format bitsandbytes (taken through 0.27)
+    ("vllm", ("--precision", "int4", "--engine-version", "0.8"), "--quantization bitsandbytes --load-format bitsandbytes",
+     None),
+    # SGLang before 0.4.2 has only fp8_e5m2 among --kv-cache-dtype's 8-bit choices (the same bytes)
+    ("sglang", ("--kv-precision", "fp8", "--engine-version", "0.4.1"), "--kv-cache-dtype fp8_e5m2", "fp8_e4m3"),
+    ("sglang", ("--kv-precision", "fp8", "--engine-version", "0.4.2"), "--kv-cache-dtype fp8_e4m3", "fp8_e5m2"),
+    ("sglang", ("--kv-precision", "fp8"), "--kv-cache-dtype fp8_e4m3", "fp8_e5m2"),
+])
+def test_older_engine_versions_get_the_flags_they_take(engine, argv, present, absent):
+    base = ("serve", "--engine", engine, "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", "--max-model-len", "4096",
+            *argv)
+    code, out, err = run_cli(*base, "--json")
+    assert code == 0, err
+    command = json.loads(out)["command"]
+    code, text, err = run_cli(*base, "--export", engine)
+    assert code == 0, err
+    for line in (command, text.strip().splitlines()[-1]):
+        assert present in line and (absent is None or absent not in line)
+
+
+def test_sglang_before_0_5_2_takes_no_separate_draft_model():
+    argv = ("serve", "--engine", "sglang", "--model", "llama-3.1-70b", "--draft-model", "llama-3.2-1b", "--gpu",
+            "h100-sxm-80gb", "--gpus", "4", "--max-model-len", "4096")
+    code, out, err = run_cli(*argv, "--engine-version", "0.5.1")
+    assert code == 2 and "no STANDALONE" in err and "accepted: --engine-version 0.5.2 or later" in err
+    code, out, err = run_cli(*argv, "--engine-version", "0.5.2")
+    assert code == 0, err
