@@ -917,6 +917,14 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"kv_cache_memory_bytes is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
                          "--engine vllm only (its --kv-cache-memory-bytes)")
+    # vLLM's --kv-cache-memory-bytes first appears in 0.10.2 (engine/arg_utils.py, read in the wheels by helper-34):
+    # a version X.Y before 0.10 has no such flag (0.10 itself, which X.Y cannot split, is taken)
+    major, minor = vllm_version(req["engine_version"])
+    bad = given & (req["engine"] == "vllm").to_numpy(bool) & (_version_key(major, minor) < _version_key(0, 10))
+    if bad.any():
+        raise ValueError(f"kv_cache_memory_bytes is not accepted for vllm {req['engine_version'][bad].iloc[0]!r}: vLLM "
+                         "has --kv-cache-memory-bytes from 0.10.2; accepted: --engine-version 0.10 or later, or leave "
+                         "--engine-version out (the current release)")
     cpu_moe = req["cpu_moe_layers"].to_numpy(float)
     bad = (cpu_moe != 0) & (req["engine"] != "llama.cpp").to_numpy(bool)
     if bad.any():

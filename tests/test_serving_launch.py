@@ -98,3 +98,13 @@ def test_sglang_before_0_5_2_takes_no_separate_draft_model():
     assert code == 2 and "no STANDALONE" in err and "accepted: --engine-version 0.5.2 or later" in err
     code, out, err = run_cli(*argv, "--engine-version", "0.5.2")
     assert code == 0, err
+
+
+def test_vllm_before_0_10_has_no_kv_cache_memory_bytes():
+    argv = ("serve", "--engine", "vllm", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", "--max-model-len", "4096",
+            "--kv-cache-memory-bytes", "10000000000")
+    code, out, err = run_cli(*argv, "--engine-version", "0.8")
+    assert code == 2 and "from 0.10.2" in err and "accepted: --engine-version 0.10 or later" in err
+    for ok in (("--engine-version", "0.11"), ()):
+        code, out, err = run_cli(*argv, *ok)
+        assert code == 0 and "--kv-cache-memory-bytes 10000000000" in out, err
