@@ -233,7 +233,18 @@ def mapping(v):
 
 
 IDENT = text(64, ID_RE, "an id of lowercase letters, digits, '.' and '-'")
-NAME = text(120)
+_NAME_TEXT = text(120)
+
+
+def NAME(v):
+    """A display name: the tables, the sidebar and the CSVs show it, so a blank one (which showed
+    as an empty sidebar choice) is refused; give the id again if there is no better name."""
+    v = _NAME_TEXT(v)
+    if not v.strip():
+        raise ValueError(f"must not be empty (it is what the tables and the sidebar show), got {show(v)}")
+    return v
+
+
 NOTE = text(2000)
 
 

@@ -704,6 +704,19 @@ def test_a_gpu_added_in_the_catalog_reaches_every_page():
     assert any("already in the catalog" in e.value for e in at.error)
 
 
+def test_a_gpu_with_a_blank_name_is_refused_by_name_and_the_form_keeps_it():
+    # it used to be added, and showed as an empty choice in the sidebar and an empty column on Feasibility
+    at = open_app("pages/catalog_browser.py")
+    _fill_gpu(at, "blank-name-48gb", "   ")
+    assert not at.exception
+    (error,) = [shown(e.value) for e in at.error]
+    assert "field 'name'" in error and "must not be empty" in error and "'blank-name-48gb'" in error
+    assert "blank-name-48gb" not in table(at, 0)["id"].tolist()
+    assert at.text_input(key="ag_id").value == "blank-name-48gb"  # what was typed is kept
+    _fill_gpu(at, "blank-name-48gb", "Named 48GB")
+    _ok(at)
+
+
 LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
                 "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
                 "max_position_embeddings": 2048, "tie_word_embeddings": False}

@@ -83,6 +83,7 @@ def test_a_record_from_a_dataframe_row_is_accepted(store, gpus):
     ({"colour": "red"}, ["field 'colour'", "unknown field"]),
     ({"id": "My GPU"}, ["field 'id'", "lowercase"]),
     ({"price_date": "May 2024"}, ["field 'price_date'", "YYYY-MM"]),
+    ({"name": " "}, ["field 'name'", "must not be empty"]),
 ])
 def test_an_invalid_gpu_is_refused_like_the_shipped_yaml_and_nothing_is_written(store, change, words):
     with pytest.raises(CatalogError) as info:
