@@ -30,6 +30,7 @@ from catalog.schema import (
     GPU_FIELDS,
     MODEL_FIELDS,
     CatalogError,
+    check_dates_not_future,
     check_gpu,
     check_model,
     validate_entries,
@@ -277,6 +278,8 @@ def validate_user_entry(kind: str, raw: dict) -> dict:
                                else (MODEL_FIELDS, check_model, "added model"))
     record = validate_entries([raw], fields, source, "gpus" if kind == "gpu" else "models")[0]
     checker(record, source)
+    if kind == "gpu":
+        check_dates_not_future(record, source)
     models, gpus = merged_frames()
     taken = set((gpus if kind == "gpu" else models)["id"])
     if record["id"] in taken:

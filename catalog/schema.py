@@ -542,6 +542,26 @@ def check_gpu(g: dict, file: str) -> None:
                            f"{g['usable_memory_bytes']:,} bytes is more than the card's {g['memory_gb']} GB")
 
 
+# A price is a quote someone saw: dated at the latest this month. Checked on an entry the user adds
+# (the Catalog page, UserCatalog.add_gpu), not on load, so that a file written on a machine whose
+# clock is ahead still loads everywhere.
+PRICE_DATE_FIELDS = ("price_date", "cloud_date", "price_used_date")
+
+
+def check_dates_not_future(g: dict, file: str, today: date | None = None) -> None:
+    today = today or date.today()
+    this_month = f"{today.year:04d}-{today.month:02d}"
+    for field in PRICE_DATE_FIELDS:
+        value = g.get(field)
+        if not value:
+            continue
+        value = str(value)
+        if value[:7] > this_month[:len(value[:7])]:  # 'YYYY' compared with the year, 'YYYY-MM' with the month
+            raise CatalogError(file, f"'{g['id']}'", field,
+                               f"{value!r} is in the future; accepted: the month the price was seen, "
+                               f"{this_month} at the latest")
+
+
 def check_reference(ref: dict, file: str, model_ids: set[str], gpu_ids: set[str]) -> None:
     label = f"'{ref['id']}'"
     sc = ref["scenario"]

@@ -68,6 +68,7 @@ from catalog.schema import (
     CatalogError,
     Field,
     FileTooLarge,
+    check_dates_not_future,
     check_gpu,
     check_model,
     entry_label,
@@ -555,6 +556,8 @@ class UserCatalog:
         label = "new " + SINGULAR[kind]
         clean = validate_entries([_plain_record(record, kind, label)], FIELDS[kind], label, kind)[0]
         CHECKS[kind](clean, label)
+        if kind == "gpus":
+            check_dates_not_future(clean, label)
         ident = clean["id"]
         if ident in self._shipped(kind):
             raise CatalogError(label, f"'{ident}'", "id", self._collision(kind, ident))

@@ -717,6 +717,28 @@ def test_a_gpu_with_a_blank_name_is_refused_by_name_and_the_form_keeps_it():
     _ok(at)
 
 
+def test_a_gpu_price_dated_in_the_future_is_refused_and_the_form_keeps_it():
+    import datetime
+    today = datetime.date.today()
+    future = f"{today.year + 1}-{today.month:02d}"
+    at = open_app("pages/catalog_browser.py")
+    at.text_input(key="ag_price_date").input(future)
+    _fill_gpu(at, "future-48gb", "Future 48GB")
+    assert not at.exception
+    (error,) = [shown(e.value) for e in at.error]
+    assert "field 'price_date'" in error and f"'{future}' is in the future" in error
+    assert f"{today.year:04d}-{today.month:02d} at the latest" in error
+    assert at.text_input(key="ag_price_date").value == future
+    assert "future-48gb" not in table(at, 0)["id"].tolist()
+    at.text_input(key="ag_price_date").input(f"{today.year:04d}-{today.month:02d}")
+    at.text_input(key="ag_cloud_date").input(f"{today.year + 2}-01")
+    at.form_submit_button[0].click().run()
+    assert any("field 'cloud_date'" in shown(e.value) and "in the future" in e.value for e in at.error)
+    at.text_input(key="ag_cloud_date").input(f"{today.year:04d}-{today.month:02d}")
+    at.form_submit_button[0].click().run()
+    _ok(at)
+
+
 LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
                 "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
                 "max_position_embeddings": 2048, "tie_word_embeddings": False}

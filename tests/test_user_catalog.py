@@ -84,6 +84,10 @@ def test_a_record_from_a_dataframe_row_is_accepted(store, gpus):
     ({"id": "My GPU"}, ["field 'id'", "lowercase"]),
     ({"price_date": "May 2024"}, ["field 'price_date'", "YYYY-MM"]),
     ({"name": " "}, ["field 'name'", "must not be empty"]),
+    ({"price_date": "2099-01"}, ["field 'price_date'", "'2099-01' is in the future"]),
+    ({"cloud_date": "2099-12"}, ["field 'cloud_date'", "in the future"]),
+    ({"price_used_usd": 100.0, "price_used_date": "2099", "price_used_source": "x"},
+     ["field 'price_used_date'", "in the future"]),
 ])
 def test_an_invalid_gpu_is_refused_like_the_shipped_yaml_and_nothing_is_written(store, change, words):
     with pytest.raises(CatalogError) as info:
