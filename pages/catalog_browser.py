@@ -358,6 +358,14 @@ if session:
             st.rerun()
 
 
+def page_words(message: str) -> str:
+    """planner/ingest.py's messages name the command line's flags; here they are this form's fields."""
+    return (message.replace("give --model ID", "give the catalog model id (the field beside the GPU)")
+            .replace("not of --model ", "not of the catalog model id ").replace("leave --model out", "leave that field empty")
+            .replace("the --gpu of the card it ran on", "the card it ran on in 'The GPU it ran on'")
+            .replace("than --gpu has", "than the GPU chosen has"))
+
+
 # ---- issue 26: a run's own log, pasted: measured beside our estimate; kept among your runs ----------------
 with tab_run:
     from planner import ingest as ing
@@ -376,7 +384,7 @@ with tab_run:
                                                                  run_model.strip() or None)
         except ing.IngestError as exc:
             st.session_state.pop("run_log_result", None)
-            st.error(md_escape(str(exc)))
+            st.error(md_escape(page_words(str(exc))))
     result = st.session_state.get("run_log_result")
     if result is not None:
         st.caption(md_escape(f"{result['format']} run of {result['model']} (read: {result['model_read']}) on "

@@ -759,3 +759,24 @@ def test_ingest_without_a_file_or_gpu_says_what_it_takes():
     assert code == 2 and out == "" and "ingest needs the log file and --gpu ID" in err and "ingest --snippet" in err
     code, out, err = run_cli("ingest", "x.log", "--snippet")
     assert code == 2 and "file 'x.log' is not accepted with --snippet" in err
+
+
+def test_the_catalog_pages_log_errors_name_its_fields_not_the_command_lines_flags(runs_file):
+    """ingest's messages name --model and --gpu; the Catalog page's form has 'Catalog model id' and 'The GPU it ran
+    on': a log from an H100 given an RTX 4090 there, or of another model than the one typed, says so in its words."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_pages import DASHBOARD
+    at = AppTest.from_file(DASHBOARD, default_timeout=60)
+    at.switch_page("pages/catalog_browser.py").run()
+    at.text_area(key="run_log_text").set_value(VLLM.read_text())
+    at.selectbox(key="run_log_gpu").set_value("rtx-4090")
+    at.button(key="run_log_compare").click().run()
+    errors = [e.value for e in at.error]
+    assert errors and all("--gpu" not in e for e in errors) and any("The GPU it ran on" in e for e in errors), errors
+    at.selectbox(key="run_log_gpu").set_value("h100-sxm-80gb")
+    at.text_input(key="run_log_model").set_value("llama-2-7b")
+    at.button(key="run_log_compare").click().run()
+    errors = [e.value for e in at.error]
+    assert errors and all("--model" not in e for e in errors) and any("catalog model id" in e for e in errors), errors
+    assert load_runs(runs_file) == []
