@@ -2039,11 +2039,15 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     exl = ("python test_inference.py -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
            + np.where(tp != "1", " -gs auto", "") + " -p 'Once upon a time,'")
     # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
-    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization)
+    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:
+    # mlc-ai/mlc-llm @79d603f0 python/mlc_llm/cli/serve.py EngineConfigOverride.from_str). context_window_size is
+    # the plan's max_model_len: serve passes it as max_single_sequence_length and to the JIT compile
+    # (serve/engine_base.py model_compile_overrides), whose prefill chunk is min(context window, 8192), the chunk sized
+    # above (MLC_MAX_CHUNK); without it the model's whole context is taken and a longer request admitted
     mlc_total = np.floor(out["kv_cache_bytes_available"] / out["kv_bytes_per_token"]).fillna(0).astype(int).astype(str)
     mlc = ("mlc_llm serve HF://mlc-ai/" + hf.str.split("/").str[-1] + "-" + out["precision"].astype(str) + "-MLC --mode server"
            + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
-           + mlc_total + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
+           + mlc_total + ";context_window_size=" + length + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
            + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
     e = out["engine"]
     command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],
