@@ -501,6 +501,8 @@ EXL_MAX_DQ_SIZE = 512 * 2**20
 EXL_RESERVE_BYTES = 192 * C.MIB + 256 * C.MIB
 EXL_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0 + 2 / 32, "int8": 1.0 + 2 / 32,
                    "int4": 0.5 + 2 / 32}  # per K or V element: fp16, Q8 (8 bits + fp16/32), Q4
+# the runner's flag for a quantized cache (examples/chat.py -cq8 / -cq4: ExLlamaV2Cache_Q8 / _Q4)
+EXL_CACHE_FLAGS = {"fp8": "-cq8", "int8": "-cq8", "int4": "-cq4"}
 EXL_BITS_RANGE = (2.0, 8.0)  # convert.md's targets run from 2 to 8 bits per weight
 # The GPUs it runs on: its kernels are a CUDA extension (setup.py: `cpp_extension.CUDAExtension("exllamav2_ext", ...)`
 # over exllamav2_ext/cuda/*.cu, with `-DHIPBLAS_USE_HIP_HALF` where torch is a ROCm build, `torch_version.hip`;
@@ -2036,8 +2038,15 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
     exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"
     exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
-    exl = ("python test_inference.py -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
-           + np.where(tp != "1", " -gs auto", "") + " -p 'Once upon a time,'")
+    # A quantized cache (EXL_CACHE_BYTES: fp8/int8 its Q8 cache, int4 Q4): test_inference.py's -p generation always
+    # builds an fp16 ExLlamaV2Cache and has no cache flag (turboderp-org/exllamav2 @da07fac test_inference.py, prompt
+    # branch), so the command is examples/chat.py, whose -cq8 / -cq4 pick ExLlamaV2Cache_Q8 / _Q4 (its -mode is
+    # required; raw takes any model)
+    exl_cq = kv.map(EXL_CACHE_FLAGS)
+    exl_args = (" -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
+                + np.where(tp != "1", " -gs auto", ""))
+    exl = np.where(exl_cq.notna(), "python examples/chat.py" + exl_args + " -mode raw " + exl_cq.fillna(""),
+                   "python test_inference.py" + exl_args + " -p 'Once upon a time,'")
     # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
     # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:
     # mlc-ai/mlc-llm @79d603f0 python/mlc_llm/cli/serve.py EngineConfigOverride.from_str). context_window_size is

@@ -42,3 +42,29 @@ def test_mlc_command_sets_the_planned_context_window(frames, n_gpus):
     assert int(over["max_num_sequence"]) == row["max_num_seqs"]
     assert over.get("tensor_parallel_shards", "1") == str(n_gpus)
     assert 0 < float(over["gpu_memory_utilization"]) < 1
+
+
+# turboderp-org/exllamav2 @da07fac: exllamav2/model_init.py add_args (-m, -gs, -l, ...), examples/chat.py (-mode, -c8,
+# -cq4, -cq6, -cq8), test_inference.py (-p: its generation builds ExLlamaV2Cache, fp16, with no cache flag)
+EXL_MODEL_INIT = {"-m", "-gs", "-tp", "-l", "-rs", "-ra", "-ry", "-nfa", "-nxf", "-nsdpa", "-ng", "-lm", "-ept", "-lq4",
+                  "-fst", "-ic", "-chunk"}
+EXL_CHAT = EXL_MODEL_INIT | {"-mode", "-c8", "-cq4", "-cq6", "-cq8"}
+EXL_TEST_INFERENCE = EXL_MODEL_INIT | {"-p", "-t"}
+
+
+@pytest.mark.parametrize(("kv", "flag"), [("auto", None), ("fp16", None), ("int8", "-cq8"), ("fp8", "-cq8"),
+                                          ("int4", "-cq4")])
+def test_exllamav2_command_runs_the_cache_type_planned(frames, kv, flag):
+    """The plan sizes a Q8 / Q4 cache for int8 / fp8 / int4 (EXL_CACHE_BYTES); test_inference.py -p always runs an
+    fp16 cache (twice a Q8 cache's bytes), so before, an int8 plan's command ran with an fp16 cache. Now a quantized
+    cache runs examples/chat.py with its -cq8 / -cq4; -l is the plan's length (model_init.py: config.max_seq_len)."""
+    (row,) = rows(frames, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="exllamav2", precision="exl2-4.0",
+                               max_model_len=8192, kv_precision=kv)).to_dict("records")
+    words = shlex.split(row["command"])
+    flags = {w for w in words if w.startswith("-")}
+    assert words[words.index("-l") + 1] == "8192"
+    if flag is None:
+        assert words[:2] == ["python", "test_inference.py"] and flags <= EXL_TEST_INFERENCE, words
+    else:
+        assert words[:2] == ["python", "examples/chat.py"] and flags <= EXL_CHAT, words
+        assert flag in flags and words[words.index("-mode") + 1] == "raw"
