@@ -385,6 +385,8 @@ LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
 LLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0", "bf16": "bf16", "fp32": "f32"}
 GGML_KV_BLOCK_BYTES = {"q8_0": (2 + 32) / 32, "q4_0": (2 + 32 / 2) / 32}  # bytes per K or V value
 OLLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0"}
+# the name `serve` gives the plan's GGUF in Ollama (`ollama create <model>-planned`, the command and the export alike)
+OLLAMA_CREATED_SUFFIX = "-planned"
 # Ollama's estimate (ollama/ollama llm/memory.go `EstimateGPULayers`, commit 000ce020 as read
 # via the public index): a layer = blk.0's bytes + its share of the fp16 KV cache; the GPU is
 # charged its minimum memory (gpu/gpu.go: cudaMinimumMemory = rocmMinimumMemory = 457 MiB)
@@ -2022,12 +2024,18 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # (-sm: --split-mode, layers over the GPUs)
     llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
              + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
-    # Ollama: its cache type through the server's environment, which it applies with flash attention on
+    # Ollama: its cache type through the server's environment, which it applies with flash attention on. The model is
+    # the GGUF the plan sized (llama-server's file), made an Ollama model by `ollama create` under the name the export's
+    # Modelfile is created as: the catalog id (llama-3.1-8b) is no Ollama library name (that is llama3.1:8b), and
+    # /api/generate does not pull, so a request for it was answered "model not found" (ollama/ollama @fb307609
+    # server/routes.go GenerateHandler; types/model/name.go takes letters, digits, '_', '-', '.')
     okv = kv.map(OLLAMA_KV_TYPES)
+    ollama_name = out["model"].astype(str) + OLLAMA_CREATED_SUFFIX
     ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
               + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
-              + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
-              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
+              + " ollama serve & echo 'FROM ./" + gguf + "' > Modelfile && ollama create " + ollama_name
+              + " -f Modelfile && curl http://localhost:11434/api/generate -d '{\"model\": \""
+              + ollama_name + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
     # transformers: the weights as sized (TRANSFORMERS_LOAD), bitsandbytes' config where they are quantized by it
     load = prec.map(TRANSFORMERS_LOAD)
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM"

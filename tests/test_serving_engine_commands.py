@@ -3,6 +3,7 @@ and values are copied here from the files cited; no engine is imported)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -68,3 +69,32 @@ def test_exllamav2_command_runs_the_cache_type_planned(frames, kv, flag):
     else:
         assert words[:2] == ["python", "examples/chat.py"] and flags <= EXL_CHAT, words
         assert flag in flags and words[words.index("-mode") + 1] == "raw"
+
+
+# ollama/ollama @fb307609: envconfig/config.go (OLLAMA_NUM_PARALLEL Uint, OLLAMA_FLASH_ATTENTION BoolWithDefault,
+# OLLAMA_KV_CACHE_TYPE String), fs/ggml/ggml.go SupportsKVCacheType (f16, q8_0, q4_0), api/types.go Runner (num_ctx,
+# num_gpu: int), server/routes.go GenerateHandler ("model '%s' not found": /api/generate does not pull)
+OLLAMA_ENV = {"OLLAMA_NUM_PARALLEL", "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE"}
+
+
+@pytest.mark.parametrize("kv", ["auto", "int8", "int4"])
+def test_ollama_command_asks_for_the_model_it_creates(frames, kv):
+    """Before, the request named the catalog id (llama-3.1-8b), which is no Ollama library name (llama3.1:8b) and
+    which nothing created, so Ollama answered "model 'llama-3.1-8b' not found". Now the command creates the GGUF the
+    plan sized as an Ollama model, under the name the export's Modelfile is created as, and asks for that."""
+    from engine import serving as S
+    from planner.exports import serve_export
+    (row,) = rows(frames, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="ollama", precision="q4_k_m",
+                               max_model_len=8192, kv_precision=kv)).to_dict("records")
+    words = shlex.split(row["command"])
+    env = dict(w.split("=", 1) for w in words[:words.index("ollama")])
+    assert set(env) <= OLLAMA_ENV and env.get("OLLAMA_KV_CACHE_TYPE", "f16") in ("f16", "q8_0", "q4_0")
+    body = json.loads(words[words.index("-d") + 1])
+    assert all(isinstance(v, int) for v in body["options"].values()) and set(body["options"]) == {"num_ctx", "num_gpu"}
+    created = words[words.index("create") + 1]
+    assert body["model"] == created == "llama-3.1-8b-planned"
+    assert words[words.index("echo") + 1] == "FROM ./llama-3.1-8b-Q4_K_M.gguf"  # llama-server's -m file
+    models, _ = frames
+    export = serve_export("ollama", row, models.set_index("id").loc[row["model"]], None).text
+    assert f"ollama create {created} -f Modelfile" in export and "FROM ./llama-3.1-8b-Q4_K_M.gguf" in export
+    assert S.OLLAMA_CREATED_SUFFIX == "-planned"
