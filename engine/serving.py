@@ -385,6 +385,8 @@ LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
 LLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0", "bf16": "bf16", "fp32": "f32"}
 GGML_KV_BLOCK_BYTES = {"q8_0": (2 + 32) / 32, "q4_0": (2 + 32 / 2) / 32}  # bytes per K or V value
 OLLAMA_KV_TYPES = {"fp8": "q8_0", "int8": "q8_0", "int4": "q4_0"}
+# the name `serve` gives the plan's GGUF in Ollama (`ollama create <model>-planned`, the command and the export alike)
+OLLAMA_CREATED_SUFFIX = "-planned"
 # Ollama's estimate (ollama/ollama llm/memory.go `EstimateGPULayers`, commit 000ce020 as read
 # via the public index): a layer = blk.0's bytes + its share of the fp16 KV cache; the GPU is
 # charged its minimum memory (gpu/gpu.go: cudaMinimumMemory = rocmMinimumMemory = 457 MiB)
@@ -501,6 +503,8 @@ EXL_MAX_DQ_SIZE = 512 * 2**20
 EXL_RESERVE_BYTES = 192 * C.MIB + 256 * C.MIB
 EXL_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0 + 2 / 32, "int8": 1.0 + 2 / 32,
                    "int4": 0.5 + 2 / 32}  # per K or V element: fp16, Q8 (8 bits + fp16/32), Q4
+# the runner's flag for a quantized cache (examples/chat.py -cq8 / -cq4: ExLlamaV2Cache_Q8 / _Q4)
+EXL_CACHE_FLAGS = {"fp8": "-cq8", "int8": "-cq8", "int4": "-cq4"}
 EXL_BITS_RANGE = (2.0, 8.0)  # convert.md's targets run from 2 to 8 bits per weight
 # The GPUs it runs on: its kernels are a CUDA extension (setup.py: `cpp_extension.CUDAExtension("exllamav2_ext", ...)`
 # over exllamav2_ext/cuda/*.cu, with `-DHIPBLAS_USE_HIP_HALF` where torch is a ROCm build, `torch_version.hip`;
@@ -2020,12 +2024,18 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # (-sm: --split-mode, layers over the GPUs)
     llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
              + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
-    # Ollama: its cache type through the server's environment, which it applies with flash attention on
+    # Ollama: its cache type through the server's environment, which it applies with flash attention on. The model is
+    # the GGUF the plan sized (llama-server's file), made an Ollama model by `ollama create` under the name the export's
+    # Modelfile is created as: the catalog id (llama-3.1-8b) is no Ollama library name (that is llama3.1:8b), and
+    # /api/generate does not pull, so a request for it was answered "model not found" (ollama/ollama @fb307609
+    # server/routes.go GenerateHandler; types/model/name.go takes letters, digits, '_', '-', '.')
     okv = kv.map(OLLAMA_KV_TYPES)
+    ollama_name = out["model"].astype(str) + OLLAMA_CREATED_SUFFIX
     ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
               + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
-              + " ollama serve & curl http://localhost:11434/api/generate -d '{\"model\": \""
-              + out["model"].astype(str) + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
+              + " ollama serve & echo 'FROM ./" + gguf + "' > Modelfile && ollama create " + ollama_name
+              + " -f Modelfile && curl http://localhost:11434/api/generate -d '{\"model\": \""
+              + ollama_name + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
     # transformers: the weights as sized (TRANSFORMERS_LOAD), bitsandbytes' config where they are quantized by it
     load = prec.map(TRANSFORMERS_LOAD)
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM"
@@ -2036,14 +2046,25 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
     exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"
     exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
-    exl = ("python test_inference.py -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
-           + np.where(tp != "1", " -gs auto", "") + " -p 'Once upon a time,'")
+    # A quantized cache (EXL_CACHE_BYTES: fp8/int8 its Q8 cache, int4 Q4): test_inference.py's -p generation always
+    # builds an fp16 ExLlamaV2Cache and has no cache flag (turboderp-org/exllamav2 @da07fac test_inference.py, prompt
+    # branch), so the command is examples/chat.py, whose -cq8 / -cq4 pick ExLlamaV2Cache_Q8 / _Q4 (its -mode is
+    # required; raw takes any model)
+    exl_cq = kv.map(EXL_CACHE_FLAGS)
+    exl_args = (" -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
+                + np.where(tp != "1", " -gs auto", ""))
+    exl = np.where(exl_cq.notna(), "python examples/chat.py" + exl_args + " -mode raw " + exl_cq.fillna(""),
+                   "python test_inference.py" + exl_args + " -p 'Once upon a time,'")
     # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
-    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization)
+    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:
+    # mlc-ai/mlc-llm @79d603f0 python/mlc_llm/cli/serve.py EngineConfigOverride.from_str). context_window_size is
+    # the plan's max_model_len: serve passes it as max_single_sequence_length and to the JIT compile
+    # (serve/engine_base.py model_compile_overrides), whose prefill chunk is min(context window, 8192), the chunk sized
+    # above (MLC_MAX_CHUNK); without it the model's whole context is taken and a longer request admitted
     mlc_total = np.floor(out["kv_cache_bytes_available"] / out["kv_bytes_per_token"]).fillna(0).astype(int).astype(str)
     mlc = ("mlc_llm serve HF://mlc-ai/" + hf.str.split("/").str[-1] + "-" + out["precision"].astype(str) + "-MLC --mode server"
            + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
-           + mlc_total + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
+           + mlc_total + ";context_window_size=" + length + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
            + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
     e = out["engine"]
     command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],

@@ -27,7 +27,7 @@ import pandas as pd
 
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
                               TRAIN_PRECISIONS)
-from engine.serving import (LLAMA_KV_TYPES, OLLAMA_KV_TYPES, SGLANG_FP8_E4M3_FROM, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE,
+from engine.serving import (LLAMA_KV_TYPES, OLLAMA_CREATED_SUFFIX, OLLAMA_KV_TYPES, SGLANG_FP8_E4M3_FROM, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE,
                             VLLM_BNB_LOAD_FORMAT, VLLM_BNB_WEIGHTS, sglang_before,
                             VLLM_KV_DTYPE, long_context_env, vllm_has_bitsandbytes)
 
@@ -1112,7 +1112,7 @@ def ollama(row, repo: str, repo_known: bool) -> Export:
     if int(row.get("cpu_moe_layers", 0) or 0) > 0:
         notes.append("routed experts in host RAM (llama.cpp's --n-cpu-moe): no Ollama option")
     lines = _serve_header("ollama", row, notes)
-    lines += [f"server: {' '.join(env)} ollama serve", f"then: ollama create {row['model']}-planned -f Modelfile"]
+    lines += [f"server: {' '.join(env)} ollama serve", f"then: ollama create {row['model']}{OLLAMA_CREATED_SUFFIX} -f Modelfile"]
     text = ("".join(f"# {line}\n" for line in lines) + f"FROM ./{_gguf(row)}\n"
             f"PARAMETER num_ctx {int(row['max_model_len'])}\nPARAMETER num_gpu {int(row['gpu_layers'])}\n")
     return Export("ollama", text, notes)
