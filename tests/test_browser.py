@@ -381,8 +381,9 @@ def test_overview_prices_a_whole_system_with_its_date(server):
 # text mark of the cells (its datum has a gpu and a model), its bounds against its cell (the x
 # and y band scales' band), and whether a rect is drawn there. Renderer-independent: the item
 # bounds are Vega's own (text widths measured by the browser), in canvas and in SVG alike.
-_HEATMAP_GEOMETRY = """() => {
-  const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
+# The page's first chart's Vega view, from the React hooks of Streamlit's chart element (Streamlit 1.67 keeps it in a
+# ref: its `current` has scenegraph()): `el` and `view` for the scripts below, which return null where there is none.
+_FIND_VIEW = """  const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
   if (!el) return null;
   let view = null;
   for (const node of [el, ...el.querySelectorAll("*")]) {
@@ -395,7 +396,10 @@ _HEATMAP_GEOMETRY = """() => {
     if (view) break;
   }
   if (!view) return null;
-  const marks = [];
+"""
+
+_HEATMAP_GEOMETRY = """() => {
+""" + _FIND_VIEW + """  const marks = [];
   (function walk(item) {
     if (item && item.marktype) marks.push(item);
     for (const i of (item && item.items) || []) walk(i);
@@ -457,20 +461,7 @@ def test_feasibility_cells_hold_their_text_at_catalog_size(server, models, gpus)
 # chart's own pixels: legend entries drawn over a bar or a bar's label, and items past the
 # chart's edges (cut by the page).
 _CHART_FIT = """() => {
-  const el = document.querySelector("[data-testid='stMain'] [data-testid='stVegaLiteChart']");
-  if (!el) return null;
-  let view = null;
-  for (const node of [el, ...el.querySelectorAll("*")]) {
-    const key = Object.keys(node).find(k => k.startsWith("__reactFiber$"));
-    for (let f = key && node[key]; f && !view; f = f.return)
-      for (let h = f.memoizedState; h && typeof h === "object" && "next" in h && !view; h = h.next) {
-        const v = h.memoizedState && h.memoizedState.current;
-        if (v && typeof v.scenegraph === "function") view = v;
-      }
-    if (view) break;
-  }
-  if (!view) return null;
-  const drawn = el.querySelector("canvas, svg");
+""" + _FIND_VIEW + """  const drawn = el.querySelector("canvas, svg");
   const width = drawn.getBoundingClientRect().width, height = drawn.getBoundingClientRect().height;
   const [ox, oy] = view.origin();
   const boxes = [];
