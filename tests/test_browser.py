@@ -175,6 +175,9 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
             main = page.locator("[data-testid='stMain']")
             main.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
             assert "Concurrent requests against context, per card" in main.inner_text()
+            # (the curve's table and the cheapest plans' table: the second may still be rendering when the chart is
+            # drawn, so it is waited for, not counted at once)
+            main.locator("[data-testid='stDataFrame']").nth(1).wait_for(timeout=60_000)
             assert main.locator("[data-testid='stDataFrame']").count() >= 2
             _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Serving engine"), "llama.cpp")
             _idle(page)
