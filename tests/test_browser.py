@@ -191,11 +191,12 @@ def test_serving_page_draws_the_curve_and_switches_to_llamacpp(server):
 
 # ---- issue 14: the defects a buyer saw, each in a real browser ----------------------------------
 
-def _open(pw, server: str, path: str, title: str):
+def _open(pw, server: str, path: str, title: str | None, width: int = 1500, height: int = 2400):
+    """A browser on `path`, its page's title drawn (any h1 where `title` is None) and the run finished."""
     browser = launch_chromium(pw)
-    page = browser.new_page(viewport={"width": 1500, "height": 2400})
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(f"{server}{path}")
-    page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
+    page.wait_for_selector(f"h1:has-text('{title}')" if title else "h1", timeout=60_000)
     _idle(page)
     return browser, page
 
@@ -489,6 +490,13 @@ _CHART_FIT = """() => {
 }"""
 
 
+def _chart_fit(page, width: int) -> dict:
+    """_CHART_FIT at a window `width` px wide, once the chart has been laid out again for it (narrower than the page)."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    return page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); return r && r.width < {width - 250} && r; }}",
+                                  timeout=60_000).json_value()
+
+
 def test_overview_chart_keeps_its_legend_off_the_labels_and_its_title_inside(server):
     """The Overview's bars stop at 200% with their count after them: for Llama 3.1 70B QLoRA at
     8k most cards are past 200%, and with the legend at the right "✗ incompatible" (T4) was drawn
@@ -496,17 +504,12 @@ def test_overview_chart_keeps_its_legend_off_the_labels_and_its_title_inside(ser
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = launch_chromium(pw)
+        browser, page = _open(pw, server, "/?model=llama-3.1-70b&method=qlora&seq=8192", "LLM hardware planner",
+                              1280, 1000)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{server}/?model=llama-3.1-70b&method=qlora&seq=8192")
-            page.wait_for_selector("h1:has-text('LLM hardware planner')", timeout=60_000)
-            _idle(page)
             _no_errors(page, "overview, 70B QLoRA at 8k")
             for width in (1280, 800):
-                page.set_viewport_size({"width": width, "height": 1000})
-                fit = page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); "
-                                             f"return r && r.width < {width - 250} && r; }}", timeout=60_000).json_value()
+                fit = _chart_fit(page, width)
                 assert fit["legend"] > 0, fit
                 assert fit["legend_over_marks"] == [], (width, fit)
                 assert fit["cut"] == [], (width, fit)
@@ -522,17 +525,11 @@ def test_serving_and_inference_charts_keep_their_titles_and_legends_inside(serve
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = launch_chromium(pw)
+        browser, page = _open(pw, server, path, None, 1500, 1000)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(f"{server}{path}")
-            page.wait_for_selector("h1", timeout=60_000)
-            _idle(page)
             _no_errors(page, path)
             for width in (1500, 800):
-                page.set_viewport_size({"width": width, "height": 1000})
-                fit = page.wait_for_function(f"() => {{ const r = ({_CHART_FIT})(); "
-                                             f"return r && r.width < {width - 250} && r; }}", timeout=60_000).json_value()
+                fit = _chart_fit(page, width)
                 assert fit["legend_over_marks"] == [] and fit["cut"] == [], (path, width, fit)
         finally:
             browser.close()
