@@ -349,12 +349,17 @@ def fake_cache(home, repo="tiny-org/Tiny-Llama", shards=True):
     return snap
 
 
+def _offline_hub(monkeypatch, home) -> None:
+    """huggingface_hub reads the cache under `home` (fake_cache's) and goes to no network."""
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 def test_hub_id_offline_from_the_cache(tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
     fake_cache(tmp_path)
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _offline_hub(monkeypatch, tmp_path)
     code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama", "--task", "infer", "--json")
     assert code == 0, err
     data = json.loads(out)
@@ -429,9 +434,7 @@ def test_hub_id_offline_with_some_shards_cached_is_sized_by_its_config(tmp_path,
     pytest.importorskip("huggingface_hub")
     snap = fake_cache(tmp_path, shards=False)
     _shards(snap, 2, (1,))
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _offline_hub(monkeypatch, tmp_path)
     code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama", "--task", "infer", "--json")
     assert code == 0, err
     data = json.loads(out)
@@ -785,9 +788,7 @@ def test_an_offline_revision_not_in_the_cache_names_the_download_of_that_revisio
     which fetches main's config and leaves the revision asked for missing; it names --revision REV now."""
     pytest.importorskip("huggingface_hub")
     fake_cache(tmp_path)
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _offline_hub(monkeypatch, tmp_path)
     code, out, err = run_cli("estimate", "--model", "tiny-org/Tiny-Llama@v2.0", "--task", "infer")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "hf download tiny-org/Tiny-Llama config.json --revision v2.0" in err
