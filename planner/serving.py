@@ -174,9 +174,8 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
         arch = str(gpus.set_index("id")["architecture"].get(gpu, "")).lower()
     if default == "bf16" and arch in NO_BF16_ARCHITECTURES:
         default = "fp16"
-    stored = models.set_index("id")["stored_precision"].get(model_id) \
-        if "stored_precision" in models and model_id in set(models["id"]) else None
-    if not (isinstance(stored, str) and stored):
+    stored = _stored_precision(models, model_id)
+    if stored is None:
         return default
     if stored == "mxfp4" and engine in GGUF_ENGINES:
         stored = "mxfp4_moe"
@@ -187,6 +186,13 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
         return default
     return stored
 
+
+def _stored_precision(models: pd.DataFrame, model_id) -> str | None:
+    """The precision a model's checkpoint stores (the catalog's stored_precision, a file's or a config's), or None."""
+    if "stored_precision" not in models or model_id not in set(models["id"]):
+        return None
+    stored = models.set_index("id")["stored_precision"].get(model_id)
+    return stored if isinstance(stored, str) and stored else None
 
 
 # the longest --max-model-len `fits_with` offers: a multiple of this many tokens (vLLM's own estimate on failure,
@@ -248,8 +254,8 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
     bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
     formats = [request["precision"]] + [f for f in SMALLER_FORMATS if C.LINEAR_BITS[f] < bits]
     # the format the model's published checkpoint stores (catalog stored_precision: gpt-oss's MXFP4), where smaller
-    stored = models.set_index("id")["stored_precision"].get(request["model"]) if "stored_precision" in models else None
-    if isinstance(stored, str) and stored not in formats and C.LINEAR_BITS.get(stored, np.inf) < bits:
+    stored = _stored_precision(models, request["model"])
+    if stored is not None and stored not in formats and C.LINEAR_BITS.get(stored, np.inf) < bits:
         formats.insert(1, stored)
     arch = models.set_index("id").loc[request["model"]]
     counts = [k for k in tp_choices if bool(tensor_parallel_accepted(arch["num_heads"], arch["num_kv_heads"], k))]
