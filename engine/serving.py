@@ -344,8 +344,7 @@ def sglang_vlm_factor(vision_params) -> np.ndarray:
 def sglang_by_memory(version) -> np.ndarray:
     """Whether each SGLang version sets its default fraction by the card's memory (0.5.3 on, and the current
     release where none is given) rather than by the tensor-parallel size."""
-    key = sglang_version(version)
-    return np.isnan(key) | (key >= _sglang_key(*SGLANG_HEURISTIC_FROM))
+    return ~sglang_before(version, SGLANG_HEURISTIC_FROM)
 
 
 def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, standalone_draft=False,
