@@ -79,8 +79,9 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field(model_source.KEY, "", "text"),
     # the Serving page's own settings (engine, weights, GPUs per replica, memory share, other processes' memory,
     # experts in host RAM, cards, the target of the cheapest search): a shared link reproduces the page, and a page
-    # switch brings them back (they were widget state only). serve_weights 'auto': the engine's first format
-    # (q4_k_m for llama.cpp / Ollama); serve_cards empty: the page's default cards (checked against the GPU ids)
+    # switch brings them back (they were widget state only). serve_weights 'auto': serve's own default
+    # (planner/serving.py default_precision: the model's checkpoint format where the engine takes it, else the
+    # engine's); serve_cards empty: the page's default cards (checked against the GPU ids)
     Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
     Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
         p for e in SERVE_ENGINES for p in engine_precisions(e)))),
