@@ -353,25 +353,30 @@ def cost_per_fit(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.Da
 
 @planner_cache(max_entries=24, show_spinner="Pricing systems (cards, hosts, network)…")
 def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, workloads: str, condition: str, max_gpus: int,
-                 headroom: float, tco: tuple = (), scenarios: tuple = ()) -> dict:
+                 headroom: float, tco: tuple = (), scenarios: tuple = (), known: tuple = ()) -> dict:
     """procurement.budget_sweep: plan_budget's sweep, which no budget, mode, hours or deadline enters. `scenarios`:
-    ((workload, ((key, value), ...)), ...), each named workload's settings (hashable, for the cache)."""
+    ((workload, ((key, value), ...)), ...), each named workload's settings (hashable, for the cache). `known`: the
+    page's own sweep, configurations(*known)'s arguments: where it holds every (model, workload) at the same
+    settings, its rows are taken (procurement._known_rows) and nothing is estimated again (the Budget page's
+    default: its two workloads are two of its chosen plans)."""
     from planner import procurement  # lazy: the Budget page's alone (not imported at a cold start)
     return procurement.budget_sweep(models, gpus, shipped("hosts"), workloads, condition, max_gpus, headroom,
                                     shipped("compatibility"), tco=dict(tco),
-                                    scenarios={w: dict(items) for w, items in scenarios} or None)
+                                    scenarios={w: dict(items) for w, items in scenarios} or None,
+                                    known=configurations(*known) if known else None,
+                                    known_plans=known[0] if known else None)
 
 
 @planner_cache(max_entries=24, show_spinner=False)
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, budget: float, mode: str, hours: float | None,
                 workloads: str, deadline_days: float | None, one_purchase: bool, condition: str, max_gpus: int,
-                headroom: float, tco: tuple = (), scenarios: tuple = ()) -> dict:
+                headroom: float, tco: tuple = (), scenarios: tuple = (), known: tuple = ()) -> dict:
     """planning/procurement.plan_budget, the function `python -m engine budget` calls, as its two
     halves: the sweep (budget_sweep, cached on its own arguments) and the budget's filter over it, so
     a new budget, mode, job length or deadline estimates nothing; `tco` as ((setting, value), ...)
-    pairs of procurement.TCO_KEYS (hashable, for the cache)."""
+    pairs of procurement.TCO_KEYS (hashable, for the cache); `known` as budget_sweep's."""
     from planner import procurement  # lazy: the Budget page's alone (not imported at a cold start)
-    sweep = budget_sweep(models, gpus, workloads, condition, max_gpus, headroom, tco, scenarios)
+    sweep = budget_sweep(models, gpus, workloads, condition, max_gpus, headroom, tco, scenarios, known)
     return procurement.budget_within(sweep, gpus, shipped("hosts"), budget, mode, hours, deadline_days, one_purchase)
 
 

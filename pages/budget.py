@@ -105,10 +105,13 @@ with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
            ("usd_per_kwh", t3.number_input("Electricity ($/kWh)", min_value=0.0, max_value=10.0, value=0.13, step=0.01,
                                            key="bp_kwh", help="Default: U.S. commercial average 2023 (EIA), rounded.")),
            ("resale_fraction", t4.slider("Resale at the end (% of the price)", 0, 95, 0, key="bp_resale") / 100.0))
+# the "GPUs only" tables' sweep below: every model x chosen workload x card, at the sidebar's settings
+sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
 if pairs:
+    # `sweep` as known: where it holds the chosen pairs (the default two are two of its plans), their rows come from it
     sysres = c.guard(data.plan_budget, data.subset(models, models["id"].isin({p.split(":")[0] for p in pairs})), shown_gpus,
                      float(budget), mode, hours, ",".join(pairs), float(deadline) or None, bool(one), condition,
-                     int(max_gpus), s["headroom_pct"] / 100.0, tco, c.budget_workloads(s))
+                     int(max_gpus), s["headroom_pct"] / 100.0, tco, c.budget_workloads(s), sweep)
     st.caption(f"Each workload with the sidebar's settings ({md_escape(c.describe(s, with_model=False))}; the method "
                f"or weights are the workload's). Headroom: {s['headroom_pct']}% of each GPU kept free (sidebar). "
                "Incompatible combinations (bf16 before Ampere, bitsandbytes on Apple, several Macs, ...) are never offered.")
@@ -157,7 +160,6 @@ if pairs:
                       "Buy pays off after (hours of use)": "The same break-even in hours the GPUs are busy."})
 st.markdown("#### Every model × workload, GPUs only")
 
-sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
 result = c.guard(c.budget_plan, *sweep, float(budget), mode, hours, stretch / 100.0)
 feasible, unlocks, out = result["feasible"], result["unlocks"], result["out_of_reach"]
 unmodelled = result.get("not_modelled", pd.DataFrame(columns=["model", "plan"]))

@@ -74,13 +74,18 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
 
 
 def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None, scenarios: dict | None = None) -> pd.DataFrame:
-    extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
     base = grid(gpu=list(gpu_ids))
-    blocks = [(base, {**{k: v for k, v in _workload(w, scenarios).items() if k not in ("model", "gpu", "gpus")},
-                      "headroom": headroom, **extra, "model": m, "workload": w}) for m, w in pairs]
+    blocks = [(base, {**_scenario(w, scenarios, headroom, tco), "model": m, "workload": w}) for m, w in pairs]
     frame = planning.stacked(blocks)
     order = ["model", "gpu"] + [c for c in frame.columns if c not in ("model", "gpu", "workload")] + ["workload"]
     return planning.with_defaults(frame[order])
+
+
+def _scenario(name: str, scenarios: dict | None, headroom: float, tco: dict | None) -> dict:
+    """A named workload's settings as its rows in _frame hold them (beside the model, the GPU and the name)."""
+    extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
+    return {**{k: v for k, v in _workload(name, scenarios).items() if k not in ("model", "gpu", "gpus")},
+            "headroom": headroom, **extra}
 
 
 def _workload(name: str, scenarios: dict | None) -> dict:
@@ -145,18 +150,25 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
 def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, workloads: str | None = None,
                  condition: str = "either", max_gpus: int = 16, headroom: float | None = None,
                  rules: pd.DataFrame | None = None, gpu_ids=None, tco: dict | None = None,
-                 scenarios: dict | None = None) -> dict:
+                 scenarios: dict | None = None, known: pd.DataFrame | None = None,
+                 known_plans: dict | None = None) -> dict:
     """What plan_budget computes before a budget enters: every (model, workload) x GPU estimated at
     the count it needs (planning.configurations), its system priced (cards, hosts, network), its
     speed and break-even. {'rows': frame, 'ok': fits within the GPU limit (bool array), 'pairs',
-    'settings'}; budget_within answers a budget from it."""
+    'settings'}; budget_within answers a budget from it. `known`: planning.configurations over
+    planning.plans_frame(`known_plans`, ...), estimated with the same `max_gpus` and compatibility rules (the
+    Budget page's own "GPUs only" sweep): a (model, workload) whose scenario is one of those plans' takes its
+    rows from there instead of estimating them again (_known_rows)."""
     tco = _check_tco(tco)
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
     asked = _frame(pairs, gpu_ids, headroom, tco, scenarios)
-    configs = planning.configurations(asked, models, gpus, max_gpus=max_gpus, rules=rules, hosts=hosts,
-                                      condition=condition)
+    # the page's own sweep holds every pair (its default: the two are among its chosen plans): nothing to estimate.
+    # Otherwise every pair is estimated: estimating a few and putting the two frames together saved nothing measured.
+    reused = _known_rows(asked, known, known_plans, {w: _scenario(w, scenarios, headroom, tco) for _, w in pairs})
+    configs = reused if reused is not None else planning.configurations(
+        asked, models, gpus, max_gpus=max_gpus, rules=rules, hosts=hosts, condition=condition)
     ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)
     costs = system_costs(configs, gpus, hosts, condition)
     speed = _speed(configs)
@@ -180,6 +192,71 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     asked_pairs = pd.DataFrame({"model": [m for m, _ in pairs], "task": [WORKLOADS[w]["task"] for _, w in pairs]})
     unmodelled = [p for p, hit in zip(pairs, planning.not_modelled(asked_pairs, models)) if hit]
     return {"rows": rows, "ok": ok, "pairs": pairs, "settings": settings, "not_modelled": unmodelled}
+
+
+# what budget_sweep reads of a configurations frame (beside the scenario columns); the system's own columns
+# (system_usd, ...) are priced again at the sweep's condition (system_costs), so a `known` frame may be priced at another
+_CONFIG_READS = ("model", "gpu", "gpu_name", "gpus", "memory_used_fraction", "task", "compatibility_notes",
+                 "rent_usd_per_hour", "rent_usd_per_month", "power_usd_per_month", "fits_within", "train_hours",
+                 "decode_tokens_per_s")
+
+
+def _known_rows(asked: pd.DataFrame, known: pd.DataFrame | None, plans: dict | None,
+                own: dict) -> pd.DataFrame | None:
+    """The asked rows as rows of `known`, in the asked order, or None where `known` does not hold them all.
+    `known` is planning.configurations over planning.plans_frame(`plans`, model=..., gpu=...); `own`: each asked
+    workload's scenario as _frame puts it in its rows. A (model, workload) is held only where a plan's scenario
+    equals the workload's, each over the engine's defaults (a column left out of either frame takes the same
+    constant), in every column but the model and GPU (the rows' own) and gpus, tp and pp (configurations' answer: it
+    estimates at one card, then at the count needed), and `known` holds that plan for the model on every asked
+    GPU: a row taken is then the estimate the same scenario gets alone (one scenario, one answer;
+    tests/test_procurement.py compares them). None where `known` lacks a column budget_sweep reads."""
+    if known is None or not plans or not len(known) or "plan" not in known.columns \
+            or any(n not in known.columns for n in _CONFIG_READS):
+        return None
+    workload = asked["workload"].astype(str).to_numpy()
+    model = asked["model"].astype(str).to_numpy()
+    gpu = asked["gpu"].astype(str).to_numpy()
+    at = np.flatnonzero(known["model"].isin(set(model)).to_numpy(dtype=bool))
+    where = {key: i for key, i in zip(zip(*(known[k].iloc[at].astype(str) for k in ("model", "plan", "gpu"))), at)}
+    effective = {label: _effective(workload_) for label, workload_ in plans.items()}
+    take = np.full(len(asked), -1, dtype=np.intp)
+    for m, w in dict.fromkeys(zip(model, workload)):
+        block = np.flatnonzero((model == m) & (workload == w))
+        mine = _effective(own[w])
+        label = next((p for p, theirs in effective.items() if theirs == mine), None)
+        if label is None:
+            return None
+        take[block] = [where.get((m, label, g), -1) for g in gpu[block]]
+    if take.min() < 0:
+        return None
+    rows = known.iloc[take].drop(columns="plan").reset_index(drop=True)
+    for key in _asked_types(asked):  # the same values, typed as the asked frame's, as a fresh estimate returns them
+        rows[key] = asked[key].reset_index(drop=True)
+    return rows
+
+
+def _asked_types(asked: pd.DataFrame) -> tuple:
+    """The columns budget_sweep reads whose values a configurations frame keeps as asked (categories included)."""
+    return ("model", "gpu", "workload", "task", *(k for k in TCO_KEYS if k in asked.columns))
+
+
+# every scenario column's default as the engine takes it where a frame leaves the column out (engine/columns.py;
+# the buy-vs-rent settings too, which planning.DEFAULTS leaves to engine/speed.py SETTINGS: the same values)
+_DEFAULTS = {**{col.name: col.default for col in columns.SCENARIO}, **planning.DEFAULTS}
+
+
+def _effective(scenario: dict) -> dict:
+    """A workload's scenario over the engine's defaults (_DEFAULTS), without the row's own model and GPU and the counts
+    configurations decides; numbers as floats and a missing value as None, so that equal scenarios compare equal."""
+    def value(v):
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)):
+            return float(v)
+        return v
+    merged = {**_DEFAULTS, **{k: v for k, v in scenario.items() if value(v) is not None}}
+    return {k: value(v) for k, v in merged.items() if k not in ("model", "gpu", "gpus", "tp", "pp", "plan", "workload")}
 
 
 def _setting(configs: pd.DataFrame, asked: pd.DataFrame, key: str) -> float:

@@ -185,6 +185,22 @@ def test_a_new_budget_mode_hours_or_deadline_on_the_budget_page_estimates_nothin
     assert swept == [1, 1]
 
 
+def test_a_sidebar_change_on_the_budget_page_takes_its_systems_rows_from_the_page_sweep(estimates):
+    """The default systems' workloads (llama-3-8b:qlora, llama-3-8b:infer-int4) are two of the page's chosen plans
+    at the sidebar's settings: after a sidebar change the engine estimates the page's sweep and its tiers, never the
+    two workloads again (two calls of 2 x 47 rows, ~90 ms of a 300 ms target). The systems' table is the one a
+    fresh sweep gives (tests/test_procurement.py compares the frames)."""
+    at = open_page("pages/budget.py")
+    cards = len(data.shipped("gpus"))
+    estimates.clear()
+    box = [w for w in at.sidebar.number_input if w.label == "Micro-batch per GPU (sequences)"]
+    box[0].set_value(3)
+    run(at)
+    assert estimates and 2 * cards not in estimates, estimates
+    systems = next(f.value for f in at.dataframe)
+    assert set(systems["Workload"]) == {"qlora", "infer-int4"}
+
+
 def test_one_md_escape_the_stricter_for_both_former_callers():
     """app/user_entries.py had its own md_escape (no # + - . & escaped, only \\n as a break); both
     callers now use app/labels.py's. Inputs of each: a catalog name on a page, a user-catalog problem

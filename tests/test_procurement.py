@@ -318,3 +318,52 @@ def test_a_workload_the_engine_does_not_model_is_named_as_such_not_out_of_reach(
                              "--utilization", "0.5")
     assert code == 0 and "Traceback" not in err, err
     assert "not modelled" in out and "qwen3-next-80b-a3b:lora" in out and "at 50% use" in out
+
+
+# ---- the Budget page's systems from its own sweep (issue 24: a sidebar change within 300 ms) -------------------
+
+def test_a_sweep_already_made_answers_the_workloads_it_holds_exactly_as_a_fresh_sweep(monkeypatch):
+    """budget_sweep(known=...) takes a (model, workload)'s rows from a configurations frame over named plans only
+    where one plan is the same scenario; each answer is the fresh sweep's, frame for frame. Random settings, with a
+    fresh seed printed (a failing seed becomes a case here)."""
+    import random
+
+    from planner import planning
+
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    cat = default_catalog()
+    models, gpus, hosts, rules = cat.models(), cat.gpus(), cat.hosts(), cat.compatibility()
+    ids = ["llama-3-8b", "qwen2.5-7b", "mixtral-8x7b"]
+    real = planning.configurations
+    calls = []
+    monkeypatch.setattr(procurement.planning, "configurations", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k))
+    for _ in range(2):
+        common = {"batch": rng.choice([1, 2, 3, 8]), "seq": rng.choice([512, 2048, 4096]),
+                  "headroom": rng.choice([0.0, 0.1, 0.25])}
+        train = {**common, "task": "train", "precision": rng.choice(["bf16", "mixed_bf16"]),
+                 "grad_checkpointing": rng.choice([True, False]), "lora_rank": rng.choice([8, 64]),
+                 "zero": rng.choice([0, 2, 3]), "optimizer": rng.choice(["adamw", "adamw_8bit"])}
+        plan_map = {"LoRA": {**train, "method": "lora"}, "QLoRA": {**train, "method": "qlora", "base_precision": "nf4"},
+                    "Serve INT4": {**common, "task": "infer", "method": "full", "precision": "int4",
+                                   "kv_precision": rng.choice(["bf16", "fp8"])}}
+        scenarios = {"lora": plan_map["LoRA"], "qlora": plan_map["QLoRA"], "infer-int4": plan_map["Serve INT4"]}
+        known = real(planning.plans_frame(plan_map, model=ids, gpu=list(gpus["id"])), models, gpus, max_gpus=8,
+                     rules=rules, hosts=hosts)
+        workloads = f"{ids[0]}:qlora,{ids[1]}:lora,{ids[2]}:infer-int4"
+        for condition, tco, changed, reused in (("either", None, None, True), ("new", {"pue": 1.0}, None, True),
+                                                ("used", {"pue": 1.3}, None, False),
+                                                ("either", None, ("lora", "batch", common["batch"] + 1), False),
+                                                ("either", None, ("infer-int4", "kv_precision", "int8"), False)):
+            asked = {w: dict(s) for w, s in scenarios.items()}
+            if changed:
+                asked[changed[0]][changed[1]] = changed[2]
+            args = (models, gpus, hosts, workloads, condition, 8, common["headroom"], rules)
+            calls.clear()
+            mine = procurement.budget_sweep(*args, tco=tco, scenarios=asked, known=known, known_plans=plan_map)
+            assert (calls == []) is reused, (seed, condition, tco, changed, calls)
+            fresh = procurement.budget_sweep(*args, tco=tco, scenarios=asked)
+            pd.testing.assert_frame_equal(mine["rows"], fresh["rows"])
+            assert (mine["ok"] == fresh["ok"]).all() and mine["settings"] == fresh["settings"], seed
+            assert mine["pairs"] == fresh["pairs"] and mine["not_modelled"] == fresh["not_modelled"]
