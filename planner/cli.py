@@ -121,11 +121,12 @@ def _column_parser(col: columns.Column):
     return None
 
 
-def _column_help(col: columns.Column) -> str:
+def _column_help(col: columns.Column, default: str | None = None) -> str:
+    """The flag's help from the column table; `default`: the default in other words than the engine's."""
     text = col.help
     if col.choices and len(col.choices) > 1 and str(col.choices[1]) not in col.help:
         text += f"; accepted: {', '.join(map(str, col.choices))}"
-    text += f" (default {col.describe_default()})"
+    text += f" (default {col.describe_default() if default is None else default})"
     return text.replace("%", "%%")  # argparse formats help with %
 
 
@@ -239,6 +240,18 @@ def _new_parser(prog: str) -> Parser:
     # the headroom and the buy-vs-rent settings (break-even per row): the estimate's flags (engine/columns.py)
     for name in ("headroom", "utilization", "pue", "usd_per_kwh", "hours_per_month", "resale_fraction"):
         add_column_flag(bud, columns.SCENARIO_BY_NAME[name])
+    # the workloads' own settings (procurement.WORKLOAD_SETTINGS, as the Budget page's sidebar sets them): the
+    # estimate's flags, left out when not given (the workload's own value, else the engine's default)
+    from planner.procurement import WORKLOAD_SETTINGS
+    for name, tasks in WORKLOAD_SETTINGS.items():
+        col = columns.SCENARIO_BY_NAME[name]
+        words = "every workload" if len(tasks) == 2 else \
+            "the training workloads (full, lora, qlora)" if tasks == ("train",) else "the serving workloads (infer-*)"
+        default = f"for {words}: the workload's own, else the engine's, {col.describe_default()}"
+        if col.kind == "bool":
+            bud.add_argument(col.cli, action="store_true", default=None, help=_column_help(col, default))
+        else:
+            bud.add_argument(col.cli, default=None, type=_column_parser(col), help=_column_help(col, default))
     bud.add_argument("--json", action="store_true", help="print one JSON object")
     ev = sub.add_parser("evidence", help="estimate vs every published reference")
     ev.add_argument("--json", action="store_true", help="print one JSON list, a row per reference (id, kind, metric, "
@@ -613,11 +626,15 @@ def cmd_budget(args) -> int:
         raise CliError(f"--hours {args.hours:g} applies to --mode cloud_job; with --mode {show(args.mode)} "
                        "leave --hours out")
     workloads, models = hub_workloads(args.workloads, cat.models(include_user=True))
+    given = {k: getattr(args, columns.SCENARIO_BY_NAME[k].dest) for k in procurement.WORKLOAD_SETTINGS}
+    given = {k: v for k, v in given.items() if v is not None}
+    scenarios = procurement.workload_scenarios(given, procurement.parse_workloads(workloads, list(models["id"])))
     result = procurement.plan_budget(models, cat.gpus(include_user=True), cat.hosts(),
                                      args.budget, args.mode, args.hours, workloads, args.deadline_days,
                                      args.one_purchase, args.condition, args.max_gpus, args.headroom,
                                      cat.compatibility(),
-                                     tco={k: getattr(args, k) for k in procurement.TCO_KEYS})
+                                     tco={k: getattr(args, k) for k in procurement.TCO_KEYS}, scenarios=scenarios)
+    result["settings"]["workload_settings"] = given  # (added key: the settings given beside the workloads' own)
     if args.json:
         data = {"settings": result["settings"], "rows": procurement.rows_json(result["rows"]),
                 "unlocks": procurement.rows_json(result["unlocks"]), "out_of_reach": result["out_of_reach"],

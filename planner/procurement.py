@@ -53,6 +53,38 @@ TCO_KEYS = ("utilization", "pue", "usd_per_kwh", "hours_per_month", "resale_frac
 _INF_AS_TEXT = ("breakeven_months", "breakeven_hours")
 
 
+# The settings `budget` takes beside its named workloads (the Budget page takes them from its sidebar): each the scenario
+# column of that name (engine/columns.py: its flag, range and words), the task(s) it applies to. A setting left out is
+# the workload's own (WORKLOADS) or else the engine's default.
+WORKLOAD_SETTINGS: dict[str, tuple[str, ...]] = {
+    "batch": ("train", "infer"), "seq": ("train", "infer"), "allow_long_context": ("train", "infer"),
+    "optimizer": ("train",), "lora_rank": ("train",), "zero": ("train",), "offload": ("train",), "recipe": ("train",),
+    "kv_precision": ("infer",), "kv_policy": ("infer",),
+}
+
+
+def workload_scenarios(given: dict, pairs) -> dict | None:
+    """Each named workload's scenario with the settings `given` (WORKLOAD_SETTINGS names) that apply to its task, for
+    budget_sweep's `scenarios`; None when nothing is given. ValueError names a setting that applies to none of the
+    asked workloads (`pairs`), where it would be dropped without a word."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return None
+    unknown = sorted(set(given) - set(WORKLOAD_SETTINGS))
+    if unknown:
+        raise ValueError(f"workload setting {unknown[0]!r} is not accepted; accepted: {', '.join(WORKLOAD_SETTINGS)}")
+    asked = list(dict.fromkeys(w for _, w in pairs))
+    tasks = {WORKLOADS[w]["task"] for w in asked}
+    for key, applies in WORKLOAD_SETTINGS.items():
+        if key in given and not tasks & set(applies):
+            flag = columns.SCENARIO_BY_NAME[key].cli or key
+            kinds = " or ".join("training (full, lora, qlora)" if t == "train" else "serving (infer-*)" for t in applies)
+            raise ValueError(f"{flag} applies to {kinds} workloads; none of the workloads asked ({', '.join(asked)}) "
+                             f"is one: leave {flag} out or add such a workload")
+    return {name: {**w, **{k: v for k, v in given.items() if w["task"] in WORKLOAD_SETTINGS[k]}}
+            for name, w in WORKLOADS.items()}
+
+
 def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
     """'llama-3-70b:qlora,llama-3-8b:full' -> [(model, workload), ...]; ValueError names the bad item."""
     if text is None:
@@ -406,6 +438,8 @@ def format_budget(result: dict) -> str:
     st = result["settings"]
     lines = [f"budget {_money(st['budget_usd'])} ({st['mode']}), card prices: {st['condition']}, "
              f"headroom {st['headroom']:.0%} of each GPU kept free"]
+    if st.get("workload_settings"):
+        lines.append("workload settings: " + ", ".join(f"{k} {v}" for k, v in st["workload_settings"].items()))
     if st.get("tco"):
         t = st["tco"]
         lines.append(f"buy vs rent at {t.get('utilization', 1):.0%} use, PUE {t.get('pue', 1):g}, "

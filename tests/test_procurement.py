@@ -367,3 +367,36 @@ def test_a_sweep_already_made_answers_the_workloads_it_holds_exactly_as_a_fresh_
             pd.testing.assert_frame_equal(mine["rows"], fresh["rows"])
             assert (mine["ok"] == fresh["ok"]).all() and mine["settings"] == fresh["settings"], seed
             assert mine["pairs"] == fresh["pairs"] and mine["not_modelled"] == fresh["not_modelled"]
+
+
+# ---- budget's workload settings (the Budget page's sidebar settings, on the command line) ----------------------
+
+def test_budget_takes_the_workloads_settings_and_answers_as_check_does_for_the_same_scenario():
+    """`budget` had no --batch / --seq: a buyer sizing a QLoRA at 8k tokens was priced at batch 1 x 2,048 (the Budget
+    page prices its sidebar's settings). Each row is the scenario `check` answers alone (one scenario, one answer)."""
+    plain = budget("--budget", "20000", "--workloads", "llama-3-8b:qlora,llama-3-8b:infer-int4")
+    data = budget("--budget", "20000", "--workloads", "llama-3-8b:qlora,llama-3-8b:infer-int4",
+                  "--seq", "8192", "--batch", "4", "--kv-precision", "fp8")
+    assert data["settings"]["workload_settings"] == {"batch": 4, "seq": 8192, "kv_precision": "fp8"}
+    assert plain["settings"]["workload_settings"] == {}
+    rows = {r["workload"]: r for r in data["rows"]}
+    assert rows["qlora"]["memory_used_fraction"] != {r["workload"]: r for r in plain["rows"]}["qlora"]["memory_used_fraction"]
+    # the named workload's own settings (WORKLOADS: bf16, checkpointing, ZeRO 3) with the ones given
+    checks = {"qlora": ("--method", "qlora", "--precision", "bf16", "--grad-checkpointing", "--zero", "3"),
+              "infer-int4": ("--task", "infer", "--precision", "int4", "--kv-precision", "fp8")}
+    for workload, flags in checks.items():
+        r = rows[workload]
+        code, out, err = run("check", "--model", "llama-3-8b", *flags, "--seq", "8192", "--batch", "4",
+                             "--gpu", r["gpu"], "--gpus", str(r["gpus"]), "--json")
+        assert code == 0, err
+        assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"], workload
+
+
+def test_a_budget_setting_no_asked_workload_takes_is_refused_naming_it():
+    code, out, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:qlora", "--kv-precision", "fp8")
+    assert code == 2 and out == ""
+    assert "--kv-precision applies to serving (infer-*) workloads" in err and "(qlora)" in err
+    code, out, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:infer-int4", "--lora-rank", "64")
+    assert code == 2 and "--lora-rank applies to training (full, lora, qlora) workloads" in err
+    code, _, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:qlora", "--batch", "0")
+    assert code == 2 and "batch '0' is not accepted" in err
