@@ -91,8 +91,11 @@ condition = o1.radio("Card prices", list(procurement.CONDITIONS)[::-1], key="bp_
 s["condition"] = condition
 state.sync_url()
 pair_options = [f"{m}:{w}" for m in models["id"] for w in procurement.WORKLOADS]
+# first shown for the sidebar's model (Llama 3 8B where it is a file or Hub model the list does not hold): training it
+# with QLoRA and serving it at INT4, two of the chosen workloads below, so their rows come from that sweep
+own = s["model"] if f"{s['model']}:qlora" in pair_options else "llama-3-8b"
 pairs = o2.multiselect("Workloads (model:workload)", pair_options, key="bp_pairs",
-                       default=[p for p in ("llama-3-8b:qlora", "llama-3-8b:infer-int4") if p in pair_options])
+                       default=[p for p in (f"{own}:qlora", f"{own}:infer-int4") if p in pair_options])
 deadline = o3.number_input("Training deadline (days, 0 = none)", min_value=0.0, value=0.0, step=1.0, key="bp_deadline",
                            help="Per 1e9 training tokens, at the engine's speed model.")
 one = st.checkbox("One purchase for all of them", value=True, key="bp_one")

@@ -1269,3 +1269,14 @@ def test_serving_page_weights_default_to_the_models_checkpoint_format_and_follow
     weights().set_value("fp8").run()
     next(w for w in at.sidebar.selectbox if w.label == "Model").set_value("gpt-oss-20b").run()
     assert weights().value == "fp8" and at.query_params.get("serve_weights") == "fp8"
+
+
+def test_budget_systems_are_first_shown_for_the_sidebars_model():
+    """The systems' workloads were Llama 3 8B whatever model the sidebar (or a shared link) named."""
+    at = open_app("pages/budget.py", {"model": "llama-3.1-70b"})
+    assert at.multiselect(key="bp_pairs").value == ["llama-3.1-70b:qlora", "llama-3.1-70b:infer-int4"]
+    systems = table(at)
+    assert set(systems["Model"]) == {"Llama 3.1 70B"} and set(systems["Workload"]) <= {"qlora", "infer-int4"}
+    at = open_app("pages/budget.py")
+    assert at.multiselect(key="bp_pairs").value == [f"{at.session_state['settings']['model']}:qlora",
+                                                    f"{at.session_state['settings']['model']}:infer-int4"]
