@@ -398,8 +398,12 @@ with tab_run:
         if st.button("Keep it among my runs", key="run_log_save",
                      help=f"Written to {ue.md_code(str(ing.user_runs_path()))}; the Evidence page lists it."):
             try:
+                before = ing.saved_before(result)
                 saved = ing.save_run(result)
             except (ing.IngestError, OSError) as exc:
                 st.error(md_escape(str(exc)))
             else:
-                st.success(f"Kept as {ue.md_code(saved)}: the Evidence page lists it, marked as yours.")
+                if before:
+                    st.info(f"Already kept as {ue.md_code(saved)}: the same run, not added again.")
+                else:
+                    st.success(f"Kept as {ue.md_code(saved)}: the Evidence page lists it, marked as yours.")

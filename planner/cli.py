@@ -712,7 +712,7 @@ def _serving_evidence(args, cat) -> int:
 
 def cmd_ingest(args) -> int:
     from catalog import default_catalog
-    from planner.ingest import FIGURE_KEYS, INGEST_JSON_KEYS, SNIPPET, format_comparison, ingest, save_run
+    from planner.ingest import FIGURE_KEYS, INGEST_JSON_KEYS, SNIPPET, format_comparison, ingest, save_run, saved_before
     if args.snippet:
         if args.file:
             raise CliError(f"file {show(args.file)} is not accepted with --snippet, which prints the lines to paste; "
@@ -729,16 +729,20 @@ def cmd_ingest(args) -> int:
                        "a training run's line")
     cat = default_catalog()
     result = ingest(args.file, args.gpu, cat.models(include_user=True), cat.gpus(include_user=True), args.model)
+    before = saved_before(result) if args.save else None  # the same run saved earlier: not added again
     saved = save_run(result) if args.save else None
     if args.json:
         data = {k: result[k] for k in INGEST_JSON_KEYS}
         data["scenario"] = {k: _jsonable(v) for k, v in data["scenario"].items()}
         data["figures"] = [{k: _jsonable(f[k]) for k in FIGURE_KEYS} for f in data["figures"]]
         data["saved_id"] = saved
+        data["saved_before"] = before is not None  # (added key: saved_id is then the earlier entry's)
         print_json(data)
         return 0
     print(format_comparison(result))
-    if saved:
+    if before:
+        print(f"already saved as {before}: the same run, not added again (see: evidence)")
+    elif saved:
         print(f"saved as {saved} (see: evidence)")
     return 0
 

@@ -768,24 +768,42 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:40] or "run"
 
 
+def _run_entry(result: dict) -> dict:
+    """What a saved entry keeps of a run, beside its id, date and file."""
+    run = result["_run"]
+    return {"model": result["model"], "gpu": result["gpu"],
+            "run": {"format": run["format"], "model_read": run["model_read"], "settings": dict(run["settings"]),
+                    "measured": {k: float(v) for k, v in run["measured"].items()},
+                    "lines": dict(run.get("lines", {})), "versions": dict(run.get("versions", {}))}}
+
+
+def saved_before(result: dict, path: Path | None = None) -> str | None:
+    """The id of a saved entry of this very run (the same model, GPU, settings, figures and log lines, wherever its
+    file now is), or None. Saving a log again added a second copy, which the Evidence page then counted twice."""
+    mine = _run_entry(result)
+    for r in _read_runs(path or user_runs_path()):
+        if isinstance(r, dict) and {k: r.get(k) for k in mine} == mine:
+            return str(r.get("id"))
+    return None
+
+
 def save_run(result: dict, path: Path | None = None) -> str:
     """Append the run to the user's runs file (written whole to a temporary file, then renamed);
-    returns its id."""
+    returns its id. A run saved before (saved_before) is not added again: its id is returned."""
     path = path or user_runs_path()
     # every entry as read, the ones load_runs cannot use too (a hand edit, an older version's): a save
     # appends, it never deletes what the user wrote (they were dropped from the file before)
     runs = _read_runs(path)
+    before = saved_before(result, path)
+    if before is not None:
+        return before
     taken = {r.get("id") for r in runs if isinstance(r, dict)}
     base = f"user-{result['format'].replace('.', '')}-{_slug(result['model'])}-{_slug(Path(result['file']).stem)}"
     ident, n = base, 2
     while ident in taken:
         ident, n = f"{base}-{n}", n + 1
-    run = result["_run"]
     entry = {"id": ident, "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "file": result["file"],
-             "model": result["model"], "gpu": result["gpu"],
-             "run": {"format": run["format"], "model_read": run["model_read"], "settings": dict(run["settings"]),
-                     "measured": {k: float(v) for k, v in run["measured"].items()},
-                     "lines": dict(run.get("lines", {})), "versions": dict(run.get("versions", {}))}}
+             **_run_entry(result)}
     runs.append(entry)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = ("# LLM hardware planner: your own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md).\n"

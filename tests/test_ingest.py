@@ -325,7 +325,7 @@ def test_ingest_prints_each_figure_beside_ours(path, gpu, figures):
     code, out, err = run_cli("ingest", path, "--gpu", gpu, "--json")
     data = json.loads(out)
     assert list(data) == ["format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes", "saved_id",
-                          "schema_version"]
+                          "saved_before", "schema_version"]
     assert [f["figure"] for f in data["figures"]] == figures
     for f in data["figures"]:
         assert list(f) == ["figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter"]
@@ -485,8 +485,19 @@ def test_saved_runs_are_listed_by_evidence_as_the_users(runs_file):
     assert mine[0]["metric"] == "weights_bytes" and mine[0]["unit"] == "GiB" and mine[0]["reference"] == 14.989
     assert mine[-1]["metric"] == "reserved_peak_bytes"
     assert all(r["source_kind"] == "published" for r in rows[:-len(mine)])
-    # the same run saved twice keeps both, under two ids
-    run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")
+    # the same run saved again is not added again (the Evidence page counted it twice); another run of the same
+    # model and log name is (a second id)
+    text = runs_file.read_text()
+    code, out, err = run_cli("ingest", VLLM, "--gpu", "h100-sxm-80gb", "--save")
+    assert code == 0, err
+    assert out.splitlines()[-1] == ("already saved as user-vllm-llama-3-1-8b-vllm-llama31-8b-h100: the same run, "
+                                    "not added again (see: evidence)")
+    assert runs_file.read_text() == text
+    code, out, _ = run_cli("ingest", TRAINING, "--gpu", "l40s", "--save", "--json")
+    assert (json.loads(out)["saved_id"], json.loads(out)["saved_before"]) == \
+        ("user-training-llama-3-2-3b-training-llama32-3b-lora", True)
+    code, out, err = run_cli("ingest", VLLM, "--gpu", "h200-sxm-141gb", "--save")  # the same log on another card
+    assert code == 0, err
     assert "- id: user-vllm-llama-3-1-8b-vllm-llama31-8b-h100-2\n" in runs_file.read_text()
 
 
@@ -710,6 +721,9 @@ def test_the_catalog_page_takes_a_pasted_log_and_keeps_it(runs_file):
     assert {k: float(v) for k, v in shown["Error (%)"].items()} == cli
     at.button(key="run_log_save").click().run()
     assert not at.exception and any("Kept as" in s.value for s in at.success)
+    assert [r["model"] for r in load_runs(runs_file)] == ["llama-3.1-8b"]
+    at.button(key="run_log_save").click().run()  # kept again: the same run, not a second copy
+    assert not at.exception and any("Already kept as" in s.value for s in at.info), [s.value for s in at.info]
     assert [r["model"] for r in load_runs(runs_file)] == ["llama-3.1-8b"]
     # a log of another model than the one typed is refused in one line, nothing kept
     at.text_input(key="run_log_model").set_value("llama-2-7b")
