@@ -720,7 +720,12 @@ def _dpo(base: dict, split: str) -> dict:
     return dict(base, objective="dpo", split=split)
 
 
-DPO_CSV_COLUMNS = CSV_COLUMNS + ["objective"]
+def _lf(base: dict) -> dict:
+    """A held-out DPO row run as LLaMA-Factory's trainer runs its step (dpo_impl llama-factory)."""
+    return dict(base, objective="dpo", dpo_impl="llama-factory", split=HO)
+
+
+DPO_CSV_COLUMNS = CSV_COLUMNS + ["objective", "dpo_impl"]
 DPO_OUT = REPO / "tests" / "data" / "measured_dpo.csv"
 DPO_CONFIGS = [
     # ---- calibration: Llama 3.2 1B ---------------------------------------------------------------
@@ -737,6 +742,15 @@ DPO_CONFIGS = [
     _dpo(_lora("llama-2-7b", "bf16", "adamw", 4, 512, False, 16, ALL), HO),
     _dpo(_lora("llama-3.2-3b", "bf16", "adamw", 2, 2048, True, 8, QV), HO),
     _dpo(_lora("qwen2-1.5b", "bf16", "adamw", 4, 2048, True, 16, ALL), HO),
+    # ---- LLaMA-Factory's own DPO step (2026-12-05; held-out, committed before their data and after the engine's
+    # DPO_FULL_LOGITS term, which was derived from the code, not fitted): its CustomDPOTrainer.concatenated_forward
+    # (src/llamafactory/train/dpo/trainer.py: the whole logits `.to(torch.float32)`, trainer_utils.py
+    # get_batch_logps' log_softmax + gather) for the policy, then compute_reference_log_probs under no_grad, the
+    # policy's fp32 logits kept (model_output's chosen_logits / rejected_logits views) until the loss returns
+    _lf(_lora("llama-3.2-1b", "bf16", "adamw", 2, 1024, False, 16, ALL)),
+    _lf(_train("llama-3.2-1b", "bf16", "adamw", 1, 2048, True, split=HO)),
+    _lf(_lora("llama-3.2-3b", "bf16", "adamw", 1, 2048, True, 8, QV)),
+    _lf(_lora("qwen2-1.5b", "bf16", "adamw", 2, 1024, False, 8, QV)),
 ]
 
 
@@ -762,6 +776,8 @@ def config_id(c: dict) -> str:
         parts += [f"drop{c['lora_dropout']:g}", f"a{c['adapter_dtype']}"]
     if c.get("objective", "sft") != "sft":  # the DPO set's rows
         parts.append(c["objective"])
+    if c.get("dpo_impl"):
+        parts.append(c["dpo_impl"])
     return "-".join(parts)
 
 
@@ -1045,7 +1061,7 @@ def run_one(c: dict) -> dict:
     if c.get("lora_dropout"):
         row.update(lora_dropout=c["lora_dropout"], adapter_dtype=c["adapter_dtype"])
     if c.get("objective"):
-        row.update(objective=c["objective"])
+        row.update(objective=c["objective"], dpo_impl=c.get("dpo_impl", "trl"))
     row.update(params=n_params, trainable_params=n_trainable if c["task"] == "train" else 0)
     row.update(row_extra)
     return {"row": row, "details": details}
@@ -1241,10 +1257,12 @@ def _run_dpo(c, model, hf_model, ref_model, ids, PhaseMemTracker, Ref, TOTAL, la
     chunked._addmm_fp32 = lambda acc, a, b: None
 
     model.train()
-    # dpo_trainer.py line 960: the outputs the trainer asks of the policy's head (use_weighting off)
-    add_fused_lm_head(hf_model, outputs=("log_probs", "entropy", "mean_logits", "is_top1"))
-    if ref_model is not None:
-        add_fused_lm_head(ref_model)  # line 962
+    lf = c.get("dpo_impl") == "llama-factory"
+    if not lf:
+        # dpo_trainer.py line 960: the outputs the trainer asks of the policy's head (use_weighting off)
+        add_fused_lm_head(hf_model, outputs=("log_probs", "entropy", "mean_logits", "is_top1"))
+        if ref_model is not None:
+            add_fused_lm_head(ref_model)  # line 962
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = _make_optimizer(c["optimizer"], trainable)
     mt = PhaseMemTracker()
@@ -1259,6 +1277,9 @@ def _run_dpo(c, model, hf_model, ref_model, ids, PhaseMemTracker, Ref, TOTAL, la
     head_hook = mt.mark_head_on(_decoder_stack(model))
     beta = 0.1  # DPOConfig.beta default (trl/trainer/dpo_config.py line 297)
     per_step_opt_state = []
+    if lf:
+        return _run_dpo_llama_factory(c, model, hf_model, ref_model, ids, attention_mask, opt, mt, head_hook, beta,
+                                      Ref, TOTAL, layers, details)
     with mt:
         for step in (1, 2):
             if step == 2:
@@ -1296,6 +1317,66 @@ def _run_dpo(c, model, hf_model, ref_model, ids, PhaseMemTracker, Ref, TOTAL, la
             mt.set_phase(f"step{step}.backward")
             loss.backward()
             del loss, outputs, per_token_logps, logps, chosen_logps, rejected_logps, delta_score
+            _optimizer_step(mt, opt, step, per_step_opt_state)
+            mt.set_phase(f"step{step}.after")
+    return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
+
+
+def _run_dpo_llama_factory(c, model, hf_model, ref_model, ids, attention_mask, opt, mt, head_hook, beta, Ref, TOTAL,
+                           layers, details) -> dict:
+    """Two DPO steps as LLaMA-Factory's CustomDPOTrainer runs them (src/llamafactory/train/dpo/trainer.py, read at
+    000526908: get_batch_loss_metrics -> concatenated_forward(model) -> compute_reference_log_probs (no_grad; the
+    policy under disable_adapter() for LoRA, else ref_model) -> dpo_loss (sigmoid) -> losses.mean()). The metrics'
+    .item() calls are left out; `labels[labels == IGNORE_INDEX] = 0` (trainer_utils.py get_batch_logps) is run as
+    masked_fill_, the same in-place write (a boolean-mask index_put has no fake-tensor shape)."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    labels_all = ids.clone()  # every position a completion token (the upper bound), as the TRL rows
+
+    def get_batch_logps(logits, labels):  # trainer_utils.py get_batch_logps (ld_alpha None)
+        labels = labels[:, 1:].clone()
+        logits = logits[:, :-1, :]
+        loss_mask = labels != -100
+        labels.masked_fill_(labels == -100, 0)
+        per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2)).squeeze(2)
+        return (per_token_logps * loss_mask).sum(-1), loss_mask.sum(-1)
+
+    def concatenated_forward(m):  # trainer.py concatenated_forward (use_ref_model: the batch detached and cloned)
+        input_ids, mask, labels = ids.clone(), attention_mask.clone(), labels_all.clone()
+        all_logits = m(input_ids=input_ids, attention_mask=mask, return_dict=True, use_cache=False).logits.to(
+            torch.float32)
+        all_logps, valid_length = get_batch_logps(all_logits, labels)
+        batch_size = input_ids.size(0) // 2
+        chosen_logps, rejected_logps = all_logps.split(batch_size, dim=0)
+        chosen_logits, rejected_logits = all_logits.split(batch_size, dim=0)
+        return chosen_logps, rejected_logps, chosen_logits, rejected_logits
+
+    per_step_opt_state = []
+    with mt:
+        for step in (1, 2):
+            if step == 2:
+                mt.reset_mod_stats()
+            mt.set_phase(f"step{step}.forward")
+            policy = concatenated_forward(model)
+            mt.set_phase(f"step{step}.reference")
+            mt.quiet_modules = ref_model is None
+            context = model.disable_adapter() if ref_model is None else contextlib.nullcontext()
+            with torch.no_grad(), context:
+                reference = concatenated_forward(ref_model if ref_model is not None else model)
+            mt.quiet_modules = False
+            ref_chosen, ref_rejected = reference[0], reference[1]
+            del reference
+            # trl DPOTrainer.dpo_loss, sigmoid: -logsigmoid(beta * ((pc - pr) - (rc - rr)))
+            logits = (policy[0] - policy[1]) - (ref_chosen - ref_rejected)
+            loss = (-F.logsigmoid(beta * logits)).mean()
+            mt.mark(f"step{step}.forward_returned")
+            del policy, logits  # (get_batch_loss_metrics returns; the fp32 logits' views go with it)
+            mt.set_phase(f"step{step}.backward")
+            loss.backward()
+            del loss
             _optimizer_step(mt, opt, step, per_step_opt_state)
             mt.set_phase(f"step{step}.after")
     return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
