@@ -337,6 +337,16 @@ def dpo_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     recipe (TRL's DPOTrainer), its reference as the recipe decides it (full: a copy; LoRA: adapters off)."""
     sc = scenario_frame(measured)
     sc["objective"] = "dpo"
+    # the rows run as LLaMA-Factory's trainer runs its step: recipe llama-factory (its DPO_FULL_LOGITS path), with the
+    # rest of the stack as the harness built it (transformers' model, peft's fp32 adapters, SDPA on a padded batch,
+    # checkpointing as the row's flag)
+    if "dpo_impl" in measured:
+        lf = (measured["dpo_impl"] == "llama-factory").to_numpy()
+        gc = measured["grad_checkpointing"].astype(bool).to_numpy()
+        for col, value in (("recipe", "llama-factory"), ("adapter_dtype", "fp32"), ("padding", "padded"),
+                           ("attention", "sdpa"), ("loss", "unfused"), ("liger", "off"), ("packing", "off")):
+            sc[col] = np.where(lf, value, sc[col] if col in sc else "hf" if col == "recipe" else "auto")
+        sc["checkpointing"] = np.where(lf, np.where(gc, "full", "none"), "auto")
     return sc
 
 
@@ -360,13 +370,14 @@ def render_dpo_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
     compared = compare_dpo(measured, models)
     lines = _summary_lines(compared, (("asked as run (--objective dpo)", "error"),
                                       ("asked as sft at 2 x batch (no reference, the SFT loss)", "error_without")))
-    lines += ["", "| set | model | method | batch (pairs) x seq | ckpt | reference | measured GiB | ours GiB | error % "
-              "| as sft % | phase measured / ours |", "|---" * 11 + "|"]
+    lines += ["", "| set | trainer | model | method | batch (pairs) x seq | ckpt | reference | measured GiB | ours GiB "
+              "| error % | as sft % | phase measured / ours |", "|---" * 12 + "|"]
     order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
     for i in order:
         m, c = measured.iloc[i], compared.iloc[i]
         lora = f" r{m.lora_rank} {m.lora_targets}" if m.method == "lora" else ""
-        lines.append(f"| {m.split} | {m.model} | {m.method}{lora} | {m.batch} x {m.seq} "
+        trainer = "LLaMA-Factory" if m.get("dpo_impl") == "llama-factory" else "TRL"
+        lines.append(f"| {m.split} | {trainer} | {m.model} | {m.method}{lora} | {m.batch} x {m.seq} "
                      f"| {'yes' if m.grad_checkpointing else ''} | {c['dpo_reference']} | {m.peak_bytes / GIB:.2f} "
                      f"| {c['ours'] / GIB:.2f} | {c['error'] * 100:+.1f} | {c['error_without'] * 100:+.1f} "
                      f"| {m.peak_phase} / {c['peak_phase']} |")

@@ -40,6 +40,7 @@ from engine.memory import (
     stack_logits_bytes,
 )
 from engine.stacks import (
+    DPO_FULL_LOGITS,
     DPO_TRL_HEAD,
     LOSS_CHUNKS,
     MODULE_CHECKPOINT_INPUTS,
@@ -263,12 +264,13 @@ class Inputs:
     ds_one_group: np.ndarray | bool = True
     # preference tuning (objective dpo, `dpo_parts`): the rows, those that hold a frozen copy of the weights, those
     # whose reference forward runs in the step (not precomputed), those whose per-token log-probs come from TRL's
-    # fused LM head (engine/stacks.py DPO_TRL_HEAD), and LLaMA-Factory's own fp32-logits path
+    # fused LM head (engine/stacks.py DPO_TRL_HEAD), and those whose own DPO step holds the whole fp32 logits
+    # (LLaMA-Factory's, torchtune's: DPO_FULL_LOGITS)
     dpo: np.ndarray | bool = False
     dpo_copy: np.ndarray | bool = False
     dpo_ref_forward: np.ndarray | bool = False
     dpo_trl_head: np.ndarray | bool = False
-    dpo_lf: np.ndarray | bool = False
+    dpo_logits: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -478,7 +480,7 @@ def _dpo_inputs(mv: View, train) -> dict:
     return dict(dpo=dpo, dpo_copy=dpo & _mask_if_present(mv, "dpo_reference", "copy"),
                 dpo_ref_forward=dpo & ~_mask_if_present(mv, "dpo_reference", "precomputed"),
                 dpo_trl_head=dpo & _mask_if_present(mv, "recipe", *DPO_TRL_HEAD),
-                dpo_lf=dpo & _mask_if_present(mv, "recipe", "llama-factory"))
+                dpo_logits=dpo & _mask_if_present(mv, "recipe", *DPO_FULL_LOGITS))
 
 
 # A Gated DeltaNet layer's prefill under transformers 5.24 without flash-linear-attention (its torch fallback,
@@ -2112,11 +2114,18 @@ def dpo_parts(x: Inputs, t: Totals, parts: dict[str, dict[str, Part]]) -> dict[s
       ((4 + M) h per token), the buffer and, where lm_head trains, its fp32 gradient and that gradient in the
       weight's dtype ((4 + M) V h): the loss_backward phase. The reference's head, under no_grad, holds its own
       final-norm output and copy (2 M h per token) and a buffer beside the policy's graph: the forward phase.
-    * LLaMA-Factory (src/llamafactory/train/dpo/trainer.py concatenated_forward: `model(**batch).logits.to(
-      torch.float32)`, get_batch_logps' `logits.log_softmax(-1)`) keeps the policy's fp32 logits (its
-      `chosen_logits` / `rejected_logits` views, returned for the metrics) and the fp32 log-softmax output while its
-      reference forward, after the policy's (get_batch_loss_metrics), makes its own fp32 logits and log-softmax:
-      8 V + 8 V per token in the forward (the unfused loss's backward, 12 V, as transformers' cross-entropy).
+    * LLaMA-Factory and torchtune compute the log-probs from the whole logits, in fp32: LLaMA-Factory
+      (src/llamafactory/train/dpo/trainer.py concatenated_forward: `model(**batch).logits.to(torch.float32)`,
+      trainer_utils.py get_batch_logps `torch.gather(logits.log_softmax(-1), ...)`) keeps the policy's fp32 logits
+      (the `chosen_logits` / `rejected_logits` views it returns for the metrics) and the fp32 log-softmax output
+      while its reference forward, after the policy's (get_batch_loss_metrics), makes its own fp32 logits and
+      log-softmax: 8 V + 8 V per token; torchtune (recipes/lora_dpo_single_device.py concatenated_forward:
+      `all_logits = model(...)`, its TransformerDecoder.unembed `self.output(h).float()`; torchtune/rlhf
+      logits_to_logprobs `F.log_softmax(logits / temperature, dim=-1)`) keeps the policy's fp32 log-softmax output
+      once it deletes the logits' views, and the reference's fp32 logits, their division by the temperature and
+      its log-softmax exist together: 4 V + 12 V per token. Both: 16 V per token in the forward, and at the loss's
+      backward the unfused cross-entropy's buffers (saved output, gather's zero-filled gradient, log-softmax's
+      gradient: 12 V), whatever loss the recipe's SFT runs (not measured: derived from the code).
     Every term is 0 on an sft row (the figures as before)."""
     if not np.any(x.dpo):
         return parts
@@ -2158,10 +2167,14 @@ def dpo_parts(x: Inputs, t: Totals, parts: dict[str, dict[str, Part]]) -> dict[s
         for name in ("backward", "backward_end", "grad_reduce", "optimizer"):
             if name in lg:  # (a loop that keeps its outputs keeps no logits: the head returns none)
                 lg[name] = _where_part(trl, Part(), lg[name])
-    lf = np.asarray(x.dpo_lf, dtype=bool) & np.asarray(x.dpo_ref_forward, dtype=bool)
-    if np.any(lf):
-        p = lg.get("forward", Part())
-        lg["forward"] = _where_part(lf, p._replace(per_token=2.0 * 16.0 * x.V / loss_tp(x)), p)
+    whole = np.asarray(x.dpo_logits, dtype=bool)
+    if np.any(whole):
+        ref_fwd = np.asarray(x.dpo_ref_forward, dtype=bool)
+        forward_sft, backward_sft = logits_bytes(x.V, x.M, loss_tp(x))
+        forward = np.where(ref_fwd, 16.0 * x.V / loss_tp(x), np.maximum(forward_sft, 12.0 * x.V / loss_tp(x)))
+        for name, tok in (("forward", 2.0 * forward), ("loss_backward", 2.0 * backward_sft)):
+            p = lg.get(name, Part())
+            lg[name] = _where_part(whole, Part(per_token=tok), p)
     return out
 
 

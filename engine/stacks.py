@@ -360,13 +360,15 @@ LOSS_FROM_LOGITS = ("automodel",)
 # (engine/scenarios.py check_combinations): torchtitan, LitGPT and NeMo Automodel have none.
 DPO_RECIPES = ("hf", "deepspeed", "unsloth", "axolotl", "llama-factory", "torchtune")
 # Whose per-token log-probs the recipe's DPO step computes, and so what its loss holds (engine/components.py
-# dpo_head_parts): TRL's fused LM head (trl 1.16.0 trl/trainer/utils.py add_fused_lm_head, trl/kernels/
+# dpo_parts): TRL's fused LM head (trl 1.16.0 trl/trainer/utils.py add_fused_lm_head, trl/kernels/
 # chunked_logprob.py: no (batch, seq, V) logits) under the recipes that run TRL's DPOTrainer; LLaMA-Factory's own
 # concatenated_forward (src/llamafactory/train/dpo/trainer.py: `model(**batch).logits.to(torch.float32)` and
 # trainer_utils.py get_batch_logps `torch.gather(logits.log_softmax(-1), ...)`), the 16-bit logits, their fp32 copy and
-# the fp32 log-softmax output, which are the unfused loss's buffers; torchtune's concatenated_forward (rlhf
-# get_batch_log_probs on the whole logits) likewise counted with the recipe's loss terms.
+# the fp32 log-softmax output, and torchtune's concatenated_forward (its TransformerDecoder.unembed
+# `self.output(h).float()`, rlhf logits_to_logprobs' `F.log_softmax(logits / temperature, dim=-1)`): the whole fp32
+# logits, whatever loss the recipe's SFT runs.
 DPO_TRL_HEAD = ("hf", "deepspeed", "unsloth", "axolotl")
+DPO_FULL_LOGITS = ("llama-factory", "torchtune")
 # TRL's fused head scores tiles of TOKEN_CHUNK_SIZE tokens x _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries into one
 # buffer in the compute dtype (trl 1.16.0 trl/kernels/chunked_logprob.py line 30 and `mm_buf = torch.empty((min(N,
 # TOKEN_CHUNK_SIZE), chunk_size), ...)` lines 347 and 413; trl/trainer/utils.py line 1511)
@@ -663,5 +665,5 @@ def stacks_table() -> list[dict]:
 
 
 __all__ = ["SWITCHES", "RECIPES", "RECIPE_NAMES", "DEFAULT_RECIPE", "STACK_COLUMNS", "recipe_value", "stacks_table",
-           "DPO_RECIPES", "DPO_TRL_HEAD", "TRL_TILE_TOKENS", "TRL_TILE_VOCAB",
+           "DPO_RECIPES", "DPO_TRL_HEAD", "DPO_FULL_LOGITS", "TRL_TILE_TOKENS", "TRL_TILE_VOCAB",
            "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT", "LITGPT_CHUNK_TOKENS", "NO_TRAINING_CACHE"]
