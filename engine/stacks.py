@@ -287,6 +287,13 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   maps a Gemma 3 multimodal config to). off: the language model alone (Gemma3ForCausalLM.
                   from_pretrained on the same checkpoint, a text-only export, llama.cpp without its mmproj);
                   the loops harness builds Gemma 3 4B that way. No effect on a text model.
+* dpo_reference   (objective dpo rows only; engine/components.py dpo_parts) copy: a second, frozen model from the
+                  policy's checkpoint in its dtype (trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927; LLaMA-Factory
+                  trainer_utils.py create_ref_model; axolotl train.py setup_reference_model; torchtune
+                  recipes/full_dpo_distributed.py `self._ref_model`): the policy's weights less its adapters, in
+                  every training phase. adapters_off: the policy with its LoRA adapters disabled (TRL use_adapter,
+                  LLaMA-Factory disable_adapter(), torchtune disable_adapter(self._model)): no copy. precomputed:
+                  precompute_ref_log_probs (TRL, axolotl): no reference in the step.
 """
 
 from __future__ import annotations
