@@ -574,8 +574,11 @@ def describe(s: dict | None = None, with_model: bool = True) -> str:
                 m += f", dropout {int(s['lora_dropout_pct']) / 100:g}"
         if s["method"] == "freeze":
             m += f" (last {s['freeze_layers']} layers)"
-        parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]],
-                  f"micro-batch {s['batch']} × {s['seq']:,} tokens"]
+        batch = f"micro-batch {s['batch']} × {s['seq']:,} tokens"
+        if s.get("objective") == "dpo":  # (the batch counts preference pairs: two sequences each)
+            batch = (f"DPO, micro-batch {s['batch']} preference pair{'s' if s['batch'] != 1 else ''} × {s['seq']:,} "
+                     "tokens")
+        parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]], batch]
         if s["grad_checkpointing"]:
             parts.append("gradient checkpointing")
         stack = [f"{k.replace('_', ' ')} {s[k]}" for k in SWITCHES if s[k] != "auto"]

@@ -208,3 +208,12 @@ def test_dpo_exports_refuse_what_the_target_cannot_run(target, args, words):
     code, out, err = _export(target, *args)
     assert code == 2, (code, out, err)
     assert words in err and "accepted" in err and "Traceback" not in err
+
+
+def test_the_text_estimate_says_dpo_pairs_and_the_reference():
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--objective", "dpo",
+                             "--batch", "2")
+    assert code == 0, err
+    assert "train, lora, DPO (reference: adapters_off), bf16, batch 2 pairs, seq 2,048" in out.splitlines()[0]
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora")
+    assert "DPO" not in out.splitlines()[0] and "batch 1, seq" in out.splitlines()[0]
