@@ -57,7 +57,9 @@ SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementa
                  "bnb_double_quant": "bitsandbytes 4-bit double quantization (off: 4.5 bits)",
                  "rope_cache": "Rotary cos/sin caches per layer (transformers 4.32-4.40)",
                  "vision_tower": "Vision tower of a VL model (off: the language model alone)",
-                 "liger": "Liger kernels (RMSNorm, SwiGLU, fused linear cross-entropy)"}
+                 "liger": "Liger kernels (RMSNorm, SwiGLU, fused linear cross-entropy)",
+                 "dpo_reference": "DPO reference model (copy / adapters off / precomputed log-probs)"}
+OBJECTIVE_LABELS = {"sft": "SFT (next-token loss)", "dpo": "DPO (preference pairs, a reference model)"}
 ZERO_LABELS = {0: "0: none (plain data parallel)", 1: "1: shard optimizer states", 2: "2: + gradients",
                3: "3: + parameters (FSDP full shard)"}
 OFFLOAD_LABELS = {"none": "none", "optimizer": "optimizer states to CPU", "all": "parameters + optimizer to CPU"}

@@ -26,13 +26,13 @@ from app import model_source
 from app import user_entries as _user_entries
 from app.data import _shipped_frames, _shipped_ids, decided_notes, merged_frames
 from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
-from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS,
+from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS, OBJECTIVE_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, RECIPE_LABELS, SWITCH_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS,
                         ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO
-from engine.scenarios import KV_PRECISIONS, did_you_mean
+from engine.scenarios import KV_PRECISIONS, OBJECTIVES, did_you_mean
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -355,6 +355,11 @@ def sidebar() -> dict:
                                               horizontal=True))
     if task == "train":
         method = _widget("method", lambda k, **v: sb.selectbox("Method", list(METHOD_LABELS), key=k, **v, format_func=METHOD_LABELS.get))
+        _widget("objective", lambda k, **v: sb.selectbox("Objective", list(OBJECTIVES), key=k, **v,
+                                                         format_func=OBJECTIVE_LABELS.get,
+                                                         help="dpo: the micro-batch counts preference pairs (chosen and "
+                                                              "rejected in one forward) and a reference model is held "
+                                                              "as the stack's 'dpo reference' says (docs/stacks.md)."))
         _widget("train_precision", lambda k, **v: sb.selectbox("Precision", list(TRAIN_PRECISIONS), key=k, **v,
                                                           format_func=TRAIN_PRECISION_LABELS.get))
         optimizer = _widget("optimizer", lambda k, **v: sb.selectbox("Optimizer", list(OPTIMIZERS), key=k, **v,
@@ -501,7 +506,7 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
             "lora_dropout": int(s["lora_dropout_pct"]) / 100.0,
             "base_precision": s["base_precision"] if method == "qlora" else "auto",
             "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"],
-            "galore_rank": int(s["galore_rank"]),
+            "galore_rank": int(s["galore_rank"]), "objective": s["objective"],
             "recipe": s["recipe"], **{switch: s[switch] for switch in SWITCHES}}
 
 
@@ -569,8 +574,11 @@ def describe(s: dict | None = None, with_model: bool = True) -> str:
                 m += f", dropout {int(s['lora_dropout_pct']) / 100:g}"
         if s["method"] == "freeze":
             m += f" (last {s['freeze_layers']} layers)"
-        parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]],
-                  f"micro-batch {s['batch']} × {s['seq']:,} tokens"]
+        batch = f"micro-batch {s['batch']} × {s['seq']:,} tokens"
+        if s.get("objective") == "dpo":  # (the batch counts preference pairs: two sequences each)
+            batch = (f"DPO, micro-batch {s['batch']} preference pair{'s' if s['batch'] != 1 else ''} × {s['seq']:,} "
+                     "tokens")
+        parts += [m, s["train_precision"], OPTIMIZER_LABELS[s["optimizer"]], batch]
         if s["grad_checkpointing"]:
             parts.append("gradient checkpointing")
         stack = [f"{k.replace('_', ' ')} {s[k]}" for k in SWITCHES if s[k] != "auto"]

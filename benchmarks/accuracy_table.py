@@ -328,12 +328,69 @@ def render_dropout_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- DPO (tests/data/measured_dpo.csv, benchmarks/measure_peaks.py --set dpo) ----
+DPO_DATA = ROOT / "tests" / "data" / "measured_dpo.csv"
+
+
+def dpo_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
+    """The engine's scenario for each row of the DPO set, asked as it ran: objective dpo (batch = pairs), the hf
+    recipe (TRL's DPOTrainer), its reference as the recipe decides it (full: a copy; LoRA: adapters off)."""
+    sc = scenario_frame(measured)
+    sc["objective"] = "dpo"
+    # the rows run as LLaMA-Factory's trainer runs its step: recipe llama-factory (its DPO_FULL_LOGITS path), with the
+    # rest of the stack as the harness built it (transformers' model, peft's fp32 adapters, SDPA on a padded batch,
+    # checkpointing as the row's flag)
+    if "dpo_impl" in measured:
+        lf = (measured["dpo_impl"] == "llama-factory").to_numpy()
+        gc = measured["grad_checkpointing"].astype(bool).to_numpy()
+        for col, value in (("recipe", "llama-factory"), ("adapter_dtype", "fp32"), ("padding", "padded"),
+                           ("attention", "sdpa"), ("loss", "unfused"), ("liger", "off"), ("packing", "off")):
+            sc[col] = np.where(lf, value, sc[col] if col in sc else "hf" if col == "recipe" else "auto")
+        sc["checkpointing"] = np.where(lf, np.where(gc, "full", "none"), "auto")
+    return sc
+
+
+def compare_dpo(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """estimate() per row of the DPO set without the runtime overhead: `error` asked as run (--objective dpo),
+    `error_without` asked as an sft row of 2 x batch sequences (the same tokens, no reference, the SFT loss):
+    what the engine could answer before the objective."""
+    sc = dpo_scenario_frame(measured)
+    result = estimate(sc, models)
+    result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
+    before = estimate(sc.assign(objective="sft", batch=2 * sc["batch"]), models)
+    result["measured"] = measured["peak_bytes"].to_numpy()
+    result["error"] = result["ours"] / result["measured"] - 1
+    result["error_without"] = (before["peak_bytes"] - before["runtime_overhead_bytes"]).to_numpy() / result["measured"] - 1
+    result["split"] = measured["split"].to_numpy()
+    result["measured_phase"] = measured["peak_phase"].to_numpy()
+    return result
+
+
+def render_dpo_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
+    compared = compare_dpo(measured, models)
+    lines = _summary_lines(compared, (("asked as run (--objective dpo)", "error"),
+                                      ("asked as sft at 2 x batch (no reference, the SFT loss)", "error_without")))
+    lines += ["", "| set | trainer | model | method | batch (pairs) x seq | ckpt | reference | measured GiB | ours GiB "
+              "| error % | as sft % | phase measured / ours |", "|---" * 12 + "|"]
+    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    for i in order:
+        m, c = measured.iloc[i], compared.iloc[i]
+        lora = f" r{m.lora_rank} {m.lora_targets}" if m.method == "lora" else ""
+        trainer = "LLaMA-Factory" if m.get("dpo_impl") == "llama-factory" else "TRL"
+        lines.append(f"| {m.split} | {trainer} | {m.model} | {m.method}{lora} | {m.batch} x {m.seq} "
+                     f"| {'yes' if m.grad_checkpointing else ''} | {c['dpo_reference']} | {m.peak_bytes / GIB:.2f} "
+                     f"| {c['ours'] / GIB:.2f} | {c['error'] * 100:+.1f} | {c['error_without'] * 100:+.1f} "
+                     f"| {m.peak_phase} / {c['peak_phase']} |")
+    return "\n".join(lines) + "\n"
+
+
 BEGIN, END = "<!-- accuracy:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy:end -->"
 L_BEGIN, L_END = "<!-- accuracy-loops:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-loops:end -->"
 LR_BEGIN, LR_END = ("<!-- accuracy-loops-readme:begin (benchmarks/accuracy_table.py) -->\n",
                     "<!-- accuracy-loops-readme:end -->")
 R_BEGIN, R_END = "<!-- accuracy-readme:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-readme:end -->"
 D_BEGIN, D_END = "<!-- accuracy-dropout:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-dropout:end -->"
+P_BEGIN, P_END = "<!-- accuracy-dpo:begin (benchmarks/accuracy_table.py) -->\n", "<!-- accuracy-dpo:end -->"
 
 
 def between(text: str, begin: str, end: str) -> str:
@@ -360,15 +417,18 @@ def main(argv=None) -> None:
     loops = pd.read_csv(LOOPS_DATA)
     loops_doc = render_loops_doc(loops, models)
     dropout_doc = render_dropout_doc(pd.read_csv(DROPOUT_DATA), models)
+    dpo_doc = render_dpo_doc(pd.read_csv(DPO_DATA), models)
     if not args.write:
         print(doc, end="")
         print(render_readme(measured, models), end="")
         print(loops_doc, end="")
         print(render_loops_readme(loops, models), end="")
         print(dropout_doc, end="")
+        print(dpo_doc, end="")
         return
     text = replace_between(DOC.read_text(), BEGIN, END, doc)
     text = replace_between(text, D_BEGIN, D_END, dropout_doc)
+    text = replace_between(text, P_BEGIN, P_END, dpo_doc)
     DOC.write_text(replace_between(text, L_BEGIN, L_END, loops_doc))
     text = replace_between(README.read_text(), R_BEGIN, R_END, render_readme(measured, models))
     README.write_text(replace_between(text, LR_BEGIN, LR_END, render_loops_readme(loops, models)))

@@ -682,6 +682,78 @@ DROPOUT_CONFIGS = [
 ]
 
 
+# ======================================================================================
+# DPO (tests/data/measured_dpo.csv, `--set dpo`): preference tuning as TRL's DPOTrainer runs it, read
+# at trl 1.16.0 (the version `pip install trl` gives beside transformers 5.24; trl/trainer/dpo_trainer.py):
+#   * chosen and rejected are one batch, [chosen, rejected] (_compute_loss line 1316: `logps.chunk(2,
+#     dim=0)  # batch is [chosen, rejected]`): `batch` here is the pairs, the forward sees 2 x batch sequences;
+#   * the policy forward `model(**model_kwargs, labels=labels, fused_lm_head=True)` (line 1299) runs TRL's
+#     fused LM head (trl/trainer/utils.py add_fused_lm_head, _fused_forward lines 1599-1701, patched on in
+#     __init__ lines 960-962): no (batch, seq, vocab) logits; the head scores the positions whose label is not
+#     -100 through ChunkedLogProbFunction (trl/kernels/chunked_logprob.py lines 299-465) in tiles of
+#     TOKEN_CHUNK_SIZE 4,096 tokens x _CHUNKED_LOGPROB_CHUNK_SIZE 32,768 vocabulary entries;
+#   * then the reference forward under torch.no_grad() (lines 1318-1347), while the policy's graph is alive:
+#     full fine-tuning `self.ref_model`, a second model from the same checkpoint in the policy's dtype
+#     (lines 908-927: `ref_model_init_kwargs.setdefault("dtype", self.model.dtype)`); a PEFT policy with no
+#     ref_model: the same model under `use_adapter(..., None)` = peft's disable_adapter() (lines 909-914 and
+#     1328-1336; trl/trainer/utils.py use_adapter line 1415): no second copy of the weights;
+#   * the sigmoid loss (line 1388: `-F.logsigmoid(self.beta * delta_score)`; line 1528 `loss +=
+#     per_sequence_loss.mean() * loss_weight`), then backward and the optimizer step.
+# The metrics after the loss (.item() of per-sequence sums, lines 1530-1612) allocate per-sequence scalars
+# and cannot run on fake tensors (.item()); they are left out. Every position of the 2 x batch x seq is a
+# completion token here (completion_mask all ones): the planner's upper bound (prompt tokens are labelled
+# -100 and not scored on a GPU).
+# GPU semantics where the CPU path differs (patched in _run_dpo): the Triton kernels (_forward_kernel,
+# _backward_kernel) fold each tile in place and allocate nothing, where the torch fallback the CPU runs
+# (_forward_tile, _backward_tile) allocates fp32 tile temporaries: the fallback is replaced by a no-op;
+# _addmm_fp32 on CUDA is `torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)` (chunked_logprob.py
+# lines 53-62), in place, where the CPU branch upcasts both operands first: a no-op too. The head's
+# `compact` branch (CUDA, utils.py line 1642: `hidden_states[mask]`, a new (tokens, h) tensor) has no fake-
+# tensor shape; with every label scored the CPU branch's `hidden_states.reshape(-1, h)` of the
+# non-contiguous [:, :-1] slice (2 x batch >= 2 rows) is the same-sized copy, and its `labels.clamp(min=0)`
+# the same int64 tensor as `labels[mask]`, so it is run as it is.
+# SPLIT (committed before any engine change for DPO): calibration = Llama 3.2 1B (full with and without
+# checkpointing, LoRA); heldout = other Llama sizes (3.2 3B, 3 8B, 2 7B) and Qwen2 1.5B, full and LoRA, q,v
+# and all-linear, checkpointing on and off, other batch x seq; no engine term may be fitted on them.
+# ======================================================================================
+def _dpo(base: dict, split: str) -> dict:
+    return dict(base, objective="dpo", split=split)
+
+
+def _lf(base: dict) -> dict:
+    """A held-out DPO row run as LLaMA-Factory's trainer runs its step (dpo_impl llama-factory)."""
+    return dict(base, objective="dpo", dpo_impl="llama-factory", split=HO)
+
+
+DPO_CSV_COLUMNS = CSV_COLUMNS + ["objective", "dpo_impl"]
+DPO_OUT = REPO / "tests" / "data" / "measured_dpo.csv"
+DPO_CONFIGS = [
+    # ---- calibration: Llama 3.2 1B ---------------------------------------------------------------
+    _dpo(_train("llama-3.2-1b", "bf16", "adamw", 1, 1024, False), CAL),
+    _dpo(_train("llama-3.2-1b", "bf16", "adamw", 2, 2048, True), CAL),
+    _dpo(_lora("llama-3.2-1b", "bf16", "adamw", 2, 1024, False, 16, ALL), CAL),
+    _dpo(_lora("llama-3.2-1b", "bf16", "adamw", 4, 1024, True, 8, QV), CAL),
+    # ---- held-out: other models and shapes -----------------------------------------------------------
+    _dpo(_train("llama-3.2-3b", "bf16", "adamw", 1, 2048, True), HO),
+    _dpo(_train("qwen2-1.5b", "bf16", "adamw", 2, 1024, False), HO),
+    _dpo(_train("llama-3-8b", "bf16", "adamw", 1, 4096, True), HO),
+    _dpo(_lora("llama-3-8b", "bf16", "adamw", 1, 2048, False, 8, QV), HO),
+    _dpo(_lora("llama-3-8b", "bf16", "adamw", 2, 4096, True, 16, ALL), HO),
+    _dpo(_lora("llama-2-7b", "bf16", "adamw", 4, 512, False, 16, ALL), HO),
+    _dpo(_lora("llama-3.2-3b", "bf16", "adamw", 2, 2048, True, 8, QV), HO),
+    _dpo(_lora("qwen2-1.5b", "bf16", "adamw", 4, 2048, True, 16, ALL), HO),
+    # ---- LLaMA-Factory's own DPO step (2026-12-05; held-out, committed before their data and after the engine's
+    # DPO_FULL_LOGITS term, which was derived from the code, not fitted): its CustomDPOTrainer.concatenated_forward
+    # (src/llamafactory/train/dpo/trainer.py: the whole logits `.to(torch.float32)`, trainer_utils.py
+    # get_batch_logps' log_softmax + gather) for the policy, then compute_reference_log_probs under no_grad, the
+    # policy's fp32 logits kept (model_output's chosen_logits / rejected_logits views) until the loss returns
+    _lf(_lora("llama-3.2-1b", "bf16", "adamw", 2, 1024, False, 16, ALL)),
+    _lf(_train("llama-3.2-1b", "bf16", "adamw", 1, 2048, True, split=HO)),
+    _lf(_lora("llama-3.2-3b", "bf16", "adamw", 1, 2048, True, 8, QV)),
+    _lf(_lora("qwen2-1.5b", "bf16", "adamw", 2, 1024, False, 8, QV)),
+]
+
+
 def config_id(c: dict) -> str:
     """A readable unique id, e.g. train-llama-3.2-1b-full-bf16-adamw-b4-s1024-gc0."""
     parts = [c["task"], c["model"], c["method"], c["precision"]]
@@ -702,6 +774,10 @@ def config_id(c: dict) -> str:
         parts.append(f"ckpt-{c['checkpointing']}")
     if c.get("lora_dropout"):  # the dropout set's rows
         parts += [f"drop{c['lora_dropout']:g}", f"a{c['adapter_dtype']}"]
+    if c.get("objective", "sft") != "sft":  # the DPO set's rows
+        parts.append(c["objective"])
+    if c.get("dpo_impl"):
+        parts.append(c["dpo_impl"])
     return "-".join(parts)
 
 
@@ -730,6 +806,15 @@ def _make_tracker_class():
             self.peak_phase = "unknown"    # ... and the phase label at that moment
             self.phase_peaks: dict[str, int] = {}
             self.phase_start_bytes: dict[str, int] = {}  # live total when a phase began
+            self.quiet_modules = False     # module snapshots paused (the DPO set's PEFT reference forward)
+
+        def _pre_fw_hook(self, module, inputs) -> None:
+            if not self.quiet_modules:
+                super()._pre_fw_hook(module, inputs)
+
+        def _post_fw_hook(self, module, inputs, outputs) -> None:
+            if not self.quiet_modules:
+                super()._post_fw_hook(module, inputs, outputs)
 
         def set_phase(self, name: str) -> None:
             self.phase = name
@@ -911,6 +996,16 @@ def run_one(c: dict) -> dict:
         # with a frozen embedding (LoRA); the non-reentrant variant used here does not
         # need it, so it is not called.
     model = hf_model
+    ref_model = None
+    if c.get("objective") == "dpo" and c["method"] != "lora":
+        # trl 1.16.0 dpo_trainer.py lines 916-927: full fine-tuning with no ref_model loads a second model from
+        # the policy's checkpoint, `dtype` the policy's, its attention implementation the policy's; frozen
+        # (no_grad forward), no checkpointing (a fresh model)
+        with torch.device("meta"):
+            ref_model = AutoModelForCausalLM.from_config(cfg)
+        ref_model.to(weight_dtype)
+        ref_model.requires_grad_(False)
+        ref_model.eval()
     if c["method"] == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -933,6 +1028,10 @@ def run_one(c: dict) -> dict:
         if cfg.tie_word_embeddings:
             hf_model.tie_weights()  # to_empty gave lm_head its own storage: re-tie
             assert hf_model.lm_head.weight is hf_model.model.embed_tokens.weight
+        if ref_model is not None:
+            ref_model.to_empty(device="cpu")
+            if cfg.tie_word_embeddings:
+                ref_model.tie_weights()
         n_params = sum(p.numel() for p in model.parameters())  # dedups tied params
         n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         base_params = n_params - (n_trainable if c["method"] == "lora" else 0)
@@ -940,11 +1039,15 @@ def run_one(c: dict) -> dict:
             raise RuntimeError(f"param count {base_params} != expected {expected_params}")
         layers = _layers_of(model)
 
-        ids = torch.randint(0, cfg.vocab_size, (c["batch"], c["seq"]), dtype=torch.long)
+        # DPO: chosen and rejected in one batch (2 x the pairs)
+        rows = 2 * c["batch"] if c.get("objective") == "dpo" else c["batch"]
+        ids = torch.randint(0, cfg.vocab_size, (rows, c["seq"]), dtype=torch.long)
         details: dict = {"weight_dtype": str(weight_dtype).replace("torch.", ""),
                          "attn_implementation": hf_model.config._attn_implementation}
 
-        if c["task"] == "train":
+        if c["task"] == "train" and c.get("objective") == "dpo":
+            row_extra = _run_dpo(c, model, hf_model, ref_model, ids, PhaseMemTracker, Ref, TOTAL, layers, details)
+        elif c["task"] == "train":
             row_extra = _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details)
         else:
             row_extra = _run_infer(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details, cfg)
@@ -957,6 +1060,8 @@ def run_one(c: dict) -> dict:
         row.update(loop=loop, use_cache=c["use_cache"], padding=c["padding"], checkpointing=c.get("checkpointing", ""))
     if c.get("lora_dropout"):
         row.update(lora_dropout=c["lora_dropout"], adapter_dtype=c["adapter_dtype"])
+    if c.get("objective"):
+        row.update(objective=c["objective"], dpo_impl=c.get("dpo_impl", "trl"))
     row.update(params=n_params, trainable_params=n_trainable if c["task"] == "train" else 0)
     row.update(row_extra)
     return {"row": row, "details": details}
@@ -1131,6 +1236,149 @@ def _run_loop(c, model, ids, opt, mt, autocast, head_hook, Ref, TOTAL, layers, d
             del out
             mt.set_phase(f"step{step}.after")
         del kept
+    return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
+
+
+def _run_dpo(c, model, hf_model, ref_model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> dict:
+    """Two DPO steps as trl 1.16.0 DPOTrainer._compute_loss runs them (the DPO set's comment above: the
+    policy's fused-head forward, the reference's under no_grad, the sigmoid loss, backward, the step), with
+    the GPU-semantics patches named there. Phases: forward (the policy), reference (the reference forward,
+    the policy's graph alive), backward, optimizer."""
+    import torch
+    import torch.nn.functional as F
+    import trl.kernels.chunked_logprob as chunked
+    from trl.models.utils import disable_gradient_checkpointing
+    from trl.trainer.utils import add_fused_lm_head
+
+    # the Triton kernels write each tile's statistics / gradient in place (no allocation): the torch fallback
+    # (CPU only) is not what a GPU runs; _addmm_fp32's CUDA branch is addmm(out=acc), in place
+    chunked._forward_tile = lambda *args, **kwargs: None
+    chunked._backward_tile = lambda *args, **kwargs: None
+    chunked._addmm_fp32 = lambda acc, a, b: None
+
+    model.train()
+    lf = c.get("dpo_impl") == "llama-factory"
+    if not lf:
+        # dpo_trainer.py line 960: the outputs the trainer asks of the policy's head (use_weighting off)
+        add_fused_lm_head(hf_model, outputs=("log_probs", "entropy", "mean_logits", "is_top1"))
+        if ref_model is not None:
+            add_fused_lm_head(ref_model)  # line 962
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = _make_optimizer(c["optimizer"], trainable)
+    mt = PhaseMemTracker()
+    mt.skip_frozen_params(model)
+    completion_mask = torch.ones_like(ids)  # every position a completion token (the upper bound)
+    attention_mask = torch.ones_like(ids)   # the collator's
+    if ref_model is not None:
+        mt.skip_frozen_params(ref_model)
+        mt.track_external(model, ref_model, opt, ids, completion_mask, attention_mask)
+    else:
+        mt.track_external(model, opt, ids, completion_mask, attention_mask)
+    head_hook = mt.mark_head_on(_decoder_stack(model))
+    beta = 0.1  # DPOConfig.beta default (trl/trainer/dpo_config.py line 297)
+    per_step_opt_state = []
+    if lf:
+        return _run_dpo_llama_factory(c, model, hf_model, ref_model, ids, attention_mask, opt, mt, head_hook, beta,
+                                      Ref, TOTAL, layers, details)
+    with mt:
+        for step in (1, 2):
+            if step == 2:
+                mt.reset_mod_stats()
+            mt.set_phase(f"step{step}.forward")
+            # _compute_loss lines 1290-1316
+            model_kwargs = {"input_ids": ids, "attention_mask": attention_mask, "use_cache": False}
+            shift_completion_mask = completion_mask[..., 1:]
+            labels = ids.masked_fill(completion_mask == 0, -100)
+            outputs = model(**model_kwargs, labels=labels, fused_lm_head=True)
+            seq_len = shift_completion_mask.size(1)
+            per_token_logps = outputs.log_probs[:, -seq_len:]
+            logps = per_token_logps.sum(dim=1)
+            chosen_logps, rejected_logps = logps.chunk(2, dim=0)
+            # lines 1318-1347: the reference forward, the policy's graph alive
+            mt.set_phase(f"step{step}.reference")
+            # (a PEFT policy's reference is the same root module run again, which MemTracker's module hooks refuse
+            # within one iteration: they are paused for it, the allocation ledger is not)
+            mt.quiet_modules = ref_model is None
+            with torch.no_grad(), disable_gradient_checkpointing(hf_model, {"use_reentrant": False}):
+                if ref_model is None:
+                    with model.disable_adapter():  # use_adapter(model, None), trl/trainer/utils.py line 1443
+                        ref_outputs = model(**model_kwargs, labels=labels, fused_lm_head=True)
+                else:
+                    ref_outputs = ref_model(**model_kwargs, labels=labels, fused_lm_head=True)
+            mt.quiet_modules = False
+            ref_logps = ref_outputs.log_probs[:, -seq_len:].sum(dim=1)
+            ref_chosen_logps, ref_rejected_logps = ref_logps.chunk(2, dim=0)
+            del ref_outputs
+            # lines 1350-1388 (reverse_kl, sigmoid) and 1528
+            delta_score = (chosen_logps - ref_chosen_logps) - (rejected_logps - ref_rejected_logps)
+            loss = 0.0
+            loss += (-F.logsigmoid(beta * delta_score)).mean() * 1.0
+            mt.mark(f"step{step}.forward_returned")
+            mt.set_phase(f"step{step}.backward")
+            loss.backward()
+            del loss, outputs, per_token_logps, logps, chosen_logps, rejected_logps, delta_score
+            _optimizer_step(mt, opt, step, per_step_opt_state)
+            mt.set_phase(f"step{step}.after")
+    return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
+
+
+def _run_dpo_llama_factory(c, model, hf_model, ref_model, ids, attention_mask, opt, mt, head_hook, beta, Ref, TOTAL,
+                           layers, details) -> dict:
+    """Two DPO steps as LLaMA-Factory's CustomDPOTrainer runs them (src/llamafactory/train/dpo/trainer.py, read at
+    000526908: get_batch_loss_metrics -> concatenated_forward(model) -> compute_reference_log_probs (no_grad; the
+    policy under disable_adapter() for LoRA, else ref_model) -> dpo_loss (sigmoid) -> losses.mean()). The metrics'
+    .item() calls are left out; `labels[labels == IGNORE_INDEX] = 0` (trainer_utils.py get_batch_logps) is run as
+    masked_fill_, the same in-place write (a boolean-mask index_put has no fake-tensor shape)."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    labels_all = ids.clone()  # every position a completion token (the upper bound), as the TRL rows
+
+    def get_batch_logps(logits, labels):  # trainer_utils.py get_batch_logps (ld_alpha None)
+        labels = labels[:, 1:].clone()
+        logits = logits[:, :-1, :]
+        loss_mask = labels != -100
+        labels.masked_fill_(labels == -100, 0)
+        per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2)).squeeze(2)
+        return (per_token_logps * loss_mask).sum(-1), loss_mask.sum(-1)
+
+    def concatenated_forward(m):  # trainer.py concatenated_forward (use_ref_model: the batch detached and cloned)
+        input_ids, mask, labels = ids.clone(), attention_mask.clone(), labels_all.clone()
+        all_logits = m(input_ids=input_ids, attention_mask=mask, return_dict=True, use_cache=False).logits.to(
+            torch.float32)
+        all_logps, valid_length = get_batch_logps(all_logits, labels)
+        batch_size = input_ids.size(0) // 2
+        chosen_logps, rejected_logps = all_logps.split(batch_size, dim=0)
+        chosen_logits, rejected_logits = all_logits.split(batch_size, dim=0)
+        return chosen_logps, rejected_logps, chosen_logits, rejected_logits
+
+    per_step_opt_state = []
+    with mt:
+        for step in (1, 2):
+            if step == 2:
+                mt.reset_mod_stats()
+            mt.set_phase(f"step{step}.forward")
+            policy = concatenated_forward(model)
+            mt.set_phase(f"step{step}.reference")
+            mt.quiet_modules = ref_model is None
+            context = model.disable_adapter() if ref_model is None else contextlib.nullcontext()
+            with torch.no_grad(), context:
+                reference = concatenated_forward(ref_model if ref_model is not None else model)
+            mt.quiet_modules = False
+            ref_chosen, ref_rejected = reference[0], reference[1]
+            del reference
+            # trl DPOTrainer.dpo_loss, sigmoid: -logsigmoid(beta * ((pc - pr) - (rc - rr)))
+            logits = (policy[0] - policy[1]) - (ref_chosen - ref_rejected)
+            loss = (-F.logsigmoid(beta * logits)).mean()
+            mt.mark(f"step{step}.forward_returned")
+            del policy, logits  # (get_batch_loss_metrics returns; the fp32 logits' views go with it)
+            mt.set_phase(f"step{step}.backward")
+            loss.backward()
+            del loss
+            _optimizer_step(mt, opt, step, per_step_opt_state)
+            mt.set_phase(f"step{step}.after")
     return _train_result(mt, head_hook, Ref, TOTAL, layers, details, c, per_step_opt_state)
 
 
@@ -1479,10 +1727,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="CSV to write (meta JSON goes next to it: <stem>.meta.json); default "
                          "tests/data/measured_peaks.csv, or measured_loops.csv with --set loops")
-    ap.add_argument("--set", choices=("harness", "loops", "dropout"), default="harness",
+    ap.add_argument("--set", choices=("harness", "loops", "dropout", "dpo"), default="harness",
                     help="harness: the rows of tests/data/measured_peaks.csv; loops: issue 28's "
                          "training loops (tests/data/measured_loops.csv); dropout: LoRA with "
-                         "lora_dropout > 0 (tests/data/measured_dropout.csv)")
+                         "lora_dropout > 0 (tests/data/measured_dropout.csv); dpo: TRL's DPOTrainer step "
+                         "(tests/data/measured_dpo.csv)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only configs whose id contains this substring (repeatable: OR)")
     ap.add_argument("--list", action="store_true", help="list config ids and exit")
@@ -1492,11 +1741,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
-    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS
+    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS + DPO_CONFIGS
     by_id = {config_id(c): c for c in every}
     assert len(by_id) == len(every), "duplicate config ids"
     configs, columns, out = {"loops": (LOOP_CONFIGS, LOOP_CSV_COLUMNS, LOOPS_OUT),
-                             "dropout": (DROPOUT_CONFIGS, DROPOUT_CSV_COLUMNS, DROPOUT_OUT)}.get(
+                             "dropout": (DROPOUT_CONFIGS, DROPOUT_CSV_COLUMNS, DROPOUT_OUT),
+                             "dpo": (DPO_CONFIGS, DPO_CSV_COLUMNS, DPO_OUT)}.get(
                                  args.set, (CONFIGS, CSV_COLUMNS, DEFAULT_OUT))
     if args.out is None:
         args.out = out

@@ -106,7 +106,8 @@ def _accepted_rows(frame, models, gpus, lo=0, hi=None) -> list[int]:
     return _accepted_rows(frame, models, gpus, lo, mid) + _accepted_rows(frame, models, gpus, mid, hi)
 
 
-LATER_SWITCHES = ("loop", "use_cache", "liger")  # issue 28; liger (2026-12-05) left out so that the draws stay
+LATER_SWITCHES = ("loop", "use_cache", "liger", "dpo_reference")  # issue 28; liger and dpo_reference (2026-12-05)
+# left out so that the draws stay
 LATER_RECIPES = ("automodel",)  # (2026-12-05) likewise
 
 

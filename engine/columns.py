@@ -203,6 +203,10 @@ SCENARIO: tuple[Column, ...] = (
            accepted=f"a whole number from 1 to {INT_RANGES['galore_rank'][1]:,}, or 0 for the recipe's",
            default_text=f"the recipe's: {C.GALORE_RANK}, or {C.GALORE_RANK_BY_RECIPE['llama-factory']} under llama-factory",
            sidebar=(Sidebar("galore_rank", 0, "int", low=0),)),
+    # the training objective (engine/scenarios.py OBJECTIVES; engine/components.py dpo_parts)
+    _choice("objective", "training objective: sft (next-token loss) | dpo (preference pairs: --batch counts pairs, "
+                         "chosen and rejected in one forward, a reference model as --dpo-reference says)",
+            cli="--objective", cli_checks=False, sidebar=(Sidebar("objective", "sft", "choice"),)),
     # the runtime overhead (estimate()'s keywords; engine/constants.py, with their sources)
     Column("context_bytes", "float", "runtime overhead: CUDA context per GPU, MiB", float(C.CUDA_CONTEXT_BYTES),
            low=0.0, high=65536.0, accepted="a number >= 0 and <= 65536 (MiB per GPU)", group="overhead",

@@ -39,7 +39,16 @@ from engine.memory import (
     logits_bytes,
     stack_logits_bytes,
 )
-from engine.stacks import LOSS_CHUNKS, MODULE_CHECKPOINT_INPUTS, OFFLOAD_LAYERS_IN_FLIGHT, SELECTIVE_EVERY
+from engine.stacks import (
+    DPO_FULL_LOGITS,
+    DPO_TRL_HEAD,
+    LOSS_CHUNKS,
+    MODULE_CHECKPOINT_INPUTS,
+    OFFLOAD_LAYERS_IN_FLIGHT,
+    SELECTIVE_EVERY,
+    TRL_TILE_TOKENS,
+    TRL_TILE_VOCAB,
+)
 from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
@@ -253,6 +262,15 @@ class Inputs:
     # parameter group (its own, built from the config's optimizer section: engine/constants.py
     # DS_CONFIG_OPTIMIZERS; or LoRA's adapters, all in the Trainer's weight-decay group), not the Trainer's two
     ds_one_group: np.ndarray | bool = True
+    # preference tuning (objective dpo, `dpo_parts`): the rows, those that hold a frozen copy of the weights, those
+    # whose reference forward runs in the step (not precomputed), those whose per-token log-probs come from TRL's
+    # fused LM head (engine/stacks.py DPO_TRL_HEAD), and those whose own DPO step holds the whole fp32 logits
+    # (LLaMA-Factory's, torchtune's: DPO_FULL_LOGITS)
+    dpo: np.ndarray | bool = False
+    dpo_copy: np.ndarray | bool = False
+    dpo_ref_forward: np.ndarray | bool = False
+    dpo_trl_head: np.ndarray | bool = False
+    dpo_logits: np.ndarray | bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -449,8 +467,20 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         infer_upcast=_mask_if_present(mv, "logits_upcast", "model") & ~train,
         rope_len=np.where(_mask_if_present(mv, "rope_cache", "layers"), np.nan_to_num(m["max_context"]), 0.0),
         ds_one_group=mv.mask("optimizer", *C.DS_CONFIG_OPTIMIZERS) | lora,
+        **_dpo_inputs(mv, train),
         **stack,
     )
+
+
+def _dpo_inputs(mv: View, train) -> dict:
+    """The objective's Inputs fields (objective dpo; engine/stacks.py dpo_reference, DPO_TRL_HEAD)."""
+    dpo = _mask_if_present(mv, "objective", "dpo") & train
+    if not np.any(dpo):
+        return {}
+    return dict(dpo=dpo, dpo_copy=dpo & _mask_if_present(mv, "dpo_reference", "copy"),
+                dpo_ref_forward=dpo & ~_mask_if_present(mv, "dpo_reference", "precomputed"),
+                dpo_trl_head=dpo & _mask_if_present(mv, "recipe", *DPO_TRL_HEAD),
+                dpo_logits=dpo & _mask_if_present(mv, "recipe", *DPO_FULL_LOGITS))
 
 
 # A Gated DeltaNet layer's prefill under transformers 5.24 without flash-linear-attention (its torch fallback,
@@ -2056,17 +2086,115 @@ def serving_replicated(x: Inputs, t: Totals) -> dict | None:
             "attention_seq": parts["attention"].per_token_seq}
 
 
+def dpo_parts(x: Inputs, t: Totals, parts: dict[str, dict[str, Part]]) -> dict[str, dict[str, Part]]:
+    """Preference tuning (objective dpo, docs/stacks.md "DPO"), as the recipes' DPO trainers run a step; `batch`
+    counts pairs. Read in trl 1.16.0 trl/trainer/dpo_trainer.py (tests/data/measured_dpo.csv measures it):
+
+    * chosen and rejected are one batch (`logps.chunk(2, dim=0)  # batch is [chosen, rejected]`, _compute_loss
+      line 1316; LLaMA-Factory's concatenated_forward `batch["input_ids"].size(0) // 2`, torchtune's
+      concatenated_forward): every per-token term is twice a sequence's, per pair;
+    * the reference (dpo_reference): `copy`, a second model from the policy's checkpoint in its dtype (dpo_trainer.py
+      lines 916-927, `ref_model_init_kwargs.setdefault("dtype", self.model.dtype)`; quantized as the policy where it
+      is, line 918), frozen: the policy's weights less its adapters, on every GPU as the weights are (prepare_deepspeed
+      lines 984-986 shards it under ZeRO-3 only; FSDP's prepare_fsdp likewise), in every training phase;
+      `adapters_off`, the policy with its adapters disabled (lines 1328-1336): no second copy; `precomputed`
+      (precompute_ref_log_probs, lines 1013-1019): the log-probs read from the dataset, no reference forward;
+    * the reference forward runs under torch.no_grad() after the policy's (lines 1318-1347), the policy's graph
+      alive: its layers' transients are a layer's working set (the workspace, already counted); its head's below.
+      The peak is not there: TRL's head holds more in its backward (measured: every row peaks in backward);
+    * TRL's fused LM head (trl/trainer/utils.py add_fused_lm_head, _fused_forward lines 1599-1701; trl/kernels/
+      chunked_logprob.py ChunkedLogProbFunction lines 299-465) replaces the logits and the cross-entropy: it saves
+      (hidden, weight, bias, targets, log_z, entropy) (line 386) where `hidden` is a new (tokens, h) copy of the
+      final norm's output (`hidden_states[mask]`, utils.py line 1645), which replaces lm_head's saved input where the
+      head trains (full: the activations' head_in) and is M h more per token where it does not; per token the saved
+      log_z and entropy (fp32, 8 bytes) and targets (int64, 8) and the returned log_probs, entropy and mean_logits
+      (fp32, 12): 28 bytes. Every call projects tiles of TRL_TILE_TOKENS x TRL_TILE_VOCAB values into one buffer in
+      the compute dtype (`mm_buf`, lines 347 and 413: counted whole, the upper bound below 4,096 scored tokens).
+      Its backward (lines 393-465) holds, when it returns, the fp32 gradient of `hidden` and its 16-bit copy
+      ((4 + M) h per token), the buffer and, where lm_head trains, its fp32 gradient and that gradient in the
+      weight's dtype ((4 + M) V h): the loss_backward phase. The reference's head, under no_grad, holds its own
+      final-norm output and copy (2 M h per token) and a buffer beside the policy's graph: the forward phase.
+    * LLaMA-Factory and torchtune compute the log-probs from the whole logits, in fp32: LLaMA-Factory
+      (src/llamafactory/train/dpo/trainer.py concatenated_forward: `model(**batch).logits.to(torch.float32)`,
+      trainer_utils.py get_batch_logps `torch.gather(logits.log_softmax(-1), ...)`) keeps the policy's fp32 logits
+      (the `chosen_logits` / `rejected_logits` views it returns for the metrics) and the fp32 log-softmax output
+      while its reference forward, after the policy's (get_batch_loss_metrics), makes its own fp32 logits and
+      log-softmax: 8 V + 8 V per token; torchtune (recipes/lora_dpo_single_device.py concatenated_forward:
+      `all_logits = model(...)`, its TransformerDecoder.unembed `self.output(h).float()`; torchtune/rlhf
+      logits_to_logprobs `F.log_softmax(logits / temperature, dim=-1)`) keeps the policy's fp32 log-softmax output
+      once it deletes the logits' views, and the reference's fp32 logits, their division by the temperature and
+      its log-softmax exist together: 4 V + 12 V per token. Both: 16 V per token in the forward, and at the loss's
+      backward the unfused cross-entropy's buffers (saved output, gather's zero-filled gradient, log-softmax's
+      gradient: 12 V), whatever loss the recipe's SFT runs (not measured: derived from the code).
+    Every term is 0 on an sft row (the figures as before)."""
+    if not np.any(x.dpo):
+        return parts
+    dpo = np.asarray(x.dpo, dtype=bool)
+    pairs = np.where(dpo, 2.0, 1.0)
+    def doubled(v):
+        return v if is_zero(v) else v * pairs
+
+    out = {}
+    for comp, by_phase in parts.items():
+        out[comp] = {name: (p._replace(per_token=doubled(p.per_token), per_token_seq=doubled(p.per_token_seq),
+                                       per_token_w=doubled(p.per_token_w), per_token_seq_w=doubled(p.per_token_seq_w))
+                            if name in TRAIN_PHASES else p) for name, p in by_phase.items()}
+    # the reference copy: the policy's weights less its adapters, split as the weights are
+    ref = np.where(np.asarray(x.dpo_copy, dtype=bool),
+                   t.weights - np.where(x.lora, trainable_params(x) * x.wb_trained, 0.0), 0.0)
+    if np.any(ref > 0):
+        share = np.divide(ref, t.weights, out=np.zeros_like(ref), where=t.weights > 0)
+        on_gpu = _ep_weights(x, t) * share
+        zero3 = (x.zero >= 3) & x.train
+        fixed, shard = _on_gpu(_split(on_gpu, zero3), ~x.off_all)
+        w = out["weights"]
+        for name in TRAIN_PHASES:
+            p = w.get(name, Part())
+            w[name] = p._replace(fixed=p.fixed + fixed, shard=p.shard + shard)
+    lg = out["logits"]
+    trl = np.asarray(x.dpo_trl_head, dtype=bool)
+    if np.any(trl):
+        ref_fwd = np.asarray(x.dpo_ref_forward, dtype=bool)
+        tile = TRL_TILE_TOKENS * TRL_TILE_VOCAB * x.M
+        head_trains = np.asarray(x.full, dtype=bool)
+        kept = np.where(head_trains, 0.0, x.M * x.h) * 2.0 + 2.0 * 28.0   # (per pair: two sequences)
+        fwd_tok = kept + np.where(ref_fwd, 2.0 * 2.0 * x.M * x.h, 0.0)
+        bwd_tok = kept + 2.0 * (4.0 + x.M) * x.h
+        bwd_fixed = tile + np.where(head_trains, (4.0 + x.M) * x.V * x.h, 0.0)
+        for name, tok, fixed in (("forward", fwd_tok, tile), ("loss_backward", bwd_tok, bwd_fixed)):
+            p = lg.get(name, Part())
+            lg[name] = _where_part(trl, Part(fixed=fixed, per_token=tok), p)
+        for name in ("backward", "backward_end", "grad_reduce", "optimizer"):
+            if name in lg:  # (a loop that keeps its outputs keeps no logits: the head returns none)
+                lg[name] = _where_part(trl, Part(), lg[name])
+    whole = np.asarray(x.dpo_logits, dtype=bool)
+    if np.any(whole):
+        ref_fwd = np.asarray(x.dpo_ref_forward, dtype=bool)
+        forward_sft, backward_sft = logits_bytes(x.V, x.M, loss_tp(x))
+        forward = np.where(ref_fwd, 16.0 * x.V / loss_tp(x), np.maximum(forward_sft, 12.0 * x.V / loss_tp(x)))
+        for name, tok in (("forward", 2.0 * forward), ("loss_backward", 2.0 * backward_sft)):
+            p = lg.get(name, Part())
+            lg[name] = _where_part(whole, Part(per_token=tok), p)
+    return out
+
+
 def physics(x: Inputs, settings: dict) -> Physics:
     t = totals(x)
     parts = {comp: fn(x, t) for comp, fn in COMPONENT_FUNCTIONS.items()}
+    parts = dpo_parts(x, t, parts)
     if np.any(np.asarray(x.cp) > 1):
         parts = context_parallel(x, parts)
     parts = grad_reduce_parts(x, parts)
     context, frag = runtime_overhead(x, settings)
     context_one, context_several = runtime_contexts(settings)
+    cpu_per_token, cached_per_token = offloaded_activation_bytes(x), cached_logits_bytes(x)
+    if np.any(x.dpo):  # (dpo_parts) two sequences per pair; TRL's fused head makes no logits for the allocator to keep
+        pairs = np.where(x.dpo, 2.0, 1.0)
+        cpu_per_token = cpu_per_token * pairs
+        cached_per_token = np.where(x.dpo_trl_head, 0.0, cached_per_token * pairs)
     return Physics(inputs=x, totals=t, parts=parts, phases=assemble(parts), model_states=model_state_bytes(x, parts, t),
                    paged=paged_optimizer_bytes(x, t), cpu=host_bytes(x, t), context=context, fragmentation=frag,
-                   cpu_per_token=offloaded_activation_bytes(x), cached_per_token=cached_logits_bytes(x),
+                   cpu_per_token=cpu_per_token, cached_per_token=cached_per_token,
                    serving_rep=serving_replicated(x, t), ds_step=deepspeed_zero3_step(x, t), context_one=context_one,
                    context_several=context_several)
 

@@ -34,7 +34,7 @@ from engine.constants import (
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
 from engine.params import parse_lora_targets
-from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, SWITCHES
+from engine.stacks import DEFAULT_RECIPE, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
 METHODS = ("full", "lora", "qlora", "freeze")
@@ -55,6 +55,10 @@ PREFILL_LOGITS = ("last", "all")
 # sequence, MLA as per-head k and v (transformers' DeepseekV3 cache); latent: MLA's latent,
 # sliding-window layers at the whole sequence (vLLM's paged allocator reserving full length).
 KV_POLICIES = ("auto", "windowed", "full", "latent")
+# The training objective: sft (next-token cross-entropy, every figure the engine gave before) or dpo (direct
+# preference optimization: a chosen and a rejected sequence per pair in one forward, a reference model; `batch`
+# counts pairs). engine/components.py dpo_parts, docs/stacks.md "DPO".
+OBJECTIVES = ("sft", "dpo")
 
 # Column -> default. `gpu` empty means "no GPU chosen" (no fit columns for that row).
 DEFAULTS: dict[str, object] = {
@@ -98,6 +102,8 @@ DEFAULTS: dict[str, object] = {
     **{switch: "auto" for switch in SWITCHES},
     # GaLore's projection rank (issue 27): 0 = the recipe's (engine/rules.py; engine/constants.py GALORE_RANK)
     "galore_rank": 0,
+    # the training objective (sft: every figure as before; dpo: preference pairs, a reference model)
+    "objective": "sft",
 }
 
 CHOICES: dict[str, tuple] = {
@@ -111,6 +117,7 @@ CHOICES: dict[str, tuple] = {
     "prefill_logits": PREFILL_LOGITS,
     "recipe": RECIPE_NAMES,
     **SWITCHES,
+    "objective": OBJECTIVES,
 }
 
 INT_COLUMNS = ("batch", "seq", "lora_rank", "freeze_layers", "zero", "gpus", "tp", "pp", "ep", "cp", "galore_rank")
@@ -120,7 +127,8 @@ BOOL_COLUMNS = ("grad_checkpointing", "allow_long_context")
 FRACTION_COLUMNS = {"headroom": "a fraction in [0, 1), e.g. 0.1 for 10%",
                     "lora_dropout": "a probability in [0, 1), e.g. 0.05 or 0.1 (peft's lora_dropout; 0 = none)"}
 CATEGORY_COLUMNS = ("model", "task", "method", "precision", "optimizer", "lora_targets", "offload",
-                    "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES)
+                    "base_precision", "kv_precision", "kv_policy", "prefill_logits", "gpu", "recipe") + tuple(SWITCHES) \
+    + ("objective",)
 # Largest values we accept: beyond these the question is not about a real system.
 LIMITS = {"batch": 1_000_000, "seq": 100_000_000, "lora_rank": 65_536, "freeze_layers": 10_000,
           "gpus": 1_000_000, "tp": 4096, "pp": 4096, "ep": 4096, "cp": 4096, "galore_rank": 65_536}
@@ -802,6 +810,24 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     bad = infer & ~cfg.mask("precision", *INFER_PRECISIONS)
     if bad.any():
         raise ValueError(f"precision {_at(out, cfg, bad, 'precision')!r} is not an inference precision; accepted: {', '.join(INFER_PRECISIONS)}")
+
+    if "objective" in out:
+        dpo = cfg.mask("objective", "dpo")
+        bad = dpo & infer
+        if bad.any():
+            raise ValueError("objective 'dpo' applies to training (preference pairs, a reference model); accepted for "
+                             "inference: sft (the default)")
+        bad = dpo & ~cfg.mask("recipe", *DPO_RECIPES)
+        if bad.any():
+            raise ValueError(f"objective 'dpo' has no trainer under recipe {_at(out, cfg, bad, 'recipe')!r} (torchtitan, "
+                             "LitGPT and NeMo Automodel ship no DPO recipe); accepted recipes for dpo: "
+                             + ", ".join(DPO_RECIPES))
+        if "dpo_reference" in out:  # (an sft row never reads its reference: any value is accepted there)
+            bad = dpo & cfg.mask("dpo_reference", "adapters_off") & ~cfg.mask("method", "lora", "qlora")
+            if bad.any():
+                raise ValueError(f"dpo_reference 'adapters_off' needs adapters to disable, and method "
+                                 f"{_at(out, cfg, bad, 'method')!r} has none; accepted: copy or precomputed "
+                                 "(or --method lora / qlora)")
 
     base_auto = cfg.mask("base_precision", "auto")
     bad = train & cfg.mask("method", "full") & ~base_auto

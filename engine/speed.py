@@ -302,6 +302,9 @@ def speed_level(cfg, x, lift, trainable, gpus: pd.DataFrame | None, models: pd.D
     level["rate"] = pick_rate(cfg.categories("precision"), cfg.codes("precision"), train,
                               {c: g[c] for c in ("bf16_tflops", "fp16_tflops", "fp32_tflops")}) * 1e12
     level["act_bytes"] = np.where(cfg.mask("precision", "fp32"), 4.0, 2.0)
+    # preference tuning (objective dpo) whose reference forward runs in the step (engine/components.py dpo_parts)
+    if np.any(x.dpo_ref_forward):
+        level["dpo_ref"] = lift(np.broadcast_to(np.asarray(x.dpo_ref_forward, dtype=bool), np.shape(x.gc)))
     level.update(g)
     return level
 
@@ -502,7 +505,8 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
             config = inv[rows[part]]
             r = lambda x: x[config] if np.ndim(x) else x  # noqa: E731
             per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h,
-                                         seq[rows[part]], attn_width, k_layers, level["checkpointing"], r)
+                                         seq[rows[part]], attn_width, k_layers, level["checkpointing"], r,
+                                         level.get("dpo_ref"))
             flops = np.where(r(train), tokens * per_token, np.nan)
             with np.errstate(divide="ignore", invalid="ignore"):
                 hours = flops / r(rate) / 3600.0
@@ -517,7 +521,7 @@ def speed_cost_columns(level: dict, inv, b, seq, weights, kv, settings: dict, n:
         s_ = _subset(seq, idx)
         k_layers = np.minimum(level["freeze_layers"], L) if level.get("freeze_layers") is not None else np.zeros(len(L))
         per_token = _flops_per_token(level["full"], level["lora"], level["freeze"], N, T, L, V, h, s_, attn_width,
-                                     k_layers, level["checkpointing"], r)
+                                     k_layers, level["checkpointing"], r, level.get("dpo_ref"))
         flops = _subset(tokens, idx) * per_token
         with np.errstate(divide="ignore", invalid="ignore"):
             hours = flops / r(n_gpus * achieved) / 3600.0
@@ -635,10 +639,12 @@ def _nan_to_num(x: np.ndarray) -> np.ndarray:
     return np.nan_to_num(out, copy=False) if np.isinf(out).any() else out
 
 
-def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows):
+def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers, checkpointing, rows, dpo_ref=None):
     """FLOPs per training token (module docstring) from per-configuration inputs (method masks, N, T, L, V, h,
     attn_width, k_layers, checkpointing) and per-row seq `s`: the parts without seq are summed
-    once per configuration, in the same order, so every row gets the same number."""
+    once per configuration, in the same order, so every row gets the same number. dpo_ref (objective dpo, its
+    reference forward in the step: trl 1.16.0 dpo_trainer.py lines 1318-1347): every token (chosen and rejected
+    alike) also goes through the frozen reference's forward, 2 x N + 2 x attention FLOPs (None: no such row)."""
     full_r, lora_r, freeze_r = rows(full), rows(lora), rows(freeze)
     attn = rows(L) * s * rows(attn_width)
     per_token = np.full(len(s), np.nan)
@@ -659,6 +665,8 @@ def _flops_per_token(full, lora, freeze, N, T, L, V, h, s, attn_width, k_layers,
             recompute = np.where(full_r, rows(2 * N) + 2 * attn, recompute)
     if ckpt:
         per_token = per_token + np.where(rows(checkpointing), recompute, 0.0)
+    if dpo_ref is not None:
+        per_token = per_token + np.where(rows(dpo_ref), rows(2 * N) + 2 * attn, 0.0)
     return per_token
 
 

@@ -287,6 +287,13 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   maps a Gemma 3 multimodal config to). off: the language model alone (Gemma3ForCausalLM.
                   from_pretrained on the same checkpoint, a text-only export, llama.cpp without its mmproj);
                   the loops harness builds Gemma 3 4B that way. No effect on a text model.
+* dpo_reference   (objective dpo rows only; engine/components.py dpo_parts) copy: a second, frozen model from the
+                  policy's checkpoint in its dtype (trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927; LLaMA-Factory
+                  trainer_utils.py create_ref_model; axolotl train.py setup_reference_model; torchtune
+                  recipes/full_dpo_distributed.py `self._ref_model`): the policy's weights less its adapters, in
+                  every training phase. adapters_off: the policy with its LoRA adapters disabled (TRL use_adapter,
+                  LLaMA-Factory disable_adapter(), torchtune disable_adapter(self._model)): no copy. precomputed:
+                  precompute_ref_log_probs (TRL, axolotl): no reference in the step.
 """
 
 from __future__ import annotations
@@ -324,6 +331,9 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # Liger's Triton kernels (linkedin/Liger-Kernel) patched into a transformers model: RMSNorm, SwiGLU, RoPE and
     # the fused linear cross-entropy
     "liger": ("auto", "off", "on"),
+    # the reference model of a preference-tuning row (objective dpo): a frozen copy of the weights, the policy with its
+    # adapters disabled, or reference log-probs computed before training (none in the step)
+    "dpo_reference": ("auto", "copy", "adapters_off", "precomputed"),
 }
 RECIPE_NAMES = ("hf", "torchtune", "unsloth", "llama-factory", "axolotl", "deepspeed", "torchtitan", "litgpt", "automodel")
 DEFAULT_RECIPE = "hf"
@@ -353,6 +363,24 @@ NO_TRAINING_CACHE = ("litgpt",)
 # Liger's patched forward computes the logits there (lce_forward: skip_logits only with labels), so --liger on
 # leaves their loss as the recipe's (NeMo Automodel b4733bdc1 train_ft.py line 898 `labels = batch.pop("labels")`)
 LOSS_FROM_LOGITS = ("automodel",)
+# Preference tuning (objective dpo). The recipes that ship a DPO trainer (docs/stacks.md "DPO"); the others are refused
+# (engine/scenarios.py check_combinations): torchtitan, LitGPT and NeMo Automodel have none.
+DPO_RECIPES = ("hf", "deepspeed", "unsloth", "axolotl", "llama-factory", "torchtune")
+# Whose per-token log-probs the recipe's DPO step computes, and so what its loss holds (engine/components.py
+# dpo_parts): TRL's fused LM head (trl 1.16.0 trl/trainer/utils.py add_fused_lm_head, trl/kernels/
+# chunked_logprob.py: no (batch, seq, V) logits) under the recipes that run TRL's DPOTrainer; LLaMA-Factory's own
+# concatenated_forward (src/llamafactory/train/dpo/trainer.py: `model(**batch).logits.to(torch.float32)` and
+# trainer_utils.py get_batch_logps `torch.gather(logits.log_softmax(-1), ...)`), the 16-bit logits, their fp32 copy and
+# the fp32 log-softmax output, and torchtune's concatenated_forward (its TransformerDecoder.unembed
+# `self.output(h).float()`, rlhf logits_to_logprobs' `F.log_softmax(logits / temperature, dim=-1)`): the whole fp32
+# logits, whatever loss the recipe's SFT runs.
+DPO_TRL_HEAD = ("hf", "deepspeed", "unsloth", "axolotl")
+DPO_FULL_LOGITS = ("llama-factory", "torchtune")
+# TRL's fused head scores tiles of TOKEN_CHUNK_SIZE tokens x _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries into one
+# buffer in the compute dtype (trl 1.16.0 trl/kernels/chunked_logprob.py line 30 and `mm_buf = torch.empty((min(N,
+# TOKEN_CHUNK_SIZE), chunk_size), ...)` lines 347 and 413; trl/trainer/utils.py line 1511)
+TRL_TILE_TOKENS = 4096
+TRL_TILE_VOCAB = 32768
 # The transformers model_types Liger-Kernel v0.6.2 patches (src/liger_kernel/transformers/monkey_patch.py
 # MODEL_TYPE_TO_APPLY_LIGER_FN); for any other _apply_liger_kernel_to_instance logs "There are currently no
 # Liger kernels supported for model type" and patches nothing, so the run holds transformers' modules.
@@ -403,6 +431,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "transformers >= 4.42 (read: 4.42.0 models/llama/modeling_llama.py): cos/sin computed from inv_freq in each forward, no per-layer cache"),
         "vision_tower": ("on", "transformers loads the class the checkpoint's config names: a VL config's (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, MllamaForConditionalGeneration) includes the vision tower and projector"),
         "liger": ("off", "TrainingArguments.use_liger_kernel (default False); on: Trainer calls liger_kernel's _apply_liger_kernel_to_instance"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927: no ref_model and a PEFT policy: None (the same model under disable_adapter, lines 1328-1336); otherwise a second model from the policy's checkpoint in its dtype (`ref_model_init_kwargs.setdefault(\"dtype\", self.model.dtype)`); precompute_ref_log_probs (default False) on request"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -427,6 +456,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "torchtune's RotaryPositionalEmbeddings (not transformers' per-layer cos/sin caches)"),
         "vision_tower": ("on", "torchtune's vision builders (llama3_2_vision_11b) build the encoder with the decoder; its text-only builders do not (--vision-tower off)"),
         "liger": ("off", "torchtune's own modules and losses (no Liger kernels)"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "torchtune recipes/lora_dpo_single_device.py and lora_dpo_distributed.py: the reference log-probs under `with disable_adapter(self._model)`; recipes/full_dpo_distributed.py: `self._ref_model = self._setup_reference_model(...)`, a second copy"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -451,6 +481,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "unsloth 2026 on transformers >= 4.42: no per-layer cos/sin caches"),
         "vision_tower": ("on", "unsloth's FastModel / FastVisionModel load the whole multimodal model for a VL checkpoint"),
         "liger": ("off", "Unsloth's own Triton kernels (unsloth/kernels), not Liger's"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "Unsloth patches TRL's DPOTrainer (PatchDPOTrainer) and trains LoRA adapters: ref_model None, TRL disables the adapters (trl 1.16.0 dpo_trainer.py lines 908-914)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -475,6 +506,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "LLaMA-Factory 0.9.6 requires transformers >= 4.45: no per-layer cos/sin caches"),
         "vision_tower": ("on", "LLaMA-Factory loads the VL model class for a multimodal template and freezes the tower (freeze_vision_tower: true), which stays on the GPU"),
         "liger": ("off", "LLaMA-Factory 0.9.6.dev0 model_args.py enable_liger_kernel: False"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "LLaMA-Factory src/llamafactory/train/trainer_utils.py create_ref_model: finetuning_type lora and no ref_model: None (the policy under disable_adapter(), train/dpo/trainer.py compute_reference_log_probs); otherwise load_model of the same checkpoint, a second copy"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -499,6 +531,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "axolotl 0.18.0 requires a recent transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "axolotl loads the checkpoint's model class (a VL processor and model for multimodal configs)"),
         "liger": ("off", "axolotl's Liger is a plugin (axolotl.integrations.liger.LigerPlugin), off unless listed under plugins"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters); without an adapter the model is loaded again"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -523,6 +556,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "a 2025-2026 transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "transformers' Trainer under DeepSpeed loads the checkpoint's model class, vision tower included"),
         "liger": ("off", "transformers' Trainer under DeepSpeed: use_liger_kernel default False"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "TRL's DPOTrainer under DeepSpeed: as hf (trl 1.16.0 dpo_trainer.py lines 908-927; the copy prepared by prepare_deepspeed, lines 984-986, sharded under ZeRO-3 only)"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -548,6 +582,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "torchtitan's llama3 precomputes one freqs_cis for the model (not transformers' per-layer caches)"),
         "vision_tower": ("on", "torchtitan's models are text-only; a VL catalog model is counted with its tower unless asked off"),
         "liger": ("off", "torchtitan's own model (no Liger kernels)"),
+        "dpo_reference": ("copy", "torchtitan has no preference-tuning trainer: objective dpo is refused under this recipe"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -576,6 +611,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "litgpt/model.py GPT.rope_cache: one cos/sin cache for the model (not transformers' per-layer caches)"),
         "vision_tower": ("on", "LitGPT's models are text-only; a VL catalog model is counted with its tower unless asked off"),
         "liger": ("off", "LitGPT's own model (no Liger kernels)"),
+        "dpo_reference": ("copy", "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2): objective dpo is refused under this recipe"),
     },
     "automodel": {
         # NVIDIA NeMo Automodel, read at b4733bdc1 (2025-09-18, the commit of its gradient-checkpointing guide): its
@@ -603,6 +639,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "a 2025 transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "NVIDIA NeMo Automodel b4733bdc1 loads the checkpoint's model class (NeMoAutoModelForImageTextToText for VL checkpoints)"),
         "liger": ("on", "NVIDIA NeMo Automodel b4733bdc1 components/_transformers/auto_model.py from_pretrained use_liger_kernel=True (line 176), applied by _patch_liger_kernel (liger_kernel's _apply_liger_kernel_to_instance) where liger-kernel is installed, a base dependency on x86_64 (pyproject.toml line 74)"),
+        "dpo_reference": ("copy", "NVIDIA NeMo Automodel b4733bdc1 has no DPO recipe in nemo_automodel/recipes/llm: objective dpo is refused under this recipe"),
     },
 }
 
@@ -635,4 +672,5 @@ def stacks_table() -> list[dict]:
 
 
 __all__ = ["SWITCHES", "RECIPES", "RECIPE_NAMES", "DEFAULT_RECIPE", "STACK_COLUMNS", "recipe_value", "stacks_table",
+           "DPO_RECIPES", "DPO_TRL_HEAD", "DPO_FULL_LOGITS", "TRL_TILE_TOKENS", "TRL_TILE_VOCAB",
            "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT", "LITGPT_CHUNK_TOKENS", "NO_TRAINING_CACHE"]

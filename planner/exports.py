@@ -355,9 +355,15 @@ def _yaml(data: dict, header: list[str]) -> str:
     return "".join(f"# {line}\n" for line in header) + body
 
 
+# (objective dpo: the keys of TRL's DPO config, read at trl 1.16.0)
+DPO_SOURCES = {"trl": "TRL 1.16.0: trl/trainer/dpo_config.py (DPOConfig), trl/trainer/model_config.py (ModelConfig), "
+                      "transformers TrainingArguments (OptimizerNames); `trl dpo --config FILE`"}
+
+
 def _header(target: str, row, notes: list[str], launch: str) -> list[str]:
+    source = DPO_SOURCES.get(target, SOURCES[target]) if str(row.get("objective", "sft")) == "dpo" else SOURCES[target]
     lines = [f"{target} config for {row['model']} {row['method']} on {int(row['gpus'])} GPU(s), planned by llm-planner",
-             f"keys: {SOURCES[target]}", f"run: {launch}"]
+             f"keys: {source}", f"run: {launch}"]
     return lines + [f"not expressed: {n}" for n in notes]
 
 
@@ -448,6 +454,10 @@ def deepspeed(row, repo: str, repo_known: bool, model=None) -> Export:
     notes += _parallel_notes(row, model, "deepspeed")
     notes.append(f"sequence length {int(row['seq']):,}, attention {row.get('attention', 'sdpa')}, packing "
                  f"{row.get('packing', 'off')}: the data pipeline's and the model's, not DeepSpeed's")
+    if _dpo(row):
+        notes.append(_dpo_note(row) + "; launch TRL's DPOTrainer with this file (`trl dpo ... --deepspeed "
+                     "ds_config.json`; --export trl gives its config): it prepares the reference copy with DeepSpeed "
+                     "too, sharded under ZeRO-3 only (trl 1.16.0 dpo_trainer.py lines 984-986)")
     about = _header("deepspeed", row, [], "deepspeed train.py --deepspeed ds_config.json (or a Trainer's "
                     "deepspeed=ds_config.json)")
     return Export("deepspeed", json.dumps(cfg, indent=2) + "\n", notes, comments_inline=False, about=about)
@@ -495,6 +505,56 @@ def _galore_trainer_keys(cfg: dict, row) -> None:
     cfg["optim_args"] = f"rank={_galore_rank(row)}"  # update_proj_gap and scale stay transformers' (200, 0.25)
 
 
+# ---- preference tuning (objective dpo, engine/components.py dpo_parts) ----------------------------------------
+# Which targets run a DPO step, and the reference each can hold (engine/stacks.py dpo_reference): TRL's `trl dpo`
+# (DPOConfig, trl 1.16.0: ref_model None for a PEFT policy, precompute_ref_log_probs), LLaMA-Factory's stage dpo
+# (ref_model for an explicit copy; its CustomDPOTrainer sets `self.precompute_ref_log_probs = False`,
+# src/llamafactory/train/dpo/trainer.py __init__), axolotl's rl: dpo (rl_adapter_ref_model for a copy beside an
+# adapter, precompute_ref_log_probs), torchtune's lora_dpo_single_device / lora_dpo_distributed (the reference is
+# the model under disable_adapter) and full_dpo_distributed (a second model: `self._ref_model`), no precomputed
+# log-probs; DeepSpeed and accelerate's FSDP files launch TRL's trainer. LitGPT ships no DPO script
+# (litgpt/finetune: full, lora, adapter, adapter_v2).
+DPO_REFERENCES = {"trl": ("copy", "adapters_off", "precomputed"), "llama-factory": ("copy", "adapters_off"),
+                  "axolotl": ("copy", "adapters_off", "precomputed"), "torchtune": ("copy", "adapters_off"),
+                  "deepspeed": ("copy", "adapters_off", "precomputed"),
+                  "accelerate-fsdp": ("copy", "adapters_off", "precomputed"), "litgpt": ()}
+DPO_WHY = {"litgpt": "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2)",
+           "llama-factory": "LLaMA-Factory's DPO trainer computes the reference log-probs in every step "
+                            "(CustomDPOTrainer sets precompute_ref_log_probs = False)",
+           "torchtune": "torchtune's DPO recipes compute the reference log-probs in every step"}
+
+
+def _dpo(row) -> bool:
+    return str(row.get("objective", "sft")) == "dpo"
+
+
+def _check_objective(target: str, row) -> None:
+    """A DPO plan exports only where the target runs DPO with the plan's reference (ValueError otherwise)."""
+    if not _dpo(row):
+        return
+    ref = str(row.get("dpo_reference", "copy"))
+    accepted = DPO_REFERENCES[target]
+    if not accepted:
+        raise ValueError(f"objective 'dpo' cannot be exported to {target}: {DPO_WHY[target]}; accepted for --export "
+                         "with --objective dpo: " + ", ".join(t for t, refs in DPO_REFERENCES.items() if refs))
+    if ref not in accepted:
+        ok = [t for t, refs in DPO_REFERENCES.items() if ref in refs]
+        raise ValueError(f"dpo_reference {ref!r} cannot be exported to {target}: {DPO_WHY.get(target, target)}; "
+                         f"accepted for {target}: --dpo-reference {' or '.join(accepted)}; targets that take "
+                         f"{ref!r}: {', '.join(ok)}")
+    if target == "torchtune" and ref == "copy" and str(row["method"]) in ("lora", "qlora"):
+        raise ValueError("dpo_reference 'copy' with LoRA cannot be exported to torchtune: its lora_dpo recipes take the "
+                         "reference as the model with its adapters disabled; accepted for torchtune: --dpo-reference "
+                         "adapters_off with LoRA, copy with --method full")
+
+
+def _dpo_note(row) -> str:
+    return ("objective dpo: --batch counts preference pairs (chosen and rejected in one forward: "
+            f"{2 * int(row['batch'])} sequences of up to {int(row['seq']):,} tokens, prompt + completion); the "
+            f"reference: {row.get('dpo_reference')} (docs/stacks.md \"DPO\"); beta 0.1 (DPO's default) is not part "
+            "of the plan (memory does not depend on it)")
+
+
 def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     """A `trl sft --config FILE` YAML: SFTConfig (TrainingArguments) and ModelConfig keys."""
     prec, notes = _precision(row), _common_notes(row, repo_known)
@@ -517,7 +577,18 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         # (TrainingArguments.use_liger_kernel: Liger's norms, SwiGLU and, with labels, its fused linear cross-entropy;
         # a plan with one of them and not the other holds more than this run)
         cfg["use_liger_kernel"] = True
-    if loss != "fused":
+    if _dpo(row):
+        # trl 1.16.0 trl/trainer/dpo_config.py: loss_type ["sigmoid"], beta 0.1, precompute_ref_log_probs False; no
+        # packing key (padding_free instead, disabled in 1.16.0: dpo_trainer.py lines 732-739); the SFT loss keys do
+        # not apply (the fused log-prob head, engine/stacks.py DPO_TRL_HEAD)
+        del cfg["packing"]
+        cfg.update({"loss_type": ["sigmoid"], "beta": 0.1,
+                    "precompute_ref_log_probs": str(row.get("dpo_reference")) == "precomputed"})
+        notes.append(_dpo_note(row) + "; the dataset: a preference dataset (prompt, chosen, rejected)")
+        if str(row.get("dpo_reference")) == "copy" and row["method"] in ("lora", "qlora"):
+            notes.append("dpo_reference copy with LoRA: `trl dpo` builds no second model for a PEFT policy (dpo_trainer.py "
+                         "lines 908-914); pass ref_model=AutoModelForCausalLM.from_pretrained(...) in a script")
+    elif loss != "fused":
         cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):
         rank = int(row["lora_rank"])
@@ -553,7 +624,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     if str(row.get("activation_offload", "off")) == "on":
         cfg["activation_offloading"] = True
     notes += _parallel_notes(row, model, "trl")
-    text = _yaml(cfg, _header("trl", row, notes, "trl sft --config FILE --dataset_name DATASET"))
+    text = _yaml(cfg, _header("trl", row, notes, f"trl {'dpo' if _dpo(row) else 'sft'} --config FILE --dataset_name DATASET"))
     return Export("trl", text, notes)
 
 
@@ -617,6 +688,10 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
                  "accelerate's config")
     if _quant(row):
         notes.append(_script_base(row))
+    if _dpo(row):
+        notes.append(_dpo_note(row) + "; the script: TRL's DPOTrainer (`accelerate launch --config_file FILE -m trl.cli "
+                     "dpo ...`; --export trl gives its config), which shards the reference copy with prepare_fsdp "
+                     "(trl 1.16.0 dpo_trainer.py lines 987-988)")
     text = _yaml(cfg, _header("accelerate-fsdp", row, notes, "accelerate launch --config_file FILE train.py"))
     return Export("accelerate-fsdp", text, notes)
 
@@ -629,7 +704,17 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     prec, notes = _precision(row), _common_notes(row, repo_known)
     method = str(row["method"])
     cfg: dict = {"model_name_or_path": repo, "flash_attn": LF_ATTENTION.get(str(row.get("attention", "sdpa")), "auto"),
-                 "stage": "sft", "do_train": True, "finetuning_type": "lora" if method == "qlora" else method}
+                 "stage": "dpo" if _dpo(row) else "sft", "do_train": True,
+                 "finetuning_type": "lora" if method == "qlora" else method}
+    if _dpo(row):
+        # LLaMA-Factory hparams/finetuning_args.py RLHFArguments: pref_beta 0.1, pref_loss sigmoid; ref_model None uses
+        # the policy with its adapters disabled under LoRA, a second load_model otherwise (trainer_utils.py
+        # create_ref_model); ref_model names a separate copy
+        cfg.update({"pref_beta": 0.1, "pref_loss": "sigmoid"})
+        if str(row.get("dpo_reference")) == "copy" and method in ("lora", "qlora"):
+            cfg["ref_model"] = repo
+        notes.append(_dpo_note(row) + "; the dataset: a preference dataset, `ranking: true` in dataset_info.json with "
+                     "its chosen and rejected columns (LLaMA-Factory's data/README.md)")
     quant = _quant(row)
     if quant:
         cfg.update({"quantization_bit": 8 if quant == "int8" else 4, "quantization_method": "bnb"})
@@ -734,6 +819,16 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     prec, notes = _precision(row), _common_notes(row, repo_known)
     method = str(row["method"])
     cfg: dict = {"base_model": repo}
+    if _dpo(row):
+        # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter and no
+        # rl_adapter_ref_model: model_ref None (TRL disables the adapters), else the model loaded again
+        cfg["rl"] = "dpo"
+        if str(row.get("dpo_reference")) == "copy" and method in ("lora", "qlora"):
+            cfg["rl_adapter_ref_model"] = True
+        if str(row.get("dpo_reference")) == "precomputed":
+            cfg["precompute_ref_log_probs"] = True
+        notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: e.g. "
+                     "chatml.intel)")
     quant = _quant(row)
     cfg["load_in_8bit"], cfg["load_in_4bit"] = quant == "int8", quant in ("nf4", "int4")
     if quant == "int4":
@@ -824,6 +919,13 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
     method, distributed = str(row["method"]), int(row["gpus"]) > 1
     recipe = ("lora" if method in ("lora", "qlora") else "full") + "_finetune_" + ("distributed" if distributed
                                                                                     else "single_device")
+    if _dpo(row):
+        # torchtune's DPO recipes: lora_dpo_single_device, lora_dpo_distributed, full_dpo_distributed (no single-device
+        # full DPO recipe: run the distributed one on one process)
+        recipe = ("lora_dpo_" + ("distributed" if distributed else "single_device") if method in ("lora", "qlora")
+                  else ("" if distributed else "--nproc_per_node 1 ") + "full_dpo_distributed")
+        notes.append(_dpo_note(row) + "; the dataset: a preference dataset builder (torchtune.datasets."
+                     "stack_exchange_paired_dataset or preference_dataset)")
     cfg: dict = {"batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "dtype": "bf16" if prec["half"] == "bf16" and prec["load"] != "float32" else "fp32",
                  "enable_activation_checkpointing": _checkpointing(row),
@@ -840,9 +942,11 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["optimizer"] = {"_component_": component, **({"fused": fused} if fused is not None else {})}
     else:
         notes.append(f"optimizer {opt}: not a torchtune recipe optimizer")
-    if method == "full" and not distributed:
+    if method == "full" and not distributed and not _dpo(row):
         cfg["optimizer_in_bwd"] = str(row.get("optimizer_in_backward", "off")) == "on"
-    if str(row.get("loss", "unfused")) in ("chunked", "linear_chunked", "fused"):
+    if _dpo(row):  # (the recipes' loss: torchtune/rlhf/loss/dpo.py DPOLoss, beta 0.1)
+        cfg["loss"] = {"_component_": "torchtune.rlhf.loss.DPOLoss", "beta": 0.1}
+    elif str(row.get("loss", "unfused")) in ("chunked", "linear_chunked", "fused"):
         cfg["loss"] = {"_component_": "torchtune.modules.loss.LinearCrossEntropyLoss"}
     else:
         notes.append("unfused loss: torchtune's recipes take LinearCrossEntropyLoss (chunked); the plan counts the "
@@ -975,6 +1079,7 @@ def train_export(target: str, row: pd.Series, model: pd.Series) -> Export:
                          f"{'|'.join(SERVE_TARGETS)}")
     _check_base(target, row)
     _check_precision(target, row)
+    _check_objective(target, row)
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     return EXPORTERS[target](row, repo, known, model)
 

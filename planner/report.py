@@ -72,7 +72,10 @@ def format_estimate(row: pd.Series) -> str:
     lines = [
         f"{row['model']}: {row['task']}"
         + (f", {row['method']}" if row["task"] == "train" else "")
-        + f", {row['precision']}, batch {row['batch']}, seq {row['seq']:,}, {row['gpus']} GPU(s)"
+        + (f", DPO (reference: {row.get('dpo_reference')})" if str(row.get("objective", "sft")) == "dpo" else "")
+        + f", {row['precision']}, batch {row['batch']}"
+        + (" pair" + ("s" if row["batch"] != 1 else "") if str(row.get("objective", "sft")) == "dpo" else "")
+        + f", seq {row['seq']:,}, {row['gpus']} GPU(s)"
         + (f", recipe {row['recipe']}" if row["task"] == "train" and "recipe" in row.index else ""),
         f"parameters {row['params']:,} (trainable {row['trainable_params']:,})",
         f"peak per GPU: {gib(row['peak_bytes'])} during {PHASE_LABELS.get(str(row['peak_phase']), row['peak_phase'])}",

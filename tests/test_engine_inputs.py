@@ -59,6 +59,7 @@ VALID = {
     "prefill_logits": st.sampled_from(["last", "all"]),
     "headroom": st.sampled_from([0.0, 0.1, 0.999]),
     "lora_dropout": st.sampled_from([0.0, 0.05, 0.1, 0.999]),  # peft's lora_dropout
+    "objective": st.sampled_from(["sft", "dpo"]),  # the training objective (dpo: preference pairs, a reference)
     "allow_long_context": st.booleans(),
     "gpu": st.sampled_from(GPUS + [""]),
     # the software stack (issue 13, engine/stacks.py): every value of each column
