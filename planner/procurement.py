@@ -59,6 +59,7 @@ _INF_AS_TEXT = ("breakeven_months", "breakeven_hours")
 WORKLOAD_SETTINGS: dict[str, tuple[str, ...]] = {
     "batch": ("train", "infer"), "seq": ("train", "infer"), "allow_long_context": ("train", "infer"),
     "optimizer": ("train",), "lora_rank": ("train",), "zero": ("train",), "offload": ("train",), "recipe": ("train",),
+    "objective": ("train",),
     "kv_precision": ("infer",), "kv_policy": ("infer",),
 }
 

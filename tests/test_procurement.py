@@ -400,3 +400,18 @@ def test_a_budget_setting_no_asked_workload_takes_is_refused_naming_it():
     assert code == 2 and "--lora-rank applies to training (full, lora, qlora) workloads" in err
     code, _, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:qlora", "--batch", "0")
     assert code == 2 and "batch '0' is not accepted" in err
+
+
+def test_budget_prices_a_dpo_run_as_check_sizes_it():
+    """--objective dpo (two sequences per pair, the reference model: engine/components.py dpo_parts) reaches the
+    budget's training workloads, as the Budget page's sidebar objective does."""
+    sft = {r["workload"]: r for r in budget("--budget", "50000", "--workloads", "llama-3-8b:full")["rows"]}
+    dpo = budget("--budget", "50000", "--workloads", "llama-3-8b:full", "--objective", "dpo")
+    assert dpo["settings"]["workload_settings"] == {"objective": "dpo"}
+    r = dpo["rows"][0]
+    assert r["memory_used_fraction"] * r["gpus"] > sft["full"]["memory_used_fraction"] * sft["full"]["gpus"]
+    code, out, err = run("check", "--model", "llama-3-8b", "--method", "full", "--precision", "mixed_bf16",
+                         "--grad-checkpointing", "--zero", "3", "--objective", "dpo", "--gpu", r["gpu"],
+                         "--gpus", str(r["gpus"]), "--json")
+    assert code == 0, err
+    assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"]
