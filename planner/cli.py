@@ -1001,10 +1001,64 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
     return f"{message} ({'; '.join(hints)}); {where}" if hints else f"{message}; {where}"
 
 
+# What the text output's few typographic characters become on a standard output whose encoding cannot
+# write them (a Windows console redirected to a file writes cp1252, PYTHONIOENCODING=ascii, a C locale
+# with UTF-8 mode off): the line is printed with these, not refused with "'ascii' codec can't encode".
+ASCII_STAND_INS = {"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2014": "--", "\u2013": "-", "\u2212": "-",
+                   "\u00d7": "x", "\u00b7": "-", "\u2717": "x", "\u2713": "v", "\u2248": "~", "\u00b1": "+/-",
+                   "\u2265": ">=", "\u2264": "<=", "\u00b2": "^2", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+                   "\u201d": '"', "\u00a0": " ", "\u202f": " ", "\u2044": "/"}
+
+
+def _stand_in(error: UnicodeEncodeError) -> tuple[str, int]:
+    """codecs error handler "planner-stand-in": ASCII_STAND_INS, else the character's compatibility
+    decomposition (NFKD: é -> e, ½ -> 1/2) without its accents, else "?" (never dropped: 1⁄2 stays 1/2, not 12)."""
+    import unicodedata
+
+    def one(char: str) -> str:
+        if char.isascii():
+            return char
+        if char in ASCII_STAND_INS:
+            return ASCII_STAND_INS[char]
+        return "" if unicodedata.combining(char) else "?"
+    out = []
+    for char in error.object[error.start:error.end]:
+        parts = unicodedata.normalize("NFKD", char)
+        out.append(ASCII_STAND_INS.get(char) or ("".join(one(c) for c in parts) if parts != char else "") or "?")
+    return "".join(out), error.end
+
+
+def _prepare_stdout() -> str | None:
+    """None when standard output can take the command's output, else why not (an error line, exit 2).
+    A closed stdout (`llm-planner check ... >&-`) leaves sys.stdout None, where print() writes nothing
+    and the command would answer without its output; a stdout whose encoding cannot write every
+    character gets ASCII stand-ins (_stand_in) in place of a codec error."""
+    if sys.stdout is None:
+        return ("standard output is closed; accepted: an open standard output (redirect it to /dev/null to discard "
+                "the output)")
+    import codecs
+    try:
+        codecs.lookup_error("planner-stand-in")
+    except LookupError:
+        codecs.register_error("planner-stand-in", _stand_in)
+    encoding = str(getattr(sys.stdout, "encoding", None) or "utf-8")
+    try:
+        universal = codecs.lookup(encoding).name.startswith(("utf-8", "utf-16", "utf-32"))
+    except LookupError:
+        universal = False
+    if not universal and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="planner-stand-in")
+    return None
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {_one_line(message)}\n"
+    closed = _prepare_stdout()
+    if closed:
+        print(f"error: {closed}", file=sys.stderr)
+        return 2
     buffers.prefer_small_pages()  # fresh result memory without numpy's huge-page advice (engine/buffers.py)
     parser = build_parser(prog)
     try:

