@@ -210,7 +210,7 @@ def _new_parser(prog: str) -> Parser:
     chk.add_argument("--gpu", required=True, help="catalog GPU id to fit against (see: catalog gpus)")
     chk.add_argument("--json", action="store_true", help="print the estimate's JSON object instead (same exit status)")
     sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
-    sw.add_argument("--out", help="CSV file to write (default: standard output)")
+    sw.add_argument("--out", help="CSV file to write (default, or -: standard output)")
     sw.add_argument("--models", default=None, help="comma list of model ids (default: all)")
     sw.add_argument("--gpu-ids", default=None, help="comma list of GPU ids (default: all)")
     sw.add_argument("--methods", default=None, help="comma list of training methods (default full,lora,qlora; "
@@ -550,6 +550,9 @@ def _id_list(flag: str, text: str | None) -> list[str]:
 def cmd_sweep(args) -> int:
     """Every model x GPU (x method for training) of one request, with the same flags and the
     same rules as estimate: a sweep row is the estimate of its scenario."""
+    if args.out is not None and not str(args.out).strip():  # `--out "$UNSET"`: not a quiet switch to stdout
+        raise CliError(f"--out {show(args.out)} is not accepted; accepted: a file path, or - for standard output "
+                       "(the default)")
     from catalog import default_catalog
     cat = default_catalog()
     models = _models_with_config(args, cat.models(include_user=True), required=False)
@@ -594,7 +597,7 @@ def cmd_sweep(args) -> int:
     for key in PRICE_KEYS:
         frame[key] = frame["gpu"].astype(str).map({g: f[key] for g, f in facts.items()})
     text = to_csv(frame)
-    if args.out:
+    if args.out and args.out != "-":  # "-": standard output, as Unix tools read it (not a file named "-")
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
     else:

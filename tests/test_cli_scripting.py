@@ -60,6 +60,22 @@ def test_stand_ins_are_ascii_and_keep_accented_letters_readable():
     assert codecs.lookup_error("planner-stand-in")
 
 
+def test_out_dash_is_standard_output_not_a_file_named_dash(tmp_path, monkeypatch):
+    # `sweep --out -` wrote a file named "-" in the working folder and nothing to stdout
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--out", "-")
+    assert code == 0, err
+    assert out.startswith("model,gpu,method,") and len(out.splitlines()) == 4
+    assert not (tmp_path / "-").exists()
+
+
+def test_an_empty_out_is_refused_not_a_quiet_switch_to_stdout():
+    # `--out "$UNSET"` printed the CSV to stdout as if no --out had been given
+    code, out, err = run_cli("sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--out", "")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --out '' is not accepted; accepted: a file path, or - for standard output")
+
+
 def test_the_closed_stdout_check_runs_as_a_process():
     """The entry point itself, stdout closed by the shell (`>&-`): one error line, exit 2."""
     import subprocess
