@@ -703,6 +703,12 @@ def cmd_ingest(args) -> int:
         if args.file:
             raise CliError(f"file {show(args.file)} is not accepted with --snippet, which prints the lines to paste; "
                            "accepted: ingest --snippet [--model ID], or ingest FILE --gpu ID")
+        # what applies to a log only is refused, not dropped: `--snippet --json` printed Python where a script read JSON
+        extra = [flag for flag, given in (("--json", args.json), ("--save", args.save), ("--gpu", args.gpu)) if given]
+        if extra:
+            raise CliError(f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not accepted with --snippet, which "
+                           "prints the Python lines to paste; accepted: ingest --snippet [--model ID], or ingest FILE "
+                           "--gpu ID [--json] [--save]")
         text = SNIPPET
         if args.model:  # the user's model in place of the example's
             quoted = '"' + str(args.model).replace("\\", "\\\\").replace('"', '\\"') + '"'  # a Python string literal

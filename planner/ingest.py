@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from engine import columns
-from engine.scenarios import LIMITS
+from engine.scenarios import LIMITS, did_you_mean
 
 GIB = 2**30
 MIB = 2**20
@@ -574,7 +574,7 @@ def resolve_model(run: dict, models: pd.DataFrame, override: str | None = None) 
     if override:
         if override not in set(models["id"]):
             raise IngestError(f"model {override!r} is not in the catalog; accepted: a catalog model id "
-                              "(see: catalog models)")
+                              "(see: catalog models)" + did_you_mean(override, models["id"]))
         # a log of another model than --model says is refused (a name that matches nothing, a fine-tune
         # under its own name, takes the override)
         for name in run.get("names_read") or [run["model_read"]]:
@@ -669,7 +669,8 @@ def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
 def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> list[dict]:
     """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
     if gpu not in set(gpus["id"]):
-        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                          + did_you_mean(gpu, gpus["id"]))
     check_settings(run)
     check_card(run, gpu, gpus)
     ours = estimate_run(run, model, gpu, models, gpus)
@@ -724,7 +725,8 @@ def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, m
     """ingest() of a text (the Catalog page's pasted log): the same bounds, parsers and matching."""
     text = _text_of(text.encode("utf-8", errors="replace"), name) if isinstance(text, str) else _text_of(text, name)
     if gpu not in set(gpus["id"]):
-        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                          + did_you_mean(gpu, gpus["id"]))
     run = parse_run(text)
     ident = resolve_model(run, models, model)
     figures = compare(run, ident, gpu, models, gpus)

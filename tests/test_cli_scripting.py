@@ -76,6 +76,26 @@ def test_an_empty_out_is_refused_not_a_quiet_switch_to_stdout():
     assert err.startswith("error: --out '' is not accepted; accepted: a file path, or - for standard output")
 
 
+@pytest.mark.parametrize("flags,named", [(["--json"], "--json"), (["--save"], "--save"),
+                                         (["--gpu", "rtx-4090", "--json"], "--json, --gpu")])
+def test_ingest_snippet_refuses_the_flags_of_a_log(flags, named):
+    # `ingest --snippet --json` printed Python where a script parsed JSON (json.loads: "Expecting value")
+    code, out, err = run_cli("ingest", "--snippet", *flags)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {named} ")
+    assert "accepted: ingest --snippet [--model ID], or ingest FILE --gpu ID" in err
+
+
+def test_ingest_names_the_card_meant():
+    # estimate, check, serve and sweep said "did you mean 'h100-sxm-80gb'"; ingest only that 'h100' is unknown
+    log = ROOT / "tests" / "data" / "run_logs" / "llamacpp-llama31-8b-q4km.log"
+    code, out, err = run_cli("ingest", str(log), "--gpu", "rtx4090")
+    assert (code, out) == (2, "")
+    assert "did you mean 'rtx-4090'" in err
+    code, out, err = run_cli("ingest", str(log), "--gpu", "rtx-4090", "--model", "llama-3.1-8bb")
+    assert code == 2 and "did you mean 'llama-3.1-8b'" in err
+
+
 def test_the_closed_stdout_check_runs_as_a_process():
     """The entry point itself, stdout closed by the shell (`>&-`): one error line, exit 2."""
     import subprocess
