@@ -375,6 +375,7 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
     data = {k: _jsonable(row[k]) for k in keys if k in row.index}
     data["normalization_notes"] = notes
+    data["checkpoint"] = None  # a catalog model or --model-config: the key is there, null (one key set for every model)
     if getattr(args, "checkpoint", None):  # issue 25: what the checkpoint's headers say (catalog/checkpoints.py)
         from catalog.checkpoints import stored_vs_engine
         data["checkpoint"] = stored_vs_engine(args.checkpoint, _whole_language_model_weights(models, request_from_args(args)),
@@ -948,6 +949,7 @@ def cmd_serve(args) -> int:
         options = fits_with(request, models, gpus, asked=row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
+        data["checkpoint"] = None  # null for a catalog model or --model-config, as estimate --json
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
             from catalog.checkpoints import stored_vs_engine
             lm = _whole_language_model_weights(models, {"model": args.model, "task": "infer", "precision": request["precision"]})

@@ -96,6 +96,34 @@ def test_ingest_names_the_card_meant():
     assert code == 2 and "did you mean 'llama-3.1-8b'" in err
 
 
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    pytest.importorskip("gguf")
+    from tests.test_checkpoints import write_gguf
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+@pytest.mark.parametrize("command", [
+    ("estimate", "--task", "infer"),
+    ("estimate", "--task", "infer", "--gpu", "rtx-4090"),
+    ("check", "--task", "infer", "--gpu", "rtx-4090"),
+    ("serve", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len", "128"),
+])
+def test_a_catalog_model_and_a_checkpoint_file_give_the_same_json_keys(tiny_gguf, command):
+    # `checkpoint` was there for --model-file only: a script reading data["checkpoint"] failed on a catalog model
+    sources = {"catalog": ("--model", "llama-3.2-1b"),
+               "config": ("--model-config", str(ROOT / "tests" / "data" / "good_configs" / "llama-3.2-1b.json")),
+               "gguf": ("--model-file", str(tiny_gguf))}
+    keys = {}
+    for name, source in sources.items():
+        code, out, err = run_cli(*command, *source, "--json")
+        assert code in (0, 1), err
+        data = _strict(out)
+        keys[name] = list(data)
+        assert (data["checkpoint"] is None) == (name != "gguf")
+    assert keys["catalog"] == keys["config"] == keys["gguf"]
+
+
 def test_the_closed_stdout_check_runs_as_a_process():
     """The entry point itself, stdout closed by the shell (`>&-`): one error line, exit 2."""
     import subprocess
