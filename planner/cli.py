@@ -987,13 +987,23 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
     """argparse's 'unrecognized arguments: --fooo 1' with what is accepted: the closest option of the subcommand
     to each unknown one (difflib) and where the whole list is."""
     prefix = "unrecognized arguments: "
-    if not message.startswith(prefix):
-        return message
     import difflib
-    words = list(sys.argv[1:] if argv is None else argv)
+    words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
     sub = parser._subparsers._group_actions[0] if parser._subparsers else None  # (the subcommands' action)
     command = next((w for w in words if sub is not None and w in sub.choices), None)
     if command is None:
+        if sub is not None and message.startswith("argument command: invalid choice"):  # `estimat`, `Check`
+            typed = next((w for w in words if not w.startswith("-")), "")
+            close = difflib.get_close_matches(typed.lower(), list(sub.choices), n=1, cutoff=0.6)
+            return f"{message}; did you mean {close[0]}?" if close else message
+        return message
+    if not message.startswith(prefix):
+        # `--gpu=rtx-4090 check ...`: argparse sets a flag given before the subcommand aside, and then says
+        # "the following arguments are required: --gpu" of a flag the user gave
+        early = [w.split("=")[0] for w in words[:words.index(command)] if w.startswith("--") and w != "--help"]
+        if early:
+            return (f"{message} ({', '.join(early)} given before {command}: the flags of {command} go after it, "
+                    f"{parser.prog} {command} ... {early[0]})")
         return message
     options = sorted({o for a in sub.choices[command]._actions for o in a.option_strings if o.startswith("--")})
     hints = []
@@ -1007,6 +1017,9 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
             close = difflib.get_close_matches(name.lstrip("-").replace("-", "").replace("_", ""), list(bare), n=1,
                                               cutoff=0.75)
             guess = max(begins, key=len) if begins else (bare[close[0]] if close else None)
+            if name in options:  # `--json estimate ...`: the subcommand's own flag, given before it ("did you mean --json?")
+                hints.append(f"{word}: a flag of {command}, give it after the subcommand ({parser.prog} {command} ... {word})")
+                continue
             hints.append(f"{word}: did you mean {guess}?" if guess else f"{word}: no such option")
     where = f"accepted: the options of {parser.prog} {command} --help"
     return f"{message} ({'; '.join(hints)}); {where}" if hints else f"{message}; {where}"

@@ -132,3 +132,24 @@ def test_the_closed_stdout_check_runs_as_a_process():
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: standard output is closed; accepted: an open standard output (redirect it to "
                                    "/dev/null to discard the output)")
+
+
+def test_a_flag_before_its_subcommand_is_named_as_such():
+    # `llm-planner --json estimate ...` said "--json: did you mean --json?"; `--gpu=X check ...` said only that
+    # --gpu is required, of a flag the user had given
+    code, out, err = run_cli("--json", "estimate", "--model", "llama-3.1-8b")
+    assert (code, out) == (2, "")
+    assert "did you mean --json" not in err
+    assert "--json: a flag of estimate, give it after the subcommand (python -m engine estimate ... --json)" in err
+    code, out, err = run_cli("--gpu=rtx-4090", "check", "--model", "llama-3.1-8b")
+    assert (code, out) == (2, "")
+    assert "--gpu given before check: the flags of check go after it" in err
+    code, _, err = run_cli("estimate", "--model", "llama-3.1-8b", "--jsn")  # a misspelling still gets its guess
+    assert code == 2 and "(--jsn: did you mean --json?)" in err
+
+
+@pytest.mark.parametrize("typed,meant", [("estimat", "estimate"), ("Check", "check"), ("serv", "serve")])
+def test_a_misspelt_subcommand_gets_the_one_meant(typed, meant):
+    code, out, err = run_cli(typed, "--model", "llama-3.1-8b")
+    assert (code, out) == (2, "")
+    assert err.strip().endswith(f"; did you mean {meant}?") and len(err.strip().splitlines()) == 1
