@@ -153,3 +153,21 @@ def test_a_misspelt_subcommand_gets_the_one_meant(typed, meant):
     code, out, err = run_cli(typed, "--model", "llama-3.1-8b")
     assert (code, out) == (2, "")
     assert err.strip().endswith(f"; did you mean {meant}?") and len(err.strip().splitlines()) == 1
+
+
+def test_whole_number_columns_are_whole_in_the_csv_as_in_the_json():
+    # the sweep CSV wrote max_batch "10.0", max_seq "20539.0", gpus_needed "1.0", prompt_tokens "2048.0" where
+    # estimate --json gives 10, 20539, 1, 2048 (a shell's integer test refuses "10.0"; pandas read float64)
+    import csv
+    scenario = ("--models", "llama-3.1-8b,llama-3-70b", "--gpu-ids", "rtx-4090", "--task", "infer")
+    code, out, err = run_cli("sweep", *scenario)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    for row in rows:
+        code, text, err = run_cli("estimate", "--model", row["model"], "--gpu", "rtx-4090", "--task", "infer", "--json")
+        data = _strict(text)
+        for key in ("max_batch", "max_seq", "gpus_needed", "prompt_tokens", "params", "batch", "seq"):
+            assert row[key] == str(data[key]), (row["model"], key, row[key], data[key])
+    import pandas as pd
+    frame = pd.read_csv(io.StringIO(out))
+    assert {str(frame[c].dtype) for c in ("max_batch", "max_seq", "prompt_tokens", "gpus_needed")} == {"int64"}
