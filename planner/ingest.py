@@ -789,10 +789,15 @@ def save_run(result: dict, path: Path | None = None) -> str:
                      "measured": {k: float(v) for k, v in run["measured"].items()},
                      "lines": dict(run.get("lines", {})), "versions": dict(run.get("versions", {}))}}
     runs.append(entry)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = ("# LLM hardware planner: your own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md).\n"
             + yaml.safe_dump({"runs": runs}, sort_keys=False, allow_unicode=True, width=100))
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    except OSError as exc:  # it read "error: File exists: /etc/passwd", naming neither the runs file nor the setting
+        raise IngestError(f"the run cannot be saved to {str(path)!r}: {exc.strerror or exc} ({exc.filename}); accepted: a "
+                          f"writable folder for your runs (${RUNS_FILE_ENV} names the file, else user_runs.yaml beside "
+                          "the user catalog, $LLM_PLANNER_USER_CATALOG); without --save nothing is written") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

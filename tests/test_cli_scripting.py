@@ -171,3 +171,27 @@ def test_whole_number_columns_are_whole_in_the_csv_as_in_the_json():
     import pandas as pd
     frame = pd.read_csv(io.StringIO(out))
     assert {str(frame[c].dtype) for c in ("max_batch", "max_seq", "prompt_tokens", "gpus_needed")} == {"int64"}
+
+
+def test_a_runs_file_that_cannot_be_written_is_named_with_its_setting(tmp_path, monkeypatch):
+    # `ingest ... --save` where the runs file's folder cannot be made read "error: File exists: /path/of/a/file"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("LLM_PLANNER_USER_RUNS", str(blocker / "runs" / "user_runs.yaml"))
+    log = ROOT / "tests" / "data" / "run_logs" / "llamacpp-llama31-8b-q4km.log"
+    code, out, err = run_cli("ingest", str(log), "--gpu", "rtx-4090", "--save", "--json")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: the run cannot be saved to '{blocker / 'runs' / 'user_runs.yaml'}': ")
+    assert "$LLM_PLANNER_USER_RUNS" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_build_folder_that_cannot_be_written_is_named_with_its_setting(tmp_path, monkeypatch):
+    # $LLM_PLANNER_BUILD_DIR under a file read "error: Not a directory: /path/b"
+    from catalog import shipped
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("LLM_PLANNER_BUILD_DIR", str(blocker / "b"))
+    with pytest.raises(OSError) as caught:
+        shipped.database_path(rebuild=True)
+    assert "the catalog's database cannot be built in" in str(caught.value)
+    assert "$LLM_PLANNER_BUILD_DIR" in str(caught.value)
