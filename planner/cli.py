@@ -599,7 +599,11 @@ def cmd_sweep(args) -> int:
         frame[key] = frame["gpu"].astype(str).map({g: f[key] for g, f in facts.items()})
     text = to_csv(frame)
     if args.out and args.out != "-":  # "-": standard output, as Unix tools read it (not a file named "-")
-        Path(args.out).write_text(text, encoding="utf-8")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:  # "error: Input/output error" named no file
+            raise CliError(f"--out {show(args.out)} cannot be written: {exc.strerror or exc}; accepted: a writable file "
+                           "path, or - for standard output") from None
         print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)

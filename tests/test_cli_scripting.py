@@ -195,3 +195,17 @@ def test_a_build_folder_that_cannot_be_written_is_named_with_its_setting(tmp_pat
         shipped.database_path(rebuild=True)
     assert "the catalog's database cannot be built in" in str(caught.value)
     assert "$LLM_PLANNER_BUILD_DIR" in str(caught.value)
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "folder", "missing/x.csv"])
+def test_an_out_that_cannot_be_written_names_the_file(tmp_path, target):
+    # `--out /dev/full` read "error: No space left on device", `--out /proc/version` "error: Input/output error"
+    if target == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    path = target if target.startswith("/") else str(tmp_path / target)
+    if target == "folder":
+        os.mkdir(path)
+    code, out, err = run_cli("sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--out", path)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: --out '{path}' cannot be written: ")
+    assert err.rstrip().endswith("accepted: a writable file path, or - for standard output")
