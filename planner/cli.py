@@ -100,7 +100,8 @@ def _choice_text(name: str, choices):
     """A text option from a fixed list (its error names the list)."""
     def parse(text):
         if text not in choices:
-            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {', '.join(map(str, choices))}")
+            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {', '.join(map(str, choices))}"
+                                             + did_you_mean(text, map(str, choices)))  # 'INFER', 'VLLM': the one meant
         return text
     return parse
 

@@ -209,3 +209,24 @@ def test_an_out_that_cannot_be_written_names_the_file(tmp_path, target):
     assert (code, out) == (2, "")
     assert err.startswith(f"error: --out '{path}' cannot be written: ")
     assert err.rstrip().endswith("accepted: a writable file path, or - for standard output")
+
+
+@pytest.mark.parametrize("argv,meant", [
+    (("estimate", "--model", "llama-3.1-8b", "--precision", "BF16"), "'bf16'"),
+    (("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--precision", "Q4_K_M"), "'q4_k_m'"),
+    (("estimate", "--model", "llama-3.1-8b", "--method", "LoRA"), "'lora'"),
+    (("estimate", "--model", "llama-3.1-8b", "--task", "INFER"), "'infer'"),
+    (("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "VLLM", "--max-model-len", "8192"), "'vllm'"),
+])
+def test_a_choice_in_another_case_gets_the_one_meant(argv, meant):
+    # 'BF16' for training read "cannot be used for training", as if it were a precision training refuses; a
+    # choice typed in capitals got the list without the one meant
+    code, out, err = run_cli(*argv)
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith(f"; did you mean {meant}?"), err
+    assert "cannot be used for training" not in err
+
+
+def test_a_quantized_precision_for_training_keeps_its_hint():
+    code, _, err = run_cli("estimate", "--model", "llama-3.1-8b", "--precision", "q4_k_m")
+    assert code == 2 and "cannot be used for training (quantized weights train only as a frozen base" in err
