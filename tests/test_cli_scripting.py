@@ -230,3 +230,16 @@ def test_a_choice_in_another_case_gets_the_one_meant(argv, meant):
 def test_a_quantized_precision_for_training_keeps_its_hint():
     code, _, err = run_cli("estimate", "--model", "llama-3.1-8b", "--precision", "q4_k_m")
     assert code == 2 and "cannot be used for training (quantized weights train only as a frozen base" in err
+
+
+def test_serve_names_the_cloud_price_as_estimate_and_budget_do():
+    # serve --json's price_source is the cloud price's, estimate's the card's: cloud_source / cloud_date give the cloud
+    # price under one name in every subcommand
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--max-model-len",
+                             "8192", "--json")
+    served = _strict(out)
+    code2, out2, err2 = run_cli("estimate", "--model", "llama-3-8b", "--task", "infer", "--gpu", "rtx-4090", "--json")
+    estimated = _strict(out2)
+    assert code == code2 == 0, err + err2
+    assert (served["cloud_source"], served["cloud_date"]) == (estimated["cloud_source"], estimated["cloud_date"])
+    assert (served["price_source"], served["price_date"]) == (served["cloud_source"], served["cloud_date"])  # kept
