@@ -149,6 +149,10 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     if dropped.any():
         frame = frame[~dropped].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
+    # the columns in the order engine/columns.py declares them (RESULT order), whatever flags were given: they came in
+    # the request's order (a sweep with --precision had it fifth, one without it 23rd), so `cut -f` read another column
+    order = [c for c in _columns.result_columns() if c in result.columns]
+    result = result[order + [c for c in result.columns if c not in set(order)]]
     result.attrs["beyond_context"] = left_out
     result.attrs["beyond_layers"] = too_deep
     result.attrs["not_modelled"] = hybrid

@@ -243,3 +243,14 @@ def test_serve_names_the_cloud_price_as_estimate_and_budget_do():
     assert code == code2 == 0, err + err2
     assert (served["cloud_source"], served["cloud_date"]) == (estimated["cloud_source"], estimated["cloud_date"])
     assert (served["price_source"], served["price_date"]) == (served["cloud_source"], served["cloud_date"])  # kept
+
+
+@pytest.mark.parametrize("flags", [(), ("--task", "infer"), ("--task", "infer", "--precision", "int4", "--seq", "512"),
+                                   ("--zero", "3", "--gpus", "2", "--optimizer", "sgd")])
+def test_the_sweep_csv_has_the_documented_columns_in_the_documented_order(flags):
+    # the columns came in the order of the flags given (--precision 5th with it, 23rd without; model, gpu, method,
+    # task first), not RESULT order (engine/columns.py): a script reading a column by position read another one
+    from engine import columns
+    code, out, err = run_cli("sweep", "--models", "llama-3.2-1b", "--gpu-ids", "rtx-4090", *flags)
+    assert code == 0, err
+    assert out.splitlines()[0].split(",") == [*columns.result_columns(), *cli.PRICE_KEYS]
