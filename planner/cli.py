@@ -251,7 +251,7 @@ def _new_parser(prog: str) -> Parser:
     ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
                                         "our estimate (docs/ingest.md)")
     ing.add_argument("file", nargs="?", help="the log, or a file holding the llm_planner_run JSON line that --snippet "
-                                             "prints (docs/ingest.md)")
+                                             "prints (docs/ingest.md); - reads standard input")
     ing.add_argument("--gpu", help="catalog GPU id the run ran on (see: catalog gpus); needed with a file")
     ing.add_argument("--snippet", action="store_true", help="print the Python lines to paste into a training script "
                                                             "(they print the JSON line ingest reads), with --model's id")

@@ -55,7 +55,14 @@ class IngestError(ValueError):
 
 def read_text(path: str | Path) -> str:
     """The file as text (UTF-8, undecodable bytes replaced); refused in one line when it is not a
-    readable regular file."""
+    readable regular file. "-": standard input (`vllm serve ... 2>&1 | llm-planner ingest - --gpu ID`; it was
+    looked up as a file named "-"), read up to the same bound."""
+    if str(path) == "-":
+        import sys
+        stream = sys.stdin.buffer if sys.stdin is not None and hasattr(sys.stdin, "buffer") else None
+        if stream is None:
+            raise IngestError("standard input is closed; accepted: a log on standard input, or its file name")
+        return _text_of(stream.read(MAX_LOG_BYTES + 1), "standard input")
     p = Path(path)
     try:
         st = p.stat()
@@ -717,7 +724,7 @@ def format_comparison(result: dict) -> str:
 
 def ingest(path: str | Path, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None) -> dict:
     """Read, match, estimate: the `ingest --json` object (without schema_version)."""
-    return ingest_text(read_text(path), gpu, models, gpus, model, name=Path(path).name)
+    return ingest_text(read_text(path), gpu, models, gpus, model, name="stdin" if str(path) == "-" else Path(path).name)
 
 
 def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None,

@@ -254,3 +254,16 @@ def test_the_sweep_csv_has_the_documented_columns_in_the_documented_order(flags)
     code, out, err = run_cli("sweep", "--models", "llama-3.2-1b", "--gpu-ids", "rtx-4090", *flags)
     assert code == 0, err
     assert out.splitlines()[0].split(",") == [*columns.result_columns(), *cli.PRICE_KEYS]
+
+
+def test_ingest_dash_reads_standard_input(monkeypatch):
+    # `vllm serve ... 2>&1 | llm-planner ingest - --gpu ID` read "run file '-' cannot be read: No such file or directory"
+    log = ROOT / "tests" / "data" / "run_logs" / "vllm-llama31-8b-h100.log"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    code, out, err = run_cli("ingest", "-", "--gpu", "h100-sxm-80gb", "--json")
+    assert code == 0, err
+    piped = _strict(out)
+    code, out, err = run_cli("ingest", str(log), "--gpu", "h100-sxm-80gb", "--json")
+    named = _strict(out)
+    assert piped["file"] == "stdin" and named["file"] == log.name
+    assert {**piped, "file": None} == {**named, "file": None}
