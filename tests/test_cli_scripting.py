@@ -267,3 +267,10 @@ def test_ingest_dash_reads_standard_input(monkeypatch):
     named = _strict(out)
     assert piped["file"] == "stdin" and named["file"] == log.name
     assert {**piped, "file": None} == {**named, "file": None}
+
+
+@pytest.mark.parametrize("workload,meant", [("LoRA", "'lora'"), ("infer_int4", "'infer-int4'")])
+def test_a_budget_workload_spelt_otherwise_gets_the_one_meant(workload, meant):
+    code, out, err = run_cli("budget", "--budget", "2000", "--workloads", f"llama-3-8b:{workload}", "--json")
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith(f"did you mean {meant}?"), err
