@@ -1093,7 +1093,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     try:
         args = parser.parse_args(argv)
         if not args.command:
-            parser.print_help()
+            parser.print_help(sys.stderr)  # a usage error (exit 2): on stderr, not into a script's captured output
             return 2
         handler = {"estimate": cmd_estimate, "check": cmd_check, "sweep": cmd_sweep, "catalog": cmd_catalog,
                    "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve,

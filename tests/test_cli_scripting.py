@@ -274,3 +274,12 @@ def test_a_budget_workload_spelt_otherwise_gets_the_one_meant(workload, meant):
     code, out, err = run_cli("budget", "--budget", "2000", "--workloads", f"llama-3-8b:{workload}", "--json")
     assert (code, out) == (2, "")
     assert err.rstrip().endswith(f"did you mean {meant}?"), err
+
+
+def test_no_subcommand_is_a_usage_error_on_stderr():
+    # `llm-planner` alone printed its help on stdout and exited 2: `out=$(llm-planner $CMD)` captured the help
+    code, out, err = run_cli()
+    assert (code, out) == (2, "")
+    assert err.startswith("usage: python -m engine") and "estimate" in err
+    code, out, err = run_cli("--help")  # asked for: on stdout, status 0
+    assert code == 0 and out.startswith("usage: python -m engine") and err == ""
