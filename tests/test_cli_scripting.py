@@ -65,7 +65,7 @@ def test_out_dash_is_standard_output_not_a_file_named_dash(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("sweep", "--models", "llama-3.1-8b", "--gpu-ids", "rtx-4090", "--out", "-")
     assert code == 0, err
-    assert out.startswith("model,gpu,method,") and len(out.splitlines()) == 4
+    assert out.startswith("model,task,method,") and len(out.splitlines()) == 4
     assert not (tmp_path / "-").exists()
 
 
