@@ -292,7 +292,7 @@ RESULT: tuple[Result, ...] = (
     Result("capacity_bytes", "bytes/GPU", "what the tensors' estimate may reach: usable memory less the headroom and "
                                           "runtime overhead, divided by 1 + the verdict margin (below 0 when they leave "
                                           "nothing)", _NO_GPU, needs_gpu=True),
-    Result("fits", "", "the safe peak fits the GPU (and the card is compatible: --json)", _NO_GPU, needs_gpu=True),
+    Result("fits", "", "the safe peak fits the GPU (and the card is compatible: --json and the sweep CSV)", _NO_GPU, needs_gpu=True),
     Result("memory_used_fraction", "fraction", "peak / usable memory", _NO_GPU, needs_gpu=True),
     Result("max_batch", "sequences", "the largest micro-batch that fits", _NO_GPU, needs_gpu=True),
     Result("max_seq", "tokens", "the longest sequence that fits", _NO_GPU, needs_gpu=True),

@@ -395,6 +395,8 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
 # figures (cloud_usd_per_hour x GPU-hours): `estimate --json` and the sweep CSV carry them beside those figures, the
 # text output prints them under the costs (README: every price has a date and a source). Keys as `budget --json`'s.
 PRICE_KEYS = ("price_date", "price_source", "cloud_date", "cloud_source")
+# the sweep CSV's last two columns: estimate --json's `compatible` and its `compatibility_notes` (joined with "; ")
+COMPATIBILITY_KEYS = ("compatible", "compatibility_notes")
 
 
 def _price_facts(gpus: pd.DataFrame, gpu_id) -> dict:
@@ -598,6 +600,13 @@ def cmd_sweep(args) -> int:
     facts = {g: _price_facts(gpus, g) for g in gpu_ids}  # each row's prices, dated and sourced (added at the end)
     for key in PRICE_KEYS:
         frame[key] = frame["gpu"].astype(str).map({g: f[key] for g, f in facts.items()})
+    # the card's compatibility rules (catalog/gpus.yaml, engine/compat.py), as estimate --json and check apply them: an
+    # incompatible row never fits. The CSV said fits True for bf16 on a T4 where check exits 1 ("does not fit").
+    from engine.compat import check as compatibility
+    verdict = compatibility(frame, gpus, cat.compatibility())
+    frame["fits"] = frame["fits"].astype(bool).to_numpy() & verdict["compatible"].to_numpy(dtype=bool)
+    frame[COMPATIBILITY_KEYS[0]] = verdict["compatible"].to_numpy(dtype=bool)
+    frame[COMPATIBILITY_KEYS[1]] = ["; ".join(notes) for notes in verdict["compatibility_notes"]]
     text = to_csv(frame)
     if args.out and args.out != "-":  # "-": standard output, as Unix tools read it (not a file named "-")
         try:
