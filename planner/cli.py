@@ -1089,6 +1089,22 @@ def _prepare_stdout() -> str | None:
     return None
 
 
+def _undecodable_argument(exc: Exception, argv: list[str] | None) -> str | None:
+    """The flag and value behind a UnicodeEncodeError of a lone surrogate (bytes that are not UTF-8 on the command
+    line, which Python keeps as U+DC80-U+DCFF): it read "'utf-8' codec can't encode character '\\udcff' ...:
+    surrogates not allowed", naming neither. None for any other error."""
+    if not isinstance(exc, UnicodeEncodeError) or "surrogates" not in str(exc):
+        return None
+    words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
+    for i, word in enumerate(words):
+        if any("\udc80" <= ch <= "\udcff" for ch in word):
+            joined = word.startswith("--") and "=" in word  # --model=VALUE
+            flag = word.split("=")[0] if joined else (words[i - 1] if i and words[i - 1].startswith("--") else "a value")
+            return (f"{flag} {show(word.split('=', 1)[1] if joined else word)} holds bytes that are not UTF-8 text; accepted: UTF-8 text (check the "
+                    "locale or encoding the value was typed or read in)")
+    return None
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
@@ -1118,7 +1134,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13
     except (CliError, ValueError) as exc:
-        print(f"error: {_one_line(_with_closest_options(str(exc), parser, argv))}", file=sys.stderr)
+        message = _undecodable_argument(exc, argv) or _with_closest_options(str(exc), parser, argv)
+        print(f"error: {_one_line(message)}", file=sys.stderr)
         return 2
     except OSError as exc:
         where = getattr(exc, "filename", "") or ""

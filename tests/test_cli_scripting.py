@@ -301,3 +301,15 @@ def test_a_sweep_row_fits_as_check_answers_for_an_incompatible_card():
         assert code == (0 if data["fits"] else 1)
         if row["gpu"] == "t4":
             assert (row["fits"], row["compatible"], row["fits_at_estimate"]) == ("False", "False", "True")
+
+
+@pytest.mark.parametrize("argv,flag", [(("estimate", "--model", "\udcff"), "--model '\\udcff'"),
+                                       (("estimate", "--model=ll\udcffama"), "--model 'll\\udcffama'"),
+                                       (("estimate", "--model", "llama-3.1-8b", "--method", "lora", "--lora-targets",
+                                         "q\udcfe"), "--lora-targets 'q\\udcfe'")])
+def test_a_value_with_bytes_that_are_not_utf8_is_named(argv, flag):
+    # `--model $'\xff'` (a byte that is not UTF-8: Python keeps it as U+DCFF) read "error: 'utf-8' codec can't encode
+    # character '\udcff' in position 0: surrogates not allowed", naming neither the flag nor the value
+    code, out, err = run_cli(*argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {flag} holds bytes that are not UTF-8 text; accepted: UTF-8 text"), err
