@@ -182,8 +182,13 @@ def database_path(directory: Path = CATALOG_DIR, rebuild: bool = False) -> Path:
         if path.exists() and not rebuild:
             return path
         frames = records_to_frames(load_records(directory, sources))
-        target_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".duckdb", dir=target_dir)
+        try:
+            target_dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".duckdb", dir=target_dir)
+        except OSError as exc:  # it read "error: Not a directory: /etc/passwd/b", naming neither the folder's role nor
+            # the setting that moves it
+            raise OSError(exc.errno, f"{exc.strerror}: the catalog's database cannot be built in {str(target_dir)!r}; "
+                          "accepted: a writable folder ($LLM_PLANNER_BUILD_DIR names one; docs/install.md)") from None
         os.close(fd)
         os.unlink(tmp)  # duckdb wants to create the file itself
         try:

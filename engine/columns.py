@@ -296,11 +296,12 @@ RESULT: tuple[Result, ...] = (
     Result("capacity_bytes", "bytes/GPU", "what the tensors' estimate may reach: usable memory less the headroom and "
                                           "runtime overhead, divided by 1 + the verdict margin (below 0 when they leave "
                                           "nothing)", _NO_GPU, needs_gpu=True),
-    Result("fits", "", "the safe peak fits the GPU (and the card is compatible: --json)", _NO_GPU, needs_gpu=True),
+    Result("fits", "", "the safe peak fits the GPU (and the card is compatible: --json and the sweep CSV)", _NO_GPU, needs_gpu=True),
     Result("memory_used_fraction", "fraction", "peak / usable memory", _NO_GPU, needs_gpu=True),
     Result("max_batch", "sequences", "the largest micro-batch that fits", _NO_GPU, needs_gpu=True),
     Result("max_seq", "tokens", "the longest sequence that fits", _NO_GPU, needs_gpu=True),
-    Result("gpus_needed", "GPUs", "the fewest GPUs it fits on (inf: beyond the limit)", _NO_GPU, needs_gpu=True),
+    Result("gpus_needed", "GPUs", f"the fewest GPUs it fits on (beyond the limit, {C.MAX_GPUS:,}: inf in the frame, null "
+                                        f"in --json, 'not within {C.MAX_GPUS:,} GPUs' in the CSV)", _NO_GPU, needs_gpu=True),
     Result("safe_peak_bytes", "bytes/GPU", "the peak the verdicts are decided on: the tensors' peak x (1 + the verdict "
                                            "margin), with the runtime overhead", _NO_GPU, needs_gpu=True),
     Result("verdict_margin_pct", "%", "the verdicts' margin over the tensors' estimate: the band's high side (held-out "

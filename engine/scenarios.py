@@ -439,7 +439,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
     for col, accepted in CHOICES.items():
         for value in categories(col):
             if value not in accepted:
-                raise _bad(col, value, ", ".join(accepted))
+                raise _bad(col, value, ", ".join(accepted) + did_you_mean(value, accepted))  # 'LoRA': did you mean 'lora'?
     for value in categories("lora_targets"):
         if len(str(value)) > 200:
             raise _bad("lora_targets", value, "'all' or a comma list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
@@ -806,10 +806,16 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     if bad.any():
         value = _at(out, cfg, bad, "precision")
         hint = " (quantized weights train only as a frozen base: use --method qlora, or --method lora with --base-precision)" if value in INFER_PRECISIONS else ""
-        raise ValueError(f"precision {value!r} cannot be used for training{hint}; accepted for training: {', '.join(TRAIN_PRECISIONS)}")
+        # a value that is no precision at all ('BF16', 'bf-16') is named so, with the one meant, not as a precision
+        # that training refuses
+        what = "cannot be used for training" if value in INFER_PRECISIONS else "is not a precision"
+        raise ValueError(f"precision {value!r} {what}{hint}; accepted for training: {', '.join(TRAIN_PRECISIONS)}"
+                         + ("" if hint else did_you_mean(value, TRAIN_PRECISIONS)))
     bad = infer & ~cfg.mask("precision", *INFER_PRECISIONS)
     if bad.any():
-        raise ValueError(f"precision {_at(out, cfg, bad, 'precision')!r} is not an inference precision; accepted: {', '.join(INFER_PRECISIONS)}")
+        value = _at(out, cfg, bad, 'precision')
+        raise ValueError(f"precision {value!r} is not an inference precision; accepted: {', '.join(INFER_PRECISIONS)}"
+                         + did_you_mean(value, INFER_PRECISIONS))
 
     if "objective" in out:
         dpo = cfg.mask("objective", "dpo")

@@ -1813,6 +1813,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         decode_tokens_per_s=1.0 / step, time_per_output_token_ms=step * 1e3, prefill_tokens_per_s=prefill,
         ttft_s=ttft, aggregate_tokens_per_s=aggregate, usd_per_million_tokens=usd_per_m,
         cloud_usd_per_hour=price, price_source=g["cloud_source"].to_numpy(object), price_date=g["cloud_date"].to_numpy(object),
+        # the same, under the names estimate --json, budget --json and the sweep CSV give the cloud price's source and date
+        # (their price_source / price_date are the card's purchase price): one key, one meaning across subcommands
+        cloud_source=g["cloud_source"].to_numpy(object), cloud_date=g["cloud_date"].to_numpy(object),
         cpu_moe_layers=np.where(is_llama, n_cpu, 0.0), expert_bytes=expert_bytes,
         expert_host_bytes=np.where(is_llama, expert_host, 0.0), params=params, active_params=active,
         moe_layers=moe_L,

@@ -100,7 +100,8 @@ def _choice_text(name: str, choices):
     """A text option from a fixed list (its error names the list)."""
     def parse(text):
         if text not in choices:
-            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {', '.join(map(str, choices))}")
+            raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {', '.join(map(str, choices))}"
+                                             + did_you_mean(text, map(str, choices)))  # 'INFER', 'VLLM': the one meant
         return text
     return parse
 
@@ -211,7 +212,7 @@ def _new_parser(prog: str) -> Parser:
     chk.add_argument("--gpu", required=True, help="catalog GPU id to fit against (see: catalog gpus)")
     chk.add_argument("--json", action="store_true", help="print the estimate's JSON object instead (same exit status)")
     sw = sub.add_parser("sweep", help="the full matrix (every model x GPU x method) as CSV")
-    sw.add_argument("--out", help="CSV file to write (default: standard output)")
+    sw.add_argument("--out", help="CSV file to write (default, or -: standard output)")
     sw.add_argument("--models", default=None, help="comma list of model ids (default: all)")
     sw.add_argument("--gpu-ids", default=None, help="comma list of GPU ids (default: all)")
     sw.add_argument("--methods", default=None, help="comma list of training methods (default full,lora,qlora; "
@@ -263,7 +264,7 @@ def _new_parser(prog: str) -> Parser:
     ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
                                         "our estimate (docs/ingest.md)")
     ing.add_argument("file", nargs="?", help="the log, or a file holding the llm_planner_run JSON line that --snippet "
-                                             "prints (docs/ingest.md)")
+                                             "prints (docs/ingest.md); - reads standard input")
     ing.add_argument("--gpu", help="catalog GPU id the run ran on (see: catalog gpus); needed with a file")
     ing.add_argument("--snippet", action="store_true", help="print the Python lines to paste into a training script "
                                                             "(they print the JSON line ingest reads), with --model's id")
@@ -388,6 +389,7 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
     keys = columns.json_keys(with_gpu=bool(args.gpu))  # engine/columns.py
     data = {k: _jsonable(row[k]) for k in keys if k in row.index}
     data["normalization_notes"] = notes
+    data["checkpoint"] = None  # a catalog model or --model-config: the key is there, null (one key set for every model)
     if getattr(args, "checkpoint", None):  # issue 25: what the checkpoint's headers say (catalog/checkpoints.py)
         from catalog.checkpoints import stored_vs_engine
         data["checkpoint"] = stored_vs_engine(args.checkpoint, _whole_language_model_weights(models, request_from_args(args)),
@@ -406,6 +408,8 @@ def _estimate_json(args, cat, models, gpus, frame, notes) -> dict:
 # figures (cloud_usd_per_hour x GPU-hours): `estimate --json` and the sweep CSV carry them beside those figures, the
 # text output prints them under the costs (README: every price has a date and a source). Keys as `budget --json`'s.
 PRICE_KEYS = ("price_date", "price_source", "cloud_date", "cloud_source")
+# the sweep CSV's last two columns: estimate --json's `compatible` and its `compatibility_notes` (joined with "; ")
+COMPATIBILITY_KEYS = ("compatible", "compatibility_notes")
 
 
 def _price_facts(gpus: pd.DataFrame, gpu_id) -> dict:
@@ -563,6 +567,9 @@ def _id_list(flag: str, text: str | None) -> list[str]:
 def cmd_sweep(args) -> int:
     """Every model x GPU (x method for training) of one request, with the same flags and the
     same rules as estimate: a sweep row is the estimate of its scenario."""
+    if args.out is not None and not str(args.out).strip():  # `--out "$UNSET"`: not a quiet switch to stdout
+        raise CliError(f"--out {show(args.out)} is not accepted; accepted: a file path, or - for standard output "
+                       "(the default)")
     from catalog import default_catalog
     cat = default_catalog()
     models = _models_with_config(args, cat.models(include_user=True), required=False)
@@ -606,9 +613,20 @@ def cmd_sweep(args) -> int:
     facts = {g: _price_facts(gpus, g) for g in gpu_ids}  # each row's prices, dated and sourced (added at the end)
     for key in PRICE_KEYS:
         frame[key] = frame["gpu"].astype(str).map({g: f[key] for g, f in facts.items()})
+    # the card's compatibility rules (catalog/gpus.yaml, engine/compat.py), as estimate --json and check apply them: an
+    # incompatible row never fits. The CSV said fits True for bf16 on a T4 where check exits 1 ("does not fit").
+    from engine.compat import check as compatibility
+    verdict = compatibility(frame, gpus, cat.compatibility())
+    frame["fits"] = frame["fits"].astype(bool).to_numpy() & verdict["compatible"].to_numpy(dtype=bool)
+    frame[COMPATIBILITY_KEYS[0]] = verdict["compatible"].to_numpy(dtype=bool)
+    frame[COMPATIBILITY_KEYS[1]] = ["; ".join(notes) for notes in verdict["compatibility_notes"]]
     text = to_csv(frame)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    if args.out and args.out != "-":  # "-": standard output, as Unix tools read it (not a file named "-")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:  # "error: Input/output error" named no file
+            raise CliError(f"--out {show(args.out)} cannot be written: {exc.strerror or exc}; accepted: a writable file "
+                           "path, or - for standard output") from None
         print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -717,6 +735,12 @@ def cmd_ingest(args) -> int:
         if args.file:
             raise CliError(f"file {show(args.file)} is not accepted with --snippet, which prints the lines to paste; "
                            "accepted: ingest --snippet [--model ID], or ingest FILE --gpu ID")
+        # what applies to a log only is refused, not dropped: `--snippet --json` printed Python where a script read JSON
+        extra = [flag for flag, given in (("--json", args.json), ("--save", args.save), ("--gpu", args.gpu)) if given]
+        if extra:
+            raise CliError(f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not accepted with --snippet, which "
+                           "prints the Python lines to paste; accepted: ingest --snippet [--model ID], or ingest FILE "
+                           "--gpu ID [--json] [--save]")
         text = SNIPPET
         if args.model:  # the user's model in place of the example's
             quoted = '"' + str(args.model).replace("\\", "\\\\").replace('"', '\\"') + '"'  # a Python string literal
@@ -960,6 +984,7 @@ def cmd_serve(args) -> int:
         options = fits_with(request, models, gpus, asked=row)
     if args.json:
         data = {k: _jsonable(row[k]) for k in SERVE_JSON_KEYS if k in row.index}
+        data["checkpoint"] = None  # null for a catalog model or --model-config, as estimate --json
         if getattr(args, "checkpoint", None):  # issue 25 (catalog/checkpoints.py)
             from catalog.checkpoints import stored_vs_engine
             lm = _whole_language_model_weights(models, {"model": args.model, "task": "infer", "precision": request["precision"]})
@@ -997,13 +1022,23 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
     """argparse's 'unrecognized arguments: --fooo 1' with what is accepted: the closest option of the subcommand
     to each unknown one (difflib) and where the whole list is."""
     prefix = "unrecognized arguments: "
-    if not message.startswith(prefix):
-        return message
     import difflib
-    words = list(sys.argv[1:] if argv is None else argv)
+    words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
     sub = parser._subparsers._group_actions[0] if parser._subparsers else None  # (the subcommands' action)
     command = next((w for w in words if sub is not None and w in sub.choices), None)
     if command is None:
+        if sub is not None and message.startswith("argument command: invalid choice"):  # `estimat`, `Check`
+            typed = next((w for w in words if not w.startswith("-")), "")
+            close = difflib.get_close_matches(typed.lower(), list(sub.choices), n=1, cutoff=0.6)
+            return f"{message}; did you mean {close[0]}?" if close else message
+        return message
+    if not message.startswith(prefix):
+        # `--gpu=rtx-4090 check ...`: argparse sets a flag given before the subcommand aside, and then says
+        # "the following arguments are required: --gpu" of a flag the user gave
+        early = [w.split("=")[0] for w in words[:words.index(command)] if w.startswith("--") and w != "--help"]
+        if early:
+            return (f"{message} ({', '.join(early)} given before {command}: the flags of {command} go after it, "
+                    f"{parser.prog} {command} ... {early[0]})")
         return message
     options = sorted({o for a in sub.choices[command]._actions for o in a.option_strings if o.startswith("--")})
     hints = []
@@ -1017,21 +1052,94 @@ def _with_closest_options(message: str, parser: argparse.ArgumentParser, argv: l
             close = difflib.get_close_matches(name.lstrip("-").replace("-", "").replace("_", ""), list(bare), n=1,
                                               cutoff=0.75)
             guess = max(begins, key=len) if begins else (bare[close[0]] if close else None)
+            if name in options:  # `--json estimate ...`: the subcommand's own flag, given before it ("did you mean --json?")
+                hints.append(f"{word}: a flag of {command}, give it after the subcommand ({parser.prog} {command} ... {word})")
+                continue
             hints.append(f"{word}: did you mean {guess}?" if guess else f"{word}: no such option")
     where = f"accepted: the options of {parser.prog} {command} --help"
     return f"{message} ({'; '.join(hints)}); {where}" if hints else f"{message}; {where}"
+
+
+# What the text output's few typographic characters become on a standard output whose encoding cannot
+# write them (a Windows console redirected to a file writes cp1252, PYTHONIOENCODING=ascii, a C locale
+# with UTF-8 mode off): the line is printed with these, not refused with "'ascii' codec can't encode".
+ASCII_STAND_INS = {"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2014": "--", "\u2013": "-", "\u2212": "-",
+                   "\u00d7": "x", "\u00b7": "-", "\u2717": "x", "\u2713": "v", "\u2248": "~", "\u00b1": "+/-",
+                   "\u2265": ">=", "\u2264": "<=", "\u00b2": "^2", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+                   "\u201d": '"', "\u00a0": " ", "\u202f": " ", "\u2044": "/"}
+
+
+def _stand_in(error: UnicodeEncodeError) -> tuple[str, int]:
+    """codecs error handler "planner-stand-in": ASCII_STAND_INS, else the character's compatibility
+    decomposition (NFKD: é -> e, ½ -> 1/2) without its accents, else "?" (never dropped: 1⁄2 stays 1/2, not 12)."""
+    import unicodedata
+
+    def one(char: str) -> str:
+        if char.isascii():
+            return char
+        if char in ASCII_STAND_INS:
+            return ASCII_STAND_INS[char]
+        return "" if unicodedata.combining(char) else "?"
+    out = []
+    for char in error.object[error.start:error.end]:
+        parts = unicodedata.normalize("NFKD", char)
+        out.append(ASCII_STAND_INS.get(char) or ("".join(one(c) for c in parts) if parts != char else "") or "?")
+    return "".join(out), error.end
+
+
+def _prepare_stdout() -> str | None:
+    """None when standard output can take the command's output, else why not (an error line, exit 2).
+    A closed stdout (`llm-planner check ... >&-`) leaves sys.stdout None, where print() writes nothing
+    and the command would answer without its output; a stdout whose encoding cannot write every
+    character gets ASCII stand-ins (_stand_in) in place of a codec error."""
+    if sys.stdout is None:
+        return ("standard output is closed; accepted: an open standard output (redirect it to /dev/null to discard "
+                "the output)")
+    import codecs
+    try:
+        codecs.lookup_error("planner-stand-in")
+    except LookupError:
+        codecs.register_error("planner-stand-in", _stand_in)
+    encoding = str(getattr(sys.stdout, "encoding", None) or "utf-8")
+    try:
+        universal = codecs.lookup(encoding).name.startswith(("utf-8", "utf-16", "utf-32"))
+    except LookupError:
+        universal = False
+    if not universal and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="planner-stand-in")
+    return None
+
+
+def _undecodable_argument(exc: Exception, argv: list[str] | None) -> str | None:
+    """The flag and value behind a UnicodeEncodeError of a lone surrogate (bytes that are not UTF-8 on the command
+    line, which Python keeps as U+DC80-U+DCFF): it read "'utf-8' codec can't encode character '\\udcff' ...:
+    surrogates not allowed", naming neither. None for any other error."""
+    if not isinstance(exc, UnicodeEncodeError) or "surrogates" not in str(exc):
+        return None
+    words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
+    for i, word in enumerate(words):
+        if any("\udc80" <= ch <= "\udcff" for ch in word):
+            joined = word.startswith("--") and "=" in word  # --model=VALUE
+            flag = word.split("=")[0] if joined else (words[i - 1] if i and words[i - 1].startswith("--") else "a value")
+            return (f"{flag} {show(word.split('=', 1)[1] if joined else word)} holds bytes that are not UTF-8 text; accepted: UTF-8 text (check the "
+                    "locale or encoding the value was typed or read in)")
+    return None
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
     """prog: the name in --help and usage (`llm-planner`, planner/__main__.py)."""
     import warnings
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {_one_line(message)}\n"
+    closed = _prepare_stdout()
+    if closed:
+        print(f"error: {closed}", file=sys.stderr)
+        return 2
     buffers.prefer_small_pages()  # fresh result memory without numpy's huge-page advice (engine/buffers.py)
     parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
         if not args.command:
-            parser.print_help()
+            parser.print_help(sys.stderr)  # a usage error (exit 2): on stderr, not into a script's captured output
             return 2
         handler = {"estimate": cmd_estimate, "check": cmd_check, "sweep": cmd_sweep, "catalog": cmd_catalog,
                    "budget": cmd_budget, "evidence": cmd_evidence, "serve": cmd_serve,
@@ -1047,7 +1155,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13
     except (CliError, ValueError) as exc:
-        print(f"error: {_one_line(_with_closest_options(str(exc), parser, argv))}", file=sys.stderr)
+        message = _undecodable_argument(exc, argv) or _with_closest_options(str(exc), parser, argv)
+        print(f"error: {_one_line(message)}", file=sys.stderr)
         return 2
     except OSError as exc:
         where = getattr(exc, "filename", "") or ""

@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from engine import columns
-from engine.scenarios import LIMITS
+from engine.scenarios import LIMITS, did_you_mean
 
 GIB = 2**30
 MIB = 2**20
@@ -55,7 +55,14 @@ class IngestError(ValueError):
 
 def read_text(path: str | Path) -> str:
     """The file as text (UTF-8, undecodable bytes replaced); refused in one line when it is not a
-    readable regular file."""
+    readable regular file. "-": standard input (`vllm serve ... 2>&1 | llm-planner ingest - --gpu ID`; it was
+    looked up as a file named "-"), read up to the same bound."""
+    if str(path) == "-":
+        import sys
+        stream = sys.stdin.buffer if sys.stdin is not None and hasattr(sys.stdin, "buffer") else None
+        if stream is None:
+            raise IngestError("standard input is closed; accepted: a log on standard input, or its file name")
+        return _text_of(stream.read(MAX_LOG_BYTES + 1), "standard input")
     p = Path(path)
     try:
         st = p.stat()
@@ -574,7 +581,7 @@ def resolve_model(run: dict, models: pd.DataFrame, override: str | None = None) 
     if override:
         if override not in set(models["id"]):
             raise IngestError(f"model {override!r} is not in the catalog; accepted: a catalog model id "
-                              "(see: catalog models)")
+                              "(see: catalog models)" + did_you_mean(override, models["id"]))
         # a log of another model than --model says is refused (a name that matches nothing, a fine-tune
         # under its own name, takes the override)
         for name in run.get("names_read") or [run["model_read"]]:
@@ -669,7 +676,8 @@ def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
 def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> list[dict]:
     """One record per measured figure: measured, ours, unit, error % ((ours - measured) / measured)."""
     if gpu not in set(gpus["id"]):
-        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                          + did_you_mean(gpu, gpus["id"]))
     check_settings(run)
     check_card(run, gpu, gpus)
     ours = estimate_run(run, model, gpu, models, gpus)
@@ -716,7 +724,7 @@ def format_comparison(result: dict) -> str:
 
 def ingest(path: str | Path, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None) -> dict:
     """Read, match, estimate: the `ingest --json` object (without schema_version)."""
-    return ingest_text(read_text(path), gpu, models, gpus, model, name=Path(path).name)
+    return ingest_text(read_text(path), gpu, models, gpus, model, name="stdin" if str(path) == "-" else Path(path).name)
 
 
 def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, model: str | None = None,
@@ -724,7 +732,8 @@ def ingest_text(text: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame, m
     """ingest() of a text (the Catalog page's pasted log): the same bounds, parsers and matching."""
     text = _text_of(text.encode("utf-8", errors="replace"), name) if isinstance(text, str) else _text_of(text, name)
     if gpu not in set(gpus["id"]):
-        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)")
+        raise IngestError(f"gpu {gpu!r} is not in the catalog; accepted: a catalog GPU id (see: catalog gpus)"
+                          + did_you_mean(gpu, gpus["id"]))
     run = parse_run(text)
     ident = resolve_model(run, models, model)
     figures = compare(run, ident, gpu, models, gpus)
@@ -805,10 +814,15 @@ def save_run(result: dict, path: Path | None = None) -> str:
     entry = {"id": ident, "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "file": result["file"],
              **_run_entry(result)}
     runs.append(entry)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = ("# LLM hardware planner: your own runs (llm-planner ingest FILE --gpu ID --save; docs/ingest.md).\n"
             + yaml.safe_dump({"runs": runs}, sort_keys=False, allow_unicode=True, width=100))
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    except OSError as exc:  # it read "error: File exists: /etc/passwd", naming neither the runs file nor the setting
+        raise IngestError(f"the run cannot be saved to {str(path)!r}: {exc.strerror or exc} ({exc.filename}); accepted: a "
+                          f"writable folder for your runs (${RUNS_FILE_ENV} names the file, else user_runs.yaml beside "
+                          "the user catalog, $LLM_PLANNER_USER_CATALOG); without --save nothing is written") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -99,7 +99,8 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
             raise ValueError(f"model {model!r} is not in the catalog; accepted: a catalog model id (see: catalog models)"
                              + did_you_mean(model, model_ids))
         if work not in WORKLOADS:
-            raise ValueError(f"workload {work!r} is not accepted; accepted: {', '.join(WORKLOADS)}")
+            raise ValueError(f"workload {work!r} is not accepted; accepted: {', '.join(WORKLOADS)}"
+                             + did_you_mean(work.replace("_", "-"), WORKLOADS))  # 'LoRA', 'infer_int4': the one meant
         pairs.append((model, work))
     if not pairs:
         raise ValueError(f"workloads {text!r} is empty; accepted: a comma list of model:workload")

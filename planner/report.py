@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from engine import columns as _columns
 from engine.constants import MAX_GPUS
 from engine.estimate import estimate
 from planner.planning import expand, not_modelled, refused_rows
@@ -36,6 +37,12 @@ SKIPPED_AROUND = re.compile(r'^[\s"]+|[\s"]+$')
 # gpus_needed to inf beyond engine.constants.MAX_GPUS); the CSV says so in words.
 COUNT_COLUMNS = ("gpus_needed", "card_gpus_needed", "gpus_to_fit")
 NOT_WITHIN = f"not within {MAX_GPUS:,} GPUs"
+# Columns of whole numbers (engine/columns.py: a result in counts, sequences, tokens or GPUs, a scenario column of
+# kind int) that the frame holds as floats for their nulls: the CSV writes them whole, as `--json` does (max_batch
+# 10, not 10.0, which a shell's `[ "$n" -ge 4 ]` refuses and pandas reads as float64).
+WHOLE_COLUMNS = frozenset(
+    {r.name for r in _columns.RESULT if r.unit in ("count", "sequences", "tokens", "GPUs")}
+    | {c.name for c in _columns.SCENARIO if c.kind == "int"} | set(COUNT_COLUMNS))
 
 COMPONENT_LABELS = {
     "weights_bytes": "weights",
@@ -145,6 +152,10 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     if dropped.any():
         frame = frame[~dropped].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
+    # the columns in the order engine/columns.py declares them (RESULT order), whatever flags were given: they came in
+    # the request's order (a sweep with --precision had it fifth, one without it 23rd), so `cut -f` read another column
+    order = [c for c in _columns.result_columns() if c in result.columns]
+    result = result[order + [c for c in result.columns if c not in set(order)]]
     result.attrs["beyond_context"] = left_out
     result.attrs["beyond_layers"] = too_deep
     result.attrs["not_modelled"] = hybrid
@@ -242,6 +253,14 @@ def to_csv(frame: pd.DataFrame, settings: dict | None = None) -> str:
                 fits = bool((np.abs(numbers[finite]).round() < 2.0 ** 63).all())
                 if fits and (finite.all() or (~finite == values.isna().to_numpy()).all()):
                     out[col] = values.round().astype("Int64")
+                    continue
+            if str(col) in WHOLE_COLUMNS:
+                numbers = values.to_numpy(dtype=float)
+                finite = numbers[np.isfinite(numbers)]
+                if (finite == np.round(finite)).all() and (np.abs(finite) < 2.0 ** 63).all():
+                    # whole: ints, null empty, +inf in a count column NOT_WITHIN (_cell)
+                    out[col] = pd.array([None if math.isnan(v) else int(v) if math.isfinite(v) else _cell(v, count)
+                                         for v in numbers], dtype=object)
                     continue
             out[col] = _infinite_as_text(values, count)
             continue

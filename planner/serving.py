@@ -85,6 +85,11 @@ SERVE_JSON_KEYS = (
     # every engine): vLLM / SGLang / MLC-LLM their whole budget, llama.cpp / Ollama -c tokens on the GPU layers,
     # ExLlamaV2 its cache of max_num_seqs x max_model_len; null for transformers (its cache grows with each sequence)
     "kv_cache_bytes_allocated",
+    # the cloud price's source and date (as price_source / price_date here) under estimate's and budget's names for them
+    "cloud_source", "cloud_date",
+    # what a --model-file / Hub checkpoint's headers hold beside the engine's weights (docs/models.md), null for a catalog
+    # model or --model-config: one key set for every model; added by the CLI
+    "checkpoint",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI

@@ -98,9 +98,10 @@ def test_the_sweep_csv_header_is_the_result_columns(capsys, tmp_path):
     out = tmp_path / "sweep.csv"
     assert cli.main(["sweep", "--models", "llama-2-7b", "--gpu-ids", "rtx-4090", "--out", str(out)]) == 0
     header = next(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
-    # and, added by the CLI at the end, the dates and sources of the prices behind the cost columns
-    assert header[-len(cli.PRICE_KEYS):] == list(cli.PRICE_KEYS)
-    assert set(header) == set(columns.result_columns()) | set(cli.PRICE_KEYS)
+    # and, added by the CLI at the end, the dates and sources of the prices behind the cost columns, then the card's
+    # compatibility as estimate --json gives it
+    assert header[-len(cli.PRICE_KEYS) - 2:] == [*cli.PRICE_KEYS, *cli.COMPATIBILITY_KEYS]
+    assert set(header) == set(columns.result_columns()) | set(cli.PRICE_KEYS) | set(cli.COMPATIBILITY_KEYS)
 
 
 def test_the_dashboard_fields_and_url_keys_are_the_tables():

@@ -142,7 +142,7 @@ def test_a_gpu_count_beyond_the_limit_is_written_in_words(models, gpus):
     assert cells["low"] == "'-inf" and formula_cells(text) == []
     assert float(cells["peak_bytes"]) == out["peak_bytes"].iloc[0]
     finite = to_csv(pd.DataFrame({"gpus_needed": [3.0, np.nan]}))
-    assert spreadsheet_cells(finite) == [["gpus_needed"], ["3.0"], [""]]
+    assert spreadsheet_cells(finite) == [["gpus_needed"], ["3"], [""]]  # whole, as --json gives it (WHOLE_COLUMNS)
 
 
 # ---- 3. speed and cost text ---------------------------------------------------------------------
