@@ -22,6 +22,7 @@ column and the README line follow.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import engine.constants as C
@@ -97,6 +98,23 @@ class Column:
         if self.kind == "bool":
             return "on or off (a switch)"
         return "text"
+
+
+def read_number(text) -> float:
+    """A number as people type it in ASCII (1, 0.5, 1e9), for every surface that reads one from text: the CLI's
+    flags (planner/cli.py) and the dashboard's URL keys (app/state.py), so that both take the same texts. Python's
+    float() also reads other scripts' digits ("٣" and "３" are 3), which would pass unseen into a report: refused.
+    ValueError("ASCII digits"), ("not a number") or ("not finite") says which."""
+    text = str(text).strip()
+    if not text.isascii():
+        raise ValueError("ASCII digits")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(value):
+        raise ValueError("not finite")
+    return value
 
 
 def _int(name: str, help: str, cli: str | None = None, **kw) -> Column:
@@ -349,5 +367,5 @@ def json_keys(with_gpu: bool) -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys + results))
 
 
-__all__ = ["Column", "Result", "Sidebar", "SCENARIO", "SCENARIO_BY_NAME", "RESULT", "RESULT_BY_NAME", "FRAME_COLUMNS",
+__all__ = ["Column", "Result", "Sidebar", "read_number", "SCENARIO", "SCENARIO_BY_NAME", "RESULT", "RESULT_BY_NAME", "FRAME_COLUMNS",
            "ENGINE", "DECIDE", "result_columns", "json_keys"]

@@ -54,18 +54,17 @@ class Parser(argparse.ArgumentParser):
 
 
 def _ascii_number(name: str, text: str, accepted: str) -> float:
-    """A number as people type it in ASCII (1, 0.5, 1e9). Python's float() also reads other
-    scripts' digits ("٣" is 3), which would pass unseen into a report: refused."""
-    text = str(text).strip()
-    if not text.isascii():
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted} (ASCII digits)")
+    """A number as people type it in ASCII (1, 0.5, 1e9): engine/columns.py read_number, the dashboard's URL
+    keys' reader too (other scripts' digits, "٣", are refused)."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not a number; accepted: {accepted}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted}")
-    return value
+        return columns.read_number(text)
+    except ValueError as exc:
+        shown = show(str(text).strip())
+        if str(exc) == "ASCII digits":
+            raise argparse.ArgumentTypeError(f"{name} {shown} is not accepted; accepted: {accepted} (ASCII digits)") from None
+        if str(exc) == "not a number":
+            raise argparse.ArgumentTypeError(f"{name} {shown} is not a number; accepted: {accepted}") from None
+        raise argparse.ArgumentTypeError(f"{name} {shown} is not accepted; accepted: {accepted}") from None
 
 
 def _whole(name: str, low: int = 1, high: int | None = None, accepted: str | None = None):

@@ -1,0 +1,118 @@
+"""Share links: every URL key the column table declares (engine/columns.py Sidebar, app/state.py FIELDS) as a new
+user shares and edits it. A valid value reaches the sidebar and comes back in the URL; a bad one is named with what
+is accepted, never raises, and leaves every other key of the link as the user wrote it. A URL number reads as the
+command line reads the same column's flag (engine/columns.py read_number)."""
+
+import argparse
+
+import pytest
+
+from engine import columns
+from planner import cli
+from tests.test_pages import open_app, shown
+
+pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
+
+
+def _params(at) -> dict:
+    return {k: at.query_params.get(k) for k in at.query_params.keys()}
+
+
+def _notes(at) -> list[str]:
+    return [shown(w.value) for w in at.warning if "ignored" in w.value]
+
+
+# a non-default value of every sidebar URL key (training and serving in two links: each task hides the other's fields)
+TRAIN_LINK = {"model": "llama-2-7b", "method": "qlora", "train_precision": "fp16", "optimizer": "galore_adamw",
+              "galore_rank": "64", "batch": "3", "seq": "1024", "grad_checkpointing": "0", "lora_rank": "32",
+              "lora_targets": "q_proj,k_proj,o_proj", "lora_dropout_pct": "5", "base_precision": "nf4_nodq",
+              "zero": "2", "offload": "optimizer", "gpus": "4", "headroom_pct": "20", "allow_long_context": "1",
+              "gpu": "a100-80gb-sxm", "recipe": "unsloth", "loss": "chunked", "units": "GB",
+              "infer_precisions": "fp32,bf16,fp16,int8,int4,nf4,fp8,nvfp4,mxfp4,q8_0,q6_k,q5_k_m,q4_k_m,q4_0,q3_k_m,"
+                                  "q2_k,mxfp4_moe"}
+INFER_LINK = {"model": "gemma-2-9b", "task": "infer", "infer_precision": "int4", "kv_precision": "fp8",
+              "kv_policy": "full", "batch": "8", "seq": "4096", "gpu": "l4"}
+
+
+@pytest.mark.parametrize("link", [TRAIN_LINK, INFER_LINK], ids=["train", "infer"])
+def test_a_link_with_every_sidebar_key_comes_back_whole(link):
+    """Every key reaches the settings and comes back in the URL the page writes; the shown widgets hold it. A list of
+    every inference precision (95 characters) was cut at 80 characters before it was read, and refused."""
+    from app.state import FIELDS, _as_param
+    at = open_app("pages/overview.py", link)
+    assert not _notes(at), _notes(at)
+    settings = at.session_state["settings"]
+    assert {k: _as_param(FIELDS[k], settings[k]) for k in link} == link
+    assert _params(at) == link
+    assert at.selectbox(key="w_model").value == link["model"] and at.number_input(key="w_batch").value == int(link["batch"])
+    assert at.selectbox(key="w_gpu").value == link["gpu"]
+
+
+# texts a URL number may carry, as a new user types them: other scripts' digits, decimals, exponents, blanks
+NUMBER_TEXTS = ("３", "٣", "4.0", "1e1", "4.5", "abc", "", "nan", "inf", "-1", " 4 ")
+
+
+@pytest.mark.parametrize("key", ["batch", "seq", "lora_rank", "freeze_layers", "galore_rank"])
+def test_a_url_number_is_read_as_the_cli_reads_the_flag(key):
+    """The URL's int() took '３' (a full-width digit) as 3, which the CLI refuses (ASCII digits only), and refused
+    '4.0' and '1e1', which the CLI takes: each text is now accepted by both or by neither, with the same value, and
+    a refusal names the text and the range in the CLI's words."""
+    from app.state import FIELDS, _parse
+    col = next(c for c in columns.SCENARIO for sb in c.sidebar if sb.key == key)
+    field = FIELDS[key]
+    assert (field.low, field.high) == (col.low, col.high)
+    parse_flag = cli._column_parser(col)
+    for text in NUMBER_TEXTS:
+        try:
+            want = parse_flag(text)
+        except argparse.ArgumentTypeError:
+            want = None
+        if want is None:
+            with pytest.raises(ValueError) as info:
+                _parse(field, text)
+            message = str(info.value)
+            assert f"{key}={text!r} ignored; accepted: " + col.accepted_text() in message, message
+            if not text.strip().isascii():
+                assert message.endswith("(ASCII digits)"), message
+        else:
+            assert _parse(field, text) == want, (key, text)
+
+
+def test_bad_link_values_are_named_and_the_rest_of_the_link_is_kept():
+    """A 3,000-character model id was repeated whole in the sidebar's note; an unknown card in serve_cards was not
+    named (the whole list was shown), nor the card it meant; a mistyped key (Batch) was dropped from the URL with no
+    word. Each is now one note naming the text (clipped) and what is accepted, and the link's other keys stay."""
+    keep = {"batch": "3", "gpu": "rtx-3090", "units": "GB"}
+    at = open_app("pages/serving.py", {**keep, "model": "x" * 3000, "serve_cards": "rtx-4090,RTX-3060-12GB",
+                                       "Seq": "4096", "serve_users": "３"})
+    assert not at.exception
+    notes = _notes(at)
+    (model,) = [n for n in notes if n.startswith("model=")]
+    assert len(model) < 300 and "(3,000 characters)" in model and "accepted: a catalog model id" in model
+    (cards,) = [n for n in notes if n.startswith("serve_cards=")]
+    assert "'RTX-3060-12GB' not in the catalog" in cards and "did you mean 'rtx-3060-12gb'" in cards
+    (key,) = [n for n in notes if n.startswith("Seq=")]
+    assert "'Seq' is not a dashboard setting" in key and "did you mean 'seq'" in key
+    (users,) = [n for n in notes if n.startswith("serve_users=")]
+    assert "accepted: a whole number from 1 to 4,096 (ASCII digits)" in users
+    assert _params(at) == keep
+
+
+def test_a_link_to_a_saved_user_gpu_opens_it(tmp_path, monkeypatch, cat):
+    """A GPU of the user's catalog file is a catalog id for a link as for the CLI; in another case the link names
+    the id it meant; before it is saved the link says what is accepted and keeps the rest."""
+    from catalog.store import ENV_VAR, UserCatalog
+    from tests.test_pages import _gpu_record
+    path = tmp_path / "user_catalog.yaml"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    at = open_app(query={"gpu": "my-card-42gb", "batch": "2"})
+    (note,) = _notes(at)
+    assert note.startswith("gpu='my-card-42gb' ignored; accepted: a catalog gpu id") and _params(at) == {"batch": "2"}
+    UserCatalog(path, shipped_ids={"gpus": set(cat.gpus()["id"]), "models": set(cat.models()["id"])}).add_gpu(
+        _gpu_record("my-card-42gb", "My card 42GB"))
+    at = open_app(query={"gpu": "my-card-42gb", "batch": "2"})
+    assert not _notes(at) and at.selectbox(key="w_gpu").value == "my-card-42gb"
+    assert _params(at) == {"gpu": "my-card-42gb", "batch": "2"}
+    at = open_app(query={"gpu": "My-Card-42GB", "batch": "2"})
+    (note,) = _notes(at)
+    assert "did you mean 'my-card-42gb'?" in note and _params(at) == {"batch": "2"}
