@@ -73,11 +73,14 @@ def _column_fields() -> list[Field]:
     for col in SCENARIO:
         for sb in col.sidebar:
             options = sb.options if sb.options is not None else (tuple(col.choices) if sb.kind in ("choice", "multi") else ())
-            low = sb.low if sb.low is not None else (int(col.low) if sb.kind == "int" and col.low is not None else None)
-            high = sb.high if sb.high is not None else (int(col.high) if sb.kind == "int" and col.high is not None else None)
+            as_type = {"int": int, "number": float}.get(sb.kind)
+            low = sb.low if sb.low is not None else (as_type(col.low) if as_type and col.low is not None else None)
+            high = sb.high if sb.high is not None else (as_type(col.high) if as_type and col.high is not None else None)
             # the column's own words where the field accepts exactly the column's range (galore_rank: "..., or 0 for
-            # the recipe's"); a narrower field (gpus up to 1,024, headroom in percent) says its own bounds
-            same = sb.kind == col.kind and (low, high) == (col.low, col.high) and sb.options is None
+            # the recipe's"; usd_per_kwh: "a price in $/kWh >= 0 and <= 100"); a narrower field (gpus up to 1,024,
+            # headroom in percent) says its own bounds
+            same = ({"number": "float"}.get(sb.kind, sb.kind) == col.kind and (low, high) == (col.low, col.high)
+                    and sb.options is None and not (col.low_open or col.high_open))
             out.append(Field(sb.key, sb.default, sb.kind, options, low, high, col.accepted if same else ""))
     return out
 

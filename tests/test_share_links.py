@@ -116,3 +116,37 @@ def test_a_link_to_a_saved_user_gpu_opens_it(tmp_path, monkeypatch, cat):
     at = open_app(query={"gpu": "My-Card-42GB", "batch": "2"})
     (note,) = _notes(at)
     assert "did you mean 'my-card-42gb'?" in note and _params(at) == {"batch": "2"}
+
+
+def test_the_budget_pages_buy_vs_rent_fields_are_the_clis_and_survive_a_page_switch_and_a_link():
+    """Utilisation, PUE, electricity and resale were typed again on the Budget page (electricity up to $10/kWh where
+    --usd-per-kwh takes 100, resale up to 95% where --resale-fraction takes < 1) and were widget state only: a page
+    switch put them back at their defaults, and a link did not carry them. Their bounds and defaults are now the
+    column table's, and they live in the shared settings (URL keys utilization_pct, pue, usd_per_kwh, resale_pct)."""
+    from app.state import FIELDS
+    for key, name in (("pue", "pue"), ("usd_per_kwh", "usd_per_kwh")):
+        col, parse_flag = columns.SCENARIO_BY_NAME[name], cli._column_parser(columns.SCENARIO_BY_NAME[name])
+        assert (FIELDS[key].low, FIELDS[key].high, FIELDS[key].default) == (col.low, col.high, col.default)
+        assert parse_flag(str(col.high)) == col.high
+    assert FIELDS["resale_pct"].high == 99 and FIELDS["utilization_pct"].default == 100
+    at = open_app("pages/budget.py")
+    at.number_input(key="bp_kwh").set_value(25.0).run()  # an island's price: the CLI takes it
+    at.number_input(key="bp_pue").set_value(1.5).run()
+    at.slider(key="bp_util").set_value(50).run()
+    at.slider(key="bp_resale").set_value(97).run()
+    assert not at.exception
+    link = _params(at)
+    assert link == {"usd_per_kwh": "25", "pue": "1.5", "utilization_pct": "50", "resale_pct": "97"}
+
+    def shown_values(app):
+        return (app.number_input(key="bp_kwh").value, app.number_input(key="bp_pue").value,
+                app.slider(key="bp_util").value, app.slider(key="bp_resale").value)
+    at.switch_page("pages/overview.py").run()
+    at.switch_page("pages/budget.py").run()
+    assert shown_values(at) == (25.0, 1.5, 50, 97)
+    assert shown_values(open_app("pages/budget.py", link)) == (25.0, 1.5, 50, 97)
+    bad = open_app("pages/budget.py", {"usd_per_kwh": "101", "pue": "0.5", "condition": "used"})
+    notes = _notes(bad)
+    assert any(n.startswith("usd_per_kwh='101' ignored; accepted: a price in $/kWh >= 0 and <= 100") for n in notes)
+    assert any(n.startswith("pue='0.5' ignored; accepted: a power usage effectiveness >= 1 and <= 5") for n in notes)
+    assert _params(bad) == {"condition": "used"} and shown_values(bad) == (0.13, 1.0, 100, 0)
