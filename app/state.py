@@ -107,7 +107,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
     Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
         p for e in SERVE_ENGINES for p in engine_precisions(e)))),
-    Field("serve_gpus", 1, "int", low=1, high=8),
+    Field("serve_gpus", 1, "choice", (1, 2, 4, 8)),  # the page's choices (a count it does not list fell back to 1)
     Field("serve_share_default", True, "bool"),
     Field("serve_util", 0.9, "number", low=0.5, high=0.98),
     Field("serve_in_use", 0.0, "number", low=0, high=1024),
@@ -119,7 +119,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_ttft", 2.0, "number", low=0.05, high=60),
     # the Inference page's weight formats and largest GPU count
     Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS)),
-    Field("infer_max_gpus", 8, "int", low=1, high=64),
+    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64)),
 )}
 # multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
 DYNAMIC_MULTI = {"serve_cards": "gpu"}
@@ -174,12 +174,10 @@ def _parse(field_: Field, text: str):
         if bad or not values:
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return values
-    options = field_.options
-    if field_.key == "zero":
-        options = tuple(str(o) for o in options)
+    options = {str(o): o for o in field_.options}  # (a choice of counts, the ZeRO stage: ints, as the widget lists them)
     if options and text not in options:
-        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {', '.join(map(str, options))}")
-    return int(text) if field_.key == "zero" else text
+        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+    return options[text] if options else text
 
 
 def _clip(text: str) -> str:
@@ -235,6 +233,12 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
             notes.append(str(exc))
             continue
         settings[key] = value
+    # the weights a link names are the link's engine's (the page listed another engine's as its default, unsaid)
+    weights, engine = settings["serve_weights"], settings["serve_engine"]
+    if "serve_weights" in st.query_params and weights not in ("auto",) + tuple(engine_precisions(engine)):
+        notes.append(f"serve_weights={_clip(weights)!r} ignored: the {engine} engine does not run it; accepted with "
+                     f"serve_engine={engine}: auto, {', '.join(engine_precisions(engine))}")
+        settings["serve_weights"] = FIELDS["serve_weights"].default
     st.session_state["_query_notes"] = st.session_state.get("_query_source_notes", []) + notes
 
 

@@ -33,7 +33,7 @@ with st.container(border=True):
     precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
                                 default=[p for p in s["infer_precisions"] if p in INFER_PRECISIONS], key="inf_precisions",
                                 format_func=c.INFER_PRECISION_LABELS.get)
-    counts = [1, 2, 4, 8, 16, 32, 64]
+    counts = list(state.FIELDS["infer_max_gpus"].options)  # the URL key's choices (app/state.py)
     max_gpus = i2.selectbox("Largest GPU count", counts, key="inf_max_gpus",
                             index=counts.index(s["infer_max_gpus"]) if s["infer_max_gpus"] in counts else 3)
 # into the store and the URL (a shared link, a page switch); an emptied list stays the page's default there

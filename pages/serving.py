@@ -70,8 +70,9 @@ with st.container(border=True):
     precision = e2.selectbox("Weights", choices, index=choices.index(asked) if asked in choices else 0,
                              key=weights_key,
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
-    gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], key="srv_gpus",
-                             index=[1, 2, 4, 8].index(s["serve_gpus"]) if s["serve_gpus"] in (1, 2, 4, 8) else 0)
+    counts = list(state.FIELDS["serve_gpus"].options)  # the URL key's choices (app/state.py)
+    gpu_count = e3.selectbox("GPUs per replica", counts, key="srv_gpus",
+                             index=counts.index(s["serve_gpus"]) if s["serve_gpus"] in counts else 0)
     paged = engine in ("vllm", "sglang", "mlc-llm")  # the engines that take a share of the card (gpu_memory_utilization)
     own_share = e4.checkbox("Engine's default memory share", value=bool(s["serve_share_default"]), key="srv_util_default",
                             disabled=not paged,

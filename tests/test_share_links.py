@@ -150,3 +150,25 @@ def test_the_budget_pages_buy_vs_rent_fields_are_the_clis_and_survive_a_page_swi
     assert any(n.startswith("usd_per_kwh='101' ignored; accepted: a price in $/kWh >= 0 and <= 100") for n in notes)
     assert any(n.startswith("pue='0.5' ignored; accepted: a power usage effectiveness >= 1 and <= 5") for n in notes)
     assert _params(bad) == {"condition": "used"} and shown_values(bad) == (0.13, 1.0, 100, 0)
+
+
+def test_a_link_never_drops_a_count_or_weights_the_page_does_not_list_unsaid():
+    """serve_gpus took any whole number from 1 to 8 and infer_max_gpus 1 to 64, but their pages list 1, 2, 4, 8
+    (... 64): a link with serve_gpus=3 opened the page at 1 GPU and dropped the key with no word (infer_max_gpus=3
+    opened at 8). Weights another engine runs (llama.cpp with fp8) fell back to the default as silently. Each is
+    now named with what is accepted, and the link's other keys stay."""
+    at = open_app("pages/serving.py", {"serve_gpus": "3", "serve_users": "8"})
+    assert any(n == "serve_gpus='3' ignored; accepted: 1, 2, 4, 8" for n in _notes(at)), _notes(at)
+    assert _params(at) == {"serve_users": "8"} and at.selectbox(key="srv_gpus").value == 1
+    at = open_app("pages/serving.py", {"serve_gpus": "4"})
+    assert not _notes(at) and at.selectbox(key="srv_gpus").value == 4 and _params(at) == {"serve_gpus": "4"}
+    at = open_app("pages/inference.py", {"infer_max_gpus": "3", "task": "infer"})
+    assert any(n.startswith("infer_max_gpus='3' ignored; accepted: 1, 2, 4, 8, 16") for n in _notes(at)), _notes(at)
+    assert _params(at) == {"task": "infer"} and at.selectbox(key="inf_max_gpus").value == 8
+    at = open_app("pages/serving.py", {"serve_engine": "llama.cpp", "serve_weights": "fp8", "serve_users": "8"})
+    (note,) = _notes(at)
+    assert note.startswith("serve_weights='fp8' ignored: the llama.cpp engine does not run it; accepted with "
+                           "serve_engine=llama.cpp: auto, q8_0"), note
+    assert _params(at) == {"serve_engine": "llama.cpp", "serve_users": "8"}
+    at = open_app("pages/serving.py", {"serve_engine": "llama.cpp", "serve_weights": "q5_k_m"})
+    assert not _notes(at) and at.selectbox(key="srv_precision_gguf").value == "q5_k_m"
