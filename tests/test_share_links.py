@@ -172,3 +172,14 @@ def test_a_link_never_drops_a_count_or_weights_the_page_does_not_list_unsaid():
     assert _params(at) == {"serve_engine": "llama.cpp", "serve_users": "8"}
     at = open_app("pages/serving.py", {"serve_engine": "llama.cpp", "serve_weights": "q5_k_m"})
     assert not _notes(at) and at.selectbox(key="srv_precision_gguf").value == "q5_k_m"
+
+
+def test_cost_per_fits_training_tokens_stop_at_the_clis_limit():
+    """The field (billions) had no upper bound: 1e12 billions replaced the page with the engine's refusal in tokens
+    ('tokens 1e+21 is not accepted'). Its bound and default are now --tokens' (engine/columns.py), in billions."""
+    tokens = columns.SCENARIO_BY_NAME["tokens"]
+    at = open_app("pages/cost_per_fit.py")
+    field = at.number_input(key="cf_tokens")
+    assert (field.max, field.value) == (tokens.high / 1e9, tokens.default / 1e9)
+    field.set_value(field.max).run()
+    assert not at.exception and not at.error
