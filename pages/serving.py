@@ -14,7 +14,7 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import CUDAGRAPH_NOTE, capacity_curve, cheapest, default_precision
+from planner.serving import CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, default_precision
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -215,6 +215,11 @@ with st.container(border=True):
     ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, float(s["serve_ttft"]), key="srv_ttft")
 s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps), serve_ttft=float(ttft))
 state.sync_url()
+try:  # a context beyond the model's, as `serve --max-model-len` refuses it unless allowed (the sidebar's switch)
+    check_model_len(model, int(context), models, bool(s["allow_long_context"]))
+except ValueError as exc:
+    st.error(md_escape(_page_words(str(exc).replace("max-model-len ", "Context per user ", 1))))
+    st.stop()
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
                    (engine,), (precision,), cpu_moe, float(in_use), kv_type)

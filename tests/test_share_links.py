@@ -183,3 +183,27 @@ def test_cost_per_fits_training_tokens_stop_at_the_clis_limit():
     assert (field.max, field.value) == (tokens.high / 1e9, tokens.default / 1e9)
     field.set_value(field.max).run()
     assert not at.exception and not at.error
+
+
+def test_the_serving_search_refuses_a_context_beyond_the_models_as_serve_does():
+    """`serve --max-model-len 16384` refuses Llama 3 8B (context 8,192) unless --allow-long-context; the Serving page's
+    cheapest search at a 16,384-token context listed configurations, their commands with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1,
+    whatever the sidebar's "Allow sequences beyond a model's context" said. Both now ask planner/serving.py
+    check_model_len."""
+    import pandas as pd
+    from planner.serving import check_model_len
+    models = pd.DataFrame([{"id": "m", "max_context": 8192}])
+    check_model_len("m", 8192, models)
+    check_model_len("m", 16384, models, allow_long_context=True)
+    with pytest.raises(ValueError, match="max-model-len 16,384 is longer than m's context of 8,192 tokens; accepted: 1 "
+                                         "to 8,192"):
+        check_model_len("m", 16384, models)
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384"})
+    assert not at.exception
+    (error,) = [shown(e.value) for e in at.error]
+    assert error.startswith("Context per user 16,384 is longer than llama-3-8b's context of 8,192 tokens") and \
+        "Allow sequences beyond a model's context" in error
+    assert not any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in str(v) for d in at.dataframe for v in d.value.get("Command", []))
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384", "allow_long_context": "1"})
+    assert not at.error
+    assert all(str(v).startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 ") for v in at.dataframe[-1].value["Command"])
