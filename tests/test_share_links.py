@@ -207,3 +207,14 @@ def test_the_serving_search_refuses_a_context_beyond_the_models_as_serve_does():
     at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384", "allow_long_context": "1"})
     assert not at.error
     assert all(str(v).startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 ") for v in at.dataframe[-1].value["Command"])
+
+
+def test_the_readme_names_the_dashboards_default_where_it_is_not_the_flags():
+    """The README's column table put a URL key beside the flag's default: method full, ZeRO 0, checkpointing off,
+    where a link without the key opens LoRA, ZeRO 3, checkpointing on. The key's cell now says the dashboard's."""
+    from planner import columns_doc
+    rows = {line.split(" | ")[0][3:-1]: line.split(" | ") for line in columns_doc.scenario_table().splitlines()[2:]}
+    assert rows["method"][2] == "`method` (dashboard: lora)" and rows["method"][3] == "full"
+    assert rows["zero"][2] == "`zero` (dashboard: 3)" and rows["grad_checkpointing"][2].endswith("(dashboard: on)")
+    assert rows["headroom"][2] == "`headroom_pct`" and rows["lora_targets"][2] == "`lora_targets`"  # the same default
+    assert rows["utilization"][2] == "`utilization_pct`" and rows["task"][2] == "`task`"
