@@ -376,6 +376,11 @@ def sidebar() -> dict:
     source = _model_source_field(sb, settings)
     models, gpus = merged_frames()
     _load_query_params(settings, models, gpus)
+    # a card the user removed from the catalog (a session entry) leaves the Serving page's list, and so the URL:
+    # a link copied on another page named it still, and the one who opened it lost the whole list
+    known = set(gpus["id"])
+    if any(g not in known for g in settings["serve_cards"]):
+        settings["serve_cards"] = tuple(g for g in settings["serve_cards"] if g in known)
     model_names = dict(zip(models["id"], models["name"]))
     gpu_names = dict(zip(gpus["id"], gpus["name"]))
     _widget("model", lambda k, **v: picker.selectbox("Model", list(model_names), key=k, **v,

@@ -218,3 +218,18 @@ def test_the_readme_names_the_dashboards_default_where_it_is_not_the_flags():
     assert rows["zero"][2] == "`zero` (dashboard: 3)" and rows["grad_checkpointing"][2].endswith("(dashboard: on)")
     assert rows["headroom"][2] == "`headroom_pct`" and rows["lora_targets"][2] == "`lora_targets`"  # the same default
     assert rows["utilization"][2] == "`utilization_pct`" and rows["task"][2] == "`task`"
+
+
+def test_a_removed_session_gpu_leaves_the_link():
+    """A card added on the Catalog page, chosen on the Serving page and removed again stayed in the URL's
+    serve_cards on every other page: a link copied there named a card the one who opened it did not have."""
+    from tests.test_pages import _fill_gpu
+    at = open_app("pages/catalog_browser.py")
+    _fill_gpu(at, "my-card-42gb", "My card 42GB")
+    at.switch_page("pages/serving.py").run()
+    at.multiselect(key="srv_cards").set_value(["my-card-42gb", "rtx-4090"]).run()
+    assert _params(at)["serve_cards"] == "my-card-42gb,rtx-4090"
+    at.switch_page("pages/catalog_browser.py").run()
+    at.button(key="remove_gpu_my-card-42gb").click().run()
+    at.switch_page("pages/overview.py").run()
+    assert not at.exception and _params(at).get("serve_cards") == "rtx-4090"
