@@ -80,7 +80,7 @@ def _column_fields() -> list[Field]:
             # the recipe's"; usd_per_kwh: "a price in $/kWh >= 0 and <= 100"); a narrower field (gpus up to 1,024,
             # headroom in percent) says its own bounds
             same = ({"number": "float"}.get(sb.kind, sb.kind) == col.kind and (low, high) == (col.low, col.high)
-                    and sb.options is None and not (col.low_open or col.high_open))
+                    and sb.options is None and not (col.low_open or col.high_open)) or (sb.kind, col.kind) == ("choice", "int")
             out.append(Field(sb.key, sb.default, sb.kind, options, low, high, col.accepted if same else ""))
     return out
 
@@ -153,12 +153,15 @@ def _parse(field_: Field, text: str):
     if len(text) > longest:
         raise ValueError(f"{field_.key}={text[:40]!r}… ({len(text):,} characters) ignored; accepted: {accepted}")
     shown = _clip(text)
-    if field_.kind in ("int", "number"):
-        try:  # as the command line reads a number (engine/columns.py read_number: ASCII, finite; 4.0 and 1e3 whole)
-            value = read_number(text)
+    def number() -> float:  # as the command line reads one (engine/columns.py read_number: ASCII, finite; 4.0 whole)
+        try:
+            return read_number(text)
         except ValueError as exc:
             hint = " (ASCII digits)" if str(exc) == "ASCII digits" else ""
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}{hint}") from None
+
+    if field_.kind in ("int", "number"):
+        value = number()
         if not field_.low <= value <= field_.high or (field_.kind == "int" and value != int(value)):
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return int(value) if field_.kind == "int" else value
@@ -175,6 +178,11 @@ def _parse(field_: Field, text: str):
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return values
     options = {str(o): o for o in field_.options}  # (a choice of counts, the ZeRO stage: ints, as the widget lists them)
+    if options and all(isinstance(o, int) for o in field_.options):  # a number, read as the CLI reads --zero ("3.0")
+        value = number()
+        if value not in field_.options:
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+        return int(value)
     if options and text not in options:
         raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
     return options[text] if options else text
