@@ -16,7 +16,6 @@ Session state keys:
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -31,7 +30,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
                         ZERO_LABELS)
 from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
-from engine.columns import SCENARIO
+from engine.columns import SCENARIO, read_number
 from engine.scenarios import KV_PRECISIONS, OBJECTIVES, did_you_mean
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
@@ -48,6 +47,23 @@ class Field:
     options: tuple = field(default_factory=tuple)
     low: int | None = None
     high: int | None = None
+    accepted: str = ""        # a URL's bad value's message: what is accepted (the column table's words, or the bounds)
+
+    def accepted_text(self) -> str:
+        """What the field accepts, in the words the command line uses for the same range (engine/columns.py)."""
+        if self.accepted:
+            return self.accepted
+        if self.kind == "int":
+            return f"a whole number from {self.low:,} to {self.high:,}"
+        if self.kind == "number":
+            return f"a number from {self.low:,.10g} to {self.high:,.10g}"
+        if self.kind == "bool":
+            return "1 or 0"
+        if self.kind == "multi":
+            return "a comma list of " + ", ".join(map(str, self.options))
+        if not self.options:  # model, gpu: the catalog's ids (the user's own too), checked against the frames
+            return f"a catalog {self.key} id (see the Catalog page)"
+        return ", ".join(map(str, self.options))
 
 
 def _column_fields() -> list[Field]:
@@ -57,9 +73,15 @@ def _column_fields() -> list[Field]:
     for col in SCENARIO:
         for sb in col.sidebar:
             options = sb.options if sb.options is not None else (tuple(col.choices) if sb.kind in ("choice", "multi") else ())
-            low = sb.low if sb.low is not None else (int(col.low) if sb.kind == "int" and col.low is not None else None)
-            high = sb.high if sb.high is not None else (int(col.high) if sb.kind == "int" and col.high is not None else None)
-            out.append(Field(sb.key, sb.default, sb.kind, options, low, high))
+            as_type = {"int": int, "number": float}.get(sb.kind)
+            low = sb.low if sb.low is not None else (as_type(col.low) if as_type and col.low is not None else None)
+            high = sb.high if sb.high is not None else (as_type(col.high) if as_type and col.high is not None else None)
+            # the column's own words where the field accepts exactly the column's range (galore_rank: "..., or 0 for
+            # the recipe's"; usd_per_kwh: "a price in $/kWh >= 0 and <= 100"); a narrower field (gpus up to 1,024,
+            # headroom in percent) says its own bounds
+            same = ({"number": "float"}.get(sb.kind, sb.kind) == col.kind and (low, high) == (col.low, col.high)
+                    and sb.options is None and not (col.low_open or col.high_open)) or (sb.kind, col.kind) == ("choice", "int")
+            out.append(Field(sb.key, sb.default, sb.kind, options, low, high, col.accepted if same else ""))
     return out
 
 
@@ -85,7 +107,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
     Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
         p for e in SERVE_ENGINES for p in engine_precisions(e)))),
-    Field("serve_gpus", 1, "int", low=1, high=8),
+    Field("serve_gpus", 1, "choice", (1, 2, 4, 8)),  # the page's choices (a count it does not list fell back to 1)
     Field("serve_share_default", True, "bool"),
     Field("serve_util", 0.9, "number", low=0.5, high=0.98),
     Field("serve_in_use", 0.0, "number", low=0, high=1024),
@@ -97,7 +119,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_ttft", 2.0, "number", low=0.05, high=60),
     # the Inference page's weight formats and largest GPU count
     Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS)),
-    Field("infer_max_gpus", 8, "int", low=1, high=64),
+    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64)),
 )}
 # multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
 DYNAMIC_MULTI = {"serve_cards": "gpu"}
@@ -116,8 +138,8 @@ def store() -> dict:
 
 
 def _parse(field_: Field, text: str):
-    """A query-parameter string as the field's value; ValueError names what is accepted (the
-    bad text is shown clipped: a URL can carry 100,000 characters)."""
+    """A query-parameter string as the field's value; ValueError names the bad text (clipped to 80
+    characters: a URL can carry 100,000) and what is accepted."""
     if field_.kind == "text":  # free text (a Hub id, a path): taken whole, checked when resolved
         if len(text) > model_source.MAX_TEXT:
             raise ValueError(f"{field_.key}={text[:80]!r}… ({len(text):,} characters) ignored; accepted: at most "
@@ -125,47 +147,50 @@ def _parse(field_: Field, text: str):
         if "\n" in text or "\r" in text or "\x00" in text:
             raise ValueError(f"{field_.key}={text[:80]!r} ignored; accepted: one line of text: {model_source.accepted()}")
         return text
-    return _parse_text(field_, text if len(text) <= 80 else text[:80] + "…")
-
-
-def _parse_text(field_: Field, text: str):
-    if field_.kind == "number":
+    accepted = field_.accepted_text()
+    # a list of every option is longer than one value: the cap is 40 characters an option
+    longest = 40 * max(len(field_.options), 1) if field_.kind == "multi" else 80
+    if len(text) > longest:
+        raise ValueError(f"{field_.key}={text[:40]!r}… ({len(text):,} characters) ignored; accepted: {accepted}")
+    shown = _clip(text)
+    def number() -> float:  # as the command line reads one (engine/columns.py read_number: ASCII, finite; 4.0 whole)
         try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a number") from None
-        if not (math.isfinite(value) and field_.low <= value <= field_.high):
-            raise ValueError(f"{field_.key}={text!r} ignored; accepted: {field_.low:g} to {field_.high:,}")
-        return value
-    if field_.kind == "int":
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a whole number") from None
-        if not field_.low <= value <= field_.high:
-            raise ValueError(f"{field_.key}={text!r} ignored; accepted: {field_.low} to {field_.high:,}")
-        return value
+            return read_number(text)
+        except ValueError as exc:
+            hint = " (ASCII digits)" if str(exc) == "ASCII digits" else ""
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}{hint}") from None
+
+    if field_.kind in ("int", "number"):
+        value = number()
+        if not field_.low <= value <= field_.high or (field_.kind == "int" and value != int(value)):
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+        return int(value) if field_.kind == "int" else value
     if field_.kind == "bool":
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"{field_.key}={text!r} ignored; accepted: 1 or 0")
+        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
     if field_.kind == "multi":
-        if len(text) > 40 * max(len(field_.options), 1):
-            raise ValueError(f"{field_.key}={text[:40]!r}… ({len(text):,} characters) ignored; accepted: a comma list "
-                             f"of {', '.join(field_.options)}")
         values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))  # each once
         bad = [v for v in values if v not in field_.options]
         if bad or not values:
-            raise ValueError(f"{field_.key}={text!r} ignored; accepted: a comma list of {', '.join(field_.options)}")
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return values
-    options = field_.options
-    if field_.key == "zero":
-        options = tuple(str(o) for o in options)
+    options = {str(o): o for o in field_.options}  # (a choice of counts, the ZeRO stage: ints, as the widget lists them)
+    if options and all(isinstance(o, int) for o in field_.options):  # a number, read as the CLI reads --zero ("3.0")
+        value = number()
+        if value not in field_.options:
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+        return int(value)
     if options and text not in options:
-        raise ValueError(f"{field_.key}={text!r} ignored; accepted: {', '.join(map(str, options))}")
-    return int(text) if field_.key == "zero" else text
+        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+    return options[text] if options else text
+
+
+def _clip(text: str) -> str:
+    """A URL's text as a message repeats it: at most 80 characters (a URL can carry 100,000)."""
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _as_param(field_: Field, value) -> str:
@@ -186,27 +211,42 @@ def _load_query_params(settings: dict, models: pd.DataFrame, gpus: pd.DataFrame)
     notes = []
     dynamic = {"model": set(models["id"]), "gpu": set(gpus["id"])}
     for key, text in st.query_params.items():
-        if key not in FIELDS or key == model_source.KEY:  # read first (_load_source_param)
+        if key not in FIELDS:  # a mistyped key (Batch, bacth) would be dropped from the URL with no word
+            notes.append(f"{_clip(key)}={_clip(str(text))!r} ignored: {_clip(key)!r} is not a dashboard setting"
+                         + (did_you_mean(key, FIELDS) or "; accepted: the keys of a link the dashboard wrote "
+                                                         "(model, task, batch, seq, gpu, ...)"))
+            continue
+        if key == model_source.KEY:  # read first (_load_source_param)
             continue
         f = FIELDS[key]
+        shown = _clip(str(text))
         try:
             if key in DYNAMIC_MULTI:  # a comma list of catalog ids (the user's too): checked against the frames
                 ids = dynamic[DYNAMIC_MULTI[key]]
-                value = tuple(dict.fromkeys(v.strip() for v in str(text)[:4000].split(",") if v.strip()))
+                accepted = f"a comma list of catalog {DYNAMIC_MULTI[key]} ids (see the Catalog page)"
+                if len(str(text)) > 4000:
+                    raise ValueError(f"{key}={shown!r} ({len(str(text)):,} characters) ignored; accepted: {accepted}")
+                value = tuple(dict.fromkeys(v.strip() for v in str(text).split(",") if v.strip()))
                 bad = [v for v in value if v not in ids]
-                if bad or not value:
-                    raise ValueError(f"{key}={str(text)[:80]!r} ignored; accepted: a comma list of catalog "
-                                     f"{DYNAMIC_MULTI[key]} ids (see the Catalog page)")
+                if bad or not value:  # the unknown ids named, the first with the ids it most likely meant
+                    why = f": {', '.join(repr(_clip(v)) for v in bad[:5])} not in the catalog" if bad else ""
+                    raise ValueError(f"{key}={shown!r} ignored{why}; accepted: {accepted}"
+                                     + (did_you_mean(bad[0], ids) if bad else ""))
                 settings[key] = value
                 continue
             value = _parse(f, str(text))
             if key in dynamic and value not in dynamic[key]:
-                raise ValueError(f"{key}={text!r} ignored; accepted: a catalog {key} id (see the Catalog page)"
-                                 + did_you_mean(value, dynamic[key]))
+                raise ValueError(f"{key}={shown!r} ignored; accepted: {f.accepted_text()}" + did_you_mean(value, dynamic[key]))
         except ValueError as exc:
             notes.append(str(exc))
             continue
         settings[key] = value
+    # the weights a link names are the link's engine's (the page listed another engine's as its default, unsaid)
+    weights, engine = settings["serve_weights"], settings["serve_engine"]
+    if "serve_weights" in st.query_params and weights not in ("auto",) + tuple(engine_precisions(engine)):
+        notes.append(f"serve_weights={_clip(weights)!r} ignored: the {engine} engine does not run it; accepted with "
+                     f"serve_engine={engine}: auto, {', '.join(engine_precisions(engine))}")
+        settings["serve_weights"] = FIELDS["serve_weights"].default
     st.session_state["_query_notes"] = st.session_state.get("_query_source_notes", []) + notes
 
 
@@ -344,6 +384,11 @@ def sidebar() -> dict:
     source = _model_source_field(sb, settings)
     models, gpus = merged_frames()
     _load_query_params(settings, models, gpus)
+    # a card the user removed from the catalog (a session entry) leaves the Serving page's list, and so the URL:
+    # a link copied on another page named it still, and the one who opened it lost the whole list
+    known = set(gpus["id"])
+    if any(g not in known for g in settings["serve_cards"]):
+        settings["serve_cards"] = tuple(g for g in settings["serve_cards"] if g in known)
     model_names = dict(zip(models["id"], models["name"]))
     gpu_names = dict(zip(gpus["id"], gpus["name"]))
     _widget("model", lambda k, **v: picker.selectbox("Model", list(model_names), key=k, **v,

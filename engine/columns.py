@@ -22,6 +22,7 @@ column and the README line follow.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import engine.constants as C
@@ -37,7 +38,8 @@ DECIDE = None      # a flag's parser default: left out of the request, engine/ru
 class Sidebar:
     """A dashboard field (app/state.py): its session-state and URL key, the sidebar's default
     (the dashboard's first screen, which may differ from the engine's: LoRA, checkpointing on),
-    its kind (choice | int | bool | multi) and, where it narrows the column's, options or bounds."""
+    its kind (choice | int | number | bool | multi) and, where it narrows the column's, options or bounds. A field
+    need not be in the sidebar: the Budget page draws the buy-vs-rent ones; each is in the URL and the settings."""
     key: str
     default: object
     kind: str
@@ -97,6 +99,23 @@ class Column:
         if self.kind == "bool":
             return "on or off (a switch)"
         return "text"
+
+
+def read_number(text) -> float:
+    """A number as people type it in ASCII (1, 0.5, 1e9), for every surface that reads one from text: the CLI's
+    flags (planner/cli.py) and the dashboard's URL keys (app/state.py), so that both take the same texts. Python's
+    float() also reads other scripts' digits ("٣" and "３" are 3), which would pass unseen into a report: refused.
+    ValueError("ASCII digits"), ("not a number") or ("not finite") says which."""
+    text = str(text).strip()
+    if not text.isascii():
+        raise ValueError("ASCII digits")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(value):
+        raise ValueError("not finite")
+    return value
 
 
 def _int(name: str, help: str, cli: str | None = None, **kw) -> Column:
@@ -218,12 +237,17 @@ SCENARIO: tuple[Column, ...] = (
     _speed("mfu", "fraction of dense peak FLOPS reached (LLaMA paper)"),
     _speed("bandwidth_efficiency", "fraction of memory bandwidth reached in decode (llama.cpp measurements)"),
     _speed("prompt_tokens", "inference: prompt length per sequence for the prefill time", default_text="seq"),
-    _speed("usd_per_kwh", "electricity price for owned GPUs"),
-    _speed("utilization", "fraction of the month the GPUs are busy"),
+    # (the Budget page's "Buy vs rent" fields: utilisation and resale in whole percent, as the headroom)
+    _speed("usd_per_kwh", "electricity price for owned GPUs",
+           sidebar=(Sidebar("usd_per_kwh", speed.SETTINGS["usd_per_kwh"], "number"),)),
+    _speed("utilization", "fraction of the month the GPUs are busy",
+           sidebar=(Sidebar("utilization_pct", round(speed.SETTINGS["utilization"] * 100), "int", low=1, high=100),)),
     _speed("hours_per_month", "hours in a month"),
-    _speed("pue", "power usage effectiveness multiplying electricity (a data centre ~1.58)"),
+    _speed("pue", "power usage effectiveness multiplying electricity (a data centre ~1.58)",
+           sidebar=(Sidebar("pue", speed.SETTINGS["pue"], "number"),)),
     _speed("resale_fraction", "share of the purchase price recovered by selling the cards later; the buy-vs-rent "
-                              "break-even weighs the rest"),
+                              "break-even weighs the rest",
+           sidebar=(Sidebar("resale_pct", round(speed.SETTINGS["resale_fraction"] * 100), "int", low=0, high=99),)),
 )
 SCENARIO_BY_NAME = {c.name: c for c in SCENARIO}
 # the frame's scenario columns (not estimate()'s keywords)
@@ -354,5 +378,5 @@ def json_keys(with_gpu: bool) -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys + results))
 
 
-__all__ = ["Column", "Result", "Sidebar", "SCENARIO", "SCENARIO_BY_NAME", "RESULT", "RESULT_BY_NAME", "FRAME_COLUMNS",
+__all__ = ["Column", "Result", "Sidebar", "read_number", "SCENARIO", "SCENARIO_BY_NAME", "RESULT", "RESULT_BY_NAME", "FRAME_COLUMNS",
            "ENGINE", "DECIDE", "result_columns", "json_keys"]

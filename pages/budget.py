@@ -101,13 +101,22 @@ deadline = o3.number_input("Training deadline (days, 0 = none)", min_value=0.0, 
 one = st.checkbox("One purchase for all of them", value=True, key="bp_one")
 with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
     t1, t2, t3, t4 = st.columns(4)
-    tco = (("utilization", t1.slider("Utilisation (% of hours busy)", 1, 100, 100, key="bp_util") / 100.0),
-           ("pue", t2.number_input("PUE", min_value=1.0, max_value=5.0, value=1.0, step=0.1, key="bp_pue",
-                                   help="Facility power / IT power: 1.0 at a desk; ~1.58 an average data centre "
-                                        "(Uptime Institute survey 2023).")),
-           ("usd_per_kwh", t3.number_input("Electricity ($/kWh)", min_value=0.0, max_value=10.0, value=0.13, step=0.01,
-                                           key="bp_kwh", help="Default: U.S. commercial average 2023 (EIA), rounded.")),
-           ("resale_fraction", t4.slider("Resale at the end (% of the price)", 0, 95, 0, key="bp_resale") / 100.0))
+    # bounds and defaults: the column table's (engine/columns.py, as the CLI's --utilization, --pue, --usd-per-kwh,
+    # --resale-fraction); the values live in the shared settings, so a page switch and a shared link keep them
+    F = state.FIELDS
+    s["utilization_pct"] = t1.slider("Utilisation (% of hours busy)", F["utilization_pct"].low, F["utilization_pct"].high,
+                                     int(s["utilization_pct"]), key="bp_util")
+    s["pue"] = t2.number_input("PUE", min_value=F["pue"].low, max_value=F["pue"].high, value=float(s["pue"]), step=0.1,
+                               key="bp_pue", help="Facility power / IT power: 1.0 at a desk; ~1.58 an average data "
+                                                  "centre (Uptime Institute survey 2023).")
+    s["usd_per_kwh"] = t3.number_input("Electricity ($/kWh)", min_value=F["usd_per_kwh"].low, max_value=F["usd_per_kwh"].high,
+                                       value=float(s["usd_per_kwh"]), step=0.01, key="bp_kwh",
+                                       help="Default: U.S. commercial average 2023 (EIA), rounded.")
+    s["resale_pct"] = t4.slider("Resale at the end (% of the price)", F["resale_pct"].low, F["resale_pct"].high,
+                                int(s["resale_pct"]), key="bp_resale")
+    state.sync_url()
+    tco = (("utilization", s["utilization_pct"] / 100.0), ("pue", float(s["pue"])),
+           ("usd_per_kwh", float(s["usd_per_kwh"])), ("resale_fraction", s["resale_pct"] / 100.0))
 # the "GPUs only" tables' sweep below: every model x chosen workload x card, at the sidebar's settings
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
 if pairs:

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from engine.columns import SCENARIO_BY_NAME
 
 c.ensure_frame()
 
@@ -19,11 +20,15 @@ c.page_header("Cost per fit", "For each model and workload: the cheapest GPU typ
               "configuration delivers. Prices are the catalog's, each with its date (sources on the Catalog page); "
               "speed and job cost come from the engine's speed model.")
 
+TOKENS = SCENARIO_BY_NAME["tokens"]
 with st.container(border=True):
     p1, p2, p3 = st.columns([3, 1, 1])
     chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="cf_plans")
     max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="cf_max_gpus")
-    tokens_b = p3.number_input("Training tokens (billions)", min_value=0.001, value=1.0, step=0.5, format="%.3f",
+    # up to the column table's limit (engine/columns.py tokens, as --tokens): beyond it the engine's refusal replaced
+    # the page, in tokens where the field is in billions
+    tokens_b = p3.number_input("Training tokens (billions)", min_value=0.001, max_value=TOKENS.high / 1e9,
+                               value=TOKENS.default / 1e9, step=0.5, format="%.3f",
                                key="cf_tokens", help="The job size for training time and cost (speed model).")
     families = list(dict.fromkeys(models["family"].astype(str)))
     chosen_families = st.multiselect("Model family", families, default=families, key="cf_family")

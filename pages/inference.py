@@ -33,7 +33,7 @@ with st.container(border=True):
     precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
                                 default=[p for p in s["infer_precisions"] if p in INFER_PRECISIONS], key="inf_precisions",
                                 format_func=c.INFER_PRECISION_LABELS.get)
-    counts = [1, 2, 4, 8, 16, 32, 64]
+    counts = list(state.FIELDS["infer_max_gpus"].options)  # the URL key's choices (app/state.py)
     max_gpus = i2.selectbox("Largest GPU count", counts, key="inf_max_gpus",
                             index=counts.index(s["infer_max_gpus"]) if s["infer_max_gpus"] in counts else 3)
 # into the store and the URL (a shared link, a page switch); an emptied list stays the page's default there
@@ -75,7 +75,12 @@ c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(
               f"Total on one GPU ({u})": "Peak on a single card: weights + KV cache + the larger of one layer's "
                                          "prefill working set and the output logits, + runtime overhead.",
               "Smallest single GPU": "The card with the least usable memory that holds it alone (then the cheapest).",
-              "Context used (tokens)": "The sidebar's context, cut to the model's own context length where longer."})
+              "Context used (tokens)": "The sidebar's context, cut to the model's own context length where longer.",
+              f"Tokens/s per sequence on {gnames.get(card, card)}": "At the GPUs needed on that card; empty where no "
+                                                                     "count up to the largest holds it, or the card "
+                                                                     "cannot run it.",
+              "$ per million tokens (rented)": "At the GPUs needed on the card; empty where it does not run there, or "
+                                               "the card has no cloud price."})
 
 chart_data = pd.DataFrame({
     "model": table["model"].map(names), "precision": table["precision"].map(c.INFER_PRECISION_LABELS),

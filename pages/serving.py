@@ -14,7 +14,7 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import CUDAGRAPH_NOTE, capacity_curve, cheapest, default_precision
+from planner.serving import CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, default_precision
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -70,8 +70,9 @@ with st.container(border=True):
     precision = e2.selectbox("Weights", choices, index=choices.index(asked) if asked in choices else 0,
                              key=weights_key,
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
-    gpu_count = e3.selectbox("GPUs per replica", [1, 2, 4, 8], key="srv_gpus",
-                             index=[1, 2, 4, 8].index(s["serve_gpus"]) if s["serve_gpus"] in (1, 2, 4, 8) else 0)
+    counts = list(state.FIELDS["serve_gpus"].options)  # the URL key's choices (app/state.py)
+    gpu_count = e3.selectbox("GPUs per replica", counts, key="srv_gpus",
+                             index=counts.index(s["serve_gpus"]) if s["serve_gpus"] in counts else 0)
     paged = engine in ("vllm", "sglang", "mlc-llm")  # the engines that take a share of the card (gpu_memory_utilization)
     own_share = e4.checkbox("Engine's default memory share", value=bool(s["serve_share_default"]), key="srv_util_default",
                             disabled=not paged,
@@ -214,6 +215,11 @@ with st.container(border=True):
     ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, float(s["serve_ttft"]), key="srv_ttft")
 s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps), serve_ttft=float(ttft))
 state.sync_url()
+try:  # a context beyond the model's, as `serve --max-model-len` refuses it unless allowed (the sidebar's switch)
+    check_model_len(model, int(context), models, bool(s["allow_long_context"]))
+except ValueError as exc:
+    st.error(md_escape(_page_words(str(exc).replace("max-model-len ", "Context per user ", 1))))
+    st.stop()
 with st.spinner("Searching cards × GPU counts…"):
     best = c.guard(_cheapest, model, int(users), int(context), float(tps), float(ttft), models, gpus,
                    (engine,), (precision,), cpu_moe, float(in_use), kv_type)

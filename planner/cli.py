@@ -54,18 +54,17 @@ class Parser(argparse.ArgumentParser):
 
 
 def _ascii_number(name: str, text: str, accepted: str) -> float:
-    """A number as people type it in ASCII (1, 0.5, 1e9). Python's float() also reads other
-    scripts' digits ("٣" is 3), which would pass unseen into a report: refused."""
-    text = str(text).strip()
-    if not text.isascii():
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted} (ASCII digits)")
+    """A number as people type it in ASCII (1, 0.5, 1e9): engine/columns.py read_number, the dashboard's URL
+    keys' reader too (other scripts' digits, "٣", are refused)."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not a number; accepted: {accepted}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{name} {show(text)} is not accepted; accepted: {accepted}")
-    return value
+        return columns.read_number(text)
+    except ValueError as exc:
+        shown = show(str(text).strip())
+        if str(exc) == "ASCII digits":
+            raise argparse.ArgumentTypeError(f"{name} {shown} is not accepted; accepted: {accepted} (ASCII digits)") from None
+        if str(exc) == "not a number":
+            raise argparse.ArgumentTypeError(f"{name} {shown} is not a number; accepted: {accepted}") from None
+        raise argparse.ArgumentTypeError(f"{name} {shown} is not accepted; accepted: {accepted}") from None
 
 
 def _whole(name: str, low: int = 1, high: int | None = None, accepted: str | None = None):
@@ -854,22 +853,14 @@ def _cpu_moe_layers(text, engine: str) -> int:
     return layers
 
 
-def _beyond_context(args, models: pd.DataFrame) -> int | None:
-    """The model's context (the catalog's max_context) where --max-model-len is longer; None where it is not (or the
-    model's context is not known)."""
-    context = pd.to_numeric(models.set_index("id").at[args.model, "max_context"], errors="coerce")
-    if pd.isna(context) or context <= 0 or args.max_model_len <= context:
-        return None
-    return int(context)
-
-
 def _check_model_len(args, models: pd.DataFrame) -> None:
-    """--max-model-len beyond the model's context: refused as estimate refuses such a --seq (engine/scenarios.py), and as
-    vLLM and SGLang refuse to start (engine/serving.py LONG_CONTEXT_ENV), unless --allow-long-context."""
-    context = _beyond_context(args, models)
-    if context is not None and not args.allow_long_context:
-        raise CliError(f"max-model-len {args.max_model_len:,} is longer than {args.model}'s context of {context:,} tokens; "
-                       f"accepted: 1 to {context:,} (or allow it explicitly with --allow-long-context)")
+    """--max-model-len beyond the model's context, unless --allow-long-context: planner/serving.py check_model_len
+    (the Serving page's target search asks the same)."""
+    from planner.serving import check_model_len
+    try:
+        check_model_len(args.model, args.max_model_len, models, bool(args.allow_long_context))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _check_memory_in_use(row: pd.Series, args) -> None:

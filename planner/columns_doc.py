@@ -26,11 +26,24 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _dashboard_default(col: columns.Column, sb: columns.Sidebar) -> str:
+    """' (dashboard: lora)' where the dashboard's first screen (and so a link without the key) differs from the
+    flag's default (the default column); '' where they agree."""
+    value = sb.default / 100 if sb.key.endswith("_pct") else sb.default  # (whole percent: headroom_pct 10 = 0.1)
+    if sb.kind == "multi":
+        value = ",".join(value)
+    if value == col.default:
+        return ""
+    shown = ("on" if sb.default else "off") if sb.kind == "bool" else (
+        ", ".join(sb.default) if sb.kind == "multi" else sb.default)
+    return f" (dashboard: {shown})"
+
+
 def scenario_table() -> str:
     lines = ["| column | flag | sidebar / URL key | default | accepted | what it is |", "|---|---|---|---|---|---|"]
     for col in columns.SCENARIO:
         flag = f"`{col.cli}`" if col.cli else ("`--gpu`" if col.name == "gpu" else "")
-        keys = ", ".join(f"`{sb.key}`" for sb in col.sidebar)
+        keys = ", ".join(f"`{sb.key}`" + _dashboard_default(col, sb) for sb in col.sidebar)
         lines.append(f"| `{col.name}` | {flag} | {keys} | {_cell(col.describe_default())} | "
                      f"{_cell(col.accepted_text())} | {_cell(col.help)} |")
     return "\n".join(lines)

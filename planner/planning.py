@@ -1110,9 +1110,13 @@ def inference_table(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, precisi
     smallest = singles[keys + ["gpu", "gpu_name", "usable_bytes"]].astype(text).rename(
         columns={"gpu": "smallest_gpu", "gpu_name": "smallest_gpu_name", "usable_bytes": "smallest_gpu_usable_bytes"})
     on_card = conf[per_value(conf["gpu"], lambda u: u.astype(str) == card)]
-    if speed and not on_card["compatible"].all():  # a card that cannot run the row has no speed on it (fp8 on a T4)
+    # a card that cannot run the row (fp8 on a T4), or no count of it up to max_gpus that holds it, has no speed or
+    # cost on it: configurations() estimates such a row at one GPU, whose decode speed described a card that does
+    # not hold the model (DeepSeek-R1 FP16 on one RTX 4090: 7.7 tokens/s, $25 per million tokens, beside "✗ >8")
+    runs = on_card["fits_within"].fillna(False).to_numpy(dtype=bool) & on_card["compatible"].to_numpy(dtype=bool)
+    if speed and not runs.all():
         on_card = on_card.copy()
-        on_card.loc[~on_card["compatible"].to_numpy(dtype=bool), speed] = np.nan
+        on_card.loc[~runs, speed] = np.nan
     on_card = on_card[keys + ["gpus_needed", "label", "fits_within", "memory_used_fraction", "buy_usd",
                               "rent_usd_per_hour"] + speed].astype({"model": str, "precision": str}).rename(
         columns={"gpus_needed": "card_gpus_needed", "label": "card_label", "fits_within": "card_fits",

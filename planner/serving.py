@@ -116,6 +116,18 @@ def capacity_curve(model: str, gpu_ids, engine: str, precision: str, models: pd.
                 "decode_tokens_per_s", "cpu_moe_layers", "expert_host_bytes", "host_ram_bytes", "refused_at_start"]]
 
 
+def check_model_len(model_id, max_model_len: int, models: pd.DataFrame, allow_long_context: bool = False) -> None:
+    """A max-model-len beyond the model's context (the catalog's max_context): refused as estimate refuses such a
+    seq (engine/scenarios.py), and as vLLM and SGLang refuse to start (engine/serving.py LONG_CONTEXT_ENV), unless
+    allowed (--allow-long-context; on the dashboard the sidebar's switch). ValueError names the length and the
+    model's context. `serve` and the Serving page's target search both ask it."""
+    context = pd.to_numeric(models.set_index("id").at[model_id, "max_context"], errors="coerce")
+    if allow_long_context or pd.isna(context) or context <= 0 or max_model_len <= context:
+        return
+    raise ValueError(f"max-model-len {max_model_len:,} is longer than {model_id}'s context of {int(context):,} tokens; "
+                     f"accepted: 1 to {int(context):,} (or allow it explicitly with --allow-long-context)")
+
+
 def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float, ttft_s: float,
              models: pd.DataFrame, gpus: pd.DataFrame, engines=("vllm",), precisions=("bf16",),
              gpu_ids=None, tp_choices=TP_CHOICES, **settings) -> pd.DataFrame:

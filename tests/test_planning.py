@@ -420,6 +420,19 @@ def test_inference_table_sizes_smallest_gpu_and_count_on_a_card(models, gpus):
     assert by.loc[("llama-2-7b", "fp16"), "smallest_gpu_usable_bytes"] == fitting["usable_bytes"].iloc[0]
 
 
+def test_inference_table_has_no_speed_or_cost_where_no_count_of_the_card_holds_it(models, gpus):
+    """A row no count of the card up to max_gpus holds ('✗ >8') showed the card's speed and cost at one GPU
+    (DeepSeek-R1 FP16 on one RTX 4090: 7.7 tokens/s, $25 per million tokens): configurations() estimates such a row
+    at one GPU, and the table took those figures. A row that fits keeps its speed at the count it needs."""
+    table = planning.inference_table(models, gpus, ["deepseek-r1", "llama-2-70b"], ["fp16"], seq=2048, batch=1,
+                                     card="rtx-4090", max_gpus=8)
+    by = table.set_index("model")
+    assert by.loc["deepseek-r1", "card_label"] == "✗ >8" and not by.loc["deepseek-r1", "card_fits"]
+    assert pd.isna(by.loc["deepseek-r1", "card_decode_tokens_per_s"])
+    assert pd.isna(by.loc["deepseek-r1", "card_usd_per_million_tokens"])
+    assert by.loc["llama-2-70b", "card_fits"] and by.loc["llama-2-70b", "card_decode_tokens_per_s"] > 0
+
+
 def test_article_inference_table_stands_beside_ours(cat, models, gpus):
     ours = planning.inference_table(models, gpus, ["llama-2-7b", "llama-2-13b", "llama-3-70b"], ["fp16", "int8", "int4"],
                                     seq=2048, batch=1, card="h100-sxm-80gb")

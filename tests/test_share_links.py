@@ -1,0 +1,235 @@
+"""Share links: every URL key the column table declares (engine/columns.py Sidebar, app/state.py FIELDS) as a new
+user shares and edits it. A valid value reaches the sidebar and comes back in the URL; a bad one is named with what
+is accepted, never raises, and leaves every other key of the link as the user wrote it. A URL number reads as the
+command line reads the same column's flag (engine/columns.py read_number)."""
+
+import argparse
+
+import pytest
+
+from engine import columns
+from planner import cli
+from tests.test_pages import open_app, shown
+
+pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
+
+
+def _params(at) -> dict:
+    return {k: at.query_params.get(k) for k in at.query_params.keys()}
+
+
+def _notes(at) -> list[str]:
+    return [shown(w.value) for w in at.warning if "ignored" in w.value]
+
+
+# a non-default value of every sidebar URL key (training and serving in two links: each task hides the other's fields)
+TRAIN_LINK = {"model": "llama-2-7b", "method": "qlora", "train_precision": "fp16", "optimizer": "galore_adamw",
+              "galore_rank": "64", "batch": "3", "seq": "1024", "grad_checkpointing": "0", "lora_rank": "32",
+              "lora_targets": "q_proj,k_proj,o_proj", "lora_dropout_pct": "5", "base_precision": "nf4_nodq",
+              "zero": "2", "offload": "optimizer", "gpus": "4", "headroom_pct": "20", "allow_long_context": "1",
+              "gpu": "a100-80gb-sxm", "recipe": "unsloth", "loss": "chunked", "units": "GB",
+              "infer_precisions": "fp32,bf16,fp16,int8,int4,nf4,fp8,nvfp4,mxfp4,q8_0,q6_k,q5_k_m,q4_k_m,q4_0,q3_k_m,"
+                                  "q2_k,mxfp4_moe"}
+INFER_LINK = {"model": "gemma-2-9b", "task": "infer", "infer_precision": "int4", "kv_precision": "fp8",
+              "kv_policy": "full", "batch": "8", "seq": "4096", "gpu": "l4"}
+
+
+@pytest.mark.parametrize("link", [TRAIN_LINK, INFER_LINK], ids=["train", "infer"])
+def test_a_link_with_every_sidebar_key_comes_back_whole(link):
+    """Every key reaches the settings and comes back in the URL the page writes; the shown widgets hold it. A list of
+    every inference precision (95 characters) was cut at 80 characters before it was read, and refused."""
+    from app.state import FIELDS, _as_param
+    at = open_app("pages/overview.py", link)
+    assert not _notes(at), _notes(at)
+    settings = at.session_state["settings"]
+    assert {k: _as_param(FIELDS[k], settings[k]) for k in link} == link
+    assert _params(at) == link
+    assert at.selectbox(key="w_model").value == link["model"] and at.number_input(key="w_batch").value == int(link["batch"])
+    assert at.selectbox(key="w_gpu").value == link["gpu"]
+
+
+# texts a URL number may carry, as a new user types them: other scripts' digits, decimals, exponents, blanks
+NUMBER_TEXTS = ("３", "٣", "4.0", "1e1", "4.5", "abc", "", "nan", "inf", "-1", " 4 ", "2.0", "0")
+
+
+@pytest.mark.parametrize("key", ["batch", "seq", "lora_rank", "freeze_layers", "galore_rank", "zero"])
+def test_a_url_number_is_read_as_the_cli_reads_the_flag(key):
+    """The URL's int() took '３' (a full-width digit) as 3, which the CLI refuses (ASCII digits only), and refused
+    '4.0' and '1e1', which the CLI takes: each text is now accepted by both or by neither, with the same value, and
+    a refusal names the text and the range in the CLI's words."""
+    from app.state import FIELDS, _parse
+    col = next(c for c in columns.SCENARIO for sb in c.sidebar if sb.key == key)
+    field = FIELDS[key]
+    assert (field.low, field.high) == (col.low, col.high) or field.options == tuple(range(col.low, col.high + 1))
+    parse_flag = cli._column_parser(col)
+    for text in NUMBER_TEXTS:
+        try:
+            want = parse_flag(text)
+        except argparse.ArgumentTypeError:
+            want = None
+        if want is None:
+            with pytest.raises(ValueError) as info:
+                _parse(field, text)
+            message = str(info.value)
+            assert f"{key}={text!r} ignored; accepted: " + col.accepted_text() in message, message
+            if not text.strip().isascii():
+                assert message.endswith("(ASCII digits)"), message
+        else:
+            assert _parse(field, text) == want, (key, text)
+
+
+def test_bad_link_values_are_named_and_the_rest_of_the_link_is_kept():
+    """A 3,000-character model id was repeated whole in the sidebar's note; an unknown card in serve_cards was not
+    named (the whole list was shown), nor the card it meant; a mistyped key (Batch) was dropped from the URL with no
+    word. Each is now one note naming the text (clipped) and what is accepted, and the link's other keys stay."""
+    keep = {"batch": "3", "gpu": "rtx-3090", "units": "GB"}
+    at = open_app("pages/serving.py", {**keep, "model": "x" * 3000, "serve_cards": "rtx-4090,RTX-3060-12GB",
+                                       "Seq": "4096", "serve_users": "３"})
+    assert not at.exception
+    notes = _notes(at)
+    (model,) = [n for n in notes if n.startswith("model=")]
+    assert len(model) < 300 and "(3,000 characters)" in model and "accepted: a catalog model id" in model
+    (cards,) = [n for n in notes if n.startswith("serve_cards=")]
+    assert "'RTX-3060-12GB' not in the catalog" in cards and "did you mean 'rtx-3060-12gb'" in cards
+    (key,) = [n for n in notes if n.startswith("Seq=")]
+    assert "'Seq' is not a dashboard setting" in key and "did you mean 'seq'" in key
+    (users,) = [n for n in notes if n.startswith("serve_users=")]
+    assert "accepted: a whole number from 1 to 4,096 (ASCII digits)" in users
+    assert _params(at) == keep
+
+
+def test_a_link_to_a_saved_user_gpu_opens_it(tmp_path, monkeypatch, cat):
+    """A GPU of the user's catalog file is a catalog id for a link as for the CLI; in another case the link names
+    the id it meant; before it is saved the link says what is accepted and keeps the rest."""
+    from catalog.store import ENV_VAR, UserCatalog
+    from tests.test_pages import _gpu_record
+    path = tmp_path / "user_catalog.yaml"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    at = open_app(query={"gpu": "my-card-42gb", "batch": "2"})
+    (note,) = _notes(at)
+    assert note.startswith("gpu='my-card-42gb' ignored; accepted: a catalog gpu id") and _params(at) == {"batch": "2"}
+    UserCatalog(path, shipped_ids={"gpus": set(cat.gpus()["id"]), "models": set(cat.models()["id"])}).add_gpu(
+        _gpu_record("my-card-42gb", "My card 42GB"))
+    at = open_app(query={"gpu": "my-card-42gb", "batch": "2"})
+    assert not _notes(at) and at.selectbox(key="w_gpu").value == "my-card-42gb"
+    assert _params(at) == {"gpu": "my-card-42gb", "batch": "2"}
+    at = open_app(query={"gpu": "My-Card-42GB", "batch": "2"})
+    (note,) = _notes(at)
+    assert "did you mean 'my-card-42gb'?" in note and _params(at) == {"batch": "2"}
+
+
+def test_the_budget_pages_buy_vs_rent_fields_are_the_clis_and_survive_a_page_switch_and_a_link():
+    """Utilisation, PUE, electricity and resale were typed again on the Budget page (electricity up to $10/kWh where
+    --usd-per-kwh takes 100, resale up to 95% where --resale-fraction takes < 1) and were widget state only: a page
+    switch put them back at their defaults, and a link did not carry them. Their bounds and defaults are now the
+    column table's, and they live in the shared settings (URL keys utilization_pct, pue, usd_per_kwh, resale_pct)."""
+    from app.state import FIELDS
+    for key, name in (("pue", "pue"), ("usd_per_kwh", "usd_per_kwh")):
+        col, parse_flag = columns.SCENARIO_BY_NAME[name], cli._column_parser(columns.SCENARIO_BY_NAME[name])
+        assert (FIELDS[key].low, FIELDS[key].high, FIELDS[key].default) == (col.low, col.high, col.default)
+        assert parse_flag(str(col.high)) == col.high
+    assert FIELDS["resale_pct"].high == 99 and FIELDS["utilization_pct"].default == 100
+    at = open_app("pages/budget.py")
+    at.number_input(key="bp_kwh").set_value(25.0).run()  # an island's price: the CLI takes it
+    at.number_input(key="bp_pue").set_value(1.5).run()
+    at.slider(key="bp_util").set_value(50).run()
+    at.slider(key="bp_resale").set_value(97).run()
+    assert not at.exception
+    link = _params(at)
+    assert link == {"usd_per_kwh": "25", "pue": "1.5", "utilization_pct": "50", "resale_pct": "97"}
+
+    def shown_values(app):
+        return (app.number_input(key="bp_kwh").value, app.number_input(key="bp_pue").value,
+                app.slider(key="bp_util").value, app.slider(key="bp_resale").value)
+    at.switch_page("pages/overview.py").run()
+    at.switch_page("pages/budget.py").run()
+    assert shown_values(at) == (25.0, 1.5, 50, 97)
+    assert shown_values(open_app("pages/budget.py", link)) == (25.0, 1.5, 50, 97)
+    bad = open_app("pages/budget.py", {"usd_per_kwh": "101", "pue": "0.5", "condition": "used"})
+    notes = _notes(bad)
+    assert any(n.startswith("usd_per_kwh='101' ignored; accepted: a price in $/kWh >= 0 and <= 100") for n in notes)
+    assert any(n.startswith("pue='0.5' ignored; accepted: a power usage effectiveness >= 1 and <= 5") for n in notes)
+    assert _params(bad) == {"condition": "used"} and shown_values(bad) == (0.13, 1.0, 100, 0)
+
+
+def test_a_link_never_drops_a_count_or_weights_the_page_does_not_list_unsaid():
+    """serve_gpus took any whole number from 1 to 8 and infer_max_gpus 1 to 64, but their pages list 1, 2, 4, 8
+    (... 64): a link with serve_gpus=3 opened the page at 1 GPU and dropped the key with no word (infer_max_gpus=3
+    opened at 8). Weights another engine runs (llama.cpp with fp8) fell back to the default as silently. Each is
+    now named with what is accepted, and the link's other keys stay."""
+    at = open_app("pages/serving.py", {"serve_gpus": "3", "serve_users": "8"})
+    assert any(n == "serve_gpus='3' ignored; accepted: 1, 2, 4, 8" for n in _notes(at)), _notes(at)
+    assert _params(at) == {"serve_users": "8"} and at.selectbox(key="srv_gpus").value == 1
+    at = open_app("pages/serving.py", {"serve_gpus": "4"})
+    assert not _notes(at) and at.selectbox(key="srv_gpus").value == 4 and _params(at) == {"serve_gpus": "4"}
+    at = open_app("pages/inference.py", {"infer_max_gpus": "3", "task": "infer"})
+    assert any(n.startswith("infer_max_gpus='3' ignored; accepted: 1, 2, 4, 8, 16") for n in _notes(at)), _notes(at)
+    assert _params(at) == {"task": "infer"} and at.selectbox(key="inf_max_gpus").value == 8
+    at = open_app("pages/serving.py", {"serve_engine": "llama.cpp", "serve_weights": "fp8", "serve_users": "8"})
+    (note,) = _notes(at)
+    assert note.startswith("serve_weights='fp8' ignored: the llama.cpp engine does not run it; accepted with "
+                           "serve_engine=llama.cpp: auto, q8_0"), note
+    assert _params(at) == {"serve_engine": "llama.cpp", "serve_users": "8"}
+    at = open_app("pages/serving.py", {"serve_engine": "llama.cpp", "serve_weights": "q5_k_m"})
+    assert not _notes(at) and at.selectbox(key="srv_precision_gguf").value == "q5_k_m"
+
+
+def test_cost_per_fits_training_tokens_stop_at_the_clis_limit():
+    """The field (billions) had no upper bound: 1e12 billions replaced the page with the engine's refusal in tokens
+    ('tokens 1e+21 is not accepted'). Its bound and default are now --tokens' (engine/columns.py), in billions."""
+    tokens = columns.SCENARIO_BY_NAME["tokens"]
+    at = open_app("pages/cost_per_fit.py")
+    field = at.number_input(key="cf_tokens")
+    assert (field.max, field.value) == (tokens.high / 1e9, tokens.default / 1e9)
+    field.set_value(field.max).run()
+    assert not at.exception and not at.error
+
+
+def test_the_serving_search_refuses_a_context_beyond_the_models_as_serve_does():
+    """`serve --max-model-len 16384` refuses Llama 3 8B (context 8,192) unless --allow-long-context; the Serving page's
+    cheapest search at a 16,384-token context listed configurations, their commands with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1,
+    whatever the sidebar's "Allow sequences beyond a model's context" said. Both now ask planner/serving.py
+    check_model_len."""
+    import pandas as pd
+    from planner.serving import check_model_len
+    models = pd.DataFrame([{"id": "m", "max_context": 8192}])
+    check_model_len("m", 8192, models)
+    check_model_len("m", 16384, models, allow_long_context=True)
+    with pytest.raises(ValueError, match="max-model-len 16,384 is longer than m's context of 8,192 tokens; accepted: 1 "
+                                         "to 8,192"):
+        check_model_len("m", 16384, models)
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384"})
+    assert not at.exception
+    (error,) = [shown(e.value) for e in at.error]
+    assert error.startswith("Context per user 16,384 is longer than llama-3-8b's context of 8,192 tokens") and \
+        "Allow sequences beyond a model's context" in error
+    assert not any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in str(v) for d in at.dataframe for v in d.value.get("Command", []))
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384", "allow_long_context": "1"})
+    assert not at.error
+    assert all(str(v).startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 ") for v in at.dataframe[-1].value["Command"])
+
+
+def test_the_readme_names_the_dashboards_default_where_it_is_not_the_flags():
+    """The README's column table put a URL key beside the flag's default: method full, ZeRO 0, checkpointing off,
+    where a link without the key opens LoRA, ZeRO 3, checkpointing on. The key's cell now says the dashboard's."""
+    from planner import columns_doc
+    rows = {line.split(" | ")[0][3:-1]: line.split(" | ") for line in columns_doc.scenario_table().splitlines()[2:]}
+    assert rows["method"][2] == "`method` (dashboard: lora)" and rows["method"][3] == "full"
+    assert rows["zero"][2] == "`zero` (dashboard: 3)" and rows["grad_checkpointing"][2].endswith("(dashboard: on)")
+    assert rows["headroom"][2] == "`headroom_pct`" and rows["lora_targets"][2] == "`lora_targets`"  # the same default
+    assert rows["utilization"][2] == "`utilization_pct`" and rows["task"][2] == "`task`"
+
+
+def test_a_removed_session_gpu_leaves_the_link():
+    """A card added on the Catalog page, chosen on the Serving page and removed again stayed in the URL's
+    serve_cards on every other page: a link copied there named a card the one who opened it did not have."""
+    from tests.test_pages import _fill_gpu
+    at = open_app("pages/catalog_browser.py")
+    _fill_gpu(at, "my-card-42gb", "My card 42GB")
+    at.switch_page("pages/serving.py").run()
+    at.multiselect(key="srv_cards").set_value(["my-card-42gb", "rtx-4090"]).run()
+    assert _params(at)["serve_cards"] == "my-card-42gb,rtx-4090"
+    at.switch_page("pages/catalog_browser.py").run()
+    at.button(key="remove_gpu_my-card-42gb").click().run()
+    at.switch_page("pages/overview.py").run()
+    assert not at.exception and _params(at).get("serve_cards") == "rtx-4090"
