@@ -215,6 +215,14 @@ with st.container(border=True):
     ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, float(s["serve_ttft"]), key="srv_ttft")
 s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps), serve_ttft=float(ttft))
 state.sync_url()
+# the page's default context (8,192) on a model with a shorter one (Llama 2's 4,096): the model's whole context, said so,
+# where a context the user or a link gave is refused below as `serve` refuses it
+own_context = pd.to_numeric(models.set_index("id")["max_context"].get(model), errors="coerce")
+if int(context) == state.FIELDS["serve_context"].default and not s["allow_long_context"] and pd.notna(own_context) \
+        and 0 < own_context < int(context):
+    context = int(own_context)
+    st.caption(f"Context per user: {context:,} tokens, the model's whole context (the page's default, "
+               f"{state.FIELDS['serve_context'].default:,}, is longer).")
 try:  # a context beyond the model's, as `serve --max-model-len` refuses it unless allowed (the sidebar's switch)
     check_model_len(model, int(context), models, bool(s["allow_long_context"]))
 except ValueError as exc:

@@ -204,6 +204,11 @@ def test_the_serving_search_refuses_a_context_beyond_the_models_as_serve_does():
     assert error.startswith("Context per user 16,384 is longer than llama-3-8b's context of 8,192 tokens") and \
         "Allow sequences beyond a model's context" in error
     assert not any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in str(v) for d in at.dataframe for v in d.value.get("Command", []))
+    # the page's own default (8,192) on a shorter-context model is the model's context, said so, not an error
+    at = open_app("pages/serving.py", {"model": "llama-2-7b"})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("4,096 tokens, the model's whole context" in shown(c.value) for c in at.caption)
+    assert len(at.dataframe[-1].value) > 0
     at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_context": "16384", "allow_long_context": "1"})
     assert not at.error
     assert all(str(v).startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 ") for v in at.dataframe[-1].value["Command"])
