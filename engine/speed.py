@@ -706,6 +706,11 @@ def format_speed_cost(row: pd.Series) -> str:
                 f"{_num(row['aggregate_tokens_per_s'])} tokens/s for the batch ({bound}"
                 f"bandwidth efficiency {row['bandwidth_efficiency']:.2f}, MFU {row['mfu']:.2f})"
             )
+            # the roofline at llama.cpp's measured share of the bandwidth (the column's default), not one engine's
+            # delivered speed: transformers' generate() runs slower at batch 1 (per-token launch overheads), which
+            # `serve --engine transformers` models (engine/serving.py), as it does vLLM's, SGLang's, ...
+            lines.append("  (the card's bandwidth at that share, as llama.cpp reaches it; `serve --engine ENGINE` "
+                         "gives each engine's own speed)")
         else:
             lines.append(f"decode: {_no_rate(row)}")
         if _known(row, "prefill_s"):

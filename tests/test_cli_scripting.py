@@ -313,3 +313,13 @@ def test_a_value_with_bytes_that_are_not_utf8_is_named(argv, flag):
     code, out, err = run_cli(*argv)
     assert (code, out) == (2, "")
     assert err.startswith(f"error: {flag} holds bytes that are not UTF-8 text; accepted: UTF-8 text"), err
+
+
+def test_estimates_decode_speed_says_whose_it_is_beside_serves():
+    """estimate --task infer's decode speed is a roofline at llama.cpp's share of the bandwidth (40 tokens/s for
+    Llama 3.1 8B on an RTX 4090), serve --engine transformers its fitted generate() speed (29): two figures for what
+    read as one scenario. The text names what the first is and where each engine's own is."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.1-8b", "--task", "infer", "--gpu", "rtx-4090")
+    assert code == 0, err
+    line = out.splitlines()[[i for i, t in enumerate(out.splitlines()) if t.startswith("decode: ")][0] + 1]
+    assert "as llama.cpp reaches it" in line and "serve --engine ENGINE" in line
