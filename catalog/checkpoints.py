@@ -91,10 +91,13 @@ SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$
 SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.safetensors$", re.IGNORECASE)
 SHOWN_SHARDS = 4  # missing shards named in the one-line error (then "and N more")
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
-# A checkpoint's multi-token-prediction layer (Qwen3-Next's and Qwen3.5's `mtp.*`, DeepSeek-V3's extra layer is read as
-# a layer of its own and not matched): transformers drops these tensors on load (`_keys_to_ignore_on_load_unexpected`
-# r"^mtp.*" in modeling_qwen3_next.py), vLLM and SGLang load them only as a speculative draft
+# A checkpoint's multi-token-prediction layer: Qwen3-Next's and Qwen3.5's `mtp.*`, and DeepSeek-V3's (V3.1's, R1's)
+# `model.layers.61.*`, the layer numbered num_hidden_layers (num_nextn_predict_layers of them). transformers drops these
+# tensors on load (`_keys_to_ignore_on_load_unexpected`: r"^mtp.*" in modeling_qwen3_next.py, r"model\.layers\.61.*" in
+# modeling_deepseek_v3.py), vLLM and SGLang load them only as a speculative draft (vLLM models/deepseek_v2.py
+# load_weights skips `get_spec_layer_idx_from_weight_name`: a layer from num_hidden_layers on)
 MTP_RE = re.compile(r"^(model\.)?(language_model\.)?mtp\.")
+LAYER_RE = re.compile(r"^(model\.)?(language_model\.)?(model\.)?layers\.(?P<layer>\d+)\.")
 
 
 def _fail(path, problem: str) -> CatalogError:
@@ -244,11 +247,14 @@ def _tally(tensors) -> dict:
     return out
 
 
-def _split_vision(rows):
-    """(the language model's rows, the vision tower's, a multi-token-prediction layer's (MTP_RE))."""
+def _split_vision(rows, layers: int | None = None):
+    """(the language model's rows, the vision tower's, a multi-token-prediction layer's: MTP_RE, or given the model's
+    num_hidden_layers, a layer numbered from it on)."""
     text, vision, mtp = [], [], []
     for r in rows:
-        (vision if VISION_RE.search(r[0]) else mtp if MTP_RE.search(r[0]) else text).append(r)
+        layer = LAYER_RE.match(r[0]) if layers is not None else None
+        beyond = layer is not None and int(layer["layer"]) >= layers
+        (vision if VISION_RE.search(r[0]) else mtp if beyond or MTP_RE.search(r[0]) else text).append(r)
     return text, vision, mtp
 
 
@@ -290,13 +296,14 @@ def _from_safetensors(path: Path, model_id):
 
 def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):
     """A config.json's record, and what the safetensors tensors (name, dtype, elements, bytes) say."""
-    text_rows, vision_rows, mtp_rows = _split_vision(rows)
-    stored = _tally(text_rows)
     record = model_from_config(cfg, cfg_file, model_id)
+    text_rows, vision_rows, mtp_rows = _split_vision(rows, record["num_layers"])
+    stored = _tally(text_rows)
     info = _info(fmt, files, record, stored, _tally(vision_rows))
     mtp = _tally(mtp_rows)
     if mtp["tensors"]:
-        info["notes"].append(f"multi-token-prediction layer (mtp.*): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
+        where = "mtp.*" if any(MTP_RE.search(r[0]) for r in mtp_rows) else f"layers from {record['num_layers']} on"
+        info["notes"].append(f"multi-token-prediction layer ({where}): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
                              "not counted (transformers does not load it; vLLM and SGLang only as a speculative draft)")
     packed = {k for k in stored["dtypes"] if k in PACKED}
     quant = cfg.get("quantization_config") if isinstance(cfg, dict) else None

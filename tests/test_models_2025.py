@@ -5,11 +5,16 @@ published figures are in each test's docstring."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import pandas as pd
 import pytest
 
 from catalog import default_catalog
+from catalog.checkpoints import model_from_files
 from engine import serving as S
+from tests.test_checkpoints import write_safetensors
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +37,72 @@ def test_an_mla_latent_is_held_whole_by_every_tensor_parallel_rank(cat, engine):
     assert out["kv_bytes_per_token"] == 61 * (512 + 64) * 2
     assert out["max_concurrency"] == pytest.approx(out["kv_cache_bytes_available"] / (70_272 * 32768), rel=0.01)
     assert out["max_concurrency"] < 25  # 43.8 GiB a GPU / 2.3 GB a request (it said 163.5 under vLLM)
+
+
+# ---- a DeepSeek-V3-layout checkpoint (DeepseekV3ForCausalLM's tensor names), small -------------------------------
+
+DS = dict(hidden_size=64, intermediate_size=160, moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+          num_key_value_heads=4, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+          n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, vocab_size=96,
+          max_position_embeddings=512, tie_word_embeddings=False)
+
+
+def deepseek_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]]:
+    """(name, shape) as deepseek-ai/DeepSeek-V3's safetensors name them (BF16 here): MLA's q_a / q_b / kv_a_with_mqa / kv_b
+    projections and their norms, dense feed-forwards first, then a router with its e_score_correction_bias, routed and
+    shared experts; a multi-token-prediction layer is one more layer numbered num_hidden_layers with its own
+    embed_tokens, enorm, hnorm, eh_proj and shared_head."""
+    h, v, heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
+    nope, rope, vd = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    out = [("model.embed_tokens.weight", [v, h])]
+
+    def layer(i):
+        p = f"model.layers.{i}."
+        rows = [(p + "input_layernorm.weight", [h]), (p + "post_attention_layernorm.weight", [h]),
+                (p + "self_attn.q_a_proj.weight", [c["q_lora_rank"], h]),
+                (p + "self_attn.q_a_layernorm.weight", [c["q_lora_rank"]]),
+                (p + "self_attn.q_b_proj.weight", [heads * (nope + rope), c["q_lora_rank"]]),
+                (p + "self_attn.kv_a_proj_with_mqa.weight", [c["kv_lora_rank"] + rope, h]),
+                (p + "self_attn.kv_a_layernorm.weight", [c["kv_lora_rank"]]),
+                (p + "self_attn.kv_b_proj.weight", [heads * (nope + vd), c["kv_lora_rank"]]),
+                (p + "self_attn.o_proj.weight", [h, heads * vd])]
+        mlps = [("mlp.", c["intermediate_size"])] if i < c["first_k_dense_replace"] else \
+            [(f"mlp.experts.{e}.", c["moe_intermediate_size"]) for e in range(c["n_routed_experts"])] + \
+            [("mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])]
+        for q, f in mlps:
+            rows += [(p + q + "gate_proj.weight", [f, h]), (p + q + "up_proj.weight", [f, h]), (p + q + "down_proj.weight", [h, f])]
+        if i >= c["first_k_dense_replace"]:
+            rows += [(p + "mlp.gate.weight", [c["n_routed_experts"], h]), (p + "mlp.gate.e_score_correction_bias", [c["n_routed_experts"]])]
+        return rows
+
+    for i in range(c["num_hidden_layers"]):
+        out += layer(i)
+    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
+    for i in range(c["num_hidden_layers"], c["num_hidden_layers"] + mtp_layers):
+        p = f"model.layers.{i}."
+        out += [(p + "embed_tokens.weight", [v, h]), (p + "enorm.weight", [h]), (p + "hnorm.weight", [h]),
+                (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
+        out += layer(i)
+    return out
+
+
+def write_checkpoint(folder, cfg: dict, tensors) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    write_safetensors(folder / "model.safetensors", tensors)
+
+
+def test_deepseeks_multi_token_prediction_layer_is_named_not_counted(tmp_path):
+    """DeepSeek-V3 / V3.1 / R1 store their multi-token-prediction module as model.layers.61 (num_hidden_layers 61,
+    num_nextn_predict_layers 1): 671B in the model, 14B in that layer, 685B on the Hub page (the DeepSeek-V3 README).
+    transformers drops it on load and vLLM loads it only for speculative decoding, so the stored parameters and bytes
+    are the 61 layers', as the config counts them; the layer was counted (the stored bytes, which an inference row
+    takes for its weights, 15.4 GB too many on the real checkpoint, and the parameters disagreeing with the config)."""
+    cfg = {"model_type": "deepseek_v3", "num_nextn_predict_layers": 1, **DS}
+    write_checkpoint(tmp_path / "ds", cfg, deepseek_tensors(DS, mtp_layers=1))
+    record, info = model_from_files(tmp_path / "ds")
+    model_only = sum(math.prod(s) for _n, s in deepseek_tensors(DS))
+    assert record["params"] == info["params_stored"] == model_only and info["weights_source"] == "header"
+    assert info["weights_bytes_stored"] == 2 * model_only
+    mtp = sum(math.prod(s) for _n, s in deepseek_tensors(DS, mtp_layers=1)) - model_only
+    assert any(f"multi-token-prediction layer (layers from 3 on): {mtp:,} parameters" in n for n in info["notes"])
