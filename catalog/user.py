@@ -29,7 +29,8 @@ engine/params.py architecture_counts):
 - mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss, llama4_text: mixture of experts (experts,
   experts per token, expert width, shared experts, dense layers first or interleaved).
 - qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
-- deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
+- deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim); kimi_k2 (Kimi K2)
+  is read as its layout (SAME_LAYOUT).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
 - gemma3, llama4 and mistral3 (multimodal): their text_config is read (Gemma 3's sparse one completed with
   Gemma3TextConfig's defaults); the vision tower and projector of gemma3 (SigLIP), mistral3 (Pixtral), llama4
@@ -75,7 +76,12 @@ MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
-             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe")
+             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2")
+# Types that are another type's layout under their own name: Kimi K2 (moonshotai/Kimi-K2-Instruct, -Thinking) is
+# DeepSeek-V3's (its config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek.DeepseekV3Config;
+# its docs/deploy_guidance.md: "Kimi-K2 reuses the DeepSeekV3CausalLM architecture" and sets model_type kimi_k2 only so
+# that engines can tell them apart). The family keeps the checkpoint's own type.
+SAME_LAYOUT = {"kimi_k2": "deepseek_v3"}
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
 TEXT_CONFIG = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe")
@@ -277,6 +283,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         elif model_type in TEXT_CONFIG:
             raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
         model_type = TEXT_TYPE[model_type]
+    model_type = SAME_LAYOUT.get(model_type, model_type)
     if model_type in CONFIG_CLASS_DEFAULTS:  # a sparse config: its config class's defaults
         cfg = {**CONFIG_CLASS_DEFAULTS[model_type], **{k: v for k, v in cfg.items() if v is not None}}
     if model_type not in MOE_TYPES:

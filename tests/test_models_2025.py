@@ -13,7 +13,9 @@ import pytest
 
 from catalog import default_catalog
 from catalog.checkpoints import model_from_files
+from catalog.user import model_from_config, model_from_config_file
 from engine import serving as S
+from tests.clirun import run_cli
 from tests.test_checkpoints import write_safetensors
 
 
@@ -106,3 +108,29 @@ def test_deepseeks_multi_token_prediction_layer_is_named_not_counted(tmp_path):
     assert info["weights_bytes_stored"] == 2 * model_only
     mtp = sum(math.prod(s) for _n, s in deepseek_tensors(DS, mtp_layers=1)) - model_only
     assert any(f"multi-token-prediction layer (layers from 3 on): {mtp:,} parameters" in n for n in info["notes"])
+
+
+def test_kimi_k2_is_read_as_the_deepseek_v3_layout(tmp_path):
+    """moonshotai/Kimi-K2-Instruct's config.json names model_type kimi_k2 with architectures DeepseekV3ForCausalLM
+    (61 layers, 384 experts of 2,048, one shared, the first layer dense, MLA of rank 512, 64 heads, 163,840 tokens):
+    1T parameters in total, 32B active per token (its model card). It was refused ("'kimi_k2' is not supported");
+    it is DeepSeek-V3's layout and counts as a deepseek_v3 config of the same fields does, its family keeps its type."""
+    k2 = {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+          "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 64,
+          "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+          "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 384, "n_shared_experts": 1,
+          "num_experts_per_tok": 8, "first_k_dense_replace": 1, "vocab_size": 163840, "max_position_embeddings": 131072,
+          "tie_word_embeddings": False, "num_nextn_predict_layers": 0,
+          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(k2))
+    record = model_from_config_file(path)
+    same = model_from_config({**k2, "model_type": "deepseek_v3"})
+    assert record["family"] == "custom-kimi_k2" and record["params"] == same["params"] == 1_026_408_232_448
+    assert abs(record["params"] / 1e12 - 1.03) < 0.01 and record["kv_lora_rank"] == 512
+    assert record["stored_precision"] == "fp8"
+    # served as DeepSeek-V3 is: its latent whole on each of 8 GPUs (61 x 576 x 2 bytes a token)
+    code, out, err = run_cli("serve", "--model-config", str(path), "--gpu", "h200-sxm-141gb", "--gpus", "16",
+                             "--engine", "vllm", "--max-model-len", "32768", "--json")
+    assert code == 0, err
+    assert json.loads(out)["kv_bytes_per_token"] == 61 * 576 * 2
