@@ -78,7 +78,11 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              # llama.cpp's phi3 (Phi-3, Phi-4: attn_qkv and a gate+up ffn_up fused, the same weights) and smollm3
              "phi3": "phi3", "smollm3": "smollm3",
              # llama.cpp's gpt-oss (ggml-org/gpt-oss-20b-GGUF, -120b): experts of feed_forward_length each
-             "gpt-oss": "gpt_oss"}
+             "gpt-oss": "gpt_oss",
+             # Qwen3-VL's language model (Qwen/Qwen3-VL-8B-Instruct-GGUF, its mmproj a second file): Qwen3's layout and
+             # tensors (llama.cpp src/models/qwen3vl.cpp: q/k norms, a dense SwiGLU; its extra keys rope.dimension_sections
+             # and n_deepstack_layers add no weights: the deepstack mergers are in the mmproj); qwen3vlmoe Qwen3-MoE's
+             "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # A sharded safetensors checkpoint's file names: huggingface_hub serialization/_base.py

@@ -16,7 +16,7 @@ from catalog.checkpoints import model_from_files
 from catalog.user import model_from_config, model_from_config_file
 from engine import serving as S
 from tests.clirun import run_cli
-from tests.test_checkpoints import write_safetensors
+from tests.test_checkpoints import F, H, HEADS, L, llama_tensors, write_gguf, write_safetensors
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +134,23 @@ def test_kimi_k2_is_read_as_the_deepseek_v3_layout(tmp_path):
                              "--engine", "vllm", "--max-model-len", "32768", "--json")
     assert code == 0, err
     assert json.loads(out)["kv_bytes_per_token"] == 61 * 576 * 2
+
+
+def test_a_qwen3_vl_gguf_with_its_mmproj_is_read_as_qwen3(tmp_path):
+    """Qwen/Qwen3-VL-8B-Instruct-GGUF: general.architecture qwen3vl, Qwen3's tensors (q/k norms, a dense SwiGLU) and two
+    keys that add no weights (rope.dimension_sections, n_deepstack_layers: its deepstack mergers are in the mmproj), beside
+    mmproj-Qwen3VL-8B-Instruct-F16.gguf. It was refused ("general.architecture 'qwen3vl' is not read"); its language model
+    counts as the Qwen3 file of the same tensors does, the mmproj as vision_params."""
+    tensors = [(n, s) for n, s in llama_tensors()]
+    for i in range(L):
+        tensors += [(f"blk.{i}.attn_q_norm.weight", (H // HEADS,)), (f"blk.{i}.attn_k_norm.weight", (H // HEADS,))]
+    extra = {"qwen3vl.n_deepstack_layers": 3, "qwen3vl.attention.key_length": H // HEADS}
+    vl = write_gguf(tmp_path / "Qwen3VL-Q8_0.gguf", arch="qwen3vl", extra=extra, tensors=tensors)
+    text = write_gguf(tmp_path / "Qwen3-Q8_0.gguf", arch="qwen3", extra={"qwen3.attention.key_length": H // HEADS},
+                      tensors=tensors)
+    mmproj = write_gguf(tmp_path / "mmproj-F16.gguf", arch="clip", tensors=[("v.blk.0.ffn_up.weight", (F, H)), ("mm.0.weight", (H, H))])
+    record, info = model_from_files([vl, mmproj])
+    same, _ = model_from_files([text])
+    assert record["params"] == same["params"] == info["params_stored"] and info["weights_source"] == "header"
+    assert record["qk_norm"] and record["family"] == "custom-qwen3"
+    assert record["vision_params"] == F * H + H * H
