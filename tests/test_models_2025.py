@@ -154,3 +154,66 @@ def test_a_qwen3_vl_gguf_with_its_mmproj_is_read_as_qwen3(tmp_path):
     assert record["params"] == same["params"] == info["params_stored"] and info["weights_source"] == "header"
     assert record["qk_norm"] and record["family"] == "custom-qwen3"
     assert record["vision_params"] == F * H + H * H
+
+
+def glm_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]]:
+    """(name, shape) as zai-org/GLM-4.5-Air's safetensors name them: grouped-query attention with q/k/v biases (and
+    q_norm / k_norm where use_qk_norm), DeepSeek-V3's experts (dense first layers, a router with its
+    e_score_correction_bias, routed and shared experts), the multi-token-prediction layer numbered num_hidden_layers."""
+    h, v, heads, kvh, d = c["hidden_size"], c["vocab_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    out = [("model.embed_tokens.weight", [v, h])]
+
+    def layer(i):
+        p = f"model.layers.{i}."
+        rows = [(p + "input_layernorm.weight", [h]), (p + "post_attention_layernorm.weight", [h]),
+                (p + "self_attn.q_proj.weight", [heads * d, h]), (p + "self_attn.q_proj.bias", [heads * d]),
+                (p + "self_attn.k_proj.weight", [kvh * d, h]), (p + "self_attn.k_proj.bias", [kvh * d]),
+                (p + "self_attn.v_proj.weight", [kvh * d, h]), (p + "self_attn.v_proj.bias", [kvh * d]),
+                (p + "self_attn.o_proj.weight", [h, heads * d])]
+        if c.get("use_qk_norm"):
+            rows += [(p + "self_attn.q_norm.weight", [d]), (p + "self_attn.k_norm.weight", [d])]
+        mlps = [("mlp.", c["intermediate_size"])] if i < c["first_k_dense_replace"] else \
+            [(f"mlp.experts.{e}.", c["moe_intermediate_size"]) for e in range(c["n_routed_experts"])] + \
+            [("mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])]
+        for q, f in mlps:
+            rows += [(p + q + "gate_proj.weight", [f, h]), (p + q + "up_proj.weight", [f, h]), (p + q + "down_proj.weight", [h, f])]
+        if i >= c["first_k_dense_replace"]:
+            rows += [(p + "mlp.gate.weight", [c["n_routed_experts"], h]), (p + "mlp.gate.e_score_correction_bias", [c["n_routed_experts"]])]
+        return rows
+
+    for i in range(c["num_hidden_layers"]):
+        out += layer(i)
+    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
+    for i in range(c["num_hidden_layers"], c["num_hidden_layers"] + mtp_layers):
+        p = f"model.layers.{i}."
+        out += [(p + "embed_tokens.weight", [v, h]), (p + "enorm.weight", [h]), (p + "hnorm.weight", [h]),
+                (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
+        out += layer(i)
+    return out
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_a_glm_4_5_checkpoint_is_read_with_its_biases_experts_and_mtp_layer(tmp_path, qk_norm):
+    """GLM-4.5-Air (zai-org/GLM-4.5-Air, model_type glm4_moe: 46 layers, 128 experts of 1,408 and one shared, the first
+    layer dense, q/k/v biases, 106B in total and 12B active by its model card) was refused ("'glm4_moe' is not
+    supported"). Its config counts as its tensors do (the MTP layer named, not counted); the full-size configs give
+    106,852,251,264 (Air) and 352,797,829,024 (GLM-4.5, use_qk_norm, 160 experts: 355B by its card), each plus its MTP
+    layer the Hub's totals of 110.5B and 358.3B."""
+    c = dict(model_type="glm4_moe", hidden_size=64, intermediate_size=160, moe_intermediate_size=32, num_hidden_layers=3,
+             num_attention_heads=8, num_key_value_heads=2, head_dim=16, n_routed_experts=4, n_shared_experts=1,
+             num_experts_per_tok=2, first_k_dense_replace=1, vocab_size=96, max_position_embeddings=512,
+             attention_bias=True, use_qk_norm=qk_norm, partial_rotary_factor=0.5, num_nextn_predict_layers=1,
+             tie_word_embeddings=False)
+    write_checkpoint(tmp_path / "glm", c, glm_tensors(c, mtp_layers=1))
+    record, info = model_from_files(tmp_path / "glm")
+    assert record["params"] == info["params_stored"] == sum(math.prod(s) for _n, s in glm_tensors(c))
+    assert info["weights_source"] == "header" and record["qkv_bias"] and bool(record["qk_norm"]) == qk_norm
+    assert record["family"] == "custom-glm4_moe" and record["first_dense_layers"] == 1
+    assert any(n.startswith("multi-token-prediction layer (layers from 3 on)") for n in info["notes"])
+    air = dict(c, hidden_size=4096, intermediate_size=10944, moe_intermediate_size=1408, num_hidden_layers=46,
+               num_attention_heads=96, num_key_value_heads=8, head_dim=128, n_routed_experts=128, num_experts_per_tok=8,
+               vocab_size=151552, max_position_embeddings=131072, use_qk_norm=False)
+    assert model_from_config(air)["params"] == 106_852_251_264
+    full = dict(air, hidden_size=5120, intermediate_size=12288, moe_intermediate_size=1536, num_hidden_layers=92,
+                n_routed_experts=160, first_k_dense_replace=3, use_qk_norm=True)
+    assert model_from_config(full)["params"] == 352_797_829_024
