@@ -598,6 +598,8 @@ def _from_gguf(paths: list[Path], model_id):
     vision_rows = [r for _p, rs in projectors for reader in rs for r in _gguf_rows(reader)]
     info = _info("gguf", [str(p) for p in parts] + [str(p) for ps, _r in projectors for p in ps], record, _tally(rows),
                  _tally(vision_rows))
+    if projectors:  # the mmproj file(s), apart from the model's parts (serve's llama-server --mmproj names them)
+        info["projector_files"] = [str(p) for ps, _r in projectors for p in ps]
     file_type = _field(readers[0], "general.file_type")
     if isinstance(file_type, int):
         info["file_type"] = file_type

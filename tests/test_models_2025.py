@@ -217,3 +217,29 @@ def test_a_glm_4_5_checkpoint_is_read_with_its_biases_experts_and_mtp_layer(tmp_
     full = dict(air, hidden_size=5120, intermediate_size=12288, moe_intermediate_size=1536, num_hidden_layers=92,
                 n_routed_experts=160, first_k_dense_replace=3, use_qk_norm=True)
     assert model_from_config(full)["params"] == 352_797_829_024
+
+
+def test_the_serve_command_names_the_files_the_model_was_read_from(tmp_path):
+    """`serve --model-file Qwen3VL-8B-Instruct-Q4_K_M.gguf --model-file mmproj-....gguf` printed
+    `llama-server -m qwen3-vl-8b-instruct-Q4_K_M.gguf --mmproj mmproj-qwen3-vl-8b-instruct-f16.gguf`: the names a
+    catalog model's download would have, not the user's files, so the line did not run. It names the files now (and a
+    --draft-model GGUF for -md, a safetensors folder for vLLM / SGLang); another --precision is another file and keeps
+    the placeholder."""
+    folder = tmp_path / "my models"
+    folder.mkdir()
+    model = write_gguf(folder / "Tiny-Q8_0.gguf")
+    mmproj = write_gguf(folder / "mmproj-Tiny-F16.gguf", arch="clip", tensors=[("v.blk.0.ffn_up.weight", (F, H))])
+    draft = write_gguf(folder / "Draft-Q8_0.gguf")
+
+    def command(*args):
+        code, out, err = run_cli("serve", *args, "--gpu", "h100-sxm-80gb", "--max-model-len", "256", "--json")
+        assert code == 0, err
+        return json.loads(out)["command"]
+
+    line = command("--model-file", model, "--model-file", mmproj, "--engine", "llama.cpp", "--draft-model", draft)
+    assert f"-m '{model}' --mmproj '{mmproj}' " in line and f" -md '{draft}' " in line
+    assert f"FROM {model}' > Modelfile" in command("--model-file", model, "--engine", "ollama")
+    assert "-m tiny-llama-Q4_K_M.gguf " in command("--model-file", model, "--engine", "llama.cpp", "--precision", "q4_k_m")
+    write_checkpoint(folder / "ds", {"model_type": "deepseek_v3", **DS}, deepseek_tensors(DS))
+    for engine, flag in (("vllm", "vllm serve"), ("sglang", "--model-path")):
+        assert f"{flag} '{folder / 'ds'}' " in command("--model-file", folder / "ds", "--engine", engine)
