@@ -82,7 +82,17 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              # Qwen3-VL's language model (Qwen/Qwen3-VL-8B-Instruct-GGUF, its mmproj a second file): Qwen3's layout and
              # tensors (llama.cpp src/models/qwen3vl.cpp: q/k norms, a dense SwiGLU; its extra keys rope.dimension_sections
              # and n_deepstack_layers add no weights: the deepstack mergers are in the mmproj); qwen3vlmoe Qwen3-MoE's
-             "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe"}
+             "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe",
+             # DeepSeek-V3 / V3.1 / R1 and Kimi K2 (unsloth's and bartowski's GGUFs): MLA and DeepSeek-V3's experts
+             "deepseek2": "deepseek_v3"}
+# deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model
+# set_gguf_parameters). A file converted since llama.cpp's MLA change (PR #12801, 2025-04) stores kv_b_proj split into
+# attn_k_b and attn_v_b (the same weights), head_count_kv 1 and key/value_length the latent's (576 / 512), with the heads'
+# own widths in key_length_mla / value_length_mla; an older one head_count_kv = head_count and key/value_length the heads'.
+DEEPSEEK2_KEYS = {"kv_lora_rank": "attention.kv_lora_rank", "q_lora_rank": "attention.q_lora_rank",
+                  "qk_rope_head_dim": "rope.dimension_count", "n_routed_experts": "expert_count",
+                  "n_shared_experts": "expert_shared_count", "first_k_dense_replace": "leading_dense_block_count",
+                  "moe_intermediate_size": "expert_feed_forward_length", "num_experts_per_tok": "expert_used_count"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # A sharded safetensors checkpoint's file names: huggingface_hub serialization/_base.py
@@ -547,7 +557,22 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
     cfg["tie_word_embeddings"] = "output.weight" not in names
     if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
         cfg["attention_bias"] = True  # refused by name (the engine does not count it)
-    if cfg.get("num_experts"):
+    if model_type == "deepseek_v3":
+        for key, suffix in DEEPSEEK2_KEYS.items():
+            value = _whole_field(reader, f"{arch}.{suffix}", file)
+            if value is not None:
+                cfg[key] = value
+        key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
+        value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \
+            _whole_field(reader, f"{arch}.attention.value_length", file)
+        if key_len is None or value_len is None or "qk_rope_head_dim" not in cfg or key_len <= cfg["qk_rope_head_dim"]:
+            raise _fail(file, f"has no {arch}.attention.key_length(_mla), value_length(_mla) and rope.dimension_count "
+                              "giving the MLA heads' widths")
+        cfg.update(qk_nope_head_dim=key_len - cfg["qk_rope_head_dim"], v_head_dim=value_len)
+        cfg["num_key_value_heads"] = cfg["num_attention_heads"]  # (MLA: the config's, whatever the file's cache layout)
+        cfg.pop("head_dim", None)
+        cfg.pop("num_experts", None)
+    elif cfg.get("num_experts"):
         if model_type == "llama":
             cfg["model_type"] = "mixtral"
             cfg["num_local_experts"] = cfg.pop("num_experts")

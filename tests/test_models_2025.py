@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 
+import gguf
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -86,6 +88,20 @@ def deepseek_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]
                 (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
         out += layer(i)
     return out
+
+
+def write_f16_gguf(path, arch: str, meta: dict, tensors):
+    """A GGUF of `arch` with these whole-number metadata keys: 1-D tensors F32, the others F16 (torch's (rows, columns))."""
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in meta.items():
+        w.add_uint32(key, value)
+    for name, shape in tensors:
+        w.add_tensor(name, np.zeros(shape, np.float32 if len(shape) == 1 else np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
 
 
 def write_checkpoint(folder, cfg: dict, tensors) -> None:
@@ -243,3 +259,55 @@ def test_the_serve_command_names_the_files_the_model_was_read_from(tmp_path):
     write_checkpoint(folder / "ds", {"model_type": "deepseek_v3", **DS}, deepseek_tensors(DS))
     for engine, flag in (("vllm", "vllm serve"), ("sglang", "--model-path")):
         assert f"{flag} '{folder / 'ds'}' " in command("--model-file", folder / "ds", "--engine", engine)
+
+
+@pytest.mark.parametrize("mla_layout", [True, False])
+def test_a_deepseek2_gguf_is_read_as_deepseek_v3(tmp_path, mla_layout):
+    """DeepSeek-V3 / V3.1 / R1 and Kimi K2 GGUFs (general.architecture deepseek2, unsloth's and bartowski's) were refused
+    ("general.architecture 'deepseek2' is not read"). Their metadata maps onto DeepseekV3Config's fields: q/kv_lora_rank,
+    rope.dimension_count (qk_rope_head_dim), expert_count / expert_shared_count / leading_dense_block_count /
+    expert_feed_forward_length; the heads' widths from key/value_length_mla where llama.cpp's MLA conversion (2025-04)
+    wrote the latent's 576 / 512 into key/value_length and head_count_kv 1, and kv_b_proj split into attn_k_b and
+    attn_v_b. Either layout counts as the safetensors checkpoint's config does, the KV cache is the latent."""
+    c, a = DS, "deepseek2"
+    heads, nope, rope, vd, kl = (c[k] for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim",
+                                                "v_head_dim", "kv_lora_rank"))
+    h, ql = c["hidden_size"], c["q_lora_rank"]
+    meta = {f"{a}.attention.q_lora_rank": ql, f"{a}.attention.kv_lora_rank": kl, f"{a}.rope.dimension_count": rope,
+            f"{a}.expert_count": c["n_routed_experts"], f"{a}.expert_shared_count": c["n_shared_experts"],
+            f"{a}.expert_used_count": c["num_experts_per_tok"], f"{a}.leading_dense_block_count": c["first_k_dense_replace"],
+            f"{a}.expert_feed_forward_length": c["moe_intermediate_size"]}
+    if mla_layout:
+        meta |= {f"{a}.attention.key_length": kl + rope, f"{a}.attention.value_length": kl,
+                 f"{a}.attention.key_length_mla": nope + rope, f"{a}.attention.value_length_mla": vd}
+    else:
+        meta |= {f"{a}.attention.key_length": nope + rope, f"{a}.attention.value_length": vd}
+    e, mf, f = c["n_routed_experts"], c["moe_intermediate_size"], c["intermediate_size"]
+    tensors = [("token_embd.weight", (c["vocab_size"], h))]
+    for i in range(c["num_hidden_layers"]):
+        p = f"blk.{i}."
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "attn_q_a_norm.weight", (ql,)), (p + "attn_kv_a_norm.weight", (kl,)),
+                    (p + "ffn_norm.weight", (h,)), (p + "attn_q_a.weight", (ql, h)), (p + "attn_q_b.weight", (heads * (nope + rope), ql)),
+                    (p + "attn_kv_a_mqa.weight", (kl + rope, h)), (p + "attn_output.weight", (h, heads * vd))]
+        tensors += [(p + "attn_k_b.weight", (heads * kl, nope)), (p + "attn_v_b.weight", (heads * vd, kl))] if mla_layout \
+            else [(p + "attn_kv_b.weight", (heads * (nope + vd), kl))]
+        if i < c["first_k_dense_replace"]:
+            tensors += [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
+        else:
+            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
+                        (p + "ffn_gate_exps.weight", (e * mf, h)), (p + "ffn_up_exps.weight", (e * mf, h)),
+                        (p + "ffn_down_exps.weight", (e * h, mf)), (p + "ffn_gate_shexp.weight", (mf, h)),
+                        (p + "ffn_up_shexp.weight", (mf, h)), (p + "ffn_down_shexp.weight", (h, mf))]
+    tensors += [("output_norm.weight", (h,)), ("output.weight", (c["vocab_size"], h))]
+    meta |= {f"{a}.block_count": c["num_hidden_layers"], f"{a}.embedding_length": h, f"{a}.feed_forward_length": f,
+             f"{a}.attention.head_count": heads, f"{a}.attention.head_count_kv": 1 if mla_layout else heads,
+             f"{a}.context_length": c["max_position_embeddings"], f"{a}.vocab_size": c["vocab_size"], "general.file_type": 1}
+    path = write_f16_gguf(tmp_path / "DeepSeek-F16.gguf", a, meta, tensors)
+    record, info = model_from_files([path])
+    same = model_from_config({"model_type": "deepseek_v3", **DS})
+    assert record["params"] == same["params"] == info["params_stored"] and info["weights_source"] == "header"
+    assert (record["kv_lora_rank"], record["qk_nope_head_dim"], record["v_head_dim"], record["num_kv_heads"]) == (kl, nope, vd, heads)
+    code, out, err = run_cli("estimate", "--model-file", path, "--gpu", "h100-sxm-80gb", "--task", "infer", "--seq", "256",
+                             "--precision", "q8_0", "--json")  # (a GGUF type: llama.cpp's cache, the latent in f16)
+    assert code == 0, err
+    assert json.loads(out)["kv_cache_bytes"] == 256 * c["num_hidden_layers"] * (kl + rope) * 2
