@@ -94,6 +94,11 @@ DEEPSEEK2_KEYS = {"kv_lora_rank": "attention.kv_lora_rank", "q_lora_rank": "atte
                   "n_shared_experts": "expert_shared_count", "first_k_dense_replace": "leading_dense_block_count",
                   "moe_intermediate_size": "expert_feed_forward_length", "num_experts_per_tok": "expert_used_count"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
+# A quantized checkpoint's scales beside its weights: FP8 block scales (DeepSeek-V3's and Kimi K2's
+# `weight_scale_inv`, transformers' FineGrainedFP8 / vLLM's Fp8LinearMethod), per-tensor or per-row ones (fbgemm_fp8's and
+# compressed-tensors' `weight_scale`, `input_scale`), ModelOpt NVFP4's `weight_scale_2`: loaded, so in the bytes, but not
+# parameters (transformers registers them as such only to load them; the config's count has none)
+SCALE_RE = re.compile(r"\.(weight_scale_inv|weight_scale|weight_scale_2|input_scale|input_scale_inv)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # A sharded safetensors checkpoint's file names: huggingface_hub serialization/_base.py
 # split_state_dict_into_shards_factory formats "model{suffix}.safetensors" with suffix "-{i:05d}-of-{n:05d}"
@@ -243,15 +248,18 @@ def _safetensors_files(path: Path) -> list[Path]:
 
 
 def _tally(tensors) -> dict:
-    """{'params', 'bytes', 'tensors', 'dtypes': {type: {tensors, params, bytes}}, 'buffer_bytes'} of
+    """{'params', 'bytes', 'tensors', 'dtypes': {type: {tensors, params, bytes}}, 'buffer_bytes', 'scale_bytes'} of
     (name, type, elements, bytes) rows. Buffers that are not parameters (llama.cpp's rope_freqs,
-    an old checkpoint's rotary inv_freq) count in the bytes, not in the parameters."""
-    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}, "buffer_bytes": 0}
+    an old checkpoint's rotary inv_freq) and quantization scales (SCALE_RE) count in the bytes, not in the parameters."""
+    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}, "buffer_bytes": 0, "scale_bytes": 0}
     for name, dtype, elements, nbytes in tensors:
         out["bytes"] += int(nbytes)
         out["tensors"] += 1
         if BUFFER_RE.search(name):
             out["buffer_bytes"] += int(nbytes)
+            continue
+        if SCALE_RE.search(name):
+            out["scale_bytes"] += int(nbytes)
             continue
         d = out["dtypes"].setdefault(dtype, {"tensors": 0, "params": 0, "bytes": 0})
         d["tensors"] += 1
@@ -327,7 +335,7 @@ def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensor
     quant_precision = quant_precision_of(quant)
     if quant_precision:
         info["precision"] = quant_precision
-    if packed or quant:
+    if packed or (quant and stored["params"] != record["params"]):  # (FP8's e4m3 weights, scales apart, are parameters)
         info["weights_source"] = "config"
         info["notes"] = [n for n in info["notes"] if not n.startswith("the tensors hold")]
         info["notes"].append(f"packed quantized tensors ({', '.join(sorted(packed)) or 'quantization_config'}): element "
@@ -673,6 +681,7 @@ def _info(fmt, files, record, stored, vision) -> dict:
         "tensors": stored["tensors"],
         "dtypes": stored["dtypes"],
         "buffer_bytes": stored["buffer_bytes"],
+        "scale_bytes": stored["scale_bytes"],
         "vision_params": vision["params"],
         "vision_weights_bytes": vision["bytes"],
         "weights_source": "header",

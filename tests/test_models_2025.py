@@ -19,6 +19,7 @@ from catalog.user import model_from_config, model_from_config_file
 from engine import serving as S
 from tests.clirun import run_cli
 from tests.test_checkpoints import F, H, HEADS, L, llama_tensors, write_gguf, write_safetensors
+from tests.test_checkpoints import _write_mixed_safetensors as write_mixed_safetensors
 
 
 @pytest.fixture(scope="module")
@@ -311,3 +312,29 @@ def test_a_deepseek2_gguf_is_read_as_deepseek_v3(tmp_path, mla_layout):
                              "--precision", "q8_0", "--json")  # (a GGUF type: llama.cpp's cache, the latent in f16)
     assert code == 0, err
     assert json.loads(out)["kv_cache_bytes"] == 256 * c["num_hidden_layers"] * (kl + rope) * 2
+
+
+def test_an_fp8_block_checkpoint_counts_its_e4m3_weights_and_not_their_scales(tmp_path):
+    """DeepSeek-V3.1's and Kimi K2's FP8 checkpoints store each linear weight in e4m3 beside an F32 `weight_scale_inv` of
+    one value per 128 x 128 block (quantization_config fp8, weight_block_size [128, 128]). The e4m3 elements are the
+    parameters; the scales are not (DeepSeek-V3.1: 40,838,232 of them, 163 MB). They were counted, so the stored count
+    disagreed with the config's and the note called the tensors 'packed' ('element counts are not parameters'); now the
+    parameters agree (weights_source header), the scales' bytes are in the stored bytes and in scale_bytes."""
+    quant = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    folder = tmp_path / "fp8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", **DS, "quantization_config": quant}))
+    rows, scales = [], 0
+    for name, shape in deepseek_tensors(DS):
+        if len(shape) == 2 and "embed" not in name and "lm_head" not in name and ".mlp.gate." not in name:
+            scale = [-(-shape[0] // 128), -(-shape[1] // 128)]
+            rows += [(name, shape, "F8_E4M3", 1), (name + "_scale_inv", scale, "F32", 4)]
+            scales += 4 * math.prod(scale)
+        else:
+            rows.append((name, shape, "BF16", 2))
+    stored = write_mixed_safetensors(folder / "model.safetensors", rows)
+    record, info = model_from_files(folder)
+    assert info["params_stored"] == record["params"] == sum(math.prod(s) for _n, s in deepseek_tensors(DS))
+    assert info["weights_source"] == "header" and info["precision"] == "fp8"
+    assert info["weights_bytes_stored"] == stored and info["scale_bytes"] == scales > 0
+    assert not any("packed" in n for n in info["notes"])
