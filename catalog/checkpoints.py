@@ -84,15 +84,19 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              # and n_deepstack_layers add no weights: the deepstack mergers are in the mmproj); qwen3vlmoe Qwen3-MoE's
              "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe",
              # DeepSeek-V3 / V3.1 / R1 and Kimi K2 (unsloth's and bartowski's GGUFs): MLA and DeepSeek-V3's experts
-             "deepseek2": "deepseek_v3"}
+             "deepseek2": "deepseek_v3",
+             # GLM-4.5 / 4.5-Air / 4.6 (convert_hf_to_gguf.py Glm4MoeModel): block_count counts the multi-token-prediction
+             # layer too (num_hidden_layers + nextn_predict_layers, its blk.N.nextn.* tensors), which is named, not counted
+             "glm4moe": "glm4_moe"}
 # deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model
 # set_gguf_parameters). A file converted since llama.cpp's MLA change (PR #12801, 2025-04) stores kv_b_proj split into
 # attn_k_b and attn_v_b (the same weights), head_count_kv 1 and key/value_length the latent's (576 / 512), with the heads'
 # own widths in key_length_mla / value_length_mla; an older one head_count_kv = head_count and key/value_length the heads'.
-DEEPSEEK2_KEYS = {"kv_lora_rank": "attention.kv_lora_rank", "q_lora_rank": "attention.q_lora_rank",
-                  "qk_rope_head_dim": "rope.dimension_count", "n_routed_experts": "expert_count",
-                  "n_shared_experts": "expert_shared_count", "first_k_dense_replace": "leading_dense_block_count",
-                  "moe_intermediate_size": "expert_feed_forward_length", "num_experts_per_tok": "expert_used_count"}
+# (glm4moe's experts take the same keys; its MLA ones are absent, its rope.dimension_count the partial rotary's)
+MOE_KEYS_GGUF = {"kv_lora_rank": "attention.kv_lora_rank", "q_lora_rank": "attention.q_lora_rank",
+                 "qk_rope_head_dim": "rope.dimension_count", "n_routed_experts": "expert_count",
+                 "n_shared_experts": "expert_shared_count", "first_k_dense_replace": "leading_dense_block_count",
+                 "moe_intermediate_size": "expert_feed_forward_length", "num_experts_per_tok": "expert_used_count"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
 # A quantized checkpoint's scales beside its weights: FP8 block scales (DeepSeek-V3's and Kimi K2's
 # `weight_scale_inv`, transformers' FineGrainedFP8 / vLLM's Fp8LinearMethod), per-tensor or per-row ones (fbgemm_fp8's and
@@ -116,6 +120,7 @@ VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_pro
 # modeling_deepseek_v3.py), vLLM and SGLang load them only as a speculative draft (vLLM models/deepseek_v2.py
 # load_weights skips `get_spec_layer_idx_from_weight_name`: a layer from num_hidden_layers on)
 MTP_RE = re.compile(r"^(model\.)?(language_model\.)?mtp\.")
+GGUF_LAYER_RE = re.compile(r"^blk\.(?P<layer>\d+)\.")
 LAYER_RE = re.compile(r"^(model\.)?(language_model\.)?(model\.)?layers\.(?P<layer>\d+)\.")
 
 
@@ -565,11 +570,23 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
     cfg["tie_word_embeddings"] = "output.weight" not in names
     if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
         cfg["attention_bias"] = True  # refused by name (the engine does not count it)
-    if model_type == "deepseek_v3":
-        for key, suffix in DEEPSEEK2_KEYS.items():
+    if model_type in ("deepseek_v3", "glm4_moe"):
+        for key, suffix in MOE_KEYS_GGUF.items():
             value = _whole_field(reader, f"{arch}.{suffix}", file)
             if value is not None:
                 cfg[key] = value
+    if model_type == "glm4_moe":
+        nextn = _whole_field(reader, f"{arch}.nextn_predict_layers", file) or 0
+        if nextn >= cfg["num_hidden_layers"]:
+            raise _fail(file, f"{arch}.nextn_predict_layers is {nextn}; accepted: fewer than block_count "
+                              f"({cfg['num_hidden_layers']})")
+        cfg["num_hidden_layers"] -= nextn
+        layer0 = {t.name for t in tensors if t.name.startswith("blk.0.")}
+        cfg["attention_bias"] = "blk.0.attn_q.bias" in layer0  # Glm4MoeAttention: q/k/v biases where attention_bias
+        cfg["use_qk_norm"] = "blk.0.attn_q_norm.weight" in layer0
+        for key in ("num_experts", "rope.dimension_count", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank"):
+            cfg.pop(key, None)
+    elif model_type == "deepseek_v3":
         key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
         value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \
             _whole_field(reader, f"{arch}.attention.value_length", file)
@@ -628,9 +645,16 @@ def _from_gguf(paths: list[Path], model_id):
     record["notes"] = record["notes"].replace("From a Hugging Face config.json", "From a GGUF file's metadata").replace(
         "Release date unknown (a config.json has none).", "Release date unknown.")
     rows = [r for reader in readers for r in _gguf_rows(reader)]
+    mtp_rows = [r for r in rows if (m := GGUF_LAYER_RE.match(r[0])) and int(m["layer"]) >= record["num_layers"]]
+    rows = [r for r in rows if r not in mtp_rows] if mtp_rows else rows
     vision_rows = [r for _p, rs in projectors for reader in rs for r in _gguf_rows(reader)]
     info = _info("gguf", [str(p) for p in parts] + [str(p) for ps, _r in projectors for p in ps], record, _tally(rows),
                  _tally(vision_rows))
+    if mtp_rows:  # GLM-4.5's nextn layer (llama.cpp keeps it in the file, for speculative decoding)
+        mtp = _tally(mtp_rows)
+        info["notes"].append(f"multi-token-prediction layer (blk.{record['num_layers']} on): {mtp['params']:,} parameters, "
+                             f"{mtp['bytes']:,} bytes, not counted (llama.cpp does not run it; vLLM and SGLang only as a "
+                             "speculative draft)")
     if projectors:  # the mmproj file(s), apart from the model's parts (serve's llama-server --mmproj names them)
         info["projector_files"] = [str(p) for ps, _r in projectors for p in ps]
     file_type = _field(readers[0], "general.file_type")

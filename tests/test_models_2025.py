@@ -338,3 +338,49 @@ def test_an_fp8_block_checkpoint_counts_its_e4m3_weights_and_not_their_scales(tm
     assert info["weights_source"] == "header" and info["precision"] == "fp8"
     assert info["weights_bytes_stored"] == stored and info["scale_bytes"] == scales > 0
     assert not any("packed" in n for n in info["notes"])
+
+
+def test_a_glm_4_5_gguf_counts_its_layers_without_the_nextn_layer(tmp_path):
+    """llama.cpp's GLM-4.5 / 4.5-Air GGUFs (general.architecture glm4moe) were refused. Their block_count counts the
+    multi-token-prediction layer too (convert_hf_to_gguf.py Glm4MoeModel: num_hidden_layers + nextn_predict_layers, its
+    blk.N.nextn.* tensors beside a whole layer's), which llama.cpp loads with TENSOR_SKIP: the model is the layers before
+    it, q/k/v biases and q/k norms as the file's tensors say, and counts as its config.json does."""
+    c = dict(model_type="glm4_moe", hidden_size=64, intermediate_size=160, moe_intermediate_size=32, num_hidden_layers=3,
+             num_attention_heads=8, num_key_value_heads=2, head_dim=16, n_routed_experts=4, n_shared_experts=1,
+             num_experts_per_tok=2, first_k_dense_replace=1, vocab_size=96, max_position_embeddings=512,
+             attention_bias=True, use_qk_norm=True, tie_word_embeddings=False)
+    h, d, v, e, mf, f = 64, 16, 96, 4, 32, 160
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm", "q_proj": "attn_q",
+             "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output", "q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
+    tensors = [("token_embd.weight", (v, h))]
+    for i in range(c["num_hidden_layers"] + 1):  # the last one is the nextn layer
+        p = f"blk.{i}."
+        for hf_name, shape in glm_tensors(c):
+            prefix = f"model.layers.{i}.self_attn."
+            if hf_name.startswith(prefix) or hf_name.startswith(f"model.layers.{i}.input") or \
+                    hf_name.startswith(f"model.layers.{i}.post"):
+                stem, kind = hf_name.split(".")[-2], hf_name.split(".")[-1]
+                tensors.append((p + names[stem] + "." + kind, tuple(shape)))
+        if i < c["first_k_dense_replace"]:
+            tensors += [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
+        else:
+            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
+                        (p + "ffn_gate_exps.weight", (e * mf, h)), (p + "ffn_up_exps.weight", (e * mf, h)),
+                        (p + "ffn_down_exps.weight", (e * h, mf)), (p + "ffn_gate_shexp.weight", (mf, h)),
+                        (p + "ffn_up_shexp.weight", (mf, h)), (p + "ffn_down_shexp.weight", (h, mf))]
+    nextn = [(f"blk.3.nextn.{n}", s) for n, s in (("eh_proj.weight", (h, 2 * h)), ("embed_tokens.weight", (v, h)),
+                                                  ("enorm.weight", (h,)), ("hnorm.weight", (h,)),
+                                                  ("shared_head_head.weight", (v, h)), ("shared_head_norm.weight", (h,)))]
+    tensors += nextn + [("output_norm.weight", (h,)), ("output.weight", (v, h))]
+    a = "glm4moe"
+    meta = {f"{a}.block_count": 4, f"{a}.nextn_predict_layers": 1, f"{a}.embedding_length": h, f"{a}.feed_forward_length": f,
+            f"{a}.attention.head_count": 8, f"{a}.attention.head_count_kv": 2, f"{a}.attention.key_length": d,
+            f"{a}.rope.dimension_count": d // 2, f"{a}.expert_count": e, f"{a}.expert_used_count": 2,
+            f"{a}.expert_shared_count": 1, f"{a}.leading_dense_block_count": 1, f"{a}.expert_feed_forward_length": mf,
+            f"{a}.context_length": 512, f"{a}.vocab_size": v, "general.file_type": 1}
+    record, info = model_from_files([write_f16_gguf(tmp_path / "GLM-F16.gguf", a, meta, tensors)])
+    assert record["params"] == model_from_config(c)["params"] == info["params_stored"] == \
+        sum(math.prod(s) for _n, s in glm_tensors(c)) and info["weights_source"] == "header"
+    assert record["num_layers"] == 3 and record["qkv_bias"] and record["qk_norm"] and record["family"] == "custom-glm4_moe"
+    layer3 = sum(math.prod(s) for n, s in tensors if n.startswith("blk.3."))
+    assert any(f"multi-token-prediction layer (blk.3 on): {layer3:,} parameters" in n for n in info["notes"])
