@@ -87,7 +87,12 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              "deepseek2": "deepseek_v3",
              # GLM-4.5 / 4.5-Air / 4.6 (convert_hf_to_gguf.py Glm4MoeModel): block_count counts the multi-token-prediction
              # layer too (num_hidden_layers + nextn_predict_layers, its blk.N.nextn.* tensors), which is named, not counted
-             "glm4moe": "glm4_moe"}
+             "glm4moe": "glm4_moe",
+             # Llama 4 Scout / Maverick's language model (its vision tower an mmproj file): llama.cpp's llama4 has no
+             # chunk-size key; it sets chunked attention over 8,192 tokens on 3 of every 4 layers unless
+             # attention.sliding_window is 0 (src/llama-model.cpp LLM_ARCH_LLAMA4: n_swa = 8192, set_swa_pattern(4))
+             "llama4": "llama4_text"}
+LLAMA4_GGUF_CHUNK = 8192
 # deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model
 # set_gguf_parameters). A file converted since llama.cpp's MLA change (PR #12801, 2025-04) stores kv_b_proj split into
 # attn_k_b and attn_v_b (the same weights), head_count_kv 1 and key/value_length the latent's (576 / 512), with the heads'
@@ -586,6 +591,17 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         cfg["use_qk_norm"] = "blk.0.attn_q_norm.weight" in layer0
         for key in ("num_experts", "rope.dimension_count", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank"):
             cfg.pop(key, None)
+    elif model_type == "llama4_text":  # Llama4TextConfig: experts of intermediate_size, dense layers intermediate_size_mlp
+        if cfg.get("num_experts"):
+            cfg["num_local_experts"] = cfg.pop("num_experts")
+            cfg["intermediate_size_mlp"] = cfg.get("intermediate_size")
+            cfg["intermediate_size"] = cfg.pop("moe_intermediate_size", cfg.get("intermediate_size"))
+        step = _whole_field(reader, f"{arch}.interleave_moe_layer_step", file)
+        if step is not None:
+            cfg["interleave_moe_layer_step"] = step
+        window = cfg.pop("sliding_window", None)
+        if window != 0:
+            cfg["attention_chunk_size"] = LLAMA4_GGUF_CHUNK
     elif model_type == "deepseek_v3":
         key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
         value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \

@@ -384,3 +384,41 @@ def test_a_glm_4_5_gguf_counts_its_layers_without_the_nextn_layer(tmp_path):
     assert record["num_layers"] == 3 and record["qkv_bias"] and record["qk_norm"] and record["family"] == "custom-glm4_moe"
     layer3 = sum(math.prod(s) for n, s in tensors if n.startswith("blk.3."))
     assert any(f"multi-token-prediction layer (blk.3 on): {layer3:,} parameters" in n for n in info["notes"])
+
+
+@pytest.mark.parametrize("window", [None, 0])
+def test_a_llama_4_gguf_is_read_with_its_experts_and_chunked_attention(tmp_path, window):
+    """Llama 4 Scout GGUFs (general.architecture llama4: unsloth's, ggml-org's) were refused. Their metadata maps onto
+    Llama4TextConfig: expert_count experts of expert_feed_forward_length and a shared one as wide, dense layers of
+    feed_forward_length (interleave_moe_layer_step), and llama.cpp's own chunked attention (no key in the file: 8,192
+    tokens on 3 of every 4 layers, none where attention.sliding_window is 0). The count is the config's."""
+    h, layers, heads, kvh, d, e, fe, fd, v = 64, 4, 4, 2, 16, 4, 32, 96, 128
+    c = {"model_type": "llama4_text", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+         "num_key_value_heads": kvh, "head_dim": d, "num_local_experts": e, "num_experts_per_tok": 1,
+         "intermediate_size": fe, "intermediate_size_mlp": fd, "interleave_moe_layer_step": 2, "vocab_size": v,
+         "max_position_embeddings": 65536, "tie_word_embeddings": False}
+    tensors = [("token_embd.weight", (v, h))]
+    for i in range(layers):
+        p = f"blk.{i}."
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "ffn_norm.weight", (h,)), (p + "attn_q.weight", (heads * d, h)),
+                    (p + "attn_k.weight", (kvh * d, h)), (p + "attn_v.weight", (kvh * d, h)), (p + "attn_output.weight", (h, heads * d))]
+        if i % 2 == 1:  # Llama4TextDecoderLayer: is_moe_layer = (layer_idx + 1) % interleave_moe_layer_step == 0
+            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "ffn_gate_exps.weight", (e * fe, h)),
+                        (p + "ffn_up_exps.weight", (e * fe, h)), (p + "ffn_down_exps.weight", (e * h, fe)),
+                        (p + "ffn_gate_shexp.weight", (fe, h)), (p + "ffn_up_shexp.weight", (fe, h)), (p + "ffn_down_shexp.weight", (h, fe))]
+        else:
+            tensors += [(p + "ffn_gate.weight", (fd, h)), (p + "ffn_up.weight", (fd, h)), (p + "ffn_down.weight", (h, fd))]
+    tensors += [("output_norm.weight", (h,)), ("output.weight", (v, h))]
+    a = "llama4"
+    meta = {f"{a}.block_count": layers, f"{a}.embedding_length": h, f"{a}.feed_forward_length": fd,
+            f"{a}.attention.head_count": heads, f"{a}.attention.head_count_kv": kvh, f"{a}.attention.key_length": d,
+            f"{a}.expert_count": e, f"{a}.expert_used_count": 1, f"{a}.expert_feed_forward_length": fe,
+            f"{a}.interleave_moe_layer_step": 2, f"{a}.context_length": 65536, f"{a}.vocab_size": v, "general.file_type": 1}
+    if window is not None:
+        meta[f"{a}.attention.sliding_window"] = window
+    record, info = model_from_files([write_f16_gguf(tmp_path / "Llama4-F16.gguf", a, meta, tensors)])
+    assert record["params"] == info["params_stored"] == sum(math.prod(s) for _n, s in tensors)
+    assert record["params"] == model_from_config(c)["params"] and info["weights_source"] == "header"
+    assert (record["num_experts"], record["moe_layer_step"], record["family"]) == (e, 2, "custom-llama4_text")
+    chunked = (record["sliding_window"], record["sliding_window_layers"])
+    assert chunked == ((8192, layers - layers // 4) if window is None else (0, 0))
