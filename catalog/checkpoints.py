@@ -78,8 +78,36 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              # llama.cpp's phi3 (Phi-3, Phi-4: attn_qkv and a gate+up ffn_up fused, the same weights) and smollm3
              "phi3": "phi3", "smollm3": "smollm3",
              # llama.cpp's gpt-oss (ggml-org/gpt-oss-20b-GGUF, -120b): experts of feed_forward_length each
-             "gpt-oss": "gpt_oss"}
+             "gpt-oss": "gpt_oss",
+             # Qwen3-VL's language model (Qwen/Qwen3-VL-8B-Instruct-GGUF, its mmproj a second file): Qwen3's layout and
+             # tensors (llama.cpp src/models/qwen3vl.cpp: q/k norms, a dense SwiGLU; its extra keys rope.dimension_sections
+             # and n_deepstack_layers add no weights: the deepstack mergers are in the mmproj); qwen3vlmoe Qwen3-MoE's
+             "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe",
+             # DeepSeek-V3 / V3.1 / R1 and Kimi K2 (unsloth's and bartowski's GGUFs): MLA and DeepSeek-V3's experts
+             "deepseek2": "deepseek_v3",
+             # GLM-4.5 / 4.5-Air / 4.6 (convert_hf_to_gguf.py Glm4MoeModel): block_count counts the multi-token-prediction
+             # layer too (num_hidden_layers + nextn_predict_layers, its blk.N.nextn.* tensors), which is named, not counted
+             "glm4moe": "glm4_moe",
+             # Llama 4 Scout / Maverick's language model (its vision tower an mmproj file): llama.cpp's llama4 has no
+             # chunk-size key; it sets chunked attention over 8,192 tokens on 3 of every 4 layers unless
+             # attention.sliding_window is 0 (src/llama-model.cpp LLM_ARCH_LLAMA4: n_swa = 8192, set_swa_pattern(4))
+             "llama4": "llama4_text"}
+LLAMA4_GGUF_CHUNK = 8192
+# deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model
+# set_gguf_parameters). A file converted since llama.cpp's MLA change (PR #12801, 2025-04) stores kv_b_proj split into
+# attn_k_b and attn_v_b (the same weights), head_count_kv 1 and key/value_length the latent's (576 / 512), with the heads'
+# own widths in key_length_mla / value_length_mla; an older one head_count_kv = head_count and key/value_length the heads'.
+# (glm4moe's experts take the same keys; its MLA ones are absent, its rope.dimension_count the partial rotary's)
+MOE_KEYS_GGUF = {"kv_lora_rank": "attention.kv_lora_rank", "q_lora_rank": "attention.q_lora_rank",
+                 "qk_rope_head_dim": "rope.dimension_count", "n_routed_experts": "expert_count",
+                 "n_shared_experts": "expert_shared_count", "first_k_dense_replace": "leading_dense_block_count",
+                 "moe_intermediate_size": "expert_feed_forward_length", "num_experts_per_tok": "expert_used_count"}
 BUFFER_RE = re.compile(r"(^|\.)(rope_freqs\.weight|rotary_emb\.inv_freq)$")
+# A quantized checkpoint's scales beside its weights: FP8 block scales (DeepSeek-V3's and Kimi K2's
+# `weight_scale_inv`, transformers' FineGrainedFP8 / vLLM's Fp8LinearMethod), per-tensor or per-row ones (fbgemm_fp8's and
+# compressed-tensors' `weight_scale`, `input_scale`), ModelOpt NVFP4's `weight_scale_2`: loaded, so in the bytes, but not
+# parameters (transformers registers them as such only to load them; the config's count has none)
+SCALE_RE = re.compile(r"\.(weight_scale_inv|weight_scale|weight_scale_2|input_scale|input_scale_inv)$")
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # A sharded safetensors checkpoint's file names: huggingface_hub serialization/_base.py
 # split_state_dict_into_shards_factory formats "model{suffix}.safetensors" with suffix "-{i:05d}-of-{n:05d}"
@@ -91,10 +119,14 @@ SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.gguf$
 SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<count>\d{5})\.safetensors$", re.IGNORECASE)
 SHOWN_SHARDS = 4  # missing shards named in the one-line error (then "and N more")
 VISION_RE = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|mm_projector|vision_encoder)\.|^(v|mm)\.")
-# A checkpoint's multi-token-prediction layer (Qwen3-Next's and Qwen3.5's `mtp.*`, DeepSeek-V3's extra layer is read as
-# a layer of its own and not matched): transformers drops these tensors on load (`_keys_to_ignore_on_load_unexpected`
-# r"^mtp.*" in modeling_qwen3_next.py), vLLM and SGLang load them only as a speculative draft
+# A checkpoint's multi-token-prediction layer: Qwen3-Next's and Qwen3.5's `mtp.*`, and DeepSeek-V3's (V3.1's, R1's)
+# `model.layers.61.*`, the layer numbered num_hidden_layers (num_nextn_predict_layers of them). transformers drops these
+# tensors on load (`_keys_to_ignore_on_load_unexpected`: r"^mtp.*" in modeling_qwen3_next.py, r"model\.layers\.61.*" in
+# modeling_deepseek_v3.py), vLLM and SGLang load them only as a speculative draft (vLLM models/deepseek_v2.py
+# load_weights skips `get_spec_layer_idx_from_weight_name`: a layer from num_hidden_layers on)
 MTP_RE = re.compile(r"^(model\.)?(language_model\.)?mtp\.")
+GGUF_LAYER_RE = re.compile(r"^blk\.(?P<layer>\d+)\.")
+LAYER_RE = re.compile(r"^(model\.)?(language_model\.)?(model\.)?layers\.(?P<layer>\d+)\.")
 
 
 def _fail(path, problem: str) -> CatalogError:
@@ -226,15 +258,18 @@ def _safetensors_files(path: Path) -> list[Path]:
 
 
 def _tally(tensors) -> dict:
-    """{'params', 'bytes', 'tensors', 'dtypes': {type: {tensors, params, bytes}}, 'buffer_bytes'} of
+    """{'params', 'bytes', 'tensors', 'dtypes': {type: {tensors, params, bytes}}, 'buffer_bytes', 'scale_bytes'} of
     (name, type, elements, bytes) rows. Buffers that are not parameters (llama.cpp's rope_freqs,
-    an old checkpoint's rotary inv_freq) count in the bytes, not in the parameters."""
-    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}, "buffer_bytes": 0}
+    an old checkpoint's rotary inv_freq) and quantization scales (SCALE_RE) count in the bytes, not in the parameters."""
+    out = {"params": 0, "bytes": 0, "tensors": 0, "dtypes": {}, "buffer_bytes": 0, "scale_bytes": 0}
     for name, dtype, elements, nbytes in tensors:
         out["bytes"] += int(nbytes)
         out["tensors"] += 1
         if BUFFER_RE.search(name):
             out["buffer_bytes"] += int(nbytes)
+            continue
+        if SCALE_RE.search(name):
+            out["scale_bytes"] += int(nbytes)
             continue
         d = out["dtypes"].setdefault(dtype, {"tensors": 0, "params": 0, "bytes": 0})
         d["tensors"] += 1
@@ -244,11 +279,14 @@ def _tally(tensors) -> dict:
     return out
 
 
-def _split_vision(rows):
-    """(the language model's rows, the vision tower's, a multi-token-prediction layer's (MTP_RE))."""
+def _split_vision(rows, layers: int | None = None):
+    """(the language model's rows, the vision tower's, a multi-token-prediction layer's: MTP_RE, or given the model's
+    num_hidden_layers, a layer numbered from it on)."""
     text, vision, mtp = [], [], []
     for r in rows:
-        (vision if VISION_RE.search(r[0]) else mtp if MTP_RE.search(r[0]) else text).append(r)
+        layer = LAYER_RE.match(r[0]) if layers is not None else None
+        beyond = layer is not None and int(layer["layer"]) >= layers
+        (vision if VISION_RE.search(r[0]) else mtp if beyond or MTP_RE.search(r[0]) else text).append(r)
     return text, vision, mtp
 
 
@@ -290,13 +328,14 @@ def _from_safetensors(path: Path, model_id):
 
 def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensors"):
     """A config.json's record, and what the safetensors tensors (name, dtype, elements, bytes) say."""
-    text_rows, vision_rows, mtp_rows = _split_vision(rows)
-    stored = _tally(text_rows)
     record = model_from_config(cfg, cfg_file, model_id)
+    text_rows, vision_rows, mtp_rows = _split_vision(rows, record["num_layers"])
+    stored = _tally(text_rows)
     info = _info(fmt, files, record, stored, _tally(vision_rows))
     mtp = _tally(mtp_rows)
     if mtp["tensors"]:
-        info["notes"].append(f"multi-token-prediction layer (mtp.*): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
+        where = "mtp.*" if any(MTP_RE.search(r[0]) for r in mtp_rows) else f"layers from {record['num_layers']} on"
+        info["notes"].append(f"multi-token-prediction layer ({where}): {mtp['params']:,} parameters, {mtp['bytes']:,} bytes, "
                              "not counted (transformers does not load it; vLLM and SGLang only as a speculative draft)")
     packed = {k for k in stored["dtypes"] if k in PACKED}
     quant = cfg.get("quantization_config") if isinstance(cfg, dict) else None
@@ -306,7 +345,7 @@ def _record_from_rows(cfg, cfg_file: str, rows, files, model_id, fmt="safetensor
     quant_precision = quant_precision_of(quant)
     if quant_precision:
         info["precision"] = quant_precision
-    if packed or quant:
+    if packed or (quant and stored["params"] != record["params"]):  # (FP8's e4m3 weights, scales apart, are parameters)
         info["weights_source"] = "config"
         info["notes"] = [n for n in info["notes"] if not n.startswith("the tensors hold")]
         info["notes"].append(f"packed quantized tensors ({', '.join(sorted(packed)) or 'quantization_config'}): element "
@@ -536,7 +575,45 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
     cfg["tie_word_embeddings"] = "output.weight" not in names
     if "attn_q.bias" in " ".join(sorted(n for n in names if n.startswith("blk.0."))) and model_type in ("llama", "mistral"):
         cfg["attention_bias"] = True  # refused by name (the engine does not count it)
-    if cfg.get("num_experts"):
+    if model_type in ("deepseek_v3", "glm4_moe"):
+        for key, suffix in MOE_KEYS_GGUF.items():
+            value = _whole_field(reader, f"{arch}.{suffix}", file)
+            if value is not None:
+                cfg[key] = value
+    if model_type == "glm4_moe":
+        nextn = _whole_field(reader, f"{arch}.nextn_predict_layers", file) or 0
+        if nextn >= cfg["num_hidden_layers"]:
+            raise _fail(file, f"{arch}.nextn_predict_layers is {nextn}; accepted: fewer than block_count "
+                              f"({cfg['num_hidden_layers']})")
+        cfg["num_hidden_layers"] -= nextn
+        layer0 = {t.name for t in tensors if t.name.startswith("blk.0.")}
+        cfg["attention_bias"] = "blk.0.attn_q.bias" in layer0  # Glm4MoeAttention: q/k/v biases where attention_bias
+        cfg["use_qk_norm"] = "blk.0.attn_q_norm.weight" in layer0
+        for key in ("num_experts", "rope.dimension_count", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank"):
+            cfg.pop(key, None)
+    elif model_type == "llama4_text":  # Llama4TextConfig: experts of intermediate_size, dense layers intermediate_size_mlp
+        if cfg.get("num_experts"):
+            cfg["num_local_experts"] = cfg.pop("num_experts")
+            cfg["intermediate_size_mlp"] = cfg.get("intermediate_size")
+            cfg["intermediate_size"] = cfg.pop("moe_intermediate_size", cfg.get("intermediate_size"))
+        step = _whole_field(reader, f"{arch}.interleave_moe_layer_step", file)
+        if step is not None:
+            cfg["interleave_moe_layer_step"] = step
+        window = cfg.pop("sliding_window", None)
+        if window != 0:
+            cfg["attention_chunk_size"] = LLAMA4_GGUF_CHUNK
+    elif model_type == "deepseek_v3":
+        key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
+        value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \
+            _whole_field(reader, f"{arch}.attention.value_length", file)
+        if key_len is None or value_len is None or "qk_rope_head_dim" not in cfg or key_len <= cfg["qk_rope_head_dim"]:
+            raise _fail(file, f"has no {arch}.attention.key_length(_mla), value_length(_mla) and rope.dimension_count "
+                              "giving the MLA heads' widths")
+        cfg.update(qk_nope_head_dim=key_len - cfg["qk_rope_head_dim"], v_head_dim=value_len)
+        cfg["num_key_value_heads"] = cfg["num_attention_heads"]  # (MLA: the config's, whatever the file's cache layout)
+        cfg.pop("head_dim", None)
+        cfg.pop("num_experts", None)
+    elif cfg.get("num_experts"):
         if model_type == "llama":
             cfg["model_type"] = "mixtral"
             cfg["num_local_experts"] = cfg.pop("num_experts")
@@ -584,9 +661,18 @@ def _from_gguf(paths: list[Path], model_id):
     record["notes"] = record["notes"].replace("From a Hugging Face config.json", "From a GGUF file's metadata").replace(
         "Release date unknown (a config.json has none).", "Release date unknown.")
     rows = [r for reader in readers for r in _gguf_rows(reader)]
+    mtp_rows = [r for r in rows if (m := GGUF_LAYER_RE.match(r[0])) and int(m["layer"]) >= record["num_layers"]]
+    rows = [r for r in rows if r not in mtp_rows] if mtp_rows else rows
     vision_rows = [r for _p, rs in projectors for reader in rs for r in _gguf_rows(reader)]
     info = _info("gguf", [str(p) for p in parts] + [str(p) for ps, _r in projectors for p in ps], record, _tally(rows),
                  _tally(vision_rows))
+    if mtp_rows:  # GLM-4.5's nextn layer (llama.cpp keeps it in the file, for speculative decoding)
+        mtp = _tally(mtp_rows)
+        info["notes"].append(f"multi-token-prediction layer (blk.{record['num_layers']} on): {mtp['params']:,} parameters, "
+                             f"{mtp['bytes']:,} bytes, not counted (llama.cpp does not run it; vLLM and SGLang only as a "
+                             "speculative draft)")
+    if projectors:  # the mmproj file(s), apart from the model's parts (serve's llama-server --mmproj names them)
+        info["projector_files"] = [str(p) for ps, _r in projectors for p in ps]
     file_type = _field(readers[0], "general.file_type")
     if isinstance(file_type, int):
         info["file_type"] = file_type
@@ -635,6 +721,7 @@ def _info(fmt, files, record, stored, vision) -> dict:
         "tensors": stored["tensors"],
         "dtypes": stored["dtypes"],
         "buffer_bytes": stored["buffer_bytes"],
+        "scale_bytes": stored["scale_bytes"],
         "vision_params": vision["params"],
         "vision_weights_bytes": vision["bytes"],
         "weights_source": "header",

@@ -29,8 +29,13 @@ engine/params.py architecture_counts):
 - mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss, llama4_text: mixture of experts (experts,
   experts per token, expert width, shared experts, dense layers first or interleaved).
 - qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
-- deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim).
+- deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim); kimi_k2 (Kimi K2)
+  is read as its layout (SAME_LAYOUT).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
+- glm4_moe (GLM-4.5, GLM-4.5-Air, GLM-4.6): grouped-query attention with q/k/v biases where attention_bias (o_proj has
+  none), q/k norms where use_qk_norm, a partial rotary (no weights); DeepSeek-V3's experts: shared experts, dense first
+  layers, a router with its correction bias. Its multi-token-prediction layer (model.layers.{num_hidden_layers}) is not
+  counted (catalog/checkpoints.py MTP).
 - gemma3, llama4 and mistral3 (multimodal): their text_config is read (Gemma 3's sparse one completed with
   Gemma3TextConfig's defaults); the vision tower and projector of gemma3 (SigLIP), mistral3 (Pixtral), llama4
   and qwen2_5_vl are counted from vision_config as vision_params (vision_params_from_config); qwen2_vl's only
@@ -75,7 +80,12 @@ MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
-             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe")
+             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe")
+# Types that are another type's layout under their own name: Kimi K2 (moonshotai/Kimi-K2-Instruct, -Thinking) is
+# DeepSeek-V3's (its config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek.DeepseekV3Config;
+# its docs/deploy_guidance.md: "Kimi-K2 reuses the DeepSeekV3CausalLM architecture" and sets model_type kimi_k2 only so
+# that engines can tell them apart). The family keeps the checkpoint's own type.
+SAME_LAYOUT = {"kimi_k2": "deepseek_v3"}
 # Multimodal configs whose language model is under text_config: only it is read (the vision
 # tower's parameters are not counted; the record's notes say so).
 TEXT_CONFIG = ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe")
@@ -99,13 +109,14 @@ CONFIG_CLASS_DEFAULTS = {
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text",
+             "glm4_moe")
 # model_type -> defaults of its transformers config class that change the count.
 # (SmolLM3Config: tie_word_embeddings=True; Phi3Config: False, as the others)
 TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": True}
 # GemmaConfig/Gemma2Config/Gemma3TextConfig(head_dim=256), Qwen3Config/Qwen3MoeConfig(head_dim=128),
-# GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128); the others derive it
-HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128,
+# GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128), Glm4MoeConfig(head_dim=128); the others derive it
+HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128, "glm4_moe": 128,
                     "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256}
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
@@ -277,6 +288,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         elif model_type in TEXT_CONFIG:
             raise CatalogError(file, None, "text_config", f"is required for model_type {model_type} (its language model)")
         model_type = TEXT_TYPE[model_type]
+    model_type = SAME_LAYOUT.get(model_type, model_type)
     if model_type in CONFIG_CLASS_DEFAULTS:  # a sparse config: its config class's defaults
         cfg = {**CONFIG_CLASS_DEFAULTS[model_type], **{k: v for k, v in cfg.items() if v is not None}}
     if model_type not in MOE_TYPES:
@@ -320,11 +332,13 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     context = _number(cfg, "max_position_embeddings", file)
     tied = _flag(cfg, "tie_word_embeddings", file, TIED_DEFAULT.get(model_type, False))
     qkv_bias = QKV_BIAS.get(model_type, False)
+    if model_type == "glm4_moe":  # Glm4MoeAttention: q/k/v_proj bias=config.attention_bias, o_proj bias=False
+        qkv_bias = _flag(cfg, "attention_bias", file, False)
 
     # mixture of experts, per transformers' config classes
     if model_type in MOE_TYPES:
         experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "llama4_text": "num_local_experts",
-                       "deepseek_v3": "n_routed_experts"}.get(model_type, "num_experts")
+                       "deepseek_v3": "n_routed_experts", "glm4_moe": "n_routed_experts"}.get(model_type, "num_experts")
         arch["num_experts"] = _count(cfg, experts_key, file, None, low=1)
         arch["experts_per_token"] = _count(cfg, "num_experts_per_tok", file, None, low=1)
         if arch["experts_per_token"] > arch["num_experts"]:
@@ -343,10 +357,13 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, "mlp_only_layers", f"is {show(cfg.get('mlp_only_layers'))}; accepted: [] "
                                                                   "(dense layers between MoE layers are not read)")
             arch["moe_layer_step"] = _count(cfg, "decoder_sparse_step", file, 1, low=1)
-        if model_type == "deepseek_v3":  # DeepseekV3MoE: n_shared_experts x moe_intermediate_size, dense first
-            arch["shared_intermediate_size"] = _count(cfg, "n_shared_experts", file, 0) * arch["expert_intermediate_size"]
-            arch["first_dense_layers"] = _count(cfg, "first_k_dense_replace", file, 0)
-            arch["moe_layer_step"] = _count(cfg, "moe_layer_freq", file, 1, low=1)
+        if model_type in ("deepseek_v3", "glm4_moe"):  # DeepseekV3MoE: n_shared_experts x moe_intermediate_size, dense first
+            # (Glm4MoeMoE: the same experts, shared experts and router with e_score_correction_bias; Glm4MoeConfig's
+            # defaults n_shared_experts 1, first_k_dense_replace 1, and no moe_layer_freq)
+            glm = model_type == "glm4_moe"
+            arch["shared_intermediate_size"] = _count(cfg, "n_shared_experts", file, int(glm)) * arch["expert_intermediate_size"]
+            arch["first_dense_layers"] = _count(cfg, "first_k_dense_replace", file, int(glm))
+            arch["moe_layer_step"] = 1 if glm else _count(cfg, "moe_layer_freq", file, 1, low=1)
             arch["router_bias"] = True  # e_score_correction_bias, n_routed_experts per MoE layer (in the checkpoint)
         if model_type == "llama4_text":  # Llama4TextMoe: one shared expert of intermediate_size
             arch["shared_intermediate_size"] = ffn
@@ -357,6 +374,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if model_type == "gpt_oss":  # GptOssAttention: q/k/v/o biases and one sink per head
         arch.update(attention_bias=True, attention_sinks=True)
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text", *HYBRID_TYPES):  # q_norm, k_norm over head_dim
+        arch["qk_norm"] = True
+    if model_type == "glm4_moe" and _flag(cfg, "use_qk_norm", file, False):  # Glm4MoeAttention's q_norm / k_norm
         arch["qk_norm"] = True
     if model_type in HYBRID_TYPES:
         # Gated DeltaNet layers: layer_types when listed, else every full_attention_interval-th layer is full attention
@@ -422,7 +441,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
 
     notes.insert(0, f"From a Hugging Face config.json (model_type {model_type}).")
     if qkv_bias:
-        notes.append("q/k/v projections have biases (Qwen2), counted in params.")
+        notes.append(f"q/k/v projections have biases ({'GLM-4.5' if model_type == 'glm4_moe' else 'Qwen2'}), counted in params.")
     if model_type == "gemma":
         notes.append("Gemma: GeGLU MLP (gelu) and scaled embeddings, memory modelled as the Llama layout.")
     if arch.get("num_experts"):

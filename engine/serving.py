@@ -1417,7 +1417,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     seqs = np.where(is_mlc & req["max_num_seqs"].isna().to_numpy(), MLC_MAX_BATCH, seqs)
 
     # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
-    kv_split = np.minimum(tp, kvh) * 1.0
+    # MLA's latent (kv_lora_rank + qk_rope_head_dim a layer) has no heads to split: under vLLM and SGLang every
+    # tensor-parallel rank caches all of it (vLLM config/model.py ModelConfig.get_num_kv_heads: "if self.use_mla:
+    # return 1", one 576-wide head per rank; SGLang's MLATokenToKVPool, head_num 1), as engine/components.py kv_cache
+    # counts it for the estimate. Split by the 128 query heads instead, DeepSeek-V3 at TP 8 held 8 times the requests.
+    kv_split = np.where(mla & (policy == "latent"), 1.0, np.minimum(tp, kvh) * 1.0)
     # an MXFP4 checkpoint under vLLM: its routed experts as the kernels pad them (vllm_mxfp4_padding_bytes)
     mx_vllm = is_vllm & (req["precision"].astype(str).to_numpy() == "mxfp4") & (_model_col(m, "num_experts") > 0)
     mx_pad = np.zeros(n)

@@ -933,17 +933,19 @@ def cmd_serve(args) -> int:
                 "draft_tensor_parallel_size", "draft_context", "backend", "gpu_memory_in_use_gib", "kv_cache_memory_bytes"):
         if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
+    draft_files = None  # (a --draft-model read from its files: its id and what they said)
     if getattr(args, "draft_model", None):
         from catalog.checkpoints import hub_models, is_hub_id  # a draft named ORG/NAME[@REV] (issue 25)
         if _names_a_model_file(args.draft_model) and args.draft_model not in set(models["id"]):
             # a draft from its checkpoint, as the target's --model-file: llama-server's -md takes a GGUF file
             # (tools/server/server.cpp --model-draft), and a vLLM / SGLang draft is a folder as often as a Hub id
             from catalog.checkpoints import model_from_files
-            record, _info = model_from_files(args.draft_model)
+            record, draft_info = model_from_files(args.draft_model)
             if record["id"] == args.model:  # both read from files named alike: the draft's id must not replace the target
                 record["id"] = (record["id"][:58] + "-draft").strip("-")
             models = pd.concat([models[models["id"] != record["id"]], pd.DataFrame([record])], ignore_index=True)
             draft = record["id"]
+            draft_files = (draft, draft_info)
         elif is_hub_id(args.draft_model) and args.draft_model not in set(models["id"]):
             (draft,), models, _sources = hub_models([args.draft_model], models)
         else:
@@ -958,6 +960,10 @@ def cmd_serve(args) -> int:
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")
                        .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
+    if getattr(args, "checkpoint", None) or draft_files:  # a model read from its files: the command names them
+        from planner.serving import command_with_files
+        row["command"] = command_with_files(str(row["command"]), getattr(args, "checkpoint", None), args.model,
+                                            str(row["precision"]), args.engine, draft_files)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")
