@@ -176,7 +176,7 @@ def _row(record: dict, info: dict, text: str, kind: str, shipped_ids: set) -> di
 def _jsonable(info: dict) -> dict:
     keep = ("format", "files", "params_config", "params_stored", "weights_bytes_stored", "tensors", "dtypes",
             "vision_params", "vision_weights_bytes", "weights_source", "precision", "file_type_name", "notes",
-            "hub_id", "revision", "commit", "offline")
+            "hub_id", "revision", "commit", "offline", "projector_files")
     return {k: info[k] for k in keep if k in info}
 
 
@@ -242,6 +242,17 @@ def resolve(text: str, shipped_ids) -> dict | None:
         result = {"error": str(exc)}
     st.session_state[_MEMO] = {"text": text, "fingerprint": key, "result": result}
     return result
+
+
+def files_read(model_id: str) -> dict | None:
+    """What the field's files said (format, files, precision, mmproj files) when `model_id` is the model the field
+    added from a path on this machine; None for a catalog or Hub model (no files of the user's to name)."""
+    memo = st.session_state.get(_MEMO) or {}
+    result = memo.get("result") or {}
+    row = result.get("row") or {}
+    if row.get("id") != model_id or kind_of(str(memo.get("text", "")).strip()) == "hub":
+        return None
+    return result.get("info")
 
 
 def saved_match(row: dict) -> dict | None:

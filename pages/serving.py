@@ -8,13 +8,14 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
-from app import state
+from app import model_source, state
 from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, default_precision
+from planner.serving import (CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, command_with_files,
+                              default_precision)
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -238,6 +239,10 @@ if best is None or best.empty:
                                  "aggregate_tokens_per_s", "usd_per_hour", "usd_per_million_tokens", "price_source",
                                  "price_date", "command"])
 top = best.head(10)
+commands = top["command"].astype(str)
+read = model_source.files_read(model)
+if read:  # a model from the sidebar's file: its commands name those files, as `serve --model-file` prints them
+    commands = commands.map(lambda cmd: command_with_files(cmd, read, model, str(precision), engine))
 bview = pd.DataFrame({
     "Card": top["gpu"].map(gnames).astype(str), "GPUs": top["gpus"].astype(int),
     "Max concurrent requests": top["max_concurrency"].astype(float).round(1),
@@ -247,7 +252,7 @@ bview = pd.DataFrame({
     "$ per hour (rented)": top["usd_per_hour"].astype(float).round(2),
     "$ per million tokens": top["usd_per_million_tokens"].astype(float).round(3),
     "Price source (date)": (top["price_source"].astype(str) + " (" + top["price_date"].astype(str) + ")"),
-    "Command": top["command"].astype(str),
+    "Command": commands,
 })
 c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engine=engine, precision=precision,
                                                  users=users, context=context, tokens_per_s=tps, ttft_s=ttft,

@@ -112,3 +112,16 @@ def test_a_bad_source_is_one_message_naming_it_and_keeps_every_other_input(offli
     assert said.startswith(f"{offline / 'notes.txt'}: is not a model file; accepted: a GGUF")
     said = resolve_now("no-such-thing", frozenset())["error"]
     assert said.startswith("no-such-thing: does not exist; accepted: a GGUF") and "ORG/NAME" in said
+
+
+def test_the_serving_pages_commands_name_the_sidebars_gguf_file(offline):
+    """`serve --model-file F.gguf` names F in its command line; the Serving page's commands for the same model from the
+    sidebar's field named a catalog download (tiny-llama-Q8_0.gguf) the user does not have."""
+    (offline / "my dir").mkdir()
+    gguf = write_gguf(offline / "my dir" / "tiny-Q8_0.gguf")  # (a space: the path is quoted for the shell)
+    at = _open("pages/serving.py", {"serve_engine": "llama.cpp", "serve_context": "256"})
+    _enter(at, str(gguf))
+    assert not at.error, [e.value for e in at.error]
+    commands = list(at.dataframe[-1].value["Command"])
+    assert commands and all(f"-m '{gguf}'" in cmd for cmd in commands), commands[:2]
+    assert not any("tiny-llama-Q8_0.gguf" in cmd for cmd in commands)
