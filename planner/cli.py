@@ -972,7 +972,9 @@ def cmd_serve(args) -> int:
         draft = getattr(args, "draft_model", None)
         draft_row = by_id.loc[row["draft_model"]] if draft and str(row.get("draft_model", "")) in by_id.index else None
         # (what fits instead is serve's own report: check and estimate --what-if plan training and transformers rows)
-        return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row), row,
+        from planner.serving import files_named  # a model read from its files: the export names them, as the command
+        files = files_named(getattr(args, "checkpoint", None), str(row["precision"]), args.engine, draft_files)
+        return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row, files), row,
                              see="serve without --export: why, and its 'fits with' line where a change fits")
     # a vLLM / SGLang plan that holds no request: the fewest GPUs per weight format that do (planner.serving.fits_with)
     options = None

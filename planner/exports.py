@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -1176,11 +1177,20 @@ def _gguf(row) -> str:
     return f"{row['model']}-{str(row['precision']).upper()}.gguf"
 
 
+def _own(row, key: str) -> str | None:
+    """A file of the user's the export names (serve_export's files), or None."""
+    value = row.get(key)
+    return value if isinstance(value, str) and value else None
+
+
 def llama_server(row, repo: str, repo_known: bool) -> Export:
-    notes = [f"model file {_gguf(row)}: a GGUF of {repo} at {row['precision']} (convert or download it)"]
+    own, own_mmproj = _own(row, "model_file"), _own(row, "mmproj_file")
+    notes = [] if own else [f"model file {_gguf(row)}: a GGUF of {repo} at {row['precision']} (convert or download it)"]
     slots = int(row["max_num_seqs"])
-    args = ["llama-server", "-m", _gguf(row)]
-    if float(row.get("vision_params", 0) or 0) > 0:  # a vision-language model's projector (llama-server --mmproj)
+    args = ["llama-server", "-m", shlex.quote(own) if own else _gguf(row)]
+    if own_mmproj:  # the projector read beside the model (--model-file given twice)
+        args += ["--mmproj", shlex.quote(own_mmproj)]
+    elif float(row.get("vision_params", 0) or 0) > 0:  # a vision-language model's projector (llama-server --mmproj)
         args += ["--mmproj", f"mmproj-{row['model']}-f16.gguf"]
         notes.append(f"projector file mmproj-{row['model']}-f16.gguf: the vision tower, counted in the weights")
     args += ["-ngl", str(int(row["gpu_layers"])),
@@ -1200,16 +1210,20 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
     if int(row["gpus"]) > 1:
         args += ["-sm", "layer"]
     if _draft(row):  # the draft GGUF with every layer on the GPU (-md, -ngld; its context is the target's, no -cd)
-        d_file = f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"
+        d_own = _own(row, "draft_file")
+        d_file = shlex.quote(d_own) if d_own else f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"
         args += ["-md", d_file, "-ngld", "99"]
-        notes.append(f"draft file {d_file}: a GGUF of the draft model at {row['precision']}")
+        if not d_own:
+            notes.append(f"draft file {d_file}: a GGUF of the draft model at {row['precision']}")
     text = "".join(f"# {line}\n" for line in _serve_header("llama-server", row, notes)) + " ".join(args) + "\n"
     return Export("llama-server", text, notes)
 
 
 def ollama(row, repo: str, repo_known: bool) -> Export:
     """A Modelfile, with the server's environment in its comments (Ollama reads those at `ollama serve`)."""
-    notes = [f"FROM {_gguf(row)}: a GGUF of {repo} at {row['precision']} (or an ollama library tag of it)"]
+    from planner.serving import ollama_from  # (the FROM path rule the printed command uses)
+    own = ollama_from(_own(row, "model_file")) if _own(row, "model_file") else None
+    notes = [] if own else [f"FROM {_gguf(row)}: a GGUF of {repo} at {row['precision']} (or an ollama library tag of it)"]
     env = [f"OLLAMA_NUM_PARALLEL={int(row['max_num_seqs'])}"]
     kv = str(row["kv_precision"])
     if kv in OLLAMA_KV_TYPES:
@@ -1218,7 +1232,7 @@ def ollama(row, repo: str, repo_known: bool) -> Export:
         notes.append("routed experts in host RAM (llama.cpp's --n-cpu-moe): no Ollama option")
     lines = _serve_header("ollama", row, notes)
     lines += [f"server: {' '.join(env)} ollama serve", f"then: ollama create {row['model']}{OLLAMA_CREATED_SUFFIX} -f Modelfile"]
-    text = ("".join(f"# {line}\n" for line in lines) + f"FROM ./{_gguf(row)}\n"
+    text = ("".join(f"# {line}\n" for line in lines) + f"FROM {own or './' + _gguf(row)}\n"
             f"PARAMETER num_ctx {int(row['max_model_len'])}\nPARAMETER num_gpu {int(row['gpu_layers'])}\n")
     return Export("ollama", text, notes)
 
@@ -1238,9 +1252,12 @@ def _draft(row) -> tuple[str, bool] | None:
     return (str(repo) if isinstance(repo, str) and repo else str(draft)), tp1
 
 
-def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series | None = None) -> Export:
+def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series | None = None,
+                 files: dict | None = None) -> Export:
     """The export of one serving row; ValueError when --engine is another engine. draft: the draft
-    model's catalog row, where the row was planned with one (its repository goes in the flags)."""
+    model's catalog row, where the row was planned with one (its repository goes in the flags). files: the user's own
+    files it names (planner/serving.py files_named: model_file, mmproj_file, model_folder, draft_file) in place of a
+    download's names."""
     engine = SERVE_TARGETS[target]
     if row["engine"] != engine:
         raise ValueError(f"export {target!r} launches --engine {engine}, not {row['engine']!r}: the memory settings "
@@ -1253,4 +1270,8 @@ def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series
     row["long_context_env"] = long_context_env([engine], [row["max_model_len"]], [model.get("max_context")])[0]
     if draft is not None:
         row["draft_repo"] = hf_repo(draft.get("source", ""), str(draft.name))[0]
+    for key, path in (files or {}).items():
+        row[key] = path
+    if (files or {}).get("model_folder"):  # a safetensors folder of the user's: vLLM's and SGLang's model path
+        repo, known = shlex.quote(files["model_folder"]), True
     return SERVE_EXPORTERS[target](row, repo, known)

@@ -99,35 +99,56 @@ CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
 
 
-def command_with_files(command: str, info: dict | None, model_id: str, precision: str, engine: str,
-                       draft: tuple[str, dict] | None = None) -> str:
-    """The command line with the files the model was read from (`--model-file`) in place of the names engine/serving.py
-    gives a catalog model's download (MODEL-PRECISION.gguf, mmproj-MODEL-f16.gguf, the model id as vLLM's and SGLang's
-    model path), where the engine runs those files as they are: a GGUF under llama.cpp or Ollama at its own precision
-    (another --precision is a re-quantized file, which keeps the placeholder), a safetensors checkpoint under vLLM or
-    SGLang (its folder). A config.json and a Hub model keep theirs: there are no weights on disk to name. `draft`: the
-    --draft-model's id and what its files said, a GGUF file llama-server's -md loads as it is."""
-    import shlex
+def files_named(info: dict | None, precision: str, engine: str, draft: tuple[str, dict] | None = None) -> dict:
+    """The user's own files a command or an export names, from what `--model-file` read (catalog/checkpoints.py):
+    'model_file' and 'mmproj_file' (a GGUF under llama.cpp or Ollama at its own precision; another --precision is a
+    re-quantized file, which keeps the download's name), 'model_folder' (a safetensors checkpoint under vLLM or SGLang),
+    'draft_file' (the --draft-model's GGUF, which llama-server's -md loads as it is). A config.json and a Hub model name
+    none: there are no weights on disk to name. Paths as read, unquoted."""
     from pathlib import Path
+    out: dict = {}
     if draft and (draft[1] or {}).get("format") == "gguf" and engine == "llama.cpp":
-        draft_files = [f for f in draft[1]["files"] if f not in (draft[1].get("projector_files") or [])]
-        command = command.replace(f" -md {draft[0]}-{precision.upper()}.gguf", f" -md {shlex.quote(draft_files[0])}")
+        out["draft_file"] = [f for f in draft[1]["files"] if f not in (draft[1].get("projector_files") or [])][0]
     files = (info or {}).get("files") or []
     fmt = (info or {}).get("format")
     if fmt == "gguf" and engine in ("llama.cpp", "ollama") and precision == info.get("precision") and files:
         mmproj = info.get("projector_files") or []
-        model = [f for f in files if f not in mmproj][0]  # the first split part (llama.cpp loads the rest beside it)
-        placeholder = f"{model_id}-{precision.upper()}.gguf"
-        if engine == "ollama":  # a Modelfile's FROM line inside echo '...': the path as it is, relative ones from ./
-            if not any(c in model for c in "'\"\n"):
-                path = model if Path(model).is_absolute() else f"./{model}"
-                command = command.replace(f"./{placeholder}", path)
-            return command
-        command = command.replace(placeholder, shlex.quote(model))
+        out["model_file"] = [f for f in files if f not in mmproj][0]  # the first split part (llama.cpp loads the rest)
         if mmproj:
-            command = command.replace(f"mmproj-{model_id}-f16.gguf", shlex.quote(mmproj[0]))
+            out["mmproj_file"] = mmproj[0]
     elif fmt == "safetensors" and engine in ("vllm", "sglang") and files:
-        folder = shlex.quote(str(Path(files[0]).parent))
+        out["model_folder"] = str(Path(files[0]).parent)
+    return out
+
+
+def ollama_from(path: str) -> str | None:
+    """A Modelfile's FROM path for a file of the user's (absolute, or relative from ./), or None where the path holds a
+    quote or a line break (the Modelfile is written by echo '...'; the download's name stays)."""
+    from pathlib import Path
+    if any(c in path for c in "'\"\n"):
+        return None
+    return path if Path(path).is_absolute() else f"./{path}"
+
+
+def command_with_files(command: str, info: dict | None, model_id: str, precision: str, engine: str,
+                       draft: tuple[str, dict] | None = None) -> str:
+    """The command line with the files the model was read from (`--model-file`; files_named) in place of the names
+    engine/serving.py gives a catalog model's download (MODEL-PRECISION.gguf, mmproj-MODEL-f16.gguf, the model id as
+    vLLM's and SGLang's model path)."""
+    import shlex
+    named = files_named(info, precision, engine, draft)
+    if "draft_file" in named:
+        command = command.replace(f" -md {draft[0]}-{precision.upper()}.gguf", f" -md {shlex.quote(named['draft_file'])}")
+    placeholder = f"{model_id}-{precision.upper()}.gguf"
+    if "model_file" in named and engine == "ollama":  # a Modelfile's FROM line inside echo '...'
+        path = ollama_from(named["model_file"])
+        return command.replace(f"./{placeholder}", path) if path else command
+    if "model_file" in named:
+        command = command.replace(placeholder, shlex.quote(named["model_file"]))
+    if "mmproj_file" in named:
+        command = command.replace(f"mmproj-{model_id}-f16.gguf", shlex.quote(named["mmproj_file"]))
+    if "model_folder" in named:
+        folder = shlex.quote(named["model_folder"])
         command = command.replace(f"vllm serve {model_id} ", f"vllm serve {folder} ", 1).replace(
             f"--model-path {model_id} ", f"--model-path {folder} ", 1)
     return command

@@ -870,3 +870,33 @@ def test_torchtune_export_says_to_replace_the_optimizer_block_whole():
                              "--gpu", "a100-80gb-sxm", "--export", "torchtune")
     assert code == 0, err
     assert "_component_: bitsandbytes.optim.AdamW8bit" in out and "replace its optimizer block whole" in out
+
+
+def test_serve_exports_name_the_users_own_files(tmp_path):
+    """serve --model-file's command named the user's GGUF / safetensors folder, its --export the catalog download's
+    name with a note to convert or download it (QA: a GGUF of the user's own already on disk)."""
+    from tests.clirun import run_cli
+    from tests.test_checkpoints import hf_tensors, write_config, write_gguf, write_safetensors
+    folder = tmp_path / "my models"
+    folder.mkdir()
+    gguf = write_gguf(folder / "tiny-Q8_0.gguf")
+    code, out, err = run_cli("serve", "--model-file", str(gguf), "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                             "--max-model-len", "256", "--export", "llama-server")
+    assert code == 0, err
+    assert f"llama-server -m '{gguf}' " in out and "convert or download" not in out
+    code, out, err = run_cli("serve", "--model-file", str(gguf), "--gpu", "rtx-4090", "--engine", "ollama",
+                             "--max-model-len", "256", "--export", "ollama")
+    assert code == 0, err
+    assert f"\nFROM {gguf}\n" in out and "library tag" not in out
+    # another precision than the file's is a re-quantized file: the download's name and its note stay
+    code, out, _ = run_cli("serve", "--model-file", str(gguf), "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                           "--precision", "q4_k_m", "--max-model-len", "256", "--export", "llama-server")
+    assert code == 0 and "-Q4_K_M.gguf" in out and "convert or download it" in out
+    st = tmp_path / "st model"
+    st.mkdir()
+    write_config(st)
+    write_safetensors(st / "model.safetensors", hf_tensors())
+    code, out, err = run_cli("serve", "--model-file", str(st), "--gpu", "h100-sxm-80gb", "--engine", "vllm",
+                             "--max-model-len", "256", "--export", "vllm")
+    assert code == 0, err
+    assert f"vllm serve '{st}' " in out and "no Hugging Face repository" not in out
