@@ -34,7 +34,7 @@ from engine.constants import (
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
 from engine.params import parse_lora_targets
-from engine.stacks import DEFAULT_RECIPE, DPO_RECIPES, RECIPE_NAMES, SWITCHES
+from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
 METHODS = ("full", "lora", "qlora", "freeze")
@@ -828,6 +828,20 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
                 raise ValueError(f"dpo_reference 'adapters_off' needs adapters to disable, and method "
                                  f"{_at(out, cfg, bad, 'method')!r} has none; accepted: copy or precomputed "
                                  "(or --method lora / qlora)")
+            # (auto never takes these: every recipe's default is copy or adapters_off, engine/stacks.py)
+            bad = dpo & cfg.mask("dpo_reference", "precomputed") & cfg.mask("recipe", *DPO_NO_PRECOMPUTED)
+            if bad.any():
+                raise ValueError(f"dpo_reference 'precomputed' is not run by recipe {_at(out, cfg, bad, 'recipe')!r} "
+                                 "(its DPO trainer computes the reference log-probs in every step); accepted there: "
+                                 "auto, copy or adapters_off; recipes that precompute them: "
+                                 + ", ".join(r for r in DPO_RECIPES if r not in DPO_NO_PRECOMPUTED))
+            bad = (dpo & cfg.mask("dpo_reference", "copy") & cfg.mask("method", "lora", "qlora")
+                   & cfg.mask("recipe", *DPO_NO_ADAPTER_COPY))
+            if bad.any():
+                raise ValueError(f"dpo_reference 'copy' with method {_at(out, cfg, bad, 'method')!r} is not run by "
+                                 f"recipe {_at(out, cfg, bad, 'recipe')!r} (its LoRA DPO recipes take the reference as "
+                                 "the model with its adapters disabled); accepted there: auto or adapters_off (a copy with "
+                                 "--method full)")
 
     base_auto = cfg.mask("base_precision", "auto")
     bad = train & cfg.mask("method", "full") & ~base_auto

@@ -40,7 +40,7 @@ from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
-from engine.stacks import DEFAULT_RECIPE, LIGER_SWITCH_RECIPES, recipe_value
+from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
 from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
@@ -734,6 +734,20 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         if prec in ("fp32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16"):
             out.append((f"Pure {pure} weights, gradients and states", {"precision": pure}, 3,
                         "no fp32 master copy: small updates can round away"))
+        # preference tuning (objective dpo, engine/components.py dpo_parts): the reference log-probs computed once
+        # before training (TRL's and axolotl's precompute_ref_log_probs), no reference copy nor reference forward in
+        # the step; offered only under the recipes that run it (engine/stacks.py DPO_NO_PRECOMPUTED)
+        dpo = _setting(base, "objective") == "dpo"
+        reference = _setting(base, "dpo_reference")
+        decided_ref = reference if reference != "auto" else recipe_value(recipe, "dpo_reference", method, gc)
+        if dpo and decided_ref != "precomputed" and recipe not in DPO_NO_PRECOMPUTED:
+            out.append(("Precomputed reference log-probs (no reference model in the step)",
+                        {"dpo_reference": "precomputed"}, 0,
+                        "the reference's log-probs computed in one pass before training: precompute_ref_log_probs: "
+                        "true (TRL DPOConfig, axolotl)"))
+        # an adapter method takes the recipe's reference for it (the policy with its adapters disabled) where the
+        # scenario asked for a copy: a copy beside adapters is not every recipe's (engine/stacks.py DPO_NO_ADAPTER_COPY)
+        adapter_ref = {"dpo_reference": "auto"} if dpo and reference == "copy" else {}
         adapters = (  # (method, label, trade-off, short trade-off, the methods it replaces)
             ("lora", f"LoRA r={rank}", "trains low-rank adapters only (Hu et al. 2021)", "adapters only",
              ("full", "freeze")),
@@ -741,10 +755,11 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
              "(Dettmers et al. 2023)", "NF4 base", ("full", "freeze", "lora")))
         for target, label, note, short, replaces in adapters:
             if method in replaces:
-                out.append((label, {"method": target, "base_precision": "auto"}, 4, note))
+                out.append((label, {"method": target, "base_precision": "auto", **adapter_ref}, 4, note))
                 if not gc:
                     out.append((label.split(" (")[0] + " + gradient checkpointing",
-                                {"method": target, "base_precision": "auto", "grad_checkpointing": True}, 4,
+                                {"method": target, "base_precision": "auto", "grad_checkpointing": True,
+                                 **adapter_ref}, 4,
                                 f"{short}; " + CHECKPOINTING_NOTE))
         # (only counts the engine takes at the row's tp, pp, cp and ep: engine/scenarios.py gpus_step; ep 4 on 2 or
         # 6 GPUs is refused)

@@ -136,11 +136,29 @@ def test_the_reference_forward_costs_a_forward_of_flops(models, gpus):
     (("--recipe", "litgpt", "--method", "lora", "--objective", "dpo"), "has no trainer under recipe 'litgpt'"),
     (("--objective", "ppo"), "ppo"),
     (("--objective", "dpo", "--dpo-reference", "adapters_off"), "dpo_reference 'adapters_off' needs adapters"),
+    # references the recipe's DPO trainer cannot hold (engine/stacks.py DPO_NO_PRECOMPUTED, DPO_NO_ADAPTER_COPY)
+    (("--objective", "dpo", "--recipe", "llama-factory", "--method", "lora", "--dpo-reference", "precomputed"),
+     "dpo_reference 'precomputed' is not run by recipe 'llama-factory'"),
+    (("--objective", "dpo", "--recipe", "torchtune", "--dpo-reference", "precomputed"),
+     "dpo_reference 'precomputed' is not run by recipe 'torchtune'"),
+    (("--objective", "dpo", "--recipe", "torchtune", "--method", "qlora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with method 'qlora' is not run by recipe 'torchtune'"),
 ])
 def test_bad_objective_rows_exit_2_with_one_line(args, words):
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", *args)
     assert code == 2, (code, out, err)
     assert words in err and "accepted" in err and "Traceback" not in err
+
+
+def test_the_references_a_recipe_runs_are_accepted(models):
+    """The refusals above are only those: a copy under torchtune's full_dpo_distributed, a copy beside adapters under
+    LLaMA-Factory (its ref_model), precomputed log-probs under TRL's recipes, and an sft row with any reference."""
+    rows = [dict(BASE, objective="dpo", recipe="torchtune", dpo_reference="copy"),
+            dict(BASE, objective="dpo", recipe="llama-factory", method="lora", dpo_reference="copy"),
+            dict(BASE, objective="dpo", recipe="axolotl", method="lora", dpo_reference="precomputed"),
+            dict(BASE, recipe="torchtune", method="lora", dpo_reference="precomputed")]
+    out = estimate(pd.DataFrame(rows), models)
+    assert list(out["dpo_reference"]) == ["copy", "copy", "precomputed", "precomputed"]
 
 
 def test_estimate_json_has_the_objective_and_the_reference():
@@ -217,3 +235,34 @@ def test_the_text_estimate_says_dpo_pairs_and_the_reference():
     assert "train, lora, DPO (reference: adapters_off), bf16, batch 2 pairs, seq 2,048" in out.splitlines()[0]
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora")
     assert "DPO" not in out.splitlines()[0] and "batch 1, seq" in out.splitlines()[0]
+
+
+def test_what_if_offers_precomputed_log_probs_only_where_the_recipe_runs_them(models, gpus):
+    """A full DPO row with its reference copy: what-if offers the precomputed reference log-probs under TRL's recipes
+    (saving the copy), never under LLaMA-Factory or torchtune, which the engine refuses them."""
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="h100-sxm-80gb", objective="dpo", method="full",
+                batch=1, seq=1024)
+    hf = what_if(dict(base, recipe="hf"), models, gpus)
+    row = hf[hf["overrides"] == "dpo_reference=precomputed"]
+    assert len(row) == 1 and row["dpo_reference"].iloc[0] == "precomputed"
+    assert row["saved_bytes"].iloc[0] >= 14.9 * 2**30  # the bf16 copy of 8.03 B parameters, 14.96 GiB
+    for recipe in ("llama-factory", "torchtune"):
+        out = what_if(dict(base, recipe=recipe), models, gpus)
+        assert not out["overrides"].str.contains("precomputed").any(), recipe
+
+
+def test_what_if_of_a_copy_under_torchtune_offers_lora_with_its_reference(models, gpus):
+    """--dpo-reference copy, full, under torchtune: the LoRA changes take torchtune's LoRA reference (adapters
+    disabled), not a copy beside adapters, which the engine refuses (the whole what-if would fail)."""
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="h100-sxm-80gb", objective="dpo", method="full",
+                dpo_reference="copy", recipe="torchtune", batch=1, seq=1024)
+    out = what_if(base, models, gpus)
+    lora = out[out["method"].isin(["lora", "qlora"])]
+    assert len(lora) and set(lora["dpo_reference"]) == {"adapters_off"}
+
+
+def with_defaults_row() -> dict:
+    from engine.scenarios import DEFAULTS
+    return dict(DEFAULTS)
