@@ -266,3 +266,13 @@ def test_what_if_of_a_copy_under_torchtune_offers_lora_with_its_reference(models
 def with_defaults_row() -> dict:
     from engine.scenarios import DEFAULTS
     return dict(DEFAULTS)
+
+
+def test_check_says_dpo_and_the_pairs():
+    """check's one line says the objective and that --batch counts pairs (an sft line reads as before)."""
+    code, out, err = run_cli("check", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora",
+                             "--objective", "dpo", "--batch", "4")
+    assert (code, err) == (0, ""), err
+    assert out.startswith("fits: llama-3.2-1b lora DPO, 4 pairs on 1x h100-sxm-80gb: ") and out.count("\n") == 1
+    code, out, err = run_cli("check", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
+    assert out.startswith("fits: llama-3.2-1b lora on 1x h100-sxm-80gb: ")
