@@ -276,3 +276,14 @@ def test_check_says_dpo_and_the_pairs():
     assert out.startswith("fits: llama-3.2-1b lora DPO, 4 pairs on 1x h100-sxm-80gb: ") and out.count("\n") == 1
     code, out, err = run_cli("check", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
     assert out.startswith("fits: llama-3.2-1b lora on 1x h100-sxm-80gb: ")
+
+
+def test_the_fit_line_gives_the_largest_batch_in_pairs():
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora",
+                             "--objective", "dpo", "--seq", "1024")
+    assert code == 0, err
+    line = next(s for s in out.splitlines() if s.startswith("on h100-sxm-80gb"))
+    assert " pairs, longest seq " in line, line
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
+    line = next(s for s in out.splitlines() if s.startswith("on h100-sxm-80gb"))
+    assert " pairs" not in line and "largest batch " in line
