@@ -926,6 +926,12 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
                   else ("" if distributed else "--nproc_per_node 1 ") + "full_dpo_distributed")
         notes.append(_dpo_note(row) + "; the dataset: a preference dataset builder (torchtune.datasets."
                      "stack_exchange_paired_dataset or preference_dataset)")
+        if method not in ("lora", "qlora"):
+            # torchtune 0.7.0 @bd2a0fc recipes/full_dpo_distributed.py reads cfg.ref_checkpointer (the reference copy's
+            # checkpoint; recipes/configs/llama3_1/8B_full_dpo.yaml), which no SFT config carries
+            notes.append("the reference copy: full_dpo_distributed reads ref_checkpointer (the reference's checkpoint): "
+                         "tune cp the model's *_full_dpo config (llama3_1/8B_full_dpo), or copy its checkpointer "
+                         "block as ref_checkpointer")
     cfg: dict = {"batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "dtype": "bf16" if prec["half"] == "bf16" and prec["load"] != "float32" else "fp32",
                  "enable_activation_checkpointing": _checkpointing(row),
@@ -933,6 +939,14 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
                  "compile": str(row.get("compile", "off")) == "on",
                  "dataset": {"packed": str(row.get("packing", "off")) == "on"},
                  "tokenizer": {"max_seq_len": int(row["seq"])}}
+    if _dpo(row):
+        # no dataset.packed: the DPO recipes instantiate the preference builders (torchtune 0.7.0 @bd2a0fc
+        # recipes/lora_dpo_single_device.py _setup_data: config.instantiate(cfg_dataset, tokenizer=...)), whose
+        # datasets/_preference.py preference_dataset and _stack_exchange_paired.py take no `packed` and hand every
+        # other keyword to datasets.load_dataset (**load_dataset_kwargs), which refuses it
+        del cfg["dataset"]
+        if str(row.get("packing", "off")) == "on":
+            notes.append("packing on: torchtune's preference datasets are not packed (padded_collate_dpo)")
     if prec["master"] or prec["name"].startswith("amp_") or prec["half"] == "fp16":
         notes.append(f"precision {prec['name']}: torchtune trains in one dtype, bf16 or fp32 (dtype: {cfg['dtype']}), "
                      "without autocast or an fp32 master copy")

@@ -287,3 +287,18 @@ def test_the_fit_line_gives_the_largest_batch_in_pairs():
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
     line = next(s for s in out.splitlines() if s.startswith("on h100-sxm-80gb"))
     assert " pairs" not in line and "largest batch " in line
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_torchtune_dpo_export_sets_no_dataset_packed_and_names_the_reference_checkpointer(method):
+    """torchtune's DPO recipes instantiate the preference builders, which hand an unknown `packed` to
+    datasets.load_dataset (torchtune 0.7.0 datasets/_preference.py **load_dataset_kwargs): no dataset key; the full
+    recipe reads cfg.ref_checkpointer (recipes/full_dpo_distributed.py), which an SFT config lacks: the note says so."""
+    import yaml
+    code, out, err = _export("torchtune", "--method", method)
+    assert code == 0, err
+    cfg = yaml.safe_load(out)
+    assert "dataset" not in cfg and cfg["loss"]["_component_"] == "torchtune.rlhf.loss.DPOLoss"
+    assert ("ref_checkpointer" in out) == (method == "full")
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", method, "--export", "torchtune")
+    assert yaml.safe_load(out)["dataset"] == {"packed": False}  # (an SFT recipe's builders take it)
