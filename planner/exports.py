@@ -718,6 +718,12 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     quant = _quant(row)
     if quant:
         cfg.update({"quantization_bit": 8 if quant == "int8" else 4, "quantization_method": "bnb"})
+        if "ref_model" in cfg:
+            # the copy quantized as the policy, as the plan counts it (engine/components.py dpo_parts): LLaMA-Factory
+            # @ff6d4d1 src/llamafactory/train/trainer_utils.py create_ref_model loads ref_model with
+            # `quantization_bit=finetuning_args.ref_model_quantization_bit` (default None: a 16-bit copy), the other
+            # quantization arguments copied from the policy's (ModelArguments.copyfrom)
+            cfg["ref_model_quantization_bit"] = cfg["quantization_bit"]
         if quant != "int8":
             # double_quantization: LLaMA-Factory 0.9.6.dev0 hparams/model_args.py QuantizationArguments (default True)
             cfg.update({"quantization_type": "nf4" if quant == "nf4" else "fp4", "double_quantization": _double_quant(row)})

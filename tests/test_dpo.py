@@ -302,3 +302,15 @@ def test_torchtune_dpo_export_sets_no_dataset_packed_and_names_the_reference_che
     assert ("ref_checkpointer" in out) == (method == "full")
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", method, "--export", "torchtune")
     assert yaml.safe_load(out)["dataset"] == {"packed": False}  # (an SFT recipe's builders take it)
+
+
+def test_llama_factory_quantizes_a_qlora_reference_copy_as_the_plan_counts_it():
+    """LLaMA-Factory loads ref_model with ref_model_quantization_bit (default None: a 16-bit copy, trainer_utils.py
+    create_ref_model); the plan counts the copy quantized as the policy, so the export sets the bits."""
+    import yaml
+    code, out, err = _export("llama-factory", "--method", "qlora", "--dpo-reference", "copy")
+    assert code == 0, err
+    cfg = yaml.safe_load(out)
+    assert cfg["ref_model"] == cfg["model_name_or_path"] and cfg["ref_model_quantization_bit"] == cfg["quantization_bit"] == 4
+    code, out, err = _export("llama-factory", "--method", "lora", "--dpo-reference", "copy")
+    assert "ref_model_quantization_bit" not in yaml.safe_load(out)  # (a 16-bit base: a 16-bit copy)
