@@ -833,8 +833,8 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
             cfg["rl_adapter_ref_model"] = True
         if str(row.get("dpo_reference")) == "precomputed":
             cfg["precompute_ref_log_probs"] = True
-        notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: e.g. "
-                     "chatml.intel)")
+        notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: "
+                     "chatml.intel for question / chosen / rejected columns, or chat_template.default)")
     quant = _quant(row)
     cfg["load_in_8bit"], cfg["load_in_4bit"] = quant == "int8", quant in ("nf4", "int4")
     if quant == "int4":
@@ -859,7 +859,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     # float`, no default): a config without it fails validation ("learning_rate Field required"). A placeholder, the
     # DeepSpeed file's where the plan names one (_placeholder_lr: the Trainer refuses a DeepSpeed optimizer lr unlike
     # its own)
-    cfg.update({"datasets": [{"path": "DATASET", "type": "alpaca"}], "output_dir": f"./outputs/{row['model']}-{method}",
+    # (rl dpo: a DPO prompt strategy, axolotl 0.18.0 @067b021 src/axolotl/prompt_strategies/dpo/chatml.py intel; its
+    # prompt_strategies/base.py load finds no dpo/alpaca.py and returns None, so an SFT type loads no pairs)
+    dataset_type = "chatml.intel" if _dpo(row) else "alpaca"
+    cfg.update({"datasets": [{"path": "DATASET", "type": dataset_type}], "output_dir": f"./outputs/{row['model']}-{method}",
                 "sequence_len": int(row["seq"]), "sample_packing": str(row.get("packing", "off")) == "on",
                 "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                 "learning_rate": _placeholder_lr(row),

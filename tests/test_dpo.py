@@ -314,3 +314,14 @@ def test_llama_factory_quantizes_a_qlora_reference_copy_as_the_plan_counts_it():
     assert cfg["ref_model"] == cfg["model_name_or_path"] and cfg["ref_model_quantization_bit"] == cfg["quantization_bit"] == 4
     code, out, err = _export("llama-factory", "--method", "lora", "--dpo-reference", "copy")
     assert "ref_model_quantization_bit" not in yaml.safe_load(out)  # (a 16-bit base: a 16-bit copy)
+
+
+def test_axolotl_dpo_export_names_a_dpo_prompt_strategy():
+    """axolotl loads an rl: dpo dataset's type from prompt_strategies/dpo (0.18.0: chatml, chat_template, llama3, ...);
+    an SFT type (alpaca) is none of them, so the export names chatml.intel (an SFT export keeps alpaca)."""
+    import yaml
+    code, out, err = _export("axolotl", "--method", "lora")
+    assert code == 0, err
+    assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "chatml.intel"}]
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--export", "axolotl")
+    assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "alpaca"}]
