@@ -509,8 +509,8 @@ def _galore_trainer_keys(cfg: dict, row) -> None:
 # Which targets run a DPO step, and the reference each can hold (engine/stacks.py dpo_reference): TRL's `trl dpo`
 # (DPOConfig, trl 1.16.0: ref_model None for a PEFT policy, precompute_ref_log_probs), LLaMA-Factory's stage dpo
 # (ref_model for an explicit copy; its CustomDPOTrainer sets `self.precompute_ref_log_probs = False`,
-# src/llamafactory/train/dpo/trainer.py __init__), axolotl's rl: dpo (rl_adapter_ref_model for a copy beside an
-# adapter, precompute_ref_log_probs), torchtune's lora_dpo_single_device / lora_dpo_distributed (the reference is
+# src/llamafactory/train/dpo/trainer.py __init__), axolotl's rl: dpo (precompute_ref_log_probs; no copy beside an
+# adapter: DPO_NO_ADAPTER_COPY_TARGETS), torchtune's lora_dpo_single_device / lora_dpo_distributed (the reference is
 # the model under disable_adapter) and full_dpo_distributed (a second model: `self._ref_model`), no precomputed
 # log-probs; DeepSpeed and accelerate's FSDP files launch TRL's trainer. LitGPT ships no DPO script
 # (litgpt/finetune: full, lora, adapter, adapter_v2).
@@ -518,6 +518,15 @@ DPO_REFERENCES = {"trl": ("copy", "adapters_off", "precomputed"), "llama-factory
                   "axolotl": ("copy", "adapters_off", "precomputed"), "torchtune": ("copy", "adapters_off"),
                   "deepspeed": ("copy", "adapters_off", "precomputed"),
                   "accelerate-fsdp": ("copy", "adapters_off", "precomputed"), "litgpt": ()}
+# the targets that cannot hold a copy beside LoRA adapters (engine/stacks.py DPO_NO_ADAPTER_COPY): torchtune's lora_dpo
+# recipes (the reference is the model under disable_adapter); axolotl 0.18.0 @067b021 reads cfg.rl_adapter_ref_model in
+# src/axolotl/train.py setup_reference_model, but the key is no field of utils/schemas/config.py AxolotlInputConfig,
+# whose validation (utils/config/__init__.py validate_config: model_dump of the pydantic model, extra keys ignored)
+# drops it: the reference of an adapter run is always the model with its adapters disabled
+DPO_NO_ADAPTER_COPY_TARGETS = {
+    "torchtune": "its lora_dpo recipes take the reference as the model with its adapters disabled",
+    "axolotl": "axolotl's config validation drops rl_adapter_ref_model (no field of its schema, 0.18.0), so an adapter "
+               "run's reference is the model with its adapters disabled"}
 DPO_WHY = {"litgpt": "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2)",
            "llama-factory": "LLaMA-Factory's DPO trainer computes the reference log-probs in every step "
                             "(CustomDPOTrainer sets precompute_ref_log_probs = False)",
@@ -542,9 +551,9 @@ def _check_objective(target: str, row) -> None:
         raise ValueError(f"dpo_reference {ref!r} cannot be exported to {target}: {DPO_WHY.get(target, target)}; "
                          f"accepted for {target}: --dpo-reference {' or '.join(accepted)}; targets that take "
                          f"{ref!r}: {', '.join(ok)}")
-    if target == "torchtune" and ref == "copy" and str(row["method"]) in ("lora", "qlora"):
-        raise ValueError("dpo_reference 'copy' with LoRA cannot be exported to torchtune: its lora_dpo recipes take the "
-                         "reference as the model with its adapters disabled; accepted for torchtune: --dpo-reference "
+    if target in DPO_NO_ADAPTER_COPY_TARGETS and ref == "copy" and str(row["method"]) in ("lora", "qlora"):
+        raise ValueError(f"dpo_reference 'copy' with LoRA cannot be exported to {target}: "
+                         f"{DPO_NO_ADAPTER_COPY_TARGETS[target]}; accepted for {target}: --dpo-reference "
                          "adapters_off with LoRA, copy with --method full")
 
 
@@ -826,11 +835,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     method = str(row["method"])
     cfg: dict = {"base_model": repo}
     if _dpo(row):
-        # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter and no
-        # rl_adapter_ref_model: model_ref None (TRL disables the adapters), else the model loaded again
+        # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter: model_ref None
+        # (TRL disables the adapters; its rl_adapter_ref_model does not survive validation: DPO_NO_ADAPTER_COPY_TARGETS),
+        # else the model loaded again
         cfg["rl"] = "dpo"
-        if str(row.get("dpo_reference")) == "copy" and method in ("lora", "qlora"):
-            cfg["rl_adapter_ref_model"] = True
         if str(row.get("dpo_reference")) == "precomputed":
             cfg["precompute_ref_log_probs"] = True
         notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: "

@@ -143,6 +143,8 @@ def test_the_reference_forward_costs_a_forward_of_flops(models, gpus):
      "dpo_reference 'precomputed' is not run by recipe 'torchtune'"),
     (("--objective", "dpo", "--recipe", "torchtune", "--method", "qlora", "--dpo-reference", "copy"),
      "dpo_reference 'copy' with method 'qlora' is not run by recipe 'torchtune'"),
+    (("--objective", "dpo", "--recipe", "axolotl", "--method", "lora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with method 'lora' is not run by recipe 'axolotl'"),
 ])
 def test_bad_objective_rows_exit_2_with_one_line(args, words):
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", *args)
@@ -208,9 +210,11 @@ def test_sft_exports_are_unchanged_by_the_objective_keys():
     assert code == 0 and "trl sft --config FILE" in out and "beta:" not in out and "loss_type: nll" in out
 
 
-def test_axolotl_writes_a_reference_copy_beside_an_adapter_and_precomputed_log_probs():
-    code, out, err = _export("axolotl", "--method", "lora", "--dpo-reference", "copy")
-    assert code == 0 and "rl_adapter_ref_model: true" in out
+def test_axolotl_writes_precomputed_log_probs_and_a_full_runs_copy():
+    """axolotl runs a copy without an adapter (setup_reference_model loads the model again) and precomputed log-probs;
+    a copy beside an adapter it cannot (its validation drops rl_adapter_ref_model): refused below."""
+    code, out, err = _export("axolotl", "--method", "full", "--dpo-reference", "copy")
+    assert code == 0 and "rl: dpo" in out and "rl_adapter_ref_model" not in out and "adapter:" not in out
     code, out, err = _export("axolotl", "--method", "lora", "--dpo-reference", "precomputed")
     assert code == 0 and "precompute_ref_log_probs: true" in out
 
@@ -221,6 +225,9 @@ def test_axolotl_writes_a_reference_copy_beside_an_adapter_and_precomputed_log_p
      "dpo_reference 'precomputed' cannot be exported to llama-factory"),
     ("torchtune", ("--method", "lora", "--dpo-reference", "copy"),
      "dpo_reference 'copy' with LoRA cannot be exported to torchtune"),
+    ("axolotl", ("--method", "qlora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with LoRA cannot be exported to axolotl: axolotl's config validation drops "
+     "rl_adapter_ref_model"),
 ])
 def test_dpo_exports_refuse_what_the_target_cannot_run(target, args, words):
     code, out, err = _export(target, *args)
