@@ -822,6 +822,16 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
             raise ValueError(f"objective 'dpo' has no trainer under recipe {_at(out, cfg, bad, 'recipe')!r} (torchtitan, "
                              "LitGPT and NeMo Automodel ship no DPO recipe); accepted recipes for dpo: "
                              + ", ".join(DPO_RECIPES))
+        # no DPO trainer packs pairs (the recipes' default is off): trl 1.16.0 dpo_trainer.py lines 732-739 turns
+        # padding_free off, axolotl 0.18.0 utils/schemas/validation.py check_sample_packing_w_rl refuses
+        # sample_packing with rl, LLaMA-Factory's DPO reads its data as stage rm (src/llamafactory/data/loader.py: packing
+        # only for stage sft), torchtune's preference datasets are padded (padded_collate_dpo)
+        if "packing" in out:
+            bad = dpo & cfg.mask("packing", "on")
+            if bad.any():
+                raise ValueError("packing 'on' is not run by any DPO trainer (TRL, axolotl, LLaMA-Factory and torchtune "
+                                 "pad each pair's chosen and rejected sequences); accepted with objective dpo: "
+                                 "packing auto or off")
         if "dpo_reference" in out:  # (an sft row never reads its reference: any value is accepted there)
             bad = dpo & cfg.mask("dpo_reference", "adapters_off") & ~cfg.mask("method", "lora", "qlora")
             if bad.any():
