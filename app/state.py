@@ -398,6 +398,9 @@ def sidebar() -> dict:
             _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", **_bounds("freeze_layers"),
                                                                key=k, **v))
     else:
+        if settings.get("objective") == "dpo":  # (kept for training; serving has no objective: infer_workload)
+            sb.info("Objective DPO applies to training: the serving figures ignore it (set Task to Train / fine-tune to "
+                    "plan the DPO run).")
         _widget("infer_precision", lambda k, **v: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k, **v,
                                                           format_func=INFER_PRECISION_LABELS.get))
         _widget("kv_precision", lambda k, **v: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, **v, format_func=KV_LABELS.get))

@@ -706,7 +706,9 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
             out.append(("FlashAttention-2 (no mask or scores kept)", {"attention": "flash"}, 0,
                         "same attention, fused and unpadded: attn_implementation='flash_attention_2' "
                         "(the flash-attn package, an Ampere or newer GPU)"))
-        if decided["attention"] == "sdpa" and decided["padding"] == "padded" and decided["packing"] != "on":
+        # (not for DPO: no DPO trainer packs pairs, engine/scenarios.py refuses it)
+        if (decided["attention"] == "sdpa" and decided["padding"] == "padded" and decided["packing"] != "on"
+                and _setting(base, "objective") != "dpo"):
             out.append(("Sequence packing (no padding, no mask)", {"packing": "on"}, 3,
                         "examples packed into full-length sequences (trl packing=True): no padding tokens; "
                         "attention crosses example boundaries unless position_ids / FlashAttention varlen"))
@@ -1072,15 +1074,21 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     """The scenario `base` explained, from ONE estimate call: {'row': its estimate (what_if's
     baseline, the same row), 'what_if': what_if(base), 'curve': memory_curve(base, seqs, batches)}.
     Each part's rows are estimated as in its own function; one call spares the engine's fixed
-    cost per call twice (the Breakdown page asks for all three at every change of the workload)."""
+    cost per call twice (the Breakdown page asks for all three at every change of the workload).
+    'reference_bytes': for a DPO row, the reference copy's bytes per GPU (inside its weights; 0 without a copy), the
+    row's weights less those of the same row without the copy (precomputed log-probs), NaN for an sft row."""
     rules = compatibility_rules() if gpus is not None else None
     frame, variants = _what_if_frame(base, models, gpus, rules)
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
-    both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
-    n = len(frame)
+    dpo = _setting(base, "objective") == "dpo"
+    # (a DPO row: the same row without its reference copy, for the copy's share of the weights; dpo_parts)
+    plain = with_defaults(pd.DataFrame([{**base, "dpo_reference": "precomputed"}])) if dpo else curve.iloc[:0]
+    both = estimate(pd.concat([frame, curve, plain], ignore_index=True), models, gpus, **(overhead or {}))
+    n, k = len(frame), len(curve)
     ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus, rules)
+    reference = (float(both["weights_bytes"].iloc[0]) - float(both["weights_bytes"].iloc[n + k])) if dpo else np.nan
     return {"row": with_compatibility(both.iloc[[0]], gpus, rules).iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead, rules),
-            "curve": both.iloc[n:].reset_index(drop=True)}
+            "curve": both.iloc[n:n + k].reset_index(drop=True), "reference_bytes": reference}
 
 
 # ---- inference table -----------------------------------------------------------------------

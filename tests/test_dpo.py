@@ -332,3 +332,39 @@ def test_axolotl_dpo_export_names_a_dpo_prompt_strategy():
     assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "chatml.intel"}]
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--export", "axolotl")
     assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "alpaca"}]
+
+
+def test_dpo_with_packing_is_refused_and_never_offered(models, gpus):
+    """No DPO trainer packs pairs (TRL 1.16.0 turns padding_free off, axolotl refuses sample_packing with rl,
+    LLaMA-Factory packs only stage sft, torchtune pads): the engine refuses packing on with dpo, and what-if does not
+    offer "Sequence packing" to a DPO row (it does to the same sft row)."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--objective", "dpo",
+                             "--packing", "on")
+    assert code == 2 and "packing 'on' is not run by any DPO trainer" in err and "accepted" in err, (code, err)
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="rtx-4090", method="lora", batch=1, seq=2048)
+    sft = what_if(base, models, gpus)
+    dpo = what_if(dict(base, objective="dpo"), models, gpus)
+    assert (sft["overrides"] == "packing=on").any() and not (dpo["overrides"] == "packing=on").any()
+
+
+def test_breakdown_page_names_the_pairs_and_the_reference_copy():
+    """The Breakdown page of a full DPO row: the largest micro-batch in pairs, a caption with the two sequences per
+    pair and the reference copy's share of the weights (Llama 3 8B bf16: 14.96 GiB, docs/stacks.md "DPO")."""
+    from tests.test_pages import open_app, shown
+    at = open_app("pages/breakdown.py", {"objective": "dpo", "method": "full", "model": "llama-3-8b",
+                                         "gpu": "h100-sxm-80gb"})
+    assert "Largest micro-batch (pairs)" in [m.label for m in at.metric]
+    caption = " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
+    assert "1 preference pair = 2 sequences" in caption and "a frozen copy of the model, 14.96 GiB" in caption, caption
+    at = open_app("pages/breakdown.py", {"method": "full", "model": "llama-3-8b", "gpu": "h100-sxm-80gb"})
+    assert "Largest micro-batch" in [m.label for m in at.metric]
+    assert not [x for x in at.caption if "DPO:" in x.value]
+
+
+def test_serving_with_objective_dpo_in_the_url_says_it_is_ignored():
+    from tests.test_pages import open_app
+    at = open_app("pages/overview.py", {"task": "infer", "objective": "dpo"})
+    assert any("Objective DPO applies to training" in i.value for i in at.sidebar.info)
+    at = open_app("pages/overview.py", {"task": "infer"})
+    assert not any("Objective DPO" in i.value for i in at.sidebar.info)
