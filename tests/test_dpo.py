@@ -368,3 +368,11 @@ def test_serving_with_objective_dpo_in_the_url_says_it_is_ignored():
     assert any("Objective DPO applies to training" in i.value for i in at.sidebar.info)
     at = open_app("pages/overview.py", {"task": "infer"})
     assert not any("Objective DPO" in i.value for i in at.sidebar.info)
+
+
+def test_cost_per_fit_says_its_training_workloads_are_dpo():
+    from tests.test_pages import open_app
+    at = open_app("pages/cost_per_fit.py", {"objective": "dpo"})
+    assert any("Training workloads: DPO" in x.value and "preference pairs" in x.value for x in at.caption)
+    at = open_app("pages/cost_per_fit.py")
+    assert not any("Training workloads: DPO" in x.value for x in at.caption)
