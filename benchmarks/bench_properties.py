@@ -11,7 +11,8 @@ is printed: rerun with --seed to reproduce) over every catalog model (and a few 
 SYNTHETIC, unless --catalog-only), task, method, precision, optimizer, ZeRO stage, offload, GPU
 count, tensor / pipeline split, LoRA rank and targets, frozen layers, base and KV precision,
 batch 1..64 (and some far larger), seq 1..the model's context (tiny ones often, and beyond the
-context with allow_long_context), headroom, each with a catalog GPU or none, and per
+context with allow_long_context), headroom, the training objective (dpo for half the training rows under a
+recipe with a DPO trainer, each dpo_reference the recipe runs), each with a catalog GPU or none, and per
 estimate() call the default or random runtime-overhead settings. Companion rows (changed
 copies) go in the same frames, so a few `estimate()` calls check everything:
 
