@@ -780,9 +780,11 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         out.append(("ZeRO-3 + parameters and optimizer offloaded to CPU", {"zero": 3, "offload": "all"}, 2,
                     "weights streamed from CPU memory every step: much slower"))
         if batch > 1:
-            out.append(("Micro-batch 1", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
+            # (a DPO row's batch counts preference pairs: dpo_parts)
+            unit = (lambda k: f" pair{'s' if k != 1 else ''}") if dpo else (lambda k: "")
+            out.append((f"Micro-batch 1{unit(1)}", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
             if batch // 2 > 1:
-                out.append((f"Micro-batch {batch // 2:,}", {"batch": batch // 2}, 3,
+                out.append((f"Micro-batch {batch // 2:,}{unit(batch // 2)}", {"batch": batch // 2}, 3,
                             "gradient accumulation keeps the effective batch"))
         if seq >= 256:
             out.append((f"Sequence {seq // 2:,}", {"seq": seq // 2}, 3, "shorter training samples"))

@@ -376,3 +376,16 @@ def test_cost_per_fit_says_its_training_workloads_are_dpo():
     assert any("Training workloads: DPO" in x.value and "preference pairs" in x.value for x in at.caption)
     at = open_app("pages/cost_per_fit.py")
     assert not any("Training workloads: DPO" in x.value for x in at.caption)
+
+
+def test_what_if_and_budget_say_pairs_for_a_dpo_batch():
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--method", "full",
+                             "--objective", "dpo", "--batch", "8", "--what-if")
+    assert code == 0, err
+    assert "Micro-batch 1 pair " in out and "Micro-batch 4 pairs " in out
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--method", "full",
+                             "--batch", "8", "--what-if")
+    assert "Micro-batch 1 " in out and "pair" not in out
+    code, out, err = run_cli("budget", "--budget", "3000", "--objective", "dpo", "--batch", "4")
+    assert code == 0, err
+    assert "workload settings: batch 4 (pairs for training), objective dpo" in out
