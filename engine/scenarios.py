@@ -777,6 +777,16 @@ def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
     return frame[column].iloc[cfg.first_row(bad)]
 
 
+def dpo_reference_runs(reference: str, method: str, recipe: str) -> bool:
+    """Whether a DPO row's dpo_reference is one its recipe runs for its method (check_combinations refuses the
+    others): adapters_off needs adapters, precomputed not under DPO_NO_PRECOMPUTED, a copy beside adapters not under
+    DPO_NO_ADAPTER_COPY; auto (the recipe's) always."""
+    adapters = method in ("lora", "qlora")
+    return not ((reference == "adapters_off" and not adapters)
+                or (reference == "precomputed" and recipe in DPO_NO_PRECOMPUTED)
+                or (reference == "copy" and adapters and recipe in DPO_NO_ADAPTER_COPY))
+
+
 def ep_accepted(gpus, tp, pp, ep) -> np.ndarray:
     """Whether expert parallel ep is taken at these GPU counts, tensor and pipeline parallel: 1, or a multiple of
     tp that divides gpus / pp (the experts spread whole over those GPUs of each stage). check_combinations' rule,
@@ -849,9 +859,9 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
                    & cfg.mask("recipe", *DPO_NO_ADAPTER_COPY))
             if bad.any():
                 raise ValueError(f"dpo_reference 'copy' with method {_at(out, cfg, bad, 'method')!r} is not run by "
-                                 f"recipe {_at(out, cfg, bad, 'recipe')!r} (its LoRA DPO recipes take the reference as "
-                                 "the model with its adapters disabled); accepted there: auto or adapters_off (a copy with "
-                                 "--method full)")
+                                 f"recipe {_at(out, cfg, bad, 'recipe')!r} (its DPO trainer takes an adapter run's "
+                                 "reference as the model with its adapters disabled); accepted there: auto or "
+                                 "adapters_off (a copy with --method full)")
 
     base_auto = cfg.mask("base_precision", "auto")
     bad = train & cfg.mask("method", "full") & ~base_auto

@@ -750,6 +750,7 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         # an adapter method takes the recipe's reference for it (the policy with its adapters disabled) where the
         # scenario asked for a copy: a copy beside adapters is not every recipe's (engine/stacks.py DPO_NO_ADAPTER_COPY)
         adapter_ref = {"dpo_reference": "auto"} if dpo and reference == "copy" else {}
+        # (every adapter recipe runs the rest: precomputed where the recipe runs it at all, adapters_off)
         adapters = (  # (method, label, trade-off, short trade-off, the methods it replaces)
             ("lora", f"LoRA r={rank}", "trains low-rank adapters only (Hu et al. 2021)", "adapters only",
              ("full", "freeze")),
@@ -1078,13 +1079,14 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     Each part's rows are estimated as in its own function; one call spares the engine's fixed
     cost per call twice (the Breakdown page asks for all three at every change of the workload).
     'reference_bytes': for a DPO row, the reference copy's bytes per GPU (inside its weights; 0 without a copy), the
-    row's weights less those of the same row without the copy (precomputed log-probs), NaN for an sft row."""
+    row's weights less those of the same row as sft, NaN for an sft row."""
     rules = compatibility_rules() if gpus is not None else None
     frame, variants = _what_if_frame(base, models, gpus, rules)
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
     dpo = _setting(base, "objective") == "dpo"
-    # (a DPO row: the same row without its reference copy, for the copy's share of the weights; dpo_parts)
-    plain = with_defaults(pd.DataFrame([{**base, "dpo_reference": "precomputed"}])) if dpo else curve.iloc[:0]
+    # (a DPO row: the same row as sft, whose weights are the DPO row's less its reference copy (dpo_parts adds the copy
+    # to the weights and nothing else to them); sft, not precomputed log-probs, which not every recipe runs)
+    plain = with_defaults(pd.DataFrame([{**base, "objective": "sft"}])) if dpo else curve.iloc[:0]
     both = estimate(pd.concat([frame, curve, plain], ignore_index=True), models, gpus, **(overhead or {}))
     n, k = len(frame), len(curve)
     ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus, rules)

@@ -357,6 +357,11 @@ def test_breakdown_page_names_the_pairs_and_the_reference_copy():
     assert "Largest micro-batch (pairs)" in [m.label for m in at.metric]
     caption = " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
     assert "1 preference pair = 2 sequences" in caption and "a frozen copy of the model, 14.96 GiB" in caption, caption
+    # (under torchtune, which runs no precomputed log-probs, the same copy)
+    at = open_app("pages/breakdown.py", {"objective": "dpo", "method": "full", "model": "llama-3-8b",
+                                         "gpu": "h100-sxm-80gb", "recipe": "torchtune", "dpo_reference": "copy"})
+    assert not at.error, [e.value for e in at.error]
+    assert "14.96 GiB" in " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
     at = open_app("pages/breakdown.py", {"method": "full", "model": "llama-3-8b", "gpu": "h100-sxm-80gb"})
     assert "Largest micro-batch" in [m.label for m in at.metric]
     assert not [x for x in at.caption if "DPO:" in x.value]
@@ -389,3 +394,29 @@ def test_what_if_and_budget_say_pairs_for_a_dpo_batch():
     code, out, err = run_cli("budget", "--budget", "3000", "--objective", "dpo", "--batch", "4")
     assert code == 0, err
     assert "workload settings: batch 4 (pairs for training), objective dpo" in out
+
+
+@pytest.mark.parametrize("query", [{"objective": "dpo", "method": "lora", "dpo_reference": "adapters_off"},
+                                   {"objective": "dpo", "method": "full", "recipe": "axolotl", "dpo_reference": "copy"}])
+def test_the_multi_method_pages_take_each_methods_reference(query):
+    """The sidebar's DPO reference is its method's: the Budget and Cost per fit pages, which plan full, LoRA and QLoRA
+    together, give a method for which the recipe does not run it the recipe's own (auto) instead of refusing every
+    workload (adapters_off has no adapters under full; axolotl keeps no copy beside adapters)."""
+    from app.state import train_workload
+    from tests.test_pages import open_app
+    for page in ("pages/budget.py", "pages/cost_per_fit.py"):
+        at = open_app(page, query)
+        assert not at.error, (page, [e.value for e in at.error])
+    settings = _settings(query)
+    own = train_workload(settings)
+    assert own["dpo_reference"] == query["dpo_reference"]
+    other = train_workload(settings, method="qlora" if query["method"] == "full" else "full")
+    assert other["dpo_reference"] == "auto"
+
+
+def _settings(query: dict) -> dict:
+    """The sidebar's settings (app/state.py FIELDS defaults) with `query`'s values."""
+    from app.state import FIELDS
+    s = {k: f.default for k, f in FIELDS.items()}
+    s.update(query)
+    return s
