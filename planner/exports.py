@@ -596,7 +596,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         notes.append(_dpo_note(row) + "; the dataset: a preference dataset (prompt, chosen, rejected)")
         if str(row.get("dpo_reference")) == "copy" and row["method"] in ("lora", "qlora"):
             notes.append("dpo_reference copy with LoRA: `trl dpo` builds no second model for a PEFT policy (dpo_trainer.py "
-                         "lines 908-914); pass ref_model=AutoModelForCausalLM.from_pretrained(...) in a script")
+                         "lines 908-914); pass ref_model=AutoModelForCausalLM.from_pretrained(...) in a script"
+                         # (the plan counts the copy quantized as the policy: engine/components.py dpo_parts)
+                         + (", with the policy's quantization_config (the plan counts the copy quantized as the "
+                            "policy)" if _quant(row) else ""))
     elif loss != "fused":
         cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):

@@ -420,3 +420,11 @@ def _settings(query: dict) -> dict:
     s = {k: f.default for k, f in FIELDS.items()}
     s.update(query)
     return s
+
+
+def test_trl_note_for_a_qlora_copy_says_to_quantize_it():
+    code, out, err = _export("trl", "--method", "qlora", "--dpo-reference", "copy")
+    assert code == 0, err
+    assert "with the policy's quantization_config" in out
+    code, out, err = _export("trl", "--method", "lora", "--dpo-reference", "copy")
+    assert "pass ref_model=" in out and "quantization_config (the plan" not in out
