@@ -31,7 +31,7 @@ from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, 
 from catalog.schema import CatalogError
 from engine.constants import GALORE_OPTIMIZERS, INFER_PRECISIONS, LORA_MODULES, OPTIMIZERS, TRAIN_PRECISIONS
 from engine.columns import SCENARIO, read_number
-from engine.scenarios import KV_PRECISIONS, OBJECTIVES, did_you_mean
+from engine.scenarios import KV_PRECISIONS, OBJECTIVES, did_you_mean, dpo_reference_runs
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
@@ -443,6 +443,9 @@ def sidebar() -> dict:
             _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", **_bounds("freeze_layers"),
                                                                key=k, **v))
     else:
+        if settings.get("objective") == "dpo":  # (kept for training; serving has no objective: infer_workload)
+            sb.info("Objective DPO applies to training: the serving figures ignore it (set Task to Train / fine-tune to "
+                    "plan the DPO run).")
         _widget("infer_precision", lambda k, **v: sb.selectbox("Weights", list(INFER_PRECISIONS), key=k, **v,
                                                           format_func=INFER_PRECISION_LABELS.get))
         _widget("kv_precision", lambda k, **v: sb.selectbox("KV cache", list(KV_PRECISIONS), key=k, **v, format_func=KV_LABELS.get))
@@ -543,8 +546,17 @@ def _common(s: dict) -> dict:
 
 
 def train_workload(s: dict | None = None, method: str | None = None) -> dict:
+    """The sidebar's training workload; `method` another method's (the multi-method pages: Budget, Cost per fit),
+    where a DPO reference the recipe does not run for that method (adapters_off for full, a copy beside adapters under
+    torchtune or axolotl: engine/scenarios.py dpo_reference_runs) becomes the recipe's own (auto), so one method's
+    choice does not refuse the others. The sidebar's own method keeps it (its refusal is the sidebar's message)."""
     s = s or store()
-    method = method or s["method"]
+    given = s["method"]
+    method = method or given
+    switches = {switch: s[switch] for switch in SWITCHES}
+    if (s["objective"] == "dpo" and method != given
+            and not dpo_reference_runs(str(switches["dpo_reference"]), method, str(s["recipe"]))):
+        switches["dpo_reference"] = "auto"
     return {**_common(s), "task": "train", "method": method, "precision": s["train_precision"],
             "optimizer": s["optimizer"], "grad_checkpointing": bool(s["grad_checkpointing"]),
             "lora_rank": int(s["lora_rank"]), "lora_targets": ",".join(s["lora_targets"]) or "q_proj,v_proj",
@@ -552,7 +564,7 @@ def train_workload(s: dict | None = None, method: str | None = None) -> dict:
             "base_precision": s["base_precision"] if method == "qlora" else "auto",
             "freeze_layers": int(s["freeze_layers"]), "zero": int(s["zero"]), "offload": s["offload"],
             "galore_rank": int(s["galore_rank"]), "objective": s["objective"],
-            "recipe": s["recipe"], **{switch: s[switch] for switch in SWITCHES}}
+            "recipe": s["recipe"], **switches}
 
 
 def infer_workload(s: dict | None = None, precision: str | None = None) -> dict:

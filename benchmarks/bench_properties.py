@@ -11,7 +11,8 @@ is printed: rerun with --seed to reproduce) over every catalog model (and a few 
 SYNTHETIC, unless --catalog-only), task, method, precision, optimizer, ZeRO stage, offload, GPU
 count, tensor / pipeline split, LoRA rank and targets, frozen layers, base and KV precision,
 batch 1..64 (and some far larger), seq 1..the model's context (tiny ones often, and beyond the
-context with allow_long_context), headroom, each with a catalog GPU or none, and per
+context with allow_long_context), headroom, the training objective (dpo for half the training rows under a
+recipe with a DPO trainer, each dpo_reference the recipe runs), each with a catalog GPU or none, and per
 estimate() call the default or random runtime-overhead settings. Companion rows (changed
 copies) go in the same frames, so a few `estimate()` calls check everything:
 
@@ -64,7 +65,7 @@ from engine.constants import (  # noqa: E402
 from engine.params import model_types  # noqa: E402
 from engine.memory import COMPONENTS, INFER_PHASES, PHASES, TRAIN_PHASES  # noqa: E402
 from engine.scenarios import BASE_PRECISIONS  # noqa: E402
-from engine.stacks import DEFAULT_RECIPE, RECIPE_NAMES, recipe_value  # noqa: E402
+from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, recipe_value  # noqa: E402
 from engine.params import total_params  # noqa: E402
 
 engine_estimate = importlib.import_module("engine.executor")  # where _component_tables lives (engine/executor.py)
@@ -114,9 +115,11 @@ def divisors(k: int, most: int) -> list[int]:
 
 
 def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpus: pd.DataFrame,
-                     recipes: tuple[str, ...] = ()) -> pd.DataFrame:
+                     recipes: tuple[str, ...] = (), objectives: bool = False) -> pd.DataFrame:
     """n valid scenarios (no combination the engine refuses), drawn independently per column; with
-    `recipes`, each row's recipe drawn from them too (the default search keeps the engine's default, hf)."""
+    `recipes`, each row's recipe drawn from them too (the default search keeps the engine's default, hf); with
+    `objectives`, each row's objective (dpo for half the training rows under a recipe with a DPO trainer) and
+    dpo_reference too, without changing any other column's draw."""
     mi = rng.integers(0, len(models), n)
     m = models.iloc[mi].reset_index(drop=True)
     heads, layers, ctx = (m[c].to_numpy(dtype=np.int64) for c in ("num_heads", "num_layers", "max_context"))
@@ -177,6 +180,23 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
     })
     if recipes:
         frame["recipe"] = pick(rng, recipes, n)
+    if objectives:
+        # the training objective and DPO's reference (engine/components.py dpo_parts), from a generator spawned off
+        # rng: spawning reads rng's seed sequence, not its stream, so every column above (and every later draw from
+        # rng: companions, overheads) is what it was without them (benchmarks/result_hash.py's seeds keep their rows)
+        sub = rng.spawn(1)[0]
+        recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(n, DEFAULT_RECIPE)
+        dpo = train & np.isin(recipe, DPO_RECIPES) & (sub.random(n) < 0.5)
+        frame["objective"] = np.where(dpo, "dpo", "sft")
+        # only the references the row's recipe runs (engine/scenarios.py refuses the others): adapters_off where there
+        # are adapters to disable, precomputed not under DPO_NO_PRECOMPUTED, a copy beside adapters not under
+        # DPO_NO_ADAPTER_COPY (an sft row takes any value and reads none: drawn there too)
+        adapters = np.isin(method, ("lora", "qlora"))
+        ref = np.where(adapters, pick(sub, ("auto", "copy", "adapters_off", "precomputed"), n),
+                       pick(sub, ("auto", "copy", "precomputed"), n))
+        ref = np.where(dpo & (ref == "precomputed") & np.isin(recipe, DPO_NO_PRECOMPUTED), "auto", ref)
+        ref = np.where(dpo & (ref == "copy") & adapters & np.isin(recipe, DPO_NO_ADAPTER_COPY), "auto", ref)
+        frame["dpo_reference"] = ref
     return frame
 
 
@@ -598,7 +618,7 @@ def search(n: int, seed: int, chunk: int, models, gpus, report, check_small: int
         for lo in range(0, n, chunk):
             if budget_s is not None and lo and time.perf_counter() - began > budget_s:
                 break
-            base = random_scenarios(rng, min(chunk, n - lo), models, gpus, recipes)
+            base = random_scenarios(rng, min(chunk, n - lo), models, gpus, recipes, objectives=True)
             drawn += len(base)
             pairs = companions(base, rng, models)
             frame = pd.concat([base] + [c for _, _, c in pairs], ignore_index=True)

@@ -34,7 +34,7 @@ from engine.constants import (
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
 from engine.params import parse_lora_targets
-from engine.stacks import DEFAULT_RECIPE, DPO_RECIPES, RECIPE_NAMES, SWITCHES
+from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
 METHODS = ("full", "lora", "qlora", "freeze")
@@ -777,6 +777,16 @@ def _at(frame: pd.DataFrame, cfg: Configs, bad: np.ndarray, column: str):
     return frame[column].iloc[cfg.first_row(bad)]
 
 
+def dpo_reference_runs(reference: str, method: str, recipe: str) -> bool:
+    """Whether a DPO row's dpo_reference is one its recipe runs for its method (check_combinations refuses the
+    others): adapters_off needs adapters, precomputed not under DPO_NO_PRECOMPUTED, a copy beside adapters not under
+    DPO_NO_ADAPTER_COPY; auto (the recipe's) always."""
+    adapters = method in ("lora", "qlora")
+    return not ((reference == "adapters_off" and not adapters)
+                or (reference == "precomputed" and recipe in DPO_NO_PRECOMPUTED)
+                or (reference == "copy" and adapters and recipe in DPO_NO_ADAPTER_COPY))
+
+
 def ep_accepted(gpus, tp, pp, ep) -> np.ndarray:
     """Whether expert parallel ep is taken at these GPU counts, tensor and pipeline parallel: 1, or a multiple of
     tp that divides gpus / pp (the experts spread whole over those GPUs of each stage). check_combinations' rule,
@@ -828,12 +838,36 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
             raise ValueError(f"objective 'dpo' has no trainer under recipe {_at(out, cfg, bad, 'recipe')!r} (torchtitan, "
                              "LitGPT and NeMo Automodel ship no DPO recipe); accepted recipes for dpo: "
                              + ", ".join(DPO_RECIPES))
+        # no DPO trainer packs pairs (the recipes' default is off): trl 1.16.0 dpo_trainer.py lines 732-739 turns
+        # padding_free off, axolotl 0.18.0 utils/schemas/validation.py check_sample_packing_w_rl refuses
+        # sample_packing with rl, LLaMA-Factory's DPO reads its data as stage rm (src/llamafactory/data/loader.py: packing
+        # only for stage sft), torchtune's preference datasets are padded (padded_collate_dpo)
+        if "packing" in out:
+            bad = dpo & cfg.mask("packing", "on")
+            if bad.any():
+                raise ValueError("packing 'on' is not run by any DPO trainer (TRL, axolotl, LLaMA-Factory and torchtune "
+                                 "pad each pair's chosen and rejected sequences); accepted with objective dpo: "
+                                 "packing auto or off")
         if "dpo_reference" in out:  # (an sft row never reads its reference: any value is accepted there)
             bad = dpo & cfg.mask("dpo_reference", "adapters_off") & ~cfg.mask("method", "lora", "qlora")
             if bad.any():
                 raise ValueError(f"dpo_reference 'adapters_off' needs adapters to disable, and method "
                                  f"{_at(out, cfg, bad, 'method')!r} has none; accepted: copy or precomputed "
                                  "(or --method lora / qlora)")
+            # (auto never takes these: every recipe's default is copy or adapters_off, engine/stacks.py)
+            bad = dpo & cfg.mask("dpo_reference", "precomputed") & cfg.mask("recipe", *DPO_NO_PRECOMPUTED)
+            if bad.any():
+                raise ValueError(f"dpo_reference 'precomputed' is not run by recipe {_at(out, cfg, bad, 'recipe')!r} "
+                                 "(its DPO trainer computes the reference log-probs in every step); accepted there: "
+                                 "auto, copy or adapters_off; recipes that precompute them: "
+                                 + ", ".join(r for r in DPO_RECIPES if r not in DPO_NO_PRECOMPUTED))
+            bad = (dpo & cfg.mask("dpo_reference", "copy") & cfg.mask("method", "lora", "qlora")
+                   & cfg.mask("recipe", *DPO_NO_ADAPTER_COPY))
+            if bad.any():
+                raise ValueError(f"dpo_reference 'copy' with method {_at(out, cfg, bad, 'method')!r} is not run by "
+                                 f"recipe {_at(out, cfg, bad, 'recipe')!r} (its DPO trainer takes an adapter run's "
+                                 "reference as the model with its adapters disabled); accepted there: auto or "
+                                 "adapters_off (a copy with --method full)")
 
     base_auto = cfg.mask("base_precision", "auto")
     bad = train & cfg.mask("method", "full") & ~base_auto

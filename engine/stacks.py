@@ -366,6 +366,16 @@ LOSS_FROM_LOGITS = ("automodel",)
 # Preference tuning (objective dpo). The recipes that ship a DPO trainer (docs/stacks.md "DPO"); the others are refused
 # (engine/scenarios.py check_combinations): torchtitan, LitGPT and NeMo Automodel have none.
 DPO_RECIPES = ("hf", "deepspeed", "unsloth", "axolotl", "llama-factory", "torchtune")
+# The references a recipe's DPO trainer cannot hold (refused by engine/scenarios.py check_combinations, as
+# planner/exports.py refuses to write them): no precomputed reference log-probs under LLaMA-Factory (its
+# src/llamafactory/train/dpo/trainer.py CustomDPOTrainer.__init__ sets `self.precompute_ref_log_probs = False`) nor
+# torchtune (recipes/lora_dpo_single_device.py, lora_dpo_distributed.py and full_dpo_distributed.py compute the
+# reference log-probs in every step); no frozen copy beside LoRA adapters under torchtune (its lora_dpo recipes take
+# the reference as the policy under `disable_adapter(self._model)`, no ref checkpoint key) nor axolotl (0.18.0 @067b021
+# src/axolotl/train.py setup_reference_model reads cfg.rl_adapter_ref_model, but the key is no field of
+# utils/schemas/config.py AxolotlInputConfig and validate_config's model_dump drops it: model_ref None, the adapters off)
+DPO_NO_PRECOMPUTED = ("llama-factory", "torchtune")
+DPO_NO_ADAPTER_COPY = ("torchtune", "axolotl")
 # Whose per-token log-probs the recipe's DPO step computes, and so what its loss holds (engine/components.py
 # dpo_parts): TRL's fused LM head (trl 1.16.0 trl/trainer/utils.py add_fused_lm_head, trl/kernels/
 # chunked_logprob.py: no (batch, seq, V) logits) under the recipes that run TRL's DPOTrainer; LLaMA-Factory's own
@@ -531,7 +541,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "rope_cache": ("none", "axolotl 0.18.0 requires a recent transformers (>= 4.42): no per-layer cos/sin caches"),
         "vision_tower": ("on", "axolotl loads the checkpoint's model class (a VL processor and model for multimodal configs)"),
         "liger": ("off", "axolotl's Liger is a plugin (axolotl.integrations.liger.LigerPlugin), off unless listed under plugins"),
-        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters); without an adapter the model is loaded again"),
+        "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters; rl_adapter_ref_model is no field of axolotl 0.18.0's config schema, so validation drops it: a copy beside an adapter is refused, DPO_NO_ADAPTER_COPY); without an adapter the model is loaded again"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -672,5 +682,5 @@ def stacks_table() -> list[dict]:
 
 
 __all__ = ["SWITCHES", "RECIPES", "RECIPE_NAMES", "DEFAULT_RECIPE", "STACK_COLUMNS", "recipe_value", "stacks_table",
-           "DPO_RECIPES", "DPO_TRL_HEAD", "DPO_FULL_LOGITS", "TRL_TILE_TOKENS", "TRL_TILE_VOCAB",
+           "DPO_RECIPES", "DPO_NO_PRECOMPUTED", "DPO_NO_ADAPTER_COPY", "DPO_TRL_HEAD", "DPO_FULL_LOGITS", "TRL_TILE_TOKENS", "TRL_TILE_VOCAB",
            "LOSS_CHUNKS", "SELECTIVE_EVERY", "OFFLOAD_LAYERS_IN_FLIGHT", "LITGPT_CHUNK_TOKENS", "NO_TRAINING_CACHE"]

@@ -56,9 +56,11 @@ cards.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
           fmt_share(float(row["memory_used_fraction"])).replace(" of each card", " used") + " · "
           + ("fits" if fits else "does not fit"),
           delta_color="green" if fits else "red", delta_arrow="off")
-cards.metric("Largest micro-batch", f"{int(row['max_batch']):,}", f"at {int(row['seq']):,} tokens", delta_color="off",
-          delta_arrow="off",
-          help="Sequences per GPU that still fit at this sequence length (0: not even one).")
+_dpo = str(row.get("objective", "sft")) == "dpo"  # (the batch counts preference pairs: two sequences each)
+cards.metric("Largest micro-batch (pairs)" if _dpo else "Largest micro-batch", f"{int(row['max_batch']):,}",
+          f"at {int(row['seq']):,} tokens", delta_color="off", delta_arrow="off",
+          help=("Preference pairs (chosen + rejected) per GPU" if _dpo else "Sequences per GPU")
+          + " that still fit at this sequence length (0: not even one).")
 # the unit goes in the label: a long value ("4,383 tokens") widens the card
 cards.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
           delta_arrow="off",
@@ -97,6 +99,17 @@ comp = pd.DataFrame({
     "value": [float(row[col]) / div for col in comp_cols],
 })
 comp = comp[comp["value"] > 0].reset_index(drop=True)
+if str(row.get("objective", "sft")) == "dpo":
+    # preference tuning (engine/components.py dpo_parts): what the components above hold beside an SFT step
+    _pairs, _ref = int(row["batch"]), str(row.get("dpo_reference"))
+    _reference = {
+        "copy": f"a frozen copy of the model, {c.fmt_mem(explained['reference_bytes'])} of the weights above",
+        "adapters_off": "the policy itself with its LoRA adapters disabled (no second copy); its forward runs in "
+                        "every step",
+        "precomputed": "none in the step (its log-probs computed once before training)"}.get(_ref, md_escape(_ref))
+    st.caption(f"DPO: {_pairs:,} preference pair{'s' if _pairs != 1 else ''} = {2 * _pairs:,} sequences (chosen and "
+               f"rejected in one forward) of up to {int(row['seq']):,} tokens: the activations and the loss count "
+               f"both. Reference model: {_reference}.")
 comp["order"] = np.arange(len(comp))
 comp["bar"] = "peak per GPU"
 usable = float(row["usable_bytes"]) / div

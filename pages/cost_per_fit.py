@@ -41,6 +41,11 @@ if not chosen or shown_gpus.empty or shown_models.empty:
     st.stop()
 
 plan_map = c.plans(chosen, s)
+if s.get("objective") == "dpo" and any(wl["task"] == "train" for wl in plan_map.values()):
+    # (the training workloads take the sidebar's objective: app/state.py train_workload)
+    st.caption("Training workloads: DPO (the sidebar's objective): the micro-batch counts preference pairs (chosen and "
+               "rejected, two sequences each), with a reference model as the Software stack's DPO reference says; the "
+               "training tokens count both sequences of every pair.")
 for wl in plan_map.values():
     if wl["task"] == "train":
         wl["tokens"] = float(tokens_b) * 1e9

@@ -36,8 +36,12 @@ def exit_code(row: pd.Series, verdict: dict) -> int:
 
 
 def _what(row: pd.Series) -> str:
-    """'llama-3.1-8b lora' for training, 'llama-3.1-8b infer int4' for inference."""
+    """'llama-3.1-8b lora' for training ('llama-3.1-8b lora DPO, 4 pairs' for preference tuning, whose batch counts
+    pairs), 'llama-3.1-8b infer int4' for inference."""
     if row["task"] == "train":
+        if str(row.get("objective", "sft")) == "dpo":
+            pairs = int(row["batch"])
+            return f"{row['model']} {row['method']} DPO, {pairs:,} pair{'s' if pairs != 1 else ''}"
         return f"{row['model']} {row['method']}"
     return f"{row['model']} infer {row['precision']}"
 

@@ -510,8 +510,8 @@ def _galore_trainer_keys(cfg: dict, row) -> None:
 # Which targets run a DPO step, and the reference each can hold (engine/stacks.py dpo_reference): TRL's `trl dpo`
 # (DPOConfig, trl 1.16.0: ref_model None for a PEFT policy, precompute_ref_log_probs), LLaMA-Factory's stage dpo
 # (ref_model for an explicit copy; its CustomDPOTrainer sets `self.precompute_ref_log_probs = False`,
-# src/llamafactory/train/dpo/trainer.py __init__), axolotl's rl: dpo (rl_adapter_ref_model for a copy beside an
-# adapter, precompute_ref_log_probs), torchtune's lora_dpo_single_device / lora_dpo_distributed (the reference is
+# src/llamafactory/train/dpo/trainer.py __init__), axolotl's rl: dpo (precompute_ref_log_probs; no copy beside an
+# adapter: DPO_NO_ADAPTER_COPY_TARGETS), torchtune's lora_dpo_single_device / lora_dpo_distributed (the reference is
 # the model under disable_adapter) and full_dpo_distributed (a second model: `self._ref_model`), no precomputed
 # log-probs; DeepSpeed and accelerate's FSDP files launch TRL's trainer. LitGPT ships no DPO script
 # (litgpt/finetune: full, lora, adapter, adapter_v2).
@@ -519,6 +519,15 @@ DPO_REFERENCES = {"trl": ("copy", "adapters_off", "precomputed"), "llama-factory
                   "axolotl": ("copy", "adapters_off", "precomputed"), "torchtune": ("copy", "adapters_off"),
                   "deepspeed": ("copy", "adapters_off", "precomputed"),
                   "accelerate-fsdp": ("copy", "adapters_off", "precomputed"), "litgpt": ()}
+# the targets that cannot hold a copy beside LoRA adapters (engine/stacks.py DPO_NO_ADAPTER_COPY): torchtune's lora_dpo
+# recipes (the reference is the model under disable_adapter); axolotl 0.18.0 @067b021 reads cfg.rl_adapter_ref_model in
+# src/axolotl/train.py setup_reference_model, but the key is no field of utils/schemas/config.py AxolotlInputConfig,
+# whose validation (utils/config/__init__.py validate_config: model_dump of the pydantic model, extra keys ignored)
+# drops it: the reference of an adapter run is always the model with its adapters disabled
+DPO_NO_ADAPTER_COPY_TARGETS = {
+    "torchtune": "its lora_dpo recipes take the reference as the model with its adapters disabled",
+    "axolotl": "axolotl's config validation drops rl_adapter_ref_model (no field of its schema, 0.18.0), so an adapter "
+               "run's reference is the model with its adapters disabled"}
 DPO_WHY = {"litgpt": "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2)",
            "llama-factory": "LLaMA-Factory's DPO trainer computes the reference log-probs in every step "
                             "(CustomDPOTrainer sets precompute_ref_log_probs = False)",
@@ -543,9 +552,9 @@ def _check_objective(target: str, row) -> None:
         raise ValueError(f"dpo_reference {ref!r} cannot be exported to {target}: {DPO_WHY.get(target, target)}; "
                          f"accepted for {target}: --dpo-reference {' or '.join(accepted)}; targets that take "
                          f"{ref!r}: {', '.join(ok)}")
-    if target == "torchtune" and ref == "copy" and str(row["method"]) in ("lora", "qlora"):
-        raise ValueError("dpo_reference 'copy' with LoRA cannot be exported to torchtune: its lora_dpo recipes take the "
-                         "reference as the model with its adapters disabled; accepted for torchtune: --dpo-reference "
+    if target in DPO_NO_ADAPTER_COPY_TARGETS and ref == "copy" and str(row["method"]) in ("lora", "qlora"):
+        raise ValueError(f"dpo_reference 'copy' with LoRA cannot be exported to {target}: "
+                         f"{DPO_NO_ADAPTER_COPY_TARGETS[target]}; accepted for {target}: --dpo-reference "
                          "adapters_off with LoRA, copy with --method full")
 
 
@@ -588,7 +597,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         notes.append(_dpo_note(row) + "; the dataset: a preference dataset (prompt, chosen, rejected)")
         if str(row.get("dpo_reference")) == "copy" and row["method"] in ("lora", "qlora"):
             notes.append("dpo_reference copy with LoRA: `trl dpo` builds no second model for a PEFT policy (dpo_trainer.py "
-                         "lines 908-914); pass ref_model=AutoModelForCausalLM.from_pretrained(...) in a script")
+                         "lines 908-914); pass ref_model=AutoModelForCausalLM.from_pretrained(...) in a script"
+                         # (the plan counts the copy quantized as the policy: engine/components.py dpo_parts)
+                         + (", with the policy's quantization_config (the plan counts the copy quantized as the "
+                            "policy)" if _quant(row) else ""))
     elif loss != "fused":
         cfg["loss_type"] = "nll" if loss in ("unfused", "parallel", "compiled") else "chunked_nll"
     if row["method"] in ("lora", "qlora"):
@@ -719,6 +731,12 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     quant = _quant(row)
     if quant:
         cfg.update({"quantization_bit": 8 if quant == "int8" else 4, "quantization_method": "bnb"})
+        if "ref_model" in cfg:
+            # the copy quantized as the policy, as the plan counts it (engine/components.py dpo_parts): LLaMA-Factory
+            # @ff6d4d1 src/llamafactory/train/trainer_utils.py create_ref_model loads ref_model with
+            # `quantization_bit=finetuning_args.ref_model_quantization_bit` (default None: a 16-bit copy), the other
+            # quantization arguments copied from the policy's (ModelArguments.copyfrom)
+            cfg["ref_model_quantization_bit"] = cfg["quantization_bit"]
         if quant != "int8":
             # double_quantization: LLaMA-Factory 0.9.6.dev0 hparams/model_args.py QuantizationArguments (default True)
             cfg.update({"quantization_type": "nf4" if quant == "nf4" else "fp4", "double_quantization": _double_quant(row)})
@@ -821,15 +839,14 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     method = str(row["method"])
     cfg: dict = {"base_model": repo}
     if _dpo(row):
-        # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter and no
-        # rl_adapter_ref_model: model_ref None (TRL disables the adapters), else the model loaded again
+        # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter: model_ref None
+        # (TRL disables the adapters; its rl_adapter_ref_model does not survive validation: DPO_NO_ADAPTER_COPY_TARGETS),
+        # else the model loaded again
         cfg["rl"] = "dpo"
-        if str(row.get("dpo_reference")) == "copy" and method in ("lora", "qlora"):
-            cfg["rl_adapter_ref_model"] = True
         if str(row.get("dpo_reference")) == "precomputed":
             cfg["precompute_ref_log_probs"] = True
-        notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: e.g. "
-                     "chatml.intel)")
+        notes.append(_dpo_note(row) + "; the dataset: a DPO dataset with its prompt strategy (datasets: type: "
+                     "chatml.intel for question / chosen / rejected columns, or chat_template.default)")
     quant = _quant(row)
     cfg["load_in_8bit"], cfg["load_in_4bit"] = quant == "int8", quant in ("nf4", "int4")
     if quant == "int4":
@@ -854,7 +871,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     # float`, no default): a config without it fails validation ("learning_rate Field required"). A placeholder, the
     # DeepSpeed file's where the plan names one (_placeholder_lr: the Trainer refuses a DeepSpeed optimizer lr unlike
     # its own)
-    cfg.update({"datasets": [{"path": "DATASET", "type": "alpaca"}], "output_dir": f"./outputs/{row['model']}-{method}",
+    # (rl dpo: a DPO prompt strategy, axolotl 0.18.0 @067b021 src/axolotl/prompt_strategies/dpo/chatml.py intel; its
+    # prompt_strategies/base.py load finds no dpo/alpaca.py and returns None, so an SFT type loads no pairs)
+    dataset_type = "chatml.intel" if _dpo(row) else "alpaca"
+    cfg.update({"datasets": [{"path": "DATASET", "type": dataset_type}], "output_dir": f"./outputs/{row['model']}-{method}",
                 "sequence_len": int(row["seq"]), "sample_packing": str(row.get("packing", "off")) == "on",
                 "micro_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                 "learning_rate": _placeholder_lr(row),
@@ -927,6 +947,12 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
                   else ("" if distributed else "--nproc_per_node 1 ") + "full_dpo_distributed")
         notes.append(_dpo_note(row) + "; the dataset: a preference dataset builder (torchtune.datasets."
                      "stack_exchange_paired_dataset or preference_dataset)")
+        if method not in ("lora", "qlora"):
+            # torchtune 0.7.0 @bd2a0fc recipes/full_dpo_distributed.py reads cfg.ref_checkpointer (the reference copy's
+            # checkpoint; recipes/configs/llama3_1/8B_full_dpo.yaml), which no SFT config carries
+            notes.append("the reference copy: full_dpo_distributed reads ref_checkpointer (the reference's checkpoint): "
+                         "tune cp the model's *_full_dpo config (llama3_1/8B_full_dpo), or copy its checkpointer "
+                         "block as ref_checkpointer")
     cfg: dict = {"batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "dtype": "bf16" if prec["half"] == "bf16" and prec["load"] != "float32" else "fp32",
                  "enable_activation_checkpointing": _checkpointing(row),
@@ -934,6 +960,14 @@ def torchtune(row, repo: str, repo_known: bool, model=None) -> Export:
                  "compile": str(row.get("compile", "off")) == "on",
                  "dataset": {"packed": str(row.get("packing", "off")) == "on"},
                  "tokenizer": {"max_seq_len": int(row["seq"])}}
+    if _dpo(row):
+        # no dataset.packed: the DPO recipes instantiate the preference builders (torchtune 0.7.0 @bd2a0fc
+        # recipes/lora_dpo_single_device.py _setup_data: config.instantiate(cfg_dataset, tokenizer=...)), whose
+        # datasets/_preference.py preference_dataset and _stack_exchange_paired.py take no `packed` and hand every
+        # other keyword to datasets.load_dataset (**load_dataset_kwargs), which refuses it
+        del cfg["dataset"]
+        if str(row.get("packing", "off")) == "on":
+            notes.append("packing on: torchtune's preference datasets are not packed (padded_collate_dpo)")
     if prec["master"] or prec["name"].startswith("amp_") or prec["half"] == "fp16":
         notes.append(f"precision {prec['name']}: torchtune trains in one dtype, bf16 or fp32 (dtype: {cfg['dtype']}), "
                      "without autocast or an fp32 master copy")

@@ -40,7 +40,7 @@ from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
-from engine.stacks import DEFAULT_RECIPE, LIGER_SWITCH_RECIPES, recipe_value
+from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
 from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
@@ -706,7 +706,9 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
             out.append(("FlashAttention-2 (no mask or scores kept)", {"attention": "flash"}, 0,
                         "same attention, fused and unpadded: attn_implementation='flash_attention_2' "
                         "(the flash-attn package, an Ampere or newer GPU)"))
-        if decided["attention"] == "sdpa" and decided["padding"] == "padded" and decided["packing"] != "on":
+        # (not for DPO: no DPO trainer packs pairs, engine/scenarios.py refuses it)
+        if (decided["attention"] == "sdpa" and decided["padding"] == "padded" and decided["packing"] != "on"
+                and _setting(base, "objective") != "dpo"):
             out.append(("Sequence packing (no padding, no mask)", {"packing": "on"}, 3,
                         "examples packed into full-length sequences (trl packing=True): no padding tokens; "
                         "attention crosses example boundaries unless position_ids / FlashAttention varlen"))
@@ -734,6 +736,21 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         if prec in ("fp32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16"):
             out.append((f"Pure {pure} weights, gradients and states", {"precision": pure}, 3,
                         "no fp32 master copy: small updates can round away"))
+        # preference tuning (objective dpo, engine/components.py dpo_parts): the reference log-probs computed once
+        # before training (TRL's and axolotl's precompute_ref_log_probs), no reference copy nor reference forward in
+        # the step; offered only under the recipes that run it (engine/stacks.py DPO_NO_PRECOMPUTED)
+        dpo = _setting(base, "objective") == "dpo"
+        reference = _setting(base, "dpo_reference")
+        decided_ref = reference if reference != "auto" else recipe_value(recipe, "dpo_reference", method, gc)
+        if dpo and decided_ref != "precomputed" and recipe not in DPO_NO_PRECOMPUTED:
+            out.append(("Precomputed reference log-probs (no reference model in the step)",
+                        {"dpo_reference": "precomputed"}, 0,
+                        "the reference's log-probs computed in one pass before training: precompute_ref_log_probs: "
+                        "true (TRL DPOConfig, axolotl)"))
+        # an adapter method takes the recipe's reference for it (the policy with its adapters disabled) where the
+        # scenario asked for a copy: a copy beside adapters is not every recipe's (engine/stacks.py DPO_NO_ADAPTER_COPY)
+        adapter_ref = {"dpo_reference": "auto"} if dpo and reference == "copy" else {}
+        # (every adapter recipe runs the rest: precomputed where the recipe runs it at all, adapters_off)
         adapters = (  # (method, label, trade-off, short trade-off, the methods it replaces)
             ("lora", f"LoRA r={rank}", "trains low-rank adapters only (Hu et al. 2021)", "adapters only",
              ("full", "freeze")),
@@ -741,10 +758,11 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
              "(Dettmers et al. 2023)", "NF4 base", ("full", "freeze", "lora")))
         for target, label, note, short, replaces in adapters:
             if method in replaces:
-                out.append((label, {"method": target, "base_precision": "auto"}, 4, note))
+                out.append((label, {"method": target, "base_precision": "auto", **adapter_ref}, 4, note))
                 if not gc:
                     out.append((label.split(" (")[0] + " + gradient checkpointing",
-                                {"method": target, "base_precision": "auto", "grad_checkpointing": True}, 4,
+                                {"method": target, "base_precision": "auto", "grad_checkpointing": True,
+                                 **adapter_ref}, 4,
                                 f"{short}; " + CHECKPOINTING_NOTE))
         # (only counts the engine takes at the row's tp, pp, cp and ep: engine/scenarios.py gpus_step; ep 4 on 2 or
         # 6 GPUs is refused)
@@ -763,9 +781,11 @@ def _variants(base: dict, heads: int, liger_patched: bool = True, flash_runs: bo
         out.append(("ZeRO-3 + parameters and optimizer offloaded to CPU", {"zero": 3, "offload": "all"}, 2,
                     "weights streamed from CPU memory every step: much slower"))
         if batch > 1:
-            out.append(("Micro-batch 1", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
+            # (a DPO row's batch counts preference pairs: dpo_parts)
+            unit = (lambda k: f" pair{'s' if k != 1 else ''}") if dpo else (lambda k: "")
+            out.append((f"Micro-batch 1{unit(1)}", {"batch": 1}, 3, "gradient accumulation keeps the effective batch"))
             if batch // 2 > 1:
-                out.append((f"Micro-batch {batch // 2:,}", {"batch": batch // 2}, 3,
+                out.append((f"Micro-batch {batch // 2:,}{unit(batch // 2)}", {"batch": batch // 2}, 3,
                             "gradient accumulation keeps the effective batch"))
         if seq >= 256:
             out.append((f"Sequence {seq // 2:,}", {"seq": seq // 2}, 3, "shorter training samples"))
@@ -1057,15 +1077,22 @@ def breakdown(base: dict, models: pd.DataFrame, gpus: pd.DataFrame, seqs, batche
     """The scenario `base` explained, from ONE estimate call: {'row': its estimate (what_if's
     baseline, the same row), 'what_if': what_if(base), 'curve': memory_curve(base, seqs, batches)}.
     Each part's rows are estimated as in its own function; one call spares the engine's fixed
-    cost per call twice (the Breakdown page asks for all three at every change of the workload)."""
+    cost per call twice (the Breakdown page asks for all three at every change of the workload).
+    'reference_bytes': for a DPO row, the reference copy's bytes per GPU (inside its weights; 0 without a copy), the
+    row's weights less those of the same row as sft, NaN for an sft row."""
     rules = compatibility_rules() if gpus is not None else None
     frame, variants = _what_if_frame(base, models, gpus, rules)
     curve = with_defaults(_curve_frame(base, seqs, batches))  # every column, as the what-if rows have
-    both = estimate(pd.concat([frame, curve], ignore_index=True), models, gpus, **(overhead or {}))
-    n = len(frame)
+    dpo = _setting(base, "objective") == "dpo"
+    # (a DPO row: the same row as sft, whose weights are the DPO row's less its reference copy (dpo_parts adds the copy
+    # to the weights and nothing else to them); sft, not precomputed log-probs, which not every recipe runs)
+    plain = with_defaults(pd.DataFrame([{**base, "objective": "sft"}])) if dpo else curve.iloc[:0]
+    both = estimate(pd.concat([frame, curve, plain], ignore_index=True), models, gpus, **(overhead or {}))
+    n, k = len(frame), len(curve)
     ranked = _what_if_ranked(both.iloc[:n].reset_index(drop=True), frame, variants, gpus, rules)
+    reference = (float(both["weights_bytes"].iloc[0]) - float(both["weights_bytes"].iloc[n + k])) if dpo else np.nan
     return {"row": with_compatibility(both.iloc[[0]], gpus, rules).iloc[0], "what_if": _with_combination(ranked, base, variants, models, gpus, overhead, rules),
-            "curve": both.iloc[n:].reset_index(drop=True)}
+            "curve": both.iloc[n:n + k].reset_index(drop=True), "reference_bytes": reference}
 
 
 # ---- inference table -----------------------------------------------------------------------

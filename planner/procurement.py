@@ -441,7 +441,12 @@ def format_budget(result: dict) -> str:
     lines = [f"budget {_money(st['budget_usd'])} ({st['mode']}), card prices: {st['condition']}, "
              f"headroom {st['headroom']:.0%} of each GPU kept free"]
     if st.get("workload_settings"):
-        lines.append("workload settings: " + ", ".join(f"{k} {v}" for k, v in st["workload_settings"].items()))
+        given = st["workload_settings"]
+        # (objective dpo: the training workloads' batch counts preference pairs, as estimate's header says; a serving
+        # workload's, sequences)
+        pairs = given.get("objective") == "dpo"
+        lines.append("workload settings: " + ", ".join(
+            f"{k} {v}" + (" (pairs for training)" if pairs and k == "batch" else "") for k, v in given.items()))
     if st.get("tco"):
         t = st["tco"]
         lines.append(f"buy vs rent at {t.get('utilization', 1):.0%} use, PUE {t.get('pue', 1):g}, "

@@ -104,7 +104,9 @@ def format_estimate(row: pd.Series) -> str:
             f"on {row['gpu']} ({gib(row['usable_bytes'])} usable): "
             + ("fits" if fits else "does not fit")
             + (f"; GPUs needed: {int(needed)}" if np.isfinite(needed) else f"; no GPU count up to {MAX_GPUS:,} fits")
-            + f"; largest batch {int(row['max_batch'])}, longest seq {int(row['max_seq']):,}"
+            + f"; largest batch {int(row['max_batch']):,}"
+            + (" pairs" if str(row.get("objective", "sft")) == "dpo" else "")  # (dpo: --batch counts pairs)
+            + f", longest seq {int(row['max_seq']):,}"
         )
         if pd.notna(row.get("safe_peak_bytes")):  # issue 28: what the verdicts were decided on
             at_estimate = bool(row["fits_at_estimate"]) if pd.notna(row.get("fits_at_estimate")) else False

@@ -136,11 +136,31 @@ def test_the_reference_forward_costs_a_forward_of_flops(models, gpus):
     (("--recipe", "litgpt", "--method", "lora", "--objective", "dpo"), "has no trainer under recipe 'litgpt'"),
     (("--objective", "ppo"), "ppo"),
     (("--objective", "dpo", "--dpo-reference", "adapters_off"), "dpo_reference 'adapters_off' needs adapters"),
+    # references the recipe's DPO trainer cannot hold (engine/stacks.py DPO_NO_PRECOMPUTED, DPO_NO_ADAPTER_COPY)
+    (("--objective", "dpo", "--recipe", "llama-factory", "--method", "lora", "--dpo-reference", "precomputed"),
+     "dpo_reference 'precomputed' is not run by recipe 'llama-factory'"),
+    (("--objective", "dpo", "--recipe", "torchtune", "--dpo-reference", "precomputed"),
+     "dpo_reference 'precomputed' is not run by recipe 'torchtune'"),
+    (("--objective", "dpo", "--recipe", "torchtune", "--method", "qlora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with method 'qlora' is not run by recipe 'torchtune'"),
+    (("--objective", "dpo", "--recipe", "axolotl", "--method", "lora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with method 'lora' is not run by recipe 'axolotl'"),
 ])
 def test_bad_objective_rows_exit_2_with_one_line(args, words):
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", *args)
     assert code == 2, (code, out, err)
     assert words in err and "accepted" in err and "Traceback" not in err
+
+
+def test_the_references_a_recipe_runs_are_accepted(models):
+    """The refusals above are only those: a copy under torchtune's full_dpo_distributed, a copy beside adapters under
+    LLaMA-Factory (its ref_model), precomputed log-probs under TRL's recipes, and an sft row with any reference."""
+    rows = [dict(BASE, objective="dpo", recipe="torchtune", dpo_reference="copy"),
+            dict(BASE, objective="dpo", recipe="llama-factory", method="lora", dpo_reference="copy"),
+            dict(BASE, objective="dpo", recipe="axolotl", method="lora", dpo_reference="precomputed"),
+            dict(BASE, recipe="torchtune", method="lora", dpo_reference="precomputed")]
+    out = estimate(pd.DataFrame(rows), models)
+    assert list(out["dpo_reference"]) == ["copy", "copy", "precomputed", "precomputed"]
 
 
 def test_estimate_json_has_the_objective_and_the_reference():
@@ -190,9 +210,11 @@ def test_sft_exports_are_unchanged_by_the_objective_keys():
     assert code == 0 and "trl sft --config FILE" in out and "beta:" not in out and "loss_type: nll" in out
 
 
-def test_axolotl_writes_a_reference_copy_beside_an_adapter_and_precomputed_log_probs():
-    code, out, err = _export("axolotl", "--method", "lora", "--dpo-reference", "copy")
-    assert code == 0 and "rl_adapter_ref_model: true" in out
+def test_axolotl_writes_precomputed_log_probs_and_a_full_runs_copy():
+    """axolotl runs a copy without an adapter (setup_reference_model loads the model again) and precomputed log-probs;
+    a copy beside an adapter it cannot (its validation drops rl_adapter_ref_model): refused below."""
+    code, out, err = _export("axolotl", "--method", "full", "--dpo-reference", "copy")
+    assert code == 0 and "rl: dpo" in out and "rl_adapter_ref_model" not in out and "adapter:" not in out
     code, out, err = _export("axolotl", "--method", "lora", "--dpo-reference", "precomputed")
     assert code == 0 and "precompute_ref_log_probs: true" in out
 
@@ -203,6 +225,9 @@ def test_axolotl_writes_a_reference_copy_beside_an_adapter_and_precomputed_log_p
      "dpo_reference 'precomputed' cannot be exported to llama-factory"),
     ("torchtune", ("--method", "lora", "--dpo-reference", "copy"),
      "dpo_reference 'copy' with LoRA cannot be exported to torchtune"),
+    ("axolotl", ("--method", "qlora", "--dpo-reference", "copy"),
+     "dpo_reference 'copy' with LoRA cannot be exported to axolotl: axolotl's config validation drops "
+     "rl_adapter_ref_model"),
 ])
 def test_dpo_exports_refuse_what_the_target_cannot_run(target, args, words):
     code, out, err = _export(target, *args)
@@ -217,3 +242,189 @@ def test_the_text_estimate_says_dpo_pairs_and_the_reference():
     assert "train, lora, DPO (reference: adapters_off), bf16, batch 2 pairs, seq 2,048" in out.splitlines()[0]
     code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora")
     assert "DPO" not in out.splitlines()[0] and "batch 1, seq" in out.splitlines()[0]
+
+
+def test_what_if_offers_precomputed_log_probs_only_where_the_recipe_runs_them(models, gpus):
+    """A full DPO row with its reference copy: what-if offers the precomputed reference log-probs under TRL's recipes
+    (saving the copy), never under LLaMA-Factory or torchtune, which the engine refuses them."""
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="h100-sxm-80gb", objective="dpo", method="full",
+                batch=1, seq=1024)
+    hf = what_if(dict(base, recipe="hf"), models, gpus)
+    row = hf[hf["overrides"] == "dpo_reference=precomputed"]
+    assert len(row) == 1 and row["dpo_reference"].iloc[0] == "precomputed"
+    assert row["saved_bytes"].iloc[0] >= 14.9 * 2**30  # the bf16 copy of 8.03 B parameters, 14.96 GiB
+    for recipe in ("llama-factory", "torchtune"):
+        out = what_if(dict(base, recipe=recipe), models, gpus)
+        assert not out["overrides"].str.contains("precomputed").any(), recipe
+
+
+def test_what_if_of_a_copy_under_torchtune_offers_lora_with_its_reference(models, gpus):
+    """--dpo-reference copy, full, under torchtune: the LoRA changes take torchtune's LoRA reference (adapters
+    disabled), not a copy beside adapters, which the engine refuses (the whole what-if would fail)."""
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="h100-sxm-80gb", objective="dpo", method="full",
+                dpo_reference="copy", recipe="torchtune", batch=1, seq=1024)
+    out = what_if(base, models, gpus)
+    lora = out[out["method"].isin(["lora", "qlora"])]
+    assert len(lora) and set(lora["dpo_reference"]) == {"adapters_off"}
+
+
+def with_defaults_row() -> dict:
+    from engine.scenarios import DEFAULTS
+    return dict(DEFAULTS)
+
+
+def test_check_says_dpo_and_the_pairs():
+    """check's one line says the objective and that --batch counts pairs (an sft line reads as before)."""
+    code, out, err = run_cli("check", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora",
+                             "--objective", "dpo", "--batch", "4")
+    assert (code, err) == (0, ""), err
+    assert out.startswith("fits: llama-3.2-1b lora DPO, 4 pairs on 1x h100-sxm-80gb: ") and out.count("\n") == 1
+    code, out, err = run_cli("check", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
+    assert out.startswith("fits: llama-3.2-1b lora on 1x h100-sxm-80gb: ")
+
+
+def test_the_fit_line_gives_the_largest_batch_in_pairs():
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora",
+                             "--objective", "dpo", "--seq", "1024")
+    assert code == 0, err
+    line = next(s for s in out.splitlines() if s.startswith("on h100-sxm-80gb"))
+    assert " pairs, longest seq " in line, line
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--method", "lora")
+    line = next(s for s in out.splitlines() if s.startswith("on h100-sxm-80gb"))
+    assert " pairs" not in line and "largest batch " in line
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_torchtune_dpo_export_sets_no_dataset_packed_and_names_the_reference_checkpointer(method):
+    """torchtune's DPO recipes instantiate the preference builders, which hand an unknown `packed` to
+    datasets.load_dataset (torchtune 0.7.0 datasets/_preference.py **load_dataset_kwargs): no dataset key; the full
+    recipe reads cfg.ref_checkpointer (recipes/full_dpo_distributed.py), which an SFT config lacks: the note says so."""
+    import yaml
+    code, out, err = _export("torchtune", "--method", method)
+    assert code == 0, err
+    cfg = yaml.safe_load(out)
+    assert "dataset" not in cfg and cfg["loss"]["_component_"] == "torchtune.rlhf.loss.DPOLoss"
+    assert ("ref_checkpointer" in out) == (method == "full")
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", method, "--export", "torchtune")
+    assert yaml.safe_load(out)["dataset"] == {"packed": False}  # (an SFT recipe's builders take it)
+
+
+def test_llama_factory_quantizes_a_qlora_reference_copy_as_the_plan_counts_it():
+    """LLaMA-Factory loads ref_model with ref_model_quantization_bit (default None: a 16-bit copy, trainer_utils.py
+    create_ref_model); the plan counts the copy quantized as the policy, so the export sets the bits."""
+    import yaml
+    code, out, err = _export("llama-factory", "--method", "qlora", "--dpo-reference", "copy")
+    assert code == 0, err
+    cfg = yaml.safe_load(out)
+    assert cfg["ref_model"] == cfg["model_name_or_path"] and cfg["ref_model_quantization_bit"] == cfg["quantization_bit"] == 4
+    code, out, err = _export("llama-factory", "--method", "lora", "--dpo-reference", "copy")
+    assert "ref_model_quantization_bit" not in yaml.safe_load(out)  # (a 16-bit base: a 16-bit copy)
+
+
+def test_axolotl_dpo_export_names_a_dpo_prompt_strategy():
+    """axolotl loads an rl: dpo dataset's type from prompt_strategies/dpo (0.18.0: chatml, chat_template, llama3, ...);
+    an SFT type (alpaca) is none of them, so the export names chatml.intel (an SFT export keeps alpaca)."""
+    import yaml
+    code, out, err = _export("axolotl", "--method", "lora")
+    assert code == 0, err
+    assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "chatml.intel"}]
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--export", "axolotl")
+    assert yaml.safe_load(out)["datasets"] == [{"path": "DATASET", "type": "alpaca"}]
+
+
+def test_dpo_with_packing_is_refused_and_never_offered(models, gpus):
+    """No DPO trainer packs pairs (TRL 1.16.0 turns padding_free off, axolotl refuses sample_packing with rl,
+    LLaMA-Factory packs only stage sft, torchtune pads): the engine refuses packing on with dpo, and what-if does not
+    offer "Sequence packing" to a DPO row (it does to the same sft row)."""
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--method", "lora", "--objective", "dpo",
+                             "--packing", "on")
+    assert code == 2 and "packing 'on' is not run by any DPO trainer" in err and "accepted" in err, (code, err)
+    from planner.planning import what_if
+    base = dict(with_defaults_row(), model="llama-3-8b", gpu="rtx-4090", method="lora", batch=1, seq=2048)
+    sft = what_if(base, models, gpus)
+    dpo = what_if(dict(base, objective="dpo"), models, gpus)
+    assert (sft["overrides"] == "packing=on").any() and not (dpo["overrides"] == "packing=on").any()
+
+
+def test_breakdown_page_names_the_pairs_and_the_reference_copy():
+    """The Breakdown page of a full DPO row: the largest micro-batch in pairs, a caption with the two sequences per
+    pair and the reference copy's share of the weights (Llama 3 8B bf16: 14.96 GiB, docs/stacks.md "DPO")."""
+    from tests.test_pages import open_app, shown
+    at = open_app("pages/breakdown.py", {"objective": "dpo", "method": "full", "model": "llama-3-8b",
+                                         "gpu": "h100-sxm-80gb"})
+    assert "Largest micro-batch (pairs)" in [m.label for m in at.metric]
+    caption = " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
+    assert "1 preference pair = 2 sequences" in caption and "a frozen copy of the model, 14.96 GiB" in caption, caption
+    # (under torchtune, which runs no precomputed log-probs, the same copy)
+    at = open_app("pages/breakdown.py", {"objective": "dpo", "method": "full", "model": "llama-3-8b",
+                                         "gpu": "h100-sxm-80gb", "recipe": "torchtune", "dpo_reference": "copy"})
+    assert not at.error, [e.value for e in at.error]
+    assert "14.96 GiB" in " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
+    at = open_app("pages/breakdown.py", {"method": "full", "model": "llama-3-8b", "gpu": "h100-sxm-80gb"})
+    assert "Largest micro-batch" in [m.label for m in at.metric]
+    assert not [x for x in at.caption if "DPO:" in x.value]
+
+
+def test_serving_with_objective_dpo_in_the_url_says_it_is_ignored():
+    from tests.test_pages import open_app
+    at = open_app("pages/overview.py", {"task": "infer", "objective": "dpo"})
+    assert any("Objective DPO applies to training" in i.value for i in at.sidebar.info)
+    at = open_app("pages/overview.py", {"task": "infer"})
+    assert not any("Objective DPO" in i.value for i in at.sidebar.info)
+
+
+def test_cost_per_fit_says_its_training_workloads_are_dpo():
+    from tests.test_pages import open_app
+    at = open_app("pages/cost_per_fit.py", {"objective": "dpo"})
+    assert any("Training workloads: DPO" in x.value and "preference pairs" in x.value for x in at.caption)
+    at = open_app("pages/cost_per_fit.py")
+    assert not any("Training workloads: DPO" in x.value for x in at.caption)
+
+
+def test_what_if_and_budget_say_pairs_for_a_dpo_batch():
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--method", "full",
+                             "--objective", "dpo", "--batch", "8", "--what-if")
+    assert code == 0, err
+    assert "Micro-batch 1 pair " in out and "Micro-batch 4 pairs " in out
+    code, out, err = run_cli("estimate", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--method", "full",
+                             "--batch", "8", "--what-if")
+    assert "Micro-batch 1 " in out and "pair" not in out
+    code, out, err = run_cli("budget", "--budget", "3000", "--objective", "dpo", "--batch", "4")
+    assert code == 0, err
+    assert "workload settings: batch 4 (pairs for training), objective dpo" in out
+
+
+@pytest.mark.parametrize("query", [{"objective": "dpo", "method": "lora", "dpo_reference": "adapters_off"},
+                                   {"objective": "dpo", "method": "full", "recipe": "axolotl", "dpo_reference": "copy"}])
+def test_the_multi_method_pages_take_each_methods_reference(query):
+    """The sidebar's DPO reference is its method's: the Budget and Cost per fit pages, which plan full, LoRA and QLoRA
+    together, give a method for which the recipe does not run it the recipe's own (auto) instead of refusing every
+    workload (adapters_off has no adapters under full; axolotl keeps no copy beside adapters)."""
+    from app.state import train_workload
+    from tests.test_pages import open_app
+    for page in ("pages/budget.py", "pages/cost_per_fit.py"):
+        at = open_app(page, query)
+        assert not at.error, (page, [e.value for e in at.error])
+    settings = _settings(query)
+    own = train_workload(settings)
+    assert own["dpo_reference"] == query["dpo_reference"]
+    other = train_workload(settings, method="qlora" if query["method"] == "full" else "full")
+    assert other["dpo_reference"] == "auto"
+
+
+def _settings(query: dict) -> dict:
+    """The sidebar's settings (app/state.py FIELDS defaults) with `query`'s values."""
+    from app.state import FIELDS
+    s = {k: f.default for k, f in FIELDS.items()}
+    s.update(query)
+    return s
+
+
+def test_trl_note_for_a_qlora_copy_says_to_quantize_it():
+    code, out, err = _export("trl", "--method", "qlora", "--dpo-reference", "copy")
+    assert code == 0, err
+    assert "with the policy's quantization_config" in out
+    code, out, err = _export("trl", "--method", "lora", "--dpo-reference", "copy")
+    assert "pass ref_model=" in out and "quantization_config (the plan" not in out

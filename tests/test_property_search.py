@@ -263,3 +263,24 @@ def test_the_largest_batch_and_longest_context_are_the_limits_that_fit_on_random
           f"fitting one more {int(more_s.sum())})")
     assert at.all() and not more.any(), (seed, frame[has][~at | more][shown].head(5).to_string())
     assert at_s.all() and not more_s.any(), (seed, frame[has_s][~at_s | more_s][shown].head(5).to_string())
+
+
+def test_the_drawn_objectives_leave_every_other_draw_as_it_was(models, gpus):
+    """random_scenarios(objectives=True) draws objective and dpo_reference from a generator spawned off rng: every
+    other column, and rng's stream after it (companions, overheads), are those of a draw without them, so
+    benchmarks/result_hash.py's seeded rows (objectives off) keep their scenarios; every DPO row it draws is one the
+    engine accepts under every recipe (adapters_off with adapters, precomputed and a copy beside adapters only where
+    the recipe runs them: engine/stacks.py DPO_NO_PRECOMPUTED, DPO_NO_ADAPTER_COPY)."""
+    import numpy as np
+    from engine import estimate
+    from engine.stacks import DPO_RECIPES
+    synthetic = bench_properties.with_synthetic(models)
+    a_rng, b_rng = np.random.default_rng(7), np.random.default_rng(7)
+    recipes = tuple(DPO_RECIPES)
+    plain = bench_properties.random_scenarios(a_rng, 2_000, synthetic, gpus, recipes)
+    drawn = bench_properties.random_scenarios(b_rng, 2_000, synthetic, gpus, recipes, objectives=True)
+    assert plain.equals(drawn[plain.columns]) and a_rng.random() == b_rng.random()
+    dpo = drawn[drawn["objective"] == "dpo"]
+    assert len(dpo) > 300 and set(dpo["dpo_reference"]) == {"auto", "copy", "adapters_off", "precomputed"}
+    out = estimate(dpo, synthetic, gpus)  # (a refused row would raise)
+    assert len(out) == len(dpo)
