@@ -302,9 +302,13 @@ def compare_dropout(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFram
     """estimate() per row of the dropout set without the runtime overhead: `error` asked as run,
     `error_without` asked with lora_dropout 0 (what the engine answered before it modelled dropout)."""
     sc = dropout_scenario_frame(measured)
-    result = estimate(sc, models)
+    return _against(estimate(sc, models), estimate(sc.assign(lora_dropout=0.0), models), measured)
+
+
+def _against(result: pd.DataFrame, before: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """`result` with the tensors' peak (`ours`: peak - runtime overhead), the measured peak, the error as asked and
+    `error_without` (the same rows asked without the term, `before`), and each row's split."""
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
-    before = estimate(sc.assign(lora_dropout=0.0), models)
     result["measured"] = measured["peak_bytes"].to_numpy()
     result["error"] = result["ours"] / result["measured"] - 1
     result["error_without"] = (before["peak_bytes"] - before["runtime_overhead_bytes"]).to_numpy() / result["measured"] - 1
@@ -355,13 +359,7 @@ def compare_dpo(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     `error_without` asked as an sft row of 2 x batch sequences (the same tokens, no reference, the SFT loss):
     what the engine could answer before the objective."""
     sc = dpo_scenario_frame(measured)
-    result = estimate(sc, models)
-    result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]
-    before = estimate(sc.assign(objective="sft", batch=2 * sc["batch"]), models)
-    result["measured"] = measured["peak_bytes"].to_numpy()
-    result["error"] = result["ours"] / result["measured"] - 1
-    result["error_without"] = (before["peak_bytes"] - before["runtime_overhead_bytes"]).to_numpy() / result["measured"] - 1
-    result["split"] = measured["split"].to_numpy()
+    result = _against(estimate(sc, models), estimate(sc.assign(objective="sft", batch=2 * sc["batch"]), models), measured)
     result["measured_phase"] = measured["peak_phase"].to_numpy()
     return result
 

@@ -52,6 +52,35 @@ DS = dict(hidden_size=64, intermediate_size=160, moe_intermediate_size=32, num_h
           max_position_embeddings=512, tie_word_embeddings=False)
 
 
+def _deepseek_mlp(p: str, i: int, c: dict) -> list[tuple[str, list[int]]]:
+    """DeepSeek-V3's feed-forward of layer i (GLM-4.5 takes the same): dense for the first first_k_dense_replace layers,
+    else routed and shared experts and a router with its e_score_correction_bias."""
+    h, rows = c["hidden_size"], []
+    mlps = [("mlp.", c["intermediate_size"])] if i < c["first_k_dense_replace"] else \
+        [(f"mlp.experts.{e}.", c["moe_intermediate_size"]) for e in range(c["n_routed_experts"])] + \
+        [("mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])]
+    for q, f in mlps:
+        rows += [(p + q + "gate_proj.weight", [f, h]), (p + q + "up_proj.weight", [f, h]), (p + q + "down_proj.weight", [h, f])]
+    if i >= c["first_k_dense_replace"]:
+        rows += [(p + "mlp.gate.weight", [c["n_routed_experts"], h]), (p + "mlp.gate.e_score_correction_bias", [c["n_routed_experts"]])]
+    return rows
+
+
+def _with_mtp(out: list, layer, c: dict, mtp_layers: int) -> list[tuple[str, list[int]]]:
+    """The layers, the final norm and head, then the multi-token-prediction layers numbered from num_hidden_layers
+    (each its own embed_tokens, enorm, hnorm, eh_proj and shared_head beside a whole layer)."""
+    h, v = c["hidden_size"], c["vocab_size"]
+    for i in range(c["num_hidden_layers"]):
+        out += layer(i)
+    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
+    for i in range(c["num_hidden_layers"], c["num_hidden_layers"] + mtp_layers):
+        p = f"model.layers.{i}."
+        out += [(p + "embed_tokens.weight", [v, h]), (p + "enorm.weight", [h]), (p + "hnorm.weight", [h]),
+                (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
+        out += layer(i)
+    return out
+
+
 def deepseek_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]]:
     """(name, shape) as deepseek-ai/DeepSeek-V3's safetensors name them (BF16 here): MLA's q_a / q_b / kv_a_with_mqa / kv_b
     projections and their norms, dense feed-forwards first, then a router with its e_score_correction_bias, routed and
@@ -71,24 +100,9 @@ def deepseek_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]
                 (p + "self_attn.kv_a_layernorm.weight", [c["kv_lora_rank"]]),
                 (p + "self_attn.kv_b_proj.weight", [heads * (nope + vd), c["kv_lora_rank"]]),
                 (p + "self_attn.o_proj.weight", [h, heads * vd])]
-        mlps = [("mlp.", c["intermediate_size"])] if i < c["first_k_dense_replace"] else \
-            [(f"mlp.experts.{e}.", c["moe_intermediate_size"]) for e in range(c["n_routed_experts"])] + \
-            [("mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])]
-        for q, f in mlps:
-            rows += [(p + q + "gate_proj.weight", [f, h]), (p + q + "up_proj.weight", [f, h]), (p + q + "down_proj.weight", [h, f])]
-        if i >= c["first_k_dense_replace"]:
-            rows += [(p + "mlp.gate.weight", [c["n_routed_experts"], h]), (p + "mlp.gate.e_score_correction_bias", [c["n_routed_experts"]])]
-        return rows
+        return rows + _deepseek_mlp(p, i, c)
 
-    for i in range(c["num_hidden_layers"]):
-        out += layer(i)
-    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
-    for i in range(c["num_hidden_layers"], c["num_hidden_layers"] + mtp_layers):
-        p = f"model.layers.{i}."
-        out += [(p + "embed_tokens.weight", [v, h]), (p + "enorm.weight", [h]), (p + "hnorm.weight", [h]),
-                (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
-        out += layer(i)
-    return out
+    return _with_mtp(out, layer, c, mtp_layers)
 
 
 def write_f16_gguf(path, arch: str, meta: dict, tensors):
@@ -189,24 +203,9 @@ def glm_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]]:
                 (p + "self_attn.o_proj.weight", [h, heads * d])]
         if c.get("use_qk_norm"):
             rows += [(p + "self_attn.q_norm.weight", [d]), (p + "self_attn.k_norm.weight", [d])]
-        mlps = [("mlp.", c["intermediate_size"])] if i < c["first_k_dense_replace"] else \
-            [(f"mlp.experts.{e}.", c["moe_intermediate_size"]) for e in range(c["n_routed_experts"])] + \
-            [("mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])]
-        for q, f in mlps:
-            rows += [(p + q + "gate_proj.weight", [f, h]), (p + q + "up_proj.weight", [f, h]), (p + q + "down_proj.weight", [h, f])]
-        if i >= c["first_k_dense_replace"]:
-            rows += [(p + "mlp.gate.weight", [c["n_routed_experts"], h]), (p + "mlp.gate.e_score_correction_bias", [c["n_routed_experts"]])]
-        return rows
+        return rows + _deepseek_mlp(p, i, c)
 
-    for i in range(c["num_hidden_layers"]):
-        out += layer(i)
-    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
-    for i in range(c["num_hidden_layers"], c["num_hidden_layers"] + mtp_layers):
-        p = f"model.layers.{i}."
-        out += [(p + "embed_tokens.weight", [v, h]), (p + "enorm.weight", [h]), (p + "hnorm.weight", [h]),
-                (p + "eh_proj.weight", [h, 2 * h]), (p + "shared_head.norm.weight", [h]), (p + "shared_head.head.weight", [v, h])]
-        out += layer(i)
-    return out
+    return _with_mtp(out, layer, c, mtp_layers)
 
 
 @pytest.mark.parametrize("qk_norm", [False, True])
