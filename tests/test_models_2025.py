@@ -261,6 +261,17 @@ def test_the_serve_command_names_the_files_the_model_was_read_from(tmp_path):
         assert f"{flag} '{folder / 'ds'}' " in command("--model-file", folder / "ds", "--engine", engine)
 
 
+def _gguf_ffn(p: str, i: int, c: dict, h: int, f: int, e: int, mf: int) -> list[tuple[str, tuple]]:
+    """llama.cpp's names for DeepSeek-V3's (and GLM-4.5's) feed-forward of block i: dense first, then the router with its
+    exp_probs_b, the routed experts stacked (ffn_*_exps) and the shared one (ffn_*_shexp)."""
+    if i < c["first_k_dense_replace"]:
+        return [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
+    return [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
+            (p + "ffn_gate_exps.weight", (e * mf, h)), (p + "ffn_up_exps.weight", (e * mf, h)),
+            (p + "ffn_down_exps.weight", (e * h, mf)), (p + "ffn_gate_shexp.weight", (mf, h)),
+            (p + "ffn_up_shexp.weight", (mf, h)), (p + "ffn_down_shexp.weight", (h, mf))]
+
+
 @pytest.mark.parametrize("mla_layout", [True, False])
 def test_a_deepseek2_gguf_is_read_as_deepseek_v3(tmp_path, mla_layout):
     """DeepSeek-V3 / V3.1 / R1 and Kimi K2 GGUFs (general.architecture deepseek2, unsloth's and bartowski's) were refused
@@ -291,13 +302,7 @@ def test_a_deepseek2_gguf_is_read_as_deepseek_v3(tmp_path, mla_layout):
                     (p + "attn_kv_a_mqa.weight", (kl + rope, h)), (p + "attn_output.weight", (h, heads * vd))]
         tensors += [(p + "attn_k_b.weight", (heads * kl, nope)), (p + "attn_v_b.weight", (heads * vd, kl))] if mla_layout \
             else [(p + "attn_kv_b.weight", (heads * (nope + vd), kl))]
-        if i < c["first_k_dense_replace"]:
-            tensors += [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
-        else:
-            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
-                        (p + "ffn_gate_exps.weight", (e * mf, h)), (p + "ffn_up_exps.weight", (e * mf, h)),
-                        (p + "ffn_down_exps.weight", (e * h, mf)), (p + "ffn_gate_shexp.weight", (mf, h)),
-                        (p + "ffn_up_shexp.weight", (mf, h)), (p + "ffn_down_shexp.weight", (h, mf))]
+        tensors += _gguf_ffn(p, i, c, h, f, e, mf)
     tensors += [("output_norm.weight", (h,)), ("output.weight", (c["vocab_size"], h))]
     meta |= {f"{a}.block_count": c["num_hidden_layers"], f"{a}.embedding_length": h, f"{a}.feed_forward_length": f,
              f"{a}.attention.head_count": heads, f"{a}.attention.head_count_kv": 1 if mla_layout else heads,
@@ -360,13 +365,7 @@ def test_a_glm_4_5_gguf_counts_its_layers_without_the_nextn_layer(tmp_path):
                     hf_name.startswith(f"model.layers.{i}.post"):
                 stem, kind = hf_name.split(".")[-2], hf_name.split(".")[-1]
                 tensors.append((p + names[stem] + "." + kind, tuple(shape)))
-        if i < c["first_k_dense_replace"]:
-            tensors += [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
-        else:
-            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
-                        (p + "ffn_gate_exps.weight", (e * mf, h)), (p + "ffn_up_exps.weight", (e * mf, h)),
-                        (p + "ffn_down_exps.weight", (e * h, mf)), (p + "ffn_gate_shexp.weight", (mf, h)),
-                        (p + "ffn_up_shexp.weight", (mf, h)), (p + "ffn_down_shexp.weight", (h, mf))]
+        tensors += _gguf_ffn(p, i, c, h, f, e, mf)
     nextn = [(f"blk.3.nextn.{n}", s) for n, s in (("eh_proj.weight", (h, 2 * h)), ("embed_tokens.weight", (v, h)),
                                                   ("enorm.weight", (h,)), ("hnorm.weight", (h,)),
                                                   ("shared_head_head.weight", (v, h)), ("shared_head_norm.weight", (h,)))]
