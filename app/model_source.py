@@ -176,7 +176,7 @@ def _row(record: dict, info: dict, text: str, kind: str, shipped_ids: set) -> di
 def _jsonable(info: dict) -> dict:
     keep = ("format", "files", "params_config", "params_stored", "weights_bytes_stored", "tensors", "dtypes",
             "vision_params", "vision_weights_bytes", "weights_source", "precision", "file_type_name", "notes",
-            "hub_id", "revision", "commit", "offline", "projector_files")
+            "hub_id", "revision", "commit", "offline", "projector_files", "gguf_extra_blocks")
     return {k: info[k] for k in keep if k in info}
 
 

@@ -668,6 +668,11 @@ def _from_gguf(paths: list[Path], model_id):
                  _tally(vision_rows))
     if mtp_rows:  # GLM-4.5's nextn layer (llama.cpp keeps it in the file, for speculative decoding)
         mtp = _tally(mtp_rows)
+        # llama.cpp counts these blocks in n_layer (block_count) and builds the graph over n_layer - nextn_predict_layers
+        # (src/models/glm4-moe.cpp: "Final layer tensors are loaded but not processed"), while -ngl / num_gpu put the
+        # last n_gpu_layers - 1 of n_layer blocks on the GPU (llama-model.cpp load_tensors, i_gpu_start = n_layer + 1 -
+        # n_gpu_layers): a command names them on top of the planned layers (planner/serving.py files_named)
+        info["gguf_extra_blocks"] = len({int(GGUF_LAYER_RE.match(r[0])["layer"]) for r in mtp_rows})
         info["notes"].append(f"multi-token-prediction layer (blk.{record['num_layers']} on): {mtp['params']:,} parameters, "
                              f"{mtp['bytes']:,} bytes, not counted (llama.cpp does not run it; vLLM and SGLang only as a "
                              "speculative draft)")

@@ -1211,6 +1211,13 @@ def _gguf(row) -> str:
     return f"{row['model']}-{str(row['precision']).upper()}.gguf"
 
 
+def _gpu_layers(row) -> int:
+    """-ngl / num_gpu: the planned layers, with the blocks llama.cpp counts but does not run where the user's GGUF holds
+    them (serve_export's files: extra_blocks; planner/serving.py gpu_layers_flag)."""
+    from planner.serving import gpu_layers_flag
+    return gpu_layers_flag(int(row["gpu_layers"]), int(row.get("extra_blocks", 0) or 0))
+
+
 def _own(row, key: str) -> str | None:
     """A file of the user's the export names (serve_export's files), or None."""
     value = row.get(key)
@@ -1227,7 +1234,7 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
     elif float(row.get("vision_params", 0) or 0) > 0:  # a vision-language model's projector (llama-server --mmproj)
         args += ["--mmproj", f"mmproj-{row['model']}-f16.gguf"]
         notes.append(f"projector file mmproj-{row['model']}-f16.gguf: the vision tower, counted in the weights")
-    args += ["-ngl", str(int(row["gpu_layers"])),
+    args += ["-ngl", str(_gpu_layers(row)),
             # one context shared by the slots: each request gets max_model_len
             "-c", str(int(row["max_model_len"]) * slots), "-np", str(slots)]
     n_cpu = int(row.get("cpu_moe_layers", 0) or 0)
@@ -1267,7 +1274,7 @@ def ollama(row, repo: str, repo_known: bool) -> Export:
     lines = _serve_header("ollama", row, notes)
     lines += [f"server: {' '.join(env)} ollama serve", f"then: ollama create {row['model']}{OLLAMA_CREATED_SUFFIX} -f Modelfile"]
     text = ("".join(f"# {line}\n" for line in lines) + f"FROM {own or './' + _gguf(row)}\n"
-            f"PARAMETER num_ctx {int(row['max_model_len'])}\nPARAMETER num_gpu {int(row['gpu_layers'])}\n")
+            f"PARAMETER num_ctx {int(row['max_model_len'])}\nPARAMETER num_gpu {_gpu_layers(row)}\n")
     return Export("ollama", text, notes)
 
 

@@ -118,7 +118,18 @@ def files_named(info: dict | None, precision: str, engine: str, draft: tuple[str
             out["mmproj_file"] = mmproj[0]
     elif fmt == "safetensors" and engine in ("vllm", "sglang") and files:
         out["model_folder"] = str(Path(files[0]).parent)
+    if fmt == "gguf" and engine in ("llama.cpp", "ollama") and int((info or {}).get("gguf_extra_blocks") or 0) > 0:
+        # blocks llama.cpp counts but never runs (GLM-4.5's nextn layer, catalog/checkpoints.py): -ngl / num_gpu name them
+        # too, or they take GPU slots from the planned layers (-ngl 47 for GLM-4.5-Air left its first layer on the CPU)
+        out["extra_blocks"] = int(info["gguf_extra_blocks"])
     return out
+
+
+def gpu_layers_flag(layers: int, extra_blocks: int) -> int:
+    """llama.cpp's -ngl (Ollama's num_gpu) for `layers` planned slots (the output layer and the top layers) of a GGUF
+    holding `extra_blocks` blocks it does not run (files_named): those sit above the repeating layers, so they are added
+    wherever anything is on the GPU."""
+    return int(layers) + int(extra_blocks) if int(layers) > 0 else 0
 
 
 def ollama_from(path: str) -> str | None:
@@ -139,6 +150,11 @@ def command_with_files(command: str, info: dict | None, model_id: str, precision
     named = files_named(info, precision, engine, draft)
     if "draft_file" in named:
         command = command.replace(f" -md {draft[0]}-{precision.upper()}.gguf", f" -md {shlex.quote(named['draft_file'])}")
+    if named.get("extra_blocks"):
+        import re
+        add = named["extra_blocks"]
+        command = re.sub(r"(?<= -ngl )(\d+)\b", lambda m: str(gpu_layers_flag(int(m.group(1)), add)), command, count=1)
+        command = re.sub(r'(?<="num_gpu": )(\d+)\b', lambda m: str(gpu_layers_flag(int(m.group(1)), add)), command, count=1)
     placeholder = f"{model_id}-{precision.upper()}.gguf"
     if "model_file" in named and engine == "ollama":  # a Modelfile's FROM line inside echo '...'
         path = ollama_from(named["model_file"])

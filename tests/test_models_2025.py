@@ -382,6 +382,18 @@ def test_a_glm_4_5_gguf_counts_its_layers_without_the_nextn_layer(tmp_path):
     assert record["num_layers"] == 3 and record["qkv_bias"] and record["qk_norm"] and record["family"] == "custom-glm4_moe"
     layer3 = sum(math.prod(s) for n, s in tensors if n.startswith("blk.3."))
     assert any(f"multi-token-prediction layer (blk.3 on): {layer3:,} parameters" in n for n in info["notes"])
+    # llama.cpp counts the nextn block in n_layer: -ngl / num_gpu name it on top of the planned 3 layers + output (4),
+    # where -ngl 4 put the first layer on the CPU (llama-model.cpp: i_gpu_start = n_layer + 1 - n_gpu_layers)
+    assert info["gguf_extra_blocks"] == 1
+    path = str(tmp_path / "GLM-F16.gguf")
+    for engine, export, flag in (("llama.cpp", "llama-server", " -ngl 5 "), ("ollama", "ollama", "PARAMETER num_gpu 5\n")):
+        code, out, err = run_cli("serve", "--model-file", path, "--gpu", "h100-sxm-80gb", "--engine", engine,
+                                 "--max-model-len", "256", "--precision", "q8_0")  # (the F16 file re-quantized)
+        assert code == 0, err
+        assert (" -ngl 5 " if engine == "llama.cpp" else '"num_gpu": 5,') in out and "GPU layers (-ngl): 4 of 4" in out
+        code, out, err = run_cli("serve", "--model-file", path, "--gpu", "h100-sxm-80gb", "--engine", engine,
+                                 "--max-model-len", "256", "--precision", "q8_0", "--export", export)
+        assert code == 0 and flag in out, (err, out)
 
 
 @pytest.mark.parametrize("window", [None, 0])
