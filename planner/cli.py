@@ -961,9 +961,12 @@ def cmd_serve(args) -> int:
                        .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
     if getattr(args, "checkpoint", None) or draft_files:  # a model read from its files: the command names them
-        from planner.serving import command_with_files
+        from planner.serving import command_with_files, files_named
         row["command"] = command_with_files(str(row["command"]), getattr(args, "checkpoint", None), args.model,
                                             str(row["precision"]), args.engine, draft_files)
+        # (the text report's -ngl too: blocks the GGUF holds that llama.cpp counts but does not run)
+        row["extra_blocks"] = files_named(getattr(args, "checkpoint", None), str(row["precision"]), args.engine,
+                                          draft_files).get("extra_blocks", 0)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")

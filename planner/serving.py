@@ -427,7 +427,10 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
         f"  KV cache available: {row['kv_cache_bytes_available'] / gib:.2f} GiB{_own_kv_cache(row)} -> max concurrency "
         f"{row['max_concurrency']:.2f} requests at {int(row['max_model_len']):,} tokens",
         (f"  GPU layers (-ngl): {int(row['gpu_layers'])} of {int(row['total_layers']) + 1} (the output layer counts first, "
-         f"then {max(int(row['gpu_layers']) - 1, 0)} of {int(row['total_layers'])} repeating layers); "
+         f"then {max(int(row['gpu_layers']) - 1, 0)} of {int(row['total_layers'])} repeating layers"
+         + (f"; -ngl {gpu_layers_flag(int(row['gpu_layers']), int(row['extra_blocks']))} with the file's "
+            f"{int(row['extra_blocks'])} block(s) llama.cpp counts but does not run"
+            if int(row.get("extra_blocks", 0) or 0) > 0 else "") + "); "
          if row["engine"] in ("llama.cpp", "ollama") else "  ") + f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
         f"  at concurrency {int(row['concurrency'])}: decode {row['decode_tokens_per_s']:.1f} tokens/s per user "
         f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "

@@ -391,6 +391,7 @@ def test_a_glm_4_5_gguf_counts_its_layers_without_the_nextn_layer(tmp_path):
                                  "--max-model-len", "256", "--precision", "q8_0")  # (the F16 file re-quantized)
         assert code == 0, err
         assert (" -ngl 5 " if engine == "llama.cpp" else '"num_gpu": 5,') in out and "GPU layers (-ngl): 4 of 4" in out
+        assert "; -ngl 5 with the file's 1 block(s) llama.cpp counts but does not run)" in out
         code, out, err = run_cli("serve", "--model-file", path, "--gpu", "h100-sxm-80gb", "--engine", engine,
                                  "--max-model-len", "256", "--precision", "q8_0", "--export", export)
         assert code == 0 and flag in out, (err, out)
