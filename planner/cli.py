@@ -960,13 +960,14 @@ def cmd_serve(args) -> int:
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")
                        .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
-    if getattr(args, "checkpoint", None) or draft_files:  # a model read from its files: the command names them
-        from planner.serving import command_with_files, files_named
-        row["command"] = command_with_files(str(row["command"]), getattr(args, "checkpoint", None), args.model,
-                                            str(row["precision"]), args.engine, draft_files)
-        # (the text report's -ngl too: blocks the GGUF holds that llama.cpp counts but does not run)
-        row["extra_blocks"] = files_named(getattr(args, "checkpoint", None), str(row["precision"]), args.engine,
-                                          draft_files).get("extra_blocks", 0)
+    # a model read from its files: the command, the text report's -ngl (blocks the GGUF holds that llama.cpp counts but
+    # does not run) and the export name them
+    from planner.serving import command_naming, files_named
+    files = files_named(getattr(args, "checkpoint", None), str(row["precision"]), args.engine, draft_files)
+    if files:
+        row["command"] = command_naming(str(row["command"]), files, args.model, str(row["precision"]), args.engine,
+                                        draft_files[0] if draft_files else None)
+        row["extra_blocks"] = files.get("extra_blocks", 0)
     if args.export:
         if args.json:
             raise CliError("--export prints a command; leave out --json")
@@ -975,8 +976,6 @@ def cmd_serve(args) -> int:
         draft = getattr(args, "draft_model", None)
         draft_row = by_id.loc[row["draft_model"]] if draft and str(row.get("draft_model", "")) in by_id.index else None
         # (what fits instead is serve's own report: check and estimate --what-if plan training and transformers rows)
-        from planner.serving import files_named  # a model read from its files: the export names them, as the command
-        files = files_named(getattr(args, "checkpoint", None), str(row["precision"]), args.engine, draft_files)
         return _print_export(serve_export(args.export, row, by_id.loc[args.model], draft_row, files), row,
                              see="serve without --export: why, and its 'fits with' line where a change fits")
     # a vLLM / SGLang plan that holds no request: the fewest GPUs per weight format that do (planner.serving.fits_with)

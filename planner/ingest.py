@@ -789,8 +789,13 @@ def _run_entry(result: dict) -> dict:
 def saved_before(result: dict, path: Path | None = None) -> str | None:
     """The id of a saved entry of this very run (the same model, GPU, settings, figures and log lines, wherever its
     file now is), or None. Saving a log again added a second copy, which the Evidence page then counted twice."""
+    return _saved_in(_read_runs(path or user_runs_path()), result)
+
+
+def _saved_in(runs: list, result: dict) -> str | None:
+    """saved_before over the runs file's entries already read."""
     mine = _run_entry(result)
-    for r in _read_runs(path or user_runs_path()):
+    for r in runs:
         if isinstance(r, dict) and {k: r.get(k) for k in mine} == mine:
             return str(r.get("id"))
     return None
@@ -803,7 +808,7 @@ def save_run(result: dict, path: Path | None = None) -> str:
     # every entry as read, the ones load_runs cannot use too (a hand edit, an older version's): a save
     # appends, it never deletes what the user wrote (they were dropped from the file before)
     runs = _read_runs(path)
-    before = saved_before(result, path)
+    before = _saved_in(runs, result)
     if before is not None:
         return before
     taken = {r.get("id") for r in runs if isinstance(r, dict)}

@@ -107,9 +107,10 @@ def parse_workloads(text: str | None, model_ids) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _frame(pairs, gpu_ids, headroom: float, tco: dict | None = None, scenarios: dict | None = None) -> pd.DataFrame:
+def _frame(pairs, gpu_ids, own: dict) -> pd.DataFrame:
+    """Every (model, workload) pair on every GPU, each workload's rows holding `own[workload]` (_scenario)."""
     base = grid(gpu=list(gpu_ids))
-    blocks = [(base, {**_scenario(w, scenarios, headroom, tco), "model": m, "workload": w}) for m, w in pairs]
+    blocks = [(base, {**own[w], "model": m, "workload": w}) for m, w in pairs]
     frame = planning.stacked(blocks)
     order = ["model", "gpu"] + [c for c in frame.columns if c not in ("model", "gpu", "workload")] + ["workload"]
     return planning.with_defaults(frame[order])
@@ -197,10 +198,11 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     headroom = planning.DEFAULTS["headroom"] if headroom is None else float(headroom)
     pairs = parse_workloads(workloads, list(models["id"]))
     gpu_ids = list(gpus["id"]) if gpu_ids is None else list(gpu_ids)
-    asked = _frame(pairs, gpu_ids, headroom, tco, scenarios)
+    own = {w: _scenario(w, scenarios, headroom, tco) for _, w in pairs}
+    asked = _frame(pairs, gpu_ids, own)
     # the page's own sweep holds every pair (its default: the two are among its chosen plans): nothing to estimate.
     # Otherwise every pair is estimated: estimating a few and putting the two frames together saved nothing measured.
-    reused = _known_rows(asked, known, known_plans, {w: _scenario(w, scenarios, headroom, tco) for _, w in pairs})
+    reused = _known_rows(asked, known, known_plans, own)
     configs = reused if reused is not None else planning.configurations(
         asked, models, gpus, max_gpus=max_gpus, rules=rules, hosts=hosts, condition=condition)
     ok = configs["fits_within"].fillna(False).to_numpy(dtype=bool)

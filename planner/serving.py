@@ -146,10 +146,16 @@ def command_with_files(command: str, info: dict | None, model_id: str, precision
     """The command line with the files the model was read from (`--model-file`; files_named) in place of the names
     engine/serving.py gives a catalog model's download (MODEL-PRECISION.gguf, mmproj-MODEL-f16.gguf, the model id as
     vLLM's and SGLang's model path)."""
+    return command_naming(command, files_named(info, precision, engine, draft), model_id, precision, engine,
+                          draft[0] if draft else None)
+
+
+def command_naming(command: str, named: dict, model_id: str, precision: str, engine: str,
+                   draft_id: str | None = None) -> str:
+    """command_with_files for files_named's answer already at hand (`serve` names the same files in its export)."""
     import shlex
-    named = files_named(info, precision, engine, draft)
     if "draft_file" in named:
-        command = command.replace(f" -md {draft[0]}-{precision.upper()}.gguf", f" -md {shlex.quote(named['draft_file'])}")
+        command = command.replace(f" -md {draft_id}-{precision.upper()}.gguf", f" -md {shlex.quote(named['draft_file'])}")
     if named.get("extra_blocks"):
         import re
         add = named["extra_blocks"]
