@@ -144,6 +144,11 @@ def _fmt_row(m, ours, error, phase, point):
             f"| {m.peak_bytes / GIB:.2f} | {ours / GIB:.2f} | {error * 100:+.1f} | {point * 100:+.1f} | {phase} |")
 
 
+def _by_split(measured: pd.DataFrame) -> np.ndarray:
+    """The rows' positions in the order of SPLITS (calibration first), each split's rows as measured."""
+    return np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+
+
 def render_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
     compared = compare(measured, models)
     gaps = category_gaps(measured, compared)
@@ -162,7 +167,7 @@ def render_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
         lines.append(f"| {s} | {x['compared']} | " + " | ".join(f"{x['categories'][c]:.2f}%" for c in CATEGORIES) + " |")
     lines += ["", "| set | model | task | method | precision | optimizer | batch x seq | ckpt | LoRA | sharding "
               "| measured GiB | ours GiB | error % | unpadded / flash error % | phase (ours) |", "|---" * 15 + "|"]
-    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    order = _by_split(measured)
     for i in order:
         lines.append(_fmt_row(measured.iloc[i], compared["ours"].iloc[i], compared["error"].iloc[i],
                               compared["peak_phase"].iloc[i], compared["error_point"].iloc[i]))
@@ -255,7 +260,7 @@ def render_loops_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
     lines += ["", "| set | model | task | method | precision | optimizer | batch x seq | ckpt | LoRA | loop run (--loop) "
               "| use_cache | padding | measured GiB | ours GiB | error % | as the harness loop % | phase (ours) |",
               "|---" * 17 + "|"]
-    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    order = _by_split(measured)
     for i in order:
         m, c = measured.iloc[i], compared.iloc[i]
         lora = f"r{m.lora_rank} {m.lora_targets}" if m.method == "lora" else ""
@@ -322,7 +327,7 @@ def render_dropout_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
                                       ("asked with lora_dropout 0 (before the term)", "error_without")))
     lines += ["", "| set | model | precision | batch x seq | ckpt | LoRA | dropout | adapters | measured GiB | ours GiB "
               "| error % | with dropout 0 % | phase (ours) |", "|---" * 13 + "|"]
-    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    order = _by_split(measured)
     for i in order:
         m, c = measured.iloc[i], compared.iloc[i]
         lines.append(f"| {m.split} | {m.model} | {m.precision} | {m.batch} x {m.seq} "
@@ -370,7 +375,7 @@ def render_dpo_doc(measured: pd.DataFrame, models: pd.DataFrame) -> str:
                                       ("asked as sft at 2 x batch (no reference, the SFT loss)", "error_without")))
     lines += ["", "| set | trainer | model | method | batch (pairs) x seq | ckpt | reference | measured GiB | ours GiB "
               "| error % | as sft % | phase measured / ours |", "|---" * 12 + "|"]
-    order = np.argsort(pd.Categorical(measured["split"], categories=list(SPLITS)).codes, kind="stable")
+    order = _by_split(measured)
     for i in order:
         m, c = measured.iloc[i], compared.iloc[i]
         lora = f" r{m.lora_rank} {m.lora_targets}" if m.method == "lora" else ""
