@@ -68,7 +68,10 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
     gpu_count = pd.to_numeric(frame["gpus"], errors="coerce").fillna(1).to_numpy(dtype=float) \
         if "gpus" in frame.columns else np.ones(n)
     # "incompatible" rules first, then by id (a stable sort of the few rules, as records)
-    ordered = sorted(rules.to_dict("records"), key=lambda r: (r["severity"] != "incompatible", r["id"]))
+    # (the records built from each column's list: DataFrame.to_dict("records") took ~3 ms for the shipped ~20 rules)
+    cols = list(rules.columns)
+    records = [dict(zip(cols, row)) for row in zip(*(rules[c].tolist() for c in cols))]
+    ordered = sorted(records, key=lambda r: (r["severity"] != "incompatible", r["id"]))
     texts, hits = [], []  # the notes of the rules that hit some row, in order, and their rows
     column_texts: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # each column read as text once
     for rule in ordered:
@@ -120,4 +123,8 @@ def _notes_per_row(n: int, texts: list[str], hits: list[np.ndarray]) -> list[lis
         key += hit.astype(key.dtype) * (1 << i)
     codes, combos = pd.factorize(key)
     lists = [[t for i, t in enumerate(texts) if int(combo) >> i & 1] for combo in combos]
-    return [list(lists[c]) for c in codes]
+    shared = np.empty(len(lists), dtype=object)
+    for i, notes in enumerate(lists):  # (an object array of lists, filled one by one: numpy would nest them)
+        shared[i] = notes
+    # each row's own copy, made by map in C (a comprehension indexing `lists` took ~8 ms a 15,000-row sweep)
+    return list(map(list, shared[codes]))

@@ -398,22 +398,27 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # two together costs ~20 ms whatever the rows (a hundred columns, each typed as it is), ~4 us a
     # row estimated again: below REUSE_ONE_CARD_ROWS one-GPU rows, estimating them again is cheaper.
     several = np.flatnonzero(count > 1)
-    if not len(several):  # every row at one GPU: the first call's rows are the answer
+    rules = compatibility_rules() if rules is None else rules
+    # one card "holds it alone" only where the rules let that card run it (bf16 on a T4 held its bytes yet is
+    # refused): the one-card rows' verdict; the rows estimated at more GPUs are asked again at their count (a multi-GPU
+    # rule, several Macs, refuses the count, not the card)
+    verdict = compat_check(one, gpus, rules)
+    one_compatible = verdict["compatible"].to_numpy(dtype=bool)
+    if not len(several):  # every row at one GPU: the first call's rows (and their verdict) are the answer
         res = one
     elif n - len(several) < REUSE_ONE_CARD_ROWS:
         res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **allow, **overhead)
+        verdict = compat_check(res, gpus, rules)
     else:
         at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **allow, **overhead)
         res = rows_replaced(one, several, at_count)
-
-    verdict = compat_check(res, gpus, compatibility_rules() if rules is None else rules)
+        # the verdict at the count, for those rows only (a row's verdict reads that row alone: engine/compat.py)
+        theirs = compat_check(at_count, gpus, rules)
+        compatible, notes = one_compatible.copy(), verdict["compatibility_notes"].to_numpy().copy()
+        compatible[several] = theirs["compatible"].to_numpy(dtype=bool)
+        notes[several] = theirs["compatibility_notes"].to_numpy()
+        verdict = pd.DataFrame({"compatible": compatible, "compatibility_notes": notes})
     compatible = verdict["compatible"].to_numpy(dtype=bool)
-    # one card "holds it alone" only where the rules let that card run it (bf16 on a T4 held its bytes yet is
-    # refused): at one GPU a row's verdict is the one above; the rows estimated at more GPUs are asked again at one
-    # (a multi-GPU rule, several Macs, refuses the count, not the card)
-    one_compatible = compatible.copy()
-    if len(several):
-        one_compatible[several] = _compatible(one.iloc[several], gpus, rules)
     one_fits = one_fits & one_compatible
     ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
     res["gpus_needed"] = needed
