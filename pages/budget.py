@@ -64,7 +64,8 @@ with st.container(border=True):
     stretch = b3.slider("'A bit more' means up to (+%)", 10, 200, 50, step=10, key="bp_stretch")
     p1, p2 = st.columns([3, 1])
     chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="bp_plans")
-    max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="bp_max_gpus")
+    counts = [1, 2, 4, 8, 16, 32, 64]  # the default: `budget --max-gpus`'s, so both list the same systems
+    max_gpus = p2.selectbox("Largest GPU count", counts, index=counts.index(procurement.MAX_GPUS), key="bp_max_gpus")
     shown_gpus = c.gpu_filter(gpus, "bp")
 
 s["budget_mode"] = mode

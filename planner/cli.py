@@ -223,6 +223,7 @@ def _new_parser(prog: str) -> Parser:
     # required: what", naming neither the choices nor anything a user typed)
     cat.add_argument("what", nargs="?", metavar="what", help="gpus | models | aliases | hosts | compatibility")
     cat.add_argument("--json", action="store_true", help="print the records (every field, with sources and dates)")
+    from planner.procurement import MAX_GPUS
     bud = sub.add_parser("budget", help="what a budget buys: systems (nodes x GPUs, hosts, network), cheapest first")
     bud.add_argument("--budget", required=True, type=_bounded("budget", 0, 1e12, what="US dollars"), help="US dollars")
     bud.add_argument("--mode", default="buy", type=_choice_text("mode", ("buy", "cloud_hour", "cloud_job")),
@@ -236,7 +237,8 @@ def _new_parser(prog: str) -> Parser:
     bud.add_argument("--one-purchase", action="store_true", help="one system that covers every listed workload")
     bud.add_argument("--condition", default="either", type=_choice_text("condition", ("new", "used", "either")),
                      help="card prices: new, used or either (the cheaper known price)")
-    bud.add_argument("--max-gpus", type=_whole("max-gpus", high=LIMITS["gpus"]), default=16, help="largest GPU count (default 16)")
+    bud.add_argument("--max-gpus", type=_whole("max-gpus", high=LIMITS["gpus"]), default=MAX_GPUS,
+                     help=f"largest GPU count (default {MAX_GPUS})")
     # the headroom and the buy-vs-rent settings (break-even per row): the estimate's flags (engine/columns.py)
     for name in ("headroom", "utilization", "pue", "usd_per_kwh", "hours_per_month", "resale_fraction"):
         add_column_flag(bud, columns.SCENARIO_BY_NAME[name])

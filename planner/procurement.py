@@ -25,6 +25,10 @@ from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: 
 # Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
 # GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
 # page's presets do; inference is batch 1 at the default sequence.
+# the largest GPU count a system may have unless asked (`budget --max-gpus`, the Budget page's 'Largest GPU count'):
+# two 8-GPU nodes
+MAX_GPUS = 16
+
 WORKLOADS: dict[str, dict] = {
     "full": dict(task="train", method="full", precision="mixed_bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
     "lora": dict(task="train", method="lora", precision="bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
@@ -163,7 +167,7 @@ def _check_tco(tco: dict | None) -> dict:
 
 def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: float, mode: str = "buy",
                 hours: float | None = None, workloads: str | None = None, deadline_days: float | None = None,
-                one_purchase: bool = False, condition: str = "either", max_gpus: int = 16,
+                one_purchase: bool = False, condition: str = "either", max_gpus: int = MAX_GPUS,
                 headroom: float | None = None, rules: pd.DataFrame | None = None, gpu_ids=None,
                 tco: dict | None = None, scenarios: dict | None = None) -> dict:
     """{'rows': frame (one per model x workload: its cheapest system within budget and deadline),
@@ -183,7 +187,7 @@ def plan_budget(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, b
 
 
 def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, workloads: str | None = None,
-                 condition: str = "either", max_gpus: int = 16, headroom: float | None = None,
+                 condition: str = "either", max_gpus: int = MAX_GPUS, headroom: float | None = None,
                  rules: pd.DataFrame | None = None, gpu_ids=None, tco: dict | None = None,
                  scenarios: dict | None = None, known: pd.DataFrame | None = None,
                  known_plans: dict | None = None) -> dict:

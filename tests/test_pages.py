@@ -1049,6 +1049,23 @@ def test_budget_page_systems_come_from_the_budget_commands_function_with_dated_p
     assert any("One purchase" in m.value for m in at.success)
 
 
+def test_budget_page_lists_the_systems_budget_lists_at_its_default_largest_gpu_count():
+    """The page's 'Largest GPU count' defaulted to 8 and `budget --max-gpus` to 16: DeepSeek-V3 served in bf16 at $5M
+    was 16 x MI300X on the command line and "No system runs these workloads" on the page."""
+    from planner import procurement
+    from tests.clirun import run_cli
+    code, out, _ = run_cli("budget", "--budget", "5000000", "--workloads", "deepseek-v3:infer-bf16", "--json")
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert rows and max(r["gpus"] for r in rows) > 8, rows  # (a system beyond one 8-GPU node: the case at stake)
+    at = open_app("pages/budget.py", {"model": "deepseek-v3", "budget": "5000000"})
+    assert at.selectbox(key="bp_max_gpus").value == procurement.MAX_GPUS == json.loads(out)["settings"]["max_gpus"]
+    at.multiselect(key="bp_pairs").set_value(["deepseek-v3:infer-bf16"]).run()
+    systems = table(at, 0)
+    assert systems["GPUs"].tolist() == [r["gpus"] for r in rows]
+    assert systems["Total ($)"].tolist() == [round(r["cost_usd"]) for r in rows]
+
+
 def test_budget_page_systems_use_the_sidebars_workload_as_its_other_tables_do():
     """The page says its workloads use the sidebar's settings; its systems used `budget`'s fixed ones (batch 1 x 2,048)
     whatever the sidebar said: Llama 3.1 70B QLoRA at 8,192 tokens read 56.1% of a Strix Halo there and 82.4% in the
