@@ -62,6 +62,7 @@ _INF_AS_TEXT = ("breakeven_months", "breakeven_hours")
 # the workload's own (WORKLOADS) or else the engine's default.
 WORKLOAD_SETTINGS: dict[str, tuple[str, ...]] = {
     "batch": ("train", "infer"), "seq": ("train", "infer"), "allow_long_context": ("train", "infer"),
+    "precision": ("train",),  # (a serving workload's weights are its name's: infer-bf16, infer-int4, ...)
     "optimizer": ("train",), "lora_rank": ("train",), "zero": ("train",), "offload": ("train",), "recipe": ("train",),
     "objective": ("train",),
     "kv_precision": ("infer",), "kv_policy": ("infer",),
@@ -125,6 +126,47 @@ def _scenario(name: str, scenarios: dict | None, headroom: float, tco: dict | No
     extra = {k: float(v) for k, v in (tco or {}).items() if v is not None}
     return {**{k: v for k, v in _workload(name, scenarios).items() if k not in ("model", "gpu", "gpus")},
             "headroom": headroom, **extra}
+
+
+# what a named workload's settings are said by (`budget`'s text and its --json `settings.workloads`), per task
+_DESCRIBED = {"train": ("method", "precision", "optimizer", "grad_checkpointing", "zero", "offload", "batch", "seq",
+                        "lora_rank", "recipe", "objective"),
+              "infer": ("precision", "kv_precision", "kv_policy", "batch", "seq")}
+
+
+def described(scenario: dict) -> dict:
+    """A workload's settings that say what it runs (_DESCRIBED: the method, precision, optimizer, ZeRO stage, micro-batch
+    x sequence, ...), each the scenario's own or the engine's default (_DEFAULTS), as JSON values; the LoRA rank only
+    where the method has adapters."""
+    merged = {**_DEFAULTS, **{k: v for k, v in scenario.items() if v is not None}}
+    keys = [k for k in _DESCRIBED[merged["task"]] if k != "lora_rank" or merged.get("method") in ("lora", "qlora")]
+    return {k: planning_json(merged[k]) for k in keys}
+
+
+def _described_text(settings: dict) -> str:
+    """described() in words: "full, mixed_bf16, adamw, ZeRO 3, gradient checkpointing, micro-batch 1 x 4,096 tokens"."""
+    s = dict(settings)
+    unit = "pairs" if s.get("objective") == "dpo" else "sequences"
+    words = [str(s.pop("method"))] if "method" in s else []
+    words.append(str(s.pop("precision")))
+    if "optimizer" in s:
+        words.append(str(s.pop("optimizer")))
+    if "zero" in s:
+        words.append(f"ZeRO {s.pop('zero')}")
+    if s.pop("grad_checkpointing", False):
+        words.append("gradient checkpointing")
+    offload = s.pop("offload", "none")
+    if offload not in (None, "none"):
+        words.append(f"offload {offload}")
+    batch, seq = s.pop("batch"), s.pop("seq")
+    # (seq 0 is the engine's auto: engine/scenarios.py DEFAULTS)
+    tokens = "2,048 tokens (or the model's context if shorter)" if not seq else f"{seq:,} tokens"
+    if "method" in settings:
+        words.append(f"micro-batch {batch}" + (" preference pairs" if unit != "sequences" else "") + f" x {tokens}")
+    else:
+        words.append(f"batch {batch} x {tokens}")
+    words += [f"{k} {v}" for k, v in s.items() if v not in (None, "auto", "sft", "none")]
+    return ", ".join(words)
 
 
 def _workload(name: str, scenarios: dict | None) -> dict:
@@ -228,7 +270,8 @@ def budget_sweep(models: pd.DataFrame, gpus: pd.DataFrame, hosts: pd.DataFrame, 
     rows["cloud_usd_per_hour"] = pd.to_numeric(g["cloud_usd_per_hour"], errors="coerce").to_numpy(dtype=float)
     rows["cloud_date"], rows["cloud_source"] = _text(g["cloud_date"].to_numpy()), _text(g["cloud_source"].to_numpy())
     settings = {"condition": condition, "headroom": headroom, "max_gpus": int(max_gpus),
-                "tco": {k: planning_json(_setting(configs, asked, k)) for k in TCO_KEYS if k in configs.columns and len(configs)}}
+                "tco": {k: planning_json(_setting(configs, asked, k)) for k in TCO_KEYS if k in configs.columns and len(configs)},
+                "workloads": {w: described(s) for w, s in own.items()}}
     asked_pairs = pd.DataFrame({"model": [m for m, _ in pairs], "task": [WORKLOADS[w]["task"] for _, w in pairs]})
     unmodelled = [p for p, hit in zip(pairs, planning.not_modelled(asked_pairs, models)) if hit]
     return {"rows": rows, "ok": ok, "pairs": pairs, "settings": settings, "not_modelled": unmodelled}
@@ -342,7 +385,9 @@ def budget_within(sweep: dict, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: 
               "purchase": None,
               "settings": {"budget_usd": float(budget), "mode": mode, "hours": hours, "deadline_days": deadline_days,
                            "condition": condition, "headroom": settings["headroom"], "max_gpus": settings["max_gpus"],
-                           "one_purchase": bool(one_purchase), "tco": dict(settings["tco"])}}
+                           "one_purchase": bool(one_purchase), "tco": dict(settings["tco"]),
+                           # (added key) each asked workload's settings: procurement.described
+                           "workloads": {w: dict(v) for w, v in settings.get("workloads", {}).items()}}}
     if one_purchase:
         result["purchase"] = purchase_for(rows[ok & ~late], pairs, gpus, hosts, budget, mode, hours, condition)
     return result
@@ -453,6 +498,8 @@ def format_budget(result: dict) -> str:
         pairs = given.get("objective") == "dpo"
         lines.append("workload settings: " + ", ".join(
             f"{k} {v}" + (" (pairs for training)" if pairs and k == "batch" else "") for k, v in given.items()))
+    for name, settings in (st.get("workloads") or {}).items():
+        lines.append(f"workload {name}: {_described_text(settings)}")
     if st.get("tco"):
         t = st["tco"]
         lines.append(f"buy vs rent at {t.get('utilization', 1):.0%} use, PUE {t.get('pue', 1):g}, "

@@ -415,3 +415,29 @@ def test_budget_prices_a_dpo_run_as_check_sizes_it():
                          "--gpus", str(r["gpus"]), "--json")
     assert code == 0, err
     assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"]
+
+
+def test_budget_says_each_workloads_settings_and_takes_the_training_precision():
+    """`budget` sized `full` as mixed_bf16 (fp32 master weights), ZeRO 3, checkpointing, and said none of it: Llama 3.1
+    70B full at $2M came out 10 x MI300X where the Budget page, at the sidebar's bf16, said 5; and --precision was not
+    taken. Each asked workload's settings are now in the text and in --json `settings.workloads`, and --precision
+    reaches the training workloads; the row is still the scenario `check` answers alone."""
+    plain = budget("--budget", "2000000", "--workloads", "llama-3.1-70b:full,llama-3.1-70b:infer-int4")
+    said = plain["settings"]["workloads"]
+    assert said["full"] == {"method": "full", "precision": "mixed_bf16", "optimizer": "adamw", "grad_checkpointing": True,
+                            "zero": 3, "offload": "none", "batch": 1, "seq": 0, "recipe": "hf", "objective": "sft"}
+    assert said["infer-int4"] == {"precision": "int4", "kv_precision": "auto", "kv_policy": "auto", "batch": 1, "seq": 0}
+    code, out, _ = run("budget", "--budget", "2000000", "--workloads", "llama-3.1-70b:full", "--precision", "bf16")
+    assert code == 0
+    assert ("workload full: full, bf16, adamw, ZeRO 3, gradient checkpointing, micro-batch 1 x 2,048 tokens (or the "
+            "model's context if shorter)") in out
+    bf16 = budget("--budget", "2000000", "--workloads", "llama-3.1-70b:full", "--precision", "bf16")
+    assert bf16["settings"]["workloads"]["full"]["precision"] == "bf16"
+    r, before = bf16["rows"][0], {x["workload"]: x for x in plain["rows"]}["full"]
+    assert r["gpus"] < before["gpus"]  # (no fp32 master copy: fewer cards)
+    code, out, err = run("check", "--model", "llama-3.1-70b", "--method", "full", "--precision", "bf16",
+                         "--grad-checkpointing", "--zero", "3", "--gpu", r["gpu"], "--gpus", str(r["gpus"]), "--json")
+    assert code == 0, err
+    assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"]
+    code, out, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:infer-int4", "--precision", "bf16")
+    assert code == 2 and "--precision applies to training (full, lora, qlora) workloads" in err
