@@ -648,7 +648,7 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
                     "transformers": 392e-6,
                     "exllamav2": 34.0e-6,  # fitted (ExLlamaV2 README, RTX 4090 rows)
                     "mlc-llm": 28.5e-6,  # fitted (llm-perf-bench, RTX 4090 rows)
-                    "mlx-lm": 62.8e-6}  # fitted (llm-perf-bench, RTX 4090 rows)  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
+                    "mlx-lm": 62.8e-6}  # fitted (mlx-lm BENCHMARKS.md, M4 Max rows); transformers: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
 # premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
 # 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
