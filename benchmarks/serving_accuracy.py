@@ -25,6 +25,7 @@ from engine import serving as S  # noqa: E402
 from planner.serving_evidence import (  # noqa: E402, F401 (predict and the shares: tests/test_serving.py reads them here)
     batch1_expert_share,
     batch1_read_share,
+    context_kv_bytes,
     engine_kv_gib,
     held_out_lines,
     predict,
@@ -91,14 +92,21 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     dec = f[f["metric"] == "decode_tokens_per_s"]
     sixteen = dec["precision"].isin(("fp16", "bf16"))
     out = {}
-    for engine in ("transformers", "vllm", "exllamav2", "mlc-llm"):
+    for engine in ("transformers", "vllm", "exllamav2", "mlc-llm", "mlx-lm"):
         own = {"exllamav2": dec["precision"].str.startswith("exl2").fillna(False),
-               "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS))}.get(engine, sixteen)
+               "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS)),
+               "mlx-lm": dec["precision"].isin(tuple(S.MLX_BITS))}.get(engine, sixteen)
         rows = dec[(dec["engine"] == engine) & own]
-        x = rows["weights_gib"].to_numpy(float) * GIB / (rows["bandwidth_gbps"].to_numpy(float) * 1e9)
+        # (mlx-lm's rows decode after a 2,048-token prompt: the K/V read beside the weights, context_kv_bytes)
+        x = ((rows["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(rows))
+             / (rows["bandwidth_gbps"].to_numpy(float) * 1e9))
         inv_e, c = np.linalg.lstsq(np.column_stack([x, rows["layers"].to_numpy(float)]), 1.0 / rows["value"].to_numpy(float),
                                    rcond=None)[0]
         out[f"efficiency_{engine}"], out[f"layer_overhead_{engine}"] = 1.0 / inv_e, c
+    # mlx-lm's prefill MFU: its one prompt row (BENCHMARKS.md's M4 Max Qwen3-4B bf16, 2,048 tokens)
+    pre = f[(f["metric"] == "prefill_tokens_per_s") & (f["engine"] == "mlx-lm")].iloc[0]
+    flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
+    out["prefill_mfu_mlx-lm"] = pre["value"] * flops / (pre["tflops"] * 1e12)
     inv_e, c = 1.0 / out["efficiency_transformers"], out["layer_overhead_transformers"]
     for precision in ("nf4", "int8"):
         r = dec[(dec["engine"] == "transformers") & (dec["precision"] == precision)].iloc[0]

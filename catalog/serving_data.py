@@ -19,7 +19,7 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),
     "metric": Field(choice("decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_available_gib")),
     "role": Field(choice("fit", "holdout")),
-    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "mlc-llm")),
+    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "mlc-llm", "mlx-lm")),
     "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
     "gpu_name": Field(text(120)),
     "gpu_family": Field(choice("nvidia", "amd", "apple")),
@@ -32,6 +32,9 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "layers": Field(number(0, 1000, integer=True)),
     "hidden": Field(optional(number(0, 1e6, integer=True)), required=False),
     "prompt_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
+    # a decode row's average context (the prompt and half the tokens generated): the K/V a step reads beside the weights
+    # (mlx-lm's BENCHMARKS.md runs decode after a 2,048-token prompt); rows without it read the weights alone
+    "context_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
     # the weights' format (engine/constants.py names: fp16, nf4 = bitsandbytes 4-bit, int8 =
     # LLM.int8, int4 = AWQ/GPTQ, a GGUF type): sets the per-layer dequantization cost it pays
     "precision": Field(optional(text(16)), required=False),  # exl2-B: ExLlamaV2's EXL2 at B bits per weight

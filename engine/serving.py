@@ -63,7 +63,7 @@ from engine.scenarios import did_you_mean
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
-ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm")
+ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm", "mlx-lm")
 GGUF_ENGINES = ("llama.cpp", "ollama")
 
 # --- vLLM ------------------------------------------------------------------------------
@@ -537,6 +537,48 @@ MLC_BITS = {"q4f16_1": 4.5, "q4f16_0": 4.5, "q4f32_1": 5.0, "q3f16_1": 3.0 + 16 
 MLC_UTILIZATION = 0.85
 MLC_MAX_BATCH = 128
 MLC_MAX_CHUNK = 8192
+
+
+# --- MLX (ml-explore/mlx-lm at d78bf58e, mlx-lm 0.32.0, and ml-explore/mlx at 846d1762, read via fetch) ------------
+# Apple silicon only (Metal). `mlx_lm.server --model M` (mlx_lm/server.py) or `mlx_lm.generate` (mlx_lm/generate.py).
+# Weights (mlx_lm/utils.py quantize_model, `mlx_lm.convert -q`): defaults_for_mode {"affine": (64, 4), "mxfp4": (32, 4),
+# "nvfp4": (16, 4), "mxfp8": (32, 8)} (group size, bits); every module with `to_quantized` whose input size divides by
+# the group is quantized: the linear layers, the token embedding (nn.Embedding.to_quantized, QuantizedEmbedding) and
+# the head (a Linear, or the tied embedding's as_linear); norms stay in the model's dtype (not counted apart: a few
+# thousand values a layer). Affine groups keep a scale and a bias in the weights' dtype (mlx/ops.cpp affine_quantize:
+# `scales = astype(scales, w.dtype())`, `biases = astype(biases, w.dtype())`): bits + 2 x 16 / 64 bits a weight, 4-bit
+# 4.5, 8-bit 8.5; mxfp4 one uint8 (e8m0) scale per 32 (ops.cpp fp_quantize: `astype(..., uint8)`), no bias: 4.25.
+# mlx-community names its conversions <Name>-4bit / -5bit / -6bit / -8bit (mlx-lm README: mlx-community/
+# Mistral-7B-Instruct-v0.3-4bit; mlx_lm/BENCHMARKS.md: mlx-community/Qwen3-4B-Instruct-2507-{4,5,6,8}bit and the 16-bit
+# row served from the Qwen/ repo itself); other formats are the user's own `mlx_lm.convert` output.
+MLX_GROUP = 64  # affine group size (quantize_model defaults_for_mode)
+MLX_BITS = {"mlx-4bit": 4 + 32 / MLX_GROUP, "mlx-8bit": 8 + 32 / MLX_GROUP, "mlx-6bit": 6 + 32 / MLX_GROUP,
+            "mlx-5bit": 5 + 32 / MLX_GROUP, "mlx-3bit": 3 + 32 / MLX_GROUP, "mlx-mxfp4": 4 + 8 / 32,
+            "bf16": 16.0, "fp16": 16.0}
+MLX_QUANTIZED = tuple(p for p in MLX_BITS if p.startswith("mlx-"))  # (names no other engine takes)
+MLX_COMMUNITY_BITS = {"mlx-4bit": "4bit", "mlx-5bit": "5bit", "mlx-6bit": "6bit", "mlx-8bit": "8bit"}
+MLX_CONVERT_FLAGS = {"mlx-3bit": " -q --q-bits 3", "mlx-mxfp4": " -q --q-mode mxfp4", "fp16": " --dtype float16"}
+# The KV cache (mlx_lm/models/cache.py): KVCache (one per layer, make_prompt_cache) grows in steps of 256 tokens
+# (`step = 256`; n_steps = (step + new) // step), K and V in the activations' dtype (16-bit); models with
+# sliding-window layers build RotatingKVCache(max_size=window) for them (their make_cache), as llama.cpp's SWA cache
+# keeps the window (kv_policy "windowed"). QuantizedKVCache (`mlx_lm.generate --kv-bits B`, --kv-group-size 64):
+# B-bit values packed in uint32 plus a scale and a bias per 64 in the keys' dtype: B / 8 + 4 / 64 bytes a value.
+# mlx_lm.server has no --kv-bits: a quantized cache is mlx_lm.generate's, one sequence.
+MLX_KV_STEP = 256
+MLX_KV_GROUP = 64
+MLX_KV_BITS = {"int8": 8, "int4": 4}
+# The server (mlx_lm/server.py argparse): --decode-concurrency 32 (BatchGenerator completion_batch_size),
+# --prompt-concurrency 8 (prefill_batch_size), --prefill-step-size 2048; at start it wires
+# mx.device_info()["max_recommended_working_set_size"] (mx.set_wired_limit), macOS's recommendedMaxWorkingSetSize, the
+# share apple_gpu_share models (raised with `sudo sysctl iogpu.wired_limit_mb=N`, mlx-lm README "Large Models").
+# BatchGenerator's prefill runs up to 8 prompts x 2,048 tokens a forward (generate.py `n_to_process =
+# min(self.prefill_step_size, tokens.shape[1])` over the batch's tokens) and evaluates only the caches' state, so no
+# prompt logits are made; that forward's working set is approximated as vLLM's per-token activation (as MLC-LLM's
+# temp buffer), the fused attention's scores not counted. Its LRU prompt cache (--prompt-cache-size 10) keeps
+# finished requests' caches, bounded in bytes only by --prompt-cache-bytes: not counted.
+MLX_DECODE_CONCURRENCY = 32
+MLX_PROMPT_CONCURRENCY = 8
+MLX_PREFILL_STEP = 2048
 # max_num_seqs of the engines without a scheduler of their own: llama-server's -np (parallel slots), Ollama's
 # OLLAMA_NUM_PARALLEL, the sequences ExLlamaV2's cache holds and transformers' generate() batches
 OTHER_MAX_NUM_SEQS = 1
@@ -555,6 +597,9 @@ APPLE_SMALL_GB = 36
 # --split-mode layer and ExLlamaV2's autosplit split over the GPUs of one machine, vLLM / SGLang / MLC-LLM tensor
 # parallelism over NCCL.
 ONE_DEVICE_VENDORS = ("apple",)
+# mlx-lm: Apple GPUs (Metal). mlx also builds a CUDA backend; its memory there (no wired limit) is not modelled.
+MLX_VENDORS = ("apple",)
+MLX_ENGINES = ("mlx-lm",)
 
 # --- Speed (calibrated; see benchmarks/serving_accuracy.py) -------------------------------
 # Decode time per step = bytes read / effective bandwidth + layers x per-layer fixed cost
@@ -589,6 +634,9 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     # MLC-LLM on the two RTX 4090 rows of mlc-ai/llm-perf-bench (Llama 2 7B / 13B q4f16_1: 204.8 and
     # 113.5 tok/s), with its per-layer cost below
     ("mlc-llm", "nvidia"): 0.947,  # fitted
+    # mlx-lm on Apple silicon (Metal): mlx_lm/BENCHMARKS.md's 64 GB M4 Max rows of Qwen3-4B-Instruct-2507 (mlx-lm 0.28.2,
+    # `mlx_lm.benchmark -p 2048 -g 128`): bf16 52.47 and 4-bit 134.52 tok/s, with its per-layer cost below
+    ("mlx-lm", "apple"): 0.911,  # fitted
     ("torch", "nvidia"): 0.80,  # assumption (unused on NVIDIA since issue 27: every torch engine has its own)
     ("torch", "amd"): 0.60,  # assumption: vLLM/SGLang/HF on ROCm, not calibrated
     ("torch", "apple"): 0.50,  # assumption (MPS)
@@ -599,7 +647,8 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
                     "sglang": 17.0e-6,  # assumption: vLLM's
                     "transformers": 392e-6,
                     "exllamav2": 34.0e-6,  # fitted (ExLlamaV2 README, RTX 4090 rows)
-                    "mlc-llm": 28.5e-6}  # fitted (llm-perf-bench, RTX 4090 rows)  # fitted: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
+                    "mlc-llm": 28.5e-6,  # fitted (llm-perf-bench, RTX 4090 rows)
+                    "mlx-lm": 62.8e-6}  # fitted (mlx-lm BENCHMARKS.md, M4 Max rows); transformers: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
 # premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
 # 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
@@ -624,7 +673,8 @@ MOE_EXPERT_EFFICIENCY = {("gguf", "nvidia"): 0.760,  # fitted (llama.cpp CUDA)
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
 PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40,
-               "exllamav2": 0.55, "mlc-llm": 0.55}  # ExLlamaV2, MLC-LLM: assumptions (no prefill run in the set)
+               "exllamav2": 0.55, "mlc-llm": 0.55,
+               "mlx-lm": 0.871}  # mlx-lm: fitted on BENCHMARKS.md's M4 Max Qwen3-4B bf16 prompt (2048) row, 1,780.63 tok/s  # ExLlamaV2, MLC-LLM: assumptions (no prefill run in the set)
 PREFILL_MFU_BY_FAMILY = {("llama.cpp", "amd"): 0.319, ("ollama", "amd"): 0.319}  # fitted (ROCm)
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 # What a row's batch-1 speed rests on (`speed_basis` in serve --json): the engine x GPU family
@@ -637,7 +687,8 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
                 ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)",
                 ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)",
-                ("mlc-llm", "nvidia"): "fitted: mlc-ai/llm-perf-bench runs (RTX 4090)"}
+                ("mlc-llm", "nvidia"): "fitted: mlc-ai/llm-perf-bench runs (RTX 4090)",
+                ("mlx-lm", "apple"): "fitted: mlx-lm BENCHMARKS.md runs (M4 Max)"}
 
 
 def expert_read_share(experts_per_token, num_experts, concurrency=1.0) -> np.ndarray:
@@ -799,6 +850,8 @@ KV_ENGINE_TYPES = {
     "ollama": (("auto", "fp16", "bf16", "fp8", "int8", "int4"), "its OLLAMA_KV_CACHE_TYPE: f16, q8_0, q4_0; bf16 runs "
                                                                 "as f16, fp8 as q8_0"),
     "mlc-llm": (("auto", "fp16"), "its paged KV cache is fp16"),
+    "mlx-lm": (("auto", "fp16", "bf16", "int8", "int4"), "its KVCache in the model's 16-bit dtype; int8/int4: "
+                                                       "mlx_lm.generate --kv-bits 8/4, no fp8"),
     "exllamav2": (tuple(EXL_CACHE_BYTES), "int8/fp8: its Q8 cache, int4: Q4"),
 }
 
@@ -829,8 +882,10 @@ def max_num_seqs_help() -> str:
             f"{VLLM_LARGE_GPU_BYTES / C.GIB:g} GiB or more that is not an A100, else {VLLM_MAX_NUM_SEQS}; vLLM --engine-version "
             f"from {v1[0]}.{v1[1]} before {by_memory[0]}.{by_memory[1]}: {VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, "
             f"before {v1[0]}.{v1[1]}: {VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: max_num_sequence (default {MLC_MAX_BATCH}); "
+
             f"llama.cpp/ollama: parallel slots; transformers/exllamav2: sequences in one batch (default "
-            f"{OTHER_MAX_NUM_SEQS})")
+            f"{OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default {MLX_DECODE_CONCURRENCY}; 1 under a "
+            "quantized KV cache, which only its generate command has)")
 
 
 # llama.cpp's backends (`serve --backend`, llama.cpp/Ollama): the build a GPU family runs by default,
@@ -881,7 +936,9 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
         return precision in C.GGUF_BITS
     if engine == "mlc-llm":
         return precision in MLC_BITS
-    if precision in MLC_BITS:
+    if engine == "mlx-lm":
+        return precision in MLX_BITS
+    if precision in MLC_BITS or precision in MLX_QUANTIZED:
         return False
     bits = float(exl2_bits(pd.Series([precision]))[0])
     if engine == "exllamav2":
@@ -958,8 +1015,23 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     if bad.any():
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
                          "accepted: --engine mlc-llm")
+    mlx = req["engine"] == "mlx-lm"
+    bad = mlx & ~precision.isin(tuple(MLX_BITS))
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for mlx-lm; accepted: "
+                         f"{', '.join(MLX_BITS)} (mlx_lm.convert's formats)")
+    bad = ~mlx & precision.isin(MLX_QUANTIZED)
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
+                         "accepted: --engine mlx-lm")
     for _, message in _kv_refusals(req):  # a KV cache type the engine has (KV_ENGINE_TYPES)
         raise ValueError(message)
+    seqs = pd.to_numeric(req["max_num_seqs"], errors="coerce").to_numpy(float)
+    bad = mlx.to_numpy(bool) & req["kv_precision"].astype(str).isin(tuple(MLX_KV_BITS)).to_numpy(bool) & (seqs > 1)
+    if bad.any():
+        raise ValueError(f"max_num_seqs {seqs[bad][0]:g} is not accepted for mlx-lm with kv_precision "
+                         f"{req['kv_precision'][bad].iloc[0]!r}: a quantized cache is mlx_lm.generate's --kv-bits, one "
+                         "sequence (mlx_lm.server has no --kv-bits); accepted: 1, or --kv-precision auto for the server")
 
 
 # vLLM and SGLang split a layer's attention heads over the tensor-parallel ranks: the query heads evenly, the KV
@@ -1038,6 +1110,8 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
         return tuple(C.GGUF_BITS)
     if engine == "mlc-llm":
         return tuple(MLC_BITS)
+    if engine == "mlx-lm":
+        return tuple(MLX_BITS)
     if engine == "exllamav2":
         return ("exl2-4.0", "exl2-5.0", "exl2-6.0", "exl2-8.0", "exl2-3.0", "exl2-2.5", "int4")
     torch = ("bf16", "fp16", "int8", "int4")
@@ -1107,7 +1181,12 @@ def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
         v = vendor[bad].iloc[0]
         yield bad, (f"engine 'exllamav2' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
                     f"accepted: {' or '.join(EXL_VENDORS)} GPUs (ExLlamaV2's kernels are a CUDA / ROCm extension, its "
-                    "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama or mlc-llm (Metal)" if v == "apple" else ""))
+                    "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama, mlc-llm or mlx-lm (Metal)" if v == "apple" else ""))
+    bad = (req["engine"] == "mlx-lm") & ~vendor.isin(MLX_VENDORS)
+    if bad.any():
+        v = vendor[bad].iloc[0]
+        yield bad, (f"engine 'mlx-lm' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
+                    "accepted: Apple GPUs (MLX's Metal backend, whose wired memory limit is modelled here)")
     count = pd.to_numeric(req["gpus"], errors="coerce").fillna(1).to_numpy(float) if "gpus" in req \
         else np.ones(len(req))
     bad = vendor.isin(ONE_DEVICE_VENDORS).to_numpy(bool) & (count > 1)
@@ -1275,6 +1354,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
     is_exl = engine == "exllamav2"
     is_mlc = engine == "mlc-llm"
+    is_mlx = engine == "mlx-lm"
     draft_id = req["draft_model"].fillna("").astype(str).str.strip().to_numpy(object)
     has_draft = draft_id != ""
 
@@ -1304,8 +1384,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
     asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
-        "precision": np.where(is_exl | is_mlc, "fp16", req["precision"].to_numpy(object)),
-        "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl | is_mlc, "fp16", kv_prec),
+        "precision": np.where(is_exl | is_mlc | is_mlx, "fp16", req["precision"].to_numpy(object)),
+        "batch": 1, "seq": ctx.astype(int), "kv_precision": np.where(is_exl | is_mlc | is_mlx, "fp16", kv_prec),
         "allow_long_context": True, "gpus": 1, "kv_policy": policy,
     })
     est = estimate(asked, models)
@@ -1339,6 +1419,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # MLC-LLM: every weight (embedding and head too) at its quantization's bits
     mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
     weights = np.where(is_mlc, np.asarray(counts["total"], float) * mlc_bits / 8.0, weights)
+    # mlx-lm: every weight (embedding and head too) at its format's bits a weight, group scales included (MLX_BITS)
+    mlx_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLX_BITS).to_numpy(float)
+    weights = np.where(is_mlx, np.asarray(counts["total"], float) * mlx_bits / 8.0, weights)
+    # its cache: 16-bit K/V, or QuantizedKVCache's B / 8 + 4 / 64 bytes a value (MLX_KV_BITS) for mlx_lm.generate --kv-bits
+    mlx_kv_bits = pd.Series(kv_prec, dtype=object).map(MLX_KV_BITS).to_numpy(float)
+    mlx_kv_quant = is_mlx & ~np.isnan(mlx_kv_bits)
+    kv_token = np.where(mlx_kv_quant, kv_token / 2.0 * (mlx_kv_bits / 8.0 + 4.0 / MLX_KV_GROUP), kv_token)
     kv_token = np.where(is_exl, kv_token * exl_cache_bytes / 2.0, kv_token)
     # the draft model (DRAFT_ENGINES): its weights at the target's precision (a checkpoint's: as stored), its KV per token
     # (llama.cpp keeps the draft's K/V in f16); zero where there is none
@@ -1415,6 +1502,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                              float(OTHER_MAX_NUM_SEQS)), seqs)
     seqs = np.where(v0 & req["max_num_seqs"].isna().to_numpy(), VLLM_V0_MAX_NUM_SEQS, seqs)
     seqs = np.where(is_mlc & req["max_num_seqs"].isna().to_numpy(), MLC_MAX_BATCH, seqs)
+    # mlx-lm: the server's --decode-concurrency; mlx_lm.generate (a quantized cache) runs one sequence
+    seqs = np.where(is_mlx & req["max_num_seqs"].isna().to_numpy(), np.where(mlx_kv_quant, 1.0, MLX_DECODE_CONCURRENCY), seqs)
 
     # --- tensor parallel split: weights and the KV heads (never below one head per GPU) ---
     # MLA's latent (kv_lora_rank + qk_rope_head_dim a layer) has no heads to split: under vLLM and SGLang every
@@ -1743,17 +1832,31 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     activation = np.where(is_mlc, mlc_temp + mlc_aux + mlc_workspace + mlc_logits, activation)
     kv_token_gpu = np.where(is_mlc, mlc_kv_token, kv_token_gpu)
     fits = np.where(is_mlc, max_concurrency >= 1, fits)
+    # mlx-lm (MLX_DECODE_CONCURRENCY's note): the weights and one prefill forward (up to --prompt-concurrency prompts of
+    # --prefill-step-size tokens) in the wired share (usable), each request's KVCache of max_model_len tokens rounded
+    # up to its 256-token steps; max_concurrency = those requests the rest holds, at most --decode-concurrency
+    mlx_prefill = np.where(mlx_kv_quant, 1.0, np.minimum(seqs, MLX_PROMPT_CONCURRENCY)) * np.minimum(ctx, MLX_PREFILL_STEP)
+    mlx_activation = mlx_prefill * per_token_act
+    mlx_request = kv_token * np.ceil(ctx / MLX_KV_STEP) * MLX_KV_STEP
+    mlx_room = np.maximum(free_at_start - weights - mlx_activation, 0.0)
+    mlx_conc = np.minimum(np.floor(mlx_room / mlx_request), seqs)
+    kv_available = np.where(is_mlx, mlx_room, kv_available)
+    max_concurrency = np.where(is_mlx, mlx_conc, max_concurrency)
+    activation = np.where(is_mlx, mlx_activation, activation)
+    memory_used = np.where(is_mlx, weights + mlx_activation + mlx_request * np.maximum(mlx_conc, 1.0), memory_used)
+    fits = np.where(is_mlx, mlx_conc >= 1, fits)
     # the KV cache each engine sets aside itself, per GPU: vLLM, SGLang and MLC-LLM their whole KV budget (blocks, pool,
     # max_total_seq_length), llama.cpp / Ollama -c tokens on the GPU layers, ExLlamaV2 its cache of max_num_seqs x -l;
     # none for transformers, whose DynamicCache grows with each sequence (NaN)
-    kv_allocated = np.where(is_llama, kv_llama, np.where(is_exl, exl_cache, np.where(is_hf, np.nan, kv_available)))
+    kv_allocated = np.where(is_llama, kv_llama, np.where(is_exl, exl_cache, np.where(is_hf | is_mlx, np.nan, kv_available)))
     # one request of max_model_len's K/V, per GPU, as each engine counts it (the "does not fit" line names it where the
     # room left holds less than one, planner/serving.py format_serve): the paged engines' by their pools (windows,
     # linear-attention states, draft tokens and block rounding included), the others' per token
     paged_request = np.divide(kv_available, max_concurrency, out=(kv_token_gpu + draft_kv_gpu) * ctx,
                               where=max_concurrency > 0)
-    kv_request = np.select([is_vllm | is_sglang, is_llama, is_exl], [paged_request, (kv_token * ctx + draft_slot_kv) / tp,
-                                                                     kv_token / tp * ctx], kv_token_gpu * ctx)
+    kv_request = np.select([is_vllm | is_sglang, is_llama, is_exl, is_mlx],
+                           [paged_request, (kv_token * ctx + draft_slot_kv) / tp, kv_token / tp * ctx, mlx_request],
+                           kv_token_gpu * ctx)
     fits = fits & ~refused_at_start
     max_concurrency = np.where(refused_at_start, 0.0, max_concurrency)  # (it does not start: it holds none)
 
@@ -1804,10 +1907,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     host_ram = np.where(is_exl, exl_host, host_ram)  # ExLlamaV2: the embedding (the file streams in per module)
 
     out = req.assign(
-        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl | is_mlc, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
+        gpu_memory_utilization=util, max_num_seqs=seqs, max_num_batched_tokens=np.where(is_llama | is_exl | is_mlc | is_mlx, np.nan, batched), usable_bytes=usable, budget_bytes=budget,
         gpu_memory_in_use_bytes=in_use, refused_at_start=refused_at_start, kv_cache_memory_bytes=np.where(pinned, kv_given, np.nan),
         weights_bytes=weights, weights_gpu_bytes=weights_gpu, activation_peak_bytes=activation,
-        non_torch_bytes=np.where(is_llama | is_exl, context, non_torch),
+        non_torch_bytes=np.where(is_llama | is_exl | is_mlx, context, non_torch),
         compute_buffer_bytes=np.where(is_llama, compute, np.where(is_exl, exl_scratch, 0.0)),
         kv_policy=policy, kv_bytes_per_token=kv_token_gpu, kv_cache_bytes_available=kv_available,
         kv_cache_bytes_allocated=kv_allocated, kv_request_bytes=kv_request,
@@ -2072,9 +2175,29 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
            + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
            + mlc_total + ";context_window_size=" + length + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
            + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
+    # mlx-lm: mlx-community's conversion where it publishes that format under <Name>-<B>bit (MLX_COMMUNITY_BITS), the
+    # model's own repository in bf16 (mlx-lm loads Hugging Face safetensors), else the user's `mlx_lm.convert` output
+    # (MLX_CONVERT_FLAGS: -q --q-bits 3, -q --q-mode mxfp4, --dtype float16) in a folder of that name. The server's
+    # --decode-concurrency is the plan's max_num_seqs, --prefill-step-size the chunk sized; a quantized cache is
+    # mlx_lm.generate's --kv-bits (one sequence, the server has none)
+    name = hf.str.split("/").str[-1]
+    community = prec.map(MLX_COMMUNITY_BITS)
+    convert = prec.map(MLX_CONVERT_FLAGS)
+    folder = name + "-" + prec.str.replace("mlx-", "", regex=False)
+    mlx_model = np.where(community.notna(), "mlx-community/" + name + "-" + community.fillna(""),
+                         np.where(convert.notna(), folder, hf))
+    mlx_prep = np.where(convert.notna(), "mlx_lm.convert --hf-path " + hf + convert.fillna("") + " --mlx-path " + folder
+                        + " && ", "")
+    mlx_kv = kv.map({k: str(v) for k, v in MLX_KV_BITS.items()})
+    mlx = np.where(mlx_kv.notna(),
+                   mlx_prep + "mlx_lm.generate --model " + mlx_model + " --kv-bits " + mlx_kv.fillna("")
+                   + f" --kv-group-size {MLX_KV_GROUP} --max-tokens "
+                   + out["output_tokens"].fillna(128).astype(int).astype(str) + " --prompt -",
+                   mlx_prep + "mlx_lm.server --model " + mlx_model + " --decode-concurrency " + seqs
+                   + f" --prefill-step-size {MLX_PREFILL_STEP}")
     e = out["engine"]
-    command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm"],
-                        [vllm, sglang, llama, ollama, exl, mlc], hf_cmd)
+    command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm",
+                         e == "mlx-lm"], [vllm, sglang, llama, ollama, exl, mlc, mlx], hf_cmd)
     # beyond the model's context (serve --allow-long-context): vLLM and SGLang start only with their variable
     env = long_context_env(e.to_numpy(object), out["max_model_len"].to_numpy(), m["max_context"].to_numpy())
     return np.where(env != "", env + " " + command.astype(object), command)

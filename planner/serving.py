@@ -15,6 +15,9 @@ from engine.serving import (
     DEFAULT_BACKEND,
     ENGINES,
     GGUF_ENGINES,
+    MLX_BITS,
+    MLX_ENGINES,
+    MLX_QUANTIZED,
     MOE_EXPERT_EFFICIENCY,
     SGLANG_MAMBA_FULL_MEMORY_RATIO,
     TP_SHARD_ENGINES,
@@ -220,6 +223,10 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     exl = grid["engine"] == "exllamav2"
     exl_format = ~np.isnan(exl2_bits(grid["precision"])) | ((grid["precision"] == "int4") & exl)
     grid = grid[exl == exl_format].reset_index(drop=True)
+    # mlx-lm runs its own formats only (engine/serving.py MLX_BITS: mlx-4bit ..., bf16, fp16), and those run nowhere else
+    mlx = grid["engine"].isin(MLX_ENGINES)
+    grid = grid[np.where(mlx, grid["precision"].isin(tuple(MLX_BITS)), ~grid["precision"].isin(MLX_QUANTIZED))]
+    grid = grid.reset_index(drop=True)
     # vLLM / SGLang start only where tensor parallelism splits the heads evenly (engine/serving.py)
     arch = models.set_index("id").loc[model]
     tp_split = grid["engine"].isin(TP_SPLIT_ENGINES + TP_SHARD_ENGINES)
@@ -259,10 +266,11 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
     stored_precision: gpt-oss's MXFP4, DeepSeek V3's FP8; an MXFP4 checkpoint's GGUF under llama.cpp / Ollama is
     ggml-org's MXFP4 MoE type, mxfp4_moe, the one llama.cpp's gpt-oss guide and Ollama's gpt-oss load) where the
     engine, and the card when given, take it, as `vllm serve openai/gpt-oss-120b` loads it; else the engine's own
-    (q4_k_m for llama.cpp / Ollama, exl2-4.0, q4f16_1, bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
+    (q4_k_m for llama.cpp / Ollama, exl2-4.0, q4f16_1, mlx-4bit (mlx_lm.convert -q's default), bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
     picks there, engine/serving.py NO_BF16_ARCHITECTURES). The command line's and the Serving page's default."""
     from engine.serving import NO_BF16_ARCHITECTURES, engine_takes_precision
-    default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1"}.get(engine, "bf16")
+    default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1",
+                                                                "mlx-lm": "mlx-4bit"}.get(engine, "bf16")
     arch = ""
     if gpus is not None and gpu is not None and "architecture" in gpus and gpu in set(gpus["id"]):
         arch = str(gpus.set_index("id")["architecture"].get(gpu, "")).lower()

@@ -50,7 +50,8 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
     dec = meas["metric"] == "decode_tokens_per_s"
     d = meas[dec]
     if len(d):
-        step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d, models), 0.0,
+        step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d, models)
+                                     + context_kv_bytes(d, models), 0.0,
                                      d["layers"].to_numpy(float), d["bandwidth_gbps"].to_numpy(float),
                                      d["gpu_family"].to_numpy(object), d["engine"].to_numpy(object),
                                      precision=d["precision"].fillna("").to_numpy(object),
@@ -68,6 +69,25 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
     if kv.any():
         pred[kv] = engine_kv_gib(meas[kv], models, gpus)
     return pred
+
+
+def context_kv_bytes(rows: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
+    """The 16-bit K/V a batch-1 decode step reads beside the weights: K and V of every layer (2 x layers x KV heads x
+    head_dim x 2 bytes a token) over the row's average context (`context_tokens`: the prompt and half the tokens
+    generated), for a catalog model; 0 where a row has none (llama-bench's tg128 decodes from an empty context)."""
+    n = len(rows)
+    ctx = pd.to_numeric(rows["context_tokens"], errors="coerce").to_numpy(float) if "context_tokens" in rows \
+        else np.full(n, np.nan)
+    out = np.zeros(n)
+    models = (models if models is not None else _catalog(None, None)[0]).set_index("id")
+    known = ~np.isnan(ctx) & (rows["model"].isin(models.index).to_numpy() if "model" in rows else np.zeros(n, bool))
+    if not known.any():
+        return out
+    m = models.loc[rows["model"][known]]
+    d = pd.to_numeric(m["head_dim"], errors="coerce").to_numpy(float) if "head_dim" in m else np.full(len(m), np.nan)
+    d = np.where(np.isnan(d) | (d <= 0), m["hidden_size"].to_numpy(float) / m["num_heads"].to_numpy(float), d)
+    out[known] = 2.0 * m["num_layers"].to_numpy(float) * m["num_kv_heads"].to_numpy(float) * d * 2.0 * ctx[known]
+    return out
 
 
 def batch1_read_share(rows: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:

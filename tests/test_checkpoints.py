@@ -688,12 +688,13 @@ def test_engine_takes_precision_agrees_with_serve():
 
     from catalog.db import default_catalog
     from engine.scenarios import INFER_PRECISIONS
-    from engine.serving import ENGINES, MLC_BITS, REQUEST_DEFAULTS, _check, engine_takes_precision
+    from engine.serving import ENGINES, MLC_BITS, MLX_BITS, REQUEST_DEFAULTS, _check, engine_takes_precision
     cat = default_catalog()
     models, gpus = cat.models(), cat.gpus()
     for engine in ENGINES:
-        for precision in (*INFER_PRECISIONS, *MLC_BITS, "exl2-4.0"):
-            req = pd.DataFrame([{**REQUEST_DEFAULTS, "model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "engine": engine,
+        for precision in (*INFER_PRECISIONS, *MLC_BITS, *MLX_BITS, "exl2-4.0"):
+            gpu = "apple-m4-max-128gb" if engine == "mlx-lm" else "h100-sxm-80gb"  # (mlx-lm: Apple GPUs only)
+            req = pd.DataFrame([{**REQUEST_DEFAULTS, "model": "llama-3.1-8b", "gpu": gpu, "engine": engine,
                                  "precision": precision, "max_model_len": 4096}])
             try:
                 _check(req, models, gpus)

@@ -393,7 +393,8 @@ def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(
     """Llama 2 7B's context is 4,096 tokens: 8,192 is refused as estimate refuses such a --seq (and as vLLM and SGLang
     refuse to start without VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN); with
     --allow-long-context it is planned, and the vLLM / SGLang command carries the variable they need."""
-    base = ("--model", "llama-2-7b", "--gpu", "h100-sxm-80gb", "--engine", engine)
+    gpu = "apple-m4-max-128gb" if engine in S.MLX_ENGINES else "h100-sxm-80gb"  # (mlx-lm runs on Apple GPUs only)
+    base = ("--model", "llama-2-7b", "--gpu", gpu, "--engine", engine)
     code, out, err = run(*base, "--max-model-len", "8192")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert ("max-model-len 8,192 is longer than llama-2-7b's context of 4,096 tokens; accepted: 1 to 4,096 "
@@ -418,6 +419,7 @@ def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(
     ("vllm", "rtx-pro-6000-blackwell", "0.8", S.VLLM_MAX_NUM_SEQS),  # 0.8.x: by the H100/H200 name only
     ("vllm", "h100-sxm-80gb", "0.6", S.VLLM_V0_MAX_NUM_SEQS),
     ("mlc-llm", "rtx-4090", None, S.MLC_MAX_BATCH),
+    ("mlx-lm", "apple-m4-max-128gb", None, S.MLX_DECODE_CONCURRENCY),
     ("llama.cpp", "rtx-4090", None, S.OTHER_MAX_NUM_SEQS),
     ("transformers", "h100-sxm-80gb", None, S.OTHER_MAX_NUM_SEQS),
 ])
@@ -432,8 +434,9 @@ def test_serve_help_states_the_max_num_seqs_serve_uses(engine, gpu, version, exp
             f"not an A100, else {S.VLLM_MAX_NUM_SEQS}; vLLM --engine-version from 0.8 before 0.9: "
             f"{S.VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, before 0.8: {S.VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: "
             f"max_num_sequence (default {S.MLC_MAX_BATCH}); llama.cpp/ollama: parallel slots; transformers/exllamav2: "
-            f"sequences in one batch (default {S.OTHER_MAX_NUM_SEQS})") in text
-    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m"}.get(engine, "bf16")
+            f"sequences in one batch (default {S.OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default "
+            f"{S.MLX_DECODE_CONCURRENCY}; 1 under a quantized KV cache, which only its generate command has)") in text
+    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m", "mlx-lm": "mlx-4bit"}.get(engine, "bf16")
     args = ("--model", "llama-3.1-8b", "--gpu", gpu, "--engine", engine, "--precision", precision,
             "--max-model-len", "4096", "--json") + (("--engine-version", version) if version else ())
     code, out, err = run(*args)

@@ -138,7 +138,7 @@ def test_exllamav2_is_refused_on_a_gpu_without_cuda_or_rocm(frames, gpu, vendor)
     code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", gpu, "--engine", "exllamav2",
                              "--max-model-len", "8192")
     assert code == 2 and out == "" and f"engine 'exllamav2' is not accepted on gpu '{gpu}' ({vendor})" in err
-    assert ("--engine llama.cpp, ollama or mlc-llm (Metal)" in err) is (vendor == "apple")
+    assert ("--engine llama.cpp, ollama, mlc-llm or mlx-lm (Metal)" in err) is (vendor == "apple")
 
 
 def test_exllamav2_runs_on_nvidia_and_amd(frames):
@@ -158,7 +158,7 @@ def test_cheapest_leaves_exllamav2_out_on_cards_it_does_not_run_on(models, gpus)
 # --- a Mac is one device ---------------------------------------------------------------------------------------------
 
 APPLE_ENGINES = [("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"), ("vllm", "bf16"), ("sglang", "bf16"),
-                 ("transformers", "bf16"), ("mlc-llm", "q4f16_1")]
+                 ("transformers", "bf16"), ("mlc-llm", "q4f16_1"), ("mlx-lm", "mlx-4bit")]
 
 
 @pytest.mark.parametrize("engine, precision", APPLE_ENGINES)

@@ -375,7 +375,7 @@ def test_serve_names_the_share_vllm_starts_with():
     assert code == 2 and "gpu-memory-in-use '-1' is not accepted" in err
 
 
-@pytest.mark.parametrize("engine", S.ENGINES)
+@pytest.mark.parametrize("engine", [e for e in S.ENGINES if e not in S.MLX_ENGINES])  # (mlx-lm: the Mac's case below)
 def test_serve_refuses_more_memory_in_use_than_the_card_has(engine):
     """An RTX 4090 has 23.99 GiB: other processes cannot hold 30 (nor all 23.99) of it. Refused as bad input naming the
     card's memory, never a plan with a KV cache, speed and cost beside "-6.01 GiB are free"; just below it still plans."""
@@ -389,6 +389,17 @@ def test_serve_refuses_more_memory_in_use_than_the_card_has(engine):
     assert code == 0, err
     data = json.loads(out)
     assert data["gpu_memory_in_use_bytes"] == 23.5 * 2**30 and data["fits"] is False
+
+
+def test_mlx_lm_refuses_more_memory_in_use_than_the_macs_gpu_share():
+    """mlx-lm on a 128 GB M4 Max: the GPU's share is 96 GiB (3/4, recommendedMaxWorkingSetSize); 96 in use leaves
+    nothing, 95.5 leaves too little for Llama 3.1 8B's 4-bit weights (4.2 GiB)."""
+    base = ("serve", "--model", "llama-3.1-8b", "--gpu", "apple-m4-max-128gb", "--engine", "mlx-lm", "--max-model-len", "8192")
+    code, out, err = run_cli(*base, "--gpu-memory-in-use", "96", "--json")
+    assert code == 2 and out == "" and "not less than the memory of apple-m4-max-128gb (96.00 GiB per GPU)" in err
+    code, out, err = run_cli(*base, "--gpu-memory-in-use", "95.5", "--json")
+    assert code == 0, err
+    assert json.loads(out)["fits"] is False
 
 
 # a value of each engine-only flag (engine/serving.py ENGINE_ONLY_SETTINGS), and what it needs beside it
@@ -407,9 +418,10 @@ def test_serve_refuses_a_flag_its_engine_does_not_use(name):
     assert set(ENGINE_ONLY_VALUES) == set(S.ENGINE_ONLY_SETTINGS)  # a new engine-only setting needs a case here
     value, *extra = ENGINE_ONLY_VALUES[name]
     flag = "--" + name.replace("_", "-")
-    base = ("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--max-model-len", "4096", flag, value, *extra)
     readers = S.ENGINE_ONLY_SETTINGS[name]
     for engine in S.ENGINES:
+        gpu = "apple-m4-max-128gb" if engine in S.MLX_ENGINES else "h100-sxm-80gb"  # (mlx-lm runs on Apple GPUs only)
+        base = ("serve", "--model", "llama-3.1-8b", "--gpu", gpu, "--max-model-len", "4096", flag, value, *extra)
         code, out, err = run_cli(*base, "--engine", engine, "--json")
         if engine not in readers:
             assert code == 2 and out == "" and err.count("\n") == 1, (engine, err)
