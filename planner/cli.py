@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -1007,7 +1008,9 @@ def cmd_serve(args) -> int:
             for _, r in options.iterrows()]
         print_json(data)
         return 0
-    print(format_serve(row, options))
+    source = models.set_index("id")["source"].get(args.model) if "source" in models.columns else None
+    repo = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)", str(source or ""))
+    print(format_serve(row, options, repo=repo.group(1) if repo else None))
     return 0
 
 

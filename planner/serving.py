@@ -7,6 +7,8 @@ request frames (whole grids at once, one vectorized `serve` call) and picks rows
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -428,8 +430,9 @@ def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
             and _kv_needed(row) > room)
 
 
-def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
-    """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request."""
+def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str | None = None) -> str:
+    """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request; repo: the
+    model's Hugging Face repository (the mlx-lm conversion line names it)."""
     gib = 2**30
     lines = [
         f"{row['model']} on {int(row['gpus'])} x {row['gpu']} with {row['engine']} ({row['precision']}, "
@@ -566,6 +569,13 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None) -> str:
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")
     lines.append(f"  speed model: engine/serving.py, {row['speed_basis']} (docs/serving.md)")
     lines.append(f"  run it: {row['command']}")
+    community = re.search(r"--model mlx-community/(\S+)-(\d)bit\b", str(row["command"]))
+    if row["engine"] == "mlx-lm" and community:  # (named by the convention, not looked up: the Hub is not read here)
+        name, bits = community.groups()
+        lines.append(f"  mlx-community/{name}-{bits}bit is named as mlx-community names its conversions (the source "
+                     f"repository's name); where it has none, convert it yourself: mlx_lm.convert --hf-path "
+                     f"{repo or '<the model repository>'} -q --q-bits {bits} "
+                     f"--mlx-path {name}-{bits}bit, then --model {name}-{bits}bit")
     return "\n".join(lines)
 
 

@@ -176,3 +176,16 @@ def test_docs_state_the_mlx_constants_and_split():
     assert (f"| mlx-lm (Apple, Metal) | {S.DECODE_EFFICIENCY[('mlx-lm', 'apple')]:.3f} | "
             f"{S.LAYER_OVERHEAD_S['mlx-lm'] * 1e6:.1f} us") in doc
     assert "--engine mlx-lm" in doc and "iogpu.wired_limit_mb" in doc
+
+
+def test_a_community_conversion_is_said_to_be_named_by_convention_with_the_convert_command_beside_it():
+    """mlx-community names a conversion after its source repository's name at the time (Meta-Llama-3.1-8B-4bit from the
+    repository's older name): the named repository may not exist, so the text gives the conversion that always runs."""
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", MAC, "--engine", "mlx-lm", "--max-model-len", "8192")
+    assert code == 0, err
+    assert "--model mlx-community/Llama-3.1-8B-4bit" in out
+    assert ("convert it yourself: mlx_lm.convert --hf-path meta-llama/Llama-3.1-8B -q --q-bits 4 --mlx-path "
+            "Llama-3.1-8B-4bit, then --model Llama-3.1-8B-4bit") in out
+    code, out, err = run_cli("serve", "--model", "qwen3-4b", "--gpu", MAC, "--engine", "mlx-lm", "--max-model-len", "8192",
+                             "--precision", "bf16")
+    assert code == 0 and "convert it yourself" not in out  # (the model's own repository: nothing to convert)
