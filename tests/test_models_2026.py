@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gguf
+import numpy as np
 import pytest
 
+from catalog.checkpoints import model_from_files
 from catalog.schema import CatalogError
 from catalog.user import model_from_config, model_from_config_file
 from tests.clirun import run_cli
@@ -140,3 +143,136 @@ def test_a_hybrid_the_engine_does_not_count_is_refused_naming_what_it_lacks(tmp_
     code, out, err = run_cli("estimate", "--model-config", str(path), "--gpu", "h100-sxm-80gb", "--task", "infer")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and what in err and "does not count yet" in err and "Traceback" not in err
+
+
+# ---- the same architectures as GGUF files (llama.cpp's arch names and tensor names: gguf-py constants.py MODEL_TENSORS,
+# convert_hf_to_gguf.py Olmo2Model / SeedOssModel / MiniMaxM2Model / Ernie4_5MoeModel), small ----------------------
+
+SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+             vocab_size=128, max_position_embeddings=4096)
+
+
+def _gguf(path, arch: str, c: dict, tensors, extra=None, head_dim=None):
+    """A GGUF of `arch` with c's shapes, F16 matrices and F32 vectors; `extra`: more metadata (ints, or a list of bools)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    meta = {"block_count": c["num_hidden_layers"], "embedding_length": c["hidden_size"],
+            "feed_forward_length": c["intermediate_size"], "attention.head_count": c["num_attention_heads"],
+            "attention.head_count_kv": c["num_key_value_heads"], "context_length": c["max_position_embeddings"],
+            "vocab_size": c["vocab_size"], **({"attention.key_length": head_dim} if head_dim else {}), **(extra or {})}
+    for key, value in meta.items():
+        if isinstance(value, list):
+            w.add_array(f"{arch}.{key}", value)
+        else:
+            w.add_uint32(f"{arch}.{key}", value)
+    w.add_uint32("general.file_type", 1)
+    for name, shape in tensors:
+        w.add_tensor(name, np.zeros(shape, np.float32 if len(shape) == 1 else np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _attention(p: str, c: dict, d: int, q_norm=None, k_norm=None, biases=False) -> list:
+    h, a, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    rows = [(p + "attn_q.weight", (a * d, h)), (p + "attn_k.weight", (kv * d, h)), (p + "attn_v.weight", (kv * d, h)),
+            (p + "attn_output.weight", (h, a * d))]
+    rows += [(p + "attn_q_norm.weight", (q_norm,)), (p + "attn_k_norm.weight", (k_norm,))] if q_norm else []
+    rows += [(p + "attn_q.bias", (a * d,)), (p + "attn_k.bias", (kv * d,)), (p + "attn_v.bias", (kv * d,))] if biases else []
+    return rows
+
+
+def _dense_ffn(p: str, h: int, f: int) -> list:
+    return [(p + "ffn_gate.weight", (f, h)), (p + "ffn_up.weight", (f, h)), (p + "ffn_down.weight", (h, f))]
+
+
+def _ends(c: dict) -> tuple[list, list]:
+    h, v = c["hidden_size"], c["vocab_size"]
+    return [("token_embd.weight", (v, h))], [("output_norm.weight", (h,)), ("output.weight", (v, h))]
+
+
+@pytest.mark.parametrize("pattern", ["bools", "period", None])
+def test_an_olmo_gguf_is_read_as_olmo_2_or_3_with_its_sliding_layers(tmp_path, pattern):
+    """llama.cpp writes OLMo 2 and Olmo 3 as general.architecture olmo2 (src/models/olmo2.cpp: attn_q_norm over
+    n_embd, attn_k_norm over n_head_kv x head, post-attention and post-feedforward norms); Olmo 3's file has
+    attention.sliding_window and a sliding_window_pattern, per layer (convert_hf_to_gguf.py) or a period (llama.cpp
+    reads either, default 4). It was refused ("general.architecture 'olmo2' is not read")."""
+    c, h, d = SMALL, SMALL["hidden_size"], SMALL["hidden_size"] // SMALL["num_attention_heads"]
+    head, tail = _ends(c)
+    tensors = list(head)
+    for i in range(c["num_hidden_layers"]):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, d, q_norm=4 * d, k_norm=2 * d) + _dense_ffn(p, h, c["intermediate_size"])
+        tensors += [(p + "post_attention_norm.weight", (h,)), (p + "post_ffw_norm.weight", (h,))]
+    types = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(8)]
+    extra = {"bools": {"attention.sliding_window": 1024, "attention.sliding_window_pattern": [t == "sliding_attention"
+                                                                                              for t in types]},
+             "period": {"attention.sliding_window": 1024, "attention.sliding_window_pattern": 4}, None: {}}[pattern]
+    record, info = model_from_files([_gguf(tmp_path / "olmo.gguf", "olmo2", c, tensors + tail, extra)])
+    same = model_from_config({"model_type": "olmo3" if pattern else "olmo2", **c,
+                              **({"sliding_window": 1024, "layer_types": types} if pattern else {})})
+    assert record["params"] == same["params"] == info["params_stored"]
+    assert record["family"] == ("custom-olmo3" if pattern else "custom-olmo2") and record["qk_norm_full"]
+    assert (record["sliding_window"], record["sliding_window_layers"]) == ((1024, 6) if pattern else (0, 0))
+
+
+def test_seed_oss_minimax_m2_and_ernie_ggufs_count_as_their_configs(tmp_path):
+    """Seed-OSS (q/k/v biases as tensors), MiniMax-M2 (stacked experts of expert_feed_forward_length, exp_probs_b,
+    q/k norms over all heads: src/models/minimax-m2.cpp) and ERNIE-4.5 MoE (leading_dense_block_count dense blocks,
+    shared experts: src/models/ernie4-5-moe.cpp) GGUFs were refused by architecture; each now counts as its config."""
+    c, h, f = SMALL, SMALL["hidden_size"], SMALL["intermediate_size"]
+    head, tail = _ends(c)
+    # Seed-OSS: head_dim 32 (not hidden / heads), q/k/v biases
+    tensors = list(head)
+    for i in range(8):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, 32, biases=True) + _dense_ffn(p, h, f)
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "post_attention_norm.weight", (h,))]
+    record, info = model_from_files([_gguf(tmp_path / "seed.gguf", "seed_oss", c, tensors + tail, head_dim=32)])
+    same = model_from_config({"model_type": "seed_oss", **c, "head_dim": 32})
+    assert record["params"] == same["params"] == info["params_stored"] and record["qkv_bias"]
+    # MiniMax-M2: 8 experts of 24, 2 a token, every layer MoE
+    e, fe = 8, 24
+    tensors = list(head)
+    for i in range(8):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, 32, q_norm=4 * 32, k_norm=2 * 32)
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "ffn_norm.weight", (h,)), (p + "ffn_gate_inp.weight", (e, h)),
+                    (p + "exp_probs_b.bias", (e,)), (p + "ffn_gate_exps.weight", (e, fe, h)),
+                    (p + "ffn_up_exps.weight", (e, fe, h)), (p + "ffn_down_exps.weight", (e, h, fe))]
+    path = _gguf(tmp_path / "minimax.gguf", "minimax-m2", {**c, "intermediate_size": fe}, tensors + tail,
+                 {"expert_count": e, "expert_used_count": 2, "expert_feed_forward_length": fe}, head_dim=32)
+    record, info = model_from_files([path])
+    same = model_from_config({"model_type": "minimax_m2", **c, "intermediate_size": fe, "head_dim": 32,
+                              "num_local_experts": e, "num_experts_per_tok": 2})
+    assert record["params"] == same["params"] == info["params_stored"]
+    # ERNIE-4.5 MoE: 2 dense blocks first, then 8 experts of 24 and 2 shared ones, tied embeddings
+    tensors = list(head)
+    for i in range(8):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, 16) + [(p + "attn_norm.weight", (h,)), (p + "ffn_norm.weight", (h,))]
+        tensors += _dense_ffn(p, h, f) if i < 2 else [
+            (p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)), (p + "ffn_gate_exps.weight", (e, fe, h)),
+            (p + "ffn_up_exps.weight", (e, fe, h)), (p + "ffn_down_exps.weight", (e, h, fe)),
+            (p + "ffn_gate_shexp.weight", (2 * fe, h)), (p + "ffn_up_shexp.weight", (2 * fe, h)),
+            (p + "ffn_down_shexp.weight", (h, 2 * fe))]
+    path = _gguf(tmp_path / "ernie.gguf", "ernie4_5-moe", c, tensors + tail[:1],
+                 {"expert_count": e, "expert_used_count": 2, "expert_feed_forward_length": fe,
+                  "leading_dense_block_count": 2, "interleave_moe_layer_step": 1, "expert_shared_count": 2})
+    record, info = model_from_files([path])
+    same = model_from_config({"model_type": "ernie4_5_moe", **c, "moe_num_experts": e, "moe_k": 2,
+                              "moe_intermediate_size": fe, "moe_layer_start_index": 2, "moe_num_shared_experts": 2})
+    assert record["params"] == same["params"] == info["params_stored"] and record["first_dense_layers"] == 2
+
+
+@pytest.mark.parametrize("arch, what", [("granitehybrid", "Mamba"), ("nemotron_h", "Mamba"), ("falcon-h1", "Mamba"),
+                                        ("qwen3next", "Gated DeltaNet")])
+def test_a_hybrid_gguf_is_refused_naming_what_the_engine_lacks(tmp_path, arch, what):
+    """Granite 4.0-H, Nemotron-H, Falcon-H1 and Qwen3-Next GGUFs: one line saying what is not counted (it said only
+    "general.architecture 'granitehybrid' is not read")."""
+    head, tail = _ends(SMALL)
+    path = _gguf(tmp_path / "hybrid.gguf", arch, SMALL, head + tail)
+    code, out, err = run_cli("estimate", "--model-file", str(path), "--gpu", "h100-sxm-80gb", "--task", "infer")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert what in err and "does not count yet" in err and "Traceback" not in err
