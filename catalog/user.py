@@ -60,6 +60,8 @@ engine/params.py architecture_counts):
 - minimax_m2 (MiniMax-M2): every layer MoE (num_local_experts of intermediate_size, no shared expert, a sigmoid router
   with its correction bias), full attention with q/k norms over the whole projection; a lightning-attention layer
   (attn_type_list 0, MiniMax-Text-01's) is refused.
+- granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
+  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H (Mamba2 layers) is refused.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
   dense, then moe_num_experts experts (moe_k a token) with moe_num_shared_experts shared ones and a correction bias.
 
@@ -94,11 +96,11 @@ ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
              "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
-             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe")
+             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid")
 # Types users bring that are known and not sized: the line says what the engine lacks (transformers 5.24's modeling
 # files of each), so nothing is guessed from the fields it can read
 NOT_MODELLED = {
-    **dict.fromkeys(("granitemoehybrid", "nemotron_h", "falcon_h1", "bamba", "jamba", "zamba", "zamba2", "falcon_mamba",
+    **dict.fromkeys(("nemotron_h", "falcon_h1", "bamba", "jamba", "zamba", "zamba2", "falcon_mamba",
                      "mamba", "mamba2"),
                     "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence), which the "
                     "engine does not count yet"),
@@ -303,6 +305,21 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CatalogError(file, None, "model_type", f"is required but missing; accepted: {', '.join(SUPPORTED)}")
+    if model_type == "granitemoehybrid":
+        # GraniteMoeHybridDecoderLayer: attention or a Mamba2 layer (layer_types "mamba", transformers 5.24
+        # "linear_attention", the class's default for every layer), a shared_mlp of shared_intermediate_size (input_linear
+        # h x 2 f, output_linear f x h: Llama's three matrices' weights) and experts where num_local_experts (default 8).
+        # Granite 4.0's attention-only checkpoints (Micro, 1B, 350M) are the Llama layout with f = shared_intermediate_size;
+        # its H models (Mamba2 layers, and MoE for H-Tiny / H-Small) are refused
+        types = cfg.get("layer_types", cfg.get("layers_block_type"))
+        if not isinstance(types, list) or any(t not in ("attention", "full_attention") for t in types):
+            raise CatalogError(file, None, "layer_types", f"of model_type 'granitemoehybrid' has Mamba2 layers (Granite "
+                                                          f"4.0-H){' or is missing' if not isinstance(types, list) else ''}: "
+                                                          f"{NOT_MODELLED['nemotron_h']}; accepted: 'attention' on every layer")
+        if _count(cfg, "num_local_experts", file, 8) > 0:
+            raise CatalogError(file, None, "num_local_experts", f"is {show(cfg.get('num_local_experts', 8))}: a Granite 4.0 "
+                                                                "model with experts is not read; accepted: 0")
+        cfg = {**cfg, "intermediate_size": cfg.get("shared_intermediate_size", 1024)}  # (GraniteMoeHybridConfig default)
     if model_type in NOT_MODELLED:
         raise CatalogError(file, None, "model_type", f"{show(model_type)} {NOT_MODELLED[model_type]}; accepted: "
                                                      f"{', '.join(SUPPORTED)}")
@@ -334,7 +351,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
     if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES,
-                      "olmo2", "olmo3"):
+                      "olmo2", "olmo3", "granitemoehybrid"):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):

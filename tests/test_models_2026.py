@@ -36,6 +36,8 @@ TRANSFORMERS_COUNTS = {
     "minimax-m2.json": (228_689_748_992 + 62 * 256, 230e9),  # MiniMax-M2: "230 billion total" (transformers docs)
     "ernie-4.5-21b-a3b-pt.json": (21_825_437_888, 21.8e9),  # ERNIE-4.5-21B-A3B: "21B", 21.8B on its Hub page
     "ernie-4.5-300b-a47b-pt.json": (299_484_163_264, 300e9),  # ERNIE-4.5-300B-A47B: "300B"
+    # Granite 4.0 Micro (ibm-granite/granite-4.0-micro: attention on all 40 layers, no experts): IBM's "3B", 3.4B
+    "granite-4.0-micro.json": (3_402_836_480, 3.4e9),
 }
 
 
@@ -128,6 +130,20 @@ def test_ernie_4_5_moe_keeps_its_dense_first_layers_and_shared_experts():
         model_from_config({**cfg, "moe_layer_interval": 2})
     with pytest.raises(CatalogError, match="use_bias"):
         model_from_config({**cfg, "use_bias": True})
+
+
+def test_granite_4_reads_its_attention_only_models_and_refuses_its_mamba_ones():
+    """GraniteMoeHybridConfig covers Granite 4.0 Micro (every layer "attention", num_local_experts 0: the Llama layout
+    with shared_mlp's shared_intermediate_size) and Granite 4.0-H (Mamba2 layers between attention ones, experts on
+    H-Tiny / H-Small). The first is read (it was refused as 'not supported'); the others are refused naming Mamba2."""
+    cfg = json.loads((DATA / "granite-4.0-micro.json").read_text())
+    record = model_from_config(cfg)
+    assert (record["intermediate_size"], record["tied_embeddings"], record["family"]) == (8192, True, "custom-granitemoehybrid")
+    hybrid = {**cfg, "layer_types": (["mamba"] * 5 + ["attention"]) * 6 + ["mamba"] * 4}  # Granite 4.0-H Micro's pattern
+    with pytest.raises(CatalogError, match="layer_types.*Mamba2 layers.*does not count yet; accepted: 'attention'"):
+        model_from_config(hybrid)
+    with pytest.raises(CatalogError, match="num_local_experts.*is 64.*accepted: 0"):
+        model_from_config({**cfg, "num_local_experts": 64, "num_experts_per_tok": 6})
 
 
 @pytest.mark.parametrize("model_type, what", [("granitemoehybrid", "Mamba"), ("nemotron_h", "Mamba"),
