@@ -101,7 +101,10 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              "minimax-m2": "minimax_m2",
              # ERNIE-4.5 and its MoE (Ernie4_5MoeModel: expert_count, expert_used_count, leading_dense_block_count =
              # moe_layer_start_index, interleave_moe_layer_step = moe_layer_interval, expert_shared_count)
-             "ernie4_5": "ernie4_5", "ernie4_5-moe": "ernie4_5_moe"}
+             "ernie4_5": "ernie4_5", "ernie4_5-moe": "ernie4_5_moe",
+             # Granite 3.x, and Granite 4.0's attention-only models (convert_hf_to_gguf.py GraniteHybridModel writes a
+             # GraniteMoeHybrid checkpoint without Mamba layers or experts as granite): the Llama layout's tensors
+             "granite": "granite"}
 # GGUF architectures llama.cpp runs whose layers the engine does not count: refused saying what is missing
 GGUF_NOT_MODELLED = {
     **dict.fromkeys(("granitehybrid", "nemotron_h", "nemotron_h_moe", "falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),

@@ -60,6 +60,8 @@ engine/params.py architecture_counts):
 - minimax_m2 (MiniMax-M2): every layer MoE (num_local_experts of intermediate_size, no shared expert, a sigmoid router
   with its correction bias), full attention with q/k norms over the whole projection; a lightning-attention layer
   (attn_type_list 0, MiniMax-Text-01's) is refused.
+- granite (Granite 3.x; a Granite 4.0 Micro GGUF, which llama.cpp converts to its granite arch): the Llama layout
+  (GraniteAttention / GraniteMLP: biases only where attention_bias / mlp_bias, refused; its multipliers add no weights).
 - granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
   shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H (Mamba2 layers) is refused.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
@@ -96,7 +98,7 @@ ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
              "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
-             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid")
+             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite")
 # Types users bring that are known and not sized: the line says what the engine lacks (transformers 5.24's modeling
 # files of each), so nothing is guessed from the fields it can read
 NOT_MODELLED = {
@@ -324,7 +326,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         raise CatalogError(file, None, "model_type", f"{show(model_type)} {NOT_MODELLED[model_type]}; accepted: "
                                                      f"{', '.join(SUPPORTED)}")
     if model_type not in SUPPORTED:
-        hint = " (a multimodal config: its language model is under text_config)" if "text_config" in cfg else ""
+        hint = " (multimodal: its language model is under text_config)" if "text_config" in cfg else ""
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
     notes = []
@@ -351,7 +353,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
     if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES,
-                      "olmo2", "olmo3", "granitemoehybrid"):
+                      "olmo2", "olmo3", "granitemoehybrid", "granite"):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):

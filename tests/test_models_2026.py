@@ -282,6 +282,24 @@ def test_seed_oss_minimax_m2_and_ernie_ggufs_count_as_their_configs(tmp_path):
     assert record["params"] == same["params"] == info["params_stored"] and record["first_dense_layers"] == 2
 
 
+def test_a_granite_4_micro_gguf_counts_as_its_config(tmp_path):
+    """convert_hf_to_gguf.py GraniteHybridModel writes a GraniteMoeHybrid checkpoint with attention on every layer and
+    no experts (Granite 4.0 Micro, 1B, 350M) as llama.cpp's granite arch, its shared_mlp as ffn_gate / ffn_up /
+    ffn_down, tied embeddings: read as the config.json of the same shapes (it was refused: 'granite' is not read)."""
+    c, h, d = SMALL, SMALL["hidden_size"], SMALL["hidden_size"] // SMALL["num_attention_heads"]
+    head, tail = _ends(c)
+    tensors = list(head)
+    for i in range(c["num_hidden_layers"]):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, d) + _dense_ffn(p, h, c["intermediate_size"])
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "ffn_norm.weight", (h,))]
+    record, info = model_from_files([_gguf(tmp_path / "granite.gguf", "granite", c, tensors + tail[:1])])
+    same = model_from_config({"model_type": "granitemoehybrid", **c, "shared_intermediate_size": c["intermediate_size"],
+                              "num_local_experts": 0, "layer_types": ["attention"] * 8, "tie_word_embeddings": True})
+    assert record["params"] == same["params"] == info["params_stored"] and record["tied_embeddings"]
+    assert record["family"] == "custom-granite"
+
+
 @pytest.mark.parametrize("arch, what", [("granitehybrid", "Mamba"), ("nemotron_h", "Mamba"), ("falcon-h1", "Mamba"),
                                         ("qwen3next", "Gated DeltaNet")])
 def test_a_hybrid_gguf_is_refused_naming_what_the_engine_lacks(tmp_path, arch, what):
