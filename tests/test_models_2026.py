@@ -36,6 +36,7 @@ TRANSFORMERS_COUNTS = {
     "minimax-m2.json": (228_689_748_992 + 62 * 256, 230e9),  # MiniMax-M2: "230 billion total" (transformers docs)
     "ernie-4.5-21b-a3b-pt.json": (21_825_437_888, 21.8e9),  # ERNIE-4.5-21B-A3B: "21B", 21.8B on its Hub page
     "ernie-4.5-300b-a47b-pt.json": (299_484_163_264, 300e9),  # ERNIE-4.5-300B-A47B: "300B"
+    "ernie-4.5-0.3b-pt.json": (360_748_032, 0.36e9),  # ERNIE-4.5-0.3B: "0.36B"
     # Granite 4.0 Micro (ibm-granite/granite-4.0-micro: attention on all 40 layers, no experts): IBM's "3B", 3.4B
     "granite-4.0-micro.json": (3_402_836_480, 3.4e9),
 }
@@ -280,6 +281,17 @@ def test_seed_oss_minimax_m2_and_ernie_ggufs_count_as_their_configs(tmp_path):
     same = model_from_config({"model_type": "ernie4_5_moe", **c, "moe_num_experts": e, "moe_k": 2,
                               "moe_intermediate_size": fe, "moe_layer_start_index": 2, "moe_num_shared_experts": 2})
     assert record["params"] == same["params"] == info["params_stored"] and record["first_dense_layers"] == 2
+    # ERNIE-4.5 dense (0.3B's layout: head_dim 128 beside hidden / heads 16), and its biases refused by name
+    tensors = list(head)
+    for i in range(8):
+        p = f"blk.{i}."
+        tensors += _attention(p, c, 128) + _dense_ffn(p, h, f) + [(p + "attn_norm.weight", (h,)), (p + "ffn_norm.weight", (h,))]
+    record, info = model_from_files([_gguf(tmp_path / "ernie-dense.gguf", "ernie4_5", c, tensors + tail[:1], head_dim=128)])
+    same = model_from_config({"model_type": "ernie4_5", **c, "head_dim": 128})
+    assert record["params"] == same["params"] == info["params_stored"] and record["head_dim"] == 128
+    biased = tensors + [("blk.0.attn_q.bias", (4 * 128,))]
+    with pytest.raises(CatalogError, match="use_bias"):
+        model_from_files([_gguf(tmp_path / "ernie-bias.gguf", "ernie4_5", c, biased + tail[:1], head_dim=128)])
 
 
 def test_a_granite_4_micro_gguf_counts_as_its_config(tmp_path):
