@@ -91,7 +91,30 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              # Llama 4 Scout / Maverick's language model (its vision tower an mmproj file): llama.cpp's llama4 has no
              # chunk-size key; it sets chunked attention over 8,192 tokens on 3 of every 4 layers unless
              # attention.sliding_window is 0 (src/llama-model.cpp LLM_ARCH_LLAMA4: n_swa = 8192, set_swa_pattern(4))
-             "llama4": "llama4_text"}
+             "llama4": "llama4_text",
+             # OLMo 2 and Olmo 3 (convert_hf_to_gguf.py Olmo2Model writes both as olmo2; Olmo 3's sliding_window and a
+             # per-layer sliding_window_pattern of bools, which src/models/olmo2.cpp reads, or a period, default 4)
+             "olmo2": "olmo2",
+             # Seed-OSS (SeedOssModel: the config's layout, its q/k/v biases as attn_q/k/v.bias tensors)
+             "seed_oss": "seed_oss",
+             # MiniMax-M2 (MiniMaxM2Model: expert_feed_forward_length = intermediate_size; src/models/minimax-m2.cpp)
+             "minimax-m2": "minimax_m2",
+             # ERNIE-4.5 and its MoE (Ernie4_5MoeModel: expert_count, expert_used_count, leading_dense_block_count =
+             # moe_layer_start_index, interleave_moe_layer_step = moe_layer_interval, expert_shared_count)
+             "ernie4_5": "ernie4_5", "ernie4_5-moe": "ernie4_5_moe",
+             # Granite 3.x, and Granite 4.0's attention-only models (convert_hf_to_gguf.py GraniteHybridModel writes a
+             # GraniteMoeHybrid checkpoint without Mamba layers or experts as granite): the Llama layout's tensors
+             "granite": "granite"}
+# GGUF architectures llama.cpp runs whose layers the engine does not count: refused saying what is missing
+GGUF_NOT_MODELLED = {
+    **dict.fromkeys(("granitehybrid", "nemotron_h", "nemotron_h_moe", "falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),
+                    "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence)"),
+    "qwen3next": "(Qwen3-Next) has Gated DeltaNet layers, read from its config.json (--model-config or --model "
+                 "Qwen/Qwen3-Next-80B-A3B-Instruct) but not from a GGUF's metadata yet",
+    "lfm2": "has short-convolution layers (a state per sequence)", "lfm2moe": "has short-convolution layers (a state "
+                                                                               "per sequence)",
+    "gemma3n": "(Gemma 3n) has per-layer embeddings, AltUp and LAuReL blocks and layers sharing a KV cache",
+}
 LLAMA4_GGUF_CHUNK = 8192
 # deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model
 # set_gguf_parameters). A file converted since llama.cpp's MLA change (PR #12801, 2025-04) stores kv_b_proj split into
@@ -545,6 +568,9 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         raise _fail(file, "is a vision projector (mmproj, general.architecture clip); give the language model's GGUF "
                           "first: --model-file MODEL.gguf --model-file MMPROJ.gguf")
     model_type = GGUF_ARCH.get(arch)
+    if arch in GGUF_NOT_MODELLED:
+        raise _fail(file, f"general.architecture {show(arch)} {GGUF_NOT_MODELLED[arch]}, which the engine does not count "
+                          f"yet; accepted: {', '.join(GGUF_ARCH)}")
     if model_type is None:
         raise _fail(file, f"general.architecture {show(arch)} is not read; accepted: {', '.join(GGUF_ARCH)}")
     need = {"num_hidden_layers": "block_count", "hidden_size": "embedding_length",
@@ -602,6 +628,40 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         window = cfg.pop("sliding_window", None)
         if window != 0:
             cfg["attention_chunk_size"] = LLAMA4_GGUF_CHUNK
+    elif model_type == "olmo2":  # Olmo 3 where the file has a window (src/models/olmo2.cpp load_arch_hparams)
+        window = cfg.pop("sliding_window", None)
+        if window:
+            layers = cfg["num_hidden_layers"]
+            pattern = reader.fields.get(f"{arch}.attention.sliding_window_pattern")
+            if isinstance(pattern, GGUFArray) and len(pattern) == layers and all(isinstance(v, bool) for v in pattern):
+                sliding = list(pattern)  # convert_hf_to_gguf.py: [t == "sliding_attention" for t in layer_types]
+            else:  # a period (llama_hparams::set_swa_pattern: layer il slides where il % period < period - 1)
+                period = _whole_field(reader, f"{arch}.attention.sliding_window_pattern", file)
+                period = 4 if period is None else period
+                sliding = [period == 0 or i % period < period - 1 for i in range(layers)]
+            cfg.update(model_type="olmo3", sliding_window=window,
+                       layer_types=["sliding_attention" if s else "full_attention" for s in sliding])
+    elif model_type == "seed_oss":  # SeedOssAttention's biases, as the tensors say
+        layer0 = {t.name for t in tensors if t.name.startswith("blk.0.")}
+        cfg["attention_bias"] = "blk.0.attn_q.bias" in layer0
+        cfg["attention_out_bias"] = "blk.0.attn_output.bias" in layer0
+    elif model_type == "minimax_m2":  # MiniMaxM2Config: num_local_experts of intermediate_size each
+        cfg["num_local_experts"] = cfg.pop("num_experts", None)
+        cfg["intermediate_size"] = cfg.pop("moe_intermediate_size", cfg.get("intermediate_size"))
+    elif model_type in ("ernie4_5", "ernie4_5_moe"):
+        layer0 = {t.name for t in tensors if t.name.startswith("blk.0.")}
+        cfg["use_bias"] = "blk.0.attn_q.bias" in layer0  # refused by name (the engine does not count it)
+        if model_type == "ernie4_5_moe":  # Ernie4_5_MoeConfig's names
+            cfg["moe_num_experts"], cfg["moe_k"] = cfg.pop("num_experts", None), cfg.pop("num_experts_per_tok", None)
+            for key, suffix in (("moe_layer_start_index", "leading_dense_block_count"),
+                                ("moe_layer_interval", "interleave_moe_layer_step"),
+                                ("moe_num_shared_experts", "expert_shared_count")):
+                value = _whole_field(reader, f"{arch}.{suffix}", file)
+                if value is not None:
+                    cfg[key] = value
+        else:
+            cfg.pop("num_experts", None)
+            cfg.pop("num_experts_per_tok", None)
     elif model_type == "deepseek_v3":
         key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
         value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \

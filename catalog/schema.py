@@ -372,6 +372,7 @@ MODEL_FIELDS: dict[str, Field] = {
     "attention_bias": Field(boolean, required=False, default=False),
     "attention_sinks": Field(boolean, required=False, default=False),
     "qk_norm": Field(boolean, required=False, default=False),
+    "qk_norm_full": Field(boolean, required=False, default=False),
     "norms_per_layer": Field(whole_count(0, 16), required=False, default=2),
     "kv_lora_rank": Field(whole_count(0, 1_000_000), required=False, default=0),
     "q_lora_rank": Field(whole_count(0, 1_000_000), required=False, default=0),

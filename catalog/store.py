@@ -196,6 +196,9 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "linear_value_head_dim": Backfill(0, "653f68d"),
         "linear_conv_kernel_dim": Backfill(0, "653f68d"),
         "attention_output_gate": Backfill(False, "653f68d"),
+        # q/k norms over all heads (OLMo 2/3, MiniMax-M2), 2026-12-06: refused by the reader before, so every saved
+        # model's q/k norms (if any) are per head
+        "qk_norm_full": Backfill(False, "1c2c7fe"),
         # active_params (c5cbb93) is not filled in: check_model derives it from the fields above
     },
 }

@@ -52,7 +52,24 @@ engine/params.py architecture_counts):
   intermediate_size is recorded as the expert's); Qwen3.5 is dense. Their vision tower and merger are counted from
   vision_config (vision_params_from_config).
 
-MoE keys in a config of a dense type, and every other architecture, are refused with the field named.
+- olmo2, olmo3 (OLMo 2, Olmo 3): the Llama layout (post-attention and post-feedforward norms, two a layer) with q and k
+  norms over the whole projection (Olmo2Attention: RMSNorm(heads x head_dim), RMSNorm(kv_heads x head_dim): `qk_norm_full`);
+  Olmo 3 slides over `sliding_window` on its layer_types' sliding layers (the class's: 3 of every 4).
+- seed_oss (Seed-OSS-36B): the Llama layout with q/k/v biases where attention_bias (default true) and an o_proj bias where
+  attention_out_bias (then all four, `attention_bias`).
+- minimax_m2 (MiniMax-M2): every layer MoE (num_local_experts of intermediate_size, no shared expert, a sigmoid router
+  with its correction bias), full attention with q/k norms over the whole projection; a lightning-attention layer
+  (attn_type_list 0, MiniMax-Text-01's) is refused.
+- granite (Granite 3.x; a Granite 4.0 Micro GGUF, which llama.cpp converts to its granite arch): the Llama layout
+  (GraniteAttention / GraniteMLP: biases only where attention_bias / mlp_bias, refused; its multipliers add no weights).
+- granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
+  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H (Mamba2 layers) is refused.
+- ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
+  dense, then moe_num_experts experts (moe_k a token) with moe_num_shared_experts shared ones and a correction bias.
+
+Hybrids whose other layers the engine does not count (Mamba / Mamba2: Granite 4.0-H, Nemotron-H, Falcon-H1; SambaY,
+LFM2, lightning attention, Gemma 3n) are refused saying what is missing (NOT_MODELLED). MoE keys in a config of a dense
+type, and every other architecture, are refused with the field named.
 """
 
 from __future__ import annotations
@@ -80,7 +97,26 @@ MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
-             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe")
+             "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
+             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite")
+# Types users bring that are known and not sized: the line says what the engine lacks (transformers 5.24's modeling
+# files of each), so nothing is guessed from the fields it can read
+NOT_MODELLED = {
+    **dict.fromkeys(("nemotron_h", "falcon_h1", "bamba", "jamba", "zamba", "zamba2", "falcon_mamba",
+                     "mamba", "mamba2"),
+                    "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence), which the "
+                    "engine does not count yet"),
+    "phi4flash": "(Phi-4-mini-flash, SambaY) has Mamba layers, gated memory units and differential attention, which the "
+                 "engine does not count yet",
+    "lfm2": "has short-convolution layers (a state per sequence), which the engine does not count yet",
+    "lfm2_moe": "has short-convolution layers (a state per sequence), which the engine does not count yet",
+    "minimax": "(MiniMax-Text-01 / M1) has lightning-attention layers (a state per sequence), which the engine does not "
+               "count yet",
+    "gemma3n": "(Gemma 3n) has per-layer embeddings, AltUp and LAuReL blocks and layers that share another's KV cache, "
+               "which the engine does not count yet",
+    "gemma3n_text": "(Gemma 3n) has per-layer embeddings, AltUp and LAuReL blocks and layers that share another's KV cache, "
+                    "which the engine does not count yet",
+}
 # Types that are another type's layout under their own name: Kimi K2 (moonshotai/Kimi-K2-Instruct, -Thinking) is
 # DeepSeek-V3's (its config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek.DeepseekV3Config;
 # its docs/deploy_guidance.md: "Kimi-K2 reuses the DeepSeekV3CausalLM architecture" and sets model_type kimi_k2 only so
@@ -110,14 +146,15 @@ CONFIG_CLASS_DEFAULTS = {
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text",
-             "glm4_moe")
+             "glm4_moe", "minimax_m2", "ernie4_5_moe")
 # model_type -> defaults of its transformers config class that change the count.
 # (SmolLM3Config: tie_word_embeddings=True; Phi3Config: False, as the others)
-TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": True}
+TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": True, "ernie4_5": True, "ernie4_5_moe": True}
 # GemmaConfig/Gemma2Config/Gemma3TextConfig(head_dim=256), Qwen3Config/Qwen3MoeConfig(head_dim=128),
 # GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128), Glm4MoeConfig(head_dim=128); the others derive it
 HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128, "glm4_moe": 128,
-                    "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256}
+                    "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256,
+                    "seed_oss": 128, "minimax_m2": 128, "ernie4_5": 128}  # (SeedOssConfig, MiniMaxM2Config, Ernie4_5Config)
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
 BOUNDS = {
@@ -270,8 +307,26 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CatalogError(file, None, "model_type", f"is required but missing; accepted: {', '.join(SUPPORTED)}")
+    if model_type == "granitemoehybrid":
+        # GraniteMoeHybridDecoderLayer: attention or a Mamba2 layer (layer_types "mamba", transformers 5.24
+        # "linear_attention", the class's default for every layer), a shared_mlp of shared_intermediate_size (input_linear
+        # h x 2 f, output_linear f x h: Llama's three matrices' weights) and experts where num_local_experts (default 8).
+        # Granite 4.0's attention-only checkpoints (Micro, 1B, 350M) are the Llama layout with f = shared_intermediate_size;
+        # its H models (Mamba2 layers, and MoE for H-Tiny / H-Small) are refused
+        types = cfg.get("layer_types", cfg.get("layers_block_type"))
+        if not isinstance(types, list) or any(t not in ("attention", "full_attention") for t in types):
+            raise CatalogError(file, None, "layer_types", f"of model_type 'granitemoehybrid' has Mamba2 layers (Granite "
+                                                          f"4.0-H){' or is missing' if not isinstance(types, list) else ''}: "
+                                                          f"{NOT_MODELLED['nemotron_h']}; accepted: 'attention' on every layer")
+        if _count(cfg, "num_local_experts", file, 8) > 0:
+            raise CatalogError(file, None, "num_local_experts", f"is {show(cfg.get('num_local_experts', 8))}: a Granite 4.0 "
+                                                                "model with experts is not read; accepted: 0")
+        cfg = {**cfg, "intermediate_size": cfg.get("shared_intermediate_size", 1024)}  # (GraniteMoeHybridConfig default)
+    if model_type in NOT_MODELLED:
+        raise CatalogError(file, None, "model_type", f"{show(model_type)} {NOT_MODELLED[model_type]}; accepted: "
+                                                     f"{', '.join(SUPPORTED)}")
     if model_type not in SUPPORTED:
-        hint = " (a multimodal config: its language model is under text_config)" if "text_config" in cfg else ""
+        hint = " (multimodal: its language model is under text_config)" if "text_config" in cfg else ""
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
     notes = []
@@ -297,7 +352,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             if value not in (None, 0, False, [], {}):
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
-    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES):
+    if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES,
+                      "olmo2", "olmo3", "granitemoehybrid", "granite"):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):
@@ -334,17 +390,34 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     qkv_bias = QKV_BIAS.get(model_type, False)
     if model_type == "glm4_moe":  # Glm4MoeAttention: q/k/v_proj bias=config.attention_bias, o_proj bias=False
         qkv_bias = _flag(cfg, "attention_bias", file, False)
+    if model_type == "seed_oss":
+        if _flag(cfg, "mlp_bias", file, False):  # SeedOssMLP: gate/up/down bias=config.mlp_bias
+            raise CatalogError(file, None, "mlp_bias", "true adds biases the engine does not count; accepted: false")
+        # SeedOssAttention: q/k/v_proj bias=config.attention_bias (SeedOssConfig default True), o_proj
+        # bias=config.attention_out_bias (default False); Seed-OSS-36B has q/k/v biases only
+        qkv_bias = _flag(cfg, "attention_bias", file, True)
+        if _flag(cfg, "attention_out_bias", file, False):
+            if not qkv_bias:
+                raise CatalogError(file, None, "attention_out_bias", "true with attention_bias false (an o_proj bias "
+                                                                     "alone) is not counted; accepted: false")
+            qkv_bias, arch["attention_bias"] = False, True  # q, k, v and o biases (engine/params.py attention_bias)
+    if model_type in ("ernie4_5", "ernie4_5_moe") and _flag(cfg, "use_bias", file, False):
+        raise CatalogError(file, None, "use_bias", "true adds biases to every projection and the lm_head, which the "
+                                                   "engine does not count; accepted: false")
 
     # mixture of experts, per transformers' config classes
     if model_type in MOE_TYPES:
         experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "llama4_text": "num_local_experts",
-                       "deepseek_v3": "n_routed_experts", "glm4_moe": "n_routed_experts"}.get(model_type, "num_experts")
+                       "deepseek_v3": "n_routed_experts", "glm4_moe": "n_routed_experts", "minimax_m2": "num_local_experts",
+                       "ernie4_5_moe": "moe_num_experts"}.get(model_type, "num_experts")
+        # (Ernie4_5_MoeConfig.attribute_map: num_experts_per_tok is moe_k in its config.json)
+        per_token_key = "moe_k" if model_type == "ernie4_5_moe" else "num_experts_per_tok"
         arch["num_experts"] = _count(cfg, experts_key, file, None, low=1)
-        arch["experts_per_token"] = _count(cfg, "num_experts_per_tok", file, None, low=1)
+        arch["experts_per_token"] = _count(cfg, per_token_key, file, None, low=1)
         if arch["experts_per_token"] > arch["num_experts"]:
             raise CatalogError(file, None, "num_experts_per_tok", f"must be at most {experts_key} ({arch['num_experts']}), "
                                                                   f"got {arch['experts_per_token']}")
-        if model_type in ("mixtral", "gpt_oss", "llama4_text"):
+        if model_type in ("mixtral", "gpt_oss", "llama4_text", "minimax_m2"):
             arch["expert_intermediate_size"] = ffn  # each expert's width is intermediate_size
         else:
             arch["expert_intermediate_size"] = _count(cfg, "moe_intermediate_size", file, None, low=1)
@@ -371,12 +444,41 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             ffn = _count(cfg, "intermediate_size_mlp", file, ffn, low=1)  # the dense layers' width
         if model_type == "gpt_oss":  # GptOssExperts: gate_up and down biases; the router has a bias
             arch.update(expert_bias=True, router_bias=True)
+        if model_type == "minimax_m2":
+            # MiniMaxM2SparseMoeBlock: every layer MoE, no shared expert; its e_score_correction_bias (num_local_experts a
+            # layer) is a buffer in transformers but a tensor of the checkpoint (block_sparse_moe.e_score_correction_bias,
+            # which vLLM's minimax_m2.py loads), counted as DeepSeek-V3's is
+            arch["router_bias"] = True
+            kinds = cfg.get("attn_type_list")
+            if isinstance(kinds, list) and any(k != 1 for k in kinds):  # 0: lightning attention (MiniMax-Text-01)
+                raise CatalogError(file, None, "attn_type_list", "has lightning-attention layers (0), which the engine "
+                                                                 "does not count yet; accepted: 1 (full attention) on every layer")
+        if model_type == "ernie4_5_moe":
+            # Ernie4_5_MoeDecoderLayer: MoE where (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <=
+            # moe_layer_end_index (-1: the last), else a dense MLP of intermediate_size; Ernie4_5_MoeSparseMoeBlock's
+            # shared experts are one MLP of moe_num_shared_experts x moe_intermediate_size (no gate); the router's
+            # moe_statics.e_score_correction_bias holds moe_num_experts values
+            start = _count(cfg, "moe_layer_start_index", file, 1)
+            interval = _count(cfg, "moe_layer_interval", file, 1, low=1)
+            end = cfg.get("moe_layer_end_index", -1)
+            if interval != 1 or end not in (-1, None, layers - 1):
+                raise CatalogError(file, None, "moe_layer_interval" if interval != 1 else "moe_layer_end_index",
+                                   f"is {show(interval if interval != 1 else end)}; accepted: MoE layers from "
+                                   f"moe_layer_start_index to the last (interval 1, end -1 or {layers - 1})")
+            arch["first_dense_layers"] = min(start, layers)
+            arch["shared_intermediate_size"] = _count(cfg, "moe_num_shared_experts", file, 0) * arch["expert_intermediate_size"]
+            arch["router_bias"] = True
     if model_type == "gpt_oss":  # GptOssAttention: q/k/v/o biases and one sink per head
         arch.update(attention_bias=True, attention_sinks=True)
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text", *HYBRID_TYPES):  # q_norm, k_norm over head_dim
         arch["qk_norm"] = True
     if model_type == "glm4_moe" and _flag(cfg, "use_qk_norm", file, False):  # Glm4MoeAttention's q_norm / k_norm
         arch["qk_norm"] = True
+    if model_type in ("olmo2", "olmo3", "minimax_m2"):
+        # Olmo2Attention / Olmo3Attention / MiniMaxM2Attention: q_norm = RMSNorm(num_attention_heads * head_dim), k_norm =
+        # RMSNorm(num_key_value_heads * head_dim), over the whole projection (no config field turns them off); OLMo's
+        # two norms a layer are post_attention_layernorm and post_feedforward_layernorm (no input norm): 2 x h, as Llama
+        arch.update(qk_norm=True, qk_norm_full=True)
     if model_type in HYBRID_TYPES:
         # Gated DeltaNet layers: layer_types when listed, else every full_attention_interval-th layer is full attention
         # (Qwen3NextConfig / Qwen3_5TextConfig: `(i + 1) % full_attention_interval` == 0 -> "full_attention")
@@ -413,6 +515,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             sliding = layers - layers // pattern
         elif model_type == "gpt_oss":  # GptOss: alternating, sliding first
             sliding = (layers + 1) // 2
+        elif model_type == "olmo3":  # Olmo3Config: "full_attention" where (i + 1) % 4 == 0, else sliding
+            sliding = layers - layers // 4
         elif model_type == "llama4_text":
             no_rope = cfg.get("no_rope_layers")
             if isinstance(no_rope, list) and len(no_rope) == layers:
@@ -441,7 +545,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
 
     notes.insert(0, f"From a Hugging Face config.json (model_type {model_type}).")
     if qkv_bias:
-        notes.append(f"q/k/v projections have biases ({'GLM-4.5' if model_type == 'glm4_moe' else 'Qwen2'}), counted in params.")
+        notes.append(f"q/k/v projections have biases ({ {'glm4_moe': 'GLM-4.5', 'seed_oss': 'Seed-OSS'}.get(model_type, 'Qwen2')}), counted in params.")
     if model_type == "gemma":
         notes.append("Gemma: GeGLU MLP (gelu) and scaled embeddings, memory modelled as the Llama layout.")
     if arch.get("num_experts"):

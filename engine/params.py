@@ -67,6 +67,7 @@ ARCH_DEFAULTS = {
     "attention_bias": False,          # q, k, v and o projections all have biases (gpt-oss)
     "attention_sinks": False,         # one learned sink logit per head and layer (gpt-oss)
     "qk_norm": False,                 # RMSNorm over q and k heads, 2 x head_dim per layer (Qwen3, Gemma 3)
+    "qk_norm_full": False,            # those norms span all heads, a*d + kv*d per layer (OLMo 2/3, MiniMax-M2)
     "norms_per_layer": 2,             # RMSNorms of hidden size per layer (Gemma 2/3: 4, pre and post)
     "kv_lora_rank": 0,                # MLA: the compressed KV width (DeepSeek-V2/V3)
     "q_lora_rank": 0,                 # MLA: the compressed query width (0: a plain q projection)
@@ -106,7 +107,9 @@ def architecture_counts(m) -> dict:
         q_a_proj h*rq, q_a_layernorm rq, q_b_proj rq*a*(nope+rope) (or q_proj h*a*(nope+rope)),
         kv_a_proj_with_mqa h*(rkv+rope), kv_a_layernorm rkv, kv_b_proj rkv*a*(nope+v), o_proj a*v*h;
         biases a*d+2*kv*d (Qwen2 q/k/v) or a*d+2*kv*d+h (gpt-oss, o too); sinks a (GptOssAttention);
-        q_norm and k_norm d each (Qwen3Attention, Gemma3Attention).
+        q_norm and k_norm d each (Qwen3Attention, Gemma3Attention), or a*d and kv*d with qk_norm_full
+        (Olmo2Attention / Olmo3Attention, MiniMaxM2Attention: RMSNorm(num_attention_heads * head_dim) and
+        RMSNorm(num_key_value_heads * head_dim)).
       MLP: dense 3*h*f (gate, up, down); MoE (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock,
         DeepseekV3MoE, Llama4TextMoe, GptOssMLP): E experts of 3*h*fe, the router E*h (+E bias),
         expert biases E*(2*fe+h) (gpt-oss gate_up_proj_bias, down_proj_bias), the shared experts
@@ -140,7 +143,7 @@ def architecture_counts(m) -> dict:
     attn_only = (np.where(qkv_bias, a * d + 2 * kv * d, 0.0)
                  + np.where(_col(m, "attention_bias"), a * d + 2 * kv * d + h, 0.0)
                  + np.where(_col(m, "attention_sinks"), a, 0.0)
-                 + np.where(_col(m, "qk_norm"), 2 * d, 0.0)
+                 + np.where(_col(m, "qk_norm"), np.where(_col(m, "qk_norm_full"), a * d + kv * d, 2 * d), 0.0)
                  + np.where(mla, rkv + rq, 0.0))
     attn_other = attn_only + _col(m, "norms_per_layer") * h
     # hybrid linear attention: Llin Gated DeltaNet layers in place of attention (every term 0 for the others)

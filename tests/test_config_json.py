@@ -181,8 +181,9 @@ def test_a_bad_config_is_refused_with_one_line_naming_file_and_field(name):
     with pytest.raises(CatalogError) as info:
         model_from_config_file(path)
     message = str(info.value)
-    # one line; its length is ours to keep short, not the length of the folder a clone lives in
-    assert "\n" not in message and len(message.replace(str(path), name)) < 400, message
+    # one line; its length is ours to keep short, not the length of the folder a clone lives in (an unknown
+    # model_type's line lists the 33 types read, about 350 characters of it)
+    assert "\n" not in message and len(message.replace(str(path), name)) < 480, message
     assert name in message
     for word in BAD[name]:
         assert word in message, (word, message)
