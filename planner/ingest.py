@@ -40,7 +40,7 @@ MIB = 2**20
 MARKER = "llm_planner_run"
 MAX_LOG_BYTES = 64 * 2**20  # a start-up log is kilobytes; a bigger file is not read whole
 VLLM_BLOCK_SIZE = 16  # vLLM's CacheConfig default on CUDA (engine/serving.py VLLM_BLOCK_SIZE)
-FORMATS = ("training", "vllm", "llama.cpp")
+FORMATS = ("training", "vllm", "llama.cpp", "sglang")
 # `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
 INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes")
 FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
@@ -86,7 +86,7 @@ def _text_of(data: bytes, what: str) -> str:
     if len(data) > MAX_LOG_BYTES:
         raise IngestError(f"{what} is {len(data):,} bytes; at most {MAX_LOG_BYTES:,} are read")
     if b"\x00" in data[:65536]:
-        raise IngestError(f"{what} holds binary data; accepted: a vLLM start-up log, a llama.cpp load log or "
+        raise IngestError(f"{what} holds binary data; accepted: a vLLM or SGLang start-up log, a llama.cpp load log or "
                           f"the {MARKER} JSON line (llm-planner ingest --snippet prints the lines that write it; docs/ingest.md)")
     return data.decode("utf-8", errors="replace")
 
@@ -404,6 +404,157 @@ def parse_vllm(text: str) -> dict | None:
             "versions": {"vllm": printed} if printed else {}, "notes": notes}
 
 
+# ---- (d) SGLang server start-up logs -----------------------------------------------------------------
+# The format strings, in sgl-project/sglang (python/sglang/srt/...):
+#   entrypoints/engine.py _launch_subprocesses: logger.info(f"{server_args=}") -> "server_args=ServerArgs(model_path='...',
+#       ..., dtype='auto', kv_cache_dtype='auto', quantization=None, ..., context_length=None, ...,
+#       mem_fraction_static=0.88, ..., tp_size=1, pp_size=1, ...)" (the dataclass repr, after __post_init__ resolved
+#       the fraction's default)
+#   model_executor/model_runner.py load_model: f"Load weight end. elapsed={...:.2f} s, type={type(self.model).__name__},
+#       {quant_str + ', ' if quant_str else ''}avail mem={after_avail_memory:.2f} GB, mem usage={self.weight_load_mem_usage:.2f}
+#       GB." (quant_str: ModelConfig.get_quantization_config_log_str, "quant=fp8, fmt=e4m3" / "quant=gptq, bits=4");
+#       the 0.4 series: f"Load weight end. type={...}, dtype={self.dtype}, avail mem={...:.2f} GB, mem usage={...:.2f} GB."
+#       weight_load_mem_usage = before_avail_memory - after_avail_memory, both utils.get_available_gpu_memory
+#       (torch.cuda.mem_get_info's free bytes / (1 << 30)): what the card's free memory fell by while loading
+#   mem_cache/memory_pool.py (GB = 1024 * 1024 * 1024): MHATokenToKVPool "KV Cache is allocated. #tokens: {size},
+#       K size: {k_size / GB:.2f} GB, V size: {v_size / GB:.2f} GB" (KVCache._finalize_allocation_log later), MLA pools
+#       "KV Cache is allocated. #tokens: {size}, KV size: {kv_size / GB:.2f} GB"; K + V is the whole pool
+#   managers/scheduler.py: f"max_total_num_tokens={self.max_total_num_tokens}, chunked_prefill_size=..., max_prefill_tokens=...,
+#       max_running_requests=..., context_len={self.model_config.context_len}" (the context the server runs at)
+# A log prints no SGLang version; its server_args print the fraction it ran at, so the version's default (engine/serving.py
+# sglang_mem_fraction) does not enter: the run is estimated with that fraction at the current release.
+
+SGL_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
+SGL_MODEL = re.compile(r"\bmodel_path='([^']*)'")
+SGL_DTYPE = re.compile(r"\bdtype='([^']*)'")
+SGL_QUANT = re.compile(r"\bquantization=(?:None|'([^']*)')")
+SGL_KV_DTYPE = re.compile(r"\bkv_cache_dtype='([^']*)'")
+SGL_CONTEXT = re.compile(r"\bcontext_length=(None|\d+)")
+SGL_FRACTION = re.compile(r"\bmem_fraction_static=(None|[0-9.]+)")
+SGL_TP = re.compile(r"\btp_size=(\d+)")
+SGL_PP = re.compile(r"\bpp_size=(\d+)")
+SGL_LOAD = re.compile(r"Load weight end\. (.*?)mem usage=([0-9.]+) GB")
+SGL_LOAD_DTYPE = re.compile(r"\bdtype=(torch\.\w+)")
+SGL_LOAD_QUANT = re.compile(r"\bquant=([\w.-]+)(?:, bits=(\d+))?")
+SGL_KV = re.compile(r"KV Cache is allocated\. (?:dtype: \S+, )?#tokens: (\d+), "
+                    r"(?:K size: ([0-9.]+) GB, V size: ([0-9.]+) GB|KV size: ([0-9.]+) GB)")
+SGL_TOTAL = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)")
+# SGLang's quantization names (server_args.py QUANTIZATION_CHOICES) beyond vLLM's: its own w8a8 kernels and ModelOpt's FP8
+SGL_QUANT_PRECISION = {**VLLM_QUANT_PRECISION, "w8a8_int8": "int8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8",
+                       "awq_marlin": "int4", "gptq_marlin": "int4"}
+# A quantized checkpoint started without --quantization prints quantization=None in server_args (the checkpoint's
+# config.json decides): the 0.4 series' "Load weight end" names no method either, so the scheme the name carries by the
+# publishers' convention (-FP8, -AWQ, -GPTQ-Int4, -W4A16, ...) is read, and a note says so.
+SGL_NAME_PRECISIONS = (*CT_NAME_PRECISIONS, (re.compile(r"(?i)(?<![a-z])(awq|gptq)(?![a-z])"), "int4"))
+
+
+def _sglang_name_precision(model: str) -> str | None:
+    name = str(model).replace("\\", "/").rstrip("/").split("/")[-1]
+    return next((precision for pattern, precision in SGL_NAME_PRECISIONS if pattern.search(name)), None)
+
+
+def _sglang_quant(method: str, bits: str | None, model: str, where: str) -> str:
+    """A quantization method SGLang names -> our weight precision, else IngestError naming it."""
+    precision = SGL_QUANT_PRECISION.get(method, "unknown")
+    if precision == "unknown":
+        raise IngestError(f"SGLang quantization {method!r} ({where}) is not read; accepted: "
+                          f"{', '.join(k for k in SGL_QUANT_PRECISION if k not in ('None', 'none'))} or none")
+    if precision == "by name":
+        return _compressed_tensors_precision(model)
+    if method.startswith(("gptq", "awq")) and bits == "8":
+        return "int8"
+    return precision
+
+
+def parse_sglang(text: str) -> dict | None:
+    """An SGLang server start-up log -> a run, or None when it has none of SGLang's memory lines. Per-GPU figures (one
+    line per tensor-parallel rank) keep the largest weights and the smallest pool, as vLLM's do."""
+    loads = [(m, m.group(0)) for m in SGL_LOAD.finditer(text)]
+    pools = [(m, m.group(0)) for m in SGL_KV.finditer(text)]
+    totals = [(m, m.group(0)) for m in SGL_TOTAL.finditer(text)]
+    if not (loads or pools):
+        return None
+    args = SGL_ARGS.search(text)
+    if args is None:
+        raise IngestError("this SGLang log has no 'server_args=ServerArgs(...)' line (model_path, dtype, tp_size, "
+                          "mem_fraction_static); ingest the whole start-up log")
+    args = args.group(1)
+    model = SGL_MODEL.search(args)
+    if model is None:
+        raise IngestError("this SGLang log's server_args print no model_path='...'; ingest the whole start-up log")
+    model = model.group(1)
+    tp = SGL_TP.search(args)
+    tp = _whole_read(tp.group(1), "this SGLang log's tp_size", 1, LIMITS["tp"],
+                     f"a whole number of GPUs from 1 to {LIMITS['tp']:,}") if tp else 1
+    pp = SGL_PP.search(args)
+    pp = _whole_read(pp.group(1), "this SGLang log's pp_size", 1, LIMITS["pp"],
+                     f"a whole number of stages from 1 to {LIMITS['pp']:,}") if pp else 1
+    if totals:
+        max_len = _whole_read(totals[-1][0].group(2), "this SGLang log's context_len", 1, LIMITS["seq"],
+                              SETTING_RANGES["max_model_len"][2] + " (SGLang's context_len)")
+    else:
+        given = SGL_CONTEXT.search(args)
+        if given is None or given.group(1) == "None":
+            raise IngestError("this SGLang log prints no context length (no 'max_total_num_tokens=..., context_len=N' "
+                              "line, and server_args context_length=None); ingest the whole start-up log")
+        max_len = _whole_read(given.group(1), "this SGLang log's context_length", 1, LIMITS["seq"],
+                              SETTING_RANGES["max_model_len"][2] + " (SGLang's context_length)")
+    notes: list[str] = []
+    quant = SGL_QUANT.search(args)
+    load_info = loads[0][0].group(1) if loads else ""
+    load_quant = SGL_LOAD_QUANT.search(load_info)
+    load_dtype = SGL_LOAD_DTYPE.search(load_info)
+    dtype = SGL_DTYPE.search(args)
+    dtype = dtype.group(1) if dtype else "auto"
+    if quant and quant.group(1):
+        precision = _sglang_quant(quant.group(1), None, model, f"server_args quantization='{quant.group(1)}'")
+    elif load_quant:
+        precision = _sglang_quant(load_quant.group(1), load_quant.group(2), model, f"'{load_quant.group(0)}'")
+    elif _sglang_name_precision(model):
+        precision = _sglang_name_precision(model)
+        notes.append(f"this SGLang log prints quantization=None and names no method; the scheme in the model's name "
+                     f"({model!r}) is read: {precision}")
+    elif load_dtype:
+        if load_dtype.group(1) not in VLLM_DTYPES:
+            raise IngestError(f"SGLang dtype {load_dtype.group(1)!r} is not read; accepted: "
+                              f"{', '.join(sorted(k for k in VLLM_DTYPES if k.startswith('torch.')))}")
+        precision = VLLM_DTYPES[load_dtype.group(1)]
+    elif dtype != "auto":
+        if dtype not in VLLM_DTYPES:
+            raise IngestError(f"SGLang dtype {dtype!r} is not read; accepted: auto, "
+                              f"{', '.join(sorted(k for k in VLLM_DTYPES if not k.startswith('torch.')))}")
+        precision = VLLM_DTYPES[dtype]
+    else:
+        # newer "Load weight end" lines print no dtype; bf16 and fp16 weigh the same (2 bytes a parameter)
+        precision = "bf16"
+        notes.append("this SGLang log prints dtype='auto' and no loaded dtype: estimated as bf16 (fp16 weighs the same)")
+    settings = {"task": "infer", "engine": "sglang", "precision": precision, "max_model_len": max_len, "gpus": tp * pp}
+    kv_dtype = SGL_KV_DTYPE.search(args)
+    if kv_dtype and kv_dtype.group(1).startswith("fp8"):
+        settings["kv_precision"] = "fp8"
+    fraction = SGL_FRACTION.search(args)
+    if fraction and fraction.group(1) != "None":
+        value = float(fraction.group(1))
+        if not 0 < value <= 1:
+            raise IngestError(f"this SGLang log's mem_fraction_static is {fraction.group(1)}; accepted: a share of "
+                              "the card above 0 and at most 1")
+        settings["gpu_memory_utilization"] = value
+    measured, lines = {}, {}
+    if loads:
+        value, line = max((_num(m.group(2)), line) for m, line in loads)
+        measured["weights"], lines["weights"] = value * GIB, line  # get_available_gpu_memory: bytes / (1 << 30)
+    if pools:
+        def pool_bytes(m) -> float:
+            return (_num(m.group(2)) + _num(m.group(3)) if m.group(2) is not None else _num(m.group(4))) * GIB
+        value, line, tokens = min((pool_bytes(m), line, int(m.group(1))) for m, line in pools)
+        measured["kv_cache_memory"], lines["kv_cache_memory"] = value, line
+        measured["kv_cache_tokens"], lines["kv_cache_tokens"] = float(tokens), line
+    elif totals:
+        measured["kv_cache_tokens"], lines["kv_cache_tokens"] = float(totals[-1][0].group(1)), totals[-1][1]
+    return {"format": "sglang", "model_read": model, "settings": settings, "measured": measured, "lines": lines,
+            "versions": {}, "notes": notes}
+
+
 # ---- (c) llama.cpp load logs -------------------------------------------------------------------------
 # The format strings, in ggml-org/llama.cpp:
 #   src/llama-model-loader.cpp: "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)",
@@ -512,13 +663,13 @@ def parse_llamacpp(text: str) -> dict | None:
 
 def parse_run(text: str) -> dict:
     """The first format the text holds (training JSON line, vLLM, llama.cpp) -> a run."""
-    for parse in (parse_training, parse_vllm, parse_llamacpp):
+    for parse in (parse_training, parse_vllm, parse_sglang, parse_llamacpp):
         run = parse(text)
         if run is not None:
             return run
     raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line that llm-planner ingest --snippet prints, a vLLM "
-                      "start-up log ('Model loading took', 'GPU KV cache size') or a llama.cpp load log "
-                      "('model buffer size')")
+                      "start-up log ('Model loading took', 'GPU KV cache size'), an SGLang start-up log ('Load weight end', "
+                      "'KV Cache is allocated') or a llama.cpp load log ('model buffer size')")
 
 
 # ---- matching the run to a catalog model -----------------------------------------------------------
@@ -613,6 +764,15 @@ FIGURES = {  # figure -> (evidence metric, unit, what our side is)
 }
 
 
+# A format whose figure is read from another counter than the metric's usual one (planner/evidence.py COUNTERS) names
+# its own, in `--json`'s "counter" and on the Evidence page (a saved run too: by its format)
+FORMAT_COUNTERS = {
+    "sglang": {"weights": "the card's free memory before less after loading the weights (torch.cuda.mem_get_info; "
+                          "SGLang's 'mem usage', GiB)",
+               "kv_cache_memory": "the KV pool's K + V buffers (SGLang memory_pool.py get_kv_size_bytes, GiB)"},
+}
+
+
 def scenario_of(run: dict, model: str, gpu: str) -> dict:
     """The engine request the run stands for."""
     return {"model": model, "gpu": gpu, **run["settings"]}
@@ -648,7 +808,7 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
 
 # The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
 # of the process's memory on its GPU: the larger one is what the card held).
-ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
+ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "sglang": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
                "training": ("reserved_peak",)}
 CARD_SLACK = 1.02  # the logs' rounding (vLLM's GiB to 2 decimals, llama.cpp's MiB), far below any other card's size
 
@@ -690,7 +850,10 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
         out.append({"figure": figure, "metric": metric, "measured": float(measured),
                     "estimate": float(est) if math.isfinite(est) else None, "unit": unit,
                     "error_pct": round(float(error), 1) if math.isfinite(error) else None,
-                    "source_line": run.get("lines", {}).get(figure, ""), "counter": COUNTERS.get(metric, FIGURES[figure][2])})
+                    "source_line": run.get("lines", {}).get(figure, ""),
+                    # a format whose figure is another counter than the metric's usual one names its own (SGLang's
+                    # weights: the card's free memory falling while loading)
+                    "counter": FORMAT_COUNTERS.get(run.get("format"), {}).get(figure) or COUNTERS.get(metric, FIGURES[figure][2])})
     return out
 
 
