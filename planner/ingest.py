@@ -1,6 +1,6 @@
 """Real runs come back (issue 26, item 4): a run's own log beside our estimate.
 
-`llm-planner ingest FILE --gpu ID [--json] [--save]` reads one of three things (docs/ingest.md):
+`llm-planner ingest FILE --gpu ID [--json] [--save]` reads one of five things (docs/ingest.md):
 
 - the JSON line of the snippet we publish for training scripts (marker `llm_planner_run`):
   torch.cuda.max_memory_allocated / max_memory_reserved and the scenario's settings;
@@ -8,11 +8,15 @@
   quantization=), "Model loading took", "Available KV cache memory", "GPU KV cache size",
   "Maximum concurrency for";
 - a llama.cpp load log: the GGUF path and general.name, file type, n_ctx / n_seq_max, "offloaded
-  N/M layers to GPU", and the model / KV / compute buffer sizes per device.
+  N/M layers to GPU", and the model / KV / compute buffer sizes per device;
+- an SGLang start-up log: server_args (model_path, dtype, quantization, tp_size, mem_fraction_static), "Load weight
+  end ... mem usage", "KV Cache is allocated. #tokens: N, K size, V size", max_total_num_tokens / context_len;
+- a torchtune recipe's log: its resolved config (the scenario) and the metric logger's peak_memory_alloc /
+  peak_memory_reserved step counters (torch.cuda's two counters, as the snippet's).
 
 The parsers are pure functions over text. The run is matched to a scenario (model id, task,
-precision, sequence length, GPUs) and estimated: training runs with engine.estimate (the counters
-as planner/evidence.py compares them), vLLM and llama.cpp logs with engine.serving (the engine's
+precision, sequence length, GPUs) and estimated: training runs (the snippet, torchtune) with engine.estimate (the
+counters as planner/evidence.py compares them), vLLM, SGLang and llama.cpp logs with engine.serving (the engine's
 own start-up arithmetic). Each measured figure is printed beside our figure with the error.
 `--save` keeps the run in the user's runs file (beside the user catalog, `user_runs_path`); the
 Evidence page and `evidence --json` list the saved runs, re-estimated, with source_kind "user".
@@ -40,7 +44,8 @@ MIB = 2**20
 MARKER = "llm_planner_run"
 MAX_LOG_BYTES = 64 * 2**20  # a start-up log is kilobytes; a bigger file is not read whole
 VLLM_BLOCK_SIZE = 16  # vLLM's CacheConfig default on CUDA (engine/serving.py VLLM_BLOCK_SIZE)
-FORMATS = ("training", "vllm", "llama.cpp", "sglang")
+FORMATS = ("training", "vllm", "llama.cpp", "sglang", "torchtune")
+TRAINING_FORMATS = ("training", "torchtune")  # estimated with engine.estimate, compared by the torch.cuda counters
 # `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
 INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes")
 FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
@@ -128,7 +133,7 @@ def check_settings(run: dict) -> None:
     value and what is accepted: the parsers bound what they read, and a saved run (the runs file is YAML
     a user may edit) is bounded again before it is estimated. A training run's settings are the engine's
     scenario columns, which engine.estimate checks itself (engine/scenarios.py INT_RANGES)."""
-    if run.get("format") == "training":
+    if run.get("format") in TRAINING_FORMATS:
         return
     settings = run.get("settings") or {}
     for key, (low, high, accepted) in SETTING_RANGES.items():
@@ -555,6 +560,172 @@ def parse_sglang(text: str) -> dict | None:
             "versions": {}, "notes": notes}
 
 
+# ---- (e) torchtune recipe logs -----------------------------------------------------------------------
+# The format strings, in pytorch/torchtune:
+#   torchtune/config/_utils.py log_config: f"Running {recipe_name} with resolved config:\n\n{cfg_str}", cfg_str =
+#       OmegaConf.to_yaml(cfg, resolve=True, sort_keys=True): the recipe's settings (the YAML with the command line's
+#       overrides), printed by every recipe's recipe_main before training
+#   torchtune/training/memory.py get_memory_stats: {"peak_memory_active": memory_stats()["active_bytes.all.peak"],
+#       "peak_memory_alloc": max_memory_allocated(device), "peak_memory_reserved": max_memory_reserved(device)}, each
+#       / _BYTES_IN_GIB (1024**3), then reset_peak_memory_stats(device) (reset_stats=True, the recipes' call)
+#   torchtune/training/memory.py log_memory_stats: f"{message}\n" + "\n".join(f"\t{device_support.device_name}
+#       {key.replace('_', ' ')}: {value:.2f} GiB" ...) ("Memory stats after model init:", "GPU peak memory alloc: X GiB";
+#       before 2025-02, PR #2406: "GPU peak memory allocation: X GiB", "... reserved", "... active")
+#   torchtune/training/metric_logging.py DiskLogger / StdoutLogger log_dict: f"Step {step} | " + f"{name}:{data} " per
+#       key (txt), or one JSON object {"step": step, name: data, ...} a line (DiskLogger output_fmt "jsonl"); the LoRA and
+#       full single-device recipes add get_memory_stats() to each logged step with log_peak_memory_stats: True
+# The step's counters are torch.cuda's peaks since the previous logged step (each call resets them): their largest
+# over the steps logged is the training step's peak, which the engine estimates. The model-init stats are the load's
+# peak, not a step's: they are not compared.
+
+TT_RUNNING = re.compile(r"Running (\w+) with resolved config:\s*$", re.M)
+TT_YAML_LINE = re.compile(r"^(\s|- |[A-Za-z_][\w.]*:( |$))")  # an OmegaConf.to_yaml line (indented, a list item, a key)
+TT_STEP_VALUE = {key: re.compile(r"""(?:^|[\s{,|])["']?%s["']?\s*:\s*([0-9.eE+-]+)""" % key)
+                 for key in ("peak_memory_alloc", "peak_memory_reserved")}
+TT_INIT_STATS = re.compile(r"^\s*(?:GPU|NPU|XPU|MPS) peak memory (?:alloc|allocation|reserved|active): [0-9.]+ GiB", re.M)
+TT_RECIPES = {"LoRAFinetuneRecipeSingleDevice": "lora", "FullFinetuneRecipeSingleDevice": "full"}
+# config optimizer._component_ -> our optimizer (engine/constants.py OPTIMIZERS); torch's AdamW(fused=True) is adamw_fused
+TT_OPTIMIZERS = {"torch.optim.AdamW": "adamw", "torch.optim.Adam": "adamw", "torch.optim.SGD": "sgd",
+                 "bitsandbytes.optim.PagedAdamW8bit": "paged_adamw_8bit", "bitsandbytes.optim.PagedAdamW":
+                 "paged_adamw_32bit", "bitsandbytes.optim.AdamW8bit": "adamw_8bit",
+                 "torchao.optim.AdamW8bit": "adamw_8bit_torchao", "torchao.prototype.low_bit_optim.AdamW8bit":
+                 "adamw_8bit_torchao"}
+# config loss._component_ -> our loss (docs/stacks.md `loss`)
+TT_LOSSES = {"torchtune.modules.loss.LinearCrossEntropyLoss": "linear_chunked",
+             "torchtune.modules.loss.CEWithChunkedOutputLoss": "chunked", "torch.nn.CrossEntropyLoss": "unfused"}
+# torchtune's LoRA module names (lora_attn_modules; apply_lora_to_mlp adapts w1, w2, w3) -> ours
+TT_LORA_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
+TT_DTYPES = {"bf16": "bf16", "fp32": "fp32", "fp16": "fp16"}
+
+
+def _tt_config(text: str) -> tuple[str, dict] | None:
+    """The recipe's name and its resolved config (the YAML block log_config prints), or None where the log has none."""
+    m = TT_RUNNING.search(text)
+    if m is None:
+        return None
+    block = []
+    for line in text[m.end():].lstrip("\n").splitlines():
+        if line.strip() and not TT_YAML_LINE.match(line):
+            break  # the next log line ("Model is initialized ...", "INFO:torchtune...", "Step 1 | ...")
+        block.append(line)
+    try:
+        cfg = yaml.safe_load("\n".join(block)) or {}
+    except yaml.YAMLError as exc:
+        raise IngestError(f"this torchtune log's resolved config is not YAML: {' '.join(str(exc).split())[:160]}") from None
+    if not isinstance(cfg, dict):
+        raise IngestError("this torchtune log's resolved config is not a mapping; ingest the recipe's whole output")
+    return m.group(1), cfg
+
+
+def _tt_component(cfg: dict, key: str) -> str:
+    node = cfg.get(key)
+    return str(node.get("_component_", "")) if isinstance(node, dict) else ""
+
+
+def _tt_model_names(cfg: dict) -> list[str]:
+    """Names to match: the checkpoint folder's (a Hub repo's name as `tune download` writes it), then the model builder's
+    (torchtune.models.llama3_2.lora_llama3_2_3b -> llama-3.2 3b)."""
+    names = []
+    ckpt = cfg.get("checkpointer") if isinstance(cfg.get("checkpointer"), dict) else {}
+    if ckpt.get("checkpoint_dir"):
+        names.append(str(ckpt["checkpoint_dir"]).rstrip("/"))
+    builder = re.sub(r"^q?lora_", "", _tt_component(cfg, "model").split(".")[-1])
+    if builder:
+        dotted = re.sub(r"(\d)_(\d)", r"\1.\2", builder)
+        names += [dotted, re.sub(r"^([a-z]+)(\d)", r"\1-\2", dotted)]
+    return list(dict.fromkeys(names))
+
+
+def _tt_switch(value) -> str:
+    return "on" if value else "off"
+
+
+def parse_torchtune(text: str) -> dict | None:
+    """A torchtune recipe's log (its output, with the metric logger's step lines) -> a run, or None when it has neither
+    torchtune's memory stats nor its step counters."""
+    steps = {key: [(float(m.group(1)), line.strip()) for line in text.splitlines() for m in [pattern.search(line)] if m]
+             for key, pattern in TT_STEP_VALUE.items()}
+    init = TT_INIT_STATS.search(text)
+    if not (steps["peak_memory_alloc"] or steps["peak_memory_reserved"] or init):
+        return None
+    found = _tt_config(text)
+    if found is None:
+        raise IngestError("this torchtune log has memory figures but not the recipe's settings; accepted: the recipe's "
+                          "output from its 'Running <Recipe> with resolved config:' block on, with the metric logger's "
+                          "'Step N | ... peak_memory_alloc:...' lines (DiskLogger writes them to <output_dir>/logs/"
+                          "log_*.txt: give both, e.g. cat run.out logs/log_*.txt | llm-planner ingest - --gpu ID)")
+    recipe, cfg = found
+    if recipe not in TT_RECIPES:
+        raise IngestError(f"this torchtune log is of recipe {recipe}; accepted: a log of "
+                          f"{' or '.join(TT_RECIPES)} (the single-device fine-tuning recipes)")
+    if not (steps["peak_memory_alloc"] and steps["peak_memory_reserved"]):
+        if steps["peak_memory_alloc"]:  # get_memory_stats on MPS: the Metal driver's memory, no reserved counter
+            raise IngestError("this torchtune log's step lines have peak_memory_alloc but no peak_memory_reserved (an MPS "
+                              "run: its alloc is the Metal driver's memory); accepted: a CUDA run's step lines")
+        raise IngestError("this torchtune log has only the model-init memory stats (the load's peak, not a training "
+                          "step's); accepted: a run with log_peak_memory_stats: True whose metric logger's 'Step N | ... "
+                          "peak_memory_alloc:...' lines are given too (DiskLogger: <output_dir>/logs/log_*.txt)")
+    builder = _tt_component(cfg, "model").split(".")[-1]
+    method = "qlora" if builder.startswith("qlora_") else "lora" if builder.startswith("lora_") else "full"
+    if (method == "full") != (TT_RECIPES[recipe] == "full"):
+        raise IngestError(f"this torchtune log's recipe {recipe} builds model {builder!r}; accepted: a LoRA builder "
+                          "(lora_..., qlora_...) under the LoRA recipe, another under the full one")
+    dtype = str(cfg.get("dtype", "bf16"))
+    if dtype not in TT_DTYPES:
+        raise IngestError(f"this torchtune log's dtype is {dtype!r}; accepted: {', '.join(TT_DTYPES)}")
+    tokenizer = cfg.get("tokenizer") if isinstance(cfg.get("tokenizer"), dict) else {}
+    seq = tokenizer.get("max_seq_len")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= LIMITS["seq"]:
+        raise IngestError(f"this torchtune log's tokenizer.max_seq_len is {'null' if seq is None else repr(seq)}: the "
+                          "batches' length is the dataset's, which the log does not print; accepted: a run with "
+                          f"tokenizer.max_seq_len set (1 to {LIMITS['seq']:,}; dataset.packed: True fills every batch to it)")
+    batch = cfg.get("batch_size")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise IngestError(f"this torchtune log's batch_size is {batch!r}; accepted: a whole number of sequences >= 1")
+    optimizer = _tt_component(cfg, "optimizer")
+    if optimizer not in TT_OPTIMIZERS:
+        raise IngestError(f"this torchtune log's optimizer {optimizer!r} is not read; accepted: {', '.join(TT_OPTIMIZERS)}")
+    ours = TT_OPTIMIZERS[optimizer]
+    if ours == "adamw" and optimizer == "torch.optim.AdamW" and cfg["optimizer"].get("fused"):
+        ours = "adamw_fused"
+    settings = {"task": "train", "recipe": "torchtune", "method": method, "precision": TT_DTYPES[dtype],
+                "optimizer": ours, "batch": batch, "seq": seq, "gpus": 1,
+                "grad_checkpointing": bool(cfg.get("enable_activation_checkpointing", False)),
+                "activation_offload": _tt_switch(cfg.get("enable_activation_offloading", False)),
+                "optimizer_in_backward": _tt_switch(cfg.get("optimizer_in_bwd", False)),
+                "compile": _tt_switch(cfg.get("compile", False))}
+    datasets = cfg.get("dataset") if isinstance(cfg.get("dataset"), list) else [cfg.get("dataset")]
+    settings["packing"] = _tt_switch(any(isinstance(d, dict) and d.get("packed") for d in datasets))
+    loss = _tt_component(cfg, "loss")
+    if loss:
+        if loss not in TT_LOSSES:
+            raise IngestError(f"this torchtune log's loss {loss!r} is not read; accepted: {', '.join(TT_LOSSES)}")
+        settings["loss"] = TT_LOSSES[loss]
+    notes = []
+    if method != "full":
+        model = cfg["model"]
+        targets = [TT_LORA_MODULES.get(str(m), str(m)) for m in model.get("lora_attn_modules") or []]
+        if model.get("apply_lora_to_mlp"):
+            targets += ["gate_proj", "up_proj", "down_proj"]  # torchtune's w1, w3, w2
+        if targets:
+            settings["lora_targets"] = ",".join(targets)
+        if model.get("lora_rank") is not None:
+            settings["lora_rank"] = model["lora_rank"]
+        if model.get("lora_dropout"):
+            settings["lora_dropout"] = model["lora_dropout"]
+        if model.get("apply_lora_to_output"):
+            notes.append("this torchtune run adapts the output projection too (apply_lora_to_output); its adapter is "
+                         "not in the estimate (our LoRA targets are the decoder layers' linears)")
+    measured, lines = {}, {}
+    for key, figure in (("peak_memory_alloc", "allocated_peak"), ("peak_memory_reserved", "reserved_peak")):
+        value, line = max(steps[key], key=lambda p: p[0])  # the first step at the peak
+        if not math.isfinite(value) or value <= 0:
+            raise IngestError(f"this torchtune log's {key} is {value!r}; accepted: a number of GiB > 0")
+        measured[figure], lines[figure] = value * GIB, line[:300]  # get_memory_stats: bytes / 1024**3
+    return {"format": "torchtune", "model_read": (_tt_model_names(cfg) or [builder])[0], "names_read": _tt_model_names(cfg),
+            "settings": settings, "measured": measured, "lines": lines, "versions": {}, "notes": notes}
+
+
 # ---- (c) llama.cpp load logs -------------------------------------------------------------------------
 # The format strings, in ggml-org/llama.cpp:
 #   src/llama-model-loader.cpp: "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)",
@@ -663,13 +834,14 @@ def parse_llamacpp(text: str) -> dict | None:
 
 def parse_run(text: str) -> dict:
     """The first format the text holds (training JSON line, vLLM, llama.cpp) -> a run."""
-    for parse in (parse_training, parse_vllm, parse_sglang, parse_llamacpp):
+    for parse in (parse_training, parse_vllm, parse_sglang, parse_llamacpp, parse_torchtune):
         run = parse(text)
         if run is not None:
             return run
     raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line that llm-planner ingest --snippet prints, a vLLM "
                       "start-up log ('Model loading took', 'GPU KV cache size'), an SGLang start-up log ('Load weight end', "
-                      "'KV Cache is allocated') or a llama.cpp load log ('model buffer size')")
+                      "'KV Cache is allocated'), a llama.cpp load log ('model buffer size') or a torchtune recipe's log "
+                      "('Running ... with resolved config:', 'peak_memory_alloc:')")
 
 
 # ---- matching the run to a catalog model -----------------------------------------------------------
@@ -767,6 +939,10 @@ FIGURES = {  # figure -> (evidence metric, unit, what our side is)
 # A format whose figure is read from another counter than the metric's usual one (planner/evidence.py COUNTERS) names
 # its own, in `--json`'s "counter" and on the Evidence page (a saved run too: by its format)
 FORMAT_COUNTERS = {
+    "torchtune": {"allocated_peak": "torch.cuda.max_memory_allocated, the largest over the logged steps (torchtune "
+                                    "get_memory_stats: the peak since the previous logged step, GiB)",
+                  "reserved_peak": "torch.cuda.max_memory_reserved, the largest over the logged steps (torchtune "
+                                   "get_memory_stats: the peak since the previous logged step, GiB)"},
     "sglang": {"weights": "the card's free memory before less after loading the weights (torch.cuda.mem_get_info; "
                           "SGLang's 'mem usage', GiB)",
                "kv_cache_memory": "the KV pool's K + V buffers (SGLang memory_pool.py get_kv_size_bytes, GiB)"},
@@ -781,7 +957,7 @@ def scenario_of(run: dict, model: str, gpu: str) -> dict:
 def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> dict[str, float]:
     """Our figure for each of the run's measured figures (NaN where the engine has none)."""
     sc = scenario_of(run, model, gpu)
-    if run["format"] == "training":
+    if run["format"] in TRAINING_FORMATS:
         from engine.estimate import estimate
         from planner.evidence import reserved_peak_bytes
         request = {k: v for k, v in sc.items() if k != "engine"}
@@ -809,7 +985,7 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
 # The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
 # of the process's memory on its GPU: the larger one is what the card held).
 ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "sglang": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
-               "training": ("reserved_peak",)}
+               "training": ("reserved_peak",), "torchtune": ("reserved_peak",)}
 CARD_SLACK = 1.02  # the logs' rounding (vLLM's GiB to 2 decimals, llama.cpp's MiB), far below any other card's size
 
 
@@ -823,7 +999,7 @@ def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
              if v is not None and math.isfinite(float(v))]
     measured = run.get("measured") or {}
     parts = [(f, measured[f]) for f in ON_THE_CARD.get(run.get("format"), ()) if isinstance(measured.get(f), (int, float))]
-    if run.get("format") == "training" and isinstance(measured.get("allocated_peak"), (int, float)):
+    if run.get("format") in TRAINING_FORMATS and isinstance(measured.get("allocated_peak"), (int, float)):
         parts = [max(parts + [("allocated_peak", measured["allocated_peak"])], key=lambda p: p[1])]
     held = sum(v for _, v in parts)
     if not sizes or not parts or held <= max(sizes) * CARD_SLACK:

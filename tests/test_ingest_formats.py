@@ -9,15 +9,17 @@ as the tools' loggers render them, so a parser that drifts from the upstream str
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from planner.ingest import GIB, IngestError, parse_run, parse_sglang
+from planner.ingest import GIB, IngestError, parse_run, parse_sglang, parse_torchtune
 from tests.clirun import run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "run_logs"
 SGLANG = DATA / "sglang-qwen3-14b-tp4-rtx4090.log"
+TORCHTUNE = DATA / "torchtune-llama32-3b-lora.log"
 
 
 @pytest.fixture(autouse=True)
@@ -210,3 +212,126 @@ def test_the_evidence_page_lists_a_saved_sglang_run_marked_yours(runs_file):
     ident = "user-sglang-qwen3-14b-sglang-qwen3-14b-tp4-rtx4090"
     assert list(mine.index) == [f"{ident}-{f}" for f in ("weights", "kv-cache-memory", "kv-cache-tokens")]
     assert mine.loc[f"{ident}-kv-cache-memory", "Published"] == 11.38
+
+
+# ---- torchtune -------------------------------------------------------------------------------------
+
+def _tt_parts() -> tuple[str, str, str]:
+    """The sample split: its resolved-config block, the recipe's other output, the DiskLogger's step lines."""
+    text = TORCHTUNE.read_text()
+    head, rest = text.split("Setting manual seed", 1)
+    output, steps = rest.split("Step 1 |", 1)
+    return head, "Setting manual seed" + output, "Step 1 |" + steps
+
+
+def test_the_torchtune_log_gives_the_recipe_settings_and_the_step_counters():
+    run = parse_torchtune(TORCHTUNE.read_text())
+    assert run["format"] == "torchtune" and run["model_read"] == "/tmp/Llama-3.2-3B-Instruct"
+    assert run["settings"] == {
+        "task": "train", "recipe": "torchtune", "method": "lora", "precision": "bf16", "optimizer": "adamw_fused",
+        "batch": 4, "seq": 2048, "gpus": 1, "grad_checkpointing": True, "activation_offload": "off",
+        "optimizer_in_backward": "off", "compile": "off", "packing": "on", "loss": "linear_chunked",
+        "lora_targets": "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "lora_rank": 64}
+    # the largest step's counters (each step's is the peak since the previous one), GiB = 1024**3 bytes; the model-init
+    # stats (6.22 / 6.27 GiB, the load's peak) are not a training step's
+    assert run["measured"] == {"allocated_peak": pytest.approx(13.91 * GIB), "reserved_peak": pytest.approx(14.62 * GIB)}
+    assert run["lines"]["allocated_peak"].startswith("Step 2 | loss:1.5409")
+
+
+def test_a_torchtune_run_is_compared_as_the_snippets_line_with_the_same_settings(tmp_path):
+    """The step counters are torch.cuda.max_memory_allocated / max_memory_reserved, the snippet's two counters: the
+    same scenario gives the same figures on our side (allocated_peak_bytes, reserved_peak_bytes)."""
+    code, out, err = run_cli("ingest", TORCHTUNE, "--gpu", "rtx-4090", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data) == ["format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes", "saved_id",
+                          "saved_before", "schema_version"]
+    assert data["format"] == "torchtune" and data["model"] == "llama-3.2-3b" and data["notes"] == []
+    tt = {f["figure"]: f for f in data["figures"]}
+    assert [(f["figure"], f["metric"]) for f in data["figures"]] == [("allocated_peak", "allocated_peak_bytes"),
+                                                                     ("reserved_peak", "reserved_peak_bytes")]
+    assert "max_memory_allocated" in tt["allocated_peak"]["counter"]
+    assert "max_memory_reserved" in tt["reserved_peak"]["counter"]
+    line = {"llm_planner_run": 1, "model": "llama-3.2-3b", **{k: v for k, v in data["scenario"].items()
+                                                             if k not in ("model", "gpu")},
+            "max_memory_allocated": tt["allocated_peak"]["measured"], "max_memory_reserved": tt["reserved_peak"]["measured"]}
+    snippet = tmp_path / "run.jsonl"
+    snippet.write_text(json.dumps(line) + "\n")
+    code, out, err = run_cli("ingest", snippet, "--gpu", "rtx-4090", "--json")
+    assert code == 0, err
+    same = {f["figure"]: f for f in json.loads(out)["figures"]}
+    for figure in ("allocated_peak", "reserved_peak"):
+        assert tt[figure]["estimate"] == same[figure]["estimate"] and tt[figure]["error_pct"] == same[figure]["error_pct"]
+    assert abs(tt["allocated_peak"]["error_pct"]) < 15, tt
+
+
+def test_the_torchtune_format_strings_rendered_parse():
+    """get_memory_stats' dict through StdoutLogger's / DiskLogger's txt and DiskLogger's jsonl lines, and both wordings
+    of log_memory_stats (before PR #2406: "peak memory allocation")."""
+    head, _, _ = _tt_parts()
+    stats = {"peak_memory_active": 9.123456789, "peak_memory_alloc": 9.123456789, "peak_memory_reserved": 10.5}
+    txt = "Step {} | ".format(7) + "".join("{}:{} ".format(k, v) for k, v in {"loss": 1.2, **stats}.items())
+    jsonl = json.dumps({"step": 8} | {"loss": 1.1, **stats, "peak_memory_reserved": 10.75})
+    init_new = "Memory stats after model init:\n" + "\n".join(
+        "\t{} {}: {:.2f} GiB".format("GPU", k.replace("_", " "), v) for k, v in stats.items())
+    init_old = ("Memory stats after model init:" + "\n\t{} peak memory allocation: {:.2f} GiB".format("GPU", 6.21)
+                + "\n\t{} peak memory reserved: {:.2f} GiB".format("GPU", 6.27))
+    run = parse_torchtune("\n".join([head, init_new, txt, jsonl]))
+    assert run["measured"] == {"allocated_peak": pytest.approx(9.123456789 * GIB),
+                               "reserved_peak": pytest.approx(10.75 * GIB)}
+    for init in (init_new, init_old):
+        with pytest.raises(IngestError, match="has only the model-init memory stats"):
+            parse_torchtune(head + "\n" + init + "\n")
+
+
+def _tt_with(old: str, new: str) -> str:
+    text = TORCHTUNE.read_text()
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("".join(_tt_parts()[1:]), "this torchtune log has memory figures but not the recipe's settings; accepted: the "
+                               "recipe's output from its 'Running <Recipe> with resolved config:' block on"),
+    ("".join(_tt_parts()[:2]), "this torchtune log has only the model-init memory stats (the load's peak, not a "
+                               "training step's); accepted: a run with log_peak_memory_stats: True"),
+    (_tt_with("Running LoRAFinetuneRecipeSingleDevice", "Running LoRAFinetuneRecipeDistributed"),
+     "this torchtune log is of recipe LoRAFinetuneRecipeDistributed; accepted: a log of LoRAFinetuneRecipeSingleDevice "
+     "or FullFinetuneRecipeSingleDevice"),
+    (_tt_with("  max_seq_len: 2048", "  max_seq_len: null"),
+     "this torchtune log's tokenizer.max_seq_len is null: the batches' length is the dataset's, which the log does not "
+     "print; accepted: a run with tokenizer.max_seq_len set"),
+    (_tt_with("_component_: torch.optim.AdamW", "_component_: my.optim.Sophia"),
+     "this torchtune log's optimizer 'my.optim.Sophia' is not read; accepted: torch.optim.AdamW,"),
+    (re.sub(r" peak_memory_reserved:[0-9.]+ ", " ", TORCHTUNE.read_text()),  # get_memory_stats on MPS: no reserved
+     "this torchtune log's step lines have peak_memory_alloc but no peak_memory_reserved (an MPS run"),
+    (_tt_with("dtype: bf16", "dtype: int8"), "this torchtune log's dtype is 'int8'; accepted: bf16, fp32, fp16"),
+])
+def test_a_partial_or_bad_torchtune_log_is_refused_in_one_line(tmp_path, runs_file, text, message):
+    log = tmp_path / "torchtune.log"
+    log.write_text(text)
+    code, out, err = run_cli("ingest", log, "--gpu", "rtx-4090", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: ") and message in err, err
+    assert not runs_file.exists()
+
+
+def test_a_torchtune_run_that_holds_more_than_the_gpu_has_is_refused(runs_file):
+    code, out, err = run_cli("ingest", TORCHTUNE, "--gpu", "rtx-3060-12gb", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "the torchtune run held 14.62 GiB on one GPU (reserved_peak 14.62), more than rtx-3060-12gb" in err
+    assert not runs_file.exists()
+
+
+def test_a_saved_torchtune_run_is_listed_by_evidence_as_the_users(runs_file):
+    code, out, err = run_cli("ingest", TORCHTUNE, "--gpu", "rtx-4090", "--save", "--json")
+    assert code == 0, err
+    ident = "user-torchtune-llama-3-2-3b-torchtune-llama32-3b-lora"
+    assert json.loads(out)["saved_id"] == ident
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0, err
+    mine = [r for r in json.loads(out) if r["source_kind"] == "user"]
+    assert [r["id"] for r in mine] == [f"{ident}-allocated-peak", f"{ident}-reserved-peak"]
+    assert [r["metric"] for r in mine] == ["allocated_peak_bytes", "reserved_peak_bytes"]
+    assert mine[0]["reference"] == 13.91 and mine[1]["reference"] == 14.62 and {r["recipe"] for r in mine} == {"torchtune"}
+    assert "max_memory_allocated" in mine[0]["counter"]
