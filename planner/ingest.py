@@ -178,13 +178,15 @@ TRAINING_ALIASES = {"gradient_checkpointing": "grad_checkpointing", "per_device_
 TRAINING_KEYS = (MARKER, *TRAINING_REQUIRED, *TRAINING_VERSIONS)
 
 
-def _check_training_keys(data: dict) -> None:
+def _check_training_keys(data: dict, trainer: bool = False) -> None:
     """Every key of the snippet's object is read (the snippet's own, a scenario column, an alias), else
     IngestError naming each unknown key and its closest accepted key (difflib, as the CLI suggests an
     option), or what is accepted where none is close (in one line: the CLI keeps 400 characters)."""
     import difflib
     accepted = [*TRAINING_KEYS, *sorted(SCENARIO_NAMES), *TRAINING_ALIASES]
-    unknown = [k for k in data if k not in accepted]
+    # with the Trainer's metrics merged in (train_mem_gpu_alloc_delta), the dict's other keys (train_runtime, epoch,
+    # total_flos, init_mem_cpu_alloc_delta, ...) are the Trainer's, read as nothing
+    unknown = [k for k in data if k not in accepted and not (trainer and TRAINER_METRIC.match(str(k)))]
     if not unknown:
         return
     hints, close_all = [], True
@@ -197,6 +199,50 @@ def _check_training_keys(data: dict) -> None:
               f"or an alias ({', '.join(TRAINING_ALIASES)})")
     keys, verb = ("key", "is") if len(unknown) == 1 else ("keys", "are")
     raise IngestError(f"the {MARKER} line's {keys} {', '.join(hints)} {verb} not read; accepted: {listed}")
+
+
+# Two counters other tools already print, read beside the snippet's settings (neither prints the scenario):
+# - transformers' Trainer with TrainingArguments(skip_memory_metrics=False): TrainerMemoryTracker
+#   (src/transformers/trainer_utils.py) resets torch.cuda's peak at the start of train(), and its metrics (returned by
+#   train(), logged to trainer_state.json's log_history) hold f"{stage}_mem_gpu_{t}_delta" for t in alloc, peaked:
+#   alloc = memory_allocated() at the end less at the start, peaked = max(0, max_memory_allocated() - memory_allocated()
+#   at the end), "in order to know how much memory the measured code consumed one needs to sum these two"; the first
+#   stage also carries init's (Trainer.__init__) and before_init_mem_gpu, memory_allocated() when Trainer() began. The
+#   peak is relative to the end of train(), so train()'s own max_memory_allocated is before_init_mem_gpu +
+#   init_mem_gpu_alloc_delta + train_mem_gpu_alloc_delta + train_mem_gpu_peaked_delta: exact where nothing was
+#   allocated or freed on the GPU between Trainer() and train() (the tracker does not report that gap). A metrics dict
+#   without the two init keys (a later stage's, or eval's) has no baseline and is refused by name.
+# - DeepSpeed's see_memory_usage (deepspeed/runtime/utils.py; the engine calls it around forward, backward and step
+#   with "memory_breakdown": true): f"MA {round(memory_allocated() / (1024 * 1024 * 1024),2 )} GB Max_MA
+#   {round(max_memory_allocated() / ..., 2)} GB CA {round(memory_reserved() / ..., 2)} GB Max_CA
+#   {round(max_memory_reserved() / (1024 * 1024 * 1024))} GB " on rank 0, then reset_peak_memory_stats(): the largest
+#   Max_MA is the run's max_memory_allocated (GiB to 2 places); Max_CA is rounded to a whole GiB, too coarse to compare
+#   (not read).
+TRAINER_MEM_KEYS = ("before_init_mem_gpu", "init_mem_gpu_alloc_delta", "train_mem_gpu_alloc_delta",
+                    "train_mem_gpu_peaked_delta")
+TRAINER_METRIC = re.compile(r"^(?:(?:init|train|eval|test|predict)_\w+|before_init_mem_(?:cpu|gpu)|total_flos|epoch|step)$")
+DS_MEMORY = re.compile(r"\bMA (-?[0-9.]+) GB\s+Max_MA ([0-9.]+) GB\s+CA (-?[0-9.]+) GB\s+Max_CA ([0-9.]+) GB")
+TRAINER_SUM = " + ".join(TRAINER_MEM_KEYS)
+
+
+def _trainer_peak(data: dict) -> float:
+    """train()'s max_memory_allocated from the Trainer's memory metrics merged into the line (TRAINER_SUM)."""
+    missing = [k for k in TRAINER_MEM_KEYS if data.get(k) is None]
+    if missing:
+        raise IngestError(f"the {MARKER} line has the Trainer's train_mem_gpu_alloc_delta but no {', '.join(missing)}: "
+                          "train_mem_gpu_peaked_delta is the peak above what train() left allocated, and without "
+                          "before_init_mem_gpu and init_mem_gpu_alloc_delta (the first stage's metrics: train()'s) its "
+                          "baseline is unknown; accepted: train()'s whole metrics dict merged into the line")
+    for key in TRAINER_MEM_KEYS:
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes (the Trainer's "
+                              "metrics on a CUDA device; MPS prints 'Not available')")
+    total = float(sum(data[k] for k in TRAINER_MEM_KEYS))
+    if total <= 0:
+        raise IngestError(f"the {MARKER} line's Trainer memory metrics sum to {total:,.0f} bytes ({TRAINER_SUM}); "
+                          "accepted: a run's metrics with GPU memory allocated")
+    return total
 
 
 def parse_training(text: str) -> dict | None:
@@ -219,16 +265,39 @@ def parse_training(text: str) -> dict | None:
         raise IngestError(f"the {MARKER} line is not one JSON object: {exc}") from None
     if not isinstance(data, dict):
         raise IngestError(f"the {MARKER} line is not one JSON object")
-    missing = [k for k in TRAINING_REQUIRED if data.get(k) is None]
+    trainer = data.get("train_mem_gpu_alloc_delta") is not None and data.get("max_memory_allocated") is None
+    deepspeed = [(m, m.group(0).strip()) for m in DS_MEMORY.finditer(text)] if data.get("max_memory_allocated") is None \
+        else []
+    required = ["model"] if trainer or deepspeed else list(TRAINING_REQUIRED)
+    missing = [k for k in required if data.get(k) is None]
     if missing:
-        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet prints them (llm-planner ingest --snippet; docs/ingest.md)")
-    measured = {}
+        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet prints them (llm-planner ingest "
+                          "--snippet; docs/ingest.md)" + ("" if missing == ["model"] else
+                                                          "; or merge the Trainer's memory metrics into the line, or "
+                                                          "keep DeepSpeed's see_memory_usage lines in the same log"))
+    measured, lines, notes = {}, {}, []
     for key, figure in (("max_memory_allocated", "allocated_peak"), ("max_memory_reserved", "reserved_peak")):
+        if data.get(key) is None:
+            continue
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes > 0")
-        measured[figure] = float(value)
-    _check_training_keys(data)
+        measured[figure], lines[figure] = float(value), key
+    if trainer:
+        measured = {"allocated_peak": _trainer_peak(data), **measured}
+        lines["allocated_peak"] = TRAINER_SUM
+        notes.append("allocated_peak is the Trainer's memory metrics summed (" + TRAINER_SUM + "): train()'s "
+                     "max_memory_allocated where nothing was allocated on the GPU between Trainer() and train()")
+    elif deepspeed:
+        value, line = max(((_num(m.group(2)), line) for m, line in deepspeed), key=lambda p: p[0])
+        if value <= 0:
+            raise IngestError(f"this log's DeepSpeed Max_MA is at most {value} GB; accepted: a run's see_memory_usage "
+                              "lines with GPU memory allocated")
+        measured = {"allocated_peak": value * GIB, **measured}
+        lines["allocated_peak"] = " ".join(line.split())
+        notes.append("allocated_peak is the largest Max_MA of DeepSpeed's see_memory_usage lines (max_memory_allocated "
+                     "since the previous line, GiB to 2 places); their Max_CA is rounded to a whole GiB and not compared")
+    _check_training_keys(data, trainer=data.get("train_mem_gpu_alloc_delta") is not None)
     settings = {}
     for key, value in data.items():
         name = TRAINING_ALIASES.get(key, key)
@@ -245,9 +314,11 @@ def parse_training(text: str) -> dict | None:
         settings[name] = value
     settings.setdefault("task", "train")
     versions = {k: str(data[k]) for k in TRAINING_VERSIONS if data.get(k) is not None}
-    return {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
-            "lines": {"allocated_peak": "max_memory_allocated", "reserved_peak": "max_memory_reserved"},
-            "versions": versions}
+    out = {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
+           "lines": lines, "versions": versions}
+    if notes:
+        out["notes"] = notes
+    return out
 
 
 # ---- (b) vLLM start-up logs --------------------------------------------------------------------------
@@ -838,6 +909,15 @@ def parse_run(text: str) -> dict:
         run = parse(text)
         if run is not None:
             return run
+    # counters other tools print with no settings beside them (no marker line): named, and what makes them readable
+    if "train_mem_gpu_alloc_delta" in text or "train_mem_gpu_peaked_delta" in text:
+        raise IngestError("this file holds the HF Trainer's memory metrics but not the run's settings (model, batch, seq, "
+                          f"...); accepted: the {MARKER} line with train()'s metrics merged in, print(json.dumps({{...the "
+                          "snippet's settings..., **train_result.metrics}})) (llm-planner ingest --snippet; docs/ingest.md)")
+    if DS_MEMORY.search(text):
+        raise IngestError("this log holds DeepSpeed's see_memory_usage lines but not the run's settings; accepted: the "
+                          f"{MARKER} line (the snippet's settings; its counters may be left out) printed in the same log "
+                          "(llm-planner ingest --snippet; docs/ingest.md)")
     raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line that llm-planner ingest --snippet prints, a vLLM "
                       "start-up log ('Model loading took', 'GPU KV cache size'), an SGLang start-up log ('Load weight end', "
                       "'KV Cache is allocated'), a llama.cpp load log ('model buffer size') or a torchtune recipe's log "

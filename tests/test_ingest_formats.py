@@ -335,3 +335,118 @@ def test_a_saved_torchtune_run_is_listed_by_evidence_as_the_users(runs_file):
     assert [r["metric"] for r in mine] == ["allocated_peak_bytes", "reserved_peak_bytes"]
     assert mine[0]["reference"] == 13.91 and mine[1]["reference"] == 14.62 and {r["recipe"] for r in mine} == {"torchtune"}
     assert "max_memory_allocated" in mine[0]["counter"]
+
+
+# ---- the snippet's settings beside the HF Trainer's memory metrics or DeepSpeed's see_memory_usage lines -------
+
+HF_TRAINER = DATA / "hf-trainer-llama32-3b-lora.log"
+DEEPSPEED = DATA / "deepspeed-llama32-1b-zero2.log"
+TRAINER_KEYS = ("before_init_mem_gpu", "init_mem_gpu_alloc_delta", "train_mem_gpu_alloc_delta", "train_mem_gpu_peaked_delta")
+
+
+def _marked(path: Path) -> dict:
+    return json.loads(next(line for line in path.read_text().splitlines() if '"llm_planner_run"' in line))
+
+
+def _same_settings_with_counter(tmp_path, path: Path, allocated: float) -> dict:
+    """The figures of the snippet's line with the same settings and max_memory_allocated (and reserved) given."""
+    line = {k: v for k, v in _marked(path).items() if k in ("llm_planner_run", "model", "task", "method", "precision",
+                                                             "optimizer", "per_device_train_batch_size", "max_length",
+                                                             "gradient_checkpointing", "lora_r", "gpus", "batch", "seq",
+                                                             "grad_checkpointing", "zero", "recipe")}
+    snippet = tmp_path / "same.jsonl"
+    snippet.write_text(json.dumps({**line, "max_memory_allocated": allocated, "max_memory_reserved": allocated * 1.1}))
+    code, out, err = run_cli("ingest", snippet, "--gpu", "l40s" if path is HF_TRAINER else "a100-80gb-sxm", "--json")
+    assert code == 0, err
+    return {f["figure"]: f for f in json.loads(out)["figures"]}
+
+
+def test_the_trainer_memory_metrics_give_trains_max_memory_allocated(tmp_path):
+    """TrainerMemoryTracker's peaked delta is the peak above what train() left allocated: the allocated peak is the
+    four metrics summed (train()'s start = before_init + init's delta), compared as the snippet's
+    max_memory_allocated (allocated_peak_bytes); the Trainer reports no reserved counter, so none is compared."""
+    data = _marked(HF_TRAINER)
+    run = parse_run(HF_TRAINER.read_text())
+    assert run["format"] == "training"
+    assert run["measured"] == {"allocated_peak": float(sum(data[k] for k in TRAINER_KEYS))}
+    assert run["settings"]["seq"] == 1024 and run["settings"]["batch"] == 4 and run["settings"]["lora_rank"] == 16
+    assert run["lines"]["allocated_peak"] == " + ".join(TRAINER_KEYS)
+    assert "summed" in run["notes"][0]
+    code, out, err = run_cli("ingest", HF_TRAINER, "--gpu", "l40s", "--json")
+    assert code == 0, err
+    figures = json.loads(out)["figures"]
+    assert [(f["figure"], f["metric"]) for f in figures] == [("allocated_peak", "allocated_peak_bytes")]
+    assert "max_memory_allocated" in figures[0]["counter"] and json.loads(out)["notes"] == run["notes"]
+    same = _same_settings_with_counter(tmp_path, HF_TRAINER, figures[0]["measured"])
+    assert figures[0]["estimate"] == same["allocated_peak"]["estimate"]
+    assert figures[0]["error_pct"] == same["allocated_peak"]["error_pct"]
+
+
+def test_deepspeed_see_memory_usage_gives_the_largest_max_ma(tmp_path):
+    """see_memory_usage resets the peak after each line: the largest Max_MA (15.2 GiB, step 2's backward) is the run's
+    max_memory_allocated; Max_CA (a whole GiB) is not compared."""
+    ma, max_ma, ca, max_ca = 12.4912, 15.2049, 16.1, 16.43
+    rendered = (f"MA {round(ma, 2 )} GB \
+        Max_MA {round(max_ma, 2)} GB \
+        CA {round(ca, 2)} GB \
+        Max_CA {round(max_ca)} GB ")  # deepspeed/runtime/utils.py's f-string, continuation lines and all
+    from planner.ingest import DS_MEMORY
+    assert DS_MEMORY.search(rendered).groups() == ("12.49", "15.2", "16.1", "16")
+    run = parse_run(DEEPSPEED.read_text())
+    assert run["measured"] == {"allocated_peak": pytest.approx(15.2 * GIB)}
+    assert run["lines"]["allocated_peak"] == "MA 12.49 GB Max_MA 15.2 GB CA 16.1 GB Max_CA 16 GB"
+    assert run["settings"]["zero"] == 2 and run["settings"]["recipe"] == "deepspeed" and run["settings"]["gpus"] == 2
+    assert "Max_CA is rounded to a whole GiB and not compared" in run["notes"][0]
+    code, out, err = run_cli("ingest", DEEPSPEED, "--gpu", "a100-80gb-sxm", "--json")
+    assert code == 0, err
+    figures = json.loads(out)["figures"]
+    assert [f["figure"] for f in figures] == ["allocated_peak"]
+    same = _same_settings_with_counter(tmp_path, DEEPSPEED, figures[0]["measured"])
+    assert figures[0]["estimate"] == same["allocated_peak"]["estimate"]
+
+
+def _hf_line_without(*keys, **changes) -> str:
+    data = _marked(HF_TRAINER)
+    for key in keys:
+        data.pop(key)
+    return json.dumps({**data, **changes})
+
+
+@pytest.mark.parametrize("text, message", [
+    # the peaked delta alone: relative to the end of train(), whose memory the line does not give
+    (_hf_line_without("before_init_mem_gpu", "init_mem_gpu_alloc_delta"),
+     "the llm_planner_run line has the Trainer's train_mem_gpu_alloc_delta but no before_init_mem_gpu, "
+     "init_mem_gpu_alloc_delta: train_mem_gpu_peaked_delta is the peak above what train() left allocated"),
+    (_hf_line_without(train_mem_gpu_peaked_delta="Not available"),  # MPS
+     "the llm_planner_run line's train_mem_gpu_peaked_delta is 'Not available'; accepted: a number of bytes"),
+    # train()'s metrics saved alone (all_results.json / train_results.json): no settings
+    (json.dumps({k: v for k, v in _marked(HF_TRAINER).items() if k.startswith(("train_", "init_", "before_", "epoch"))},
+                indent=4),
+     "this file holds the HF Trainer's memory metrics but not the run's settings (model, batch, seq, ...); accepted: "
+     "the llm_planner_run line with train()'s metrics merged in"),
+    ("\n".join(line for line in DEEPSPEED.read_text().splitlines() if "llm_planner_run" not in line),
+     "this log holds DeepSpeed's see_memory_usage lines but not the run's settings; accepted: the llm_planner_run line"),
+    # a Trainer key read as nothing unless the Trainer's metrics are merged in
+    (_hf_line_without(*TRAINER_KEYS, "train_mem_cpu_alloc_delta", max_memory_allocated=1e10, max_memory_reserved=1.1e10),
+     "the llm_planner_run line's keys 'train_runtime'"),
+])
+def test_trainer_or_deepspeed_counters_without_what_they_need_are_refused_in_one_line(tmp_path, runs_file, text,
+                                                                                       message):
+    log = tmp_path / "run.log"
+    log.write_text(text + "\n")
+    code, out, err = run_cli("ingest", log, "--gpu", "l40s", "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: ") and message in err, err
+    assert not runs_file.exists()
+
+
+def test_a_saved_trainer_run_is_listed_by_evidence(runs_file):
+    code, out, err = run_cli("ingest", HF_TRAINER, "--gpu", "l40s", "--save", "--json")
+    assert code == 0, err
+    ident = json.loads(out)["saved_id"]
+    assert ident == "user-training-llama-3-2-3b-hf-trainer-llama32-3b-lora"
+    code, out, err = run_cli("evidence", "--json")
+    assert code == 0, err
+    mine = [r for r in json.loads(out) if r["source_kind"] == "user"]
+    assert [(r["id"], r["metric"]) for r in mine] == [(f"{ident}-allocated-peak", "allocated_peak_bytes")]
+    assert mine[0]["setup_note"] == " + ".join(TRAINER_KEYS)
