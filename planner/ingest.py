@@ -515,6 +515,13 @@ SGL_LOAD_QUANT = re.compile(r"\bquant=([\w.-]+)(?:, bits=(\d+))?")
 SGL_KV = re.compile(r"KV Cache is allocated\. (?:dtype: \S+, )?#tokens: (\d+), "
                     r"(?:K size: ([0-9.]+) GB, V size: ([0-9.]+) GB|KV size: ([0-9.]+) GB)")
 SGL_TOTAL = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)")
+# Hybrid pools print one "KV Cache is allocated" line per sub-pool: mem_cache/swa_memory_pool.py SWAKVPool (gpt-oss's
+# sliding-window layers: a full and a window pool, then f"SWAKVPool mem usage: {self.mem_usage:.2f} GB, swa size:
+# {self.size_swa}, full size: {self.size}"), and the linear-attention models' f"Mamba Cache is allocated.
+# max_mamba_cache_size: ..., conv_state size: ...GB, ssm_state size: ...GB" beside their attention pool. Neither
+# sub-pool line is the pool the engine sizes (kv_cache_bytes_allocated: the whole budget), so only the weights are
+# compared for them, and a note says so.
+SGL_HYBRID = re.compile(r"SWAKVPool mem usage: [0-9.]+ GB|Mamba Cache is allocated\.")
 # SGLang's quantization names (server_args.py QUANTIZATION_CHOICES) beyond vLLM's: its own w8a8 kernels and ModelOpt's FP8
 SGL_QUANT_PRECISION = {**VLLM_QUANT_PRECISION, "w8a8_int8": "int8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8",
                        "awq_marlin": "int4", "gptq_marlin": "int4"}
@@ -619,6 +626,14 @@ def parse_sglang(text: str) -> dict | None:
     if loads:
         value, line = max((_num(m.group(2)), line) for m, line in loads)
         measured["weights"], lines["weights"] = value * GIB, line  # get_available_gpu_memory: bytes / (1 << 30)
+    hybrid = SGL_HYBRID.search(text)
+    if hybrid:
+        if not loads:
+            raise IngestError(f"this SGLang log's KV cache is a hybrid pool ('{hybrid.group(0)}'), whose sub-pools are "
+                              "not compared, and it has no 'Load weight end' line; ingest the whole start-up log")
+        pools, totals = [], []
+        notes.append(f"this SGLang log's KV cache is a hybrid pool ('{hybrid.group(0)}'): its sub-pools' lines are not "
+                     "the single pool the engine sizes, so only the weights are compared")
     if pools:
         def pool_bytes(m) -> float:
             return (_num(m.group(2)) + _num(m.group(3)) if m.group(2) is not None else _num(m.group(4))) * GIB

@@ -450,3 +450,21 @@ def test_a_saved_trainer_run_is_listed_by_evidence(runs_file):
     mine = [r for r in json.loads(out) if r["source_kind"] == "user"]
     assert [(r["id"], r["metric"]) for r in mine] == [(f"{ident}-allocated-peak", "allocated_peak_bytes")]
     assert mine[0]["setup_note"] == " + ".join(TRAINER_KEYS)
+
+
+@pytest.mark.parametrize("hybrid", [
+    # mem_cache/swa_memory_pool.py SWAKVPool: two MHA sub-pools, then its own line
+    [_kv(1_200_000, k=6 * GIB, v=6 * GIB), _kv(2_500_000, k=1.5 * GIB, v=1.5 * GIB),
+     "SWAKVPool mem usage: {:.2f} GB, swa size: {}, full size: {}".format(15.0, 1_200_000, 2_500_000)],
+    # a linear-attention model's state cache beside its attention pool
+    ["Mamba Cache is allocated. max_mamba_cache_size: {}, conv_state size: {:.2f}GB, ssm_state size: {:.2f}GB".format(
+        614, 0.38, 10.81), _kv(1_933_682, k=6.2 * GIB, v=6.2 * GIB)],
+])
+def test_an_sglang_hybrid_pool_compares_the_weights_only(hybrid):
+    """A sub-pool's line was taken for the pool (the smaller sub-pool's K + V against the engine's whole budget)."""
+    run = parse_sglang("\n".join([_sglang_args(model="openai/gpt-oss-20b"), _load_end(usage=12.9), *hybrid,
+                                  _total(2_500_000, 131072)]))
+    assert run["measured"] == {"weights": pytest.approx(12.9 * GIB)}
+    assert "hybrid pool" in run["notes"][-1] and "only the weights are compared" in run["notes"][-1]
+    with pytest.raises(IngestError, match="hybrid pool .* no 'Load weight end' line"):
+        parse_sglang("\n".join([_sglang_args(), *hybrid, _total(2_500_000, 8192)]))
