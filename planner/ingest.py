@@ -522,6 +522,10 @@ SGL_TOTAL = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)")
 # sub-pool line is the pool the engine sizes (kv_cache_bytes_allocated: the whole budget), so only the weights are
 # compared for them, and a note says so.
 SGL_HYBRID = re.compile(r"SWAKVPool mem usage: [0-9.]+ GB|Mamba Cache is allocated\.")
+# speculative decoding (server_args speculative_algorithm='EAGLE', ...): the draft worker loads and allocates too
+# (model_runner.py is_draft_worker), its own "Load weight end" and pool lines beside the target's; the target's
+# weights are the largest, but which pool line is whose the log does not say: the pools are not compared
+SGL_SPEC = re.compile(r"\bspeculative_algorithm='([^']*)'")
 # SGLang's quantization names (server_args.py QUANTIZATION_CHOICES) beyond vLLM's: its own w8a8 kernels and ModelOpt's FP8
 SGL_QUANT_PRECISION = {**VLLM_QUANT_PRECISION, "w8a8_int8": "int8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8",
                        "awq_marlin": "int4", "gptq_marlin": "int4"}
@@ -626,14 +630,16 @@ def parse_sglang(text: str) -> dict | None:
     if loads:
         value, line = max((_num(m.group(2)), line) for m, line in loads)
         measured["weights"], lines["weights"] = value * GIB, line  # get_available_gpu_memory: bytes / (1 << 30)
-    hybrid = SGL_HYBRID.search(text)
+    spec, pooled = SGL_SPEC.search(args), SGL_HYBRID.search(text)
+    hybrid = pooled.group(0) if pooled else spec.group(0) if spec else None
     if hybrid:
         if not loads:
-            raise IngestError(f"this SGLang log's KV cache is a hybrid pool ('{hybrid.group(0)}'), whose sub-pools are "
-                              "not compared, and it has no 'Load weight end' line; ingest the whole start-up log")
+            raise IngestError(f"this SGLang log's KV cache is a hybrid pool or a draft's beside the target's "
+                              f"('{hybrid}'), which is not compared, and it has no 'Load weight end' line; ingest "
+                              "the whole start-up log")
         pools, totals = [], []
-        notes.append(f"this SGLang log's KV cache is a hybrid pool ('{hybrid.group(0)}'): its sub-pools' lines are not "
-                     "the single pool the engine sizes, so only the weights are compared")
+        notes.append(f"this SGLang log's KV cache is a hybrid pool or a draft's beside the target's ('{hybrid}'): "
+                     "its pool lines are not the single pool the engine sizes, so only the weights are compared")
     if pools:
         def pool_bytes(m) -> float:
             return (_num(m.group(2)) + _num(m.group(3)) if m.group(2) is not None else _num(m.group(4))) * GIB

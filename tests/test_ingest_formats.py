@@ -34,10 +34,11 @@ def runs_file(tmp_path, monkeypatch):
 
 # SGLang's f-strings (sgl-project/sglang python/sglang/srt/), as its logger renders them
 def _sglang_args(model="meta-llama/Llama-3.1-8B-Instruct", dtype="auto", quantization=None, kv_cache_dtype="auto",
-                 context_length=None, fraction=0.83, tp=1, pp=1) -> str:
+                 context_length=None, fraction=0.83, tp=1, pp=1, speculative_algorithm=None) -> str:
     fields = dict(model_path=model, tokenizer_path=model, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                   quantization=quantization, context_length=context_length, mem_fraction_static=fraction,
-                  tp_size=tp, pp_size=pp, dp_size=1)
+                  tp_size=tp, pp_size=pp, dp_size=1, speculative_algorithm=speculative_algorithm,
+                  speculative_draft_model_path=None if speculative_algorithm is None else "lmsys/sglang-EAGLE3-LLaMA3.1")
     server_args = "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"  # the dataclass repr
     return f"server_args={server_args}"  # logger.info(f"{server_args=}")
 
@@ -468,3 +469,12 @@ def test_an_sglang_hybrid_pool_compares_the_weights_only(hybrid):
     assert "hybrid pool" in run["notes"][-1] and "only the weights are compared" in run["notes"][-1]
     with pytest.raises(IngestError, match="hybrid pool .* no 'Load weight end' line"):
         parse_sglang("\n".join([_sglang_args(), *hybrid, _total(2_500_000, 8192)]))
+
+
+def test_an_sglang_log_with_a_draft_model_compares_the_targets_weights_only():
+    """The draft worker prints its own load and pool lines: the smaller pool was the draft's, taken for the target's."""
+    run = parse_sglang("\n".join([
+        _sglang_args(speculative_algorithm="EAGLE3"), _load_end(usage=14.99), _load_end(usage=0.81),
+        _kv(400_000, k=24.4 * GIB, v=24.4 * GIB), _kv(400_100, k=0.76 * GIB, v=0.76 * GIB), _total(400_000, 8192)]))
+    assert run["measured"] == {"weights": pytest.approx(14.99 * GIB)}
+    assert "speculative_algorithm='EAGLE3'" in run["notes"][-1]
