@@ -1,6 +1,6 @@
 """Real runs come back (issue 26, item 4): a run's own log beside our estimate.
 
-`llm-planner ingest FILE --gpu ID [--json] [--save]` reads one of three things (docs/ingest.md):
+`llm-planner ingest FILE --gpu ID [--json] [--save]` reads one of five things (docs/ingest.md):
 
 - the JSON line of the snippet we publish for training scripts (marker `llm_planner_run`):
   torch.cuda.max_memory_allocated / max_memory_reserved and the scenario's settings;
@@ -8,11 +8,15 @@
   quantization=), "Model loading took", "Available KV cache memory", "GPU KV cache size",
   "Maximum concurrency for";
 - a llama.cpp load log: the GGUF path and general.name, file type, n_ctx / n_seq_max, "offloaded
-  N/M layers to GPU", and the model / KV / compute buffer sizes per device.
+  N/M layers to GPU", and the model / KV / compute buffer sizes per device;
+- an SGLang start-up log: server_args (model_path, dtype, quantization, tp_size, mem_fraction_static), "Load weight
+  end ... mem usage", "KV Cache is allocated. #tokens: N, K size, V size", max_total_num_tokens / context_len;
+- a torchtune recipe's log: its resolved config (the scenario) and the metric logger's peak_memory_alloc /
+  peak_memory_reserved step counters (torch.cuda's two counters, as the snippet's).
 
 The parsers are pure functions over text. The run is matched to a scenario (model id, task,
-precision, sequence length, GPUs) and estimated: training runs with engine.estimate (the counters
-as planner/evidence.py compares them), vLLM and llama.cpp logs with engine.serving (the engine's
+precision, sequence length, GPUs) and estimated: training runs (the snippet, torchtune) with engine.estimate (the
+counters as planner/evidence.py compares them), vLLM, SGLang and llama.cpp logs with engine.serving (the engine's
 own start-up arithmetic). Each measured figure is printed beside our figure with the error.
 `--save` keeps the run in the user's runs file (beside the user catalog, `user_runs_path`); the
 Evidence page and `evidence --json` list the saved runs, re-estimated, with source_kind "user".
@@ -40,7 +44,8 @@ MIB = 2**20
 MARKER = "llm_planner_run"
 MAX_LOG_BYTES = 64 * 2**20  # a start-up log is kilobytes; a bigger file is not read whole
 VLLM_BLOCK_SIZE = 16  # vLLM's CacheConfig default on CUDA (engine/serving.py VLLM_BLOCK_SIZE)
-FORMATS = ("training", "vllm", "llama.cpp")
+FORMATS = ("training", "vllm", "llama.cpp", "sglang", "torchtune")
+TRAINING_FORMATS = ("training", "torchtune")  # estimated with engine.estimate, compared by the torch.cuda counters
 # `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
 INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes")
 FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
@@ -86,7 +91,7 @@ def _text_of(data: bytes, what: str) -> str:
     if len(data) > MAX_LOG_BYTES:
         raise IngestError(f"{what} is {len(data):,} bytes; at most {MAX_LOG_BYTES:,} are read")
     if b"\x00" in data[:65536]:
-        raise IngestError(f"{what} holds binary data; accepted: a vLLM start-up log, a llama.cpp load log or "
+        raise IngestError(f"{what} holds binary data; accepted: a vLLM or SGLang start-up log, a llama.cpp load log or "
                           f"the {MARKER} JSON line (llm-planner ingest --snippet prints the lines that write it; docs/ingest.md)")
     return data.decode("utf-8", errors="replace")
 
@@ -128,7 +133,7 @@ def check_settings(run: dict) -> None:
     value and what is accepted: the parsers bound what they read, and a saved run (the runs file is YAML
     a user may edit) is bounded again before it is estimated. A training run's settings are the engine's
     scenario columns, which engine.estimate checks itself (engine/scenarios.py INT_RANGES)."""
-    if run.get("format") == "training":
+    if run.get("format") in TRAINING_FORMATS:
         return
     settings = run.get("settings") or {}
     for key, (low, high, accepted) in SETTING_RANGES.items():
@@ -173,13 +178,15 @@ TRAINING_ALIASES = {"gradient_checkpointing": "grad_checkpointing", "per_device_
 TRAINING_KEYS = (MARKER, *TRAINING_REQUIRED, *TRAINING_VERSIONS)
 
 
-def _check_training_keys(data: dict) -> None:
+def _check_training_keys(data: dict, trainer: bool = False) -> None:
     """Every key of the snippet's object is read (the snippet's own, a scenario column, an alias), else
     IngestError naming each unknown key and its closest accepted key (difflib, as the CLI suggests an
     option), or what is accepted where none is close (in one line: the CLI keeps 400 characters)."""
     import difflib
     accepted = [*TRAINING_KEYS, *sorted(SCENARIO_NAMES), *TRAINING_ALIASES]
-    unknown = [k for k in data if k not in accepted]
+    # with the Trainer's metrics merged in (train_mem_gpu_alloc_delta), the dict's other keys (train_runtime, epoch,
+    # total_flos, init_mem_cpu_alloc_delta, ...) are the Trainer's, read as nothing
+    unknown = [k for k in data if k not in accepted and not (trainer and TRAINER_METRIC.match(str(k)))]
     if not unknown:
         return
     hints, close_all = [], True
@@ -192,6 +199,50 @@ def _check_training_keys(data: dict) -> None:
               f"or an alias ({', '.join(TRAINING_ALIASES)})")
     keys, verb = ("key", "is") if len(unknown) == 1 else ("keys", "are")
     raise IngestError(f"the {MARKER} line's {keys} {', '.join(hints)} {verb} not read; accepted: {listed}")
+
+
+# Two counters other tools already print, read beside the snippet's settings (neither prints the scenario):
+# - transformers' Trainer with TrainingArguments(skip_memory_metrics=False): TrainerMemoryTracker
+#   (src/transformers/trainer_utils.py) resets torch.cuda's peak at the start of train(), and its metrics (returned by
+#   train(), logged to trainer_state.json's log_history) hold f"{stage}_mem_gpu_{t}_delta" for t in alloc, peaked:
+#   alloc = memory_allocated() at the end less at the start, peaked = max(0, max_memory_allocated() - memory_allocated()
+#   at the end), "in order to know how much memory the measured code consumed one needs to sum these two"; the first
+#   stage also carries init's (Trainer.__init__) and before_init_mem_gpu, memory_allocated() when Trainer() began. The
+#   peak is relative to the end of train(), so train()'s own max_memory_allocated is before_init_mem_gpu +
+#   init_mem_gpu_alloc_delta + train_mem_gpu_alloc_delta + train_mem_gpu_peaked_delta: exact where nothing was
+#   allocated or freed on the GPU between Trainer() and train() (the tracker does not report that gap). A metrics dict
+#   without the two init keys (a later stage's, or eval's) has no baseline and is refused by name.
+# - DeepSpeed's see_memory_usage (deepspeed/runtime/utils.py; the engine calls it around forward, backward and step
+#   with "memory_breakdown": true): f"MA {round(memory_allocated() / (1024 * 1024 * 1024),2 )} GB Max_MA
+#   {round(max_memory_allocated() / ..., 2)} GB CA {round(memory_reserved() / ..., 2)} GB Max_CA
+#   {round(max_memory_reserved() / (1024 * 1024 * 1024))} GB " on rank 0, then reset_peak_memory_stats(): the largest
+#   Max_MA is the run's max_memory_allocated (GiB to 2 places); Max_CA is rounded to a whole GiB, too coarse to compare
+#   (not read).
+TRAINER_MEM_KEYS = ("before_init_mem_gpu", "init_mem_gpu_alloc_delta", "train_mem_gpu_alloc_delta",
+                    "train_mem_gpu_peaked_delta")
+TRAINER_METRIC = re.compile(r"^(?:(?:init|train|eval|test|predict)_\w+|before_init_mem_(?:cpu|gpu)|total_flos|epoch|step)$")
+DS_MEMORY = re.compile(r"\bMA (-?[0-9.]+) GB\s+Max_MA ([0-9.]+) GB\s+CA (-?[0-9.]+) GB\s+Max_CA ([0-9.]+) GB")
+TRAINER_SUM = " + ".join(TRAINER_MEM_KEYS)
+
+
+def _trainer_peak(data: dict) -> float:
+    """train()'s max_memory_allocated from the Trainer's memory metrics merged into the line (TRAINER_SUM)."""
+    missing = [k for k in TRAINER_MEM_KEYS if data.get(k) is None]
+    if missing:
+        raise IngestError(f"the {MARKER} line has the Trainer's train_mem_gpu_alloc_delta but no {', '.join(missing)}: "
+                          "train_mem_gpu_peaked_delta is the peak above what train() left allocated, and without "
+                          "before_init_mem_gpu and init_mem_gpu_alloc_delta (the first stage's metrics: train()'s) its "
+                          "baseline is unknown; accepted: train()'s whole metrics dict merged into the line")
+    for key in TRAINER_MEM_KEYS:
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes (the Trainer's "
+                              "metrics on a CUDA device; MPS prints 'Not available')")
+    total = float(sum(data[k] for k in TRAINER_MEM_KEYS))
+    if total <= 0:
+        raise IngestError(f"the {MARKER} line's Trainer memory metrics sum to {total:,.0f} bytes ({TRAINER_SUM}); "
+                          "accepted: a run's metrics with GPU memory allocated")
+    return total
 
 
 def parse_training(text: str) -> dict | None:
@@ -214,16 +265,39 @@ def parse_training(text: str) -> dict | None:
         raise IngestError(f"the {MARKER} line is not one JSON object: {exc}") from None
     if not isinstance(data, dict):
         raise IngestError(f"the {MARKER} line is not one JSON object")
-    missing = [k for k in TRAINING_REQUIRED if data.get(k) is None]
+    trainer = data.get("train_mem_gpu_alloc_delta") is not None and data.get("max_memory_allocated") is None
+    deepspeed = [(m, m.group(0).strip()) for m in DS_MEMORY.finditer(text)] if data.get("max_memory_allocated") is None \
+        else []
+    required = ["model"] if trainer or deepspeed else list(TRAINING_REQUIRED)
+    missing = [k for k in required if data.get(k) is None]
     if missing:
-        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet prints them (llm-planner ingest --snippet; docs/ingest.md)")
-    measured = {}
+        raise IngestError(f"the {MARKER} line has no {', '.join(missing)}; the snippet prints them (llm-planner ingest "
+                          "--snippet; docs/ingest.md)" + ("" if missing == ["model"] else
+                                                          "; or merge the Trainer's memory metrics into the line, or "
+                                                          "keep DeepSpeed's see_memory_usage lines in the same log"))
+    measured, lines, notes = {}, {}, []
     for key, figure in (("max_memory_allocated", "allocated_peak"), ("max_memory_reserved", "reserved_peak")):
+        if data.get(key) is None:
+            continue
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise IngestError(f"the {MARKER} line's {key} is {value!r}; accepted: a number of bytes > 0")
-        measured[figure] = float(value)
-    _check_training_keys(data)
+        measured[figure], lines[figure] = float(value), key
+    if trainer:
+        measured = {"allocated_peak": _trainer_peak(data), **measured}
+        lines["allocated_peak"] = TRAINER_SUM
+        notes.append("allocated_peak is the Trainer's memory metrics summed (" + TRAINER_SUM + "): train()'s "
+                     "max_memory_allocated where nothing was allocated on the GPU between Trainer() and train()")
+    elif deepspeed:
+        value, line = max(((_num(m.group(2)), line) for m, line in deepspeed), key=lambda p: p[0])
+        if value <= 0:
+            raise IngestError(f"this log's DeepSpeed Max_MA is at most {value} GB; accepted: a run's see_memory_usage "
+                              "lines with GPU memory allocated")
+        measured = {"allocated_peak": value * GIB, **measured}
+        lines["allocated_peak"] = " ".join(line.split())
+        notes.append("allocated_peak is the largest Max_MA of DeepSpeed's see_memory_usage lines (max_memory_allocated "
+                     "since the previous line, GiB to 2 places); their Max_CA is rounded to a whole GiB and not compared")
+    _check_training_keys(data, trainer=data.get("train_mem_gpu_alloc_delta") is not None)
     settings = {}
     for key, value in data.items():
         name = TRAINING_ALIASES.get(key, key)
@@ -240,9 +314,11 @@ def parse_training(text: str) -> dict | None:
         settings[name] = value
     settings.setdefault("task", "train")
     versions = {k: str(data[k]) for k in TRAINING_VERSIONS if data.get(k) is not None}
-    return {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
-            "lines": {"allocated_peak": "max_memory_allocated", "reserved_peak": "max_memory_reserved"},
-            "versions": versions}
+    out = {"format": "training", "model_read": str(data["model"]), "settings": settings, "measured": measured,
+           "lines": lines, "versions": versions}
+    if notes:
+        out["notes"] = notes
+    return out
 
 
 # ---- (b) vLLM start-up logs --------------------------------------------------------------------------
@@ -404,6 +480,344 @@ def parse_vllm(text: str) -> dict | None:
             "versions": {"vllm": printed} if printed else {}, "notes": notes}
 
 
+# ---- (d) SGLang server start-up logs -----------------------------------------------------------------
+# The format strings, in sgl-project/sglang (python/sglang/srt/...):
+#   entrypoints/engine.py _launch_subprocesses: logger.info(f"{server_args=}") -> "server_args=ServerArgs(model_path='...',
+#       ..., dtype='auto', kv_cache_dtype='auto', quantization=None, ..., context_length=None, ...,
+#       mem_fraction_static=0.88, ..., tp_size=1, pp_size=1, ...)" (the dataclass repr, after __post_init__ resolved
+#       the fraction's default)
+#   model_executor/model_runner.py load_model: f"Load weight end. elapsed={...:.2f} s, type={type(self.model).__name__},
+#       {quant_str + ', ' if quant_str else ''}avail mem={after_avail_memory:.2f} GB, mem usage={self.weight_load_mem_usage:.2f}
+#       GB." (quant_str: ModelConfig.get_quantization_config_log_str, "quant=fp8, fmt=e4m3" / "quant=gptq, bits=4");
+#       the 0.4 series: f"Load weight end. type={...}, dtype={self.dtype}, avail mem={...:.2f} GB, mem usage={...:.2f} GB."
+#       weight_load_mem_usage = before_avail_memory - after_avail_memory, both utils.get_available_gpu_memory
+#       (torch.cuda.mem_get_info's free bytes / (1 << 30)): what the card's free memory fell by while loading
+#   mem_cache/memory_pool.py (GB = 1024 * 1024 * 1024): MHATokenToKVPool "KV Cache is allocated. #tokens: {size},
+#       K size: {k_size / GB:.2f} GB, V size: {v_size / GB:.2f} GB" (KVCache._finalize_allocation_log later), MLA pools
+#       "KV Cache is allocated. #tokens: {size}, KV size: {kv_size / GB:.2f} GB"; K + V is the whole pool
+#   managers/scheduler.py: f"max_total_num_tokens={self.max_total_num_tokens}, chunked_prefill_size=..., max_prefill_tokens=...,
+#       max_running_requests=..., context_len={self.model_config.context_len}" (the context the server runs at)
+# A log prints no SGLang version; its server_args print the fraction it ran at, so the version's default (engine/serving.py
+# sglang_mem_fraction) does not enter: the run is estimated with that fraction at the current release.
+
+SGL_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
+SGL_MODEL = re.compile(r"\bmodel_path='([^']*)'")
+SGL_DTYPE = re.compile(r"\bdtype='([^']*)'")
+SGL_QUANT = re.compile(r"\bquantization=(?:None|'([^']*)')")
+SGL_KV_DTYPE = re.compile(r"\bkv_cache_dtype='([^']*)'")
+SGL_CONTEXT = re.compile(r"\bcontext_length=(None|\d+)")
+SGL_FRACTION = re.compile(r"\bmem_fraction_static=(None|[0-9.]+)")
+SGL_TP = re.compile(r"\btp_size=(\d+)")
+SGL_PP = re.compile(r"\bpp_size=(\d+)")
+SGL_LOAD = re.compile(r"Load weight end\. (.*?)mem usage=([0-9.]+) GB")
+SGL_LOAD_DTYPE = re.compile(r"\bdtype=(torch\.\w+)")
+SGL_LOAD_QUANT = re.compile(r"\bquant=([\w.-]+)(?:, bits=(\d+))?")
+SGL_KV = re.compile(r"KV Cache is allocated\. (?:dtype: \S+, )?#tokens: (\d+), "
+                    r"(?:K size: ([0-9.]+) GB, V size: ([0-9.]+) GB|KV size: ([0-9.]+) GB)")
+SGL_TOTAL = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)")
+# Hybrid pools print one "KV Cache is allocated" line per sub-pool: mem_cache/swa_memory_pool.py SWAKVPool (gpt-oss's
+# sliding-window layers: a full and a window pool, then f"SWAKVPool mem usage: {self.mem_usage:.2f} GB, swa size:
+# {self.size_swa}, full size: {self.size}"), and the linear-attention models' f"Mamba Cache is allocated.
+# max_mamba_cache_size: ..., conv_state size: ...GB, ssm_state size: ...GB" beside their attention pool. Neither
+# sub-pool line is the pool the engine sizes (kv_cache_bytes_allocated: the whole budget), so only the weights are
+# compared for them, and a note says so.
+SGL_HYBRID = re.compile(r"SWAKVPool mem usage: [0-9.]+ GB|Mamba Cache is allocated\.")
+# speculative decoding (server_args speculative_algorithm='EAGLE', ...): the draft worker loads and allocates too
+# (model_runner.py is_draft_worker), its own "Load weight end" and pool lines beside the target's; the target's
+# weights are the largest, but which pool line is whose the log does not say: the pools are not compared
+SGL_SPEC = re.compile(r"\bspeculative_algorithm='([^']*)'")
+# SGLang's quantization names (server_args.py QUANTIZATION_CHOICES) beyond vLLM's: its own w8a8 kernels and ModelOpt's FP8
+SGL_QUANT_PRECISION = {**VLLM_QUANT_PRECISION, "w8a8_int8": "int8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8",
+                       "awq_marlin": "int4", "gptq_marlin": "int4"}
+# A quantized checkpoint started without --quantization prints quantization=None in server_args (the checkpoint's
+# config.json decides): the 0.4 series' "Load weight end" names no method either, so the scheme the name carries by the
+# publishers' convention (-FP8, -AWQ, -GPTQ-Int4, -W4A16, ...) is read, and a note says so.
+SGL_NAME_PRECISIONS = (*CT_NAME_PRECISIONS, (re.compile(r"(?i)(?<![a-z])(awq|gptq)(?![a-z])"), "int4"))
+
+
+def _sglang_name_precision(model: str) -> str | None:
+    name = str(model).replace("\\", "/").rstrip("/").split("/")[-1]
+    return next((precision for pattern, precision in SGL_NAME_PRECISIONS if pattern.search(name)), None)
+
+
+def _sglang_quant(method: str, bits: str | None, model: str, where: str) -> str:
+    """A quantization method SGLang names -> our weight precision, else IngestError naming it."""
+    precision = SGL_QUANT_PRECISION.get(method, "unknown")
+    if precision == "unknown":
+        raise IngestError(f"SGLang quantization {method!r} ({where}) is not read; accepted: "
+                          f"{', '.join(k for k in SGL_QUANT_PRECISION if k not in ('None', 'none'))} or none")
+    if precision == "by name":
+        return _compressed_tensors_precision(model)
+    if method.startswith(("gptq", "awq")) and bits == "8":
+        return "int8"
+    return precision
+
+
+def parse_sglang(text: str) -> dict | None:
+    """An SGLang server start-up log -> a run, or None when it has none of SGLang's memory lines. Per-GPU figures (one
+    line per tensor-parallel rank) keep the largest weights and the smallest pool, as vLLM's do."""
+    loads = [(m, m.group(0)) for m in SGL_LOAD.finditer(text)]
+    pools = [(m, m.group(0)) for m in SGL_KV.finditer(text)]
+    totals = [(m, m.group(0)) for m in SGL_TOTAL.finditer(text)]
+    if not (loads or pools):
+        return None
+    args = SGL_ARGS.search(text)
+    if args is None:
+        raise IngestError("this SGLang log has no 'server_args=ServerArgs(...)' line (model_path, dtype, tp_size, "
+                          "mem_fraction_static); ingest the whole start-up log")
+    args = args.group(1)
+    model = SGL_MODEL.search(args)
+    if model is None:
+        raise IngestError("this SGLang log's server_args print no model_path='...'; ingest the whole start-up log")
+    model = model.group(1)
+    tp = SGL_TP.search(args)
+    tp = _whole_read(tp.group(1), "this SGLang log's tp_size", 1, LIMITS["tp"],
+                     f"a whole number of GPUs from 1 to {LIMITS['tp']:,}") if tp else 1
+    pp = SGL_PP.search(args)
+    pp = _whole_read(pp.group(1), "this SGLang log's pp_size", 1, LIMITS["pp"],
+                     f"a whole number of stages from 1 to {LIMITS['pp']:,}") if pp else 1
+    if totals:
+        max_len = _whole_read(totals[-1][0].group(2), "this SGLang log's context_len", 1, LIMITS["seq"],
+                              SETTING_RANGES["max_model_len"][2] + " (SGLang's context_len)")
+    else:
+        given = SGL_CONTEXT.search(args)
+        if given is None or given.group(1) == "None":
+            raise IngestError("this SGLang log prints no context length (no 'max_total_num_tokens=..., context_len=N' "
+                              "line, and server_args context_length=None); ingest the whole start-up log")
+        max_len = _whole_read(given.group(1), "this SGLang log's context_length", 1, LIMITS["seq"],
+                              SETTING_RANGES["max_model_len"][2] + " (SGLang's context_length)")
+    notes: list[str] = []
+    quant = SGL_QUANT.search(args)
+    load_info = loads[0][0].group(1) if loads else ""
+    load_quant = SGL_LOAD_QUANT.search(load_info)
+    load_dtype = SGL_LOAD_DTYPE.search(load_info)
+    dtype = SGL_DTYPE.search(args)
+    dtype = dtype.group(1) if dtype else "auto"
+    if quant and quant.group(1):
+        precision = _sglang_quant(quant.group(1), None, model, f"server_args quantization='{quant.group(1)}'")
+    elif load_quant:
+        precision = _sglang_quant(load_quant.group(1), load_quant.group(2), model, f"'{load_quant.group(0)}'")
+    elif _sglang_name_precision(model):
+        precision = _sglang_name_precision(model)
+        notes.append(f"this SGLang log prints quantization=None and names no method; the scheme in the model's name "
+                     f"({model!r}) is read: {precision}")
+    elif load_dtype:
+        if load_dtype.group(1) not in VLLM_DTYPES:
+            raise IngestError(f"SGLang dtype {load_dtype.group(1)!r} is not read; accepted: "
+                              f"{', '.join(sorted(k for k in VLLM_DTYPES if k.startswith('torch.')))}")
+        precision = VLLM_DTYPES[load_dtype.group(1)]
+    elif dtype != "auto":
+        if dtype not in VLLM_DTYPES:
+            raise IngestError(f"SGLang dtype {dtype!r} is not read; accepted: auto, "
+                              f"{', '.join(sorted(k for k in VLLM_DTYPES if not k.startswith('torch.')))}")
+        precision = VLLM_DTYPES[dtype]
+    else:
+        # newer "Load weight end" lines print no dtype; bf16 and fp16 weigh the same (2 bytes a parameter)
+        precision = "bf16"
+        notes.append("this SGLang log prints dtype='auto' and no loaded dtype: estimated as bf16 (fp16 weighs the same)")
+    settings = {"task": "infer", "engine": "sglang", "precision": precision, "max_model_len": max_len, "gpus": tp * pp}
+    kv_dtype = SGL_KV_DTYPE.search(args)
+    if kv_dtype and kv_dtype.group(1).startswith("fp8"):
+        settings["kv_precision"] = "fp8"
+    fraction = SGL_FRACTION.search(args)
+    if fraction and fraction.group(1) != "None":
+        value = float(fraction.group(1))
+        if not 0 < value <= 1:
+            raise IngestError(f"this SGLang log's mem_fraction_static is {fraction.group(1)}; accepted: a share of "
+                              "the card above 0 and at most 1")
+        settings["gpu_memory_utilization"] = value
+    measured, lines = {}, {}
+    if loads:
+        value, line = max((_num(m.group(2)), line) for m, line in loads)
+        measured["weights"], lines["weights"] = value * GIB, line  # get_available_gpu_memory: bytes / (1 << 30)
+    spec, pooled = SGL_SPEC.search(args), SGL_HYBRID.search(text)
+    hybrid = pooled.group(0) if pooled else spec.group(0) if spec else None
+    if hybrid:
+        if not loads:
+            raise IngestError(f"this SGLang log's KV cache is a hybrid pool or a draft's beside the target's "
+                              f"('{hybrid}'), which is not compared, and it has no 'Load weight end' line; ingest "
+                              "the whole start-up log")
+        pools, totals = [], []
+        notes.append(f"this SGLang log's KV cache is a hybrid pool or a draft's beside the target's ('{hybrid}'): "
+                     "its pool lines are not the single pool the engine sizes, so only the weights are compared")
+    if pools:
+        def pool_bytes(m) -> float:
+            return (_num(m.group(2)) + _num(m.group(3)) if m.group(2) is not None else _num(m.group(4))) * GIB
+        value, line, tokens = min((pool_bytes(m), line, int(m.group(1))) for m, line in pools)
+        measured["kv_cache_memory"], lines["kv_cache_memory"] = value, line
+        measured["kv_cache_tokens"], lines["kv_cache_tokens"] = float(tokens), line
+    elif totals:
+        measured["kv_cache_tokens"], lines["kv_cache_tokens"] = float(totals[-1][0].group(1)), totals[-1][1]
+    return {"format": "sglang", "model_read": model, "settings": settings, "measured": measured, "lines": lines,
+            "versions": {}, "notes": notes}
+
+
+# ---- (e) torchtune recipe logs -----------------------------------------------------------------------
+# The format strings, in pytorch/torchtune:
+#   torchtune/config/_utils.py log_config: f"Running {recipe_name} with resolved config:\n\n{cfg_str}", cfg_str =
+#       OmegaConf.to_yaml(cfg, resolve=True, sort_keys=True): the recipe's settings (the YAML with the command line's
+#       overrides), printed by every recipe's recipe_main before training
+#   torchtune/training/memory.py get_memory_stats: {"peak_memory_active": memory_stats()["active_bytes.all.peak"],
+#       "peak_memory_alloc": max_memory_allocated(device), "peak_memory_reserved": max_memory_reserved(device)}, each
+#       / _BYTES_IN_GIB (1024**3), then reset_peak_memory_stats(device) (reset_stats=True, the recipes' call)
+#   torchtune/training/memory.py log_memory_stats: f"{message}\n" + "\n".join(f"\t{device_support.device_name}
+#       {key.replace('_', ' ')}: {value:.2f} GiB" ...) ("Memory stats after model init:", "GPU peak memory alloc: X GiB";
+#       before 2025-02, PR #2406: "GPU peak memory allocation: X GiB", "... reserved", "... active")
+#   torchtune/training/metric_logging.py DiskLogger / StdoutLogger log_dict: f"Step {step} | " + f"{name}:{data} " per
+#       key (txt), or one JSON object {"step": step, name: data, ...} a line (DiskLogger output_fmt "jsonl"); the LoRA and
+#       full single-device recipes add get_memory_stats() to each logged step with log_peak_memory_stats: True
+# The step's counters are torch.cuda's peaks since the previous logged step (each call resets them): their largest
+# over the steps logged is the training step's peak, which the engine estimates. The model-init stats are the load's
+# peak, not a step's: they are not compared.
+
+TT_RUNNING = re.compile(r"Running (\w+) with resolved config:\s*$", re.M)
+TT_YAML_LINE = re.compile(r"^(\s|- |[A-Za-z_][\w.]*:( |$))")  # an OmegaConf.to_yaml line (indented, a list item, a key)
+TT_STEP_VALUE = {key: re.compile(r"""(?:^|[\s{,|])["']?%s["']?\s*:\s*([0-9.eE+-]+)""" % key)
+                 for key in ("peak_memory_alloc", "peak_memory_reserved")}
+TT_INIT_STATS = re.compile(r"^\s*(?:GPU|NPU|XPU|MPS) peak memory (?:alloc|allocation|reserved|active): [0-9.]+ GiB", re.M)
+TT_RECIPES = {"LoRAFinetuneRecipeSingleDevice": "lora", "FullFinetuneRecipeSingleDevice": "full"}
+# config optimizer._component_ -> our optimizer (engine/constants.py OPTIMIZERS); torch's AdamW(fused=True) is adamw_fused
+TT_OPTIMIZERS = {"torch.optim.AdamW": "adamw", "torch.optim.Adam": "adamw", "torch.optim.SGD": "sgd",
+                 "bitsandbytes.optim.PagedAdamW8bit": "paged_adamw_8bit", "bitsandbytes.optim.PagedAdamW":
+                 "paged_adamw_32bit", "bitsandbytes.optim.AdamW8bit": "adamw_8bit",
+                 "torchao.optim.AdamW8bit": "adamw_8bit_torchao", "torchao.prototype.low_bit_optim.AdamW8bit":
+                 "adamw_8bit_torchao"}
+# config loss._component_ -> our loss (docs/stacks.md `loss`)
+TT_LOSSES = {"torchtune.modules.loss.LinearCrossEntropyLoss": "linear_chunked",
+             "torchtune.modules.loss.CEWithChunkedOutputLoss": "chunked", "torch.nn.CrossEntropyLoss": "unfused"}
+# torchtune's LoRA module names (lora_attn_modules; apply_lora_to_mlp adapts w1, w2, w3) -> ours
+TT_LORA_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
+TT_DTYPES = {"bf16": "bf16", "fp32": "fp32", "fp16": "fp16"}
+
+
+def _tt_config(text: str) -> tuple[str, dict] | None:
+    """The recipe's name and its resolved config (the YAML block log_config prints), or None where the log has none."""
+    m = TT_RUNNING.search(text)
+    if m is None:
+        return None
+    block = []
+    for line in text[m.end():].lstrip("\n").splitlines():
+        if line.strip() and not TT_YAML_LINE.match(line):
+            break  # the next log line ("Model is initialized ...", "INFO:torchtune...", "Step 1 | ...")
+        block.append(line)
+    try:
+        cfg = yaml.safe_load("\n".join(block)) or {}
+    except yaml.YAMLError as exc:
+        raise IngestError(f"this torchtune log's resolved config is not YAML: {' '.join(str(exc).split())[:160]}") from None
+    if not isinstance(cfg, dict):
+        raise IngestError("this torchtune log's resolved config is not a mapping; ingest the recipe's whole output")
+    return m.group(1), cfg
+
+
+def _tt_component(cfg: dict, key: str) -> str:
+    node = cfg.get(key)
+    return str(node.get("_component_", "")) if isinstance(node, dict) else ""
+
+
+def _tt_model_names(cfg: dict) -> list[str]:
+    """Names to match: the checkpoint folder's (a Hub repo's name as `tune download` writes it), then the model builder's
+    (torchtune.models.llama3_2.lora_llama3_2_3b -> llama-3.2 3b)."""
+    names = []
+    ckpt = cfg.get("checkpointer") if isinstance(cfg.get("checkpointer"), dict) else {}
+    if ckpt.get("checkpoint_dir"):
+        names.append(str(ckpt["checkpoint_dir"]).rstrip("/"))
+    builder = re.sub(r"^q?lora_", "", _tt_component(cfg, "model").split(".")[-1])
+    if builder:
+        dotted = re.sub(r"(\d)_(\d)", r"\1.\2", builder)
+        names += [dotted, re.sub(r"^([a-z]+)(\d)", r"\1-\2", dotted)]
+    return list(dict.fromkeys(names))
+
+
+def _tt_switch(value) -> str:
+    return "on" if value else "off"
+
+
+def parse_torchtune(text: str) -> dict | None:
+    """A torchtune recipe's log (its output, with the metric logger's step lines) -> a run, or None when it has neither
+    torchtune's memory stats nor its step counters."""
+    steps = {key: [(float(m.group(1)), line.strip()) for line in text.splitlines() for m in [pattern.search(line)] if m]
+             for key, pattern in TT_STEP_VALUE.items()}
+    init = TT_INIT_STATS.search(text)
+    if not (steps["peak_memory_alloc"] or steps["peak_memory_reserved"] or init):
+        return None
+    found = _tt_config(text)
+    if found is None:
+        raise IngestError("this torchtune log has memory figures but not the recipe's settings; accepted: the recipe's "
+                          "output from its 'Running <Recipe> with resolved config:' block on, with the metric logger's "
+                          "'Step N | ... peak_memory_alloc:...' lines (DiskLogger writes them to <output_dir>/logs/"
+                          "log_*.txt: give both, e.g. cat run.out logs/log_*.txt | llm-planner ingest - --gpu ID)")
+    recipe, cfg = found
+    if recipe not in TT_RECIPES:
+        raise IngestError(f"this torchtune log is of recipe {recipe}; accepted: a log of "
+                          f"{' or '.join(TT_RECIPES)} (the single-device fine-tuning recipes)")
+    if not (steps["peak_memory_alloc"] and steps["peak_memory_reserved"]):
+        if steps["peak_memory_alloc"]:  # get_memory_stats on MPS: the Metal driver's memory, no reserved counter
+            raise IngestError("this torchtune log's step lines have peak_memory_alloc but no peak_memory_reserved (an MPS "
+                              "run: its alloc is the Metal driver's memory); accepted: a CUDA run's step lines")
+        raise IngestError("this torchtune log has only the model-init memory stats (the load's peak, not a training "
+                          "step's); accepted: a run with log_peak_memory_stats: True whose metric logger's 'Step N | ... "
+                          "peak_memory_alloc:...' lines are given too (DiskLogger: <output_dir>/logs/log_*.txt)")
+    builder = _tt_component(cfg, "model").split(".")[-1]
+    method = "qlora" if builder.startswith("qlora_") else "lora" if builder.startswith("lora_") else "full"
+    if (method == "full") != (TT_RECIPES[recipe] == "full"):
+        raise IngestError(f"this torchtune log's recipe {recipe} builds model {builder!r}; accepted: a LoRA builder "
+                          "(lora_..., qlora_...) under the LoRA recipe, another under the full one")
+    dtype = str(cfg.get("dtype", "bf16"))
+    if dtype not in TT_DTYPES:
+        raise IngestError(f"this torchtune log's dtype is {dtype!r}; accepted: {', '.join(TT_DTYPES)}")
+    tokenizer = cfg.get("tokenizer") if isinstance(cfg.get("tokenizer"), dict) else {}
+    seq = tokenizer.get("max_seq_len")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= LIMITS["seq"]:
+        raise IngestError(f"this torchtune log's tokenizer.max_seq_len is {'null' if seq is None else repr(seq)}: the "
+                          "batches' length is the dataset's, which the log does not print; accepted: a run with "
+                          f"tokenizer.max_seq_len set (1 to {LIMITS['seq']:,}; dataset.packed: True fills every batch to it)")
+    batch = cfg.get("batch_size")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise IngestError(f"this torchtune log's batch_size is {batch!r}; accepted: a whole number of sequences >= 1")
+    optimizer = _tt_component(cfg, "optimizer")
+    if optimizer not in TT_OPTIMIZERS:
+        raise IngestError(f"this torchtune log's optimizer {optimizer!r} is not read; accepted: {', '.join(TT_OPTIMIZERS)}")
+    ours = TT_OPTIMIZERS[optimizer]
+    if ours == "adamw" and optimizer == "torch.optim.AdamW" and cfg["optimizer"].get("fused"):
+        ours = "adamw_fused"
+    settings = {"task": "train", "recipe": "torchtune", "method": method, "precision": TT_DTYPES[dtype],
+                "optimizer": ours, "batch": batch, "seq": seq, "gpus": 1,
+                "grad_checkpointing": bool(cfg.get("enable_activation_checkpointing", False)),
+                "activation_offload": _tt_switch(cfg.get("enable_activation_offloading", False)),
+                "optimizer_in_backward": _tt_switch(cfg.get("optimizer_in_bwd", False)),
+                "compile": _tt_switch(cfg.get("compile", False))}
+    datasets = cfg.get("dataset") if isinstance(cfg.get("dataset"), list) else [cfg.get("dataset")]
+    settings["packing"] = _tt_switch(any(isinstance(d, dict) and d.get("packed") for d in datasets))
+    loss = _tt_component(cfg, "loss")
+    if loss:
+        if loss not in TT_LOSSES:
+            raise IngestError(f"this torchtune log's loss {loss!r} is not read; accepted: {', '.join(TT_LOSSES)}")
+        settings["loss"] = TT_LOSSES[loss]
+    notes = []
+    if method != "full":
+        model = cfg["model"]
+        targets = [TT_LORA_MODULES.get(str(m), str(m)) for m in model.get("lora_attn_modules") or []]
+        if model.get("apply_lora_to_mlp"):
+            targets += ["gate_proj", "up_proj", "down_proj"]  # torchtune's w1, w3, w2
+        if targets:
+            settings["lora_targets"] = ",".join(targets)
+        if model.get("lora_rank") is not None:
+            settings["lora_rank"] = model["lora_rank"]
+        if model.get("lora_dropout"):
+            settings["lora_dropout"] = model["lora_dropout"]
+        if model.get("apply_lora_to_output"):
+            notes.append("this torchtune run adapts the output projection too (apply_lora_to_output); its adapter is "
+                         "not in the estimate (our LoRA targets are the decoder layers' linears)")
+    measured, lines = {}, {}
+    for key, figure in (("peak_memory_alloc", "allocated_peak"), ("peak_memory_reserved", "reserved_peak")):
+        value, line = max(steps[key], key=lambda p: p[0])  # the first step at the peak
+        if not math.isfinite(value) or value <= 0:
+            raise IngestError(f"this torchtune log's {key} is {value!r}; accepted: a number of GiB > 0")
+        measured[figure], lines[figure] = value * GIB, line[:300]  # get_memory_stats: bytes / 1024**3
+    return {"format": "torchtune", "model_read": (_tt_model_names(cfg) or [builder])[0], "names_read": _tt_model_names(cfg),
+            "settings": settings, "measured": measured, "lines": lines, "versions": {}, "notes": notes}
+
+
 # ---- (c) llama.cpp load logs -------------------------------------------------------------------------
 # The format strings, in ggml-org/llama.cpp:
 #   src/llama-model-loader.cpp: "%s: loaded meta data with %d key-value pairs and %d tensors from %s (version %s)",
@@ -512,13 +926,23 @@ def parse_llamacpp(text: str) -> dict | None:
 
 def parse_run(text: str) -> dict:
     """The first format the text holds (training JSON line, vLLM, llama.cpp) -> a run."""
-    for parse in (parse_training, parse_vllm, parse_llamacpp):
+    for parse in (parse_training, parse_vllm, parse_sglang, parse_llamacpp, parse_torchtune):
         run = parse(text)
         if run is not None:
             return run
+    # counters other tools print with no settings beside them (no marker line): named, and what makes them readable
+    if "train_mem_gpu_alloc_delta" in text or "train_mem_gpu_peaked_delta" in text:
+        raise IngestError("this file holds the HF Trainer's memory metrics but not the run's settings (model, batch, seq, "
+                          f"...); accepted: the {MARKER} line with train()'s metrics merged in, print(json.dumps({{...the "
+                          "snippet's settings..., **train_result.metrics}})) (llm-planner ingest --snippet; docs/ingest.md)")
+    if DS_MEMORY.search(text):
+        raise IngestError("this log holds DeepSpeed's see_memory_usage lines but not the run's settings; accepted: the "
+                          f"{MARKER} line (the snippet's settings; its counters may be left out) printed in the same log "
+                          "(llm-planner ingest --snippet; docs/ingest.md)")
     raise IngestError(f"no recognizable run in this file; accepted: the {MARKER} JSON line that llm-planner ingest --snippet prints, a vLLM "
-                      "start-up log ('Model loading took', 'GPU KV cache size') or a llama.cpp load log "
-                      "('model buffer size')")
+                      "start-up log ('Model loading took', 'GPU KV cache size'), an SGLang start-up log ('Load weight end', "
+                      "'KV Cache is allocated'), a llama.cpp load log ('model buffer size') or a torchtune recipe's log "
+                      "('Running ... with resolved config:', 'peak_memory_alloc:')")
 
 
 # ---- matching the run to a catalog model -----------------------------------------------------------
@@ -613,6 +1037,19 @@ FIGURES = {  # figure -> (evidence metric, unit, what our side is)
 }
 
 
+# A format whose figure is read from another counter than the metric's usual one (planner/evidence.py COUNTERS) names
+# its own, in `--json`'s "counter" and on the Evidence page (a saved run too: by its format)
+FORMAT_COUNTERS = {
+    "torchtune": {"allocated_peak": "torch.cuda.max_memory_allocated, the largest over the logged steps (torchtune "
+                                    "get_memory_stats: the peak since the previous logged step, GiB)",
+                  "reserved_peak": "torch.cuda.max_memory_reserved, the largest over the logged steps (torchtune "
+                                   "get_memory_stats: the peak since the previous logged step, GiB)"},
+    "sglang": {"weights": "the card's free memory before less after loading the weights (torch.cuda.mem_get_info; "
+                          "SGLang's 'mem usage', GiB)",
+               "kv_cache_memory": "the KV pool's K + V buffers (SGLang memory_pool.py get_kv_size_bytes, GiB)"},
+}
+
+
 def scenario_of(run: dict, model: str, gpu: str) -> dict:
     """The engine request the run stands for."""
     return {"model": model, "gpu": gpu, **run["settings"]}
@@ -621,7 +1058,7 @@ def scenario_of(run: dict, model: str, gpu: str) -> dict:
 def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> dict[str, float]:
     """Our figure for each of the run's measured figures (NaN where the engine has none)."""
     sc = scenario_of(run, model, gpu)
-    if run["format"] == "training":
+    if run["format"] in TRAINING_FORMATS:
         from engine.estimate import estimate
         from planner.evidence import reserved_peak_bytes
         request = {k: v for k, v in sc.items() if k != "engine"}
@@ -648,8 +1085,8 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
 
 # The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
 # of the process's memory on its GPU: the larger one is what the card held).
-ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
-               "training": ("reserved_peak",)}
+ON_THE_CARD = {"vllm": ("weights", "kv_cache_memory"), "sglang": ("weights", "kv_cache_memory"), "llama.cpp": ("weights", "kv_cache_memory", "compute_buffer"),
+               "training": ("reserved_peak",), "torchtune": ("reserved_peak",)}
 CARD_SLACK = 1.02  # the logs' rounding (vLLM's GiB to 2 decimals, llama.cpp's MiB), far below any other card's size
 
 
@@ -663,7 +1100,7 @@ def check_card(run: dict, gpu: str, gpus: pd.DataFrame) -> None:
              if v is not None and math.isfinite(float(v))]
     measured = run.get("measured") or {}
     parts = [(f, measured[f]) for f in ON_THE_CARD.get(run.get("format"), ()) if isinstance(measured.get(f), (int, float))]
-    if run.get("format") == "training" and isinstance(measured.get("allocated_peak"), (int, float)):
+    if run.get("format") in TRAINING_FORMATS and isinstance(measured.get("allocated_peak"), (int, float)):
         parts = [max(parts + [("allocated_peak", measured["allocated_peak"])], key=lambda p: p[1])]
     held = sum(v for _, v in parts)
     if not sizes or not parts or held <= max(sizes) * CARD_SLACK:
@@ -690,7 +1127,10 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
         out.append({"figure": figure, "metric": metric, "measured": float(measured),
                     "estimate": float(est) if math.isfinite(est) else None, "unit": unit,
                     "error_pct": round(float(error), 1) if math.isfinite(error) else None,
-                    "source_line": run.get("lines", {}).get(figure, ""), "counter": COUNTERS.get(metric, FIGURES[figure][2])})
+                    "source_line": run.get("lines", {}).get(figure, ""),
+                    # a format whose figure is another counter than the metric's usual one names its own (SGLang's
+                    # weights: the card's free memory falling while loading)
+                    "counter": FORMAT_COUNTERS.get(run.get("format"), {}).get(figure) or COUNTERS.get(metric, FIGURES[figure][2])})
     return out
 
 
