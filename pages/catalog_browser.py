@@ -370,8 +370,9 @@ def page_words(message: str) -> str:
 with tab_run:
     from planner import ingest as ing
 
-    st.markdown("Paste a vLLM start-up log, a llama.cpp load log or the one JSON line of the training snippet "
-                "(docs/ingest.md, `llm-planner ingest`): each figure the run printed is shown beside our estimate "
+    st.markdown("Paste a vLLM or SGLang start-up log, a llama.cpp load log, a torchtune recipe log (its resolved config and "
+                "step lines) or the one JSON line of the training snippet (with HF Trainer memory metrics or DeepSpeed "
+                "`see_memory_usage` lines beside it; docs/ingest.md, `llm-planner ingest`): each figure the run printed is shown beside our estimate "
                 "of the same scenario. Kept runs are listed on the Evidence page, marked as yours.")
     pasted = st.text_area("The log (or the JSON line)", key="run_log_text", height=180)
     g1, g2 = st.columns(2)

@@ -263,7 +263,8 @@ def _new_parser(prog: str) -> Parser:
                     help="the serving engines' published runs instead: batch-1 decode and prefill speed and the "
                          "KV budgets of vLLM / SGLang start-up logs, each beside the serving model's figure "
                          "(fit rows set a constant, held-out rows are the accuracy; docs/serving.md)")
-    ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM start-up, llama.cpp load) beside "
+    ing = sub.add_parser("ingest", help="a real run's log (training JSON line, vLLM or SGLang start-up, llama.cpp load, torchtune "
+                                        "recipe) beside "
                                         "our estimate (docs/ingest.md)")
     ing.add_argument("file", nargs="?", help="the log, or a file holding the llm_planner_run JSON line that --snippet "
                                              "prints (docs/ingest.md); - reads standard input")
