@@ -328,8 +328,15 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     windowed = mv.mask("kv_policy", "windowed") if "kv_policy" in mv.frame else np.ones(mv.size, dtype=bool)
     full_policy = mv.mask("kv_policy", "full") if "kv_policy" in mv.frame else np.zeros(mv.size, dtype=bool)
     kv_elems = kv_elements_per_token(arch, full_policy)
-    win_layers = np.where(windowed & ~mla, arch["sliding_window_layers"].astype(float), 0.0)
-    window = np.where(win_layers > 0, arch["sliding_window"].astype(float), 0.0)
+    # (a model whose every layer slides keeps them all: llama.cpp converts Mistral's and Qwen2's to its llama / qwen2
+    # archs, whose load_hparams read no sliding window (src/llama-model.cpp LLM_ARCH_LLAMA), and mlx-lm's llama.py
+    # builds plain KVCaches; its SWA cache is the interleaved models' (llama-kv-cache-iswa.cpp): Gemma 2/3, gpt-oss, ...)
+    sliding = arch["sliding_window_layers"].astype(float)
+    win_layers = np.where(windowed & ~mla & (sliding < np.asarray(L, dtype=float)), sliding, 0.0)
+    # the tokens a window layer keeps under "windowed": llama.cpp's SWA cache, the window + a micro-batch padded to 256
+    # (engine/constants.py llama_swa_cells; MLX's RotatingKVCache holds its window plus a prefill step's tokens
+    # while it prefills, and transformers' sliding layer window - 1 after it: the larger llama.cpp count stands for all)
+    window = np.where(win_layers > 0, C.llama_swa_cells(arch["sliding_window"]), 0.0)
 
     gpus = mv.values("gpus").astype(float)
     tp = mv.values("tp").astype(float)
@@ -1669,8 +1676,8 @@ def cached_logits_bytes(x: Inputs) -> np.ndarray:
 
 def kv_window_saving(x: Inputs, batch: np.ndarray, seq: np.ndarray, take) -> np.ndarray:
     """Per row (<= 0): what the sliding-window layers do not keep under kv_policy windowed, the
-    tokens beyond their window (llama.cpp's SWA cache and transformers' sliding-window cache keep
-    the last `sliding_window` tokens of those layers): -bytes per token x batch x max(seq - window, 0).
+    tokens beyond what they keep (llama.cpp's SWA cache: the window + -ub 512, padded to 256 cells:
+    Inputs.window, engine/constants.py llama_swa_cells): -bytes per token x batch x max(seq - kept, 0).
     take: per memory configuration -> the rows."""
     return -take(x.kv_window) * batch * np.maximum(seq - take(x.window), 0.0)
 

@@ -7,6 +7,8 @@ or a file format, or a documented default of a library. Where a figure is an ass
 
 from __future__ import annotations
 
+import numpy as np
+
 GIB = 2**30
 MIB = 2**20
 GB = 10**9
@@ -114,6 +116,23 @@ BNB_PACKED_BITS = 4.0
 # 3-D tensors), and the output tensor Q8_0 too; GGML_TYPE_MXFP4 is 32 values in 17 bytes (one e8m0
 # scale + 16 bytes of e2m1) = 4.25 bits. Its GGUF_BITS entry is the rest's (Q8_0, 8.5 bits);
 # GGUF_EXPERT_BITS is the experts'.
+# llama.cpp's sliding-window (SWA) KV cache (src/llama-kv-cache-iswa.cpp at 02c28f53): each sequence stream keeps
+# GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256) cells of its sliding-window layers ("the SWA cache is always padded to 256
+# for performance", ggml-org/llama.cpp#17037), n_ubatch the default -ub 512 (common/common.h); with --kv-unified (or
+# -np auto) one stream of n_swa x n_seq + n_ubatch, which the per-sequence count never falls below. Public load logs
+# agree: Gemma's 1,024-token window at -c 8192 prints "creating SWA KV cache, size = 1536 cells" (1/1 and 2/2 seqs).
+# kv_policy "windowed" (engine/components.py) keeps that many tokens of those layers.
+LLAMA_UBATCH = 512
+LLAMA_SWA_PAD = 256
+
+
+def llama_swa_cells(window):
+    """The tokens llama.cpp's SWA cache keeps of a sliding-window layer per sequence (before the context caps it):
+    the window plus one micro-batch, rounded up to 256 (0 where there is no window)."""
+    w = np.asarray(window, dtype=float)
+    return np.where(w > 0, np.ceil((w + LLAMA_UBATCH) / LLAMA_SWA_PAD) * LLAMA_SWA_PAD, 0.0)
+
+
 GGUF_BITS = {
     "q8_0": 8.5, "q6_k": 6.5625, "q5_k_m": 5.69, "q4_k_m": 4.8944, "q4_0": 4.55, "q3_k_m": 3.91, "q2_k": 3.35,
     "mxfp4_moe": 8.5,

@@ -64,7 +64,8 @@ RULES: tuple[tuple[str, str], ...] = (
                   "row is a transformers prefill, which holds every layer's keys and values at full "
                   "length (its sliding-window cache keeps a view of the whole prefill's K/V; MLA "
                   "decompressed): full. A GGUF precision runs on llama.cpp, whose SWA cache keeps "
-                  "the window: windowed. serve uses each engine's own (vLLM, SGLang: latent; "
+                  "the window plus a micro-batch, padded to 256 cells (a model whose every layer slides "
+                  "keeps all): windowed. serve uses each engine's own (vLLM, SGLang: latent; "
                   "llama.cpp, Ollama: windowed; transformers: full). --kv-policy windowed, full "
                   "or latent asks one explicitly."),
     ("ep", "Expert parallel (--ep) applies to mixture-of-experts models: a dense model's ep is 1. "

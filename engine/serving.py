@@ -369,7 +369,7 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
 
 # --- llama.cpp / Ollama ----------------------------------------------------------------
 FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
-LLAMA_UBATCH = 512  # llama.cpp's default -ub (n_ubatch), common/common.h
+LLAMA_UBATCH = C.LLAMA_UBATCH  # llama.cpp's default -ub (n_ubatch), common/common.h
 # llama.cpp's KV cache types (-ctk / -ctv, common/arg.cpp "--cache-type-k TYPE ... (default: f16)"; f32, f16, bf16,
 # q8_0, q4_0, ...) for each kv_precision: llama.cpp has no fp8 cache, so fp8 is its 8-bit one, q8_0; auto and fp16 are
 # its default f16. A quantized type is stored in ggml blocks of 32 values with one fp16 scale each
