@@ -106,10 +106,14 @@ def deepseek_tensors(c: dict, mtp_layers: int = 0) -> list[tuple[str, list[int]]
 
 
 def write_f16_gguf(path, arch: str, meta: dict, tensors):
-    """A GGUF of `arch` with these whole-number metadata keys: 1-D tensors F32, the others F16 (torch's (rows, columns))."""
+    """A GGUF of `arch` with these metadata keys (whole numbers, or lists as arrays): 1-D tensors F32, the others F16
+    (torch's (rows, columns))."""
     w = gguf.GGUFWriter(str(path), arch)
     for key, value in meta.items():
-        w.add_uint32(key, value)
+        if isinstance(value, list):
+            w.add_array(key, value)
+        else:
+            w.add_uint32(key, value)
     for name, shape in tensors:
         w.add_tensor(name, np.zeros(shape, np.float32 if len(shape) == 1 else np.float16))
     w.write_header_to_file()

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gguf
-import numpy as np
 import pytest
 
 from catalog.checkpoints import model_from_files
 from catalog.schema import CatalogError
 from catalog.user import model_from_config, model_from_config_file
 from tests.clirun import run_cli
+from tests.test_models_2025 import write_f16_gguf
 
 DATA = Path(__file__).parent / "data" / "configs_2026"
 
@@ -171,24 +170,11 @@ SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=8, num_atte
 
 def _gguf(path, arch: str, c: dict, tensors, extra=None, head_dim=None):
     """A GGUF of `arch` with c's shapes, F16 matrices and F32 vectors; `extra`: more metadata (ints, or a list of bools)."""
-    w = gguf.GGUFWriter(str(path), arch)
     meta = {"block_count": c["num_hidden_layers"], "embedding_length": c["hidden_size"],
             "feed_forward_length": c["intermediate_size"], "attention.head_count": c["num_attention_heads"],
             "attention.head_count_kv": c["num_key_value_heads"], "context_length": c["max_position_embeddings"],
             "vocab_size": c["vocab_size"], **({"attention.key_length": head_dim} if head_dim else {}), **(extra or {})}
-    for key, value in meta.items():
-        if isinstance(value, list):
-            w.add_array(f"{arch}.{key}", value)
-        else:
-            w.add_uint32(f"{arch}.{key}", value)
-    w.add_uint32("general.file_type", 1)
-    for name, shape in tensors:
-        w.add_tensor(name, np.zeros(shape, np.float32 if len(shape) == 1 else np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return write_f16_gguf(path, arch, {**{f"{arch}.{k}": v for k, v in meta.items()}, "general.file_type": 1}, tensors)
 
 
 def _attention(p: str, c: dict, d: int, q_norm=None, k_norm=None, biases=False) -> list:
