@@ -10,8 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app import user_entries as ue
-from app.labels import md_escape
+from app.labels import CATALOG_TABS, md_escape
 
 c.ensure_frame()
 from catalog.schema import CatalogError
@@ -57,7 +58,9 @@ for kind, label in (("gpus", "GPU"), ("models", "model")):
     for ident in ue.shadowed(kind):
         st.info(f"Your catalog file also has a {label} {ue.md_code(ident)}: this session shows the one you added "
                 "here (save or remove yours to see the saved one).")
-query = st.text_input("Search all tables (id, name, vendor, source, …)", key="cat_search")
+# the search and the open tab are kept in the settings and the URL (app/state.py PAGE_FIELDS: catalog_search, catalog_tab)
+query = state.control("catalog_search", lambda k, **v: st.text_input("Search all tables (id, name, vendor, source, …)",
+                                                                    key=k, **v))
 
 
 def search(frame: pd.DataFrame) -> pd.DataFrame:
@@ -90,9 +93,12 @@ def add_entry(kind: str, label: str, raw: dict) -> None:
 
 # keyed and tracked: the rerun after adding an entry stays on the tab the user was on (it used to
 # jump back to the GPUs tab)
-tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file, tab_run = st.tabs(
-    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file", "Your run's log"],
-    key="catalog_tab", on_change="rerun")
+# (the open one is read back as its URL word, app/labels.py CATALOG_TABS)
+drawn: dict = {}
+state.control("catalog_tab", lambda k, index: drawn.setdefault("tabs", st.tabs(
+    list(CATALOG_TABS.values()), key=k, on_change="rerun", default=list(CATALOG_TABS.values())[index])),
+    read=lambda tabs: next((word for word, tab in zip(CATALOG_TABS, tabs) if tab.open), "gpus"))
+tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file, tab_run = drawn["tabs"]
 
 with tab_gpus:
     view = pd.DataFrame({

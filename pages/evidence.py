@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app.labels import md_escape
 from planner.evidence import memory_hit_rate, worst_underestimate
 
@@ -72,13 +73,16 @@ def _serving_tab() -> None:
     with st.container(border=True):
         f1, f2, f3 = st.columns(3)
         metric_names = [m for m in SERVING_METRICS if m in set(sv["metric"])]
-        metrics = f1.multiselect("Metric", metric_names, default=metric_names, format_func=SERVING_METRICS.get,
-                                 key="sv_metric")
+        # kept in the settings and the URL (app/state.py PAGE_FIELDS: sv_metrics, sv_engines, sv_roles, sv_search)
+        metrics = state.control("sv_metrics", lambda k, **v: f1.multiselect(
+            "Metric", metric_names, format_func=SERVING_METRICS.get, key=k, **v), options=metric_names)
         engines = sorted(sv["engine"].astype(str).unique())
-        chosen_engines = f2.multiselect("Engine", engines, default=engines, key="sv_engine")
-        roles = f3.multiselect("Role", list(ROLE_LABELS), default=list(ROLE_LABELS), format_func=ROLE_LABELS.get,
-                               key="sv_role")
-        query = st.text_input("Search (run, GPU, model, build, source)", key="sv_search")
+        chosen_engines = state.control("sv_engines", lambda k, **v: f2.multiselect("Engine", engines, key=k, **v),
+                                       options=engines)
+        roles = state.control("sv_roles", lambda k, **v: f3.multiselect(
+            "Role", list(ROLE_LABELS), format_func=ROLE_LABELS.get, key=k, **v), options=list(ROLE_LABELS))
+        query = state.control("sv_search", lambda k, **v: st.text_input(
+            "Search (run, GPU, model, build, source)", key=k, **v))
     shown = sv[sv["metric"].isin(metrics) & sv["engine"].isin(chosen_engines) & sv["role"].isin(roles)]
     if query:
         shown = _matching(shown, ("id", "gpu_name", "model_name", "build", "source", "setup_note"), query)
@@ -145,11 +149,14 @@ with tab_refs:
 
     with st.container(border=True):
         e1, e2, e3 = st.columns([2, 2, 1])
-        kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
+        # kept in the settings and the URL (app/state.py PAGE_FIELDS: ev_kinds, ev_metrics, ev_outside, ev_search)
+        kinds = state.control("ev_kinds", lambda k, **v: e1.multiselect(
+            "Kind", list(KIND_LABELS), format_func=KIND_LABELS.get, key=k, **v), options=list(KIND_LABELS))
         metrics = sorted(rows["metric"].astype(str).unique())
-        chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
-        outside = e3.checkbox("Only outside ±10%", key="ev_outside")
-        query = st.text_input("Search (id, model, source, notes)", key="ev_search")
+        chosen_metrics = state.control("ev_metrics", lambda k, **v: e2.multiselect("Metric", metrics, key=k, **v),
+                                       options=metrics)
+        outside = state.control("ev_outside", lambda k, **v: e3.checkbox("Only outside ±10%", key=k, **v))
+        query = state.control("ev_search", lambda k, **v: st.text_input("Search (id, model, source, notes)", key=k, **v))
 
     summary = c.wrap_row()
     for kind in KIND_LABELS:

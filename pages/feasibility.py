@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
-from app import heatmap
+from app import heatmap, state
 
 c.ensure_frame()
 
@@ -21,9 +21,12 @@ st.caption(c.describe(s, with_model=False))
 with st.container(border=True):
     families = list(dict.fromkeys(models["family"].astype(str)))
     f1, f2 = st.columns([3, 1])
-    chosen_families = f1.multiselect("Model family", families, default=families, key="fm_family")
-    max_gpus = f2.selectbox("Largest GPU count considered", [1, 2, 4, 8, 16, 32, 64], index=3, key="fm_max_gpus",
-                            help="Cells needing more cards than this show ✗ >N.")
+    # kept in the settings and the URL (app/state.py PAGE_FIELDS: feas_families, feas_max_gpus, ...)
+    chosen_families = state.control("feas_families", lambda k, **v: f1.multiselect("Model family", families, key=k, **v),
+                                    options=families)
+    max_gpus = state.control("feas_max_gpus", lambda k, **v: f2.selectbox(
+        "Largest GPU count considered", state.FIELDS["feas_max_gpus"].options, key=k, **v,
+        help="Cells needing more cards than this show ✗ >N."))
     shown_gpus = c.gpu_filter(gpus, "fm")
 shown_models = models[models["family"].astype(str).isin(chosen_families)]
 if shown_models.empty or shown_gpus.empty:

@@ -238,3 +238,76 @@ def test_a_removed_session_gpu_leaves_the_link():
     at.button(key="remove_gpu_my-card-42gb").click().run()
     at.switch_page("pages/overview.py").run()
     assert not at.exception and _params(at).get("serve_cards") == "rtx-4090"
+
+
+def test_page_level_controls_survive_a_page_switch_and_a_link():
+    """The Feasibility, Evidence and Catalog pages' own controls (families, largest count, GPU filters; kind, metric,
+    'only outside', searches; the catalog's search and open tab) were widget state only: a page switch put them back
+    at their defaults and a link did not carry them. They are now declared once (app/state.py PAGE_FIELDS) and kept
+    in the settings and the URL like the sidebar's."""
+    at = open_app("pages/feasibility.py")
+    at.multiselect(key="fm_family").set_value(["llama-2", "gemma"]).run()
+    at.selectbox(key="fm_max_gpus").set_value(16).run()
+    at.multiselect(key="fm_vendor").set_value(["nvidia"]).run()
+    at.slider(key="fm_memory").set_value((16.0, 96.0)).run()
+    at.switch_page("pages/evidence.py").run()
+    at.checkbox(key="ev_outside").check().run()
+    at.text_input(key="ev_search").input("llama").run()
+    at.multiselect(key="sv_engine").set_value(["vllm", "sglang"]).run()
+    at.switch_page("pages/catalog_browser.py").run()
+    at.text_input(key="cat_search").input("h100").run()
+    at.session_state["catalog_tab"] = "Models"
+    at.run()
+    assert not at.exception
+    link = _params(at)
+    assert link == {"feas_families": "llama-2,gemma", "feas_max_gpus": "16", "feas_vendors": "nvidia",
+                    "feas_memory_gb": "16,96", "ev_outside": "1", "ev_search": "llama", "sv_engines": "vllm,sglang",
+                    "catalog_search": "h100", "catalog_tab": "models"}
+
+    def feasibility(app):
+        app.switch_page("pages/feasibility.py").run()
+        return (app.multiselect(key="fm_family").value, app.selectbox(key="fm_max_gpus").value,
+                app.multiselect(key="fm_vendor").value, app.multiselect(key="fm_segment").value,
+                app.slider(key="fm_memory").value)
+
+    def evidence(app):
+        app.switch_page("pages/evidence.py").run()
+        return (app.checkbox(key="ev_outside").value, app.text_input(key="ev_search").value,
+                app.multiselect(key="sv_engine").value, len(app.multiselect(key="ev_kind").value))
+
+    def catalog(app):
+        app.switch_page("pages/catalog_browser.py").run()
+        return app.text_input(key="cat_search").value, app.session_state["catalog_tab"]
+
+    want = ((["llama-2", "gemma"], 16, ["nvidia"], ["apple", "consumer", "datacenter", "workstation"], (16.0, 96.0)),
+            (True, "llama", ["vllm", "sglang"], 3), ("h100", "Models"))
+    for app in (at, open_app(query=link)):  # switched away and back; a new session from the link
+        assert (feasibility(app), evidence(app), catalog(app)) == want
+        assert not app.exception and _params(app) == link
+    # what the page shows follows: the matrix's rows are the two families' models only
+    from app.data import display_names, merged_frames
+    models = merged_frames()[0]
+    names = display_names(models)
+    at.switch_page("pages/feasibility.py").run()
+    assert list(at.dataframe[0].value["Model"]) == [names[i] for i in models[models["family"].isin(["llama-2", "gemma"])]["id"]]
+
+
+def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
+    """A family the catalog lacks, a count the page does not list, a range backwards or a tab that does not exist:
+    each named with what is accepted, the control's valid values and the link's other keys kept."""
+    at = open_app("pages/feasibility.py", {"feas_families": "llama-2,lama-3", "feas_max_gpus": "3",
+                                           "feas_memory_gb": "96,16", "ev_search": "llama", "batch": "3"})
+    assert not at.exception
+    notes = [shown(w.value) for w in at.warning]
+    assert any(n.startswith("feas_families='llama-2,lama-3': 'lama-3' left out, not among this page's choices; "
+                            "accepted: a comma list of ") and "did you mean 'llama-3'" in n for n in notes), notes
+    assert any(n.startswith("feas_max_gpus='3' ignored; accepted: 1, 2, 4, 8, 16, 32, 64") for n in notes), notes
+    assert any(n.startswith("feas_memory_gb='96,16' ignored; accepted: two numbers low,high") for n in notes), notes
+    assert at.multiselect(key="fm_family").value == ["llama-2"] and at.selectbox(key="fm_max_gpus").value == 8
+    assert _params(at) == {"feas_families": "llama-2", "ev_search": "llama", "batch": "3"}
+    at = open_app("pages/catalog_browser.py", {"catalog_tab": "model", "catalog_search": "x" * 300, "units": "GB"})
+    notes = _notes(at)
+    assert any(n.startswith("catalog_tab='model' ignored; accepted: gpus, models, references") for n in notes), notes
+    assert any(n.startswith("catalog_search='xxx") and "(300 characters) ignored; accepted: one line of text, at most "
+               "200 characters" in n for n in notes), notes
+    assert at.session_state["catalog_tab"] == "GPUs" and _params(at) == {"units": "GB"}
