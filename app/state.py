@@ -140,19 +140,20 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
     Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
         p for e in SERVE_ENGINES for p in engine_precisions(e)))),
-    Field("serve_gpus", 1, "choice", (1, 2, 4, 8)),  # the page's choices (a count it does not list fell back to 1)
-    Field("serve_share_default", True, "bool"),
-    Field("serve_util", 0.9, "number", low=0.5, high=0.98),
-    Field("serve_in_use", 0.0, "number", low=0, high=1024),
+    # the page's choices (a count it does not list fell back to 1)
+    Field("serve_gpus", 1, "choice", (1, 2, 4, 8), widget="srv_gpus"),
+    Field("serve_share_default", True, "bool", widget="srv_util_default"),
+    Field("serve_util", 0.9, "number", low=0.5, high=0.98, widget="srv_util"),
+    Field("serve_in_use", 0.0, "number", low=0, high=1024, widget="srv_in_use"),
     Field("serve_cpu_moe", "none", "choice", ("none", "auto", "all")),
     Field("serve_cards", (), "multi"),
-    Field("serve_users", 32, "int", low=1, high=4096),
-    Field("serve_context", 8192, "int", low=256, high=131072),
-    Field("serve_tps", 20.0, "number", low=1, high=500),
-    Field("serve_ttft", 2.0, "number", low=0.05, high=60),
+    Field("serve_users", 32, "int", low=1, high=4096, widget="srv_users"),
+    Field("serve_context", 8192, "int", low=256, high=131072, widget="srv_context"),
+    Field("serve_tps", 20.0, "number", low=1, high=500, widget="srv_tps"),
+    Field("serve_ttft", 2.0, "number", low=0.05, high=60, widget="srv_ttft"),
     # the Inference page's weight formats and largest GPU count
-    Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS)),
-    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64)),
+    Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS), widget="inf_precisions"),
+    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="inf_max_gpus"),
     *PAGE_FIELDS,
 )}
 # multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
@@ -333,8 +334,14 @@ def sync_url() -> None:
 
 
 def _bounds(key: str) -> dict:
-    """A number widget's bounds, the field's (from the column table, engine/columns.py)."""
-    return {"min_value": FIELDS[key].low, "max_value": FIELDS[key].high}
+    """A number widget's bounds, the field's (from the column table, engine/columns.py; a page's own, PAGE_FIELDS and
+    the Serving page's): floats for a number field, whose widget refuses int bounds beside a float value."""
+    f = FIELDS[key]
+    as_type = float if f.kind == "number" else int
+    return {"min_value": as_type(f.low), "max_value": as_type(f.high)}
+
+
+bounds = _bounds  # (the pages' name for it)
 
 
 def _widget(key: str, make, options: list | None = None):
@@ -416,6 +423,8 @@ def control(key: str, make, options: list | None = None, read=None):
     if field_.kind == "multi":
         result = tuple(result)
         new = None if field_.default is None and list(result) == choices else result  # every choice: the default
+        if not result and field_.default is not None:  # emptied (the page says to choose one): the default kept there
+            new = field_.default
     elif field_.kind == "range":
         result = (float(result[0]), float(result[1]))
         new = None if result == tuple(map(float, options)) else result

@@ -30,15 +30,13 @@ st.caption(f"Context {int(s['seq']):,} tokens × {int(s['batch'])} concurrent se
 
 with st.container(border=True):
     i1, i2 = st.columns([3, 1])
-    precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
-                                default=[p for p in s["infer_precisions"] if p in INFER_PRECISIONS], key="inf_precisions",
-                                format_func=c.INFER_PRECISION_LABELS.get)
-    counts = list(state.FIELDS["infer_max_gpus"].options)  # the URL key's choices (app/state.py)
-    max_gpus = i2.selectbox("Largest GPU count", counts, key="inf_max_gpus",
-                            index=counts.index(s["infer_max_gpus"]) if s["infer_max_gpus"] in counts else 3)
-# into the store and the URL (a shared link, a page switch); an emptied list stays the page's default there
-s.update(infer_precisions=tuple(precisions) or s["infer_precisions"], infer_max_gpus=int(max_gpus))
-state.sync_url()
+    # kept in the settings and the URL (app/state.py: infer_precisions, infer_max_gpus); an emptied list stays the
+    # page's default there
+    precisions = list(state.control("infer_precisions", lambda k, **v: i1.multiselect(
+        "Weight precisions", list(INFER_PRECISIONS), key=k, **v, format_func=c.INFER_PRECISION_LABELS.get)))
+    max_gpus = state.control("infer_max_gpus", lambda k, **v: i2.selectbox(
+        "Largest GPU count", state.FIELDS["infer_max_gpus"].options, key=k, **v,
+        help="The GPUs-needed column counts up to this many of the sidebar's card."))
 if not precisions:
     st.info("Choose at least one weight precision.")
     st.stop()

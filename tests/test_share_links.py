@@ -311,3 +311,36 @@ def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
     assert any(n.startswith("catalog_search='xxx") and "(300 characters) ignored; accepted: one line of text, at most "
                "200 characters" in n for n in notes), notes
     assert at.session_state["catalog_tab"] == "GPUs" and _params(at) == {"units": "GB"}
+
+
+def test_every_page_level_control_is_drawn_as_declared():
+    """Each page control of app/state.py FIELDS (those with a widget key) is on its page with the declared default,
+    and a number's bounds are the declared ones (the Serving page typed 1-4096, 256-131072, ... a second time)."""
+    from app.state import FIELDS
+    declared = {f.widget: f for f in FIELDS.values() if f.widget}
+    assert len(declared) == len([f for f in FIELDS.values() if f.widget])  # one widget key, one field
+    at = open_app(query={"task": "infer"})
+    found = {}
+    for page in ("pages/serving.py", "pages/inference.py", "pages/feasibility.py", "pages/evidence.py",
+                 "pages/catalog_browser.py"):
+        at.switch_page(page).run()
+        assert not at.exception and _params(at) == {"task": "infer"}, page  # nothing written but the link's
+        for kind in ("number_input", "selectbox", "multiselect", "checkbox", "slider", "text_input"):
+            for widget in at.get(kind):
+                if widget.key in declared:
+                    options = list(getattr(widget, "options", []))
+                    found[widget.key] = (getattr(widget, "min", None), getattr(widget, "max", None), widget.value,
+                                         options)
+    assert set(declared) - set(found) == {"catalog_tab"}  # (tabs: test_page_level_controls_survive_...)
+    for key, (low, high, value, options) in found.items():
+        f = declared[key]
+        if f.kind in ("int", "number"):
+            assert (low, high, value) == (f.low, f.high, f.default), key
+        elif f.kind in ("choice", "bool", "text"):
+            assert value == f.default, key
+        elif f.kind == "range":
+            assert value == (low, high), key
+        elif f.default is None:  # every choice the page lists
+            assert len(value) == len(options) > 0, key
+        else:
+            assert tuple(value) == f.default, key
