@@ -109,8 +109,9 @@ def _serving_tab() -> None:
         "Model": shown["model_name"].astype(str),
         "Metric": shown["metric"].map(SERVING_METRICS),
         "Published": shown["reference"].astype(float),
-        "Ours": shown["estimate"].astype(float),
-        "Error (%)": error,
+        # rounded to what the table shows, so that its CSV is the table as shown (190.0576509 beside a shown 190.06)
+        "Ours": shown["estimate"].astype(float).round(2),
+        "Error (%)": error.round(1),
         f"Within ±{SPEED_TOLERANCE_PCT:.0f}%": shown["within_35pct"].astype(bool),
         "Date": shown["date"].astype(str),
         "Source": shown["source"].astype(str),
@@ -120,7 +121,7 @@ def _serving_tab() -> None:
     c.table(view, "serving_evidence",
             c.csv_settings(page="evidence (serving engines)", metrics=",".join(metrics), engines=",".join(chosen_engines),
                            roles=",".join(roles), search=query),
-            formats={"Published": "%.2f", "Ours": "%.2f", "Error (%)": "%+.1f%%"}, links=("URL",),
+            formats={"Ours": "%.2f", "Error (%)": "%+.1f%%"}, links=("URL",),
             help={"Role": "fit: the run set one of the serving model's constants (benchmarks/serving_accuracy.py "
                           "--fit refits them); held out: it set nothing, so its error is the model's accuracy.",
                   "Ours": "The serving model's figure for the run, from the run's own card figures and settings.",
@@ -218,11 +219,13 @@ with tab_refs:
         "Model": shown["model"].astype(str).map(names),
         "Metric": shown["metric"].astype(str),
         "Counter": shown["counter"].astype(str) if "counter" in shown else "",
-        "Published": shown["reference"].astype(float),
-        "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
+        "Published": shown["reference"].astype(float),  # as the source gives it (%g cut 39,300.01 to 39300)
+        # to six significant digits, shown and exported alike (%g showed 4,194,304 as 4.1943e+06, its CSV 4194304); a
+        # note ("not within 1,024 GPUs") instead of inf
+        "Ours": shown["estimate"].astype(float).map(lambda v: float(f"{v:.6g}")).where(note == ""),
         "Unit": shown["unit"].astype(str),
         "Per GPU": shown["per_gpu"].astype(bool),
-        "Error (%)": finite_error,
+        "Error (%)": finite_error.round(1),
         "Within ±10%": shown["within_10pct"].astype(bool),
         "Source": shown["source"].astype(str),
         "Whose": (shown["source_kind"].astype(str).replace({"user": "yours"}) if "source_kind" in shown
@@ -235,7 +238,7 @@ with tab_refs:
     view["Why it differs"] = view["Why it differs"].str.rstrip()
     c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
                                              only_outside=outside, search=query),
-            formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
+            formats={"Error (%)": "%+.1f%%"}, links=("URL",),
             help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
                   "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
                              "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "

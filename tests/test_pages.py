@@ -1280,3 +1280,45 @@ def test_budget_systems_are_first_shown_for_the_sidebars_model():
     at = open_app("pages/budget.py")
     assert at.multiselect(key="bp_pairs").value == [f"{at.session_state['settings']['model']}:qlora",
                                                     f"{at.session_state['settings']['model']}:infer-int4"]
+
+
+def _hidden_digits(at: AppTest) -> list:
+    """(table, column, format, values) where a column's display format shows fewer digits than the table holds:
+    the CSV (the table's values) then differs from what is shown."""
+    problems = []
+    for i, frame in enumerate(at.dataframe):
+        config = json.loads(frame.proto.columns) if frame.proto.columns else {}
+        for col, spec in config.items():
+            fmt = (spec.get("type_config") or {}).get("format") or ""
+            name = spec.get("label") or col
+            if name not in frame.value.columns or not pd.api.types.is_numeric_dtype(frame.value[name]):
+                continue
+            values = frame.value[name].astype(float).to_numpy()
+            values = values[np.isfinite(values)]
+            decimals = re.search(r"%[+]?\.(\d+)f", fmt)
+            if decimals:
+                hidden = values[np.round(values, int(decimals.group(1))) != values]
+            elif fmt == "%g":
+                hidden = values[[float(f"{v:g}") != v for v in values]]
+            elif fmt == "%d":
+                hidden = values[np.round(values) != values]
+            else:
+                continue
+            if len(hidden):
+                problems.append((i, name, fmt, hidden[:3].tolist()))
+    return problems
+
+
+def test_tables_show_every_digit_their_csv_holds():
+    """Evidence showed our 190.0576509 tokens/s as 190.06 and an error of 0.0303% as +0.0%, 39,300.01 published as
+    39300 and 4,194,304 as 4.1943e+06 (%g), the Catalog a $2.125 cloud price as $2.13: each CSV held other figures
+    than the table showed. Each column now holds what it shows (rounded where it rounds; as given where it is a
+    source's figure)."""
+    at = open_app(query={"task": "infer"})
+    for page in ("pages/evidence.py", "pages/catalog_browser.py", "pages/breakdown.py", "pages/inference.py",
+                 "pages/serving.py"):
+        at.switch_page(page).run()
+        assert not at.exception and _hidden_digits(at) == [], (page, _hidden_digits(at))
+    at.session_state["catalog_tab"] = "References"
+    at.switch_page("pages/catalog_browser.py").run()
+    assert _hidden_digits(at) == []
