@@ -645,6 +645,9 @@ CLI_TO_DASHBOARD = (
     ("(or allow it explicitly with --allow-long-context)",
      "(or tick \"Allow sequences beyond a model's context\" under \"Display and margins\" in the sidebar)"),
     ("--allow-long-context", "\"Allow sequences beyond a model's context\" (sidebar, \"Display and margins\")"),
+    # the uncertainty band's paths (engine/uncertainty.py band): the sidebar's Software stack switches
+    ("(--loop manual)", "(the sidebar's Software stack: Training loop manual)"),
+    ("(--padding padded)", "(the sidebar's Software stack: Batch padding padded)"),
 )
 
 

@@ -65,7 +65,14 @@ if "card_decode_tokens_per_s" in table:
     view[f"Tokens/s per sequence on {gnames.get(card, card)}"] = table["card_decode_tokens_per_s"].astype(float).round(1)
 if "card_usd_per_million_tokens" in table:
     view["$ per million tokens (rented)"] = table["card_usd_per_million_tokens"].astype(float).round(3)
-c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus),
+# the rented cost's price, with its source and date (the catalog's), beside the table and in its CSV
+_gpu = gpus.set_index("id").loc[card]
+_price = float(_gpu["cloud_usd_per_hour"]) if pd.notna(_gpu.get("cloud_usd_per_hour")) else None
+price_words = {"cloud_usd_per_gpu_hour": _price if _price is not None else "none in the catalog",
+               "cloud_price_source": str(_gpu.get("cloud_source", "") or ""),
+               "cloud_price_date": str(_gpu.get("cloud_date", "") or "")}
+c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus,
+                                          **price_words),
         formats={"Context used (tokens)": "%d", "$ per million tokens (rented)": "$%.3f"},
         help={"Active per token (billions)": "Mixture of experts: the parameters one token uses (its routed experts, "
                                              "the shared ones, attention and embeddings); the weights column holds "
@@ -79,6 +86,14 @@ c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(
                                                                      "cannot run it.",
               "$ per million tokens (rented)": "At the GPUs needed on the card; empty where it does not run there, or "
                                                "the card has no cloud price."})
+
+if "card_usd_per_million_tokens" in table:
+    st.caption(f"\\$ per million tokens: {md_escape(gnames.get(card, card))} rented at "
+               + (f"\\${_price:,.10g} per GPU-hour ({md_escape(price_words['cloud_price_source'])}, "
+                  f"{md_escape(price_words['cloud_price_date'])}; the catalog's price, Catalog page)"
+                  if _price is not None else "no cloud price in the catalog (the column is empty)")
+               + f" × the GPUs needed, over the tokens the {int(s['batch'])} concurrent sequence(s) generate per hour. "
+               "Tokens/s: the decode roofline (memory bandwidth against compute, README \"Speed and cost\").")
 
 chart_data = pd.DataFrame({
     "model": table["model"].map(names), "precision": table["precision"].map(c.INFER_PRECISION_LABELS),

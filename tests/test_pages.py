@@ -611,6 +611,28 @@ def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     assert any(m.label == "Largest micro-batch" for m in at.metric)
 
 
+def _column_help(at: AppTest, i: int, column: str) -> str:
+    config = json.loads(at.dataframe[i].proto.columns)
+    return next(spec.get("help", "") for col, spec in config.items() if (spec.get("label") or col) == column)
+
+
+def test_breakdown_says_its_order_and_the_sidebars_words():
+    """The Rank column's help said the changes that fit come "least impact first" where the table puts the most memory
+    saved first (ZeRO-3 with offload, much slower, above Liger kernels, no impact); the uncertainty caption named the
+    command line's flags (--loop manual) where the dashboard has the sidebar's Software stack."""
+    at = open_app("pages/breakdown.py")
+    variants = table(at, 1)
+    help_ = _column_help(at, 1, "Rank")
+    assert "most memory saved, then the least impact" in help_ and "least impact first" not in help_
+    fit = variants[variants["Fits"].astype(bool) & (variants["Rank"] > 0)]
+    saving = fit[fit["Saved vs now (GiB)"] > 0]
+    assert len(saving) > 3 and all(saving.groupby("GPUs", sort=False)["Saved vs now (GiB)"].apply(
+        lambda x: x.is_monotonic_decreasing))  # (GPUs first, then the most saved)
+    band = [shown(m.value) for m in at.caption if m.value.startswith("Peak per GPU likely between")]
+    assert len(band) == 1 and "(the sidebar's Software stack: Training loop manual)" in band[0], band
+    assert not any(re.search(r"(?<![\w-])--[a-z]", shown(m.value)) for m in at.main.caption)
+
+
 def test_breakdown_leads_with_the_changes_that_fit_together_where_none_fits_alone():
     at = open_app("pages/breakdown.py", query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "method": "qlora",
                                                "batch": "4", "seq": "8192"})
@@ -1322,3 +1344,21 @@ def test_tables_show_every_digit_their_csv_holds():
     at.session_state["catalog_tab"] = "References"
     at.switch_page("pages/catalog_browser.py").run()
     assert _hidden_digits(at) == []
+
+
+def test_the_inference_pages_rented_cost_names_its_price_source_and_date(downloads, gpus):
+    """'$ per million tokens (rented)' came from the card's catalog cloud price with no word of the price, its source
+    or its date, on the page or in the CSV. The caption and the CSV's settings now name them (the RTX 4090's $0.69
+    per GPU-hour, RunPod, 2025-06); a card with no cloud price says so."""
+    card = gpus.set_index("id").loc["rtx-4090"]
+    at = open_app("pages/inference.py", {"task": "infer"})
+    (caption,) = [shown(m.value) for m in at.caption if "per million tokens:" in m.value]
+    assert f"${float(card['cloud_usd_per_hour']):g} per GPU-hour ({card['cloud_source']}, {card['cloud_date']}" in caption
+    settings, frame = parse_csv(downloads(at.download_button[0]))
+    assert (float(settings["cloud_usd_per_gpu_hour"]), settings["cloud_price_source"], settings["cloud_price_date"]) == (
+        float(card["cloud_usd_per_hour"]), card["cloud_source"], card["cloud_date"])
+    assert frame["$ per million tokens (rented)"].notna().any()
+    unpriced = gpus[gpus["cloud_usd_per_hour"].isna()]["id"].iloc[0]
+    at = open_app("pages/inference.py", {"task": "infer", "gpu": unpriced})
+    (caption,) = [shown(m.value) for m in at.caption if "per million tokens:" in m.value]
+    assert "no cloud price in the catalog" in caption
