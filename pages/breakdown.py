@@ -58,14 +58,17 @@ cards.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
           + ("fits" if fits else "does not fit"),
           delta_color="green" if fits else "red", delta_arrow="off")
 _dpo = str(row.get("objective", "sft")) == "dpo"  # (the batch counts preference pairs: two sequences each)
-cards.metric("Largest micro-batch (pairs)" if _dpo else "Largest micro-batch", f"{int(row['max_batch']):,}",
-          f"at {int(row['seq']):,} tokens", delta_color="off", delta_arrow="off",
-          help=("Preference pairs (chosen + rejected) per GPU" if _dpo else "Sequences per GPU")
-          + " that still fit at this sequence length (0: not even one).")
-# the unit goes in the label: a long value ("4,383 tokens") widens the card
-cards.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
-          delta_arrow="off",
-          help="Tokens per sequence that still fit at this micro-batch.")
+_serve = str(row.get("task")) == "infer"  # (the sidebar's "Concurrent sequences" and "Context per sequence")
+# the unit goes in the label (sequences, pairs, tokens): a long value ("4,383 tokens") widens the card
+cards.metric("Largest micro-batch (pairs)" if _dpo else "Most concurrent sequences" if _serve
+             else "Largest micro-batch (sequences)", f"{int(row['max_batch']):,}",
+             f"at {int(row['seq']):,} tokens", delta_color="off", delta_arrow="off",
+             help=("Preference pairs (chosen + rejected) per GPU" if _dpo else "Sequences served at once"
+                   if _serve else "Sequences per GPU") + " that still fit at this sequence length (0: not even one).")
+cards.metric("Longest context (tokens)" if _serve else "Longest sequence (tokens)", f"{int(row['max_seq']):,}",
+             f"at {int(row['batch']):,} concurrent sequence{'s' if int(row['batch']) != 1 else ''}" if _serve
+             else f"at batch {int(row['batch']):,}", delta_color="off", delta_arrow="off",
+             help="Tokens per sequence that still fit at this " + ("concurrency." if _serve else "micro-batch."))
 cards.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
 # issue 12: the band around the peak (engine/uncertainty.py): held-out error plus what is not measured
 _band = uncertainty.band(row.to_frame().T, models).iloc[0]

@@ -608,7 +608,16 @@ def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     assert variants["Change"].iloc[0] == "As configured" and not variants["Fits"].iloc[0]
     fits = variants["Fits"].astype(bool).tolist()[1:]
     assert fits[0] and fits == sorted(fits, reverse=True)  # those that fit come first
-    assert any(m.label == "Largest micro-batch" for m in at.metric)
+    assert any(m.label == "Largest micro-batch (sequences)" for m in at.metric)
+
+
+def test_breakdowns_cards_say_their_unit_in_the_serving_words():
+    """The batch card said "Largest micro-batch" with no unit, and on a serving scenario "micro-batch" and "at batch 1"
+    where the sidebar says "Concurrent sequences": each card's label now says what it counts."""
+    at = open_app("pages/breakdown.py", {"task": "infer", "batch": "4"})
+    cards = {m.label: m for m in at.metric}
+    assert "Most concurrent sequences" in cards and "Longest context (tokens)" in cards
+    assert shown(cards["Longest context (tokens)"].proto.delta) == "at 4 concurrent sequences"
 
 
 def _column_help(at: AppTest, i: int, column: str) -> str:
