@@ -84,6 +84,9 @@ PAGE_FIELDS = (
     Field("feas_vendors", None, "multi", widget="fm_vendor"),
     Field("feas_segments", None, "multi", widget="fm_segment"),
     Field("feas_memory_gb", None, "range", low=0, high=100_000, widget="fm_memory"),
+    Field("feas_details", False, "bool", widget="fm_details_open"),  # the one-row-per-cell section open
+    # Inference: the source article's table open
+    Field("infer_article", False, "bool", widget="inf_article_open"),
     # Evidence: the references' tab and the serving engines' tab
     Field("ev_kinds", None, "multi", widget="ev_kind"),
     Field("ev_metrics", None, "multi", widget="ev_metric"),

@@ -74,7 +74,11 @@ c.table(pivot, "feasibility_matrix", c.csv_settings(page="feasibility matrix", m
         help={"Model": "Cells: GPUs of that card needed; ✗ >N when more than the limit."})
 
 # one row per cell: built when the section is open only (a lazy expander, on_change="rerun")
-details_box = st.expander("Details: one row per model × GPU", key="fm_details_open", on_change="rerun")
+# (open or closed, kept in the settings and the URL: app/state.py feas_details)
+drawn: dict = {}
+state.control("feas_details", lambda k, value: drawn.setdefault("box", st.expander(
+    "Details: one row per model × GPU", expanded=value, key=k, on_change="rerun")), read=lambda box: bool(box.open))
+details_box = drawn["box"]
 if details_box.open:
     with details_box:
         detail = pd.DataFrame({

@@ -137,8 +137,12 @@ st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u
 
 # the source article's table beside ours: built when the section is open only (a lazy expander,
 # Streamlit's on_change="rerun"), as the Budget page's tiers
-article_box = st.expander("The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)",
-                          key="inf_article_open", on_change="rerun")
+# (open or closed, kept in the settings and the URL: app/state.py infer_article)
+drawn: dict = {}
+state.control("infer_article", lambda k, value: drawn.setdefault("box", st.expander(
+    "The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)", expanded=value, key=k,
+    on_change="rerun")), read=lambda box: bool(box.open))
+article_box = drawn["box"]
 if article_box.open:
     with article_box:
         article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")

@@ -557,6 +557,11 @@ def test_page_controls_survive_a_page_switch_and_are_in_the_url(server):
                     exact=True)
             page.wait_for_function("() => window.location.search.includes('feas_max_gpus=16')", timeout=60_000)
             _idle(page)
+            main.get_by_text("Details: one row per model × GPU").click()  # a lazy section, opened
+            page.wait_for_function("() => window.location.search.includes('feas_details=1')", timeout=60_000)
+            _idle(page)
+            tables = main.locator("[data-testid='stDataFrame']")
+            assert tables.count() == 2
             _goto(page, "Catalog", "Catalog")
             assert search.input_value() == "gemma"
             assert page.get_by_role("tab", name="Models").get_attribute("aria-selected") == "true"
@@ -564,6 +569,11 @@ def test_page_controls_survive_a_page_switch_and_are_in_the_url(server):
             box = main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered")
             assert "16" in box.inner_text() + box.locator("input").first.input_value(), box.inner_html()[:2000]
             assert "catalog_search=gemma" in page.url and "feas_max_gpus=16" in page.url
+            tables.nth(1).wait_for(timeout=60_000)  # the details section still open, its table drawn
+            main.get_by_text("Details: one row per model × GPU").click()  # and closed again
+            page.wait_for_function("() => !window.location.search.includes('feas_details')", timeout=60_000)
+            _idle(page)
+            assert tables.count() == 1
             _no_errors(page, "feasibility after the switches")
         finally:
             browser.close()

@@ -250,6 +250,11 @@ def test_page_level_controls_survive_a_page_switch_and_a_link():
     at.selectbox(key="fm_max_gpus").set_value(16).run()
     at.multiselect(key="fm_vendor").set_value(["nvidia"]).run()
     at.slider(key="fm_memory").set_value((16.0, 96.0)).run()
+    at.session_state["fm_details_open"] = True  # the lazy details section, opened
+    at.run()
+    at.switch_page("pages/inference.py").run()
+    at.session_state["inf_article_open"] = True
+    at.run()
     at.switch_page("pages/evidence.py").run()
     at.checkbox(key="ev_outside").check().run()
     at.text_input(key="ev_search").input("llama").run()
@@ -261,14 +266,18 @@ def test_page_level_controls_survive_a_page_switch_and_a_link():
     assert not at.exception
     link = _params(at)
     assert link == {"feas_families": "llama-2,gemma", "feas_max_gpus": "16", "feas_vendors": "nvidia",
-                    "feas_memory_gb": "16,96", "ev_outside": "1", "ev_search": "llama", "sv_engines": "vllm,sglang",
+                    "feas_memory_gb": "16,96", "feas_details": "1", "infer_article": "1", "ev_outside": "1", "ev_search": "llama", "sv_engines": "vllm,sglang",
                     "catalog_search": "h100", "catalog_tab": "models"}
 
     def feasibility(app):
         app.switch_page("pages/feasibility.py").run()
         return (app.multiselect(key="fm_family").value, app.selectbox(key="fm_max_gpus").value,
                 app.multiselect(key="fm_vendor").value, app.multiselect(key="fm_segment").value,
-                app.slider(key="fm_memory").value)
+                app.slider(key="fm_memory").value, len(app.dataframe))  # (2 tables: the details open)
+
+    def inference(app):
+        app.switch_page("pages/inference.py").run()
+        return any("article" in str(d.value.columns.tolist()) for d in app.dataframe)
 
     def evidence(app):
         app.switch_page("pages/evidence.py").run()
@@ -279,10 +288,10 @@ def test_page_level_controls_survive_a_page_switch_and_a_link():
         app.switch_page("pages/catalog_browser.py").run()
         return app.text_input(key="cat_search").value, app.session_state["catalog_tab"]
 
-    want = ((["llama-2", "gemma"], 16, ["nvidia"], ["apple", "consumer", "datacenter", "workstation"], (16.0, 96.0)),
-            (True, "llama", ["vllm", "sglang"], 3), ("h100", "Models"))
+    want = ((["llama-2", "gemma"], 16, ["nvidia"], ["apple", "consumer", "datacenter", "workstation"], (16.0, 96.0), 2),
+            True, (True, "llama", ["vllm", "sglang"], 3), ("h100", "Models"))
     for app in (at, open_app(query=link)):  # switched away and back; a new session from the link
-        assert (feasibility(app), evidence(app), catalog(app)) == want
+        assert (feasibility(app), inference(app), evidence(app), catalog(app)) == want
         assert not app.exception and _params(app) == link
     # what the page shows follows: the matrix's rows are the two families' models only
     from app.data import display_names, merged_frames
@@ -331,7 +340,8 @@ def test_every_page_level_control_is_drawn_as_declared():
                     options = list(getattr(widget, "options", []))
                     found[widget.key] = (getattr(widget, "min", None), getattr(widget, "max", None), widget.value,
                                          options)
-    assert set(declared) - set(found) == {"catalog_tab"}  # (tabs: test_page_level_controls_survive_...)
+    # (the tabs and the lazy sections: test_page_level_controls_survive_...)
+    assert set(declared) - set(found) == {"catalog_tab", "fm_details_open", "inf_article_open"}
     for key, (low, high, value, options) in found.items():
         f = declared[key]
         if f.kind in ("int", "number"):
