@@ -425,7 +425,8 @@ def control(key: str, make, options: list | None = None, read=None):
     result = read(result) if read else result
     if field_.kind == "multi":
         result = tuple(result)
-        new = None if field_.default is None and list(result) == choices else result  # every choice: the default
+        # every choice, in any order (one taken out and put back goes last): the default, not a list of them all
+        new = None if field_.default is None and sorted(map(str, result)) == sorted(map(str, choices)) else result
         if not result and field_.default is not None:  # emptied (the page says to choose one): the default kept there
             new = field_.default
     elif field_.kind == "range":
@@ -785,10 +786,19 @@ def csv_settings(**extra) -> dict:
     s = store()
     out = {"tool": APP_NAME, "exported": _dt.date.today().isoformat(),
            "memory unit": unit()[0] + " (GiB = 2^30 bytes, GB = 10^9 bytes)", "workload": describe(s)}
-    # (a page's list at its default, every choice, is None in the settings: "all" in the file)
-    out.update({k: (",".join(map(str, v)) if isinstance(v, tuple) else "all" if v is None else v) for k, v in s.items()})
+    # the pages' own filters and views (PAGE_FIELDS) are not the workload: each page names its own in `extra` (the
+    # Evidence page's search in its CSV, not in the Feasibility matrix's)
+    own = {f.key for f in PAGE_FIELDS}
+    out.update({k: (",".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in s.items() if k not in own})
     out.update(extra)
     return out
+
+
+def page_settings(*keys: str) -> dict:
+    """A page's own controls (PAGE_FIELDS) for its CSV's settings, as the URL writes them ("all" for every choice, the
+    whole range)."""
+    s = store()
+    return {k: "all" if s[k] is None else _as_param(FIELDS[k], s[k]) for k in keys}
 
 
 def unit() -> tuple[str, float]:

@@ -69,8 +69,9 @@ st.markdown("#### As a table: GPUs needed")
 pivot = cells.pivot(index="model", columns="gpu", values="label").reindex(index=model_order, columns=gpu_order)
 pivot = pivot.reset_index().rename(columns={"model": "Model"})
 pivot.columns.name = None
-c.table(pivot, "feasibility_matrix", c.csv_settings(page="feasibility matrix", max_gpus=max_gpus,
-                                                     families=",".join(chosen_families)),
+# the page's filters in its CSVs (the GPU filters too: the matrix's columns)
+filters = state.page_settings("feas_families", "feas_max_gpus", "feas_vendors", "feas_segments", "feas_memory_gb")
+c.table(pivot, "feasibility_matrix", c.csv_settings(page="feasibility matrix", **filters),
         help={"Model": "Cells: GPUs of that card needed; ✗ >N when more than the limit."})
 
 # one row per cell: built when the section is open only (a lazy expander, on_change="rerun")
@@ -88,6 +89,6 @@ if details_box.open:
             "Purchase ($)": cells["buy"].round(0), "Rent ($/h)": cells["rent"].round(2),
             "Sequence used (tokens)": cells["seq"],
         })
-        c.table(detail, "feasibility_details", c.csv_settings(page="feasibility details", max_gpus=max_gpus),
+        c.table(detail, "feasibility_details", c.csv_settings(page="feasibility details", **filters),
                 formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%",
                          "Sequence used (tokens)": "%d"})

@@ -314,6 +314,10 @@ def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
     assert any(n.startswith("feas_memory_gb='96,16' ignored; accepted: two numbers low,high") for n in notes), notes
     assert at.multiselect(key="fm_family").value == ["llama-2"] and at.selectbox(key="fm_max_gpus").value == 8
     assert _params(at) == {"feas_families": "llama-2", "ev_search": "llama", "batch": "3"}
+    # every vendor again, one taken out and put back last: the default (no list of them all in the link)
+    vendors = at.multiselect(key="fm_vendor")
+    vendors.set_value(list(vendors.options[1:]) + list(vendors.options[:1])).run()
+    assert "feas_vendors" not in _params(at)
     at = open_app("pages/catalog_browser.py", {"catalog_tab": "model", "catalog_search": "x" * 300, "units": "GB"})
     notes = _notes(at)
     assert any(n.startswith("catalog_tab='model' ignored; accepted: gpus, models, references") for n in notes), notes
@@ -354,3 +358,14 @@ def test_every_page_level_control_is_drawn_as_declared():
             assert len(value) == len(options) > 0, key
         else:
             assert tuple(value) == f.default, key
+
+
+def test_a_pages_csv_records_its_own_filters_not_another_pages(downloads):
+    """The Feasibility matrix's CSV recorded its largest count and families but not its GPU filters (its columns);
+    the settings dump would have carried every other page's filters (Evidence's search) into every CSV."""
+    from tests.test_pages import parse_csv
+    at = open_app("pages/feasibility.py", {"feas_vendors": "nvidia", "feas_memory_gb": "16,96", "ev_search": "llama"})
+    settings, _ = parse_csv(downloads(at.download_button[0]))
+    assert {k: settings[k] for k in ("feas_vendors", "feas_segments", "feas_memory_gb", "feas_max_gpus")} == {
+        "feas_vendors": "nvidia", "feas_segments": "all", "feas_memory_gb": "16,96", "feas_max_gpus": "8"}
+    assert "ev_search" not in settings and "catalog_tab" not in settings
