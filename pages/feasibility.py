@@ -48,7 +48,7 @@ cells = pd.DataFrame({
     "share": np.where(conf["fits_within"], np.round(share, 1), np.nan),
     "needed": np.where(np.isfinite(conf["gpus_needed"]), conf["gpus_needed"], np.nan),
     "peak": c.mem(conf["peak_bytes"]),
-    "phase": conf["peak_phase"].astype(str),
+    "phase": conf["peak_phase"].astype(str).map(lambda p: c.PHASE_LABELS.get(p, p)),  # in words, as the Breakdown
     "buy": conf["buy_usd"].astype(float),
     "rent": conf["rent_usd_per_hour"].astype(float),
     "seq": conf["seq"].astype(int),
@@ -74,6 +74,11 @@ filters = state.page_settings("feas_families", "feas_max_gpus", "feas_vendors", 
 c.table(pivot, "feasibility_matrix", c.csv_settings(page="feasibility matrix", **filters),
         help={"Model": "Cells: GPUs of that card needed; ✗ >N when more than the limit."})
 
+def _dated(price: pd.Series, date: pd.Series) -> pd.Series:
+    """A price's date beside it, empty where there is no price (a date would date a price that is not there)."""
+    return date.fillna("").astype(str).where(price.notna().to_numpy(), "").to_numpy()
+
+
 # one row per cell: built when the section is open only (a lazy expander, on_change="rerun")
 # (open or closed, kept in the settings and the URL: app/state.py feas_details)
 drawn: dict = {}
@@ -86,9 +91,18 @@ if details_box.open:
             "Model": cells["model"], "GPU": cells["gpu"], "GPUs needed": cells["label"],
             f"Peak per GPU ({u})": cells["peak"], "Memory used (%)": cells["share"], "Peak phase": cells["phase"],
             f"Weights per GPU ({u})": cells["weights"], f"Activations per GPU ({u})": cells["activations"],
-            "Purchase ($)": cells["buy"].round(0), "Rent ($/h)": cells["rent"].round(2),
+            "Purchase ($)": cells["buy"].round(0),
+            # each price with its date (the catalog's; its source on the Catalog page): prices are dated snapshots
+            "Price date": _dated(cells["buy"], conf["gpu"].astype(str).map(gpus.set_index("id")["price_date"])),
+            "Rent ($/h)": cells["rent"].round(2),
+            "Rent price date": _dated(cells["rent"], conf["gpu"].astype(str).map(gpus.set_index("id")["cloud_date"])),
             "Sequence used (tokens)": cells["seq"],
         })
         c.table(detail, "feasibility_details", c.csv_settings(page="feasibility details", **filters),
                 formats={"Purchase ($)": "dollar", "Rent ($/h)": "$%.2f", "Memory used (%)": "%.1f%%",
-                         "Sequence used (tokens)": "%d"})
+                         "Sequence used (tokens)": "%d"},
+                help={"Purchase ($)": "The cards only (count x the catalog's list price); the Overview and Budget "
+                                      "planner price whole systems.",
+                      "Price date": "When the card's price was recorded; its source is on the Catalog page.",
+                      "Rent price date": "When the on-demand $/GPU-hour was recorded; its source is on the Catalog "
+                                         "page."})

@@ -1371,3 +1371,21 @@ def test_the_inference_pages_rented_cost_names_its_price_source_and_date(downloa
     at = open_app("pages/inference.py", {"task": "infer", "gpu": unpriced})
     (caption,) = [shown(m.value) for m in at.caption if "per million tokens:" in m.value]
     assert "no cloud price in the catalog" in caption
+
+
+def test_feasibility_details_date_their_prices_and_name_the_phase_in_words(gpus):
+    """The details' Purchase ($) and Rent ($/h) had no date (a price is a dated snapshot), and the peak phase was the
+    engine's code (loss_backward) in the table and the heatmap's tooltip where the Breakdown says "start of backward
+    (loss gradient)"."""
+    from app.data import display_names
+    from planner.report import PHASE_LABELS
+    at = open_app("pages/feasibility.py", {"feas_details": "1"})
+    detail = table(at, 1)
+    ids = {name: i for i, name in display_names(gpus, short=True).items()}
+    catalog = gpus.set_index("id")
+    priced = detail[detail["Purchase ($)"].notna()]
+    assert len(priced) and (priced["Price date"] == priced["GPU"].map(lambda g: str(catalog.loc[ids[g], "price_date"]))).all()
+    rented = detail["Rent ($/h)"].notna()
+    assert rented.any() and (detail.loc[rented, "Rent price date"] == detail.loc[rented, "GPU"].map(
+        lambda g: str(catalog.loc[ids[g], "cloud_date"]))).all() and (detail.loc[~rented, "Rent price date"] == "").all()
+    assert set(detail["Peak phase"]) <= set(PHASE_LABELS.values()), set(detail["Peak phase"]) - set(PHASE_LABELS.values())
