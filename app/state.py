@@ -239,8 +239,8 @@ def _parse(field_: Field, text: str):
         if value not in field_.options:
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return int(value)
-    if options and text not in options:
-        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+    if options and text not in options:  # (catalog_tab=GPUs, method=LoRA: the word it most likely meant)
+        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}" + did_you_mean(text, options))
     return options[text] if options else text
 
 

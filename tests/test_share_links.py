@@ -320,7 +320,8 @@ def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
     assert "feas_vendors" not in _params(at)
     at = open_app("pages/catalog_browser.py", {"catalog_tab": "model", "catalog_search": "x" * 300, "units": "GB"})
     notes = _notes(at)
-    assert any(n.startswith("catalog_tab='model' ignored; accepted: gpus, models, references") for n in notes), notes
+    assert any(n.startswith("catalog_tab='model' ignored; accepted: gpus, models, references")
+               and n.endswith("did you mean 'models' or 'add_model'?") for n in notes), notes
     assert any(n.startswith("catalog_search='xxx") and "(300 characters) ignored; accepted: one line of text, at most "
                "200 characters" in n for n in notes), notes
     assert at.session_state["catalog_tab"] == "GPUs" and _params(at) == {"units": "GB"}
