@@ -370,7 +370,8 @@ def page_words(message: str) -> str:
     return (message.replace("give --model ID", "give the catalog model id (the field beside the GPU)")
             .replace("not of --model ", "not of the catalog model id ").replace("leave --model out", "leave that field empty")
             .replace("the --gpu of the card it ran on", "the card it ran on in 'The GPU it ran on'")
-            .replace("than --gpu has", "than the GPU chosen has"))
+            .replace("than --gpu has", "than the GPU chosen has")
+            .replace("no recognizable run in this file", "no recognizable run in the pasted text"))  # (pasted, no file)
 
 
 # ---- issue 26: a run's own log, pasted: measured beside our estimate; kept among your runs ----------------
