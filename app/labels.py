@@ -17,6 +17,9 @@ GB = 10**9
 APP_NAME = "LLM hardware planner"
 
 # ---- labels shown to people ----------------------------------------------------------------
+# the Catalog page's tabs: the URL's catalog_tab key -> the tab's label
+CATALOG_TABS = {"gpus": "GPUs", "models": "Models", "references": "References", "add_gpu": "Add a GPU",
+                "add_model": "Add a model", "file": "Your catalog file", "run_log": "Your run's log"}
 TASK_LABELS = {"train": "Train / fine-tune", "infer": "Serve (inference)"}
 METHOD_LABELS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA (4-bit base)",
                  "freeze": "Freeze (train the last layers)"}

@@ -25,7 +25,7 @@ from app import model_source
 from app import user_entries as _user_entries
 from app.data import _shipped_frames, _shipped_ids, decided_notes, merged_frames
 from app.labels import md_escape  # noqa: E402  (user text inside Markdown)
-from app.labels import (APP_NAME, BASE_LABELS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS, OBJECTIVE_LABELS,
+from app.labels import (APP_NAME, BASE_LABELS, CATALOG_TABS, GB, GIB, INFER_PRECISION_LABELS, KV_LABELS, KV_POLICY_LABELS, METHOD_LABELS, OBJECTIVE_LABELS,
                         OFFLOAD_LABELS, OPTIMIZER_LABELS, RECIPE_LABELS, SWITCH_LABELS, TASK_LABELS, TRAIN_PRECISION_LABELS,
                         ZERO_LABELS)
 from catalog.schema import CatalogError
@@ -37,6 +37,7 @@ from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
 
 INFER_TABLE_PRECISIONS = ("fp16", "int8", "int4", "q8_0", "q4_k_m")  # the Inference page's default formats
+TEXT_MAX = 200  # a page's search box as a URL carries it (app/model_source.py has its own bound)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Field:
     low: int | None = None
     high: int | None = None
     accepted: str = ""        # a URL's bad value's message: what is accepted (the column table's words, or the bounds)
+    widget: str = ""          # a page-level control's widget key on its page (control() draws it); "" for the sidebar's
 
     def accepted_text(self) -> str:
         """What the field accepts, in the words the command line uses for the same range (engine/columns.py)."""
@@ -60,10 +62,44 @@ class Field:
         if self.kind == "bool":
             return "1 or 0"
         if self.kind == "multi":
-            return "a comma list of " + ", ".join(map(str, self.options))
+            return "a comma list of " + (", ".join(map(str, self.options)) if self.options else "the page's choices")
+        if self.kind == "range":
+            return f"two numbers low,high from {self.low:,.10g} to {self.high:,.10g}"
+        if self.kind == "text":
+            return f"one line of text, at most {TEXT_MAX} characters"
         if not self.options:  # model, gpu: the catalog's ids (the user's own too), checked against the frames
             return f"a catalog {self.key} id (see the Catalog page)"
         return ", ".join(map(str, self.options))
+
+
+# Page-level controls (a page's filters and view choices, not the sidebar's workload), each declared once here: its URL
+# key, its default, its kind, and the widget key its page draws it under (control() below). They live in the settings
+# like the sidebar's, so a page switch brings them back and a shared link reproduces the page. A multi-choice whose
+# default is None means "every choice the page lists" (the catalog's families, the evidence's metrics: the list is
+# the page's, checked when the page draws it); a range's None is the slider's whole range.
+PAGE_FIELDS = (
+    # Feasibility matrix: the model families, the largest count, and the GPU filters (app/tables.py gpu_filter)
+    Field("feas_families", None, "multi", widget="fm_family"),
+    Field("feas_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="fm_max_gpus"),
+    Field("feas_vendors", None, "multi", widget="fm_vendor"),
+    Field("feas_segments", None, "multi", widget="fm_segment"),
+    Field("feas_memory_gb", None, "range", low=0, high=100_000, widget="fm_memory"),
+    Field("feas_details", False, "bool", widget="fm_details_open"),  # the one-row-per-cell section open
+    # Inference: the source article's table open
+    Field("infer_article", False, "bool", widget="inf_article_open"),
+    # Evidence: the references' tab and the serving engines' tab
+    Field("ev_kinds", None, "multi", widget="ev_kind"),
+    Field("ev_metrics", None, "multi", widget="ev_metric"),
+    Field("ev_outside", False, "bool", widget="ev_outside"),
+    Field("ev_search", "", "text", widget="ev_search"),
+    Field("sv_metrics", None, "multi", widget="sv_metric"),
+    Field("sv_engines", None, "multi", widget="sv_engine"),
+    Field("sv_roles", None, "multi", widget="sv_role"),
+    Field("sv_search", "", "text", widget="sv_search"),
+    # Catalog: the search box and the tab open (app/labels.py CATALOG_TABS)
+    Field("catalog_search", "", "text", widget="cat_search"),
+    Field("catalog_tab", "gpus", "choice", tuple(CATALOG_TABS), widget="catalog_tab"),
+)
 
 
 def _column_fields() -> list[Field]:
@@ -107,19 +143,21 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_engine", "vllm", "choice", tuple(SERVE_ENGINES)),
     Field("serve_weights", "auto", "choice", ("auto",) + tuple(dict.fromkeys(
         p for e in SERVE_ENGINES for p in engine_precisions(e)))),
-    Field("serve_gpus", 1, "choice", (1, 2, 4, 8)),  # the page's choices (a count it does not list fell back to 1)
-    Field("serve_share_default", True, "bool"),
-    Field("serve_util", 0.9, "number", low=0.5, high=0.98),
-    Field("serve_in_use", 0.0, "number", low=0, high=1024),
+    # the page's choices (a count it does not list fell back to 1)
+    Field("serve_gpus", 1, "choice", (1, 2, 4, 8), widget="srv_gpus"),
+    Field("serve_share_default", True, "bool", widget="srv_util_default"),
+    Field("serve_util", 0.9, "number", low=0.5, high=0.98, widget="srv_util"),
+    Field("serve_in_use", 0.0, "number", low=0, high=1024, widget="srv_in_use"),
     Field("serve_cpu_moe", "none", "choice", ("none", "auto", "all")),
     Field("serve_cards", (), "multi"),
-    Field("serve_users", 32, "int", low=1, high=4096),
-    Field("serve_context", 8192, "int", low=256, high=131072),
-    Field("serve_tps", 20.0, "number", low=1, high=500),
-    Field("serve_ttft", 2.0, "number", low=0.05, high=60),
+    Field("serve_users", 32, "int", low=1, high=4096, widget="srv_users"),
+    Field("serve_context", 8192, "int", low=256, high=131072, widget="srv_context"),
+    Field("serve_tps", 20.0, "number", low=1, high=500, widget="srv_tps"),
+    Field("serve_ttft", 2.0, "number", low=0.05, high=60, widget="srv_ttft"),
     # the Inference page's weight formats and largest GPU count
-    Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS)),
-    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64)),
+    Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS), widget="inf_precisions"),
+    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="inf_max_gpus"),
+    *PAGE_FIELDS,
 )}
 # multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
 DYNAMIC_MULTI = {"serve_cards": "gpu"}
@@ -140,6 +178,11 @@ def store() -> dict:
 def _parse(field_: Field, text: str):
     """A query-parameter string as the field's value; ValueError names the bad text (clipped to 80
     characters: a URL can carry 100,000) and what is accepted."""
+    if field_.kind == "text" and field_.key != model_source.KEY:  # a page's search box: one line, bounded
+        if len(text) > TEXT_MAX or "\n" in text or "\r" in text or "\x00" in text:
+            raise ValueError(f"{field_.key}={_clip(text)!r} ({len(text):,} characters) ignored; accepted: "
+                             f"{field_.accepted_text()}")
+        return text
     if field_.kind == "text":  # free text (a Hub id, a path): taken whole, checked when resolved
         if len(text) > model_source.MAX_TEXT:
             raise ValueError(f"{field_.key}={text[:80]!r}… ({len(text):,} characters) ignored; accepted: at most "
@@ -149,7 +192,8 @@ def _parse(field_: Field, text: str):
         return text
     accepted = field_.accepted_text()
     # a list of every option is longer than one value: the cap is 40 characters an option
-    longest = 40 * max(len(field_.options), 1) if field_.kind == "multi" else 80
+    # (a page's list of the catalog's names, checked when drawn: up to 4,000 characters, as serve_cards)
+    longest = (40 * max(len(field_.options), 1) if field_.options else 4000) if field_.kind == "multi" else 80
     if len(text) > longest:
         raise ValueError(f"{field_.key}={text[:40]!r}… ({len(text):,} characters) ignored; accepted: {accepted}")
     shown = _clip(text)
@@ -173,18 +217,30 @@ def _parse(field_: Field, text: str):
         raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
     if field_.kind == "multi":
         values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))  # each once
-        bad = [v for v in values if v not in field_.options]
+        if field_.default is None and not values:  # a page's list emptied (every choice is the default): nothing chosen
+            return ()
+        # a page's list of the catalog's or the evidence's names: checked when the page draws it (control())
+        bad = [v for v in values if v not in field_.options] if field_.options or field_.default is not None else []
         if bad or not values:
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return values
+    if field_.kind == "range":
+        parts = text.split(",")
+        try:
+            low, high = (read_number(part) for part in parts) if len(parts) == 2 else (None, None)
+        except ValueError:
+            low = high = None
+        if low is None or not field_.low <= low <= high <= field_.high:
+            raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+        return (float(low), float(high))
     options = {str(o): o for o in field_.options}  # (a choice of counts, the ZeRO stage: ints, as the widget lists them)
     if options and all(isinstance(o, int) for o in field_.options):  # a number, read as the CLI reads --zero ("3.0")
         value = number()
         if value not in field_.options:
             raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
         return int(value)
-    if options and text not in options:
-        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}")
+    if options and text not in options:  # (catalog_tab=GPUs, method=LoRA: the word it most likely meant)
+        raise ValueError(f"{field_.key}={shown!r} ignored; accepted: {accepted}" + did_you_mean(text, options))
     return options[text] if options else text
 
 
@@ -198,6 +254,8 @@ def _as_param(field_: Field, value) -> str:
         return "1" if value else "0"
     if field_.kind == "multi":
         return ",".join(value)
+    if field_.kind == "range":
+        return ",".join(f"{float(v):.10g}" for v in value)
     if field_.kind == "number":
         return f"{float(value):.10g}"  # 55, 2.5, 0.75: as typed, no trailing zeros
     return str(value)
@@ -279,8 +337,14 @@ def sync_url() -> None:
 
 
 def _bounds(key: str) -> dict:
-    """A number widget's bounds, the field's (from the column table, engine/columns.py)."""
-    return {"min_value": FIELDS[key].low, "max_value": FIELDS[key].high}
+    """A number widget's bounds, the field's (from the column table, engine/columns.py; a page's own, PAGE_FIELDS and
+    the Serving page's): floats for a number field, whose widget refuses int bounds beside a float value."""
+    f = FIELDS[key]
+    as_type = float if f.kind == "number" else int
+    return {"min_value": as_type(f.low), "max_value": as_type(f.high)}
+
+
+bounds = _bounds  # (the pages' name for it)
 
 
 def _widget(key: str, make, options: list | None = None):
@@ -311,6 +375,72 @@ def _widget(key: str, make, options: list | None = None):
     result = make(wkey, **init)
     settings[key] = tuple(result) if field_.kind == "multi" else result
     return settings[key]
+
+
+def control(key: str, make, options: list | None = None, read=None):
+    """Draw a page-level control declared in FIELDS (PAGE_FIELDS: its URL key, default and widget key) with the
+    store's value, write its value back to the store and the URL, and return it. As _widget for the sidebar: a page
+    switch, which drops the widget's own state, brings the user's value back, and a shared link reproduces it.
+
+    make(widget_key, **init) draws the widget (init: index= for a choice, default= for a multi-choice, value=
+    otherwise); options: the page's choices where they are the catalog's or the data's (the field declares none);
+    read(result): the value from what make returned (the tabs' open one). A stored value the page cannot show (a
+    link's family the catalog lacks, a count the list does not offer) is named in a warning with what is accepted,
+    and left out; the control's other values, and the link's other keys, stay."""
+    settings = store()
+    field_ = FIELDS[key]
+    wkey = field_.widget or key
+    choices = list(options if options is not None else field_.options)
+    value = settings[key]
+    notes = st.session_state.setdefault("_page_notes", {})
+    if field_.kind == "choice" and value not in choices:
+        notes[key] = f"{key}={_clip(str(value))!r} ignored; accepted: {', '.join(map(str, choices))}"
+        value = field_.default if field_.default in choices else choices[0]
+    elif field_.kind == "multi" and value is not None and any(v not in choices for v in value):
+        bad = [v for v in value if v not in choices]
+        notes[key] = (f"{key}={_clip(','.join(value))!r}: {', '.join(repr(_clip(v)) for v in bad[:5])} left out, not "
+                      f"among this page's choices; accepted: a comma list of {_clip(', '.join(map(str, choices)))}"
+                      + did_you_mean(bad[0], [str(c) for c in choices]))
+        value = tuple(v for v in value if v in choices) or field_.default
+    elif field_.kind == "range" and value is not None and not options[0] <= value[0] <= value[1] <= options[1]:
+        notes[key] = (f"{key}={_clip(_as_param(field_, value))!r} ignored: outside this page's range; accepted: "
+                      f"two numbers low,high from {options[0]:,.10g} to {options[1]:,.10g}")
+        value = field_.default
+    shown = list(choices) if field_.kind == "multi" and value is None else value
+    if field_.kind == "range" and value is None:
+        shown = tuple(options)
+    # a widget state the list no longer holds (a catalog entry removed): the store's value instead (a widget read
+    # through `read` holds its own words: the tabs' labels)
+    held = st.session_state.get(wkey) if wkey in st.session_state and read is None else None
+    if (field_.kind == "choice" and held is not None and held not in choices) or (
+            field_.kind == "multi" and held is not None and any(v not in choices for v in held)):
+        del st.session_state[wkey]
+    if field_.kind == "choice":
+        init = {"index": choices.index(shown)}
+    elif field_.kind == "multi":
+        init = {"default": list(shown)}
+    else:
+        init = {"value": shown}
+    result = make(wkey, **init)
+    result = read(result) if read else result
+    if field_.kind == "multi":
+        result = tuple(result)
+        # every choice, in any order (one taken out and put back goes last): the default, not a list of them all
+        new = None if field_.default is None and sorted(map(str, result)) == sorted(map(str, choices)) else result
+        if not result and field_.default is not None:  # emptied (the page says to choose one): the default kept there
+            new = field_.default
+    elif field_.kind == "range":
+        result = (float(result[0]), float(result[1]))
+        new = None if result == tuple(map(float, options)) else result
+    else:
+        new = result
+    if new != value:  # the user changed it: a link's note about it is said
+        notes.pop(key, None)
+    settings[key] = new
+    if key in notes:
+        st.warning(md_escape(notes[key]))  # it repeats the URL's text: never Markdown
+    sync_url()
+    return result
 
 
 def _model_source_field(sb, settings: dict) -> dict | None:
@@ -519,6 +649,9 @@ CLI_TO_DASHBOARD = (
     ("(or allow it explicitly with --allow-long-context)",
      "(or tick \"Allow sequences beyond a model's context\" under \"Display and margins\" in the sidebar)"),
     ("--allow-long-context", "\"Allow sequences beyond a model's context\" (sidebar, \"Display and margins\")"),
+    # the uncertainty band's paths (engine/uncertainty.py band): the sidebar's Software stack switches
+    ("(--loop manual)", "(the sidebar's Software stack: Training loop manual)"),
+    ("(--padding padded)", "(the sidebar's Software stack: Batch padding padded)"),
 )
 
 
@@ -653,9 +786,19 @@ def csv_settings(**extra) -> dict:
     s = store()
     out = {"tool": APP_NAME, "exported": _dt.date.today().isoformat(),
            "memory unit": unit()[0] + " (GiB = 2^30 bytes, GB = 10^9 bytes)", "workload": describe(s)}
-    out.update({k: (",".join(v) if isinstance(v, tuple) else v) for k, v in s.items()})
+    # the pages' own filters and views (PAGE_FIELDS) are not the workload: each page names its own in `extra` (the
+    # Evidence page's search in its CSV, not in the Feasibility matrix's)
+    own = {f.key for f in PAGE_FIELDS}
+    out.update({k: (",".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in s.items() if k not in own})
     out.update(extra)
     return out
+
+
+def page_settings(*keys: str) -> dict:
+    """A page's own controls (PAGE_FIELDS) for its CSV's settings, as the URL writes them ("all" for every choice, the
+    whole range)."""
+    s = store()
+    return {k: "all" if s[k] is None else _as_param(FIELDS[k], s[k]) for k in keys}
 
 
 def unit() -> tuple[str, float]:

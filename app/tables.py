@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.data import subset, value_key
 from app.labels import md_escape
-from app.state import describe, unit
+from app.state import FIELDS, control, describe, unit
 from planner.report import to_csv
 
 
@@ -70,15 +70,27 @@ def table(view: pd.DataFrame, key: str, settings: dict, formats: dict | None = N
 
 
 def gpu_filter(gpus: pd.DataFrame, key: str) -> pd.DataFrame:
-    """Vendor / segment / memory filters for the GPU axis of a page (their own widget keys)."""
+    """Vendor / segment / memory filters for the GPU axis of a page (their own widget keys). Where app/state.py
+    declares the page's filters (PAGE_FIELDS, widget keys <key>_vendor, _segment, _memory), they are kept in the
+    settings and the URL (a page switch, a shared link); otherwise they are widget state only."""
+    declared = {f.widget: f.key for f in FIELDS.values() if f.widget}
     c1, c2, c3 = st.columns(3)
     vendors = sorted(gpus["vendor"].astype(str).unique())
     segments = sorted(gpus["segment"].astype(str).unique())
-    chosen_v = c1.multiselect("GPU vendor", vendors, default=vendors, key=f"{key}_vendor")
-    chosen_s = c2.multiselect("GPU segment", segments, default=segments, key=f"{key}_segment")
+
+    def draw(suffix: str, make, options):
+        if f"{key}_{suffix}" in declared:
+            return control(declared[f"{key}_{suffix}"], make, options=options)
+        defaults = {"vendor": {"default": vendors}, "segment": {"default": segments}}.get(suffix, {"value": options})
+        return make(f"{key}_{suffix}", **defaults)
+
+    chosen_v = draw("vendor", lambda k, **v: c1.multiselect("GPU vendor", vendors, key=k, **v), vendors)
+    chosen_s = draw("segment", lambda k, **v: c2.multiselect("GPU segment", segments, key=k, **v), segments)
     low, high = float(gpus["memory_gb"].min()), float(gpus["memory_gb"].max())
-    rng = c3.slider("GPU memory (GB, vendor figure)", min_value=0.0, max_value=float(np.ceil(high)),
-                    value=(0.0, float(np.ceil(high))), step=1.0, key=f"{key}_memory") if high > low else (low, high)
+    bounds = (0.0, float(np.ceil(high)))
+    rng = draw("memory", lambda k, **v: c3.slider("GPU memory (GB, vendor figure)", min_value=bounds[0],
+                                                  max_value=bounds[1], step=1.0, key=k, **v),
+               bounds) if high > low else (low, high)
     keep = (gpus["vendor"].astype(str).isin(chosen_v) & gpus["segment"].astype(str).isin(chosen_s)
             & gpus["memory_gb"].between(rng[0], rng[1]))
     return subset(gpus, keep)  # gpus[keep], the same object on every run that keeps the same rows

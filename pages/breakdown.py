@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app.labels import md_escape
 from engine.compat import refusal_reasons
 from app.tables import describe_md, fmt_share
@@ -57,20 +58,23 @@ cards.metric("Usable per GPU", c.fmt_mem(row["usable_bytes"]),
           + ("fits" if fits else "does not fit"),
           delta_color="green" if fits else "red", delta_arrow="off")
 _dpo = str(row.get("objective", "sft")) == "dpo"  # (the batch counts preference pairs: two sequences each)
-cards.metric("Largest micro-batch (pairs)" if _dpo else "Largest micro-batch", f"{int(row['max_batch']):,}",
-          f"at {int(row['seq']):,} tokens", delta_color="off", delta_arrow="off",
-          help=("Preference pairs (chosen + rejected) per GPU" if _dpo else "Sequences per GPU")
-          + " that still fit at this sequence length (0: not even one).")
-# the unit goes in the label: a long value ("4,383 tokens") widens the card
-cards.metric("Longest sequence (tokens)", f"{int(row['max_seq']):,}", f"at batch {int(row['batch']):,}", delta_color="off",
-          delta_arrow="off",
-          help="Tokens per sequence that still fit at this micro-batch.")
+_serve = str(row.get("task")) == "infer"  # (the sidebar's "Concurrent sequences" and "Context per sequence")
+# the unit goes in the label (sequences, pairs, tokens): a long value ("4,383 tokens") widens the card
+cards.metric("Largest micro-batch (pairs)" if _dpo else "Most concurrent sequences" if _serve
+             else "Largest micro-batch (sequences)", f"{int(row['max_batch']):,}",
+             f"at {int(row['seq']):,} tokens", delta_color="off", delta_arrow="off",
+             help=("Preference pairs (chosen + rejected) per GPU" if _dpo else "Sequences served at once"
+                   if _serve else "Sequences per GPU") + " that still fit at this sequence length (0: not even one).")
+cards.metric("Longest context (tokens)" if _serve else "Longest sequence (tokens)", f"{int(row['max_seq']):,}",
+             f"at {int(row['batch']):,} concurrent sequence{'s' if int(row['batch']) != 1 else ''}" if _serve
+             else f"at batch {int(row['batch']):,}", delta_color="off", delta_arrow="off",
+             help="Tokens per sequence that still fit at this " + ("concurrency." if _serve else "micro-batch."))
 cards.metric("CPU memory needed", c.fmt_mem(row["cpu_bytes"]), help="Offloaded or paged optimizer states and parameters, all processes.")
 # issue 12: the band around the peak (engine/uncertainty.py): held-out error plus what is not measured
 _band = uncertainty.band(row.to_frame().T, models).iloc[0]
 st.caption(f"Peak per GPU likely between {c.fmt_mem(_band['peak_low_bytes'])} and {c.fmt_mem(_band['peak_high_bytes'])} "
            f"(−{_band['uncertainty_low_pct']:.1f}% / +{_band['uncertainty_high_pct']:.1f}% of the tensors: "
-           f"{md_escape(str(_band['uncertainty_reasons']))}).")
+           f"{md_escape(state.dashboard_message(str(_band['uncertainty_reasons'])))}).")  # (the sidebar's words, no flag)
 if float(row.get("allocator_cached_bytes", 0) or 0) > 0:  # reserved, reclaimable: not in the peak or the verdict
     st.caption(f"nvidia-smi and torch.cuda.max_memory_reserved() will show about "
                f"{c.fmt_mem(row['allocator_cached_bytes'])} more than the peak: the dropped 16-bit logits' block, "
@@ -188,9 +192,12 @@ vview = pd.DataFrame({
 })
 c.table(vview, "breakdown_what_if", c.csv_settings(page="breakdown: what-if"),
         formats={"Memory used (%)": "%.1f%%"},
-        help={"Rank": "0 is the scenario as configured; then changes that fit (fewest GPUs, least impact first), then "
-                      "the rest (fewest GPUs needed). Where no single change fits on these GPUs, the fewest changes "
-                      "that fit together lead as one 'Together: ...' row.",
+        # the order planner/planning.py _ranked gives (the words said "least impact first", where the most memory
+        # saved comes first: ZeRO-3 with offload, much slower, ranked above a kernel change of no impact)
+        help={"Rank": "0 is the scenario as configured; then the changes that fit, on the fewest GPUs first, then the "
+                      "most memory saved, then the least impact; then the rest in the same order (fewest GPUs needed "
+                      "first). Changes that save nothing come after the others on the same GPUs. Where no single "
+                      "change fits on these GPUs, the fewest changes that fit together lead as one 'Together: ...' row.",
               "GPUs to fit": "Its own GPU count when it fits; otherwise the count that would hold it with ZeRO-3 "
                              "(training) or tensor parallelism (serving).",
               "Impact": "none < slower < much slower < changes the run < changes the method or model."})

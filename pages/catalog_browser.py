@@ -10,8 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app import user_entries as ue
-from app.labels import md_escape
+from app.labels import CATALOG_TABS, md_escape
 
 c.ensure_frame()
 from catalog.schema import CatalogError
@@ -57,7 +58,9 @@ for kind, label in (("gpus", "GPU"), ("models", "model")):
     for ident in ue.shadowed(kind):
         st.info(f"Your catalog file also has a {label} {ue.md_code(ident)}: this session shows the one you added "
                 "here (save or remove yours to see the saved one).")
-query = st.text_input("Search all tables (id, name, vendor, source, …)", key="cat_search")
+# the search and the open tab are kept in the settings and the URL (app/state.py PAGE_FIELDS: catalog_search, catalog_tab)
+query = state.control("catalog_search", lambda k, **v: st.text_input("Search all tables (id, name, vendor, source, …)",
+                                                                    key=k, **v))
 
 
 def search(frame: pd.DataFrame) -> pd.DataFrame:
@@ -90,9 +93,12 @@ def add_entry(kind: str, label: str, raw: dict) -> None:
 
 # keyed and tracked: the rerun after adding an entry stays on the tab the user was on (it used to
 # jump back to the GPUs tab)
-tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file, tab_run = st.tabs(
-    ["GPUs", "Models", "References", "Add a GPU", "Add a model", "Your catalog file", "Your run's log"],
-    key="catalog_tab", on_change="rerun")
+# (the open one is read back as its URL word, app/labels.py CATALOG_TABS)
+drawn: dict = {}
+state.control("catalog_tab", lambda k, index: drawn.setdefault("tabs", st.tabs(
+    list(CATALOG_TABS.values()), key=k, on_change="rerun", default=list(CATALOG_TABS.values())[index])),
+    read=lambda tabs: next((word for word, tab in zip(CATALOG_TABS, tabs) if tab.open), "gpus"))
+tab_gpus, tab_models, tab_refs, tab_add_gpu, tab_add_model, tab_file, tab_run = drawn["tabs"]
 
 with tab_gpus:
     view = pd.DataFrame({
@@ -119,7 +125,8 @@ with tab_gpus:
     shown = search(view)
     st.caption(f"{len(shown)} of {len(view)} GPUs. Prices are snapshots with their source and date.")
     c.table(shown, "catalog_gpus", c.csv_settings(page="catalog: GPUs", search=query),
-            formats={"Price ($)": "dollar", "Used price ($)": "dollar", "Cloud ($/GPU-h)": "$%.2f", "Launch year": "%d"})
+            # (the cloud price as the catalog has it: $%.2f showed 2.125 as $2.13, its CSV 2.125)
+            formats={"Price ($)": "dollar", "Used price ($)": "dollar", "Launch year": "%d"})
 
 with tab_models:
     view = pd.DataFrame({
@@ -165,7 +172,7 @@ with tab_refs:
     shown = search(view)
     st.caption(f"{len(shown)} of {len(view)} references; the Evidence page sets each beside our estimate.")
     c.table(shown, "catalog_references", c.csv_settings(page="catalog: references", search=query),
-            formats={"Value": "%g"}, links=("URL",))
+            links=("URL",))  # (the value as the source gives it: %g cut 39,300.01 to 39300)
 
 with tab_add_gpu:
     st.markdown("Every field is checked like `catalog/gpus.yaml`; empty optional fields stay unknown.")
@@ -363,7 +370,8 @@ def page_words(message: str) -> str:
     return (message.replace("give --model ID", "give the catalog model id (the field beside the GPU)")
             .replace("not of --model ", "not of the catalog model id ").replace("leave --model out", "leave that field empty")
             .replace("the --gpu of the card it ran on", "the card it ran on in 'The GPU it ran on'")
-            .replace("than --gpu has", "than the GPU chosen has"))
+            .replace("than --gpu has", "than the GPU chosen has")
+            .replace("no recognizable run in this file", "no recognizable run in the pasted text"))  # (pasted, no file)
 
 
 # ---- issue 26: a run's own log, pasted: measured beside our estimate; kept among your runs ----------------

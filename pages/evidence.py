@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from app.labels import md_escape
 from planner.evidence import memory_hit_rate, worst_underestimate
 
@@ -72,13 +73,16 @@ def _serving_tab() -> None:
     with st.container(border=True):
         f1, f2, f3 = st.columns(3)
         metric_names = [m for m in SERVING_METRICS if m in set(sv["metric"])]
-        metrics = f1.multiselect("Metric", metric_names, default=metric_names, format_func=SERVING_METRICS.get,
-                                 key="sv_metric")
+        # kept in the settings and the URL (app/state.py PAGE_FIELDS: sv_metrics, sv_engines, sv_roles, sv_search)
+        metrics = state.control("sv_metrics", lambda k, **v: f1.multiselect(
+            "Metric", metric_names, format_func=SERVING_METRICS.get, key=k, **v), options=metric_names)
         engines = sorted(sv["engine"].astype(str).unique())
-        chosen_engines = f2.multiselect("Engine", engines, default=engines, key="sv_engine")
-        roles = f3.multiselect("Role", list(ROLE_LABELS), default=list(ROLE_LABELS), format_func=ROLE_LABELS.get,
-                               key="sv_role")
-        query = st.text_input("Search (run, GPU, model, build, source)", key="sv_search")
+        chosen_engines = state.control("sv_engines", lambda k, **v: f2.multiselect("Engine", engines, key=k, **v),
+                                       options=engines)
+        roles = state.control("sv_roles", lambda k, **v: f3.multiselect(
+            "Role", list(ROLE_LABELS), format_func=ROLE_LABELS.get, key=k, **v), options=list(ROLE_LABELS))
+        query = state.control("sv_search", lambda k, **v: st.text_input(
+            "Search (run, GPU, model, build, source)", key=k, **v))
     shown = sv[sv["metric"].isin(metrics) & sv["engine"].isin(chosen_engines) & sv["role"].isin(roles)]
     if query:
         shown = _matching(shown, ("id", "gpu_name", "model_name", "build", "source", "setup_note"), query)
@@ -105,8 +109,9 @@ def _serving_tab() -> None:
         "Model": shown["model_name"].astype(str),
         "Metric": shown["metric"].map(SERVING_METRICS),
         "Published": shown["reference"].astype(float),
-        "Ours": shown["estimate"].astype(float),
-        "Error (%)": error,
+        # rounded to what the table shows, so that its CSV is the table as shown (190.0576509 beside a shown 190.06)
+        "Ours": shown["estimate"].astype(float).round(2),
+        "Error (%)": error.round(1),
         f"Within ±{SPEED_TOLERANCE_PCT:.0f}%": shown["within_35pct"].astype(bool),
         "Date": shown["date"].astype(str),
         "Source": shown["source"].astype(str),
@@ -116,7 +121,7 @@ def _serving_tab() -> None:
     c.table(view, "serving_evidence",
             c.csv_settings(page="evidence (serving engines)", metrics=",".join(metrics), engines=",".join(chosen_engines),
                            roles=",".join(roles), search=query),
-            formats={"Published": "%.2f", "Ours": "%.2f", "Error (%)": "%+.1f%%"}, links=("URL",),
+            formats={"Ours": "%.2f", "Error (%)": "%+.1f%%"}, links=("URL",),
             help={"Role": "fit: the run set one of the serving model's constants (benchmarks/serving_accuracy.py "
                           "--fit refits them); held out: it set nothing, so its error is the model's accuracy.",
                   "Ours": "The serving model's figure for the run, from the run's own card figures and settings.",
@@ -145,11 +150,14 @@ with tab_refs:
 
     with st.container(border=True):
         e1, e2, e3 = st.columns([2, 2, 1])
-        kinds = e1.multiselect("Kind", list(KIND_LABELS), default=list(KIND_LABELS), format_func=KIND_LABELS.get, key="ev_kind")
+        # kept in the settings and the URL (app/state.py PAGE_FIELDS: ev_kinds, ev_metrics, ev_outside, ev_search)
+        kinds = state.control("ev_kinds", lambda k, **v: e1.multiselect(
+            "Kind", list(KIND_LABELS), format_func=KIND_LABELS.get, key=k, **v), options=list(KIND_LABELS))
         metrics = sorted(rows["metric"].astype(str).unique())
-        chosen_metrics = e2.multiselect("Metric", metrics, default=metrics, key="ev_metric")
-        outside = e3.checkbox("Only outside ±10%", key="ev_outside")
-        query = st.text_input("Search (id, model, source, notes)", key="ev_search")
+        chosen_metrics = state.control("ev_metrics", lambda k, **v: e2.multiselect("Metric", metrics, key=k, **v),
+                                       options=metrics)
+        outside = state.control("ev_outside", lambda k, **v: e3.checkbox("Only outside ±10%", key=k, **v))
+        query = state.control("ev_search", lambda k, **v: st.text_input("Search (id, model, source, notes)", key=k, **v))
 
     summary = c.wrap_row()
     for kind in KIND_LABELS:
@@ -211,11 +219,13 @@ with tab_refs:
         "Model": shown["model"].astype(str).map(names),
         "Metric": shown["metric"].astype(str),
         "Counter": shown["counter"].astype(str) if "counter" in shown else "",
-        "Published": shown["reference"].astype(float),
-        "Ours": shown["estimate"].astype(float).where(note == ""),  # a note ("not within 1,024 GPUs") instead of inf
+        "Published": shown["reference"].astype(float),  # as the source gives it (%g cut 39,300.01 to 39300)
+        # to six significant digits, shown and exported alike (%g showed 4,194,304 as 4.1943e+06, its CSV 4194304); a
+        # note ("not within 1,024 GPUs") instead of inf
+        "Ours": shown["estimate"].astype(float).map(lambda v: float(f"{v:.6g}")).where(note == ""),
         "Unit": shown["unit"].astype(str),
         "Per GPU": shown["per_gpu"].astype(bool),
-        "Error (%)": finite_error,
+        "Error (%)": finite_error.round(1),
         "Within ±10%": shown["within_10pct"].astype(bool),
         "Source": shown["source"].astype(str),
         "Whose": (shown["source_kind"].astype(str).replace({"user": "yours"}) if "source_kind" in shown
@@ -228,7 +238,7 @@ with tab_refs:
     view["Why it differs"] = view["Why it differs"].str.rstrip()
     c.table(view, "evidence", c.csv_settings(page="evidence", kinds=",".join(kinds), metrics=",".join(chosen_metrics),
                                              only_outside=outside, search=query),
-            formats={"Published": "%g", "Ours": "%g", "Error (%)": "%+.1f%%"}, links=("URL",),
+            formats={"Error (%)": "%+.1f%%"}, links=("URL",),
             help={"Per GPU": "Checked: the figure is per GPU; unchecked: total over all GPUs or a whole-model size.",
                   "Counter": "What a memory figure counts: torch.cuda.max_memory_allocated (the tensors), "
                              "max_memory_reserved (+ the allocator's cache and the cuBLAS workspace) or the whole "

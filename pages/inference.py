@@ -30,15 +30,13 @@ st.caption(f"Context {int(s['seq']):,} tokens × {int(s['batch'])} concurrent se
 
 with st.container(border=True):
     i1, i2 = st.columns([3, 1])
-    precisions = i1.multiselect("Weight precisions", list(INFER_PRECISIONS),
-                                default=[p for p in s["infer_precisions"] if p in INFER_PRECISIONS], key="inf_precisions",
-                                format_func=c.INFER_PRECISION_LABELS.get)
-    counts = list(state.FIELDS["infer_max_gpus"].options)  # the URL key's choices (app/state.py)
-    max_gpus = i2.selectbox("Largest GPU count", counts, key="inf_max_gpus",
-                            index=counts.index(s["infer_max_gpus"]) if s["infer_max_gpus"] in counts else 3)
-# into the store and the URL (a shared link, a page switch); an emptied list stays the page's default there
-s.update(infer_precisions=tuple(precisions) or s["infer_precisions"], infer_max_gpus=int(max_gpus))
-state.sync_url()
+    # kept in the settings and the URL (app/state.py: infer_precisions, infer_max_gpus); an emptied list stays the
+    # page's default there
+    precisions = list(state.control("infer_precisions", lambda k, **v: i1.multiselect(
+        "Weight precisions", list(INFER_PRECISIONS), key=k, **v, format_func=c.INFER_PRECISION_LABELS.get)))
+    max_gpus = state.control("infer_max_gpus", lambda k, **v: i2.selectbox(
+        "Largest GPU count", state.FIELDS["infer_max_gpus"].options, key=k, **v,
+        help="The GPUs-needed column counts up to this many of the sidebar's card."))
 if not precisions:
     st.info("Choose at least one weight precision.")
     st.stop()
@@ -67,7 +65,14 @@ if "card_decode_tokens_per_s" in table:
     view[f"Tokens/s per sequence on {gnames.get(card, card)}"] = table["card_decode_tokens_per_s"].astype(float).round(1)
 if "card_usd_per_million_tokens" in table:
     view["$ per million tokens (rented)"] = table["card_usd_per_million_tokens"].astype(float).round(3)
-c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus),
+# the rented cost's price, with its source and date (the catalog's), beside the table and in its CSV
+_gpu = gpus.set_index("id").loc[card]
+_price = float(_gpu["cloud_usd_per_hour"]) if pd.notna(_gpu.get("cloud_usd_per_hour")) else None
+price_words = {"cloud_usd_per_gpu_hour": _price if _price is not None else "none in the catalog",
+               "cloud_price_source": str(_gpu.get("cloud_source", "") or ""),
+               "cloud_price_date": str(_gpu.get("cloud_date", "") or "")}
+c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(precisions), card=card, max_gpus=max_gpus,
+                                          **price_words),
         formats={"Context used (tokens)": "%d", "$ per million tokens (rented)": "$%.3f"},
         help={"Active per token (billions)": "Mixture of experts: the parameters one token uses (its routed experts, "
                                              "the shared ones, attention and embeddings); the weights column holds "
@@ -81,6 +86,14 @@ c.table(view, "inference", c.csv_settings(page="inference", precisions=",".join(
                                                                      "cannot run it.",
               "$ per million tokens (rented)": "At the GPUs needed on the card; empty where it does not run there, or "
                                                "the card has no cloud price."})
+
+if "card_usd_per_million_tokens" in table:
+    st.caption(f"\\$ per million tokens: {md_escape(gnames.get(card, card))} rented at "
+               + (f"\\${_price:,.10g} per GPU-hour ({md_escape(price_words['cloud_price_source'])}, "
+                  f"{md_escape(price_words['cloud_price_date'])}; the catalog's price, Catalog page)"
+                  if _price is not None else "no cloud price in the catalog (the column is empty)")
+               + f" × the GPUs needed, over the tokens the {int(s['batch'])} concurrent sequence(s) generate per hour. "
+               "Tokens/s: the decode roofline (memory bandwidth against compute, README \"Speed and cost\").")
 
 chart_data = pd.DataFrame({
     "model": table["model"].map(names), "precision": table["precision"].map(c.INFER_PRECISION_LABELS),
@@ -124,8 +137,12 @@ st.caption(f"Red line: one {md_escape(gnames.get(card, card))} ({usable:,.1f} {u
 
 # the source article's table beside ours: built when the section is open only (a lazy expander,
 # Streamlit's on_change="rerun"), as the Budget page's tiers
-article_box = st.expander("The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)",
-                          key="inf_article_open", on_change="rerun")
+# (open or closed, kept in the settings and the URL: app/state.py infer_article)
+drawn: dict = {}
+state.control("infer_article", lambda k, value: drawn.setdefault("box", st.expander(
+    "The source article's inference table, beside ours (GB = 10⁹ bytes, as the article)", expanded=value, key=k,
+    on_change="rerun")), read=lambda box: bool(box.open))
+article_box = drawn["box"]
 if article_box.open:
     with article_box:
         article_models = ("llama-2-7b", "llama-2-13b", "llama-3-70b")

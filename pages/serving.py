@@ -71,20 +71,22 @@ with st.container(border=True):
     precision = e2.selectbox("Weights", choices, index=choices.index(asked) if asked in choices else 0,
                              key=weights_key,
                              format_func=lambda p: c.INFER_PRECISION_LABELS.get(p, p))
-    counts = list(state.FIELDS["serve_gpus"].options)  # the URL key's choices (app/state.py)
-    gpu_count = e3.selectbox("GPUs per replica", counts, key="srv_gpus",
-                             index=counts.index(s["serve_gpus"]) if s["serve_gpus"] in counts else 0)
+    # the controls below are declared once in app/state.py (URL key, default, bounds, widget key) and kept there
+    gpu_count = state.control("serve_gpus", lambda k, **v: e3.selectbox(
+        "GPUs per replica", state.FIELDS["serve_gpus"].options, key=k, **v))
     paged = engine in ("vllm", "sglang", "mlc-llm")  # the engines that take a share of the card (gpu_memory_utilization)
-    own_share = e4.checkbox("Engine's default memory share", value=bool(s["serve_share_default"]), key="srv_util_default",
-                            disabled=not paged,
-                            help="vLLM: 0.9 of the card; SGLang: its mem-fraction-static default, by the card's memory "
-                                 "(0.830 on an H100, docs/serving.md). Untick to set the share yourself.")
-    util = e4.slider("GPU memory utilization (vLLM / SGLang / MLC-LLM)", 0.5, 0.98, float(s["serve_util"]), 0.01, key="srv_util",
-                     disabled=not paged or own_share)
-    in_use = e4.number_input("GiB in use by other processes", 0.0, 1024.0, float(s["serve_in_use"]), 0.5, key="srv_in_use",
-                             help="What a desktop or another server already holds on each GPU (nvidia-smi shows it): vLLM "
-                                  "and MLC-LLM do not start where their share of the card is not free; the other engines "
-                                  "size themselves from what is free.")
+    own_share = state.control("serve_share_default", lambda k, **v: e4.checkbox(
+        "Engine's default memory share", key=k, **v, disabled=not paged,
+        help="vLLM: 0.9 of the card; SGLang: its mem-fraction-static default, by the card's memory "
+             "(0.830 on an H100, docs/serving.md). Untick to set the share yourself."))
+    util = state.control("serve_util", lambda k, **v: e4.slider(
+        "GPU memory utilization (vLLM / SGLang / MLC-LLM, share of each card)", **state.bounds("serve_util"),
+        step=0.01, key=k, **v, disabled=not paged or own_share))
+    in_use = state.control("serve_in_use", lambda k, **v: e4.number_input(
+        "GiB in use by other processes", **state.bounds("serve_in_use"), step=0.5, key=k, **v,
+        help="What a desktop or another server already holds on each GPU (nvidia-smi shows it): vLLM and MLC-LLM "
+             "do not start where their share of the card is not free; the other engines size themselves from what "
+             "is free."))
     # llama.cpp's --n-cpu-moe / --cpu-moe for mixture-of-experts models (engine/serving.py)
     cpu_moe_choices = {"none": 0, "auto (fewest layers that fit)": CPU_MOE_AUTO, "all (--cpu-moe)": CPU_MOE_ALL}
     CPU_MOE_KEYS = ("none", "auto", "all")  # the choices above in the URL (serve_cpu_moe), in their order
@@ -100,8 +102,7 @@ with st.container(border=True):
     cards = st.multiselect("Cards", list(gpus["id"]), default=stored_cards or default_cards, key="srv_cards",
                            format_func=lambda g: gnames.get(g, g))
 # into the store and the URL (a shared link, a page switch): the cards only where they differ from the default set
-s.update(serve_engine=engine, serve_weights="auto" if precision == auto and s["serve_weights"] == "auto" else precision, serve_gpus=int(gpu_count), serve_share_default=bool(own_share),
-         serve_util=float(util), serve_in_use=float(in_use),
+s.update(serve_engine=engine, serve_weights="auto" if precision == auto and s["serve_weights"] == "auto" else precision,
          serve_cpu_moe=CPU_MOE_KEYS[list(cpu_moe_choices).index(cpu_moe_label)],
          serve_cards=tuple(cards) if list(cards) != default_cards else ())
 state.sync_url()
@@ -210,12 +211,14 @@ if curve is not None:  # (every card refused: the warning above says why)
 st.markdown("#### Cheapest configuration for a target")
 with st.container(border=True):
     t1, t2, t3, t4 = st.columns(4)
-    users = t1.number_input("Concurrent users", 1, 4096, int(s["serve_users"]), key="srv_users")
-    context = t2.number_input("Context per user (tokens)", 256, 131072, int(s["serve_context"]), step=256, key="srv_context")
-    tps = t3.number_input("Tokens/s per user, at least", 1.0, 500.0, float(s["serve_tps"]), key="srv_tps")
-    ttft = t4.number_input("Time to first token, at most (s)", 0.05, 60.0, float(s["serve_ttft"]), key="srv_ttft")
-s.update(serve_users=int(users), serve_context=int(context), serve_tps=float(tps), serve_ttft=float(ttft))
-state.sync_url()
+    users = state.control("serve_users", lambda k, **v: t1.number_input(
+        "Concurrent users", **state.bounds("serve_users"), key=k, **v))
+    context = state.control("serve_context", lambda k, **v: t2.number_input(
+        "Context per user (tokens)", **state.bounds("serve_context"), step=256, key=k, **v))
+    tps = state.control("serve_tps", lambda k, **v: t3.number_input(
+        "Tokens/s per user, at least", **state.bounds("serve_tps"), key=k, **v))
+    ttft = state.control("serve_ttft", lambda k, **v: t4.number_input(
+        "Time to first token, at most (s)", **state.bounds("serve_ttft"), key=k, **v))
 # the page's default context (8,192) on a model with a shorter one (Llama 2's 4,096): the model's whole context, said so,
 # where a context the user or a link gave is refused below as `serve` refuses it
 own_context = pd.to_numeric(models.set_index("id")["max_context"].get(model), errors="coerce")

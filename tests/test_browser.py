@@ -533,3 +533,47 @@ def test_serving_and_inference_charts_keep_their_titles_and_legends_inside(serve
                 assert fit["legend_over_marks"] == [] and fit["cut"] == [], (path, width, fit)
         finally:
             browser.close()
+
+
+def test_page_controls_survive_a_page_switch_and_are_in_the_url(server):
+    """The Catalog's search and open tab and the Feasibility matrix's largest count were widget state only: back
+    from another page they were at their defaults, and the URL did not carry them (app/state.py PAGE_FIELDS)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser, page = _open(pw, server, "/catalog_browser", "Catalog")
+        try:
+            page.get_by_role("tab", name="Models").click()
+            _idle(page)
+            search = page.locator("input[aria-label='Search all tables (id, name, vendor, source, …)']")
+            search.fill("gemma")
+            search.press("Enter")
+            page.wait_for_function("() => window.location.search.includes('catalog_search=gemma')", timeout=60_000)
+            _idle(page)
+            assert "catalog_tab=models" in page.url
+            _goto(page, "Feasibility matrix", "Feasibility matrix")
+            main = page.locator("[data-testid='stMain']")
+            _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered"), "16",
+                    exact=True)
+            page.wait_for_function("() => window.location.search.includes('feas_max_gpus=16')", timeout=60_000)
+            _idle(page)
+            main.get_by_text("Details: one row per model × GPU").click()  # a lazy section, opened
+            page.wait_for_function("() => window.location.search.includes('feas_details=1')", timeout=60_000)
+            _idle(page)
+            tables = main.locator("[data-testid='stDataFrame']")
+            assert tables.count() == 2
+            _goto(page, "Catalog", "Catalog")
+            assert search.input_value() == "gemma"
+            assert page.get_by_role("tab", name="Models").get_attribute("aria-selected") == "true"
+            _goto(page, "Feasibility matrix", "Feasibility matrix")
+            box = main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered")
+            assert "16" in box.inner_text() + box.locator("input").first.input_value(), box.inner_html()[:2000]
+            assert "catalog_search=gemma" in page.url and "feas_max_gpus=16" in page.url
+            tables.nth(1).wait_for(timeout=60_000)  # the details section still open, its table drawn
+            main.get_by_text("Details: one row per model × GPU").click()  # and closed again
+            page.wait_for_function("() => !window.location.search.includes('feas_details')", timeout=60_000)
+            _idle(page)
+            assert tables.count() == 1
+            _no_errors(page, "feasibility after the switches")
+        finally:
+            browser.close()

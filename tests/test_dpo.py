@@ -363,7 +363,7 @@ def test_breakdown_page_names_the_pairs_and_the_reference_copy():
     assert not at.error, [e.value for e in at.error]
     assert "14.96 GiB" in " ".join(shown(x.value) for x in at.caption if "DPO:" in x.value)
     at = open_app("pages/breakdown.py", {"method": "full", "model": "llama-3-8b", "gpu": "h100-sxm-80gb"})
-    assert "Largest micro-batch" in [m.label for m in at.metric]
+    assert "Largest micro-batch (sequences)" in [m.label for m in at.metric]
     assert not [x for x in at.caption if "DPO:" in x.value]
 
 

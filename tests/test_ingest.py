@@ -707,6 +707,7 @@ def test_the_catalog_page_takes_a_pasted_log_and_keeps_it(runs_file):
     from streamlit.testing.v1 import AppTest
 
     from tests.test_pages import DASHBOARD
+    from tests.test_pages import shown as as_shown
     at = AppTest.from_file(DASHBOARD, default_timeout=60)
     at.switch_page("pages/catalog_browser.py").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -730,6 +731,11 @@ def test_the_catalog_page_takes_a_pasted_log_and_keeps_it(runs_file):
     at.button(key="run_log_compare").click().run()
     assert any("not of" in e.value and "7b" in e.value for e in at.error), [e.value for e in at.error]  # (markdown-escaped)
     assert len(load_runs(runs_file)) == 1
+    # text that is no run: the pasted text is named as what was pasted (it said "in this file")
+    at.text_area(key="run_log_text").set_value("hello")
+    at.button(key="run_log_compare").click().run()
+    assert any(as_shown(e.value).startswith("no recognizable run in the pasted text; accepted: ") for e in at.error), \
+        [e.value for e in at.error]
 
 
 def test_binary_data_and_a_bound_are_one_line(tmp_path):

@@ -608,7 +608,38 @@ def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     assert variants["Change"].iloc[0] == "As configured" and not variants["Fits"].iloc[0]
     fits = variants["Fits"].astype(bool).tolist()[1:]
     assert fits[0] and fits == sorted(fits, reverse=True)  # those that fit come first
-    assert any(m.label == "Largest micro-batch" for m in at.metric)
+    assert any(m.label == "Largest micro-batch (sequences)" for m in at.metric)
+
+
+def test_breakdowns_cards_say_their_unit_in_the_serving_words():
+    """The batch card said "Largest micro-batch" with no unit, and on a serving scenario "micro-batch" and "at batch 1"
+    where the sidebar says "Concurrent sequences": each card's label now says what it counts."""
+    at = open_app("pages/breakdown.py", {"task": "infer", "batch": "4"})
+    cards = {m.label: m for m in at.metric}
+    assert "Most concurrent sequences" in cards and "Longest context (tokens)" in cards
+    assert shown(cards["Longest context (tokens)"].proto.delta) == "at 4 concurrent sequences"
+
+
+def _column_help(at: AppTest, i: int, column: str) -> str:
+    config = json.loads(at.dataframe[i].proto.columns)
+    return next(spec.get("help", "") for col, spec in config.items() if (spec.get("label") or col) == column)
+
+
+def test_breakdown_says_its_order_and_the_sidebars_words():
+    """The Rank column's help said the changes that fit come "least impact first" where the table puts the most memory
+    saved first (ZeRO-3 with offload, much slower, above Liger kernels, no impact); the uncertainty caption named the
+    command line's flags (--loop manual) where the dashboard has the sidebar's Software stack."""
+    at = open_app("pages/breakdown.py")
+    variants = table(at, 1)
+    help_ = _column_help(at, 1, "Rank")
+    assert "most memory saved, then the least impact" in help_ and "least impact first" not in help_
+    fit = variants[variants["Fits"].astype(bool) & (variants["Rank"] > 0)]
+    saving = fit[fit["Saved vs now (GiB)"] > 0]
+    assert len(saving) > 3 and all(saving.groupby("GPUs", sort=False)["Saved vs now (GiB)"].apply(
+        lambda x: x.is_monotonic_decreasing))  # (GPUs first, then the most saved)
+    band = [shown(m.value) for m in at.caption if m.value.startswith("Peak per GPU likely between")]
+    assert len(band) == 1 and "(the sidebar's Software stack: Training loop manual)" in band[0], band
+    assert not any(re.search(r"(?<![\w-])--[a-z]", shown(m.value)) for m in at.main.caption)
 
 
 def test_breakdown_leads_with_the_changes_that_fit_together_where_none_fits_alone():
@@ -1297,3 +1328,81 @@ def test_budget_systems_are_first_shown_for_the_sidebars_model():
     at = open_app("pages/budget.py")
     assert at.multiselect(key="bp_pairs").value == [f"{at.session_state['settings']['model']}:qlora",
                                                     f"{at.session_state['settings']['model']}:infer-int4"]
+
+
+def _hidden_digits(at: AppTest) -> list:
+    """(table, column, format, values) where a column's display format shows fewer digits than the table holds:
+    the CSV (the table's values) then differs from what is shown."""
+    problems = []
+    for i, frame in enumerate(at.dataframe):
+        config = json.loads(frame.proto.columns) if frame.proto.columns else {}
+        for col, spec in config.items():
+            fmt = (spec.get("type_config") or {}).get("format") or ""
+            name = spec.get("label") or col
+            if name not in frame.value.columns or not pd.api.types.is_numeric_dtype(frame.value[name]):
+                continue
+            values = frame.value[name].astype(float).to_numpy()
+            values = values[np.isfinite(values)]
+            decimals = re.search(r"%[+]?\.(\d+)f", fmt)
+            if decimals:
+                hidden = values[np.round(values, int(decimals.group(1))) != values]
+            elif fmt == "%g":
+                hidden = values[[float(f"{v:g}") != v for v in values]]
+            elif fmt == "%d":
+                hidden = values[np.round(values) != values]
+            else:
+                continue
+            if len(hidden):
+                problems.append((i, name, fmt, hidden[:3].tolist()))
+    return problems
+
+
+def test_tables_show_every_digit_their_csv_holds():
+    """Evidence showed our 190.0576509 tokens/s as 190.06 and an error of 0.0303% as +0.0%, 39,300.01 published as
+    39300 and 4,194,304 as 4.1943e+06 (%g), the Catalog a $2.125 cloud price as $2.13: each CSV held other figures
+    than the table showed. Each column now holds what it shows (rounded where it rounds; as given where it is a
+    source's figure)."""
+    at = open_app(query={"task": "infer"})
+    for page in ("pages/evidence.py", "pages/catalog_browser.py", "pages/breakdown.py", "pages/inference.py",
+                 "pages/serving.py"):
+        at.switch_page(page).run()
+        assert not at.exception and _hidden_digits(at) == [], (page, _hidden_digits(at))
+    at.session_state["catalog_tab"] = "References"
+    at.switch_page("pages/catalog_browser.py").run()
+    assert _hidden_digits(at) == []
+
+
+def test_the_inference_pages_rented_cost_names_its_price_source_and_date(downloads, gpus):
+    """'$ per million tokens (rented)' came from the card's catalog cloud price with no word of the price, its source
+    or its date, on the page or in the CSV. The caption and the CSV's settings now name them (the RTX 4090's $0.69
+    per GPU-hour, RunPod, 2025-06); a card with no cloud price says so."""
+    card = gpus.set_index("id").loc["rtx-4090"]
+    at = open_app("pages/inference.py", {"task": "infer"})
+    (caption,) = [shown(m.value) for m in at.caption if "per million tokens:" in m.value]
+    assert f"${float(card['cloud_usd_per_hour']):g} per GPU-hour ({card['cloud_source']}, {card['cloud_date']}" in caption
+    settings, frame = parse_csv(downloads(at.download_button[0]))
+    assert (float(settings["cloud_usd_per_gpu_hour"]), settings["cloud_price_source"], settings["cloud_price_date"]) == (
+        float(card["cloud_usd_per_hour"]), card["cloud_source"], card["cloud_date"])
+    assert frame["$ per million tokens (rented)"].notna().any()
+    unpriced = gpus[gpus["cloud_usd_per_hour"].isna()]["id"].iloc[0]
+    at = open_app("pages/inference.py", {"task": "infer", "gpu": unpriced})
+    (caption,) = [shown(m.value) for m in at.caption if "per million tokens:" in m.value]
+    assert "no cloud price in the catalog" in caption
+
+
+def test_feasibility_details_date_their_prices_and_name_the_phase_in_words(gpus):
+    """The details' Purchase ($) and Rent ($/h) had no date (a price is a dated snapshot), and the peak phase was the
+    engine's code (loss_backward) in the table and the heatmap's tooltip where the Breakdown says "start of backward
+    (loss gradient)"."""
+    from app.data import display_names
+    from planner.report import PHASE_LABELS
+    at = open_app("pages/feasibility.py", {"feas_details": "1"})
+    detail = table(at, 1)
+    ids = {name: i for i, name in display_names(gpus, short=True).items()}
+    catalog = gpus.set_index("id")
+    priced = detail[detail["Purchase ($)"].notna()]
+    assert len(priced) and (priced["Price date"] == priced["GPU"].map(lambda g: str(catalog.loc[ids[g], "price_date"]))).all()
+    rented = detail["Rent ($/h)"].notna()
+    assert rented.any() and (detail.loc[rented, "Rent price date"] == detail.loc[rented, "GPU"].map(
+        lambda g: str(catalog.loc[ids[g], "cloud_date"]))).all() and (detail.loc[~rented, "Rent price date"] == "").all()
+    assert set(detail["Peak phase"]) <= set(PHASE_LABELS.values()), set(detail["Peak phase"]) - set(PHASE_LABELS.values())

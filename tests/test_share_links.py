@@ -238,3 +238,135 @@ def test_a_removed_session_gpu_leaves_the_link():
     at.button(key="remove_gpu_my-card-42gb").click().run()
     at.switch_page("pages/overview.py").run()
     assert not at.exception and _params(at).get("serve_cards") == "rtx-4090"
+
+
+def test_page_level_controls_survive_a_page_switch_and_a_link():
+    """The Feasibility, Evidence and Catalog pages' own controls (families, largest count, GPU filters; kind, metric,
+    'only outside', searches; the catalog's search and open tab) were widget state only: a page switch put them back
+    at their defaults and a link did not carry them. They are now declared once (app/state.py PAGE_FIELDS) and kept
+    in the settings and the URL like the sidebar's."""
+    at = open_app("pages/feasibility.py")
+    at.multiselect(key="fm_family").set_value(["llama-2", "gemma"]).run()
+    at.selectbox(key="fm_max_gpus").set_value(16).run()
+    at.multiselect(key="fm_vendor").set_value(["nvidia"]).run()
+    at.slider(key="fm_memory").set_value((16.0, 96.0)).run()
+    at.session_state["fm_details_open"] = True  # the lazy details section, opened
+    at.run()
+    at.switch_page("pages/inference.py").run()
+    at.session_state["inf_article_open"] = True
+    at.run()
+    at.switch_page("pages/evidence.py").run()
+    at.checkbox(key="ev_outside").check().run()
+    at.text_input(key="ev_search").input("llama").run()
+    at.multiselect(key="sv_engine").set_value(["vllm", "sglang"]).run()
+    at.switch_page("pages/catalog_browser.py").run()
+    at.text_input(key="cat_search").input("h100").run()
+    at.session_state["catalog_tab"] = "Models"
+    at.run()
+    assert not at.exception
+    link = _params(at)
+    assert link == {"feas_families": "llama-2,gemma", "feas_max_gpus": "16", "feas_vendors": "nvidia",
+                    "feas_memory_gb": "16,96", "feas_details": "1", "infer_article": "1", "ev_outside": "1", "ev_search": "llama", "sv_engines": "vllm,sglang",
+                    "catalog_search": "h100", "catalog_tab": "models"}
+
+    def feasibility(app):
+        app.switch_page("pages/feasibility.py").run()
+        return (app.multiselect(key="fm_family").value, app.selectbox(key="fm_max_gpus").value,
+                app.multiselect(key="fm_vendor").value, app.multiselect(key="fm_segment").value,
+                app.slider(key="fm_memory").value, len(app.dataframe))  # (2 tables: the details open)
+
+    def inference(app):
+        app.switch_page("pages/inference.py").run()
+        return any("article" in str(d.value.columns.tolist()) for d in app.dataframe)
+
+    def evidence(app):
+        app.switch_page("pages/evidence.py").run()
+        return (app.checkbox(key="ev_outside").value, app.text_input(key="ev_search").value,
+                app.multiselect(key="sv_engine").value, len(app.multiselect(key="ev_kind").value))
+
+    def catalog(app):
+        app.switch_page("pages/catalog_browser.py").run()
+        return app.text_input(key="cat_search").value, app.session_state["catalog_tab"]
+
+    want = ((["llama-2", "gemma"], 16, ["nvidia"], ["apple", "consumer", "datacenter", "workstation"], (16.0, 96.0), 2),
+            True, (True, "llama", ["vllm", "sglang"], 3), ("h100", "Models"))
+    for app in (at, open_app(query=link)):  # switched away and back; a new session from the link
+        assert (feasibility(app), inference(app), evidence(app), catalog(app)) == want
+        assert not app.exception and _params(app) == link
+    # what the page shows follows: the matrix's rows are the two families' models only
+    from app.data import display_names, merged_frames
+    models = merged_frames()[0]
+    names = display_names(models)
+    at.switch_page("pages/feasibility.py").run()
+    assert list(at.dataframe[0].value["Model"]) == [names[i] for i in models[models["family"].isin(["llama-2", "gemma"])]["id"]]
+
+
+def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
+    """A family the catalog lacks, a count the page does not list, a range backwards or a tab that does not exist:
+    each named with what is accepted, the control's valid values and the link's other keys kept."""
+    at = open_app("pages/feasibility.py", {"feas_families": "llama-2,lama-3", "feas_max_gpus": "3",
+                                           "feas_memory_gb": "96,16", "ev_search": "llama", "batch": "3"})
+    assert not at.exception
+    notes = [shown(w.value) for w in at.warning]
+    assert any(n.startswith("feas_families='llama-2,lama-3': 'lama-3' left out, not among this page's choices; "
+                            "accepted: a comma list of ") and "did you mean 'llama-3'" in n for n in notes), notes
+    assert any(n.startswith("feas_max_gpus='3' ignored; accepted: 1, 2, 4, 8, 16, 32, 64") for n in notes), notes
+    assert any(n.startswith("feas_memory_gb='96,16' ignored; accepted: two numbers low,high") for n in notes), notes
+    assert at.multiselect(key="fm_family").value == ["llama-2"] and at.selectbox(key="fm_max_gpus").value == 8
+    assert _params(at) == {"feas_families": "llama-2", "ev_search": "llama", "batch": "3"}
+    # every vendor again, one taken out and put back last: the default (no list of them all in the link)
+    vendors = at.multiselect(key="fm_vendor")
+    vendors.set_value(list(vendors.options[1:]) + list(vendors.options[:1])).run()
+    assert "feas_vendors" not in _params(at)
+    at = open_app("pages/catalog_browser.py", {"catalog_tab": "model", "catalog_search": "x" * 300, "units": "GB"})
+    notes = _notes(at)
+    assert any(n.startswith("catalog_tab='model' ignored; accepted: gpus, models, references")
+               and n.endswith("did you mean 'models' or 'add_model'?") for n in notes), notes
+    assert any(n.startswith("catalog_search='xxx") and "(300 characters) ignored; accepted: one line of text, at most "
+               "200 characters" in n for n in notes), notes
+    assert at.session_state["catalog_tab"] == "GPUs" and _params(at) == {"units": "GB"}
+
+
+def test_every_page_level_control_is_drawn_as_declared():
+    """Each page control of app/state.py FIELDS (those with a widget key) is on its page with the declared default,
+    and a number's bounds are the declared ones (the Serving page typed 1-4096, 256-131072, ... a second time)."""
+    from app.state import FIELDS
+    declared = {f.widget: f for f in FIELDS.values() if f.widget}
+    assert len(declared) == len([f for f in FIELDS.values() if f.widget])  # one widget key, one field
+    at = open_app(query={"task": "infer"})
+    found = {}
+    for page in ("pages/serving.py", "pages/inference.py", "pages/feasibility.py", "pages/evidence.py",
+                 "pages/catalog_browser.py"):
+        at.switch_page(page).run()
+        assert not at.exception and _params(at) == {"task": "infer"}, page  # nothing written but the link's
+        for kind in ("number_input", "selectbox", "multiselect", "checkbox", "slider", "text_input"):
+            for widget in at.get(kind):
+                if widget.key in declared:
+                    options = list(getattr(widget, "options", []))
+                    found[widget.key] = (getattr(widget, "min", None), getattr(widget, "max", None), widget.value,
+                                         options)
+    # (the tabs and the lazy sections: test_page_level_controls_survive_...)
+    assert set(declared) - set(found) == {"catalog_tab", "fm_details_open", "inf_article_open"}
+    for key, (low, high, value, options) in found.items():
+        f = declared[key]
+        if f.kind in ("int", "number"):
+            assert (low, high, value) == (f.low, f.high, f.default), key
+        elif f.kind in ("choice", "bool", "text"):
+            assert value == f.default, key
+        elif f.kind == "range":
+            assert value == (low, high), key
+        elif f.default is None:  # every choice the page lists
+            assert len(value) == len(options) > 0, key
+        else:
+            assert tuple(value) == f.default, key
+
+
+def test_a_pages_csv_records_its_own_filters_not_another_pages(downloads):
+    """The Feasibility matrix's CSV recorded its largest count and families but not its GPU filters (its columns);
+    the settings dump would have carried every other page's filters (Evidence's search) into every CSV."""
+    from tests.test_pages import parse_csv
+    at = open_app("pages/feasibility.py", {"feas_vendors": "nvidia", "feas_memory_gb": "16,96", "ev_search": "llama"})
+    settings, _ = parse_csv(downloads(at.download_button[0]))
+    assert {k: settings[k] for k in ("feas_vendors", "feas_segments", "feas_memory_gb", "feas_max_gpus")} == {
+        "feas_vendors": "nvidia", "feas_segments": "all", "feas_memory_gb": "16,96", "feas_max_gpus": "8"}
+    assert "ev_search" not in settings and "catalog_tab" not in settings
