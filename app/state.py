@@ -35,6 +35,7 @@ from engine.scenarios import KV_PRECISIONS, OBJECTIVES, did_you_mean, dpo_refere
 from engine.serving import ENGINES as SERVE_ENGINES
 from engine.serving import engine_precisions
 from engine.stacks import RECIPE_NAMES, SWITCHES
+from planner.planning import BUDGET_MAX_GPUS
 
 INFER_TABLE_PRECISIONS = ("fp16", "int8", "int4", "q8_0", "q4_k_m")  # the Inference page's default formats
 TEXT_MAX = 200  # a page's search box as a URL carries it (app/model_source.py has its own bound)
@@ -77,6 +78,14 @@ class Field:
 # like the sidebar's, so a page switch brings them back and a shared link reproduces the page. A multi-choice whose
 # default is None means "every choice the page lists" (the catalog's families, the evidence's metrics: the list is
 # the page's, checked when the page draws it); a range's None is the slider's whole range.
+PLAN_CHOICES = {
+    "Full fine-tuning": ("train", "full"), "LoRA": ("train", "lora"), "QLoRA": ("train", "qlora"),
+    "Freeze": ("train", "freeze"),
+    "Serve BF16": ("infer", "bf16"), "Serve INT8": ("infer", "int8"), "Serve INT4": ("infer", "int4"),
+    "Serve GGUF Q4_K_M": ("infer", "q4_k_m"),
+}
+DEFAULT_PLANS = ["Full fine-tuning", "LoRA", "QLoRA", "Serve BF16", "Serve INT4"]
+
 PAGE_FIELDS = (
     # Feasibility matrix: the model families, the largest count, and the GPU filters (app/tables.py gpu_filter)
     Field("feas_families", None, "multi", widget="fm_family"),
@@ -96,6 +105,22 @@ PAGE_FIELDS = (
     Field("sv_engines", None, "multi", widget="sv_engine"),
     Field("sv_roles", None, "multi", widget="sv_role"),
     Field("sv_search", "", "text", widget="sv_search"),
+    # Budget: the "GPUs only" tables' workloads and largest count (budget --max-gpus's), 'a bit more', one purchase,
+    # and the GPU filters
+    Field("budget_plans", tuple(DEFAULT_PLANS), "multi", tuple(PLAN_CHOICES), widget="bp_plans"),
+    Field("budget_max_gpus", BUDGET_MAX_GPUS, "choice", (1, 2, 4, 8, 16, 32, 64), widget="bp_max_gpus"),
+    Field("budget_stretch", 50, "int", low=10, high=200, widget="bp_stretch"),
+    Field("budget_one", True, "bool", widget="bp_one"),
+    Field("budget_vendors", None, "multi", widget="bp_vendor"),
+    Field("budget_segments", None, "multi", widget="bp_segment"),
+    Field("budget_memory_gb", None, "range", low=0, high=100_000, widget="bp_memory"),
+    # Cost per fit: its workloads, largest count, model families and GPU filters
+    Field("cpf_plans", tuple(DEFAULT_PLANS), "multi", tuple(PLAN_CHOICES), widget="cf_plans"),
+    Field("cpf_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="cf_max_gpus"),
+    Field("cpf_families", None, "multi", widget="cf_family"),
+    Field("cpf_vendors", None, "multi", widget="cf_vendor"),
+    Field("cpf_segments", None, "multi", widget="cf_segment"),
+    Field("cpf_memory_gb", None, "range", low=0, high=100_000, widget="cf_memory"),
     # Catalog: the search box and the tab open (app/labels.py CATALOG_TABS)
     Field("catalog_search", "", "text", widget="cat_search"),
     Field("catalog_tab", "gpus", "choice", tuple(CATALOG_TABS), widget="catalog_tab"),
@@ -730,14 +755,6 @@ def budget_workloads(s: dict | None = None) -> tuple:
         out.append((name, tuple(sorted(sc.items()))))
     return tuple(out)
 
-
-PLAN_CHOICES = {
-    "Full fine-tuning": ("train", "full"), "LoRA": ("train", "lora"), "QLoRA": ("train", "qlora"),
-    "Freeze": ("train", "freeze"),
-    "Serve BF16": ("infer", "bf16"), "Serve INT8": ("infer", "int8"), "Serve INT4": ("infer", "int4"),
-    "Serve GGUF Q4_K_M": ("infer", "q4_k_m"),
-}
-DEFAULT_PLANS = ["Full fine-tuning", "LoRA", "QLoRA", "Serve BF16", "Serve INT4"]
 
 
 def plans(labels, s: dict | None = None) -> dict[str, dict]:

@@ -61,11 +61,14 @@ with st.container(border=True):
             hours = b2.number_input("Hours the job runs", min_value=float(state.FIELDS["job_hours"].low),
                                     max_value=float(state.FIELDS["job_hours"].high), value=float(s["job_hours"]), step=1.0,
                                     key="bp_hours")
-    stretch = b3.slider("'A bit more' means up to (+%)", 10, 200, 50, step=10, key="bp_stretch")
+    stretch = state.control("budget_stretch", lambda k, **v: b3.slider("'A bit more' means up to (+%)", 10, 200, step=10,
+                                                                      key=k, **v))
     p1, p2 = st.columns([3, 1])
-    chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="bp_plans")
-    counts = [1, 2, 4, 8, 16, 32, 64]  # the default: `budget --max-gpus`'s, so both list the same systems
-    max_gpus = p2.selectbox("Largest GPU count", counts, index=counts.index(procurement.MAX_GPUS), key="bp_max_gpus")
+    chosen = list(state.control("budget_plans", lambda k, **v: p1.multiselect("Workloads", list(c.PLAN_CHOICES), key=k,
+                                                                              **v)))
+    # (the default: `budget --max-gpus`'s, so both list the same systems)
+    max_gpus = state.control("budget_max_gpus", lambda k, **v: p2.selectbox("Largest GPU count",
+                                                                             state.FIELDS["budget_max_gpus"].options, key=k, **v))
     shown_gpus = c.gpu_filter(gpus, "bp")
 
 s["budget_mode"] = mode
@@ -99,7 +102,7 @@ pairs = o2.multiselect("Workloads (model:workload)", pair_options, key="bp_pairs
                        default=[p for p in (f"{own}:qlora", f"{own}:infer-int4") if p in pair_options])
 deadline = o3.number_input("Training deadline (days, 0 = none)", min_value=0.0, value=0.0, step=1.0, key="bp_deadline",
                            help="Per 1e9 training tokens, at the engine's speed model.")
-one = st.checkbox("One purchase for all of them", value=True, key="bp_one")
+one = state.control("budget_one", lambda k, **v: st.checkbox("One purchase for all of them", key=k, **v))
 with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
     t1, t2, t3, t4 = st.columns(4)
     # bounds and defaults: the column table's (engine/columns.py, as the CLI's --utilization, --pue, --usd-per-kwh,

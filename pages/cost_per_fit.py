@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common as c
+from app import state
 from engine.columns import SCENARIO_BY_NAME
 
 c.ensure_frame()
@@ -23,15 +24,17 @@ c.page_header("Cost per fit", "For each model and workload: the cheapest GPU typ
 TOKENS = SCENARIO_BY_NAME["tokens"]
 with st.container(border=True):
     p1, p2, p3 = st.columns([3, 1, 1])
-    chosen = p1.multiselect("Workloads", list(c.PLAN_CHOICES), default=c.DEFAULT_PLANS, key="cf_plans")
-    max_gpus = p2.selectbox("Largest GPU count", [1, 2, 4, 8, 16, 32, 64], index=3, key="cf_max_gpus")
+    chosen = list(state.control("cpf_plans", lambda k, **v: p1.multiselect("Workloads", list(c.PLAN_CHOICES), key=k, **v)))
+    max_gpus = state.control("cpf_max_gpus", lambda k, **v: p2.selectbox("Largest GPU count",
+                                                                             state.FIELDS["cpf_max_gpus"].options, key=k, **v))
     # up to the column table's limit (engine/columns.py tokens, as --tokens): beyond it the engine's refusal replaced
     # the page, in tokens where the field is in billions
     tokens_b = p3.number_input("Training tokens (billions)", min_value=0.001, max_value=TOKENS.high / 1e9,
                                value=TOKENS.default / 1e9, step=0.5, format="%.3f",
                                key="cf_tokens", help="The job size for training time and cost (speed model).")
     families = list(dict.fromkeys(models["family"].astype(str)))
-    chosen_families = st.multiselect("Model family", families, default=families, key="cf_family")
+    chosen_families = state.control("cpf_families", lambda k, **v: st.multiselect("Model family", families, key=k, **v),
+                                    options=families)
     shown_gpus = c.gpu_filter(gpus, "cf")
 
 c.require_valid(training=any(c.PLAN_CHOICES[p][0] == "train" for p in chosen))

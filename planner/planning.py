@@ -275,6 +275,10 @@ def _with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
 
 
+# the largest GPU count a budget's system may have unless asked (`budget --max-gpus`, planner/procurement.py MAX_GPUS; the
+# Budget page's 'Largest GPU count'): two 8-GPU nodes
+BUDGET_MAX_GPUS = 16
+
 # configurations: from this many one-GPU rows on, their first estimate is reused (see there)
 REUSE_ONE_CARD_ROWS = 4096
 

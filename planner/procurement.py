@@ -25,9 +25,7 @@ from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: 
 # Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
 # GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
 # page's presets do; inference is batch 1 at the default sequence.
-# the largest GPU count a system may have unless asked (`budget --max-gpus`, the Budget page's 'Largest GPU count'):
-# two 8-GPU nodes
-MAX_GPUS = 16
+MAX_GPUS = planning.BUDGET_MAX_GPUS  # the largest GPU count unless asked (`budget --max-gpus`, the Budget page's)
 
 WORKLOADS: dict[str, dict] = {
     "full": dict(task="train", method="full", precision="mixed_bf16", optimizer="adamw", grad_checkpointing=True, zero=3),

@@ -301,6 +301,39 @@ def test_page_level_controls_survive_a_page_switch_and_a_link():
     assert list(at.dataframe[0].value["Model"]) == [names[i] for i in models[models["family"].isin(["llama-2", "gemma"])]["id"]]
 
 
+def test_the_budget_and_cost_per_fit_pages_controls_survive_a_page_switch_and_a_link():
+    """The Budget page's workloads, largest count, 'a bit more', one purchase and GPU filters, and Cost per fit's
+    workloads, largest count, families and GPU filters were widget state only: lost on a page switch, not in a link."""
+    at = open_app("pages/budget.py")
+    at.multiselect(key="bp_plans").set_value(["LoRA", "Serve INT8"]).run()
+    at.selectbox(key="bp_max_gpus").set_value(8).run()
+    at.slider(key="bp_stretch").set_value(100).run()
+    at.checkbox(key="bp_one").uncheck().run()
+    at.multiselect(key="bp_vendor").set_value(["nvidia"]).run()
+    at.switch_page("pages/cost_per_fit.py").run()
+    at.multiselect(key="cf_plans").set_value(["QLoRA"]).run()
+    at.selectbox(key="cf_max_gpus").set_value(4).run()
+    at.multiselect(key="cf_family").set_value(["llama-3"]).run()
+    assert not at.exception
+    link = _params(at)
+    assert link == {"budget_plans": "LoRA,Serve INT8", "budget_max_gpus": "8", "budget_stretch": "100",
+                    "budget_one": "0", "budget_vendors": "nvidia", "cpf_plans": "QLoRA", "cpf_max_gpus": "4",
+                    "cpf_families": "llama-3"}
+
+    def pages(app):
+        app.switch_page("pages/budget.py").run()
+        budget = (app.multiselect(key="bp_plans").value, app.selectbox(key="bp_max_gpus").value,
+                  app.slider(key="bp_stretch").value, app.checkbox(key="bp_one").value, app.multiselect(key="bp_vendor").value)
+        app.switch_page("pages/cost_per_fit.py").run()
+        return budget, (app.multiselect(key="cf_plans").value, app.selectbox(key="cf_max_gpus").value,
+                        app.multiselect(key="cf_family").value)
+
+    want = ((["LoRA", "Serve INT8"], 8, 100, False, ["nvidia"]), (["QLoRA"], 4, ["llama-3"]))
+    for app in (at, open_app(query=link)):  # switched away and back; a new session from the link
+        assert pages(app) == want
+        assert not app.exception and _params(app) == link
+
+
 def test_bad_page_level_values_in_a_link_are_named_and_the_rest_is_kept():
     """A family the catalog lacks, a count the page does not list, a range backwards or a tab that does not exist:
     each named with what is accepted, the control's valid values and the link's other keys kept."""
@@ -336,7 +369,7 @@ def test_every_page_level_control_is_drawn_as_declared():
     at = open_app(query={"task": "infer"})
     found = {}
     for page in ("pages/serving.py", "pages/inference.py", "pages/feasibility.py", "pages/evidence.py",
-                 "pages/catalog_browser.py"):
+                 "pages/catalog_browser.py", "pages/budget.py", "pages/cost_per_fit.py"):
         at.switch_page(page).run()
         assert not at.exception and _params(at) == {"task": "infer"}, page  # nothing written but the link's
         for kind in ("number_input", "selectbox", "multiselect", "checkbox", "slider", "text_input"):
