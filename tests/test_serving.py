@@ -448,7 +448,8 @@ def test_the_kv_policy_follows_the_serving_engine(cat):
     # Gemma 2 9B (sliding-window layers every other layer, window 4,096) at 8,192 tokens in bf16:
     # vLLM's paged allocator reserves every layer at full length, 42 layers x 8 KV heads x 256
     # head dim x 2 (K, V) x 2 bytes x 8,192 = 2.625 GiB a request; llama.cpp's SWA cache keeps the
-    # 21 sliding layers at the 4,096-token window: 21 x 8,192 + 21 x 4,096 tokens -> 1.96875 GiB
+    # 21 sliding layers at the 4,096-token window + -ub 512, padded to 256 (llama-kv-cache-iswa.cpp):
+    # 21 x 8,192 + 21 x 4,608 tokens -> 2.05078125 GiB
     models, gpus = cat
     req = pd.DataFrame({"model": "gemma-2-9b", "gpu": "h100-sxm-80gb", "precision": ["bf16", "q8_0"],
                         "engine": ["vllm", "llama.cpp"], "max_model_len": 8192})
@@ -456,7 +457,7 @@ def test_the_kv_policy_follows_the_serving_engine(cat):
     assert out["kv_policy"].tolist() == ["latent", "windowed"]
     per_request = out["kv_bytes_per_token"].to_numpy() * 8192
     assert per_request[0] == 2.625 * 2**30
-    assert per_request[1] == 1.96875 * 2**30
+    assert per_request[1] == 2.05078125 * 2**30
 
 
 def test_readme_and_docs_quote_the_moe_shares_the_engine_uses():
