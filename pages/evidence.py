@@ -8,7 +8,7 @@ import streamlit as st
 from app import common as c
 from app import state
 from app.labels import md_escape
-from planner.evidence import memory_hit_rate, worst_underestimate
+from planner.evidence import memory_hit_rate, metric_words, worst_underestimate
 
 c.ensure_frame()
 
@@ -154,8 +154,8 @@ with tab_refs:
         kinds = state.control("ev_kinds", lambda k, **v: e1.multiselect(
             "Kind", list(KIND_LABELS), format_func=KIND_LABELS.get, key=k, **v), options=list(KIND_LABELS))
         metrics = sorted(rows["metric"].astype(str).unique())
-        chosen_metrics = state.control("ev_metrics", lambda k, **v: e2.multiselect("Metric", metrics, key=k, **v),
-                                       options=metrics)
+        chosen_metrics = state.control("ev_metrics", lambda k, **v: e2.multiselect(
+            "Metric", metrics, format_func=metric_words, key=k, **v), options=metrics)
         outside = state.control("ev_outside", lambda k, **v: e3.checkbox("Only outside ±10%", key=k, **v))
         query = state.control("ev_search", lambda k, **v: st.text_input("Search (id, model, source, notes)", key=k, **v))
 

@@ -50,6 +50,27 @@ COUNTERS = {
     "adapter_bytes": "adapter weights alone",
     "model_states_bytes": "weights + gradients + optimizer states",
 }
+# each metric in words (the Evidence page's Metric filter): what was measured, then the counter where it is memory
+METRIC_WORDS = {
+    "allocated_peak_bytes": "allocated peak", "reserved_peak_bytes": "reserved peak",
+    "process_peak_bytes": "whole-process peak", "peak_bytes": "peak (counter unstated)",
+    "alloc_ext_peak_bytes": "allocated + non-PyTorch peak", "weights_bytes": "weights", "kv_cache_bytes": "KV cache",
+    "adapter_bytes": "adapter weights", "model_states_bytes": "model states", "gpus_needed": "GPUs needed",
+    "train_gpu_hours": "training GPU-hours", "decode_tokens_per_s": "decode tokens/s",
+    "trainable_params": "trainable parameters",
+}
+
+
+def metric_words(metric: str) -> str:
+    """A metric in words with its counter ("allocated peak: torch.cuda.max_memory_allocated (tensors)"); the column name
+    itself where it has none."""
+    words = METRIC_WORDS.get(metric)
+    if words is None:
+        return metric
+    counter = COUNTERS.get(metric)
+    return f"{words}: {counter}" if counter and metric in PEAK_METRICS else words
+
+
 PEAK_METRICS = ("allocated_peak_bytes", "reserved_peak_bytes", "process_peak_bytes", "alloc_ext_peak_bytes",
                 "peak_bytes")
 # a measured peak must say its counter: every peak metric but the unstated one

@@ -1407,3 +1407,14 @@ def test_feasibility_details_date_their_prices_and_name_the_phase_in_words(gpus)
     assert rented.any() and (detail.loc[rented, "Rent price date"] == detail.loc[rented, "GPU"].map(
         lambda g: str(catalog.loc[ids[g], "cloud_date"]))).all() and (detail.loc[~rented, "Rent price date"] == "").all()
     assert set(detail["Peak phase"]) <= set(PHASE_LABELS.values()), set(detail["Peak phase"]) - set(PHASE_LABELS.values())
+
+
+def test_the_evidence_metric_filter_says_each_metric_in_words_and_the_link_keeps_its_name():
+    """The filter listed column names (alloc_ext_peak_bytes, peak_bytes); each now says what was measured and, for a
+    peak, on which counter (planner/evidence.py COUNTERS), while the values (and ev_metrics in a link) stay the names."""
+    from planner.evidence import COUNTERS
+    at = open_app("pages/evidence.py", {"ev_metrics": "allocated_peak_bytes,gpus_needed"})
+    box = at.multiselect(key="ev_metric")
+    assert box.value == ["allocated_peak_bytes", "gpus_needed"]
+    assert f"allocated peak: {COUNTERS['allocated_peak_bytes']}" in box.options and "GPUs needed" in box.options
+    assert not [o for o in box.options if o.endswith("_bytes")], box.options
