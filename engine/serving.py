@@ -1153,8 +1153,12 @@ def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
             continue
         bad = rows & ~req["engine"].isin(engines)
         if bad.any():
-            yield bad, (f"precision {fmt!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; accepted: "
-                        f"{', '.join(engines)}")
+            engine = str(req["engine"][bad].iloc[0])
+            # (an engine with its own formats says them: what the user can ask of the engine they chose)
+            own = {"mlx-lm": tuple(MLX_BITS), "mlc-llm": tuple(MLC_BITS), "llama.cpp": tuple(C.GGUF_BITS),
+                   "ollama": tuple(C.GGUF_BITS)}.get(engine)
+            yield bad, (f"precision {fmt!r} is not accepted for engine {engine!r}; accepted: {', '.join(engines)}"
+                        + (f"; {engine} takes {', '.join(own)}" if own else ""))
         for engine in engines:
             refused = FORMAT_REFUSED_BY_ENGINE.get((fmt, engine), FORMAT_REFUSED_ARCHITECTURES[fmt])
             bad = rows & (req["engine"] == engine) & (arch.isin(refused) | arch.str.startswith("apple"))

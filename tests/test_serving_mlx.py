@@ -189,3 +189,11 @@ def test_a_community_conversion_is_said_to_be_named_by_convention_with_the_conve
     code, out, err = run_cli("serve", "--model", "qwen3-4b", "--gpu", MAC, "--engine", "mlx-lm", "--max-model-len", "8192",
                              "--precision", "bf16")
     assert code == 0 and "convert it yourself" not in out  # (the model's own repository: nothing to convert)
+
+
+def test_a_format_mlx_lm_does_not_run_is_refused_naming_the_formats_it_does():
+    """--precision fp8 with mlx-lm named the engines that run fp8 only; an MLX user is told mlx-lm's own formats too."""
+    code, out, err = run_cli("serve", "--model", "qwen3-4b", "--gpu", MAC, "--engine", "mlx-lm", "--max-model-len", "8192",
+                             "--precision", "fp8")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.strip().endswith("; mlx-lm takes " + ", ".join(S.MLX_BITS)), err
