@@ -404,6 +404,8 @@ with tab_run:
                                "Counter": f["counter"]} for f in result["figures"]]),
                 "run_log_figures", c.csv_settings(page="catalog: your run's log", gpu=result["gpu"]),
                 formats={"Error (%)": "%+.1f"})
+        for note in result.get("notes", []):  # what the comparison rests on (ingest's "note:" lines)
+            st.caption("Note: " + md_escape(note))
         if st.button("Keep it among my runs", key="run_log_save",
                      help=f"Written to {ue.md_code(str(ing.user_runs_path()))}; the Evidence page lists it."):
             try:

@@ -800,3 +800,25 @@ def test_the_catalog_pages_log_errors_name_its_fields_not_the_command_lines_flag
     errors = [e.value for e in at.error]
     assert errors and all("--model" not in e for e in errors) and any("catalog model id" in e for e in errors), errors
     assert load_runs(runs_file) == []
+
+
+def test_the_catalog_page_shows_what_a_comparison_rests_on(runs_file):
+    """`ingest` prints its notes (the HF Trainer's summed counters are exact only when nothing is allocated between
+    Trainer() and train()); the Catalog page showed the figures without them."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_pages import DASHBOARD
+    log = DATA / "hf-trainer-llama32-3b-lora.log"
+    code, out, _ = run_cli("ingest", log, "--gpu", "l40s", "--json")
+    assert code == 0
+    notes = json.loads(out)["notes"]
+    assert notes  # (the case at stake: a run whose comparison rests on something said)
+    at = AppTest.from_file(DASHBOARD, default_timeout=60)
+    at.switch_page("pages/catalog_browser.py").run()
+    at.text_area(key="run_log_text").set_value(log.read_text())
+    at.selectbox(key="run_log_gpu").set_value("l40s")
+    at.button(key="run_log_compare").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    for note in notes:
+        assert any(note in c for c in captions), (note, captions)
