@@ -73,11 +73,10 @@ class Field:
         return ", ".join(map(str, self.options))
 
 
-# Page-level controls (a page's filters and view choices, not the sidebar's workload), each declared once here: its URL
-# key, its default, its kind, and the widget key its page draws it under (control() below). They live in the settings
-# like the sidebar's, so a page switch brings them back and a shared link reproduces the page. A multi-choice whose
-# default is None means "every choice the page lists" (the catalog's families, the evidence's metrics: the list is
-# the page's, checked when the page draws it); a range's None is the slider's whole range.
+# the largest GPU counts a page's sweep offers (Feasibility, Budget, Cost per fit, Inference)
+GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+
+# The named workloads of the multi-workload pages (Budget, Cost per fit): a label -> (task, method or weights)
 PLAN_CHOICES = {
     "Full fine-tuning": ("train", "full"), "LoRA": ("train", "lora"), "QLoRA": ("train", "qlora"),
     "Freeze": ("train", "freeze"),
@@ -86,10 +85,15 @@ PLAN_CHOICES = {
 }
 DEFAULT_PLANS = ["Full fine-tuning", "LoRA", "QLoRA", "Serve BF16", "Serve INT4"]
 
+# Page-level controls (a page's filters and view choices, not the sidebar's workload), each declared once here: its URL
+# key, its default, its kind, and the widget key its page draws it under (control() below). They live in the settings
+# like the sidebar's, so a page switch brings them back and a shared link reproduces the page. A multi-choice whose
+# default is None means "every choice the page lists" (the catalog's families, the evidence's metrics: the list is
+# the page's, checked when the page draws it); a range's None is the slider's whole range.
 PAGE_FIELDS = (
     # Feasibility matrix: the model families, the largest count, and the GPU filters (app/tables.py gpu_filter)
     Field("feas_families", None, "multi", widget="fm_family"),
-    Field("feas_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="fm_max_gpus"),
+    Field("feas_max_gpus", 8, "choice", GPU_COUNTS, widget="fm_max_gpus"),
     Field("feas_vendors", None, "multi", widget="fm_vendor"),
     Field("feas_segments", None, "multi", widget="fm_segment"),
     Field("feas_memory_gb", None, "range", low=0, high=100_000, widget="fm_memory"),
@@ -108,7 +112,7 @@ PAGE_FIELDS = (
     # Budget: the "GPUs only" tables' workloads and largest count (budget --max-gpus's), 'a bit more', one purchase,
     # and the GPU filters
     Field("budget_plans", tuple(DEFAULT_PLANS), "multi", tuple(PLAN_CHOICES), widget="bp_plans"),
-    Field("budget_max_gpus", BUDGET_MAX_GPUS, "choice", (1, 2, 4, 8, 16, 32, 64), widget="bp_max_gpus"),
+    Field("budget_max_gpus", BUDGET_MAX_GPUS, "choice", GPU_COUNTS, widget="bp_max_gpus"),
     Field("budget_stretch", 50, "int", low=10, high=200, widget="bp_stretch"),
     Field("budget_one", True, "bool", widget="bp_one"),
     Field("budget_vendors", None, "multi", widget="bp_vendor"),
@@ -116,7 +120,7 @@ PAGE_FIELDS = (
     Field("budget_memory_gb", None, "range", low=0, high=100_000, widget="bp_memory"),
     # Cost per fit: its workloads, largest count, model families and GPU filters
     Field("cpf_plans", tuple(DEFAULT_PLANS), "multi", tuple(PLAN_CHOICES), widget="cf_plans"),
-    Field("cpf_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="cf_max_gpus"),
+    Field("cpf_max_gpus", 8, "choice", GPU_COUNTS, widget="cf_max_gpus"),
     Field("cpf_families", None, "multi", widget="cf_family"),
     Field("cpf_vendors", None, "multi", widget="cf_vendor"),
     Field("cpf_segments", None, "multi", widget="cf_segment"),
@@ -181,7 +185,7 @@ FIELDS: dict[str, Field] = {f.key: f for f in (
     Field("serve_ttft", 2.0, "number", low=0.05, high=60, widget="srv_ttft"),
     # the Inference page's weight formats and largest GPU count
     Field("infer_precisions", INFER_TABLE_PRECISIONS, "multi", tuple(INFER_PRECISIONS), widget="inf_precisions"),
-    Field("infer_max_gpus", 8, "choice", (1, 2, 4, 8, 16, 32, 64), widget="inf_max_gpus"),
+    Field("infer_max_gpus", 8, "choice", GPU_COUNTS, widget="inf_max_gpus"),
     *PAGE_FIELDS,
 )}
 # multi fields whose options are the catalog's ids (the user's own GPUs too), checked when a URL is read
