@@ -48,7 +48,7 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     """(the folder the wheel was built in, the wheel): a copy of the checkout's files, which pip's build leaves
     with a build/ folder and an *.egg-info, as `pip install .` leaves the checkout."""
     src = tmp_path_factory.mktemp("src")
-    for name in PACKAGES:
+    for name in (*PACKAGES, "docs"):  # docs/: installed as planner/docs (pyproject.toml package-dir)
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
     for name in ("pyproject.toml", "dashboard.py", "README.md"):
         shutil.copy2(ROOT / name, src / name)
@@ -158,6 +158,21 @@ def test_the_installed_tool_runs_from_another_folder(installed, tmp_path):
     # dashboard.py's st.Page paths are relative to it
     pages = [line.split('"')[1] for line in Path(dashboard).read_text().splitlines() if "st.Page(" in line]
     assert pages and all((installed / p).is_file() for p in pages)
+
+
+def test_the_docs_the_helps_name_are_in_the_install(wheel, installed, tmp_path):
+    """The helps and many errors name docs/*.md (docs/models.md, docs/ingest.md, docs/stacks.md, ...). Before, the
+    wheel held none of them: a user of the installed copy (no checkout) had none of the pages named. Now the
+    checkout's docs/ is installed as planner/docs/, and every --help ends with the folder they lie in."""
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    docs = {f"planner/docs/{Path(p).name}" for p in _tracked("docs") if p.endswith(".md")}
+    assert docs and docs <= names, sorted(docs - names)
+    helped = _run_installed(installed, tmp_path, str(installed / "bin" / "llm-planner"), "ingest", "--help")
+    assert helped.returncode == 0 and "docs/ingest.md" in helped.stdout, helped.stderr
+    named = " ".join(helped.stdout.split()).split("docs/NAME.md named here: ")[-1].split()[0]
+    assert Path(named) == installed / "planner" / "docs" / "NAME.md"
+    assert (Path(named).parent / "ingest.md").read_bytes() == (ROOT / "docs" / "ingest.md").read_bytes()
 
 
 def test_the_dashboard_command_carries_the_checkouts_streamlit_settings():
