@@ -101,6 +101,16 @@ def test_the_wheel_declares_the_console_script_and_the_dependencies(wheel):
     assert requires == wanted  # pyproject.toml and requirements.txt say the same
 
 
+def test_the_install_page_lists_every_dependency():
+    """docs/install.md lists the dependencies `pip install .` brings; it named six of the eight (gguf and
+    huggingface_hub, which --model-file and --model ORG/NAME read, were missing)."""
+    text = " ".join((ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
+    listed = text.split("the dependencies are requirements.txt's ranges (", 1)[1].split(";", 1)[0]
+    wanted = {_requirement(line.split("#")[0])[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.split("#")[0].strip()}
+    assert {name.strip().lower() for name in listed.split(",")} == wanted
+
+
 def test_what_pip_install_leaves_in_the_checkout_is_neither_linted_nor_tracked(built):
     """`pip install .` (README, docs/install.md) builds in the checkout: setuptools leaves build/lib/ (a copy of
     every package) and an *.egg-info there. Before, `make test`'s `ruff check .` then failed on build/lib/pages/*.py
