@@ -18,6 +18,7 @@ nor a browser session on the installed dashboard (docs/install.md says how it wa
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -109,6 +110,19 @@ def test_the_install_page_lists_every_dependency():
     wanted = {_requirement(line.split("#")[0])[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
               if line.split("#")[0].strip()}
     assert {name.strip().lower() for name in listed.split(",")} == wanted
+
+
+def test_readme_names_the_installed_commands_subcommands_which_are_python_m_engines():
+    """README's install block said `llm-planner --help` has every subcommand of python -m engine "plus check and
+    dashboard"; python -m engine has both (one parser): the line now lists the subcommands both have."""
+    from planner import cli
+
+    def commands(prog):
+        parser = cli.build_parser(prog)
+        return list(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    assert commands("llm-planner") == commands("python -m engine")
+    (line,) = [x for x in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if x.startswith("llm-planner --help")]
+    assert line.split("#", 1)[1].split(":", 1)[1].strip().split(", ") == commands("llm-planner")
 
 
 def test_what_pip_install_leaves_in_the_checkout_is_neither_linted_nor_tracked(built):
