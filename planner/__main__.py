@@ -1,5 +1,5 @@
 """`llm-planner` (pyproject.toml [project.scripts]) and `python -m planner`: the command line of
-planner/cli.py, every subcommand of `python -m engine` plus `dashboard` (docs/install.md).
+planner/cli.py, the same subcommands as `python -m engine`, `dashboard` included (docs/install.md).
 
 Installed, the shipped catalog's YAML lies in site-packages/catalog/ and its DuckDB cache is
 built on first use into catalog/build/ beside it (catalog/shipped.py). Where that folder cannot

@@ -50,8 +50,13 @@ class CliError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
+    docs_line = ""  # the folder of the docs/*.md the help names (build_parser): one line, a path argparse's wrap would break
+
     def error(self, message):  # one line, no usage dump
         raise CliError(message)
+
+    def format_help(self) -> str:
+        return super().format_help() + (f"\n{self.docs_line}\n" if self.docs_line else "")
 
 
 def _ascii_number(name: str, text: str, accepted: str) -> float:
@@ -183,6 +188,21 @@ def _overhead(args) -> dict:
 _PARSERS: dict = {}
 
 
+def docs_folder() -> Path:
+    """Where the docs/*.md that the helps and errors name lie: the checkout's docs/, or in an install
+    planner/docs/ (pyproject.toml [tool.setuptools.package-dir] ships the checkout's docs/ there, since an
+    installed copy has no checkout beside it)."""
+    here = Path(__file__).resolve().parent
+    for folder in (here.parent / "docs", here / "docs"):
+        if (folder / "install.md").is_file():
+            return folder
+    return here / "docs"
+
+
+def _docs_epilog() -> str:
+    return f"docs/NAME.md named here: {docs_folder() / 'NAME.md'}"
+
+
 def build_parser(prog: str = "python -m engine") -> Parser:
     """The command line's parser, built once per name and column table (~1,200 add_argument calls: tens of
     milliseconds, which every in-process call of main() paid again; parse_args does not change it)."""
@@ -279,6 +299,8 @@ def _new_parser(prog: str) -> Parser:
     dash.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, every interface)")
     dash.add_argument("streamlit_args", nargs=argparse.REMAINDER,
                       help="after --: more `streamlit run` flags, e.g. -- --server.maxUploadSize 10")
+    for each in (parser, *sub.choices.values()):
+        each.docs_line = _docs_epilog()
     return parser
 
 

@@ -18,6 +18,7 @@ nor a browser session on the installed dashboard (docs/install.md says how it wa
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -48,7 +49,7 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     """(the folder the wheel was built in, the wheel): a copy of the checkout's files, which pip's build leaves
     with a build/ folder and an *.egg-info, as `pip install .` leaves the checkout."""
     src = tmp_path_factory.mktemp("src")
-    for name in PACKAGES:
+    for name in (*PACKAGES, "docs"):  # docs/: installed as planner/docs (pyproject.toml package-dir)
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
     for name in ("pyproject.toml", "dashboard.py", "README.md"):
         shutil.copy2(ROOT / name, src / name)
@@ -99,6 +100,29 @@ def test_the_wheel_declares_the_console_script_and_the_dependencies(wheel):
     wanted = {_requirement(line.split("#")[0]) for line in (ROOT / "requirements.txt").read_text().splitlines()
               if line.split("#")[0].strip()}
     assert requires == wanted  # pyproject.toml and requirements.txt say the same
+
+
+def test_the_install_page_lists_every_dependency():
+    """docs/install.md lists the dependencies `pip install .` brings; it named six of the eight (gguf and
+    huggingface_hub, which --model-file and --model ORG/NAME read, were missing)."""
+    text = " ".join((ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
+    listed = text.split("the dependencies are requirements.txt's ranges (", 1)[1].split(";", 1)[0]
+    wanted = {_requirement(line.split("#")[0])[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.split("#")[0].strip()}
+    assert {name.strip().lower() for name in listed.split(",")} == wanted
+
+
+def test_readme_names_the_installed_commands_subcommands_which_are_python_m_engines():
+    """README's install block said `llm-planner --help` has every subcommand of python -m engine "plus check and
+    dashboard"; python -m engine has both (one parser): the line now lists the subcommands both have."""
+    from planner import cli
+
+    def commands(prog):
+        parser = cli.build_parser(prog)
+        return list(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    assert commands("llm-planner") == commands("python -m engine")
+    (line,) = [x for x in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if x.startswith("llm-planner --help")]
+    assert line.split("#", 1)[1].split(":", 1)[1].strip().split(", ") == commands("llm-planner")
 
 
 def test_what_pip_install_leaves_in_the_checkout_is_neither_linted_nor_tracked(built):
@@ -158,6 +182,21 @@ def test_the_installed_tool_runs_from_another_folder(installed, tmp_path):
     # dashboard.py's st.Page paths are relative to it
     pages = [line.split('"')[1] for line in Path(dashboard).read_text().splitlines() if "st.Page(" in line]
     assert pages and all((installed / p).is_file() for p in pages)
+
+
+def test_the_docs_the_helps_name_are_in_the_install(wheel, installed, tmp_path):
+    """The helps and many errors name docs/*.md (docs/models.md, docs/ingest.md, docs/stacks.md, ...). Before, the
+    wheel held none of them: a user of the installed copy (no checkout) had none of the pages named. Now the
+    checkout's docs/ is installed as planner/docs/, and every --help ends with the folder they lie in."""
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    docs = {f"planner/docs/{Path(p).name}" for p in _tracked("docs") if p.endswith(".md")}
+    assert docs and docs <= names, sorted(docs - names)
+    helped = _run_installed(installed, tmp_path, str(installed / "bin" / "llm-planner"), "ingest", "--help")
+    assert helped.returncode == 0 and "docs/ingest.md" in helped.stdout, helped.stderr
+    named = " ".join(helped.stdout.split()).split("docs/NAME.md named here: ")[-1].split()[0]
+    assert Path(named) == installed / "planner" / "docs" / "NAME.md"
+    assert (Path(named).parent / "ingest.md").read_bytes() == (ROOT / "docs" / "ingest.md").read_bytes()
 
 
 def test_the_dashboard_command_carries_the_checkouts_streamlit_settings():
