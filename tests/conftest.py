@@ -58,6 +58,15 @@ def gpus(cat):
 
 
 @pytest.fixture
+def runs_file(tmp_path, monkeypatch):
+    """The user's runs file (`ingest --save`, the Catalog page's 'Keep it') in the test's own folder, never the user's:
+    its path."""
+    path = tmp_path / "user_runs.yaml"
+    monkeypatch.setenv("LLM_PLANNER_USER_RUNS", str(path))
+    return path
+
+
+@pytest.fixture
 def downloads(monkeypatch):
     """Read what a download button would hand to the browser (AppTest keeps it in memory)."""
     import streamlit.testing.v1.app_test as app_test_module

@@ -36,12 +36,8 @@ TRAINING = DATA / "training-llama32-3b-lora.jsonl"
 NOT_A_RUN = DATA / "not-a-run.txt"
 
 
-@pytest.fixture(autouse=True)
-def runs_file(tmp_path, monkeypatch):
-    """Every test saves into its own runs file (never the user's)."""
-    path = tmp_path / "user_runs.yaml"
-    monkeypatch.setenv("LLM_PLANNER_USER_RUNS", str(path))
-    return path
+# every test saves into its own runs file, never the user's (tests/conftest.py runs_file)
+pytestmark = pytest.mark.usefixtures("runs_file")
 
 
 @pytest.fixture(scope="module")

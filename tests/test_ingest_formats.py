@@ -22,12 +22,8 @@ SGLANG = DATA / "sglang-qwen3-14b-tp4-rtx4090.log"
 TORCHTUNE = DATA / "torchtune-llama32-3b-lora.log"
 
 
-@pytest.fixture(autouse=True)
-def runs_file(tmp_path, monkeypatch):
-    """Every test saves into its own runs file (never the user's)."""
-    path = tmp_path / "user_runs.yaml"
-    monkeypatch.setenv("LLM_PLANNER_USER_RUNS", str(path))
-    return path
+# every test saves into its own runs file, never the user's (tests/conftest.py runs_file)
+pytestmark = pytest.mark.usefixtures("runs_file")
 
 
 # ---- SGLang ----------------------------------------------------------------------------------------
