@@ -1976,6 +1976,9 @@ def _linear_bits(precision: pd.Series) -> np.ndarray:
     # GGUF MXFP4_MOE: the experts MXFP4 (4.25 bits), the rest Q8_0 (engine/constants.py GGUF_EXPERT_BITS)
     bits = p.map(C.GGUF_EXPERT_BITS).fillna(p.map(C.GGUF_BITS)).fillna(p.map(C.LINEAR_BITS))
     bits = bits.fillna(pd.Series(exl2_bits(p), index=p.index))
+    # MLC-LLM's and mlx-lm's formats quantize every weight, the experts too (MLC_BITS, MLX_BITS: their group scales
+    # included); without these an MoE's experts were counted at 16 bits, more than its whole file
+    bits = bits.fillna(p.map(MLC_BITS)).fillna(p.map(MLX_BITS))
     return bits.fillna(16.0).to_numpy(float)
 
 
