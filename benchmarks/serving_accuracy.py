@@ -97,12 +97,25 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
                "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS)),
                "mlx-lm": dec["precision"].isin(tuple(S.MLX_BITS))}.get(engine, sixteen)
         rows = dec[(dec["engine"] == engine) & own]
+        rows = rows[batch1_expert_share(rows) == 0]  # (an MoE fit row sets its experts' share alone, below)
         # (mlx-lm's rows decode after a 2,048-token prompt: the K/V read beside the weights, context_kv_bytes)
         x = ((rows["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(rows))
              / (rows["bandwidth_gbps"].to_numpy(float) * 1e9))
         inv_e, c = np.linalg.lstsq(np.column_stack([x, rows["layers"].to_numpy(float)]), 1.0 / rows["value"].to_numpy(float),
                                    rcond=None)[0]
         out[f"efficiency_{engine}"], out[f"layer_overhead_{engine}"] = 1.0 / inv_e, c
+    # mlx-lm's MoE: its one MoE fit row (BENCHMARKS.md's M4 Max Qwen3-30B-A3B 4-bit) -> the share of its dense
+    # efficiency the routed experts (gather_qmm) are read at, as llama.cpp's in fit(): 1/v - L c = (B_read + B_experts
+    # (1/m - 1) + K/V) / (e BW)
+    moe = dec[(dec["engine"] == "mlx-lm") & (batch1_expert_share(dec) > 0)]
+    if len(moe):
+        r = moe.iloc[[0]]
+        file = r["weights_gib"].to_numpy(float) * GIB
+        read = file * batch1_read_share(r) + context_kv_bytes(r)
+        experts = file * batch1_expert_share(r)
+        bw = out["efficiency_mlx-lm"] * r["bandwidth_gbps"].iloc[0] * 1e9
+        step = 1.0 / r["value"].iloc[0] - r["layers"].iloc[0] * out["layer_overhead_mlx-lm"]
+        out["moe_expert_efficiency_mlx-lm"] = float(experts[0] / (step * bw - read[0] + experts[0]))
     # mlx-lm's prefill MFU: its one prompt row (BENCHMARKS.md's M4 Max Qwen3-4B bf16, 2,048 tokens)
     pre = f[(f["metric"] == "prefill_tokens_per_s") & (f["engine"] == "mlx-lm")].iloc[0]
     flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]

@@ -667,7 +667,9 @@ DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.
 # gpt-oss-20b MXFP4 run (build 9100, 2026, 59.67 tok/s). Backends with no fit row (ROCm, Vulkan)
 # and the other engines read experts at their dense efficiency (no published run to fit).
 MOE_EXPERT_EFFICIENCY = {("gguf", "nvidia"): 0.760,  # fitted (llama.cpp CUDA)
-                         ("gguf", "apple"): 0.470}  # fitted (llama.cpp Metal)
+                         ("gguf", "apple"): 0.470,  # fitted (llama.cpp Metal)
+                         # fitted (mlx-lm: BENCHMARKS.md's M4 Max Qwen3-30B-A3B 4-bit row, 113.33 tok/s; its gather_qmm)
+                         ("mlx-lm", "apple"): 0.512}
 # Prefill: tokens/s = dense 16-bit TFLOPS x MFU / FLOPs per token (2 N + attention).
 # llama.cpp: fitted on the RTX 4090 pp512 run of llama.cpp PR #4766 (7,980 tok/s, Q4_0 7B) and,
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
