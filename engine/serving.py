@@ -1008,26 +1008,21 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_backend(req, gpus)
     _check_tensor_parallel(req, models)
     precision = req["precision"].astype(str)
-    mlc = req["engine"] == "mlc-llm"
-    bad = mlc & ~precision.isin(tuple(MLC_BITS))
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for mlc-llm; accepted: "
-                         f"{', '.join(MLC_BITS)} (its quantization names)")
-    bad = ~mlc & precision.isin(tuple(MLC_BITS))
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
-                         "accepted: --engine mlc-llm")
-    mlx = req["engine"] == "mlx-lm"
-    bad = mlx & ~precision.isin(tuple(MLX_BITS))
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for mlx-lm; accepted: "
-                         f"{', '.join(MLX_BITS)} (mlx_lm.convert's formats)")
-    bad = ~mlx & precision.isin(MLX_QUANTIZED)
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
-                         "accepted: --engine mlx-lm")
+    # the engines with format names of their own: only they take them, and they take only those
+    for engine, names, own, words in (("mlc-llm", MLC_BITS, MLC_BITS, "its quantization names"),
+                                      ("mlx-lm", MLX_BITS, MLX_QUANTIZED, "mlx_lm.convert's formats")):
+        runs = req["engine"] == engine
+        bad = runs & ~precision.isin(tuple(names))
+        if bad.any():
+            raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for {engine}; accepted: "
+                             f"{', '.join(names)} ({words})")
+        bad = ~runs & precision.isin(tuple(own))
+        if bad.any():
+            raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine "
+                             f"{req['engine'][bad].iloc[0]!r}; accepted: --engine {engine}")
     for _, message in _kv_refusals(req):  # a KV cache type the engine has (KV_ENGINE_TYPES)
         raise ValueError(message)
+    mlx = req["engine"] == "mlx-lm"
     seqs = pd.to_numeric(req["max_num_seqs"], errors="coerce").to_numpy(float)
     bad = mlx.to_numpy(bool) & req["kv_precision"].astype(str).isin(tuple(MLX_KV_BITS)).to_numpy(bool) & (seqs > 1)
     if bad.any():
@@ -1157,8 +1152,7 @@ def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
         if bad.any():
             engine = str(req["engine"][bad].iloc[0])
             # (an engine with its own formats says them: what the user can ask of the engine they chose)
-            own = {"mlx-lm": tuple(MLX_BITS), "mlc-llm": tuple(MLC_BITS), "llama.cpp": tuple(C.GGUF_BITS),
-                   "ollama": tuple(C.GGUF_BITS)}.get(engine)
+            own = engine_precisions(engine) if engine in (*GGUF_ENGINES, "mlc-llm", *MLX_ENGINES) else None
             yield bad, (f"precision {fmt!r} is not accepted for engine {engine!r}; accepted: {', '.join(engines)}"
                         + (f"; {engine} takes {', '.join(own)}" if own else ""))
         for engine in engines:
@@ -1410,7 +1404,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # each model's parameters by part (ExLlamaV2's and MLC's weights, vLLM's MXFP4 padding, the MoE split below)
     counts = architecture_counts(m)
     # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
-    expert_bytes = np.asarray(counts["experts"], dtype=float) * _linear_bits(req["precision"]) / 8.0
+    linear_bits = _linear_bits(req["precision"])
+    expert_bytes = np.asarray(counts["experts"], dtype=float) * linear_bits / 8.0
     # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type
     exl_embed = V * h
     exl_head = V * h  # the output layer, stored (quantized) in the file even where tied
@@ -1422,12 +1417,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_host = exl_embed * 2.0
     weights = np.where(is_exl, exl_weights_gpu + exl_host, weights)
     exl_cache_bytes = pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float)
-    # MLC-LLM: every weight (embedding and head too) at its quantization's bits
-    mlc_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLC_BITS).to_numpy(float)
-    weights = np.where(is_mlc, np.asarray(counts["total"], float) * mlc_bits / 8.0, weights)
-    # mlx-lm: every weight (embedding and head too) at its format's bits a weight, group scales included (MLX_BITS)
-    mlx_bits = pd.Series(req["precision"].astype(str).to_numpy(), dtype=object).map(MLX_BITS).to_numpy(float)
-    weights = np.where(is_mlx, np.asarray(counts["total"], float) * mlx_bits / 8.0, weights)
+    # MLC-LLM and mlx-lm: every weight (embedding and head too) at their format's bits, group scales included (MLC_BITS,
+    # MLX_BITS, as _linear_bits reads them)
+    weights = np.where(is_mlc | is_mlx, np.asarray(counts["total"], float) * linear_bits / 8.0, weights)
     # its cache: 16-bit K/V, or QuantizedKVCache's B / 8 + 4 / 64 bytes a value (MLX_KV_BITS) for mlx_lm.generate --kv-bits
     mlx_kv_bits = pd.Series(kv_prec, dtype=object).map(MLX_KV_BITS).to_numpy(float)
     mlx_kv_quant = is_mlx & ~np.isnan(mlx_kv_bits)
@@ -1992,9 +1984,13 @@ def _bits(precision: pd.Series) -> np.ndarray:
     return np.where(gguf.notna(), gguf.astype(float), np.where(p == "fp32", 32.0, 16.0))
 
 
+# a model's Hugging Face repository in its catalog source URL (planner/cli.py reads one model's the same way)
+HF_REPO_PATTERN = r"huggingface\.co/([^/\s]+/[^/\s]+)"
+
+
 def _hf_repos(m: pd.DataFrame, index) -> pd.Series:
     """Each model row's Hugging Face repo (from its source URL; its id where there is none)."""
-    repo = m["source"].astype(str).str.extract(r"huggingface\.co/([^/\s]+/[^/\s]+)", expand=False)
+    repo = m["source"].astype(str).str.extract(HF_REPO_PATTERN, expand=False)
     return pd.Series(repo.fillna(pd.Series(m.index.astype(str), index=m.index)).to_numpy(), index=index)
 
 
