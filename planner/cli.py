@@ -244,7 +244,7 @@ def _new_parser(prog: str) -> Parser:
     # required: what", naming neither the choices nor anything a user typed)
     cat.add_argument("what", nargs="?", metavar="what", help="gpus | models | aliases | hosts | compatibility")
     cat.add_argument("--json", action="store_true", help="print the records (every field, with sources and dates)")
-    from planner.procurement import MAX_GPUS
+    from planner.procurement import MAX_GPUS, WORKLOAD_SETTINGS
     bud = sub.add_parser("budget", help="what a budget buys: systems (nodes x GPUs, hosts, network), cheapest first")
     bud.add_argument("--budget", required=True, type=_bounded("budget", 0, 1e12, what="US dollars"), help="US dollars")
     bud.add_argument("--mode", default="buy", type=_choice_text("mode", ("buy", "cloud_hour", "cloud_job")),
@@ -265,7 +265,6 @@ def _new_parser(prog: str) -> Parser:
         add_column_flag(bud, columns.SCENARIO_BY_NAME[name])
     # the workloads' own settings (procurement.WORKLOAD_SETTINGS, as the Budget page's sidebar sets them): the
     # estimate's flags, left out when not given (the workload's own value, else the engine's default)
-    from planner.procurement import WORKLOAD_SETTINGS
     for name, tasks in WORKLOAD_SETTINGS.items():
         col = columns.SCENARIO_BY_NAME[name]
         words = "every workload" if len(tasks) == 2 else \
@@ -299,8 +298,9 @@ def _new_parser(prog: str) -> Parser:
     dash.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, every interface)")
     dash.add_argument("streamlit_args", nargs=argparse.REMAINDER,
                       help="after --: more `streamlit run` flags, e.g. -- --server.maxUploadSize 10")
+    docs_line = _docs_epilog()  # (one look for the folder, not one per subcommand)
     for each in (parser, *sub.choices.values()):
-        each.docs_line = _docs_epilog()
+        each.docs_line = docs_line
     return parser
 
 
@@ -1031,8 +1031,9 @@ def cmd_serve(args) -> int:
             for _, r in options.iterrows()]
         print_json(data)
         return 0
+    from engine.serving import HF_REPO_PATTERN
     source = models.set_index("id")["source"].get(args.model) if "source" in models.columns else None
-    repo = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)", str(source or ""))
+    repo = re.search(HF_REPO_PATTERN, str(source or ""))
     print(format_serve(row, options, repo=repo.group(1) if repo else None))
     return 0
 

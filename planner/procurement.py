@@ -22,11 +22,11 @@ from engine.scenarios import did_you_mean, grid
 from planner import planning
 from planner.systems import CONDITIONS, _text, breakeven, system_costs  # noqa: F401 (system_costs: the one implementation)
 
+MAX_GPUS = planning.BUDGET_MAX_GPUS  # the largest GPU count unless asked (`budget --max-gpus`, the Budget page's)
+
 # Named workloads (`--workloads model:workload`). Training uses ZeRO-3 when it needs several
 # GPUs (engine/rules.py keeps one GPU at stage 0) and gradient checkpointing, as the budget
 # page's presets do; inference is batch 1 at the default sequence.
-MAX_GPUS = planning.BUDGET_MAX_GPUS  # the largest GPU count unless asked (`budget --max-gpus`, the Budget page's)
-
 WORKLOADS: dict[str, dict] = {
     "full": dict(task="train", method="full", precision="mixed_bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
     "lora": dict(task="train", method="lora", precision="bf16", optimizer="adamw", grad_checkpointing=True, zero=3),
@@ -144,7 +144,6 @@ def described(scenario: dict) -> dict:
 def _described_text(settings: dict) -> str:
     """described() in words: "full, mixed_bf16, adamw, ZeRO 3, gradient checkpointing, micro-batch 1 x 4,096 tokens"."""
     s = dict(settings)
-    unit = "pairs" if s.get("objective") == "dpo" else "sequences"
     words = [str(s.pop("method"))] if "method" in s else []
     words.append(str(s.pop("precision")))
     if "optimizer" in s:
@@ -160,7 +159,8 @@ def _described_text(settings: dict) -> str:
     # (seq 0 is the engine's auto: engine/scenarios.py DEFAULTS)
     tokens = "2,048 tokens (or the model's context if shorter)" if not seq else f"{seq:,} tokens"
     if "method" in settings:
-        words.append(f"micro-batch {batch}" + (" preference pairs" if unit != "sequences" else "") + f" x {tokens}")
+        pairs = " preference pairs" if settings.get("objective") == "dpo" else ""  # (a DPO batch counts pairs)
+        words.append(f"micro-batch {batch}{pairs} x {tokens}")
     else:
         words.append(f"batch {batch} x {tokens}")
     words += [f"{k} {v}" for k, v in s.items() if v not in (None, "auto", "sft", "none")]
