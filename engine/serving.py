@@ -1333,6 +1333,9 @@ def _check_draft(req: pd.DataFrame, models: pd.DataFrame) -> None:
                          f"--gpus ({int(tp[i])}), with --engine vllm only")
 
 
+REQUIRED_COLUMNS = ("model", "gpu", "engine", "precision", "max_model_len")  # serve()'s; the others have defaults
+
+
 def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     """Serving memory, capacity, speed and cost for every request row (see module docstring).
 
@@ -1340,6 +1343,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     REQUEST_DEFAULTS columns (gpu_layers -1 = auto; NaN = the engine's default).
     """
 
+    if not isinstance(requests, pd.DataFrame):
+        raise ValueError(f"requests must be a table (a pandas DataFrame) with one row per request, got "
+                         f"{type(requests).__name__}")
+    missing = [col for col in REQUIRED_COLUMNS if col not in requests.columns]
+    if missing:  # a KeyError traceback before
+        raise ValueError(f"serving requests need the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                         f"accepted: {', '.join(REQUIRED_COLUMNS)}, and optionally {', '.join(REQUEST_DEFAULTS)}")
     req = requests.reset_index(drop=True).copy()
     for col, default in REQUEST_DEFAULTS.items():
         if col not in req:

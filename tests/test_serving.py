@@ -470,3 +470,14 @@ def test_readme_and_docs_quote_the_moe_shares_the_engine_uses():
     cuda, metal = S.MOE_EXPERT_EFFICIENCY[("gguf", "nvidia")], S.MOE_EXPERT_EFFICIENCY[("gguf", "apple")]
     assert f"(CUDA {cuda:.2f}, Metal {metal:.2f}; docs/serving.md)" in readme
     assert f"CUDA {cuda:.3f} on the RTX 5090 gpt-oss-20b run" in docs and f"Metal {metal:.3f} on the" in docs
+
+
+@pytest.mark.parametrize("drop", ["max_model_len", "precision", "engine"])
+def test_a_request_without_a_required_column_is_refused_naming_it(cat, drop):
+    # a library caller's frame without max_model_len was a KeyError traceback from deep inside serve()
+    req = {"model": "llama-3-8b", "gpu": "rtx-4090", "engine": "vllm", "precision": "bf16", "max_model_len": 4096}
+    frame = pd.DataFrame([{k: v for k, v in req.items() if k != drop}])
+    with pytest.raises(ValueError, match=f"need the column {drop}; accepted: model, gpu, engine, precision, max_model_len"):
+        S.serve(frame, *cat)
+    with pytest.raises(ValueError, match="must be a table"):
+        S.serve([req], *cat)
