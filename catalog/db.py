@@ -27,7 +27,7 @@ from catalog.shipped import (  # noqa: F401  (re-exported: catalog.db was their 
     records_to_frames,
     shared_database,
 )
-from catalog.store import catalog_frames
+from catalog.store import ShippedFrames, catalog_frames
 
 
 class Catalog(ShippedCatalog):
@@ -40,13 +40,13 @@ class Catalog(ShippedCatalog):
         """The shipped GPUs; with include_user=True also the user catalog's (catalog_frames),
         with an `origin` column ('shipped' or 'user')."""
         if include_user:
-            return catalog_frames(self, kinds=("gpus",))["gpus"]
+            return catalog_frames(ShippedFrames({"gpus": self._db.held("gpus")}), kinds=("gpus",))["gpus"]
         return self.query("gpus")
 
     def models(self, include_user: bool = False) -> pd.DataFrame:
         """The shipped models; with include_user=True also the user catalog's (see gpus())."""
         if include_user:
-            return catalog_frames(self, kinds=("models",))["models"]
+            return catalog_frames(ShippedFrames({"models": self._db.held("models")}), kinds=("models",))["models"]
         return self.query("models")
 
 

@@ -28,6 +28,26 @@ os.environ["LLM_PLANNER_USER_CATALOG"] = os.path.join(tempfile.mkdtemp(prefix="l
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _scan_installed_components_once():
+    """Streamlit's AppTest builds a new component manager for each AppTest object, and that scans
+    the metadata of every installed distribution for v2 components (streamlit 1.67:
+    testing/v1/app_test.py _run -> BidiComponentManager.discover_and_register_components ->
+    manifest_scanner.scan_component_manifests): 77 ms per AppTest on this 2-core machine, about
+    a fifth of the suite's page tests. `streamlit run` scans once at start; the tests scan once
+    per worker process too. The installed packages do not change during a run."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+        once = functools.lru_cache(maxsize=None)(manifest_scanner.scan_component_manifests)
+        manifest_scanner.scan_component_manifests = lambda *a, **k: list(once(*a, **k))
+        manifest_scanner.scan_component_manifests.cache_info = once.cache_info
+
+
+_scan_installed_components_once()
+
+
 def pytest_configure(config):
     """One fresh seed per run for tests/test_property_search.py, drawn by the controlling process
     before pytest-xdist starts its workers (they inherit the environment): every worker, and the
@@ -101,7 +121,23 @@ def downloads(monkeypatch):
 
 @pytest.fixture
 def clear_streamlit_caches():
-    """Empty st.cache_data and st.cache_resource before and after a dashboard test."""
+    """Empty st.cache_data before and after a dashboard test. st.cache_resource is kept across
+    the tests of a worker, as a server keeps it across sessions: it holds the catalog connection,
+    the shipped frames and the results memoised on the value of their inputs (app/data.py memo),
+    so a test that changes an input gets its own entry. Emptying it too cost the page tests a
+    quarter of their time (test_pages, test_share_links, test_pages_moe: 78.8 s against 62.5 s,
+    2 workers); a test that counts computations asks for cold_streamlit_caches."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
+
+
+@pytest.fixture
+def cold_streamlit_caches():
+    """Empty st.cache_data and st.cache_resource before and after the test: every result is
+    computed afresh (the tests that count computations)."""
     import streamlit as st
 
     st.cache_data.clear()

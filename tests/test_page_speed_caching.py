@@ -15,7 +15,7 @@ from planner import planning
 from tests.conftest import ROOT
 
 DASHBOARD = str(ROOT / "dashboard.py")
-pytestmark = pytest.mark.usefixtures("clear_streamlit_caches")
+pytestmark = pytest.mark.usefixtures("cold_streamlit_caches")
 
 
 @pytest.fixture
