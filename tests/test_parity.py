@@ -125,35 +125,54 @@ def test_library_one_row_at_a_time_equals_the_grid(library, models, gpus):
             assert one[key] == library.iloc[i][key] or (np.isnan(one[key]) and np.isnan(library.iloc[i][key])), (GRID[i], key)
 
 
-@pytest.mark.parametrize("part", range(4))  # four parts of the grid: test workers share the 232 requests
-def test_estimate_json_and_the_sweep_row_equal_the_library(library, capsys, part):
+def _sweep_groups() -> list[list[int]]:
+    """The grid's requests that differ only in their model, together: one `sweep --models a,b,..`
+    answers each group, so every sweep row is read inside a frame of several models (one scenario,
+    one answer at any frame size) and the 232 requests take 88 sweeps, not 232 (a group can hold one request
+    twice: the split asked is the one the rules decide)."""
+    groups: dict[tuple, list[int]] = {}
     for i, req in enumerate(GRID):
-        if i % 4 != part:
-            continue
-        row = library.iloc[i]
-        code, out, err = _cli(capsys, "estimate", *_argv(req), "--gpu", req["gpu"], "--json")
-        assert code == 0, (req, err)
-        data = json.loads(out)
-        for key in COMPARED:
-            want = row[key]
-            got = data[key]
-            if isinstance(want, float) and not np.isfinite(want):
-                assert got is None, (req, key, got)
-            else:
-                assert got == pytest.approx(float(want), rel=0, abs=0.5), (req, key, got, want)  # JSON rounds bytes to integers
-        sweep_argv = [a for a in _argv(req) if a not in ("--model", req["model"])]
-        code, out, err = _cli(capsys, "sweep", "--models", req["model"], "--gpu-ids", req["gpu"], *sweep_argv)
-        assert code == 0, (req, err)
-        rows = list(csv.DictReader(io.StringIO(out)))
-        assert len(rows) == 1, (req, len(rows))
-        for key in COMPARED:
-            want, got = row[key], rows[0][key]
-            if isinstance(want, float) and not np.isfinite(want):
-                assert got.startswith("not within") or got in ("", "inf"), (req, key, got)
-            elif key.endswith("_bytes"):  # whole bytes in both, the same integer
-                assert got == str(data[key]) and float(got) == pytest.approx(float(want), rel=0, abs=0.5), (req, key, got, want)
-            else:
-                assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-6), (req, key, got, want)
+        groups.setdefault(tuple(sorted((k, str(v)) for k, v in req.items() if k != "model")), []).append(i)
+    return list(groups.values())
+
+
+SWEEP_GROUPS = _sweep_groups()
+
+
+@pytest.mark.parametrize("part", range(4))  # four parts of the groups: test workers share the 232 requests
+def test_estimate_json_and_the_sweep_row_equal_the_library(library, capsys, part):
+    for group in SWEEP_GROUPS[part::4]:
+        answers = {}
+        for i in group:
+            req, row = GRID[i], library.iloc[i]
+            code, out, err = _cli(capsys, "estimate", *_argv(req), "--gpu", req["gpu"], "--json")
+            assert code == 0, (req, err)
+            data = answers[req["model"]] = json.loads(out)
+            for key in COMPARED:
+                want = row[key]
+                got = data[key]
+                if isinstance(want, float) and not np.isfinite(want):
+                    assert got is None, (req, key, got)
+                else:
+                    assert got == pytest.approx(float(want), rel=0, abs=0.5), (req, key, got, want)  # JSON rounds bytes to integers
+        first = GRID[group[0]]
+        sweep_argv = [a for a in _argv(first) if a not in ("--model", first["model"])]
+        code, out, err = _cli(capsys, "sweep", "--models", ",".join(GRID[i]["model"] for i in group),
+                              "--gpu-ids", first["gpu"], *sweep_argv)
+        assert code == 0, (first, err)
+        rows = {r["model"]: r for r in csv.DictReader(io.StringIO(out))}
+        assert sorted(rows) == sorted(answers), (first, sorted(rows))
+        for i in group:
+            req, row = GRID[i], library.iloc[i]
+            data, swept = answers[req["model"]], rows[req["model"]]
+            for key in COMPARED:
+                want, got = row[key], swept[key]
+                if isinstance(want, float) and not np.isfinite(want):
+                    assert got.startswith("not within") or got in ("", "inf"), (req, key, got)
+                elif key.endswith("_bytes"):  # whole bytes in both, the same integer
+                    assert got == str(data[key]) and float(got) == pytest.approx(float(want), rel=0, abs=0.5), (req, key, got, want)
+                else:
+                    assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-6), (req, key, got, want)
 
 
 def test_a_sequence_beyond_the_context_is_refused_everywhere(models, gpus, capsys):
