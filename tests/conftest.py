@@ -77,6 +77,21 @@ def gpus(cat):
     return cat.gpus()
 
 
+@pytest.fixture(scope="session")
+def dashboard_server():
+    """`streamlit run dashboard.py` on a free localhost port, one per test worker for the browser tests of every
+    module (tests/test_browser.py `server`); always terminated. A server per module started a second one, with its
+    imports and first runs (~5 s of CPU), wherever tests/test_browser_concurrency.py ran."""
+    from app.local_server import DashboardDidNotStart, running_dashboard
+
+    env = {**os.environ, "LLM_PLANNER_BUILD_DIR": os.environ.get("LLM_PLANNER_BUILD_DIR") or tempfile.mkdtemp()}
+    try:
+        with running_dashboard(env, timeout_s=60) as url:
+            yield url
+    except DashboardDidNotStart as exc:
+        pytest.fail(str(exc))
+
+
 @pytest.fixture
 def runs_file(tmp_path, monkeypatch):
     """The user's runs file (`ingest --save`, the Catalog page's 'Keep it') in the test's own folder, never the user's:

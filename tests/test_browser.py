@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
 import pytest
 
 from planner.report import read_settings
-from app.local_server import CHROMIUM, IDLE, DashboardDidNotStart, launch_chromium, running_dashboard
+from app.local_server import CHROMIUM, IDLE, launch_chromium
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.browser
@@ -42,16 +41,11 @@ def _require_chromium():
     pytest.skip(f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` to run the browser test")
 
 
-@pytest.fixture(scope="module")
-def server():
-    """`streamlit run dashboard.py` on a free localhost port; always terminated."""
+@pytest.fixture
+def server(dashboard_server):
+    """The worker's `streamlit run dashboard.py` (tests/conftest.py), Chromium required."""
     _require_chromium()
-    env = {**os.environ, "LLM_PLANNER_BUILD_DIR": os.environ.get("LLM_PLANNER_BUILD_DIR") or tempfile.mkdtemp()}
-    try:
-        with running_dashboard(env, timeout_s=60) as url:
-            yield url
-    except DashboardDidNotStart as exc:
-        pytest.fail(str(exc))
+    return dashboard_server
 
 
 def _idle(page):
@@ -154,6 +148,43 @@ def test_every_page_renders_and_keeps_the_workload(server):
             _idle(page)
             _no_errors(page, "feasibility after switching to full fine-tuning")
             page.screenshot(path=str(SHOTS / "08_feasibility_full.png"), full_page=True)
+
+            # page controls (app/state.py PAGE_FIELDS): the Catalog's search and open tab and the Feasibility matrix's
+            # largest count and details section were widget state only: back from another page they were at their
+            # defaults, and the URL did not carry them
+            _goto(page, "Catalog", "Catalog")
+            page.get_by_role("tab", name="Models").click()
+            _idle(page)
+            search = page.locator("input[aria-label='Search all tables (id, name, vendor, source, …)']")
+            search.fill("gemma")
+            search.press("Enter")
+            page.wait_for_function("() => window.location.search.includes('catalog_search=gemma')", timeout=60_000)
+            _idle(page)
+            assert "catalog_tab=models" in page.url
+            _goto(page, "Feasibility matrix", "Feasibility matrix")
+            main = page.locator("[data-testid='stMain']")
+            _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered"), "16",
+                    exact=True)
+            page.wait_for_function("() => window.location.search.includes('feas_max_gpus=16')", timeout=60_000)
+            _idle(page)
+            main.get_by_text("Details: one row per model × GPU").click()  # a lazy section, opened
+            page.wait_for_function("() => window.location.search.includes('feas_details=1')", timeout=60_000)
+            _idle(page)
+            tables = main.locator("[data-testid='stDataFrame']")
+            assert tables.count() == 2
+            _goto(page, "Catalog", "Catalog")
+            assert search.input_value() == "gemma"
+            assert page.get_by_role("tab", name="Models").get_attribute("aria-selected") == "true"
+            _goto(page, "Feasibility matrix", "Feasibility matrix")
+            box = main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered")
+            assert "16" in box.inner_text() + box.locator("input").first.input_value(), box.inner_html()[:2000]
+            assert "catalog_search=gemma" in page.url and "feas_max_gpus=16" in page.url
+            tables.nth(1).wait_for(timeout=60_000)  # the details section still open, its table drawn
+            main.get_by_text("Details: one row per model × GPU").click()  # and closed again
+            page.wait_for_function("() => !window.location.search.includes('feas_details')", timeout=60_000)
+            _idle(page)
+            assert tables.count() == 1
+            _no_errors(page, "feasibility after the switches")
         finally:
             browser.close()
     assert len(list(SHOTS.glob("*.png"))) == len(PAGES) + 1
@@ -531,49 +562,5 @@ def test_serving_and_inference_charts_keep_their_titles_and_legends_inside(serve
             for width in (1500, 800):
                 fit = _chart_fit(page, width)
                 assert fit["legend_over_marks"] == [] and fit["cut"] == [], (path, width, fit)
-        finally:
-            browser.close()
-
-
-def test_page_controls_survive_a_page_switch_and_are_in_the_url(server):
-    """The Catalog's search and open tab and the Feasibility matrix's largest count were widget state only: back
-    from another page they were at their defaults, and the URL did not carry them (app/state.py PAGE_FIELDS)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser, page = _open(pw, server, "/catalog_browser", "Catalog")
-        try:
-            page.get_by_role("tab", name="Models").click()
-            _idle(page)
-            search = page.locator("input[aria-label='Search all tables (id, name, vendor, source, …)']")
-            search.fill("gemma")
-            search.press("Enter")
-            page.wait_for_function("() => window.location.search.includes('catalog_search=gemma')", timeout=60_000)
-            _idle(page)
-            assert "catalog_tab=models" in page.url
-            _goto(page, "Feasibility matrix", "Feasibility matrix")
-            main = page.locator("[data-testid='stMain']")
-            _choose(page, main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered"), "16",
-                    exact=True)
-            page.wait_for_function("() => window.location.search.includes('feas_max_gpus=16')", timeout=60_000)
-            _idle(page)
-            main.get_by_text("Details: one row per model × GPU").click()  # a lazy section, opened
-            page.wait_for_function("() => window.location.search.includes('feas_details=1')", timeout=60_000)
-            _idle(page)
-            tables = main.locator("[data-testid='stDataFrame']")
-            assert tables.count() == 2
-            _goto(page, "Catalog", "Catalog")
-            assert search.input_value() == "gemma"
-            assert page.get_by_role("tab", name="Models").get_attribute("aria-selected") == "true"
-            _goto(page, "Feasibility matrix", "Feasibility matrix")
-            box = main.locator("[data-testid='stSelectbox']", has_text="Largest GPU count considered")
-            assert "16" in box.inner_text() + box.locator("input").first.input_value(), box.inner_html()[:2000]
-            assert "catalog_search=gemma" in page.url and "feas_max_gpus=16" in page.url
-            tables.nth(1).wait_for(timeout=60_000)  # the details section still open, its table drawn
-            main.get_by_text("Details: one row per model × GPU").click()  # and closed again
-            page.wait_for_function("() => !window.location.search.includes('feas_details')", timeout=60_000)
-            _idle(page)
-            assert tables.count() == 1
-            _no_errors(page, "feasibility after the switches")
         finally:
             browser.close()
