@@ -1250,17 +1250,21 @@ def _check_version(req: pd.DataFrame) -> None:
         raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
                          "accepted: --engine vllm (its V0/V1 memory profiling) or sglang (its mem-fraction-static default)")
     vllm, sglang = given & (req["engine"] == "vllm"), given & (req["engine"] == "sglang")
-    major, minor = vllm_version(text)
-    key = _version_key(major, minor)
-    bad = vllm.to_numpy() & (np.isnan(key) | (key < _version_key(*VLLM_OLDEST_MODELLED)))
-    if bad.any():
-        raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
-                         f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
-    bad = ((req["engine"] == "vllm") & (req["precision"].astype(str) == "nf4")).to_numpy() & ~vllm_has_bitsandbytes(text)
+    if vllm.any():  # (each check below is a no-op without its rows: the versions are parsed only where given)
+        major, minor = vllm_version(text)
+        key = _version_key(major, minor)
+        bad = vllm.to_numpy() & (np.isnan(key) | (key < _version_key(*VLLM_OLDEST_MODELLED)))
+        if bad.any():
+            raise ValueError(f"engine_version {text[bad].iloc[0]!r} is not accepted; accepted: a vLLM version X.Y, "
+                             f"{VLLM_OLDEST_MODELLED[0]}.{VLLM_OLDEST_MODELLED[1]} or later (e.g. 0.6, 0.7, 0.8, 0.10)")
+    nf4 = ((req["engine"] == "vllm") & (req["precision"].astype(str) == "nf4")).to_numpy()
+    bad = nf4 & ~vllm_has_bitsandbytes(text) if nf4.any() else nf4
     if bad.any():
         raise ValueError("precision 'nf4' is not accepted for vllm from 0.28 (its current release included): vLLM 0.28 "
                          "removed bitsandbytes (no --quantization bitsandbytes); accepted: --precision int4 (an AWQ/GPTQ "
                          f"checkpoint) or --engine-version {VLLM_BNB_UNTIL[0]}.{VLLM_BNB_UNTIL[1]} or earlier")
+    if not sglang.any():
+        return
     key = sglang_version(text)
     bad = sglang.to_numpy() & (np.isnan(key) | (key < _sglang_key(*SGLANG_OLDEST_MODELLED)))
     if bad.any():
@@ -2078,28 +2082,46 @@ def _g(values: pd.Series) -> pd.Series:
 
 
 def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
-    """The command that runs each row's configuration, as text (string columns, no row loop)."""
+    """The command that runs each row's configuration, as text (string columns, no loop over rows). One pass per
+    engine present, over that engine's rows: building all eight engines' commands for every row was ~30% of a
+    one-request serve()."""
+    e = out["engine"].to_numpy(object)
+    command = np.empty(len(out), dtype=object)
+    for engine in pd.unique(e):
+        rows = np.flatnonzero(e == engine)
+        command[rows] = np.asarray(_engine_command_lines(engine, out.iloc[rows], m.iloc[rows], models), dtype=object)
+    # beyond the model's context (serve --allow-long-context): vLLM and SGLang start only with their variable
+    env = long_context_env(e, out["max_model_len"].to_numpy(), m["max_context"].to_numpy())
+    return np.where(env != "", env + " " + command.astype(object), command)
+
+
+def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | None):
+    """command_lines() for rows of one engine (a Series or an array of text)."""
     hf = _hf_repos(m, out.index)
     draft = out["draft_model"] if "draft_model" in out else pd.Series(None, index=out.index, dtype=object)
     has_draft = draft.notna().to_numpy()
-    if has_draft.any() and models is not None:
-        dm = models.set_index("id").loc[draft.fillna(out["model"]).to_numpy()]
-        draft_hf = _hf_repos(dm, out.index)
-    else:
-        draft_hf = hf
-    draft_gguf = draft.fillna("").astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
-    d_tp1 = (out.get("draft_tensor_parallel_size", pd.Series(np.nan, index=out.index)) == 1) & (out["gpus"] > 1)
-    old_flags = (out.get("engine_generation", pd.Series(None, index=out.index)) == "V0").to_numpy()
-    vllm_draft = np.where(
-        old_flags,
-        " --speculative-model " + draft_hf + f" --num-speculative-tokens {SPEC_TOKENS}"
-        + np.where(d_tp1, " --speculative-draft-tensor-parallel-size 1", ""),
-        " --speculative-config '{\"model\": \"" + draft_hf + f"\", \"num_speculative_tokens\": {SPEC_TOKENS}"
-        + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
-    vllm_draft = np.where(has_draft, vllm_draft, "")
-    sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
-    # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
-    llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
+    if engine in ("vllm", "sglang"):
+        if has_draft.any() and models is not None:
+            dm = models.set_index("id").loc[draft.fillna(out["model"]).to_numpy()]
+            draft_hf = _hf_repos(dm, out.index)
+        else:
+            draft_hf = hf
+    if engine == "vllm":
+        d_tp1 = (out.get("draft_tensor_parallel_size", pd.Series(np.nan, index=out.index)) == 1) & (out["gpus"] > 1)
+        old_flags = (out.get("engine_generation", pd.Series(None, index=out.index)) == "V0").to_numpy()
+        vllm_draft = np.where(
+            old_flags,
+            " --speculative-model " + draft_hf + f" --num-speculative-tokens {SPEC_TOKENS}"
+            + np.where(d_tp1, " --speculative-draft-tensor-parallel-size 1", ""),
+            " --speculative-config '{\"model\": \"" + draft_hf + f"\", \"num_speculative_tokens\": {SPEC_TOKENS}"
+            + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
+        vllm_draft = np.where(has_draft, vllm_draft, "")
+    if engine == "sglang":
+        sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
+    if engine == "llama.cpp":
+        draft_gguf = draft.fillna("").astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
+        # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
+        llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
     gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
     ngl = out["gpu_layers"].astype(int).astype(str)
     ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
@@ -2108,111 +2130,122 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
     length = out["max_model_len"].astype(int).astype(str)
     share = _g(out["gpu_memory_utilization"])
     prec, kv = out["precision"].astype(str), out["kv_precision"].astype(str)
-    # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
-    dtype = prec.map(TORCH_DTYPE)
-    torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
-    bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
-    vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes" + VLLM_BNB_LOAD_FORMAT,
-                            torch_weights)
-    vllm_kv, sglang_kv = kv.map(VLLM_KV_DTYPE), kv.map(SGLANG_KV_DTYPE)
-    old_fp8 = sglang_before(out["engine_version"] if "engine_version" in out else [""] * len(out), SGLANG_FP8_E4M3_FROM)
-    sglang_kv = pd.Series(np.where(old_fp8 & (sglang_kv == "fp8_e4m3").to_numpy(), "fp8_e5m2", sglang_kv.to_numpy(object)),
-                          index=sglang_kv.index)
-    vllm = ("vllm serve " + hf + " --max-model-len " + length
-            + np.where(out["kv_cache_memory_bytes"].notna(),
-                       " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),
-                       " --gpu-memory-utilization " + share)
-            + " --max-num-seqs " + seqs
-            + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
-            + vllm_weights + np.where(vllm_kv.notna(), " --kv-cache-dtype " + vllm_kv.fillna(""), "") + vllm_draft)
-    # (SGLang's tensor-parallel size is --tp-size, server_args.py's field tp_size)
-    sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + length
-              + " --mem-fraction-static " + share + " --max-running-requests " + seqs
-              + np.where(tp != "1", " --tp-size " + tp, "") + torch_weights + sglang_draft
-              + np.where(sglang_kv.notna(), " --kv-cache-dtype " + sglang_kv.fillna(""), ""))
-    # llama.cpp's cache type (LLAMA_KV_TYPES; auto and fp16 are its default f16); a quantized V cache needs flash
-    # attention (-fa on)
-    ctk = kv.map(LLAMA_KV_TYPES)
-    kvtype = np.where(ctk.notna(), " -ctk " + ctk.fillna("") + " -ctv " + ctk.fillna("")
-                      + np.where(ctk.fillna("").str.startswith("q"), " -fa on", ""), "")
-    # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
-    # (common/arg.cpp; N counts layers from 0, dense ones included)
-    n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
-    all_moe = (out["expert_host_bytes"] >= out["expert_bytes"]) & (out["expert_bytes"] > 0)
-    cpu_moe = np.where(all_moe & (n_cpu > 0), " --cpu-moe", np.where(n_cpu > 0, " --n-cpu-moe " + n_cpu.astype(str), ""))
-    # a vision-language model (issue 25): its projector file beside the language model (llama-server --mmproj,
-    # tools/mtmd), counted in the weights as vision_params (engine/components.py weight_bytes)
-    vision = (pd.to_numeric(m["vision_params"], errors="coerce").fillna(0).to_numpy() > 0) if "vision_params" in m \
-        else np.zeros(len(out), dtype=bool)
-    mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
-    # (-sm: --split-mode, layers over the GPUs)
-    llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
-             + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
-    # Ollama: its cache type through the server's environment, which it applies with flash attention on. The model is
-    # the GGUF the plan sized (llama-server's file), made an Ollama model by `ollama create` under the name the export's
-    # Modelfile is created as: the catalog id (llama-3.1-8b) is no Ollama library name (that is llama3.1:8b), and
-    # /api/generate does not pull, so a request for it was answered "model not found" (ollama/ollama @fb307609
-    # server/routes.go GenerateHandler; types/model/name.go takes letters, digits, '_', '-', '.')
-    okv = kv.map(OLLAMA_KV_TYPES)
-    ollama_name = out["model"].astype(str) + OLLAMA_CREATED_SUFFIX
-    ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
-              + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
-              + " ollama serve & echo 'FROM ./" + gguf + "' > Modelfile && ollama create " + ollama_name
-              + " -f Modelfile && curl http://localhost:11434/api/generate -d '{\"model\": \""
-              + ollama_name + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
+    if engine in ("vllm", "sglang"):
+        # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
+        dtype = prec.map(TORCH_DTYPE)
+        torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
+    if engine == "vllm":
+        bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
+        vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes" + VLLM_BNB_LOAD_FORMAT,
+                                torch_weights)
+        vllm_kv = kv.map(VLLM_KV_DTYPE)
+        vllm = ("vllm serve " + hf + " --max-model-len " + length
+                + np.where(out["kv_cache_memory_bytes"].notna(),
+                           " --kv-cache-memory-bytes " + out["kv_cache_memory_bytes"].fillna(0).astype("int64").astype(str),
+                           " --gpu-memory-utilization " + share)
+                + " --max-num-seqs " + seqs
+                + np.where(tp != "1", " --tensor-parallel-size " + tp, "")
+                + vllm_weights + np.where(vllm_kv.notna(), " --kv-cache-dtype " + vllm_kv.fillna(""), "") + vllm_draft)
+        return vllm
+    if engine == "sglang":
+        sglang_kv = kv.map(SGLANG_KV_DTYPE)
+        old_fp8 = sglang_before(out["engine_version"] if "engine_version" in out else [""] * len(out), SGLANG_FP8_E4M3_FROM)
+        sglang_kv = pd.Series(np.where(old_fp8 & (sglang_kv == "fp8_e4m3").to_numpy(), "fp8_e5m2", sglang_kv.to_numpy(object)),
+                              index=sglang_kv.index)
+        # (SGLang's tensor-parallel size is --tp-size, server_args.py's field tp_size)
+        sglang = ("python -m sglang.launch_server --model-path " + hf + " --context-length " + length
+                  + " --mem-fraction-static " + share + " --max-running-requests " + seqs
+                  + np.where(tp != "1", " --tp-size " + tp, "") + torch_weights + sglang_draft
+                  + np.where(sglang_kv.notna(), " --kv-cache-dtype " + sglang_kv.fillna(""), ""))
+        return sglang
+    if engine == "llama.cpp":
+        # llama.cpp's cache type (LLAMA_KV_TYPES; auto and fp16 are its default f16); a quantized V cache needs flash
+        # attention (-fa on)
+        ctk = kv.map(LLAMA_KV_TYPES)
+        kvtype = np.where(ctk.notna(), " -ctk " + ctk.fillna("") + " -ctv " + ctk.fillna("")
+                          + np.where(ctk.fillna("").str.startswith("q"), " -fa on", ""), "")
+        # routed experts in host RAM: --cpu-moe where every MoE layer's go, else --n-cpu-moe N
+        # (common/arg.cpp; N counts layers from 0, dense ones included)
+        n_cpu = out["cpu_moe_layers"].fillna(0).astype(int)
+        all_moe = (out["expert_host_bytes"] >= out["expert_bytes"]) & (out["expert_bytes"] > 0)
+        cpu_moe = np.where(all_moe & (n_cpu > 0), " --cpu-moe", np.where(n_cpu > 0, " --n-cpu-moe " + n_cpu.astype(str), ""))
+        # a vision-language model (issue 25): its projector file beside the language model (llama-server --mmproj,
+        # tools/mtmd), counted in the weights as vision_params (engine/components.py weight_bytes)
+        vision = (pd.to_numeric(m["vision_params"], errors="coerce").fillna(0).to_numpy() > 0) if "vision_params" in m \
+            else np.zeros(len(out), dtype=bool)
+        mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
+        # (-sm: --split-mode, layers over the GPUs)
+        llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
+                 + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
+        return llama
+    if engine == "ollama":
+        # Ollama: its cache type through the server's environment, which it applies with flash attention on. The model is
+        # the GGUF the plan sized (llama-server's file), made an Ollama model by `ollama create` under the name the export's
+        # Modelfile is created as: the catalog id (llama-3.1-8b) is no Ollama library name (that is llama3.1:8b), and
+        # /api/generate does not pull, so a request for it was answered "model not found" (ollama/ollama @fb307609
+        # server/routes.go GenerateHandler; types/model/name.go takes letters, digits, '_', '-', '.')
+        okv = kv.map(OLLAMA_KV_TYPES)
+        ollama_name = out["model"].astype(str) + OLLAMA_CREATED_SUFFIX
+        ollama = ("OLLAMA_NUM_PARALLEL=" + seqs
+                  + np.where(okv.notna(), " OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=" + okv.fillna(""), "")
+                  + " ollama serve & echo 'FROM ./" + gguf + "' > Modelfile && ollama create " + ollama_name
+                  + " -f Modelfile && curl http://localhost:11434/api/generate -d '{\"model\": \""
+                  + ollama_name + "\", \"options\": {\"num_gpu\": " + ngl + ", \"num_ctx\": " + length + "}}'")
+        return ollama
+    if engine == "exllamav2":
+        # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the
+        # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
+        exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"
+        exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
+        # A quantized cache (EXL_CACHE_BYTES: fp8/int8 its Q8 cache, int4 Q4): test_inference.py's -p generation always
+        # builds an fp16 ExLlamaV2Cache and has no cache flag (turboderp-org/exllamav2 @da07fac test_inference.py, prompt
+        # branch), so the command is examples/chat.py, whose -cq8 / -cq4 pick ExLlamaV2Cache_Q8 / _Q4 (its -mode is
+        # required; raw takes any model)
+        exl_cq = kv.map(EXL_CACHE_FLAGS)
+        exl_args = (" -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
+                    + np.where(tp != "1", " -gs auto", ""))
+        exl = np.where(exl_cq.notna(), "python examples/chat.py" + exl_args + " -mode raw " + exl_cq.fillna(""),
+                       "python test_inference.py" + exl_args + " -p 'Once upon a time,'")
+        return exl
+    if engine == "mlc-llm":
+        # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
+        # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:
+        # mlc-ai/mlc-llm @79d603f0 python/mlc_llm/cli/serve.py EngineConfigOverride.from_str). context_window_size is
+        # the plan's max_model_len: serve passes it as max_single_sequence_length and to the JIT compile
+        # (serve/engine_base.py model_compile_overrides), whose prefill chunk is min(context window, 8192), the chunk sized
+        # above (MLC_MAX_CHUNK); without it the model's whole context is taken and a longer request admitted
+        mlc_total = np.floor(out["kv_cache_bytes_available"] / out["kv_bytes_per_token"]).fillna(0).astype(int).astype(str)
+        mlc = ("mlc_llm serve HF://mlc-ai/" + hf.str.split("/").str[-1] + "-" + out["precision"].astype(str) + "-MLC --mode server"
+               + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
+               + mlc_total + ";context_window_size=" + length + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
+               + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
+        return mlc
+    if engine == "mlx-lm":
+        # mlx-lm: mlx-community's conversion where it publishes that format under <Name>-<B>bit (MLX_COMMUNITY_BITS), the
+        # model's own repository in bf16 (mlx-lm loads Hugging Face safetensors), else the user's `mlx_lm.convert` output
+        # (MLX_CONVERT_FLAGS: -q --q-bits 3, -q --q-mode mxfp4, --dtype float16) in a folder of that name. The server's
+        # --decode-concurrency is the plan's max_num_seqs, --prefill-step-size the chunk sized; a quantized cache is
+        # mlx_lm.generate's --kv-bits (one sequence, the server has none)
+        name = hf.str.split("/").str[-1]
+        community = prec.map(MLX_COMMUNITY_BITS)
+        convert = prec.map(MLX_CONVERT_FLAGS)
+        folder = name + "-" + prec.str.replace("mlx-", "", regex=False)
+        mlx_model = np.where(community.notna(), "mlx-community/" + name + "-" + community.fillna(""),
+                             np.where(convert.notna(), folder, hf))
+        mlx_prep = np.where(convert.notna(), "mlx_lm.convert --hf-path " + hf + convert.fillna("") + " --mlx-path " + folder
+                            + " && ", "")
+        mlx_kv = kv.map({k: str(v) for k, v in MLX_KV_BITS.items()})
+        mlx = np.where(mlx_kv.notna(),
+                       mlx_prep + "mlx_lm.generate --model " + mlx_model + " --kv-bits " + mlx_kv.fillna("")
+                       + f" --kv-group-size {MLX_KV_GROUP} --max-tokens "
+                       + out["output_tokens"].fillna(128).astype(int).astype(str) + " --prompt -",
+                       mlx_prep + "mlx_lm.server --model " + mlx_model + " --decode-concurrency " + seqs
+                       + f" --prefill-step-size {MLX_PREFILL_STEP}")
+        return mlx
     # transformers: the weights as sized (TRANSFORMERS_LOAD), bitsandbytes' config where they are quantized by it
     load = prec.map(TRANSFORMERS_LOAD)
     hf_cmd = ("python -c \"from transformers import AutoModelForCausalLM"
               + np.where(load.fillna("").str.contains("BitsAndBytesConfig"), ", BitsAndBytesConfig", "")
               + "; AutoModelForCausalLM.from_pretrained('" + hf + "', device_map='auto', "
               + load.fillna("torch_dtype='auto'") + ")\"")
-    # ExLlamaV2's own runner (README "How to": test_inference.py; model_init.py: -l/--length the
-    # cache's max_seq_len, -gs auto its autosplit over several GPUs); the cache type is chosen in code
-    exl_dir = out["model"].astype(str) + "-" + out["precision"].astype(str).str.replace("int4", "gptq-4bit") + "bpw"
-    exl_dir = exl_dir.str.replace("gptq-4bitbpw", "gptq-4bit", regex=False)
-    # A quantized cache (EXL_CACHE_BYTES: fp8/int8 its Q8 cache, int4 Q4): test_inference.py's -p generation always
-    # builds an fp16 ExLlamaV2Cache and has no cache flag (turboderp-org/exllamav2 @da07fac test_inference.py, prompt
-    # branch), so the command is examples/chat.py, whose -cq8 / -cq4 pick ExLlamaV2Cache_Q8 / _Q4 (its -mode is
-    # required; raw takes any model)
-    exl_cq = kv.map(EXL_CACHE_FLAGS)
-    exl_args = (" -m " + exl_dir + " -l " + out["max_model_len"].astype(int).astype(str)
-                + np.where(tp != "1", " -gs auto", ""))
-    exl = np.where(exl_cq.notna(), "python examples/chat.py" + exl_args + " -mode raw " + exl_cq.fillna(""),
-                   "python test_inference.py" + exl_args + " -p 'Once upon a time,'")
-    # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
-    # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:
-    # mlc-ai/mlc-llm @79d603f0 python/mlc_llm/cli/serve.py EngineConfigOverride.from_str). context_window_size is
-    # the plan's max_model_len: serve passes it as max_single_sequence_length and to the JIT compile
-    # (serve/engine_base.py model_compile_overrides), whose prefill chunk is min(context window, 8192), the chunk sized
-    # above (MLC_MAX_CHUNK); without it the model's whole context is taken and a longer request admitted
-    mlc_total = np.floor(out["kv_cache_bytes_available"] / out["kv_bytes_per_token"]).fillna(0).astype(int).astype(str)
-    mlc = ("mlc_llm serve HF://mlc-ai/" + hf.str.split("/").str[-1] + "-" + out["precision"].astype(str) + "-MLC --mode server"
-           + " --overrides \"max_num_sequence=" + out["max_num_seqs"].astype(int).astype(str) + ";max_total_seq_length="
-           + mlc_total + ";context_window_size=" + length + ";gpu_memory_utilization=" + out["gpu_memory_utilization"].round(3).astype(str)
-           + np.where(tp != "1", ";tensor_parallel_shards=" + tp, "") + "\"")
-    # mlx-lm: mlx-community's conversion where it publishes that format under <Name>-<B>bit (MLX_COMMUNITY_BITS), the
-    # model's own repository in bf16 (mlx-lm loads Hugging Face safetensors), else the user's `mlx_lm.convert` output
-    # (MLX_CONVERT_FLAGS: -q --q-bits 3, -q --q-mode mxfp4, --dtype float16) in a folder of that name. The server's
-    # --decode-concurrency is the plan's max_num_seqs, --prefill-step-size the chunk sized; a quantized cache is
-    # mlx_lm.generate's --kv-bits (one sequence, the server has none)
-    name = hf.str.split("/").str[-1]
-    community = prec.map(MLX_COMMUNITY_BITS)
-    convert = prec.map(MLX_CONVERT_FLAGS)
-    folder = name + "-" + prec.str.replace("mlx-", "", regex=False)
-    mlx_model = np.where(community.notna(), "mlx-community/" + name + "-" + community.fillna(""),
-                         np.where(convert.notna(), folder, hf))
-    mlx_prep = np.where(convert.notna(), "mlx_lm.convert --hf-path " + hf + convert.fillna("") + " --mlx-path " + folder
-                        + " && ", "")
-    mlx_kv = kv.map({k: str(v) for k, v in MLX_KV_BITS.items()})
-    mlx = np.where(mlx_kv.notna(),
-                   mlx_prep + "mlx_lm.generate --model " + mlx_model + " --kv-bits " + mlx_kv.fillna("")
-                   + f" --kv-group-size {MLX_KV_GROUP} --max-tokens "
-                   + out["output_tokens"].fillna(128).astype(int).astype(str) + " --prompt -",
-                   mlx_prep + "mlx_lm.server --model " + mlx_model + " --decode-concurrency " + seqs
-                   + f" --prefill-step-size {MLX_PREFILL_STEP}")
-    e = out["engine"]
-    command = np.select([e == "vllm", e == "sglang", e == "llama.cpp", e == "ollama", e == "exllamav2", e == "mlc-llm",
-                         e == "mlx-lm"], [vllm, sglang, llama, ollama, exl, mlc, mlx], hf_cmd)
-    # beyond the model's context (serve --allow-long-context): vLLM and SGLang start only with their variable
-    env = long_context_env(e.to_numpy(object), out["max_model_len"].to_numpy(), m["max_context"].to_numpy())
-    return np.where(env != "", env + " " + command.astype(object), command)
+    return hf_cmd
