@@ -16,7 +16,7 @@ import pandas as pd
 
 import engine.constants as C
 from engine.buffers import Columns
-from engine.components import inputs, physics
+from engine.components import MODEL_FIELDS, inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
 from engine.rules import deepspeed_precision
 from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations, column
@@ -49,6 +49,29 @@ def estimate(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame |
     return sweep.frame(memory, fit, gpus, models)  # + speed and cost
 
 
+# The catalog columns the engine cannot do without (the others have defaults: ARCH_DEFAULTS and the like). Found by
+# dropping each column of the shipped tables in turn: these, and only these, ended in a KeyError before this check.
+REQUIRED_MODEL_COLUMNS = ("id", *MODEL_FIELDS)
+REQUIRED_GPU_COLUMNS = ("id", "usable_memory_bytes")
+
+
+def _check_tables(models, gpus) -> None:
+    """A library caller's catalog tables: refused in one line naming what is missing (a KeyError or TypeError from
+    inside the engine before)."""
+    for kind, table, required, optional in (("models", models, REQUIRED_MODEL_COLUMNS, False),
+                                            ("gpus", gpus, REQUIRED_GPU_COLUMNS, True)):
+        if table is None and optional:
+            continue
+        where = f"the catalog's {kind} table (catalog.default_catalog().{kind}())"
+        if not isinstance(table, pd.DataFrame):
+            raise ValueError(f"{kind} must be a table (a pandas DataFrame), got {type(table).__name__}; accepted: {where}"
+                             + (" or None" if optional else ""))
+        missing = [col for col in required if col not in table.columns]
+        if missing:
+            raise ValueError(f"the {kind} table has no column {', '.join(missing)}; accepted: {where}, or a table with "
+                             f"at least the columns {', '.join(required)}")
+
+
 def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False,
                     normalized: dict | None = None, allow_unmodelled: bool = False) -> tuple[Sweep, MemoryRows, FitRows]:
     """The memory and fit columns of every row (lean: only gpus_needed, see Sweep).
@@ -56,6 +79,7 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     the {column: (min, max)} bounds of its integer and constant columns: it is not normalized
     again (its values are the normalized rows' own; normalizing would change none of them)."""
     if normalized is None:
+        _check_tables(models, gpus)
         sc, ranges = _normalize_columns(scenarios, models, out)
     else:
         sc, ranges = scenarios, normalized

@@ -330,3 +330,35 @@ def test_a_sequence_longer_than_the_model_context_is_refused_in_a_big_sweep(mode
     assert len(estimate(allowed, models, gpus)) == len(frame)
     short = frame[frame["seq"] <= 2048].reset_index(drop=True)
     assert len(estimate(short, models, gpus)) == len(short)
+
+
+REQUEST = pd.DataFrame([{"model": "llama-2-7b", "gpu": "rtx-4090", "task": "train", "method": "lora"},
+                        {"model": "mixtral-8x7b", "gpu": "h100-sxm-80gb", "task": "infer", "gpus": 2}])
+
+
+@pytest.mark.parametrize("kind", ["models", "gpus"])
+def test_a_catalog_table_without_a_column_gives_an_answer_or_one_line_naming_it(models, gpus, kind):
+    # a library caller's own tables: a KeyError from inside the engine before, for 13 of the shipped columns
+    table = models if kind == "models" else gpus
+    refused = []
+    for col in table.columns:
+        tables = {"models": models, "gpus": gpus, kind: table.drop(columns=[col])}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                estimate(REQUEST, tables["models"], tables["gpus"])
+        except ValueError as exc:
+            message = str(exc)
+            assert f"the {kind} table has no column {col}; accepted:" in message and "\n" not in message, message
+            refused.append(col)
+    # the model's shape and the card's usable memory cannot be defaulted; the rest can
+    assert {"id", "hidden_size", "num_layers", "vocab_size"} <= set(refused) if kind == "models" else \
+        set(refused) == {"id", "usable_memory_bytes"}, refused
+
+
+def test_catalog_tables_that_are_not_tables_are_refused(models, gpus):
+    with pytest.raises(ValueError, match="models must be a table .* got list"):
+        estimate(REQUEST, [1], gpus)
+    with pytest.raises(ValueError, match="gpus must be a table .* got dict; accepted: .* or None"):
+        estimate(REQUEST, models, {"id": []})
+    assert len(estimate(REQUEST, models, None)) == 2  # no GPU table: no fit columns, still an answer
