@@ -55,11 +55,12 @@ REQUIRED_MODEL_COLUMNS = ("id", *MODEL_FIELDS)
 REQUIRED_GPU_COLUMNS = ("id", "usable_memory_bytes")
 
 
-def _check_tables(models, gpus) -> None:
+def check_tables(models, gpus, model_columns=REQUIRED_MODEL_COLUMNS, gpu_columns=REQUIRED_GPU_COLUMNS,
+                 gpus_optional: bool = True) -> None:
     """A library caller's catalog tables: refused in one line naming what is missing (a KeyError or TypeError from
-    inside the engine before)."""
-    for kind, table, required, optional in (("models", models, REQUIRED_MODEL_COLUMNS, False),
-                                            ("gpus", gpus, REQUIRED_GPU_COLUMNS, True)):
+    inside the engine before). engine/serving.py serve() asks for its own columns."""
+    for kind, table, required, optional in (("models", models, model_columns, False),
+                                            ("gpus", gpus, gpu_columns, gpus_optional)):
         if table is None and optional:
             continue
         where = f"the catalog's {kind} table (catalog.default_catalog().{kind}())"
@@ -79,7 +80,7 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     the {column: (min, max)} bounds of its integer and constant columns: it is not normalized
     again (its values are the normalized rows' own; normalizing would change none of them)."""
     if normalized is None:
-        _check_tables(models, gpus)
+        check_tables(models, gpus)
         sc, ranges = _normalize_columns(scenarios, models, out)
     else:
         sc, ranges = scenarios, normalized

@@ -481,3 +481,23 @@ def test_a_request_without_a_required_column_is_refused_naming_it(cat, drop):
         S.serve(frame, *cat)
     with pytest.raises(ValueError, match="must be a table"):
         S.serve([req], *cat)
+
+
+def test_catalog_tables_without_a_column_serve_reads_are_refused_naming_it(cat):
+    # a KeyError from inside serve() before, for 24 of the shipped tables' columns
+    models, gpus = cat
+    reqs = pd.DataFrame([{"model": "llama-3-8b", "gpu": "rtx-4090", "engine": e, "precision": p, "max_model_len": 4096}
+                         for e, p in (("vllm", "bf16"), ("sglang", "fp8"), ("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"),
+                                      ("transformers", "nf4"), ("exllamav2", "exl2-4.0"), ("mlc-llm", "q4f16_1"))]
+                        + [{"model": "llama-3-8b", "gpu": "apple-m4-max-128gb", "engine": "mlx-lm", "precision": "mlx-4bit",
+                            "max_model_len": 4096}])
+    for kind, table, required in (("models", models, S.SERVE_MODEL_COLUMNS), ("gpus", gpus, S.SERVE_GPU_COLUMNS)):
+        for col in required:
+            tables = {"models": models, "gpus": gpus, kind: table.drop(columns=[col])}
+            with pytest.raises(ValueError, match=f"the {kind} table has no column {col}; accepted: "):
+                S.serve(reqs, tables["models"], tables["gpus"])
+    with pytest.raises(ValueError, match="gpus must be a table .* got NoneType"):
+        S.serve(reqs, models, None)
+    # the other columns have defaults: the required ones alone answer every engine
+    out = S.serve(reqs, models[list(S.SERVE_MODEL_COLUMNS)], gpus[list(S.SERVE_GPU_COLUMNS)])
+    assert sorted(out["engine"]) == sorted(reqs["engine"]) and out["command"].str.len().gt(0).all()
