@@ -2107,12 +2107,22 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
     hf = _hf_repos(m, out.index)
     draft = out["draft_model"] if "draft_model" in out else pd.Series(None, index=out.index, dtype=object)
     has_draft = draft.notna().to_numpy()
+    gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
+    ngl = out["gpu_layers"].astype(int).astype(str)
+    tp = out["gpus"].astype(int).astype(str)
+    seqs = out["max_num_seqs"].astype(int).astype(str)
+    length = out["max_model_len"].astype(int).astype(str)
+    prec, kv = out["precision"].astype(str), out["kv_precision"].astype(str)
     if engine in ("vllm", "sglang"):
         if has_draft.any() and models is not None:
             dm = models.set_index("id").loc[draft.fillna(out["model"]).to_numpy()]
             draft_hf = _hf_repos(dm, out.index)
         else:
             draft_hf = hf
+        share = _g(out["gpu_memory_utilization"])
+        # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
+        dtype = prec.map(TORCH_DTYPE)
+        torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
     if engine == "vllm":
         d_tp1 = (out.get("draft_tensor_parallel_size", pd.Series(np.nan, index=out.index)) == 1) & (out["gpus"] > 1)
         old_flags = (out.get("engine_generation", pd.Series(None, index=out.index)) == "V0").to_numpy()
@@ -2123,25 +2133,6 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
             " --speculative-config '{\"model\": \"" + draft_hf + f"\", \"num_speculative_tokens\": {SPEC_TOKENS}"
             + np.where(d_tp1, ", \"draft_tensor_parallel_size\": 1", "") + "}'")
         vllm_draft = np.where(has_draft, vllm_draft, "")
-    if engine == "sglang":
-        sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
-    if engine == "llama.cpp":
-        draft_gguf = draft.fillna("").astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
-        # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
-        llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
-    gguf = out["model"].astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
-    ngl = out["gpu_layers"].astype(int).astype(str)
-    ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
-    tp = out["gpus"].astype(int).astype(str)
-    seqs = out["max_num_seqs"].astype(int).astype(str)
-    length = out["max_model_len"].astype(int).astype(str)
-    share = _g(out["gpu_memory_utilization"])
-    prec, kv = out["precision"].astype(str), out["kv_precision"].astype(str)
-    if engine in ("vllm", "sglang"):
-        # the weights and the KV cache in each engine's words (TORCH_DTYPE's note)
-        dtype = prec.map(TORCH_DTYPE)
-        torch_weights = np.where(dtype.notna(), " --dtype " + dtype.fillna(""), np.where(prec == "fp8", " --quantization fp8", ""))
-    if engine == "vllm":
         bnb = vllm_has_bitsandbytes(out["engine_version"] if "engine_version" in out else [""] * len(out))
         vllm_weights = np.where(prec.isin(VLLM_BNB_WEIGHTS) & bnb, " --quantization bitsandbytes" + VLLM_BNB_LOAD_FORMAT,
                                 torch_weights)
@@ -2155,6 +2146,7 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
                 + vllm_weights + np.where(vllm_kv.notna(), " --kv-cache-dtype " + vllm_kv.fillna(""), "") + vllm_draft)
         return vllm
     if engine == "sglang":
+        sglang_draft = np.where(has_draft, " --speculative-algorithm STANDALONE --speculative-draft-model-path " + draft_hf, "")
         sglang_kv = kv.map(SGLANG_KV_DTYPE)
         old_fp8 = sglang_before(out["engine_version"] if "engine_version" in out else [""] * len(out), SGLANG_FP8_E4M3_FROM)
         sglang_kv = pd.Series(np.where(old_fp8 & (sglang_kv == "fp8_e4m3").to_numpy(), "fp8_e5m2", sglang_kv.to_numpy(object)),
@@ -2166,6 +2158,10 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
                   + np.where(sglang_kv.notna(), " --kv-cache-dtype " + sglang_kv.fillna(""), ""))
         return sglang
     if engine == "llama.cpp":
+        draft_gguf = draft.fillna("").astype(str) + "-" + out["precision"].astype(str).str.upper() + ".gguf"
+        # (no -cd: current llama.cpp sizes the draft's context as the target's, DRAFT_CONTEXT_NOTE)
+        llama_draft = np.where(has_draft, " -md " + draft_gguf + " -ngld 99", "")
+        ctx_total = (out["max_model_len"] * out["max_num_seqs"]).astype(int).astype(str)
         # llama.cpp's cache type (LLAMA_KV_TYPES; auto and fp16 are its default f16); a quantized V cache needs flash
         # attention (-fa on)
         ctk = kv.map(LLAMA_KV_TYPES)
