@@ -51,6 +51,14 @@ def _kv(tokens, k=None, v=None, kv=None) -> str:
     return f"KV Cache is allocated. #tokens: {tokens}, K size: {k / gb:.2f} GB, V size: {v / gb:.2f} GB"
 
 
+def _refused_unsaved(runs_file: Path, log, gpu: str, message: str) -> None:
+    """`ingest LOG --gpu GPU --save`: exit 2, one `error: ` line holding `message`, no traceback, nothing saved."""
+    code, out, err = run_cli("ingest", log, "--gpu", gpu, "--save")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: ") and message in err, err
+    assert not runs_file.exists()
+
+
 def _total(tokens, context) -> str:
     return (f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
             f"max_running_requests=4096, context_len={context}, available_gpu_mem=8.51 GB")
@@ -165,10 +173,7 @@ def test_an_sglang_fp8_kv_cache_is_read():
 def test_a_partial_or_bad_sglang_log_is_refused_in_one_line(tmp_path, runs_file, text, message):
     log = tmp_path / "sglang.log"
     log.write_text(text + "\n")
-    code, out, err = run_cli("ingest", log, "--gpu", "h100-sxm-80gb", "--save")
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("error: ") and message in err, err
-    assert not runs_file.exists()
+    _refused_unsaved(runs_file, log, "h100-sxm-80gb", message)
     with pytest.raises(IngestError):
         parse_run(text)
 
@@ -179,10 +184,7 @@ def test_a_partial_or_bad_sglang_log_is_refused_in_one_line(tmp_path, runs_file,
     (TORCHTUNE, "rtx-3060-12gb", "the torchtune run held 14.62 GiB on one GPU (reserved_peak 14.62), more than rtx-3060-12gb"),
 ])
 def test_a_run_that_holds_more_than_the_gpu_has_is_refused(runs_file, log, gpu, said):
-    code, out, err = run_cli("ingest", log, "--gpu", gpu, "--save")
-    assert code == 2 and out == "" and err.count("\n") == 1, err
-    assert said in err
-    assert not runs_file.exists()
+    _refused_unsaved(runs_file, log, gpu, said)
 
 
 def test_a_saved_sglang_run_is_listed_by_evidence_as_the_users(runs_file):
@@ -312,10 +314,7 @@ def _tt_with(old: str, new: str) -> str:
 def test_a_partial_or_bad_torchtune_log_is_refused_in_one_line(tmp_path, runs_file, text, message):
     log = tmp_path / "torchtune.log"
     log.write_text(text)
-    code, out, err = run_cli("ingest", log, "--gpu", "rtx-4090", "--save")
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("error: ") and message in err, err
-    assert not runs_file.exists()
+    _refused_unsaved(runs_file, log, "rtx-4090", message)
 
 
 def test_a_saved_torchtune_run_is_listed_by_evidence_as_the_users(runs_file):
@@ -429,10 +428,7 @@ def test_trainer_or_deepspeed_counters_without_what_they_need_are_refused_in_one
                                                                                        message):
     log = tmp_path / "run.log"
     log.write_text(text + "\n")
-    code, out, err = run_cli("ingest", log, "--gpu", "l40s", "--save")
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("error: ") and message in err, err
-    assert not runs_file.exists()
+    _refused_unsaved(runs_file, log, "l40s", message)
 
 
 def test_a_saved_trainer_run_is_listed_by_evidence(runs_file):
