@@ -55,6 +55,9 @@ GC_THRESHOLD = (50_000, 20, 100)
 # pages each time. bench_pages.py, the advice on then off (NUMPY_MADVISE_HUGEPAGE=1 / 0), twice: cold
 # start 3.27 / 2.65 s and 2.82 / 2.74 s, Budget change 379 / 320 ms and 343 / 352 ms.
 buffers.prefer_small_pages()
+# text columns in pandas' python storage for the same process (engine/buffers.py prefer_python_strings:
+# a Budget change ~430 -> ~350 ms); set before the catalog's frames are read
+buffers.prefer_python_strings()
 
 
 def _settle_gc() -> None:

@@ -234,6 +234,7 @@ def main(argv=None) -> int:
     # NUMPY_MADVISE_HUGEPAGE says otherwise (engine/buffers.py prefer_small_pages); it moves the first
     # call (fresh memory), not the later, pooled ones the targets time
     small_pages = buffers.prefer_small_pages()
+    buffers.prefer_python_strings()  # as the entry points do (engine/buffers.py)
 
     cat = default_catalog()
     models, gpus = cat.models(), cat.gpus()

@@ -95,6 +95,29 @@ def prefer_small_pages(environ=None) -> bool:
     return True
 
 
+# pandas 3 keeps text columns as Arrow arrays by default (mode.string_storage "pyarrow"); taking rows of
+# one calls into pyarrow.compute.take, ~100 us each, and a page's sweep takes rows of ~40 text columns
+# hundreds of times. The "python" storage (an object array of str, same "str" dtype, same NaN for
+# missing) takes them with numpy. Measured on the 2-core machine (2026-12-06, both storages alternated
+# twice in one session): Budget change 432/437 -> 337/376 ms, Cost per fit 346/354 -> 250/279 ms
+# (benchmarks/bench_page_change.py), `estimate --json` in-process 61/60 -> 47/45 ms, the 1M-row grid
+# 0.47 -> 0.44 s (bench_engine.py --engine-only). The values are the same under both storages
+# (tests/test_string_storage.py checks the engine's results frame by frame).
+STRING_STORAGE = "python"
+
+
+def prefer_python_strings() -> bool:
+    """New text columns of this process in pandas' python storage (above); the entry points call it, as
+    they call prefer_small_pages. pandas 2 already defaults to it (its text columns are object arrays
+    unless future.infer_string is on). True when the option was set here."""
+    import pandas as pd
+    try:
+        pd.set_option("mode.string_storage", STRING_STORAGE)
+    except (KeyError, ValueError, pd.errors.OptionError):
+        return False
+    return True
+
+
 def release() -> None:
     """Drop the pooled block (its memory is freed once no result uses it)."""
     global _idle

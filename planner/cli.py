@@ -1143,8 +1143,13 @@ def _prepare_stdout() -> str | None:
 def _undecodable_argument(exc: Exception, argv: list[str] | None) -> str | None:
     """The flag and value behind a UnicodeEncodeError of a lone surrogate (bytes that are not UTF-8 on the command
     line, which Python keeps as U+DC80-U+DCFF): it read "'utf-8' codec can't encode character '\\udcff' ...:
-    surrogates not allowed", naming neither. None for any other error."""
-    if not isinstance(exc, UnicodeEncodeError) or "surrogates" not in str(exc):
+    surrogates not allowed", naming neither. Since the entry points keep text in pandas' python storage
+    (engine/buffers.py prefer_python_strings), such a value no longer fails where it is stored but where it is
+    looked up ("model '\\udcff' is not accepted"): a refusal of a command line holding one names the bytes
+    too. None for any other error."""
+    if not isinstance(exc, (UnicodeEncodeError, ValueError, CliError)):
+        return None
+    if isinstance(exc, UnicodeEncodeError) and "surrogates" not in str(exc):
         return None
     words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
     for i, word in enumerate(words):
@@ -1165,6 +1170,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m engine") -> int:
         print(f"error: {closed}", file=sys.stderr)
         return 2
     buffers.prefer_small_pages()  # fresh result memory without numpy's huge-page advice (engine/buffers.py)
+    buffers.prefer_python_strings()  # text columns taken with numpy, not pyarrow.compute (engine/buffers.py)
     parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)

@@ -27,6 +27,13 @@ os.environ["LLM_PLANNER_USER_CATALOG"] = os.path.join(tempfile.mkdtemp(prefix="l
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The tests run as the entry points do (planner/cli.py main, app/frame.py): text columns in pandas' python
+# storage from the start, so no test depends on whether an earlier test in its worker imported the dashboard.
+# tests/test_string_storage.py checks that pandas' default (Arrow) storage gives the same results.
+from engine import buffers as _buffers  # noqa: E402
+
+_buffers.prefer_python_strings()
+
 
 def _scan_installed_components_once():
     """Streamlit's AppTest builds a new component manager for each AppTest object, and that scans
