@@ -151,7 +151,8 @@ VLLM_TP_NON_TORCH_FROM = (0, 19)
 # requests = that / a request's states; the rest to the full-attention layers' tokens; running requests at most the
 # pool's requests / 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO). transformers keeps one state per sequence beside
 # the full layers' K/V (engine/components.py); llama.cpp and Ollama keep a recurrent state per sequence (counted as
-# transformers' here, in its share of each layer). ExLlamaV2 and MLC-LLM are refused for these models.
+# transformers' here, in its share of each layer). ExLlamaV2, ExLlamaV3 and MLC-LLM are refused for these models
+# (ExLlamaV3 runs them, cache/recurrent.py, but its recurrent state per request is not modelled here).
 VLLM_LINEAR_ATTENTION_FROM = (0, 10)
 VLLM_MAMBA_ALIGN_TOKENS = 16
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
