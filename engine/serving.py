@@ -541,8 +541,10 @@ EXL3_MAX_OUTPUT = 32
 # Scratch: a prefill chunk of more than AUTO_RECONSTRUCT_THRESHOLD = 144 rows (modules/quant/exl3.py:10, forward)
 # reconstructs each EXL3 linear layer to an fp16 weight of in_features x min(out_features, MAX_RECONSTRUCT_SLICE_N =
 # 32768) (exl3.py:11, reconstruct_hgemm) before its GEMM; batch-1 decode runs the trellis GEMM without one. The MLP's
-# state is counted as ExLlamaV2's (two intermediates of chunk x max(h, ffn) at 2 bytes, the hidden state) and the
-# logits of the 32 output tokens at 4 bytes (an upper bound; fp16 logits take half).
+# state over a chunk in fp32: architecture/llama.py builds GatedMLP with `out_dtype = torch.float, interm_dtype =
+# torch.float` (the hidden state and the gate/up intermediates, 4 bytes: chunk x (h + 2 max(h, ffn)) x 4); the logits
+# of the 32 output tokens at 4 bytes (an upper bound; fp16 logits take half). A tied model's head is its own quantized
+# Linear at head_bits, read from model.embed_tokens (llama.py `alt_key`), beside the embedding in host RAM.
 EXL3_RECONSTRUCT_ROWS = 144
 EXL3_RECONSTRUCT_SLICE = 32768
 # Cache (exllamav3/cache/): a pool of max_num_tokens tokens shared by every running sequence (cache.py Cache:
@@ -1929,12 +1931,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_chunk = np.minimum(EXL_MAX_INPUT_LEN, ctx)
     exl_scratch = (exl_chunk * 2.0 * (h + 2.0 * np.maximum(h, ffn)) + 2.0 * np.minimum(h * ffn, EXL_MAX_DQ_SIZE)
                    + exl_chunk * V * 2.0)
-    # ExLlamaV3: the MLP's state over its chunk, the fp16 weight a prefill chunk of more than 144 rows reconstructs
+    # ExLlamaV3: the MLP's fp32 state over its chunk, the fp16 weight a prefill chunk of more than 144 rows reconstructs
     # (the larger of up/gate's and down's, sliced at 32,768 output columns), the 32 output tokens' logits (EXL3_*)
     exl3_chunk = np.minimum(EXL3_MAX_CHUNK, ctx)
     exl3_reconstruct = np.where(exl3_chunk > EXL3_RECONSTRUCT_ROWS, 2.0 * np.maximum(
         h * np.minimum(ffn, EXL3_RECONSTRUCT_SLICE), ffn * np.minimum(h, EXL3_RECONSTRUCT_SLICE)), 0.0)
-    exl_scratch = np.where(is_exl3, exl3_chunk * 2.0 * (h + 2.0 * np.maximum(h, ffn)) + exl3_reconstruct
+    exl_scratch = np.where(is_exl3, exl3_chunk * 4.0 * (h + 2.0 * np.maximum(h, ffn)) + exl3_reconstruct
                            + EXL3_MAX_OUTPUT * V * 4.0, exl_scratch)
     exl_reserve = np.where(is_exl3, EXL3_RESERVE_BYTES, EXL_RESERVE_BYTES)  # per GPU (V3: on each, its reserve_per_device)
     exl_fixed = exl_weights_gpu / tp + exl_scratch + exl_reserve + context

@@ -707,7 +707,7 @@ def test_exllamav3_layout_from_its_source(served):
     fp16), the linear layers at the EXL3 file's bits and the head at 6 (convert.md -hb); the cache one pool of -cs
     tokens in 256-token pages (cache.py, constants.py PAGE_SIZE), fp16 or k_bits / v_bits with an fp16 scale per 32
     (cache/quant.py); autosplit keeps 0.5 GiB free on every GPU (model.py reserve_per_device); a prefill chunk of 2,048
-    rows reconstructs a linear layer's fp16 weight (exl3.py reconstruct_hgemm). Speed: ExLlamaV2's constants (no
+    rows reconstructs a linear layer's fp16 weight (exl3.py reconstruct_hgemm) beside the MLP's fp32 state. Speed: ExLlamaV2's constants (no
     ExLlamaV3 run to fit), so the same bytes read give ExLlamaV2's speed, and the basis says it is an assumption."""
     row, q4, swa, v2 = pick(served, "exl3", "exl3_q4", "exl3_swa", "exl_small")
     V, h, ffn = 32000, 4096, 11008
@@ -717,7 +717,7 @@ def test_exllamav3_layout_from_its_source(served):
     kv = 2 * 32 * 32 * 128
     assert row.kv_bytes_per_token == kv * 2 and q4.kv_bytes_per_token * 2 == kv * (4 / 8 + 2 / 32)
     assert row.kv_cache_bytes_allocated == row.kv_bytes_per_token * 47 * 256  # 12,000 tokens in whole pages
-    scratch = 2048 * 2 * (h + 2 * ffn) + 2 * h * ffn + 32 * V * 4
+    scratch = 2048 * 4 * (h + 2 * ffn) + 2 * h * ffn + 32 * V * 4  # its MLP's state in fp32 (llama.py interm_dtype)
     assert row.compute_buffer_bytes == scratch
     free = row.usable_bytes - row.weights_gpu_bytes - scratch - 512 * 2**20 - row.non_torch_bytes
     assert row.kv_cache_bytes_available == pytest.approx(free, rel=1e-12)
