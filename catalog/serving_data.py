@@ -19,7 +19,7 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "id": Field(IDENT),
     "metric": Field(choice("decode_tokens_per_s", "prefill_tokens_per_s", "kv_cache_available_gib")),
     "role": Field(choice("fit", "holdout")),
-    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "mlc-llm", "mlx-lm")),
+    "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "exllamav3", "mlc-llm", "mlx-lm")),
     "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
     "gpu_name": Field(text(120)),
     "gpu_family": Field(choice("nvidia", "amd", "apple")),
@@ -37,7 +37,7 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "context_tokens": Field(optional(number(0, 1e7, integer=True)), required=False),
     # the weights' format (engine/constants.py names: fp16, nf4 = bitsandbytes 4-bit, int8 =
     # LLM.int8, int4 = AWQ/GPTQ, a GGUF type): sets the per-layer dequantization cost it pays
-    "precision": Field(optional(text(16)), required=False),  # exl2-B: ExLlamaV2's EXL2 at B bits per weight
+    "precision": Field(optional(text(16)), required=False),  # exl2-B / exl3-B: ExLlamaV2's EXL2 / ExLlamaV3's EXL3 at B bits per weight
     # vLLM start-up logs: the logged components (GiB) and the settings of the run
     "total_gpu_memory_gib": Field(optional(number(0, 1e5)), required=False),
     "gpu_memory_utilization": Field(optional(number(0, 1)), required=False),

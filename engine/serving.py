@@ -63,7 +63,7 @@ from engine.scenarios import did_you_mean
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
-ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "mlc-llm", "mlx-lm")
+ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "transformers", "exllamav2", "exllamav3", "mlc-llm", "mlx-lm")
 GGUF_ENGINES = ("llama.cpp", "ollama")
 
 # --- vLLM ------------------------------------------------------------------------------
@@ -151,7 +151,8 @@ VLLM_TP_NON_TORCH_FROM = (0, 19)
 # requests = that / a request's states; the rest to the full-attention layers' tokens; running requests at most the
 # pool's requests / 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO). transformers keeps one state per sequence beside
 # the full layers' K/V (engine/components.py); llama.cpp and Ollama keep a recurrent state per sequence (counted as
-# transformers' here, in its share of each layer). ExLlamaV2 and MLC-LLM are refused for these models.
+# transformers' here, in its share of each layer). ExLlamaV2, ExLlamaV3 and MLC-LLM are refused for these models
+# (ExLlamaV3 runs them, cache/recurrent.py, but its recurrent state per request is not modelled here).
 VLLM_LINEAR_ATTENTION_FROM = (0, 10)
 VLLM_MAMBA_ALIGN_TOKENS = 16
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
@@ -518,6 +519,61 @@ def exl2_bits(precision) -> np.ndarray:
     return pd.to_numeric(p, errors="coerce").to_numpy(float)
 
 
+# --- ExLlamaV3 (turboderp-org/exllamav3 at commit 4f8ad01, v1.4.1 of 2026-08-08, read via fetch) ------------------
+# Weights: EXL3 files (QTIP-based trellis codes, doc/exl3.md) at their average bits per weight (`--precision exl3-4.0`;
+# doc/convert.md "-b / --bits: Target average number of bits per weight"; exllamav3/conversion/convert_model.py:138
+# refuses `args.bits > 8 or args.bits < 1`: 1 to 8, fractional) with the lm_head at 6 bits (doc/convert.md "-hb /
+# --head_bits ... default is 6"; convert_model.py:176 ("head_bits", False, 6)). No GPTQ: its linear layers are EXL3
+# or unquantized (exllamav3/modules/quant/exl3.py, fp16.py). The embedding stays in host RAM in 16 bits
+# (modules/embedding.py: caps "prefer_cpu": True, get_tensor(..., float2half=True); model/model_ls.py
+# _load_autosplit loads a prefer_cpu module on torch.device("cpu"); doc/exl3.md: "the embedding layer which for most
+# inference tasks can be relegated to system RAM").
+EXL3_HEAD_BITS = 6.0
+EXL3_BITS_RANGE = (1.0, 8.0)
+# Autosplit (model/model.py load_gen, the loader examples/chat.py's model_init.init calls with no -gs): every device
+# keeps reserve_per_device free, default `[0.5] * num_devices` GB taken as `int(x * 1024**3)` bytes (512 MiB on each
+# GPU, where ExLlamaV2 held 192 + 256 MiB on the first); modules are placed in turn while a max_chunk_size-token state
+# (default 2048, as generator/generator.py:30's Generator max_chunk_size) is forwarded through them, the output layer
+# over max_output_size = 32 tokens only ("Narrow state to max_output_size for logit output layer").
+EXL3_RESERVE_BYTES = 512 * C.MIB
+EXL3_MAX_CHUNK = 2048
+EXL3_MAX_OUTPUT = 32
+# Scratch: a prefill chunk of more than AUTO_RECONSTRUCT_THRESHOLD = 144 rows (modules/quant/exl3.py:10, forward)
+# reconstructs each EXL3 linear layer to an fp16 weight of in_features x min(out_features, MAX_RECONSTRUCT_SLICE_N =
+# 32768) (exl3.py:11, reconstruct_hgemm) before its GEMM; batch-1 decode runs the trellis GEMM without one. The MLP's
+# state over a chunk in fp32: architecture/llama.py builds GatedMLP with `out_dtype = torch.float, interm_dtype =
+# torch.float` (the hidden state and the gate/up intermediates, 4 bytes: chunk x (h + 2 max(h, ffn)) x 4); the logits
+# of the 32 output tokens at 4 bytes (an upper bound; fp16 logits take half). A tied model's head is its own quantized
+# Linear at head_bits, read from model.embed_tokens (llama.py `alt_key`), beside the embedding in host RAM.
+EXL3_RECONSTRUCT_ROWS = 144
+EXL3_RECONSTRUCT_SLICE = 32768
+# Cache (exllamav3/cache/): a pool of max_num_tokens tokens shared by every running sequence (cache.py Cache:
+# "Max number of total tokens in the cache. Must be a multiple of the page size (256) ... seq_len * batch_size <=
+# max_num_tokens"; constants.py PAGE_SIZE = 256), set by examples/chat.py's -cs / --cache_size (model_init.py
+# add_args). fp16 (cache/fp16.py CacheLayer_fp16: K and V of pages x 256 x kv_heads x head_dim, torch.half) or
+# quantized (cache/quant.py CacheLayer_quant, -cq "k_bits,v_bits", each 2 to 8: `assert (2 <= k_bits <= 8) and (2 <=
+# v_bits <= 8)`): token_dim // 32 * bits int32 words and token_dim // 32 fp16 scales a token, bits / 8 + 2 / 32 bytes
+# a value. The plan's types: fp8 / int8 its 8-bit cache (-cq 8,8), int4 its 4-bit one (-cq 4,4); bf16 runs as its fp16.
+EXL3_PAGE_TOKENS = 256
+EXL3_CACHE_BITS = {"fp8": 8, "int8": 8, "int4": 4}
+EXL3_CACHE_BYTES = {"auto": 2.0, "fp16": 2.0, "bf16": 2.0,
+                    **{k: b / 8 + 2 / 32 for k, b in EXL3_CACHE_BITS.items()}}  # per K or V element
+# The GPUs it runs on: NVIDIA only. Its kernels are a CUDA extension (setup.py cpp_extension.CUDAExtension) and its
+# README lists "ROCm support" under "What's missing?"; they use cp.async and mma.m16n8k16, which need compute
+# capability 8.0 (turboderp-org/exllamav3 issue #14, 2025-04-13, a T4 build: "Feature 'cp.async' requires .target
+# sm_80 or higher"; TabbyAPI's common/hardware.py rejects below 8.0, theroyallab/tabbyAPI PR #463, 2026-09): so Ampere
+# or newer, not Volta or Turing.
+EXL3_VENDORS = ("nvidia",)
+EXL3_REFUSED_ARCHITECTURES = ("volta", "turing")
+EXL_ENGINES = ("exllamav2", "exllamav3")
+
+
+def exl3_bits(precision) -> np.ndarray:
+    """Bits per weight of `exl3-B` precisions (NaN for any other)."""
+    p = pd.Series(precision, dtype=object).astype(str).str.extract(r"^exl3-(\d+(?:\.\d+)?)$", expand=False)
+    return pd.to_numeric(p, errors="coerce").to_numpy(float)
+
+
 # --- MLC-LLM (mlc-ai/mlc-llm at commit 79d603f0, read via fetch) ------------------------------
 # `mlc_llm serve --mode server`: cpp/serve/config.cc `EstimateMemoryUsageOnMode` sizes the KV cache
 # as max_total_sequence_length = (total x gpu_memory_utilization - params - temp buffer - KV aux
@@ -631,6 +687,9 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     # ExLlamaV2 on the two RTX 4090 rows of its README (Llama 2 7B EXL2 4.0 bpw 211 tok/s, Llama 2 70B
     # EXL2 2.5 bpw 38 tok/s), with its per-layer cost below
     ("exllamav2", "nvidia"): 0.907,  # fitted
+    # ExLlamaV3: assumption, ExLlamaV2's (no published ExLlamaV3 batch-1 run with its setup, version and date was found;
+    # its README: the EXL3 GEMM "achieves roughly memory-bound latency under optimal conditions (4bpw, RTX 4090)")
+    ("exllamav3", "nvidia"): 0.907,
     # MLC-LLM on the two RTX 4090 rows of mlc-ai/llm-perf-bench (Llama 2 7B / 13B q4f16_1: 204.8 and
     # 113.5 tok/s), with its per-layer cost below
     ("mlc-llm", "nvidia"): 0.947,  # fitted
@@ -647,6 +706,7 @@ LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cp
                     "sglang": 17.0e-6,  # assumption: vLLM's
                     "transformers": 392e-6,
                     "exllamav2": 34.0e-6,  # fitted (ExLlamaV2 README, RTX 4090 rows)
+                    "exllamav3": 34.0e-6,  # assumption: ExLlamaV2's (no ExLlamaV3 run to fit)
                     "mlc-llm": 28.5e-6,  # fitted (llm-perf-bench, RTX 4090 rows)
                     "mlx-lm": 62.8e-6}  # fitted (mlx-lm BENCHMARKS.md, M4 Max rows); transformers: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
 # Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
@@ -675,8 +735,8 @@ MOE_EXPERT_EFFICIENCY = {("gguf", "nvidia"): 0.760,  # fitted (llama.cpp CUDA)
 # for ROCm, on the W7900 pp512 run (2,875 tok/s, counting RDNA 3 dual issue in its TFLOPS).
 # vLLM/SGLang/transformers: assumptions (no held-out row), near the LLaMA paper's training MFU.
 PREFILL_MFU = {"llama.cpp": 0.658, "ollama": 0.658, "vllm": 0.55, "sglang": 0.55, "transformers": 0.40,
-               "exllamav2": 0.55, "mlc-llm": 0.55,
-               "mlx-lm": 0.871}  # mlx-lm: fitted on BENCHMARKS.md's M4 Max Qwen3-4B bf16 prompt (2048) row, 1,780.63 tok/s  # ExLlamaV2, MLC-LLM: assumptions (no prefill run in the set)
+               "exllamav2": 0.55, "exllamav3": 0.55, "mlc-llm": 0.55,
+               "mlx-lm": 0.871}  # mlx-lm: fitted on BENCHMARKS.md's M4 Max Qwen3-4B bf16 prompt (2048) row, 1,780.63 tok/s  # ExLlamaV2/V3, MLC-LLM: assumptions (no prefill run in the set)
 PREFILL_MFU_BY_FAMILY = {("llama.cpp", "amd"): 0.319, ("ollama", "amd"): 0.319}  # fitted (ROCm)
 DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 # What a row's batch-1 speed rests on (`speed_basis` in serve --json): the engine x GPU family
@@ -689,6 +749,7 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
                 ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)",
                 ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)",
+                ("exllamav3", "nvidia"): "assumption: ExLlamaV2's fitted constants (no ExLlamaV3 run with its setup published)",
                 ("mlc-llm", "nvidia"): "fitted: mlc-ai/llm-perf-bench runs (RTX 4090)",
                 ("mlx-lm", "apple"): "fitted: mlx-lm BENCHMARKS.md runs (M4 Max)"}
 
@@ -843,7 +904,7 @@ CLI_CHECKED_SETTINGS = ("gpu_memory_utilization", "gpu_layers", "host_bandwidth_
 # keep a scale per token and head beside the values: not modelled), nor an fp32 one but through auto under --dtype
 # float32: a plan on such a cache would count bytes the engine never allocates, and its command could not carry it.
 # Ollama's is f16, q8_0 or q4_0 (OLLAMA_KV_TYPES; no f32: an fp32 plan counted twice the bytes it runs with). MLC-LLM's
-# paged KV cache is fp16; ExLlamaV2's fp16, Q8 or Q4 (EXL_CACHE_BYTES).
+# paged KV cache is fp16; ExLlamaV2's fp16, Q8 or Q4 (EXL_CACHE_BYTES); ExLlamaV3's fp16 or 2-8 bits (EXL3_CACHE_BYTES).
 KV_ENGINE_TYPES = {
     "vllm": (("auto", "fp16", "bf16", "fp8"), "its --kv-cache-dtype: auto (the model's dtype), float16, bfloat16, fp8; "
                                               "no int8 or int4 cache, fp32 only as auto under --precision fp32"),
@@ -855,6 +916,7 @@ KV_ENGINE_TYPES = {
     "mlx-lm": (("auto", "fp16", "bf16", "int8", "int4"), "its KVCache in the model's 16-bit dtype; int8/int4: "
                                                        "mlx_lm.generate --kv-bits 8/4, no fp8"),
     "exllamav2": (tuple(EXL_CACHE_BYTES), "int8/fp8: its Q8 cache, int4: Q4"),
+    "exllamav3": (tuple(EXL3_CACHE_BYTES), "its fp16 cache, bf16 as fp16; int8/fp8: -cq 8,8, int4: -cq 4,4"),
 }
 
 
@@ -885,8 +947,8 @@ def max_num_seqs_help() -> str:
             f"from {v1[0]}.{v1[1]} before {by_memory[0]}.{by_memory[1]}: {VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, "
             f"before {v1[0]}.{v1[1]}: {VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: max_num_sequence (default {MLC_MAX_BATCH}); "
 
-            f"llama.cpp/ollama: parallel slots; transformers/exllamav2: sequences in one batch (default "
-            f"{OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default {MLX_DECODE_CONCURRENCY}; 1 under a "
+            f"llama.cpp/ollama: parallel slots; transformers/exllamav2: sequences in one batch, exllamav3: sequences "
+            f"its cache pool holds at max_model_len (default {OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default {MLX_DECODE_CONCURRENCY}; 1 under a "
             "quantized KV cache, which only its generate command has)")
 
 
@@ -929,7 +991,7 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
 def engine_takes_precision(engine: str, precision: str) -> bool:
     """Whether `engine` serves weights of `precision` on some card: the per-engine precision checks of `_check`, one
     value at a time (llama.cpp / Ollama take GGUF types only, mlc-llm its MLC_BITS names, ExLlamaV2 exl2-B or int4,
-    the others neither exl2-B nor MLC's names, fp8 / mxfp4 / nvfp4 only on FORMAT_ENGINES; a card's own refusals aside).
+    ExLlamaV3 exl3-B, the others neither exl2-B / exl3-B nor MLC's names, fp8 / mxfp4 / nvfp4 only on FORMAT_ENGINES; a card's own refusals aside).
     catalog/checkpoints.py default_precision asks it (given by planner/cli.py) before offering a checkpoint's stored precision, so a
     safetensors BF16 checkpoint under llama.cpp keeps the engine's default instead of being refused
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
@@ -945,7 +1007,10 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     bits = float(exl2_bits(pd.Series([precision]))[0])
     if engine == "exllamav2":
         return precision == "int4" or EXL_BITS_RANGE[0] <= bits <= EXL_BITS_RANGE[1]
-    if precision.startswith("exl2"):
+    bits3 = float(exl3_bits(pd.Series([precision]))[0])
+    if engine == "exllamav3":
+        return EXL3_BITS_RANGE[0] <= bits3 <= EXL3_BITS_RANGE[1]
+    if precision.startswith(("exl2", "exl3")):
         return False
     if engine == "vllm" and precision == "nf4":  # the current release has no bitsandbytes (VLLM_BNB_UNTIL)
         return False
@@ -1004,6 +1069,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_draft(req, models)
     _check_devices(req, gpus)
     _check_formats(req, gpus)
+    _check_exllamav3(req)  # (first: exl3-B under exllamav2 is told its engine, as exl2-B under exllamav3 is)
     _check_exllamav2(req)
     _check_backend(req, gpus)
     _check_tensor_parallel(req, models)
@@ -1102,7 +1168,7 @@ def _check_backend(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
 def engine_precisions(engine: str) -> tuple[str, ...]:
     """The weight formats an engine takes (what _check accepts), in the order a list offers them: GGUF
     types for llama.cpp / Ollama, MLC's own formats, EXL2 at a few bits (any 2-8 is taken) and GPTQ for
-    ExLlamaV2, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
+    ExLlamaV2, EXL3 at a few bits (any 1-8 is taken) for ExLlamaV3, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
     if engine in GGUF_ENGINES:
         return tuple(C.GGUF_BITS)
     if engine == "mlc-llm":
@@ -1111,6 +1177,8 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
         return tuple(MLX_BITS)
     if engine == "exllamav2":
         return ("exl2-4.0", "exl2-5.0", "exl2-6.0", "exl2-8.0", "exl2-3.0", "exl2-2.5", "int4")
+    if engine == "exllamav3":
+        return ("exl3-4.0", "exl3-5.0", "exl3-6.0", "exl3-8.0", "exl3-3.0", "exl3-2.5", "exl3-2.0")
     torch = ("bf16", "fp16", "int8", "int4")
     return torch + tuple(fmt for fmt, engines in FORMAT_ENGINES.items() if engine in engines)
 
@@ -1123,13 +1191,32 @@ def _check_exllamav2(req: pd.DataFrame) -> None:
     named = precision.str.startswith("exl2").to_numpy()
     bad = named & ~exl
     if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {req['engine'][bad].iloc[0]!r}; "
-                         "accepted: --engine exllamav2")
+        engine = str(req["engine"][bad].iloc[0])
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {engine!r}; accepted: --engine "
+                         "exllamav2" + ("; exllamav3 takes exl3-B (its EXL3 files)" if engine == "exllamav3" else ""))
     bad = exl & ~((precision == "int4").to_numpy() | ((bits >= EXL_BITS_RANGE[0]) & (bits <= EXL_BITS_RANGE[1])))
     if bad.any():
         raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav2; accepted: exl2-B with B "
                          f"the bits per weight from {EXL_BITS_RANGE[0]:g} to {EXL_BITS_RANGE[1]:g} (e.g. exl2-4.0), "
                          "or int4 (GPTQ)")
+
+
+def _check_exllamav3(req: pd.DataFrame) -> None:
+    """ExLlamaV3 runs EXL3 weights (exl3-B, 1 <= B <= 8: convert_model.py's -b range); exl3-B needs it."""
+    precision = req["precision"].astype(str)
+    bits = exl3_bits(precision)
+    exl = (req["engine"] == "exllamav3").to_numpy()
+    named = precision.str.startswith("exl3").to_numpy()
+    bad = named & ~exl
+    if bad.any():
+        engine = str(req["engine"][bad].iloc[0])
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {engine!r}; accepted: --engine "
+                         "exllamav3" + ("; exllamav2 takes exl2-B or int4 (its EXL2 / GPTQ files)" if engine == "exllamav2" else ""))
+    bad = exl & ~((bits >= EXL3_BITS_RANGE[0]) & (bits <= EXL3_BITS_RANGE[1]))
+    if bad.any():
+        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav3; accepted: exl3-B with B "
+                         f"the bits per weight from {EXL3_BITS_RANGE[0]:g} to {EXL3_BITS_RANGE[1]:g} (e.g. exl3-4.0; "
+                         "its convert.py -b)")
 
 
 def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
@@ -1152,7 +1239,7 @@ def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
         if bad.any():
             engine = str(req["engine"][bad].iloc[0])
             # (an engine with its own formats says them: what the user can ask of the engine they chose)
-            own = engine_precisions(engine) if engine in (*GGUF_ENGINES, "mlc-llm", *MLX_ENGINES) else None
+            own = engine_precisions(engine) if engine in (*GGUF_ENGINES, "mlc-llm", *MLX_ENGINES, *EXL_ENGINES) else None
             yield bad, (f"precision {fmt!r} is not accepted for engine {engine!r}; accepted: {', '.join(engines)}"
                         + (f"; {engine} takes {', '.join(own)}" if own else ""))
         for engine in engines:
@@ -1174,7 +1261,7 @@ def _check_formats(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
 
 def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
     """(rows, message) for each way the device itself is refused: ExLlamaV2 on a GPU without CUDA or ROCm
-    (EXL_VENDORS), more than one Apple device per replica (ONE_DEVICE_VENDORS)."""
+    (EXL_VENDORS), ExLlamaV3 off NVIDIA Ampere or newer (EXL3_VENDORS, EXL3_REFUSED_ARCHITECTURES), more than one Apple device per replica (ONE_DEVICE_VENDORS)."""
     vendor = req["gpu"].map(gpus.set_index("id")["vendor"]).fillna("").astype(str).str.lower()
     bad = (req["engine"] == "exllamav2") & ~vendor.isin(EXL_VENDORS)
     if bad.any():
@@ -1182,6 +1269,18 @@ def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
         yield bad, (f"engine 'exllamav2' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({v or 'vendor unknown'}); "
                     f"accepted: {' or '.join(EXL_VENDORS)} GPUs (ExLlamaV2's kernels are a CUDA / ROCm extension, its "
                     "setup.py)" + ("; on an Apple GPU: --engine llama.cpp, ollama, mlc-llm or mlx-lm (Metal)" if v == "apple" else ""))
+    arch = req["gpu"].map(gpus.set_index("id")["architecture"]).fillna("").astype(str).str.lower() \
+        if "architecture" in gpus else pd.Series("", index=req.index)
+    exl3 = req["engine"] == "exllamav3"
+    bad = exl3 & (~vendor.isin(EXL3_VENDORS) | arch.isin(EXL3_REFUSED_ARCHITECTURES))
+    if bad.any():
+        v, a = vendor[bad].iloc[0], arch[bad].iloc[0]
+        yield bad, (f"engine 'exllamav3' is not accepted on gpu {req['gpu'][bad].iloc[0]!r} ({a or v or 'vendor unknown'}); "
+                    "accepted: NVIDIA GPUs of compute capability 8.0 or newer (Ampere, Ada, Hopper, Blackwell: its EXL3 "
+                    "kernels use cp.async and mma.m16n8k16, sm_80; no ROCm build, its README)"
+                    + ("; on an Apple GPU: --engine llama.cpp, ollama, mlc-llm or mlx-lm (Metal)" if v == "apple"
+                       else "; on AMD: --engine exllamav2 (ROCm) or llama.cpp" if v == "amd"
+                       else "; on this card: --engine exllamav2 (EXL2) or llama.cpp" if v == "nvidia" else ""))
     bad = (req["engine"] == "mlx-lm") & ~vendor.isin(MLX_VENDORS)
     if bad.any():
         v = vendor[bad].iloc[0]
@@ -1199,7 +1298,7 @@ def _device_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
 
 
 def _check_devices(req: pd.DataFrame, gpus: pd.DataFrame) -> None:
-    """ExLlamaV2 on NVIDIA / AMD GPUs only; one Apple device per replica (_device_refusals)."""
+    """ExLlamaV2 on NVIDIA / AMD GPUs only, ExLlamaV3 on NVIDIA Ampere or newer; one Apple device per replica (_device_refusals)."""
     for _, message in _device_refusals(req, gpus):
         raise ValueError(message)
 
@@ -1373,7 +1472,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     engine = req["engine"].to_numpy(object)
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     is_llama, is_hf = np.isin(engine, GGUF_ENGINES), engine == "transformers"
-    is_exl = engine == "exllamav2"
+    is_exl = np.isin(engine, EXL_ENGINES)  # ExLlamaV2 and V3 alike (autosplit, host embedding, own cache) ...
+    is_exl3 = engine == "exllamav3"  # ... but for V3's own constants (EXL3_*)
     is_mlc = engine == "mlc-llm"
     is_mlx = engine == "mlx-lm"
     draft_id = req["draft_model"].fillna("").astype(str).str.strip().to_numpy(object)
@@ -1401,7 +1501,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # llama.cpp's SWA cache keeps the window ("windowed"); transformers' DynamicCache holds the
     # whole prefill's K/V of its sliding-window layers (a view of the full torch.cat output,
     # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
-    # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below
+    # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below. ExLlamaV3's too: its
+    # command asks -swa_full where the model has sliding-window layers (full pages there, not its default ring state)
     policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
     asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
@@ -1427,17 +1528,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
     linear_bits = _linear_bits(req["precision"])
     expert_bytes = np.asarray(counts["experts"], dtype=float) * linear_bits / 8.0
-    # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type
+    # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type. ExLlamaV3 the same
+    # with EXL3 linear layers (exl3-B) and its head at EXL3_HEAD_BITS
     exl_embed = V * h
     exl_head = V * h  # the output layer, stored (quantized) in the file even where tied
     exl_linear = np.asarray(counts["total"], float) - exl_embed - np.where(tied, 0.0, exl_head)
     exl_bpw = np.where(req["precision"].astype(str).to_numpy() == "int4", C.LINEAR_BITS["int4"],
-                       exl2_bits(req["precision"]))
-    exl_head_bits = np.where(req["precision"].astype(str).to_numpy() == "int4", 16.0, EXL2_HEAD_BITS)
+                       np.where(is_exl3, exl3_bits(req["precision"]), exl2_bits(req["precision"])))
+    exl_head_bits = np.where(req["precision"].astype(str).to_numpy() == "int4", 16.0,
+                             np.where(is_exl3, EXL3_HEAD_BITS, EXL2_HEAD_BITS))
     exl_weights_gpu = exl_linear * exl_bpw / 8.0 + exl_head * exl_head_bits / 8.0
     exl_host = exl_embed * 2.0
     weights = np.where(is_exl, exl_weights_gpu + exl_host, weights)
-    exl_cache_bytes = pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float)
+    exl_cache_bytes = np.where(is_exl3, pd.Series(kv_prec, dtype=object).map(EXL3_CACHE_BYTES).fillna(2.0).to_numpy(float),
+                               pd.Series(kv_prec, dtype=object).map(EXL_CACHE_BYTES).fillna(2.0).to_numpy(float))
     # MLC-LLM and mlx-lm: every weight (embedding and head too) at their format's bits, group scales included (MLC_BITS,
     # MLX_BITS, as _linear_bits reads them)
     weights = np.where(is_mlc | is_mlx, np.asarray(counts["total"], float) * linear_bits / 8.0, weights)
@@ -1827,14 +1931,27 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     exl_chunk = np.minimum(EXL_MAX_INPUT_LEN, ctx)
     exl_scratch = (exl_chunk * 2.0 * (h + 2.0 * np.maximum(h, ffn)) + 2.0 * np.minimum(h * ffn, EXL_MAX_DQ_SIZE)
                    + exl_chunk * V * 2.0)
-    exl_fixed = exl_weights_gpu / tp + exl_scratch + EXL_RESERVE_BYTES + context
+    # ExLlamaV3: the MLP's fp32 state over its chunk, the fp16 weight a prefill chunk of more than 144 rows reconstructs
+    # (the larger of up/gate's and down's, sliced at 32,768 output columns), the 32 output tokens' logits (EXL3_*)
+    exl3_chunk = np.minimum(EXL3_MAX_CHUNK, ctx)
+    exl3_reconstruct = np.where(exl3_chunk > EXL3_RECONSTRUCT_ROWS, 2.0 * np.maximum(
+        h * np.minimum(ffn, EXL3_RECONSTRUCT_SLICE), ffn * np.minimum(h, EXL3_RECONSTRUCT_SLICE)), 0.0)
+    exl_scratch = np.where(is_exl3, exl3_chunk * 4.0 * (h + 2.0 * np.maximum(h, ffn)) + exl3_reconstruct
+                           + EXL3_MAX_OUTPUT * V * 4.0, exl_scratch)
+    exl_reserve = np.where(is_exl3, EXL3_RESERVE_BYTES, EXL_RESERVE_BYTES)  # per GPU (V3: on each, its reserve_per_device)
+    exl_fixed = exl_weights_gpu / tp + exl_scratch + exl_reserve + context
     exl_kv_room = np.maximum(free_at_start - exl_fixed, 0.0)
     exl_conc = np.floor(exl_kv_room / (kv_token / tp * ctx))
-    exl_cache = kv_token / tp * ctx * seqs  # its own allocation (kv_cache_bytes_allocated): -l tokens x max_num_seqs
+    # its own allocation (kv_cache_bytes_allocated): ExLlamaV2 -l tokens x max_num_seqs; ExLlamaV3 one pool of -cs
+    # tokens, max_num_seqs x max_model_len rounded up to its 256-token pages (EXL3_PAGE_TOKENS)
+    exl_tokens = np.where(is_exl3, np.ceil(ctx * seqs / EXL3_PAGE_TOKENS) * EXL3_PAGE_TOKENS, ctx * seqs)
+    exl_cache = kv_token / tp * exl_tokens
+    exl_conc = np.where(is_exl3, np.floor(np.floor(exl_kv_room / (kv_token / tp) / EXL3_PAGE_TOKENS)
+                                          * EXL3_PAGE_TOKENS / ctx), exl_conc)
     kv_available = np.where(is_exl, exl_kv_room, kv_available)  # what is left for it (the same meaning as vLLM's)
     max_concurrency = np.where(is_exl, exl_conc, max_concurrency)
     weights_gpu = np.where(is_exl, exl_weights_gpu / tp, weights_gpu)
-    memory_used = np.where(is_exl, exl_fixed + exl_cache - EXL_RESERVE_BYTES, memory_used)
+    memory_used = np.where(is_exl, exl_fixed + exl_cache - exl_reserve, memory_used)
     fits = np.where(is_exl, exl_conc >= seqs, fits)
     activation = np.where(is_exl, exl_scratch, activation)
     # MLC-LLM (server mode): config.cc's budget, per shard (its tensor parallelism splits heads)
@@ -1990,7 +2107,7 @@ def _linear_bits(precision: pd.Series) -> np.ndarray:
     p = precision.astype(str)
     # GGUF MXFP4_MOE: the experts MXFP4 (4.25 bits), the rest Q8_0 (engine/constants.py GGUF_EXPERT_BITS)
     bits = p.map(C.GGUF_EXPERT_BITS).fillna(p.map(C.GGUF_BITS)).fillna(p.map(C.LINEAR_BITS))
-    bits = bits.fillna(pd.Series(exl2_bits(p), index=p.index))
+    bits = bits.fillna(pd.Series(exl2_bits(p), index=p.index)).fillna(pd.Series(exl3_bits(p), index=p.index))
     # MLC-LLM's and mlx-lm's formats quantize every weight, the experts too (MLC_BITS, MLX_BITS: their group scales
     # included); without these an MoE's experts were counted at 16 bits, more than its whole file
     bits = bits.fillna(p.map(MLC_BITS)).fillna(p.map(MLX_BITS))
@@ -2210,6 +2327,22 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
         exl = np.where(exl_cq.notna(), "python examples/chat.py" + exl_args + " -mode raw " + exl_cq.fillna(""),
                        "python test_inference.py" + exl_args + " -p 'Once upon a time,'")
         return exl
+    if engine == "exllamav3":
+        # ExLlamaV3's example runner (README "Examples": `python examples/chat.py -m <input_dir> -mode <prompt_mode>`; its
+        # model_init.py add_args: -cs / --cache_size the cache pool's tokens, a multiple of 256 (kv_cache_bytes_allocated:
+        # max_num_seqs x max_model_len in whole pages), -cq "k_bits,v_bits" a quantized cache (EXL3_CACHE_BITS), -gs auto
+        # its autosplit over the visible GPUs, -swa_full full pages for sliding-window layers, as counted here; chat.py:
+        # -mode raw takes any model, -prompt runs one prompt and exits). The directory is named as convert.md's example
+        # output (llama3.1-70b-instruct-exl3-3.75bpw).
+        exl3_dir = out["model"].astype(str) + "-" + prec + "bpw"
+        tokens = (np.ceil(out["max_model_len"].to_numpy(float) * out["max_num_seqs"].to_numpy(float) / EXL3_PAGE_TOKENS)
+                  * EXL3_PAGE_TOKENS).astype(int).astype(str)
+        cq = kv.map(EXL3_CACHE_BITS)
+        swa = (_model_col(m, "sliding_window_layers") > 0) & (_model_col(m, "sliding_window") > 0)
+        return ("python examples/chat.py -m " + exl3_dir + " -mode raw -cs " + pd.Series(tokens, index=out.index)
+                + np.where(cq.notna(), " -cq " + cq.fillna(0).astype(int).astype(str) + "," + cq.fillna(0).astype(int).astype(str), "")
+                + np.where(tp != "1", " -gs auto", "") + np.where(swa, " -swa_full", "")
+                + " -prompt 'Once upon a time,'")
     if engine == "mlc-llm":
         # MLC-LLM: `mlc_llm serve MODEL --mode server --overrides "..."` (interface/help.py mode_serve;
         # the overrides max_num_sequence, max_total_seq_length, gpu_memory_utilization, context_window_size:

@@ -800,19 +800,20 @@ def _add_serve_parser(sub) -> None:
     """`serve`: capacity and speed of one serving configuration (engine/serving.py)."""
     from engine.serving import ENGINES, MLC_UTILIZATION, VLLM_UTILIZATION, max_num_seqs_help
     sv = sub.add_parser("serve", help="serving capacity and speed under vLLM, SGLang, llama.cpp, Ollama, transformers, "
-                                      "ExLlamaV2, MLC-LLM or mlx-lm")
+                                      "ExLlamaV2, ExLlamaV3, MLC-LLM or mlx-lm")
     sv.add_argument("--model", help="catalog model id (see: catalog models)")
     sv.add_argument("--model-config", help="a Hugging Face config.json to serve instead of a catalog model")
     sv.add_argument("--model-file", action="append", help=MODEL_FILE_HELP)
     sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
     sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
     sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, fp8, ... or a GGUF type for llama.cpp/ollama, "
-                                                      "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, q4f16_1 ... "
+                                                      "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, exl3-B (B from 1 "
+                                                      "to 8) for exllamav3, q4f16_1 ... "
                                                       "for mlc-llm, mlx-4bit, mlx-8bit ... for mlx-lm (default: a quantized published checkpoint's own "
                                                       "format, gpt-oss mxfp4 (mxfp4_moe for llama.cpp/ollama), "
                                                       "DeepSeek V3/R1 fp8; else bf16, fp16 on a card without bf16 "
                                                       "(V100, T4), q4_k_m for llama.cpp/ollama, exl2-4.0 for "
-                                                      "exllamav2, q4f16_1 for mlc-llm, mlx-4bit for mlx-lm)")
+                                                      "exllamav2, exl3-4.0 for exllamav3, q4f16_1 for mlc-llm, mlx-4bit for mlx-lm)")
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
     sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
@@ -1021,8 +1022,8 @@ def cmd_serve(args) -> int:
             # included where the engine loads it, and the engine's own terms (vLLM's MXFP4 padding): less the vision
             # tower's part, they are the language model's, as weights_bytes_stored
             served = row.get("weights_bytes")
-            if lm is not None and served is not None and args.engine not in ("exllamav2", "mlc-llm", "mlx-lm"):
-                served = float(served) - (vision - lm)  # (ExLlamaV2's, MLC's and MLX's weights count no vision tower)
+            if lm is not None and served is not None and args.engine not in ("exllamav2", "exllamav3", "mlc-llm", "mlx-lm"):
+                served = float(served) - (vision - lm)  # (ExLlamaV2/V3's, MLC's and MLX's weights count no vision tower)
             data["checkpoint"] = stored_vs_engine(args.checkpoint, served, request["precision"])
         data["fits_with"] = [] if options is None else [
             {"gpus": int(r["gpus"]), "precision": str(r["precision"]), "max_concurrency": float(r["max_concurrency"]),

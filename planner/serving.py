@@ -28,6 +28,7 @@ from engine.serving import (
     VLLM_CUDAGRAPH_PROFILE_FROM,
     devices_refused,
     exl2_bits,
+    exl3_bits,
     formats_refused,
     kv_refused,
     serve,
@@ -88,7 +89,7 @@ SERVE_JSON_KEYS = (
     "kv_block_tokens", "linear_attention_layers",
     # the KV cache the engine sets aside itself, per GPU (kv_cache_bytes_available is what is left for it, the same for
     # every engine): vLLM / SGLang / MLC-LLM their whole budget, llama.cpp / Ollama -c tokens on the GPU layers,
-    # ExLlamaV2 its cache of max_num_seqs x max_model_len; null for transformers (its cache grows with each sequence)
+    # ExLlamaV2 its cache of max_num_seqs x max_model_len, ExLlamaV3 its pool of that many tokens in 256-token pages; null for transformers (its cache grows with each sequence)
     "kv_cache_bytes_allocated",
     # the cloud price's source and date (as price_source / price_date here) under estimate's and budget's names for them
     "cloud_source", "cloud_date",
@@ -221,10 +222,12 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
                                       names=["gpu", "gpus", "engine", "precision"]).to_frame(index=False)
     gguf = grid["precision"].isin(tuple(C.GGUF_BITS))
     grid = grid[gguf == grid["engine"].isin(GGUF_ENGINES)].reset_index(drop=True)  # GGUF <-> llama.cpp/Ollama
-    # ExLlamaV2 runs its own formats only (exl2-B, GPTQ int4), and exl2-B runs nowhere else
+    # ExLlamaV2 runs its own formats only (exl2-B, GPTQ int4), and exl2-B runs nowhere else; ExLlamaV3 likewise exl3-B
     exl = grid["engine"] == "exllamav2"
     exl_format = ~np.isnan(exl2_bits(grid["precision"])) | ((grid["precision"] == "int4") & exl)
     grid = grid[exl == exl_format].reset_index(drop=True)
+    exl3 = grid["engine"] == "exllamav3"
+    grid = grid[exl3 == ~np.isnan(exl3_bits(grid["precision"]))].reset_index(drop=True)
     # mlx-lm runs its own formats only (engine/serving.py MLX_BITS: mlx-4bit ..., bf16, fp16), and those run nowhere else
     mlx = grid["engine"].isin(MLX_ENGINES)
     grid = grid[np.where(mlx, grid["precision"].isin(tuple(MLX_BITS)), ~grid["precision"].isin(MLX_QUANTIZED))]
@@ -237,7 +240,7 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
     # out of the search, not a reason to refuse it (serve() refuses such a request asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~formats_refused(grid, gpus)]
-    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm) and several of a card that is one device
+    # likewise an engine the card does not run (ExLlamaV2 off CUDA / ROCm, ExLlamaV3 off NVIDIA Ampere+) and several of a card that is one device
     # (an Apple Mac): left out of the search (serve() refuses them asked alone)
     grid = grid.reset_index(drop=True)
     grid = grid[~devices_refused(grid, gpus)]
@@ -268,10 +271,10 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
     stored_precision: gpt-oss's MXFP4, DeepSeek V3's FP8; an MXFP4 checkpoint's GGUF under llama.cpp / Ollama is
     ggml-org's MXFP4 MoE type, mxfp4_moe, the one llama.cpp's gpt-oss guide and Ollama's gpt-oss load) where the
     engine, and the card when given, take it, as `vllm serve openai/gpt-oss-120b` loads it; else the engine's own
-    (q4_k_m for llama.cpp / Ollama, exl2-4.0, q4f16_1, mlx-4bit (mlx_lm.convert -q's default), bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
+    (q4_k_m for llama.cpp / Ollama, exl2-4.0, exl3-4.0, q4f16_1, mlx-4bit (mlx_lm.convert -q's default), bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
     picks there, engine/serving.py NO_BF16_ARCHITECTURES). The command line's and the Serving page's default."""
     from engine.serving import NO_BF16_ARCHITECTURES, engine_takes_precision
-    default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "mlc-llm": "q4f16_1",
+    default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "exllamav3": "exl3-4.0", "mlc-llm": "q4f16_1",
                                                                 "mlx-lm": "mlx-4bit"}.get(engine, "bf16")
     arch = ""
     if gpus is not None and gpu is not None and "architecture" in gpus and gpu in set(gpus["id"]):
@@ -402,11 +405,14 @@ def format_fits_with(options: pd.DataFrame, asked: str, asked_len: int | None = 
 
 
 def _own_kv_cache(row: pd.Series) -> str:
-    """', of which llama.cpp's -c takes ...': the KV cache llama.cpp / Ollama / ExLlamaV2 allocate themselves, beside what
+    """', of which llama.cpp's -c takes ...': the KV cache llama.cpp / Ollama / ExLlamaV2 / V3 allocate themselves, beside what
     is left for it (vLLM, SGLang and MLC-LLM allocate all of it; transformers' cache grows)."""
     own = row.get("kv_cache_bytes_allocated")
-    if own is None or pd.isna(own) or row["engine"] not in (*GGUF_ENGINES, "exllamav2"):
+    if own is None or pd.isna(own) or row["engine"] not in (*GGUF_ENGINES, "exllamav2", "exllamav3"):
         return ""
+    if row["engine"] == "exllamav3":
+        return (f" (ExLlamaV3's -cs pool of {int(row['max_num_seqs'])} x {int(row['max_model_len']):,} tokens in 256-token "
+                f"pages: {own / 2**30:.2f} GiB)")
     if row["engine"] == "exllamav2":
         return (f" (ExLlamaV2's cache of {int(row['max_num_seqs'])} x {int(row['max_model_len']):,} tokens: "
                 f"{own / 2**30:.2f} GiB)")
@@ -416,10 +422,10 @@ def _own_kv_cache(row: pd.Series) -> str:
 
 def _kv_needed(row: pd.Series) -> float:
     """The KV cache a plan needs per GPU: one request of max_model_len (engine/serving.py kv_request_bytes), ExLlamaV2's
-    whole cache of max_num_seqs of them (it allocates them all at load)."""
+    whole cache of max_num_seqs of them (it allocates them all at load; ExLlamaV3 its pool likewise)."""
     one = row.get("kv_request_bytes")
     one = float(row["kv_bytes_per_token"] * row["max_model_len"]) if one is None or pd.isna(one) else float(one)
-    return float(row["kv_cache_bytes_allocated"]) if row["engine"] == "exllamav2" else one
+    return float(row["kv_cache_bytes_allocated"]) if row["engine"] in ("exllamav2", "exllamav3") else one
 
 
 def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
@@ -550,8 +556,8 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
         elif _kv_is_what_does_not_fit(row):
             # room is left after the weights and the activation peak, but less than the KV cache needs: name it
             room, need = row["kv_cache_bytes_available"], _kv_needed(row)
-            exl_seqs = row["engine"] == "exllamav2" and int(row["max_num_seqs"]) > 1
-            kv = (f"ExLlamaV2's cache of --max-num-seqs {int(row['max_num_seqs'])} sequences of "
+            exl_seqs = row["engine"] in ("exllamav2", "exllamav3") and int(row["max_num_seqs"]) > 1
+            kv = (f"{'ExLlamaV2' if row['engine'] == 'exllamav2' else 'ExLlamaV3'}'s cache of --max-num-seqs {int(row['max_num_seqs'])} sequences of "
                   f"{int(row['max_model_len']):,} tokens ({need / gib:.2f} GiB per GPU)" if exl_seqs else
                   f"one {int(row['max_model_len']):,}-token request's KV cache ({need / gib:.2f} GiB per GPU)")
             lines.insert(1, f"  DOES NOT FIT: {kv} is more than the {room / gib:.2f} GiB left for it after the weights "

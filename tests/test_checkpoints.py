@@ -650,7 +650,7 @@ def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path
     write_safetensors(folder / "model.safetensors", hf_tensors())
     write_config(folder)
     for engine, default in (("llama.cpp", "q4_k_m"), ("ollama", "q4_k_m"), ("exllamav2", "exl2-4.0"),
-                            ("mlc-llm", "q4f16_1"), ("vllm", "bf16")):
+                            ("exllamav3", "exl3-4.0"), ("mlc-llm", "q4f16_1"), ("vllm", "bf16")):
         code, out, err = run_cli("serve", "--model-file", folder, "--gpu", "h100-sxm-80gb", "--engine", engine,
                                  "--max-model-len", "256", "--json")
         assert code == 0, (engine, err)
@@ -692,7 +692,7 @@ def test_engine_takes_precision_agrees_with_serve():
     cat = default_catalog()
     models, gpus = cat.models(), cat.gpus()
     for engine in ENGINES:
-        for precision in (*INFER_PRECISIONS, *MLC_BITS, *MLX_BITS, "exl2-4.0"):
+        for precision in (*INFER_PRECISIONS, *MLC_BITS, *MLX_BITS, "exl2-4.0", "exl3-4.0", "exl3-1.5", "exl3-0.5"):
             gpu = "apple-m4-max-128gb" if engine == "mlx-lm" else "h100-sxm-80gb"  # (mlx-lm: Apple GPUs only)
             req = pd.DataFrame([{**REQUEST_DEFAULTS, "model": "llama-3.1-8b", "gpu": gpu, "engine": engine,
                                  "precision": precision, "max_model_len": 4096}])

@@ -213,6 +213,7 @@ def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
 
 def test_engines_that_do_not_run_hybrid_models_are_refused_by_name():
     for args, accepted in ((("--engine", "exllamav2", "--precision", "int4"), "accepted: vllm, sglang, transformers"),
+                           (("--engine", "exllamav3"), "engine 'exllamav3' is not accepted for qwen3-next-80b-a3b"),
                            (("--engine", "vllm", "--engine-version", "0.9"), "vLLM runs Gated DeltaNet models from 0.10.2"),
                            (("--engine", "sglang", "--draft-model", "qwen3-0.6b"), "draft-model 'qwen3-0.6b' is not accepted")):
         code, out, err = run_cli("serve", "--model", "qwen3-next-80b-a3b", "--gpu", "h200-sxm-141gb", "--gpus", "2",

@@ -87,7 +87,7 @@ def test_serving_page_on_a_dense_model_has_no_expert_control_in_use():
     assert "active per token" not in captions(at)
     assert at.selectbox(key="srv_cpu_moe").disabled
     # each engine offers the formats it takes (engine/serving.py engine_precisions), never one it refuses
-    for engine, first in (("exllamav2", "exl2-4.0"), ("mlc-llm", "q4f16_1")):
+    for engine, first in (("exllamav2", "exl2-4.0"), ("exllamav3", "exl3-4.0"), ("mlc-llm", "q4f16_1")):
         at.selectbox(key="srv_engine").set_value(engine).run()
         assert not at.exception, [e.value for e in at.exception]
         weights = at.selectbox(key=f"srv_precision_{engine}")

@@ -377,7 +377,7 @@ def test_serve_text_prints_the_command_to_run():
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--engine", "tgi"), "engine 'tgi' is not accepted; accepted: vllm, sglang, llama.cpp, ollama, transformers, exllamav2, mlc-llm"),
+    (("--engine", "tgi"), "engine 'tgi' is not accepted; accepted: vllm, sglang, llama.cpp, ollama, transformers, exllamav2, exllamav3, mlc-llm, mlx-lm"),
     (("--engine", "llama.cpp", "--gpu-layers", "many"), "gpu-layers 'many' is not a number; accepted: a whole number >= 0 or auto"),
     (("--engine", "vllm", "--gpu-memory-utilization", "1.2"), "gpu-memory-utilization '1.2' is not accepted"),
     (("--engine", "vllm", "--max-model-len", "0"), "max-model-len '0' is not accepted"),
@@ -423,6 +423,7 @@ def test_serve_refuses_a_max_model_len_beyond_the_models_context_unless_allowed(
     ("mlx-lm", "apple-m4-max-128gb", None, S.MLX_DECODE_CONCURRENCY),
     ("llama.cpp", "rtx-4090", None, S.OTHER_MAX_NUM_SEQS),
     ("transformers", "h100-sxm-80gb", None, S.OTHER_MAX_NUM_SEQS),
+    ("exllamav3", "rtx-4090", None, S.OTHER_MAX_NUM_SEQS),
 ])
 def test_serve_help_states_the_max_num_seqs_serve_uses(engine, gpu, version, expected):
     """--help said "vLLM/SGLang: running requests (default 256)" while an H100 plan ran 1,024 sequences: the help is
@@ -435,9 +436,10 @@ def test_serve_help_states_the_max_num_seqs_serve_uses(engine, gpu, version, exp
             f"not an A100, else {S.VLLM_MAX_NUM_SEQS}; vLLM --engine-version from 0.8 before 0.9: "
             f"{S.VLLM_MAX_NUM_SEQS_LARGE} on an H100/H200 only, before 0.8: {S.VLLM_V0_MAX_NUM_SEQS}); MLC-LLM: "
             f"max_num_sequence (default {S.MLC_MAX_BATCH}); llama.cpp/ollama: parallel slots; transformers/exllamav2: "
-            f"sequences in one batch (default {S.OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default "
+            f"sequences in one batch, exllamav3: sequences its cache pool holds at max_model_len (default "
+            f"{S.OTHER_MAX_NUM_SEQS}); MLX: its server's decode concurrency (default "
             f"{S.MLX_DECODE_CONCURRENCY}; 1 under a quantized KV cache, which only its generate command has)") in text
-    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m", "mlx-lm": "mlx-4bit"}.get(engine, "bf16")
+    precision = {"mlc-llm": "q4f16_1", "llama.cpp": "q4_k_m", "mlx-lm": "mlx-4bit", "exllamav3": "exl3-4.0"}.get(engine, "bf16")
     args = ("--model", "llama-3.1-8b", "--gpu", gpu, "--engine", engine, "--precision", precision,
             "--max-model-len", "4096", "--json") + (("--engine-version", version) if version else ())
     code, out, err = run(*args)

@@ -34,11 +34,12 @@ def frames(models, gpus):  # (the shipped catalog's frames, as rows() takes them
 def test_llamacpp_quantized_cache_takes_ggml_block_bytes(frames):
     """ggml/src/ggml-common.h: block_q8_0 is an fp16 scale and 32 int8 values (34 bytes per 32), block_q4_0 an fp16
     scale and 16 bytes of 4-bit values (18 bytes per 32); llama.cpp's K and V tensors are rows of those blocks. fp8 is
-    written as q8_0 (llama.cpp has none). ExLlamaV2's Q8/Q4 cache has the same layout; vLLM's fp8 is 1 byte a value."""
+    written as q8_0 (llama.cpp has none). ExLlamaV2's Q8/Q4 cache and ExLlamaV3's 8/4-bit one have the same bytes; vLLM's fp8 is 1 byte a value."""
     base = dict(model="llama-3.1-8b", gpu="rtx-4090", max_model_len=8192)
     asked = [("llama.cpp", "q4_k_m", kv) for kv in ("auto", "int8", "int4", "fp8", "fp32")]
     asked += [("ollama", "q4_k_m", "int8"), ("ollama", "q4_k_m", "int4"), ("exllamav2", "exl2-4.0", "int8"),
-              ("exllamav2", "exl2-4.0", "int4"), ("vllm", "bf16", "fp8")]
+              ("exllamav2", "exl2-4.0", "int4"), ("vllm", "bf16", "fp8"), ("exllamav3", "exl3-4.0", "int8"),
+              ("exllamav3", "exl3-4.0", "int4")]
     out = rows(frames, *({**base, "engine": e, "precision": p, "kv_precision": kv} for e, p, kv in asked))
     got = dict(zip(((e, kv) for e, _, kv in asked), out["kv_bytes_per_token"]))
     values = LLAMA31_8B_KV_VALUES
@@ -48,6 +49,8 @@ def test_llamacpp_quantized_cache_takes_ggml_block_bytes(frames):
     assert got[("llama.cpp", "fp32")] == values * 4  # f32, no blocks
     assert got[("ollama", "int8")] == values * 34 / 32 and got[("ollama", "int4")] == values * 18 / 32
     assert got[("exllamav2", "int8")] == values * 34 / 32 and got[("exllamav2", "int4")] == values * 18 / 32
+    # ExLlamaV3's -cq 8,8 / 4,4 (cache/quant.py: bits / 32 int32 words and one fp16 scale per 32 values): the same bytes
+    assert got[("exllamav3", "int8")] == values * 34 / 32 and got[("exllamav3", "int4")] == values * 18 / 32
     assert got[("vllm", "fp8")] == values * 1  # vLLM's fp8 cache: one byte a value, unchanged
     # llama-server's context of one 8,192-token slot, every layer on the GPU, at those bytes
     q8 = out.iloc[1]

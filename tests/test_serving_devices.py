@@ -141,6 +141,26 @@ def test_exllamav2_is_refused_on_a_gpu_without_cuda_or_rocm(frames, gpu, vendor)
     assert ("--engine llama.cpp, ollama, mlc-llm or mlx-lm (Metal)" in err) is (vendor == "apple")
 
 
+@pytest.mark.parametrize("gpu, what, instead", [(APPLE, "apple-m4", "mlx-lm (Metal)"), ("gaudi3", "gaudi3", None),
+                                                ("rx-7900-xtx", "rdna3", "--engine exllamav2 (ROCm)"),
+                                                ("t4", "turing", "--engine exllamav2 (EXL2)"),
+                                                ("v100-32gb", "volta", "--engine exllamav2 (EXL2)")])
+def test_exllamav3_is_refused_off_nvidia_ampere_or_newer(frames, models, gpus, gpu, what, instead):
+    """turboderp-org/exllamav3: a CUDA extension with no ROCm build (README "What's missing?: ROCm support"), kernels
+    that need sm_80 (cp.async, mma.m16n8k16: its issue #14, a T4 build). Refused in one line naming the card and what
+    is accepted, and left out of the cheapest search (as ExLlamaV2 off CUDA / ROCm)."""
+    with pytest.raises(ValueError, match=rf"engine 'exllamav3' is not accepted on gpu '{gpu}' \({what}\); accepted: NVIDIA "
+                                         r"GPUs of compute capability 8.0 or newer"):
+        rows(frames, {**BASE, "gpu": gpu, "engine": "exllamav3", "precision": "exl3-4.0"})
+    code, out, err = run_cli("serve", "--model", "llama-3-8b", "--gpu", gpu, "--engine", "exllamav3",
+                             "--max-model-len", "8192")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert f"engine 'exllamav3' is not accepted on gpu '{gpu}' ({what})" in err and (instead is None or instead in err)
+    best = cheapest("llama-3-8b", 1, 8192, 20.0, 10.0, models, gpus, engines=("exllamav3",),
+                    precisions=("exl3-4.0",), gpu_ids=[gpu, "rtx-4090", "a100-80gb-sxm"], tp_choices=(1,))
+    assert sorted(best["gpu"]) == ["a100-80gb-sxm", "rtx-4090"]
+
+
 def test_exllamav2_runs_on_nvidia_and_amd(frames):
     out = rows(frames, *({**BASE, "gpu": g, "engine": "exllamav2", "precision": "exl2-4.0"}
                          for g in ("rtx-4090", "rx-7900-xtx")))

@@ -71,6 +71,31 @@ def test_exllamav2_command_runs_the_cache_type_planned(frames, kv, flag):
         assert flag in flags and words[words.index("-mode") + 1] == "raw"
 
 
+# turboderp-org/exllamav3 @4f8ad01: exllamav3/model_init.py add_args (the flags of every example that loads a model and
+# a cache; -cq "kv_bits or k_bits,v_bits", each 2-8: cache/quant.py), examples/chat.py (-mode, -prompt)
+EXL3_MODEL_INIT = {"-m", "-gs", "-lm", "-or", "-tp", "-mcl", "-mclt", "-tpb", "-swa_full", "-ambs", "-lv", "-asnf",
+                   "-layer_map", "-cs", "-cq", "-cca", "-ccs", "-rcs"}
+EXL3_CHAT = EXL3_MODEL_INIT | {"-mode", "-prompt", "-sp", "-maxr", "-basic"}
+
+
+@pytest.mark.parametrize(("kv", "bits", "n_gpus", "seqs"), [("auto", None, 1, 1), ("fp16", None, 2, 3), ("int8", "8,8", 1, 2),
+                                                          ("fp8", "8,8", 1, 1), ("int4", "4,4", 2, 1)])
+def test_exllamav3_command_runs_the_cache_planned(frames, kv, bits, n_gpus, seqs):
+    """ExLlamaV3's examples/chat.py with flags its model_init.py defines: -cs the pool the plan sizes (max_num_seqs x
+    max_model_len in whole 256-token pages, its cache.py assert), -cq the k,v bits of the quantized cache it sizes
+    (EXL3_CACHE_BITS), -gs auto where the plan splits over GPUs."""
+    (row,) = rows(frames, dict(model="llama-3.1-8b", gpu="rtx-4090", engine="exllamav3", precision="exl3-4.0", gpus=n_gpus,
+                               max_model_len=5000, max_num_seqs=seqs, kv_precision=kv)).to_dict("records")
+    words = shlex.split(row["command"])
+    flags = {w for w in words if w.startswith("-")}
+    assert words[:2] == ["python", "examples/chat.py"] and flags <= EXL3_CHAT, words
+    tokens = int(words[words.index("-cs") + 1])
+    assert tokens % 256 == 0 and 0 <= tokens - 5000 * seqs < 256
+    assert row["kv_cache_bytes_allocated"] == pytest.approx(tokens * row["kv_bytes_per_token"], rel=1e-12)
+    assert (words[words.index("-cq") + 1] if "-cq" in flags else None) == bits
+    assert ("-gs" in flags) is (n_gpus > 1) and words[words.index("-mode") + 1] == "raw"
+
+
 # ollama/ollama @fb307609: envconfig/config.go (OLLAMA_NUM_PARALLEL Uint, OLLAMA_FLASH_ATTENTION BoolWithDefault,
 # OLLAMA_KV_CACHE_TYPE String), fs/ggml/ggml.go SupportsKVCacheType (f16, q8_0, q4_0), api/types.go Runner (num_ctx,
 # num_gpu: int), server/routes.go GenerateHandler ("model '%s' not found": /api/generate does not pull)

@@ -96,6 +96,10 @@ REQUESTS = {
     "fp4": vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4"),
     "exl_small": exl("llama-2-7b", "exl2-4.0", 4096, **ONE), "exl_big": exl("llama-2-70b", "exl2-2.5", 2048, **ONE),
     "exl_q4": exl("llama-2-7b", "exl2-4.0", 4096, kv_precision="int4"),
+    # ExLlamaV3: 3 x 4,000 tokens (a pool of 47 pages of 256), a 4-bit cache on two GPUs, a sliding-window model
+    "exl3": exl("llama-2-7b", "exl3-4.0", 4000, engine="exllamav3", max_num_seqs=3, **ONE),
+    "exl3_q4": exl("llama-2-7b", "exl3-2.5", 4096, engine="exllamav3", kv_precision="int4", gpus=2),
+    "exl3_swa": exl("gemma-2-2b", "exl3-6.0", 4096, engine="exllamav3", kv_precision="int8"),
     "mlc": {"model": "llama-3.1-8b", "gpu": "rtx-4090", "engine": "mlc-llm", "precision": "q4f16_1", "max_model_len": 8192},
     "mlc_7b": {"model": "llama-2-7b", "gpu": "rtx-4090", "engine": "mlc-llm", "precision": "q4f16_1", "max_model_len": 4096,
                **ONE},
@@ -698,6 +702,35 @@ def test_exllamav2_layout_from_its_source(served):
     assert small.command == "python test_inference.py -m llama-2-7b-exl2-4.0bpw -l 4096 -p 'Once upon a time,'"
 
 
+def test_exllamav3_layout_from_its_source(served):
+    """turboderp-org/exllamav3 @4f8ad01 (engine/serving.py EXL3_*): the embedding in host RAM (embedding.py prefer_cpu,
+    fp16), the linear layers at the EXL3 file's bits and the head at 6 (convert.md -hb); the cache one pool of -cs
+    tokens in 256-token pages (cache.py, constants.py PAGE_SIZE), fp16 or k_bits / v_bits with an fp16 scale per 32
+    (cache/quant.py); autosplit keeps 0.5 GiB free on every GPU (model.py reserve_per_device); a prefill chunk of 2,048
+    rows reconstructs a linear layer's fp16 weight (exl3.py reconstruct_hgemm) beside the MLP's fp32 state. Speed: ExLlamaV2's constants (no
+    ExLlamaV3 run to fit), so the same bytes read give ExLlamaV2's speed, and the basis says it is an assumption."""
+    row, q4, swa, v2 = pick(served, "exl3", "exl3_q4", "exl3_swa", "exl_small")
+    V, h, ffn = 32000, 4096, 11008
+    assert row.host_ram_bytes == V * h * 2
+    assert row.weights_gpu_bytes == pytest.approx(6_476_005_376 * 4.0 / 8 + V * h * 6 / 8, rel=0.002)
+    assert q4.weights_gpu_bytes * 2 == pytest.approx(6_476_005_376 * 2.5 / 8 + V * h * 6 / 8, rel=0.002)  # per GPU
+    kv = 2 * 32 * 32 * 128
+    assert row.kv_bytes_per_token == kv * 2 and q4.kv_bytes_per_token * 2 == kv * (4 / 8 + 2 / 32)
+    assert row.kv_cache_bytes_allocated == row.kv_bytes_per_token * 47 * 256  # 12,000 tokens in whole pages
+    scratch = 2048 * 4 * (h + 2 * ffn) + 2 * h * ffn + 32 * V * 4  # its MLP's state in fp32 (llama.py interm_dtype)
+    assert row.compute_buffer_bytes == scratch
+    free = row.usable_bytes - row.weights_gpu_bytes - scratch - 512 * 2**20 - row.non_torch_bytes
+    assert row.kv_cache_bytes_available == pytest.approx(free, rel=1e-12)
+    assert row.max_concurrency == np.floor(np.floor(free / row.kv_bytes_per_token / 256) * 256 / 4000)
+    assert row.decode_tokens_per_s == pytest.approx(v2.decode_tokens_per_s, rel=1e-9)
+    assert row.speed_basis.startswith("assumption: ExLlamaV2's")
+    assert row.command == "python examples/chat.py -m llama-2-7b-exl3-4.0bpw -mode raw -cs 12032 -prompt 'Once upon a time,'"
+    assert q4.command == ("python examples/chat.py -m llama-2-7b-exl3-2.5bpw -mode raw -cs 4096 -cq 4,4 -gs auto "
+                          "-prompt 'Once upon a time,'")
+    # Gemma 2's sliding-window layers counted at full length: the command asks its -swa_full for them
+    assert swa.command.endswith("-cq 8,8 -swa_full -prompt 'Once upon a time,'") and swa.kv_policy == "latent"
+
+
 def test_mlc_llm_budget_follows_estimate_memory_usage_on_mode(served):
     """cpp/serve/config.cc (server mode, 128 sequences, chunk min(8,192, context), 0.85 of the card):
     KV tokens = (total x 0.85 - params - temp - KV aux - model workspace - logit workspace) / (d x kv
@@ -723,6 +756,16 @@ def test_mlc_llm_budget_follows_estimate_memory_usage_on_mode(served):
     (dict(engine="vllm", precision="exl2-4.0"), "precision 'exl2-4.0' is not accepted for engine 'vllm'; accepted: --engine exllamav2"),
     (dict(engine="exllamav2", precision="bf16"), "precision 'bf16' is not accepted for exllamav2; accepted: exl2-B"),
     (dict(engine="exllamav2", precision="exl2-9.0"), "precision 'exl2-9.0' is not accepted for exllamav2"),
+    (dict(engine="vllm", precision="exl3-4.0"), "precision 'exl3-4.0' is not accepted for engine 'vllm'; accepted: --engine exllamav3"),
+    (dict(engine="exllamav2", precision="exl3-4.0"), "precision 'exl3-4.0' is not accepted for engine 'exllamav2'; accepted: "
+                                                     "--engine exllamav3; exllamav2 takes exl2-B or int4"),
+    (dict(engine="exllamav3", precision="exl2-4.0"), "precision 'exl2-4.0' is not accepted for exllamav3; accepted: exl3-B"),
+    (dict(engine="exllamav3", precision="int4"), "precision 'int4' is not accepted for exllamav3; accepted: exl3-B with B the "
+                                                 "bits per weight from 1 to 8"),
+    (dict(engine="exllamav3", precision="exl3-0.9"), "precision 'exl3-0.9' is not accepted for exllamav3"),
+    (dict(engine="exllamav3", precision="exl3-8.5"), "precision 'exl3-8.5' is not accepted for exllamav3"),
+    (dict(engine="exllamav3", precision="exl3-4.0", kv_precision="fp32"), "kv_precision 'fp32' is not accepted for "
+                                                                          "exllamav3; accepted: auto, fp16, bf16, fp8, int8, int4"),
 ])
 def test_exllamav2_formats_are_its_own(cat, request_, message):
     with pytest.raises(ValueError, match=message):
