@@ -1069,8 +1069,7 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
     _check_draft(req, models)
     _check_devices(req, gpus)
     _check_formats(req, gpus)
-    _check_exllamav3(req)  # (first: exl3-B under exllamav2 is told its engine, as exl2-B under exllamav3 is)
-    _check_exllamav2(req)
+    _check_exllama(req)
     _check_backend(req, gpus)
     _check_tensor_parallel(req, models)
     precision = req["precision"].astype(str)
@@ -1183,40 +1182,33 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
     return torch + tuple(fmt for fmt, engines in FORMAT_ENGINES.items() if engine in engines)
 
 
-def _check_exllamav2(req: pd.DataFrame) -> None:
-    """ExLlamaV2 runs EXL2 (exl2-B, 2 <= B <= 8) and GPTQ 4-bit (int4) weights; exl2-B needs it."""
-    precision = req["precision"].astype(str)
-    bits = exl2_bits(precision)
-    exl = (req["engine"] == "exllamav2").to_numpy()
-    named = precision.str.startswith("exl2").to_numpy()
-    bad = named & ~exl
-    if bad.any():
-        engine = str(req["engine"][bad].iloc[0])
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {engine!r}; accepted: --engine "
-                         "exllamav2" + ("; exllamav3 takes exl3-B (its EXL3 files)" if engine == "exllamav3" else ""))
-    bad = exl & ~((precision == "int4").to_numpy() | ((bits >= EXL_BITS_RANGE[0]) & (bits <= EXL_BITS_RANGE[1])))
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav2; accepted: exl2-B with B "
-                         f"the bits per weight from {EXL_BITS_RANGE[0]:g} to {EXL_BITS_RANGE[1]:g} (e.g. exl2-4.0), "
-                         "or int4 (GPTQ)")
+# Each ExLlama engine's own weight files: (the precisions' prefix, their bits, the bits accepted, other precisions it
+# takes, what the other ExLlama engine is told it takes, the refusal's example); checked by _check_exllama
+EXL_FILES = {
+    "exllamav3": ("exl3", exl3_bits, EXL3_BITS_RANGE, (), "exl3-B (its EXL3 files)", "(e.g. exl3-4.0; its convert.py -b)"),
+    "exllamav2": ("exl2", exl2_bits, EXL_BITS_RANGE, ("int4",), "exl2-B or int4 (its EXL2 / GPTQ files)",
+                  "(e.g. exl2-4.0), or int4 (GPTQ)"),
+}
 
 
-def _check_exllamav3(req: pd.DataFrame) -> None:
-    """ExLlamaV3 runs EXL3 weights (exl3-B, 1 <= B <= 8: convert_model.py's -b range); exl3-B needs it."""
+def _check_exllama(req: pd.DataFrame) -> None:
+    """ExLlamaV3 runs EXL3 weights (exl3-B, 1 <= B <= 8: convert_model.py's -b range), ExLlamaV2 EXL2 (exl2-B, 2 <= B
+    <= 8) and GPTQ 4-bit (int4) weights; exl3-B / exl2-B need their engine (ExLlamaV3's first: exl3-B under exllamav2
+    is told its engine, as exl2-B under exllamav3 is)."""
     precision = req["precision"].astype(str)
-    bits = exl3_bits(precision)
-    exl = (req["engine"] == "exllamav3").to_numpy()
-    named = precision.str.startswith("exl3").to_numpy()
-    bad = named & ~exl
-    if bad.any():
-        engine = str(req["engine"][bad].iloc[0])
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {engine!r}; accepted: --engine "
-                         "exllamav3" + ("; exllamav2 takes exl2-B or int4 (its EXL2 / GPTQ files)" if engine == "exllamav2" else ""))
-    bad = exl & ~((bits >= EXL3_BITS_RANGE[0]) & (bits <= EXL3_BITS_RANGE[1]))
-    if bad.any():
-        raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for exllamav3; accepted: exl3-B with B "
-                         f"the bits per weight from {EXL3_BITS_RANGE[0]:g} to {EXL3_BITS_RANGE[1]:g} (e.g. exl3-4.0; "
-                         "its convert.py -b)")
+    for own, (prefix, bits_of, (low, high), others, takes, example) in EXL_FILES.items():
+        bits = bits_of(precision)
+        exl = (req["engine"] == own).to_numpy()
+        bad = precision.str.startswith(prefix).to_numpy() & ~exl
+        if bad.any():
+            engine = str(req["engine"][bad].iloc[0])
+            told = f"; {engine} takes {EXL_FILES[engine][4]}" if engine in EXL_FILES else ""
+            raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for engine {engine!r}; accepted: "
+                             f"--engine {own}{told}")
+        bad = exl & ~(precision.isin(others).to_numpy() | ((bits >= low) & (bits <= high)))
+        if bad.any():
+            raise ValueError(f"precision {precision[bad].iloc[0]!r} is not accepted for {own}; accepted: {prefix}-B with B "
+                             f"the bits per weight from {low:g} to {high:g} {example}")
 
 
 def _format_refusals(req: pd.DataFrame, gpus: pd.DataFrame):
