@@ -102,12 +102,12 @@ SERVE_JSON_KEYS = (
     "kv_cache_bytes_allocated",
     # the cloud price's source and date (as price_source / price_date here) under estimate's and budget's names for them
     "cloud_source", "cloud_date",
+    # serve without --max-model-len (the engine's own context): whether the engine's default was taken, and what it
+    # is ("--max-model-len" where it was given); added by the CLI
+    "max_model_len_default", "max_model_len_source",
     # what a --model-file / Hub checkpoint's headers hold beside the engine's weights (docs/models.md), null for a catalog
     # model or --model-config: one key set for every model; added by the CLI
     "checkpoint",
-    # serve without --max-model-len (issue: the engine's own context): whether the engine's default was taken, and what it
-    # is ("--max-model-len" where it was given); added by the CLI
-    "max_model_len_default", "max_model_len_source",
     # a vLLM / SGLang plan that holds no request: [{gpus, precision, max_concurrency, max_model_len}] per weight format,
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
