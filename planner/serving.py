@@ -278,11 +278,21 @@ def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, 
     lengths = np.unique(np.r_[np.arange(LLAMA_FIT_MIN_CTX, trained, step), trained]).astype(int)
     layers = request.get("gpu_layers", -1)
     all_layers = layers is None or int(layers) < 0
-    rows = pd.DataFrame([{**request, "max_model_len": int(n), **({"gpu_layers": 10**6} if all_layers else {})}
-                         for n in lengths])
-    out = serve(rows, models, gpus)
-    free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * out["gpus"]
-    ok = (out["gpu_memory_used_bytes"] * out["gpus"] + FIT_MARGIN_BYTES <= free).to_numpy()
+
+    def fitting(lengths: np.ndarray) -> np.ndarray:
+        rows = pd.DataFrame([{**request, "max_model_len": int(n), **({"gpu_layers": 10**6} if all_layers else {})}
+                             for n in lengths])
+        out = serve(rows, models, gpus)
+        free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * out["gpus"]
+        return (out["gpu_memory_used_bytes"] * out["gpus"] + FIT_MARGIN_BYTES <= free).to_numpy()
+    ok = fitting(lengths)
+    if step > LLAMA_FIT_CTX_ALIGN and ok.any() and not ok[-1]:  # a context of millions: the last coarse step in 256s
+        last = int(lengths[np.flatnonzero(ok)[-1]])
+        finer = np.arange(last + LLAMA_FIT_CTX_ALIGN, min(last + step, trained), LLAMA_FIT_CTX_ALIGN)
+        if len(finer):
+            lengths, ok = np.r_[lengths, finer], np.r_[ok, fitting(finer)]
+            order = np.argsort(lengths)
+            lengths, ok = lengths[order], ok[order]
     which = "every layer" if all_layers else f"-ngl {int(layers)}"
     if ok[-1]:
         return trained, (f"llama.cpp's default (-c 0): the model's trained context, which fits with {which} on the "

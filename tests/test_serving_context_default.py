@@ -104,3 +104,10 @@ def test_engines_without_a_cache_of_their_own_still_need_the_length(engine):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert f"--max-model-len is required with --engine {engine}" in err and "preallocates no KV cache" in err
     assert "accepted: --max-model-len N" in err
+
+
+@pytest.mark.parametrize("engine,flag", [("vllm", "--max-model-len"), ("sglang", "--context-length")])
+def test_exports_leave_the_derived_length_out_as_the_command_does(engine, flag):
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--engine", engine, "--export", engine)
+    assert code == 0, err
+    assert "131,072 tokens per request" in out and flag not in out.splitlines()[-1]
