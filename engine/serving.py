@@ -2399,8 +2399,9 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
 #   (will use the value from the model's config.json instead)." (sgl-project/sglang @469c63e, via the public code index)
 # - ExLlamaV2: exllamav2/config.py ExLlamaV2Config.prepare reads max_seq_len from config.json's max_sequence_length,
 #   model_max_length, max_position_embeddings, max_seq_len or n_positions (else 2048) (@7532969), and
-#   exllamav2/cache.py's cache takes `max_seq_len if max_seq_len != -1 else self.model.config.max_seq_len` (@f25f653):
-#   test_inference.py / examples/chat.py without -l build the cache at the model's context
+#   exllamav2/model_init.py init sets it from -l only where given (`if args.length: config.max_seq_len = args.length`),
+#   and exllamav2/cache.py's cache takes `max_seq_len if max_seq_len != -1 else self.model.config.max_seq_len`
+#   (@f25f653): test_inference.py / examples/chat.py without -l build the cache at the model's context
 # - MLC-LLM: python/mlc_llm/model/llama/llama_model.py LlamaConfig.__post_init__ takes context_window_size from
 #   config.json's max_position_embeddings (or max_sequence_length) when mlc-chat-config leaves it 0 (mlc-ai/mlc-llm
 #   @01ced33), and serve/engine_base.py's server mode admits a sequence of min(its models' context_window_size)
