@@ -2415,13 +2415,16 @@ EXL3_DEFAULT_CACHE_TOKENS = 32768
 # the request, the Modelfile nor OLLAMA_CONTEXT_LENGTH gives one (usesAutomaticNumCtx) from the total VRAM of every GPU
 # it found, `totalVRAM += gpu.TotalMemory - envconfig.GpuOverhead()` (OLLAMA_GPU_OVERHEAD, default 0), with "slightly
 # lower thresholds (47/23 GiB vs. 48/24 GiB)": >= 47 GiB 262144, >= 23 GiB 32768, else 4096 (routes.go:2043-2056; its
-# docs/context-length.mdx: "< 24 GiB VRAM: 4k context, 24-48 GiB VRAM: 32k context, >= 48 GiB VRAM: 256k context").
+# docs/context-length.mdx @01562a7, via the public code index: "< 24 GiB VRAM: 4k context, 24-48 GiB VRAM: 32k context,
+# >= 48 GiB VRAM: 256k context").
 # llm/server.go:112-116 NewLlamaServer then lowers a num_ctx above the GGUF's trained context to it ("requested
 # context size too large for model"). (Not modelled: sched.go reduceAutoNumCtxForLoadOOM retries a load that ran out
 # of memory once at the next lower tier, 32768 then 4096; the plan offloads layers as Ollama's estimate does instead.)
 OLLAMA_CONTEXT_TIERS_GIB = ((47, 262144), (23, 32768), (0, 4096))
 # llama.cpp (llama-server without -c): common/common.h `n_ctx = 0 // context size, 0 == context the model was trained
-# with`, fit_params = true, fit_params_target 1 GiB per device (FIT_MARGIN_BYTES) and fit_params_min_ctx = 4096; and
+# with`, `fit_params = true`, `fit_params_target = 1024 * 1024*1024 // margin per device` (FIT_MARGIN_BYTES) and
+# `fit_params_min_ctx = 4096 // minimum context size to set when trying to reduce memory use` (via the public code
+# index); and
 # common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index): step 1 an automatic
 # n_ctx is the trained context (x the slots without a unified cache); nothing changes where every device keeps its
 # margin free; step 2 lowers an automatic context to the longest that keeps it, by linear interpolation between the
