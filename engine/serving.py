@@ -2377,3 +2377,70 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
               + "; AutoModelForCausalLM.from_pretrained('" + hf + "', device_map='auto', "
               + load.fillna("torch_dtype='auto'") + ")\"")
     return hf_cmd
+
+
+# --- Each engine's own context when `serve` is given no --max-model-len -------------------------------------------
+# (planner/serving.py default_model_len plans with it; a separate block: nothing above reads it)
+# The engines that read the model's own context from its config.json when their flag is left out (the catalog's
+# max_context is that max_position_embeddings); the launch command then leaves the flag out too, since the engine
+# derives the same length itself, and a figure stated from the catalog could differ from its own derivation (vLLM
+# refuses a --max-model-len above what it derives, LONG_CONTEXT_ENV):
+# - vLLM: vllm/config/model.py ModelConfig.max_model_len "Model context length (prompt and output). If unspecified,
+#   will be automatically derived from the model config." (vllm-project/vllm @18ec662, via the public code index)
+# - SGLang: python/sglang/srt/server_args.py --context-length "The model's maximum context length. Defaults to None
+#   (will use the value from the model's config.json instead)." (sgl-project/sglang @469c63e, via the public code index)
+# - ExLlamaV2: exllamav2/config.py ExLlamaV2Config.prepare reads max_seq_len from config.json's max_sequence_length,
+#   model_max_length, max_position_embeddings, max_seq_len or n_positions (else 2048) (@7532969), and
+#   exllamav2/model_init.py init sets it from -l only where given (`if args.length: config.max_seq_len = args.length`),
+#   and exllamav2/cache.py's cache takes `max_seq_len if max_seq_len != -1 else self.model.config.max_seq_len`
+#   (@f25f653): test_inference.py / examples/chat.py without -l build the cache at the model's context
+# - MLC-LLM: python/mlc_llm/model/llama/llama_model.py LlamaConfig.__post_init__ takes context_window_size from
+#   config.json's max_position_embeddings (or max_sequence_length) when mlc-chat-config leaves it 0 (mlc-ai/mlc-llm
+#   @01ced33), and serve/engine_base.py's server mode admits a sequence of min(its models' context_window_size)
+CONTEXT_FROM_MODEL_ENGINES = ("vllm", "sglang", "exllamav2", "mlc-llm")
+# ExLlamaV3: examples/chat.py calls model_init.add_args(..., default_cache_size = 32768) (examples/chat.py:620-625;
+# exllamav3/model_init.py:14 and :102 `-cs / --cache_size ... default: {default_cache_size}`, 8192 for other callers),
+# and model_init.py:271-291 builds Cache(model, max_num_tokens = args.cache_size): a 32,768-token pool whatever the
+# model's context (turboderp-org/exllamav3 @4f8ad01, 2026-08-08, read via fetch); its sequences share it
+EXL3_DEFAULT_CACHE_TOKENS = 32768
+# Ollama: server/routes.go (ollama/ollama @fb307609, 2026-08-21, read via fetch) sets its default num_ctx when neither
+# the request, the Modelfile nor OLLAMA_CONTEXT_LENGTH gives one (usesAutomaticNumCtx) from the total VRAM of every GPU
+# it found, `totalVRAM += gpu.TotalMemory - envconfig.GpuOverhead()` (OLLAMA_GPU_OVERHEAD, default 0), with "slightly
+# lower thresholds (47/23 GiB vs. 48/24 GiB)": >= 47 GiB 262144, >= 23 GiB 32768, else 4096 (routes.go:2043-2056; its
+# docs/context-length.mdx @01562a7, via the public code index: "< 24 GiB VRAM: 4k context, 24-48 GiB VRAM: 32k context,
+# >= 48 GiB VRAM: 256k context").
+# llm/server.go:112-116 NewLlamaServer then lowers a num_ctx above the GGUF's trained context to it ("requested
+# context size too large for model"). (Not modelled: sched.go reduceAutoNumCtxForLoadOOM retries a load that ran out
+# of memory once at the next lower tier, 32768 then 4096; the plan offloads layers as Ollama's estimate does instead.)
+OLLAMA_CONTEXT_TIERS_GIB = ((47, 262144), (23, 32768), (0, 4096))
+# llama.cpp (llama-server without -c): common/common.h `n_ctx = 0 // context size, 0 == context the model was trained
+# with`, `fit_params = true`, `fit_params_target = 1024 * 1024*1024 // margin per device` (FIT_MARGIN_BYTES) and
+# `fit_params_min_ctx = 4096 // minimum context size to set when trying to reduce memory use` (via the public code
+# index); and
+# common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index): step 1 an automatic
+# n_ctx is the trained context (x the slots without a unified cache); nothing changes where every device keeps its
+# margin free; step 2 lowers an automatic context to the longest that keeps it, by linear interpolation between the
+# trained context and the minimum, rounded down to 256 tokens (x the slots), never below fit_params_min_ctx, and is done
+# where that suffices on one device; else the context stays at the minimum and step 3 lowers the GPU layers. A trained
+# context at or below the minimum is kept ("<= the min. context size ... no change").
+LLAMA_FIT_MIN_CTX = 4096
+LLAMA_FIT_CTX_ALIGN = 256
+# transformers and mlx-lm allocate no cache ahead of the requests (DynamicCache and mlx-lm's KVCache grow with each
+# sequence): no context of the engine's own to plan with, so --max-model-len stays required there
+CONTEXT_REQUIRED_ENGINES = {
+    "transformers": "transformers preallocates no KV cache (its DynamicCache grows with each sequence)",
+    "mlx-lm": "mlx-lm preallocates no KV cache (its KVCache grows in 256-token steps with each sequence)",
+}
+
+
+def ollama_default_context(total_vram_bytes: float, trained: float | None) -> tuple[int, str]:
+    """Ollama's num_ctx when none is given (OLLAMA_CONTEXT_TIERS_GIB): by the VRAM of all its GPUs, at most the model's
+    trained context. (tokens, why)."""
+    gib = float(total_vram_bytes) / C.GIB
+    tier = next(tokens for floor, tokens in OLLAMA_CONTEXT_TIERS_GIB if gib >= floor)
+    floor = next(f for f, t in OLLAMA_CONTEXT_TIERS_GIB if t == tier)
+    why = (f"Ollama's default for {gib:.1f} GiB of VRAM in all ({'>= ' + str(floor) if floor else '< 23'} GiB: "
+           f"{tier:,} tokens; server/routes.go)")
+    if trained is not None and np.isfinite(trained) and 0 < trained < tier:
+        return int(trained), why + f", lowered to the model's trained context ({int(trained):,}; llm/server.go)"
+    return tier, why

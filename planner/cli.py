@@ -816,7 +816,11 @@ def _add_serve_parser(sub) -> None:
                                                       "exllamav2, exl3-4.0 for exllamav3, q4f16_1 for mlc-llm, mlx-4bit for mlx-lm)")
     sv.add_argument("--kv-precision", default="auto", help="KV cache: auto, fp16, bf16, fp8, int8, int4")
     sv.add_argument("--engine", required=True, type=_choice_text("engine", ENGINES), help=" | ".join(ENGINES))
-    sv.add_argument("--max-model-len", required=True, type=_whole("max-model-len", high=LIMITS["seq"]), help="tokens per request")
+    sv.add_argument("--max-model-len", default=None, type=_whole("max-model-len", high=LIMITS["seq"]),
+                    help="tokens per request (default: what the engine takes without its context flag: vLLM, SGLang, "
+                         "ExLlamaV2 and MLC-LLM the model's context; llama.cpp its trained context, lowered by --fit to "
+                         "what fits; Ollama 4,096 / 32,768 / 262,144 by the VRAM of all GPUs, at most the model's; "
+                         "ExLlamaV3 its 32,768-token -cs pool; required for transformers and mlx-lm)")
     # a --max-model-len beyond the model's context: refused unless asked for, as estimate's --seq (engine/columns.py)
     add_column_flag(sv, columns.SCENARIO_BY_NAME["allow_long_context"])
     sv.add_argument("--gpu-memory-utilization", type=_bounded("gpu-memory-utilization", 0, 1, low_open=True), default=None,
@@ -934,7 +938,8 @@ def cmd_serve(args) -> int:
     if args.model not in set(models["id"]):
         raise CliError(f"model {show(args.model)} is not in the catalog; accepted: a catalog model id (see: catalog models)"
                        + did_you_mean(args.model, models["id"]))
-    _check_model_len(args, models)
+    if args.max_model_len is not None:  # (the engine's default is not checked: it is what the engine itself takes)
+        _check_model_len(args, models)
     _check_engine_flags(args)
     layers = str(args.gpu_layers).strip().lower()
     if layers == "auto":
@@ -960,6 +965,7 @@ def cmd_serve(args) -> int:
                 "draft_tensor_parallel_size", "draft_context", "backend", "gpu_memory_in_use_gib", "kv_cache_memory_bytes"):
         if getattr(args, key, None) is not None:
             request[key] = getattr(args, key)
+    length_default = None  # (tokens, why): serve without --max-model-len plans with the engine's own (planner/serving.py default_model_len)
     draft_files = None  # (a --draft-model read from its files: its id and what they said)
     if getattr(args, "draft_model", None):
         from catalog.checkpoints import hub_models, is_hub_id  # a draft named ORG/NAME[@REV] (issue 25)
@@ -979,6 +985,10 @@ def cmd_serve(args) -> int:
             draft = args.draft_model
         request["draft_model"] = draft
     try:
+        if args.max_model_len is None:
+            from planner.serving import default_model_len
+            length_default = default_model_len(request, models, gpus)
+            request["max_model_len"] = length_default[0]
         row = serve_one(request, models, gpus)
     except ValueError as exc:  # engine/serving.py's checks name the bad value and what is accepted
         raise CliError(str(exc).replace("engine_version", "engine-version").replace("draft_model", "draft-model")
@@ -987,6 +997,11 @@ def cmd_serve(args) -> int:
                        .replace("gpu_memory_in_use_gib", "gpu-memory-in-use")
                        .replace("kv_precision '", "kv-precision '")) from None
     _check_memory_in_use(row, args)
+    row["max_model_len_default"] = length_default is not None
+    row["max_model_len_source"] = length_default[1] if length_default else "--max-model-len"
+    if length_default:
+        from planner.serving import command_without_context
+        row["command"] = command_without_context(str(row["command"]), args.engine, int(row["max_model_len"]))
     # a model read from its files: the command, the text report's -ngl (blocks the GGUF holds that llama.cpp counts but
     # does not run) and the export name them
     from planner.serving import command_naming, files_named

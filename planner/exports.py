@@ -1137,7 +1137,10 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
     pinned = row.get("kv_cache_memory_bytes")
     share = (["--kv-cache-memory-bytes", str(int(pinned))] if pinned is not None and pd.notna(pinned)
              else ["--gpu-memory-utilization", f"{float(row['gpu_memory_utilization']):g}"])
-    args = ["vllm", "serve", repo, "--max-model-len", str(int(row["max_model_len"])), *share,
+    # serve without --max-model-len: left out, as its command leaves it (vLLM derives the model's context itself;
+    # planner/serving.py command_without_context)
+    length = [] if bool(row.get("max_model_len_default", False)) else ["--max-model-len", str(int(row["max_model_len"]))]
+    args = ["vllm", "serve", repo, *length, *share,
             "--max-num-seqs", str(int(row["max_num_seqs"]))]
     if int(row["gpus"]) > 1:
         args += ["--tensor-parallel-size", str(int(row["gpus"]))]
@@ -1174,8 +1177,8 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
 
 def sglang(row, repo: str, repo_known: bool) -> Export:
     notes = [] if repo_known else [f"model {row['model']}: no Hugging Face repository in the catalog; use its path"]
-    args = ["python", "-m", "sglang.launch_server", "--model-path", repo,
-            "--context-length", str(int(row["max_model_len"])),
+    length = [] if bool(row.get("max_model_len_default", False)) else ["--context-length", str(int(row["max_model_len"]))]
+    args = ["python", "-m", "sglang.launch_server", "--model-path", repo, *length,
             "--mem-fraction-static", f"{float(row['gpu_memory_utilization']):g}",
             "--max-running-requests", str(int(row["max_num_seqs"]))]
     if int(row["gpus"]) > 1:

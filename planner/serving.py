@@ -14,7 +14,14 @@ import pandas as pd
 
 import engine.constants as C
 from engine.serving import (
+    CONTEXT_FROM_MODEL_ENGINES,
+    CONTEXT_REQUIRED_ENGINES,
     DEFAULT_BACKEND,
+    EXL3_DEFAULT_CACHE_TOKENS,
+    FIT_MARGIN_BYTES,
+    LLAMA_FIT_CTX_ALIGN,
+    LLAMA_FIT_MIN_CTX,
+    OTHER_MAX_NUM_SEQS,
     ENGINES,
     GGUF_ENGINES,
     MLX_BITS,
@@ -27,10 +34,12 @@ from engine.serving import (
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
     devices_refused,
+    apple_gpu_share,
     exl2_bits,
     exl3_bits,
     formats_refused,
     kv_refused,
+    ollama_default_context,
     serve,
     tensor_parallel_accepted,
     vllm_version,
@@ -93,6 +102,9 @@ SERVE_JSON_KEYS = (
     "kv_cache_bytes_allocated",
     # the cloud price's source and date (as price_source / price_date here) under estimate's and budget's names for them
     "cloud_source", "cloud_date",
+    # serve without --max-model-len (the engine's own context): whether the engine's default was taken, and what it
+    # is ("--max-model-len" where it was given); added by the CLI
+    "max_model_len_default", "max_model_len_source",
     # what a --model-file / Hub checkpoint's headers hold beside the engine's weights (docs/models.md), null for a catalog
     # model or --model-config: one key set for every model; added by the CLI
     "checkpoint",
@@ -209,6 +221,99 @@ def check_model_len(model_id, max_model_len: int, models: pd.DataFrame, allow_lo
         return
     raise ValueError(f"max-model-len {max_model_len:,} is longer than {model_id}'s context of {int(context):,} tokens; "
                      f"accepted: 1 to {int(context):,} (or allow it explicitly with --allow-long-context)")
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "exllamav2": "ExLlamaV2", "mlc-llm": "MLC-LLM"}
+# each engine's flag for the context, as its command names it (engine/serving.py _engine_command_lines): left out of the
+# command where the engine reads the model's context itself (CONTEXT_FROM_MODEL_ENGINES)
+CONTEXT_FLAGS = {"vllm": " --max-model-len {n}", "sglang": " --context-length {n}", "exllamav2": " -l {n}",
+                 "mlc-llm": ";context_window_size={n}"}
+
+
+def default_model_len(request: dict, models: pd.DataFrame, gpus: pd.DataFrame) -> tuple[int, str]:
+    """The max-model-len an engine takes when its context flag is left out (engine/serving.py's block "Each engine's own
+    context"), for `serve` without --max-model-len: (tokens, why, in words). ValueError for transformers / mlx-lm (no
+    cache of their own: the length is the user's to give) and where the model's context is not known."""
+    engine = request["engine"]
+    if engine in CONTEXT_REQUIRED_ENGINES:
+        raise ValueError(f"--max-model-len is required with --engine {engine}: {CONTEXT_REQUIRED_ENGINES[engine]}, so "
+                         "there is no engine default to plan with; accepted: --max-model-len N (tokens per request)")
+    seqs = request.get("max_num_seqs")
+    seqs = int(seqs) if seqs is not None and pd.notna(seqs) else OTHER_MAX_NUM_SEQS
+    if engine == "exllamav3":  # its -cs pool, shared by the sequences: each one's whole pages of it
+        per_seq = EXL3_DEFAULT_CACHE_TOKENS // max(seqs, 1) // LLAMA_FIT_CTX_ALIGN * LLAMA_FIT_CTX_ALIGN
+        if per_seq < 1:
+            raise ValueError(f"max-num-seqs {seqs} leaves less than a 256-token page of ExLlamaV3's default -cs "
+                             f"{EXL3_DEFAULT_CACHE_TOKENS:,} per sequence; accepted: --max-model-len N, or --max-num-seqs "
+                             f"up to {EXL3_DEFAULT_CACHE_TOKENS // 256}")
+        share = f" / --max-num-seqs {seqs}, in whole 256-token pages" if seqs > 1 else ""
+        return per_seq, (f"ExLlamaV3's default: examples/chat.py's -cs {EXL3_DEFAULT_CACHE_TOKENS:,}-token cache pool"
+                         f"{share}, whatever the model's context")
+    context = pd.to_numeric(models.set_index("id").at[request["model"], "max_context"], errors="coerce")
+    if pd.isna(context) or context <= 0:
+        raise ValueError(f"the context of {request['model']} is not known (no max_position_embeddings), and --engine "
+                         f"{engine} takes it from the model when --max-model-len is left out; accepted: --max-model-len N")
+    context = int(context)
+    if engine in CONTEXT_FROM_MODEL_ENGINES:
+        return context, (f"{ENGINE_NAMES[engine]}'s default, the model's context (config.json max_position_embeddings); "
+                         "the command leaves the flag out, as the engine derives it itself")
+    row = gpus.set_index("id").loc[request["gpu"]]
+    unified = bool(row.get("unified_memory")) if pd.notna(row.get("unified_memory")) else False
+    card = (float(row["memory_gb"]) * C.GIB * float(apple_gpu_share(row["memory_gb"])) if unified
+            else float(row["usable_memory_bytes"]))
+    if engine == "ollama":
+        return ollama_default_context(card * int(request.get("gpus", 1) or 1), context)
+    return _llama_fit_context(request, models, gpus, context)
+
+
+def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, trained: int) -> tuple[int, str]:
+    """llama.cpp's context without -c (engine/serving.py LLAMA_FIT_MIN_CTX's note): the trained context where the model
+    fits with --fit's margin free, else the longest multiple of 256 tokens from fit_params_min_ctx up that does (its
+    step 2), else the minimum, where --fit then lowers the GPU layers (step 3). "Fits": every layer asked on the GPUs
+    (all of them under --gpu-layers auto) and FIT_MARGIN_BYTES free beside them."""
+    if trained <= LLAMA_FIT_MIN_CTX:
+        return trained, (f"llama.cpp's default (-c 0): the model's trained context ({trained:,}), at or below --fit's "
+                         f"minimum of {LLAMA_FIT_MIN_CTX:,}, which it keeps")
+    step = LLAMA_FIT_CTX_ALIGN * max(1, -(-trained // (LLAMA_FIT_CTX_ALIGN * MODEL_LEN_CANDIDATES)))
+    lengths = np.unique(np.r_[np.arange(LLAMA_FIT_MIN_CTX, trained, step), trained]).astype(int)
+    layers = request.get("gpu_layers", -1)
+    all_layers = layers is None or int(layers) < 0
+
+    def fitting(lengths: np.ndarray) -> np.ndarray:
+        rows = pd.DataFrame([{**request, "max_model_len": int(n), **({"gpu_layers": 10**6} if all_layers else {})}
+                             for n in lengths])
+        out = serve(rows, models, gpus)
+        free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * out["gpus"]
+        return (out["gpu_memory_used_bytes"] * out["gpus"] + FIT_MARGIN_BYTES <= free).to_numpy()
+    ok = fitting(lengths)
+    if step > LLAMA_FIT_CTX_ALIGN and ok.any() and not ok[-1]:  # a context of millions: the last coarse step in 256s
+        last = int(lengths[np.flatnonzero(ok)[-1]])
+        finer = np.arange(last + LLAMA_FIT_CTX_ALIGN, min(last + step, trained), LLAMA_FIT_CTX_ALIGN)
+        if len(finer):
+            lengths, ok = np.r_[lengths, finer], np.r_[ok, fitting(finer)]
+            order = np.argsort(lengths)
+            lengths, ok = lengths[order], ok[order]
+    which = "every layer" if all_layers else f"-ngl {int(layers)}"
+    if ok[-1]:
+        return trained, (f"llama.cpp's default (-c 0): the model's trained context, which fits with {which} on the "
+                         f"GPU and --fit's {FIT_MARGIN_BYTES / C.GIB:g} GiB margin free")
+    if ok.any():
+        best = int(lengths[np.flatnonzero(ok)[-1]])
+        return best, (f"llama.cpp's --fit (-c 0): the trained {trained:,} does not fit, so it lowers the context to the "
+                      f"longest that keeps {which} on the GPU and {FIT_MARGIN_BYTES / C.GIB:g} GiB free (multiples of "
+                      f"{LLAMA_FIT_CTX_ALIGN}, at least {LLAMA_FIT_MIN_CTX:,})"
+                      + (" before it lowers any layer" if all_layers else ""))
+    return LLAMA_FIT_MIN_CTX, (f"llama.cpp's --fit (-c 0): the trained {trained:,} does not fit even at its minimum, "
+                               f"so the context is fit_params_min_ctx {LLAMA_FIT_MIN_CTX:,}"
+                               + (" and --fit lowers the GPU layers (-ngl)" if all_layers
+                                  else "; with -ngl given, --fit stops there (n_gpu_layers set by the user)"))
+
+
+def command_without_context(command: str, engine: str, length: int) -> str:
+    """The launch command without the context flag, for an engine that reads the model's context itself
+    (CONTEXT_FROM_MODEL_ENGINES): `serve` without --max-model-len runs it as the user would, flag left out."""
+    flag = CONTEXT_FLAGS.get(engine)
+    return command.replace(flag.format(n=int(length)), "", 1) if flag else command
 
 
 def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float, ttft_s: float,
@@ -570,6 +675,12 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
                             f"a shorter --max-model-len")
         if options is not None and len(options):
             lines.insert(2, f"  fits with: {format_fits_with(options, str(row['precision']), int(row['max_model_len']), int(row['gpus']))}")
+    if bool(row.get("max_model_len_default", False)):  # serve without --max-model-len: the engine's own, and why
+        stops = (" (vLLM stops at start where one request of it does not fit: \"To serve at least one request with the "
+                 "models's max seq len ... decreasing max_model_len\")" if row["engine"] == "vllm" and not bool(row["fits"])
+                 else "")
+        lines.insert(1, f"  max-model-len {int(row['max_model_len']):,}: {row['max_model_len_source']}{stops}; "
+                        "--max-model-len N to plan another")
     if pd.notna(row["usd_per_million_tokens"]):
         lines.append(f"  ${row['usd_per_million_tokens']:.3f} per million output tokens at ${row['cloud_usd_per_hour']:.2f}"
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")
