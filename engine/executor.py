@@ -1085,22 +1085,43 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
         if w is None and kw is None:
             # (a state's bytes are in the room already: corr, its share per token at the row's own seq, is the batch's)
             per_s = _quad_root(room, (lin if kv_state is None else lin_plain) * b, q * b)
-        else:  # from the window on: the mask's terms and the windowed cache's saving; below it neither
-            win = w if w is not None else kv_win[1]
-            if w is not None and kw is not None:
-                win = np.maximum(w, kv_win[1])  # (the one window of the model; 0 where a row has only the other)
-            with_room, with_lin = (room, lin_plain) if kw is None else (room - kw * b * kv_win[1], lin_plain - kw)
-            if lw is not None:
-                with_lin = with_lin + lw
-            with_q = q if qw is None else q + qw
-            with_win = _quad_root(with_room, with_lin * b, with_q * b + (0.0 if m is None else m))
-            plain = _quad_root(room, lin_plain * b, q * b)
-            on = (0.0 if m is None else m) + (0.0 if kw is None else kw)
-            on = on + (0.0 if lw is None else lw) + (0.0 if qw is None else qw)
-            gated = (win > 0) & (on > 0)
-            per_s = np.where(gated, np.where(with_win >= win, with_win, np.minimum(plain, win - 1.0)), plain)
+        else:  # from each window on its terms: the mask's from w, the windowed cache's saving from its window
+            per_s = _windowed_root(room, lin_plain, q, b, w, m, lw, qw, kw, None if kw is None else kv_win[1])
         longest = np.minimum(longest, per_s if ok is None else np.where(ok, per_s, np.inf))
     return most_tokens, longest
+
+
+def _windowed_root(room, lin, q, b, w, m, lw, qw, kw, kw_window):
+    """The longest seq at batch b of a phase whose cost is q b s^2 + lin b s <= room below its windows, plus from the
+    mask's window w on (issue 28) m s^2 + lw b s + qw b s^2 (None: no such term), and from the windowed cache's window
+    on a saving of kw per token past it (kw b (s - window): engine/components.py kv_window_saving). The two windows
+    differ where the cache keeps more than the mask's window (llama.cpp's SWA cells: the window + -ub 512, padded to
+    256), so the cost has up to three pieces: below both windows, from the lower one on (its terms only), and from the
+    higher one on (both); it grows with s in each, so the longest s is the root of the highest piece where that root
+    reaches the piece, else of the next piece down, at most one token below the piece above. (Solving the piece
+    between the windows as if neither applied had Llama 4 Scout, bf16 on a B300 with SDPA and kv_policy windowed,
+    at max_seq 8,703 where 8,600 did not fit: property search seed 4491125714197518905.)"""
+    zero = np.zeros(np.shape(room))
+    m, lw, qw = (zero if t is None else t for t in (m, lw, qw))
+    wm = zero if w is None else w
+    kw, wk = (zero, zero) if kw is None else (kw, kw_window)
+    mask = (wm > 0) & ((m + lw + qw) > 0)  # rows with a mask term from wm on
+    cache = (wk > 0) & (kw > 0)            # rows with a windowed cache's saving from wk on
+
+    def root(mask_on, cache_on):
+        r_room = room - np.where(cache_on, kw * b * wk, 0.0)
+        r_lin = lin - np.where(cache_on, kw, 0.0) + np.where(mask_on, lw, 0.0)
+        r_q = (q + np.where(mask_on, qw, 0.0)) * b + np.where(mask_on, m, 0.0)
+        return _quad_root(r_room, r_lin * b, r_q)
+
+    both = mask & cache
+    lo = np.where(both, np.minimum(wm, wk), np.where(mask, wm, wk))
+    hi = np.where(both, np.maximum(wm, wk), lo)
+    top = root(mask, cache)  # every term on: from the higher window on
+    mid = root(mask & (~cache | (wm < wk)), cache & (~mask | (wk < wm)))  # the lower window's terms only
+    plain = _quad_root(room, lin * b, q * b)
+    per_s = np.where(top >= hi, top, np.where(both & (mid >= lo), np.minimum(mid, hi - 1.0), np.minimum(plain, lo - 1.0)))
+    return np.where(mask | cache, per_s, plain)
 
 
 def _quad_root(room, lb, qb):

@@ -209,3 +209,17 @@ def test_a_serving_row_that_fits_needs_no_more_gpus_than_it_has(models, gpus):
     out = estimate(pd.DataFrame([row]), models, gpus).iloc[0]
     assert out["peak_phase"] == "attention"
     assert bool(out["fits"]) and out["gpus_needed"] == 1
+
+
+def test_the_longest_context_between_the_masks_window_and_the_caches_fits(models, gpus):
+    """Property search seed 4491125714197518905 (tests/test_property_search.py, the limits that fit): Llama 4 Scout,
+    bf16 on a B300, an SDPA prefill under kv_policy windowed. Its chunked layers' mask counts from the 8,192-token
+    window on, while the windowed cache keeps llama.cpp's SWA cells (8,192 + 512 = 8,704) before it saves anything;
+    the solver took the piece between the two as if neither applied: max_seq 8,703, where 8,600 did not fit. Every
+    piece is solved now (engine/executor.py _windowed_root): the row fits at its max_seq and not one token more."""
+    row = dict(model="llama-4-scout", gpu="b300", task="infer", precision="bf16", gpus=1, batch=1, seq=1024,
+               kv_policy="windowed", attention="sdpa", padding="unpadded", allow_long_context=True)
+    longest = int(estimate(pd.DataFrame([row]), models, gpus)["max_seq"].iloc[0])
+    assert 8192 < longest < 8704  # (between the two windows: the piece the solver skipped)
+    at = estimate(pd.DataFrame([{**row, "seq": longest}, {**row, "seq": longest + 1}]), models, gpus)["fits"].tolist()
+    assert at == [True, False], (longest, at)
