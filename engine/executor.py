@@ -1037,7 +1037,7 @@ def _quad_limits(pick, terms, b, s, logits_room=None, corr=None, by_batch=True, 
     W - 1. kv_win: (kw, W) per row, a windowed cache (kv_policy windowed): from its window W on each token
     of the phases that hold the cache costs kw less and kw b W is kept (engine/components.py
     kv_window_saving), so the longest context is solved in both regimes as above (corr, the saving at the
-    row's own seq, is the batch's alone); the mask's window and the cache's are the model's one window.
+    row's own seq, is the batch's alone); the mask's window and the cache's may differ (_windowed_root).
     kv_state: per row, a linear-attention state's bytes per sequence (hybrid models), which the phases that hold the
     cache keep whatever the length: their room at batch b is kv_state x b less for the longest context (corr has
     it, per token at the row's seq, for the most tokens)."""
