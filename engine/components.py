@@ -53,6 +53,7 @@ from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
     LINEAR_ATTENTION_FIELDS,
+    MAMBA_FIELDS,
     kv_elements_per_token,
     linear_attention_state,
     lora_module_dims,
@@ -417,6 +418,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
         lin_max = np.maximum(lin_max, h * np.maximum(np.where(np.asarray(arch["attention_output_gate"], dtype=bool),
                                                               2 * qd, qd), 2 * hk * dk + 2 * hv * dv))
+    if np.any(np.asarray(arch["mamba_layers"], dtype=float) > 0):  # a Mamba2 mixer's in_proj (engine/params.py mamba_params)
+        mh, mp, ms, mg = (np.asarray(arch[c], dtype=float) for c in MAMBA_FIELDS[:4])
+        lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
@@ -523,11 +527,12 @@ def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
-    """Per sequence, the linear-attention layers' state as transformers keeps it (0 for other models): the
-    convolution's last `kernel` positions of its q/k/v input in the activations' dtype (cache_utils.py
-    LinearAttentionLayer `conv_states`, (batch, conv_dim, kernel)) and the delta rule's Hv x dk x dv state in fp32
-    (`recurrent_states`: modeling_qwen3_next.py's torch_chunk_gated_delta_rule builds it in float32), per layer.
-    vLLM and SGLang keep kernel - 1 positions (engine/serving.py)."""
+    """Per sequence, the linear-attention and Mamba2 layers' state as transformers keeps it (0 for other models): the
+    convolution's last `kernel` positions of its input in the activations' dtype (cache_utils.py
+    LinearAttentionLayer `conv_states`, (batch, conv_dim, kernel)) and the delta rule's Hv x dk x dv state, or Mamba2's
+    heads x head_dim x state, in fp32 (`recurrent_states`: modeling_qwen3_next.py's torch_chunk_gated_delta_rule builds
+    it in float32; a bf16 Granite 4.0-H or Nemotron-H forward leaves a float32 one, benchmarks/check_mamba2_counts.py),
+    per layer. vLLM and SGLang keep kernel - 1 positions (engine/serving.py)."""
     conv, recurrent = linear_attention_state(arch, conv_positions="kernel")
     return conv * act_b + recurrent * 4.0
 

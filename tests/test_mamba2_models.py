@@ -1,0 +1,131 @@
+"""Mamba2 hybrids (IBM Granite 4.0-H, NVIDIA Nemotron-H / Nemotron Nano 2, IBM Bamba): their Mamba2 layers' weights
+(engine/params.py mamba_params), the state each keeps per sequence in each engine (recurrent_state, engine/serving.py)
+and training refused as not modelled (catalog/user.py _mamba2_layout, engine/scenarios.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from catalog import default_catalog
+from catalog.schema import CatalogError
+from catalog.user import model_from_config, model_from_config_file
+from engine import estimate
+from tests.clirun import run_cli
+
+DATA = Path(__file__).parent / "data" / "configs_2026"
+
+# Counted by transformers 5.24.0's own classes built on the meta device from these configs (torch 2.13.0 CPU):
+#   /work/venv-measure/bin/python benchmarks/check_mamba2_counts.py
+# (GraniteMoeHybridForCausalLM, NemotronHForCausalLM, BambaForCausalLM: parameters, Mamba2 mixers)
+MEASURED = {"granite-4.0-h-micro.json": (3_191_396_096, 36), "granite-4.0-h-tiny.json": (6_939_037_248, 36),
+            "granite-4.0-h-small.json": (32_207_337_984, 36), "nvidia-nemotron-nano-9b-v2.json": (8_888_227_328, 27),
+            "bamba-9b.json": (9_780_235_392, 29)}
+
+
+@pytest.fixture(scope="module")
+def cat():
+    c = default_catalog()
+    return c.models(), c.gpus()
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_a_mamba2_config_counts_what_transformers_builds(name):
+    record = model_from_config_file(DATA / name)
+    assert (record["params"], record["mamba_layers"]) == MEASURED[name]
+
+
+def test_bad_mamba2_fields_are_refused_by_name():
+    nemotron = json.loads((DATA / "nvidia-nemotron-nano-9b-v2.json").read_text())
+    with pytest.raises(CatalogError, match="hybrid_override_pattern.*E .*mixture-of-experts.*accepted: M, \\* and -"):
+        model_from_config({**nemotron, "hybrid_override_pattern": "M*E-"})
+    with pytest.raises(CatalogError, match="hybrid_override_pattern.*has 'X'"):
+        model_from_config({**nemotron, "hybrid_override_pattern": "M*X"})
+    granite = json.loads((DATA / "granite-4.0-h-micro.json").read_text())
+    with pytest.raises(CatalogError, match="mamba_d_head': is 32: 32 x mamba_n_heads \\(64\\) must equal "
+                                             "mamba_expand x hidden_size \\(4096\\); accepted: 64 or auto"):
+        model_from_config({**granite, "mamba_d_head": 32})
+
+
+def _with(models, *names):
+    return pd.concat([models, pd.DataFrame([model_from_config_file(DATA / n) for n in names])], ignore_index=True)
+
+
+def test_transformers_keeps_the_attention_layers_kv_and_a_state_per_sequence(cat):
+    """Granite 4.0-H Micro under transformers 5.24 (benchmarks/check_mamba2_counts.py: a bf16 forward leaves
+    LinearAttentionLayer conv_states (batch, conv_dim, kernel) in bf16 and recurrent_states (batch, heads, head_dim,
+    state) in float32): 4 attention layers of 8 KV heads of 64, and 36 x ((4,096 + 2 x 128) x 4 x 2 + 64 x 64 x 128 x 4)
+    a sequence; Nemotron Nano 2: 4 attention layers of its 56 (its MLP blocks keep nothing)."""
+    models, gpus = cat
+    models = _with(models, "granite-4.0-h-micro.json", "nvidia-nemotron-nano-9b-v2.json")
+    state = 36 * ((4096 + 2 * 128) * 4 * 2 + 64 * 64 * 128 * 4)
+    for batch, seq in ((1, 4096), (3, 10_000)):
+        row = estimate(pd.DataFrame([{"model": "ibm-granite-granite-4.0-h-micro", "gpu": "h100-sxm-80gb", "task": "infer",
+                                      "batch": batch, "seq": seq}]), models, gpus).iloc[0]
+        assert row["kv_cache_bytes"] == 4 * 2 * 8 * 64 * 2 * batch * seq + state * batch
+    nano = estimate(pd.DataFrame([{"model": "nvidia-nvidia-nemotron-nano-9b-v2", "gpu": "h100-sxm-80gb", "task": "infer",
+                                   "batch": 2, "seq": 8192}]), models, gpus).iloc[0]
+    assert nano["kv_cache_bytes"] == 4 * 2 * 8 * 128 * 2 * 2 * 8192 + 2 * 27 * (
+        (10240 + 2 * 8 * 128) * 4 * 2 + 128 * 80 * 128 * 4)
+
+
+def _serve_json(*args):
+    code, out, err = run_cli("serve", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_vllm_pages_a_mamba2_state_beside_the_attention_pages():
+    """vLLM (MambaStateShapeCalculator.mamba2_state_shape): Nemotron Nano 2's mamba page is (4 - 1) x (10,240 + 2 x 8 x
+    128) conv values in bf16 and a 128 x 80 x 128 temporal state, float32 for Nemotron-H (NemotronHForCausalLMConfig's
+    default): 5,316,608 B, so the attention block is 16 x ceil(5,316,608 / (16 x 4,096)) = 1,312 tokens. (With the
+    state in 16 bits, vLLM's default before vllm-project/vllm#39032, the same formula gives the 672 tokens that issue
+    #24280 reports for this model.) 4 attention and 27 Mamba2 layers: groups of 4, a request of 32,768 tokens takes 25 +
+    7 pages. Granite 4.0-H Small at TP 2: its one group is given to both ranks (extra_groups_for_head_shards), a rank's
+    conv state 3 x (8,192 + 2 x 2 x 128) / 2 bf16 and temporal state 64 x 64 x 128 bf16 ("auto")."""
+    page = 3 * (10240 + 2 * 8 * 128) * 2 + 128 * 80 * 128 * 4
+    assert 16 * np.ceil((page - 128 * 80 * 128 * 2) / 65536) == 672
+    kv = 1000 * 1312 * 4096 * 4 + 7
+    d = _serve_json("--model-config", str(DATA / "nvidia-nemotron-nano-9b-v2.json"), "--gpu", "h100-sxm-80gb",
+                    "--engine", "vllm", "--max-model-len", "32768", "--kv-cache-memory-bytes", str(kv))
+    assert d["kv_block_tokens"] == 16 * np.ceil(page / 65536) == 1312 and d["mamba_layers"] == 27
+    assert d["num_gpu_blocks"] == 1000 and d["max_concurrency"] == pytest.approx(1000 / (np.ceil(32768 / 1312) + 7))
+    d = _serve_json("--model-config", str(DATA / "granite-4.0-h-small.json"), "--gpu", "h100-sxm-80gb", "--gpus", "2",
+                    "--engine", "vllm", "--max-model-len", "32768")
+    rank_page = 3 * (8192 + 2 * 2 * 128) // 2 * 2 + 64 * 64 * 128 * 2
+    assert d["kv_block_tokens"] == 16 * np.ceil(rank_page / (16 * 2 * 4 * 128 * 2))
+
+
+def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
+    """SGLang (Mamba2StateShape.create, mamba_cache_per_req): Granite 4.0-H Micro's request holds 36 x (3 x (4,096 + 2 x
+    128) x 2 B + 64 x 64 x 128 x 4 B) (bf16 conv, float32 temporal); 0.9 / 1.9 of the budget buys those, the rest holds
+    the 4 attention layers' tokens at 2 x 8 x 64 x 2 B a layer."""
+    d = _serve_json("--model-config", str(DATA / "granite-4.0-h-micro.json"), "--gpu", "h100-sxm-80gb",
+                    "--engine", "sglang", "--max-model-len", "32768")
+    rest = d["budget_bytes"] - d["weights_gpu_bytes"] - d["non_torch_bytes"]
+    per_req = 36 * (3 * (4096 + 256) * 2 + 64 * 64 * 128 * 4)
+    mamba = np.floor(rest * 0.9 / 1.9 / per_req)
+    tokens = np.floor((rest - mamba * per_req) / (4 * 2048))
+    assert d["kv_cache_bytes_available"] == pytest.approx(tokens * 4 * 2048)
+    assert d["max_concurrency"] == pytest.approx(min(tokens / 32768, np.floor(mamba / 3)))
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "transformers"])
+def test_llama_cpp_and_transformers_serve_a_mamba2_model(engine):
+    d = _serve_json("--model-config", str(DATA / "bamba-9b.json"), "--gpu", "h100-sxm-80gb", "--engine", engine,
+                    "--max-model-len", "8192")
+    assert d["mamba_layers"] == 29 and d["max_concurrency"] >= 1
+
+
+def test_estimate_infers_and_training_is_refused_as_not_modelled():
+    path = str(DATA / "granite-4.0-h-small.json")
+    code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--task", "infer")
+    assert code == 0 and "parameters 32,207,337,984" in out
+    code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--method", "lora")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines() == ["error: ibm-granite-granite-4.0-h-small has Mamba2 layers, whose training memory "
+                                        "is not modelled yet; accepted for this model: --task infer, and `serve`"]
