@@ -63,11 +63,16 @@ engine/params.py architecture_counts):
 - granite (Granite 3.x; a Granite 4.0 Micro GGUF, which llama.cpp converts to its granite arch): the Llama layout
   (GraniteAttention / GraniteMLP: biases only where attention_bias / mlp_bias, refused; its multipliers add no weights).
 - granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
-  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H (Mamba2 layers) is refused.
+  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H: Mamba2 layers where layer_types says "mamba", and on
+  H-Tiny / H-Small experts of intermediate_size beside the shared_mlp (its shared expert) (_mamba2_layout).
+- nemotron_h (NVIDIA Nemotron-H, Nemotron Nano 2): one block kind a layer from hybrid_override_pattern (M Mamba2,
+  * attention, - an up/down relu2 MLP; E, mixture-of-experts blocks, refused), one norm each; bamba (IBM Bamba): Mamba2
+  on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
+  their state per sequence sized for inference and serving; training them is refused as not modelled.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
   dense, then moe_num_experts experts (moe_k a token) with moe_num_shared_experts shared ones and a correction bias.
 
-Hybrids whose other layers the engine does not count (Mamba / Mamba2: Granite 4.0-H, Nemotron-H, Falcon-H1; SambaY,
+Hybrids whose other layers the engine does not count (Mamba / Mamba2: Falcon-H1, Jamba, Zamba; SambaY,
 LFM2, lightning attention, Gemma 3n) are refused saying what is missing (NOT_MODELLED). MoE keys in a config of a dense
 type, and every other architecture, are refused with the field named.
 """
