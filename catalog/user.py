@@ -184,7 +184,8 @@ TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": T
 # GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128), Glm4MoeConfig(head_dim=128); the others derive it
 HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128, "glm4_moe": 128,
                     "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256,
-                    "seed_oss": 128, "minimax_m2": 128, "ernie4_5": 128}  # (SeedOssConfig, MiniMaxM2Config, Ernie4_5Config)
+                    "seed_oss": 128, "minimax_m2": 128, "ernie4_5": 128,  # (SeedOssConfig, MiniMaxM2Config, Ernie4_5Config)
+                    "nemotron_h": 128}  # (NemotronHConfig head_dim: int = 128)
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
 BOUNDS = {
@@ -393,8 +394,7 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
         mamba, mlp = kinds.count("mamba"), kinds.count("mlp")
         layers = len(kinds)
         cfg["num_hidden_layers"] = layers
-        # NemotronHConfig's defaults where the config leaves them out (head_dim 128, num_key_value_heads 8)
-        cfg.setdefault("head_dim", 128)
+        # NemotronHConfig's default where the config leaves it out (num_key_value_heads 8; head_dim 128: HEAD_DIM_DEFAULT)
         cfg.setdefault("num_key_value_heads", 8)
         arch.update(mixer_free_layers=mlp, mlp_free_layers=layers - mlp, mlp_ungated=True, norms_per_layer=1)
     for key in MOE_KEYS:  # Granite's experts are read above; the others' keys are their classes' unused defaults

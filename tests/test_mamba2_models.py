@@ -129,3 +129,91 @@ def test_estimate_infers_and_training_is_refused_as_not_modelled():
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.strip().splitlines() == ["error: ibm-granite-granite-4.0-h-small has Mamba2 layers, whose training memory "
                                         "is not modelled yet; accepted for this model: --task infer, and `serve`"]
+
+
+def _gguf(path, arch, meta, arrays, tensors):
+    import gguf
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in meta.items():
+        w.add_uint32(f"{arch}.{key}", value)
+    for key, values in arrays.items():
+        w.add_array(f"{arch}.{key}", values)
+    w.add_token_list([f"t{i}" for i in range(128)])
+    w.add_file_type(1)
+    for name, shape in tensors:
+        w.add_tensor(name, np.zeros(shape, np.float16 if len(shape) > 1 else np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _mamba_tensors(i, h, heads, head_dim, state, groups, kernel):
+    inner, conv = heads * head_dim, heads * head_dim + 2 * groups * state
+    p = f"blk.{i}."
+    return [(p + "ssm_in.weight", (inner + conv + heads, h)), (p + "ssm_conv1d.weight", (conv, kernel)),
+            (p + "ssm_conv1d.bias", (conv,)), (p + "ssm_dt.bias", (heads,)), (p + "ssm_a", (heads,)),
+            (p + "ssm_d", (heads,)), (p + "ssm_norm.weight", (inner,)), (p + "ssm_out.weight", (h, inner))]
+
+
+def _attn_tensors(i, h, heads, kv, d):
+    p = f"blk.{i}."
+    return [(p + "attn_q.weight", (heads * d, h)), (p + "attn_k.weight", (kv * d, h)), (p + "attn_v.weight", (kv * d, h)),
+            (p + "attn_output.weight", (h, heads * d))]
+
+
+def test_a_granite_4_h_gguf_is_read_as_its_config(tmp_path):
+    """convert_hf_to_gguf.py GraniteHybridModel's metadata (head_count_kv 0 on Mamba2 layers, ssm.* keys, experts and
+    the shared expert's width) and llama.cpp's tensors of a small Granite 4.0-H with experts: the record is the one its
+    config.json gives, and the tensors hold exactly the parameters the architecture counts."""
+    from catalog.checkpoints import model_from_files
+    h, layers, kinds = 64, 4, ["mamba", "attention", "mamba", "mamba"]
+    tensors = [("token_embd.weight", (128, h)), ("output_norm.weight", (h,))]
+    for i, kind in enumerate(kinds):
+        tensors += [(f"blk.{i}.attn_norm.weight", (h,)), (f"blk.{i}.ffn_norm.weight", (h,)),
+                    (f"blk.{i}.ffn_gate_inp.weight", (4, h)), (f"blk.{i}.ffn_gate_exps.weight", (4, 32, h)),
+                    (f"blk.{i}.ffn_up_exps.weight", (4, 32, h)), (f"blk.{i}.ffn_down_exps.weight", (4, h, 32)),
+                    (f"blk.{i}.ffn_gate_shexp.weight", (48, h)), (f"blk.{i}.ffn_up_shexp.weight", (48, h)),
+                    (f"blk.{i}.ffn_down_shexp.weight", (h, 48))]
+        tensors += _attn_tensors(i, h, 4, 2, 16) if kind == "attention" else _mamba_tensors(i, h, 8, 16, 8, 2, 4)
+    path = _gguf(tmp_path / "granite-h-tiny.gguf", "granitehybrid",
+                 {"block_count": layers, "embedding_length": h, "attention.head_count": 4, "context_length": 2 ** 20,
+                  "feed_forward_length": 32, "expert_count": 4, "expert_used_count": 2,
+                  "expert_shared_feed_forward_length": 48, "ssm.conv_kernel": 4, "ssm.state_size": 8,
+                  "ssm.group_count": 2, "ssm.inner_size": 128, "ssm.time_step_rank": 8},
+                 {"attention.head_count_kv": [0, 2, 0, 0]}, tensors)
+    record, info = model_from_files([path])
+    config = model_from_config({"model_type": "granitemoehybrid", "hidden_size": h, "num_hidden_layers": layers,
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
+                                "max_position_embeddings": 2 ** 20, "intermediate_size": 32, "num_local_experts": 4,
+                                "num_experts_per_tok": 2, "shared_intermediate_size": 48, "layer_types": kinds,
+                                "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 8, "mamba_n_groups": 2,
+                                "mamba_d_conv": 4, "tie_word_embeddings": True})
+    assert record["params"] == config["params"] == info["params_stored"] == sum(int(np.prod(s)) for _n, s in tensors)
+    assert (record["mamba_layers"], record["num_experts"], record["shared_intermediate_size"]) == (3, 4, 48)
+
+
+def test_a_nemotron_h_gguf_is_read_as_its_config(tmp_path):
+    """NemotronHModel's metadata: head_count_kv and feed_forward_length per block (0 where the block has none), ssm.*
+    keys and key_length; llama.cpp's tensors of a small Nemotron-H (M * - M): read as its config.json, every tensor
+    counted."""
+    from catalog.checkpoints import model_from_files
+    h = 64
+    tensors = [("token_embd.weight", (128, h)), ("output.weight", (128, h)), ("output_norm.weight", (h,))]
+    for i, kind in enumerate("M*-M"):
+        tensors.append((f"blk.{i}.attn_norm.weight", (h,)))
+        if kind == "M":
+            tensors += _mamba_tensors(i, h, 8, 16, 8, 2, 4)
+        elif kind == "*":
+            tensors += _attn_tensors(i, h, 4, 2, 32)
+        else:
+            tensors += [(f"blk.{i}.ffn_up.weight", (96, h)), (f"blk.{i}.ffn_down.weight", (h, 96))]
+    path = _gguf(tmp_path / "nemotron-h.gguf", "nemotron_h",
+                 {"block_count": 4, "embedding_length": h, "attention.head_count": 4, "context_length": 8192,
+                  "attention.key_length": 32, "attention.value_length": 32, "ssm.conv_kernel": 4, "ssm.state_size": 8,
+                  "ssm.group_count": 2, "ssm.inner_size": 128, "ssm.time_step_rank": 8},
+                 {"attention.head_count_kv": [0, 2, 0, 0], "feed_forward_length": [0, 0, 96, 0]}, tensors)
+    record, info = model_from_files([path])
+    assert record["params"] == info["params_stored"] == sum(int(np.prod(s)) for _n, s in tensors)
+    assert (record["mamba_layers"], record["mixer_free_layers"], record["head_dim"]) == (2, 1, 32)
