@@ -543,8 +543,10 @@ def check_model(m: dict, file: str) -> None:
             - m.get("mixer_free_layers", 0)
         if attention < 1:
             raise CatalogError(file, label, "mamba_layers",
-                               f"with linear_attention_layers and mixer_free_layers must leave at least one attention "
-                               f"layer of num_layers ({m['num_layers']}), got {attention}")
+                               f"leaves {attention} attention layers of num_layers ({m['num_layers']}; "
+                               f"{m.get('mamba_layers', 0)} Mamba2, {m.get('linear_attention_layers', 0)} linear-attention, "
+                               f"{m.get('mixer_free_layers', 0)} MLP alone): a model without attention is not modelled; "
+                               "accepted: at least one attention layer")
         if m.get("mlp_free_layers", 0) > m["num_layers"] - m.get("mixer_free_layers", 0):
             raise CatalogError(file, label, "mlp_free_layers", f"must be at most the layers with a mixer "
                                                                f"({m['num_layers'] - m.get('mixer_free_layers', 0)}), "

@@ -415,9 +415,10 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
         head_dim = cfg.get(key, default)
         head_dim = inner // heads if head_dim == "auto" else _count(cfg, key, file, default, low=1, high=100_000)
         if head_dim * heads != inner:  # (the config classes' own check: mamba_d_head x mamba_n_heads == intermediate)
+            accepted = f"{inner // heads} or auto" if inner % heads == 0 else \
+                f"a {keys['mamba_num_heads'][0]} that divides {inner}, and {inner} / it"
             raise CatalogError(file, None, key, f"is {head_dim}: {head_dim} x {keys['mamba_num_heads'][0]} ({heads}) must "
-                                                f"equal {keys['expand'][0]} x hidden_size ({inner}); accepted: "
-                                                f"{inner // heads if inner % heads == 0 else 'a divisor of ' + str(inner)} or auto")
+                                                f"equal {keys['expand'][0]} x hidden_size ({inner}); accepted: {accepted}")
         arch["mamba_head_dim"] = head_dim
     else:
         arch["mamba_head_dim"] = _count(cfg, key, file, default, low=1, high=100_000)

@@ -217,3 +217,31 @@ def test_a_nemotron_h_gguf_is_read_as_its_config(tmp_path):
     record, info = model_from_files([path])
     assert record["params"] == info["params_stored"] == sum(int(np.prod(s)) for _n, s in tensors)
     assert (record["mamba_layers"], record["mixer_free_layers"], record["head_dim"]) == (2, 1, 32)
+
+
+def test_training_rows_of_a_mamba2_model_are_labelled_not_modelled_in_tables(cat):
+    """planning.not_modelled: a training matrix keeps a Mamba2 model's rows as "✗ not modelled" (no figures), beside
+    the answers of the models it does model; inference rows of the same model are estimated."""
+    from planner import planning
+    models, gpus = cat
+    models = _with(models, "granite-4.0-h-micro.json")
+    sc = planning.expand({"task": "train", "method": "lora"}, model=["ibm-granite-granite-4.0-h-micro", "llama-3.1-8b"],
+                         gpu=["h100-sxm-80gb"])
+    conf = planning.configurations(sc, models, gpus)
+    assert conf["label"].tolist() == ["✗ not modelled", "1"]
+    sc = planning.expand({"task": "infer"}, model=["ibm-granite-granite-4.0-h-micro"], gpu=["h100-sxm-80gb"])
+    assert planning.configurations(sc, models, gpus)["label"].iloc[0] != "✗ not modelled"
+
+
+def test_the_state_per_layer_follows_vllms_and_sglangs_shapes_under_tensor_parallelism():
+    """MambaStateShapeCalculator.mamba2_state_shape / Mamba2StateShape.create: the conv state's groups are raised to tp
+    where tp does not divide them (extra_groups_for_head_shards), so Granite 4.0-H Small's one group is held by every
+    rank; Nemotron Nano 2's 8 groups split over 2 ranks as they are. The SSM state does not change."""
+    from engine.params import recurrent_state
+    granite = model_from_config_file(DATA / "granite-4.0-h-small.json")
+    for tp, groups in ((1, 1), (2, 2), (8, 8)):
+        conv, ssm = recurrent_state(granite, conv_positions="kernel-1", tp=tp)
+        assert (conv, ssm) == (36 * 3 * (8192 + 2 * groups * 128), 36 * 128 * 64 * 128)
+    nano = model_from_config_file(DATA / "nvidia-nemotron-nano-9b-v2.json")
+    assert recurrent_state(nano, conv_positions="kernel-1", tp=2)[0] == 27 * 3 * (10240 + 2 * 8 * 128)
+    assert recurrent_state(nano, conv_positions="kernel", tp=1)[0] == 27 * 4 * (10240 + 2 * 8 * 128)
