@@ -402,6 +402,8 @@ MODEL_FIELDS: dict[str, Field] = {
     "mamba_conv_kernel": Field(whole_count(0, 1_000), required=False, default=0),
     "mamba_conv_bias": Field(boolean, required=False, default=False),
     "mamba_proj_bias": Field(boolean, required=False, default=False),
+    "mamba_norm": Field(boolean, required=False, default=True),
+    "mamba_parallel": Field(boolean, required=False, default=False),
     "mixer_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_ungated": Field(boolean, required=False, default=False),
@@ -539,8 +541,8 @@ def check_model(m: dict, file: str) -> None:
             raise CatalogError(file, label, "linear_attention_layers",
                                "is not modelled together with sliding-window layers or latent attention")
     if m.get("mamba_layers", 0) or m.get("mixer_free_layers", 0) or m.get("mlp_free_layers", 0):
-        attention = m["num_layers"] - m.get("linear_attention_layers", 0) - m.get("mamba_layers", 0) \
-            - m.get("mixer_free_layers", 0)
+        attention = m["num_layers"] - m.get("linear_attention_layers", 0) - m.get("mixer_free_layers", 0) \
+            - (0 if m.get("mamba_parallel", False) else m.get("mamba_layers", 0))
         if attention < 1:
             raise CatalogError(file, label, "mamba_layers",
                                f"leaves {attention} attention layers of num_layers ({m['num_layers']}; "

@@ -206,6 +206,8 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "mamba_conv_kernel": Backfill(0, "f20d2e3"),
         "mamba_conv_bias": Backfill(False, "f20d2e3"),
         "mamba_proj_bias": Backfill(False, "f20d2e3"),
+        "mamba_norm": Backfill(True, "falconh1"),
+        "mamba_parallel": Backfill(False, "falconh1"),
         "mixer_free_layers": Backfill(0, "f20d2e3"),
         "mlp_free_layers": Backfill(0, "f20d2e3"),
         "mlp_ungated": Backfill(False, "f20d2e3"),

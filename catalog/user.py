@@ -69,10 +69,12 @@ engine/params.py architecture_counts):
   * attention, - an up/down relu2 MLP; E, mixture-of-experts blocks, refused), one norm each; bamba (IBM Bamba): Mamba2
   on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
   their state per sequence sized for inference and serving; training them is refused as not modelled.
+- falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
+  norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
   dense, then moe_num_experts experts (moe_k a token) with moe_num_shared_experts shared ones and a correction bias.
 
-Hybrids whose other layers the engine does not count (Mamba / Mamba2: Falcon-H1, Jamba, Zamba; SambaY,
+Hybrids whose other layers the engine does not count (Mamba / Mamba2: Jamba, Zamba; SambaY,
 LFM2, lightning attention, Gemma 3n) are refused saying what is missing (NOT_MODELLED). MoE keys in a config of a dense
 type, and every other architecture, are refused with the field named.
 """
@@ -103,11 +105,12 @@ ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
              "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
-             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite", "nemotron_h", "bamba")
+             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite", "nemotron_h", "bamba",
+             "falcon_h1")
 # Types users bring that are known and not sized: the line says what the engine lacks (transformers 5.24's modeling
 # files of each), so nothing is guessed from the fields it can read
 NOT_MODELLED = {
-    **dict.fromkeys(("falcon_h1", "jamba", "zamba", "zamba2", "falcon_mamba", "mamba", "mamba2"),
+    **dict.fromkeys(("jamba", "zamba", "zamba2", "falcon_mamba", "mamba", "mamba2"),
                     "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence), which the "
                     "engine does not count yet"),
     "phi4flash": "(Phi-4-mini-flash, SambaY) has Mamba layers, gated memory units and differential attention, which the "
@@ -147,7 +150,7 @@ CONFIG_CLASS_DEFAULTS = {
                     "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 131_072},
 }
 # Mamba2 hybrids (transformers 5.24 models/granitemoehybrid, nemotron_h, bamba): read by _mamba2_layout
-MAMBA2_TYPES = ("granitemoehybrid", "nemotron_h", "bamba")
+MAMBA2_TYPES = ("granitemoehybrid", "nemotron_h", "bamba", "falcon_h1")
 # each type's Mamba2 fields in its own config names and its config class's defaults (configuration_granitemoehybrid.py
 # lines 95-103, configuration_nemotron_h.py lines 117-142 with __post_init__'s mamba_* aliases lines 156-166,
 # configuration_bamba.py lines 67-75): catalog field -> (config key, default)
@@ -160,6 +163,11 @@ MAMBA2_KEYS = {
               "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
               "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
               "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2)},
+    # (FalconH1Mixer: intermediate mamba_d_ssm, else mamba_expand x hidden; configuration_falcon_h1.py lines 77-90)
+    "falcon_h1": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
+                  "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
+                  "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
+                  "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2)},
     # (NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim, in_proj and out_proj bias=config.use_bias)
     "nemotron_h": {"mamba_num_heads": ("mamba_num_heads", 128), "mamba_head_dim": ("mamba_head_dim", 64),
                    "mamba_state_size": ("ssm_state_size", 128), "mamba_groups": ("n_groups", 8),
@@ -377,6 +385,18 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
             raise CatalogError(file, None, "attn_layer_indices", f"must be a list of layer numbers, got {show(indices)}")
         attention = {i for i in indices if 0 <= i < layers}
         mamba = layers - len(attention)
+    elif model_type == "falcon_h1":
+        # FalconH1DecoderLayer: attention and a Mamba2 mixer side by side on every layer (their outputs summed, the mup
+        # multipliers scaling them add no weights), a gated MLP, input_layernorm and pre_ff_layernorm; the mixer's
+        # in_proj bias is mamba_proj_bias, its out_proj's projectors_bias (counted together: refused when they differ),
+        # its gated RMSNorm only where mamba_rms_norm (default false)
+        mamba = _number(cfg, "num_hidden_layers", file)
+        if _flag(cfg, "projectors_bias", file, False) != _flag(cfg, "mamba_proj_bias", file, False):
+            raise CatalogError(file, None, "projectors_bias", f"is {show(cfg.get('projectors_bias', False))} and "
+                                                              f"mamba_proj_bias {show(cfg.get('mamba_proj_bias', False))}: "
+                                                              "a bias on one Mamba2 projection alone is not counted; "
+                                                              "accepted: the same value for both")
+        arch.update(mamba_parallel=True, mamba_norm=_flag(cfg, "mamba_rms_norm", file, False))
     else:  # nemotron_h
         pattern = cfg.get("hybrid_override_pattern", cfg.get("layers_block_type", cfg.get("layer_types")))
         kinds = list(pattern) if isinstance(pattern, str) else pattern
@@ -412,6 +432,8 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
         if isinstance(expand, bool) or not isinstance(expand, (int, float)) or not 0 < expand <= 64:
             raise CatalogError(file, None, keys["expand"][0], f"must be a number above 0, got {show(expand)}")
         inner = int(expand * _number(cfg, "hidden_size", file))
+        if model_type == "falcon_h1" and cfg.get("mamba_d_ssm", 1024) is not None:  # (FalconH1Config: 1024)
+            inner = _count(cfg, "mamba_d_ssm", file, 1024, low=1)
         head_dim = cfg.get(key, default)
         head_dim = inner // heads if head_dim == "auto" else _count(cfg, key, file, default, low=1, high=100_000)
         if head_dim * heads != inner:  # (the config classes' own check: mamba_d_head x mamba_n_heads == intermediate)
@@ -446,7 +468,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         raise CatalogError(file, None, "model_type", f"{show(model_type)} {NOT_MODELLED[model_type]}; accepted: "
                                                      f"{', '.join(SUPPORTED)}")
     if model_type not in SUPPORTED:
-        hint = " (multimodal: its language model is under text_config)" if "text_config" in cfg else ""
+        hint = " (multimodal: see text_config)" if "text_config" in cfg else ""
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
     notes = []

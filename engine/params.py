@@ -95,6 +95,8 @@ ARCH_DEFAULTS = {
     "mamba_conv_kernel": 0,           # the causal convolution's kernel (mamba_d_conv / conv_kernel)
     "mamba_conv_bias": False,         # conv1d has a bias (mamba_conv_bias / use_conv_bias)
     "mamba_proj_bias": False,         # in_proj and out_proj have biases (mamba_proj_bias / use_bias)
+    "mamba_norm": True,               # the gated RMSNorm over the intermediate (Falcon-H1: where mamba_rms_norm)
+    "mamba_parallel": False,          # the Mamba2 mixer runs beside attention on its layers, not in its place (Falcon-H1)
     # blocks of one kind each (Nemotron-H: a block is a mixer, an attention layer or an MLP, one norm)
     "mixer_free_layers": 0,           # layers with an MLP and no attention or Mamba2 mixer (Nemotron-H "-")
     "mlp_free_layers": 0,             # layers with a mixer and no MLP (Nemotron-H "M" and "*")
@@ -136,8 +138,8 @@ def architecture_counts(m) -> dict:
         the gated RMSNorm dv; the full-attention layers' q_proj doubled with attention_output_gate
         (Qwen3NextAttention: query and gate). Checked against the models built on the meta device from
         transformers 5.24's classes (benchmarks/check_hybrid_counts.py, tests/test_hybrid_models.py).
-      Mamba2 (Granite 4.0-H, Nemotron-H, Bamba): on mamba_layers of the layers, in place of attention, the mixer of
-        mamba_params; Nemotron-H's blocks hold one of a Mamba2 mixer, attention or an MLP (mixer_free_layers have an
+      Mamba2 (Granite 4.0-H, Nemotron-H, Bamba): on mamba_layers of the layers, in place of attention (beside it on
+        every layer with mamba_parallel: Falcon-H1), the mixer of mamba_params; Nemotron-H's blocks hold one of a Mamba2 mixer, attention or an MLP (mixer_free_layers have an
         MLP alone, mlp_free_layers a mixer alone) and one norm (norms_per_layer 1), its MLP up and down alone
         (mlp_ungated). Checked against the models built on the meta device from transformers 5.24's classes
         (benchmarks/check_mamba2_counts.py, tests/test_mamba2_models.py).
@@ -185,7 +187,7 @@ def architecture_counts(m) -> dict:
     layers_common = L * (attn_lin + attn_other) + dense_layers * mlp
     attn_layers_lin = L * attn_lin
     if np.any(hybrid):  # (integers below 2**53: exact in any order)
-        La = L - Llin - Lm - Lx  # the attention layers
+        La = attention_layers(m)
         layers_common = np.where(hybrid, La * (attn_lin + attn_only) + Llin * (gdn_lin + gdn_other)
                                  + Lm * (mamba_lin + mamba_other) + L * _col(m, "norms_per_layer") * h
                                  + dense_layers * mlp, layers_common)
@@ -208,22 +210,31 @@ def linear_attention_params(h, hk, hv, dk, dv, kernel):
 
 
 MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
-                "mamba_conv_bias", "mamba_proj_bias")
+                "mamba_conv_bias", "mamba_proj_bias", "mamba_norm")
 
 
-def mamba_params(h, heads, head_dim, state, groups, kernel, conv_bias=False, proj_bias=False):
+def mamba_params(h, heads, head_dim, state, groups, kernel, conv_bias=False, proj_bias=False, norm=True):
     """(matrix weights, other weights) of one Mamba2 mixer (transformers 5.24 modeling_granitemoehybrid.py
     GraniteMoeHybridMambaLayer lines 519-565, modeling_nemotron_h.py NemotronHMamba2Mixer lines 401-448,
     modeling_bamba.py BambaMixer lines 598-644): intermediate I = heads x head_dim, conv_dim = I + 2 groups x state;
     in_proj h x (I + conv_dim + heads) (gate z, the convolution's x/B/C input, dt), out_proj I x h, their biases
     where proj_bias; a depthwise conv1d conv_dim x kernel (+ conv_dim bias); dt_bias, A_log and D, heads each; the
-    gated RMSNorm I."""
+    gated RMSNorm I where norm (modeling_falcon_h1.py FalconH1Mixer lines 598-653: nn.Identity unless mamba_rms_norm;
+    its intermediate mamba_d_ssm = heads x head_dim, configuration_falcon_h1.py validate_architecture)."""
     inner = heads * head_dim
     conv_dim = inner + 2 * groups * state
     proj = inner + conv_dim + heads
     bias = np.where(np.asarray(proj_bias, dtype=bool), proj + h, 0.0)
     conv = conv_dim * kernel + np.where(np.asarray(conv_bias, dtype=bool), conv_dim, 0.0)
-    return h * proj + inner * h, bias + conv + 3 * heads + inner
+    return h * proj + inner * h, bias + conv + 3 * heads + np.where(np.asarray(norm, dtype=bool), inner, 0.0)
+
+
+def attention_layers(m):
+    """Layers with an attention mixer: all but the Gated DeltaNet and Mamba2 ones (unless the Mamba2 mixer runs beside
+    attention, Falcon-H1) and Nemotron-H's MLP blocks."""
+    L = np.asarray(m["num_layers"], dtype=np.float64)
+    mamba = np.where(_col(m, "mamba_parallel"), 0.0, _col(m, "mamba_layers"))
+    return L - _col(m, "linear_attention_layers") - mamba - _col(m, "mixer_free_layers")
 
 
 def state_layers(m):
@@ -270,7 +281,7 @@ def kv_elements_per_token(m, policy_full: bool = False):
     latent = np.where(policy_full, a * (nope + rope) + a * vd, rkv + rope)
     # hybrid linear attention / Mamba2: only the attention layers keep K/V (the others a state per sequence, or none:
     # Nemotron-H's MLP blocks)
-    full_layers = L - state_layers(m) - _col(m, "mixer_free_layers")
+    full_layers = attention_layers(m)
     return np.where(rkv > 0, L * latent, 2.0 * full_layers * kv * d)
 
 

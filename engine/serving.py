@@ -1603,6 +1603,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # Mamba2 layers' fields, read once; n_linear counts both kinds (the layers that keep a state, not K/V)
     n_gdn, n_mamba = _model_col(m, "linear_attention_layers"), _model_col(m, "mamba_layers")
     n_linear = n_gdn + n_mamba
+    # the attention layers, which keep K/V (Nemotron-H's MLP blocks keep nothing; Falcon-H1's layers attend beside their
+    # Mamba2 mixer)
+    n_attention = L - n_gdn - np.where(_model_col(m, "mamba_parallel") > 0, 0.0, n_mamba) - _model_col(m, "mixer_free_layers")
     linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS, "mamba_layers",
                                                  *MAMBA_FIELDS)} if (n_linear > 0).any() else None
     # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention (engine/components.py
@@ -1787,7 +1790,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         ssm_fp32 = np.isin(model_type, LINEAR_SSM_FP32_MODEL_TYPES)
         n_lin = np.maximum(n_linear, 1.0)
         conv_layer, ssm_layer = conv / n_lin / tp * 2.0, ssm / n_lin / tp  # one layer's, per GPU (values x bytes below)
-        n_full = L - n_linear - _model_col(m, "mixer_free_layers")  # (Nemotron-H's MLP blocks keep nothing)
+        n_full = n_attention
         kv_b = pd.Series(kv_prec, dtype=object).map(C.KV_BYTES).fillna(2.0).to_numpy(float)
         attn_token = 2.0 * np.maximum(kvh / tp, 1.0) * d * kv_b  # one full-attention layer's K and V of a token, per GPU
         # vLLM: the mamba page (temporal state in the model's dtype unless the config asks float32), the block size
@@ -1981,6 +1984,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         chunked_prefill=np.where(is_vllm, chunked, None),
         # vLLM's hybrid KV cache manager: the tokens a request holds in each sliding-window (chunked-local) layer
         kv_window_tokens=window_tokens, kv_block_tokens=linear_block, linear_attention_layers=n_gdn, mamba_layers=n_mamba,
+        attention_layers=n_attention,
         kv_window_layers=np.where(np.isnan(window_tokens), np.nan, n_window),
         # the draft model (speculative decoding), per GPU like every byte above
         draft_model=np.where(has_draft, draft_id, None),

@@ -21,10 +21,10 @@ DATA = Path(__file__).parent / "data" / "configs_2026"
 
 # Counted by transformers 5.24.0's own classes built on the meta device from these configs (torch 2.13.0 CPU):
 #   /work/venv-measure/bin/python benchmarks/check_mamba2_counts.py
-# (GraniteMoeHybridForCausalLM, NemotronHForCausalLM, BambaForCausalLM: parameters, Mamba2 mixers)
+# (GraniteMoeHybridForCausalLM, NemotronHForCausalLM, BambaForCausalLM, FalconH1ForCausalLM: parameters, Mamba2 mixers)
 MEASURED = {"granite-4.0-h-micro.json": (3_191_396_096, 36), "granite-4.0-h-tiny.json": (6_939_037_248, 36),
             "granite-4.0-h-small.json": (32_207_337_984, 36), "nvidia-nemotron-nano-9b-v2.json": (8_888_227_328, 27),
-            "bamba-9b.json": (9_780_235_392, 29)}
+            "bamba-9b.json": (9_780_235_392, 29), "falcon-h1-7b-instruct.json": (7_585_513_568, 44)}
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +245,23 @@ def test_the_state_per_layer_follows_vllms_and_sglangs_shapes_under_tensor_paral
     nano = model_from_config_file(DATA / "nvidia-nemotron-nano-9b-v2.json")
     assert recurrent_state(nano, conv_positions="kernel-1", tp=2)[0] == 27 * 3 * (10240 + 2 * 8 * 128)
     assert recurrent_state(nano, conv_positions="kernel", tp=1)[0] == 27 * 4 * (10240 + 2 * 8 * 128)
+
+
+def test_falcon_h1_keeps_kv_on_every_layer_and_a_mamba2_state_beside_it(cat):
+    """Falcon-H1 (FalconH1DecoderLayer: attention and a Mamba2 mixer side by side on every layer; transformers 5.24's
+    LinearAttentionAndFullAttentionLayer keeps K/V and both states on each, benchmarks/check_mamba2_counts.py): 44
+    layers of 2 KV heads of 128 a token and 44 x ((3,072 + 2 x 256) x 4 x 2 + 24 x 128 x 256 x 4) a sequence. vLLM: a
+    mamba page of 3 x 3,584 x 2 + 24 x 128 x 256 x 2 = 1,594,368 B over 1,024 B of K/V a token gives the 1,568-token
+    block (and its 0.71% padding) a Falcon-H1 start-up log shows; 44 attention and 44 Mamba2 layers, one group each."""
+    models, gpus = cat
+    models = _with(models, "falcon-h1-7b-instruct.json")
+    row = estimate(pd.DataFrame([{"model": "tiiuae-falcon-h1-7b-instruct", "gpu": "h100-sxm-80gb", "task": "infer",
+                                  "batch": 2, "seq": 8192}]), models, gpus).iloc[0]
+    assert row["kv_cache_bytes"] == 44 * 2 * 2 * 128 * 2 * 2 * 8192 + 2 * 44 * ((3072 + 512) * 4 * 2 + 24 * 128 * 256 * 4)
+    page = 3 * (3072 + 2 * 256) * 2 + 24 * 128 * 256 * 2
+    assert page == 1_594_368 and round((1568 * 1024 / page - 1) * 100, 2) == 0.71
+    kv = 500 * 1568 * 1024 * 44 + 5
+    d = _serve_json("--model-config", str(DATA / "falcon-h1-7b-instruct.json"), "--gpu", "h100-sxm-80gb",
+                    "--engine", "vllm", "--max-model-len", "32768", "--kv-cache-memory-bytes", str(kv))
+    assert (d["kv_block_tokens"], d["attention_layers"], d["mamba_layers"], d["num_gpu_blocks"]) == (1568, 44, 44, 500)
+    assert d["max_concurrency"] == pytest.approx(500 / (np.ceil(32768 / 1568) + 1))
