@@ -404,6 +404,7 @@ MODEL_FIELDS: dict[str, Field] = {
     "mamba_proj_bias": Field(boolean, required=False, default=False),
     "mamba_norm": Field(boolean, required=False, default=True),
     "mamba_parallel": Field(boolean, required=False, default=False),
+    "mamba_chunk_size": Field(whole_count(1, 1_000_000), required=False, default=256),
     "mixer_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_ungated": Field(boolean, required=False, default=False),

@@ -158,24 +158,28 @@ MAMBA2_KEYS = {
     "granitemoehybrid": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
                          "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
                          "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
-                         "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2)},
+                         "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+                         "mamba_chunk_size": ("mamba_chunk_size", 256)},
     "bamba": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
               "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
               "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
-              "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2)},
+              "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+              "mamba_chunk_size": ("mamba_chunk_size", 256)},
     # (FalconH1Mixer: intermediate mamba_d_ssm, else mamba_expand x hidden; configuration_falcon_h1.py lines 77-90)
     "falcon_h1": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
                   "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
                   "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
-                  "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2)},
+                  "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+                  "mamba_chunk_size": ("mamba_chunk_size", 256)},
     # (NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim, in_proj and out_proj bias=config.use_bias)
     "nemotron_h": {"mamba_num_heads": ("mamba_num_heads", 128), "mamba_head_dim": ("mamba_head_dim", 64),
                    "mamba_state_size": ("ssm_state_size", 128), "mamba_groups": ("n_groups", 8),
                    "mamba_conv_kernel": ("conv_kernel", 4), "mamba_conv_bias": ("use_conv_bias", True),
-                   "mamba_proj_bias": ("use_bias", False)},
+                   "mamba_proj_bias": ("use_bias", False), "mamba_chunk_size": ("chunk_size", 128)},
 }
 MAMBA2_ALIASES = {"nemotron_h": {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel",
-                                 "mamba_conv_bias": "use_conv_bias", "mamba_d_state": "ssm_state_size"}}
+                                 "mamba_conv_bias": "use_conv_bias", "mamba_d_state": "ssm_state_size",
+                                 "mamba_chunk_size": "chunk_size"}}
 # Nemotron-H's block kinds: hybrid_override_pattern's characters and layers_block_type's names (NemotronHConfig
 # _pattern_to_list, remap_legacy_layer_types)
 NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "linear_attention": "mamba", "mamba": "mamba",

@@ -97,6 +97,7 @@ ARCH_DEFAULTS = {
     "mamba_proj_bias": False,         # in_proj and out_proj have biases (mamba_proj_bias / use_bias)
     "mamba_norm": True,               # the gated RMSNorm over the intermediate (Falcon-H1: where mamba_rms_norm)
     "mamba_parallel": False,          # the Mamba2 mixer runs beside attention on its layers, not in its place (Falcon-H1)
+    "mamba_chunk_size": 256,          # the prefill's scan chunk (mamba_chunk_size / chunk_size): no weights, its work
     # blocks of one kind each (Nemotron-H: a block is a mixer, an attention layer or an MLP, one norm)
     "mixer_free_layers": 0,           # layers with an MLP and no attention or Mamba2 mixer (Nemotron-H "-")
     "mlp_free_layers": 0,             # layers with a mixer and no MLP (Nemotron-H "M" and "*")

@@ -1607,10 +1607,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # Mamba2 mixer)
     n_attention = L - n_gdn - np.where(_model_col(m, "mamba_parallel") > 0, 0.0, n_mamba) - _model_col(m, "mixer_free_layers")
     linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS, "mamba_layers",
-                                                 *MAMBA_FIELDS)} if (n_linear > 0).any() else None
-    # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention (engine/components.py
-    # LINEAR_PREFILL_COEF), where it is the larger working set (a Mamba2 layer's is not traced: the generic layer's)
-    if is_hf.any() and linear_arch is not None and (n_gdn > 0).any():
+                                                 *MAMBA_FIELDS, "mamba_chunk_size")} if (n_linear > 0).any() else None
+    # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention, or of a Mamba2 mixer without
+    # mamba_ssm (engine/components.py LINEAR_PREFILL_COEF, MAMBA_PREFILL_COEF), where it is the larger working set
+    if is_hf.any() and linear_arch is not None:
         lin_held, lin_split = linear_prefill_bytes(linear_arch, h, 2.0)
         per_token_hf = np.where(lin_held > 0, np.maximum(8.0 * h, lin_held)
                                 + np.maximum(per_token_act - 8.0 * h, lin_split / tp), per_token_act)
