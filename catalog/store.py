@@ -208,7 +208,7 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "mamba_proj_bias": Backfill(False, "f20d2e3"),
         "mamba_norm": Backfill(True, "dc27e9d"),
         "mamba_parallel": Backfill(False, "dc27e9d"),
-        "mamba_chunk_size": Backfill(256, "dc27e9d+1"),
+        "mamba_chunk_size": Backfill(256, "4d88e84"),
         "mixer_free_layers": Backfill(0, "f20d2e3"),
         "mlp_free_layers": Backfill(0, "f20d2e3"),
         "mlp_ungated": Backfill(False, "f20d2e3"),
