@@ -104,10 +104,13 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              "ernie4_5": "ernie4_5", "ernie4_5-moe": "ernie4_5_moe",
              # Granite 3.x, and Granite 4.0's attention-only models (convert_hf_to_gguf.py GraniteHybridModel writes a
              # GraniteMoeHybrid checkpoint without Mamba layers or experts as granite): the Llama layout's tensors
-             "granite": "granite"}
+             "granite": "granite",
+             # Granite 4.0-H and Bamba (convert_hf_to_gguf.py GraniteHybridModel), Nemotron-H / Nemotron Nano 2
+             # (NemotronHModel): Mamba2 layers beside attention ones, read by _gguf_mamba2
+             "granitehybrid": "granitemoehybrid", "nemotron_h": "nemotron_h"}
 # GGUF architectures llama.cpp runs whose layers the engine does not count: refused saying what is missing
 GGUF_NOT_MODELLED = {
-    **dict.fromkeys(("granitehybrid", "nemotron_h", "nemotron_h_moe", "falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),
+    **dict.fromkeys(("nemotron_h_moe", "falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),
                     "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence)"),
     "qwen3next": "(Qwen3-Next) has Gated DeltaNet layers, read from its config.json (--model-config or --model "
                  "Qwen/Qwen3-Next-80B-A3B-Instruct) but not from a GGUF's metadata yet",
@@ -588,6 +591,8 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
                 "moe_intermediate_size": "expert_feed_forward_length",
                 "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}
     for key, suffix in optional.items():
+        if model_type in MAMBA2_GGUF and suffix in ("attention.head_count_kv", "feed_forward_length"):
+            continue  # per-layer arrays there (0 where a layer has no attention / MLP): _gguf_mamba2
         value = _whole_field(reader, f"{arch}.{suffix}", file)
         if value is not None:
             cfg[key] = value
@@ -662,6 +667,8 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         else:
             cfg.pop("num_experts", None)
             cfg.pop("num_experts_per_tok", None)
+    elif model_type in MAMBA2_GGUF:
+        cfg = _gguf_mamba2(reader, arch, file, tensors, cfg)
     elif model_type == "deepseek_v3":
         key_len = _whole_field(reader, f"{arch}.attention.key_length_mla", file) or cfg.pop("head_dim", None)
         value_len = _whole_field(reader, f"{arch}.attention.value_length_mla", file) or \
@@ -700,6 +707,81 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         cfg.pop("head_dim")
     return cfg
 
+
+
+MAMBA2_GGUF = ("granitemoehybrid", "nemotron_h")
+
+
+def _per_layer(reader, key: str, layers: int, file: str) -> list[int] | None:
+    """A per-layer whole-number metadata array (or one value for every layer), None when absent."""
+    value = reader.fields.get(key)
+    if value is None:
+        return None
+    values = list(value) if isinstance(value, GGUFArray) else [value] * layers
+    if len(values) != layers or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+        raise _fail(file, f"{key} is {show(values[:8])}; accepted: {layers} whole numbers (one a layer, block_count)")
+    return values
+
+
+def _gguf_mamba2(reader, arch: str, file: str, tensors, cfg: dict) -> dict:
+    """A Mamba2 hybrid's GGUF metadata as its config.json (catalog/user.py _mamba2_layout). convert_hf_to_gguf.py
+    GraniteHybridModel.set_gguf_parameters writes attention.head_count_kv per layer (the KV heads on attention layers,
+    0 on Mamba2 ones), ssm.conv_kernel, ssm.state_size, ssm.group_count, ssm.inner_size (the Mamba2 intermediate) and
+    ssm.time_step_rank (the Mamba2 heads); GraniteMoeModel's expert_count / expert_used_count, feed_forward_length
+    (the experts' width with experts, else the MLP's) and expert_shared_feed_forward_length (shared_intermediate_size).
+    NemotronHModel adds feed_forward_length per layer (intermediate_size on its MLP blocks, 0 elsewhere) and
+    key_length (head_dim); a block with neither KV heads nor an MLP is Mamba2. Biases from the tensors: ssm_conv1d.bias
+    (conv bias), ssm_in.bias (projection bias)."""
+    layers = cfg["num_hidden_layers"]
+    kv = _per_layer(reader, f"{arch}.attention.head_count_kv", layers, file) or [cfg["num_attention_heads"]] * layers
+    heads_kv = sorted({k for k in kv if k > 0})
+    if len(heads_kv) != 1:
+        raise _fail(file, f"{arch}.attention.head_count_kv is {show(kv[:8])}; accepted: one KV head count on the "
+                          "attention layers, 0 on the Mamba2 ones (at least one attention layer)")
+    cfg["num_key_value_heads"] = heads_kv[0]
+    ssm = {}
+    for key, suffix in (("inner", "ssm.inner_size"), ("heads", "ssm.time_step_rank"), ("state", "ssm.state_size"),
+                        ("groups", "ssm.group_count"), ("kernel", "ssm.conv_kernel")):
+        ssm[key] = _whole_field(reader, f"{arch}.{suffix}", file)
+        if not ssm[key]:
+            raise _fail(file, f"has no {arch}.{suffix} in its metadata (needed for its Mamba2 layers)")
+    if ssm["inner"] % ssm["heads"]:
+        raise _fail(file, f"{arch}.ssm.inner_size ({ssm['inner']}) is not a multiple of {arch}.ssm.time_step_rank "
+                          f"({ssm['heads']}, the Mamba2 heads)")
+    names = {t.name for t in tensors}
+    conv_bias = any(n.endswith(".ssm_conv1d.bias") for n in names)
+    proj_bias = any(n.endswith(".ssm_in.bias") for n in names)
+    head_dim = ssm["inner"] // ssm["heads"]
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        cfg.pop(key, None)
+    if arch == "nemotron_h":
+        ff = _per_layer(reader, f"{arch}.feed_forward_length", layers, file) or [0] * layers
+        cfg["hybrid_override_pattern"] = "".join("*" if k > 0 else "-" if f > 0 else "M" for k, f in zip(kv, ff))
+        if any(f > 0 for f in ff):
+            widths = {f for f in ff if f > 0}
+            if len(widths) != 1:
+                raise _fail(file, f"{arch}.feed_forward_length is {show(ff[:8])}; accepted: one width on the MLP blocks")
+            cfg["intermediate_size"] = widths.pop()
+        else:
+            cfg["intermediate_size"] = 1  # (no MLP block: the width counts nowhere)
+        cfg.update(mamba_num_heads=ssm["heads"], mamba_head_dim=head_dim, ssm_state_size=ssm["state"],
+                   n_groups=ssm["groups"], conv_kernel=ssm["kernel"], use_conv_bias=conv_bias, use_bias=proj_bias)
+        return cfg
+    ff = _whole_field(reader, f"{arch}.feed_forward_length", file)
+    shared = _whole_field(reader, f"{arch}.expert_shared_feed_forward_length", file)
+    experts = _whole_field(reader, f"{arch}.expert_count", file) or 0
+    if experts:
+        cfg.update(num_local_experts=experts,
+                   num_experts_per_tok=_whole_field(reader, f"{arch}.expert_used_count", file),
+                   intermediate_size=_whole_field(reader, f"{arch}.expert_feed_forward_length", file) or ff,
+                   shared_intermediate_size=shared)
+    else:
+        cfg.update(num_local_experts=0, intermediate_size=ff, shared_intermediate_size=shared or ff)
+    cfg.update(layer_types=["attention" if k > 0 else "mamba" for k in kv], mamba_n_heads=ssm["heads"],
+               mamba_d_head=head_dim, mamba_d_state=ssm["state"], mamba_n_groups=ssm["groups"],
+               mamba_d_conv=ssm["kernel"], mamba_conv_bias=conv_bias, mamba_proj_bias=proj_bias,
+               mamba_expand=ssm["inner"] / cfg["hidden_size"])
+    return cfg
 
 def _from_gguf(paths: list[Path], model_id):
     main, projectors = None, []

@@ -43,7 +43,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from engine.params import LINEAR_ATTENTION_FIELDS, architecture_counts
+from engine.params import LINEAR_ATTENTION_FIELDS, MAMBA_FIELDS, architecture_counts
 from engine.scenarios import CHOICES as SCENARIO_CHOICES
 from engine.scenarios import INT_RANGES, PRECISIONS
 
@@ -392,6 +392,22 @@ MODEL_FIELDS: dict[str, Field] = {
     "linear_value_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
     "linear_conv_kernel_dim": Field(whole_count(0, 1_000), required=False, default=0),
     "attention_output_gate": Field(boolean, required=False, default=False),
+    # Mamba2 layers (Granite 4.0-H, Nemotron-H, Bamba; engine/params.py ARCH_DEFAULTS and mamba_params): how many, their
+    # heads, head width, state size, groups, convolution kernel and biases; Nemotron-H's blocks of one kind
+    "mamba_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    "mamba_num_heads": Field(whole_count(0, 100_000), required=False, default=0),
+    "mamba_head_dim": Field(whole_count(0, 10_000), required=False, default=0),
+    "mamba_state_size": Field(whole_count(0, 10_000), required=False, default=0),
+    "mamba_groups": Field(whole_count(0, 10_000), required=False, default=0),
+    "mamba_conv_kernel": Field(whole_count(0, 1_000), required=False, default=0),
+    "mamba_conv_bias": Field(boolean, required=False, default=False),
+    "mamba_proj_bias": Field(boolean, required=False, default=False),
+    "mamba_norm": Field(boolean, required=False, default=True),
+    "mamba_parallel": Field(boolean, required=False, default=False),
+    "mamba_chunk_size": Field(whole_count(1, 1_000_000), required=False, default=256),
+    "mixer_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    "mlp_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
+    "mlp_ungated": Field(boolean, required=False, default=False),
     # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
     # 0 for a text-only model. Not part of the architecture count the loader checks.
@@ -524,6 +540,29 @@ def check_model(m: dict, file: str) -> None:
                                f"got {m['linear_num_value_heads']}")
         if m.get("sliding_window_layers", 0) or m.get("kv_lora_rank", 0):
             raise CatalogError(file, label, "linear_attention_layers",
+                               "is not modelled together with sliding-window layers or latent attention")
+    if m.get("mamba_layers", 0) or m.get("mixer_free_layers", 0) or m.get("mlp_free_layers", 0):
+        attention = m["num_layers"] - m.get("linear_attention_layers", 0) - m.get("mixer_free_layers", 0) \
+            - (0 if m.get("mamba_parallel", False) else m.get("mamba_layers", 0))
+        if attention < 1:
+            raise CatalogError(file, label, "mamba_layers",
+                               f"leaves {attention} attention layers of num_layers ({m['num_layers']}; "
+                               f"{m.get('mamba_layers', 0)} Mamba2, {m.get('linear_attention_layers', 0)} linear-attention, "
+                               f"{m.get('mixer_free_layers', 0)} MLP alone): a model without attention is not modelled; "
+                               "accepted: at least one attention layer")
+        if m.get("mlp_free_layers", 0) > m["num_layers"] - m.get("mixer_free_layers", 0):
+            raise CatalogError(file, label, "mlp_free_layers", f"must be at most the layers with a mixer "
+                                                               f"({m['num_layers'] - m.get('mixer_free_layers', 0)}), "
+                                                               f"got {m['mlp_free_layers']}")
+    if m.get("mamba_layers", 0):
+        for key in MAMBA_FIELDS[:5]:
+            if not m.get(key, 0):
+                raise CatalogError(file, label, key, "is required (> 0) for a model with Mamba2 layers")
+        if m["mamba_num_heads"] % m["mamba_groups"]:
+            raise CatalogError(file, label, "mamba_num_heads", f"must be a multiple of mamba_groups ({m['mamba_groups']}), "
+                                                               f"got {m['mamba_num_heads']}")
+        if m.get("sliding_window_layers", 0) or m.get("kv_lora_rank", 0):
+            raise CatalogError(file, label, "mamba_layers",
                                "is not modelled together with sliding-window layers or latent attention")
     if m.get("kv_lora_rank", 0) and not (m.get("qk_rope_head_dim", 0) and m.get("v_head_dim", 0)):
         raise CatalogError(file, label, "kv_lora_rank", "latent attention needs qk_rope_head_dim and v_head_dim (> 0)")

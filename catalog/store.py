@@ -196,6 +196,22 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "linear_value_head_dim": Backfill(0, "653f68d"),
         "linear_conv_kernel_dim": Backfill(0, "653f68d"),
         "attention_output_gate": Backfill(False, "653f68d"),
+        # Mamba2 layers (Granite 4.0-H, Nemotron-H, Bamba), 2026-12-06: refused by the reader before, so every saved
+        # model has none and one mixer and one gated MLP a layer
+        "mamba_layers": Backfill(0, "f20d2e3"),
+        "mamba_num_heads": Backfill(0, "f20d2e3"),
+        "mamba_head_dim": Backfill(0, "f20d2e3"),
+        "mamba_state_size": Backfill(0, "f20d2e3"),
+        "mamba_groups": Backfill(0, "f20d2e3"),
+        "mamba_conv_kernel": Backfill(0, "f20d2e3"),
+        "mamba_conv_bias": Backfill(False, "f20d2e3"),
+        "mamba_proj_bias": Backfill(False, "f20d2e3"),
+        "mamba_norm": Backfill(True, "dc27e9d"),
+        "mamba_parallel": Backfill(False, "dc27e9d"),
+        "mamba_chunk_size": Backfill(256, "4d88e84"),
+        "mixer_free_layers": Backfill(0, "f20d2e3"),
+        "mlp_free_layers": Backfill(0, "f20d2e3"),
+        "mlp_ungated": Backfill(False, "f20d2e3"),
         # q/k norms over all heads (OLMo 2/3, MiniMax-M2), 2026-12-06: refused by the reader before, so every saved
         # model's q/k norms (if any) are per head
         "qk_norm_full": Backfill(False, "1c2c7fe"),

@@ -63,11 +63,18 @@ engine/params.py architecture_counts):
 - granite (Granite 3.x; a Granite 4.0 Micro GGUF, which llama.cpp converts to its granite arch): the Llama layout
   (GraniteAttention / GraniteMLP: biases only where attention_bias / mlp_bias, refused; its multipliers add no weights).
 - granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
-  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H (Mamba2 layers) is refused.
+  shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H: Mamba2 layers where layer_types says "mamba", and on
+  H-Tiny / H-Small experts of intermediate_size beside the shared_mlp (its shared expert) (_mamba2_layout).
+- nemotron_h (NVIDIA Nemotron-H, Nemotron Nano 2): one block kind a layer from hybrid_override_pattern (M Mamba2,
+  * attention, - an up/down relu2 MLP; E, mixture-of-experts blocks, refused), one norm each; bamba (IBM Bamba): Mamba2
+  on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
+  their state per sequence sized for inference and serving; training them is refused as not modelled.
+- falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
+  norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
   dense, then moe_num_experts experts (moe_k a token) with moe_num_shared_experts shared ones and a correction bias.
 
-Hybrids whose other layers the engine does not count (Mamba / Mamba2: Granite 4.0-H, Nemotron-H, Falcon-H1; SambaY,
+Hybrids whose other layers the engine does not count (Mamba / Mamba2: Jamba, Zamba; SambaY,
 LFM2, lightning attention, Gemma 3n) are refused saying what is missing (NOT_MODELLED). MoE keys in a config of a dense
 type, and every other architecture, are refused with the field named.
 """
@@ -98,12 +105,12 @@ ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
              "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
-             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite")
+             "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite", "nemotron_h", "bamba",
+             "falcon_h1")
 # Types users bring that are known and not sized: the line says what the engine lacks (transformers 5.24's modeling
 # files of each), so nothing is guessed from the fields it can read
 NOT_MODELLED = {
-    **dict.fromkeys(("nemotron_h", "falcon_h1", "bamba", "jamba", "zamba", "zamba2", "falcon_mamba",
-                     "mamba", "mamba2"),
+    **dict.fromkeys(("jamba", "zamba", "zamba2", "falcon_mamba", "mamba", "mamba2"),
                     "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence), which the "
                     "engine does not count yet"),
     "phi4flash": "(Phi-4-mini-flash, SambaY) has Mamba layers, gated memory units and differential attention, which the "
@@ -142,6 +149,41 @@ CONFIG_CLASS_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                     "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 131_072},
 }
+# Mamba2 hybrids (transformers 5.24 models/granitemoehybrid, nemotron_h, bamba): read by _mamba2_layout
+MAMBA2_TYPES = ("granitemoehybrid", "nemotron_h", "bamba", "falcon_h1")
+# each type's Mamba2 fields in its own config names and its config class's defaults (configuration_granitemoehybrid.py
+# lines 95-103, configuration_nemotron_h.py lines 117-142 with __post_init__'s mamba_* aliases lines 156-166,
+# configuration_bamba.py lines 67-75): catalog field -> (config key, default)
+MAMBA2_KEYS = {
+    "granitemoehybrid": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
+                         "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
+                         "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
+                         "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+                         "mamba_chunk_size": ("mamba_chunk_size", 256)},
+    "bamba": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
+              "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
+              "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
+              "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+              "mamba_chunk_size": ("mamba_chunk_size", 256)},
+    # (FalconH1Mixer: intermediate mamba_d_ssm, else mamba_expand x hidden; configuration_falcon_h1.py lines 77-90)
+    "falcon_h1": {"mamba_num_heads": ("mamba_n_heads", 128), "mamba_head_dim": ("mamba_d_head", "auto"),
+                  "mamba_state_size": ("mamba_d_state", 256), "mamba_groups": ("mamba_n_groups", 1),
+                  "mamba_conv_kernel": ("mamba_d_conv", 4), "mamba_conv_bias": ("mamba_conv_bias", True),
+                  "mamba_proj_bias": ("mamba_proj_bias", False), "expand": ("mamba_expand", 2),
+                  "mamba_chunk_size": ("mamba_chunk_size", 256)},
+    # (NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim, in_proj and out_proj bias=config.use_bias)
+    "nemotron_h": {"mamba_num_heads": ("mamba_num_heads", 128), "mamba_head_dim": ("mamba_head_dim", 64),
+                   "mamba_state_size": ("ssm_state_size", 128), "mamba_groups": ("n_groups", 8),
+                   "mamba_conv_kernel": ("conv_kernel", 4), "mamba_conv_bias": ("use_conv_bias", True),
+                   "mamba_proj_bias": ("use_bias", False), "mamba_chunk_size": ("chunk_size", 128)},
+}
+MAMBA2_ALIASES = {"nemotron_h": {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel",
+                                 "mamba_conv_bias": "use_conv_bias", "mamba_d_state": "ssm_state_size",
+                                 "mamba_chunk_size": "chunk_size"}}
+# Nemotron-H's block kinds: hybrid_override_pattern's characters and layers_block_type's names (NemotronHConfig
+# _pattern_to_list, remap_legacy_layer_types)
+NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "linear_attention": "mamba", "mamba": "mamba",
+                   "full_attention": "attention", "attention": "attention", "mlp": "mlp", "moe": "moe"}
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
@@ -154,7 +196,8 @@ TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "smollm3": T
 # GptOssConfig(head_dim=64), Llama4TextConfig(head_dim=128), Glm4MoeConfig(head_dim=128); the others derive it
 HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128, "glm4_moe": 128,
                     "gpt_oss": 64, "llama4_text": 128, "qwen3_next": 256, "qwen3_5_text": 256, "qwen3_5_moe_text": 256,
-                    "seed_oss": 128, "minimax_m2": 128, "ernie4_5": 128}  # (SeedOssConfig, MiniMaxM2Config, Ernie4_5Config)
+                    "seed_oss": 128, "minimax_m2": 128, "ernie4_5": 128,  # (SeedOssConfig, MiniMaxM2Config, Ernie4_5Config)
+                    "nemotron_h": 128}  # (NemotronHConfig head_dim: int = 128)
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True}
 # Bounds, in the config's own field names (the catalog's bounds, catalog/schema.py MODEL_FIELDS).
 BOUNDS = {
@@ -299,6 +342,121 @@ def vision_params_from_config(cfg: dict, text_hidden: int, file: str) -> int | N
     return int(tower + h + (wide * wide + wide) + (wide * out + out))
 
 
+
+def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
+    """A Mamba2 hybrid's config -> (the config the Llama-layout reader goes on with, its Mamba2 catalog fields).
+
+    granitemoehybrid (GraniteMoeHybridDecoderLayer, transformers 5.24): each layer attention or a Mamba2 mixer
+    (layer_types "attention" / "mamba"), a shared_mlp of shared_intermediate_size (input_linear h x 2 f, output_linear
+    f x h: Llama's three matrices' weights) and, where num_local_experts > 0 (Granite 4.0-H Tiny / Small), experts of
+    intermediate_size (GraniteMoeHybridMoE: input_linear E x 2 f x h, output_linear E x h x f, a router E x h) beside
+    it: the shared_mlp is then the shared expert. bamba (BambaDecoderLayer): Mamba2 on every layer but
+    attn_layer_indices, a gated MLP of intermediate_size. nemotron_h (NemotronHBlock): one block kind a layer from
+    hybrid_override_pattern (M Mamba2, * attention, - an up/down relu2 MLP, E experts: refused) or layers_block_type,
+    one norm; num_hidden_layers is the pattern's length (NemotronHConfig.num_hidden_layers)."""
+    cfg = dict(cfg)
+    for old, new in MAMBA2_ALIASES.get(model_type, {}).items():  # (NemotronHConfig.__post_init__'s aliases)
+        if old in cfg and new not in cfg:
+            cfg[new] = cfg.pop(old)
+    arch = {}
+    if model_type == "granitemoehybrid":
+        types = cfg.get("layer_types", cfg.get("layers_block_type"))
+        layers = _number(cfg, "num_hidden_layers", file)
+        if not isinstance(types, list) or len(types) != layers:
+            raise CatalogError(file, None, "layer_types", f"must list {layers} layer kinds (num_hidden_layers) for "
+                                                          f"model_type 'granitemoehybrid', got {show(types)}; accepted: "
+                                                          "'attention' or 'mamba' each")
+        unknown = sorted({str(t) for t in types} - {"attention", "full_attention", "mamba", "linear_attention"})
+        if unknown:
+            raise CatalogError(file, None, "layer_types", f"has {show(unknown[0])}; accepted: attention, mamba")
+        mamba = sum(1 for t in types if t in ("mamba", "linear_attention"))
+        experts = _count(cfg, "num_local_experts", file, 8)
+        if experts > 0:  # GraniteMoeHybridMoE beside the shared_mlp (num_experts_per_tok default 2)
+            arch.update(num_experts=experts, experts_per_token=_count(cfg, "num_experts_per_tok", file, 2, low=1),
+                        expert_intermediate_size=_count(cfg, "intermediate_size", file, 11008, low=1),
+                        shared_intermediate_size=_count(cfg, "shared_intermediate_size", file, 1024, low=1))
+            if arch["experts_per_token"] > experts:
+                raise CatalogError(file, None, "num_experts_per_tok", f"must be at most num_local_experts ({experts}), "
+                                                                      f"got {arch['experts_per_token']}")
+            # (no dense MLP beside the experts: the dense width recorded is the expert's, counted nowhere)
+            cfg["intermediate_size"] = arch["expert_intermediate_size"]
+        else:
+            cfg["intermediate_size"] = cfg.get("shared_intermediate_size", 1024)  # (GraniteMoeHybridConfig default)
+    elif model_type == "bamba":
+        layers = _number(cfg, "num_hidden_layers", file)
+        indices = cfg.get("attn_layer_indices")
+        if not isinstance(indices, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+            raise CatalogError(file, None, "attn_layer_indices", f"must be a list of layer numbers, got {show(indices)}")
+        attention = {i for i in indices if 0 <= i < layers}
+        mamba = layers - len(attention)
+    elif model_type == "falcon_h1":
+        # FalconH1DecoderLayer: attention and a Mamba2 mixer side by side on every layer (their outputs summed, the mup
+        # multipliers scaling them add no weights), a gated MLP, input_layernorm and pre_ff_layernorm; the mixer's
+        # in_proj bias is mamba_proj_bias, its out_proj's projectors_bias (counted together: refused when they differ),
+        # its gated RMSNorm only where mamba_rms_norm (default false)
+        mamba = _number(cfg, "num_hidden_layers", file)
+        if _flag(cfg, "projectors_bias", file, False) != _flag(cfg, "mamba_proj_bias", file, False):
+            raise CatalogError(file, None, "projectors_bias", f"is {show(cfg.get('projectors_bias', False))} and "
+                                                              f"mamba_proj_bias {show(cfg.get('mamba_proj_bias', False))}: "
+                                                              "a bias on one Mamba2 projection alone is not counted; "
+                                                              "accepted: the same value for both")
+        arch.update(mamba_parallel=True, mamba_norm=_flag(cfg, "mamba_rms_norm", file, False))
+    else:  # nemotron_h
+        pattern = cfg.get("hybrid_override_pattern", cfg.get("layers_block_type", cfg.get("layer_types")))
+        kinds = list(pattern) if isinstance(pattern, str) else pattern
+        if not isinstance(kinds, list) or not kinds or any(not isinstance(k, str) or k not in NEMOTRON_BLOCKS
+                                                           for k in kinds):
+            bad = next((k for k in kinds if not isinstance(k, str) or k not in NEMOTRON_BLOCKS), None) \
+                if isinstance(kinds, list) and kinds else pattern
+            raise CatalogError(file, None, "hybrid_override_pattern", f"has {show(bad)}; accepted: a string of M "
+                                                                      "(Mamba2), * (attention) and - (MLP)")
+        kinds = [NEMOTRON_BLOCKS[k] for k in kinds]
+        if "moe" in kinds:
+            raise CatalogError(file, None, "hybrid_override_pattern", "has E (mixture-of-experts blocks: Nemotron 3 "
+                                                                      "Nano), which the engine does not count yet; "
+                                                                      "accepted: M, * and -")
+        mamba, mlp = kinds.count("mamba"), kinds.count("mlp")
+        layers = len(kinds)
+        cfg["num_hidden_layers"] = layers
+        # NemotronHConfig's default where the config leaves it out (num_key_value_heads 8; head_dim 128: HEAD_DIM_DEFAULT)
+        cfg.setdefault("num_key_value_heads", 8)
+        arch.update(mixer_free_layers=mlp, mlp_free_layers=layers - mlp, mlp_ungated=True, norms_per_layer=1)
+    for key in MOE_KEYS:  # Granite's experts are read above; the others' keys are their classes' unused defaults
+        cfg.pop(key, None)
+    keys = MAMBA2_KEYS[model_type]
+    for field, (key, default) in keys.items():
+        if field in ("mamba_conv_bias", "mamba_proj_bias"):
+            arch[field] = _flag(cfg, key, file, default)
+        elif field != "mamba_head_dim" and field != "expand":
+            arch[field] = _count(cfg, key, file, default, low=1, high=100_000)
+    key, default = keys["mamba_head_dim"]
+    heads = arch["mamba_num_heads"]
+    if "expand" in keys:  # intermediate = int(mamba_expand x hidden_size) (GraniteMoeHybridMambaLayer, BambaMixer)
+        expand = cfg.get(keys["expand"][0], keys["expand"][1])
+        if isinstance(expand, bool) or not isinstance(expand, (int, float)) or not 0 < expand <= 64:
+            raise CatalogError(file, None, keys["expand"][0], f"must be a number above 0, got {show(expand)}")
+        inner = int(expand * _number(cfg, "hidden_size", file))
+        if model_type == "falcon_h1" and cfg.get("mamba_d_ssm", 1024) is not None:  # (FalconH1Config: 1024)
+            inner = _count(cfg, "mamba_d_ssm", file, 1024, low=1)
+        head_dim = cfg.get(key, default)
+        head_dim = inner // heads if head_dim == "auto" else _count(cfg, key, file, default, low=1, high=100_000)
+        if head_dim * heads != inner:  # (the config classes' own check: mamba_d_head x mamba_n_heads == intermediate)
+            accepted = f"{inner // heads} or auto" if inner % heads == 0 else \
+                f"a {keys['mamba_num_heads'][0]} that divides {inner}, and {inner} / it"
+            raise CatalogError(file, None, key, f"is {head_dim}: {head_dim} x {keys['mamba_num_heads'][0]} ({heads}) must "
+                                                f"equal {keys['expand'][0]} x hidden_size ({inner}); accepted: {accepted}")
+        arch["mamba_head_dim"] = head_dim
+    else:
+        arch["mamba_head_dim"] = _count(cfg, key, file, default, low=1, high=100_000)
+    if heads % arch["mamba_groups"]:
+        raise CatalogError(file, None, keys["mamba_groups"][0], f"must divide {keys['mamba_num_heads'][0]} ({heads}), "
+                                                                f"got {arch['mamba_groups']}")
+    if mamba:
+        arch["mamba_layers"] = mamba
+    else:  # attention on every layer (Granite 4.0 Micro, 1B, 350M): the Llama layout
+        arch = {k: v for k, v in arch.items() if not k.startswith("mamba_")}
+    return cfg, arch
+
 def model_from_config(cfg, file: str = "config.json", model_id: str | None = None) -> dict:
     """Map config.json fields to a validated model record. Raises CatalogError (one line naming
     the file and the config field)."""
@@ -307,26 +465,14 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CatalogError(file, None, "model_type", f"is required but missing; accepted: {', '.join(SUPPORTED)}")
-    if model_type == "granitemoehybrid":
-        # GraniteMoeHybridDecoderLayer: attention or a Mamba2 layer (layer_types "mamba", transformers 5.24
-        # "linear_attention", the class's default for every layer), a shared_mlp of shared_intermediate_size (input_linear
-        # h x 2 f, output_linear f x h: Llama's three matrices' weights) and experts where num_local_experts (default 8).
-        # Granite 4.0's attention-only checkpoints (Micro, 1B, 350M) are the Llama layout with f = shared_intermediate_size;
-        # its H models (Mamba2 layers, and MoE for H-Tiny / H-Small) are refused
-        types = cfg.get("layer_types", cfg.get("layers_block_type"))
-        if not isinstance(types, list) or any(t not in ("attention", "full_attention") for t in types):
-            raise CatalogError(file, None, "layer_types", f"of model_type 'granitemoehybrid' has Mamba2 layers (Granite "
-                                                          f"4.0-H){' or is missing' if not isinstance(types, list) else ''}: "
-                                                          f"{NOT_MODELLED['nemotron_h']}; accepted: 'attention' on every layer")
-        if _count(cfg, "num_local_experts", file, 8) > 0:
-            raise CatalogError(file, None, "num_local_experts", f"is {show(cfg.get('num_local_experts', 8))}: a Granite 4.0 "
-                                                                "model with experts is not read; accepted: 0")
-        cfg = {**cfg, "intermediate_size": cfg.get("shared_intermediate_size", 1024)}  # (GraniteMoeHybridConfig default)
+    mamba_arch = {}
+    if model_type in MAMBA2_TYPES:  # Mamba2 hybrids: their layer kinds and mixers (_mamba2_layout)
+        cfg, mamba_arch = _mamba2_layout(cfg, model_type, file)
     if model_type in NOT_MODELLED:
         raise CatalogError(file, None, "model_type", f"{show(model_type)} {NOT_MODELLED[model_type]}; accepted: "
                                                      f"{', '.join(SUPPORTED)}")
     if model_type not in SUPPORTED:
-        hint = " (multimodal: its language model is under text_config)" if "text_config" in cfg else ""
+        hint = " (multimodal: see text_config)" if "text_config" in cfg else ""
         raise CatalogError(file, None, "model_type",
                            f"{show(model_type)} is not supported{hint}; accepted: {', '.join(SUPPORTED)}")
     notes = []
@@ -353,7 +499,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, key, f"is {show(value)}: model_type {model_type} is read as a dense model; "
                                                     f"accepted mixture-of-experts types: {', '.join(MOE_TYPES)}")
     if model_type in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "llama4_text", "phi3", "smollm3", *HYBRID_TYPES,
-                      "olmo2", "olmo3", "granitemoehybrid", "granite"):
+                      "olmo2", "olmo3", "granite", *MAMBA2_TYPES):
         # Qwen2's q/k/v biases are fixed by its code; gpt-oss has them all (counted below)
         for key in ("attention_bias", "mlp_bias"):
             if _flag(cfg, key, file, False):
@@ -380,6 +526,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
             raise CatalogError(file, None, "head_dim", f"is missing and hidden_size ({hidden}) is not a multiple of "
                                                        f"num_attention_heads ({heads}); give head_dim")
         head_dim = hidden // heads
+    arch.update(mamba_arch)
     if model_type == "qwen3_5_moe_text" and cfg.get("intermediate_size") is None:  # every layer MoE: no dense width
         cfg = {**cfg, "intermediate_size": cfg.get("moe_intermediate_size")}
     ffn = _number(cfg, "intermediate_size", file)
@@ -557,6 +704,12 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if arch.get("linear_attention_layers"):
         notes.append(f"Hybrid linear attention: {arch['linear_attention_layers']} of {layers} layers are Gated DeltaNet "
                      "(no KV cache: a fixed state per sequence), the rest full attention with a gated output.")
+    if arch.get("mamba_layers"):
+        attention = layers - arch["mamba_layers"] - arch.get("mixer_free_layers", 0)
+        notes.append(f"Hybrid Mamba2: {arch['mamba_layers']} of {layers} layers are Mamba2 (no KV cache: a convolution "
+                     f"and SSM state per sequence), {attention} attention"
+                     + (f", {arch['mixer_free_layers']} an MLP alone." if arch.get("mixer_free_layers") else ".")
+                     + " Training such a model is not modelled.")
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")

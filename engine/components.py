@@ -53,6 +53,7 @@ from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
     LINEAR_ATTENTION_FIELDS,
+    MAMBA_FIELDS,
     kv_elements_per_token,
     linear_attention_state,
     lora_module_dims,
@@ -417,6 +418,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
         lin_max = np.maximum(lin_max, h * np.maximum(np.where(np.asarray(arch["attention_output_gate"], dtype=bool),
                                                               2 * qd, qd), 2 * hk * dk + 2 * hv * dv))
+    if np.any(np.asarray(arch["mamba_layers"], dtype=float) > 0):  # a Mamba2 mixer's in_proj (engine/params.py mamba_params)
+        mh, mp, ms, mg = (np.asarray(arch[c], dtype=float) for c in MAMBA_FIELDS[:4])
+        lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
@@ -510,24 +514,49 @@ def _dpo_inputs(mv: View, train) -> dict:
 LINEAR_PREFILL_COEF = {"h": 2.0, "key": 8.0, "v_dk": 20.0, "v_dv": 28.0, "v": 794.0}
 
 
+# A Mamba2 mixer's prefill under transformers 5.24 without mamba_ssm / causal_conv1d (its torch path,
+# modeling_granitemoehybrid.py torch_forward and mamba2_chunk_scan: x, B and C cast to float32, B and C repeated to the
+# heads, the chunks' (chunk x chunk) decay and score tensors per head, the chunks' H x P x N states), measured: the peak
+# of one GraniteMoeHybridMambaLayer's forward on fake tensors over 1,024 and 2,048 tokens of batch 2 (benchmarks/
+# check_mamba2_counts.py --prefill, torch 2.13.0 CPU, MemTracker), less its weights, per token, at 16-bit activations:
+# 2 h + 33.67 H P + 11.83 H N + 12.16 chunk H + 4.67 H P N / chunk + 8 G N bytes (least squares on seven shapes;
+# Granite 4.0-H Small's, Nemotron Nano 2's, Falcon-H1 7B's and H-Tiny's shapes held out: -0.01%, +0.08%, +0.83%,
+# -0.01%). With mamba_ssm's kernels the layer holds less: this is the larger path, as for Gated DeltaNet.
+MAMBA_PREFILL_COEF = {"h": 2.0, "inner": 33.67, "heads_state": 11.83, "chunk_heads": 12.16, "state_chunk": 4.67,
+                      "groups_state": 8.0}
+
+
 def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
-    """Per token, the prefill's working set inside a Gated DeltaNet layer (LINEAR_PREFILL_COEF) beside the decoder
-    layer's residual (h at the activations' bytes): (what every tensor-parallel rank holds, the heads' part that tp
-    divides). 0 for a model without them."""
+    """Per token, the prefill's working set inside a Gated DeltaNet layer (LINEAR_PREFILL_COEF) or a Mamba2 mixer
+    (MAMBA_PREFILL_COEF) beside the decoder layer's residual (h at the activations' bytes): (what every
+    tensor-parallel rank holds, the heads' part that tp divides). 0 for a model without them."""
     Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
     hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
     c = LINEAR_PREFILL_COEF
     heads = c["key"] * hk * dk + c["v_dk"] * hv * dk + c["v_dv"] * hv * dv + c["v"] * hv
     on = Llin > 0
-    return np.where(on, c["h"] * h * act_b / 2.0 + act_b * h, 0.0), np.where(on, heads * act_b / 2.0, 0.0)
+    held = np.where(on, c["h"] * h * act_b / 2.0 + act_b * h, 0.0)
+    split = np.where(on, heads * act_b / 2.0, 0.0)
+    Lm = np.asarray(arch.get("mamba_layers", 0.0), dtype=float)
+    if np.any(Lm > 0):
+        mh, mp, ms, mg = (np.asarray(arch[k], dtype=float) for k in MAMBA_FIELDS[:4])
+        chunk = np.maximum(np.asarray(arch["mamba_chunk_size"], dtype=float), 1.0)
+        m = MAMBA_PREFILL_COEF
+        m_heads = (m["inner"] * mh * mp + m["heads_state"] * mh * ms + m["chunk_heads"] * chunk * mh
+                   + m["state_chunk"] * mh * mp * ms / chunk + m["groups_state"] * mg * ms)
+        mamba = Lm > 0
+        held = np.where(mamba, m["h"] * h * act_b / 2.0 + act_b * h, held)
+        split = np.where(mamba, m_heads * act_b / 2.0, split)
+    return held, split
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
-    """Per sequence, the linear-attention layers' state as transformers keeps it (0 for other models): the
-    convolution's last `kernel` positions of its q/k/v input in the activations' dtype (cache_utils.py
-    LinearAttentionLayer `conv_states`, (batch, conv_dim, kernel)) and the delta rule's Hv x dk x dv state in fp32
-    (`recurrent_states`: modeling_qwen3_next.py's torch_chunk_gated_delta_rule builds it in float32), per layer.
-    vLLM and SGLang keep kernel - 1 positions (engine/serving.py)."""
+    """Per sequence, the linear-attention and Mamba2 layers' state as transformers keeps it (0 for other models): the
+    convolution's last `kernel` positions of its input in the activations' dtype (cache_utils.py
+    LinearAttentionLayer `conv_states`, (batch, conv_dim, kernel)) and the delta rule's Hv x dk x dv state, or Mamba2's
+    heads x head_dim x state, in fp32 (`recurrent_states`: modeling_qwen3_next.py's torch_chunk_gated_delta_rule builds
+    it in float32; a bf16 Granite 4.0-H or Nemotron-H forward leaves a float32 one, benchmarks/check_mamba2_counts.py),
+    per layer. vLLM and SGLang keep kernel - 1 positions (engine/serving.py)."""
     conv, recurrent = linear_attention_state(arch, conv_positions="kernel")
     return conv * act_b + recurrent * 4.0
 

@@ -85,6 +85,23 @@ ARCH_DEFAULTS = {
     "linear_value_head_dim": 0,       # a value head's width
     "linear_conv_kernel_dim": 0,      # the short causal convolution's kernel over q, k and v
     "attention_output_gate": False,   # full-attention layers' q_proj also gives a sigmoid gate per head (2 x a x d out)
+    # Mamba2 layers (Granite 4.0-H, Nemotron-H / Nemotron Nano 2, Bamba): a selective state-space mixer in place of
+    # attention on some layers, keeping a fixed state per sequence (mamba_params, recurrent_state)
+    "mamba_layers": 0,                # layers whose mixer is Mamba2
+    "mamba_num_heads": 0,             # its heads (mamba_n_heads / mamba_num_heads)
+    "mamba_head_dim": 0,              # a head's width (mamba_d_head / mamba_head_dim): intermediate = heads x width
+    "mamba_state_size": 0,            # the SSM state per head and channel (mamba_d_state / ssm_state_size)
+    "mamba_groups": 0,                # B and C groups (mamba_n_groups / n_groups)
+    "mamba_conv_kernel": 0,           # the causal convolution's kernel (mamba_d_conv / conv_kernel)
+    "mamba_conv_bias": False,         # conv1d has a bias (mamba_conv_bias / use_conv_bias)
+    "mamba_proj_bias": False,         # in_proj and out_proj have biases (mamba_proj_bias / use_bias)
+    "mamba_norm": True,               # the gated RMSNorm over the intermediate (Falcon-H1: where mamba_rms_norm)
+    "mamba_parallel": False,          # the Mamba2 mixer runs beside attention on its layers, not in its place (Falcon-H1)
+    "mamba_chunk_size": 256,          # the prefill's scan chunk (mamba_chunk_size / chunk_size): no weights, its work
+    # blocks of one kind each (Nemotron-H: a block is a mixer, an attention layer or an MLP, one norm)
+    "mixer_free_layers": 0,           # layers with an MLP and no attention or Mamba2 mixer (Nemotron-H "-")
+    "mlp_free_layers": 0,             # layers with a mixer and no MLP (Nemotron-H "M" and "*")
+    "mlp_ungated": False,             # the MLP is up_proj and down_proj alone, 2 h f (NemotronHMLP, relu2)
 }
 
 
@@ -122,6 +139,11 @@ def architecture_counts(m) -> dict:
         the gated RMSNorm dv; the full-attention layers' q_proj doubled with attention_output_gate
         (Qwen3NextAttention: query and gate). Checked against the models built on the meta device from
         transformers 5.24's classes (benchmarks/check_hybrid_counts.py, tests/test_hybrid_models.py).
+      Mamba2 (Granite 4.0-H, Nemotron-H, Bamba): on mamba_layers of the layers, in place of attention (beside it on
+        every layer with mamba_parallel: Falcon-H1), the mixer of mamba_params; Nemotron-H's blocks hold one of a Mamba2 mixer, attention or an MLP (mixer_free_layers have an
+        MLP alone, mlp_free_layers a mixer alone) and one norm (norms_per_layer 1), its MLP up and down alone
+        (mlp_ungated). Checked against the models built on the meta device from transformers 5.24's classes
+        (benchmarks/check_mamba2_counts.py, tests/test_mamba2_models.py).
     Active parameters (per token): the same with experts_per_token experts instead of all (the
     router and the shared experts always run); embedding and lm_head counted, as published
     (Mixtral 8x7B: 12.9B active of 46.7B).
@@ -146,28 +168,34 @@ def architecture_counts(m) -> dict:
                  + np.where(_col(m, "qk_norm"), np.where(_col(m, "qk_norm_full"), a * d + kv * d, 2 * d), 0.0)
                  + np.where(mla, rkv + rq, 0.0))
     attn_other = attn_only + _col(m, "norms_per_layer") * h
-    # hybrid linear attention: Llin Gated DeltaNet layers in place of attention (every term 0 for the others)
-    Llin = _col(m, "linear_attention_layers")
+    # hybrid linear attention: Llin Gated DeltaNet layers and Lm Mamba2 layers in place of attention (every term 0
+    # for the others); Nemotron-H's blocks of one kind: Lx with an MLP alone, Ly with a mixer alone
+    Llin, Lm = _col(m, "linear_attention_layers"), _col(m, "mamba_layers")
+    Lx, Ly = _col(m, "mixer_free_layers"), _col(m, "mlp_free_layers")
     gdn_lin, gdn_other = linear_attention_params(h, *(_col(m, c) for c in LINEAR_ATTENTION_FIELDS))
-    hybrid = Llin > 0
+    mamba_lin, mamba_other = mamba_params(h, *(_col(m, c) for c in MAMBA_FIELDS))
+    hybrid = (Llin > 0) | (Lm > 0) | (Lx > 0) | (Ly > 0)
+    mlp = np.where(_col(m, "mlp_ungated"), 2 * h * f, mlp_params(h, f))
     step = np.maximum(_col(m, "moe_layer_step"), 1.0)
     moe_layers = np.where(E > 0, np.floor(np.maximum(L - _col(m, "first_dense_layers"), 0.0) / step), 0.0)
-    dense_layers = L - moe_layers
+    dense_layers = L - moe_layers - Ly
     router = E * h + np.where(_col(m, "router_bias"), E, 0.0)
     shared = 3 * h * fs + np.where(_col(m, "shared_expert_gate") & (fs > 0), h, 0.0)
     expert_bias = np.where(_col(m, "expert_bias"), 2 * fe + h, 0.0)
     moe_all = E * (3 * h * fe + expert_bias) + router + shared
     moe_active = k * (3 * h * fe + expert_bias) + router + shared
     outside = V * h + np.where(tied, 0.0, V * h) + h
-    layers_common = L * (attn_lin + attn_other) + dense_layers * mlp_params(h, f)
+    layers_common = L * (attn_lin + attn_other) + dense_layers * mlp
     attn_layers_lin = L * attn_lin
     if np.any(hybrid):  # (integers below 2**53: exact in any order)
-        layers_common = np.where(hybrid, (L - Llin) * (attn_lin + attn_only) + Llin * (gdn_lin + gdn_other)
-                                 + L * _col(m, "norms_per_layer") * h + dense_layers * mlp_params(h, f), layers_common)
-        attn_layers_lin = np.where(hybrid, (L - Llin) * attn_lin + Llin * gdn_lin, attn_layers_lin)
+        La = attention_layers(m)
+        layers_common = np.where(hybrid, La * (attn_lin + attn_only) + Llin * (gdn_lin + gdn_other)
+                                 + Lm * (mamba_lin + mamba_other) + L * _col(m, "norms_per_layer") * h
+                                 + dense_layers * mlp, layers_common)
+        attn_layers_lin = np.where(hybrid, La * attn_lin + Llin * gdn_lin + Lm * mamba_lin, attn_layers_lin)
     total = outside + layers_common + moe_layers * moe_all
     active = outside + layers_common + moe_layers * moe_active
-    linear = attn_layers_lin + dense_layers * mlp_params(h, f) + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
+    linear = attn_layers_lin + dense_layers * mlp + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
     return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
             "moe_layers": moe_layers, "experts": moe_layers * E * (3 * h * fe + expert_bias)}
 
@@ -182,15 +210,66 @@ def linear_attention_params(h, hk, hv, dk, dv, kernel):
     return h * (2 * key + 2 * val) + h * 2 * hv + val * h, (2 * key + val) * kernel + 2 * hv + dv
 
 
-def linear_attention_state(m, conv_positions="kernel"):
-    """Per sequence, over all linear-attention layers: (the convolution's state values, the recurrent state
-    values). The convolution keeps the last positions of its q/k/v input, (2 key + val) wide: transformers'
-    LinearAttentionLayer `conv_states` (batch, conv_dim, kernel) (conv_positions "kernel"), vLLM's and
-    SGLang's (kernel - 1) ("kernel-1"); the delta rule's state is Hv x dk x dv (`recurrent_states`)."""
-    Llin = _col(m, "linear_attention_layers")
+MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
+                "mamba_conv_bias", "mamba_proj_bias", "mamba_norm")
+
+
+def mamba_params(h, heads, head_dim, state, groups, kernel, conv_bias=False, proj_bias=False, norm=True):
+    """(matrix weights, other weights) of one Mamba2 mixer (transformers 5.24 modeling_granitemoehybrid.py
+    GraniteMoeHybridMambaLayer lines 519-565, modeling_nemotron_h.py NemotronHMamba2Mixer lines 401-448,
+    modeling_bamba.py BambaMixer lines 598-644): intermediate I = heads x head_dim, conv_dim = I + 2 groups x state;
+    in_proj h x (I + conv_dim + heads) (gate z, the convolution's x/B/C input, dt), out_proj I x h, their biases
+    where proj_bias; a depthwise conv1d conv_dim x kernel (+ conv_dim bias); dt_bias, A_log and D, heads each; the
+    gated RMSNorm I where norm (modeling_falcon_h1.py FalconH1Mixer lines 598-653: nn.Identity unless mamba_rms_norm;
+    its intermediate mamba_d_ssm = heads x head_dim, configuration_falcon_h1.py validate_architecture)."""
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
+    proj = inner + conv_dim + heads
+    bias = np.where(np.asarray(proj_bias, dtype=bool), proj + h, 0.0)
+    conv = conv_dim * kernel + np.where(np.asarray(conv_bias, dtype=bool), conv_dim, 0.0)
+    return h * proj + inner * h, bias + conv + 3 * heads + np.where(np.asarray(norm, dtype=bool), inner, 0.0)
+
+
+def attention_layers(m):
+    """Layers with an attention mixer: all but the Gated DeltaNet and Mamba2 ones (unless the Mamba2 mixer runs beside
+    attention, Falcon-H1) and Nemotron-H's MLP blocks."""
+    L = np.asarray(m["num_layers"], dtype=np.float64)
+    mamba = np.where(_col(m, "mamba_parallel"), 0.0, _col(m, "mamba_layers"))
+    return L - _col(m, "linear_attention_layers") - mamba - _col(m, "mixer_free_layers")
+
+
+def state_layers(m):
+    """Layers that keep a fixed state per sequence instead of K/V: Gated DeltaNet and Mamba2 (0 for other models)."""
+    return _col(m, "linear_attention_layers") + _col(m, "mamba_layers")
+
+
+def recurrent_state(m, conv_positions="kernel", tp=1.0):
+    """Per sequence, over all layers that keep a state (Gated DeltaNet and Mamba2): (the convolution's state values,
+    the recurrent state values), over all tensor-parallel ranks.
+    Gated DeltaNet: the convolution keeps the last positions of its q/k/v input, (2 key + val) wide; the delta rule's
+    state is Hv x dk x dv. Mamba2: the convolution keeps its x/B/C input, conv_dim = heads x head_dim + 2 groups x
+    state wide; the SSM state is heads x head_dim x state. transformers' LinearAttentionLayer `conv_states` (batch,
+    conv_dim, kernel) (conv_positions "kernel"; benchmarks/check_hybrid_counts.py, check_mamba2_counts.py), vLLM's and
+    SGLang's (kernel - 1) ("kernel-1"). Under tensor parallelism vLLM and SGLang give every rank the groups its heads
+    need: groups not divisible by tp become tp (vllm model_executor/layers/mamba/mamba_utils.py
+    MambaStateShapeCalculator.mamba2_state_shape / extra_groups_for_head_shards, commit 02d7108; sglang
+    srt/configs/mamba_utils.py Mamba2StateShape.create, commit 02e208d)."""
+    Llin, Lm = _col(m, "linear_attention_layers"), _col(m, "mamba_layers")
     hk, hv, dk, dv, kernel = (_col(m, c) for c in LINEAR_ATTENTION_FIELDS)
-    positions = kernel if conv_positions == "kernel" else np.maximum(kernel - 1.0, 0.0)
-    return Llin * (2 * hk * dk + hv * dv) * positions, Llin * hv * dk * dv
+    heads, head_dim, state, groups, m_kernel = (_col(m, c) for c in MAMBA_FIELDS[:5])
+    tp = np.asarray(tp, dtype=np.float64)
+    groups = np.where(np.mod(groups, tp) == 0, groups, tp)  # (n_groups + tp - n_groups)
+
+    def positions(k):
+        return k if conv_positions == "kernel" else np.maximum(k - 1.0, 0.0)
+    conv = Llin * (2 * hk * dk + hv * dv) * positions(kernel) \
+        + Lm * (heads * head_dim + 2 * groups * state) * positions(m_kernel)
+    return conv, Llin * hv * dk * dv + Lm * heads * head_dim * state
+
+
+def linear_attention_state(m, conv_positions="kernel"):
+    """recurrent_state without tensor parallelism (the name the Gated DeltaNet callers use)."""
+    return recurrent_state(m, conv_positions)
 
 
 def kv_elements_per_token(m, policy_full: bool = False):
@@ -201,8 +280,9 @@ def kv_elements_per_token(m, policy_full: bool = False):
     L, kv, d, a = (np.asarray(m[k], dtype=np.float64) for k in ("num_layers", "num_kv_heads", "head_dim", "num_heads"))
     rkv, rope, nope, vd = (_col(m, c) for c in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
     latent = np.where(policy_full, a * (nope + rope) + a * vd, rkv + rope)
-    # hybrid linear attention: only the full-attention layers keep K/V (the others a state per sequence)
-    full_layers = L - _col(m, "linear_attention_layers")
+    # hybrid linear attention / Mamba2: only the attention layers keep K/V (the others a state per sequence, or none:
+    # Nemotron-H's MLP blocks)
+    full_layers = attention_layers(m)
     return np.where(rkv > 0, L * latent, 2.0 * full_layers * kv * d)
 
 

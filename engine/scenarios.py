@@ -950,15 +950,18 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         i = cfg.first_row(bad)
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
-    # hybrid linear attention (Qwen3-Next, Qwen3.5): what training keeps for a Gated DeltaNet layer's backward is not
-    # traced yet; inference (its state per sequence) is
-    if "linear_attention_layers" in models and not allow_unmodelled:
-        hybrid = models["linear_attention_layers"].fillna(0).to_numpy(dtype=float)[idx] > 0
-        bad = train & hybrid
+    # hybrid linear attention (Qwen3-Next, Qwen3.5) and Mamba2 hybrids (Granite 4.0-H, Nemotron-H, Bamba): what training
+    # keeps for a Gated DeltaNet or Mamba2 layer's backward is not traced yet; inference (its state per sequence) is
+    stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
+    if stateful and not allow_unmodelled:
+        counts = {c: models[c].fillna(0).to_numpy(dtype=float)[idx] for c in stateful}
+        bad = train & (sum(counts.values()) > 0)
         if bad.any():
             i = cfg.first_row(bad)
-            raise ValueError(f"{out['model'].iloc[i]} has linear-attention (Gated DeltaNet) layers, whose training memory "
-                             "is not modelled yet; accepted for this model: --task infer, and `serve`")
+            kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][cfg.inv[i]] > 0
+                    else "linear-attention (Gated DeltaNet)")
+            raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet; "
+                             "accepted for this model: --task infer, and `serve`")
 
 
 def grid(**axes) -> pd.DataFrame:

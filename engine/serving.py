@@ -58,7 +58,14 @@ import pandas as pd
 import engine.constants as C
 from engine.components import eager_prefill_terms, linear_prefill_bytes
 from engine.estimate import REQUIRED_MODEL_COLUMNS, check_tables, estimate  # weights and KV per token, as every surface counts them
-from engine.params import ARCH_DEFAULTS, LINEAR_ATTENTION_FIELDS, architecture_counts, linear_attention_state, model_types
+from engine.params import (
+    ARCH_DEFAULTS,
+    LINEAR_ATTENTION_FIELDS,
+    MAMBA_FIELDS,
+    architecture_counts,
+    model_types,
+    recurrent_state,
+)
 from engine.scenarios import did_you_mean
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
@@ -153,12 +160,21 @@ VLLM_TP_NON_TORCH_FROM = (0, 19)
 # the full layers' K/V (engine/components.py); llama.cpp and Ollama keep a recurrent state per sequence (counted as
 # transformers' here, in its share of each layer). ExLlamaV2, ExLlamaV3 and MLC-LLM are refused for these models
 # (ExLlamaV3 runs them, cache/recurrent.py, but its recurrent state per request is not modelled here).
+# Mamba2 hybrids (Granite 4.0-H, Nemotron-H, Bamba) the same way, their state per layer from
+# MambaStateShapeCalculator.mamba2_state_shape (a (kernel - 1) x conv_dim / tp conv state, conv_dim = heads x head_dim +
+# 2 x groups x state with the groups raised to tp where tp does not divide them, and a heads / tp x head_dim x state
+# temporal state; SGLang's Mamba2StateShape.create alike): engine/params.py recurrent_state.
 VLLM_LINEAR_ATTENTION_FROM = (0, 10)
 VLLM_MAMBA_ALIGN_TOKENS = 16
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
 SGLANG_MAMBA_RUNNING_RATIO = 3
 HYBRID_LINEAR_ENGINES = ("vllm", "sglang", "transformers", "llama.cpp", "ollama")
-LINEAR_SSM_FP32_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")  # vLLM: their config's mamba_ssm_dtype float32
+# vLLM keeps these models' temporal state in float32: Qwen3.5's config's mamba_ssm_dtype; Nemotron-H's
+# NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype (vllm model_executor/models/config.py,
+# DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32": "Only `float32` is known to have no accuracy issues by default"). The other
+# Mamba2 hybrids (Granite 4.0-H, Bamba) keep "auto", the model's dtype (mamba_utils.py
+# MambaStateDtypeCalculator._mamba_state_dtype, commit 02d7108)
+LINEAR_SSM_FP32_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe", "nemotron_h")
 VLLM_TP_NON_TORCH_BYTES = 1.82 * C.GIB
 # vLLM by version (`serve --engine-version X.Y`; default: the current V1 defaults above).
 # - V1 became the default engine in v0.8.0 (release notes: "We have now enabled V1 engine by
@@ -961,16 +977,18 @@ BACKEND_FAMILIES = {"cuda": ("nvidia",), "rocm": ("amd",), "metal": ("apple",), 
 def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
     """Hybrid linear-attention models (Qwen3-Next, Qwen3.5): the engines whose allocation of their state is modelled
     (HYBRID_LINEAR_ENGINES), and vLLM from the release that runs them."""
-    if "linear_attention_layers" not in models:
+    stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]  # (Mamba2 layers alike)
+    if not stateful:
         return
-    hybrid = req["model"].map(models.set_index("id")["linear_attention_layers"].fillna(0)).to_numpy(float) > 0
+    by_id = models.set_index("id")
+    hybrid = sum(req["model"].map(by_id[c].fillna(0)).to_numpy(float) for c in stateful) > 0
     if not hybrid.any():
         return
     engine = req["engine"].astype(str).to_numpy()
     bad = hybrid & ~np.isin(engine, HYBRID_LINEAR_ENGINES)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"engine {engine[i]!r} is not accepted for {req['model'].iloc[i]} (linear-attention layers: its "
+        raise ValueError(f"engine {engine[i]!r} is not accepted for {req['model'].iloc[i]} (linear-attention or Mamba2 layers: its "
                          f"state per request is not modelled there); accepted: {', '.join(HYBRID_LINEAR_ENGINES)}")
     draft = req["draft_model"].fillna("").astype(str).str.strip().to_numpy() != "" if "draft_model" in req \
         else np.zeros(len(req), dtype=bool)
@@ -978,14 +996,15 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"draft_model {req['draft_model'].iloc[i]!r} is not accepted beside {req['model'].iloc[i]} under "
-                         f"{engine[i]}: a separate draft's pages beside the linear-attention states are not modelled; "
+                         f"{engine[i]}: a separate draft's pages beside the linear-attention / Mamba2 states are not modelled; "
                          "accepted: no draft model")
     key = _version_key(*vllm_version(req["engine_version"]))
     bad = hybrid & (engine == "vllm") & ~np.isnan(key) & (key < _version_key(*VLLM_LINEAR_ATTENTION_FROM))
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"engine_version {req['engine_version'].iloc[i]!r} is not accepted for {req['model'].iloc[i]}: "
-                         f"vLLM runs Gated DeltaNet models from 0.10.2; accepted: 0.10 or later (or no version)")
+                         f"vLLM runs Gated DeltaNet models from 0.10.2 (Mamba2 hybrids in its V1 engine from 0.10); "
+                         "accepted: 0.10 or later (or no version)")
 
 
 def engine_takes_precision(engine: str, precision: str) -> bool:
@@ -1676,12 +1695,17 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # --max-num-seqs (default 1); its prefill's working set and logits grow with that batch
     hf_batch = np.maximum(np.where(req["concurrency"].isna().to_numpy(), seqs, req["concurrency"].to_numpy(float)), 1.0)
     hf_tokens = ctx * hf_batch
-    # hybrid linear attention (Qwen3-Next, Qwen3.5): their Gated DeltaNet layers' fields, read once
-    n_linear = _model_col(m, "linear_attention_layers")
-    linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS)} \
-        if (n_linear > 0).any() else None
-    # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention (engine/components.py
-    # LINEAR_PREFILL_COEF), where it is the larger working set
+    # hybrid linear attention (Qwen3-Next, Qwen3.5) and Mamba2 (Granite 4.0-H, Nemotron-H, Bamba): their Gated DeltaNet /
+    # Mamba2 layers' fields, read once; n_linear counts both kinds (the layers that keep a state, not K/V)
+    n_gdn, n_mamba = _model_col(m, "linear_attention_layers"), _model_col(m, "mamba_layers")
+    n_linear = n_gdn + n_mamba
+    # the attention layers, which keep K/V (Nemotron-H's MLP blocks keep nothing; Falcon-H1's layers attend beside their
+    # Mamba2 mixer)
+    n_attention = L - n_gdn - np.where(_model_col(m, "mamba_parallel") > 0, 0.0, n_mamba) - _model_col(m, "mixer_free_layers")
+    linear_arch = {c: _model_col(m, c) for c in ("linear_attention_layers", *LINEAR_ATTENTION_FIELDS, "mamba_layers",
+                                                 *MAMBA_FIELDS, "mamba_chunk_size")} if (n_linear > 0).any() else None
+    # transformers' prefill of a Gated DeltaNet layer without flash-linear-attention, or of a Mamba2 mixer without
+    # mamba_ssm (engine/components.py LINEAR_PREFILL_COEF, MAMBA_PREFILL_COEF), where it is the larger working set
     if is_hf.any() and linear_arch is not None:
         lin_held, lin_split = linear_prefill_bytes(linear_arch, h, 2.0)
         per_token_hf = np.where(lin_held > 0, np.maximum(8.0 * h, lin_held)
@@ -1858,11 +1882,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     linear = (is_vllm | is_sglang) & (n_linear > 0)
     linear_block = np.full(n, np.nan)
     if linear.any():
-        conv, ssm = linear_attention_state(linear_arch, conv_positions="kernel-1")
+        conv, ssm = recurrent_state(linear_arch, conv_positions="kernel-1", tp=tp)
         ssm_fp32 = np.isin(model_type, LINEAR_SSM_FP32_MODEL_TYPES)
         n_lin = np.maximum(n_linear, 1.0)
         conv_layer, ssm_layer = conv / n_lin / tp * 2.0, ssm / n_lin / tp  # one layer's, per GPU (values x bytes below)
-        n_full = L - n_linear
+        n_full = n_attention
         kv_b = pd.Series(kv_prec, dtype=object).map(C.KV_BYTES).fillna(2.0).to_numpy(float)
         attn_token = 2.0 * np.maximum(kvh / tp, 1.0) * d * kv_b  # one full-attention layer's K and V of a token, per GPU
         # vLLM: the mamba page (temporal state in the model's dtype unless the config asks float32), the block size
@@ -2068,7 +2092,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         sampler_peak=np.where(is_vllm, sampler >= batched * per_token_act, None),
         chunked_prefill=np.where(is_vllm, chunked, None),
         # vLLM's hybrid KV cache manager: the tokens a request holds in each sliding-window (chunked-local) layer
-        kv_window_tokens=window_tokens, kv_block_tokens=linear_block, linear_attention_layers=n_linear,
+        kv_window_tokens=window_tokens, kv_block_tokens=linear_block, linear_attention_layers=n_gdn, mamba_layers=n_mamba,
+        attention_layers=n_attention,
         kv_window_layers=np.where(np.isnan(window_tokens), np.nan, n_window),
         # the draft model (speculative decoding), per GPU like every byte above
         draft_model=np.where(has_draft, draft_id, None),

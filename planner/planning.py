@@ -214,9 +214,10 @@ def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Training rows of a model with linear-attention (Gated DeltaNet) layers: refused by the engine (their training
     memory is not traced yet, engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows
     without figures (e.g. a user's Qwen3.5 in a training matrix)."""
-    if "linear_attention_layers" not in models.columns or "task" not in frame.columns:
+    stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models.columns]  # (and Mamba2 layers)
+    if not stateful or "task" not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
-    hybrid = _model_fact(frame, models, "linear_attention_layers")
+    hybrid = sum(np.nan_to_num(_model_fact(frame, models, c)) for c in stateful)
     train = per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
     return train & (np.nan_to_num(hybrid) > 0)
 

@@ -96,6 +96,9 @@ SERVE_JSON_KEYS = (
     # hybrid linear-attention models (Qwen3-Next, Qwen3.5): vLLM's attention block in tokens, raised so that an
     # attention page holds a Gated DeltaNet layer's state (null elsewhere: 16); the layers with a state per sequence
     "kv_block_tokens", "linear_attention_layers",
+    # Mamba2 hybrids (Granite 4.0-H, Nemotron-H, Bamba, Falcon-H1): the Mamba2 layers, which keep a state per sequence as
+    # well, and the layers with attention, which keep K/V (Falcon-H1: every layer, beside its Mamba2 mixer)
+    "mamba_layers", "attention_layers",
     # the KV cache the engine sets aside itself, per GPU (kv_cache_bytes_available is what is left for it, the same for
     # every engine): vLLM / SGLang / MLC-LLM their whole budget, llama.cpp / Ollama -c tokens on the GPU layers,
     # ExLlamaV2 its cache of max_num_seqs x max_model_len, ExLlamaV3 its pool of that many tokens in 256-token pages; null for transformers (its cache grows with each sequence)
@@ -602,15 +605,19 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
                         f"of a request (its window - 1 + --max-num-batched-tokens {int(row['profile_tokens']):,})"
                         + (f", the {full} full-attention layers all {int(row['max_model_len']):,}" if full else "")
                         + "; max concurrency counts the blocks each takes (vLLM 0.10 on)")
-    linear = row.get("linear_attention_layers")
-    if linear is not None and linear > 0:
+    linear = (row.get("linear_attention_layers") or 0) + (row.get("mamba_layers") or 0)
+    if linear > 0:
         block = row.get("kv_block_tokens")
         how = {"vllm": (f"vLLM pages each state beside the attention pages, its attention block raised to "
                         f"{int(block)} tokens (vLLM 0.10.2 on)" if block is not None and np.isfinite(block) else ""),
                "sglang": (f"SGLang gives {SGLANG_MAMBA_FULL_MEMORY_RATIO:g} / {1 + SGLANG_MAMBA_FULL_MEMORY_RATIO:g} of its budget "
                           "to a Mamba pool of these states, the rest to the tokens")}
-        lines.insert(1, f"  hybrid linear attention: {int(linear)} of {int(row['total_layers'])} layers keep a fixed state "
-                        "per request instead of a KV cache" + (f"; {how[row['engine']]}" if how.get(row["engine"]) else ""))
+        kind = "hybrid Mamba2" if (row.get("mamba_layers") or 0) > 0 else "hybrid linear attention"
+        attention = row.get("attention_layers")
+        beside = attention is not None and attention >= row["total_layers"]  # (Falcon-H1: both on every layer)
+        lines.insert(1, f"  {kind}: {int(linear)} of {int(row['total_layers'])} layers keep a fixed state per request "
+                        + ("beside their KV cache" if beside else "instead of a KV cache")
+                        + (f"; {how[row['engine']]}" if how.get(row["engine"]) else ""))
     if isinstance(row.get("draft_model"), str):
         where = (f", its own f16 context of {int(row['draft_context']):,} tokens per slot (-cd)" if row["engine"] == "llama.cpp"
                  else f", tensor parallel {int(row['draft_tensor_parallel_size'])}")

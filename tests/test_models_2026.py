@@ -132,25 +132,27 @@ def test_ernie_4_5_moe_keeps_its_dense_first_layers_and_shared_experts():
         model_from_config({**cfg, "use_bias": True})
 
 
-def test_granite_4_reads_its_attention_only_models_and_refuses_its_mamba_ones():
+def test_granite_4_reads_its_attention_only_and_its_mamba_models():
     """GraniteMoeHybridConfig covers Granite 4.0 Micro (every layer "attention", num_local_experts 0: the Llama layout
     with shared_mlp's shared_intermediate_size) and Granite 4.0-H (Mamba2 layers between attention ones, experts on
-    H-Tiny / H-Small). The first is read (it was refused as 'not supported'); the others are refused naming Mamba2."""
+    H-Tiny / H-Small). Both are read (the H models were refused naming Mamba2; tests/test_mamba2_models.py counts them);
+    a layer kind it does not know is refused by name."""
     cfg = json.loads((DATA / "granite-4.0-micro.json").read_text())
     record = model_from_config(cfg)
     assert (record["intermediate_size"], record["tied_embeddings"], record["family"]) == (8192, True, "custom-granitemoehybrid")
+    assert record.get("mamba_layers", 0) == 0
     hybrid = {**cfg, "layer_types": (["mamba"] * 5 + ["attention"]) * 6 + ["mamba"] * 4}  # Granite 4.0-H Micro's pattern
-    with pytest.raises(CatalogError, match="layer_types.*Mamba2 layers.*does not count yet; accepted: 'attention'"):
-        model_from_config(hybrid)
-    with pytest.raises(CatalogError, match="num_local_experts.*is 64.*accepted: 0"):
-        model_from_config({**cfg, "num_local_experts": 64, "num_experts_per_tok": 6})
+    assert model_from_config(hybrid)["mamba_layers"] == 34
+    moe = model_from_config({**cfg, "num_local_experts": 64, "num_experts_per_tok": 6, "intermediate_size": 512})
+    assert (moe["num_experts"], moe["experts_per_token"], moe["expert_intermediate_size"]) == (64, 6, 512)
+    with pytest.raises(CatalogError, match="layer_types.*has 'sliding'; accepted: attention, mamba"):
+        model_from_config({**cfg, "layer_types": ["sliding"] * 40})
 
 
-@pytest.mark.parametrize("model_type, what", [("granitemoehybrid", "Mamba"), ("nemotron_h", "Mamba"),
-                                              ("falcon_h1", "Mamba"), ("phi4flash", "SambaY"),
+@pytest.mark.parametrize("model_type, what", [("zamba2", "Mamba"), ("jamba", "Mamba"), ("phi4flash", "SambaY"),
                                               ("gemma3n", "per-layer embeddings"), ("lfm2", "short-convolution")])
 def test_a_hybrid_the_engine_does_not_count_is_refused_naming_what_it_lacks(tmp_path, model_type, what):
-    """IBM Granite 4.0-H, NVIDIA Nemotron-H / Nano 2, Falcon-H1 (Mamba2 layers), Phi-4-mini-flash, Gemma 3n, LFM2:
+    """Zamba2 (Mamba2 with shared attention blocks), Jamba (Mamba1), Phi-4-mini-flash, Gemma 3n, LFM2:
     one line, exit status 2, naming what the engine does not count (it said only "is not supported")."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "hidden_size": 1536, "num_attention_heads": 12,
@@ -298,11 +300,12 @@ def test_a_granite_4_micro_gguf_counts_as_its_config(tmp_path):
     assert record["family"] == "custom-granite"
 
 
-@pytest.mark.parametrize("arch, what", [("granitehybrid", "Mamba"), ("nemotron_h", "Mamba"), ("falcon-h1", "Mamba"),
+@pytest.mark.parametrize("arch, what", [("nemotron_h_moe", "Mamba"), ("falcon-h1", "Mamba"),
                                         ("qwen3next", "Gated DeltaNet")])
 def test_a_hybrid_gguf_is_refused_naming_what_the_engine_lacks(tmp_path, arch, what):
-    """Granite 4.0-H, Nemotron-H, Falcon-H1 and Qwen3-Next GGUFs: one line saying what is not counted (it said only
-    "general.architecture 'granitehybrid' is not read")."""
+    """Nemotron 3 Nano (nemotron_h_moe), Falcon-H1 and Qwen3-Next GGUFs: one line saying what is not counted (it said
+    only "general.architecture 'granitehybrid' is not read"; Granite 4.0-H's and Nemotron-H's are read:
+    tests/test_mamba2_models.py)."""
     head, tail = _ends(SMALL)
     path = _gguf(tmp_path / "hybrid.gguf", arch, SMALL, head + tail)
     code, out, err = run_cli("estimate", "--model-file", str(path), "--gpu", "h100-sxm-80gb", "--task", "infer")
