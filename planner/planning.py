@@ -317,15 +317,16 @@ def _columns_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame 
             values[rows] = y.to_numpy()
             cols[name] = values
         elif isinstance(dx, pd.CategoricalDtype) and isinstance(dy, pd.CategoricalDtype):
-            codes = x.cat.codes.to_numpy().copy()
+            # (the arrays' codes: the .cat accessor costs ~20 us a column, some 40 categorical columns a sweep)
+            codes = x.array.codes.copy()
             if dx == dy:
-                codes[rows] = y.cat.codes.to_numpy()
+                codes[rows] = y.array.codes
                 cols[name] = pd.Categorical.from_codes(codes, dtype=dx)
                 continue
             cats = x.cat.categories
             extra = y.cat.categories[cats.get_indexer(y.cat.categories) < 0]
             cats = cats.append(extra) if len(extra) else cats
-            theirs = y.cat.codes.to_numpy()
+            theirs = y.array.codes
             codes[rows] = np.where(theirs >= 0, cats.get_indexer(y.cat.categories)[theirs], -1)
             cols[name] = pd.Categorical.from_codes(codes, categories=cats)
         elif dx == dy:  # numpy or extension (nullable boolean, text) arrays alike
