@@ -169,14 +169,23 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         if col in absent:
             continue
         values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype) and isinstance(default, str):
+            # through the codes, as values.cat.add_categories([default]).fillna(default) fills it: some 30 columns of a
+            # sweep of training and inference plans, where the Series' isna, accessor and fillna cost ~0.15 ms each
+            cat = values.array
+            missing = cat.codes < 0
+            if not missing.any():
+                continue
+            if default not in cat.categories:
+                cat = cat.add_categories([default])
+            codes = cat.codes.copy()
+            codes[missing] = cat.categories.get_loc(default)
+            out[col] = pd.Categorical.from_codes(codes, dtype=cat.dtype)
+            continue
         missing = values.isna()
         if not missing.any():
             continue
-        if isinstance(values.dtype, pd.CategoricalDtype) and isinstance(default, str):
-            if default not in values.cat.categories:
-                values = values.cat.add_categories([default])
-            out[col] = values.fillna(default)
-        elif values.dtype.kind == "f" and isinstance(default, (int, float)) and not isinstance(default, bool):
+        if values.dtype.kind == "f" and isinstance(default, (int, float)) and not isinstance(default, bool):
             out[col] = values.fillna(float(default))
         else:
             out[col] = values.astype(object).where(~missing, default)
