@@ -489,8 +489,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     cols.update({
         "compatible": compatible, "compatibility_notes": _as_column(verdict["compatibility_notes"].to_numpy().copy()),
         "fits_within": ok, "max_gpus": limit,
-        "label": _as_text(np.where(unmodelled, NOT_MODELLED_LABEL, np.where(
-            ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)), "✗ incompatible")))),
+        "label": _labels(unmodelled, ok, compatible, count, limit),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(copy=True),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(copy=True),
         "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(copy=True),  # (at the context, whatever the peak phase)
@@ -533,6 +532,20 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
         res = pd.concat([res, left_out], ignore_index=True)
         res = res.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
     return res
+
+
+def _labels(unmodelled: np.ndarray, ok: np.ndarray, compatible: np.ndarray, count: np.ndarray,
+            limit: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """configurations' label of each row: "✗ not modelled", the GPU count where it fits within its limit, "✗ >limit"
+    where it does not, "✗ incompatible" where the rules refuse it. Written once per distinct (case, number), as text
+    (a sweep's ~15,000 rows have a few dozen: numpy's per-row text of each count and each limit cost ~3 ms)."""
+    case = np.where(unmodelled, 0, np.where(ok, 1, np.where(compatible, 2, 3)))
+    number = np.where(case == 1, count, np.where(case == 2, limit, 0)).astype(np.int64)
+    codes, uniques = pd.factorize(case * (int(number.max(initial=0)) + 1) + number)
+    first = np.unique(codes, return_index=True)[1]  # a row of each distinct key, in the key's code order
+    texts = [NOT_MODELLED_LABEL if c == 0 else str(k) if c == 1 else f"✗ >{k}" if c == 2 else "✗ incompatible"
+             for c, k in zip(case[first].tolist(), number[first].tolist())]
+    return pd.array(np.asarray(texts, dtype=object), dtype="str").take(codes)
 
 
 def _mask_rows(cols: dict, rows: np.ndarray, keep) -> None:
