@@ -441,3 +441,20 @@ def test_budget_says_each_workloads_settings_and_takes_the_training_precision():
     assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"]
     code, out, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:infer-int4", "--precision", "bf16")
     assert code == 2 and "--precision applies to training (full, lora, qlora) workloads" in err
+
+
+def test_needs_per_gpu_is_the_two_groupbys():
+    """purchase_for's count of the (model, workload) each GPU runs and the most GPUs one needs, on the keys' codes, is
+    what the two groupbys it replaced give (GPUs in first-seen order, a row missing a key left out), at any size."""
+    def groupbys(rows):
+        need = rows.groupby(["gpu", "model", "workload"], sort=False)["gpus"].min().reset_index()
+        return need.groupby("gpu", sort=False).agg(covered=("gpus", "size"), gpus=("gpus", "max")).reset_index()
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 5, 40, 200):
+        gpu = rng.choice(["h100", "a100", "l4", "t4", None], n, p=[0.3, 0.3, 0.2, 0.15, 0.05])
+        rows = pd.DataFrame({"gpu": pd.Categorical(gpu, categories=["a100", "h100", "l4", "t4", "b200"]),
+                             "model": pd.Categorical(rng.choice(["llama", "qwen", "mistral"], n)),
+                             "workload": pd.Categorical(rng.choice(["qlora", "infer-int4"], n)),
+                             "gpus": rng.integers(1, 17, n)})
+        pd.testing.assert_frame_equal(procurement._needs_per_gpu(rows), groupbys(rows), check_exact=True)
