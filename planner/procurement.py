@@ -367,10 +367,17 @@ def budget_within(sweep: dict, gpus: pd.DataFrame, hosts: pd.DataFrame, budget: 
     rows["meets_deadline"] = ~late
     cost = pd.to_numeric(rows["cost_usd"], errors="coerce").to_numpy(dtype=float)
     usable = ok & ~late & np.isfinite(cost)
-    cand = rows[usable].sort_values(["cost_usd", "gpus"], kind="stable")
-    best = cand.drop_duplicates(["model", "workload"], keep="first")
+    # each (model, workload)'s cheapest usable row (ties: fewer GPUs, then the rows' order), in the order of `pairs`:
+    # as rows[usable].sort_values(["cost_usd", "gpus"], kind="stable").drop_duplicates(["model", "workload"]) ordered
+    # by pair, on positions (the sort, the dedupe and the reorder of the ~40-column frame cost ~3 ms a Budget change)
+    cand = np.flatnonzero(usable)
+    cand = cand[np.lexsort((rows["gpus"].to_numpy()[cand], cost[cand]))]
+    key = pd.factorize(rows["model"])[0].astype(np.int64)[cand] * (len(rows) + 1) + pd.factorize(rows["workload"])[0][cand]
+    cand = cand[np.sort(np.unique(key, return_index=True)[1])]
     order = {p: i for i, p in enumerate(pairs)}
-    best = best.assign(_o=[order[(m, w)] for m, w in zip(best["model"], best["workload"])]).sort_values("_o").drop(columns="_o")
+    cand = cand[np.argsort([order[(m, w)] for m, w in zip(rows["model"].to_numpy()[cand], rows["workload"].to_numpy()[cand])],
+                           kind="stable")]
+    best = rows.iloc[cand]
     within = best[best["cost_usd"] <= budget].reset_index(drop=True)
     unlocks = best[best["cost_usd"] > budget].reset_index(drop=True)
     reached = set(zip(best["model"], best["workload"]))

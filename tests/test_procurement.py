@@ -458,3 +458,18 @@ def test_needs_per_gpu_is_the_two_groupbys():
                              "workload": pd.Categorical(rng.choice(["qlora", "infer-int4"], n)),
                              "gpus": rng.integers(1, 17, n)})
         pd.testing.assert_frame_equal(procurement._needs_per_gpu(rows), groupbys(rows), check_exact=True)
+
+
+def test_each_workload_takes_its_cheapest_row_then_fewer_gpus_then_the_first_in_the_order_asked():
+    """budget_within's choice per (model, workload), on positions: the lowest cost, a tie to fewer GPUs, then to the
+    earlier row; the answers in the order the pairs were asked, whatever the rows' order."""
+    rows = pd.DataFrame({"model": pd.Categorical(["b", "a", "a", "a", "b", "a", "b"]),
+                         "workload": pd.Categorical(["qlora"] * 7),
+                         "gpu": ["x1", "x2", "x3", "x4", "x5", "x6", "x7"],
+                         "gpus": [2, 4, 2, 2, 1, 1, 1],
+                         "cost_usd": [100.0, 50.0, 50.0, 50.0, 100.0, 70.0, np.nan]})
+    sweep = {"rows": rows, "ok": np.ones(len(rows), dtype=bool), "pairs": [("a", "qlora"), ("b", "qlora")],
+             "settings": {"condition": "new", "headroom": 0.1, "max_gpus": 8, "tco": {}}}
+    out = procurement.budget_within(sweep, pd.DataFrame(), pd.DataFrame(), 1_000.0)
+    assert out["rows"][["model", "gpu"]].astype(str).values.tolist() == [["a", "x3"], ["b", "x5"]]
+    assert procurement.budget_within(sweep, pd.DataFrame(), pd.DataFrame(), 60.0)["unlocks"]["gpu"].tolist() == ["x5"]
