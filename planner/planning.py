@@ -583,7 +583,7 @@ def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.Da
     order = np.argsort(first, kind="stable")  # the groups in first-seen order
     number = np.empty(len(order), dtype=np.int64)
     number[order] = np.arange(len(order))
-    keys = frame.iloc[first[order]][by].astype(str).reset_index(drop=True)
+    keys = frame[by].iloc[first[order]].astype(str).reset_index(drop=True)  # (the columns first: a sweep has ~120)
     return number[inverse.reshape(-1)], keys
 
 
@@ -691,13 +691,18 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
     by = [c for c in by if c in configs.columns]
     codes, all_groups = groups(configs, by)
-    priced_groups = best[by].astype(str)
-    missing = all_groups.merge(priced_groups, on=by, how="left", indicator=True)
-    unpriced = (missing["_merge"] == "left_only").to_numpy()
+    # the groups with no priced configuration (all_groups.merge(best's keys, how="left", indicator=True) said which:
+    # ~4 ms; each group is one row of both, its keys as text)
+    if by:
+        priced = set(zip(*(best[c].astype(str) for c in by)))
+        unpriced = np.fromiter((key not in priced for key in zip(*(all_groups[c] for c in by))), dtype=bool,
+                               count=len(all_groups))
+    else:  # one group of every row: priced where any row is
+        unpriced = np.full(len(all_groups), not len(best))
     # a group whose every row the engine does not model (training a linear-attention model, not_modelled) is
     # named as such, not "out of reach": no GPU count was tried (procurement.budget_within does the same)
     unmodelled = _unmodelled_groups(configs, codes, len(all_groups))
-    keep = missing.drop(columns="_merge")
+    keep = all_groups
     return {"feasible": feasible, "unlocks": unlocks,
             "out_of_reach": keep[unpriced & ~unmodelled].reset_index(drop=True),
             "not_modelled": keep[unpriced & unmodelled].reset_index(drop=True),
