@@ -323,10 +323,10 @@ def configurations(plan_map: dict, model_ids: tuple, gpu_ids: tuple, models: pd.
     """planning.configurations without NOT_ON_PAGES; `condition` (new | used | either) prices the whole systems
     (system_usd)."""
     frame = planning.plans_frame(plan_map, model=list(model_ids), gpu=list(gpu_ids))
-    full = planning.configurations(frame, models, gpus, max_gpus=max_gpus, rules=shipped("compatibility"),
-                                   hosts=shipped("hosts"), condition=condition)
-    # a copy, so that the dropped columns' memory goes back (a frame without them could still view the result's blocks)
-    return full.drop(columns=[c for c in NOT_ON_PAGES if c in full.columns]).copy(deep=True)
+    # (left out as it is built: every column of the result is an array of its own, so none keeps the engine's block,
+    # whose memory goes back; the drop and deep copy of the whole result this did cost ~8 ms a Budget change)
+    return planning.configurations(frame, models, gpus, max_gpus=max_gpus, rules=shipped("compatibility"),
+                                   hosts=shipped("hosts"), condition=condition, drop=NOT_ON_PAGES)
 
 
 @planner_cache(max_entries=24, show_spinner=False)

@@ -103,6 +103,15 @@ def check(frame: pd.DataFrame, gpus: pd.DataFrame | None, rules: pd.DataFrame | 
     return pd.DataFrame({"compatible": compatible, "compatibility_notes": notes}, index=frame.index)
 
 
+def columns_read(rules: pd.DataFrame | None) -> set[str]:
+    """The columns of a frame that check() reads under `rules`: gpu, gpus and every rule's columns (a caller may pass
+    a frame of these alone: a row's verdict reads that row's values of these columns only)."""
+    read = {"gpu", "gpus"}
+    if rules is not None and "columns" in rules.columns:
+        read.update(col for text in rules["columns"].tolist() for col in _items(text))
+    return read
+
+
 def refusals(notes) -> list[str]:
     """Of a row's compatibility_notes, those of the rules that refuse the card ("incompatible: ..."), not the notes."""
     return [str(n) for n in notes if str(n).startswith("incompatible: ")]

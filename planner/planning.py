@@ -33,15 +33,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+try:  # pandas >= 3.0
+    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
+except ImportError:  # pragma: no cover - pandas 2.x
+    _from_blocks = None
+
 from engine.categories import from_codes as category_codes
 from engine.categories import per_value, positions
 from engine.compat import check as compat_check
+from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
 from engine.memory import PHASES
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
-from planner.systems import CONDITIONS, breakeven, system_costs_per_pair
+from planner.systems import BREAKEVEN_INPUTS, CONDITIONS, breakeven, system_costs_per_pair
 
 # Columns engine/speed.py adds to estimate() when a GPU is given: passed through, never computed here.
 try:
@@ -163,14 +169,23 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         if col in absent:
             continue
         values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype) and isinstance(default, str):
+            # through the codes, as values.cat.add_categories([default]).fillna(default) fills it: some 30 columns of a
+            # sweep of training and inference plans, where the Series' isna, accessor and fillna cost ~0.15 ms each
+            cat = values.array
+            missing = cat.codes < 0
+            if not missing.any():
+                continue
+            if default not in cat.categories:
+                cat = cat.add_categories([default])
+            codes = cat.codes.copy()
+            codes[missing] = cat.categories.get_loc(default)
+            out[col] = pd.Categorical.from_codes(codes, dtype=cat.dtype)
+            continue
         missing = values.isna()
         if not missing.any():
             continue
-        if isinstance(values.dtype, pd.CategoricalDtype) and isinstance(default, str):
-            if default not in values.cat.categories:
-                values = values.cat.add_categories([default])
-            out[col] = values.fillna(default)
-        elif values.dtype.kind == "f" and isinstance(default, (int, float)) and not isinstance(default, bool):
+        if values.dtype.kind == "f" and isinstance(default, (int, float)) and not isinstance(default, bool):
             out[col] = values.fillna(float(default))
         else:
             out[col] = values.astype(object).where(~missing, default)
@@ -291,53 +306,93 @@ def rows_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame) -> 
     other mix takes the dtype pandas gives the two parts together."""
     if list(other.columns) != list(base.columns):
         other = other[list(base.columns)]
+    return _frame_of(_columns_replaced(base, rows, other, base.columns), base.index)
+
+
+def _columns_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame | None, names) -> dict:
+    """rows_replaced's columns `names` as {name: array}, each array new (none views base's or other's: the engine's
+    result arrays are carved from one pooled block, which a view would keep), in `names`' order. other None (or no
+    rows): base's columns copied."""
     cols = {}
-    # numpy columns of one dtype in both frames (most of a result): one 2-D copy per dtype, its rows
-    # replaced at once (a column at a time cost ~0.15 ms each in pandas' checks, ~110 columns)
-    same = {}
-    for name, dx, dy in zip(base.columns, base.dtypes, other.dtypes):
-        if isinstance(dx, np.dtype) and dx == dy and dx.kind in "biufcmM":
-            same.setdefault(dx, []).append(name)
-    parts = []
-    for dtype, names in same.items():
-        block = base[names].to_numpy(dtype=dtype, copy=True)
-        block[rows] = other[names].to_numpy(dtype=dtype)
-        parts.append(pd.DataFrame(block, columns=names, index=base.index, copy=False))
-    done = {name for names in same.values() for name in names}
-    for name in base.columns:
-        if name in done:
+    replace = other is not None and len(rows) > 0
+    for name in names:
+        x = base[name]
+        if not replace:
+            cols[name] = _own_array(x)
             continue
-        x, y = base[name], other[name]
-        if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
-            codes = x.cat.codes.to_numpy().copy()
-            if x.dtype == y.dtype:
-                codes[rows] = y.cat.codes.to_numpy()
-                cols[name] = pd.Categorical.from_codes(codes, dtype=x.dtype)
+        y = other[name]
+        dx, dy = x.dtype, y.dtype
+        if isinstance(dx, np.dtype) and dx == dy and dx.kind in "biufcmM":
+            values = x.to_numpy(copy=True)
+            values[rows] = y.to_numpy()
+            cols[name] = values
+        elif isinstance(dx, pd.CategoricalDtype) and isinstance(dy, pd.CategoricalDtype):
+            # (the arrays' codes: the .cat accessor costs ~20 us a column, some 40 categorical columns a sweep)
+            codes = x.array.codes.copy()
+            if dx == dy:
+                codes[rows] = y.array.codes
+                cols[name] = pd.Categorical.from_codes(codes, dtype=dx)
                 continue
             cats = x.cat.categories
             extra = y.cat.categories[cats.get_indexer(y.cat.categories) < 0]
             cats = cats.append(extra) if len(extra) else cats
-            theirs = y.cat.codes.to_numpy()
+            theirs = y.array.codes
             codes[rows] = np.where(theirs >= 0, cats.get_indexer(y.cat.categories)[theirs], -1)
             cols[name] = pd.Categorical.from_codes(codes, categories=cats)
-        elif x.dtype == y.dtype:  # numpy or extension (nullable boolean, text) arrays alike
+        elif dx == dy:  # numpy or extension (nullable boolean, text) arrays alike
             values = x.array.copy()
             values[rows] = y.array
-            cols[name] = values
+            cols[name] = values.to_numpy() if isinstance(dx, np.dtype) else values
         else:
             keep = np.ones(len(base), dtype=bool)
             keep[rows] = False
             both = pd.concat([x[keep], y.set_axis(rows)]).sort_index()
             cols[name] = both.to_numpy() if isinstance(both.dtype, np.dtype) else both.array
-    if cols or not parts:
-        parts.append(pd.DataFrame(cols, index=base.index))
-    return (pd.concat(parts, axis=1) if len(parts) > 1 else parts[0])[list(base.columns)]
+    return cols
+
+
+def _own_array(column: pd.Series):
+    """A copy of the column's values (a numpy array for a numpy dtype, its extension array otherwise)."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy(copy=True)
+    return column.array.copy()
+
+
+def _as_column(values):
+    """`values` typed as a frame built from {name: values} types its column (an object array of texts: pandas' "str";
+    a numpy-backed extension array: its numpy array)."""
+    if isinstance(values, pd.api.extensions.ExtensionArray) and type(values) is not pd.arrays.NumpyExtensionArray:
+        return values
+    values = np.asarray(values)
+    if values.dtype != object:
+        return values
+    typed = pd.Series(values, copy=False)
+    return typed.to_numpy() if isinstance(typed.dtype, np.dtype) else typed.array
+
+
+def _frame_of(columns: dict, index: pd.Index) -> pd.DataFrame:
+    """A frame of `columns` ({name: numpy or extension array of one dtype, each its own}): the numpy columns of one
+    dtype stacked into one block (a frame of a block per column warns and slows at every column a caller adds to it),
+    the extension arrays taken as they are. As pd.DataFrame(columns) builds it, less its checks and copies of each
+    array (pandas < 3.0, without pandas.api.internals.create_dataframe_from_blocks: that constructor)."""
+    if _from_blocks is None:  # pragma: no cover - pandas 2.x
+        return pd.DataFrame(columns, index=index, copy=False)
+    by_dtype, blocks = {}, []
+    for i, values in enumerate(columns.values()):
+        if isinstance(values, np.ndarray):
+            by_dtype.setdefault(values.dtype, []).append(i)
+        else:
+            blocks.append((values, np.array([i], dtype=np.intp)))
+    arrays = list(columns.values())
+    for where in by_dtype.values():
+        blocks.append((np.stack([arrays[i] for i in where]), np.array(where, dtype=np.intp)))
+    return _from_blocks(blocks, index=index, columns=pd.Index(list(columns)))
 
 
 def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame,
                    max_gpus: int = 8, overhead: dict | None = None,
                    rules: pd.DataFrame | None = None, hosts: pd.DataFrame | None = None,
-                   condition: str = "new") -> pd.DataFrame:
+                   condition: str = "new", drop=()) -> pd.DataFrame:
     """For every (model, gpu, workload) row: the smallest count of that card that holds it
     (up to `max_gpus`) and the engine's estimate at that count.
 
@@ -355,7 +410,8 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     total_vram_bytes and the GPU's catalog facts;
     compatible and compatibility_notes (engine/compat.py over `rules`, default the shipped
     rules): an incompatible row is never `fits_within`, whatever its memory, and its label
-    says "✗ incompatible".
+    says "✗ incompatible". `drop`: columns left out of the result (those a caller never reads; absent ones ignored).
+    Every column of the result is an array of its own (none views the engine's pooled result block).
     """
     if "gpu" not in scenarios.columns or "model" not in scenarios.columns:
         raise ValueError("configurations need 'model' and 'gpu' columns")
@@ -365,6 +421,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     if max_gpus < 1:
         raise ValueError(f"max_gpus {max_gpus} is not accepted; accepted: a whole number >= 1")
     overhead = overhead or {}
+    drop = set(drop)
     everything = with_defaults(scenarios.reset_index(drop=True))
     long_rows, deep_rows = refused_rows(everything, models)
     refused = long_rows | deep_rows
@@ -404,67 +461,68 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # row estimated again: below REUSE_ONE_CARD_ROWS one-GPU rows, estimating them again is cheaper.
     several = np.flatnonzero(count > 1)
     rules = compatibility_rules() if rules is None else rules
-    # one card "holds it alone" only where the rules let that card run it (bf16 on a T4 held its bytes yet is
-    # refused): the one-card rows' verdict; the rows estimated at more GPUs are asked again at their count (a multi-GPU
-    # rule, several Macs, refuses the count, not the card)
-    verdict = compat_check(one, gpus, rules)
-    one_compatible = verdict["compatible"].to_numpy(dtype=bool)
-    if not len(several):  # every row at one GPU: the first call's rows (and their verdict) are the answer
-        res = one
+    # the result is assembled once, from arrays of its own (see _frame_of): the rows estimated again, the added
+    # columns, the masked rows and the columns left out (`drop`) in one pass, where setting them on a frame of ~160
+    # columns round by round (rows_replaced, two concats, a setitem per masked column, the caller's drop and copy)
+    # cost ~35 ms a Budget change (docs/performance.md, session 33)
+    read = {"fits", "usable_bytes", *BREAKEVEN_INPUTS} | (compat_columns(rules) & set(one.columns))
+    names = [name for name in one.columns if name not in drop or name in read]
+    if not len(several):  # every row at one GPU: the first call's rows are the answer
+        cols = _columns_replaced(one, several, None, names)
     elif n - len(several) < REUSE_ONE_CARD_ROWS:
-        res = estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **allow, **overhead)
-        verdict = compat_check(res, gpus, rules)
+        cols = _columns_replaced(estimate(sc.assign(gpus=count, tp=0, pp=0), models, gpus, **allow, **overhead),
+                                 several, None, names)
     else:
         at_count = estimate(sc.iloc[several].assign(gpus=count[several], tp=0, pp=0), models, gpus, **allow, **overhead)
-        res = rows_replaced(one, several, at_count)
-        # the verdict at the count, for those rows only (a row's verdict reads that row alone: engine/compat.py)
-        theirs = compat_check(at_count, gpus, rules)
-        compatible, notes = one_compatible.copy(), verdict["compatibility_notes"].to_numpy().copy()
-        compatible[several] = theirs["compatible"].to_numpy(dtype=bool)
-        notes[several] = theirs["compatibility_notes"].to_numpy()
-        verdict = pd.DataFrame({"compatible": compatible, "compatibility_notes": notes})
+        cols = _columns_replaced(one, several, at_count, names)
+    # one card "holds it alone" only where the rules let that card run it (bf16 on a T4 held its bytes yet is
+    # refused); the rows estimated at more GPUs are asked at their count (a multi-GPU rule, several Macs, refuses the
+    # count, not the card). A row's verdict reads that row alone (engine/compat.py), so the rows' verdict at their
+    # count is the one-card verdict wherever the count is one, and only there is the one-card verdict read (a row at
+    # two or more GPUs did not fit on one: one_fits is false there whatever the rules)
+    verdict = compat_check(pd.DataFrame({c: cols[c] for c in compat_columns(rules) if c in cols}, copy=False),
+                           gpus, rules)
     compatible = verdict["compatible"].to_numpy(dtype=bool)
-    one_fits = one_fits & one_compatible
-    ok = within & res["fits"].fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
-    res["gpus_needed"] = needed
-    # the new columns, added in two batches (one insert per column into the result's ~110 costs
-    # about a millisecond each at any row count; the pages call this for a handful of rows too)
-    added = {
-        "compatible": compatible, "compatibility_notes": verdict["compatibility_notes"].to_numpy(),
+    one_fits = one_fits & compatible
+    ok = within & pd.Series(cols["fits"], copy=False).fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
+    cols["gpus_needed"] = needed
+    # the new columns (new names after the old, in this order; an existing name replaced in place)
+    cols.update({
+        "compatible": compatible, "compatibility_notes": _as_column(verdict["compatibility_notes"].to_numpy().copy()),
         "fits_within": ok, "max_gpus": limit,
-        "label": _as_text(np.where(unmodelled, NOT_MODELLED_LABEL, np.where(
-            ok, count.astype(str), np.where(compatible, np.char.add("✗ >", limit.astype(str)), "✗ incompatible")))),
-        "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(),
-        "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(),
-        "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(),  # (at the context, whatever the peak phase)
-        "one_gpu_memory_used_fraction": one["memory_used_fraction"].to_numpy(),
-        **{f"gpu_{col}": gpus[col].array.take(gidx) for col in GPU_INFO},
-    }
-    price = pd.to_numeric(pd.Series(added["gpu_price_usd"]), errors="coerce").to_numpy(dtype=float)
-    cloud = pd.to_numeric(pd.Series(added["gpu_cloud_usd_per_hour"]), errors="coerce").to_numpy(dtype=float)
-    added["buy_usd"] = np.where(ok, count * price, np.nan)
-    added["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
-    res = _with_columns(res, added)
-    system, pair = system_costs_per_pair(res, gpus, shipped_hosts() if hosts is None else hosts, condition, count=count)
-    added = {}
+        "label": _labels(unmodelled, ok, compatible, count, limit),
+        "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(copy=True),
+        "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(copy=True),
+        "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(copy=True),  # (at the context, whatever the peak phase)
+        "one_gpu_memory_used_fraction": one["memory_used_fraction"].to_numpy(copy=True),
+        **{f"gpu_{col}": _as_column(gpus[col].array.take(gidx)) for col in GPU_INFO},
+    })
+    price = pd.to_numeric(pd.Series(cols["gpu_price_usd"]), errors="coerce").to_numpy(dtype=float)
+    cloud = pd.to_numeric(pd.Series(cols["gpu_cloud_usd_per_hour"]), errors="coerce").to_numpy(dtype=float)
+    cols["buy_usd"] = np.where(ok, count * price, np.nan)
+    cols["rent_usd_per_hour"] = np.where(ok, count * cloud, np.nan)
+    system, pair = system_costs_per_pair(pd.DataFrame({"gpu": cols["gpu"]}, copy=False), gpus,
+                                         shipped_hosts() if hosts is None else hosts, condition, count=count)
     for src, dst in SYSTEM_COLUMNS.items():
         per_pair = system[src].to_numpy()
         if per_pair.dtype.kind == "f":
-            added[dst] = np.where(ok, per_pair[pair], np.nan)
+            cols[dst] = np.where(ok, per_pair[pair], np.nan)
         else:  # text: typed once per pair (and "" for a row that does not fit), then taken for every row
-            added[dst] = _as_text(np.append(per_pair, "")).take(np.where(ok, pair, len(per_pair)))
-    pays = breakeven(added["system_usd"].astype(float), res)
-    added["system_breakeven_months"] = pays["breakeven_months"].to_numpy()
-    added["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy()
-    added["total_vram_bytes"] = count * res["usable_bytes"].to_numpy(dtype=float)
-    added["beyond_context"] = np.zeros(len(res), dtype=bool)
-    added["beyond_layers"] = np.zeros(len(res), dtype=bool)
-    res = _with_columns(res, added)
+            cols[dst] = _as_text(np.append(per_pair, "")).take(np.where(ok, pair, len(per_pair)))
+    pays = breakeven(cols["system_usd"].astype(float),
+                     pd.DataFrame({c: cols[c] for c in BREAKEVEN_INPUTS if c in cols}, index=pd.RangeIndex(n), copy=False))
+    cols["system_breakeven_months"] = pays["breakeven_months"].to_numpy(copy=True)
+    cols["system_breakeven_hours"] = pays["breakeven_hours"].to_numpy(copy=True)
+    cols["total_vram_bytes"] = count * np.asarray(cols["usable_bytes"], dtype=float)
+    cols["beyond_context"] = np.zeros(n, dtype=bool)
+    cols["beyond_layers"] = np.zeros(n, dtype=bool)
+    for name in [name for name in cols if name in drop]:
+        del cols[name]
     if unmodelled.any():  # no figure of the engine's stands for these rows: missing, never a fit (the GPU's facts stay)
-        _mask_rows(res, unmodelled, keep={*everything.columns, "usable_bytes",
-                                          *(c for c in res.columns if c.startswith("gpu_"))})
+        _mask_rows(cols, unmodelled, keep={*everything.columns, "usable_bytes", *(c for c in cols if c.startswith("gpu_"))})
+    res = _frame_of(cols, pd.RangeIndex(n))
     if refused.any():  # the refused rows, in their places: no figures, labelled, never a fit
-        left_out = everything[refused].copy()
+        left_out = everything[refused].drop(columns=[c for c in everything.columns if c in drop])
         left_out["beyond_context"] = long_rows[refused]
         left_out["beyond_layers"] = deep_rows[refused]
         left_out["fits_within"] = False
@@ -477,21 +535,30 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     return res
 
 
-def _mask_rows(res: pd.DataFrame, rows: np.ndarray, keep) -> None:
+def _labels(unmodelled: np.ndarray, ok: np.ndarray, compatible: np.ndarray, count: np.ndarray,
+            limit: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """configurations' label of each row: "✗ not modelled", the GPU count where it fits within its limit, "✗ >limit"
+    where it does not, "✗ incompatible" where the rules refuse it. Written once per distinct (case, number), as text
+    (a sweep's ~15,000 rows have a few dozen: numpy's per-row text of each count and each limit cost ~3 ms)."""
+    case = np.where(unmodelled, 0, np.where(ok, 1, np.where(compatible, 2, 3)))
+    number = np.where(case == 1, count, np.where(case == 2, limit, 0)).astype(np.int64)
+    codes, uniques = pd.factorize(case * (int(number.max(initial=0)) + 1) + number)
+    first = np.unique(codes, return_index=True)[1]  # a row of each distinct key, in the key's code order
+    texts = [NOT_MODELLED_LABEL if c == 0 else str(k) if c == 1 else f"✗ >{k}" if c == 2 else "✗ incompatible"
+             for c, k in zip(case[first].tolist(), number[first].tolist())]
+    return pd.array(np.asarray(texts, dtype=object), dtype="str").take(codes)
+
+
+def _mask_rows(cols: dict, rows: np.ndarray, keep) -> None:
     """The engine's float columns (not the scenario's, `keep`) missing at `rows`, and its fit verdicts false there,
-    in place (each float column's own array: no copy of the frame)."""
-    for name in res.columns:
+    in place (`cols`: configurations' {name: array}, each array its own)."""
+    for name, values in cols.items():
         if name in keep:
             continue
-        col = res[name]
-        if isinstance(col.dtype, np.dtype) and col.dtype.kind == "f":
-            values = col.to_numpy(copy=True)
+        if isinstance(values, np.ndarray) and values.dtype.kind == "f":
             values[rows] = np.nan
-            res[name] = values
         elif name in ("fits", "fits_at_estimate", "one_gpu_fits"):
-            values = col.to_numpy(dtype=object, copy=True) if not isinstance(col.dtype, np.dtype) else col.to_numpy(copy=True)
             values[rows] = False
-            res[name] = pd.array(values, dtype=col.dtype)
 
 
 def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.DataFrame]:
@@ -517,7 +584,7 @@ def groups(frame: pd.DataFrame, by=("model", "plan")) -> tuple[np.ndarray, pd.Da
     order = np.argsort(first, kind="stable")  # the groups in first-seen order
     number = np.empty(len(order), dtype=np.int64)
     number[order] = np.arange(len(order))
-    keys = frame.iloc[first[order]][by].astype(str).reset_index(drop=True)
+    keys = frame[by].iloc[first[order]].astype(str).reset_index(drop=True)  # (the columns first: a sweep has ~120)
     return number[inverse.reshape(-1)], keys
 
 
@@ -625,13 +692,18 @@ def budget_plan(configs: pd.DataFrame, budget: float, mode: str = "buy", hours: 
     unlocks = more.assign(extra_usd=more["cost_usd"] - budget).sort_values("cost_usd", kind="stable").reset_index(drop=True)
     by = [c for c in by if c in configs.columns]
     codes, all_groups = groups(configs, by)
-    priced_groups = best[by].astype(str)
-    missing = all_groups.merge(priced_groups, on=by, how="left", indicator=True)
-    unpriced = (missing["_merge"] == "left_only").to_numpy()
+    # the groups with no priced configuration (all_groups.merge(best's keys, how="left", indicator=True) said which:
+    # ~4 ms; each group is one row of both, its keys as text)
+    if by:
+        priced = set(zip(*(best[c].astype(str) for c in by)))
+        unpriced = np.fromiter((key not in priced for key in zip(*(all_groups[c] for c in by))), dtype=bool,
+                               count=len(all_groups))
+    else:  # one group of every row: priced where any row is
+        unpriced = np.full(len(all_groups), not len(best))
     # a group whose every row the engine does not model (training a linear-attention model, not_modelled) is
     # named as such, not "out of reach": no GPU count was tried (procurement.budget_within does the same)
     unmodelled = _unmodelled_groups(configs, codes, len(all_groups))
-    keep = missing.drop(columns="_merge")
+    keep = all_groups
     return {"feasible": feasible, "unlocks": unlocks,
             "out_of_reach": keep[unpriced & ~unmodelled].reset_index(drop=True),
             "not_modelled": keep[unpriced & unmodelled].reset_index(drop=True),

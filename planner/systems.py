@@ -112,6 +112,10 @@ def _priced(at: np.ndarray, n: np.ndarray, gpus: pd.DataFrame, hosts: pd.DataFra
     return out
 
 
+# the columns of `frame` breakeven reads
+BREAKEVEN_INPUTS = ("rent_usd_per_month", "power_usd_per_month", "resale_fraction", "hours_per_month", "utilization")
+
+
 def breakeven(cost_usd, frame: pd.DataFrame) -> pd.DataFrame:
     """Buy vs rent for a whole system of `cost_usd` (cards + hosts + network) against renting the
     same GPUs: `breakeven_months` (engine/speed.py breakeven_months over the engine's own TCO

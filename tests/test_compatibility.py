@@ -247,3 +247,23 @@ def test_the_single_scenario_rows_carry_the_rules_verdict():
     assert not part["fits"] and not part["compatible"]
     ok = planning.with_compatibility(estimate(pd.DataFrame([{**sc, "precision": "int4"}]), models, gpus), gpus).iloc[0]
     assert ok["compatible"] and ok["fits"] and not any(n.startswith("incompatible") for n in ok["compatibility_notes"])
+
+
+def test_the_columns_read_are_all_a_verdict_needs():
+    """planning.configurations asks the rules once, over a frame of columns_read alone (its ~160 columns otherwise):
+    the verdict of the shipped rules over a sweep is the same from those columns as from the whole frame."""
+    from engine.compat import columns_read
+    rules = default_catalog().compatibility()
+    read = columns_read(rules)
+    assert {"gpu", "gpus", "precision"} <= read
+    assert columns_read(None) == {"gpu", "gpus"}
+    cat = default_catalog()
+    gpus = cat.gpus()
+    plan = {"train": {"task": "train", "method": "full", "seq": 1024, "batch": 1},
+            "serve": {"task": "infer", "precision": "int4", "seq": 1024, "batch": 1}}
+    frame = planning.configurations(planning.plans_frame(plan, model=list(cat.models()["id"][:6]),
+                                                         gpu=list(gpus["id"])), cat.models(), gpus, max_gpus=4)
+    whole = check(frame, gpus, rules)
+    narrow = check(frame[[c for c in frame.columns if c in read]], gpus, rules)
+    assert not whole["compatible"].all()  # (some rule refuses some row: the comparison means something)
+    pd.testing.assert_frame_equal(whole, narrow)

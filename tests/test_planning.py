@@ -690,3 +690,16 @@ def test_what_if_on_a_card_without_bf16_offers_fp16_and_never_fits_a_refused_row
     ampere = planning.what_if({**base, "gpu": "a10"}, models, gpus)
     assert "FP16 instead of BF16 (this card has no bf16)" not in set(ampere["change"])
     assert "FlashAttention-2 (no mask or scores kept)" in set(ampere["change"]) and ampere["compatible"].all()
+
+
+def test_labels_are_the_per_row_texts_at_any_size():
+    """configurations' labels, written once per distinct (case, number), are the texts the per-row rule gives."""
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 64, 65, 5000):
+        unmodelled, ok, compatible = rng.random(n) < 0.05, rng.random(n) < 0.6, rng.random(n) < 0.9
+        count, limit = rng.integers(1, 17, n), rng.choice([1, 8, 16], n)
+        expect = [planning.NOT_MODELLED_LABEL if u else str(c) if o else f"✗ >{lim}" if k else "✗ incompatible"
+                  for u, o, k, c, lim in zip(unmodelled, ok, compatible, count, limit)]
+        got = planning._labels(unmodelled, ok, compatible, count, limit)
+        assert list(got) == expect
+        assert got.dtype == pd.array(np.asarray(expect, dtype=object), dtype="str").dtype

@@ -441,3 +441,35 @@ def test_budget_says_each_workloads_settings_and_takes_the_training_precision():
     assert round(json.loads(out)["memory_used_fraction"], 4) == r["memory_used_fraction"]
     code, out, err = run("budget", "--budget", "5000", "--workloads", "llama-3-8b:infer-int4", "--precision", "bf16")
     assert code == 2 and "--precision applies to training (full, lora, qlora) workloads" in err
+
+
+def test_needs_per_gpu_is_the_two_groupbys():
+    """purchase_for's count of the (model, workload) each GPU runs and the most GPUs one needs, on the keys' codes, is
+    what the two groupbys it replaced give (GPUs in first-seen order, a row missing a key left out), at any size."""
+    def groupbys(rows):
+        need = rows.groupby(["gpu", "model", "workload"], sort=False)["gpus"].min().reset_index()
+        return need.groupby("gpu", sort=False).agg(covered=("gpus", "size"), gpus=("gpus", "max")).reset_index()
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 5, 40, 200):
+        gpu = rng.choice(["h100", "a100", "l4", "t4", None], n, p=[0.3, 0.3, 0.2, 0.15, 0.05])
+        rows = pd.DataFrame({"gpu": pd.Categorical(gpu, categories=["a100", "h100", "l4", "t4", "b200"]),
+                             "model": pd.Categorical(rng.choice(["llama", "qwen", "mistral"], n)),
+                             "workload": pd.Categorical(rng.choice(["qlora", "infer-int4"], n)),
+                             "gpus": rng.integers(1, 17, n)})
+        pd.testing.assert_frame_equal(procurement._needs_per_gpu(rows), groupbys(rows), check_exact=True)
+
+
+def test_each_workload_takes_its_cheapest_row_then_fewer_gpus_then_the_first_in_the_order_asked():
+    """budget_within's choice per (model, workload), on positions: the lowest cost, a tie to fewer GPUs, then to the
+    earlier row; the answers in the order the pairs were asked, whatever the rows' order."""
+    rows = pd.DataFrame({"model": pd.Categorical(["b", "a", "a", "a", "b", "a", "b"]),
+                         "workload": pd.Categorical(["qlora"] * 7),
+                         "gpu": ["x1", "x2", "x3", "x4", "x5", "x6", "x7"],
+                         "gpus": [2, 4, 2, 2, 1, 1, 1],
+                         "cost_usd": [100.0, 50.0, 50.0, 50.0, 100.0, 70.0, np.nan]})
+    sweep = {"rows": rows, "ok": np.ones(len(rows), dtype=bool), "pairs": [("a", "qlora"), ("b", "qlora")],
+             "settings": {"condition": "new", "headroom": 0.1, "max_gpus": 8, "tco": {}}}
+    out = procurement.budget_within(sweep, pd.DataFrame(), pd.DataFrame(), 1_000.0)
+    assert out["rows"][["model", "gpu"]].astype(str).values.tolist() == [["a", "x3"], ["b", "x5"]]
+    assert procurement.budget_within(sweep, pd.DataFrame(), pd.DataFrame(), 60.0)["unlocks"]["gpu"].tolist() == ["x5"]
