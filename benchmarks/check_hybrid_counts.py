@@ -106,16 +106,14 @@ def _tracker():
     return mp, PhaseMemTracker, Ref
 
 
-def layer_peak(h, hk, hv, dk, dv, batch, seq) -> int:
-    """One Gated DeltaNet layer's forward peak, less its weights (bytes)."""
+def prefill_peak(build, h, batch, seq) -> int:
+    """One layer's forward peak over a batch x seq x h bf16 state, less its weights (bytes): `build()` makes the layer
+    (on the meta device), which runs under FakeTensorMode with the harness's MemTracker (benchmarks/measure_peaks.py).
+    benchmarks/check_mamba2_counts.py measures a Mamba2 mixer with it."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
     mp, PhaseMemTracker, Ref = _tracker()
-    cfg = Qwen3NextConfig(hidden_size=h, num_attention_heads=16, num_key_value_heads=2, head_dim=128,
-                          linear_conv_kernel_dim=4, linear_key_head_dim=dk, linear_value_head_dim=dv,
-                          linear_num_key_heads=hk, linear_num_value_heads=hv, num_hidden_layers=1)
     with torch.device("meta"):
-        layer = Qwen3NextGatedDeltaNet(cfg, layer_idx=0)
+        layer = build()
     layer.to(torch.bfloat16)
     with FakeTensorMode(allow_non_fake_inputs=True):
         layer.to_empty(device="cpu")
@@ -127,6 +125,15 @@ def layer_peak(h, hk, hv, dk, dv, batch, seq) -> int:
             layer(x)
         cats = mp._split(mt.peak_snap, Ref)
     return mt.peak_total - cats["param_bytes"] - cats["buffer_bytes"]
+
+
+def layer_peak(h, hk, hv, dk, dv, batch, seq) -> int:
+    """One Gated DeltaNet layer's forward peak, less its weights (bytes)."""
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+    cfg = Qwen3NextConfig(hidden_size=h, num_attention_heads=16, num_key_value_heads=2, head_dim=128,
+                          linear_conv_kernel_dim=4, linear_key_head_dim=dk, linear_value_head_dim=dv,
+                          linear_num_key_heads=hk, linear_num_value_heads=hv, num_hidden_layers=1)
+    return prefill_peak(lambda: Qwen3NextGatedDeltaNet(cfg, layer_idx=0), h, batch, seq)
 
 
 def per_token(shape) -> float:

@@ -82,36 +82,25 @@ def cache(model_type: str, **extra) -> None:
 
 
 def _tracker():
+    """The harness's MemTracker subclass and its categories, as benchmarks/check_hybrid_counts.py loads them."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import measure_peaks as mp  # the harness's MemTracker subclass and its categories
-    PhaseMemTracker, Ref, _ = mp._make_tracker_class()
-    return mp, PhaseMemTracker, Ref
+    from check_hybrid_counts import _tracker as load
+    return load()
 
 
 def layer_peak(h, heads, head_dim, state, groups, chunk, batch, seq) -> int:
     """One Mamba2 mixer's prefill forward (GraniteMoeHybridMambaLayer, transformers' torch path: no mamba_ssm /
     causal_conv1d) at bf16, on fake tensors, less its weights (bytes)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from check_hybrid_counts import prefill_peak  # the same single-layer measurement as the Gated DeltaNet's
     from transformers.models.granitemoehybrid import GraniteMoeHybridConfig
     from transformers.models.granitemoehybrid.modeling_granitemoehybrid import GraniteMoeHybridMambaLayer
-    mp, PhaseMemTracker, Ref = _tracker()
     cfg = GraniteMoeHybridConfig(hidden_size=h, num_attention_heads=16, num_hidden_layers=1, layer_types=["mamba"],
                                  mamba_n_heads=heads, mamba_d_head=head_dim, mamba_expand=heads * head_dim // h,
                                  mamba_d_state=state, mamba_n_groups=groups, mamba_chunk_size=chunk, num_local_experts=0)
-    with torch.device("meta"):
-        layer = GraniteMoeHybridMambaLayer(cfg, layer_idx=0)
-    layer.to(torch.bfloat16)
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        layer.to_empty(device="cpu")
-        x = torch.randn(batch, seq, h, dtype=torch.bfloat16)
-        mt = PhaseMemTracker()
-        mt.track_external(layer, x)
-        with mt, torch.inference_mode():
-            mt.set_phase("prefill")
-            layer(x)
-        cats = mp._split(mt.peak_snap, Ref)
-    return mt.peak_total - cats["param_bytes"] - cats["buffer_bytes"]
+    return prefill_peak(lambda: GraniteMoeHybridMambaLayer(cfg, layer_idx=0), h, batch, seq)
 
 
 def prefill() -> None:
