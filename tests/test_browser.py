@@ -52,6 +52,16 @@ def _idle(page):
     page.wait_for_selector(IDLE, timeout=60_000)
 
 
+def _shows(main, text: str, why=None) -> None:
+    """`text` drawn in `main` within 30 s: the script is idle before the frontend has drawn what it sent (0.1-0.9 s
+    later, probed on the Overview), so the text is waited for, not read at once; a failure shows what was drawn."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    try:
+        main.get_by_text(text).first.wait_for(timeout=30_000)
+    except PlaywrightTimeout:
+        raise AssertionError(f"{text!r} not drawn ({why}): {main.inner_text()[:1500]!r}") from None
+
+
 def _no_errors(page, where: str):
     exceptions = page.locator("[data-testid='stException']")
     assert exceptions.count() == 0, f"{where}: exception shown: {exceptions.first.inner_text()[:500]}"
@@ -106,7 +116,7 @@ def test_every_page_renders_and_keeps_the_workload(server):
 
             _goto(page, "Overview", "LLM hardware planner")
             _no_errors(page, "first screen")
-            assert "Llama 3 8B" in page.locator("[data-testid='stMain']").inner_text()
+            _shows(page.locator("[data-testid='stMain']"), "Llama 3 8B", "first screen")
 
             # change a setting: the micro-batch, then wait for the page to show it
             batch = page.locator("[data-testid='stSidebar'] input[aria-label='Micro-batch per GPU (sequences)']")
@@ -238,9 +248,7 @@ def test_overview_link_opens_the_overview_without_page_not_found(server):
     with sync_playwright() as pw:
         browser, page = _open(pw, server, "/overview", "LLM hardware planner")
         try:
-            # the Overview's first card, waited for as text: a rerun right after the first one (CI, 2026-12-06) can
-            # redraw the main area between an idle check and a read of its text
-            page.locator("[data-testid='stMain']").get_by_text("Peak per GPU").first.wait_for(timeout=60_000)
+            _shows(page.locator("[data-testid='stMain']"), "Peak per GPU", "/overview")  # (CI 2026-12-06 read it too early)
             _idle(page)
             _no_errors(page, "/overview")
             assert page.get_by_text("Page not found").count() == 0
@@ -380,7 +388,7 @@ def test_the_sidebar_keeps_its_values_through_page_switches_and_page_controls(se
                 _goto(page, "Overview", "LLM hardware planner")
                 seq = page.locator("[data-testid='stSidebar'] input[aria-label='Sequence length (tokens)']")
                 assert seq.input_value().replace(",", "") == "2048", (attempt, page.url)
-                assert "Llama 3 8B" in main.inner_text(), (attempt, page.url)
+                _shows(main, "Llama 3 8B", (attempt, page.url))
                 assert "seq=" not in page.url and "model=" not in page.url, (attempt, page.url)
                 page.close()
         finally:
