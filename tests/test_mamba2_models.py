@@ -109,6 +109,12 @@ def test_nemotron_3_nano_keeps_kv_on_its_6_attention_blocks_and_a_state_on_its_2
     assert row["kv_cache_bytes"] == 6 * 2 * 2 * 128 * 2 * 2 * 8192 + 2 * 23 * ((4096 + 2 * 8 * 128) * 4 * 2
                                                                                + 64 * 64 * 128 * 4)
     assert row["weights_bytes"] == MEASURED[NANO3][0] * 2
+    # mxfp4 on the routed experts alone (QUANT_EXPERTS_ONLY: 4.25 bits), 16 bits elsewhere; with the experts counted
+    # gated (3 h f) it gave -0.25 GiB
+    mx = estimate(pd.DataFrame([{"model": "nvidia-nvidia-nemotron-3-nano-30b-a3b-bf16", "gpu": "h100-sxm-80gb",
+                                 "task": "infer", "precision": "mxfp4"}]), models, gpus).iloc[0]
+    experts = 29_374_808_064
+    assert mx["weights_bytes"] == pytest.approx((MEASURED[NANO3][0] - experts) * 2 + experts * 4.25 / 8)
 
 
 def _serve_json(*args):
