@@ -1,5 +1,5 @@
-"""Offline check of the Mamba2 hybrids (IBM Granite 4.0-H, NVIDIA Nemotron-H / Nemotron Nano 2, IBM Bamba) against
-transformers' own classes: their parameter counts, built on the meta device from the configs in
+"""Offline check of the Mamba2 hybrids (IBM Granite 4.0-H, NVIDIA Nemotron-H / Nemotron Nano 2 / Nemotron 3 Nano, IBM
+Bamba) against transformers' own classes: their parameter counts, built on the meta device from the configs in
 tests/data/configs_2026 (the counts tests/test_mamba2_models.py holds), and what a forward's cache keeps per sequence
 for a Mamba2 layer (the state engine/params.py `recurrent_state` counts). Run with the measuring venv (torch and
 transformers, never imported by the app or the tests):
@@ -13,6 +13,11 @@ Output on 2026-12-06 (torch 2.13.0+cpu, transformers 5.24.0; the counts tests/te
     nvidia-nemotron-nano-9b-v2.json NemotronHForCausalLM 8888227328 parameters, 27 Mamba2 layers
     bamba-9b.json BambaForCausalLM 9780235392 parameters, 29 Mamba2 layers
     falcon-h1-7b-instruct.json FalconH1ForCausalLM 7585513568 parameters, 44 Mamba2 layers
+    nvidia-nemotron-3-nano-30b-a3b.json NemotronHForCausalLM 31577937344 parameters, 23 Mamba2 layers
+      23 NemotronHMoE blocks, routed experts 29374808064 parameters; active (the other parameters and 6 of 128
+      experts) 3580073408
+    NEMOTRON_MIXED NemotronHForCausalLM 316640 parameters, 2 Mamba2 layers
+      2 NemotronHMoE blocks, routed experts 92160 parameters; active (the other parameters and 2 of 6 experts) 255200
     cache after a bf16 forward of batch 3 (granitemoehybrid, DynamicCache):
       layer 0 LinearAttentionLayer conv_states (3, 320, 4) torch.bfloat16
       layer 0 LinearAttentionLayer recurrent_states (3, 8, 32, 16) torch.float32
@@ -50,11 +55,22 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "configs_2026"
 FILES = ("granite-4.0-h-micro.json", "granite-4.0-h-tiny.json", "granite-4.0-h-small.json",
-         "nvidia-nemotron-nano-9b-v2.json", "bamba-9b.json", "falcon-h1-7b-instruct.json")
+         "nvidia-nemotron-nano-9b-v2.json", "bamba-9b.json", "falcon-h1-7b-instruct.json",
+         "nvidia-nemotron-3-nano-30b-a3b.json")
 
 
-def count(name: str) -> None:
-    raw = json.loads((DATA / name).read_text())
+# every Nemotron-H block kind with experts (M, E, *, -), biases on the mixer's projections and none on its conv1d
+# (tests/test_mamba2_models.py NEMOTRON_MIXED holds it and its count)
+NEMOTRON_MIXED = {"model_type": "nemotron_h", "max_position_embeddings": 4096, "hidden_size": 96, "vocab_size": 500,
+                  "hybrid_override_pattern": "ME*-EM", "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 16, "intermediate_size": 80, "mamba_num_heads": 8, "mamba_head_dim": 12, "n_groups": 2,
+                  "ssm_state_size": 16, "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
+                  "moe_shared_expert_intermediate_size": 56, "tie_word_embeddings": False, "use_bias": True,
+                  "use_conv_bias": False}
+
+
+def count(name: str, raw: dict | None = None) -> None:
+    raw = raw or json.loads((DATA / name).read_text())
     fields = {k: v for k, v in raw.items() if k not in ("model_type", "_name_or_path", "architectures")}
     cfg = AutoConfig.for_model(raw["model_type"], **fields)
     with torch.device("meta"):
@@ -63,6 +79,12 @@ def count(name: str) -> None:
     kinds = ("Mamba2Mixer", "MambaLayer", "BambaMixer", "FalconH1Mixer")
     mixers = [m for n, m in model.named_modules() if type(m).__name__.endswith(kinds)]
     print(f"{name} {type(model).__name__} {params} parameters, {len(mixers)} Mamba2 layers")
+    routed = [m for m in model.modules() if type(m).__name__ == "NemotronHExperts"]  # (Nemotron 3 Nano's E blocks)
+    if routed:
+        experts = sum(p.numel() for m in routed for p in m.parameters())
+        k, e = cfg.num_experts_per_tok, cfg.n_routed_experts
+        print(f"  {len(routed)} NemotronHMoE blocks, routed experts {experts} parameters; active (the other parameters "
+              f"and {k} of {e} experts) {params - experts + experts * k // e}")
 
 
 def cache(model_type: str, **extra) -> None:
@@ -169,6 +191,7 @@ elif __name__ == "__main__" and "--prefill" in __import__("sys").argv[1:]:
 elif __name__ == "__main__":
     for name in FILES:
         count(name)
+    count("NEMOTRON_MIXED", NEMOTRON_MIXED)
     # mamba: 4 heads of 32 (intermediate 256 = 2 x 128), 2 groups of state 16, kernel 4
     cache("granitemoehybrid", num_hidden_layers=2, layer_types=["mamba", "attention"], mamba_n_heads=8, mamba_d_head=32,
           mamba_n_groups=2, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2, num_local_experts=0,

@@ -107,10 +107,13 @@ GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": 
              "granite": "granite",
              # Granite 4.0-H and Bamba (convert_hf_to_gguf.py GraniteHybridModel), Nemotron-H / Nemotron Nano 2
              # (NemotronHModel): Mamba2 layers beside attention ones, read by _gguf_mamba2
-             "granitehybrid": "granitemoehybrid", "nemotron_h": "nemotron_h"}
+             "granitehybrid": "granitemoehybrid", "nemotron_h": "nemotron_h",
+             # Nemotron 3 Nano (convert_hf_to_gguf.py NemotronHModel: MODEL_ARCH.NEMOTRON_H_MOE where the config has
+             # num_experts_per_tok): its E blocks' experts, read by _gguf_mamba2 as its config.json's
+             "nemotron_h_moe": "nemotron_h"}
 # GGUF architectures llama.cpp runs whose layers the engine does not count: refused saying what is missing
 GGUF_NOT_MODELLED = {
-    **dict.fromkeys(("nemotron_h_moe", "falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),
+    **dict.fromkeys(("falcon-h1", "jamba", "mamba", "mamba2", "plamo2"),
                     "has Mamba / Mamba2 layers (their weights, and a convolution and SSM state per sequence)"),
     "qwen3next": "(Qwen3-Next) has Gated DeltaNet layers, read from its config.json (--model-config or --model "
                  "Qwen/Qwen3-Next-80B-A3B-Instruct) but not from a GGUF's metadata yet",
@@ -730,8 +733,11 @@ def _gguf_mamba2(reader, arch: str, file: str, tensors, cfg: dict) -> dict:
     ssm.time_step_rank (the Mamba2 heads); GraniteMoeModel's expert_count / expert_used_count, feed_forward_length
     (the experts' width with experts, else the MLP's) and expert_shared_feed_forward_length (shared_intermediate_size).
     NemotronHModel adds feed_forward_length per layer (intermediate_size on its MLP blocks, 0 elsewhere) and
-    key_length (head_dim); a block with neither KV heads nor an MLP is Mamba2. Biases from the tensors: ssm_conv1d.bias
-    (conv bias), ssm_in.bias (projection bias)."""
+    key_length (head_dim); a block with neither KV heads nor an MLP is Mamba2. Its nemotron_h_moe (Nemotron 3 Nano,
+    NemotronHModel.set_gguf_parameters' is_moe branch): feed_forward_length moe_intermediate_size on the E blocks (0
+    elsewhere, so a block with a width is an E one), expert_count, expert_used_count, expert_feed_forward_length,
+    expert_shared_feed_forward_length and moe_latent_size where the config has one. Biases from the tensors:
+    ssm_conv1d.bias (conv bias), ssm_in.bias (projection bias)."""
     layers = cfg["num_hidden_layers"]
     kv = _per_layer(reader, f"{arch}.attention.head_count_kv", layers, file) or [cfg["num_attention_heads"]] * layers
     heads_kv = sorted({k for k in kv if k > 0})
@@ -754,10 +760,22 @@ def _gguf_mamba2(reader, arch: str, file: str, tensors, cfg: dict) -> dict:
     head_dim = ssm["inner"] // ssm["heads"]
     for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
         cfg.pop(key, None)
-    if arch == "nemotron_h":
+    if arch in ("nemotron_h", "nemotron_h_moe"):
         ff = _per_layer(reader, f"{arch}.feed_forward_length", layers, file) or [0] * layers
-        cfg["hybrid_override_pattern"] = "".join("*" if k > 0 else "-" if f > 0 else "M" for k, f in zip(kv, ff))
-        if any(f > 0 for f in ff):
+        block = "E" if arch == "nemotron_h_moe" else "-"
+        cfg["hybrid_override_pattern"] = "".join("*" if k > 0 else block if f > 0 else "M" for k, f in zip(kv, ff))
+        if arch == "nemotron_h_moe":
+            for key, suffix in (("n_routed_experts", "expert_count"), ("num_experts_per_tok", "expert_used_count"),
+                                ("moe_intermediate_size", "expert_feed_forward_length"),
+                                ("moe_shared_expert_intermediate_size", "expert_shared_feed_forward_length"),
+                                ("moe_latent_size", "moe_latent_size")):
+                value = _whole_field(reader, f"{arch}.{suffix}", file)
+                if value is not None:
+                    cfg[key] = value
+            if not cfg.get("n_routed_experts"):
+                raise _fail(file, f"has no {arch}.expert_count in its metadata (needed for its E blocks' experts)")
+            cfg["intermediate_size"] = 1  # (no - block in a nemotron_h_moe file: the dense width counts nowhere)
+        elif any(f > 0 for f in ff):
             widths = {f for f in ff if f > 0}
             if len(widths) != 1:
                 raise _fail(file, f"{arch}.feed_forward_length is {show(ff[:8])}; accepted: one width on the MLP blocks")

@@ -65,8 +65,10 @@ engine/params.py architecture_counts):
 - granitemoehybrid with attention on every layer and no experts (Granite 4.0 Micro, 1B, 350M): the Llama layout, its
   shared_mlp of shared_intermediate_size as the MLP; Granite 4.0-H: Mamba2 layers where layer_types says "mamba", and on
   H-Tiny / H-Small experts of intermediate_size beside the shared_mlp (its shared expert) (_mamba2_layout).
-- nemotron_h (NVIDIA Nemotron-H, Nemotron Nano 2): one block kind a layer from hybrid_override_pattern (M Mamba2,
-  * attention, - an up/down relu2 MLP; E, mixture-of-experts blocks, refused), one norm each; bamba (IBM Bamba): Mamba2
+- nemotron_h (NVIDIA Nemotron-H, Nemotron Nano 2, Nemotron 3 Nano): one block kind a layer from hybrid_override_pattern
+  (M Mamba2, * attention, - an up/down relu2 MLP, E n_routed_experts ungated relu2 experts of moe_intermediate_size, a
+  sigmoid router and one shared expert of moe_shared_expert_intermediate_size; moe_latent_size, Nemotron 3 Super's
+  latent experts, refused), one norm each; bamba (IBM Bamba): Mamba2
   on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
   their state per sequence sized for inference and serving; training them is refused as not modelled.
 - falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
@@ -179,7 +181,9 @@ MAMBA2_KEYS = {
 }
 MAMBA2_ALIASES = {"nemotron_h": {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel",
                                  "mamba_conv_bias": "use_conv_bias", "mamba_d_state": "ssm_state_size",
-                                 "mamba_chunk_size": "chunk_size"}}
+                                 "mamba_chunk_size": "chunk_size",
+                                 # (NemotronHConfig.attribute_map: num_local_experts -> n_routed_experts)
+                                 "num_local_experts": "n_routed_experts"}}
 # Nemotron-H's block kinds: hybrid_override_pattern's characters and layers_block_type's names (NemotronHConfig
 # _pattern_to_list, remap_legacy_layer_types)
 NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "linear_attention": "mamba", "mamba": "mamba",
@@ -352,8 +356,9 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
     intermediate_size (GraniteMoeHybridMoE: input_linear E x 2 f x h, output_linear E x h x f, a router E x h) beside
     it: the shared_mlp is then the shared expert. bamba (BambaDecoderLayer): Mamba2 on every layer but
     attn_layer_indices, a gated MLP of intermediate_size. nemotron_h (NemotronHBlock): one block kind a layer from
-    hybrid_override_pattern (M Mamba2, * attention, - an up/down relu2 MLP, E experts: refused) or layers_block_type,
-    one norm; num_hidden_layers is the pattern's length (NemotronHConfig.num_hidden_layers)."""
+    hybrid_override_pattern (M Mamba2, * attention, - an up/down relu2 MLP, E ungated relu2 experts with a shared
+    expert and a sigmoid router: Nemotron 3 Nano) or layers_block_type, one norm; num_hidden_layers is the pattern's
+    length (NemotronHConfig.num_hidden_layers)."""
     cfg = dict(cfg)
     for old, new in MAMBA2_ALIASES.get(model_type, {}).items():  # (NemotronHConfig.__post_init__'s aliases)
         if old in cfg and new not in cfg:
@@ -409,18 +414,40 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
             bad = next((k for k in kinds if not isinstance(k, str) or k not in NEMOTRON_BLOCKS), None) \
                 if isinstance(kinds, list) and kinds else pattern
             raise CatalogError(file, None, "hybrid_override_pattern", f"has {show(bad)}; accepted: a string of M "
-                                                                      "(Mamba2), * (attention) and - (MLP)")
+                                                                      "(Mamba2), * (attention), - (MLP) and E "
+                                                                      "(experts)")
         kinds = [NEMOTRON_BLOCKS[k] for k in kinds]
-        if "moe" in kinds:
-            raise CatalogError(file, None, "hybrid_override_pattern", "has E (mixture-of-experts blocks: Nemotron 3 "
-                                                                      "Nano), which the engine does not count yet; "
-                                                                      "accepted: M, * and -")
-        mamba, mlp = kinds.count("mamba"), kinds.count("mlp")
+        mamba, mlp, moe = kinds.count("mamba"), kinds.count("mlp"), kinds.count("moe")
         layers = len(kinds)
         cfg["num_hidden_layers"] = layers
-        # NemotronHConfig's default where the config leaves it out (num_key_value_heads 8; head_dim 128: HEAD_DIM_DEFAULT)
+        # NemotronHConfig's defaults where the config leaves them out (num_key_value_heads 8, intermediate_size 21504, the
+        # - blocks' width; head_dim 128: HEAD_DIM_DEFAULT)
         cfg.setdefault("num_key_value_heads", 8)
-        arch.update(mixer_free_layers=mlp, mlp_free_layers=layers - mlp, mlp_ungated=True, norms_per_layer=1)
+        cfg.setdefault("intermediate_size", 21504)
+        # E blocks (Nemotron 3 Nano; transformers 5.24 modeling_nemotron_h.py NemotronHMoE lines 715-757): a norm, then
+        # n_routed_experts ungated relu2 experts (NemotronHExperts lines 654-676: up_proj E x moe_intermediate_size x
+        # h, down_proj E x h x moe_intermediate_size), a router E x h (NemotronHTopkRouter lines 759-769; its
+        # e_score_correction_bias is a buffer, not a parameter) and one shared NemotronHMLP of
+        # moe_shared_expert_intermediate_size (n_shared_experts builds nothing more). They are the model's MoE layers:
+        # first_dense_layers counts the other blocks, so architecture_counts' moe_layers is the E blocks wherever they
+        # stand (engine/params.py), and the blocks with an MLP alone are the - and E ones.
+        arch.update(mixer_free_layers=mlp + moe, mlp_free_layers=layers - mlp - moe, mlp_ungated=True, norms_per_layer=1)
+        if moe:
+            if cfg.get("moe_latent_size") is not None:  # (NemotronHMoE's fc1/fc2_latent_proj: Nemotron 3 Super)
+                raise CatalogError(file, None, "moe_latent_size", f"is {show(cfg['moe_latent_size'])}: experts on a "
+                                                                  "latent projection are not counted yet; accepted: "
+                                                                  "null (the experts read the hidden state)")
+            # (NemotronHConfig defaults: n_routed_experts 8, num_experts_per_tok 2, moe_intermediate_size and
+            # moe_shared_expert_intermediate_size 7688)
+            arch.update(num_experts=_count(cfg, "n_routed_experts", file, 8, low=1),
+                        experts_per_token=_count(cfg, "num_experts_per_tok", file, 2, low=1),
+                        expert_intermediate_size=_count(cfg, "moe_intermediate_size", file, 7688, low=1),
+                        shared_intermediate_size=_count(cfg, "moe_shared_expert_intermediate_size", file, 7688, low=1),
+                        first_dense_layers=layers - moe)
+            if arch["experts_per_token"] > arch["num_experts"]:
+                raise CatalogError(file, None, "num_experts_per_tok", f"must be at most n_routed_experts "
+                                                                      f"({arch['num_experts']}), got "
+                                                                      f"{arch['experts_per_token']}")
     for key in MOE_KEYS:  # Granite's experts are read above; the others' keys are their classes' unused defaults
         cfg.pop(key, None)
     keys = MAMBA2_KEYS[model_type]
@@ -708,7 +735,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
         attention = layers - arch["mamba_layers"] - arch.get("mixer_free_layers", 0)
         notes.append(f"Hybrid Mamba2: {arch['mamba_layers']} of {layers} layers are Mamba2 (no KV cache: a convolution "
                      f"and SSM state per sequence), {attention} attention"
-                     + (f", {arch['mixer_free_layers']} an MLP alone." if arch.get("mixer_free_layers") else ".")
+                     + (f", {arch['mixer_free_layers']} an MLP alone" if arch.get("mixer_free_layers") else "")
+                     + (" (its experts)" if arch.get("mixer_free_layers") and arch.get("num_experts") else "") + "."
                      + " Training such a model is not modelled.")
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "

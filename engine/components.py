@@ -321,8 +321,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
             special |= arch[k] != v
     active = m["params"]
     expert_params = np.where(special, counts["experts"], 0.0)
-    expert_linear = np.where(special, counts["moe_layers"] * arch["num_experts"] * 3 * h
-                             * arch["expert_intermediate_size"], 0.0)
+    # (gate, up and down; up and down alone for Nemotron 3 Nano's ungated experts: engine/params.py architecture_counts)
+    expert_linear = np.where(special, counts["moe_layers"] * arch["num_experts"] * np.where(arch["mlp_ungated"], 2, 3)
+                             * h * arch["expert_intermediate_size"], 0.0)
     mla = arch["kv_lora_rank"] > 0
     if special.any():
         # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);

@@ -101,7 +101,8 @@ ARCH_DEFAULTS = {
     # blocks of one kind each (Nemotron-H: a block is a mixer, an attention layer or an MLP, one norm)
     "mixer_free_layers": 0,           # layers with an MLP and no attention or Mamba2 mixer (Nemotron-H "-")
     "mlp_free_layers": 0,             # layers with a mixer and no MLP (Nemotron-H "M" and "*")
-    "mlp_ungated": False,             # the MLP is up_proj and down_proj alone, 2 h f (NemotronHMLP, relu2)
+    "mlp_ungated": False,             # the MLP is up_proj and down_proj alone, 2 h f (NemotronHMLP, relu2), and so are
+                                      # the experts and shared expert (NemotronHExperts: Nemotron 3 Nano)
 }
 
 
@@ -142,7 +143,8 @@ def architecture_counts(m) -> dict:
       Mamba2 (Granite 4.0-H, Nemotron-H, Bamba): on mamba_layers of the layers, in place of attention (beside it on
         every layer with mamba_parallel: Falcon-H1), the mixer of mamba_params; Nemotron-H's blocks hold one of a Mamba2 mixer, attention or an MLP (mixer_free_layers have an
         MLP alone, mlp_free_layers a mixer alone) and one norm (norms_per_layer 1), its MLP up and down alone
-        (mlp_ungated). Checked against the models built on the meta device from transformers 5.24's classes
+        (mlp_ungated), as are the experts and shared expert of its E blocks (Nemotron 3 Nano: the MoE layers, every block
+        but first_dense_layers of them). Checked against the models built on the meta device from transformers 5.24's classes
         (benchmarks/check_mamba2_counts.py, tests/test_mamba2_models.py).
     Active parameters (per token): the same with experts_per_token experts instead of all (the
     router and the shared experts always run); embedding and lm_head counted, as published
@@ -180,10 +182,14 @@ def architecture_counts(m) -> dict:
     moe_layers = np.where(E > 0, np.floor(np.maximum(L - _col(m, "first_dense_layers"), 0.0) / step), 0.0)
     dense_layers = L - moe_layers - Ly
     router = E * h + np.where(_col(m, "router_bias"), E, 0.0)
-    shared = 3 * h * fs + np.where(_col(m, "shared_expert_gate") & (fs > 0), h, 0.0)
+    # the experts' matrices: gate, up and down; up and down alone where the MLP is ungated (Nemotron 3 Nano:
+    # NemotronHExperts up_proj / down_proj and its shared NemotronHMLP, transformers 5.24 modeling_nemotron_h.py
+    # lines 639-676)
+    mats = np.where(_col(m, "mlp_ungated"), 2.0, 3.0)
+    shared = mats * h * fs + np.where(_col(m, "shared_expert_gate") & (fs > 0), h, 0.0)
     expert_bias = np.where(_col(m, "expert_bias"), 2 * fe + h, 0.0)
-    moe_all = E * (3 * h * fe + expert_bias) + router + shared
-    moe_active = k * (3 * h * fe + expert_bias) + router + shared
+    moe_all = E * (mats * h * fe + expert_bias) + router + shared
+    moe_active = k * (mats * h * fe + expert_bias) + router + shared
     outside = V * h + np.where(tied, 0.0, V * h) + h
     layers_common = L * (attn_lin + attn_other) + dense_layers * mlp
     attn_layers_lin = L * attn_lin
@@ -195,9 +201,9 @@ def architecture_counts(m) -> dict:
         attn_layers_lin = np.where(hybrid, La * attn_lin + Llin * gdn_lin + Lm * mamba_lin, attn_layers_lin)
     total = outside + layers_common + moe_layers * moe_all
     active = outside + layers_common + moe_layers * moe_active
-    linear = attn_layers_lin + dense_layers * mlp + moe_layers * (E * 3 * h * fe + E * h + 3 * h * fs)
+    linear = attn_layers_lin + dense_layers * mlp + moe_layers * (E * mats * h * fe + E * h + mats * h * fs)
     return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
-            "moe_layers": moe_layers, "experts": moe_layers * E * (3 * h * fe + expert_bias)}
+            "moe_layers": moe_layers, "experts": moe_layers * E * (mats * h * fe + expert_bias)}
 
 
 LINEAR_ATTENTION_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",

@@ -1749,12 +1749,15 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # MoE models: a dense layer (DeepSeek's first 3, Llama 4 Maverick's even ones) holds a dense
     # MLP (3 h f) where a MoE layer holds its router and shared experts; both share attention and
     # norms (engine/params.py architecture_counts). By parameter count, at the layers' mean bits.
+    # Nemotron 3 Nano: its experts and shared expert up and down alone (mlp_ungated, 2 h f), and its dense layers (the
+    # M and * blocks) hold no MLP (mlp_free_layers): the dense layers' mean MLP is over those that hold one
     E_col = _model_col(m, "num_experts")
-    mlp_p = 3.0 * h * ffn
-    fs = _model_col(m, "shared_intermediate_size")
-    rs_p = (E_col * h + np.where(_model_col(m, "router_bias") > 0, E_col, 0.0) + 3.0 * h * fs
-            + np.where((_model_col(m, "shared_expert_gate") > 0) & (fs > 0), h, 0.0))
+    mats = np.where(_model_col(m, "mlp_ungated") > 0, 2.0, 3.0)
     dense_L = L - moe_L
+    mlp_p = mats * h * ffn * np.maximum(dense_L - _model_col(m, "mlp_free_layers"), 0.0) / np.maximum(dense_L, 1.0)
+    fs = _model_col(m, "shared_intermediate_size")
+    rs_p = (E_col * h + np.where(_model_col(m, "router_bias") > 0, E_col, 0.0) + mats * h * fs
+            + np.where((_model_col(m, "shared_expert_gate") > 0) & (fs > 0), h, 0.0))
     outside_p = V * h + np.where(tied, 0.0, V * h) + h
     attn_p = (np.asarray(counts["total"], float) - outside_p - np.asarray(counts["experts"], float)
               - dense_L * mlp_p - moe_L * rs_p) / L
@@ -1762,6 +1765,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     per_param = ne_total / np.maximum(L * attn_p + dense_L * mlp_p + moe_L * rs_p, 1.0)
     first_dense = _model_col(m, "first_dense_layers")
     moe_step = np.maximum(_model_col(m, "moe_layer_step"), 1.0)
+    # Nemotron 3 Nano's E blocks stand between its M and * ones (first_dense_layers counts those, not a leading run):
+    # taken as spread evenly, x x moe_L / L of them among layers 0..x-1 (its pattern MEMEM*EMEMEM*...: within one layer
+    # at every x)
+    interleaved = (_model_col(m, "mlp_free_layers") > 0) & (moe_L > 0)
     llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
@@ -1785,8 +1792,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         return np.asarray(a, dtype=float)[:, None]
 
     def moe_below(x, c=np.asarray):
-        """MoE layers among layer indices 0..x-1 (dense first, then every step-th layer)."""
-        return np.minimum(np.floor(np.maximum(x - c(first_dense), 0.0) / c(moe_step)), c(moe_L))
+        """MoE layers among layer indices 0..x-1 (dense first, then every step-th layer; spread evenly where
+        interleaved)."""
+        spread = np.floor(np.maximum(x, 0.0) * c(moe_L) / c(L))
+        leading = np.floor(np.maximum(x - c(first_dense), 0.0) / c(moe_step))
+        return np.minimum(np.where(c(interleaved) > 0, spread, leading), c(moe_L))
 
     def ne_bytes(k, c=np.asarray):
         """The routed-expert-free bytes of the last k layers (the ones -ngl puts on the GPU):

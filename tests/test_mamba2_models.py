@@ -1,4 +1,5 @@
-"""Mamba2 hybrids (IBM Granite 4.0-H, NVIDIA Nemotron-H / Nemotron Nano 2, IBM Bamba): their Mamba2 layers' weights
+"""Mamba2 hybrids (IBM Granite 4.0-H, NVIDIA Nemotron-H / Nemotron Nano 2 / Nemotron 3 Nano, IBM Bamba): their Mamba2
+layers' weights
 (engine/params.py mamba_params), the state each keeps per sequence in each engine (recurrent_state, engine/serving.py)
 and training refused as not modelled (catalog/user.py _mamba2_layout, engine/scenarios.py)."""
 
@@ -24,7 +25,18 @@ DATA = Path(__file__).parent / "data" / "configs_2026"
 # (GraniteMoeHybridForCausalLM, NemotronHForCausalLM, BambaForCausalLM, FalconH1ForCausalLM: parameters, Mamba2 mixers)
 MEASURED = {"granite-4.0-h-micro.json": (3_191_396_096, 36), "granite-4.0-h-tiny.json": (6_939_037_248, 36),
             "granite-4.0-h-small.json": (32_207_337_984, 36), "nvidia-nemotron-nano-9b-v2.json": (8_888_227_328, 27),
-            "bamba-9b.json": (9_780_235_392, 29), "falcon-h1-7b-instruct.json": (7_585_513_568, 44)}
+            "bamba-9b.json": (9_780_235_392, 29), "falcon-h1-7b-instruct.json": (7_585_513_568, 44),
+            "nvidia-nemotron-3-nano-30b-a3b.json": (31_577_937_344, 23)}
+# Nemotron 3 Nano's active parameters (the same run: all but its routed experts' 29,374,808,064, and 6 of 128 of
+# those) and a small Nemotron-H with every block kind, experts included (NEMOTRON_MIXED there: total, active)
+NANO3_ACTIVE = 3_580_073_408
+NEMOTRON_MIXED = ({"model_type": "nemotron_h", "max_position_embeddings": 4096, "hidden_size": 96, "vocab_size": 500,
+                   "hybrid_override_pattern": "ME*-EM", "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 16, "intermediate_size": 80, "mamba_num_heads": 8, "mamba_head_dim": 12, "n_groups": 2,
+                   "ssm_state_size": 16, "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
+                   "moe_shared_expert_intermediate_size": 56, "tie_word_embeddings": False, "use_bias": True,
+                   "use_conv_bias": False}, 316_640, 255_200)
+NANO3 = "nvidia-nemotron-3-nano-30b-a3b.json"
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +51,26 @@ def test_a_mamba2_config_counts_what_transformers_builds(name):
     assert (record["params"], record["mamba_layers"]) == MEASURED[name]
 
 
+def test_nemotron_h_experts_count_what_transformers_builds():
+    """Nemotron 3 Nano (E blocks: NemotronHMoE's ungated experts, sigmoid router and shared expert; it was refused,
+    "has E (mixture-of-experts blocks ...)"): its active parameters, and every block kind in one small model."""
+    nano = model_from_config_file(DATA / NANO3)
+    assert (nano["active_params"], nano["num_experts"], nano["experts_per_token"]) == (NANO3_ACTIVE, 128, 6)
+    assert (nano["expert_intermediate_size"], nano["shared_intermediate_size"], nano["mixer_free_layers"]) == (1856, 3712, 23)
+    cfg, total, active = NEMOTRON_MIXED
+    mixed = model_from_config(cfg)
+    assert (mixed["params"], mixed["active_params"], mixed["mamba_layers"]) == (total, active, 2)
+
+
 def test_bad_mamba2_fields_are_refused_by_name():
     nemotron = json.loads((DATA / "nvidia-nemotron-nano-9b-v2.json").read_text())
-    with pytest.raises(CatalogError, match="hybrid_override_pattern.*E .*mixture-of-experts.*accepted: M, \\* and -"):
-        model_from_config({**nemotron, "hybrid_override_pattern": "M*E-"})
-    with pytest.raises(CatalogError, match="hybrid_override_pattern.*has 'X'"):
+    with pytest.raises(CatalogError, match="hybrid_override_pattern.*has 'X'; accepted: .*- \\(MLP\\) and E"):
         model_from_config({**nemotron, "hybrid_override_pattern": "M*X"})
+    nano = json.loads((DATA / NANO3).read_text())
+    with pytest.raises(CatalogError, match="'moe_latent_size': is 1024: experts on a latent projection are not counted"):
+        model_from_config({**nano, "moe_latent_size": 1024})
+    with pytest.raises(CatalogError, match="'num_experts_per_tok': must be at most n_routed_experts \\(128\\), got 200"):
+        model_from_config({**nano, "num_experts_per_tok": 200})
     granite = json.loads((DATA / "granite-4.0-h-micro.json").read_text())
     with pytest.raises(CatalogError, match="mamba_d_head': is 32: 32 x mamba_n_heads \\(64\\) must equal "
                                              "mamba_expand x hidden_size \\(4096\\); accepted: 64 or auto"):
@@ -73,6 +99,24 @@ def test_transformers_keeps_the_attention_layers_kv_and_a_state_per_sequence(cat
         (10240 + 2 * 8 * 128) * 4 * 2 + 128 * 80 * 128 * 4)
 
 
+def test_nemotron_3_nano_keeps_kv_on_its_6_attention_blocks_and_a_state_on_its_23_mamba2_ones(cat):
+    """Nemotron 3 Nano's E blocks keep nothing: K/V of 2 heads of 128 on the 6 * blocks, and 23 x ((4,096 + 2 x 8 x 128)
+    x 4 x 2 + 64 x 64 x 128 x 4) a sequence; every weight resident, 6 of 128 experts read a token."""
+    models, gpus = cat
+    models = _with(models, NANO3)
+    row = estimate(pd.DataFrame([{"model": "nvidia-nvidia-nemotron-3-nano-30b-a3b-bf16", "gpu": "h100-sxm-80gb",
+                                  "task": "infer", "batch": 2, "seq": 8192}]), models, gpus).iloc[0]
+    assert row["kv_cache_bytes"] == 6 * 2 * 2 * 128 * 2 * 2 * 8192 + 2 * 23 * ((4096 + 2 * 8 * 128) * 4 * 2
+                                                                               + 64 * 64 * 128 * 4)
+    assert row["weights_bytes"] == MEASURED[NANO3][0] * 2
+    # mxfp4 on the routed experts alone (QUANT_EXPERTS_ONLY: 4.25 bits), 16 bits elsewhere; with the experts counted
+    # gated (3 h f) it gave -0.25 GiB
+    mx = estimate(pd.DataFrame([{"model": "nvidia-nvidia-nemotron-3-nano-30b-a3b-bf16", "gpu": "h100-sxm-80gb",
+                                 "task": "infer", "precision": "mxfp4"}]), models, gpus).iloc[0]
+    experts = 29_374_808_064
+    assert mx["weights_bytes"] == pytest.approx((MEASURED[NANO3][0] - experts) * 2 + experts * 4.25 / 8)
+
+
 def _serve_json(*args):
     code, out, err = run_cli("serve", *args, "--json")
     assert code == 0, err
@@ -98,6 +142,12 @@ def test_vllm_pages_a_mamba2_state_beside_the_attention_pages():
                     "--engine", "vllm", "--max-model-len", "32768")
     rank_page = 3 * (8192 + 2 * 2 * 128) // 2 * 2 + 64 * 64 * 128 * 2
     assert d["kv_block_tokens"] == 16 * np.ceil(rank_page / (16 * 2 * 4 * 128 * 2))
+    # Nemotron 3 Nano: a mamba page of 3 x (4,096 + 2 x 8 x 128) x 2 + 64 x 64 x 128 x 4 (float32, nemotron_h) = 2,134,016
+    # B over 2 x 2 x 128 x 2 B of K/V a token and attention layer; its routed experts' bytes (the experts' path)
+    d = _serve_json("--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--engine", "vllm",
+                    "--max-model-len", "32768")
+    assert (d["kv_block_tokens"], d["attention_layers"], d["mamba_layers"]) == (16 * np.ceil(2_134_016 / 16_384), 6, 23)
+    assert d["expert_bytes"] == 29_374_808_064 * 2
 
 
 def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
@@ -112,6 +162,14 @@ def test_sglang_splits_the_budget_between_its_mamba_and_kv_pools():
     tokens = np.floor((rest - mamba * per_req) / (4 * 2048))
     assert d["kv_cache_bytes_available"] == pytest.approx(tokens * 4 * 2048)
     assert d["max_concurrency"] == pytest.approx(min(tokens / 32768, np.floor(mamba / 3)))
+
+
+def test_llama_cpp_keeps_the_experts_of_the_e_blocks_among_its_first_n_layers_on_the_host():
+    """--n-cpu-moe 40 on Nemotron 3 Nano: its E blocks stand between the M and * ones (MEMEM*EMEMEM*...), 17 of them
+    among layers 0-39, not the 11 a run of 29 leading dense layers would leave there."""
+    d = _serve_json("--model-config", str(DATA / NANO3), "--gpu", "rtx-3060-12gb", "--engine", "llama.cpp",
+                    "--max-model-len", "32768", "--cpu-moe-layers", "40")
+    assert d["cpu_moe_layers"] == 40 and d["expert_host_bytes"] == pytest.approx(d["expert_bytes"] * 17 / 23)
 
 
 @pytest.mark.parametrize("engine", ["llama.cpp", "transformers"])
@@ -129,6 +187,8 @@ def test_estimate_infers_and_training_is_refused_as_not_modelled():
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.strip().splitlines() == ["error: ibm-granite-granite-4.0-h-small has Mamba2 layers, whose training memory "
                                         "is not modelled yet; accepted for this model: --task infer, and `serve`"]
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method", "full")
+    assert code == 2 and out == "" and "nemotron-3-nano-30b-a3b-bf16 has Mamba2 layers, whose training memory" in err
 
 
 def _gguf(path, arch, meta, arrays, tensors):
@@ -217,6 +277,46 @@ def test_a_nemotron_h_gguf_is_read_as_its_config(tmp_path):
     record, info = model_from_files([path])
     assert record["params"] == info["params_stored"] == sum(int(np.prod(s)) for _n, s in tensors)
     assert (record["mamba_layers"], record["mixer_free_layers"], record["head_dim"]) == (2, 1, 32)
+
+
+def test_a_nemotron_3_nano_gguf_is_read_as_its_config(tmp_path):
+    """convert_hf_to_gguf.py NemotronHModel's nemotron_h_moe (is_moe): feed_forward_length per block (the experts' width
+    on E blocks, 0 elsewhere), expert_count, expert_used_count, expert_feed_forward_length and
+    expert_shared_feed_forward_length; llama.cpp's tensors (gguf-py 0.19 constants.py MODEL_TENSORS[NEMOTRON_H_MOE]:
+    ffn_gate_inp, ffn_up_exps, ffn_down_exps, ffn_up_shexp, ffn_down_shexp, exp_probs_b) of a small M E * E: read as
+    its config.json. The tensors hold the router's correction bias too (exp_probs_b, 8 a block), a buffer that
+    transformers' parameters leave out, as the count does."""
+    from catalog.checkpoints import model_from_files
+    h, e, fe, fs = 64, 8, 24, 40
+    tensors = [("token_embd.weight", (128, h)), ("output.weight", (128, h)), ("output_norm.weight", (h,))]
+    for i, kind in enumerate("ME*E"):
+        tensors.append((f"blk.{i}.attn_norm.weight", (h,)))
+        if kind == "M":
+            tensors += _mamba_tensors(i, h, 8, 16, 8, 2, 4)
+        elif kind == "*":
+            tensors += _attn_tensors(i, h, 4, 2, 32)
+        else:
+            p = f"blk.{i}."
+            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
+                        (p + "ffn_up_exps.weight", (e, fe, h)), (p + "ffn_down_exps.weight", (e, h, fe)),
+                        (p + "ffn_up_shexp.weight", (fs, h)), (p + "ffn_down_shexp.weight", (h, fs))]
+    path = _gguf(tmp_path / "nemotron-3-nano.gguf", "nemotron_h_moe",
+                 {"block_count": 4, "embedding_length": h, "attention.head_count": 4, "context_length": 8192,
+                  "attention.key_length": 32, "attention.value_length": 32, "ssm.conv_kernel": 4, "ssm.state_size": 8,
+                  "ssm.group_count": 2, "ssm.inner_size": 128, "ssm.time_step_rank": 8, "expert_count": e,
+                  "expert_used_count": 2, "expert_feed_forward_length": fe, "expert_shared_feed_forward_length": fs},
+                 {"attention.head_count_kv": [0, 0, 2, 0], "feed_forward_length": [0, fe, 0, fe]}, tensors)
+    record, info = model_from_files([path])
+    config = model_from_config({"model_type": "nemotron_h", "hidden_size": h, "hybrid_override_pattern": "ME*E",
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 128,
+                                "max_position_embeddings": 8192, "mamba_num_heads": 8, "mamba_head_dim": 16,
+                                "ssm_state_size": 8, "n_groups": 2, "conv_kernel": 4, "n_routed_experts": e,
+                                "num_experts_per_tok": 2, "moe_intermediate_size": fe,
+                                "moe_shared_expert_intermediate_size": fs})
+    assert record["params"] == config["params"] == info["params_stored"] - 2 * e \
+        == sum(int(np.prod(s)) for _n, s in tensors) - 2 * e
+    assert (record["mamba_layers"], record["num_experts"], record["experts_per_token"], record["mixer_free_layers"],
+            record["family"]) == (1, e, 2, 2, "custom-nemotron_h")
 
 
 def test_training_rows_of_a_mamba2_model_are_labelled_not_modelled_in_tables(cat):

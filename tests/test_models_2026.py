@@ -300,11 +300,10 @@ def test_a_granite_4_micro_gguf_counts_as_its_config(tmp_path):
     assert record["family"] == "custom-granite"
 
 
-@pytest.mark.parametrize("arch, what", [("nemotron_h_moe", "Mamba"), ("falcon-h1", "Mamba"),
-                                        ("qwen3next", "Gated DeltaNet")])
+@pytest.mark.parametrize("arch, what", [("falcon-h1", "Mamba"), ("qwen3next", "Gated DeltaNet")])
 def test_a_hybrid_gguf_is_refused_naming_what_the_engine_lacks(tmp_path, arch, what):
-    """Nemotron 3 Nano (nemotron_h_moe), Falcon-H1 and Qwen3-Next GGUFs: one line saying what is not counted (it said
-    only "general.architecture 'granitehybrid' is not read"; Granite 4.0-H's and Nemotron-H's are read:
+    """Falcon-H1 and Qwen3-Next GGUFs: one line saying what is not counted (it said only "general.architecture
+    'granitehybrid' is not read"; Granite 4.0-H's, Nemotron-H's and Nemotron 3 Nano's are read:
     tests/test_mamba2_models.py)."""
     head, tail = _ends(SMALL)
     path = _gguf(tmp_path / "hybrid.gguf", arch, SMALL, head + tail)
