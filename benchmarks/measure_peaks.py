@@ -15,6 +15,7 @@ Use a separate virtual environment (the planner itself does not need torch)::
     .venv-measure/bin/python benchmarks/measure_peaks.py --list     # list config ids
     .venv-measure/bin/python benchmarks/measure_peaks.py --only llama-3.2-1b --out /tmp/x.csv
     .venv-measure/bin/python benchmarks/measure_peaks.py --set dropout --jobs 1   # LoRA dropout rows
+    .venv-measure/bin/python benchmarks/measure_peaks.py --set hybrid --jobs 2 --timeout 900   # hybrid models (11 min)
 
 ``requirements-measure.txt`` pins ``torch==2.13.0`` (the CPU build is enough;
 pin it or pip pulls a multi-GB CUDA build) and the transformers/peft versions the
@@ -253,9 +254,32 @@ MODELS.update({
                         params=20_914_757_184),
 })
 
+
+
+def _hybrid_model(path: str, arch: str, params: int) -> dict:
+    """A hybrid model's MODELS entry from its config.json in tests/data (the text model's fields), less the fields
+    run_one sets itself. The parameter counts are benchmarks/check_hybrid_counts.py's and check_mamba2_counts.py's."""
+    raw = json.loads((REPO / "tests" / "data" / path).read_text())
+    text = raw.get("text_config", raw)
+    drop = ("model_type", "_name_or_path", "architectures", "torch_dtype", "transformers_version", "use_cache",
+            "max_position_embeddings", "attention_dropout", "mamba_ssm_dtype")
+    return dict({k: v for k, v in text.items() if k not in drop}, arch=arch, params=params)
+
+
+# the hybrid set (--set hybrid, tests/data/measured_hybrid_training.csv): Gated DeltaNet and Mamba2 hybrids at their
+# real sizes, transformers' torch paths (no flash-linear-attention, mamba_ssm or causal-conv1d in the measuring venv)
+HYBRID_MODELS = {
+    "qwen3.5-27b": _hybrid_model("hybrid_configs/qwen3.5-27b.json", "Qwen3_5TextConfig", 26_895_998_464),
+    "qwen3-next-80b-a3b": _hybrid_model("hybrid_configs/qwen3-next-80b-a3b.json", "Qwen3NextConfig", 79_674_391_296),
+    "granite-4.0-h-micro": _hybrid_model("configs_2026/granite-4.0-h-micro.json", "GraniteMoeHybridConfig",
+                                         3_191_396_096),
+}
+MODELS.update(HYBRID_MODELS)
+
 LORA_TARGETS = {
     "q_proj,v_proj": ["q_proj", "v_proj"],
     "all": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "all-linear": "all-linear",  # peft's own resolution: every nn.Linear but the output layer
 }
 
 
@@ -657,6 +681,21 @@ for _c in LOOP_CONFIGS:
 # measured_loops, this one), p 0.05 and 0.1, both adapter dtypes, checkpointing on and off; no
 # engine term may be fitted on them.
 # ======================================================================================
+# The hybrid set: full and LoRA (r 16, peft's all-linear) at bf16 with AdamW, with and without checkpointing. The
+# split is fixed before any fit of the engine's hybrid terms: the 1 x 1,024 rows of Qwen3.5 27B and Granite 4.0-H
+# Micro calibrate, their 1 x 2,048 rows and every Qwen3-Next 80B-A3B row are held out.
+HYBRID_CSV_COLUMNS = CSV_COLUMNS
+HYBRID_OUT = REPO / "tests" / "data" / "measured_hybrid_training.csv"
+HYBRID_CONFIGS = [
+    cfg
+    for model in ("qwen3.5-27b", "granite-4.0-h-micro")
+    for seq in (1024, 2048)
+    for gc in (False, True)
+    for cfg in (_train(model, "bf16", "adamw", 1, seq, gc, split=CAL if seq == 1024 else HO),
+                _lora(model, "bf16", "adamw", 1, seq, gc, 16, "all-linear", split=CAL if seq == 1024 else HO))
+] + [_lora("qwen3-next-80b-a3b", "bf16", "adamw", 1, 2048, gc, 16, "all-linear", split=HO) for gc in (False, True)]
+
+
 def _drop(base: dict, p: float, adapters: str, split: str) -> dict:
     return dict(base, lora_dropout=p, adapter_dtype=adapters, split=split)
 
@@ -1727,11 +1766,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="CSV to write (meta JSON goes next to it: <stem>.meta.json); default "
                          "tests/data/measured_peaks.csv, or measured_loops.csv with --set loops")
-    ap.add_argument("--set", choices=("harness", "loops", "dropout", "dpo"), default="harness",
+    ap.add_argument("--set", choices=("harness", "loops", "dropout", "dpo", "hybrid"), default="harness",
                     help="harness: the rows of tests/data/measured_peaks.csv; loops: issue 28's "
                          "training loops (tests/data/measured_loops.csv); dropout: LoRA with "
                          "lora_dropout > 0 (tests/data/measured_dropout.csv); dpo: TRL's DPOTrainer step "
-                         "(tests/data/measured_dpo.csv)")
+                         "(tests/data/measured_dpo.csv); hybrid: Gated DeltaNet and Mamba2 hybrids "
+                         "(tests/data/measured_hybrid_training.csv)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only configs whose id contains this substring (repeatable: OR)")
     ap.add_argument("--list", action="store_true", help="list config ids and exit")
@@ -1741,12 +1781,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
-    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS + DPO_CONFIGS
+    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS + DPO_CONFIGS + HYBRID_CONFIGS
     by_id = {config_id(c): c for c in every}
     assert len(by_id) == len(every), "duplicate config ids"
     configs, columns, out = {"loops": (LOOP_CONFIGS, LOOP_CSV_COLUMNS, LOOPS_OUT),
                              "dropout": (DROPOUT_CONFIGS, DROPOUT_CSV_COLUMNS, DROPOUT_OUT),
-                             "dpo": (DPO_CONFIGS, DPO_CSV_COLUMNS, DPO_OUT)}.get(
+                             "dpo": (DPO_CONFIGS, DPO_CSV_COLUMNS, DPO_OUT),
+                             "hybrid": (HYBRID_CONFIGS, HYBRID_CSV_COLUMNS, HYBRID_OUT)}.get(
                                  args.set, (CONFIGS, CSV_COLUMNS, DEFAULT_OUT))
     if args.out is None:
         args.out = out

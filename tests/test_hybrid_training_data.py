@@ -1,0 +1,32 @@
+"""The measured training steps of hybrid models (tests/data/measured_hybrid_training.csv, benchmarks/measure_peaks.py
+--set hybrid: Qwen3.5 27B and Qwen3-Next 80B-A3B's Gated DeltaNet layers, Granite 4.0-H Micro's Mamba2 layers, at
+their real sizes on fake tensors, transformers' torch paths). The engine still refuses to estimate training these
+models (engine/scenarios.py check_combinations); these rows are what its hybrid terms are to be checked against, with
+the calibration / held-out split fixed here before any of them is fitted."""
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+
+DATA = Path(__file__).resolve().parent / "data" / "measured_hybrid_training.csv"
+
+
+def test_the_rows_are_the_ones_measured_before_any_fit():
+    # sha256 of the file as written by `measure_peaks.py --set hybrid` on 2026-12-06 (meta file beside it): a held-out
+    # row changed after the engine is fitted fails here
+    assert hashlib.sha256(DATA.read_bytes()).hexdigest() == (
+        "377cd848b78531e28d870636e09e857d6fdc7b93d299a73a954b1492ea4b7b87")
+
+
+def test_both_splits_hold_both_layer_kinds_methods_and_checkpointing():
+    rows = pd.read_csv(DATA)
+    assert set(rows["split"]) == {"calibration", "heldout"}
+    cal = rows[rows["split"] == "calibration"]
+    assert set(cal["seq"]) == {1024} and set(cal["model"]) == {"qwen3.5-27b", "granite-4.0-h-micro"}
+    for split, part in rows.groupby("split"):
+        assert {"qwen3.5-27b", "granite-4.0-h-micro"} <= set(part["model"]), split  # Gated DeltaNet and Mamba2
+        assert set(part["method"]) == {"full", "lora"} and set(part["grad_checkpointing"]) == {True, False}, split
+    key = ["model", "method", "batch", "seq", "grad_checkpointing"]
+    assert rows[rows["split"] == "heldout"].merge(cal[key], on=key).empty
+    assert set(rows.loc[rows["method"] == "lora", "lora_targets"]) == {"all-linear"}  # peft's own resolution
