@@ -171,6 +171,14 @@ class Inputs:
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
     qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
+    # hybrid models' training (hybrid_training_terms): the Gated DeltaNet and Mamba2 layers that replace attention,
+    # what they save per token summed over them (trained and frozen weights), their input projections (summed) and the
+    # widths their out_proj reads (summed)
+    hyb_layers: np.ndarray | float = 0.0
+    hyb_saved_full: np.ndarray | float = 0.0
+    hyb_saved_frozen: np.ndarray | float = 0.0
+    hyb_in_projs: np.ndarray | float = 0.0
+    hyb_out_width: np.ndarray | float = 0.0
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
     # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
@@ -423,6 +431,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         mh, mp, ms, mg = (np.asarray(arch[c], dtype=float) for c in MAMBA_FIELDS[:4])
         lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
+    hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -431,6 +440,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
         linear_work=np.where(train, 0.0, lin_held), linear_work_heads=np.where(train, 0.0, lin_split),
+        **{k: np.where(train, v, 0.0) for k, v in hyb.items()},
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
@@ -549,6 +559,42 @@ def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
         held = np.where(mamba, m["h"] * h * act_b / 2.0 + act_b * h, held)
         split = np.where(mamba, m_heads * act_b / 2.0, split)
     return held, split
+
+
+# What one Gated DeltaNet layer (transformers 5.24 Qwen3NextGatedDeltaNet, its torch chunked delta rule) and one Mamba2
+# mixer (GraniteMoeHybridMambaLayer's torch_forward) keep for backward in a 16-bit training step, per token, least squares
+# on single layers under MemTracker (benchmarks/check_hybrid_training.py docstring, `saved`: held out within 0.07%),
+# with the weights trained (full) or frozen (a LoRA base); they include the layer's 2 h output.
+# Gated DeltaNet terms: h, Hk dk, Hv dk, Hv dv, Hv, Hv dk dv / 64 (the torch rule's per-chunk state).
+GDN_SAVED = {"full": (2.0, 8.0, 32.0, 34.0, 1318.0, 4.0), "frozen": (2.0, 8.0, 32.0, 30.0, 1314.0, 4.0)}
+# Mamba2 terms: h, H P, H N, chunk H, H P N / chunk, G N.
+MAMBA_SAVED = {"full": (2.0, 47.63, 19.82, 12.18, 8.73, 8.03), "frozen": (2.0, 37.70, 19.85, 12.15, 8.61, 8.03)}
+
+
+def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
+    """Per row (0 for a model without them): hyb_layers, the Gated DeltaNet and Mamba2 layers in place of attention
+    (Falcon-H1's mamba_parallel mixers run beside it: not counted); hyb_saved_full / hyb_saved_frozen, what those
+    layers' mixers save per token, summed (GDN_SAVED, MAMBA_SAVED at 16-bit activations, scaled by act_b / 2);
+    hyb_in_projs, their input projections, summed (Qwen3.5's Qwen3_5GatedDeltaNet: in_proj_qkv, in_proj_z, in_proj_b,
+    in_proj_a; Qwen3-Next's: in_proj_qkvz, in_proj_ba; Mamba2: in_proj); hyb_out_width, out_proj's input widths,
+    summed (Hv dv; heads x head_dim)."""
+    Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
+    hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+    Lm = np.where(np.asarray(arch.get("mamba_parallel", False), dtype=bool), 0.0,
+                  np.asarray(arch.get("mamba_layers", 0.0), dtype=float))
+    mh, mp, ms, mg = (np.asarray(arch.get(k, 0.0), dtype=float) for k in MAMBA_FIELDS[:4])
+    chunk = np.maximum(np.asarray(arch.get("mamba_chunk_size", 256.0), dtype=float), 1.0)
+    gdn_terms = (h, hk * dk, hv * dk, hv * dv, hv, hv * dk * dv / 64.0)
+    mamba_terms = (h, mh * mp, mh * ms, chunk * mh, mh * mp * ms / chunk, mg * ms)
+    scale = np.asarray(act_b, dtype=float) / 2.0
+    out = {"hyb_layers": Llin + Lm,
+           "hyb_in_projs": Llin * np.where(split_in_proj, 4.0, 2.0) + Lm,
+           "hyb_out_width": Llin * hv * dv + Lm * mh * mp}
+    for kind in ("full", "frozen"):
+        gdn = sum(c * t for c, t in zip(GDN_SAVED[kind], gdn_terms))
+        mamba = sum(c * t for c, t in zip(MAMBA_SAVED[kind], mamba_terms))
+        out[f"hyb_saved_{kind}"] = scale * (Llin * gdn + Lm * mamba)
+    return out
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -1336,6 +1382,44 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     return dense
 
 
+def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
+    """Per token, what the Gated DeltaNet and Mamba2 layers (Inputs.hyb_*) keep for backward beyond what counting them
+    as attention layers (_layer_activations) gives, summed over them: 0 for other models. Such a layer keeps its MLP
+    part and its norms as an attention layer does; in place of the attention's part (what layer_activation_bytes
+    counts for q, k, v and o beyond the norms and the MLP, and the per-head terms _layer_activations adds) it keeps
+    its mixer's saved tensors (GDN_SAVED / MAMBA_SAVED, less the 2 h output the next layer's residual holds), the
+    normed input where its input projections train (R h, once), and under peft's fp32 adapters on a 16-bit base the
+    fp32 copy each adapted projection's lora_A keeps (4 x its input width, as layer_activation_bytes counts for q, k,
+    v, o) and lora_A's fp32 output (4 r)."""
+    if not np.any(np.asarray(x.hyb_layers) > 0):
+        return np.zeros(len(x.h))
+    trains = np.where(x.full | x.freeze, 1.0, 0.0)
+    attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+    saves = {mod: trains for mod in C.LORA_MODULES}
+    adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
+    args = dict(adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
+                uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model, fused_qkv=x.litgpt_model,
+                liger=x.liger)
+    whole = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r,
+                                   x.tp, **args)
+    no_attn = layer_activation_bytes(x.h, x.f, 0.0 * x.qd, 0.0 * x.kvd, 0.0 * x.a, x.R, x.M, x.autocast,
+                                     {m: (0.0 if m in attn else v) for m, v in saves.items()}, trains,
+                                     {m: (0.0 if m in attn else v) for m, v in adapted.items()}, x.r, x.tp, **args)
+    attn_part = whole - no_attn
+    if np.any(x.qk_norm > 0):
+        attn_part = attn_part + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
+    repeated = x.masked | x.eager | x.litgpt_model
+    if np.any(repeated):
+        attn_part = attn_part + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
+    saved = np.where(x.full, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
+    normed_in = x.hyb_layers * trains * x.R * x.h
+    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    in_ad, out_ad = adapted["q_proj"], adapted["o_proj"]
+    copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
+    lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
+    return (saved + normed_in + copies + lora_out) / x.tp - x.hyb_layers * attn_part
+
+
 def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:
     """Per token and layer, what LitGPT's attention keeps beyond K and V repeated to every head (recipe
     litgpt): with as many KV heads as heads (Llama 2 7B) no K/V is repeated, and V goes to SDPA as a view
@@ -1442,6 +1526,8 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     checkpointing each layer's input, and the final norm's; a layer's backward under
     checkpointing recomputes its own."""
     per_layer = _layer_activations(x)
+    if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
+        per_layer = per_layer + np.where(x.gc, 0.0, _hybrid_layers_delta(x) / x.L)
     layers = np.where(x.freeze, x.k_layers, x.L)
     # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
     # torchtitan keep the residual stream sharded on the sequence between layers)
