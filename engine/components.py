@@ -179,6 +179,7 @@ class Inputs:
     hyb_saved_frozen: np.ndarray | float = 0.0
     hyb_in_projs: np.ndarray | float = 0.0
     hyb_out_width: np.ndarray | float = 0.0
+    hyb_lora_in_out: np.ndarray | float = np.nan  # every layer's LoRA (in + out) where hybrid_lora_in_out covers it
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
     # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
@@ -432,6 +433,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
+    hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, flags, h, qd, kvd, L, mtype[midx].astype(str))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -440,7 +442,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
         linear_work=np.where(train, 0.0, lin_held), linear_work_heads=np.where(train, 0.0, lin_split),
-        **{k: np.where(train, v, 0.0) for k, v in hyb.items()},
+        **{k: np.where(train, v, 0.0 if k != "hyb_lora_in_out" else np.nan) for k, v in hyb.items()},
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
@@ -595,6 +597,51 @@ def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
         mamba = sum(c * t for c, t in zip(MAMBA_SAVED[kind], mamba_terms))
         out[f"hyb_saved_{kind}"] = scale * (Llin * gdn + Lm * mamba)
     return out
+
+
+def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.ndarray:
+    """Per row, the sum of (in + out) over every LoRA adapter peft 0.21.2 puts on a hybrid model under transformers
+    5.24, for the models it covers (NaN elsewhere: trainable_params counts L x in_out there): Qwen3.5 (dense),
+    Qwen3-Next and Granite 4.0-H (dense), each checked against the trainable counts measured in
+    tests/data/measured_hybrid_training.csv (exactly: 116,727,808, 3,443,233,536 and 28,823,552 at r 16, all-linear).
+      attention layers: q (2 x a d out with attention_output_gate), k, v, o as flagged;
+      Gated DeltaNet layers, under every target (all-linear: their projections are nn.Linear of other names):
+        Qwen3.5 in_proj_qkv (2 key + val), in_proj_z (val), in_proj_b and in_proj_a (Hv each), out_proj;
+        Qwen3-Next in_proj_qkvz (2 key + 2 val), in_proj_ba (2 Hv), out_proj;
+      Mamba2 layers, under every target: in_proj (h to 2 I + 2 G N + H), out_proj (I to h);
+      MLP: Qwen3.5 gate/up/down as flagged; Granite 4.0-H's shared_mlp input_linear (h to 2 f) and output_linear
+        under every target; Qwen3-Next's experts are fused parameters that peft's v4-to-v5 conversion targets when
+        gate_proj and up_proj (gate_up_proj, rank doubled: peft utils/transformers_weight_conversion.py
+        _convert_peft_config_moe, rank_pattern r x 2) or down_proj are named (all-linear names them), as
+        ParamWrapper adapters of E x rank (tuners/lora/layer.py ParamWrapper.update_layer: lora_A in x r E, lora_B
+        r E x out), the router's gate.weight (h to E) under every target; the shared expert's gate/up/down are mapped
+        away with them (not adapted), its shared_expert_gate (h to 1) is adapted under every target."""
+    Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
+    Lm = np.asarray(arch.get("mamba_layers", 0.0), dtype=float)
+    hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+    mh, mp, ms, mg = (np.asarray(arch.get(k, 0.0), dtype=float) for k in MAMBA_FIELDS[:4])
+    E, fe = (np.asarray(arch[c], dtype=float) for c in ("num_experts", "expert_intermediate_size"))
+    fd = np.asarray(m["intermediate_size"], dtype=float)
+    g = flags
+    every = g["q_proj"] * g["k_proj"] * g["v_proj"] * g["o_proj"] * g["gate_proj"] * g["up_proj"] * g["down_proj"]
+    gate = np.where(np.asarray(arch["attention_output_gate"], dtype=bool), 2.0, 1.0)
+    attn = (g["q_proj"] * (h + gate * qd) + g["k_proj"] * (h + kvd) + g["v_proj"] * (h + kvd)
+            + g["o_proj"] * (qd + h))
+    key, val = hk * dk, hv * dv
+    qwen35 = np.char.startswith(mtype, "qwen3_5") & (E == 0)
+    nxt = mtype == "qwen3_next"
+    granite = (mtype == "granitemoehybrid") & (E == 0)
+    gdn = np.where(qwen35, (h + 2 * key + val) + (h + val) + 2 * (h + hv) + (val + h),
+                   (h + 2 * key + 2 * val) + (h + 2 * hv) + (val + h))
+    inner = mh * mp
+    mamba = (h + 2 * inner + 2 * mg * ms + mh) + (inner + h)
+    dense_mlp = (g["gate_proj"] + g["up_proj"]) * (h + fd) + g["down_proj"] * (fd + h)
+    mlp = np.where(granite, every * ((h + 2 * fd) + (fd + h)), dense_mlp)
+    experts = (g["gate_proj"] * g["up_proj"] * 2.0 * E * (2 * fe + h) + g["down_proj"] * E * (h + fe)
+               + every * ((h + E) + (h + 1)))
+    mlp = np.where(nxt, experts, mlp)
+    total = (L - Llin - Lm) * attn + every * (Llin * gdn + Lm * mamba) + L * mlp
+    return np.where(qwen35 | nxt | granite, total, np.nan)
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -823,6 +870,8 @@ def trainable_params(x: Inputs) -> np.ndarray:
     """Parameters that train: every one (full), the adapters' (LoRA: L x r x sum of in + out),
     or the last k layers' (freeze); none for inference."""
     lora_params = x.L * x.r * x.in_out
+    if np.any(np.isfinite(x.hyb_lora_in_out)):  # the hybrid models hybrid_lora_in_out covers
+        lora_params = np.where(np.isfinite(x.hyb_lora_in_out), x.r * x.hyb_lora_in_out, lora_params)
     return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.k_layers * x.layer_all], 0.0)
 
 
