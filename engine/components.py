@@ -179,6 +179,7 @@ class Inputs:
     hyb_saved_frozen: np.ndarray | float = 0.0
     hyb_in_projs: np.ndarray | float = 0.0
     hyb_out_width: np.ndarray | float = 0.0
+    pw_fe: np.ndarray | float = 0.0  # an expert's width where peft's ParamWrapper adapts fused experts (Qwen3-Next)
     hyb_lora_in_out: np.ndarray | float = np.nan  # every layer's LoRA (in + out) where hybrid_lora_in_out covers it
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
@@ -434,6 +435,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
     hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, flags, h, qd, kvd, L, mtype[midx].astype(str))
+    hyb["pw_fe"] = np.where((mtype[midx] == "qwen3_next") & lora, np.asarray(arch["expert_intermediate_size"], dtype=float),
+                            0.0)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -1469,6 +1472,36 @@ def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
     return (saved + normed_in + copies + lora_out) / x.tp - x.hyb_layers * attn_part
 
 
+def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """(per token, per row) kept for backward by the MoE layers whose fused experts peft 0.21.2 adapts with ParamWrapper
+    (Inputs.pw_fe > 0: Qwen3-Next under LoRA, hybrid_lora_in_out), beyond what the engine's MoE layer counts, summed
+    over those layers. On a bf16 base ParamWrapper._activate_lora (tuners/lora/layer.py) registers W + scaling B A as
+    a parametrization (get_delta_weight, cast to the weight's dtype) cached for the forward, so the expert stack is a
+    new M-byte tensor that requires grad: transformers 5.24 Qwen3NextExperts.forward (modeling_qwen3_next.py lines
+    801-826) calls `nn.functional.linear(current_state, self.gate_up_proj[expert_idx])` and the down_proj likewise, and
+    each linear keeps its weight (a view of the whole stack: E x 2 fe x h and E x h x fe kept) and, the weight needing
+    grad, its input (the gathered tokens, h, and the product, fe, per routed slot: k per token); the router's
+    gate.weight (E x h, adapted under every target) likewise keeps its rebuilt weight and its input (h). The expert
+    MLP adapters layer_activation_bytes counts (fp32 input copies of gate, up, down and lora_A's outputs) do not
+    exist: ParamWrapper takes no input of its own."""
+    on = x.pw_fe > 0
+    if not np.any(on):
+        return np.zeros(len(x.h)), np.zeros(len(x.h))
+    g = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in ("gate_proj", "up_proj", "down_proj")}
+    gu, dn = g["gate_proj"] * g["up_proj"], g["down_proj"]
+    every = np.ones(len(x.h))
+    for mod in C.LORA_MODULES:
+        every = every * np.where(x.lora, x.flags[mod], 0.0)
+    layers = x.moe_share * x.L
+    E, fe, k = x.n_experts, x.pw_fe, x.k_experts
+    fixed = layers * x.M * E * (2.0 * fe * x.h * gu + x.h * fe * dn + x.h * every)
+    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    copies = np.where(fp32_cast, 4.0 * (x.h * (g["gate_proj"] + g["up_proj"]) + x.f * dn), 0.0)
+    copies = copies + 4.0 * x.r * (g["gate_proj"] + g["up_proj"] + dn)
+    per_token = layers * (x.M * k * (x.h * gu + fe * dn) + x.M * x.h * every - copies)
+    return np.where(on, per_token, 0.0) / x.tp, np.where(on, fixed, 0.0) / x.tp
+
+
 def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:
     """Per token and layer, what LitGPT's attention keeps beyond K and V repeated to every head (recipe
     litgpt): with as many KV heads as heads (Llama 2 7B) no K/V is repeated, and V goes to SDPA as a view
@@ -1577,6 +1610,18 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     per_layer = _layer_activations(x)
     if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
         per_layer = per_layer + np.where(x.gc, 0.0, _hybrid_layers_delta(x) / x.L)
+    pw_token, pw_fixed = _expert_wrapper_kept(x)
+    if np.any(pw_fixed > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
+        per_layer = per_layer + np.where(x.gc, 0.0, pw_token / x.L)
+        parts = activations_parts(x, t, per_layer)
+        one = np.where(x.gc, pw_fixed / np.maximum(x.moe_share * x.L, 1.0), 0.0)
+        kept = np.where(x.gc, 0.0, pw_fixed)
+        return {k: v._replace(fixed=v.fixed + kept + (one if k == "backward" else 0.0)) for k, v in parts.items()}
+    return activations_parts(x, t, per_layer)
+
+
+def activations_parts(x: Inputs, t: Totals, per_layer) -> dict[str, Part]:
+    """activations() from one layer's saved bytes per token."""
     layers = np.where(x.freeze, x.k_layers, x.L)
     # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
     # torchtitan keep the residual stream sharded on the sequence between layers)

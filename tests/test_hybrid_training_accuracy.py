@@ -1,8 +1,6 @@
 """The engine's Gated DeltaNet and Mamba2 layer terms for training (engine/components.py hybrid_training_terms,
 _hybrid_layers_delta) against the measured whole-model steps of tests/data/measured_hybrid_training.csv, asked with
-allow_unmodelled (the planner and the CLI still refuse training a hybrid model: Qwen3-Next's LoRA step without
-checkpointing is not met yet, the expert weights peft's ParamWrapper adapters rebuild and keep in each layer are not
-counted). The comparison is the peak without the runtime overhead, as
+allow_unmodelled (as the planner and the CLI estimate them). The comparison is the peak without the runtime overhead, as
 tests/test_accuracy.py; the targets on held-out rows are the project's (docs/accuracy.md): median |error| <= 2%,
 every row within 5%, none under by more than 3%."""
 
@@ -24,10 +22,9 @@ DATA = ROOT / "tests" / "data"
 FILES = {"qwen3.5-27b": DATA / "hybrid_configs" / "qwen3.5-27b.json",
          "qwen3-next-80b-a3b": DATA / "hybrid_configs" / "qwen3-next-80b-a3b.json",
          "granite-4.0-h-micro": DATA / "configs_2026" / "granite-4.0-h-micro.json"}
-# the models whose layers' activations the terms cover: Qwen3-Next's LoRA step without checkpointing also keeps, per
-# layer, the expert stacks peft 0.21.2's ParamWrapper rebuilds as W + B A in bf16 (tuners/lora/layer.py
-# ParamWrapper._activate_lora) and every expert's matmul inputs, which the engine does not count yet
-COVERED = ("qwen3.5-27b", "granite-4.0-h-micro")
+# Qwen3-Next's LoRA step without checkpointing also keeps, per layer, the expert stacks peft 0.21.2's ParamWrapper
+# rebuilds as W + B A in bf16 and every expert's matmul inputs (engine/components.py _expert_wrapper_kept)
+COVERED = ("qwen3.5-27b", "granite-4.0-h-micro", "qwen3-next-80b-a3b")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +45,7 @@ def compared(models):
 
 def test_the_covered_models_held_out_rows_meet_the_targets(compared):
     held = compared[(compared["split"] == "heldout") & compared["model"].isin(COVERED)]
-    assert len(held) == 8
+    assert len(held) == 10
     err = held["error"].to_numpy()
     assert np.median(np.abs(err)) <= 0.02, held[["model", "method", "grad_checkpointing", "error"]]
     assert np.all(np.abs(err) <= 0.05) and np.all(err >= -0.03), held[["model", "method", "grad_checkpointing", "error"]]
@@ -56,15 +53,16 @@ def test_the_covered_models_held_out_rows_meet_the_targets(compared):
 
 def test_the_covered_models_calibration_rows_are_within_five_percent(compared):
     cal = compared[compared["split"] == "calibration"]
-    assert set(cal["model"]) == set(COVERED) and len(cal) == 8
+    assert set(cal["model"]) == {"qwen3.5-27b", "granite-4.0-h-micro"} and len(cal) == 8
     assert np.all(np.abs(cal["error"]) <= 0.05), cal[["model", "method", "grad_checkpointing", "error"]]
 
 
 def test_without_checkpointing_the_mixers_own_terms_are_counted(compared):
     # counted as attention layers (the engine before these terms) Qwen3.5 27B's LoRA step without checkpointing was
-    # -27.8% and Granite 4.0-H Micro's full step -55.9% at 1 x 2,048; what the mixers keep is most of the step
-    rows = compared[~compared["grad_checkpointing"] & compared["model"].isin(COVERED)]
-    assert len(rows) == 8 and np.all(np.abs(rows["error"]) <= 0.02), rows[["model", "method", "seq", "error"]]
+    # -27.8%, Granite 4.0-H Micro's full step -55.9% and Qwen3-Next's LoRA step -54.9% at 1 x 2,048 (Qwen3-Next: most
+    # of it the expert stacks peft's ParamWrapper rebuilds in every layer)
+    rows = compared[~compared["grad_checkpointing"]]
+    assert len(rows) == 9 and np.all(np.abs(rows["error"]) <= 0.02), rows[["model", "method", "seq", "error"]]
 
 
 def test_the_adapters_peft_puts_on_each_hybrid_are_counted_exactly(compared):
