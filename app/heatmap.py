@@ -38,7 +38,7 @@ STATES = {
     "incompatible": ("✗", "incompatible: the card cannot run this workload", "#64748b", "#ffffff", "slate"),
     "context": ("↔", "sequence longer than the model's context", "#e2e8f0", "#111827", "light grey"),
     "layers": ("≡", "more trainable layers than the model has", "#e2e8f0", "#111827", "light grey"),
-    "unmodelled": ("∅", "training this model's linear-attention layers is not modelled", "#e2e8f0", "#111827",
+    "unmodelled": ("∅", "training this hybrid model's linear-attention or Mamba2 layers is not modelled", "#e2e8f0", "#111827",
                    "light grey"),
     "other": ("?", "another state: hover the cell", "#f1f5f9", "#111827", "pale grey"),
 }
@@ -156,7 +156,7 @@ def legend_text(cells: pd.DataFrame, max_gpus: int, unit: str) -> str:
         words.append(f"**≡** more trainable layers than {models_with('layers')} has; the table says ✗ layers.")
     if "unmodelled" in present:
         words.append(f"**∅** training {models_with('unmodelled')} is not modelled yet: its linear-attention (Gated "
-                     "DeltaNet) layers' training memory is not traced (inference and serving are); the table says "
+                     "DeltaNet) or Mamba2 layers' training memory is not traced (inference and serving are); the table says "
                      "✗ not modelled.")
     if "other" in present:
         words.append("**?** another state: hover the cell.")

@@ -70,7 +70,8 @@ engine/params.py architecture_counts):
   sigmoid router and one shared expert of moe_shared_expert_intermediate_size; moe_latent_size, Nemotron 3 Super's
   latent experts, refused), one norm each; bamba (IBM Bamba): Mamba2
   on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
-  their state per sequence sized for inference and serving; training them is refused as not modelled.
+  their state per sequence sized for inference and serving; training them is refused as not modelled (but Granite
+  4.0-H's dense models: engine/params.py hybrid_training_unmodelled).
 - falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
   norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
@@ -737,7 +738,8 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                      f"and SSM state per sequence), {attention} attention"
                      + (f", {arch['mixer_free_layers']} an MLP alone" if arch.get("mixer_free_layers") else "")
                      + (" (its experts)" if arch.get("mixer_free_layers") and arch.get("num_experts") else "") + "."
-                     + " Training such a model is not modelled.")
+                     + (" Training such a model is not modelled." if model_type != "granitemoehybrid"
+                        or arch.get("num_experts") else ""))  # (engine/params.py hybrid_training_unmodelled)
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")

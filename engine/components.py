@@ -171,6 +171,16 @@ class Inputs:
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
     qk_norm: np.ndarray | float = 0.0  # 1 where q and k are RMS-normalized per head (Qwen3, Gemma 3)
+    # hybrid models' training (hybrid_training_terms): the Gated DeltaNet and Mamba2 layers that replace attention,
+    # what they save per token summed over them (trained and frozen weights), their input projections (summed) and the
+    # widths their out_proj reads (summed)
+    hyb_layers: np.ndarray | float = 0.0
+    hyb_saved_full: np.ndarray | float = 0.0
+    hyb_saved_frozen: np.ndarray | float = 0.0
+    hyb_in_projs: np.ndarray | float = 0.0
+    hyb_out_width: np.ndarray | float = 0.0
+    pw_fe: np.ndarray | float = 0.0  # an expert's width where peft's ParamWrapper adapts fused experts (Qwen3-Next)
+    hyb_lora_in_out: np.ndarray | float = np.nan  # every layer's LoRA (in + out) where hybrid_lora_in_out covers it
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
     # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
@@ -423,6 +433,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         mh, mp, ms, mg = (np.asarray(arch[c], dtype=float) for c in MAMBA_FIELDS[:4])
         lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
+    hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
+    hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, flags, h, qd, kvd, L, mtype[midx].astype(str))
+    hyb["pw_fe"] = np.where((mtype[midx] == "qwen3_next") & lora, np.asarray(arch["expert_intermediate_size"], dtype=float),
+                            0.0)
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -431,6 +445,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         kv_window=np.where(train, 0.0, win_layers * 2.0 * kvd * np.where(np.isnan(kv_b), act_b, kv_b) / (np.minimum(tp, kvh) * pp)),
         window=window, kv_state=np.where(train, 0.0, _linear_state_bytes(arch, act_b) / (np.minimum(tp, kvh) * pp)),
         linear_work=np.where(train, 0.0, lin_held), linear_work_heads=np.where(train, 0.0, lin_split),
+        **{k: np.where(train, v, 0.0 if k != "hyb_lora_in_out" else np.nan) for k, v in hyb.items()},
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
@@ -549,6 +564,87 @@ def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
         held = np.where(mamba, m["h"] * h * act_b / 2.0 + act_b * h, held)
         split = np.where(mamba, m_heads * act_b / 2.0, split)
     return held, split
+
+
+# What one Gated DeltaNet layer (transformers 5.24 Qwen3NextGatedDeltaNet, its torch chunked delta rule) and one Mamba2
+# mixer (GraniteMoeHybridMambaLayer's torch_forward) keep for backward in a 16-bit training step, per token, least squares
+# on single layers under MemTracker (benchmarks/check_hybrid_training.py docstring, `saved`: held out within 0.07%),
+# with the weights trained (full) or frozen (a LoRA base); they include the layer's 2 h output.
+# Gated DeltaNet terms: h, Hk dk, Hv dk, Hv dv, Hv, Hv dk dv / 64 (the torch rule's per-chunk state).
+GDN_SAVED = {"full": (2.0, 8.0, 32.0, 34.0, 1318.0, 4.0), "frozen": (2.0, 8.0, 32.0, 30.0, 1314.0, 4.0)}
+# Mamba2 terms: h, H P, H N, chunk H, H P N / chunk, G N.
+MAMBA_SAVED = {"full": (2.0, 47.63, 19.82, 12.18, 8.73, 8.03), "frozen": (2.0, 37.70, 19.85, 12.15, 8.61, 8.03)}
+
+
+def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
+    """Per row (0 for a model without them): hyb_layers, the Gated DeltaNet and Mamba2 layers in place of attention
+    (Falcon-H1's mamba_parallel mixers run beside it: not counted); hyb_saved_full / hyb_saved_frozen, what those
+    layers' mixers save per token, summed (GDN_SAVED, MAMBA_SAVED at 16-bit activations, scaled by act_b / 2);
+    hyb_in_projs, their input projections, summed (Qwen3.5's Qwen3_5GatedDeltaNet: in_proj_qkv, in_proj_z, in_proj_b,
+    in_proj_a; Qwen3-Next's: in_proj_qkvz, in_proj_ba; Mamba2: in_proj); hyb_out_width, out_proj's input widths,
+    summed (Hv dv; heads x head_dim)."""
+    Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
+    hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+    Lm = np.where(np.asarray(arch.get("mamba_parallel", False), dtype=bool), 0.0,
+                  np.asarray(arch.get("mamba_layers", 0.0), dtype=float))
+    mh, mp, ms, mg = (np.asarray(arch.get(k, 0.0), dtype=float) for k in MAMBA_FIELDS[:4])
+    chunk = np.maximum(np.asarray(arch.get("mamba_chunk_size", 256.0), dtype=float), 1.0)
+    gdn_terms = (h, hk * dk, hv * dk, hv * dv, hv, hv * dk * dv / 64.0)
+    mamba_terms = (h, mh * mp, mh * ms, chunk * mh, mh * mp * ms / chunk, mg * ms)
+    scale = np.asarray(act_b, dtype=float) / 2.0
+    out = {"hyb_layers": Llin + Lm,
+           "hyb_in_projs": Llin * np.where(split_in_proj, 4.0, 2.0) + Lm,
+           "hyb_out_width": Llin * hv * dv + Lm * mh * mp}
+    for kind in ("full", "frozen"):
+        gdn = sum(c * t for c, t in zip(GDN_SAVED[kind], gdn_terms))
+        mamba = sum(c * t for c, t in zip(MAMBA_SAVED[kind], mamba_terms))
+        out[f"hyb_saved_{kind}"] = scale * (Llin * gdn + Lm * mamba)
+    return out
+
+
+def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.ndarray:
+    """Per row, the sum of (in + out) over every LoRA adapter peft 0.21.2 puts on a hybrid model under transformers
+    5.24, for the models it covers (NaN elsewhere: trainable_params counts L x in_out there): Qwen3.5 (dense),
+    Qwen3-Next and Granite 4.0-H (dense), each checked against the trainable counts measured in
+    tests/data/measured_hybrid_training.csv (exactly: 116,727,808, 3,443,233,536 and 28,823,552 at r 16, all-linear).
+      attention layers: q (2 x a d out with attention_output_gate), k, v, o as flagged;
+      Gated DeltaNet layers, under every target (all-linear: their projections are nn.Linear of other names):
+        Qwen3.5 in_proj_qkv (2 key + val), in_proj_z (val), in_proj_b and in_proj_a (Hv each), out_proj;
+        Qwen3-Next in_proj_qkvz (2 key + 2 val), in_proj_ba (2 Hv), out_proj;
+      Mamba2 layers, under every target: in_proj (h to 2 I + 2 G N + H), out_proj (I to h);
+      MLP: Qwen3.5 gate/up/down as flagged; Granite 4.0-H's shared_mlp input_linear (h to 2 f) and output_linear
+        under every target; Qwen3-Next's experts are fused parameters that peft's v4-to-v5 conversion targets when
+        gate_proj and up_proj (gate_up_proj, rank doubled: peft utils/transformers_weight_conversion.py
+        _convert_peft_config_moe, rank_pattern r x 2) or down_proj are named (all-linear names them), as
+        ParamWrapper adapters of E x rank (tuners/lora/layer.py ParamWrapper.update_layer: lora_A in x r E, lora_B
+        r E x out), the router's gate.weight (h to E) under every target; the shared expert's gate/up/down are mapped
+        away with them (not adapted), its shared_expert_gate (h to 1) is adapted under every target."""
+    Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
+    Lm = np.asarray(arch.get("mamba_layers", 0.0), dtype=float)
+    hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
+    mh, mp, ms, mg = (np.asarray(arch.get(k, 0.0), dtype=float) for k in MAMBA_FIELDS[:4])
+    E, fe = (np.asarray(arch[c], dtype=float) for c in ("num_experts", "expert_intermediate_size"))
+    fd = np.asarray(m["intermediate_size"], dtype=float)
+    g = flags
+    every = g["q_proj"] * g["k_proj"] * g["v_proj"] * g["o_proj"] * g["gate_proj"] * g["up_proj"] * g["down_proj"]
+    gate = np.where(np.asarray(arch["attention_output_gate"], dtype=bool), 2.0, 1.0)
+    attn = (g["q_proj"] * (h + gate * qd) + g["k_proj"] * (h + kvd) + g["v_proj"] * (h + kvd)
+            + g["o_proj"] * (qd + h))
+    key, val = hk * dk, hv * dv
+    qwen35 = np.char.startswith(mtype, "qwen3_5") & (E == 0)
+    nxt = mtype == "qwen3_next"
+    granite = (mtype == "granitemoehybrid") & (E == 0)
+    gdn = np.where(qwen35, (h + 2 * key + val) + (h + val) + 2 * (h + hv) + (val + h),
+                   (h + 2 * key + 2 * val) + (h + 2 * hv) + (val + h))
+    inner = mh * mp
+    mamba = (h + 2 * inner + 2 * mg * ms + mh) + (inner + h)
+    dense_mlp = (g["gate_proj"] + g["up_proj"]) * (h + fd) + g["down_proj"] * (fd + h)
+    mlp = np.where(granite, every * ((h + 2 * fd) + (fd + h)), dense_mlp)
+    experts = (g["gate_proj"] * g["up_proj"] * 2.0 * E * (2 * fe + h) + g["down_proj"] * E * (h + fe)
+               + every * ((h + E) + (h + 1)))
+    mlp = np.where(nxt, experts, mlp)
+    total = (L - Llin - Lm) * attn + every * (Llin * gdn + Lm * mamba) + L * mlp
+    return np.where(qwen35 | nxt | granite, total, np.nan)
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -777,6 +873,8 @@ def trainable_params(x: Inputs) -> np.ndarray:
     """Parameters that train: every one (full), the adapters' (LoRA: L x r x sum of in + out),
     or the last k layers' (freeze); none for inference."""
     lora_params = x.L * x.r * x.in_out
+    if np.any(np.isfinite(x.hyb_lora_in_out)):  # the hybrid models hybrid_lora_in_out covers
+        lora_params = np.where(np.isfinite(x.hyb_lora_in_out), x.r * x.hyb_lora_in_out, lora_params)
     return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.k_layers * x.layer_all], 0.0)
 
 
@@ -1336,6 +1434,74 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     return dense
 
 
+def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
+    """Per token, what the Gated DeltaNet and Mamba2 layers (Inputs.hyb_*) keep for backward beyond what counting them
+    as attention layers (_layer_activations) gives, summed over them: 0 for other models. Such a layer keeps its MLP
+    part and its norms as an attention layer does; in place of the attention's part (what layer_activation_bytes
+    counts for q, k, v and o beyond the norms and the MLP, and the per-head terms _layer_activations adds) it keeps
+    its mixer's saved tensors (GDN_SAVED / MAMBA_SAVED, less the 2 h output the next layer's residual holds), the
+    normed input where its input projections train (R h, once), and under peft's fp32 adapters on a 16-bit base the
+    fp32 copy each adapted projection's lora_A keeps (4 x its input width, as layer_activation_bytes counts for q, k,
+    v, o) and lora_A's fp32 output (4 r)."""
+    if not np.any(np.asarray(x.hyb_layers) > 0):
+        return np.zeros(len(x.h))
+    trains = np.where(x.full | x.freeze, 1.0, 0.0)
+    attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+    saves = {mod: trains for mod in C.LORA_MODULES}
+    adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
+    args = dict(adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
+                uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model, fused_qkv=x.litgpt_model,
+                liger=x.liger)
+    whole = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r,
+                                   x.tp, **args)
+    no_attn = layer_activation_bytes(x.h, x.f, 0.0 * x.qd, 0.0 * x.kvd, 0.0 * x.a, x.R, x.M, x.autocast,
+                                     {m: (0.0 if m in attn else v) for m, v in saves.items()}, trains,
+                                     {m: (0.0 if m in attn else v) for m, v in adapted.items()}, x.r, x.tp, **args)
+    attn_part = whole - no_attn
+    if np.any(x.qk_norm > 0):
+        attn_part = attn_part + x.qk_norm * qk_norm_bytes(x.qd, x.kvd, x.a, x.kvh, x.M, trains, x.gemma_norm, x.tp)
+    repeated = x.masked | x.eager | x.litgpt_model
+    if np.any(repeated):
+        attn_part = attn_part + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
+    saved = np.where(x.full, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
+    normed_in = x.hyb_layers * trains * x.R * x.h
+    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    in_ad, out_ad = adapted["q_proj"], adapted["o_proj"]
+    copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
+    lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
+    return (saved + normed_in + copies + lora_out) / x.tp - x.hyb_layers * attn_part
+
+
+def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """(per token, per row) kept for backward by the MoE layers whose fused experts peft 0.21.2 adapts with ParamWrapper
+    (Inputs.pw_fe > 0: Qwen3-Next under LoRA, hybrid_lora_in_out), beyond what the engine's MoE layer counts, summed
+    over those layers. On a bf16 base ParamWrapper._activate_lora (tuners/lora/layer.py) registers W + scaling B A as
+    a parametrization (get_delta_weight, cast to the weight's dtype) cached for the forward, so the expert stack is a
+    new M-byte tensor that requires grad: transformers 5.24 Qwen3NextExperts.forward (modeling_qwen3_next.py lines
+    801-826) calls `nn.functional.linear(current_state, self.gate_up_proj[expert_idx])` and the down_proj likewise, and
+    each linear keeps its weight (a view of the whole stack: E x 2 fe x h and E x h x fe kept) and, the weight needing
+    grad, its input (the gathered tokens, h, and the product, fe, per routed slot: k per token); the router's
+    gate.weight (E x h, adapted under every target) likewise keeps its rebuilt weight and its input (h). The expert
+    MLP adapters layer_activation_bytes counts (fp32 input copies of gate, up, down and lora_A's outputs) do not
+    exist: ParamWrapper takes no input of its own."""
+    on = x.pw_fe > 0
+    if not np.any(on):
+        return np.zeros(len(x.h)), np.zeros(len(x.h))
+    g = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in ("gate_proj", "up_proj", "down_proj")}
+    gu, dn = g["gate_proj"] * g["up_proj"], g["down_proj"]
+    every = np.ones(len(x.h))
+    for mod in C.LORA_MODULES:
+        every = every * np.where(x.lora, x.flags[mod], 0.0)
+    layers = x.moe_share * x.L
+    E, fe, k = x.n_experts, x.pw_fe, x.k_experts
+    fixed = layers * x.M * E * (2.0 * fe * x.h * gu + x.h * fe * dn + x.h * every)
+    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    copies = np.where(fp32_cast, 4.0 * (x.h * (g["gate_proj"] + g["up_proj"]) + x.f * dn), 0.0)
+    copies = copies + 4.0 * x.r * (g["gate_proj"] + g["up_proj"] + dn)
+    per_token = layers * (x.M * k * (x.h * gu + fe * dn) + x.M * x.h * every - copies)
+    return np.where(on, per_token, 0.0) / x.tp, np.where(on, fixed, 0.0) / x.tp
+
+
 def _litgpt_qkv_kept(x: Inputs) -> np.ndarray:
     """Per token and layer, what LitGPT's attention keeps beyond K and V repeated to every head (recipe
     litgpt): with as many KV heads as heads (Llama 2 7B) no K/V is repeated, and V goes to SDPA as a view
@@ -1442,6 +1608,20 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     checkpointing each layer's input, and the final norm's; a layer's backward under
     checkpointing recomputes its own."""
     per_layer = _layer_activations(x)
+    if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
+        per_layer = per_layer + np.where(x.gc, 0.0, _hybrid_layers_delta(x) / x.L)
+    pw_token, pw_fixed = _expert_wrapper_kept(x)
+    if np.any(pw_fixed > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
+        per_layer = per_layer + np.where(x.gc, 0.0, pw_token / x.L)
+        parts = activations_parts(x, t, per_layer)
+        one = np.where(x.gc, pw_fixed / np.maximum(x.moe_share * x.L, 1.0), 0.0)
+        kept = np.where(x.gc, 0.0, pw_fixed)
+        return {k: v._replace(fixed=v.fixed + kept + (one if k == "backward" else 0.0)) for k, v in parts.items()}
+    return activations_parts(x, t, per_layer)
+
+
+def activations_parts(x: Inputs, t: Totals, per_layer) -> dict[str, Part]:
+    """activations() from one layer's saved bytes per token."""
     layers = np.where(x.freeze, x.k_layers, x.L)
     # checkpointing keeps each layer's input (sequence parallel: its seq / tp share, Megatron-LM and
     # torchtitan keep the residual stream sharded on the sequence between layers)

@@ -325,6 +325,28 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
     return names
 
 
+def hybrid_training_unmodelled(models) -> np.ndarray:
+    """Per model (row of `models`): True where it has Gated DeltaNet or Mamba2 layers and training it is not modelled.
+    Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept; held out against
+    tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's dense models,
+    Qwen3-Next and Granite 4.0-H's dense models. Not (their layer layout or peft's adapters on them not traced):
+    Qwen3.5's and Granite 4.0-H's MoE models, Nemotron-H's blocks, Bamba, Falcon-H1's parallel mixers."""
+    n = len(models)
+    layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
+    mtype = model_types(models["family"] if "family" in models else [""] * n).astype(str)
+    dense = np.nan_to_num(_float_col(models, "num_experts")) == 0
+    covered = ((mtype == "qwen3_next") | (np.char.startswith(mtype, "qwen3_5") & dense)
+               | ((mtype == "granitemoehybrid") & dense))
+    return (layers > 0) & ~covered
+
+
+def _float_col(models, name: str) -> np.ndarray:
+    """models' `name` as floats (0 where the column is absent)."""
+    if name not in models:
+        return np.zeros(len(models))
+    return np.asarray(models[name], dtype=float)
+
+
 def model_types(families) -> np.ndarray:
     """Each family's transformers model_type where the engine keys a term on it ("" elsewhere): a catalog
     family through engine/constants.py FAMILY_MODEL_TYPE, a model read from a file or the Hub (family

@@ -33,7 +33,7 @@ from engine.constants import (
 )
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
-from engine.params import parse_lora_targets
+from engine.params import hybrid_training_unmodelled, parse_lora_targets
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
@@ -950,17 +950,20 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         i = cfg.first_row(bad)
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
-    # hybrid linear attention (Qwen3-Next, Qwen3.5) and Mamba2 hybrids (Granite 4.0-H, Nemotron-H, Bamba): what training
-    # keeps for a Gated DeltaNet or Mamba2 layer's backward is not traced yet; inference (its state per sequence) is
+    # hybrid linear attention and Mamba2 hybrids whose training is not modelled (engine/params.py
+    # hybrid_training_unmodelled: Qwen3.5 and Granite 4.0-H MoE, Nemotron-H, Bamba, Falcon-H1); inference is
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
     if stateful and not allow_unmodelled:
         counts = {c: models[c].fillna(0).to_numpy(dtype=float)[idx] for c in stateful}
         bad = train & (sum(counts.values()) > 0)
         if bad.any():
+            bad = bad & hybrid_training_unmodelled(models)[idx]
+        if bad.any():
             i = cfg.first_row(bad)
             kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][cfg.inv[i]] > 0
                     else "linear-attention (Gated DeltaNet)")
-            raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet; "
+            raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet "
+                             "(modelled: Qwen3.5 dense, Qwen3-Next, Granite 4.0-H dense); "
                              "accepted for this model: --task infer, and `serve`")
 
 

@@ -16,7 +16,7 @@ from planner import planning
 
 # training a model with linear-attention (Gated DeltaNet) layers: the engine does not model it yet
 # (planning.not_modelled); named apart from "out of reach", as `budget` names it (not_modelled)
-UNMODELLED_TEXT = "Not modelled yet (training a model with linear-attention layers; inference is): "
+UNMODELLED_TEXT = "Not modelled yet (training this hybrid model's linear-attention or Mamba2 layers; inference is): "
 
 s = c.store()
 models, gpus = c.merged_frames()
@@ -225,7 +225,7 @@ with np.errstate(invalid="ignore"):
                                        "$" + np.char.mod("%.2f" if mode == "cloud_hour" else "%.0f", cost)))))
 chart = pd.DataFrame({
     "model": grid_["model"].map(names), "plan": grid_["plan"], "cost": cost, "text": short,
-    "config": np.where(not_done, "not modelled yet (linear-attention layers)", np.where(np.isnan(cost), "none within the GPU limit",
+    "config": np.where(not_done, "not modelled yet (hybrid layers)", np.where(np.isnan(cost), "none within the GPU limit",
                        grid_["gpus"].fillna(0).astype(int).astype(str) + "× " + grid_["gpu"].astype(str).map(gnames))),
     "status": np.select([cost <= budget, cost <= budget * (1 + stretch / 100)],
                         ["within the budget", f"with up to +{stretch}%"], "beyond"),

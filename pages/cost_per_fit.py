@@ -64,7 +64,7 @@ def _config(gpu_col: str, count_col: str) -> pd.Series:
     ok = per_fit[gpu_col].notna()
     text = per_fit[count_col].fillna(0).astype(int).astype(str) + "× " + per_fit[gpu_col].astype(str).map(gnames)
     # training a linear-attention model is not modelled (planning.not_modelled): no count was tried
-    missing = np.where(per_fit["not_modelled"], "not modelled yet (linear-attention layers)", "none within the limit")
+    missing = np.where(per_fit["not_modelled"], "not modelled yet (hybrid layers)", "none within the limit")
     return text.where(ok, pd.Series(missing, index=text.index))
 
 

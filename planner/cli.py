@@ -631,8 +631,9 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
     hybrid = frame.attrs.get("not_modelled", [])
     if hybrid:
-        print(f"note: left out {', '.join(hybrid)}: training a model with linear-attention (Gated DeltaNet) layers is "
-              "not modelled yet (--task infer and `serve` are)", file=sys.stderr)
+        print(f"note: left out {', '.join(hybrid)}: training this hybrid model (linear-attention or Mamba2 layers) is "
+              "not modelled yet (--task infer and `serve` are; modelled: Qwen3.5 dense, Qwen3-Next, Granite 4.0-H "
+              "dense)", file=sys.stderr)
     if sources:
         frame.insert(1, "model_source", frame["model"].map(sources).fillna("catalog"))
     facts = {g: _price_facts(gpus, g) for g in gpu_ids}  # each row's prices, dated and sourced (added at the end)

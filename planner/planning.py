@@ -44,6 +44,7 @@ from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
 from engine.memory import PHASES
+from engine.params import hybrid_training_unmodelled
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
@@ -226,15 +227,20 @@ NOT_MODELLED_LABEL = "✗ not modelled"  # the label of a row not_modelled gives
 
 
 def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """Training rows of a model with linear-attention (Gated DeltaNet) layers: refused by the engine (their training
-    memory is not traced yet, engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows
-    without figures (e.g. a user's Qwen3.5 in a training matrix)."""
+    """Training rows of a hybrid model whose training memory is not modelled (engine/params.py
+    hybrid_training_unmodelled: Qwen3.5's and Granite 4.0-H's MoE models, Nemotron-H, Bamba, Falcon-H1): refused by
+    the engine (engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows without figures."""
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models.columns]  # (and Mamba2 layers)
     if not stateful or "task" not in frame.columns:
         return np.zeros(len(frame), dtype=bool)
     hybrid = sum(np.nan_to_num(_model_fact(frame, models, c)) for c in stateful)
     train = per_value(_series_or_column(frame, "task"), lambda u: u.astype(str) == "train")
-    return train & (np.nan_to_num(hybrid) > 0)
+    rows = train & (np.nan_to_num(hybrid) > 0)
+    if not rows.any():
+        return rows
+    unmodelled = hybrid_training_unmodelled(models)
+    at = positions(models["id"], frame["model"])
+    return rows & np.where(at >= 0, unmodelled[np.maximum(at, 0)], False)
 
 
 def refused_rows(frame: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -186,9 +186,14 @@ def test_estimate_infers_and_training_is_refused_as_not_modelled():
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--method", "lora")
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.strip().splitlines() == ["error: ibm-granite-granite-4.0-h-small has Mamba2 layers, whose training memory "
-                                        "is not modelled yet; accepted for this model: --task infer, and `serve`"]
+                                        "is not modelled yet (modelled: Qwen3.5 dense, Qwen3-Next, Granite 4.0-H dense); "
+                                        "accepted for this model: --task infer, and `serve`"]
     code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method", "full")
     assert code == 2 and out == "" and "nemotron-3-nano-30b-a3b-bf16 has Mamba2 layers, whose training memory" in err
+    # Granite 4.0-H Micro (dense) is modelled (tests/test_hybrid_training_accuracy.py)
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / "granite-4.0-h-micro.json"), "--gpu",
+                             "h100-sxm-80gb", "--method", "lora")
+    assert code == 0 and "Traceback" not in err
 
 
 def _gguf(path, arch, meta, arrays, tensors):
@@ -324,12 +329,14 @@ def test_training_rows_of_a_mamba2_model_are_labelled_not_modelled_in_tables(cat
     the answers of the models it does model; inference rows of the same model are estimated."""
     from planner import planning
     models, gpus = cat
-    models = _with(models, "granite-4.0-h-micro.json")
-    sc = planning.expand({"task": "train", "method": "lora"}, model=["ibm-granite-granite-4.0-h-micro", "llama-3.1-8b"],
+    models = _with(models, "granite-4.0-h-small.json", "granite-4.0-h-micro.json")
+    sc = planning.expand({"task": "train", "method": "lora"}, model=["ibm-granite-granite-4.0-h-small", "llama-3.1-8b",
+                                                                     "ibm-granite-granite-4.0-h-micro"],
                          gpu=["h100-sxm-80gb"])
     conf = planning.configurations(sc, models, gpus)
-    assert conf["label"].tolist() == ["✗ not modelled", "1"]
-    sc = planning.expand({"task": "infer"}, model=["ibm-granite-granite-4.0-h-micro"], gpu=["h100-sxm-80gb"])
+    # (Granite 4.0-H Micro, dense, is modelled: tests/test_hybrid_training_accuracy.py; Small, MoE, is not)
+    assert conf["label"].tolist() == ["✗ not modelled", "1", "1"]
+    sc = planning.expand({"task": "infer"}, model=["ibm-granite-granite-4.0-h-small"], gpu=["h100-sxm-80gb"])
     assert planning.configurations(sc, models, gpus)["label"].iloc[0] != "✗ not modelled"
 
 
