@@ -78,3 +78,15 @@ def test_qwen3_next_lora_with_checkpointing_is_within_one_percent(compared):
     # its peak is the optimizer step's (params, fp32 gradients and AdamW states of the 3,443,233,536 adapters' values)
     row = compared[(compared["model"] == "qwen3-next-80b-a3b") & compared["grad_checkpointing"]]
     assert len(row) == 1 and abs(row["error"].iloc[0]) <= 0.01, row[["error"]]
+
+
+def test_docs_state_the_held_out_and_calibration_figures_this_comparison_gives(compared):
+    """docs/accuracy.md's paragraph on training a hybrid model quotes these figures: they are the test's own, so the
+    page cannot drift from the engine."""
+    held = compared[(compared["split"] == "heldout") & compared["model"].isin(COVERED)]["error"].to_numpy() * 100
+    cal = compared[compared["split"] == "calibration"]["error"].to_numpy() * 100
+    text = " ".join((Path(__file__).resolve().parent.parent / "docs" / "accuracy.md").read_text().split())
+    quoted = (f"median |error| {np.median(np.abs(held)):.2f}%, from {held.min():+.2f}% (Qwen3-Next LoRA without "
+              f"checkpointing) to {held.max():+.2f}% (Granite LoRA without checkpointing); the 8 calibration rows "
+              f"(1 x 1,024) from {cal.min():+.2f}% to {cal.max():+.2f}%")
+    assert quoted in text, quoted
