@@ -17,6 +17,8 @@ from engine.serving import (
     CONTEXT_FROM_MODEL_ENGINES,
     CONTEXT_REQUIRED_ENGINES,
     DEFAULT_BACKEND,
+    EXL_ENGINES,
+    EXL_FILES,
     EXL3_DEFAULT_CACHE_TOKENS,
     FIT_MARGIN_BYTES,
     LLAMA_FIT_CTX_ALIGN,
@@ -35,8 +37,6 @@ from engine.serving import (
     VLLM_CUDAGRAPH_PROFILE_FROM,
     devices_refused,
     apple_gpu_share,
-    exl2_bits,
-    exl3_bits,
     formats_refused,
     kv_refused,
     ollama_default_context,
@@ -330,12 +330,12 @@ def cheapest(model: str, users: int, context: int, tokens_per_s_per_user: float,
                                       names=["gpu", "gpus", "engine", "precision"]).to_frame(index=False)
     gguf = grid["precision"].isin(tuple(C.GGUF_BITS))
     grid = grid[gguf == grid["engine"].isin(GGUF_ENGINES)].reset_index(drop=True)  # GGUF <-> llama.cpp/Ollama
-    # ExLlamaV2 runs its own formats only (exl2-B, GPTQ int4), and exl2-B runs nowhere else; ExLlamaV3 likewise exl3-B
-    exl = grid["engine"] == "exllamav2"
-    exl_format = ~np.isnan(exl2_bits(grid["precision"])) | ((grid["precision"] == "int4") & exl)
-    grid = grid[exl == exl_format].reset_index(drop=True)
-    exl3 = grid["engine"] == "exllamav3"
-    grid = grid[exl3 == ~np.isnan(exl3_bits(grid["precision"]))].reset_index(drop=True)
+    # each ExLlama engine runs its own formats only (engine/serving.py EXL_FILES: exl2-B and GPTQ int4 for ExLlamaV2,
+    # exl3-B for ExLlamaV3), and exl2-B / exl3-B run nowhere else
+    for engine, (_prefix, bits_of, _range, others, _takes, _example) in EXL_FILES.items():
+        own = grid["engine"] == engine
+        own_format = ~np.isnan(bits_of(grid["precision"])) | (grid["precision"].isin(others) & own)
+        grid = grid[own == own_format].reset_index(drop=True)
     # mlx-lm runs its own formats only (engine/serving.py MLX_BITS: mlx-4bit ..., bf16, fp16), and those run nowhere else
     mlx = grid["engine"].isin(MLX_ENGINES)
     grid = grid[np.where(mlx, grid["precision"].isin(tuple(MLX_BITS)), ~grid["precision"].isin(MLX_QUANTIZED))]
@@ -516,7 +516,7 @@ def _own_kv_cache(row: pd.Series) -> str:
     """', of which llama.cpp's -c takes ...': the KV cache llama.cpp / Ollama / ExLlamaV2 / V3 allocate themselves, beside what
     is left for it (vLLM, SGLang and MLC-LLM allocate all of it; transformers' cache grows)."""
     own = row.get("kv_cache_bytes_allocated")
-    if own is None or pd.isna(own) or row["engine"] not in (*GGUF_ENGINES, "exllamav2", "exllamav3"):
+    if own is None or pd.isna(own) or row["engine"] not in (*GGUF_ENGINES, *EXL_ENGINES):
         return ""
     if row["engine"] == "exllamav3":
         return (f" (ExLlamaV3's -cs pool of {int(row['max_num_seqs'])} x {int(row['max_model_len']):,} tokens in 256-token "
@@ -533,7 +533,7 @@ def _kv_needed(row: pd.Series) -> float:
     whole cache of max_num_seqs of them (it allocates them all at load; ExLlamaV3 its pool likewise)."""
     one = row.get("kv_request_bytes")
     one = float(row["kv_bytes_per_token"] * row["max_model_len"]) if one is None or pd.isna(one) else float(one)
-    return float(row["kv_cache_bytes_allocated"]) if row["engine"] in ("exllamav2", "exllamav3") else one
+    return float(row["kv_cache_bytes_allocated"]) if row["engine"] in EXL_ENGINES else one
 
 
 def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
@@ -668,7 +668,7 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
         elif _kv_is_what_does_not_fit(row):
             # room is left after the weights and the activation peak, but less than the KV cache needs: name it
             room, need = row["kv_cache_bytes_available"], _kv_needed(row)
-            exl_seqs = row["engine"] in ("exllamav2", "exllamav3") and int(row["max_num_seqs"]) > 1
+            exl_seqs = row["engine"] in EXL_ENGINES and int(row["max_num_seqs"]) > 1
             kv = (f"{'ExLlamaV2' if row['engine'] == 'exllamav2' else 'ExLlamaV3'}'s cache of --max-num-seqs {int(row['max_num_seqs'])} sequences of "
                   f"{int(row['max_model_len']):,} tokens ({need / gib:.2f} GiB per GPU)" if exl_seqs else
                   f"one {int(row['max_model_len']):,}-token request's KV cache ({need / gib:.2f} GiB per GPU)")
