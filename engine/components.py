@@ -296,6 +296,20 @@ class Totals:
     experts: np.ndarray    # bytes of the routed experts' weights (their share of `weights`)
 
 
+def _fp32_adapter_cast(x: "Inputs", adapters) -> np.ndarray:
+    """Rows (of `adapters`, where adapters are on) whose fp32 peft adapters on a 16-bit base, outside autocast, cast
+    each adapted projection's input to fp32 (4 bytes a value kept: peft's lora_A takes x.to(lora_A.weight.dtype))."""
+    return adapters & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+
+
+def _every_target(flags: dict):
+    """1 where every LoRA target module is flagged (all-linear), else 0: the product of the flags."""
+    every = 1.0
+    for mod in C.LORA_MODULES:
+        every = every * flags[mod]
+    return every
+
+
 def _taken_filled(column: pd.Series, rows: np.ndarray, fill):
     """column.fillna(fill).to_numpy()[rows], with the rows taken first: a scenario frame names a few
     models and the catalog holds dozens, and fillna over the whole column for each of the 30
@@ -626,7 +640,7 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
     E, fe = (np.asarray(arch[c], dtype=float) for c in ("num_experts", "expert_intermediate_size"))
     fd = np.asarray(m["intermediate_size"], dtype=float)
     g = flags
-    every = g["q_proj"] * g["k_proj"] * g["v_proj"] * g["o_proj"] * g["gate_proj"] * g["up_proj"] * g["down_proj"]
+    every = _every_target(g)
     gate = np.where(np.asarray(arch["attention_output_gate"], dtype=bool), 2.0, 1.0)
     attn = (g["q_proj"] * (h + gate * qd) + g["k_proj"] * (h + kvd) + g["v_proj"] * (h + kvd)
             + g["o_proj"] * (qd + h))
@@ -707,7 +721,7 @@ def _kbit_kept_inputs(x: Inputs, trains, adapted) -> np.ndarray:
     SDPA's output, which attention keeps anyway. 0 where no such base."""
     if not np.any(x.kbit_keeps_input):
         return 0.0
-    fp32_cast = (x.r > 0) & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    fp32_cast = _fp32_adapter_cast(x, x.r > 0)
     # (with LoRA dropout lora_A keeps the dropout's output, not the module's input: engine/memory.py)
     shared = np.where(fp32_cast | np.asarray(x.lora_dropout, dtype=bool), 0.0, 1.0)
 
@@ -1465,7 +1479,7 @@ def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
         attn_part = attn_part + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
     saved = np.where(x.full, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
     normed_in = x.hyb_layers * trains * x.R * x.h
-    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    fp32_cast = _fp32_adapter_cast(x, x.lora)
     in_ad, out_ad = adapted["q_proj"], adapted["o_proj"]
     copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
     lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
@@ -1489,13 +1503,11 @@ def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(len(x.h)), np.zeros(len(x.h))
     g = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in ("gate_proj", "up_proj", "down_proj")}
     gu, dn = g["gate_proj"] * g["up_proj"], g["down_proj"]
-    every = np.ones(len(x.h))
-    for mod in C.LORA_MODULES:
-        every = every * np.where(x.lora, x.flags[mod], 0.0)
+    every = np.where(x.lora, _every_target(x.flags), 0.0)
     layers = x.moe_share * x.L
     E, fe, k = x.n_experts, x.pw_fe, x.k_experts
     fixed = layers * x.M * E * (2.0 * fe * x.h * gu + x.h * fe * dn + x.h * every)
-    fp32_cast = x.lora & (x.R == 2) & ~x.autocast & ~np.asarray(x.adapter16, dtype=bool)
+    fp32_cast = _fp32_adapter_cast(x, x.lora)
     copies = np.where(fp32_cast, 4.0 * (x.h * (g["gate_proj"] + g["up_proj"]) + x.f * dn), 0.0)
     copies = copies + 4.0 * x.r * (g["gate_proj"] + g["up_proj"] + dn)
     per_token = layers * (x.M * k * (x.h * gu + fe * dn) + x.M * x.h * every - copies)
