@@ -16,6 +16,7 @@ Use a separate virtual environment (the planner itself does not need torch)::
     .venv-measure/bin/python benchmarks/measure_peaks.py --only llama-3.2-1b --out /tmp/x.csv
     .venv-measure/bin/python benchmarks/measure_peaks.py --set dropout --jobs 1   # LoRA dropout rows
     .venv-measure/bin/python benchmarks/measure_peaks.py --set hybrid --jobs 2 --timeout 900   # hybrid models (11 min)
+    .venv-measure/bin/python benchmarks/measure_peaks.py --set moe_lora --jobs 2 --timeout 900   # MoE LoRA rows
 
 ``requirements-measure.txt`` pins ``torch==2.13.0`` (the CPU build is enough;
 pin it or pip pulls a multi-GB CUDA build) and the transformers/peft versions the
@@ -694,6 +695,30 @@ HYBRID_CONFIGS = [
     for cfg in (_train(model, "bf16", "adamw", 1, seq, gc, split=CAL if seq == 1024 else HO),
                 _lora(model, "bf16", "adamw", 1, seq, gc, 16, "all-linear", split=CAL if seq == 1024 else HO))
 ] + [_lora("qwen3-next-80b-a3b", "bf16", "adamw", 1, 2048, gc, 16, "all-linear", split=HO) for gc in (False, True)]
+
+
+# The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
+# models whose experts transformers 5.x fuses into 3-D parameters and peft 0.21.2 re-targets
+# (peft/utils/transformers_weight_conversion.py _convert_peft_config_moe: `all-linear` or a list naming the v4 expert
+# projections becomes target_parameters gate_up_proj (rank x 2) and down_proj, adapted by ParamWrapper, and the
+# router's gate.weight), at r 16 (and one explicit list at r 8), bf16 with AdamW, checkpointing on and off. The split is
+# fixed before any engine change: Qwen3-30B-A3B 1 x 1,024 calibrates; its other shapes, Mixtral 8x7B (the "mixtral"
+# mapping: w1/w3/w2) and ERNIE 4.5 21B-A3B (shared experts, a dense first layer) are held out.
+MOE_LORA_CSV_COLUMNS = CSV_COLUMNS
+MOE_LORA_OUT = REPO / "tests" / "data" / "measured_moe_lora.csv"
+MODELS["ernie-4.5-21b-a3b"] = _hybrid_model("configs_2026/ernie-4.5-21b-a3b-pt.json", "Ernie4_5_MoeConfig",
+                                            21_825_437_888)
+MOE_LORA_CONFIGS = [
+    _lora("qwen3-30b-a3b", "bf16", "adamw", 1, 1024, False, 16, "all-linear", CAL),
+    _lora("qwen3-30b-a3b", "bf16", "adamw", 1, 1024, True, 16, "all-linear", CAL),
+    _lora("qwen3-30b-a3b", "bf16", "adamw", 2, 2048, True, 16, "all-linear", HO),
+    _lora("qwen3-30b-a3b", "bf16", "adamw", 1, 2048, False, 8, ALL, HO),
+    _lora("mixtral-8x7b", "bf16", "adamw", 1, 1024, False, 16, "all-linear", HO),
+    _lora("mixtral-8x7b", "bf16", "adamw", 1, 2048, True, 16, "all-linear", HO),
+    _lora("mixtral-8x7b", "bf16", "adamw", 1, 1024, True, 8, ALL, HO),
+    _lora("ernie-4.5-21b-a3b", "bf16", "adamw", 1, 2048, False, 16, "all-linear", HO),
+    _lora("ernie-4.5-21b-a3b", "bf16", "adamw", 2, 1024, True, 16, "all-linear", HO),
+]
 
 
 def _drop(base: dict, p: float, adapters: str, split: str) -> dict:
@@ -1766,12 +1791,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="CSV to write (meta JSON goes next to it: <stem>.meta.json); default "
                          "tests/data/measured_peaks.csv, or measured_loops.csv with --set loops")
-    ap.add_argument("--set", choices=("harness", "loops", "dropout", "dpo", "hybrid"), default="harness",
+    ap.add_argument("--set", choices=("harness", "loops", "dropout", "dpo", "hybrid", "moe_lora"), default="harness",
                     help="harness: the rows of tests/data/measured_peaks.csv; loops: issue 28's "
                          "training loops (tests/data/measured_loops.csv); dropout: LoRA with "
                          "lora_dropout > 0 (tests/data/measured_dropout.csv); dpo: TRL's DPOTrainer step "
                          "(tests/data/measured_dpo.csv); hybrid: Gated DeltaNet and Mamba2 hybrids "
-                         "(tests/data/measured_hybrid_training.csv)")
+                         "(tests/data/measured_hybrid_training.csv); moe_lora: LoRA on fused-expert MoE models "
+                         "(tests/data/measured_moe_lora.csv)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only configs whose id contains this substring (repeatable: OR)")
     ap.add_argument("--list", action="store_true", help="list config ids and exit")
@@ -1781,13 +1807,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
-    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS + DPO_CONFIGS + HYBRID_CONFIGS
+    every = CONFIGS + LOOP_CONFIGS + DROPOUT_CONFIGS + DPO_CONFIGS + HYBRID_CONFIGS + MOE_LORA_CONFIGS
     by_id = {config_id(c): c for c in every}
     assert len(by_id) == len(every), "duplicate config ids"
     configs, columns, out = {"loops": (LOOP_CONFIGS, LOOP_CSV_COLUMNS, LOOPS_OUT),
                              "dropout": (DROPOUT_CONFIGS, DROPOUT_CSV_COLUMNS, DROPOUT_OUT),
                              "dpo": (DPO_CONFIGS, DPO_CSV_COLUMNS, DPO_OUT),
-                             "hybrid": (HYBRID_CONFIGS, HYBRID_CSV_COLUMNS, HYBRID_OUT)}.get(
+                             "hybrid": (HYBRID_CONFIGS, HYBRID_CSV_COLUMNS, HYBRID_OUT),
+                             "moe_lora": (MOE_LORA_CONFIGS, MOE_LORA_CSV_COLUMNS, MOE_LORA_OUT)}.get(
                                  args.set, (CONFIGS, CSV_COLUMNS, DEFAULT_OUT))
     if args.out is None:
         args.out = out
