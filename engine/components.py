@@ -58,6 +58,7 @@ from engine.params import (
     linear_attention_state,
     lora_module_dims,
     model_types,
+    peft_moe_patterns,
     parse_lora_targets,
 )
 from engine.scenarios import View, normalize
@@ -179,7 +180,10 @@ class Inputs:
     hyb_saved_frozen: np.ndarray | float = 0.0
     hyb_in_projs: np.ndarray | float = 0.0
     hyb_out_width: np.ndarray | float = 0.0
-    pw_fe: np.ndarray | float = 0.0  # an expert's width where peft's ParamWrapper adapts fused experts (Qwen3-Next)
+    pw_gu: np.ndarray | float = 0.0  # 1 where those experts' gate_up_proj is adapted
+    pw_dn: np.ndarray | float = 0.0  # 1 where their down_proj is
+    pw_router: np.ndarray | float = 0.0  # 1 where the router's gate.weight is (all-linear)
+    pw_fe: np.ndarray | float = 0.0  # an expert's width where peft's ParamWrapper adapts fused experts (fused_moe_lora_in_out)
     hyb_lora_in_out: np.ndarray | float = np.nan  # every layer's LoRA (in + out) where hybrid_lora_in_out covers it
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
@@ -238,6 +242,7 @@ class Inputs:
     # 16-bit weight per matmul (both bitsandbytes kinds)
     kbit_keeps_input: np.ndarray | bool = False
     bnb_base: np.ndarray | bool = False
+    bnb_experts: np.ndarray | float = 0.0  # 1 where bitsandbytes leaves the fused experts unquantized (BNB_FUSED_EXPERTS)
     # a bitsandbytes 4-bit base's QuantState, bits per quantized weight (its bits less the packed 4:
     # 0.127 nf4, 0.5 nf4_nodq; 0 for every other base and for torchtune's torchao NF4), which ZeRO-3 / FSDP
     # neither shard nor offload (engine/components.py `_quant_state_bytes`)
@@ -303,7 +308,12 @@ def _fp32_adapter_cast(x: "Inputs", adapters) -> np.ndarray:
 
 
 def _every_target(flags: dict):
-    """1 where every LoRA target module is flagged (all-linear), else 0: the product of the flags."""
+    """1 where every LoRA target module is flagged, else 0: the product of the flags. A list of the seven names is
+    'all' (engine/rules.py canonical_targets), which the planner's configs write as peft's all-linear (planner/exports.py),
+    so it is read as all-linear: also the projections of other names that all-linear reaches (a hybrid's mixers,
+    Granite 4.0-H's shared_mlp, a router, Mixtral's experts), which peft adapts for the shorthand alone
+    (peft 0.21.2 _resolve_string_target_modules; an explicit list of the seven on Mixtral 8x7B adapts no expert:
+    tests/data/measured_moe_lora.csv, estimated +5.4%, on the safe side)."""
     every = 1.0
     for mod in C.LORA_MODULES:
         every = every * flags[mod]
@@ -391,6 +401,16 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     dims = lora_module_dims(h, f, a, kvh, d)
     flags, in_out = _lora_sums(mv, dims)
+    # a mixture of experts whose LoRA config peft converts (fused_moe_lora_in_out): no gate/up/down nn.Linear adapter
+    # is left (the experts' are ParamWrappers, Inputs.pw_*), so every term below reads its flags without them
+    named = flags
+    pattern = peft_moe_patterns(models["family"] if "family" in models else [""] * len(models),
+                                models["num_experts"] if "num_experts" in models else np.zeros(len(models)))[midx]
+    converted = (pattern != "") & lora
+    if converted.any():
+        flags = {mod: np.where(converted, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
+                 for mod, v in flags.items()}
+        in_out = sum(flags[mod] * (dims[mod][0] + dims[mod][1]) for mod in C.LORA_MODULES)
     stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
                           np.minimum(mv.values("freeze_layers").astype(float), L))
     # peft prepare_model_for_kbit_training (engine/stacks.py kbit_prep): fp32 embeddings, lm_head and
@@ -448,9 +468,13 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         lin_max = np.maximum(lin_max, h * (2 * mh * mp + 2 * mg * ms + mh))
     lin_held, lin_split = linear_prefill_bytes(arch, h, act_b)
     hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
-    hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, flags, h, qd, kvd, L, mtype[midx].astype(str))
-    hyb["pw_fe"] = np.where((mtype[midx] == "qwen3_next") & lora, np.asarray(arch["expert_intermediate_size"], dtype=float),
-                            0.0)
+    hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, named, h, qd, kvd, L, mtype[midx].astype(str))
+    hyb["pw_fe"] = hyb["pw_gu"] = hyb["pw_dn"] = hyb["pw_router"] = np.zeros(len(h))
+    if converted.any():
+        fused, gu, dn, router = fused_moe_lora_in_out(arch, named, dims, h, L, pattern)
+        hyb["hyb_lora_in_out"] = np.where(np.isfinite(hyb["hyb_lora_in_out"]), hyb["hyb_lora_in_out"], fused)
+        hyb["pw_fe"] = np.where(converted, np.asarray(arch["expert_intermediate_size"], dtype=float), 0.0)
+        hyb["pw_gu"], hyb["pw_dn"], hyb["pw_router"] = (np.where(converted, v, 0.0) for v in (gu, dn, router))
     # LoRA adapters, their gradients and optimizer states are fp32 whatever the base (peft)
     return Inputs(
         h=h, f=f, L=L, a=a, kvh=kvh, d=d, V=V, tied=tied, N=n_params, qd=qd, kvd=kvd,
@@ -661,6 +685,32 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
     return np.where(qwen35 | nxt | granite, total, np.nan)
 
 
+def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) -> tuple[np.ndarray, ...]:
+    """Per row, for a mixture of experts whose LoRA config peft 0.21.2 converts (pattern "qwen2_moe" or "mixtral",
+    engine/constants.py PEFT_FUSED_MOE; NaN elsewhere): the sum of (in + out) over every adapter, as trainable_params
+    counts r x it, and whether the experts' gate_up_proj, their down_proj and the router are adapted (1 / 0 each). Every layer: the attention modules as flagged (the engine's
+    dims). Each MoE layer: gate_up_proj at twice the rank, E x 2 r x (h + 2 fe), and down_proj, E x r x (fe + h)
+    (ParamWrapper.update_layer: lora_A E r x in, lora_B out x E r), where gate_proj and up_proj (down_proj) are named,
+    or under all-linear alone for the "mixtral" pattern; the router's gate.weight (h + E) and a Qwen2-MoE-style
+    shared_expert_gate (h + 1) under all-linear. The dense layers' MLPs and the shared experts are not adapted (their
+    gate/up/down names are taken out of target_modules). Checked exactly against the trainable counts of
+    tests/data/measured_moe_lora.csv (Qwen3-30B-A3B r 16 all-linear 996,507,648 and r 8 with the seven names
+    497,418,240; Mixtral 8x7B r 16 all-linear 359,665,664; ERNIE 4.5 21B-A3B 433,146,880)."""
+    E, fe = (np.asarray(arch[c], dtype=float) for c in ("num_experts", "expert_intermediate_size"))
+    every = _every_target(flags)
+    mixtral = pattern == "mixtral"
+    gu = np.where(mixtral, every, flags["gate_proj"] * flags["up_proj"])
+    dn = np.where(mixtral, every, flags["down_proj"])
+    experts = gu * 2.0 * E * (2.0 * fe + h) + dn * E * (fe + h)
+    router = every * ((h + E) + np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0))
+    attn = sum(flags[mod] * (dims[mod][0] + dims[mod][1]) for mod in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    moe_layers = np.floor(np.maximum(L - np.asarray(arch["first_dense_layers"], dtype=float), 0.0)
+                          / np.maximum(np.asarray(arch["moe_layer_step"], dtype=float), 1.0))
+    on = pattern != ""
+    return (np.where(on, L * attn + moe_layers * (experts + router), np.nan), np.where(on, gu, 0.0),
+            np.where(on, dn, 0.0), np.where(on, every, 0.0))
+
+
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
     """Per sequence, the linear-attention and Mamba2 layers' state as transformers keeps it (0 for other models): the
     convolution's last `kernel` positions of its input in the activations' dtype (cache_utils.py
@@ -689,7 +739,11 @@ def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
     kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
     bnb4 = nf4 & ~_mask_if_present(mv, "recipe", "torchtune")
     qstate = np.where(bnb4, np.asarray(stored_bits, dtype=float) - C.BNB_PACKED_BITS, 0.0)
-    return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate}
+    # a mixture of experts under transformers: bitsandbytes leaves its fused experts in the load dtype (BNB_FUSED_EXPERTS)
+    fused = ((nf4 | int8) & ~_mask_if_present(mv, "recipe", "litgpt")) | (mv.mask("precision", "nf4", "int8")
+                                                                       & ~mv.mask("task", "train"))
+    return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate,
+            "bnb_experts": np.where(fused, 1.0, 0.0)}
 
 
 def _litgpt_inputs(mv: View, litgpt, train, base_quant, base_bits) -> dict:
@@ -899,7 +953,10 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     scales), or GGUF's average bits for every weight."""
     frozen = np.where(x.train & ~x.full, x.N - np.where(x.freeze, trainable, 0.0), 0.0)
     rest_b = np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0))  # kbit_prep: embeddings, lm_head, norms fp32
-    frozen_quant = x.n_lin * x.base_bits / 8 + (x.N - x.n_lin) * rest_b
+    # (a mixture of experts' fused experts stay with the rest under bitsandbytes: BNB_FUSED_EXPERTS; kbit_prep casts
+    # them to fp32 with it, peft 0.21.2 utils/other.py prepare_model_for_kbit_training lines 204-209)
+    q_lin = x.n_lin - x.bnb_experts * x.expert_linear
+    frozen_quant = q_lin * x.base_bits / 8 + (x.N - q_lin) * rest_b
     if np.any(x.head_quant):  # LitGPT under --quantize: lm_head among the quantized linears
         quant_lin = x.n_lin + x.V * x.h
         frozen_quant = np.where(x.head_quant, quant_lin * x.base_bits / 8 + (x.N - quant_lin) * rest_b, frozen_quant)
@@ -911,7 +968,7 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     # routed experts' matrices take the precision's bits, the rest stays 16-bit (GGUF: Q8_0);
     # engine/constants.py QUANT_EXPERTS_ONLY. A dense model quantizes every linear layer (GGUF: Q8_0).
     experts_only = x.experts_only & (x.expert_linear > 0)
-    quantized = np.where(experts_only, x.expert_linear, x.n_lin)
+    quantized = np.where(experts_only, x.expert_linear, x.n_lin - x.bnb_experts * x.expert_linear)
     gguf_experts = np.where(experts_only & ~np.isnan(x.gguf_expert_bits), x.expert_linear, 0.0)
     infer_weights = np.where(
         np.isnan(x.gguf_bits),
@@ -1017,6 +1074,9 @@ def expert_weight_bytes(x: Inputs) -> np.ndarray:
     infer_b = np.where(np.isnan(x.gguf_bits), np.nan_to_num(x.lin_bits) / 8, np.nan_to_num(x.gguf_bits) / 8)
     infer_b = np.where(x.experts_only & ~np.isnan(x.gguf_expert_bits), np.nan_to_num(x.gguf_expert_bits) / 8, infer_b)
     train_b = np.where(x.base_quant, x.base_bits / 8, x.wb)
+    if np.any(x.bnb_experts):  # bitsandbytes leaves them in the load dtype (fp32 under kbit_prep): BNB_FUSED_EXPERTS
+        train_b = np.where(x.bnb_experts > 0, np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0)), train_b)
+        infer_b = np.where(x.bnb_experts > 0, x.act_b, infer_b)
     return x.expert_params * np.where(x.train, train_b, infer_b)
 
 
@@ -1310,11 +1370,11 @@ def _quant_state_bytes(x: Inputs, per_gpu: bool = True) -> np.ndarray | float:
     torchtune's torchao NF4 shards its scales with its data (`_bnb_base`): qstate_bits 0 there."""
     if not np.any(np.asarray(x.qstate_bits) > 0):
         return 0.0
-    quantized = x.n_lin + np.where(x.head_quant, x.V * x.h, 0.0)
+    quantized = x.n_lin - x.bnb_experts * x.expert_linear + np.where(x.head_quant, x.V * x.h, 0.0)
     whole = quantized * x.qstate_bits / 8
     if not per_gpu:
         return whole
-    experts = x.expert_params * x.qstate_bits / 8
+    experts = x.expert_params * (1.0 - x.bnb_experts) * x.qstate_bits / 8
     return np.where(x.ep > 1, (whole - experts * (1 - x.tp / x.ep)) / x.mp, whole / x.mp)
 
 
@@ -1488,7 +1548,7 @@ def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
 
 def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
     """(per token, per row) kept for backward by the MoE layers whose fused experts peft 0.21.2 adapts with ParamWrapper
-    (Inputs.pw_fe > 0: Qwen3-Next under LoRA, hybrid_lora_in_out), beyond what the engine's MoE layer counts, summed
+    (Inputs.pw_fe > 0: LoRA on a mixture of experts peft converts, Qwen3-Next first), beyond what the engine's MoE layer counts, summed
     over those layers. On a bf16 base ParamWrapper._activate_lora (tuners/lora/layer.py) registers W + scaling B A as
     a parametrization (get_delta_weight, cast to the weight's dtype) cached for the forward, so the expert stack is a
     new M-byte tensor that requires grad: transformers 5.24 Qwen3NextExperts.forward (modeling_qwen3_next.py lines
@@ -1496,21 +1556,20 @@ def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
     each linear keeps its weight (a view of the whole stack: E x 2 fe x h and E x h x fe kept) and, the weight needing
     grad, its input (the gathered tokens, h, and the product, fe, per routed slot: k per token); the router's
     gate.weight (E x h, adapted under every target) likewise keeps its rebuilt weight and its input (h). The expert
-    MLP adapters layer_activation_bytes counts (fp32 input copies of gate, up, down and lora_A's outputs) do not
-    exist: ParamWrapper takes no input of its own."""
+    MLP adapters layer_activation_bytes would count (fp32 input copies of gate, up, down and lora_A's outputs) do not
+    exist: ParamWrapper takes no input of its own, and no layer's gate/up/down is an nn.Linear adapter (inputs() reads
+    the flags without them). The same
+    holds for every mixture of experts peft converts (engine/constants.py PEFT_FUSED_MOE; Inputs.pw_gu, pw_dn: which
+    expert stacks are adapted), measured under transformers' default grouped_mm experts (tests/data/
+    measured_moe_lora.csv: Qwen3-30B-A3B, Mixtral 8x7B, ERNIE 4.5 21B-A3B, held out within -1.6% .. +0.6%)."""
     on = x.pw_fe > 0
     if not np.any(on):
         return np.zeros(len(x.h)), np.zeros(len(x.h))
-    g = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in ("gate_proj", "up_proj", "down_proj")}
-    gu, dn = g["gate_proj"] * g["up_proj"], g["down_proj"]
-    every = np.where(x.lora, _every_target(x.flags), 0.0)
+    gu, dn, every = x.pw_gu, x.pw_dn, x.pw_router
     layers = x.moe_share * x.L
     E, fe, k = x.n_experts, x.pw_fe, x.k_experts
     fixed = layers * x.M * E * (2.0 * fe * x.h * gu + x.h * fe * dn + x.h * every)
-    fp32_cast = _fp32_adapter_cast(x, x.lora)
-    copies = np.where(fp32_cast, 4.0 * (x.h * (g["gate_proj"] + g["up_proj"]) + x.f * dn), 0.0)
-    copies = copies + 4.0 * x.r * (g["gate_proj"] + g["up_proj"] + dn)
-    per_token = layers * (x.M * k * (x.h * gu + fe * dn) + x.M * x.h * every - copies)
+    per_token = layers * (x.M * k * (x.h * gu + fe * dn) + x.M * x.h * every)
     return np.where(on, per_token, 0.0) / x.tp, np.where(on, fixed, 0.0) / x.tp
 
 
@@ -1623,7 +1682,7 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
         per_layer = per_layer + np.where(x.gc, 0.0, _hybrid_layers_delta(x) / x.L)
     pw_token, pw_fixed = _expert_wrapper_kept(x)
-    if np.any(pw_fixed > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
+    if np.any(x.pw_fe > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
         per_layer = per_layer + np.where(x.gc, 0.0, pw_token / x.L)
         parts = activations_parts(x, t, per_layer)
         one = np.where(x.gc, pw_fixed / np.maximum(x.moe_share * x.L, 1.0), 0.0)

@@ -155,7 +155,40 @@ INFER_ACT_BYTES = {p: (4 if p == "fp32" else 2) for p in INFER_PRECISIONS}
 # so a family is read as its model_type through this table or that prefix (engine/params.py model_types): the same
 # architecture gets the same terms whichever way it came in.
 FAMILY_MODEL_TYPE = {"gemma": "gemma", "gemma-2": "gemma2", "gemma-3": "gemma3_text", "gpt-oss": "gpt_oss", "llama-4": "llama4",
-                     "qwen3-next": "qwen3_next"}
+                     "qwen3-next": "qwen3_next", "mixtral": "mixtral", "deepseek-v3": "deepseek_v3"}
+# a family whose dense and mixture-of-experts members have two model_types: the MoE members' (Qwen3-30B-A3B and
+# Qwen3-235B-A22B are qwen3_moe), read where the model has experts (engine/params.py peft_moe_patterns)
+FAMILY_MOE_MODEL_TYPE = {"qwen3": "qwen3_moe"}
+# LoRA on a mixture of experts whose experts transformers 5.x fuses into 3-D parameters: peft 0.21.2 re-targets the
+# config when the model is built (peft/tuners/tuners_utils.py line 845 convert_peft_config_for_transformers ->
+# peft/utils/transformers_weight_conversion.py _convert_peft_config_moe, lines 402-482) for the model_types of its
+# _MODEL_TO_CONVERSION_PATTERN (transformers 5.24 conversion_mapping.py's table plus "mixtral", line 45) whose
+# pattern has a _MOE_TARGET_MODULE_MAPPING and a _MOE_FUSED_TARGETS entry and that have a checkpoint conversion
+# mapping: this list is those checks run in the measuring venv (2026-12-06). The value is the pattern:
+#   "qwen2_moe": gate_proj and up_proj (both, else peft raises) become target_parameters gate_up_proj at twice the
+#     rank (rank_pattern r x 2), down_proj becomes down_proj, each adapted by a ParamWrapper (lora_A E r x in,
+#     lora_B out x E r); `gate` (the router's gate.weight) is added under all-linear only; the names are removed
+#     from target_modules, so a dense layer's MLP and the shared experts (nn.Linear gate/up/down) are not adapted;
+#   "mixtral": the v4 names w1, w3, w2: only all-linear (which adds every mapping key) reaches the experts.
+# Qwen2-MoE (qwen2_moe itself), gpt-oss and Llama 4 are not in it: their experts are not adapted by all-linear.
+# Measured: tests/data/measured_moe_lora.csv (benchmarks/measure_peaks.py --set moe_lora).
+# bitsandbytes quantizes the nn.Linear modules alone (transformers 5.24 integrations/bitsandbytes.py
+# replace_with_bnb_linear line 189: `isinstance(module, Conv1D) or type(module) is nn.Linear`;
+# quantizers/quantizer_bnb_4bit.py param_needs_quantization line 87: `isinstance(module, bnb.nn.Linear4bit)`), and
+# every mixture of experts of transformers 5.24 keeps its routed experts as 3-D parameters of one module
+# (@use_experts_implementation: MixtralExperts, Qwen3MoeExperts, DeepseekV3NaiveMoe, GptOssExperts, Llama4TextExperts,
+# ...), so a 4-bit or 8-bit bitsandbytes model (a QLoRA base, an nf4 / int8 inference) holds its experts in the load
+# dtype: checked in the measuring venv (bitsandbytes 0.50.2) on Mixtral and Qwen3-MoE, where only q/k/v/o became
+# Linear4bit / Linear8bitLt (2026-12-06). LitGPT's own MoE (per-expert nn.Linear, quantized by Fabric) is the exception.
+# engine/components.py Inputs.bnb_experts.
+PEFT_FUSED_MOE = {
+    **dict.fromkeys(("mixtral", "minimax", "minimax_m2"), "mixtral"),
+    **dict.fromkeys(("Dots3NoteTextModel", "UnlimitedOcrTextModel", "afmoe", "beam", "cohere2_moe", "deepseek_v2",
+                     "deepseek_v3", "deepseek_v32", "dots1", "ernie4_5_moe", "exaone_moe", "flex_olmo", "glm4_moe",
+                     "glm4_moe_lite", "glm4v_moe", "glm_moe_dsa", "hunyuan_v1_moe", "longcat_flash", "mellum", "olmoe",
+                     "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_omni_moe_text", "qwen3_omni_moe_thinker",
+                     "sarvam_mla", "solar_open"), "qwen2_moe"),
+}
 CUSTOM_FAMILY_PREFIX = "custom-"
 GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")  # (gemma3: a multimodal checkpoint's own type)
 # The architectures transformers runs with eager attention whatever SDPA is asked: transformers 5.24

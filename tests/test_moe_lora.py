@@ -1,0 +1,106 @@
+"""LoRA and bitsandbytes on a mixture of experts as transformers 5.24 and peft 0.21.2 build them (engine/constants.py
+PEFT_FUSED_MOE and BNB_FUSED_EXPERTS, engine/components.py fused_moe_lora_in_out and _expert_wrapper_kept), against the
+whole-model steps measured on fake tensors in tests/data/measured_moe_lora.csv (benchmarks/measure_peaks.py --set
+moe_lora). The comparison is the peak without the runtime overhead, as tests/test_accuracy.py."""
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from catalog.user import model_from_config_file
+from engine import estimate
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import accuracy_table  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+CSV = DATA / "measured_moe_lora.csv"
+
+
+def test_the_rows_are_the_ones_measured_before_any_engine_change():
+    # sha256 of the file as `measure_peaks.py --set moe_lora` wrote it on 2026-12-06, its split committed first
+    assert hashlib.sha256(CSV.read_bytes()).hexdigest() == (
+        "3f57bf87436e3a483dcef4daaaeba1f0173f83fd425ef83b914195e9b9e5f6c8")
+    rows = pd.read_csv(CSV)
+    cal = rows[rows["split"] == "calibration"]
+    assert set(cal["model"]) == {"qwen3-30b-a3b"} and set(cal["seq"]) == {1024}
+    held = rows[rows["split"] == "heldout"]
+    assert {"mixtral-8x7b", "ernie-4.5-21b-a3b"} <= set(held["model"]) and len(held) == 7
+
+
+@pytest.fixture(scope="module")
+def compared(models):
+    measured = pd.read_csv(CSV)
+    ernie = model_from_config_file(DATA / "configs_2026" / "ernie-4.5-21b-a3b-pt.json")
+    ernie["id"] = "ernie-4.5-21b-a3b"
+    models = pd.concat([models, pd.DataFrame([ernie])], ignore_index=True)
+    result = estimate(accuracy_table.scenario_frame(measured), models)
+    measured["ours"] = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
+    measured["error"] = measured["ours"] / measured["peak_bytes"] - 1
+    measured["ours_trainable"] = result["trainable_params"].to_numpy()
+    return measured
+
+
+def test_the_adapters_peft_puts_on_the_fused_experts_are_counted_exactly(compared):
+    # all-linear: gate_up_proj at twice the rank and down_proj on every expert (ParamWrapper) and the router; the
+    # engine counted a dense MLP of intermediate_size before (Qwen3-30B-A3B r 16: 32,243,712)
+    linear = compared[compared["lora_targets"] == "all-linear"]
+    assert (linear["ours_trainable"] == linear["trainable_params"]).all(), linear[["model", "ours_trainable"]]
+    assert set(linear["trainable_params"]) == {996_507_648, 359_665_664, 433_146_880}
+
+
+def test_held_out_rows_meet_the_targets_and_none_is_under_by_more_than_two_percent(compared):
+    # before: -49.2% .. +0.5% (the rebuilt expert stacks and the adapters' states not counted); the one row over is
+    # Mixtral with the seven names listed, which peft reads as no expert (the engine, and the configs the planner
+    # writes, read them as all-linear: engine/components.py _every_target)
+    held = compared[compared["split"] == "heldout"]
+    err = held["error"].to_numpy()
+    assert np.median(np.abs(err)) <= 0.02 and np.all(err >= -0.02), held[["model", "seq", "error"]]
+    listed = held[(held["model"] == "mixtral-8x7b") & (held["lora_targets"] == "all")]
+    assert len(listed) == 1 and 0 < listed["error"].iloc[0] < 0.06
+    rest = held.drop(listed.index)
+    assert np.all(np.abs(rest["error"]) <= 0.02), rest[["model", "seq", "error"]]
+
+
+def test_calibration_rows_are_within_two_percent(compared):
+    cal = compared[compared["split"] == "calibration"]
+    assert len(cal) == 2 and np.all(np.abs(cal["error"]) <= 0.02), cal[["seq", "grad_checkpointing", "error"]]
+
+
+def _one(models, catalog_gpus, **ask):
+    row = {"task": "train", "precision": "bf16", "batch": 1, "seq": 1024, "grad_checkpointing": True, **ask}
+    return estimate(pd.DataFrame([row]), models, catalog_gpus).iloc[0]
+
+
+def test_bitsandbytes_leaves_the_fused_experts_in_sixteen_bits(models, gpus):
+    # transformers 5.24 replace_with_bnb_linear swaps nn.Linear alone: Mixtral 8x7B's experts (45,097,156,608 values)
+    # stay bf16 under QLoRA, and fp32 under peft's prepare_model_for_kbit_training; its attention is 4-bit
+    experts = 32 * 8 * 3 * 4096 * 14336
+    qlora = _one(models, gpus, model="mixtral-8x7b", method="qlora", lora_targets="q_proj,v_proj", kbit_prep="off")
+    prep = _one(models, gpus, model="mixtral-8x7b", method="qlora", lora_targets="q_proj,v_proj", kbit_prep="on")
+    assert qlora["weights_bytes"] > experts * 2 and prep["weights_bytes"] > experts * 4
+    assert prep["weights_bytes"] - qlora["weights_bytes"] >= experts * 2
+    # a dense model keeps every linear 4-bit: Llama 3 8B's QLoRA weights are under 6 GB
+    dense = _one(models, gpus, model="llama-3-8b", method="qlora", lora_targets="q_proj,v_proj", kbit_prep="off")
+    assert dense["weights_bytes"] < 6e9
+    # LitGPT's own MoE has nn.Linear experts, which Fabric's bitsandbytes plugin quantizes
+    litgpt = _one(models, gpus, model="mixtral-8x7b", method="qlora", lora_targets="q_proj,v_proj", recipe="litgpt")
+    assert litgpt["weights_bytes"] < experts * 1.0
+    # NF4 inference through transformers likewise
+    infer = _one(models, gpus, model="mixtral-8x7b", task="infer", precision="nf4", method="full")
+    assert infer["weights_bytes"] > experts * 2
+
+
+def test_lora_on_a_fused_mixture_of_experts_keeps_every_value_finite_and_positive(models, gpus):
+    # the property search's seed 272934100548156848: Mixtral with up_proj alone counted paged adapters peft never makes
+    for targets in ("up_proj", "q_proj,up_proj", "gate_proj,up_proj,down_proj", "down_proj", "all"):
+        for model in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
+            row = _one(models, gpus, model=model, method="qlora", lora_targets=targets, optimizer="paged_adamw_32bit",
+                       offload="optimizer", zero=1, gpus=8)
+            for col in ("cpu_bytes", "paged_optimizer_bytes", "peak_bytes", "activations_bytes", "optimizer_bytes"):
+                assert np.isfinite(row[col]) and row[col] >= 0, (model, targets, col, row[col])
