@@ -104,3 +104,14 @@ def test_lora_on_a_fused_mixture_of_experts_keeps_every_value_finite_and_positiv
                        offload="optimizer", zero=1, gpus=8)
             for col in ("cpu_bytes", "paged_optimizer_bytes", "peak_bytes", "activations_bytes", "optimizer_bytes"):
                 assert np.isfinite(row[col]) and row[col] >= 0, (model, targets, col, row[col])
+
+
+def test_docs_state_the_figures_this_comparison_gives(compared):
+    """docs/accuracy.md's paragraph on LoRA over a mixture of experts quotes these figures: they are this test's own."""
+    held = compared[compared["split"] == "heldout"]["error"].to_numpy() * 100
+    cal = compared[compared["split"] == "calibration"]["error"].to_numpy() * 100
+    text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
+    quoted = (f"median |error| {np.median(np.abs(held)):.2f}%, from {held.min():+.2f}% (Mixtral all-linear 1 x 2,048 "
+              f"with checkpointing) to {held.max():+.2f}% (Mixtral with the seven names listed")
+    assert quoted in text, quoted
+    assert f"the 2 calibration rows (Qwen3-30B-A3B 1 x 1,024) {cal.min():+.2f}% and {cal.max():+.2f}%" in text
