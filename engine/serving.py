@@ -385,7 +385,11 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
 
 
 # --- llama.cpp / Ollama ----------------------------------------------------------------
-FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
+# llama-fit-params' default margin (tools/fit-params README log), kept free on EACH device: common/common.h
+# `std::vector<size_t> fit_params_target = std::vector<size_t>(llama_max_devices(), 1024 * 1024*1024)` ("margin per
+# device in bytes for fitting parameters to free memory", ggml-org/llama.cpp @001d906, via the public code index), read
+# by common/fit.cpp common_params_fit_impl as margins[id], one per device (LLAMA_FIT_MIN_CTX's note): on N GPUs, N GiB
+FIT_MARGIN_BYTES = 1024 * C.MIB
 LLAMA_UBATCH = C.LLAMA_UBATCH  # llama.cpp's default -ub (n_ubatch), common/common.h
 # llama.cpp's KV cache types (-ctk / -ctv, common/arg.cpp "--cache-type-k TYPE ... (default: f16)"; f32, f16, bf16,
 # q8_0, q4_0, ...) for each kv_precision: llama.cpp has no fp8 cache, so fp8 is its 8-bit one, q8_0; auto and fp16 are
@@ -2477,12 +2481,27 @@ OLLAMA_CONTEXT_TIERS_GIB = ((47, 262144), (23, 32768), (0, 4096))
 # with`, `fit_params = true`, `fit_params_target = 1024 * 1024*1024 // margin per device` (FIT_MARGIN_BYTES) and
 # `fit_params_min_ctx = 4096 // minimum context size to set when trying to reduce memory use` (via the public code
 # index); and
-# common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index): step 1 an automatic
-# n_ctx is the trained context (x the slots without a unified cache); nothing changes where every device keeps its
-# margin free; step 2 lowers an automatic context to the longest that keeps it, by linear interpolation between the
-# trained context and the minimum, rounded down to 256 tokens (x the slots), never below fit_params_min_ctx, and is done
-# where that suffices on one device; else the context stays at the minimum and step 3 lowers the GPU layers. A trained
-# context at or below the minimum is kept ("<= the min. context size ... no change").
+# common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index; the snapshot is too
+# large to fetch, so cited by function and code, not line): step 1 an automatic n_ctx is the trained context (x the
+# slots without a unified cache); each device's free memory (ggml_backend_dev_memory) less its use (model + context +
+# compute, measured per device; the host's buffers apart, not counted) is compared with its own margin
+# (`projected_free_per_device[id] < margins[id]`): nothing changes where every device keeps it. Step 2 only where the
+# total falls short (`global_surplus = sum_projected_free - sum of margins[id]` < 0): it lowers an automatic context by
+# linear interpolation between the trained context and the minimum towards `sum_used_target = sum_free - sum of
+# margins`, rounded down to 256 tokens (x the slots), never below fit_params_min_ctx. On one device it is then done
+# (`if (nd <= 1) { ... entire model can be fit by reducing context; return; }`); on several it first keeps back
+# `(nd + 1) * model_per_layer / (hp_nex == 0 ? 2 : 6)` (model_per_layer = the devices' model bytes / the GPU layers:
+# whole layers, or MoE tensors, waste about half of one per device) and goes on to step 3 ("should be fit across
+# devices"). Where the total suffices but one device lacks its margin, the context stays and step 3 moves layers.
+# Step 3 (dense; a user's -ngl aborts it: "n_gpu_layers already set by user") sets `targets[id] = dmds_full[id].free -
+# margins[id]` and fills the devices back to front ("the last device has the output layer, which cannot be a partial
+# layer"), each the most of the remaining layers whose measured use stays within its target, writing tensor_split; the
+# rest stays in host RAM. Without changes the default split applies (src/llama-model.cpp: the n_layer + 1 slots by
+# each device's free memory, the output slot on the last). engine/serving.py _llama_split_fit does steps 1 and 3 on
+# identical GPUs; planner/serving.py _llama_fit_context step 2. Not modelled: --fit's MoE steps (dense-only layers
+# first, then experts overflowing to the next device), the pipeline-parallel copies of the compute buffers
+# (src/llama-context.cpp, n_copies with every layer on several GPUs), GPUs of different sizes. A trained context at
+# or below the minimum is kept ("<= the min. context size ... no change").
 LLAMA_FIT_MIN_CTX = 4096
 LLAMA_FIT_CTX_ALIGN = 256
 # transformers and mlx-lm allocate no cache ahead of the requests (DynamicCache and mlx-lm's KVCache grow with each
