@@ -385,7 +385,11 @@ def sglang_mem_fraction(memory_mib, tp, version=None, mla=False, llama2=False, s
 
 
 # --- llama.cpp / Ollama ----------------------------------------------------------------
-FIT_MARGIN_BYTES = 1024 * C.MIB  # llama-fit-params' default margin (tools/fit-params README log)
+# llama-fit-params' default margin (tools/fit-params README log), kept free on EACH device: common/common.h
+# `std::vector<size_t> fit_params_target = std::vector<size_t>(llama_max_devices(), 1024 * 1024*1024)` ("margin per
+# device in bytes for fitting parameters to free memory", ggml-org/llama.cpp @001d906, via the public code index), read
+# by common/fit.cpp common_params_fit_impl as margins[id], one per device (LLAMA_FIT_MIN_CTX's note): on N GPUs, N GiB
+FIT_MARGIN_BYTES = 1024 * C.MIB
 LLAMA_UBATCH = C.LLAMA_UBATCH  # llama.cpp's default -ub (n_ubatch), common/common.h
 # llama.cpp's KV cache types (-ctk / -ctv, common/arg.cpp "--cache-type-k TYPE ... (default: f16)"; f32, f16, bf16,
 # q8_0, q4_0, ...) for each kv_precision: llama.cpp has no fp8 cache, so fp8 is its 8-bit one, q8_0; auto and fp16 are
@@ -1772,6 +1776,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
+    # --split-mode layer over several GPUs: each GPU that holds layers runs its part of the graph in its own compute
+    # buffer (ggml-backend's scheduler reserves one per backend: llama.cpp logs a "CUDAi compute buffer size" line for
+    # each, e.g. ggml-org/llama.cpp PR #14939 and #6122's two-GPU logs, and common/fit.cpp's per-device measurement
+    # `ret[i].mb.compute` counts each), the logits only on the output layer's GPU: a layer's temporaries on each other one
+    compute_layer = LLAMA_UBATCH * 4.0 * (4.0 * h + 2.0 * ffn)
     # -ngl N counts the output layer first: src/llama-model.cpp `load_tensors` puts layer slots
     # i >= i_gpu_start = max(n_layer + 1 - N, 0) on the GPU, slot n_layer being the output
     # (dev_output = get_layer_buft_list(n_layer)); so N = 1 is the output alone and N = n_layer + 1
@@ -1784,7 +1793,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     draft_ctx = req["draft_context"].to_numpy(float)
     draft_ctx = np.where(np.isnan(draft_ctx), ctx, draft_ctx)
     llama_draft = np.where(is_llama & has_draft, draft_w + draft_kv_token * draft_ctx * seqs + draft_compute, 0.0)
-    free = free_at_start * tp - context * tp - FIT_MARGIN_BYTES - llama_draft
+    # --fit keeps its margin free on each GPU (FIT_MARGIN_BYTES's note), not once over them all
+    free = (free_at_start - context - FIT_MARGIN_BYTES) * tp - llama_draft
     layer_full = layer_w + layer_kv
 
     def col(a):
@@ -1805,12 +1815,17 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         exact = k * c(attn_p * per_param) + (k - moe_in) * c(mlp_p * per_param) + moe_in * c(rs_p * per_param)
         return np.where(c(moe_L) > 0, exact, k * c(ne_layer))
 
-    def gpu_bytes(k, n_cpu, out, c=np.asarray):
-        """Bytes on the GPUs with k repeating layers there (and the output if out), experts of
-        the first n_cpu layers in host RAM; the CUDA context is added by the caller.
-        c=col evaluates a rows x grid array."""
+    def layer_bytes(k, n_cpu, c=np.asarray):
+        """Bytes of the last k repeating layers on the GPUs (weights, K/V, the experts not in host RAM)."""
         gpu_experts = (c(moe_L) - moe_below(np.maximum(c(L) - k, n_cpu), c)) * c(e_layer)
-        return ne_bytes(k, c) + k * c(layer_kv) + gpu_experts + out * c(output_bytes) + c(compute)
+        return ne_bytes(k, c) + k * c(layer_kv) + gpu_experts
+
+    def gpu_bytes(k, n_cpu, out, c=np.asarray, devs=1.0):
+        """Bytes on the GPUs with k repeating layers there (and the output if out), experts of
+        the first n_cpu layers in host RAM, the compute buffers of devs GPUs; the CUDA context is
+        added by the caller. c=col evaluates a rows x grid array."""
+        return (layer_bytes(k, n_cpu, c) + out * c(output_bytes) + c(compute)
+                + (c(devs) - 1.0) * c(compute_layer))
 
     grid = np.arange(int(np.nanmax(L)) + 2 if n else 1, dtype=float)[None, :]
     asked = req["gpu_layers"].to_numpy(float)
@@ -1819,13 +1834,24 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # when -ngl is auto) to fit; where none does, every layer's experts (--cpu-moe)
     k_target = np.where(asked < 0, L, np.clip(asked - 1, 0, L))
     out_target = np.where(asked < 0, 1.0, (asked >= 1) * 1.0)
-    fits_n = (grid <= col(L)) & (gpu_bytes(col(k_target), grid, col(out_target), col) <= col(free))
+    fits_n = (grid <= col(L)) & (gpu_bytes(col(k_target), grid, col(out_target), col, tp) <= col(free))
     n_auto = np.where(fits_n.any(axis=1), np.argmax(fits_n, axis=1), L)
     n_cpu = np.where(asked_cpu == CPU_MOE_AUTO, n_auto, np.where(asked_cpu == CPU_MOE_ALL, L, np.minimum(asked_cpu, L)))
     n_cpu = np.where(moe_L > 0, n_cpu, 0.0)  # a dense model has no expert tensors to move
     # the most repeating layers that fit after the output layer (the fit grid, as --fit does)
-    fits_k = (grid <= col(L)) & (gpu_bytes(grid, col(n_cpu), 1.0, col) <= col(free))
+    cum = layer_bytes(grid, col(n_cpu), col)  # rows x k: the last k layers' bytes
+    fits_k = (grid <= col(L)) & (cum + 1.0 * col(output_bytes) + col(compute) <= col(free))
     fit_layers = np.where(fits_k.any(axis=1), fits_k.sum(axis=1), 0.0)  # k + 1 slots (output first)
+    # on several GPUs each keeps the margin on its own (LLAMA_FIT_MIN_CTX's note): llama.cpp's default layout where
+    # that leaves every GPU its margin, else --fit's back-to-front fill
+    gpus_used = np.ones(n)
+    split = is_llama & (engine == "llama.cpp") & (asked < 0) & (tp > 1)
+    if split.any():
+        rows = np.flatnonzero(split)
+        layers, used = _llama_split_fit(cum[rows], L[rows], tp[rows],
+                                        (free_at_start - context - FIT_MARGIN_BYTES - llama_draft / tp)[rows],
+                                        output_bytes[rows], compute[rows], compute_layer[rows])
+        fit_layers[rows], gpus_used[rows] = layers, used
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
     ollama_free = free_at_start * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
@@ -1836,7 +1862,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     out_on_gpu = is_llama & (gpu_layers >= 1)
     expert_gpu = np.where(is_llama, (moe_L - moe_below(np.maximum(L - on_gpu_layers, n_cpu))) * e_layer, expert_bytes)
     expert_host = expert_bytes - expert_gpu
-    llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) + context * tp + llama_draft
+    # the GPUs that hold layers, each with its compute buffer: under -ngl N (and Ollama's num_gpu) llama.cpp's default
+    # layout spreads the N slots evenly, one GPU at least; under --fit, as chosen above
+    gpus_used = np.where(split, gpus_used, np.where(tp > 1, np.maximum(np.minimum(tp, gpu_layers), 1.0), 1.0))
+    llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0, devs=gpus_used) + context * tp + llama_draft
     ne_gpu = ne_bytes(on_gpu_layers)
     llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
                   + np.where(out_on_gpu, 0.0, output_bytes))
@@ -1930,7 +1959,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
-    full_gpu = gpu_bytes(L, n_cpu, 1.0) - L * layer_kv  # every layer's weights, no KV
+    full_gpu = gpu_bytes(L, n_cpu, 1.0, devs=np.where(tp > 1, np.minimum(tp, L + 1.0), 1.0)) - L * layer_kv  # no KV
     draft_slot_kv = np.where(is_llama & has_draft, draft_kv_token * draft_ctx, 0.0)  # a slot's own draft context
     slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
@@ -1938,7 +1967,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # budget less its peak): what is free less the CUDA context, --fit's margin, the draft's weights and compute buffer,
     # and the layers placed there without their K/V (their weights, the experts kept there, the output layer, the compute
     # buffer). With every layer there, the slots above are this over one slot's K/V (and its draft context's).
-    placed_no_kv = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0) - on_gpu_layers * layer_kv
+    placed_no_kv = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0, devs=gpus_used) - on_gpu_layers * layer_kv
     kv_room_llama = np.maximum(free + draft_slot_kv * seqs - placed_no_kv, 0.0) / tp
     kv_available = np.where(is_llama, kv_room_llama, kv_available)
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
@@ -2452,12 +2481,27 @@ OLLAMA_CONTEXT_TIERS_GIB = ((47, 262144), (23, 32768), (0, 4096))
 # with`, `fit_params = true`, `fit_params_target = 1024 * 1024*1024 // margin per device` (FIT_MARGIN_BYTES) and
 # `fit_params_min_ctx = 4096 // minimum context size to set when trying to reduce memory use` (via the public code
 # index); and
-# common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index): step 1 an automatic
-# n_ctx is the trained context (x the slots without a unified cache); nothing changes where every device keeps its
-# margin free; step 2 lowers an automatic context to the longest that keeps it, by linear interpolation between the
-# trained context and the minimum, rounded down to 256 tokens (x the slots), never below fit_params_min_ctx, and is done
-# where that suffices on one device; else the context stays at the minimum and step 3 lowers the GPU layers. A trained
-# context at or below the minimum is kept ("<= the min. context size ... no change").
+# common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp @08033df, via the public code index; the snapshot is too
+# large to fetch, so cited by function and code, not line): step 1 an automatic n_ctx is the trained context (x the
+# slots without a unified cache); each device's free memory (ggml_backend_dev_memory) less its use (model + context +
+# compute, measured per device; the host's buffers apart, not counted) is compared with its own margin
+# (`projected_free_per_device[id] < margins[id]`): nothing changes where every device keeps it. Step 2 only where the
+# total falls short (`global_surplus = sum_projected_free - sum of margins[id]` < 0): it lowers an automatic context by
+# linear interpolation between the trained context and the minimum towards `sum_used_target = sum_free - sum of
+# margins`, rounded down to 256 tokens (x the slots), never below fit_params_min_ctx. On one device it is then done
+# (`if (nd <= 1) { ... entire model can be fit by reducing context; return; }`); on several it first keeps back
+# `(nd + 1) * model_per_layer / (hp_nex == 0 ? 2 : 6)` (model_per_layer = the devices' model bytes / the GPU layers:
+# whole layers, or MoE tensors, waste about half of one per device) and goes on to step 3 ("should be fit across
+# devices"). Where the total suffices but one device lacks its margin, the context stays and step 3 moves layers.
+# Step 3 (dense; a user's -ngl aborts it: "n_gpu_layers already set by user") sets `targets[id] = dmds_full[id].free -
+# margins[id]` and fills the devices back to front ("the last device has the output layer, which cannot be a partial
+# layer"), each the most of the remaining layers whose measured use stays within its target, writing tensor_split; the
+# rest stays in host RAM. Without changes the default split applies (src/llama-model.cpp: the n_layer + 1 slots by
+# each device's free memory, the output slot on the last). engine/serving.py _llama_split_fit does steps 1 and 3 on
+# identical GPUs; planner/serving.py _llama_fit_context step 2. Not modelled: --fit's MoE steps (dense-only layers
+# first, then experts overflowing to the next device), the pipeline-parallel copies of the compute buffers
+# (src/llama-context.cpp, n_copies with every layer on several GPUs), GPUs of different sizes. A trained context at
+# or below the minimum is kept ("<= the min. context size ... no change").
 LLAMA_FIT_MIN_CTX = 4096
 LLAMA_FIT_CTX_ALIGN = 256
 # transformers and mlx-lm allocate no cache ahead of the requests (DynamicCache and mlx-lm's KVCache grow with each
@@ -2466,6 +2510,57 @@ CONTEXT_REQUIRED_ENGINES = {
     "transformers": "transformers preallocates no KV cache (its DynamicCache grows with each sequence)",
     "mlx-lm": "mlx-lm preallocates no KV cache (its KVCache grows in 256-token steps with each sequence)",
 }
+
+
+def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
+    """llama.cpp's layers on tp identical GPUs under --gpu-layers auto (common/fit.cpp common_params_fit_impl, LLAMA_FIT_MIN_CTX's
+    note), for rows of one engine: (the -ngl slots it places, counting the output layer; the GPUs holding any).
+    cum: rows x k, the bytes of the last k repeating layers (nondecreasing in k); target: what each GPU may hold, its free
+    memory less the CUDA context, the draft's share and --fit's margin (`targets[id] = dmds_full[id].free - margins[id]`).
+    Step 1 keeps the default layout where every GPU stays within its target: src/llama-model.cpp splits the n_layer + 1
+    slots by free memory (equal GPUs: slot il on GPU floor(il x tp / (n_layer + 1)), the output slot n_layer on the last).
+    Else step 3 fills back to front: the last GPU takes the output layer, the logits and the most layers that fit, each
+    GPU before it the most of the layers left (whole layers, contiguous); the rest stay in host RAM. Loops over the GPU
+    count only (numpy over the rows)."""
+    rows, width = cum.shape
+    Li = L.astype(int)
+    k = np.arange(width)[None, :]
+    valid = k <= Li[:, None]
+
+    def last_bytes(n):
+        """the last n layers' bytes (n per row)"""
+        return np.take_along_axis(cum, np.clip(n, 0, Li)[:, None].astype(int), axis=1)[:, 0]
+
+    # step 1: the default layout; GPU j holds repeating layers [a, b) (slots ceil(j (L+1) / tp) .. ), the last one the output
+    tpi = tp.astype(int)
+    default_ok = np.ones(rows, dtype=bool)
+    for j in range(int(tpi.max())):
+        here = j < tpi
+        a = -(-(j * (Li + 1)) // tpi)
+        b = np.minimum(-(-((j + 1) * (Li + 1)) // tpi), Li)
+        last = j == tpi - 1
+        held = (last_bytes(Li - a) - last_bytes(Li - b) + compute_layer
+                + np.where(last, output + compute - compute_layer, 0.0))
+        default_ok &= ~here | (held <= target)
+    # step 3: back to front; the output GPU first (output layer, logits, a layer's temporaries)
+    first = target - output - compute
+
+    def extend(s, room):
+        """the most layers, from the s already placed, whose bytes fit in room more"""
+        reach = last_bytes(s) + room
+        n_fit = (valid & (cum <= reach[:, None])).sum(axis=1) - 1
+        return np.where(room >= 0, np.maximum(n_fit, s), s)
+
+    placed = extend(np.zeros(rows, dtype=int), first)
+    used = (first >= 0) * 1.0
+    for j in range(1, int(tpi.max())):
+        more = (j < tpi) & (first >= 0) & (placed < Li)
+        after = np.where(more, extend(placed, target - compute_layer), placed)
+        used += after > placed
+        placed = after
+    layers = np.where(first >= 0, placed + 1.0, 0.0)
+    return (np.where(default_ok, L + 1.0, layers),
+            np.where(default_ok, np.minimum(tp, L + 1.0), np.maximum(used, 1.0)))
 
 
 def ollama_default_context(total_vram_bytes: float, trained: float | None) -> tuple[int, str]:

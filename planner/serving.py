@@ -273,7 +273,11 @@ def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, 
     """llama.cpp's context without -c (engine/serving.py LLAMA_FIT_MIN_CTX's note): the trained context where the model
     fits with --fit's margin free, else the longest multiple of 256 tokens from fit_params_min_ctx up that does (its
     step 2), else the minimum, where --fit then lowers the GPU layers (step 3). "Fits": every layer asked on the GPUs
-    (all of them under --gpu-layers auto) and FIT_MARGIN_BYTES free beside them."""
+    (all of them under --gpu-layers auto) and FIT_MARGIN_BYTES free beside them on each GPU, counted over all the GPUs as
+    --fit's step 2 does (`global_surplus`, the free memory less the use less every device's margin); on several GPUs the
+    shorter context it picks also keeps back (GPUs + 1) x half a layer's weights (a sixth for MoE) for whole layers'
+    waste (`sum_used_target -= (nd + 1) * model_per_layer / (hp_nex == 0 ? 2 : 6)`), and does not stop there: its step
+    3 then places the layers GPU by GPU (engine/serving.py _llama_split_fit)."""
     if trained <= LLAMA_FIT_MIN_CTX:
         return trained, (f"llama.cpp's default (-c 0): the model's trained context ({trained:,}), at or below --fit's "
                          f"minimum of {LLAMA_FIT_MIN_CTX:,}, which it keeps")
@@ -282,13 +286,24 @@ def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, 
     layers = request.get("gpu_layers", -1)
     all_layers = layers is None or int(layers) < 0
 
-    def fitting(lengths: np.ndarray) -> np.ndarray:
+    model = models.set_index("id").loc[request["model"]]
+    moe = pd.notna(model.get("num_experts")) and float(model.get("num_experts") or 0) > 0
+    n_layer = float(model["num_layers"])
+
+    def fitting(lengths: np.ndarray, reduced: bool = True) -> np.ndarray:
         rows = pd.DataFrame([{**request, "max_model_len": int(n), **({"gpu_layers": 10**6} if all_layers else {})}
                              for n in lengths])
         out = serve(rows, models, gpus)
-        free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * out["gpus"]
-        return (out["gpu_memory_used_bytes"] * out["gpus"] + FIT_MARGIN_BYTES <= free).to_numpy()
+        nd = out["gpus"]
+        free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * nd
+        need = out["gpu_memory_used_bytes"] * nd + FIT_MARGIN_BYTES * nd
+        if reduced:  # step 2's target on several GPUs (the docstring): the model's GPU bytes per layer, (nd + 1) / 2 (/ 6)
+            per_layer = out["weights_gpu_bytes"] * nd / (n_layer if all_layers else max(min(int(layers), n_layer), 1))
+            need = need + np.where(nd > 1, (nd + 1) * per_layer / (6 if moe else 2), 0.0)
+        return (need <= free).to_numpy().copy()
     ok = fitting(lengths)
+    if int(request.get("gpus", 1) or 1) > 1:  # the trained context: no reduction, so no waste kept back
+        ok[-1] = fitting(lengths[-1:], reduced=False)[0]
     if step > LLAMA_FIT_CTX_ALIGN and ok.any() and not ok[-1]:  # a context of millions: the last coarse step in 256s
         last = int(lengths[np.flatnonzero(ok)[-1]])
         finer = np.arange(last + LLAMA_FIT_CTX_ALIGN, min(last + step, trained), LLAMA_FIT_CTX_ALIGN)
@@ -297,15 +312,21 @@ def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, 
             order = np.argsort(lengths)
             lengths, ok = lengths[order], ok[order]
     which = "every layer" if all_layers else f"-ngl {int(layers)}"
+    n_gpus = int(request.get("gpus", 1) or 1)
+    each = f" on each of the {n_gpus} GPUs" if n_gpus > 1 else ""
     if ok[-1]:
         return trained, (f"llama.cpp's default (-c 0): the model's trained context, which fits with {which} on the "
-                         f"GPU and --fit's {FIT_MARGIN_BYTES / C.GIB:g} GiB margin free")
+                         f"GPU{'s' if n_gpus > 1 else ''} and --fit's {FIT_MARGIN_BYTES / C.GIB:g} GiB margin free{each}")
     if ok.any():
         best = int(lengths[np.flatnonzero(ok)[-1]])
         return best, (f"llama.cpp's --fit (-c 0): the trained {trained:,} does not fit, so it lowers the context to the "
-                      f"longest that keeps {which} on the GPU and {FIT_MARGIN_BYTES / C.GIB:g} GiB free (multiples of "
-                      f"{LLAMA_FIT_CTX_ALIGN}, at least {LLAMA_FIT_MIN_CTX:,})"
-                      + (" before it lowers any layer" if all_layers else ""))
+                      f"longest that keeps {which} on the GPU{'s' if n_gpus > 1 else ''} and "
+                      f"{FIT_MARGIN_BYTES / C.GIB:g} GiB free{each} (multiples of "
+                      f"{LLAMA_FIT_CTX_ALIGN}, at least {LLAMA_FIT_MIN_CTX:,}"
+                      + (f"; and (GPUs + 1) x {'a sixth' if moe else 'half'} of a layer's weights kept back for whole "
+                         "layers per GPU" if n_gpus > 1 else "") + ")"
+                      + (" before it lowers any layer" if all_layers and n_gpus == 1 else "")
+                      + (", then places the layers GPU by GPU" if n_gpus > 1 else ""))
     return LLAMA_FIT_MIN_CTX, (f"llama.cpp's --fit (-c 0): the trained {trained:,} does not fit even at its minimum, "
                                f"so the context is fit_params_min_ctx {LLAMA_FIT_MIN_CTX:,}"
                                + (" and --fit lowers the GPU layers (-ngl)" if all_layers

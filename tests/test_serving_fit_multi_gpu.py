@@ -1,0 +1,155 @@
+"""llama.cpp's --fit on several GPUs (llama-server's default, --split-mode layer): the margin is kept on each GPU, not
+once over them all, each GPU that holds layers has its own compute buffer, and the layers are placed GPU by GPU.
+
+The expected figures are worked out here from the rule of common/fit.cpp common_params_fit_impl (ggml-org/llama.cpp
+@08033df) and common/common.h (`fit_params_target`: one 1 GiB margin per device), with the bytes of a dense GGUF taken
+from the config (catalog/models.yaml) and the file's size, not from engine/serving.py's placement:
+- a repeating layer: (file - token embeddings - output) / n_layer, plus its f16 K/V of -c tokens; the output layer:
+  vocab x hidden at the file's bits; the token embeddings stay in host RAM
+- the compute buffer: n_ubatch 512 x 4 B x (vocab + 4 hidden + 2 intermediate) on the output layer's GPU, a layer's
+  temporaries (512 x 4 B x (4 hidden + 2 intermediate)) on each other GPU holding layers
+- each GPU may hold its free memory less the CUDA context and the 1 GiB margin (`targets[id] = free - margins[id]`)
+- -ngl auto: the default layout (src/llama-model.cpp: slot il of the n_layer + 1 on GPU floor(il x N / (n_layer + 1)),
+  the output slot last) where every GPU keeps its margin; else step 3 fills back to front: the last GPU the output
+  layer and the most layers that fit, each GPU before it the most of those left
+- -c 0 (no --max-model-len): the trained context where the memory in use over all GPUs leaves N margins free; else the
+  longest multiple of 256 that leaves N margins and (N + 1) x half a layer's weights free (step 2 on several devices)
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import engine.constants as C
+from catalog import default_catalog
+from engine import serving as S
+from tests.clirun import run_cli
+
+GIB = 2**30
+UBATCH = 512  # common/common.h n_ubatch
+
+
+@pytest.fixture(scope="module")
+def cat():
+    c = default_catalog()
+    return c.models(), c.gpus()
+
+
+def hand(cat, model, gpu, precision, ctx):
+    """The byte figures of the module docstring for a dense model: (layer with its K/V, output, logits + a layer's
+    temporaries, a layer's temporaries, per-GPU target, n_layer)."""
+    models, gpus = cat
+    m = models.set_index("id").loc[model]
+    L, h, ffn, V = (int(m[k]) for k in ("num_layers", "hidden_size", "intermediate_size", "vocab_size"))
+    kvh, heads = int(m["num_kv_heads"]), int(m["num_heads"])
+    d = int(m["head_dim"]) if pd.notna(m.get("head_dim")) and m.get("head_dim") else h // heads
+    one = S.serve(pd.DataFrame([dict(model=model, gpu=gpu, engine="llama.cpp", precision=precision, max_model_len=4096,
+                                     gpu_layers=0)]), models, gpus).iloc[0]  # the file's size and the card
+    bpw = C.GGUF_BITS[precision] / 8
+    output = V * h * bpw
+    layer = (one["weights_bytes"] - 2 * output) / L + 2 * kvh * d * 2 * ctx
+    first_compute = UBATCH * 4.0 * (V + 4 * h + 2 * ffn)
+    other_compute = UBATCH * 4.0 * (4 * h + 2 * ffn)
+    target = one["usable_bytes"] - C.CUDA_CONTEXT_BYTES - 1024 * 2**20
+    return layer, output, first_compute, other_compute, target, L
+
+
+def ngl_auto(cat, model, gpu, precision, ctx, n_gpus):
+    """-ngl under --fit on n_gpus identical GPUs, by the rule of the module docstring."""
+    layer, output, first_compute, other_compute, target, L = hand(cat, model, gpu, precision, ctx)
+    counts = [len([il for il in range(L + 1) if il * n_gpus // (L + 1) == j]) for j in range(n_gpus)]
+    held = [c * layer + other_compute for c in counts[:-1]] + [(counts[-1] - 1) * layer + output + first_compute]
+    if all(x <= target for x in held):
+        return L + 1
+    room = target - output - first_compute
+    if room < 0:
+        return 0
+    placed = min(L, int(room // layer))
+    for _ in range(n_gpus - 1):
+        placed += min(L - placed, max(int((target - other_compute) // layer), 0))
+    return placed + 1
+
+
+def one_row(cat, **kw):
+    models, gpus = cat
+    return S.serve(pd.DataFrame([dict(engine="llama.cpp", **kw)]), models, gpus).iloc[0]
+
+
+@pytest.mark.parametrize("model, gpu, precision, ctx, n_gpus", [
+    # (-ngl with one margin over all the GPUs and one compute buffer, as the plan had it: 51, 81, 62, 30, 69)
+    ("llama-3-70b", "rtx-4090", "q8_0", 8192, 2),           # 50
+    ("llama-3-70b", "rtx-3060-12gb", "q4_k_m", 8192, 4),    # 79: over all four GPUs it would fit, GPU by GPU it does not
+    ("qwen2.5-32b", "rtx-4060-ti-16gb", "q8_0", 131072, 4),  # 56
+    ("llama-3.1-8b", "rtx-3060-12gb", "q8_0", 131072, 2),   # 28
+    ("llama-3-70b", "l4", "q4_k_m", 32768, 2),              # 67
+])
+def test_gpu_layers_keep_a_margin_on_each_gpu(cat, model, gpu, precision, ctx, n_gpus):
+    row = one_row(cat, model=model, gpu=gpu, precision=precision, max_model_len=ctx, gpus=n_gpus)
+    expected = ngl_auto(cat, model, gpu, precision, ctx, n_gpus)
+    assert 0 < expected < row["total_layers"] + 1  # a case where --fit lowers the layers
+    assert row["gpu_layers"] == expected
+    assert f"-ngl {expected} " in row["command"]
+
+
+def test_every_layer_on_the_gpus_leaves_each_gpu_its_margin(cat):
+    """Where the default layout fits, every slot is on the GPUs and each GPU's share (the average reported) is within
+    its free memory less 1 GiB."""
+    row = one_row(cat, model="llama-3-70b", gpu="rtx-4090", precision="q4_k_m", max_model_len=8192, gpus=4)
+    assert row["gpu_layers"] == ngl_auto(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192, 4) == 81
+    layer, output, first_compute, other_compute, target, L = hand(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192)
+    total = L * layer + output + first_compute + 3 * other_compute + 4 * C.CUDA_CONTEXT_BYTES
+    assert row["gpu_memory_used_bytes"] == pytest.approx(total / 4, rel=1e-9)
+    assert row["gpu_memory_used_bytes"] <= row["usable_bytes"] - S.FIT_MARGIN_BYTES
+
+
+def test_single_gpu_is_the_same_rule(cat):
+    row = one_row(cat, model="llama-3-70b", gpu="rtx-4090", precision="q4_k_m", max_model_len=8192, gpus=1)
+    assert row["gpu_layers"] == ngl_auto(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192, 1)
+
+
+def fit_context(cat, model, gpu, precision, n_gpus, trained):
+    """llama-server's -c 0 under --fit on n_gpus GPUs (step 2, the module docstring)."""
+    layer0, output, first_compute, other_compute, target, L = hand(cat, model, gpu, precision, 0)
+    kv_token = (hand(cat, model, gpu, precision, 1)[0] - layer0) * L  # f16 K/V of one token, every layer
+    free = n_gpus * (target + 1024 * 2**20)  # free memory less the CUDA contexts, over all GPUs
+
+    def used(n):
+        return L * layer0 + output + first_compute + (n_gpus - 1) * other_compute + kv_token * n
+    margins = n_gpus * 1024 * 2**20
+    if used(trained) + margins <= free:
+        return trained
+    waste = (n_gpus + 1) * (L * layer0 + output) / L / 2 if n_gpus > 1 else 0.0
+    fits = [n for n in range(4096, trained, 256) if used(n) + margins + waste <= free]
+    return fits[-1] if fits else 4096
+
+
+@pytest.mark.parametrize("n_gpus", [2, 4])
+def test_context_without_max_model_len_keeps_every_margin(cat, n_gpus):
+    gpu = "rtx-4090" if n_gpus == 2 else "rtx-4060-ti-16gb"
+    code, stdout, stderr = run_cli("serve", "--model", "llama-3.1-70b", "--gpu", gpu, "--engine", "llama.cpp",
+                                   "--precision", "q4_k_m", "--gpus", str(n_gpus), "--json")
+    assert code == 0, stderr
+    plan = json.loads(stdout)
+    plan = plan[0] if isinstance(plan, list) else plan
+    expected = fit_context(cat, "llama-3.1-70b", gpu, "q4_k_m", n_gpus, 131072)
+    assert 4096 < expected < 131072  # --fit lowers the context here
+    assert plan["max_model_len"] == expected
+    assert f"1 GiB free on each of the {n_gpus} GPUs" in plan["max_model_len_source"]
+    # then step 3 places the layers at that context, GPU by GPU
+    assert plan["gpu_layers"] == ngl_auto(cat, "llama-3.1-70b", gpu, "q4_k_m", expected, n_gpus)
+
+
+def test_user_layers_keep_the_default_layout_and_a_buffer_per_gpu(cat):
+    """-ngl N given: --fit leaves the layers alone (it stops at "n_gpu_layers already set by user"); the N slots are
+    spread over the GPUs, each GPU holding some with its compute buffer."""
+    row = one_row(cat, model="llama-3-70b", gpu="rtx-4090", precision="q4_k_m", max_model_len=8192, gpus=2,
+                  gpu_layers=60)
+    layer, output, first_compute, other_compute, target, L = hand(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192)
+    assert row["gpu_layers"] == 60
+    total = 59 * layer + output + first_compute + other_compute + 2 * C.CUDA_CONTEXT_BYTES
+    assert row["gpu_memory_used_bytes"] == pytest.approx(total / 2, rel=1e-9)
+    assert np.isfinite(row["kv_cache_bytes_available"])
