@@ -400,17 +400,22 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS, **C.BASE_ONLY_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     dims = lora_module_dims(h, f, a, kvh, d)
-    flags, in_out = _lora_sums(mv, dims)
+    flags = _lora_flags(mv)
+    # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits, peft's
+    # conversion of a mixture of experts (as their transformers model_type: a catalog model and the same model read
+    # from its config.json alike)
+    families = models["family"] if "family" in models else [""] * len(models)
+    mtype = model_types(families)
     # a mixture of experts whose LoRA config peft converts (fused_moe_lora_in_out): no gate/up/down nn.Linear adapter
     # is left (the experts' are ParamWrappers, Inputs.pw_*), so every term below reads its flags without them
     named = flags
-    pattern = peft_moe_patterns(models["family"] if "family" in models else [""] * len(models),
-                                models["num_experts"] if "num_experts" in models else np.zeros(len(models)))[midx]
+    pattern = peft_moe_patterns(families, mtype, models["num_experts"] if "num_experts" in models
+                                else np.zeros(len(models)))[midx]
     converted = (pattern != "") & lora
     if converted.any():
         flags = {mod: np.where(converted, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
                  for mod, v in flags.items()}
-        in_out = sum(flags[mod] * (dims[mod][0] + dims[mod][1]) for mod in C.LORA_MODULES)
+    in_out = _in_out(flags, dims)
     stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
                           np.minimum(mv.values("freeze_layers").astype(float), L))
     # peft prepare_model_for_kbit_training (engine/stacks.py kbit_prep): fp32 embeddings, lm_head and
@@ -424,9 +429,6 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     opt_kind = {k: mv.mask("optimizer", k) & train for k in C.NEW_OPTIMIZERS if k in mv.categories("optimizer")}
     acb = np.where(kbit, C.AUTOCAST_COPY_BYTES["amp_bf16"], acb)
     residual = np.where(kbit, C.RESIDUAL_BYTES["amp_bf16"], mv.lookup("precision", C.RESIDUAL_BYTES, 2.0))
-    # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits
-    # (as their transformers model_type: a catalog model and the same model read from its config.json alike)
-    mtype = model_types(models["family"] if "family" in models else [""] * len(models))
     gemma, gemma2 = np.isin(mtype, C.GEMMA_MODEL_TYPES)[midx], (mtype == "gemma2")[midx]
     gpt_oss = (mtype == "gpt_oss")[midx]
     masked, eager = attention_path(mv, np.isin(mtype, C.TRANSFORMERS_EAGER_MODEL_TYPES)[midx])
@@ -703,7 +705,7 @@ def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) ->
     dn = np.where(mixtral, every, flags["down_proj"])
     experts = gu * 2.0 * E * (2.0 * fe + h) + dn * E * (fe + h)
     router = every * ((h + E) + np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0))
-    attn = sum(flags[mod] * (dims[mod][0] + dims[mod][1]) for mod in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    attn = _in_out(flags, dims, ("q_proj", "k_proj", "v_proj", "o_proj"))
     moe_layers = np.floor(np.maximum(L - np.asarray(arch["first_dense_layers"], dtype=float), 0.0)
                           / np.maximum(np.asarray(arch["moe_layer_step"], dtype=float), 1.0))
     on = pattern != ""
@@ -923,16 +925,20 @@ def scenario_inputs(scenarios: pd.DataFrame, models: pd.DataFrame) -> Inputs:
     return inputs(View(sc, np.arange(len(sc))), models)
 
 
-def _lora_sums(view: View, dims: dict) -> tuple[dict, np.ndarray]:
-    """Per group: which modules are adapted (0/1 arrays) and the sum of (in + out) over them."""
+def _in_out(flags: dict, dims: dict, modules=C.LORA_MODULES) -> np.ndarray:
+    """The sum of (in + out) over the adapted modules among `modules`."""
+    return sum(flags[m] * (dims[m][0] + dims[m][1]) for m in modules)
+
+
+def _lora_flags(view: View) -> dict:
+    """Per group: which modules are adapted (0/1 arrays)."""
     cats = view.categories("lora_targets")
     codes = view.codes("lora_targets")
     flags = {}
     for m in C.LORA_MODULES:
         table = np.array([1.0 if m in parse_lora_targets(c) else 0.0 for c in cats] + [0.0])
         flags[m] = table[codes]
-    in_out = sum(flags[m] * (dims[m][0] + dims[m][1]) for m in C.LORA_MODULES)
-    return flags, in_out
+    return flags
 
 
 # ---- the whole model, before any split ------------------------------------------------------
@@ -946,16 +952,27 @@ def trainable_params(x: Inputs) -> np.ndarray:
     return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.k_layers * x.layer_all], 0.0)
 
 
+def _frozen_rest_bytes(x: Inputs) -> np.ndarray:
+    """Bytes per value of a quantized base's unquantized weights: 16-bit, fp32 under kbit_prep (peft's
+    prepare_model_for_kbit_training casts embeddings, lm_head, norms, and a mixture of experts' fused experts that
+    bitsandbytes left alone, to fp32: peft 0.21.2 utils/other.py lines 204-209; BNB_FUSED_EXPERTS)."""
+    return np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0))
+
+
+def _quantized_linear(x: Inputs) -> np.ndarray:
+    """Linear-layer values a quantized base (or a bitsandbytes inference) stores at its bits: every one, less a
+    mixture of experts' fused experts where bitsandbytes leaves them unquantized (Inputs.bnb_experts)."""
+    return x.n_lin - x.bnb_experts * x.expert_linear
+
+
 def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     """Every weight's bytes. Training: the trained weights in their dtype, and a frozen base in
     the training dtype, or quantized linear layers + a 16-bit (or wider) rest. Inference: the
     linear layers at the precision's bits + the rest at the activations' bytes (+ int8's row
     scales), or GGUF's average bits for every weight."""
     frozen = np.where(x.train & ~x.full, x.N - np.where(x.freeze, trainable, 0.0), 0.0)
-    rest_b = np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0))  # kbit_prep: embeddings, lm_head, norms fp32
-    # (a mixture of experts' fused experts stay with the rest under bitsandbytes: BNB_FUSED_EXPERTS; kbit_prep casts
-    # them to fp32 with it, peft 0.21.2 utils/other.py prepare_model_for_kbit_training lines 204-209)
-    q_lin = x.n_lin - x.bnb_experts * x.expert_linear
+    rest_b = _frozen_rest_bytes(x)
+    q_lin = _quantized_linear(x)
     frozen_quant = q_lin * x.base_bits / 8 + (x.N - q_lin) * rest_b
     if np.any(x.head_quant):  # LitGPT under --quantize: lm_head among the quantized linears
         quant_lin = x.n_lin + x.V * x.h
@@ -968,7 +985,7 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     # routed experts' matrices take the precision's bits, the rest stays 16-bit (GGUF: Q8_0);
     # engine/constants.py QUANT_EXPERTS_ONLY. A dense model quantizes every linear layer (GGUF: Q8_0).
     experts_only = x.experts_only & (x.expert_linear > 0)
-    quantized = np.where(experts_only, x.expert_linear, x.n_lin - x.bnb_experts * x.expert_linear)
+    quantized = np.where(experts_only, x.expert_linear, _quantized_linear(x))
     gguf_experts = np.where(experts_only & ~np.isnan(x.gguf_expert_bits), x.expert_linear, 0.0)
     infer_weights = np.where(
         np.isnan(x.gguf_bits),
@@ -1075,7 +1092,7 @@ def expert_weight_bytes(x: Inputs) -> np.ndarray:
     infer_b = np.where(x.experts_only & ~np.isnan(x.gguf_expert_bits), np.nan_to_num(x.gguf_expert_bits) / 8, infer_b)
     train_b = np.where(x.base_quant, x.base_bits / 8, x.wb)
     if np.any(x.bnb_experts):  # bitsandbytes leaves them in the load dtype (fp32 under kbit_prep): BNB_FUSED_EXPERTS
-        train_b = np.where(x.bnb_experts > 0, np.where(x.kbit_prep, 4.0, np.minimum(x.wb, 2.0)), train_b)
+        train_b = np.where(x.bnb_experts > 0, _frozen_rest_bytes(x), train_b)
         infer_b = np.where(x.bnb_experts > 0, x.act_b, infer_b)
     return x.expert_params * np.where(x.train, train_b, infer_b)
 
@@ -1370,7 +1387,7 @@ def _quant_state_bytes(x: Inputs, per_gpu: bool = True) -> np.ndarray | float:
     torchtune's torchao NF4 shards its scales with its data (`_bnb_base`): qstate_bits 0 there."""
     if not np.any(np.asarray(x.qstate_bits) > 0):
         return 0.0
-    quantized = x.n_lin - x.bnb_experts * x.expert_linear + np.where(x.head_quant, x.V * x.h, 0.0)
+    quantized = _quantized_linear(x) + np.where(x.head_quant, x.V * x.h, 0.0)
     whole = quantized * x.qstate_bits / 8
     if not per_gpu:
         return whole

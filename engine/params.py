@@ -347,10 +347,9 @@ def _float_col(models, name: str) -> np.ndarray:
     return np.asarray(models[name], dtype=float)
 
 
-def peft_moe_patterns(families, experts) -> np.ndarray:
+def peft_moe_patterns(families, types, experts) -> np.ndarray:
     """Per model: peft 0.21.2's conversion pattern for LoRA on its fused experts (engine/constants.py PEFT_FUSED_MOE:
-    "qwen2_moe", "mixtral"), "" where the model has no experts or its type is not converted."""
-    types = model_types(families)
+    "qwen2_moe", "mixtral"), "" where the model has no experts or its type is not converted. types: model_types(families)."""
     fams = [f if isinstance(f, str) else "" for f in families]
     return np.array([C.PEFT_FUSED_MOE.get(C.FAMILY_MOE_MODEL_TYPE.get(f, t), "") if e > 0 else ""
                      for f, t, e in zip(fams, types, np.nan_to_num(np.asarray(experts, dtype=float)))], dtype=object)
