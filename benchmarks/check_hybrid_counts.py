@@ -160,38 +160,48 @@ def prefill(write: bool) -> None:
         got, pred = per_token(s), float(np.dot(ROUNDED, _terms(s)))
         print(f"held out {s}: {got:,.0f} B a token measured, {pred:,.0f} by the rounded coefficients "
               f"({(pred / got - 1) * 100:+.2f}%)")
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers import AutoModelForCausalLM
-    mp, PhaseMemTracker, Ref = _tracker()
     raw = json.loads((DATA / "qwen3-next-80b-a3b.json").read_text())
     fields = {k: v for k, v in raw.items() if k not in ("model_type", "_name_or_path", "architectures")}
     rows = []
     for batch, seq in ((1, 2048), (1, 8192), (4, 4096), (8, 2048)):
         cfg = Qwen3NextConfig(**fields, attn_implementation="sdpa")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(cfg)
-        model.to(torch.bfloat16)
-        with FakeTensorMode(allow_non_fake_inputs=True):
-            model.to_empty(device="cpu")
-            ids = torch.randint(0, cfg.vocab_size, (batch, seq), dtype=torch.long)
-            model.eval()
-            mt = PhaseMemTracker()
-            mt.track_external(model, ids)
-            with mt, torch.inference_mode():
-                mt.set_phase("prefill")
-                model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            cats = mp._split(mt.peak_snap, Ref)
-        rows.append({"model": "qwen3-next-80b-a3b", "batch": batch, "seq": seq, "peak_bytes": mt.peak_total,
-                     "param_bytes": cats["param_bytes"], "activation_bytes": cats["activation_bytes"]})
-        print(f"qwen3-next-80b-a3b prefill {batch} x {seq:,}: {mt.peak_total:,} B (activations "
-              f"{cats['activation_bytes']:,})")
+        rows.append({"model": "qwen3-next-80b-a3b", "batch": batch, "seq": seq, **model_prefill(cfg, batch, seq)})
+        print(f"qwen3-next-80b-a3b prefill {batch} x {seq:,}: {rows[-1]['peak_bytes']:,} B (activations "
+              f"{rows[-1]['activation_bytes']:,})")
     if write:
-        out = Path(__file__).resolve().parent.parent / "tests" / "data" / "measured_hybrid_prefill.csv"
-        with out.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        print(f"wrote {out}")
+        write_rows(rows, "measured_hybrid_prefill.csv")
+
+
+def model_prefill(cfg, batch: int, seq: int) -> dict:
+    """A whole model's prefill (logits_to_keep=1, use_cache=True) at bf16 on fake tensors, as the harness tracks it:
+    the peak and its parameter and activation bytes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import AutoModelForCausalLM
+    mp, PhaseMemTracker, Ref = _tracker()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    model.to(torch.bfloat16)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        ids = torch.randint(0, cfg.vocab_size, (batch, seq), dtype=torch.long)
+        model.eval()
+        mt = PhaseMemTracker()
+        mt.track_external(model, ids)
+        with mt, torch.inference_mode():
+            mt.set_phase("prefill")
+            model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        cats = mp._split(mt.peak_snap, Ref)
+    return {"peak_bytes": mt.peak_total, "param_bytes": cats["param_bytes"], "activation_bytes": cats["activation_bytes"]}
+
+
+def write_rows(rows: list[dict], name: str) -> None:
+    """The rows as tests/data/<name>, a CSV with their keys as its header."""
+    out = Path(__file__).resolve().parent.parent / "tests" / "data" / name
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -103,14 +103,6 @@ def cache(model_type: str, **extra) -> None:
                     print(f"  layer {i} {type(layer).__name__} {key} {tuple(t.shape)} {t.dtype}")
 
 
-def _tracker():
-    """The harness's MemTracker subclass and its categories, as benchmarks/check_hybrid_counts.py loads them."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from check_hybrid_counts import _tracker as load
-    return load()
-
-
 def layer_peak(h, heads, head_dim, state, groups, chunk, batch, seq) -> int:
     """One Mamba2 mixer's prefill forward (GraniteMoeHybridMambaLayer, transformers' torch path: no mamba_ssm /
     causal_conv1d) at bf16, on fake tensors, less its weights (bytes)."""
@@ -127,16 +119,13 @@ def layer_peak(h, heads, head_dim, state, groups, chunk, batch, seq) -> int:
 
 def prefill() -> None:
     """Per token (the peak's slope between 2 x 1,024 and 2 x 2,048 tokens) for shapes that vary each term."""
+    import sys
+
     import numpy as np
-    shapes = [dict(h=2048, heads=64, head_dim=64, state=128, groups=1, chunk=256),
-              dict(h=4096, heads=64, head_dim=64, state=128, groups=1, chunk=256),
-              dict(h=2048, heads=128, head_dim=64, state=128, groups=1, chunk=256),
-              dict(h=2048, heads=64, head_dim=128, state=128, groups=1, chunk=256),
-              dict(h=2048, heads=64, head_dim=64, state=64, groups=1, chunk=256),
-              dict(h=2048, heads=64, head_dim=64, state=128, groups=8, chunk=256),
-              dict(h=2048, heads=64, head_dim=64, state=128, groups=1, chunk=128)]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from check_hybrid_training import MAMBA_FIT  # the shapes the training fit varies, each term in turn
     rows, slopes = [], []
-    for s in shapes:
+    for s in MAMBA_FIT:
         slope = (layer_peak(**s, batch=2, seq=2048) - layer_peak(**s, batch=2, seq=1024)) / 2048
         terms = [s["h"], s["heads"] * s["head_dim"], s["heads"] * s["state"], s["chunk"] * s["heads"],
                  s["heads"] * s["head_dim"] * s["state"] / s["chunk"], s["groups"] * s["state"]]
@@ -149,9 +138,9 @@ def prefill() -> None:
 
 def whole(write: bool) -> None:
     """Whole models' prefill (logits_to_keep=1, use_cache=True, SDPA) at bf16 on fake tensors, none of it fitted."""
-    import csv
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    mp, PhaseMemTracker, Ref = _tracker()
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from check_hybrid_counts import model_prefill, write_rows
     rows = []
     for name, shapes in (("granite-4.0-h-micro.json", ((1, 4096), (2, 2048), (1, 8192))),
                          ("nvidia-nemotron-nano-9b-v2.json", ((1, 4096), (2, 4096)))):
@@ -159,29 +148,10 @@ def whole(write: bool) -> None:
         fields = {k: v for k, v in raw.items() if k not in ("model_type", "_name_or_path", "architectures")}
         for batch, seq in shapes:
             cfg = AutoConfig.for_model(raw["model_type"], **fields, attn_implementation="sdpa")
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(cfg)
-            model.to(torch.bfloat16)
-            with FakeTensorMode(allow_non_fake_inputs=True):
-                model.to_empty(device="cpu")
-                ids = torch.randint(0, cfg.vocab_size, (batch, seq), dtype=torch.long)
-                model.eval()
-                mt = PhaseMemTracker()
-                mt.track_external(model, ids)
-                with mt, torch.inference_mode():
-                    mt.set_phase("prefill")
-                    model(input_ids=ids, use_cache=True, logits_to_keep=1)
-                cats = mp._split(mt.peak_snap, Ref)
-            rows.append({"config": name, "batch": batch, "seq": seq, "peak_bytes": mt.peak_total,
-                         "param_bytes": cats["param_bytes"], "activation_bytes": cats["activation_bytes"]})
+            rows.append({"config": name, "batch": batch, "seq": seq, **model_prefill(cfg, batch, seq)})
             print(rows[-1])
     if write:
-        out = Path(__file__).resolve().parent.parent / "tests" / "data" / "measured_mamba2_prefill.csv"
-        with out.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        print(f"wrote {out}")
+        write_rows(rows, "measured_mamba2_prefill.csv")
 
 
 if __name__ == "__main__" and "--whole" in __import__("sys").argv[1:]:
