@@ -228,6 +228,21 @@ def _attn_tensors(i, h, heads, kv, d):
             (p + "attn_output.weight", (h, heads * d))]
 
 
+def _nemotron_h_tensors(h, layout, mlp):
+    """llama.cpp's tensors of a small Nemotron-H of `layout` (M: a Mamba2 block, *: attention, any other letter the
+    tensors mlp(i) gives), with its embedding, output and each block's norm."""
+    tensors = [("token_embd.weight", (128, h)), ("output.weight", (128, h)), ("output_norm.weight", (h,))]
+    for i, kind in enumerate(layout):
+        tensors.append((f"blk.{i}.attn_norm.weight", (h,)))
+        if kind == "M":
+            tensors += _mamba_tensors(i, h, 8, 16, 8, 2, 4)
+        elif kind == "*":
+            tensors += _attn_tensors(i, h, 4, 2, 32)
+        else:
+            tensors += mlp(i)
+    return tensors
+
+
 def test_a_granite_4_h_gguf_is_read_as_its_config(tmp_path):
     """convert_hf_to_gguf.py GraniteHybridModel's metadata (head_count_kv 0 on Mamba2 layers, ssm.* keys, experts and
     the shared expert's width) and llama.cpp's tensors of a small Granite 4.0-H with experts: the record is the one its
@@ -265,15 +280,8 @@ def test_a_nemotron_h_gguf_is_read_as_its_config(tmp_path):
     counted."""
     from catalog.checkpoints import model_from_files
     h = 64
-    tensors = [("token_embd.weight", (128, h)), ("output.weight", (128, h)), ("output_norm.weight", (h,))]
-    for i, kind in enumerate("M*-M"):
-        tensors.append((f"blk.{i}.attn_norm.weight", (h,)))
-        if kind == "M":
-            tensors += _mamba_tensors(i, h, 8, 16, 8, 2, 4)
-        elif kind == "*":
-            tensors += _attn_tensors(i, h, 4, 2, 32)
-        else:
-            tensors += [(f"blk.{i}.ffn_up.weight", (96, h)), (f"blk.{i}.ffn_down.weight", (h, 96))]
+    tensors = _nemotron_h_tensors(h, "M*-M", lambda i: [(f"blk.{i}.ffn_up.weight", (96, h)),
+                                                         (f"blk.{i}.ffn_down.weight", (h, 96))])
     path = _gguf(tmp_path / "nemotron-h.gguf", "nemotron_h",
                  {"block_count": 4, "embedding_length": h, "attention.head_count": 4, "context_length": 8192,
                   "attention.key_length": 32, "attention.value_length": 32, "ssm.conv_kernel": 4, "ssm.state_size": 8,
@@ -293,18 +301,14 @@ def test_a_nemotron_3_nano_gguf_is_read_as_its_config(tmp_path):
     transformers' parameters leave out, as the count does."""
     from catalog.checkpoints import model_from_files
     h, e, fe, fs = 64, 8, 24, 40
-    tensors = [("token_embd.weight", (128, h)), ("output.weight", (128, h)), ("output_norm.weight", (h,))]
-    for i, kind in enumerate("ME*E"):
-        tensors.append((f"blk.{i}.attn_norm.weight", (h,)))
-        if kind == "M":
-            tensors += _mamba_tensors(i, h, 8, 16, 8, 2, 4)
-        elif kind == "*":
-            tensors += _attn_tensors(i, h, 4, 2, 32)
-        else:
-            p = f"blk.{i}."
-            tensors += [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
-                        (p + "ffn_up_exps.weight", (e, fe, h)), (p + "ffn_down_exps.weight", (e, h, fe)),
-                        (p + "ffn_up_shexp.weight", (fs, h)), (p + "ffn_down_shexp.weight", (h, fs))]
+
+    def experts(i):
+        p = f"blk.{i}."
+        return [(p + "ffn_gate_inp.weight", (e, h)), (p + "exp_probs_b.bias", (e,)),
+                (p + "ffn_up_exps.weight", (e, fe, h)), (p + "ffn_down_exps.weight", (e, h, fe)),
+                (p + "ffn_up_shexp.weight", (fs, h)), (p + "ffn_down_shexp.weight", (h, fs))]
+
+    tensors = _nemotron_h_tensors(h, "ME*E", experts)
     path = _gguf(tmp_path / "nemotron-3-nano.gguf", "nemotron_h_moe",
                  {"block_count": 4, "embedding_length": h, "attention.head_count": 4, "context_length": 8192,
                   "attention.key_length": 32, "attention.value_length": 32, "ssm.conv_kernel": 4, "ssm.state_size": 8,
