@@ -1846,12 +1846,16 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # that leaves every GPU its margin, else --fit's back-to-front fill
     gpus_used = np.ones(n)
     split = is_llama & (engine == "llama.cpp") & (asked < 0) & (tp > 1)
+    G = int(np.max(tp[is_llama])) if is_llama.any() else 1
+    split_t, split_has = np.zeros((n, G), dtype=int), np.zeros((n, G), dtype=bool)
+    split_out = np.full(n, -1)
     if split.any():
         rows = np.flatnonzero(split)
-        layers, used = _llama_split_fit(cum[rows], L[rows], tp[rows],
-                                        (free_at_start - context - FIT_MARGIN_BYTES - llama_draft / tp)[rows],
-                                        output_bytes[rows], compute[rows], compute_layer[rows])
+        layers, used, t3, has3, out3 = _llama_split_fit(cum[rows], L[rows], tp[rows],
+                                                        (free_at_start - context - FIT_MARGIN_BYTES - llama_draft / tp)[rows],
+                                                        output_bytes[rows], compute[rows], compute_layer[rows])
         fit_layers[rows], gpus_used[rows] = layers, used
+        split_t[rows, :t3.shape[1]], split_has[rows, :has3.shape[1]], split_out[rows] = t3, has3, out3
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
     ollama_free = free_at_start * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
@@ -1866,6 +1870,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # layout spreads the N slots evenly, one GPU at least; under --fit, as chosen above
     gpus_used = np.where(split, gpus_used, np.where(tp > 1, np.maximum(np.minimum(tp, gpu_layers), 1.0), 1.0))
     llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0, devs=gpus_used) + context * tp + llama_draft
+    # per GPU, the most loaded one: llama.cpp's layers are whole, so its GPUs hold unequal shares (the default layout of
+    # 81 slots on 2 GPUs: 41 layers on the first; 39, the output layer and the logits on the second), and the one
+    # holding the most is the one that runs out (an average over the GPUs would say "fits" where one of them does not)
+    llama_per_gpu = llama_gpu / tp
+    spread = is_llama & (engine == "llama.cpp") & (tp > 1) & (gpu_layers >= 1)
+    if spread.any():
+        rows = np.flatnonzero(spread)
+        t, has, out_gpu = _llama_default_layout(gpu_layers[rows], tp[rows], G)
+        from_fit = split[rows]
+        t = np.where(from_fit[:, None], split_t[rows], t)
+        has = np.where(from_fit[:, None], split_has[rows], has)
+        out_gpu = np.where(from_fit, split_out[rows], out_gpu)
+        held = _llama_layout_held(cum[rows], t, has, out_gpu, output_bytes[rows], compute[rows], compute_layer[rows])
+        llama_per_gpu[rows] = held.max(axis=1) + context[rows] + llama_draft[rows] / tp[rows]
     ne_gpu = ne_bytes(on_gpu_layers)
     llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
                   + np.where(out_on_gpu, 0.0, output_bytes))
@@ -1956,12 +1974,25 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     hf_room = np.where(w_gpu_full + non_torch + mask_build > free_at_start, 0.0,
                        free_at_start - w_gpu_full - non_torch - mask_held)
     max_conc_hf = np.floor(np.maximum(hf_room, 0.0) / (activation / hf_batch + kv_token_gpu * ctx))
-    fits_llama = (llama_gpu / tp <= free_at_start) & (gpu_layers >= 0)
+    fits_llama = (llama_per_gpu <= free_at_start) & (gpu_layers >= 0)
     # llama-server slots of max_model_len tokens that fit beside every layer on the GPUs (its -np);
     # where the layers do not all fit, the slots asked (-np, default 1) run with layers on the CPU
     full_gpu = gpu_bytes(L, n_cpu, 1.0, devs=np.where(tp > 1, np.minimum(tp, L + 1.0), 1.0)) - L * layer_kv  # no KV
     draft_slot_kv = np.where(is_llama & has_draft, draft_kv_token * draft_ctx, 0.0)  # a slot's own draft context
     slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
+    # llama.cpp on several GPUs: the slots each GPU holds beside its share of the default layout (its layers' K/V of a
+    # slot, its share of the draft's), the fewest of them
+    several = is_llama & (engine == "llama.cpp") & (tp > 1)
+    if several.any():
+        rows = np.flatnonzero(several)
+        t, has, out_gpu = _llama_default_layout(L[rows] + 1, tp[rows], G)
+        held = _llama_layout_held(cum[rows], t, has, out_gpu, output_bytes[rows], compute[rows], compute_layer[rows])
+        n_j = t - np.concatenate([t[:, 1:], np.zeros((len(rows), 1), dtype=int)], axis=1)  # each GPU's layers
+        tp_r, slot_draft = tp[rows][:, None], draft_slot_kv[rows][:, None]
+        room = (free[rows][:, None] + slot_draft * seqs[rows][:, None]) / tp_r - (held - n_j * layer_kv[rows][:, None])
+        need = n_j * (kv_layer_token * ctx)[rows][:, None] + slot_draft / tp_r
+        each = np.where(has & (need > 0), np.floor(np.maximum(room, 0.0) / np.where(need > 0, need, 1.0)), np.inf)
+        slots_all_on_gpu[rows] = np.minimum(slots_all_on_gpu[rows], each.min(axis=1))
     max_conc_llama = np.where(slots_all_on_gpu >= 1, slots_all_on_gpu, np.where(fits_llama, seqs, 0.0))
     # what is left for K/V on the GPUs, per GPU (kv_cache_bytes_available means this for every engine, as vLLM's
     # budget less its peak): what is free less the CUDA context, --fit's margin, the draft's weights and compute buffer,
@@ -1973,7 +2004,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     max_concurrency = np.select([is_vllm | is_sglang, is_hf], [max_conc_paged, max_conc_hf], max_conc_llama)
     weights_gpu = np.where(is_llama, (ne_gpu + expert_gpu + np.where(out_on_gpu, output_bytes, 0.0)) / tp,
                            w_gpu_full)
-    memory_used = np.where(is_llama, llama_gpu / tp, np.where(is_hf, free_at_start, np.where(pinned, pinned_used, budget)))
+    memory_used = np.where(is_llama, llama_per_gpu, np.where(is_hf, free_at_start, np.where(pinned, pinned_used, budget)))
     # vLLM and MLC-LLM ask for their share of the card's total: they do not start where less is free
     # (with --kv-cache-memory-bytes the share is still checked at start, vllm/v1/worker/utils.py request_memory, and
     # the weights, activation peak, non-torch memory and the pinned cache must fit in what is free)
@@ -2107,7 +2138,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         kv_cache_bytes_allocated=kv_allocated, kv_request_bytes=kv_request,
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
-        gpu_memory_used_bytes=memory_used, host_ram_bytes=host_ram, fits=fits, concurrency=conc,
+        gpu_memory_used_bytes=memory_used, gpu_memory_used_total_bytes=np.where(is_llama, llama_gpu, memory_used * tp),
+        host_ram_bytes=host_ram, fits=fits, concurrency=conc,
         decode_tokens_per_s=1.0 / step, time_per_output_token_ms=step * 1e3, prefill_tokens_per_s=prefill,
         ttft_s=ttft, aggregate_tokens_per_s=aggregate, usd_per_million_tokens=usd_per_m,
         cloud_usd_per_hour=price, price_source=g["cloud_source"].to_numpy(object), price_date=g["cloud_date"].to_numpy(object),
@@ -2512,18 +2544,47 @@ CONTEXT_REQUIRED_ENGINES = {
 }
 
 
+def _llama_default_layout(slots, tp, width):
+    """llama.cpp's default --split-mode layer layout of `slots` -ngl slots (the output layer's the last) on tp identical
+    GPUs: src/llama-model.cpp load_tensors puts slot s = il - i_gpu_start on device upper_bound(splits, s / slots), splits
+    being the devices' cumulative shares of free memory (j / tp here), so GPU j holds slots ceil(j x slots / tp) up to
+    ceil((j + 1) x slots / tp). Per GPU j < width (rows x width): t, the repeating layers GPUs j, j + 1, ... hold (they
+    are the model's last ones); whether it holds any slot; and (rows) the GPU holding the output slot (none without)."""
+    N = np.asarray(slots).astype(int)[:, None]
+    T = np.asarray(tp).astype(int)[:, None]
+    j = np.arange(width)[None, :]
+    start = np.where(j < T, -(-(j * N) // T), N)
+    end = np.where(j < T, -(-((j + 1) * N) // T), N)
+    t = np.maximum(N - 1 - start, 0)  # the repeating-layer slots (all but the last, the output) from GPU j on
+    out_gpu = np.where(N[:, 0] >= 1, ((N[:, 0] - 1) * T[:, 0]) // np.maximum(N[:, 0], 1), -1)
+    return t, end > start, out_gpu
+
+
+def _llama_layout_held(cum, t, has, out_gpu, output, compute, compute_layer):
+    """The bytes each GPU of a layout holds (rows x GPUs): its repeating layers (the last t_j less the last t_j+1, from
+    cum: rows x k, the bytes of the last k layers with their K/V and the experts kept there), the output layer and the
+    compute buffer with the logits on the output's GPU, a layer's temporaries on each other GPU holding a slot."""
+    tt = np.concatenate([t, np.zeros((len(t), 1), dtype=int)], axis=1)
+    last = np.take_along_axis(cum, tt, axis=1)
+    out = np.arange(t.shape[1])[None, :] == np.asarray(out_gpu)[:, None]
+    return (last[:, :-1] - last[:, 1:] + has * np.asarray(compute_layer, dtype=float)[:, None]
+            + out * np.asarray(output + compute - compute_layer, dtype=float)[:, None])
+
+
 def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
     """llama.cpp's layers on tp identical GPUs under --gpu-layers auto (common/fit.cpp common_params_fit_impl, LLAMA_FIT_MIN_CTX's
-    note), for rows of one engine: (the -ngl slots it places, counting the output layer; the GPUs holding any).
+    note), for rows of one engine: (the -ngl slots it places, counting the output layer; the GPUs holding any; and the
+    layout as _llama_default_layout gives it: t, has, out_gpu).
     cum: rows x k, the bytes of the last k repeating layers (nondecreasing in k); target: what each GPU may hold, its free
     memory less the CUDA context, the draft's share and --fit's margin (`targets[id] = dmds_full[id].free - margins[id]`).
-    Step 1 keeps the default layout where every GPU stays within its target: src/llama-model.cpp splits the n_layer + 1
-    slots by free memory (equal GPUs: slot il on GPU floor(il x tp / (n_layer + 1)), the output slot n_layer on the last).
-    Else step 3 fills back to front: the last GPU takes the output layer, the logits and the most layers that fit, each
-    GPU before it the most of the layers left (whole layers, contiguous); the rest stay in host RAM. Loops over the GPU
-    count only (numpy over the rows)."""
+    Step 1 keeps the default layout (_llama_default_layout of the n_layer + 1 slots) where every GPU stays within its
+    target. Else step 3 fills back to front: the last GPU takes the output layer, the logits and the most layers that
+    fit, each GPU before it the most of the layers left (whole layers, contiguous); the rest stay in host RAM. Loops
+    over the GPU count only (numpy over the rows)."""
     rows, width = cum.shape
     Li = L.astype(int)
+    tpi = tp.astype(int)
+    G = int(tpi.max())
     k = np.arange(width)[None, :]
     valid = k <= Li[:, None]
 
@@ -2531,17 +2592,9 @@ def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
         """the last n layers' bytes (n per row)"""
         return np.take_along_axis(cum, np.clip(n, 0, Li)[:, None].astype(int), axis=1)[:, 0]
 
-    # step 1: the default layout; GPU j holds repeating layers [a, b) (slots ceil(j (L+1) / tp) .. ), the last one the output
-    tpi = tp.astype(int)
-    default_ok = np.ones(rows, dtype=bool)
-    for j in range(int(tpi.max())):
-        here = j < tpi
-        a = -(-(j * (Li + 1)) // tpi)
-        b = np.minimum(-(-((j + 1) * (Li + 1)) // tpi), Li)
-        last = j == tpi - 1
-        held = (last_bytes(Li - a) - last_bytes(Li - b) + compute_layer
-                + np.where(last, output + compute - compute_layer, 0.0))
-        default_ok &= ~here | (held <= target)
+    # step 1: the default layout
+    t1, has1, out1 = _llama_default_layout(Li + 1, tpi, G)
+    default_ok = (_llama_layout_held(cum, t1, has1, out1, output, compute, compute_layer) <= target[:, None]).all(axis=1)
     # step 3: back to front; the output GPU first (output layer, logits, a layer's temporaries)
     first = target - output - compute
 
@@ -2553,14 +2606,25 @@ def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
 
     placed = extend(np.zeros(rows, dtype=int), first)
     used = (first >= 0) * 1.0
-    for j in range(1, int(tpi.max())):
+    back_t, back_has = [placed], [first >= 0]  # from the last GPU back
+    for j in range(1, G):
         more = (j < tpi) & (first >= 0) & (placed < Li)
         after = np.where(more, extend(placed, target - compute_layer), placed)
         used += after > placed
+        back_has.append(after > placed)
         placed = after
+        back_t.append(placed)
+    # GPU j (front to back) is the (tp - 1 - j)-th from the back; the GPUs before the ones reached hold nothing
+    back = np.clip(tpi[:, None] - 1 - np.arange(G)[None, :], 0, G - 1)
+    inside = np.arange(G)[None, :] < tpi[:, None]
+    t3 = np.where(inside, np.take_along_axis(np.stack(back_t, axis=1), back, axis=1), 0)
+    has3 = inside & np.take_along_axis(np.stack(back_has, axis=1), back, axis=1)
+    out3 = np.where(first >= 0, tpi - 1, -1)
     layers = np.where(first >= 0, placed + 1.0, 0.0)
+    ok = default_ok[:, None]
     return (np.where(default_ok, L + 1.0, layers),
-            np.where(default_ok, np.minimum(tp, L + 1.0), np.maximum(used, 1.0)))
+            np.where(default_ok, np.minimum(tp, L + 1.0), np.maximum(used, 1.0)),
+            np.where(ok, t1, t3), np.where(ok, has1, has3), np.where(default_ok, out1, out3))
 
 
 def ollama_default_context(total_vram_bytes: float, trained: float | None) -> tuple[int, str]:

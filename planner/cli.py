@@ -1046,7 +1046,7 @@ def cmd_serve(args) -> int:
              "max_model_len": int(r["max_model_len"]),
              "gpu_memory_utilization": None if pd.isna(r["gpu_memory_utilization"]) else float(r["gpu_memory_utilization"])}
             for _, r in options.iterrows()]
-        print_json(data)
+        print_json({k: data[k] for k in SERVE_JSON_KEYS if k in data})  # the contract's order
         return 0
     from engine.serving import HF_REPO_PATTERN
     source = models.set_index("id")["source"].get(args.model) if "source" in models.columns else None

@@ -115,6 +115,9 @@ SERVE_JSON_KEYS = (
     # the fewest GPUs that hold one, then the longest max_model_len on the GPUs asked (fits_with; [] where it fits as
     # asked or the engine splits layers); added by the CLI
     "fits_with",
+    # the memory in use over all the GPUs (gpu_memory_used_bytes is per GPU, the most loaded one's: llama.cpp places whole
+    # layers, so its GPUs hold unequal shares)
+    "gpu_memory_used_total_bytes",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)
@@ -296,7 +299,7 @@ def _llama_fit_context(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, 
         out = serve(rows, models, gpus)
         nd = out["gpus"]
         free = (out["usable_bytes"] - out["gpu_memory_in_use_bytes"]) * nd
-        need = out["gpu_memory_used_bytes"] * nd + FIT_MARGIN_BYTES * nd
+        need = out["gpu_memory_used_total_bytes"] + FIT_MARGIN_BYTES * nd  # step 2 sums the devices' use
         if reduced:  # step 2's target on several GPUs (the docstring): the model's GPU bytes per layer, (nd + 1) / 2 (/ 6)
             per_layer = out["weights_gpu_bytes"] * nd / (n_layer if all_layers else max(min(int(layers), n_layer), 1))
             need = need + np.where(nd > 1, (nd + 1) * per_layer / (6 if moe else 2), 0.0)
@@ -583,6 +586,9 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
          + (f"; -ngl {gpu_layers_flag(int(row['gpu_layers']), int(row['extra_blocks']))} with the file's "
             f"{int(row['extra_blocks'])} block(s) llama.cpp counts but does not run"
             if int(row.get("extra_blocks", 0) or 0) > 0 else "") + "); "
+         + (f"in use: {row['gpu_memory_used_bytes'] / gib:.2f} GiB on the most loaded GPU (whole layers each), "
+            f"{row['gpu_memory_used_total_bytes'] / gib:.2f} GiB over the {int(row['gpus'])}; "
+            if row["engine"] == "llama.cpp" and int(row["gpus"]) > 1 and "gpu_memory_used_total_bytes" in row else "")
          if row["engine"] in ("llama.cpp", "ollama") else "  ") + f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
         f"  at concurrency {int(row['concurrency'])}: decode {row['decode_tokens_per_s']:.1f} tokens/s per user "
         f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "

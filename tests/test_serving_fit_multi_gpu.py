@@ -12,12 +12,15 @@ from the config (catalog/models.yaml) and the file's size, not from engine/servi
 - -ngl auto: the default layout (src/llama-model.cpp: slot il of the n_layer + 1 on GPU floor(il x N / (n_layer + 1)),
   the output slot last) where every GPU keeps its margin; else step 3 fills back to front: the last GPU the output
   layer and the most layers that fit, each GPU before it the most of those left
+- per GPU: the most loaded GPU of the layout (src/llama-model.cpp: slot s of the N on device
+  upper_bound(splits, float(s) / N), splits the cumulative float shares of free memory), with its CUDA context
 - -c 0 (no --max-model-len): the trained context where the memory in use over all GPUs leaves N margins free; else the
   longest multiple of 256 that leaves N margins and (N + 1) x half a layer's weights free (step 2 on several devices)
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 
 import numpy as np
@@ -74,6 +77,23 @@ def ngl_auto(cat, model, gpu, precision, ctx, n_gpus):
     return placed + 1
 
 
+def per_gpu(cat, model, gpu, precision, ctx, n_gpus, slots, figures=None):
+    """The bytes on each GPU of llama.cpp's default layout of `slots` -ngl slots (the module docstring), the CUDA context
+    included: slot s on GPU upper_bound(splits, s / slots) with splits 1/n, 2/n, ... summed in float32 as load_tensors
+    does; the last slot is the output layer. figures: hand()'s at -c 0 and 1, for many contexts of one model."""
+    (layer0, output, first_compute, other_compute, _, _), (layer1, *_) = figures or (
+        hand(cat, model, gpu, precision, 0), hand(cat, model, gpu, precision, 1))
+    layer = layer0 + (layer1 - layer0) * ctx  # the K/V grows with the context
+    splits = list(np.cumsum(np.full(n_gpus, 1.0, dtype=np.float32)) / np.float32(n_gpus))
+    held = [0.0] * n_gpus
+    holds = [False] * n_gpus
+    for s in range(slots):
+        j = bisect.bisect_right(splits, np.float32(s) / np.float32(slots))
+        holds[j] = True
+        held[j] += output + first_compute - other_compute if s == slots - 1 else layer
+    return [h + (other_compute + C.CUDA_CONTEXT_BYTES if holds[j] else 0.0) for j, h in enumerate(held)]
+
+
 def one_row(cat, **kw):
     models, gpus = cat
     return S.serve(pd.DataFrame([dict(engine="llama.cpp", **kw)]), models, gpus).iloc[0]
@@ -96,13 +116,17 @@ def test_gpu_layers_keep_a_margin_on_each_gpu(cat, model, gpu, precision, ctx, n
 
 
 def test_every_layer_on_the_gpus_leaves_each_gpu_its_margin(cat):
-    """Where the default layout fits, every slot is on the GPUs and each GPU's share (the average reported) is within
-    its free memory less 1 GiB."""
+    """Where the default layout fits, every slot is on the GPUs and each GPU (the most loaded one reported) is within
+    its free memory less 1 GiB; the total is every GPU's."""
     row = one_row(cat, model="llama-3-70b", gpu="rtx-4090", precision="q4_k_m", max_model_len=8192, gpus=4)
     assert row["gpu_layers"] == ngl_auto(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192, 4) == 81
     layer, output, first_compute, other_compute, target, L = hand(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192)
     total = L * layer + output + first_compute + 3 * other_compute + 4 * C.CUDA_CONTEXT_BYTES
-    assert row["gpu_memory_used_bytes"] == pytest.approx(total / 4, rel=1e-9)
+    each = per_gpu(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192, 4, 81)
+    assert sum(each) == pytest.approx(total, rel=1e-9)
+    assert row["gpu_memory_used_total_bytes"] == pytest.approx(total, rel=1e-9)
+    assert row["gpu_memory_used_bytes"] == pytest.approx(max(each), rel=1e-9)
+    assert max(each) > total / 4 * 1.001  # the first GPU's 21 layers against 20, 20 and 19 with the output layer
     assert row["gpu_memory_used_bytes"] <= row["usable_bytes"] - S.FIT_MARGIN_BYTES
 
 
@@ -151,5 +175,55 @@ def test_user_layers_keep_the_default_layout_and_a_buffer_per_gpu(cat):
     layer, output, first_compute, other_compute, target, L = hand(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192)
     assert row["gpu_layers"] == 60
     total = 59 * layer + output + first_compute + other_compute + 2 * C.CUDA_CONTEXT_BYTES
-    assert row["gpu_memory_used_bytes"] == pytest.approx(total / 2, rel=1e-9)
+    assert row["gpu_memory_used_total_bytes"] == pytest.approx(total, rel=1e-9)
+    # 30 layers on the first GPU; 29, the output layer and the logits on the second
+    each = per_gpu(cat, "llama-3-70b", "rtx-4090", "q4_k_m", 8192, 2, 60)
+    assert each[0] == pytest.approx(30 * layer + other_compute + C.CUDA_CONTEXT_BYTES)
+    assert row["gpu_memory_used_bytes"] == pytest.approx(max(each), rel=1e-9)
     assert np.isfinite(row["kv_cache_bytes_available"])
+
+
+@pytest.mark.parametrize("gpu, n_gpus, slots", [("rtx-4090", 2, 81), ("rtx-3060-12gb", 4, 61), ("rtx-3060-12gb", 3, 50)])
+def test_fits_on_the_most_loaded_gpu_not_the_average(cat, gpu, n_gpus, slots):
+    """-ngl N over several GPUs: the verdict is the most loaded GPU's. At the longest context where the average over
+    the GPUs still fits, one GPU is over its memory, and the plan says it does not fit."""
+    model, precision = "llama-3-70b", "q4_k_m"
+    figures = hand(cat, model, gpu, precision, 0), hand(cat, model, gpu, precision, 1)
+    usable = figures[0][4] + C.CUDA_CONTEXT_BYTES + 1024 * 2**20  # the card's free memory
+    ctxs = np.arange(256, 131072, 256)
+    loads = [per_gpu(cat, model, gpu, precision, int(c), n_gpus, slots, figures) for c in ctxs]
+    split = [c for c, each in zip(ctxs, loads) if sum(each) / n_gpus <= usable < max(each)]
+    assert split, "no context where the average and the most loaded GPU disagree"
+    c = int(split[-1])
+    each = loads[list(ctxs).index(c)]
+    row = one_row(cat, model=model, gpu=gpu, precision=precision, max_model_len=c, gpus=n_gpus, gpu_layers=slots)
+    assert row["gpu_layers"] == slots
+    assert row["gpu_memory_used_bytes"] == pytest.approx(max(each), rel=1e-9)
+    assert row["gpu_memory_used_total_bytes"] == pytest.approx(sum(each), rel=1e-9)
+    assert not row["fits"]
+    fitting = max(cc for cc, e in zip(ctxs, loads) if max(e) <= usable)
+    assert one_row(cat, model=model, gpu=gpu, precision=precision, max_model_len=int(fitting), gpus=n_gpus,
+                   gpu_layers=slots)["fits"]
+
+
+def test_slots_are_the_fewest_any_gpu_holds(cat):
+    """llama-server's slots of max_model_len tokens beside every layer (max_concurrency) on several GPUs: each GPU holds
+    a slot's K/V for its own layers, so the slots are the fewest any GPU has room for, not the room over all of them
+    divided by a slot's K/V."""
+    model, gpu, precision, n_gpus = "llama-3.1-8b", "rtx-3060-12gb", "q4_k_m", 2
+    figures = hand(cat, model, gpu, precision, 0), hand(cat, model, gpu, precision, 1)
+    L = figures[0][5]
+    kv_layer_token = figures[1][0] - figures[0][0]
+    usable = figures[0][4] + C.CUDA_CONTEXT_BYTES + 1024 * 2**20
+    weights_only = per_gpu(cat, model, gpu, precision, 0, n_gpus, L + 1, figures)  # no K/V, the CUDA context in
+    layers = [17, 15]  # slots 0..16 on the first GPU; 17..31 and the output slot on the second
+    seen = 0
+    for ctx in (1024, 4096, 8192, 32768):
+        room = [usable - 1024 * 2**20 - w for w in weights_only]
+        each = min(int(r // (n * kv_layer_token * ctx)) for r, n in zip(room, layers))
+        over_all = int(sum(room) // (L * kv_layer_token * ctx))
+        row = one_row(cat, model=model, gpu=gpu, precision=precision, max_model_len=ctx, gpus=n_gpus)
+        assert row["gpu_layers"] == L + 1
+        assert row["max_concurrency"] == each, ctx
+        seen += each < over_all
+    assert seen, "no context where the per-GPU slots and the slots over all the GPUs differ"
