@@ -1543,6 +1543,16 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the routed experts' bytes (all experts of every MoE layer, at the linear layers' bits)
     linear_bits = _linear_bits(req["precision"])
     expert_bytes = np.asarray(counts["experts"], dtype=float) * linear_bits / 8.0
+    # which engines hold a mixture of experts' routed experts in 16 bits (HF_FUSED_EXPERTS_16BIT): the estimate counts
+    # nf4 / int8 (bitsandbytes) experts so, as transformers does; vLLM and SGLang quantize them with the rest
+    experts16 = np.asarray(counts["experts"], dtype=float) * 2.0
+    prec_s = req["precision"].astype(str).to_numpy()
+    moe_rows = experts16 > 0
+    bnb_rows = moe_rows & np.isin(prec_s, ("nf4", "int8"))  # (engine/components.py _bnb_base: 16 bits there)
+    weights = np.where(bnb_rows & ~is_hf, weights - experts16 + expert_bytes, weights)
+    hf_int4 = moe_rows & is_hf & np.isin(prec_s, HF_FUSED_EXPERTS_16BIT) & ~bnb_rows
+    weights = np.where(hf_int4, weights - expert_bytes + experts16, weights)
+    expert_bytes = np.where(moe_rows & is_hf & np.isin(prec_s, HF_FUSED_EXPERTS_16BIT), experts16, expert_bytes)
     # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type. ExLlamaV3 the same
     # with EXL3 linear layers (exl3-B) and its head at EXL3_HEAD_BITS
     exl_embed = V * h
@@ -2236,6 +2246,23 @@ SPEC_TOKENS = 5
 # llama.cpp's -ctk / -ctv and Ollama's OLLAMA_KV_CACHE_TYPE (LLAMA_KV_TYPES, OLLAMA_KV_TYPES).
 TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_BNB_WEIGHTS = ("int4", "nf4")
+# transformers 5.x keeps every mixture of experts' routed experts as 3-D parameters of one module
+# (engine/constants.py BNB_FUSED_EXPERTS's note), and of its quantizers only those with a fused-experts module of
+# their own keep them quantized (finegrained FP8: integrations/finegrained_fp8.py FP8Experts; MXFP4: gpt-oss's
+# Mxfp4 experts). Read in transformers 5.24.0 (the measuring venv, 2026-12-06):
+# - bitsandbytes (nf4, int8) swaps nn.Linear only (integrations/bitsandbytes.py replace_with_bnb_linear): the experts stay
+#   in the load dtype;
+# - compressed-tensors (the int4 W4A16 checkpoints llm-compressor writes) decompresses them while loading
+#   (integrations/compressed_tensors.py CompressedTensorsDequantize: "the MoE experts, which are in the new fused layout
+#   and aren't nn.Modules anymore"; quantizers/quantizer_compressed_tensors.py get_load_operations {"dequantize"});
+# - GPTQ and AWQ (quantizer_gptq.py, quantizer_awq.py) convert nn.Linear modules alone and declare no serialized
+#   names, so base.py update_weight_conversions gives the per-expert qweight tensors no way into the fused parameter.
+# Llama 4 is patched back to per-expert nn.Linear (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION) only for a
+# checkpoint already quantized with bitsandbytes or compressed-tensors: a load that quantizes keeps them fused.
+# So the transformers engine holds the experts of these precisions in 16 bits; vLLM and SGLang quantize them with the
+# rest (their own MoE methods: vLLM's BitsAndBytesMoEMethod, its and SGLang's compressed-tensors / GPTQ / AWQ MoE
+# methods), as do llama.cpp, ExLlama, MLC-LLM and mlx-lm from their own files.
+HF_FUSED_EXPERTS_16BIT = ("nf4", "int8", "int4")
 # vLLM 0.28.0 removed bitsandbytes: its QuantizationMethods (vllm/model_executor/layers/quantization/__init__.py) lists
 # "bitsandbytes" up to 0.27.0 and not from 0.28.0 (read in the PyPI wheels; 0.34.0 the same), and ModelConfig's
 # _verify_quantization refuses any other name ("Unknown quantization method: bitsandbytes. Must be one of [...]").

@@ -26,6 +26,7 @@ from engine.serving import (
     OTHER_MAX_NUM_SEQS,
     ENGINES,
     GGUF_ENGINES,
+    HF_FUSED_EXPERTS_16BIT,
     MLX_BITS,
     MLX_ENGINES,
     MLX_QUANTIZED,
@@ -602,6 +603,9 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
             moe += (f", {row['expert_host_bytes'] / gib:.2f} GiB of them in host RAM"
                     + (f" (--n-cpu-moe {n_cpu}: the experts of layers 0-{n_cpu - 1}" if n_cpu > 0 else " (")
                     + f"{', ' if n_cpu > 0 else ''}read at {row['host_bandwidth_gbps']:g} GB/s, --host-bandwidth-gbps)")
+        if row["engine"] == "transformers" and str(row["precision"]) in HF_FUSED_EXPERTS_16BIT:
+            moe += (" in 16 bits: transformers keeps them fused, and bitsandbytes quantizes nn.Linear layers only (vLLM, "
+                    "SGLang and llama.cpp quantize them too)")
         share = MOE_SHARE_BY_BACKEND
         moe += "; a decode step reads only the experts its tokens are routed to" + (
             f", at {share[row['backend']]:.2f} of the dense bandwidth (llama.cpp's expert kernels, fitted on published "
