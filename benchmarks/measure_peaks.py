@@ -734,6 +734,10 @@ MOE_LORA_CONFIGS = [
     _lora("qwen1.5-moe-a2.7b", "bf16", "adamw", 2, 1024, True, 8, ALL, HO),
     _lora("llama-4-scout", "bf16", "adamw", 1, 1024, True, 16, ALL, HO),  # (all-linear fails in peft: PEFT_UNCONVERTED_MOE)
     _lora("llama-4-scout", "bf16", "adamw", 1, 2048, False, 16, ALL, HO),
+    # Llama 4's prefill under transformers (every expert runs every token: DENSE_EXPERTS_MODEL_TYPES), measured before
+    # the engine's inference term for it
+    _infer("llama-4-scout", 1, 4096, HO),
+    _infer("llama-4-scout", 2, 2048, HO),
 ]
 
 
