@@ -207,6 +207,7 @@ class Inputs:
     # gpt-oss's experts (transformers 5.24 modeling_gpt_oss.py GptOssExperts._apply_gate): a clamped SwiGLU,
     # gate.clamp, up.clamp, gate * sigmoid(gate * alpha), (up + 1) * glu, over the fused gate_up output
     clamped_glu: np.ndarray | bool = False
+    dense_experts_fe: np.ndarray | float = 0.0  # the expert width where every expert runs every token (Llama 4), else 0
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
@@ -399,7 +400,6 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     base_auto = mv.mask("base_precision", "auto")
     base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS, **C.BASE_ONLY_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
-    dims = lora_module_dims(h, f, a, kvh, d)
     flags = _lora_flags(mv)
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits, peft's
     # conversion of a mixture of experts (as their transformers model_type: a catalog model and the same model read
@@ -412,8 +412,20 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     pattern = peft_moe_patterns(families, mtype, models["num_experts"] if "num_experts" in models
                                 else np.zeros(len(models)))[midx]
     converted = (pattern != "") & lora
-    if converted.any():
-        flags = {mod: np.where(converted, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
+    # a mixture of experts peft does not convert (engine/constants.py PEFT_UNCONVERTED_MOE): its MLP names reach a
+    # shared expert or a dense layer's MLP alone; where it has neither (gpt-oss), no MLP adapter at all
+    unconverted = (np.isin(mtype, tuple(C.PEFT_UNCONVERTED_MOE))[midx] & (np.asarray(arch["num_experts"], float) > 0)
+                   & lora & ~converted)
+    moe_count = _moe_layer_count(arch, L)
+    no_mlp = unconverted & (np.asarray(arch["shared_intermediate_size"], float) <= 0) & (moe_count >= L)
+    # their MLP adapters sit on a shared expert or a dense layer's MLP: the per-layer mean of those widths, so that every
+    # term read from the flags and dims (the adapters' small tensors, their states) sums to the adapters peft makes
+    mlp_width = np.where(unconverted, ((L - moe_count) * m["intermediate_size"]
+                                       + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L, f)
+    dims = lora_module_dims(h, mlp_width, a, kvh, d)
+    if converted.any() or no_mlp.any():
+        gone = converted | no_mlp
+        flags = {mod: np.where(gone, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
                  for mod, v in flags.items()}
     in_out = _in_out(flags, dims)
     stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
@@ -472,6 +484,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     hyb = hybrid_training_terms(arch, h, act_b, np.char.startswith(mtype.astype(str), "qwen3_5")[midx])
     hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, named, h, qd, kvd, L, mtype[midx].astype(str))
     hyb["pw_fe"] = hyb["pw_gu"] = hyb["pw_dn"] = hyb["pw_router"] = np.zeros(len(h))
+    if unconverted.any():
+        counted = unconverted_moe_lora_in_out(arch, named, dims, h, L, m["intermediate_size"])
+        hyb["hyb_lora_in_out"] = np.where(unconverted & ~np.isfinite(hyb["hyb_lora_in_out"]), counted,
+                                          hyb["hyb_lora_in_out"])
     if converted.any():
         fused, gu, dn, router = fused_moe_lora_in_out(arch, named, dims, h, L, pattern)
         hyb["hyb_lora_in_out"] = np.where(np.isfinite(hyb["hyb_lora_in_out"]), hyb["hyb_lora_in_out"], fused)
@@ -529,6 +545,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
         softcap=gemma2.astype(float), masked=masked & train, eager=eager, eager_bf16=gpt_oss & eager,
         clamped_glu=gpt_oss & (arch["num_experts"] > 0),
+        dense_experts_fe=np.where(np.isin(mtype, C.DENSE_EXPERTS_MODEL_TYPES)[midx] & (arch["num_experts"] > 0)
+                                  & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
+                                  np.asarray(arch["expert_intermediate_size"], dtype=float), 0.0),
         mask_window=sliding_mask_window(mv, arch, np.where(
             train, ~masked & ~_mask_if_present(mv, "packing", "on")
             & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
@@ -706,11 +725,35 @@ def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) ->
     experts = gu * 2.0 * E * (2.0 * fe + h) + dn * E * (fe + h)
     router = every * ((h + E) + np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0))
     attn = _in_out(flags, dims, ("q_proj", "k_proj", "v_proj", "o_proj"))
-    moe_layers = np.floor(np.maximum(L - np.asarray(arch["first_dense_layers"], dtype=float), 0.0)
-                          / np.maximum(np.asarray(arch["moe_layer_step"], dtype=float), 1.0))
+    moe_layers = _moe_layer_count(arch, L)
     on = pattern != ""
     return (np.where(on, L * attn + moe_layers * (experts + router), np.nan), np.where(on, gu, 0.0),
             np.where(on, dn, 0.0), np.where(on, every, 0.0))
+
+
+def _moe_layer_count(arch: dict, L) -> np.ndarray:
+    """The layers with experts: those after the dense first ones, every moe_layer_step-th (0 without experts)."""
+    moe = np.floor(np.maximum(L - np.asarray(arch["first_dense_layers"], dtype=float), 0.0)
+                   / np.maximum(np.asarray(arch["moe_layer_step"], dtype=float), 1.0))
+    return np.where(np.asarray(arch["num_experts"], dtype=float) > 0, moe, 0.0)
+
+
+def unconverted_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, dense_width) -> np.ndarray:
+    """Per row, for a mixture of experts peft 0.21.2 leaves unconverted (engine/constants.py PEFT_UNCONVERTED_MOE): the
+    sum of (in + out) over every adapter, as trainable_params counts r x it. Every layer: the attention modules as
+    flagged (the engine's dims). Each MoE layer: its shared expert's gate/up/down as flagged, at the shared width, and
+    under all-linear a shared_expert_gate (h + 1); never the fused experts or the router. Each dense layer: its MLP at
+    the dense width (the config's intermediate_size)."""
+    shared = np.asarray(arch["shared_intermediate_size"], dtype=float)
+
+    def mlp(width):
+        return (flags["gate_proj"] + flags["up_proj"]) * (h + width) + flags["down_proj"] * (width + h)
+
+    moe_layers = _moe_layer_count(arch, L)
+    router = _every_target(flags) * np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0)
+    attn = _in_out(flags, dims, ("q_proj", "k_proj", "v_proj", "o_proj"))
+    return (L * attn + (L - moe_layers) * mlp(np.asarray(dense_width, dtype=float))
+            + moe_layers * (np.where(shared > 0, mlp(shared), 0.0) + router))
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -1522,6 +1565,14 @@ def _layer_activations(x: Inputs) -> np.ndarray:
         # the sigmoid, (up + 1) and the glu (traced on the loops harness, gpt-oss-20b LoRA 1 x 1,024: `_grouped_mm`
         # [4096, 5760], `clamp`, `sigmoid`, `add`, `mul` [4096, 2880] bf16 in each layer): 3 M f more
         dense = dense + np.where(x.clamped_glu, x.moe_share * 3.0 * x.M * x.f / x.tp, 0.0)
+    if np.any(x.dense_experts_fe > 0):
+        # Llama 4 (DENSE_EXPERTS_MODEL_TYPES): each of the E experts runs every token, so the layer keeps E x (the
+        # repeated input, kept by its product with the router scores; gate_up, 2 fe; SiLU's output, fe), and where the
+        # experts train the two bmm inputs (h, fe) too, in place of the k experts' rows the terms above count
+        E, fe, k = x.n_experts, x.dense_experts_fe, x.k_experts
+        every = E * x.M * (x.h + 3.0 * fe + trains * (x.h + fe))
+        counted = x.M * (3.0 * k * fe + trains * k * fe + k * x.h + trains * k * x.h)
+        dense = dense + np.where(fe > 0, x.moe_share * (every - counted) / x.tp, 0.0)
     return dense
 
 
@@ -2118,6 +2169,15 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         # beside gate/up/activation (k x h + 3 f, f = k x expert width). The larger of the two.
         k = x.k_experts
         moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
+        if np.any(x.dense_experts_fe > 0):
+            # Llama 4 (DENSE_EXPERTS_MODEL_TYPES): every expert runs every token. In Llama4TextMoe.forward the repeated
+            # input and its product with the router scores (2 E h) are alive together; in Llama4TextExperts.forward
+            # the scaled input (E h) beside gate_up (2 E fe), SiLU's output and the product with up (E fe each), then
+            # beside gate_up, that product and the down bmm's output (E h): the largest of the three moments
+            E, fe = x.n_experts, x.dense_experts_fe
+            llama4 = x.act_b * (4.0 * x.h + E * np.maximum(2.0 * x.h, np.maximum(x.h + 4.0 * fe, 2.0 * x.h + 3.0 * fe))
+                                / x.tp)
+            moe_work = np.where(fe > 0, llama4, moe_work)
         work = np.where(x.moe_share > 0, moe_work, work)
     if np.any(x.linear_work > 0):
         # a Gated DeltaNet layer's prefill (LINEAR_PREFILL_COEF) beside the other layers' (4 h every rank holds, the

@@ -184,6 +184,27 @@ FAMILY_MOE_MODEL_TYPE = {"qwen3": "qwen3_moe"}
 # its experts back to per-expert nn.Linear when pre_quantized: the estimate is then above it). Serving engines:
 # engine/serving.py HF_FUSED_EXPERTS_16BIT.
 # engine/components.py Inputs.bnb_experts.
+# The mixtures of experts transformers 5.24 fuses and peft 0.21.2 does not convert (not in PEFT_FUSED_MOE): LoRA reaches
+# only their nn.Linear modules, never the experts. Each layer's attention; each MoE layer's shared expert (gate/up/down
+# at its own width) and, under all-linear, Qwen2-MoE's shared_expert_gate (nn.Linear(h, 1)); each dense layer's MLP.
+# The routers are not adapted: gpt-oss's GptOssTopKRouter and Qwen2-MoE's Qwen2MoeTopKRouter hold a bare weight, and
+# Llama 4's Llama4Router, an nn.Linear subclass that returns a tuple, makes an all-linear model fail at its first
+# forward ("'tuple' object has no attribute 'dtype'", peft/tuners/lora/layer.py line 1089, run on a small Llama 4 in the
+# measuring venv), so the configs the planner writes name the seven projections for Llama 4 (planner/exports.py
+# _all_linear_fails), which leave the router alone. Read by building each on the meta device in the measuring venv and
+# listing what get_peft_model adapts (2026-12-06): gpt-oss-20b 7,962,624 trainable at r 16 (q/k/v/o alone),
+# Qwen1.5-MoE-A2.7B 15,925,632, Llama 4 Scout 55,836,672 with the seven names, Maverick 67,289,088 under all-linear
+# (less its routers' 24 x 16 x (5,120 + 128)); measured: tests/data/measured_moe_lora.csv
+# (engine/components.py unconverted_moe_lora_in_out).
+PEFT_UNCONVERTED_MOE = ("gpt_oss", "llama4", "llama4_text", "qwen2_moe")
+# transformers 5.24 models/llama4/modeling_llama4.py Llama4TextMoe.forward: `routed_in = hidden_states.repeat(
+# router_scores.shape[1], 1)`, multiplied by the (mostly zero) router scores, and Llama4TextExperts.forward runs
+# `torch.bmm` over all E experts for every token: the layer computes, and keeps for backward, E x a dense MLP of the
+# expert width (measured: tests/data/measured_moe_lora.csv, Llama 4 Scout; engine/components.py _layer_activations).
+# torchtune's own Llama 4 (GroupedExperts over the routed tokens) is not among them.
+DENSE_EXPERTS_MODEL_TYPES = ("llama4", "llama4_text")
+# the model_types whose all-linear LoRA fails in peft 0.21.2 (above): the seven projections are written instead
+PEFT_ALL_LINEAR_FAILS = ("llama4", "llama4_text")
 PEFT_FUSED_MOE = {
     **dict.fromkeys(("mixtral", "minimax", "minimax_m2"), "mixtral"),
     **dict.fromkeys(("Dots3NoteTextModel", "UnlimitedOcrTextModel", "afmoe", "beam", "cohere2_moe", "deepseek_v2",

@@ -1726,6 +1726,13 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                 + np.maximum(per_token_act - 8.0 * h, lin_split / tp), per_token_act)
     else:
         per_token_hf = per_token_act
+    # transformers' Llama 4 runs every expert on every token (engine/constants.py DENSE_EXPERTS_MODEL_TYPES): its
+    # prefill holds E x (h + 4 fe) values a token at the experts' largest moment (engine/components.py, the same term)
+    dense_experts = is_hf & np.isin(model_types(m["family"] if "family" in m else np.full(n, "")), C.DENSE_EXPERTS_MODEL_TYPES) & (_model_col(m, "num_experts") > 0)
+    if dense_experts.any():
+        E, fe = _model_col(m, "num_experts"), _model_col(m, "expert_intermediate_size")
+        every = 2.0 * (4.0 * h + E * np.maximum(h + 4.0 * fe, 2.0 * h + 3.0 * fe) / tp)
+        per_token_hf = np.where(dense_experts, np.maximum(per_token_hf, every), per_token_hf)
     activation = np.where(is_hf, hf_tokens * per_token_hf + hf_tokens / ctx * V * 4.0,
                           np.maximum(batched * per_token_act, sampler))
     activation = np.where(is_llama, 0.0, activation)

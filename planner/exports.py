@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
-                              TRAIN_PRECISIONS)
+                              PEFT_ALL_LINEAR_FAILS, TRAIN_PRECISIONS)
+from engine.params import model_types
 from engine.serving import (LLAMA_KV_TYPES, OLLAMA_CREATED_SUFFIX, OLLAMA_KV_TYPES, SGLANG_FP8_E4M3_FROM, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE,
                             VLLM_BNB_LOAD_FORMAT, VLLM_BNB_WEIGHTS, sglang_before,
                             VLLM_KV_DTYPE, long_context_env, vllm_has_bitsandbytes)
@@ -84,6 +85,17 @@ def hf_repo(source: str, model_id: str) -> tuple[str, bool]:
 def _targets(row) -> list[str]:
     text = str(row["lora_targets"])
     return list(ALL_LINEAR) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _all_linear_fails(model) -> bool:
+    """Whether peft's all-linear fails on this model (engine/constants.py PEFT_ALL_LINEAR_FAILS: Llama 4's router), so
+    that a LoRA over 'all' names the seven projections instead."""
+    family = "" if model is None else model.get("family", "")
+    return model_types([family if isinstance(family, str) else ""])[0] in PEFT_ALL_LINEAR_FAILS
+
+
+ALL_LINEAR_FAILS_NOTE = ("peft's all-linear shorthand (peft 0.21.2 would wrap Llama 4's router, an nn.Linear that "
+                         "returns a tuple, and the first forward fails): the seven projections are named instead")
 
 
 def _precision(row) -> dict:
@@ -607,7 +619,10 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         rank = int(row["lora_rank"])
         # lora_dropout: TRL 1.10.0.dev0 trl/trainer/model_config.py ModelConfig.lora_dropout (default 0.05)
         cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
-                    "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" else _targets(row)})
+                    "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" and not _all_linear_fails(model)
+                    else _targets(row)})
+        if str(row["lora_targets"]) == "all" and _all_linear_fails(model):
+            notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan (memory does not depend on it)")
     quant = _quant(row)
     if quant == "int8":
@@ -860,10 +875,12 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["adapter"] = "qlora" if quant in ("nf4", "int4") else "lora"
         # lora_dropout: axolotl 0.18.0 utils/schemas/peft.py LoraConfig.lora_dropout (default 0.0)
         cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row)})
-        if str(row["lora_targets"]) == "all":
+        if str(row["lora_targets"]) == "all" and not _all_linear_fails(model):
             cfg["lora_target_linear"] = True
         else:
             cfg["lora_target_modules"] = _targets(row)
+            if str(row["lora_targets"]) == "all":
+                notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
     if method == "freeze":
         cfg["unfrozen_parameters"] = [f"^{p.replace('.', '[.]')}.*" for p in _freeze_patterns(row, model)]

@@ -22,23 +22,35 @@ DATA = ROOT / "tests" / "data"
 CSV = DATA / "measured_moe_lora.csv"
 
 
+def _sha(lines: list[bytes]) -> str:
+    return hashlib.sha256(b"".join(lines)).hexdigest()
+
+
 def test_the_rows_are_the_ones_measured_before_any_engine_change():
-    # sha256 of the file as `measure_peaks.py --set moe_lora` wrote it on 2026-12-06, its split committed first
-    assert hashlib.sha256(CSV.read_bytes()).hexdigest() == (
-        "3f57bf87436e3a483dcef4daaaeba1f0173f83fd425ef83b914195e9b9e5f6c8")
+    # sha256 of the file as `measure_peaks.py --set moe_lora` wrote it, three times on 2026-12-06, each split committed
+    # before the engine changed for it: the converted models (9 rows), the unconverted ones (6), Llama 4's prefill (2);
+    # each run rewrote the rows before it byte for byte
+    lines = CSV.read_bytes().splitlines(keepends=True)
+    assert _sha(lines[:10]) == "3f57bf87436e3a483dcef4daaaeba1f0173f83fd425ef83b914195e9b9e5f6c8"
+    assert _sha(lines[:16]) == "098de4422521868a178de4af1504f270d8be1c78fa4e17a3c9e30821ef6dfa51"
+    assert _sha(lines) == "64d986676f56596af3077818a9338f808b0a407243fa7ff7e6c0d39e1dc87aa3"
     rows = pd.read_csv(CSV)
     cal = rows[rows["split"] == "calibration"]
     assert set(cal["model"]) == {"qwen3-30b-a3b"} and set(cal["seq"]) == {1024}
     held = rows[rows["split"] == "heldout"]
-    assert {"mixtral-8x7b", "ernie-4.5-21b-a3b"} <= set(held["model"]) and len(held) == 7
+    assert {"mixtral-8x7b", "ernie-4.5-21b-a3b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "llama-4-scout"} <= set(held["model"])
+    assert len(held) == 15
 
 
 @pytest.fixture(scope="module")
 def compared(models):
     measured = pd.read_csv(CSV)
-    ernie = model_from_config_file(DATA / "configs_2026" / "ernie-4.5-21b-a3b-pt.json")
-    ernie["id"] = "ernie-4.5-21b-a3b"
-    models = pd.concat([models, pd.DataFrame([ernie])], ignore_index=True)
+    extra = []
+    for mid, name in (("ernie-4.5-21b-a3b", "ernie-4.5-21b-a3b-pt.json"), ("qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b.json")):
+        m = model_from_config_file(DATA / "configs_2026" / name)
+        m["id"] = mid
+        extra.append(m)
+    models = pd.concat([models, pd.DataFrame(extra)], ignore_index=True)
     result = estimate(accuracy_table.scenario_frame(measured), models)
     measured["ours"] = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
     measured["error"] = measured["ours"] / measured["peak_bytes"] - 1
@@ -46,18 +58,36 @@ def compared(models):
     return measured
 
 
+UNCONVERTED = ("gpt-oss-20b", "qwen1.5-moe-a2.7b", "llama-4-scout")
+
+
 def test_the_adapters_peft_puts_on_the_fused_experts_are_counted_exactly(compared):
     # all-linear: gate_up_proj at twice the rank and down_proj on every expert (ParamWrapper) and the router; the
     # engine counted a dense MLP of intermediate_size before (Qwen3-30B-A3B r 16: 32,243,712)
     linear = compared[compared["lora_targets"] == "all-linear"]
     assert (linear["ours_trainable"] == linear["trainable_params"]).all(), linear[["model", "ours_trainable"]]
-    assert set(linear["trainable_params"]) == {996_507_648, 359_665_664, 433_146_880}
+    assert set(linear["trainable_params"]) == {996_507_648, 359_665_664, 433_146_880, 7_962_624, 15_925_632}
+
+
+def test_a_mixture_of_experts_peft_does_not_convert_adapts_its_linear_modules_alone(compared):
+    # gpt-oss: q/k/v/o alone (7,962,624 at r 16, where the engine counted 24,551,424: a dense MLP of 4 experts' width on
+    # every layer); Qwen1.5-MoE: attention, the shared expert and its gate; Llama 4 Scout: attention and the shared expert
+    rows = compared[compared["model"].isin(UNCONVERTED) & (compared["method"] == "lora")]
+    assert len(rows) == 6
+    exact = rows[(rows["lora_targets"] == "all-linear") | (rows["model"] != "qwen1.5-moe-a2.7b")]
+    assert (exact["ours_trainable"] == exact["trainable_params"]).all(), exact[["model", "ours_trainable"]]
+    assert set(exact["trainable_params"]) == {7_962_624, 15_925_632, 55_836_672}
+    # the seven names on Qwen1.5-MoE leave its shared_expert_gate (nn.Linear(h, 1)) out; the engine reads them as
+    # all-linear (_every_target), 24 x 8 x 2,049 values over: the safe side
+    listed = rows[(rows["model"] == "qwen1.5-moe-a2.7b") & (rows["lora_targets"] == "all")].iloc[0]
+    assert listed["ours_trainable"] - listed["trainable_params"] == 24 * 8 * (2048 + 1)
 
 
 def test_held_out_rows_meet_the_targets_and_none_is_under_by_more_than_two_percent(compared):
     # before: -49.2% .. +0.5% (the rebuilt expert stacks and the adapters' states not counted); the one row over is
     # Mixtral with the seven names listed, which peft reads as no expert (the engine, and the configs the planner
-    # writes, read them as all-linear: engine/components.py _every_target)
+    # writes, read them as all-linear: engine/components.py _every_target). Llama 4 Scout without checkpointing was
+    # -25.0% (every expert runs every token: DENSE_EXPERTS_MODEL_TYPES), its prefills -2.1%
     held = compared[compared["split"] == "heldout"]
     err = held["error"].to_numpy()
     assert np.median(np.abs(err)) <= 0.02 and np.all(err >= -0.02), held[["model", "seq", "error"]]
@@ -97,13 +127,19 @@ def test_bitsandbytes_leaves_the_fused_experts_in_sixteen_bits(models, gpus):
 
 
 def test_lora_on_a_fused_mixture_of_experts_keeps_every_value_finite_and_positive(models, gpus):
-    # the property search's seed 272934100548156848: Mixtral with up_proj alone counted paged adapters peft never makes
-    for targets in ("up_proj", "q_proj,up_proj", "gate_proj,up_proj,down_proj", "down_proj", "all"):
-        for model in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
+    # the property search's seed 272934100548156848: Mixtral with up_proj alone counted paged adapters peft never makes;
+    # seed 5584044324347088877: Llama 4 Scout (unconverted) with gate_proj alone, its MLP adapters' dims at the routed
+    # width where their count was the shared expert's
+    for targets in ("up_proj", "gate_proj", "q_proj,up_proj", "gate_proj,up_proj,down_proj", "down_proj", "all"):
+        for model in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "llama-4-scout", "gpt-oss-20b"):
             row = _one(models, gpus, model=model, method="qlora", lora_targets=targets, optimizer="paged_adamw_32bit",
                        offload="optimizer", zero=1, gpus=8)
             for col in ("cpu_bytes", "paged_optimizer_bytes", "peak_bytes", "activations_bytes", "optimizer_bytes"):
                 assert np.isfinite(row[col]) and row[col] >= 0, (model, targets, col, row[col])
+    seed_row = _one(models, gpus, model="llama-4-scout", method="qlora", precision="fp16", optimizer="paged_adamw_32bit",
+                    batch=58, seq=5, lora_rank=2, lora_targets="gate_proj", zero=3, gpus=3, base_precision="int8")
+    for col in ("cpu_bytes", "paged_optimizer_bytes"):
+        assert np.isfinite(seed_row[col]) and seed_row[col] >= 0, (col, seed_row[col])
 
 
 def test_docs_state_the_figures_this_comparison_gives(compared):
@@ -115,3 +151,22 @@ def test_docs_state_the_figures_this_comparison_gives(compared):
               f"with checkpointing) to {held.max():+.2f}% (Mixtral with the seven names listed")
     assert quoted in text, quoted
     assert f"the 2 calibration rows (Qwen3-30B-A3B 1 x 1,024) {cal.min():+.2f}% and {cal.max():+.2f}%" in text
+
+
+@pytest.mark.parametrize("target, key", [("trl", "lora_target_modules:"), ("axolotl", "lora_target_modules:")])
+def test_llama4_configs_name_the_seven_projections(target, key):
+    """peft 0.21.2's all-linear wraps Llama 4's router (an nn.Linear returning a tuple) and the first forward fails
+    (engine/constants.py PEFT_ALL_LINEAR_FAILS): a LoRA over 'all' names the seven projections for Llama 4, and keeps
+    the shorthand for the others."""
+    from tests.clirun import run_cli
+
+    code, out, err = run_cli("estimate", "--model", "llama-4-scout", "--method", "lora", "--lora-targets", "all",
+                             "--gpu", "h100-sxm-80gb", "--gpus", "8", "--export", target)
+    assert code == 0, err
+    assert "all-linear" not in out.replace("peft's all-linear shorthand", "") and "lora_target_linear" not in out
+    assert key in out and all(name in out for name in ("q_proj", "o_proj", "gate_proj", "down_proj"))
+    assert "the first forward fails" in out
+    code, out, err = run_cli("estimate", "--model", "llama-3-8b", "--method", "lora", "--lora-targets", "all",
+                             "--gpu", "h100-sxm-80gb", "--export", target)
+    assert code == 0, err
+    assert ("- all-linear" in out) if target == "trl" else ("lora_target_linear: true" in out)

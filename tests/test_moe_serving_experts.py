@@ -72,3 +72,13 @@ def test_the_text_says_why():
                              "--precision", "int4", "--max-model-len", "4096", "--json")
     assert code == 0, err
     assert json.loads(out)["expert_bytes"] == MIXTRAL_EXPERTS * 2
+
+
+def test_transformers_llama4_prefill_runs_every_expert_on_every_token(cat):
+    """transformers' Llama4TextMoe repeats each token for all E experts (engine/constants.py DENSE_EXPERTS_MODEL_TYPES):
+    its prefill holds E x (h + 4 fe) 16-bit values a token at the experts' largest moment, spread over the GPUs as
+    the rest of the working set is (it was counted at the routed expert's width: 0.53 GiB a GPU here, now 2.63)."""
+    E, h, fe, ctx, gpus = 16, 5120, 8192, 8192, 4  # Llama 4 Scout (catalog/models.yaml)
+    hf = serve(cat, model="llama-4-scout", engine="transformers", precision="bf16", max_model_len=ctx, gpus=gpus)
+    experts = ctx * 2 * E * (h + 4 * fe) / gpus
+    assert experts <= hf["activation_peak_bytes"] <= experts * 1.2
