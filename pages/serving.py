@@ -14,8 +14,8 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import (CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, command_with_files,
-                              default_precision)
+from planner.serving import (CHECKPOINT_FORMATS, CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, command_with_files,
+                             default_precision, quantized_checkpoint_needed)
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -265,3 +265,12 @@ c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engi
               "Command": "The command line that runs this configuration."})
 st.caption("Cards without a cloud price come last. Speed: each engine's constants fitted on published runs, the "
            "error on held-out ones in docs/serving.md (SGLang takes vLLM's: no published batch-1 run names its GPU).")
+stored = models.set_index("id")["stored_precision"].get(model) if "stored_precision" in models.columns else None
+stored = None if stored is None or pd.isna(stored) else str(stored)
+version = str(top.iloc[0].get("engine_version", "") or "") if len(top) else ""
+if not read and quantized_checkpoint_needed({"engine": engine, "precision": str(precision), "engine_version": version},
+                                            stored):
+    st.caption(f"Weights {precision}: the commands name the model's own repository, stored "
+               f"{'in ' + stored if stored else 'in 16 bits'}; put a checkpoint of it quantized to {precision} "
+               f"({CHECKPOINT_FORMATS.get(str(precision), 'its format')}) in its place, whose config the engine reads "
+               "the method from (as written, the engine loads the stored weights, not the ones planned).")

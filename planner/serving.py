@@ -33,7 +33,9 @@ from engine.serving import (
     MOE_EXPERT_EFFICIENCY,
     SGLANG_MAMBA_FULL_MEMORY_RATIO,
     TP_SHARD_ENGINES,
+    TORCH_DTYPE,
     TP_SPLIT_ENGINES,
+    VLLM_BNB_WEIGHTS,
     VLLM_CUDAGRAPH_LOGGED_GIB,
     VLLM_CUDAGRAPH_PROFILE_FROM,
     devices_refused,
@@ -43,6 +45,7 @@ from engine.serving import (
     ollama_default_context,
     serve,
     tensor_parallel_accepted,
+    vllm_has_bitsandbytes,
     vllm_version,
 )
 
@@ -569,7 +572,30 @@ def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
             and _kv_needed(row) > room)
 
 
-def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str | None = None) -> str:
+# the checkpoint formats of each weight precision vLLM and SGLang read from a checkpoint's quantization_config
+CHECKPOINT_FORMATS = {"int4": "AWQ, GPTQ or compressed-tensors W4A16", "int8": "GPTQ 8-bit or compressed-tensors W8A8 / W8A16",
+                      "nf4": "a bitsandbytes 4-bit checkpoint", "mxfp4": "MXFP4", "nvfp4": "compressed-tensors or ModelOpt NVFP4"}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def quantized_checkpoint_needed(row, stored) -> bool:
+    """Whether a vLLM / SGLang plan's weights come from a checkpoint quantized to its precision, which the command's
+    repository (the model's own) is not: a format read from the checkpoint's config (engine/serving.py TORCH_DTYPE's
+    note), neither a dtype, nor fp8 or vLLM's in-flight bitsandbytes (quantized at load), nor the format the model
+    is stored in (catalog stored_precision: gpt-oss's MXFP4, DeepSeek-V3's FP8)."""
+    p = str(row["precision"])
+    if row["engine"] not in ("vllm", "sglang") or p in TORCH_DTYPE or p == "fp8" or p == str(stored or ""):
+        return False
+    in_flight = (row["engine"] == "vllm" and p in VLLM_BNB_WEIGHTS
+                 and bool(vllm_has_bitsandbytes([str(row.get("engine_version", "") or "")])[0]))
+    return not in_flight
+
+
+def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str | None = None,
+                 stored: str | None | bool = False) -> str:
+    """serve's text report. stored: the model's catalog stored_precision (None: 16-bit), for the line that says a
+    quantized checkpoint must replace the command's repository; False (a model read from the user's own files, or not
+    known) leaves that line out."""
     """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request; repo: the
     model's Hugging Face repository (the mlx-lm conversion line names it)."""
     gib = 2**30
@@ -724,6 +750,15 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
                      f"/GPU-hour ({row['price_source']}, {row['price_date']})")
     lines.append(f"  speed model: engine/serving.py, {row['speed_basis']} (docs/serving.md)")
     lines.append(f"  run it: {row['command']}")
+    if stored is not False and quantized_checkpoint_needed(row, stored):
+        p, gib = str(row["precision"]), 2.0**30
+        held = float(row["params"]) * C.WEIGHT_BYTES.get(str(stored), 2.0) / max(int(row["gpus"]), 1)
+        lines.append(f"  weights {p}: the command names the model's own repository, stored "
+                     f"{'in ' + str(stored) if stored else 'in 16 bits'}; put a checkpoint of it quantized to {p} "
+                     f"({CHECKPOINT_FORMATS.get(p, 'its format')}) in its place, whose config "
+                     f"{ENGINE_NAMES.get(row['engine'], row['engine'])} reads the method from: as written it loads "
+                     f"about {held / gib:.1f} GiB of weights a GPU, not the "
+                     f"{float(row['weights_gpu_bytes']) / gib:.1f} planned")
     community = re.search(r"--model mlx-community/(\S+)-(\d)bit\b", str(row["command"]))
     if row["engine"] == "mlx-lm" and community:  # (named by the convention, not looked up: the Hub is not read here)
         name, bits = community.groups()

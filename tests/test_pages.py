@@ -446,6 +446,18 @@ def test_serving_page_says_when_the_engine_would_not_start():
     assert not at.checkbox(key="srv_util_default").disabled
 
 
+def test_serving_page_says_when_the_commands_need_a_quantized_checkpoint():
+    """int4 under vLLM is read from a checkpoint's quantization_config: the commands name the model's own 16-bit
+    repository, so the page says what to put in its place (planner/serving.py quantized_checkpoint_needed); bf16 and
+    gpt-oss's own MXFP4 need nothing."""
+    at = open_app("pages/serving.py", {"model": "llama-3-8b", "serve_engine": "vllm", "serve_weights": "int4"})
+    assert any("put a checkpoint of it quantized to int4 (AWQ, GPTQ or compressed" in c.value for c in at.caption)
+    for params in ({"model": "llama-3-8b", "serve_engine": "vllm", "serve_weights": "bf16"},
+                   {"model": "gpt-oss-20b", "serve_engine": "vllm", "serve_weights": "mxfp4"}):
+        at = open_app("pages/serving.py", params)
+        assert not any("put a checkpoint of it quantized" in c.value for c in at.caption), params
+
+
 def test_serving_page_sizes_the_sidebars_kv_cache():
     """The Serving page ignored the sidebar's KV cache type: fp8 gave the same 5.67 requests as auto on an RTX 4090
     at 8,192 tokens, where `serve --kv-precision fp8` gives twice as many (QA pass). An engine without the type says
