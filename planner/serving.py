@@ -575,7 +575,6 @@ def _kv_is_what_does_not_fit(row: pd.Series) -> bool:
 # the checkpoint formats of each weight precision vLLM and SGLang read from a checkpoint's quantization_config
 CHECKPOINT_FORMATS = {"int4": "AWQ, GPTQ or compressed-tensors W4A16", "int8": "GPTQ 8-bit or compressed-tensors W8A8 / W8A16",
                       "nf4": "a bitsandbytes 4-bit checkpoint", "mxfp4": "MXFP4", "nvfp4": "compressed-tensors or ModelOpt NVFP4"}
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def quantized_checkpoint_needed(row, stored) -> bool:
