@@ -784,9 +784,11 @@ def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
     kept4 = _mask_if_present(mv, "bnb_4bit_input", "kept")
     bnb4 = nf4 & ~_mask_if_present(mv, "recipe", "torchtune")
     qstate = np.where(bnb4, np.asarray(stored_bits, dtype=float) - C.BNB_PACKED_BITS, 0.0)
-    # a mixture of experts under transformers: bitsandbytes leaves its fused experts in the load dtype (BNB_FUSED_EXPERTS)
-    fused = ((nf4 | int8) & ~_mask_if_present(mv, "recipe", "litgpt")) | (mv.mask("precision", "nf4", "int8")
-                                                                       & ~mv.mask("task", "train"))
+    # a mixture of experts under transformers: bitsandbytes leaves its fused experts in the load dtype (BNB_FUSED_EXPERTS);
+    # an int4 base is bitsandbytes' FP4 for every training target (planner/exports.py BNB_BASES), so it does too
+    fp4 = base_quant & (base_bits == C.LINEAR_BITS["int4"])
+    fused = ((nf4 | int8 | fp4) & ~_mask_if_present(mv, "recipe", "litgpt")) | (mv.mask("precision", "nf4", "int8")
+                                                                             & ~mv.mask("task", "train"))
     return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate,
             "bnb_experts": np.where(fused, 1.0, 0.0)}
 

@@ -178,7 +178,8 @@ FAMILY_MOE_MODEL_TYPE = {"qwen3": "qwen3_moe"}
 # every mixture of experts of transformers 5.24 keeps its routed experts as 3-D parameters of one module
 # (@use_experts_implementation: MixtralExperts, Qwen3MoeExperts, DeepseekV3NaiveMoe, GptOssExperts, Llama4TextExperts,
 # ...), so a 4-bit or 8-bit bitsandbytes model (a QLoRA base, an nf4 / int8 inference) holds its experts in the load
-# dtype: checked in the measuring venv (bitsandbytes 0.50.2) on Mixtral and Qwen3-MoE, where only q/k/v/o became
+# dtype (an int4 LoRA base too: bitsandbytes' FP4 in every config the planner writes): checked in the measuring venv
+# (bitsandbytes 0.50.2) on Mixtral and Qwen3-MoE, where only q/k/v/o became
 # Linear4bit / Linear8bitLt (2026-12-06). LitGPT's own MoE (per-expert nn.Linear, quantized by Fabric) is the exception,
 # and so is a Llama 4 checkpoint saved already quantized (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION patches
 # its experts back to per-expert nn.Linear when pre_quantized: the estimate is then above it). Serving engines:

@@ -115,6 +115,9 @@ def test_bitsandbytes_leaves_the_fused_experts_in_sixteen_bits(models, gpus):
     prep = _one(models, gpus, model="mixtral-8x7b", method="qlora", lora_targets="q_proj,v_proj", kbit_prep="on")
     assert qlora["weights_bytes"] > experts * 2 and prep["weights_bytes"] > experts * 4
     assert prep["weights_bytes"] - qlora["weights_bytes"] >= experts * 2
+    # an int4 base is bitsandbytes' FP4 in every config the planner writes (planner/exports.py BNB_BASES): the same
+    fp4 = _one(models, gpus, model="mixtral-8x7b", method="lora", base_precision="int4", lora_targets="q_proj,v_proj")
+    assert fp4["weights_bytes"] > experts * 2
     # a dense model keeps every linear 4-bit: Llama 3 8B's QLoRA weights are under 6 GB
     dense = _one(models, gpus, model="llama-3-8b", method="qlora", lora_targets="q_proj,v_proj", kbit_prep="off")
     assert dense["weights_bytes"] < 6e9
