@@ -423,6 +423,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     mlp_width = np.where(unconverted, ((L - moe_count) * m["intermediate_size"]
                                        + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L, f)
     dims = lora_module_dims(h, mlp_width, a, kvh, d)
+    if mla.any():
+        dims = mla_lora_dims(dims, arch, h, a, mla)
     if converted.any() or no_mlp.any():
         gone = converted | no_mlp
         flags = {mod: np.where(gone, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
@@ -729,6 +731,26 @@ def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) ->
     on = pattern != ""
     return (np.where(on, L * attn + moe_layers * (experts + router), np.nan), np.where(on, gu, 0.0),
             np.where(on, dn, 0.0), np.where(on, every, 0.0))
+
+
+def mla_lora_dims(dims: dict, arch: dict, h, a, mla) -> dict:
+    """The attention modules' (in, out) under multi-head latent attention (DeepSeek-V2/V3, Kimi K2, ...), whose
+    projections have other names (transformers 5.24 DeepseekV3Attention): q_proj is q_a_proj (h -> q_lora_rank) and
+    q_b_proj (-> heads x (nope + rope)), or one q_proj where q_lora_rank is 0; k_proj is kv_a_proj_with_mqa
+    (h -> kv_lora_rank + rope); v_proj is kv_b_proj (kv_lora_rank -> heads x (nope + v_head_dim)); o_proj takes
+    heads x v_head_dim. The configs the planner writes name them so (planner/exports.py _peft_names); a pair counts as
+    one module of in = the sum of the ins, out = the sum of the outs, exact for (in + out), trainable_params' sum.
+    Checked against get_peft_model on DeepSeek-V3's config on the meta device in the measuring venv (2026-12-06):
+    all-linear at r 16, 7,645,254,656 trainable."""
+    rkv, rq, rope, nope, vd = (np.asarray(arch[c], dtype=float) for c in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                                                                          "qk_nope_head_dim", "v_head_dim"))
+    qk = a * (nope + rope)
+    mla_dims = {"q_proj": (np.where(rq > 0, h + rq, h), np.where(rq > 0, rq + qk, qk)),
+                "k_proj": (h, rkv + rope), "v_proj": (rkv, a * (nope + vd)), "o_proj": (a * vd, h)}
+    out = dict(dims)
+    for mod, (i, o) in mla_dims.items():
+        out[mod] = (np.where(mla, i, dims[mod][0]), np.where(mla, o, dims[mod][1]))
+    return out
 
 
 def _moe_layer_count(arch: dict, L) -> np.ndarray:

@@ -87,6 +87,20 @@ def _targets(row) -> list[str]:
     return list(ALL_LINEAR) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _peft_targets(row, model) -> list[str]:
+    """The LoRA targets as peft finds them in the model's modules: the seven names, or, under multi-head latent
+    attention (DeepSeek-V2/V3, Kimi K2: engine/components.py mla_lora_dims), q_a_proj and q_b_proj (q_proj where
+    q_lora_rank is 0), kv_a_proj_with_mqa, kv_b_proj and o_proj for q, k, v and o: the seven names find no q, k or v
+    there (peft raises "Target modules ... not found" where nothing else is named)."""
+    names = _targets(row)
+    if model is None or not float(pd.to_numeric(model.get("kv_lora_rank", 0), errors="coerce") or 0) > 0:
+        return names
+    q_lora = float(pd.to_numeric(model.get("q_lora_rank", 0), errors="coerce") or 0) > 0
+    mla = {"q_proj": ["q_a_proj", "q_b_proj"] if q_lora else ["q_proj"], "k_proj": ["kv_a_proj_with_mqa"],
+           "v_proj": ["kv_b_proj"]}
+    return [n for t in names for n in mla.get(t, [t])]
+
+
 def _all_linear_fails(model) -> bool:
     """Whether peft's all-linear fails on this model (engine/constants.py PEFT_ALL_LINEAR_FAILS: Llama 4's router), so
     that a LoRA over 'all' names the seven projections instead."""
@@ -620,7 +634,7 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         # lora_dropout: TRL 1.10.0.dev0 trl/trainer/model_config.py ModelConfig.lora_dropout (default 0.05)
         cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
                     "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" and not _all_linear_fails(model)
-                    else _targets(row)})
+                    else _peft_targets(row, model)})
         if str(row["lora_targets"]) == "all" and _all_linear_fails(model):
             notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan (memory does not depend on it)")
@@ -759,7 +773,7 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
         rank = int(row["lora_rank"])
         # lora_dropout: LLaMA-Factory 0.9.6.dev0 hparams/finetuning_args.py LoraArguments.lora_dropout (default 0.0)
         cfg.update({"lora_rank": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
-                    "lora_target": "all" if str(row["lora_targets"]) == "all" else ",".join(_targets(row))})
+                    "lora_target": "all" if str(row["lora_targets"]) == "all" else ",".join(_peft_targets(row, model))})
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
     if method == "freeze":
         cfg["freeze_trainable_layers"] = int(row["freeze_layers"])
@@ -878,7 +892,7 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         if str(row["lora_targets"]) == "all" and not _all_linear_fails(model):
             cfg["lora_target_linear"] = True
         else:
-            cfg["lora_target_modules"] = _targets(row)
+            cfg["lora_target_modules"] = _peft_targets(row, model)
             if str(row["lora_targets"]) == "all":
                 notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")

@@ -1,0 +1,57 @@
+"""LoRA on multi-head latent attention (DeepSeek-V2/V3, Kimi K2): peft finds q_a_proj / q_b_proj (or q_proj),
+kv_a_proj_with_mqa, kv_b_proj and o_proj, never k_proj or v_proj (engine/components.py mla_lora_dims,
+planner/exports.py _peft_targets). The trainable counts below are get_peft_model's on each config built on the meta
+device in the measuring venv (transformers 5.24.0, peft 0.21.2, 2026-12-06), not the engine's."""
+
+import json
+
+import pandas as pd
+
+from catalog.user import model_from_config_file
+from engine import estimate
+from planner.exports import _peft_targets
+from tests.clirun import run_cli
+
+# DeepSeek-V2-Lite's shape as a deepseek_v3 config (the type Moonlight-16B-A3B uses for the same layout): MLA without a
+# compressed query (q_lora_rank null); the count below is get_peft_model's on DeepseekV3Config with these fields
+V2_LITE = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 2048,
+           "intermediate_size": 10944, "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+           "first_k_dense_replace": 1, "moe_layer_freq": 1, "q_lora_rank": None, "kv_lora_rank": 512,
+           "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 102400,
+           "max_position_embeddings": 163840, "tie_word_embeddings": False}
+
+
+def _lora(models, model, targets):
+    row = dict(model=model, task="train", method="lora", precision="bf16", batch=1, seq=1024, lora_rank=16,
+               lora_targets=targets)
+    return int(estimate(pd.DataFrame([row]), models)["trainable_params"].iloc[0])
+
+
+def test_deepseek_v3_counts_the_adapters_peft_makes(models):
+    # all-linear: the five MLA projections, the experts (ParamWrapper) and the router; q and v by their MLA modules
+    assert _lora(models, "deepseek-v3", "all") == 7_645_254_656
+    assert _lora(models, "deepseek-v3", "q_proj,v_proj") == 66_461_696  # q_a_proj, q_b_proj, kv_b_proj
+    assert _lora(models, "deepseek-v3", "o_proj") == 22_986_752
+
+
+def test_without_a_compressed_query_q_proj_is_one_module(models, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(V2_LITE))
+    lite = model_from_config_file(path)
+    lite["id"] = "deepseek-v2-lite"
+    frame = pd.concat([models, pd.DataFrame([lite])], ignore_index=True)
+    assert _lora(frame, "deepseek-v2-lite", "q_proj,k_proj") == 3_345_408  # q_proj and kv_a_proj_with_mqa
+    assert _peft_targets(pd.Series({"lora_targets": "q_proj,k_proj,o_proj"}), pd.Series(lite)) == [
+        "q_proj", "kv_a_proj_with_mqa", "o_proj"]
+
+
+def test_the_configs_name_the_mla_modules():
+    code, out, err = run_cli("estimate", "--model", "deepseek-v3", "--method", "lora", "--lora-targets", "q_proj,v_proj",
+                             "--gpu", "b300", "--gpus", "8", "--zero", "3", "--export", "trl")
+    assert code == 0, err
+    assert "- q_a_proj\n- q_b_proj\n- kv_b_proj\n" in out and "- v_proj" not in out
+    code, out, err = run_cli("estimate", "--model", "llama-3-8b", "--method", "lora", "--lora-targets", "q_proj,v_proj",
+                             "--gpu", "h100-sxm-80gb", "--export", "trl")
+    assert code == 0, err
+    assert "- q_proj\n- v_proj\n" in out
