@@ -47,6 +47,9 @@ if "vision_params" in row.index and pd.notna(row["vision_params"]) and int(row["
     st.caption(f"Vision tower and projector: {int(row['vision_params']):,} parameters beside the language model's "
                f"{int(row['params']):,}, loaded in 16-bit and counted in the weights (frozen when training).")
 
+problem = planning.lora_targets_problem(models, dict(sc), float(row.get("trainable_params", 0) or 0))
+if problem:  # peft would not build these adapters: the run stops at its start (the CLI refuses it, exit 2)
+    st.warning("peft would not start this run: " + md_escape(problem))
 fits = bool(row["fits"]) if pd.notna(row["fits"]) else False
 if not bool(row.get("compatible", True)):  # the card cannot run it, whatever its memory (catalog compatibility rules)
     st.warning(f"{md_escape(card)} cannot run this scenario, so it does not fit at any memory: "

@@ -382,6 +382,10 @@ def _estimate_one(args):
         raise CliError("--what-if needs --gpu to fit against; accepted: a catalog GPU id (see: catalog gpus)")
     gpus = cat.gpus(include_user=True) if args.gpu else None
     frame = estimate(pd.DataFrame([request]), models, gpus, **_overhead(args))
+    from planner.planning import lora_targets_problem
+    problem = lora_targets_problem(models, request, float(frame["trainable_params"].iloc[0]))
+    if problem:
+        raise CliError(problem)
     return cat, models, gpus, request, frame
 
 

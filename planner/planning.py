@@ -44,7 +44,7 @@ from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
 from engine.memory import PHASES
-from engine.params import hybrid_training_unmodelled
+from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
@@ -1284,3 +1284,37 @@ __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS"
            "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
            "inference_table", "article_inference_table"]
+
+
+# recipes whose LoRA is peft's (torchtune, LitGPT and torchtitan build their own adapters)
+PEFT_RECIPES_EXCLUDED = ("torchtune", "litgpt", "torchtitan")
+
+
+def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float) -> str | None:
+    """Why peft 0.21.2 would not build the LoRA a request names, in words, or None: a mixture of experts whose experts
+    peft converts with gate_proj or up_proj alone (they are one fused gate_up_proj: "Cannot convert PEFT target(s)
+    up_proj without also targeting gate_proj"), or a target list that finds no module of the model (trainable 0:
+    gpt-oss's or Mixtral's MLP names alone, whose MLPs are fused experts: "Target modules ... not found"). Both were
+    run in the measuring venv on small Qwen3-MoE and Mixtral configs (2026-12-06)."""
+    method = str(_setting(request, "method"))
+    recipe = str(_setting(request, "recipe"))
+    targets = str(_setting(request, "lora_targets") or "all")
+    if str(_setting(request, "task")) != "train" or method not in ("lora", "qlora") or targets == "all" \
+            or recipe in PEFT_RECIPES_EXCLUDED:
+        return None
+    row = models.set_index("id").loc[request["model"]]
+    names = {t.strip() for t in targets.split(",") if t.strip()}
+    family = row.get("family", "")
+    experts = float(pd.to_numeric(row.get("num_experts", 0), errors="coerce") or 0)
+    pattern = peft_moe_patterns([family], model_types([family]), [experts])[0]
+    if pattern == "qwen2_moe" and len(names & {"gate_proj", "up_proj"}) == 1:
+        one = next(iter(names & {"gate_proj", "up_proj"}))
+        other = "up_proj" if one == "gate_proj" else "gate_proj"
+        return (f"lora targets {targets!r}: {request['model']}'s experts fuse gate_proj and up_proj into one "
+                f"gate_up_proj, and peft raises for {one} alone (\"Cannot convert PEFT target(s) {one} without also "
+                f"targeting {other}\"); accepted: both gate_proj and up_proj, or neither (or all)")
+    if not trainable > 0:
+        return (f"lora targets {targets!r} adapt no module of {request['model']} (peft raises \"Target modules ... not "
+                "found\"): its MLP is a mixture of fused experts, which these names do not reach; accepted: "
+                "attention names (q_proj, k_proj, v_proj, o_proj) or all")
+    return None

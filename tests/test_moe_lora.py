@@ -4,6 +4,7 @@ whole-model steps measured on fake tensors in tests/data/measured_moe_lora.csv (
 moe_lora). The comparison is the peak without the runtime overhead, as tests/test_accuracy.py."""
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -173,3 +174,30 @@ def test_llama4_configs_name_the_seven_projections(target, key):
                              "--gpu", "h100-sxm-80gb", "--export", target)
     assert code == 0, err
     assert ("- all-linear" in out) if target == "trl" else ("lora_target_linear: true" in out)
+
+
+@pytest.mark.parametrize("model, targets, said", [
+    ("qwen3-30b-a3b", "up_proj", "peft raises for up_proj alone"),
+    ("qwen3-30b-a3b", "q_proj,gate_proj", "peft raises for gate_proj alone"),
+    ("gpt-oss-20b", "gate_proj,up_proj,down_proj", "adapt no module of gpt-oss-20b"),
+    ("mixtral-8x7b", "down_proj", "adapt no module of mixtral-8x7b"),
+])
+def test_a_lora_peft_would_not_build_is_refused(model, targets, said):
+    """peft 0.21.2 raises for these (run on small Qwen3-MoE and Mixtral configs in the measuring venv): the plan of a
+    run that cannot start is bad input, exit 2, with what is accepted (planner/planning.py lora_targets_problem)."""
+    from tests.clirun import run_cli
+
+    code, out, err = run_cli("estimate", "--model", model, "--method", "lora", "--lora-targets", targets,
+                             "--gpu", "h100-sxm-80gb", "--gpus", "8")
+    assert code == 2 and said in err and "accepted:" in err, (code, err)
+
+
+@pytest.mark.parametrize("model, targets", [("qwen3-30b-a3b", "gate_proj,up_proj"), ("mixtral-8x7b", "q_proj,down_proj"),
+                                            ("gpt-oss-20b", "q_proj,v_proj"), ("llama-3-8b", "up_proj")])
+def test_a_lora_peft_builds_is_planned(model, targets):
+    from tests.clirun import run_cli
+
+    code, out, err = run_cli("estimate", "--model", model, "--method", "lora", "--lora-targets", targets,
+                             "--gpu", "h100-sxm-80gb", "--gpus", "8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["trainable_params"] > 0

@@ -602,6 +602,18 @@ def test_a_shared_budget_link_keeps_each_modes_figures():
     assert bad.radio(key="bp_mode").value == "cloud_hour"  # the rest of the link still applies
 
 
+def test_breakdown_says_when_peft_would_not_build_the_adapters():
+    """Qwen3-30B-A3B's experts fuse gate_proj and up_proj: up_proj alone makes peft raise at the run's start, which
+    `estimate` refuses (exit 2) and the page says (planner/planning.py lora_targets_problem)."""
+    at = open_app("pages/breakdown.py", {"model": "qwen3-30b-a3b", "task": "train", "method": "lora",
+                                         "lora_targets": "up_proj", "gpu": "h100-sxm-80gb", "gpus": "8"})
+    assert any("peft would not start this run" in w.value and "up\\_proj alone" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    at = open_app("pages/breakdown.py", {"model": "qwen3-30b-a3b", "task": "train", "method": "lora",
+                                         "lora_targets": "gate_proj,up_proj", "gpu": "h100-sxm-80gb", "gpus": "8"})
+    assert not any("peft would not start" in w.value for w in at.warning)
+
+
 def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     at = open_app("pages/breakdown.py")
     at.selectbox(key="w_method").set_value("full").run()
