@@ -414,14 +414,18 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     converted = (pattern != "") & lora
     # a mixture of experts peft does not convert (engine/constants.py PEFT_UNCONVERTED_MOE): its MLP names reach a
     # shared expert or a dense layer's MLP alone; where it has neither (gpt-oss), no MLP adapter at all
-    unconverted = (np.isin(mtype, tuple(C.PEFT_UNCONVERTED_MOE))[midx] & (np.asarray(arch["num_experts"], float) > 0)
-                   & lora & ~converted)
+    per_expert = np.isin(mtype, C.PER_EXPERT_LINEAR_MOE)[midx] & (np.asarray(arch["num_experts"], float) > 0)
+    unconverted = (np.isin(mtype, C.PEFT_UNCONVERTED_MOE + C.PER_EXPERT_LINEAR_MOE)[midx]
+                   & (np.asarray(arch["num_experts"], float) > 0) & lora & ~converted)
     moe_count = _moe_layer_count(arch, L)
     no_mlp = unconverted & (np.asarray(arch["shared_intermediate_size"], float) <= 0) & (moe_count >= L)
     # their MLP adapters sit on a shared expert or a dense layer's MLP: the per-layer mean of those widths, so that every
     # term read from the flags and dims (the adapters' small tensors, their states) sums to the adapters peft makes
-    mlp_width = np.where(unconverted, ((L - moe_count) * m["intermediate_size"]
-                                       + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L, f)
+    # (a per-expert nn.Linear MoE, PER_EXPERT_LINEAR_MOE: the routed experts' adapters too, k of them a token: the
+    # active width f, as before)
+    mlp_width = np.where(unconverted & ~per_expert, ((L - moe_count) * m["intermediate_size"]
+                                                     + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L,
+                         f)
     dims = lora_module_dims(h, mlp_width, a, kvh, d)
     if mla.any():
         dims = mla_lora_dims(dims, arch, h, a, mla)
@@ -487,7 +491,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     hyb["hyb_lora_in_out"] = hybrid_lora_in_out(arch, m, named, h, qd, kvd, L, mtype[midx].astype(str))
     hyb["pw_fe"] = hyb["pw_gu"] = hyb["pw_dn"] = hyb["pw_router"] = np.zeros(len(h))
     if unconverted.any():
-        counted = unconverted_moe_lora_in_out(arch, named, dims, h, L, m["intermediate_size"])
+        counted = unconverted_moe_lora_in_out(arch, named, dims, h, L, m["intermediate_size"], per_expert)
         hyb["hyb_lora_in_out"] = np.where(unconverted & ~np.isfinite(hyb["hyb_lora_in_out"]), counted,
                                           hyb["hyb_lora_in_out"])
     if converted.any():
@@ -514,7 +518,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         seq_split=np.where(_mask_if_present(mv, "sequence_parallel", "on") & train & (tp > 1), tp, 1.0),
         float8=_mask_if_present(mv, "float8", "on") & train,
         kv_copies=np.where(_mask_if_present(mv, "decode_cache", "tuple") & ~train, 2.0, 1.0),
-        **_bnb_base(mv, base_quant, frozen_bits, stored_frozen),
+        **_bnb_base(mv, base_quant, frozen_bits, stored_frozen, per_expert),
         ep=mv.values("ep").astype(float) if "ep" in mv.frame else np.ones(mv.size),
         gpus=gpus, tp=tp, pp=pp, dp=gpus / (tp * pp), mp=tp * pp, zero=mv.values("zero"),
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
@@ -760,12 +764,13 @@ def _moe_layer_count(arch: dict, L) -> np.ndarray:
     return np.where(np.asarray(arch["num_experts"], dtype=float) > 0, moe, 0.0)
 
 
-def unconverted_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, dense_width) -> np.ndarray:
+def unconverted_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, dense_width, per_expert=False) -> np.ndarray:
     """Per row, for a mixture of experts peft 0.21.2 leaves unconverted (engine/constants.py PEFT_UNCONVERTED_MOE): the
     sum of (in + out) over every adapter, as trainable_params counts r x it. Every layer: the attention modules as
     flagged (the engine's dims). Each MoE layer: its shared expert's gate/up/down as flagged, at the shared width, and
     under all-linear a shared_expert_gate (h + 1); never the fused experts or the router. Each dense layer: its MLP at
-    the dense width (the config's intermediate_size)."""
+    the dense width (the config's intermediate_size). per_expert (PER_EXPERT_LINEAR_MOE): the routed experts are
+    nn.Linear modules, each of the E adapted as a dense MLP of the expert width."""
     shared = np.asarray(arch["shared_intermediate_size"], dtype=float)
 
     def mlp(width):
@@ -774,8 +779,10 @@ def unconverted_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, dense
     moe_layers = _moe_layer_count(arch, L)
     router = _every_target(flags) * np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0)
     attn = _in_out(flags, dims, ("q_proj", "k_proj", "v_proj", "o_proj"))
+    routed = np.where(per_expert, np.asarray(arch["num_experts"], dtype=float)
+                      * mlp(np.asarray(arch["expert_intermediate_size"], dtype=float)), 0.0)
     return (L * attn + (L - moe_layers) * mlp(np.asarray(dense_width, dtype=float))
-            + moe_layers * (np.where(shared > 0, mlp(shared), 0.0) + router))
+            + moe_layers * (np.where(shared > 0, mlp(shared), 0.0) + router + routed))
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -789,7 +796,7 @@ def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
     return conv * act_b + recurrent * 4.0
 
 
-def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
+def _bnb_base(mv: View, base_quant, base_bits, stored_bits, per_expert=False) -> dict:
     """The frozen base of lora/qlora that bitsandbytes quantizes (issue 27 item 4): NF4 (QLoRA's
     default base, Linear4bit / MatMul4Bit) and LLM.int8 (Linear8bitLt / MatMul8bitLt), and whether
     its matmuls keep their inputs for backward (engine/stacks.py bnb_4bit_input). base_quant: the
@@ -811,6 +818,7 @@ def _bnb_base(mv: View, base_quant, base_bits, stored_bits) -> dict:
     fp4 = base_quant & (base_bits == C.LINEAR_BITS["int4"])
     fused = ((nf4 | int8 | fp4) & ~_mask_if_present(mv, "recipe", "litgpt")) | (mv.mask("precision", "nf4", "int8")
                                                                              & ~mv.mask("task", "train"))
+    fused = fused & ~per_expert  # (PER_EXPERT_LINEAR_MOE: nn.Linear experts, which bitsandbytes quantizes)
     return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate,
             "bnb_experts": np.where(fused, 1.0, 0.0)}
 

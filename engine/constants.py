@@ -204,6 +204,15 @@ PEFT_UNCONVERTED_MOE = ("gpt_oss", "llama4", "llama4_text", "qwen2_moe")
 # expert width (measured: tests/data/measured_moe_lora.csv, Llama 4 Scout; engine/components.py _layer_activations).
 # torchtune's own Llama 4 (GroupedExperts over the routed tokens) is not among them.
 DENSE_EXPERTS_MODEL_TYPES = ("llama4", "llama4_text")
+# Mixtures of experts that transformers 5.x runs from the checkpoint's own code (trust_remote_code), whose experts are
+# per-expert nn.Linear modules: Kimi K2 (model_type kimi_k2) ships DeepSeek-V3's modeling_deepseek.py
+# (DeepseekV3MoE: `self.experts = nn.ModuleList([DeepseekV3MLP(config, intermediate_size=config.moe_intermediate_size)
+# for i in range(config.n_routed_experts)])`, a MoEGate holding a bare weight; moonshotai/Kimi-K2-Instruct via the
+# public code index), and transformers skips its weight conversions for custom code (conversion_mapping.py
+# get_model_conversion_mapping, `submodule.is_custom_code()`). So peft adapts every routed expert's gate/up/down under
+# all-linear or the MLP names, and bitsandbytes quantizes them (nn.Linear) (engine/components.py
+# unconverted_moe_lora_in_out, _bnb_base).
+PER_EXPERT_LINEAR_MOE = ("kimi_k2",)
 # the model_types whose all-linear LoRA fails in peft 0.21.2 (above): the seven projections are written instead
 PEFT_ALL_LINEAR_FAILS = ("llama4", "llama4_text")
 PEFT_FUSED_MOE = {

@@ -55,3 +55,36 @@ def test_the_configs_name_the_mla_modules():
                              "--gpu", "h100-sxm-80gb", "--export", "trl")
     assert code == 0, err
     assert "- q_proj\n- v_proj\n" in out
+
+
+K2 = {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+      "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 64,
+      "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+      "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 384, "n_shared_experts": 1,
+      "num_experts_per_tok": 8, "first_k_dense_replace": 1, "vocab_size": 163840, "max_position_embeddings": 131072,
+      "tie_word_embeddings": False}
+
+
+def test_kimi_k2s_own_code_has_an_nn_linear_per_expert(models, tmp_path):
+    """Kimi K2 runs DeepSeek-V3's remote modeling_deepseek.py (engine/constants.py PER_EXPERT_LINEAR_MOE): its 384
+    experts are nn.Linear modules, so all-linear adapts each (the engine counted a dense MLP of the active width on
+    every layer: 135,984,128 at r 16), and bitsandbytes quantizes them (QLoRA weights were counted with 16-bit
+    experts). The count here is worked out from the config: per layer q_a + q_b, kv_a, kv_b, o; the dense first
+    layer's MLP; each MoE layer's shared expert and 384 routed experts (gate, up, down: in + out each)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(K2))
+    k2 = model_from_config_file(path)
+    k2["id"] = "kimi-k2"
+    frame = pd.concat([models, pd.DataFrame([k2])], ignore_index=True)
+    h, a = 7168, 64
+    attn = (h + 1536) + (1536 + a * 192) + (h + 512 + 64) + (512 + a * 256) + (a * 128 + h)
+
+    def mlp(w):
+        return 3 * (h + w)
+    per_r = 61 * attn + 1 * mlp(18432) + 60 * (mlp(2048) + 384 * mlp(2048))
+    assert _lora(frame, "kimi-k2", "all") == 16 * per_r == 10_280_956_928
+    row = dict(model="kimi-k2", task="train", method="qlora", precision="bf16", batch=1, seq=1024, lora_rank=16,
+               lora_targets="q_proj,v_proj")
+    weights = float(estimate(pd.DataFrame([row]), frame)["weights_bytes"].iloc[0])
+    routed = 60 * 384 * 3 * h * 2048
+    assert routed * 4 / 8 < weights < routed * 2 / 2  # the routed experts at 4 bits (NF4), not 16
