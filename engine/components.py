@@ -28,6 +28,7 @@ from engine.memory import (
     TRAIN_PHASES,
     Part,
     assemble,
+    dense_experts_prefill_values,
     is_zero,
     layer_activation_bytes,
     layer_backward_transient_bytes,
@@ -742,7 +743,7 @@ def mla_lora_dims(dims: dict, arch: dict, h, a, mla) -> dict:
     projections have other names (transformers 5.24 DeepseekV3Attention): q_proj is q_a_proj (h -> q_lora_rank) and
     q_b_proj (-> heads x (nope + rope)), or one q_proj where q_lora_rank is 0; k_proj is kv_a_proj_with_mqa
     (h -> kv_lora_rank + rope); v_proj is kv_b_proj (kv_lora_rank -> heads x (nope + v_head_dim)); o_proj takes
-    heads x v_head_dim. The configs the planner writes name them so (planner/exports.py _peft_names); a pair counts as
+    heads x v_head_dim. The configs the planner writes name them so (planner/exports.py _peft_targets); a pair counts as
     one module of in = the sum of the ins, out = the sum of the outs, exact for (in + out), trainable_params' sum.
     Checked against get_peft_model on DeepSeek-V3's config on the meta device in the measuring venv (2026-12-06):
     all-linear at r 16, 7,645,254,656 trainable."""
@@ -777,12 +778,12 @@ def unconverted_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, dense
         return (flags["gate_proj"] + flags["up_proj"]) * (h + width) + flags["down_proj"] * (width + h)
 
     moe_layers = _moe_layer_count(arch, L)
-    router = _every_target(flags) * np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0)
+    gate = _every_target(flags) * np.where(np.asarray(arch["shared_expert_gate"], dtype=bool), h + 1.0, 0.0)
     attn = _in_out(flags, dims, ("q_proj", "k_proj", "v_proj", "o_proj"))
     routed = np.where(per_expert, np.asarray(arch["num_experts"], dtype=float)
                       * mlp(np.asarray(arch["expert_intermediate_size"], dtype=float)), 0.0)
     return (L * attn + (L - moe_layers) * mlp(np.asarray(dense_width, dtype=float))
-            + moe_layers * (np.where(shared > 0, mlp(shared), 0.0) + router + routed))
+            + moe_layers * (np.where(shared > 0, mlp(shared), 0.0) + gate + routed))
 
 
 def _linear_state_bytes(arch: dict, act_b) -> np.ndarray:
@@ -2202,14 +2203,9 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         k = x.k_experts
         moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
         if np.any(x.dense_experts_fe > 0):
-            # Llama 4 (DENSE_EXPERTS_MODEL_TYPES): every expert runs every token. In Llama4TextMoe.forward the repeated
-            # input and its product with the router scores (2 E h) are alive together; in Llama4TextExperts.forward
-            # the scaled input (E h) beside gate_up (2 E fe), SiLU's output and the product with up (E fe each), then
-            # beside gate_up, that product and the down bmm's output (E h): the largest of the three moments
-            E, fe = x.n_experts, x.dense_experts_fe
-            llama4 = x.act_b * (4.0 * x.h + E * np.maximum(2.0 * x.h, np.maximum(x.h + 4.0 * fe, 2.0 * x.h + 3.0 * fe))
-                                / x.tp)
-            moe_work = np.where(fe > 0, llama4, moe_work)
+            # Llama 4 (DENSE_EXPERTS_MODEL_TYPES): every expert runs every token (engine/memory.py)
+            llama4 = x.act_b * (4.0 * x.h + dense_experts_prefill_values(x.h, x.n_experts, x.dense_experts_fe) / x.tp)
+            moe_work = np.where(x.dense_experts_fe > 0, llama4, moe_work)
         work = np.where(x.moe_share > 0, moe_work, work)
     if np.any(x.linear_work > 0):
         # a Gated DeltaNet layer's prefill (LINEAR_PREFILL_COEF) beside the other layers' (4 h every rank holds, the

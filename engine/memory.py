@@ -430,6 +430,15 @@ def moe_routing_bytes(h, E, k, M, experts_train, tp):
     return router + (M * k * h + experts_train * M * k * h) / tp
 
 
+def dense_experts_prefill_values(h, E, fe):
+    """Values a token holds at the largest moment of a MoE layer that runs every expert on every token (engine/constants.py
+    DENSE_EXPERTS_MODEL_TYPES: transformers 5.24 Llama4TextMoe / Llama4TextExperts, no gradient kept): in the MoE's
+    forward the repeated input and its product with the router scores (2 E h); in the experts' forward the scaled input
+    (E h) beside gate_up (2 E fe), SiLU's output and its product with up (E fe each); then gate_up, that product and the
+    down bmm's output (E h) beside the scaled input: the largest of the three."""
+    return E * np.maximum(2.0 * h, np.maximum(h + 4.0 * fe, 2.0 * h + 3.0 * fe))
+
+
 def gemma_norm_bytes(h, R, wgrad, norms, gemma):
     """Bytes per token a Gemma decoder layer's RMSNorms save beyond Llama's two (transformers 5.24
     GemmaRMSNorm / Gemma2RMSNorm: `output = self._norm(x.float()); output * (1.0 + self.weight.float())`,

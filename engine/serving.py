@@ -57,6 +57,7 @@ import pandas as pd
 
 import engine.constants as C
 from engine.components import eager_prefill_terms, linear_prefill_bytes
+from engine.memory import dense_experts_prefill_values
 from engine.estimate import REQUIRED_MODEL_COLUMNS, check_tables, estimate  # weights and KV per token, as every surface counts them
 from engine.params import (
     ARCH_DEFAULTS,
@@ -1730,8 +1731,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # prefill holds E x (h + 4 fe) values a token at the experts' largest moment (engine/components.py, the same term)
     dense_experts = is_hf & np.isin(model_types(m["family"] if "family" in m else np.full(n, "")), C.DENSE_EXPERTS_MODEL_TYPES) & (_model_col(m, "num_experts") > 0)
     if dense_experts.any():
-        E, fe = _model_col(m, "num_experts"), _model_col(m, "expert_intermediate_size")
-        every = 2.0 * (4.0 * h + E * np.maximum(h + 4.0 * fe, 2.0 * h + 3.0 * fe) / tp)
+        every = 2.0 * (4.0 * h + dense_experts_prefill_values(h, _model_col(m, "num_experts"),
+                                                             _model_col(m, "expert_intermediate_size")) / tp)
         per_token_hf = np.where(dense_experts, np.maximum(per_token_hf, every), per_token_hf)
     activation = np.where(is_hf, hf_tokens * per_token_hf + hf_tokens / ctx * V * 4.0,
                           np.maximum(batched * per_token_act, sampler))
