@@ -34,7 +34,10 @@ Sources read for the memory models (cite these when changing a formula):
   memory leaves a margin of 1024 MiB ("cannot fulfill margin of 1024 MiB" in its log).
 - Ollama (ollama/ollama at commit 000ce02098f6bfea486601b5cae35ba38f8824fc, llm/memory.go
   `EstimateGPULayers`): its own layer count, see OLLAMA_MINIMUM_MEMORY below; it runs
-  llama.cpp, so the rest (KV with its layer, host layers) is llama.cpp's.
+  llama.cpp, so the rest (KV with its layer, host layers) is llama.cpp's. From 9db4bda (2026-05-29, "runner: Remove
+  CGO engines, use llama-server exclusively for GGML models"; llm/llama_server.go at fb307609) that is llama-server
+  itself, given -c num_ctx x slots, -np and, where num_gpu is set (the plan's command sets it), -ngl: on several GPUs
+  llama.cpp's default layout, whose most loaded GPU the plan is checked against.
 - llama.cpp MoE expert offload (ggml-org/llama.cpp common/arg.cpp at commit
   0017d6fb63f9590e791a7562b276148f7bd5b7fc, read via the public code index): `-cmoe/--cpu-moe`
   ("keep all Mixture of Experts (MoE) weights in the CPU") pushes `llm_ffn_exps_cpu_override()`
@@ -1879,6 +1882,19 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     ollama_layers = np.clip(np.ceil(ollama_free / layer_full) - 1, 0, L)
     ollama_layers = np.where((ollama_layers >= L) & (ollama_free - L * layer_full > output_bytes), L + 1, ollama_layers)
     fit_layers = np.where(engine == "ollama", ollama_layers, fit_layers)
+    # on several GPUs the num_gpu slots go to llama-server as -ngl (the default layout, Ollama passing no split): the most
+    # of Ollama's count whose default layout fits each GPU (its estimate spreads the layers evenly in bytes)
+    ollama_split = (engine == "ollama") & (asked < 0) & (tp > 1)
+    if ollama_split.any():
+        rows = np.flatnonzero(ollama_split)
+        width = cum.shape[1]
+        rr, nn = np.repeat(rows, width), np.tile(np.arange(width), len(rows))
+        valid = nn <= np.minimum(ollama_layers[rr], L[rr] + 1)
+        nn_ok = np.where(valid, nn, 0)
+        t, has, out_gpu = _llama_default_layout(nn_ok, tp[rr], G)
+        held = _llama_layout_held(cum[rr], t, has, out_gpu, output_bytes[rr], compute[rr], compute_layer[rr])
+        ok = valid & (held.max(axis=1) + context[rr] + llama_draft[rr] / tp[rr] <= free_at_start[rr])
+        fit_layers[rows] = np.where(ok, nn, 0).reshape(len(rows), width).max(axis=1)
     gpu_layers = np.where(is_llama, np.where(asked < 0, fit_layers, np.minimum(asked, L + 1)), L + 1)
     on_gpu_layers = np.maximum(gpu_layers - 1, 0)  # repeating layers on the GPU
     out_on_gpu = is_llama & (gpu_layers >= 1)
@@ -1892,16 +1908,26 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # 81 slots on 2 GPUs: 41 layers on the first; 39, the output layer and the logits on the second), and the one
     # holding the most is the one that runs out (an average over the GPUs would say "fits" where one of them does not)
     llama_per_gpu = llama_gpu / tp
-    spread = is_llama & (engine == "llama.cpp") & (tp > 1) & (gpu_layers >= 1)
+    # --fit's step-3 layout is no default layout of its -ngl slots: the command writes it as -ts, each GPU's slots
+    # (src/llama-model.cpp: splits = the cumulative shares of -ts, slot s on upper_bound(splits, s / N): counts as
+    # shares give back those counts)
+    tensor_split = np.full(n, "", dtype=object)
+    # (Ollama too: from 2026-05-29 it runs every GGUF through llama-server with -ngl num_gpu, the default layout:
+    # ollama/ollama 9db4bda "runner: Remove CGO engines, use llama-server exclusively", llm/llama_server.go)
+    spread = is_llama & (tp > 1) & (gpu_layers >= 1)
     if spread.any():
         rows = np.flatnonzero(spread)
-        t, has, out_gpu = _llama_default_layout(gpu_layers[rows], tp[rows], G)
+        t0, has0, out0 = _llama_default_layout(gpu_layers[rows], tp[rows], G)
         from_fit = split[rows]
-        t = np.where(from_fit[:, None], split_t[rows], t)
-        has = np.where(from_fit[:, None], split_has[rows], has)
-        out_gpu = np.where(from_fit, split_out[rows], out_gpu)
+        t = np.where(from_fit[:, None], split_t[rows], t0)
+        has = np.where(from_fit[:, None], split_has[rows], has0)
+        out_gpu = np.where(from_fit, split_out[rows], out0)
         held = _llama_layout_held(cum[rows], t, has, out_gpu, output_bytes[rows], compute[rows], compute_layer[rows])
         llama_per_gpu[rows] = held.max(axis=1) + context[rows] + llama_draft[rows] / tp[rows]
+        counts = _llama_layout_slots(t, out_gpu)
+        own = from_fit & (counts != _llama_layout_slots(t0, out0)).any(axis=1)
+        for i in np.flatnonzero(own):
+            tensor_split[rows[i]] = ",".join(str(int(c)) for c in counts[i, :int(tp[rows[i]])])
     ne_gpu = ne_bytes(on_gpu_layers)
     llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
                   + np.where(out_on_gpu, 0.0, output_bytes))
@@ -2000,7 +2026,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     slots_all_on_gpu = np.floor(np.maximum(free + draft_slot_kv * seqs - full_gpu, 0.0) / (kv_token * ctx + draft_slot_kv))
     # llama.cpp on several GPUs: the slots each GPU holds beside its share of the default layout (its layers' K/V of a
     # slot, its share of the draft's), the fewest of them
-    several = is_llama & (engine == "llama.cpp") & (tp > 1)
+    several = is_llama & (tp > 1)
     if several.any():
         rows = np.flatnonzero(several)
         t, has, out_gpu = _llama_default_layout(L[rows] + 1, tp[rows], G)
@@ -2157,6 +2183,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         num_gpu_blocks=np.where(is_vllm | is_sglang, blocks, np.nan),
         max_concurrency=max_concurrency, gpu_layers=np.where(is_llama, gpu_layers, L), total_layers=L,
         gpu_memory_used_bytes=memory_used, gpu_memory_used_total_bytes=np.where(is_llama, llama_gpu, memory_used * tp),
+        tensor_split=np.where(tensor_split == "", None, tensor_split),
         host_ram_bytes=host_ram, fits=fits, concurrency=conc,
         decode_tokens_per_s=1.0 / step, time_per_output_token_ms=step * 1e3, prefill_tokens_per_s=prefill,
         ttft_s=ttft, aggregate_tokens_per_s=aggregate, usd_per_million_tokens=usd_per_m,
@@ -2418,8 +2445,10 @@ def _engine_command_lines(engine: str, out: pd.DataFrame, m: pd.DataFrame, model
             else np.zeros(len(out), dtype=bool)
         mmproj = np.where(vision, " --mmproj mmproj-" + out["model"].astype(str) + "-f16.gguf", "")
         # (-sm: --split-mode, layers over the GPUs)
+        ts = out["tensor_split"] if "tensor_split" in out else pd.Series(None, index=out.index, dtype=object)
         llama = ("llama-server -m " + gguf + mmproj + " -ngl " + ngl + cpu_moe + " -c " + ctx_total + " -np " + seqs
-                 + kvtype + np.where(tp != "1", " -sm layer", "") + llama_draft)
+                 + kvtype + np.where(tp != "1", " -sm layer", "") + np.where(ts.notna(), " -ts " + ts.fillna(""), "")
+                 + llama_draft)
         return llama
     if engine == "ollama":
         # Ollama: its cache type through the server's environment, which it applies with flash attention on. The model is
@@ -2604,6 +2633,12 @@ def _llama_layout_held(cum, t, has, out_gpu, output, compute, compute_layer):
     out = np.arange(t.shape[1])[None, :] == np.asarray(out_gpu)[:, None]
     return (last[:, :-1] - last[:, 1:] + has * np.asarray(compute_layer, dtype=float)[:, None]
             + out * np.asarray(output + compute - compute_layer, dtype=float)[:, None])
+
+
+def _llama_layout_slots(t, out_gpu):
+    """Each GPU's -ngl slots in a layout (rows x GPUs): its repeating layers (t_j less t_j+1) and the output slot."""
+    nxt = np.concatenate([t[:, 1:], np.zeros((len(t), 1), dtype=t.dtype)], axis=1)
+    return t - nxt + (np.arange(t.shape[1])[None, :] == np.asarray(out_gpu)[:, None])
 
 
 def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):

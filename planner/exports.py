@@ -1284,6 +1284,9 @@ def llama_server(row, repo: str, repo_known: bool) -> Export:
             notes.append("KV cache fp8: llama.cpp has no fp8 cache; written as q8_0 (the same bytes)")
     if int(row["gpus"]) > 1:
         args += ["-sm", "layer"]
+    ts = row.get("tensor_split")
+    if ts is not None and pd.notna(ts) and str(ts):  # --fit's layout where it is not the default one (engine/serving.py)
+        args += ["-ts", str(ts)]
     if _draft(row):  # the draft GGUF with every layer on the GPU (-md, -ngld; its context is the target's, no -cd)
         d_own = _own(row, "draft_file")
         d_file = shlex.quote(d_own) if d_own else f"{row['draft_model']}-{str(row['precision']).upper()}.gguf"

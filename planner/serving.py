@@ -122,6 +122,9 @@ SERVE_JSON_KEYS = (
     # the memory in use over all the GPUs (gpu_memory_used_bytes is per GPU, the most loaded one's: llama.cpp places whole
     # layers, so its GPUs hold unequal shares)
     "gpu_memory_used_total_bytes",
+    # llama.cpp: each GPU's -ngl slots where --fit's layout is not the default one of those slots (the command's -ts,
+    # "a,b,..."); null elsewhere
+    "tensor_split",
 )
 CURVE_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_CHOICES = (1, 2, 4, 8)

@@ -227,3 +227,43 @@ def test_slots_are_the_fewest_any_gpu_holds(cat):
         assert row["max_concurrency"] == each, ctx
         seen += each < over_all
     assert seen, "no context where the per-GPU slots and the slots over all the GPUs differ"
+
+
+def test_a_fit_layout_that_is_not_the_default_one_is_written_as_tensor_split(cat):
+    """--fit's step 3 fills the GPUs from the last one back; where that leaves other per-GPU slot counts than the
+    default layout of the same -ngl, a command with -ngl alone would run the default layout (llama-server skips --fit
+    for a user's n_gpu_layers). The command writes -ts with each GPU's slots, which llama.cpp's upper_bound rule
+    (splits: the cumulative shares, float32 as load_tensors sums them) turns back into the same counts."""
+    models, gpus = cat
+    rows = [dict(model=m, gpu=g, gpus=n, engine="llama.cpp", precision=p, max_model_len=c)
+            for m in ("deepseek-r1", "llama-3-70b", "qwen2.5-32b", "mixtral-8x7b")
+            for g in ("rtx-3060-12gb", "rtx-4090") for n in (2, 3, 4) for p in ("q4_k_m", "q8_0") for c in (4096, 65536)]
+    out = S.serve(pd.DataFrame(rows), models, gpus)
+    written = out[out["tensor_split"].notna()]
+    assert len(written) >= 5, "no plan whose --fit layout differs from the default one"
+    for _, r in written.iterrows():
+        counts = [int(x) for x in r["tensor_split"].split(",")]
+        assert len(counts) == r["gpus"] and sum(counts) == r["gpu_layers"]
+        assert f" -ts {r['tensor_split']}" in r["command"]
+        splits = list(np.cumsum(np.asarray(counts, dtype=np.float32)) / np.float32(sum(counts)))
+        placed = [0] * len(counts)
+        for s in range(int(r["gpu_layers"])):
+            placed[bisect.bisect_right(splits, np.float32(s) / np.float32(r["gpu_layers"]))] += 1
+        assert placed == counts, (r["model"], r["gpu"], r["tensor_split"], placed)
+    # (a plan the default layout runs as planned writes none)
+    assert out.loc[out["tensor_split"].isna(), "command"].str.contains(" -ts ").sum() == 0
+
+
+def test_ollama_on_several_gpus_plans_the_layers_the_default_layout_fits(cat):
+    """Ollama (from ollama/ollama 9db4bda, 2026-05-29) runs llama-server with -ngl num_gpu, the default layout over
+    its GPUs: its own count spread the layers evenly in bytes, and where the default layout then puts more on one GPU
+    than it holds, the plan takes the most slots whose layout fits each GPU (DeepSeek-R1 Q4_K_M on 8 x A100 40GB at
+    65,536 tokens: 41 slots did not fit the first GPU). A slot more, asked as num_gpu, does not fit."""
+    models, gpus = cat
+    row = dict(model="deepseek-r1", gpu="a100-40gb-pcie", gpus=8, engine="ollama", precision="q4_k_m",
+               max_model_len=65536)
+    planned = S.serve(pd.DataFrame([row]), models, gpus).iloc[0]
+    n = int(planned["gpu_layers"])
+    assert planned["fits"] and 0 < n < 41
+    asked = S.serve(pd.DataFrame([{**row, "gpu_layers": n}, {**row, "gpu_layers": n + 1}]), models, gpus)
+    assert asked["fits"].tolist() == [True, False]
