@@ -213,6 +213,11 @@ DENSE_EXPERTS_MODEL_TYPES = ("llama4", "llama4_text")
 # all-linear or the MLP names, and bitsandbytes quantizes them (nn.Linear) (engine/components.py
 # unconverted_moe_lora_in_out, _bnb_base).
 PER_EXPERT_LINEAR_MOE = ("kimi_k2",)
+# The model types whose checkpoints load only with their own code: transformers 5.24 registers no kimi_k2 config
+# (AutoConfig raises "does not recognize this architecture" without trust_remote_code), and Kimi K2's tokenizer is its
+# own tiktoken code, so its deploy guidance (moonshotai/Kimi-K2-Instruct docs/deploy_guidance.md, via the public code
+# index) starts vLLM and SGLang with --trust-remote-code; the training configs set trust_remote_code (planner/exports.py).
+REMOTE_CODE_MODEL_TYPES = ("kimi_k2",)
 # the model_types whose all-linear LoRA fails in peft 0.21.2 (above): the seven projections are written instead
 PEFT_ALL_LINEAR_FAILS = ("llama4", "llama4_text")
 PEFT_FUSED_MOE = {

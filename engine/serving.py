@@ -2366,6 +2366,10 @@ def command_lines(out: pd.DataFrame, m: pd.DataFrame, models: pd.DataFrame | Non
         command[rows] = np.asarray(_engine_command_lines(engine, out.iloc[rows], m.iloc[rows], models), dtype=object)
     # beyond the model's context (serve --allow-long-context): vLLM and SGLang start only with their variable
     env = long_context_env(e, out["max_model_len"].to_numpy(), m["max_context"].to_numpy())
+    # a model that loads only with its own code (REMOTE_CODE_MODEL_TYPES: Kimi K2) under vLLM or SGLang
+    remote = np.isin(e, ("vllm", "sglang")) & np.isin(model_types(m["family"] if "family" in m else np.full(len(m), "")),
+                                                      C.REMOTE_CODE_MODEL_TYPES)
+    command = np.where(remote, command.astype(object) + " --trust-remote-code", command)
     return np.where(env != "", env + " " + command.astype(object), command)
 
 

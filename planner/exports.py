@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from engine.constants import (GALORE_8BIT, GALORE_LAYERWISE, GALORE_OPTIMIZERS, GALORE_RANK, GGUF_BITS,
-                              PEFT_ALL_LINEAR_FAILS, TRAIN_PRECISIONS)
+                              PEFT_ALL_LINEAR_FAILS, REMOTE_CODE_MODEL_TYPES, TRAIN_PRECISIONS)
 from engine.params import model_types
 from engine.serving import (LLAMA_KV_TYPES, OLLAMA_CREATED_SUFFIX, OLLAMA_KV_TYPES, SGLANG_FP8_E4M3_FROM, SGLANG_KV_DTYPE, SPEC_TOKENS, TORCH_DTYPE,
                             VLLM_BNB_LOAD_FORMAT, VLLM_BNB_WEIGHTS, sglang_before,
@@ -99,6 +99,12 @@ def _peft_targets(row, model) -> list[str]:
     mla = {"q_proj": ["q_a_proj", "q_b_proj"] if q_lora else ["q_proj"], "k_proj": ["kv_a_proj_with_mqa"],
            "v_proj": ["kv_b_proj"]}
     return [n for t in names for n in mla.get(t, [t])]
+
+
+def _remote_code(model) -> bool:
+    """Whether the model loads only with its checkpoint's own code (engine/constants.py REMOTE_CODE_MODEL_TYPES)."""
+    family = "" if model is None else model.get("family", "")
+    return model_types([family if isinstance(family, str) else ""])[0] in REMOTE_CODE_MODEL_TYPES
 
 
 def _all_linear_fails(model) -> bool:
@@ -599,6 +605,8 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
                  "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,
                  "max_length": int(row["seq"]), "packing": str(row.get("packing", "off")) == "on",
                  "gradient_checkpointing": _checkpointing(row), "optim": _trl_optim(row)}
+    if _remote_code(model):  # TRL ModelConfig.trust_remote_code (engine/constants.py REMOTE_CODE_MODEL_TYPES)
+        cfg["trust_remote_code"] = True
     _galore_trainer_keys(cfg, row)
     sharded_pure = _pure_trained(row, prec) and int(row["zero"]) == 3
     # both written, false included: TRL turns bf16 on where it is unset and fp16 is off (TRL 1.16.0
@@ -748,6 +756,8 @@ def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     cfg: dict = {"model_name_or_path": repo, "flash_attn": LF_ATTENTION.get(str(row.get("attention", "sdpa")), "auto"),
                  "stage": "dpo" if _dpo(row) else "sft", "do_train": True,
                  "finetuning_type": "lora" if method == "qlora" else method}
+    if _remote_code(model):  # LLaMA-Factory ModelArguments.trust_remote_code
+        cfg["trust_remote_code"] = True
     if _dpo(row):
         # LLaMA-Factory hparams/finetuning_args.py RLHFArguments: pref_beta 0.1, pref_loss sigmoid; ref_model None uses
         # the policy with its adapters disabled under LoRA, a second load_model otherwise (trainer_utils.py
@@ -867,6 +877,8 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     prec, notes = _precision(row), _common_notes(row, repo_known)
     method = str(row["method"])
     cfg: dict = {"base_model": repo}
+    if _remote_code(model):  # axolotl's trust_remote_code
+        cfg["trust_remote_code"] = True
     if _dpo(row):
         # axolotl: rl dpo runs TRL's DPOTrainer; src/axolotl/train.py setup_reference_model: an adapter: model_ref None
         # (TRL disables the adapters; its rl_adapter_ref_model does not survive validation: DPO_NO_ADAPTER_COPY_TARGETS),
@@ -1202,6 +1214,8 @@ def vllm(row, repo: str, repo_known: bool) -> Export:
         else:
             spec = {"model": d_repo, "num_speculative_tokens": SPEC_TOKENS, **({"draft_tensor_parallel_size": 1} if d_tp1 else {})}
             args += ["--speculative-config", "'" + json.dumps(spec) + "'"]
+    if bool(row.get("remote_code", False)):  # (engine/constants.py REMOTE_CODE_MODEL_TYPES)
+        args += ["--trust-remote-code"]
     text = "".join(f"# {line}\n" for line in _serve_header("vllm", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"
     return Export("vllm", text, notes)
 
@@ -1230,6 +1244,8 @@ def sglang(row, repo: str, repo_known: bool) -> Export:
         args += ["--kv-cache-dtype", "fp8_e5m2" if old and SGLANG_KV_DTYPE[kv] == "fp8_e4m3" else SGLANG_KV_DTYPE[kv]]
     elif kv not in ("auto", "fp16", "bf16"):
         notes.append(f"KV cache {kv}: not an SGLang --kv-cache-dtype (auto, fp8_e5m2, fp8_e4m3)")
+    if bool(row.get("remote_code", False)):  # (engine/constants.py REMOTE_CODE_MODEL_TYPES)
+        args += ["--trust-remote-code"]
     text = "".join(f"# {line}\n" for line in _serve_header("sglang", row, notes)) + _env_prefix(row) + " ".join(args) + "\n"
     return Export("sglang", text, notes)
 
@@ -1343,6 +1359,7 @@ def serve_export(target: str, row: pd.Series, model: pd.Series, draft: pd.Series
     repo, known = hf_repo(model.get("source", ""), str(row["model"]))
     row = row.copy()  # what the builders read beside the serving row: the model's vision tower, the draft's repo
     row["vision_params"] = model.get("vision_params", 0)
+    row["remote_code"] = _remote_code(model)
     # beyond the model's context (let through by --allow-long-context): vLLM and SGLang start only with their variable,
     # as the printed command writes it (engine/serving.py long_context_env)
     row["long_context_env"] = long_context_env([engine], [row["max_model_len"]], [model.get("max_context")])[0]

@@ -88,3 +88,29 @@ def test_kimi_k2s_own_code_has_an_nn_linear_per_expert(models, tmp_path):
     weights = float(estimate(pd.DataFrame([row]), frame)["weights_bytes"].iloc[0])
     routed = 60 * 384 * 3 * h * 2048
     assert routed * 4 / 8 < weights < routed * 2 / 2  # the routed experts at 4 bits (NF4), not 16
+
+
+def test_kimi_k2_is_launched_with_its_own_code(tmp_path):
+    """transformers registers no kimi_k2 config, and Kimi K2's tokenizer is its own code: vLLM and SGLang start it
+    with --trust-remote-code (its deploy guidance), and the training configs set trust_remote_code
+    (engine/constants.py REMOTE_CODE_MODEL_TYPES); DeepSeek-V3, which transformers and vLLM know, needs neither."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(K2))
+    for engine in ("vllm", "sglang"):
+        code, out, err = run_cli("serve", "--model-config", str(path), "--gpu", "h200-sxm-141gb", "--gpus", "16",
+                                 "--engine", engine, "--max-model-len", "32768", "--json")
+        assert code == 0, err
+        assert json.loads(out)["command"].endswith(" --trust-remote-code")
+        code, out, err = run_cli("serve", "--model-config", str(path), "--gpu", "h200-sxm-141gb", "--gpus", "16",
+                                 "--engine", engine, "--max-model-len", "32768", "--export", engine)
+        assert code == 0, err
+        assert "--trust-remote-code" in out
+    for target in ("trl", "axolotl", "llama-factory"):
+        code, out, err = run_cli("estimate", "--model-config", str(path), "--method", "lora", "--lora-targets", "all",
+                                 "--gpu", "b300", "--gpus", "64", "--zero", "3", "--export", target)
+        assert code == 0, err
+        assert "trust_remote_code: true" in out, target
+    code, out, err = run_cli("serve", "--model", "deepseek-v3", "--gpu", "h200-sxm-141gb", "--gpus", "8",
+                             "--engine", "vllm", "--max-model-len", "32768", "--json")
+    assert code == 0, err
+    assert "trust-remote-code" not in json.loads(out)["command"]
