@@ -633,6 +633,10 @@ def cmd_sweep(args) -> int:
     if too_deep:
         print(f"note: left out freeze rows of {', '.join(too_deep)}: --freeze-layers is more than their layers",
               file=sys.stderr)
+    refused_lora = frame.attrs.get("lora_refused", [])
+    if refused_lora:
+        print(f"note: left out LoRA rows of {', '.join(refused_lora)}: peft would not build --lora-targets "
+              f"{show(str(request.get('lora_targets', '')))} there (estimate says why, exit 2)", file=sys.stderr)
     hybrid = frame.attrs.get("not_modelled", [])
     if hybrid:
         print(f"note: left out {', '.join(hybrid)}: training this hybrid model (linear-attention or Mamba2 layers) is "

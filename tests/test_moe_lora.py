@@ -201,3 +201,19 @@ def test_a_lora_peft_builds_is_planned(model, targets):
                              "--gpu", "h100-sxm-80gb", "--gpus", "8", "--json")
     assert code == 0, err
     assert json.loads(out)["trainable_params"] > 0
+
+
+def test_a_sweep_leaves_out_the_lora_rows_estimate_refuses():
+    """One scenario, one answer: a sweep row whose LoRA peft would not build (up_proj alone on Qwen3-MoE, on Mixtral)
+    is left out and named, as `estimate` refuses it; the other rows stay."""
+    import csv
+    import io
+
+    from tests.clirun import run_cli
+
+    code, out, err = run_cli("sweep", "--models", "qwen3-30b-a3b,llama-3-8b,mixtral-8x7b", "--gpu-ids", "h100-sxm-80gb",
+                             "--methods", "lora,full", "--lora-targets", "up_proj", "--out", "-")
+    assert code == 0, err
+    rows = {(r["model"], r["method"]) for r in csv.DictReader(io.StringIO(out))}
+    assert rows == {("qwen3-30b-a3b", "full"), ("llama-3-8b", "lora"), ("llama-3-8b", "full"), ("mixtral-8x7b", "full")}
+    assert "left out LoRA rows of qwen3-30b-a3b, mixtral-8x7b" in err
