@@ -1280,12 +1280,6 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
     return out
 
 
-__all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
-           "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
-           "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
-           "inference_table", "article_inference_table"]
-
-
 # recipes whose LoRA is peft's (torchtune, LitGPT and torchtitan build their own adapters)
 PEFT_RECIPES_EXCLUDED = ("torchtune", "litgpt", "torchtitan")
 
@@ -1318,3 +1312,10 @@ def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float) 
                 "found\"): its MLP is a mixture of fused experts, which these names do not reach; accepted: "
                 "attention names (q_proj, k_proj, v_proj, o_proj) or all")
     return None
+
+
+__all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
+           "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
+           "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
+           "inference_table", "article_inference_table", "lora_targets_problem"]
+
