@@ -718,6 +718,8 @@ MODELS["llama-4-scout"] = dict(arch="Llama4TextConfig", hidden_size=5120, interm
                                vocab_size=202048, interleave_moe_layer_step=1, tie_word_embeddings=False,
                                rope_theta=500000.0, attention_chunk_size=8192, use_qk_norm=True,
                                params=107_769_861_120)
+MODELS["llama-4-maverick"] = dict(MODELS["llama-4-scout"], num_local_experts=128, interleave_moe_layer_step=2,
+                                  params=400_711_848_960)
 MOE_LORA_CONFIGS = [
     _lora("qwen3-30b-a3b", "bf16", "adamw", 1, 1024, False, 16, "all-linear", CAL),
     _lora("qwen3-30b-a3b", "bf16", "adamw", 1, 1024, True, 16, "all-linear", CAL),
@@ -738,6 +740,9 @@ MOE_LORA_CONFIGS = [
     # the engine's inference term for it
     _infer("llama-4-scout", 1, 4096, HO),
     _infer("llama-4-scout", 2, 2048, HO),
+    # Llama 4 Maverick (128 experts, every other layer dense), measured after the Scout-derived terms, none changed for it
+    _lora("llama-4-maverick", "bf16", "adamw", 1, 1024, False, 16, ALL, HO),
+    _infer("llama-4-maverick", 1, 2048, HO),
 ]
 
 
