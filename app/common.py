@@ -72,4 +72,4 @@ from app.state import (  # noqa: F401
                       unit,
                       workload,
 )
-from app.tables import chart, fmt_mem, fmt_usd, gpu_filter, mem, wrap_row, page_header, table  # noqa: F401
+from app.tables import chart, fmt_mem, fmt_usd, gpu_filter, lora_refusal_note, mem, wrap_row, page_header, table  # noqa: F401

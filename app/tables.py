@@ -190,6 +190,21 @@ def describe_md(s: dict | None = None, with_model: bool = True) -> str:
     return md_escape(full)
 
 
+def lora_refusal_note(workloads: dict, model_ids, models: pd.DataFrame, names: dict | None = None) -> None:
+    """A warning naming the models whose cells show LoRA adapters peft would not build for a workload
+    (planner.planning.lora_refused_models; `estimate` refuses them, exit 2, and `sweep` leaves them out)."""
+    from planner.planning import lora_refused_models
+
+    found: dict[str, str] = {}
+    for wl in workloads.values():
+        for mid, why in lora_refused_models(models, wl, model_ids).items():
+            found.setdefault(mid, why)
+    if found:
+        shown = ", ".join((names or {}).get(m, m) for m in found)
+        st.warning(md_escape(f"peft would not start the LoRA runs of {shown}: {next(iter(found.values()))}. "
+                             "Their cells show what those adapters would need."))
+
+
 def page_header(title: str, caption: str) -> None:
     st.title(title)
     st.caption(caption)

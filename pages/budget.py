@@ -123,6 +123,7 @@ with st.expander("Buy vs rent: utilisation, PUE, electricity, resale"):
            ("usd_per_kwh", float(s["usd_per_kwh"])), ("resale_fraction", s["resale_pct"] / 100.0))
 # the "GPUs only" tables' sweep below: every model x chosen workload x card, at the sidebar's settings
 sweep = (c.plans(chosen, s), tuple(models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus))
+c.lora_refusal_note(sweep[0], sweep[1], models, c.display_names(models))
 if pairs:
     # `sweep` as known: where it holds the chosen pairs (the default two are two of its plans), their rows come from it
     sysres = c.guard(data.plan_budget, data.subset(models, models["id"].isin({p.split(":")[0] for p in pairs})), shown_gpus,

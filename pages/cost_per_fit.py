@@ -55,6 +55,7 @@ for wl in plan_map.values():
 condition = s["condition"]  # card prices new / used / either: the Budget page's choice, in the URL
 sweep = (plan_map, tuple(shown_models["id"]), tuple(shown_gpus["id"]), models, gpus, int(max_gpus), condition)
 conf = c.guard(c.configurations, *sweep)
+c.lora_refusal_note(plan_map, tuple(shown_models["id"]), models, c.display_names(models))
 per_fit = c.guard(c.cost_per_fit, *sweep)
 names = c.display_names(models)
 gnames = c.display_names(gpus, short=True)

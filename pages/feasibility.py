@@ -33,6 +33,7 @@ if shown_models.empty or shown_gpus.empty:
     st.info("No model or no GPU matches the filters: widen them to see the matrix.")
     st.stop()
 
+c.lora_refusal_note({"workload": c.workload(s)}, tuple(shown_models["id"]), models, c.display_names(models))
 conf = c.guard(c.configurations, {"workload": c.workload(s)}, tuple(shown_models["id"]), tuple(shown_gpus["id"]),
                models, gpus, int(max_gpus))
 

@@ -44,6 +44,7 @@ from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
 from engine.memory import PHASES
+from engine.constants import PEFT_UNCONVERTED_MOE
 from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
@@ -1284,30 +1285,65 @@ def article_inference_table(refs: pd.DataFrame, ours: pd.DataFrame, precisions=(
 PEFT_RECIPES_EXCLUDED = ("torchtune", "litgpt", "torchtitan")
 
 
-def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float) -> str | None:
+def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float | None = None) -> str | None:
     """Why peft 0.21.2 would not build the LoRA a request names, in words, or None: a mixture of experts whose experts
     peft converts with gate_proj or up_proj alone (they are one fused gate_up_proj: "Cannot convert PEFT target(s)
-    up_proj without also targeting gate_proj"), or a target list that finds no module of the model (trainable 0:
-    gpt-oss's or Mixtral's MLP names alone, whose MLPs are fused experts: "Target modules ... not found"). Both were
-    run in the measuring venv on small Qwen3-MoE and Mixtral configs (2026-12-06)."""
+    up_proj without also targeting gate_proj"), or a target list that finds no module of the model ("Target modules
+    ... not found": MLP names alone on a model whose every MLP is fused experts they do not reach, gpt-oss's or
+    Mixtral's; or, where the estimate is given, no trainable parameter). Both were run in the measuring venv on small
+    Qwen3-MoE and Mixtral configs (2026-12-06)."""
+    names = _peft_checked_targets(request)
+    if names is None:
+        return None
+    return _lora_problem(models.set_index("id").loc[request["model"]], request, names, trainable)
+
+
+def lora_refused_models(models: pd.DataFrame, request: dict, model_ids) -> dict[str, str]:
+    """lora_targets_problem for each of model_ids under one request, from the models' facts alone (no estimate): the
+    models whose cells a table shows for adapters peft would not build ({id: why})."""
+    names = _peft_checked_targets(request)
+    if names is None or not names & {"gate_proj", "up_proj", "down_proj"}:
+        return {}
+    by_id = models.set_index("id")
+    out = {}
+    for mid in dict.fromkeys(str(m) for m in model_ids):
+        if mid in by_id.index:
+            why = _lora_problem(by_id.loc[mid], {**request, "model": mid}, names, None)
+            if why:
+                out[mid] = why
+    return out
+
+
+def _peft_checked_targets(request: dict) -> set[str] | None:
+    """The LoRA target names of a request peft builds (a lora / qlora training row, its targets listed, a recipe of
+    peft's), else None."""
     method = str(_setting(request, "method"))
     recipe = str(_setting(request, "recipe"))
     targets = str(_setting(request, "lora_targets") or "all")
     if str(_setting(request, "task")) != "train" or method not in ("lora", "qlora") or targets == "all" \
             or recipe in PEFT_RECIPES_EXCLUDED:
         return None
-    row = models.set_index("id").loc[request["model"]]
-    names = {t.strip() for t in targets.split(",") if t.strip()}
+    return {t.strip() for t in targets.split(",") if t.strip()}
+
+
+def _lora_problem(row: pd.Series, request: dict, names: set[str], trainable: float | None) -> str | None:
+    """lora_targets_problem for one model's catalog row."""
+    targets = str(_setting(request, "lora_targets"))
     family = row.get("family", "")
-    experts = float(pd.to_numeric(row.get("num_experts", 0), errors="coerce") or 0)
-    pattern = peft_moe_patterns([family], model_types([family]), [experts])[0]
+    fact = lambda c: float(pd.to_numeric(row.get(c, 0), errors="coerce") or 0)  # noqa: E731
+    mtype = model_types([family])[0]
+    pattern = peft_moe_patterns([family], [mtype], [fact("num_experts")])[0]
     if pattern == "qwen2_moe" and len(names & {"gate_proj", "up_proj"}) == 1:
         one = next(iter(names & {"gate_proj", "up_proj"}))
         other = "up_proj" if one == "gate_proj" else "gate_proj"
         return (f"lora targets {targets!r}: {request['model']}'s experts fuse gate_proj and up_proj into one "
                 f"gate_up_proj, and peft raises for {one} alone (\"Cannot convert PEFT target(s) {one} without also "
                 f"targeting {other}\"); accepted: both gate_proj and up_proj, or neither (or all)")
-    if not trainable > 0:
+    only_mlp = names <= {"gate_proj", "up_proj", "down_proj"}
+    every_mlp_fused = (pattern == "mixtral" or (
+        mtype in PEFT_UNCONVERTED_MOE and fact("num_experts") > 0 and fact("shared_intermediate_size") <= 0
+        and fact("first_dense_layers") <= 0 and fact("moe_layer_step") <= 1))
+    if (only_mlp and every_mlp_fused) or (trainable is not None and not trainable > 0):
         return (f"lora targets {targets!r} adapt no module of {request['model']} (peft raises \"Target modules ... not "
                 "found\"): its MLP is a mixture of fused experts, which these names do not reach; accepted: "
                 "attention names (q_proj, k_proj, v_proj, o_proj) or all")
@@ -1317,5 +1353,6 @@ def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float) 
 __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS", "BUDGET_MODES",
            "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
-           "inference_table", "article_inference_table", "lora_targets_problem"]
+           "inference_table", "article_inference_table", "lora_targets_problem",
+           "lora_refused_models"]
 

@@ -614,6 +614,18 @@ def test_breakdown_says_when_peft_would_not_build_the_adapters():
     assert not any("peft would not start" in w.value for w in at.warning)
 
 
+@pytest.mark.parametrize("page", ["pages/feasibility.py", "pages/budget.py", "pages/cost_per_fit.py"])
+def test_matrix_pages_name_the_models_peft_would_not_start(page):
+    """up_proj alone: peft raises on the mixtures of experts it converts (Qwen3-MoE) and finds no module on Mixtral's
+    and gpt-oss's fused experts; the matrix pages say which models' cells show such adapters, and say nothing for
+    targets every model builds."""
+    at = open_app(page, {"task": "train", "method": "lora", "lora_targets": "up_proj"})
+    warned = [w.value for w in at.warning if "peft would not start the LoRA runs of" in w.value]
+    assert warned and "Qwen3" in warned[0] and "Mixtral" in warned[0], [w.value for w in at.warning]
+    at = open_app(page, {"task": "train", "method": "lora", "lora_targets": "q_proj,v_proj"})
+    assert not any("peft would not start" in w.value for w in at.warning)
+
+
 def test_breakdown_ranks_the_changes_that_make_it_fit(models, gpus):
     at = open_app("pages/breakdown.py")
     at.selectbox(key="w_method").set_value("full").run()
