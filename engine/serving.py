@@ -1732,7 +1732,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         per_token_hf = per_token_act
     # transformers' Llama 4 runs every expert on every token (engine/constants.py DENSE_EXPERTS_MODEL_TYPES): its
     # prefill holds E x (h + 4 fe) values a token at the experts' largest moment (engine/components.py, the same term)
-    dense_experts = is_hf & np.isin(model_types(m["family"] if "family" in m else np.full(n, "")), C.DENSE_EXPERTS_MODEL_TYPES) & (_model_col(m, "num_experts") > 0)
+    model_type = model_types(m["family"] if "family" in m else np.full(n, ""))  # (a custom-<model_type> too)
+    dense_experts = is_hf & np.isin(model_type, C.DENSE_EXPERTS_MODEL_TYPES) & (_model_col(m, "num_experts") > 0)
     if dense_experts.any():
         every = 2.0 * (4.0 * h + dense_experts_prefill_values(h, _model_col(m, "num_experts"),
                                                              _model_col(m, "expert_intermediate_size")) / tp)
@@ -1744,7 +1745,6 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # sliding_mask_window): from the window on one (1, 1, ctx, ctx) bool mask is held through the prefill and
     # three are alive while it is built, before any KV cache, beside the embeddings' output (Gemma 2 and gpt-oss
     # attend eagerly under transformers: their masks are part of the eager scores' working set, below)
-    model_type = model_types(m["family"] if "family" in m else np.full(n, ""))  # (a custom-<model_type> too)
     eager_family = np.isin(model_type, C.TRANSFORMERS_EAGER_MODEL_TYPES)
     window = _model_col(m, "sliding_window")
     hf_mask = (is_hf & (_model_col(m, "sliding_window_layers") > 0) & (window > 0) & (ctx >= window)
@@ -1865,17 +1865,16 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     fit_layers = np.where(fits_k.any(axis=1), fits_k.sum(axis=1), 0.0)  # k + 1 slots (output first)
     # on several GPUs each keeps the margin on its own (LLAMA_FIT_MIN_CTX's note): llama.cpp's default layout where
     # that leaves every GPU its margin, else --fit's back-to-front fill
-    gpus_used = np.ones(n)
     split = is_llama & (engine == "llama.cpp") & (asked < 0) & (tp > 1)
     G = int(np.max(tp[is_llama])) if is_llama.any() else 1
     split_t, split_has = np.zeros((n, G), dtype=int), np.zeros((n, G), dtype=bool)
     split_out = np.full(n, -1)
     if split.any():
         rows = np.flatnonzero(split)
-        layers, used, t3, has3, out3 = _llama_split_fit(cum[rows], L[rows], tp[rows],
-                                                        (free_at_start - context - FIT_MARGIN_BYTES - llama_draft / tp)[rows],
-                                                        output_bytes[rows], compute[rows], compute_layer[rows])
-        fit_layers[rows], gpus_used[rows] = layers, used
+        layers, t3, has3, out3 = _llama_split_fit(cum[rows], L[rows], tp[rows],
+                                                  (free_at_start - context - FIT_MARGIN_BYTES - llama_draft / tp)[rows],
+                                                  output_bytes[rows], compute[rows], compute_layer[rows])
+        fit_layers[rows] = layers
         split_t[rows, :t3.shape[1]], split_has[rows, :has3.shape[1]], split_out[rows] = t3, has3, out3
     # Ollama: (free - minimum - one buffer layer - graph) / layer, strictly less; output last if it fits
     ollama_free = free_at_start * tp - (OLLAMA_MINIMUM_MEMORY + layer_full + compute) * tp
@@ -1902,7 +1901,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     expert_host = expert_bytes - expert_gpu
     # the GPUs that hold layers, each with its compute buffer: under -ngl N (and Ollama's num_gpu) llama.cpp's default
     # layout spreads the N slots evenly, one GPU at least; under --fit, as chosen above
-    gpus_used = np.where(split, gpus_used, np.where(tp > 1, np.maximum(np.minimum(tp, gpu_layers), 1.0), 1.0))
+    gpus_used = np.where(split, np.maximum(split_has.sum(axis=1), 1.0),
+                         np.where(tp > 1, np.maximum(np.minimum(tp, gpu_layers), 1.0), 1.0))
     llama_gpu = gpu_bytes(on_gpu_layers, n_cpu, out_on_gpu * 1.0, devs=gpus_used) + context * tp + llama_draft
     # per GPU, the most loaded one: llama.cpp's layers are whole, so its GPUs hold unequal shares (the default layout of
     # 81 slots on 2 GPUs: 41 layers on the first; 39, the output layer and the logits on the second), and the one
@@ -2031,7 +2031,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         rows = np.flatnonzero(several)
         t, has, out_gpu = _llama_default_layout(L[rows] + 1, tp[rows], G)
         held = _llama_layout_held(cum[rows], t, has, out_gpu, output_bytes[rows], compute[rows], compute_layer[rows])
-        n_j = t - np.concatenate([t[:, 1:], np.zeros((len(rows), 1), dtype=int)], axis=1)  # each GPU's layers
+        n_j = _llama_layout_layers(t)
         tp_r, slot_draft = tp[rows][:, None], draft_slot_kv[rows][:, None]
         room = (free[rows][:, None] + slot_draft * seqs[rows][:, None]) / tp_r - (held - n_j * layer_kv[rows][:, None])
         need = n_j * (kv_layer_token * ctx)[rows][:, None] + slot_draft / tp_r
@@ -2639,16 +2639,20 @@ def _llama_layout_held(cum, t, has, out_gpu, output, compute, compute_layer):
             + out * np.asarray(output + compute - compute_layer, dtype=float)[:, None])
 
 
+def _llama_layout_layers(t):
+    """Each GPU's repeating layers in a layout (rows x GPUs): t_j less t_j+1."""
+    return t - np.concatenate([t[:, 1:], np.zeros((len(t), 1), dtype=t.dtype)], axis=1)
+
+
 def _llama_layout_slots(t, out_gpu):
-    """Each GPU's -ngl slots in a layout (rows x GPUs): its repeating layers (t_j less t_j+1) and the output slot."""
-    nxt = np.concatenate([t[:, 1:], np.zeros((len(t), 1), dtype=t.dtype)], axis=1)
-    return t - nxt + (np.arange(t.shape[1])[None, :] == np.asarray(out_gpu)[:, None])
+    """Each GPU's -ngl slots in a layout (rows x GPUs): its repeating layers and the output slot."""
+    return _llama_layout_layers(t) + (np.arange(t.shape[1])[None, :] == np.asarray(out_gpu)[:, None])
 
 
 def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
     """llama.cpp's layers on tp identical GPUs under --gpu-layers auto (common/fit.cpp common_params_fit_impl, LLAMA_FIT_MIN_CTX's
-    note), for rows of one engine: (the -ngl slots it places, counting the output layer; the GPUs holding any; and the
-    layout as _llama_default_layout gives it: t, has, out_gpu).
+    note), for rows of one engine: (the -ngl slots it places, counting the output layer; and the layout as
+    _llama_default_layout gives it: t, has, out_gpu).
     cum: rows x k, the bytes of the last k repeating layers (nondecreasing in k); target: what each GPU may hold, its free
     memory less the CUDA context, the draft's share and --fit's margin (`targets[id] = dmds_full[id].free - margins[id]`).
     Step 1 keeps the default layout (_llama_default_layout of the n_layer + 1 slots) where every GPU stays within its
@@ -2679,12 +2683,10 @@ def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
         return np.where(room >= 0, np.maximum(n_fit, s), s)
 
     placed = extend(np.zeros(rows, dtype=int), first)
-    used = (first >= 0) * 1.0
     back_t, back_has = [placed], [first >= 0]  # from the last GPU back
     for j in range(1, G):
         more = (j < tpi) & (first >= 0) & (placed < Li)
         after = np.where(more, extend(placed, target - compute_layer), placed)
-        used += after > placed
         back_has.append(after > placed)
         placed = after
         back_t.append(placed)
@@ -2696,9 +2698,8 @@ def _llama_split_fit(cum, L, tp, target, output, compute, compute_layer):
     out3 = np.where(first >= 0, tpi - 1, -1)
     layers = np.where(first >= 0, placed + 1.0, 0.0)
     ok = default_ok[:, None]
-    return (np.where(default_ok, L + 1.0, layers),
-            np.where(default_ok, np.minimum(tp, L + 1.0), np.maximum(used, 1.0)),
-            np.where(ok, t1, t3), np.where(ok, has1, has3), np.where(default_ok, out1, out3))
+    return (np.where(default_ok, L + 1.0, layers), np.where(ok, t1, t3), np.where(ok, has1, has3),
+            np.where(default_ok, out1, out3))
 
 
 def ollama_default_context(total_vram_bytes: float, trained: float | None) -> tuple[int, str]:
