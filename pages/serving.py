@@ -14,8 +14,8 @@ from app.labels import md_escape, moe_caption
 c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
-from planner.serving import (CHECKPOINT_FORMATS, CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, command_with_files,
-                             default_precision, quantized_checkpoint_needed)
+from planner.serving import (CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, checkpoint_advice,
+                             command_with_files, default_precision, quantized_checkpoint_needed)
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -270,7 +270,6 @@ stored = None if stored is None or pd.isna(stored) else str(stored)
 version = str(top.iloc[0].get("engine_version", "") or "") if len(top) else ""
 if not read and quantized_checkpoint_needed({"engine": engine, "precision": str(precision), "engine_version": version},
                                             stored):
-    st.caption(f"Weights {precision}: the commands name the model's own repository, stored "
-               f"{'in ' + stored if stored else 'in 16 bits'}; put a checkpoint of it quantized to {precision} "
-               f"({CHECKPOINT_FORMATS.get(str(precision), 'its format')}) in its place, whose config the engine reads "
-               "the method from (as written, the engine loads the stored weights, not the ones planned).")
+    st.caption(f"Weights {precision}: the commands name the model's own repository, "
+               f"{checkpoint_advice(str(precision), stored, 'the engine')} (as written, the engine loads the stored "
+               "weights, not the ones planned).")

@@ -101,17 +101,21 @@ def _peft_targets(row, model) -> list[str]:
     return [n for t in names for n in mla.get(t, [t])]
 
 
+def _model_type(model) -> str:
+    """The model's transformers model_type where the engine keys a term on it (engine/params.py model_types), else ""."""
+    family = "" if model is None else model.get("family", "")
+    return model_types([family if isinstance(family, str) else ""])[0]
+
+
 def _remote_code(model) -> bool:
     """Whether the model loads only with its checkpoint's own code (engine/constants.py REMOTE_CODE_MODEL_TYPES)."""
-    family = "" if model is None else model.get("family", "")
-    return model_types([family if isinstance(family, str) else ""])[0] in REMOTE_CODE_MODEL_TYPES
+    return _model_type(model) in REMOTE_CODE_MODEL_TYPES
 
 
 def _all_linear_fails(model) -> bool:
     """Whether peft's all-linear fails on this model (engine/constants.py PEFT_ALL_LINEAR_FAILS: Llama 4's router), so
     that a LoRA over 'all' names the seven projections instead."""
-    family = "" if model is None else model.get("family", "")
-    return model_types([family if isinstance(family, str) else ""])[0] in PEFT_ALL_LINEAR_FAILS
+    return _model_type(model) in PEFT_ALL_LINEAR_FAILS
 
 
 ALL_LINEAR_FAILS_NOTE = ("peft's all-linear shorthand (peft 0.21.2 would wrap Llama 4's router, an nn.Linear that "

@@ -593,13 +593,20 @@ def quantized_checkpoint_needed(row, stored) -> bool:
     return not in_flight
 
 
+def checkpoint_advice(precision: str, stored, engine_words: str) -> str:
+    """What to put in place of the command's repository where quantized_checkpoint_needed (the text report's line and
+    the Serving page's caption say it alike)."""
+    return (f"stored {'in ' + str(stored) if stored else 'in 16 bits'}; put a checkpoint of it quantized to {precision} "
+            f"({CHECKPOINT_FORMATS.get(str(precision), 'its format')}) in its place, whose config {engine_words} reads "
+            "the method from")
+
+
 def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str | None = None,
                  stored: str | None | bool = False) -> str:
-    """serve's text report. stored: the model's catalog stored_precision (None: 16-bit), for the line that says a
-    quantized checkpoint must replace the command's repository; False (a model read from the user's own files, or not
-    known) leaves that line out."""
     """The serve command's text report; options: `fits_with`'s rows, said under a plan that holds no request; repo: the
-    model's Hugging Face repository (the mlx-lm conversion line names it)."""
+    model's Hugging Face repository (the mlx-lm conversion line names it); stored: the model's catalog stored_precision
+    (None: 16-bit), for the line that says a quantized checkpoint must replace the command's repository, False (a model
+    read from the user's own files, or not known) leaving that line out."""
     gib = 2**30
     lines = [
         f"{row['model']} on {int(row['gpus'])} x {row['gpu']} with {row['engine']} ({row['precision']}, "
@@ -753,13 +760,11 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
     lines.append(f"  speed model: engine/serving.py, {row['speed_basis']} (docs/serving.md)")
     lines.append(f"  run it: {row['command']}")
     if stored is not False and quantized_checkpoint_needed(row, stored):
-        p, gib = str(row["precision"]), 2.0**30
+        p = str(row["precision"])
         held = float(row["params"]) * C.WEIGHT_BYTES.get(str(stored), 2.0) / max(int(row["gpus"]), 1)
-        lines.append(f"  weights {p}: the command names the model's own repository, stored "
-                     f"{'in ' + str(stored) if stored else 'in 16 bits'}; put a checkpoint of it quantized to {p} "
-                     f"({CHECKPOINT_FORMATS.get(p, 'its format')}) in its place, whose config "
-                     f"{ENGINE_NAMES.get(row['engine'], row['engine'])} reads the method from: as written it loads "
-                     f"about {held / gib:.1f} GiB of weights a GPU, not the "
+        lines.append(f"  weights {p}: the command names the model's own repository, "
+                     f"{checkpoint_advice(p, stored, ENGINE_NAMES.get(row['engine'], row['engine']))}: as written it "
+                     f"loads about {held / gib:.1f} GiB of weights a GPU, not the "
                      f"{float(row['weights_gpu_bytes']) / gib:.1f} planned")
     community = re.search(r"--model mlx-community/(\S+)-(\d)bit\b", str(row["command"]))
     if row["engine"] == "mlx-lm" and community:  # (named by the convention, not looked up: the Hub is not read here)
