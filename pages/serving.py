@@ -15,7 +15,8 @@ c.ensure_frame()
 from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
 from planner.serving import (CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, checkpoint_advice,
-                             command_with_files, default_precision, quantized_checkpoint_needed)
+                             command_with_files, default_precision, quantized_checkpoint_needed,
+                             stored_precision)
 
 s = c.require_valid(training=False)
 models, gpus = c.merged_frames()
@@ -265,8 +266,7 @@ c.table(bview, "serving_cheapest", c.csv_settings(page="serving, cheapest", engi
               "Command": "The command line that runs this configuration."})
 st.caption("Cards without a cloud price come last. Speed: each engine's constants fitted on published runs, the "
            "error on held-out ones in docs/serving.md (SGLang takes vLLM's: no published batch-1 run names its GPU).")
-stored = models.set_index("id")["stored_precision"].get(model) if "stored_precision" in models.columns else None
-stored = None if stored is None or pd.isna(stored) else str(stored)
+stored = stored_precision(models, model)
 version = str(top.iloc[0].get("engine_version", "") or "") if len(top) else ""
 if not read and quantized_checkpoint_needed({"engine": engine, "precision": str(precision), "engine_version": version},
                                             stored):

@@ -1057,13 +1057,12 @@ def cmd_serve(args) -> int:
         print_json({k: data[k] for k in SERVE_JSON_KEYS if k in data})  # the contract's order
         return 0
     from engine.serving import HF_REPO_PATTERN
-    by_id = models.set_index("id")
-    source = by_id["source"].get(args.model) if "source" in models.columns else None
+    source = models.set_index("id")["source"].get(args.model) if "source" in models.columns else None
     repo = re.search(HF_REPO_PATTERN, str(source or ""))
     # the catalog's stored format (a quantized checkpoint must replace the command's repository where the plan's differs);
     # not for a model read from the user's own files, which the command names
-    stored = False if files or "stored_precision" not in models.columns else by_id["stored_precision"].get(args.model)
-    stored = None if stored is not False and (stored is None or pd.isna(stored)) else stored
+    from planner.serving import stored_precision
+    stored = False if files else stored_precision(models, args.model)
     print(format_serve(row, options, repo=repo.group(1) if repo else None, stored=stored))
     return 0
 

@@ -19,7 +19,7 @@ import pandas as pd
 from engine import columns as _columns
 from engine.constants import MAX_GPUS
 from engine.estimate import estimate
-from planner.planning import expand, lora_targets_problem, not_modelled, refused_rows
+from planner.planning import expand, lora_refused_models, not_modelled, refused_rows
 
 GIB = 2**30
 GB = 10**9
@@ -154,17 +154,14 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     if dropped.any():
         frame = frame[~dropped].reset_index(drop=True)
     result = estimate(frame, models, gpus, **(overhead or {}))
-    # LoRA rows peft would not build (planning.lora_targets_problem), which `estimate` refuses: left out, named
+    # LoRA rows peft would not build (planning.lora_refused_models, as the matrix pages name them), which `estimate`
+    # refuses: left out, named
     refused_lora: list[str] = []
     if "method" in result and result["method"].isin(["lora", "qlora"]).any():
-        bad = np.zeros(len(result), dtype=bool)
         adapters = result["method"].isin(["lora", "qlora"]).to_numpy()
-        for (model, method), rows in result[adapters].groupby(["model", "method"], sort=False).indices.items():
-            at = np.flatnonzero(adapters)[rows]
-            if lora_targets_problem(models, {**base, "model": model, "method": method},
-                                    float(result["trainable_params"].iloc[at[0]])):
-                bad[at] = True
-                refused_lora.append(str(model))
+        refused_lora = list(lora_refused_models(models, {**base, "method": "lora"},
+                                                pd.unique(result.loc[adapters, "model"].astype(str))))
+        bad = adapters & result["model"].astype(str).isin(refused_lora).to_numpy()
         if bad.any():
             result = result[~bad].reset_index(drop=True)
     # the columns in the order engine/columns.py declares them (RESULT order), whatever flags were given: they came in
@@ -174,7 +171,7 @@ def sweep_frame(models: pd.DataFrame, gpus: pd.DataFrame, model_ids, gpu_ids, me
     result.attrs["beyond_context"] = left_out
     result.attrs["beyond_layers"] = too_deep
     result.attrs["not_modelled"] = hybrid
-    result.attrs["lora_refused"] = list(dict.fromkeys(refused_lora))
+    result.attrs["lora_refused"] = refused_lora
     return result
 
 

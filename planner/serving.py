@@ -593,6 +593,15 @@ def quantized_checkpoint_needed(row, stored) -> bool:
     return not in_flight
 
 
+def stored_precision(models: pd.DataFrame, model_id: str) -> str | None:
+    """The format the model's checkpoint is stored in (catalog stored_precision: gpt-oss's MXFP4, DeepSeek-V3's FP8), or
+    None (16-bit, or not said)."""
+    if "stored_precision" not in models.columns:
+        return None
+    stored = models.set_index("id")["stored_precision"].get(model_id)
+    return None if stored is None or pd.isna(stored) else str(stored)
+
+
 def checkpoint_advice(precision: str, stored, engine_words: str) -> str:
     """What to put in place of the command's repository where quantized_checkpoint_needed (the text report's line and
     the Serving page's caption say it alike)."""
