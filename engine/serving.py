@@ -771,7 +771,7 @@ FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.
                 ("ollama", "amd"): "fitted: llama.cpp ROCm runs", ("ollama", "apple"): "fitted: llama.cpp Metal runs",
                 ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
-                ("sglang", "nvidia"): "assumption: vLLM's fitted constants (no SGLang run with its GPU named)",
+                ("sglang", "nvidia"): "assumption: vLLM's fitted constants (held out on SGLang 0.5.3 H100 runs)",
                 ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)",
                 ("exllamav3", "nvidia"): "assumption: ExLlamaV2's fitted constants (no ExLlamaV3 run with its setup published)",
                 ("mlc-llm", "nvidia"): "fitted: mlc-ai/llm-perf-bench runs (RTX 4090)",
