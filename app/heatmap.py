@@ -3,7 +3,7 @@
 A cell holds a number (the GPUs of that card it needs) or one symbol; the words a symbol stands
 for go to its tooltip and to the legend under the chart (`legend_text`). The planner's labels
 (planner.planning.configurations: "2", "✗ >8", "✗ incompatible", "✗ context", "✗ layers",
-"✗ not modelled") map to
+"✗ not modelled", "✗ peft") map to
 the symbols through `cell_symbol`. Cells have a fixed size (`CELL_WIDTH` x `CELL_HEIGHT` px, text
 at `FONT_SIZE`), so 47 GPUs x 38 models keep their text inside its cell: the chart grows wider
 than the page (and scrolls) instead of squeezing. Pure functions: no Streamlit, no state.
@@ -40,6 +40,8 @@ STATES = {
     "layers": ("≡", "more trainable layers than the model has", "#e2e8f0", "#111827", "light grey"),
     "unmodelled": ("∅", "training this hybrid model's linear-attention or Mamba2 layers is not modelled", "#e2e8f0", "#111827",
                    "light grey"),
+    "peft": ("⊘", "peft would not build these LoRA adapters for this model (estimate refuses it, exit 2)", "#e2e8f0",
+             "#111827", "light grey"),
     "other": ("?", "another state: hover the cell", "#f1f5f9", "#111827", "pale grey"),
 }
 SYMBOLS = {state: spec[0] for state, spec in STATES.items() if spec[0]}
@@ -50,6 +52,7 @@ _LABEL_STATES = (  # the planner's label -> the cell's state
     (re.compile(r"✗ context"), "context"),
     (re.compile(r"✗ layers"), "layers"),
     (re.compile(r"✗ not modelled"), "unmodelled"),
+    (re.compile(r"✗ peft"), "peft"),
 )
 HOT_SHARE = 70.0  # % of memory in use above which a cell's colour is dark enough for white text
 
@@ -158,6 +161,9 @@ def legend_text(cells: pd.DataFrame, max_gpus: int, unit: str) -> str:
         words.append(f"**∅** training {models_with('unmodelled')} is not modelled yet: its linear-attention (Gated "
                      "DeltaNet) or Mamba2 layers' training memory is not traced (inference and serving are); the table says "
                      "✗ not modelled.")
+    if "peft" in present:
+        words.append(f"**⊘** peft would not build the LoRA adapters the sidebar names for {models_with('peft')} (the "
+                     "warning above says why; `estimate` refuses it and `sweep` leaves it out); the table says ✗ peft.")
     if "other" in present:
         words.append("**?** another state: hover the cell.")
     words.append("**Colour:** yellow to red, the share of each card's memory in use (the scale under the chart)"

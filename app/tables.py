@@ -202,7 +202,7 @@ def lora_refusal_note(workloads: dict, model_ids, models: pd.DataFrame, names: d
     if found:
         shown = ", ".join((names or {}).get(m, m) for m in found)
         st.warning(md_escape(f"peft would not start the LoRA runs of {shown}: {next(iter(found.values()))}. "
-                             "Their cells show what those adapters would need."))
+                             "Their cells say ✗ peft (⊘ in the matrix) and never count as a fit."))
 
 
 def page_header(title: str, caption: str) -> None:

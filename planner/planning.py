@@ -225,6 +225,7 @@ def beyond_layers(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
 
 
 NOT_MODELLED_LABEL = "✗ not modelled"  # the label of a row not_modelled gives
+PEFT_REFUSED_LABEL = "✗ peft"  # the label of a LoRA row peft would not build (lora_refused_rows)
 
 
 def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
@@ -438,6 +439,7 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
     # apart, as the refused rows are, costs a concat of the whole result: ~60 ms a Budget change) and masked below
     unmodelled = not_modelled(sc, models)
     allow = {"allow_unmodelled": True} if unmodelled.any() else {}
+    peft_refused = lora_refused_rows(sc, models)
 
     # (1) one card: the engine solves the count from there. A one-GPU training row that does not fit
     # gets the GPUs it needs at the ZeRO stage asked (engine/estimate.py estimates it again at two
@@ -491,13 +493,14 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
                            gpus, rules)
     compatible = verdict["compatible"].to_numpy(dtype=bool)
     one_fits = one_fits & compatible
-    ok = within & pd.Series(cols["fits"], copy=False).fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
+    ok = (within & pd.Series(cols["fits"], copy=False).fillna(False).to_numpy(dtype=bool) & compatible & ~unmodelled
+          & ~peft_refused)
     cols["gpus_needed"] = needed
     # the new columns (new names after the old, in this order; an existing name replaced in place)
     cols.update({
         "compatible": compatible, "compatibility_notes": _as_column(verdict["compatibility_notes"].to_numpy().copy()),
         "fits_within": ok, "max_gpus": limit,
-        "label": _labels(unmodelled, ok, compatible, count, limit),
+        "label": _labels(unmodelled, ok, compatible, count, limit, peft_refused),
         "one_gpu_fits": one_fits, "one_gpu_peak_bytes": one["peak_bytes"].to_numpy(copy=True),
         "one_gpu_weights_bytes": one["weights_bytes"].to_numpy(copy=True),
         "one_gpu_kv_cache_bytes": one["kv_cache_context_bytes"].to_numpy(copy=True),  # (at the context, whatever the peak phase)
@@ -543,15 +546,19 @@ def configurations(scenarios: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataF
 
 
 def _labels(unmodelled: np.ndarray, ok: np.ndarray, compatible: np.ndarray, count: np.ndarray,
-            limit: np.ndarray) -> pd.api.extensions.ExtensionArray:
+            limit: np.ndarray, peft_refused: np.ndarray | None = None) -> pd.api.extensions.ExtensionArray:
     """configurations' label of each row: "✗ not modelled", the GPU count where it fits within its limit, "✗ >limit"
-    where it does not, "✗ incompatible" where the rules refuse it. Written once per distinct (case, number), as text
-    (a sweep's ~15,000 rows have a few dozen: numpy's per-row text of each count and each limit cost ~3 ms)."""
-    case = np.where(unmodelled, 0, np.where(ok, 1, np.where(compatible, 2, 3)))
+    where it does not, "✗ incompatible" where the rules refuse it, "✗ peft" where peft would not build its LoRA
+    (lora_refused_rows; the card may run what it would need, so the rules' verdict comes first). Written once per
+    distinct (case, number), as text (a sweep's ~15,000 rows have a few dozen: numpy's per-row text of each count
+    and each limit cost ~3 ms)."""
+    refused = np.zeros(len(ok), dtype=bool) if peft_refused is None else peft_refused
+    case = np.where(unmodelled, 0, np.where(ok, 1, np.where(~compatible, 3, np.where(refused, 4, 2))))
     number = np.where(case == 1, count, np.where(case == 2, limit, 0)).astype(np.int64)
     codes, uniques = pd.factorize(case * (int(number.max(initial=0)) + 1) + number)
     first = np.unique(codes, return_index=True)[1]  # a row of each distinct key, in the key's code order
-    texts = [NOT_MODELLED_LABEL if c == 0 else str(k) if c == 1 else f"✗ >{k}" if c == 2 else "✗ incompatible"
+    texts = [NOT_MODELLED_LABEL if c == 0 else str(k) if c == 1 else f"✗ >{k}" if c == 2
+             else PEFT_REFUSED_LABEL if c == 4 else "✗ incompatible"
              for c, k in zip(case[first].tolist(), number[first].tolist())]
     return pd.array(np.asarray(texts, dtype=object), dtype="str").take(codes)
 
@@ -1314,6 +1321,32 @@ def lora_refused_models(models: pd.DataFrame, request: dict, model_ids) -> dict[
     return out
 
 
+def lora_refused_rows(scenarios: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """Per row of a scenario frame (defaults filled in): True where peft would not build the LoRA it names
+    (lora_refused_models, asked once per distinct workload). configurations labels those rows PEFT_REFUSED_LABEL and
+    never counts them as a fit: `estimate` refuses them (exit 2) and `sweep` leaves them out."""
+    n = len(scenarios)
+    out = np.zeros(n, dtype=bool)
+    keys = ("task", "method", "recipe", "lora_targets")
+    if not n or any(k not in scenarios.columns for k in keys):
+        return out
+    method = scenarios["method"].astype(str).to_numpy()
+    targets = scenarios["lora_targets"].astype(str).to_numpy()
+    asked = np.isin(method, ("lora", "qlora")) & (targets != "all")
+    if not asked.any():
+        return out
+    rows = np.flatnonzero(asked)
+    sub = scenarios.iloc[rows]
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(sub[list(keys)].astype(str)))
+    model_ids = sub["model"].astype(str).to_numpy()
+    for code, key in enumerate(uniques):
+        mine = codes == code
+        refused = lora_refused_models(models, dict(zip(keys, key)), model_ids[mine])
+        if refused:
+            out[rows[mine]] = np.isin(model_ids[mine], list(refused))
+    return out
+
+
 def _peft_checked_targets(request: dict) -> set[str] | None:
     """The LoRA target names of a request peft builds (a lora / qlora training row, its targets listed, a recipe of
     peft's), else None."""
@@ -1354,5 +1387,5 @@ __all__ = ["SPEED_COLUMNS", "COMPONENT_COLUMNS", "PHASE_COLUMNS", "BUDGET_TIERS"
            "expand", "plans_frame", "with_defaults", "with_compatibility", "beyond_context", "beyond_layers", "not_modelled", "refused_rows", "configurations", "cheapest",
            "cost_per_fit", "plan_cost", "budget_plan", "tier_checks", "what_if", "memory_curve", "breakdown",
            "inference_table", "article_inference_table", "lora_targets_problem",
-           "lora_refused_models"]
+           "lora_refused_models", "lora_refused_rows", "PEFT_REFUSED_LABEL"]
 

@@ -20,6 +20,8 @@ WORKLOADS = {  # query string -> a state it brings on the page, beside fits and 
     "qlora": ({"method": "qlora"}, "incompatible"),  # bitsandbytes: no Apple backend
     "beyond context": ({"seq": "8192"}, "context"),  # Llama 3 8B's 8,192 tokens; LLaMA-1's 2,048
     "beyond layers": ({"method": "freeze", "freeze_layers": "20"}, "layers"),  # the 16- and 18-layer models
+    # up_proj alone: half of Qwen3-MoE's fused gate_up_proj (peft raises), no module of Mixtral's fused experts
+    "peft refused": ({"method": "lora", "lora_targets": "up_proj"}, "peft"),
 }
 
 

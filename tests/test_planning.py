@@ -56,6 +56,28 @@ def test_sequences_beyond_a_models_context_are_refused_unless_allowed(models):
     assert planning.beyond_context(frame.assign(allow_long_context=True), models).tolist() == [False, False]
 
 
+def test_a_lora_peft_would_not_build_is_labelled_and_never_a_fit(models, gpus):
+    """up_proj alone: Qwen3-MoE's experts fuse gate_proj and up_proj, and peft 0.21.2 raises for one without the other
+    (run in the measuring venv, 2026-12-06); a dense Llama converts it. `estimate` refuses the MoE row (exit 2), so a
+    table says "✗ peft" there and never counts it as a fit or prices it, and asks the same of no other row."""
+    def plan(targets):
+        frame = planning.expand({**LORA_8B, "lora_targets": targets}, model=["qwen3-30b-a3b", "llama-3.1-8b"],
+                                gpu=["h100-sxm-80gb", "b200-180gb"])
+        return frame, planning.configurations(frame, models, gpus).set_index(["model", "gpu"])
+
+    frame, res = plan("up_proj")
+    moe = res.loc["qwen3-30b-a3b"]
+    assert (moe["label"] == planning.PEFT_REFUSED_LABEL).all() and not moe["fits_within"].any()
+    assert moe["buy_usd"].isna().all() and moe["rent_usd_per_hour"].isna().all()
+    assert (moe["peak_bytes"] > 0).all()  # what those adapters would need stays (the tooltip's breakdown)
+    dense = res.loc["llama-3.1-8b"]
+    assert dense["label"].str.isdigit().all() and dense["fits_within"].all()
+    assert planning.lora_refused_rows(planning.with_defaults(frame), models).tolist() == \
+        [m == "qwen3-30b-a3b" for m in frame["model"]]
+    _, res = plan("gate_proj,up_proj")  # both halves: peft converts the fused experts
+    assert res["label"].str.isdigit().all() and res["fits_within"].all()
+
+
 def test_tables_keep_a_refused_row_without_figures(models, gpus):
     frame = planning.expand({"task": "train", "method": "lora", "seq": 4096}, model=["llama-1-7b", "llama-2-7b"],
                             gpu=["rtx-4090"])
