@@ -633,7 +633,7 @@ def format_serve(row: pd.Series, options: pd.DataFrame | None = None, repo: str 
             if int(row.get("extra_blocks", 0) or 0) > 0 else "") + "); "
          + (f"in use: {row['gpu_memory_used_bytes'] / gib:.2f} GiB on the most loaded GPU (whole layers each), "
             f"{row['gpu_memory_used_total_bytes'] / gib:.2f} GiB over the {int(row['gpus'])}; "
-            if row["engine"] == "llama.cpp" and int(row["gpus"]) > 1 and "gpu_memory_used_total_bytes" in row else "")
+            if int(row["gpus"]) > 1 and "gpu_memory_used_total_bytes" in row else "")
          if row["engine"] in ("llama.cpp", "ollama") else "  ") + f"host RAM {row['host_ram_bytes'] / gib:.2f} GiB",
         f"  at concurrency {int(row['concurrency'])}: decode {row['decode_tokens_per_s']:.1f} tokens/s per user "
         f"({row['time_per_output_token_ms']:.1f} ms/token), prefill {row['prefill_tokens_per_s']:,.0f} tokens/s, "

@@ -267,3 +267,18 @@ def test_ollama_on_several_gpus_plans_the_layers_the_default_layout_fits(cat):
     assert planned["fits"] and 0 < n < 41
     asked = S.serve(pd.DataFrame([{**row, "gpu_layers": n}, {**row, "gpu_layers": n + 1}]), models, gpus)
     assert asked["fits"].tolist() == [True, False]
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "ollama"])
+def test_the_report_says_what_the_most_loaded_gpu_holds(cat, engine):
+    """Ollama runs llama-server with -ngl (ollama 9db4bda), so its layers fall on the GPUs as llama.cpp's do: the text
+    report names the most loaded GPU's memory and the sum over the GPUs for both engines, as serve --json does."""
+    from planner.serving import format_serve
+    models, gpus = cat
+    frame = S.serve(pd.DataFrame([dict(model="llama-3.1-70b", gpu="rtx-3090", gpus=2, engine=engine, precision="q4_k_m",
+                                     max_model_len=8192)]), models, gpus)
+    row = frame.iloc[0]
+    text = format_serve(row)
+    assert f"in use: {row['gpu_memory_used_bytes'] / 2**30:.2f} GiB on the most loaded GPU" in text, text
+    assert f"{row['gpu_memory_used_total_bytes'] / 2**30:.2f} GiB over the 2" in text
+    assert row["gpu_memory_used_bytes"] < row["gpu_memory_used_total_bytes"]
