@@ -1330,20 +1330,24 @@ def lora_refused_rows(scenarios: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
     keys = ("task", "method", "recipe", "lora_targets")
     if not n or any(k not in scenarios.columns for k in keys):
         return out
-    method = scenarios["method"].astype(str).to_numpy()
-    targets = scenarios["lora_targets"].astype(str).to_numpy()
-    asked = np.isin(method, ("lora", "qlora")) & (targets != "all")
+    targets = scenarios["lora_targets"]
+    asked = scenarios["method"].isin(("lora", "qlora")).to_numpy() & (targets != "all").to_numpy()
+    if not asked.any():
+        return out
+    # only a list naming an MLP projection can be refused (lora_refused_models): the others are left at once, so a
+    # page's default LoRA (q_proj,v_proj) costs two column checks, not a grouping of its ~15,000 rows
+    mlp = {"gate_proj", "up_proj", "down_proj"}
+    risky = [t for t in pd.unique(targets[asked]) if {x.strip() for x in str(t).split(",")} & mlp]
+    asked &= targets.isin(risky).to_numpy()
     if not asked.any():
         return out
     rows = np.flatnonzero(asked)
     sub = scenarios.iloc[rows]
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(sub[list(keys)].astype(str)))
-    model_ids = sub["model"].astype(str).to_numpy()
-    for code, key in enumerate(uniques):
-        mine = codes == code
-        refused = lora_refused_models(models, dict(zip(keys, key)), model_ids[mine])
+    for key, where in sub.groupby(list(keys), observed=True, sort=False).indices.items():
+        ids = sub["model"].iloc[where]
+        refused = lora_refused_models(models, {k: str(v) for k, v in zip(keys, key)}, pd.unique(ids.astype(str)))
         if refused:
-            out[rows[mine]] = np.isin(model_ids[mine], list(refused))
+            out[rows[where]] = ids.isin(list(refused)).to_numpy()
     return out
 
 
