@@ -96,7 +96,7 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
         own = {"exllamav2": dec["precision"].str.startswith("exl2").fillna(False),
                "mlc-llm": dec["precision"].isin(tuple(S.MLC_BITS)),
                "mlx-lm": dec["precision"].isin(tuple(S.MLX_BITS))}.get(engine, sixteen)
-        rows = dec[(dec["engine"] == engine) & own]
+        rows = dec[(dec["engine"] == engine) & own & dec["fit_term"].isna()]  # (a row fitting one term alone: below)
         rows = rows[batch1_expert_share(rows) == 0]  # (an MoE fit row sets its experts' share alone, below)
         # (mlx-lm's rows decode after a 2,048-token prompt: the K/V read beside the weights, context_kv_bytes)
         x = ((rows["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(rows))
@@ -127,6 +127,11 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     mem = (r["weights_gib"].to_numpy(float) * GIB + context_kv_bytes(r)) / (out["efficiency_vllm"] * r["bandwidth_gbps"].to_numpy(float) * 1e9)
     out["dequant_vllm_fp8"] = float((1.0 / r["value"].iloc[0] - mem[0] - r["layers"].iloc[0] * out["layer_overhead_vllm"])
                                     / r["layers"].iloc[0])
+    # vLLM V0's fixed cost a step: its fit row (fit_term step_cost) -> what its step takes beyond its bytes at vLLM's
+    # efficiency and its layers' cost (the step as predict() gives it without that cost)
+    r = dec[(dec["engine"] == "vllm") & (dec["fit_term"] == "step_cost")].iloc[[0]]
+    without = predict(r.assign(engine_version=""))
+    out["vllm_v0_step_s"] = float(1.0 / r["value"].iloc[0] - 1.0 / without.iloc[0])
     return out
 
 

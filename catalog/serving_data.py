@@ -21,8 +21,8 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "role": Field(choice("fit", "holdout")),
     # a fit row of an engine fitted term by term (transformers at batch 1; vLLM's FP8): the constant it sets
     # (benchmarks/serving_accuracy.py fit_torch_engines): efficiency (a GPU-bound row), layer_cost (a host-bound row) or
-    # dequant (its precision's extra per-layer cost)
-    "fit_term": Field(optional(choice("efficiency", "layer_cost", "dequant")), required=False),
+    # dequant (its precision's extra per-layer cost) or step_cost (a fixed cost a decode step pays: vLLM V0's)
+    "fit_term": Field(optional(choice("efficiency", "layer_cost", "dequant", "step_cost")), required=False),
     "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "exllamav3", "mlc-llm", "mlx-lm")),
     "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
     "gpu_name": Field(text(120)),

@@ -757,6 +757,13 @@ DEQUANT_LAYER_S = {("transformers", "nf4"): 274e-6, ("transformers", "int4"): 27
 # engine/speed.py ALLREDUCES_PER_LAYER), each ALLREDUCE_LATENCY_S at batch-1 sizes (NCCL between H100s over NVLink;
 # the optimistic end: PCIe cards take longer). From engine/speed.py, not fitted.
 TP_ALLREDUCE_STEP_S = ALLREDUCES_PER_LAYER * ALLREDUCE_LATENCY_S
+# vLLM V0 (before 0.8, `serve --engine-version`): its engine step ran the scheduler, the model inputs' preparation, the
+# sampler and the output processing in Python between two forwards, on the GPU's critical path (vLLM's V1 blog,
+# 2025-01-27, 'Optimized Execution Loop & API Server': "the CPU overhead for tasks like ... scheduling work, preparing
+# inputs, de-tokenizing outputs ... becomes increasingly pronounced ... with smaller models"); V1 moves them to other
+# processes and overlaps them. A fixed cost a step, fitted on Qwen's Qwen2.5-0.5B run with vLLM 0.6.3 on an A100
+# (311.55 tok/s, 1 GB read a step; benchmarks/serving_accuracy.py, fit_term step_cost).
+VLLM_V0_STEP_S = 2.19e-3
 # Mixture of experts under llama.cpp: the routed experts a step reads go through `mul_mat_id`
 # (ggml's MUL_MAT_ID: src/llama-graph.cpp build_moe_ffn, `build_lora_mm_id` for the up, gate and
 # down experts), which gathers the selected experts' slices after the router's softmax, top-k,
@@ -854,7 +861,7 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
                         host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None,
-                        expert_bytes=0.0, tp=1.0):
+                        expert_bytes=0.0, tp=1.0, step_s=0.0):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
@@ -865,7 +872,8 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     MOE_EXPERT_EFFICIENCY x the dense efficiency where a backend has one.
     tp: the tensor-parallel degree the step runs at (gpu_bytes are one rank's): from 2 on, each layer's two
     all-reduces (TP_ALLREDUCE_STEP_S). An engine of CPU_BOUND_ENGINES takes the longer of the GPU's time and the
-    host's (layers x its per-layer and format cost); the others add them.
+    host's (layers x its per-layer and format cost); the others add them. step_s: a fixed cost every step adds
+    (VLLM_V0_STEP_S for vLLM V0).
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
@@ -894,7 +902,7 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     overhead = overhead + np.where(np.asarray(tp, dtype=float) > 1, TP_ALLREDUCE_STEP_S, 0.0)
     gpu = np.maximum(t_mem, t_comp)
     host = np.asarray(layers, dtype=float) * overhead
-    return np.where(np.isin(engine, CPU_BOUND_ENGINES), np.maximum(gpu, host), gpu + host)
+    return np.where(np.isin(engine, CPU_BOUND_ENGINES), np.maximum(gpu, host), gpu + host) + np.asarray(step_s, dtype=float)
 
 
 def prefill_tokens_per_s(params, layers, hidden, prompt, tflops, engine, tp=1, family=None):
@@ -2184,7 +2192,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
                                precision=req["precision"].astype(str).to_numpy(object), backend=backend,
                                expert_bytes=gpu_experts * read_share,  # read at the backend's MoE efficiency
-                               tp=speed_tp)
+                               tp=speed_tp, step_s=np.where(v0, VLLM_V0_STEP_S, 0.0))
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert

@@ -60,7 +60,7 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
                                      precision=d["precision"].fillna("").to_numpy(object),
                                      backend=d["backend"].to_numpy(object),
                                      expert_bytes=d["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(d, models) / tp,
-                                     tp=tp)
+                                     tp=tp, step_s=np.where(vllm_v0(d), S.VLLM_V0_STEP_S, 0.0))
         pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]
@@ -73,6 +73,14 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
     if kv.any():
         pred[kv] = engine_kv_gib(meas[kv], models, gpus)
     return pred
+
+
+def vllm_v0(rows: pd.DataFrame) -> np.ndarray:
+    """The vLLM rows of a V0 release (engine_version before engine/serving.py VLLM_V1_FROM), as serve() tells them."""
+    if "engine_version" not in rows:
+        return np.zeros(len(rows), dtype=bool)
+    key = S._version_key(*S.vllm_version(rows["engine_version"].to_numpy(object)))
+    return (rows["engine"] == "vllm").to_numpy() & ~np.isnan(key) & (key < S._version_key(*S.VLLM_V1_FROM))
 
 
 def context_kv_bytes(rows: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:

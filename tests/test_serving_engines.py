@@ -1050,3 +1050,18 @@ def test_a_transformers_batch_holds_its_own_prefill_beside_its_kv(cat):
     assert list(out["concurrency"]) == [1, 4, 5, 7]
     assert list(out["fits"]) == [True, most >= 4, most >= 5, most >= 7] and most == 4
     assert out["activation_peak_bytes"].iloc[1] == pytest.approx(4 * one["activation_peak_bytes"])
+
+
+def test_vllm_v0_pays_its_python_step_between_forwards(cat):
+    """vLLM before 0.8 (V0) ran the scheduler, the inputs' preparation, the sampler and the output processing in Python
+    between two forwards (vLLM's V1 blog, 2025-01-27): `--engine-version 0.6` adds VLLM_V0_STEP_S to every decode step
+    and nothing else (its memory differs by version, not its bytes a step), and the current version adds none."""
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "engine": "vllm", "precision": "bf16", "max_model_len": 4096,
+            **ONE}
+    out = rows(cat, base, {**base, "engine_version": "0.6"}, {**base, "engine_version": "0.7.3"}, {**base, "engine_version": "0.8"})
+    now, v06, v07, v08 = (out.iloc[i] for i in range(4))
+    assert (v06["engine_generation"], v08["engine_generation"]) == ("V0", "V1")
+    for old in (v06, v07):
+        assert 1.0 / old["decode_tokens_per_s"] - 1.0 / now["decode_tokens_per_s"] == pytest.approx(S.VLLM_V0_STEP_S, rel=1e-9)
+    assert v08["decode_tokens_per_s"] == pytest.approx(now["decode_tokens_per_s"], rel=1e-12)
+    assert S.VLLM_V0_STEP_S == pytest.approx(serving_accuracy.fit(load_measurements())["vllm_v0_step_s"], rel=0.01)
