@@ -132,6 +132,13 @@ def fit_torch_engines(f: pd.DataFrame) -> dict:
     r = dec[(dec["engine"] == "vllm") & (dec["fit_term"] == "step_cost")].iloc[[0]]
     without = predict(r.assign(engine_version=""))
     out["vllm_v0_step_s"] = float(1.0 / r["value"].iloc[0] - 1.0 / without.iloc[0])
+    # the all-reduce latency without a GPU link: one rig's TP 1 / TP 2 pair (fit_term allreduce). t1 = bytes / (e BW) +
+    # L c, t2 = bytes / (2 e BW) + L c + 2 L a, so a = (t2 - t1 / 2 - L c / 2) / (2 L), whatever e
+    pair = dec[(dec["engine"] == "vllm") & (dec["fit_term"] == "allreduce")]
+    tp = pd.to_numeric(pair["tensor_parallel_size"], errors="coerce").fillna(1.0)
+    t1, t2 = 1.0 / pair["value"][tp == 1].iloc[0], 1.0 / pair["value"][tp == 2].iloc[0]
+    L = float(pair["layers"].iloc[0])
+    out["tp_allreduce_pcie_s"] = float((t2 - t1 / 2.0 - L * out["layer_overhead_vllm"] / 2.0) / (2.0 * L))
     return out
 
 

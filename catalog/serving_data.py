@@ -21,8 +21,12 @@ MEASUREMENT_FIELDS: dict[str, Field] = {
     "role": Field(choice("fit", "holdout")),
     # a fit row of an engine fitted term by term (transformers at batch 1; vLLM's FP8): the constant it sets
     # (benchmarks/serving_accuracy.py fit_torch_engines): efficiency (a GPU-bound row), layer_cost (a host-bound row) or
-    # dequant (its precision's extra per-layer cost) or step_cost (a fixed cost a decode step pays: vLLM V0's)
-    "fit_term": Field(optional(choice("efficiency", "layer_cost", "dequant", "step_cost")), required=False),
+    # dequant (its precision's extra per-layer cost), step_cost (a fixed cost a decode step pays: vLLM V0's) or allreduce
+    # (a TP 1 / TP 2 pair of one rig: the all-reduce latency over its link)
+    "fit_term": Field(optional(choice("efficiency", "layer_cost", "dequant", "step_cost", "allreduce")), required=False),
+    # tensor-parallel rows: how the GPUs reach each other (pcie: no GPU link, NCCL over PCIe or the host; nvlink: NVLink,
+    # NVSwitch or another GPU fabric), which sets the all-reduce latency (engine/serving.py tp_allreduce_s)
+    "gpu_link": Field(optional(choice("pcie", "nvlink")), required=False),
     "engine": Field(choice("llama.cpp", "vllm", "sglang", "ollama", "transformers", "exllamav2", "exllamav3", "mlc-llm", "mlx-lm")),
     "backend": Field(choice("cuda", "rocm", "metal", "vulkan")),
     "gpu_name": Field(text(120)),

@@ -754,9 +754,21 @@ CPU_BOUND_ENGINES = ("transformers",)
 DEQUANT_LAYER_S = {("transformers", "nf4"): 274e-6, ("transformers", "int4"): 274e-6, ("transformers", "int8"): 1.791e-3,
                    ("vllm", "fp8"): 14.1e-6, ("sglang", "fp8"): 14.1e-6}
 # Tensor parallel decode (vLLM, SGLang, MLC-LLM): two all-reduces of the hidden state a layer (Megatron-style TP, as
-# engine/speed.py ALLREDUCES_PER_LAYER), each ALLREDUCE_LATENCY_S at batch-1 sizes (NCCL between H100s over NVLink;
-# the optimistic end: PCIe cards take longer). From engine/speed.py, not fitted.
+# engine/speed.py ALLREDUCES_PER_LAYER). Over a GPU link (NVLink, NVSwitch, Infinity Fabric) each takes
+# ALLREDUCE_LATENCY_S at batch-1 sizes (NCCL between H100s over NVLink, engine/speed.py; not fitted). Without one (the
+# catalog's interconnect is PCIe, or unknown) NCCL goes over PCIe or the host: TP_ALLREDUCE_PCIE_S, fitted on one rig's
+# TP 1 / TP 2 pair (two RTX 4090s, peer-to-peer off, vLLM 0.25.1, Qwen2-7B bf16: 15.87 and 9.26 ms a token;
+# benchmarks/serving_accuracy.py, fit_term allreduce): (t2 - t1 / 2 - layers x per-layer cost / 2) / (2 x layers).
 TP_ALLREDUCE_STEP_S = ALLREDUCES_PER_LAYER * ALLREDUCE_LATENCY_S
+TP_ALLREDUCE_PCIE_S = 19.5e-6
+TP_ALLREDUCE_PCIE_STEP_S = ALLREDUCES_PER_LAYER * TP_ALLREDUCE_PCIE_S
+GPU_LINKS = ("NVLink", "NVSwitch", "Infinity Fabric")  # catalog interconnect texts that name a GPU-to-GPU link
+
+
+def pcie_only(interconnect) -> np.ndarray:
+    """True where a card's catalog `interconnect` names no GPU-to-GPU link (PCIe, or not given: the slower case)."""
+    text = pd.Series(interconnect, dtype=object).fillna("").astype(str)
+    return ~text.str.contains("|".join(GPU_LINKS), regex=True).to_numpy(bool)
 # vLLM V0 (before 0.8, `serve --engine-version`): its engine step ran the scheduler, the model inputs' preparation, the
 # sampler and the output processing in Python between two forwards, on the GPU's critical path (vLLM's V1 blog,
 # 2025-01-27, 'Optimized Execution Loop & API Server': "the CPU overhead for tasks like ... scheduling work, preparing
@@ -861,7 +873,7 @@ def gpu_family(gpus: pd.DataFrame) -> np.ndarray:
 
 def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, engine,
                         host_bandwidth_gbps=HOST_BANDWIDTH_GBPS, flops=0.0, tflops=np.nan, precision=None, backend=None,
-                        expert_bytes=0.0, tp=1.0, step_s=0.0):
+                        expert_bytes=0.0, tp=1.0, step_s=0.0, pcie=False):
     """Seconds per decode step (one token for every running sequence), whole columns.
 
     gpu_bytes / host_bytes: bytes read per step from GPU memory / host RAM (weights + the
@@ -871,7 +883,7 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     expert_bytes: the part of gpu_bytes that is routed experts (MoE), read at
     MOE_EXPERT_EFFICIENCY x the dense efficiency where a backend has one.
     tp: the tensor-parallel degree the step runs at (gpu_bytes are one rank's): from 2 on, each layer's two
-    all-reduces (TP_ALLREDUCE_STEP_S). An engine of CPU_BOUND_ENGINES takes the longer of the GPU's time and the
+    all-reduces (TP_ALLREDUCE_STEP_S; TP_ALLREDUCE_PCIE_STEP_S where `pcie`: no GPU link). An engine of CPU_BOUND_ENGINES takes the longer of the GPU's time and the
     host's (layers x its per-layer and format cost); the others add them. step_s: a fixed cost every step adds
     (VLLM_V0_STEP_S for vLLM V0).
     """
@@ -899,7 +911,8 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     if precision is not None:
         prec = np.broadcast_to(np.asarray(precision, dtype=object), engine.shape)
         overhead = overhead + pd.Series(list(zip(engine, prec)), dtype=object).map(DEQUANT_LAYER_S).fillna(0.0).to_numpy(float)
-    overhead = overhead + np.where(np.asarray(tp, dtype=float) > 1, TP_ALLREDUCE_STEP_S, 0.0)
+    overhead = overhead + np.where(np.asarray(tp, dtype=float) > 1,
+                                   np.where(np.asarray(pcie, dtype=bool), TP_ALLREDUCE_PCIE_STEP_S, TP_ALLREDUCE_STEP_S), 0.0)
     gpu = np.maximum(t_mem, t_comp)
     host = np.asarray(layers, dtype=float) * overhead
     return np.where(np.isin(engine, CPU_BOUND_ENGINES), np.maximum(gpu, host), gpu + host) + np.asarray(step_s, dtype=float)
@@ -2192,7 +2205,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
                                precision=req["precision"].astype(str).to_numpy(object), backend=backend,
                                expert_bytes=gpu_experts * read_share,  # read at the backend's MoE efficiency
-                               tp=speed_tp, step_s=np.where(v0, VLLM_V0_STEP_S, 0.0))
+                               tp=speed_tp, step_s=np.where(v0, VLLM_V0_STEP_S, 0.0),
+                               pcie=pcie_only(g["interconnect"] if "interconnect" in g else np.full(len(g), None)))
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert

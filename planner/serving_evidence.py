@@ -60,7 +60,8 @@ def predict(meas: pd.DataFrame, models: pd.DataFrame | None = None, gpus: pd.Dat
                                      precision=d["precision"].fillna("").to_numpy(object),
                                      backend=d["backend"].to_numpy(object),
                                      expert_bytes=d["weights_gib"].to_numpy(float) * GIB * batch1_expert_share(d, models) / tp,
-                                     tp=tp, step_s=np.where(vllm_v0(d), S.VLLM_V0_STEP_S, 0.0))
+                                     tp=tp, step_s=np.where(vllm_v0(d), S.VLLM_V0_STEP_S, 0.0),
+                                     pcie=(d["gpu_link"] == "pcie").to_numpy(bool) if "gpu_link" in d else False)
         pred[dec] = 1.0 / step
     pre = meas["metric"] == "prefill_tokens_per_s"
     p = meas[pre]

@@ -1065,3 +1065,22 @@ def test_vllm_v0_pays_its_python_step_between_forwards(cat):
         assert 1.0 / old["decode_tokens_per_s"] - 1.0 / now["decode_tokens_per_s"] == pytest.approx(S.VLLM_V0_STEP_S, rel=1e-9)
     assert v08["decode_tokens_per_s"] == pytest.approx(now["decode_tokens_per_s"], rel=1e-12)
     assert S.VLLM_V0_STEP_S == pytest.approx(serving_accuracy.fit(load_measurements())["vllm_v0_step_s"], rel=0.01)
+
+
+def test_tensor_parallel_all_reduces_are_slower_without_a_gpu_link(cat):
+    """Two all-reduces a layer at tensor parallel 2: over NVLink (an H100 SXM) each takes engine/speed.py's
+    ALLREDUCE_LATENCY_S; over PCIe (two RTX 4090s, whose catalog interconnect names no GPU link) NCCL goes through PCIe
+    or the host, TP_ALLREDUCE_PCIE_S, fitted on one rig's TP 1 / TP 2 pair. The difference is the step's only change."""
+    def step(gpu, gpus):
+        out = rows(cat, {"model": "qwen2.5-7b", "gpu": gpu, "engine": "vllm", "precision": "bf16", "max_model_len": 2048,
+                         "gpus": gpus, **ONE})
+        return 1.0 / float(out.iloc[0]["decode_tokens_per_s"])
+    L = 28
+    assert S.pcie_only(["PCIe 4.0 x16", "NVLink 4", "Infinity Fabric", "PCIe 5.0 x16 + NVLink bridge", None]).tolist() == \
+        [True, False, False, False, True]
+    for gpu, per_layer in (("rtx-4090", S.TP_ALLREDUCE_PCIE_STEP_S), ("h100-sxm-80gb", S.TP_ALLREDUCE_STEP_S)):
+        one, two = step(gpu, 1), step(gpu, 2)
+        # half the bytes a rank, the same layers' cost, the all-reduces added
+        assert two - one / 2 == pytest.approx(L * S.LAYER_OVERHEAD_S["vllm"] / 2 + L * per_layer, rel=0.02), gpu
+    assert S.TP_ALLREDUCE_PCIE_S == pytest.approx(serving_accuracy.fit(load_measurements())["tp_allreduce_pcie_s"], rel=0.01)
+    assert S.TP_ALLREDUCE_PCIE_S > S.ALLREDUCE_LATENCY_S
