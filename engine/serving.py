@@ -764,11 +764,6 @@ TP_ALLREDUCE_PCIE_S = 19.5e-6
 TP_ALLREDUCE_PCIE_STEP_S = ALLREDUCES_PER_LAYER * TP_ALLREDUCE_PCIE_S
 GPU_LINKS = ("NVLink", "NVSwitch", "Infinity Fabric")  # catalog interconnect texts that name a GPU-to-GPU link
 
-
-def pcie_only(interconnect) -> np.ndarray:
-    """True where a card's catalog `interconnect` names no GPU-to-GPU link (PCIe, or not given: the slower case)."""
-    text = pd.Series(interconnect, dtype=object).fillna("").astype(str)
-    return ~text.str.contains("|".join(GPU_LINKS), regex=True).to_numpy(bool)
 # vLLM V0 (before 0.8, `serve --engine-version`): its engine step ran the scheduler, the model inputs' preparation, the
 # sampler and the output processing in Python between two forwards, on the GPU's critical path (vLLM's V1 blog,
 # 2025-01-27, 'Optimized Execution Loop & API Server': "the CPU overhead for tasks like ... scheduling work, preparing
@@ -776,6 +771,14 @@ def pcie_only(interconnect) -> np.ndarray:
 # processes and overlaps them. A fixed cost a step, fitted on Qwen's Qwen2.5-0.5B run with vLLM 0.6.3 on an A100
 # (311.55 tok/s, 1 GB read a step; benchmarks/serving_accuracy.py, fit_term step_cost).
 VLLM_V0_STEP_S = 2.19e-3
+
+
+def pcie_only(interconnect) -> np.ndarray:
+    """True where a card's catalog `interconnect` names no GPU-to-GPU link (PCIe, or not given: the slower case)."""
+    text = pd.Series(interconnect, dtype=object).fillna("").astype(str)
+    return ~text.str.contains("|".join(GPU_LINKS), regex=True).to_numpy(bool)
+
+
 # Mixture of experts under llama.cpp: the routed experts a step reads go through `mul_mat_id`
 # (ggml's MUL_MAT_ID: src/llama-graph.cpp build_moe_ffn, `build_lora_mm_id` for the up, gate and
 # down experts), which gathers the selected experts' slices after the router's softmax, top-k,
@@ -883,9 +886,9 @@ def decode_step_seconds(gpu_bytes, host_bytes, layers, bandwidth_gbps, family, e
     expert_bytes: the part of gpu_bytes that is routed experts (MoE), read at
     MOE_EXPERT_EFFICIENCY x the dense efficiency where a backend has one.
     tp: the tensor-parallel degree the step runs at (gpu_bytes are one rank's): from 2 on, each layer's two
-    all-reduces (TP_ALLREDUCE_STEP_S; TP_ALLREDUCE_PCIE_STEP_S where `pcie`: no GPU link). An engine of CPU_BOUND_ENGINES takes the longer of the GPU's time and the
-    host's (layers x its per-layer and format cost); the others add them. step_s: a fixed cost every step adds
-    (VLLM_V0_STEP_S for vLLM V0).
+    all-reduces (TP_ALLREDUCE_STEP_S; TP_ALLREDUCE_PCIE_STEP_S where `pcie`: no GPU link). An engine of
+    CPU_BOUND_ENGINES takes the longer of the GPU's time and the host's (layers x its per-layer and format cost); the
+    others add them. step_s: a fixed cost every step adds (VLLM_V0_STEP_S for vLLM V0).
     """
     engine = np.asarray(engine, dtype=object)
     family = np.asarray(family, dtype=object)
