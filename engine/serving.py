@@ -773,6 +773,19 @@ GPU_LINKS = ("NVLink", "NVSwitch", "Infinity Fabric")  # catalog interconnect te
 VLLM_V0_STEP_S = 2.19e-3
 
 
+def _speed_basis(basis, tp, pcie, v0) -> np.ndarray:
+    """speed_basis with what a row's step adds beside its engine's fitted constants: tensor parallel's all-reduces (over
+    PCIe: fitted on one rig's pair; over a GPU link: not fitted) and vLLM V0's step."""
+    tp = np.asarray(tp, dtype=float)
+    link = np.where(np.asarray(pcie, dtype=bool),
+                    f"over PCIe (no GPU link in the catalog), {TP_ALLREDUCE_PCIE_S * 1e6:.1f} us each, fitted on one 2-GPU rig",
+                    f"over the GPU link, {ALLREDUCE_LATENCY_S * 1e6:.0f} us each, not fitted")
+    tp_text = np.where(tp > 1, "; tensor parallel " + pd.Series(tp).astype(int).astype(str).to_numpy(object)
+                       + ": two all-reduces a layer " + link, "")
+    v0_text = np.where(np.asarray(v0, dtype=bool), f"; vLLM V0: {VLLM_V0_STEP_S * 1e3:.2f} ms a step for its Python loop", "")
+    return (pd.Series(basis, dtype=object).fillna("").to_numpy(object) + tp_text + v0_text).astype(object)
+
+
 def pcie_only(interconnect) -> np.ndarray:
     """True where a card's catalog `interconnect` names no GPU-to-GPU link (PCIe, or not given: the slower case)."""
     text = pd.Series(interconnect, dtype=object).fillna("").astype(str)
@@ -2270,9 +2283,10 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         draft_kv_cache_bytes=np.where(is_llama, draft_slot_kv * seqs / tp, blocks * VLLM_BLOCK_SIZE * draft_kv_gpu),
         draft_tensor_parallel_size=np.where(has_draft & ~is_llama, draft_tp, np.nan),
         draft_context=np.where(has_draft & is_llama, draft_ctx, np.nan),
-        speed_basis=np.where(is_llama & (backend == "vulkan"), "fitted: one llama.cpp Vulkan run on this GPU family",
-                             pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
-                             .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object)),
+        speed_basis=_speed_basis(np.where(is_llama & (backend == "vulkan"), "fitted: one llama.cpp Vulkan run on this GPU family",
+                                          pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
+                                          .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object)),
+                                 speed_tp, pcie_only(g["interconnect"] if "interconnect" in g else np.full(len(g), None)), v0),
         backend=np.where(is_llama, backend, None),
     )
     out["command"] = command_lines(out, m, models)

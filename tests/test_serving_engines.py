@@ -1065,6 +1065,7 @@ def test_vllm_v0_pays_its_python_step_between_forwards(cat):
         assert 1.0 / old["decode_tokens_per_s"] - 1.0 / now["decode_tokens_per_s"] == pytest.approx(S.VLLM_V0_STEP_S, rel=1e-9)
     assert v08["decode_tokens_per_s"] == pytest.approx(now["decode_tokens_per_s"], rel=1e-12)
     assert S.VLLM_V0_STEP_S == pytest.approx(serving_accuracy.fit(load_measurements())["vllm_v0_step_s"], rel=0.01)
+    assert "vLLM V0: 2.19 ms a step" in v06["speed_basis"] and "V0" not in now["speed_basis"]
 
 
 def test_tensor_parallel_all_reduces_are_slower_without_a_gpu_link(cat):
@@ -1084,3 +1085,9 @@ def test_tensor_parallel_all_reduces_are_slower_without_a_gpu_link(cat):
         assert two - one / 2 == pytest.approx(L * S.LAYER_OVERHEAD_S["vllm"] / 2 + L * per_layer, rel=0.02), gpu
     assert S.TP_ALLREDUCE_PCIE_S == pytest.approx(serving_accuracy.fit(load_measurements())["tp_allreduce_pcie_s"], rel=0.01)
     assert S.TP_ALLREDUCE_PCIE_S > S.ALLREDUCE_LATENCY_S
+    # the report's speed-model line says which latency a row's step took, and a one-GPU row names none
+    basis = rows(cat, *({"model": "qwen2.5-7b", "gpu": g, "engine": "vllm", "precision": "bf16", "max_model_len": 2048,
+                         "gpus": n, **ONE} for g, n in (("rtx-4090", 2), ("h100-sxm-80gb", 2), ("rtx-4090", 1))))["speed_basis"]
+    assert "tensor parallel 2: two all-reduces a layer over PCIe" in basis.iloc[0] and "19.5 us" in basis.iloc[0]
+    assert "over the GPU link, 6 us each" in basis.iloc[1]
+    assert "all-reduce" not in basis.iloc[2]
