@@ -1702,7 +1702,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # vLLM by version (see VLLM_V1_FROM): V0 before 0.8, V1's device-name defaults in 0.8.x
     version_key = _version_key(*vllm_version(req["engine_version"]))
     has_version = is_vllm & ~np.isnan(version_key)
-    v0 = has_version & (version_key < _version_key(*VLLM_V1_FROM))
+    v0 = _vllm_v0(is_vllm, version_key)
     v1_by_name = has_version & ~v0 & (version_key < _version_key(*VLLM_MEMORY_DEFAULTS_FROM))
 
     def vllm_from(release) -> np.ndarray:  # vLLM V1 rows of that release or later (no version: the current one)
@@ -2370,6 +2370,15 @@ HF_FUSED_EXPERTS_16BIT = ("nf4", "int8", "int4")
 # From 0.28 (and at the current release, no --engine-version) int4 is a pre-quantized AWQ/GPTQ checkpoint whose
 # method vLLM reads from its config, and nf4 (bitsandbytes' own format) is refused.
 VLLM_BNB_UNTIL = (0, 27)
+
+
+def vllm_v0(engine, engine_version) -> np.ndarray:
+    """Per row: a vLLM row of a V0 release (`engine_version` X.Y before VLLM_V1_FROM; empty or 'current': V1)."""
+    return _vllm_v0(np.asarray(engine, dtype=object) == "vllm", _version_key(*vllm_version(engine_version)))
+
+
+def _vllm_v0(is_vllm, version_key) -> np.ndarray:
+    return is_vllm & ~np.isnan(version_key) & (version_key < _version_key(*VLLM_V1_FROM))
 
 
 def vllm_has_bitsandbytes(engine_version) -> np.ndarray:

@@ -80,8 +80,7 @@ def vllm_v0(rows: pd.DataFrame) -> np.ndarray:
     """The vLLM rows of a V0 release (engine_version before engine/serving.py VLLM_V1_FROM), as serve() tells them."""
     if "engine_version" not in rows:
         return np.zeros(len(rows), dtype=bool)
-    key = S._version_key(*S.vllm_version(rows["engine_version"].to_numpy(object)))
-    return (rows["engine"] == "vllm").to_numpy() & ~np.isnan(key) & (key < S._version_key(*S.VLLM_V1_FROM))
+    return S.vllm_v0(rows["engine"].to_numpy(object), rows["engine_version"].to_numpy(object))
 
 
 def context_kv_bytes(rows: pd.DataFrame, models: pd.DataFrame | None = None) -> np.ndarray:
