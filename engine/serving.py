@@ -1614,9 +1614,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     moe_rows = experts16 > 0
     bnb_rows = moe_rows & np.isin(prec_s, ("nf4", "int8"))  # (engine/components.py _bnb_base: 16 bits there)
     weights = np.where(bnb_rows & ~is_hf, weights - experts16 + expert_bytes, weights)
-    hf_int4 = moe_rows & is_hf & np.isin(prec_s, HF_FUSED_EXPERTS_16BIT) & ~bnb_rows
-    weights = np.where(hf_int4, weights - expert_bytes + experts16, weights)
-    expert_bytes = np.where(moe_rows & is_hf & np.isin(prec_s, HF_FUSED_EXPERTS_16BIT), experts16, expert_bytes)
+    hf_experts16 = moe_rows & is_hf & np.isin(prec_s, HF_FUSED_EXPERTS_16BIT)
+    weights = np.where(hf_experts16 & ~bnb_rows, weights - expert_bytes + experts16, weights)
+    expert_bytes = np.where(hf_experts16, experts16, expert_bytes)
     # ExLlamaV2: EXL2/GPTQ linear layers, its head, the fp16 embedding in host RAM; its cache type. ExLlamaV3 the same
     # with EXL3 linear layers (exl3-B) and its head at EXL3_HEAD_BITS
     exl_embed = V * h
@@ -2207,22 +2207,24 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the routed experts a step could read on the GPU(s) it reads (llama.cpp: the layers' it placed
     # there, all GPUs in turn; ExLlamaV2: all of them, in turn; the others: one tensor-parallel rank's)
     gpu_experts = np.where(is_exl | is_hf, expert_bytes, np.where(is_llama, expert_gpu, expert_bytes / tp))
-    step_gpu_bytes = np.where(is_llama, weights_gpu * tp - gpu_experts * unread + conc * kv_token * position * gpu_frac,
+    # (llama.cpp and transformers read every GPU's weights in turn: weights_gpu * tp; gpu_frac is 1 for transformers)
+    step_gpu_bytes = np.where(is_llama | is_hf,
+                              weights_gpu * tp - gpu_experts * unread + conc * kv_token * position * gpu_frac,
                               weights_gpu - gpu_experts * unread + conc * kv_token_gpu * position)
     step_gpu_bytes = np.where(is_exl, exl_weights_gpu - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
-    step_gpu_bytes = np.where(is_hf, weights_gpu * tp - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
     step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)
     tflops = g["bf16_tflops"].to_numpy(float)
     tflops = np.where(np.isnan(tflops), g["fp16_tflops"].to_numpy(float), tflops)
     # a token's FLOPs go through its active parameters (= params for a dense model)
     active = est["active_params"].to_numpy(float) if "active_params" in est else params
+    pcie_links = pcie_only(g["interconnect"] if "interconnect" in g else np.full(len(g), None))
     step = decode_step_seconds(step_gpu_bytes, step_host_bytes, L, g["bandwidth_gbps"].to_numpy(float), family, engine,
                                req["host_bandwidth_gbps"].to_numpy(float), 2.0 * active * conc, tflops * speed_tp,
                                precision=req["precision"].astype(str).to_numpy(object), backend=backend,
                                expert_bytes=gpu_experts * read_share,  # read at the backend's MoE efficiency
                                tp=speed_tp, step_s=np.where(v0, VLLM_V0_STEP_S, 0.0),
-                               pcie=pcie_only(g["interconnect"] if "interconnect" in g else np.full(len(g), None)))
+                               pcie=pcie_links)
     prefill = prefill_tokens_per_s(active, L, h, prompt, tflops, engine, speed_tp, family=family)
     # llama.cpp prefills host-resident layers (and host-resident experts) on the GPU, streaming
     # their weights over PCIe: a prompt batch touches every expert
@@ -2286,7 +2288,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         speed_basis=_speed_basis(np.where(is_llama & (backend == "vulkan"), "fitted: one llama.cpp Vulkan run on this GPU family",
                                           pd.Series(list(zip(engine, family)), dtype=object).map(FITTED_SPEED)
                                           .fillna("assumption: not fitted for this engine on this GPU family").to_numpy(object)),
-                                 speed_tp, pcie_only(g["interconnect"] if "interconnect" in g else np.full(len(g), None)), v0),
+                                 speed_tp, pcie_links, v0),
         backend=np.where(is_llama, backend, None),
     )
     out["command"] = command_lines(out, m, models)
