@@ -1305,11 +1305,15 @@ def lora_targets_problem(models: pd.DataFrame, request: dict, trainable: float |
     return _lora_problem(models.set_index("id").loc[request["model"]], request, names, trainable)
 
 
+# a decoder layer's MLP projections, as peft names its LoRA targets (the list that can be refused for a MoE)
+MLP_TARGETS = frozenset({"gate_proj", "up_proj", "down_proj"})
+
+
 def lora_refused_models(models: pd.DataFrame, request: dict, model_ids) -> dict[str, str]:
     """lora_targets_problem for each of model_ids under one request, from the models' facts alone (no estimate): the
     models whose cells a table shows for adapters peft would not build ({id: why})."""
     names = _peft_checked_targets(request)
-    if names is None or not names & {"gate_proj", "up_proj", "down_proj"}:
+    if names is None or not names & MLP_TARGETS:
         return {}
     by_id = models.set_index("id")
     out = {}
@@ -1336,8 +1340,7 @@ def lora_refused_rows(scenarios: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
         return out
     # only a list naming an MLP projection can be refused (lora_refused_models): the others are left at once, so a
     # page's default LoRA (q_proj,v_proj) costs two column checks, not a grouping of its ~15,000 rows
-    mlp = {"gate_proj", "up_proj", "down_proj"}
-    risky = [t for t in pd.unique(targets[asked]) if {x.strip() for x in str(t).split(",")} & mlp]
+    risky = [t for t in pd.unique(targets[asked]) if {x.strip() for x in str(t).split(",")} & MLP_TARGETS]
     asked &= targets.isin(risky).to_numpy()
     if not asked.any():
         return out
@@ -1376,7 +1379,7 @@ def _lora_problem(row: pd.Series, request: dict, names: set[str], trainable: flo
         return (f"lora targets {targets!r}: {request['model']}'s experts fuse gate_proj and up_proj into one "
                 f"gate_up_proj, and peft raises for {one} alone (\"Cannot convert PEFT target(s) {one} without also "
                 f"targeting {other}\"); accepted: both gate_proj and up_proj, or neither (or all)")
-    only_mlp = names <= {"gate_proj", "up_proj", "down_proj"}
+    only_mlp = names <= MLP_TARGETS
     every_mlp_fused = (pattern == "mixtral" or (
         mtype in PEFT_UNCONVERTED_MOE and fact("num_experts") > 0 and fact("shared_intermediate_size") <= 0
         and fact("first_dense_layers") <= 0 and fact("moe_layer_step") <= 1))
