@@ -122,6 +122,18 @@ ALL_LINEAR_FAILS_NOTE = ("peft's all-linear shorthand (peft 0.21.2 would wrap Ll
                          "returns a tuple, and the first forward fails): the seven projections are named instead")
 
 
+def _all_linear_shorthand(row, model, notes: list) -> bool:
+    """Whether a LoRA over 'all' is written as the framework's all-linear shorthand (TRL's all-linear, axolotl's
+    lora_target_linear); where peft's all-linear fails on the model (_all_linear_fails) the seven projections are
+    named instead, and the notes say why."""
+    if str(row["lora_targets"]) != "all":
+        return False
+    if _all_linear_fails(model):
+        notes.append(ALL_LINEAR_FAILS_NOTE)
+        return False
+    return True
+
+
 def _precision(row) -> dict:
     """The plan's training precision as (the load dtype, the autocast flag, whether fp32 master weights)."""
     p = str(row["precision"])
@@ -645,10 +657,8 @@ def trl(row, repo: str, repo_known: bool, model=None) -> Export:
         rank = int(row["lora_rank"])
         # lora_dropout: TRL 1.10.0.dev0 trl/trainer/model_config.py ModelConfig.lora_dropout (default 0.05)
         cfg.update({"use_peft": True, "lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row),
-                    "lora_target_modules": ["all-linear"] if str(row["lora_targets"]) == "all" and not _all_linear_fails(model)
+                    "lora_target_modules": ["all-linear"] if _all_linear_shorthand(row, model, notes)
                     else _peft_targets(row, model)})
-        if str(row["lora_targets"]) == "all" and _all_linear_fails(model):
-            notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan (memory does not depend on it)")
     quant = _quant(row)
     if quant == "int8":
@@ -905,12 +915,10 @@ def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
         cfg["adapter"] = "qlora" if quant in ("nf4", "int4") else "lora"
         # lora_dropout: axolotl 0.18.0 utils/schemas/peft.py LoraConfig.lora_dropout (default 0.0)
         cfg.update({"lora_r": rank, "lora_alpha": 2 * rank, "lora_dropout": _dropout(row)})
-        if str(row["lora_targets"]) == "all" and not _all_linear_fails(model):
+        if _all_linear_shorthand(row, model, notes):
             cfg["lora_target_linear"] = True
         else:
             cfg["lora_target_modules"] = _peft_targets(row, model)
-            if str(row["lora_targets"]) == "all":
-                notes.append(ALL_LINEAR_FAILS_NOTE)
         notes.append(f"LoRA alpha {2 * rank} (2 x rank): not part of the plan")
     if method == "freeze":
         cfg["unfrozen_parameters"] = [f"^{p.replace('.', '[.]')}.*" for p in _freeze_patterns(row, model)]
