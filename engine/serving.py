@@ -1075,6 +1075,22 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
                          "accepted: 0.10 or later (or no version)")
 
 
+# llama.cpp stores MXFP4 only as its MXFP4_MOE file type: llama-quantize's QUANT_OPTIONS list "MXFP4_MOE"
+# (LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38, include/llama.h) and no plain MXFP4 type, and gpt-oss's GGUFs are that type
+# (the experts in MXFP4, the rest as the file keeps it: GGUF_EXPERT_BITS). So `--precision mxfp4` under llama.cpp or
+# Ollama (issue 27: "MXFP4, gpt-oss's native format and a llama.cpp quant type") is read as mxfp4_moe.
+GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe"}
+
+
+def gguf_precision(engine, precision) -> pd.Series:
+    """Per row: the precision asked, with GGUF_PRECISION_ALIASES applied to the llama.cpp / Ollama rows."""
+    precision = pd.Series(precision, dtype=object).reset_index(drop=True)
+    gguf = np.isin(np.asarray(engine, dtype=object), GGUF_ENGINES)
+    alias = precision.map(GGUF_PRECISION_ALIASES)
+    return pd.Series(np.where(gguf & alias.notna().to_numpy(), alias.to_numpy(object), precision.to_numpy(object)),
+                     dtype=object)
+
+
 def engine_takes_precision(engine: str, precision: str) -> bool:
     """Whether `engine` serves weights of `precision` on some card: the per-engine precision checks of `_check`, one
     value at a time (llama.cpp / Ollama take GGUF types only, mlc-llm its MLC_BITS names, ExLlamaV2 exl2-B or int4,
@@ -1546,6 +1562,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         req[col] = req[col].fillna(default) if not (isinstance(default, float) and np.isnan(default)) else req[col]
     for col in ("gpu_memory_utilization", "max_num_seqs", "concurrency", "max_num_batched_tokens"):
         req[col] = pd.to_numeric(req[col], errors="coerce").astype(float)
+    req["precision"] = gguf_precision(req["engine"], req["precision"])
     _check(req, models, gpus)
     n = len(req)
     engine = req["engine"].to_numpy(object)

@@ -57,6 +57,32 @@ def test_gguf_mxfp4_moe_is_mxfp4_experts_and_q8_0_for_the_rest(models):
                                                                                                  rel=1e-12)
 
 
+@pytest.mark.parametrize("engine", ["llama.cpp", "ollama"])
+def test_mxfp4_under_llama_cpp_is_its_mxfp4_moe_file_type(engine):
+    """llama.cpp writes MXFP4 only as the MXFP4_MOE file type (llama-quantize's QUANT_OPTIONS): `--precision mxfp4`
+    under llama.cpp / Ollama was refused ('accepted: ... mxfp4_moe') and is now that type, the same plan as asking
+    mxfp4_moe; vLLM keeps mxfp4 as the checkpoint stores it."""
+    from engine.serving import serve
+    cat = default_catalog()
+    ask = dict(model="gpt-oss-20b", gpu="rtx-4090", max_model_len=8192)
+    alias = serve(pd.DataFrame([dict(ask, engine=engine, precision="mxfp4")]), cat.models(), cat.gpus()).iloc[0]
+    named = serve(pd.DataFrame([dict(ask, engine=engine, precision="mxfp4_moe")]), cat.models(), cat.gpus()).iloc[0]
+    assert alias["precision"] == "mxfp4_moe"
+    expected = EXPERT_MATRICES_20B * 4.25 / 8 + (N_20B - EXPERT_MATRICES_20B) * 8.5 / 8
+    assert alias["weights_bytes"] == named["weights_bytes"] == pytest.approx(expected, rel=1e-12)
+    vllm = serve(pd.DataFrame([dict(ask, engine="vllm", precision="mxfp4")]), cat.models(), cat.gpus()).iloc[0]
+    assert vllm["precision"] == "mxfp4"
+
+
+def test_mxfp4_under_llama_cpp_on_the_command_line(capsys):
+    from planner.cli import main
+    rc = main(["serve", "--model", "gpt-oss-20b", "--engine", "llama.cpp", "--precision", "mxfp4", "--gpu", "rtx-4090",
+               "--max-model-len", "8192"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "(mxfp4_moe," in out and "gpt-oss-20b-MXFP4_MOE.gguf" in out
+
+
 def test_the_new_precisions_are_refused_for_training_and_named(models):
     with pytest.raises(ValueError, match="mxfp4"):
         estimate(pd.DataFrame([dict(model="llama-3.1-8b", task="train", method="full", precision="mxfp4")]), models)
