@@ -1082,6 +1082,11 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
 GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe"}
 
 
+# The GGUF file types whose output tensor llama-quant.cpp stores as Q8_0 (the others: Q6_K), above
+GGUF_OUTPUT_Q8_0 = ("q8_0", "mxfp4_moe")
+GGUF_QK_K = 256  # a K-quant block (ggml-common.h QK_K): llama-quant.cpp's `nx % qk_k != 0` falls back to Q8_0
+
+
 def gguf_precision(engine, precision) -> pd.Series:
     """Per row: the precision asked, with GGUF_PRECISION_ALIASES applied to the llama.cpp / Ollama rows."""
     precision = pd.Series(precision, dtype=object).reset_index(drop=True)
@@ -1841,8 +1846,17 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
 
     # --- llama.cpp / Ollama per-layer split ------------------------------------------------
     embed_bytes = weights * 0 + V * h * _bits(req["precision"]) / 8.0
-    output_bytes = np.where(tied, 0.0, embed_bytes)
-    layer_w = (weights - embed_bytes - output_bytes) / L
+    # A tied model's output layer under llama.cpp is a second copy of token_embd: its loaders create `output` from
+    # LLM_TENSOR_TOKEN_EMBD with TENSOR_DUPLICATED ("duplicated to allow offloading", src/llama-model.cpp), placed
+    # with the output layer (on the GPU where it is offloaded, a real copy; on the host the mapped file's same bytes),
+    # while token_embd stays on the host as the input layer. The file stores it at the output tensor's type
+    # (src/llama-quant.cpp llama_tensor_get_type: `output.weight`, or token_embd.weight where the model has no output
+    # tensor: Q8_0 in Q8_0 and MXFP4_MOE files and where a row is not whole K-quant blocks of 256, else Q6_K). Published loads: Llama-3.2-3B and Qwen3-4B Q4_K_M print
+    # a CUDA0 model buffer of 1,918.36 and 2,375.91 MiB, 14% and 11% above the layers alone (docs/serving.md).
+    out_bits = np.where(np.isin(req["precision"].astype(str).to_numpy(), GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0),
+                        C.GGUF_BITS["q8_0"], C.GGUF_BITS["q6_k"])
+    output_bytes = np.where(tied, V * h * out_bits / 8.0, embed_bytes)
+    layer_w = (weights - embed_bytes - np.where(tied, 0.0, output_bytes)) / L
     # MoE: the routed experts' bytes per MoE layer (expert_bytes, above); the rest of a layer
     # (attention, router, shared experts, norms) is averaged
     moe_L = np.asarray(counts["moe_layers"], dtype=float)
@@ -2007,7 +2021,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
             tensor_split[rows[i]] = ",".join(str(int(c)) for c in counts[i, :int(tp[rows[i]])])
     ne_gpu = ne_bytes(on_gpu_layers)
     llama_host = ((ne_total - ne_gpu) + (L - on_gpu_layers) * layer_kv + expert_host + embed_bytes
-                  + np.where(out_on_gpu, 0.0, output_bytes))
+                  + np.where(out_on_gpu | tied, 0.0, output_bytes))  # (a tied output on the host: token_embd's bytes)
 
     # --- KV budget and concurrency ------------------------------------------------------
     budget = np.where(is_sglang, free_at_start, usable) * util  # (SGLang: a fraction of what is free at its start)
