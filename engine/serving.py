@@ -1084,6 +1084,9 @@ GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe"}
 
 # The GGUF file types whose output tensor llama-quant.cpp stores as Q8_0 (the others: Q6_K), above
 GGUF_OUTPUT_Q8_0 = ("q8_0", "mxfp4_moe")
+# Model types whose attention layers have no rotary embedding in vLLM (NemotronHAttention builds none; Granite 4.0-H's
+# config sets position_embedding_type "nope"): no cos/sin table (serve's rope_table)
+VLLM_NO_ROPE_MODEL_TYPES = ("nemotron_h", "granitemoehybrid")
 GGUF_QK_K = 256  # a K-quant block (ggml-common.h QK_K): llama-quant.cpp's `nx % qk_k != 0` falls back to Q8_0
 
 
@@ -1755,7 +1758,20 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
             g["segment"].to_numpy(object) if "segment" in g else np.full(n, ""), gpu_family(g)), 0.0)
     checkpoint_bytes = weights  # what the host reads while loading; the padding is made on the GPU
     weights = weights + mx_pad
-    w_gpu_full = weights / tp
+    model_type = model_types(m["family"] if "family" in m else np.full(n, ""))  # (a custom-<model_type> too)
+    # vLLM's rotary embedding keeps a cos/sin table of every position: RotaryEmbedding.__init__ registers the buffer
+    # cos_sin_cache of [max_position_embeddings, rotary_dim] (cos and sin halves) in the default dtype, the model's
+    # (vllm/model_executor/layers/rotary_embedding.py: `cache = cache.to(torch.get_default_dtype())`), built once per
+    # model (get_rope caches its modules) and on every tensor-parallel rank: part of "Model loading took". Llama 3.1's
+    # 131,072 positions x 128 are 32 MiB; Llama 4 Scout's 10,485,760 positions 2.5 GiB. Published vLLM 0.19 logs (H100,
+    # llm-d-planner's sweep) print weights 0.03 GiB above the tensors for Llama 3.1 8B and Llama 3.3 70B at TP 2, 0.06
+    # at --dtype float32, and Scout 2.53 GiB above at TP 4 (53.12 against 50.59). MLA rotates qk_rope_head_dim of a head;
+    # Nemotron-H and Granite 4.0-H attend without positions (no table). A decode step reads its positions' rows only.
+    rope_dim = np.where(_model_col(m, "qk_rope_head_dim") > 0, _model_col(m, "qk_rope_head_dim"), d)
+    act_bytes = np.where(req["precision"].astype(str).to_numpy() == "fp32", 4.0, 2.0)
+    rope_table = np.where(is_vllm & ~np.isin(model_type, VLLM_NO_ROPE_MODEL_TYPES),
+                          m["max_context"].to_numpy(float) * rope_dim * act_bytes, 0.0)
+    w_gpu_full = weights / tp + rope_table
     kv_token_gpu = kv_token / kv_split
     # the draft on the most loaded GPU: split draft_tensor_parallel_size ways (default the target's;
     # at 1 the first GPU holds all of it), its KV heads likewise
@@ -1814,7 +1830,6 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
         per_token_hf = per_token_act
     # transformers' Llama 4 runs every expert on every token (engine/constants.py DENSE_EXPERTS_MODEL_TYPES): its
     # prefill holds E x (h + 4 fe) values a token at the experts' largest moment (engine/components.py, the same term)
-    model_type = model_types(m["family"] if "family" in m else np.full(n, ""))  # (a custom-<model_type> too)
     dense_experts = is_hf & np.isin(model_type, C.DENSE_EXPERTS_MODEL_TYPES) & (_model_col(m, "num_experts") > 0)
     if dense_experts.any():
         every = 2.0 * (4.0 * h + dense_experts_prefill_values(h, _model_col(m, "num_experts"),
@@ -2241,7 +2256,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # (llama.cpp and transformers read every GPU's weights in turn: weights_gpu * tp; gpu_frac is 1 for transformers)
     step_gpu_bytes = np.where(is_llama | is_hf,
                               weights_gpu * tp - gpu_experts * unread + conc * kv_token * position * gpu_frac,
-                              weights_gpu - gpu_experts * unread + conc * kv_token_gpu * position)
+                              weights_gpu - rope_table - gpu_experts * unread + conc * kv_token_gpu * position)
     step_gpu_bytes = np.where(is_exl, exl_weights_gpu - gpu_experts * unread + conc * kv_token * position, step_gpu_bytes)
     step_host_bytes = np.where(is_llama, (ne_total - ne_gpu) + expert_host * read_share
                                + np.where(out_on_gpu, 0.0, output_bytes) + conc * kv_token * position * (1 - gpu_frac), 0.0)

@@ -51,11 +51,13 @@ def test_vllm_kv_budget_llama3_8b_a100_40gb_follows_determine_available_memory(c
     warm-up over 256 x 128,256 logits: from vLLM 0.17 (the default) 14 bytes an entry (16-bit logits,
     their fp32 copy, probs, exponential noise) and the Triton top-k/top-p kernel's 132 x vocabulary fp32
     buffer, beside the forward's 2,048 x 4,096 bf16 output; the CUDA context (430 MiB) and cuBLAS
-    workspace (32 MiB). Before 0.17 (asked as 0.16) the sort-based top-k/top-p held 38 bytes an entry."""
+    workspace (32 MiB). Before 0.17 (asked as 0.16) the sort-based top-k/top-p held 38 bytes an entry. The weights
+    on the GPU hold the rotary embedding's cos/sin table too: 8,192 positions (Llama 3's max_position_embeddings) x
+    128 in bf16."""
     row = one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
               gpu_memory_utilization=0.9)
     total = 40 * GIB  # the catalog's usable bytes of an A100 40GB (nvidia-smi 40,960 MiB)
-    weights = 8_030_261_248 * 2
+    weights = 8_030_261_248 * 2 + 8192 * 128 * 2
     forward = 2048 * 2 * (3 * 14336 + 48 * 128 + 4 * 4096)
     assert one(cat, model="llama-3-8b", gpu="a100-40gb-sxm", engine="vllm", precision="bf16", max_model_len=8192,
                gpu_memory_utilization=0.9, engine_version="0.16")["activation_peak_bytes"] == \
@@ -104,7 +106,9 @@ def test_tensor_parallel_splits_weights_and_kv_heads(cat):
     one_gpu = one(cat, model="llama-3-70b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192)
     four = one(cat, model="llama-3-70b", gpu="h100-sxm-80gb", engine="vllm", precision="bf16", max_model_len=8192, gpus=4)
     assert not one_gpu["fits"]  # 131 GiB of weights on one 80 GB card
-    assert four["fits"] and four["weights_gpu_bytes"] == pytest.approx(one_gpu["weights_bytes"] / 4)
+    # each rank: a quarter of the weights and the whole rotary cos/sin table (8,192 positions x 128, bf16)
+    assert four["fits"] and four["weights_gpu_bytes"] == pytest.approx(one_gpu["weights_bytes"] / 4 + 8192 * 128 * 2,
+                                                                       rel=1e-12)
     assert four["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 / 4  # 8 KV heads over 4 GPUs
 
 
@@ -515,3 +519,24 @@ def test_catalog_tables_without_a_column_serve_reads_are_refused_naming_it(cat):
     # the other columns have defaults: the required ones alone answer every engine
     out = S.serve(reqs, models[list(S.SERVE_MODEL_COLUMNS)], gpus[list(S.SERVE_GPU_COLUMNS)])
     assert sorted(out["engine"]) == sorted(reqs["engine"]) and out["command"].str.len().gt(0).all()
+
+
+@pytest.mark.parametrize("model, gpus, precision, positions, rotary, logged_gib", [
+    ("llama-4-scout", 4, "bf16", 10_485_760, 128, 53.12),  # config.json max_position_embeddings 10,485,760
+    ("llama-3.1-8b", 1, "bf16", 131_072, 128, 14.99),
+    ("llama-3.1-8b", 1, "fp32", 131_072, 128, 29.98),      # --dtype float32: a 4-byte table
+])
+def test_vllm_weights_hold_the_rotary_cos_sin_table_on_every_rank(cat, model, gpus, precision, positions, rotary,
+                                                                    logged_gib):
+    """vLLM's RotaryEmbedding registers cos_sin_cache [max_position_embeddings, rotary_dim] in the model's dtype, once
+    per model and on every tensor-parallel rank; "Model loading took" counts it. The published vLLM 0.19 logs of
+    llm-d-planner's sweep (H100, 'weights memory: X GiB'): Scout at TP 4 53.12 GiB (the tensors alone 50.59), Llama
+    3.1 8B 14.99 and, in fp32, 29.98."""
+    row = one(cat, model=model, gpu="h100-sxm-80gb", engine="vllm", precision=precision, max_model_len=8192,
+              gpus=gpus, engine_version="0.19")
+    table = positions * rotary * (4 if precision == "fp32" else 2)
+    assert row["weights_gpu_bytes"] == pytest.approx(row["weights_bytes"] / gpus + table, rel=1e-12)
+    assert abs(row["weights_gpu_bytes"] / GIB / logged_gib - 1) < 0.005
+    sglang = one(cat, model=model, gpu="h100-sxm-80gb", engine="sglang", precision=precision, max_model_len=8192,
+                 gpus=gpus)
+    assert sglang["weights_gpu_bytes"] == pytest.approx(row["weights_bytes"] / gpus, rel=1e-12)  # (SGLang: not traced)

@@ -115,7 +115,7 @@ def test_nothing_left_still_says_the_weights_leave_no_room(frames):
     """Where the weights alone fill the budget, no room is left: the verdict names them, not the KV cache."""
     r = rows(frames, {**BASE, "model": "llama-3.1-70b", "engine": "vllm", "precision": "bf16"}).iloc[0]
     assert r["kv_cache_bytes_available"] == 0 and not r["fits"]
-    assert "DOES NOT FIT: the weights (131.42 GiB per GPU) leave no room" in format_serve(r)
+    assert "DOES NOT FIT: the weights (131.45 GiB per GPU) leave no room" in format_serve(r)
 
 
 def test_serve_json_carries_the_allocation():

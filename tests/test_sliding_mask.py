@@ -221,4 +221,4 @@ def test_serve_names_the_activation_peak_when_it_is_what_does_not_fit():
             "--max-model-len request) leave no room") in out
     code, out, _ = run_cli("serve", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine", "vllm",
                            "--max-model-len", "2048")
-    assert "DOES NOT FIT: the weights (131.42 GiB per GPU) leave no room" in out
+    assert "DOES NOT FIT: the weights (131.45 GiB per GPU) leave no room" in out
