@@ -1090,6 +1090,17 @@ VLLM_NO_ROPE_MODEL_TYPES = ("nemotron_h", "granitemoehybrid")
 GGUF_QK_K = 256  # a K-quant block (ggml-common.h QK_K): llama-quant.cpp's `nx % qk_k != 0` falls back to Q8_0
 
 
+LLAMA_CTX_PAD = 256  # src/llama-context.cpp GGML_PAD(n_ctx, 256) and GGML_PAD(n_ctx_seq, 256)
+
+
+def llama_ctx_seq(n_ctx, n_seq) -> np.ndarray:
+    """The cells each of llama.cpp's n_seq sequence streams holds for -c n_ctx (no unified cache): n_ctx padded to 256,
+    split by n_seq (integer division), padded to 256 again."""
+    n_ctx = np.ceil(np.asarray(n_ctx, dtype=float) / LLAMA_CTX_PAD) * LLAMA_CTX_PAD
+    n_seq = np.maximum(np.asarray(n_seq, dtype=float), 1.0)
+    return np.ceil(np.floor(n_ctx / n_seq) / LLAMA_CTX_PAD) * LLAMA_CTX_PAD
+
+
 def gguf_precision(engine, precision) -> pd.Series:
     """Per row: the precision asked, with GGUF_PRECISION_ALIASES applied to the llama.cpp / Ollama rows."""
     precision = pd.Series(precision, dtype=object).reset_index(drop=True)
@@ -1900,7 +1911,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # taken as spread evenly, x x moe_L / L of them among layers 0..x-1 (its pattern MEMEM*EMEMEM*...: within one layer
     # at every x)
     interleaved = (_model_col(m, "mlp_free_layers") > 0) & (moe_L > 0)
-    llama_ctx = ctx * seqs  # llama-server's -c is shared by its -np slots
+    # llama-server's -c is shared by its -np slots (the command writes -c = slots x --max-model-len), and llama.cpp pads
+    # both (src/llama-context.cpp: `cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)`, then without a unified cache
+    # `n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256)`, each slot's stream that many cells): -c 1023 -np 3 holds 3 x 512
+    # cells (Unsloth Studio's 39 matched allocations, unslothai/unsloth PR #7530: 'ctx 1024 with 3 slots allocates 1536
+    # cells')
+    llama_ctx = seqs * llama_ctx_seq(ctx * seqs, seqs)
     layer_kv = kv_layer_token * llama_ctx
     compute = LLAMA_UBATCH * 4.0 * (V + 4.0 * h + 2.0 * ffn)  # graph buffer: logits + a layer's f32 temporaries
     # --split-mode layer over several GPUs: each GPU that holds layers runs its part of the graph in its own compute

@@ -67,3 +67,19 @@ def test_the_estimate_of_a_gguf_serving_row_counts_the_same_cells():
     kv = float(estimate(frame, cat.models(), cat.gpus())["kv_cache_context_bytes"].iloc[0])
     swa, full = s["sliding_window_layers"], s["num_layers"] - s["sliding_window_layers"]
     assert kv == (full * 16384 + swa * _pad256(s["sliding_window"] + 512)) * 2 * s["num_kv_heads"] * s["head_dim"] * 2
+
+
+@pytest.mark.parametrize("per_slot, slots, cells", [(341, 3, 1536), (256, 4, 1024), (1000, 1, 1024),
+                                                    (700, 2, 1536)])
+def test_each_slot_stream_is_padded_to_256_cells(per_slot, slots, cells):
+    """src/llama-context.cpp: n_ctx = GGML_PAD(n_ctx, 256); without a unified cache each of the n_seq_max streams holds
+    GGML_PAD(n_ctx / n_seq_max, 256) cells. Unsloth Studio's sizing, matched to 39 live allocations (unslothai/unsloth
+    PR #7530): 'ctx 1024 with 3 slots allocates 1536 cells / 27.0 MiB, but 4 slots allocates 1024 cells / 18.0 MiB'
+    (Gemma 3 270M: 18 layers x 1 KV head x 256 x K and V x 2 B = 18 KiB a cell). The command writes -c = slots x
+    --max-model-len (341 x 3 = 1023, padded to 1024)."""
+    s = _shape("gemma-3-270m")
+    per_cell = s["num_layers"] * 2 * s["num_kv_heads"] * s["head_dim"] * 2
+    assert per_cell == 18 * 1024
+    allocated = _allocated("gemma-3-270m", per_slot, "--max-num-seqs", str(slots), "--precision", "q8_0")
+    # (its sliding layers keep at most the window + a micro-batch of a stream's cells; 512 + 512 >= these streams)
+    assert allocated == cells * per_cell
