@@ -58,6 +58,7 @@ SWITCH_LABELS = {"adapter_dtype": "LoRA adapter dtype", "loss": "Loss implementa
                  "bnb_4bit_input": "bitsandbytes 4-bit input (kept: < 0.43.2)",
                  "int4_kernel": "int4 inference library (exllama temp_dq, AutoAWQ fused modules)",
                  "bnb_double_quant": "bitsandbytes 4-bit double quantization (off: 4.5 bits)",
+                 "quantize_experts": "MoE experts quantized at load (axolotl quantize_moe_experts)",
                  "rope_cache": "Rotary cos/sin caches per layer (transformers 4.32-4.40)",
                  "vision_tower": "Vision tower of a VL model (off: the language model alone)",
                  "liger": "Liger kernels (RMSNorm, SwiGLU, fused linear cross-entropy)",

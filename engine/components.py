@@ -245,6 +245,9 @@ class Inputs:
     kbit_keeps_input: np.ndarray | bool = False
     bnb_base: np.ndarray | bool = False
     bnb_experts: np.ndarray | float = 0.0  # 1 where bitsandbytes leaves the fused experts unquantized (BNB_FUSED_EXPERTS)
+    # the fused experts quantized at load and dequantized on access (engine/stacks.py quantize_experts on, axolotl's
+    # quantize_moe_experts): a MoE layer's whole experts in 16 bits while it runs
+    experts_dequant: np.ndarray | bool = False
     # a bitsandbytes 4-bit base's QuantState, bits per quantized weight (its bits less the packed 4:
     # 0.127 nf4, 0.5 nf4_nodq; 0 for every other base and for torchtune's torchao NF4), which ZeRO-3 / FSDP
     # neither shard nor offload (engine/components.py `_quant_state_bytes`)
@@ -820,8 +823,11 @@ def _bnb_base(mv: View, base_quant, base_bits, stored_bits, per_expert=False) ->
     fused = ((nf4 | int8 | fp4) & ~_mask_if_present(mv, "recipe", "litgpt")) | (mv.mask("precision", "nf4", "int8")
                                                                              & ~mv.mask("task", "train"))
     fused = fused & ~per_expert  # (PER_EXPERT_LINEAR_MOE: nn.Linear experts, which bitsandbytes quantizes)
+    # engine/stacks.py quantize_experts on (axolotl's quantize_moe_experts): the fused experts quantized at load like
+    # the linears, at the base's bits, and dequantized whole on access (experts_dequant)
+    quantized = (nf4 | int8) & _mask_if_present(mv, "quantize_experts", "on") & mv.mask("task", "train")
     return {"kbit_keeps_input": int8 | (nf4 & kept4), "bnb_base": nf4 | int8, "qstate_bits": qstate,
-            "bnb_experts": np.where(fused, 1.0, 0.0)}
+            "bnb_experts": np.where(fused & ~quantized, 1.0, 0.0), "experts_dequant": quantized & fused}
 
 
 def _litgpt_inputs(mv: View, litgpt, train, base_quant, base_bits) -> dict:
@@ -2172,6 +2178,17 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     # `state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)` (bitsandbytes autograd/_functions.py at
     # 95f9af3): the largest, gate / up / down (h x f), alive while its input gradient is computed
     dequant = np.where(x.bnb_base & x.train, x.dequant_b * x.h * x.f / x.tp, 0.0) if np.any(x.bnb_base) else 0.0
+    # quantize_experts on (axolotl 0.20 src/axolotl/monkeypatch/moe_quant.py patch_moe_quantization_on_load): each fused
+    # expert parameter becomes bitsandbytes' replace_parameter_4bit (or an int8 Bnb8bitParametrization) whose
+    # parametrization dequantizes the whole 3-D tensor, all of a layer's experts, in the 16-bit load dtype on access,
+    # cached for the module's forward; F.linear over a view of it keeps it for backward (the input needs a gradient).
+    # Under checkpointing one layer's (its forward, then its recomputation in backward); without, every MoE layer's
+    # until its backward: at the loss, all of them.
+    experts_dq = 0.0
+    if np.any(x.experts_dequant):
+        moe_layers = np.maximum(x.moe_share * x.L, 1.0)
+        all_layers = np.where(x.experts_dequant, 2.0 * x.expert_params / (x.tp * np.maximum(x.ep, 1.0)), 0.0)
+        experts_dq = np.where(x.gc, all_layers / moe_layers, all_layers)
     head_moment = transient  # a layer's backward transients (LitGPT: or lm_head's backward, below)
     if np.any(x.litgpt_model):
         # LitGPT (engine/stacks.py `recipe litgpt`): lm_head's backward runs once every logits chunk has its
@@ -2222,8 +2239,8 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     seq = attention_seq_bytes(x)
     last_seq = np.where(zero3, seq, 0.0) if not is_zero(seq) and np.any(zero3) else 0.0
     attn_tok, attn_seq = _attention_phase_bytes(x) if np.any((x.eager | x.awq_fused) & x.infer) else (0.0, 0.0)
-    parts = {"forward": Part(gathered), "loss_backward": Part(gathered),
-             "backward": Part(gathered + rs_buffers + dequant + accumulated, per_token=head_moment),
+    parts = {"forward": Part(gathered + experts_dq), "loss_backward": Part(gathered + np.where(x.gc, 0.0, experts_dq)),
+             "backward": Part(gathered + rs_buffers + dequant + experts_dq + accumulated, per_token=head_moment),
              "backward_end": Part(end + accumulated, per_token=last_layer, per_token_seq=last_seq),
              "optimizer": Part(step_end),
              "prefill": Part(per_token=work), "attention": Part(per_token=attn_tok, per_token_seq=attn_seq)}

@@ -287,6 +287,15 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   maps a Gemma 3 multimodal config to). off: the language model alone (Gemma3ForCausalLM.
                   from_pretrained on the same checkpoint, a text-only export, llama.cpp without its mmproj);
                   the loops harness builds Gemma 3 4B that way. No effect on a text model.
+* quantize_experts  (a mixture of experts under a bitsandbytes base, lora / qlora) off: transformers 5 keeps the
+                  routed experts as fused 3-D parameters, which bitsandbytes does not quantize: they stay in the load
+                  dtype (engine/constants.py BNB_FUSED_EXPERTS). on: axolotl's `quantize_moe_experts: true`
+                  (src/axolotl/monkeypatch/moe_quant.py patch_moe_quantization_on_load, 0.20): each 3-D expert
+                  parameter is quantized while it loads (bitsandbytes nn/parametrize.py replace_parameter_4bit at
+                  the base's nf4 and double quantization, or int8 row-wise) and dequantized whole on access by its
+                  parametrization, cached for the module's forward: a MoE layer's experts in 16 bits while it runs,
+                  kept for its backward (one layer's under checkpointing, every MoE layer's without). axolotl's
+                  examples: "`quantize_moe_experts: true` is required for QLoRA" (Qwen3-Next-80B: ~47 GiB).
 * dpo_reference   (objective dpo rows only; engine/components.py dpo_parts) copy: a second, frozen model from the
                   policy's checkpoint in its dtype (trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927; LLaMA-Factory
                   trainer_utils.py create_ref_model; axolotl train.py setup_reference_model; torchtune
@@ -331,6 +340,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # Liger's Triton kernels (linkedin/Liger-Kernel) patched into a transformers model: RMSNorm, SwiGLU, RoPE and
     # the fused linear cross-entropy
     "liger": ("auto", "off", "on"),
+    # issue 27: a mixture of experts' fused 3-D experts quantized at load for QLoRA (axolotl's quantize_moe_experts)
+    "quantize_experts": ("auto", "off", "on"),
     # the reference model of a preference-tuning row (objective dpo): a frozen copy of the weights, the policy with its
     # adapters disabled, or reference log-probs computed before training (none in the step)
     "dpo_reference": ("auto", "copy", "adapters_off", "precomputed"),
@@ -442,6 +453,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "transformers loads the class the checkpoint's config names: a VL config's (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, MllamaForConditionalGeneration) includes the vision tower and projector"),
         "liger": ("off", "TrainingArguments.use_liger_kernel (default False); on: Trainer calls liger_kernel's _apply_liger_kernel_to_instance"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927: no ref_model and a PEFT policy: None (the same model under disable_adapter, lines 1328-1336); otherwise a second model from the policy's checkpoint in its dtype (`ref_model_init_kwargs.setdefault(\"dtype\", self.model.dtype)`); precompute_ref_log_probs (default False) on request"),
+        "quantize_experts": ("off", "transformers 5.24 + peft: bitsandbytes' replace_with_bnb_linear swaps nn.Linear only, so the fused 3-D experts stay in the load dtype (engine/constants.py BNB_FUSED_EXPERTS)"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -467,6 +479,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "torchtune's vision builders (llama3_2_vision_11b) build the encoder with the decoder; its text-only builders do not (--vision-tower off)"),
         "liger": ("off", "torchtune's own modules and losses (no Liger kernels)"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "torchtune recipes/lora_dpo_single_device.py and lora_dpo_distributed.py: the reference log-probs under `with disable_adapter(self._model)`; recipes/full_dpo_distributed.py: `self._ref_model = self._setup_reference_model(...)`, a second copy"),
+        "quantize_experts": ("off", "torchtune's QLoRA quantizes its LoRA linears (torchao NF4): no expert quantization"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -492,6 +505,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "unsloth's FastModel / FastVisionModel load the whole multimodal model for a VL checkpoint"),
         "liger": ("off", "Unsloth's own Triton kernels (unsloth/kernels), not Liger's"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "Unsloth patches TRL's DPOTrainer (PatchDPOTrainer) and trains LoRA adapters: ref_model None, TRL disables the adapters (trl 1.16.0 dpo_trainer.py lines 908-914)"),
+        "quantize_experts": ("off", "the engine's transformers base as for the hf recipe (Unsloth's own MoE loading not re-read here)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -517,6 +531,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "LLaMA-Factory loads the VL model class for a multimodal template and freezes the tower (freeze_vision_tower: true), which stays on the GPU"),
         "liger": ("off", "LLaMA-Factory 0.9.6.dev0 model_args.py enable_liger_kernel: False"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "LLaMA-Factory src/llamafactory/train/trainer_utils.py create_ref_model: finetuning_type lora and no ref_model: None (the policy under disable_adapter(), train/dpo/trainer.py compute_reference_log_probs); otherwise load_model of the same checkpoint, a second copy"),
+        "quantize_experts": ("off", "LLaMA-Factory loads its 4-bit base through transformers' BitsAndBytesConfig: the fused experts stay in the load dtype"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -542,6 +557,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "axolotl loads the checkpoint's model class (a VL processor and model for multimodal configs)"),
         "liger": ("off", "axolotl's Liger is a plugin (axolotl.integrations.liger.LigerPlugin), off unless listed under plugins"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters; rl_adapter_ref_model is no field of axolotl 0.18.0's config schema, so validation drops it: a copy beside an adapter is refused, DPO_NO_ADAPTER_COPY); without an adapter the model is loaded again"),
+        "quantize_experts": ("off", "axolotl 0.20: quantize_moe_experts is opt-in (its validator requires an adapter and load_in_4bit / load_in_8bit); the MoE QLoRA examples set it true: --quantize-experts on"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -567,6 +583,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "transformers' Trainer under DeepSpeed loads the checkpoint's model class, vision tower included"),
         "liger": ("off", "transformers' Trainer under DeepSpeed: use_liger_kernel default False"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "TRL's DPOTrainer under DeepSpeed: as hf (trl 1.16.0 dpo_trainer.py lines 908-927; the copy prepared by prepare_deepspeed, lines 984-986, sharded under ZeRO-3 only)"),
+        "quantize_experts": ("off", "TRL / transformers under DeepSpeed: as hf"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -593,6 +610,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "torchtitan's models are text-only; a VL catalog model is counted with its tower unless asked off"),
         "liger": ("off", "torchtitan's own model (no Liger kernels)"),
         "dpo_reference": ("copy", "torchtitan has no preference-tuning trainer: objective dpo is refused under this recipe"),
+        "quantize_experts": ("off", "torchtitan trains no bitsandbytes base: not used"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -622,6 +640,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "LitGPT's models are text-only; a VL catalog model is counted with its tower unless asked off"),
         "liger": ("off", "LitGPT's own model (no Liger kernels)"),
         "dpo_reference": ("copy", "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2): objective dpo is refused under this recipe"),
+        "quantize_experts": ("off", "LitGPT quantizes its own nn.Linear modules (--quantize): no fused experts"),
     },
     "automodel": {
         # NVIDIA NeMo Automodel, read at b4733bdc1 (2025-09-18, the commit of its gradient-checkpointing guide): its
@@ -650,6 +669,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "vision_tower": ("on", "NVIDIA NeMo Automodel b4733bdc1 loads the checkpoint's model class (NeMoAutoModelForImageTextToText for VL checkpoints)"),
         "liger": ("on", "NVIDIA NeMo Automodel b4733bdc1 components/_transformers/auto_model.py from_pretrained use_liger_kernel=True (line 176), applied by _patch_liger_kernel (liger_kernel's _apply_liger_kernel_to_instance) where liger-kernel is installed, a base dependency on x86_64 (pyproject.toml line 74)"),
         "dpo_reference": ("copy", "NVIDIA NeMo Automodel b4733bdc1 has no DPO recipe in nemo_automodel/recipes/llm: objective dpo is refused under this recipe"),
+        "quantize_experts": ("off", "NVIDIA NeMo Automodel's QLoRA (components/quantization/qlora.py) through BitsAndBytesConfig: as hf (not re-read for MoE)"),
     },
 }
 
