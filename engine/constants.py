@@ -138,6 +138,10 @@ GGUF_BITS = {
     "mxfp4_moe": 8.5,
 }
 GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
+# 16-bit GGUF files: convert_hf_to_gguf.py's --outtype f16 / bf16 (its own default output) and llama-quantize's F16 / BF16
+# file types (LLAMA_FTYPE_MOSTLY_F16 = 1, LLAMA_FTYPE_MOSTLY_BF16 = 32): every weight matrix, the output one too, in 16
+# bits. llama.cpp and Ollama take them as bf16 / fp16 beside the quantized GGUF_BITS types (engine/serving.py).
+GGUF_16BIT = ("bf16", "fp16")
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 # Quantized weights whose runs keep their activations, and so their KV cache, in fp16 (the KV 'auto'
 # rule, engine/rules.py): transformers' bitsandbytes quantizers set a missing torch_dtype to float16

@@ -1119,7 +1119,7 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
     precision = str(precision)
     if engine in GGUF_ENGINES:
-        return precision in C.GGUF_BITS
+        return precision in C.GGUF_BITS or precision in C.GGUF_16BIT
     if engine == "mlc-llm":
         return precision in MLC_BITS
     if engine == "mlx-lm":
@@ -1181,11 +1181,12 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
                          "llama.cpp only (its --n-cpu-moe / --cpu-moe)")
     if np.any((cpu_moe < CPU_MOE_ALL) | (cpu_moe != np.floor(cpu_moe))):
         raise ValueError("cpu_moe_layers is not accepted; accepted: a whole number >= 0, -1 (auto) or -2 (all)")
-    gguf = req["precision"].astype(str).isin(tuple(C.GGUF_BITS))
+    gguf = req["precision"].astype(str).isin(tuple(C.GGUF_BITS) + C.GGUF_16BIT)
     llama = req["engine"].isin(GGUF_ENGINES)
     if (llama & ~gguf).any():
         raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
-                         f"accepted: {', '.join(C.GGUF_BITS)}")
+                         f"accepted: {', '.join(engine_precisions('llama.cpp'))} (GGUF file types; bf16 / fp16: a 16-bit "
+                         "GGUF)")
     _check_version(req)
     _check_hybrid(req, models)
     _check_draft(req, models)
@@ -1291,7 +1292,7 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
     types for llama.cpp / Ollama, MLC's own formats, EXL2 at a few bits (any 2-8 is taken) and GPTQ for
     ExLlamaV2, EXL3 at a few bits (any 1-8 is taken) for ExLlamaV3, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
     if engine in GGUF_ENGINES:
-        return tuple(C.GGUF_BITS)
+        return tuple(C.GGUF_BITS) + C.GGUF_16BIT
     if engine == "mlc-llm":
         return tuple(MLC_BITS)
     if engine == "mlx-lm":
@@ -1877,10 +1878,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # with the output layer (on the GPU where it is offloaded, a real copy; on the host the mapped file's same bytes),
     # while token_embd stays on the host as the input layer. The file stores it at the output tensor's type
     # (src/llama-quant.cpp llama_tensor_get_type: `output.weight`, or token_embd.weight where the model has no output
-    # tensor: Q8_0 in Q8_0 and MXFP4_MOE files and where a row is not whole K-quant blocks of 256, else Q6_K). Published loads: Llama-3.2-3B and Qwen3-4B Q4_K_M print
+    # tensor: Q8_0 in Q8_0 and MXFP4_MOE files and where a row is not whole K-quant blocks of 256, else Q6_K; a 16-bit
+    # GGUF keeps it in 16 bits). Published loads: Llama-3.2-3B and Qwen3-4B Q4_K_M print
     # a CUDA0 model buffer of 1,918.36 and 2,375.91 MiB, 14% and 11% above the layers alone (docs/serving.md).
-    out_bits = np.where(np.isin(req["precision"].astype(str).to_numpy(), GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0),
-                        C.GGUF_BITS["q8_0"], C.GGUF_BITS["q6_k"])
+    out_bits = np.where(np.isin(req["precision"].astype(str).to_numpy(), C.GGUF_16BIT), 16.0,
+                        np.where(np.isin(req["precision"].astype(str).to_numpy(), GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0),
+                                 C.GGUF_BITS["q8_0"], C.GGUF_BITS["q6_k"]))
     output_bytes = np.where(tied, V * h * out_bits / 8.0, embed_bytes)
     layer_w = (weights - embed_bytes - np.where(tied, 0.0, output_bytes)) / L
     # MoE: the routed experts' bytes per MoE layer (expert_bytes, above); the rest of a layer

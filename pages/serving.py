@@ -12,7 +12,6 @@ from app import model_source, state
 from app.labels import md_escape, moe_caption
 
 c.ensure_frame()
-from engine.constants import GGUF_BITS
 from engine.serving import CPU_MOE_ALL, CPU_MOE_AUTO, ENGINES, GGUF_ENGINES, engine_precisions
 from planner.serving import (CUDAGRAPH_NOTE, capacity_curve, check_model_len, cheapest, checkpoint_advice,
                              command_with_files, default_precision, quantized_checkpoint_needed,
@@ -52,13 +51,12 @@ def _cheapest(model, users, context, tps, ttft, models, gpus, engines, precision
                     cpu_moe_layers=cpu_moe, gpu_memory_in_use_gib=in_use, kv_precision=kv)
 
 
-gguf_types = list(GGUF_BITS)
 with st.container(border=True):
     e1, e2, e3, e4 = st.columns(4)
     engine = e1.selectbox("Serving engine", list(ENGINES), key="srv_engine",
                           index=list(ENGINES).index(s["serve_engine"]) if s["serve_engine"] in ENGINES else 0)
     # each engine's own formats (engine/serving.py engine_precisions): GGUF, MLC's, EXL2, torch + fp8/FP4
-    choices = gguf_types if engine in GGUF_ENGINES else list(engine_precisions(engine))
+    choices = list(engine_precisions(engine))
     # the store's where the engine takes it; 'auto' (the default): serve's own default, the model's published
     # checkpoint format where the engine takes it (gpt-oss: MXFP4), else the engine's (planner/serving.py default_precision)
     auto = default_precision(models, model, engine)

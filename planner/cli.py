@@ -815,7 +815,7 @@ def _add_serve_parser(sub) -> None:
     sv.add_argument("--model-file", action="append", help=MODEL_FILE_HELP)
     sv.add_argument("--gpu", required=True, help="catalog GPU id (see: catalog gpus)")
     sv.add_argument("--gpus", type=_whole("gpus", high=LIMITS["gpus"]), default=1, help="GPUs (tensor parallel for vLLM/SGLang)")
-    sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, fp8, ... or a GGUF type for llama.cpp/ollama, "
+    sv.add_argument("--precision", default=None, help="weights: bf16, fp16, int8, int4, fp8, ... or a GGUF type for llama.cpp/ollama (bf16 / fp16 there: a 16-bit GGUF), "
                                                       "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, exl3-B (B from 1 "
                                                       "to 8) for exllamav3, q4f16_1 ... "
                                                       "for mlc-llm, mlx-4bit, mlx-8bit ... for mlx-lm (default: a quantized published checkpoint's own "

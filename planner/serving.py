@@ -425,6 +425,8 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
         return default
     if stored == "mxfp4" and engine in GGUF_ENGINES:
         stored = "mxfp4_moe"
+    if stored in C.GGUF_16BIT and engine in GGUF_ENGINES:
+        return default  # a 16-bit checkpoint is not the GGUF llama.cpp loads (a 16-bit GGUF file names its own type)
     if not engine_takes_precision(engine, stored):
         return default
     if gpus is not None and gpu is not None and formats_refused(

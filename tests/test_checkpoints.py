@@ -643,8 +643,8 @@ def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path
     """A BF16 safetensors checkpoint under llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16 as its precision
     (default_precision), which those engines refuse: `serve --engine llama.cpp --model-file FOLDER` exited 2 with
     "precision 'bf16' is not accepted for llama.cpp/ollama", a precision the user never gave. The engine's default is
-    used instead (as for a catalog model), with a note. A GGUF whose type serve does not model (F16) under llama.cpp
-    is refused naming the file's type, not sized at the engine's default q4_k_m (a third of the file)."""
+    used instead (as for a catalog model), with a note. A GGUF whose type serve does not model (F32) under llama.cpp
+    is refused naming the file's type, not sized at the engine's default q4_k_m."""
     folder = tmp_path / "st"
     folder.mkdir()
     write_safetensors(folder / "model.safetensors", hf_tensors())
@@ -657,11 +657,18 @@ def test_serve_offers_a_stored_precision_only_to_an_engine_that_runs_it(tmp_path
         data = json.loads(out)
         assert data["precision"] == default, engine
         assert (engine == "vllm") != any("does not take" in n for n in data["checkpoint"]["notes"]), engine
+    # a 16-bit GGUF (F16, BF16: convert_hf_to_gguf.py's own output) is served as stored; an F32 one is refused, naming
+    # the file's type, not sized at the engine's default q4_k_m
     f16 = write_gguf(tmp_path / "tiny-F16.gguf", file_type=1)
     code, out, err = run_cli("serve", "--model-file", f16, "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp",
+                             "--max-model-len", "256", "--json")
+    assert code == 0, err
+    assert json.loads(out)["precision"] == "fp16"
+    f32 = write_gguf(tmp_path / "tiny-F32.gguf", file_type=0)
+    code, out, err = run_cli("serve", "--model-file", f32, "--gpu", "h100-sxm-80gb", "--engine", "llama.cpp",
                              "--max-model-len", "256")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-    assert "tiny-F16.gguf" in err and "MOSTLY_F16" in err and "accepted: --precision q8_0" in err
+    assert "tiny-F32.gguf" in err and "ALL_F32" in err and "accepted: --precision q8_0" in err and "bf16, fp16" in err
 
 
 def test_a_bf16_checkpoint_is_served_in_fp16_on_a_card_without_bf16(tmp_path):

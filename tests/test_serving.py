@@ -163,8 +163,21 @@ def test_ollama_counts_layers_its_own_way_and_keeps_all_when_they_fit(cat):
 
 
 def test_llamacpp_rejects_non_gguf_precision(cat):
-    with pytest.raises(ValueError, match="precision 'bf16' is not accepted for llama.cpp"):
-        one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision="bf16", max_model_len=4096)
+    for precision in ("int8", "nf4", "fp8", "exl2-4.0"):
+        with pytest.raises(ValueError, match=f"precision '{precision}' is not accepted for llama.cpp/ollama; accepted: q8_0"):
+            one(cat, model="llama-2-7b", gpu="rtx-4090", engine="llama.cpp", precision=precision, max_model_len=4096)
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "ollama"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_16_bit_gguf_holds_every_weight_in_16_bits(cat, engine, precision):
+    """convert_hf_to_gguf.py's --outtype bf16 / f16 (llama-quantize's BF16 / F16 file types): every matrix in 16 bits,
+    the untied output layer too. Llama 2 7B: 6,738,415,616 parameters, its token embedding (32,000 x 4,096) on the host
+    as the input layer, the rest (the output layer among it) on the GPU with every layer offloaded."""
+    row = one(cat, model="llama-2-7b", gpu="rtx-4090", engine=engine, precision=precision, max_model_len=4096)
+    assert row["weights_bytes"] == 6_738_415_616 * 2
+    assert row["gpu_layers"] > row["total_layers"]
+    assert row["weights_gpu_bytes"] == pytest.approx((6_738_415_616 - 32_000 * 4_096) * 2, rel=1e-12)
 
 
 # --- Apple ----------------------------------------------------------------------------------
