@@ -1779,9 +1779,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # llm-d-planner's sweep) print weights 0.03 GiB above the tensors for Llama 3.1 8B and Llama 3.3 70B at TP 2, 0.06
     # at --dtype float32, and Scout 2.53 GiB above at TP 4 (53.12 against 50.59). MLA rotates qk_rope_head_dim of a head;
     # Nemotron-H and Granite 4.0-H attend without positions (no table). A decode step reads its positions' rows only.
+    # SGLang's copy of the class (python/sglang/srt/layers/rotary_embedding/base.py at 0099dee) keeps the table in fp32
+    # on CUDA and ROCm ("cache needs to be in FP32 for numerical stability": `if not (_is_cuda or _is_hip ...):
+    # cache = cache.to(dtype)`), and its fused kernel reads it so (forward_cuda): 4 bytes a value.
     rope_dim = np.where(_model_col(m, "qk_rope_head_dim") > 0, _model_col(m, "qk_rope_head_dim"), d)
-    act_bytes = np.where(req["precision"].astype(str).to_numpy() == "fp32", 4.0, 2.0)
-    rope_table = np.where(is_vllm & ~np.isin(model_type, VLLM_NO_ROPE_MODEL_TYPES),
+    act_bytes = np.where(is_sglang | (req["precision"].astype(str).to_numpy() == "fp32"), 4.0, 2.0)
+    rope_table = np.where((is_vllm | is_sglang) & ~np.isin(model_type, VLLM_NO_ROPE_MODEL_TYPES),
                           m["max_context"].to_numpy(float) * rope_dim * act_bytes, 0.0)
     w_gpu_full = weights / tp + rope_table
     kv_token_gpu = kv_token / kv_split
