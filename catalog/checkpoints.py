@@ -959,16 +959,16 @@ def default_precision(args, info: dict, engine_takes=None) -> None:
     task, engine = getattr(args, "task", None), getattr(args, "engine", None)
     if engine is None and task != "infer":
         return
-    from engine.scenarios import GGUF_16BIT, GGUF_BITS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
+    from engine.scenarios import GGUF_BITS, GGUF_FILE_PRECISIONS, INFER_PRECISIONS  # the scenario schema (the layer rule: tests/test_hardening_catalog.py)
     # (serve's engine: only what it runs, engine/serving.py engine_takes_precision. A BF16 safetensors checkpoint under
     # llama.cpp, Ollama, ExLlamaV2 or MLC-LLM was given bf16, which those engines refuse: `serve --engine llama.cpp
     # --model-file FOLDER` failed on a precision the user never typed, where a catalog model gets the engine's default)
     gguf_engine = engine in ("llama.cpp", "ollama")
-    if info.get("format") == "gguf" and gguf_engine and precision not in tuple(GGUF_BITS) + GGUF_16BIT:
+    if info.get("format") == "gguf" and gguf_engine and precision not in GGUF_FILE_PRECISIONS:
         # the file is what the engine loads: its engine's default (q4_k_m) would size an F16 file at a third
         raise _fail(info["files"][0], f"stores {precision} weights (general.file_type "
                                       f"{info.get('file_type_name', info.get('file_type'))}), which serve does not model "
-                                      f"under {engine}; accepted: --precision {', '.join(tuple(GGUF_BITS) + GGUF_16BIT)} (the file "
+                                      f"under {engine}; accepted: --precision {', '.join(GGUF_FILE_PRECISIONS)} (the file "
                                       "re-quantized to that type), or estimate --task infer for these weights")
     # (a 16-bit safetensors checkpoint under llama.cpp / Ollama is not the GGUF those engines load: their default type,
     # as for a catalog model; a 16-bit GGUF file is served as stored)

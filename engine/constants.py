@@ -142,6 +142,7 @@ GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 # file types (LLAMA_FTYPE_MOSTLY_F16 = 1, LLAMA_FTYPE_MOSTLY_BF16 = 32): every weight matrix, the output one too, in 16
 # bits. llama.cpp and Ollama take them as bf16 / fp16 beside the quantized GGUF_BITS types (engine/serving.py).
 GGUF_16BIT = ("bf16", "fp16")
+GGUF_FILE_PRECISIONS = tuple(GGUF_BITS) + GGUF_16BIT  # what llama.cpp / Ollama load
 INFER_PRECISIONS = tuple(LINEAR_BITS) + tuple(GGUF_BITS)
 # Quantized weights whose runs keep their activations, and so their KV cache, in fp16 (the KV 'auto'
 # rule, engine/rules.py): transformers' bitsandbytes quantizers set a missing torch_dtype to float16

@@ -24,7 +24,7 @@ import pandas as pd
 
 from engine.constants import (
     BASE_ONLY_BITS,
-    GGUF_16BIT,
+    GGUF_FILE_PRECISIONS,
     GGUF_BITS,
     INFER_PRECISIONS,
     KV_BYTES,
@@ -991,4 +991,4 @@ def grid(**axes) -> pd.DataFrame:
 
 
 __all__ = ["closest_ids", "did_you_mean", "DEFAULTS", "CHOICES", "INT_RANGES", "AUTO_COLUMNS", "PRECISIONS", "LIMITS", "CONFIG_COLUMNS", "Configs", "View", "check_combinations", "normalize",
-           "normalize_columns", "grid", "GGUF_16BIT"]
+           "normalize_columns", "grid", "GGUF_FILE_PRECISIONS"]

@@ -1084,9 +1084,9 @@ GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe"}
 
 # The GGUF file types whose output tensor llama-quant.cpp stores as Q8_0 (the others: Q6_K), above
 GGUF_OUTPUT_Q8_0 = ("q8_0", "mxfp4_moe")
-# Model types whose attention layers have no rotary embedding in vLLM (NemotronHAttention builds none; Granite 4.0-H's
+# Model types whose attention layers have no rotary embedding in vLLM / SGLang (NemotronHAttention builds none; Granite 4.0-H's
 # config sets position_embedding_type "nope"): no cos/sin table (serve's rope_table)
-VLLM_NO_ROPE_MODEL_TYPES = ("nemotron_h", "granitemoehybrid")
+NO_ROPE_MODEL_TYPES = ("nemotron_h", "granitemoehybrid")
 GGUF_QK_K = 256  # a K-quant block (ggml-common.h QK_K): llama-quant.cpp's `nx % qk_k != 0` falls back to Q8_0
 
 
@@ -1119,7 +1119,7 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
     precision = str(precision)
     if engine in GGUF_ENGINES:
-        return precision in C.GGUF_BITS or precision in C.GGUF_16BIT
+        return precision in C.GGUF_FILE_PRECISIONS
     if engine == "mlc-llm":
         return precision in MLC_BITS
     if engine == "mlx-lm":
@@ -1181,11 +1181,11 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
                          "llama.cpp only (its --n-cpu-moe / --cpu-moe)")
     if np.any((cpu_moe < CPU_MOE_ALL) | (cpu_moe != np.floor(cpu_moe))):
         raise ValueError("cpu_moe_layers is not accepted; accepted: a whole number >= 0, -1 (auto) or -2 (all)")
-    gguf = req["precision"].astype(str).isin(tuple(C.GGUF_BITS) + C.GGUF_16BIT)
+    gguf = req["precision"].astype(str).isin(C.GGUF_FILE_PRECISIONS)
     llama = req["engine"].isin(GGUF_ENGINES)
     if (llama & ~gguf).any():
         raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
-                         f"accepted: {', '.join(engine_precisions('llama.cpp'))} (GGUF file types; bf16 / fp16: a 16-bit "
+                         f"accepted: {', '.join(C.GGUF_FILE_PRECISIONS)} (GGUF file types; bf16 / fp16: a 16-bit "
                          "GGUF)")
     _check_version(req)
     _check_hybrid(req, models)
@@ -1292,7 +1292,7 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
     types for llama.cpp / Ollama, MLC's own formats, EXL2 at a few bits (any 2-8 is taken) and GPTQ for
     ExLlamaV2, EXL3 at a few bits (any 1-8 is taken) for ExLlamaV3, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
     if engine in GGUF_ENGINES:
-        return tuple(C.GGUF_BITS) + C.GGUF_16BIT
+        return C.GGUF_FILE_PRECISIONS
     if engine == "mlc-llm":
         return tuple(MLC_BITS)
     if engine == "mlx-lm":
@@ -1783,8 +1783,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # on CUDA and ROCm ("cache needs to be in FP32 for numerical stability": `if not (_is_cuda or _is_hip ...):
     # cache = cache.to(dtype)`), and its fused kernel reads it so (forward_cuda): 4 bytes a value.
     rope_dim = np.where(_model_col(m, "qk_rope_head_dim") > 0, _model_col(m, "qk_rope_head_dim"), d)
-    act_bytes = np.where(is_sglang | (req["precision"].astype(str).to_numpy() == "fp32"), 4.0, 2.0)
-    rope_table = np.where((is_vllm | is_sglang) & ~np.isin(model_type, VLLM_NO_ROPE_MODEL_TYPES),
+    act_bytes = np.where(is_sglang | (prec_s == "fp32"), 4.0, 2.0)
+    rope_table = np.where((is_vllm | is_sglang) & ~np.isin(model_type, NO_ROPE_MODEL_TYPES),
                           m["max_context"].to_numpy(float) * rope_dim * act_bytes, 0.0)
     w_gpu_full = weights / tp + rope_table
     kv_token_gpu = kv_token / kv_split
@@ -1884,9 +1884,9 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # tensor: Q8_0 in Q8_0 and MXFP4_MOE files and where a row is not whole K-quant blocks of 256, else Q6_K; a 16-bit
     # GGUF keeps it in 16 bits). Published loads: Llama-3.2-3B and Qwen3-4B Q4_K_M print
     # a CUDA0 model buffer of 1,918.36 and 2,375.91 MiB, 14% and 11% above the layers alone (docs/serving.md).
-    out_bits = np.where(np.isin(req["precision"].astype(str).to_numpy(), C.GGUF_16BIT), 16.0,
-                        np.where(np.isin(req["precision"].astype(str).to_numpy(), GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0),
-                                 C.GGUF_BITS["q8_0"], C.GGUF_BITS["q6_k"]))
+    out_bits = np.where(np.isin(prec_s, C.GGUF_16BIT), 16.0,
+                        np.where(np.isin(prec_s, GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0), C.GGUF_BITS["q8_0"],
+                                 C.GGUF_BITS["q6_k"]))
     output_bytes = np.where(tied, V * h * out_bits / 8.0, embed_bytes)
     layer_w = (weights - embed_bytes - np.where(tied, 0.0, output_bytes)) / L
     # MoE: the routed experts' bytes per MoE layer (expert_bytes, above); the rest of a layer
