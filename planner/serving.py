@@ -412,7 +412,7 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
     engine, and the card when given, take it, as `vllm serve openai/gpt-oss-120b` loads it; else the engine's own
     (q4_k_m for llama.cpp / Ollama, exl2-4.0, exl3-4.0, q4f16_1, mlx-4bit (mlx_lm.convert -q's default), bf16: fp16 on a card without bf16, what vLLM's dtype 'auto'
     picks there, engine/serving.py NO_BF16_ARCHITECTURES). The command line's and the Serving page's default."""
-    from engine.serving import NO_BF16_ARCHITECTURES, engine_takes_precision
+    from engine.serving import GGUF_PRECISION_ALIASES, NO_BF16_ARCHITECTURES, engine_takes_precision
     default = "q4_k_m" if engine in GGUF_ENGINES else {"exllamav2": "exl2-4.0", "exllamav3": "exl3-4.0", "mlc-llm": "q4f16_1",
                                                                 "mlx-lm": "mlx-4bit"}.get(engine, "bf16")
     arch = ""
@@ -420,27 +420,19 @@ def default_precision(models: pd.DataFrame, model_id, engine: str, gpus: pd.Data
         arch = str(gpus.set_index("id")["architecture"].get(gpu, "")).lower()
     if default == "bf16" and arch in NO_BF16_ARCHITECTURES:
         default = "fp16"
-    stored = _stored_precision(models, model_id)
+    stored = stored_precision(models, model_id)
     if stored is None:
         return default
-    if stored == "mxfp4" and engine in GGUF_ENGINES:
-        stored = "mxfp4_moe"
-    if stored in C.GGUF_16BIT and engine in GGUF_ENGINES:
-        return default  # a 16-bit checkpoint is not the GGUF llama.cpp loads (a 16-bit GGUF file names its own type)
+    if engine in GGUF_ENGINES:
+        if stored in C.GGUF_16BIT:
+            return default  # a 16-bit checkpoint is not the GGUF llama.cpp loads (a 16-bit GGUF file names its own type)
+        stored = GGUF_PRECISION_ALIASES.get(stored, stored)  # (an MXFP4 checkpoint: the MXFP4_MOE file type)
     if not engine_takes_precision(engine, stored):
         return default
     if gpus is not None and gpu is not None and formats_refused(
             pd.DataFrame([{"engine": engine, "precision": stored, "gpu": gpu, "gpus": gpu_count}]), gpus)[0]:
         return default
     return stored
-
-
-def _stored_precision(models: pd.DataFrame, model_id) -> str | None:
-    """The precision a model's checkpoint stores (the catalog's stored_precision, a file's or a config's), or None."""
-    if "stored_precision" not in models or model_id not in set(models["id"]):
-        return None
-    stored = models.set_index("id")["stored_precision"].get(model_id)
-    return stored if isinstance(stored, str) and stored else None
 
 
 # the longest --max-model-len `fits_with` offers: a multiple of this many tokens (vLLM's own estimate on failure,
@@ -502,7 +494,7 @@ def fits_with(request: dict, models: pd.DataFrame, gpus: pd.DataFrame, tp_choice
     bits = C.LINEAR_BITS.get(str(request.get("precision")), np.inf)
     formats = [request["precision"]] + [f for f in SMALLER_FORMATS if C.LINEAR_BITS[f] < bits]
     # the format the model's published checkpoint stores (catalog stored_precision: gpt-oss's MXFP4), where smaller
-    stored = _stored_precision(models, request["model"])
+    stored = stored_precision(models, request["model"])
     if stored is not None and stored not in formats and C.LINEAR_BITS.get(stored, np.inf) < bits:
         formats.insert(1, stored)
     arch = models.set_index("id").loc[request["model"]]
@@ -595,13 +587,13 @@ def quantized_checkpoint_needed(row, stored) -> bool:
     return not in_flight
 
 
-def stored_precision(models: pd.DataFrame, model_id: str) -> str | None:
-    """The format the model's checkpoint is stored in (catalog stored_precision: gpt-oss's MXFP4, DeepSeek-V3's FP8), or
-    None (16-bit, or not said)."""
-    if "stored_precision" not in models.columns:
+def stored_precision(models: pd.DataFrame, model_id) -> str | None:
+    """The format the model's checkpoint is stored in (the catalog's stored_precision: gpt-oss's MXFP4, DeepSeek-V3's
+    FP8; a file's or a config's), or None (16-bit, or not said)."""
+    if "stored_precision" not in models or model_id not in set(models["id"]):
         return None
     stored = models.set_index("id")["stored_precision"].get(model_id)
-    return None if stored is None or pd.isna(stored) else str(stored)
+    return stored if isinstance(stored, str) and stored else None
 
 
 def checkpoint_advice(precision: str, stored, engine_words: str) -> str:
