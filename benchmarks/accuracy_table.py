@@ -208,6 +208,11 @@ def loops_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     sc = scenario_frame(measured).drop(columns=["kv_policy"])
     sc["loop"] = measured["loop"].map(LOOP_OF_RUN).to_numpy()
     sc["use_cache"] = measured["use_cache"].map(CACHE_OF_RUN).to_numpy()
+    # the config's default cache is not built under the harness's checkpointing: it is transformers' own
+    # (measure_peaks.py: activation_checkpointing_enable / gradient_checkpointing_enable), which turns use_cache off in
+    # training (engine/stacks.py use_cache); `on` under checkpointing means checkpointing applied outside transformers
+    transformers_ckpt = measured["grad_checkpointing"].astype(str).str.lower().eq("true").to_numpy()
+    sc["use_cache"] = np.where(transformers_ckpt & (measured["use_cache"].to_numpy() == "default"), "off", sc["use_cache"])
     sc["padding"] = measured["padding"].to_numpy()
     if "checkpointing" in measured:  # the rows checkpointed per module (NeMo Automodel's wrapping): --checkpointing module
         ckpt = measured["checkpointing"].fillna("").astype(str).to_numpy()

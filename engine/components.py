@@ -220,9 +220,14 @@ class Inputs:
     sw_share: np.ndarray | float = 0.0
     # the training loop (issue 28, engine/stacks.py loop / use_cache): the step's outputs (the logits,
     # and the KV cache the forward built) kept through backward and the optimizer step (loop manual),
-    # and a KV cache built in the training forward (use_cache on, never under checkpointing)
+    # and a KV cache built in the training forward (use_cache on; under checkpointing only where it is
+    # applied outside transformers, engine/stacks.py use_cache)
     kept_outputs: np.ndarray | bool = False
     train_cache: np.ndarray | bool = False
+    # FSDP1's flat parameters (engine/stacks.py flat_params): the weights are views while a unit runs (autocast
+    # caches no cast of them), and in a mixed flat parameter a LoRA row's frozen layer weights get gradients
+    flat_views: np.ndarray | bool = False
+    frozen_grads: np.ndarray | bool = False
     # the routed experts' matrices (gate, up, down: no biases), what mxfp4 checkpoints quantize (issue 27)
     expert_linear: np.ndarray | float = 0.0
     experts_only: np.ndarray | bool = False   # the precision quantizes only the routed experts (mxfp4)
@@ -994,9 +999,11 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         act_offload=(mask("checkpointing", "offload") | mask("activation_offload", "on")) & train,
         opt_bwd=mask("optimizer_in_backward", "on") & train, paged32=paged32, paged_small=small,
         kept_outputs=mask("loop", "manual") & train,
-        # transformers turns the cache off in training under gradient checkpointing (modeling_layers.py
-        # line 96, utils/generic.py merge_with_config_defaults): only rows without checkpointing build one
-        train_cache=mask("use_cache", "on") & train & ~np.asarray(mv.values("grad_checkpointing"), dtype=bool),
+        # use_cache on: the forward builds a cache, under checkpointing too where that is applied outside
+        # transformers (its own turns the cache off; 'auto' resolves so, engine/rules.py)
+        train_cache=mask("use_cache", "on") & train,
+        flat_views=mask("flat_params", "on", "mixed") & train,
+        frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & train,
     )
 
 
@@ -1160,8 +1167,14 @@ def totals(x: Inputs) -> Totals:
     trainable = trainable_params(x)
     # the newer optimizers' (hit, states, temporaries), computed once for both (engine/optimizers.py)
     newer = optimizers.bytes_of(x, trainable) if x.opt_kind else None
+    gradients = np.where(x.train, trainable * x.gb, 0.0)
+    if np.any(x.frozen_grads):
+        # FSDP1, a mixed flat parameter (engine/stacks.py flat_params mixed): the decoder layers' frozen weights get
+        # gradients too, in the flat parameter's dtype (the base's; the adapters share it: FSDP1 flattens one dtype);
+        # the root unit (embeddings, lm_head, final norm) holds no adapter, so its flat parameter stays frozen
+        gradients = gradients + np.where(x.frozen_grads, x.L * x.layer_all * x.wb, 0.0)
     return Totals(trainable=trainable, weights=weight_bytes(x, trainable),
-                  gradients=np.where(x.train, trainable * x.gb, 0.0),
+                  gradients=gradients,
                   states=optimizer_state_bytes(x, trainable, newer), temps=step_temporary_bytes(x, trainable, newer),
                   experts=expert_weight_bytes(x))
 
@@ -1562,7 +1575,10 @@ def autocast_copies(x: Inputs, t: Totals) -> dict[str, Part]:
     cast = x.autocast & x.train
     forward = np.where(cast, x.acb * lin_copies / x.mp, 0.0)
     one_layer = np.where(cast, x.acb * (x.V * x.h + x.layer_lin) / x.mp, 0.0)
-    forward = np.where(x.gc & ~(x.full | x.freeze), one_layer, forward)
+    # FSDP1's flat parameters (flat_params on / mixed): a unit's weights are views, whose casts autocast does not
+    # cache (aten/src/ATen/autocast_mode.cpp cached_cast: `arg.is_leaf() && !arg.is_view()`; traced:
+    # benchmarks/check_fsdp1_flat_params.py), so trained weights' casts are kept as frozen ones' are
+    forward = np.where(x.gc & (~(x.full | x.freeze) | x.flat_views), one_layer, forward)
     # kbit_prep (QLoRA): only lm_head's fp32 weight is cast; bitsandbytes dequantizes the 4-bit
     # linears inside each call (bnb MatMul4Bit), so no 16-bit copy of them is kept; lm_head's copy is
     # saved for its backward, which runs before the decoder layers' (freed by the `backward` phase)
@@ -1577,7 +1593,8 @@ def autocast_copies(x: Inputs, t: Totals) -> dict[str, Part]:
 def _layer_activations(x: Inputs) -> np.ndarray:
     """Bytes per token one decoder layer saves for backward (engine/memory.py)."""
     trains = np.where(x.full | x.freeze, 1.0, 0.0)
-    saves = {mod: trains for mod in C.LORA_MODULES}
+    # a mixed flat parameter (flat_params mixed): the frozen linears' weights require grad, so each keeps its input
+    saves = {mod: np.where(x.frozen_grads, 1.0, trains) for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
                                    adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
@@ -2114,7 +2131,7 @@ def kv_cache(x: Inputs, t: Totals) -> dict[str, Part]:
 
 
 def training_cache_parts(x: Inputs) -> dict[str, Part]:
-    """The KV cache a training forward builds (issue 28, use_cache on, no checkpointing; traced on
+    """The KV cache a training forward builds (issue 28, use_cache on; traced without checkpointing on
     transformers 5.24 and measured: tests/data/measured_loops.csv). Each layer's attention passes its
     keys and values to `cache.update` (cache_utils.py DynamicLayer / DynamicSlidingWindowLayer) and
     attends over what it returns, so where attention's backward saves those K/V the cache adds
@@ -2131,6 +2148,10 @@ def training_cache_parts(x: Inputs) -> dict[str, Part]:
     repeated = (x.masked | x.eager) & (x.kvh < x.a)
     only = np.where(x.train_cache, per_layer * ((x.L - trained) + np.where(repeated, trained, 0.0)), 0.0)
     whole = np.where(x.train_cache, per_layer * x.L, 0.0)
+    # under checkpointing applied outside transformers (use_cache on, engine/stacks.py) a checkpointed layer saves
+    # nothing in the forward, so the cache alone holds every layer's K/V (a recomputed layer's K/V in backward are
+    # the activations' own)
+    only = np.where(x.gc, whole, only)
     kept = np.asarray(x.kept_outputs, dtype=bool)
     parts = {"forward": Part(per_token=only)}
     if np.any(kept):
@@ -2365,7 +2386,8 @@ def _fsdp_gathered_params(x: Inputs) -> np.ndarray:
 def _layer_trained_params(x: Inputs, t: Totals) -> np.ndarray:
     """A decoder layer's trained parameters: all of them in full fine-tuning and in freeze's trained
     layers, else the adapters' mean share per layer."""
-    return np.where(x.full | x.freeze, x.layer_all, t.trainable / np.maximum(x.L, 1.0))
+    # (a mixed flat parameter, flat_params mixed: every weight of the layer gets its gradient)
+    return np.where(x.full | x.freeze | x.frozen_grads, x.layer_all, t.trainable / np.maximum(x.L, 1.0))
 
 
 COMPONENT_FUNCTIONS = {

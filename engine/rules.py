@@ -475,11 +475,6 @@ def _resolve_stack(out: dict, n: int) -> None:
         else:
             new_codes = np.where(codes == cats.index("auto"), by_key[key], keep[codes]).astype(np.int32)
         out[switch] = categories.from_codes(new_codes, new_cats, validate=False)
-    if cache_auto is not None and cache_auto.any() and "loop" in out:
-        # (a recipe whose model builds no training cache keeps its own 'off': LitGPT, engine/stacks.py)
-        manual = cache_auto & _category_mask(out["loop"], "manual") & ~_category_mask(out["recipe"], *NO_TRAINING_CACHE)
-        if manual.any():
-            out["use_cache"] = _set_rows(out["use_cache"], manual, "on")
     if "checkpointing" in out:  # grad_checkpointing: true exactly when some checkpointing is decided
         codes, cats = _codes(out["checkpointing"])
         on = np.array([c != "none" for c in cats] + [False])
@@ -490,6 +485,13 @@ def _resolve_stack(out: dict, n: int) -> None:
             decided = on[codes]
             if not np.array_equal(decided, gc):
                 out["grad_checkpointing"] = decided
+    if cache_auto is not None and cache_auto.any() and "loop" in out:
+        # (a recipe whose model builds no training cache keeps its own 'off': LitGPT, engine/stacks.py)
+        # and transformers' own gradient checkpointing (the flag as decided above) turns it off (engine/stacks.py use_cache)
+        manual = cache_auto & _category_mask(out["loop"], "manual") & ~_category_mask(out["recipe"], *NO_TRAINING_CACHE)
+        manual &= ~np.asarray(out["grad_checkpointing"], dtype=bool)
+        if manual.any():
+            out["use_cache"] = _set_rows(out["use_cache"], manual, "on")
 
 
 _NAMES = {"zero": "ZeRO stage", "method": "method", "precision": "precision", "seq": "sequence", "tp": "tensor parallel",

@@ -158,13 +158,33 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   kept by the cache as well as by attention's backward; what the cache alone holds is
                   the frozen layers' K/V (freeze), and where attention repeats K/V to every head
                   (a padded batch under SDPA, eager attention) the un-repeated K/V; with loop manual the
-                  whole cache lives until the step ends. Never with checkpointing: transformers turns
-                  the cache off in training under gradient checkpointing (modeling_layers.py line 96,
-                  utils/generic.py merge_with_config_defaults). off: no cache. auto: what the framework
-                  decides: off under the Trainer (transformers 5.24 trainer.py line 646 sets
-                  model.config.use_cache = TrainingArguments.use_cache, default False,
-                  training_args.py line 971) and torchtune (no cache unless setup_caches is called);
-                  on for loop manual (the model config's default).
+                  whole cache lives until the step ends. Under checkpointing, on means checkpointing
+                  applied outside transformers (torch's checkpoint_wrapper / apply_activation_checkpointing,
+                  as llama-recipes and ATorch wrap each decoder layer): transformers turns the cache off
+                  only under its own gradient checkpointing (modeling_layers.py line 96, utils/generic.py
+                  merge_with_config_defaults; 4.31-4.35 LlamaModel.forward `if self.gradient_checkpointing
+                  and self.training: use_cache = False`), so a wrapped layer still returns its K/V, and
+                  the cache then holds every layer's whole K/V (a checkpointed forward saves none for
+                  backward). off: no cache. auto: what the framework decides: off under the Trainer
+                  (transformers 5.24 trainer.py line 646 sets model.config.use_cache =
+                  TrainingArguments.use_cache, default False, training_args.py line 971) and torchtune (no
+                  cache unless setup_caches is called); for loop manual the model config's default (on),
+                  but off under checkpointing (transformers' own turns it off).
+* flat_params     (ZeRO-3 / FSDP training) off: each parameter sharded on its own (FSDP2's fully_shard, DeepSpeed
+                  ZeRO-3): the weights a layer runs with are leaf parameters, whose autocast casts are cached.
+                  on: FSDP1's FlatParameter (torch.distributed.fsdp.FullyShardedDataParallel): while a unit runs,
+                  its module's weights are views of the unsharded flat parameter (_flat_param.py
+                  _use_unsharded_views), and autocast caches no cast of a view (aten/src/ATen/autocast_mode.cpp
+                  cached_cast: `arg.is_leaf() && !arg.is_view()`), so under checkpointing only the layer that runs
+                  and lm_head hold a 16-bit copy, full fine-tuning too. Frozen and trained weights in separate
+                  flat parameters (peft's fsdp_auto_wrap_policy, llama-recipes' LoRA-aware policy). mixed: as on,
+                  with a decoder layer's frozen weights and its LoRA adapters in one flat parameter
+                  (use_orig_params=True, the layer as the unit): the views all require grad, so backward computes
+                  every frozen weight's gradient into the flat gradient and keeps its shard (the
+                  FullyShardedDataParallel docstring: "the gradient memory usage will be higher than expected
+                  (namely, equivalent to not freezing those parameters)"). Both traced on torch 2.13:
+                  benchmarks/check_fsdp1_flat_params.py. Every recipe: off (the hf recipe's ZeRO-3 terms were
+                  measured under FSDP2; accelerate's FSDP1 is --flat-params on).
 * checkpointing op (issue 27): torchtitan's selective activation checkpointing, `selective_ac_option
                   "op"` (torchtitan/distributed/activation_checkpoint.py at b5bcd76, `_get_custom_policy`:
                   "Save all compute/comm ops, except every second mm/linear", the count restarting in each
@@ -342,6 +362,9 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     "liger": ("auto", "off", "on"),
     # issue 27: a mixture of experts' fused 3-D experts quantized at load for QLoRA (axolotl's quantize_moe_experts)
     "quantize_experts": ("auto", "off", "on"),
+    # issue 28: FSDP1's flat parameters (autocast casts of views are not cached; frozen weights in a mixed flat
+    # parameter get gradients)
+    "flat_params": ("auto", "off", "on", "mixed"),
     # the reference model of a preference-tuning row (objective dpo): a frozen copy of the weights, the policy with its
     # adapters disabled, or reference log-probs computed before training (none in the step)
     "dpo_reference": ("auto", "copy", "adapters_off", "precomputed"),
@@ -454,6 +477,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "TrainingArguments.use_liger_kernel (default False); on: Trainer calls liger_kernel's _apply_liger_kernel_to_instance"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927: no ref_model and a PEFT policy: None (the same model under disable_adapter, lines 1328-1336); otherwise a second model from the policy's checkpoint in its dtype (`ref_model_init_kwargs.setdefault(\"dtype\", self.model.dtype)`); precompute_ref_log_probs (default False) on request"),
         "quantize_experts": ("off", "transformers 5.24 + peft: bitsandbytes' replace_with_bnb_linear swaps nn.Linear only, so the fused 3-D experts stay in the load dtype (engine/constants.py BNB_FUSED_EXPERTS)"),
+        "flat_params": ("off", "transformers Trainer: the engine's ZeRO-3 terms are FSDP2's, as measured (tests/data/measured_peaks.csv); accelerate's FSDP1 (fsdp_version 1) is --flat-params on, with peft's fsdp_auto_wrap_policy (adapters wrapped apart)"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -480,6 +504,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "torchtune's own modules and losses (no Liger kernels)"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "torchtune recipes/lora_dpo_single_device.py and lora_dpo_distributed.py: the reference log-probs under `with disable_adapter(self._model)`; recipes/full_dpo_distributed.py: `self._ref_model = self._setup_reference_model(...)`, a second copy"),
         "quantize_experts": ("off", "torchtune's QLoRA quantizes its LoRA linears (torchao NF4): no expert quantization"),
+        "flat_params": ("off", "torchtune 0.7.0 shards with FSDP2 (training.shard_model: fully_shard per layer)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -506,6 +531,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "Unsloth's own Triton kernels (unsloth/kernels), not Liger's"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "Unsloth patches TRL's DPOTrainer (PatchDPOTrainer) and trains LoRA adapters: ref_model None, TRL disables the adapters (trl 1.16.0 dpo_trainer.py lines 908-914)"),
         "quantize_experts": ("off", "the engine's transformers base as for the hf recipe (Unsloth's own MoE loading not re-read here)"),
+        "flat_params": ("off", "Unsloth trains on one GPU (no FSDP)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -532,6 +558,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "LLaMA-Factory 0.9.6.dev0 model_args.py enable_liger_kernel: False"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "LLaMA-Factory src/llamafactory/train/trainer_utils.py create_ref_model: finetuning_type lora and no ref_model: None (the policy under disable_adapter(), train/dpo/trainer.py compute_reference_log_probs); otherwise load_model of the same checkpoint, a second copy"),
         "quantize_experts": ("off", "LLaMA-Factory loads its 4-bit base through transformers' BitsAndBytesConfig: the fused experts stay in the load dtype"),
+        "flat_params": ("off", "LLaMA-Factory through the Trainer: as hf (accelerate's FSDP1 on request: --flat-params on)"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -558,6 +585,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "axolotl's Liger is a plugin (axolotl.integrations.liger.LigerPlugin), off unless listed under plugins"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters; rl_adapter_ref_model is no field of axolotl 0.18.0's config schema, so validation drops it: a copy beside an adapter is refused, DPO_NO_ADAPTER_COPY); without an adapter the model is loaded again"),
         "quantize_experts": ("off", "axolotl 0.20: quantize_moe_experts is opt-in (its validator requires an adapter and load_in_4bit / load_in_8bit); the MoE QLoRA examples set it true: --quantize-experts on"),
+        "flat_params": ("off", "axolotl: as hf (its fsdp_version 2 configs shard with FSDP2; fsdp_version 1: --flat-params on)"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -584,6 +612,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "transformers' Trainer under DeepSpeed: use_liger_kernel default False"),
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "TRL's DPOTrainer under DeepSpeed: as hf (trl 1.16.0 dpo_trainer.py lines 908-927; the copy prepared by prepare_deepspeed, lines 984-986, sharded under ZeRO-3 only)"),
         "quantize_experts": ("off", "TRL / transformers under DeepSpeed: as hf"),
+        "flat_params": ("off", "DeepSpeed ZeRO-3 partitions each parameter on its own (no flat parameter in the module)"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -611,6 +640,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "torchtitan's own model (no Liger kernels)"),
         "dpo_reference": ("copy", "torchtitan has no preference-tuning trainer: objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "torchtitan trains no bitsandbytes base: not used"),
+        "flat_params": ("off", "torchtitan shards with FSDP2 (fully_shard)"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -641,6 +671,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("off", "LitGPT's own model (no Liger kernels)"),
         "dpo_reference": ("copy", "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2): objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "LitGPT quantizes its own nn.Linear modules (--quantize): no fused experts"),
+        "flat_params": ("off", "LitGPT trains in bf16-true (no autocast: no casts to cache); whether its Fabric FSDP strategy puts adapters and frozen weights in one flat parameter is not re-read: off keeps the engine as before"),
     },
     "automodel": {
         # NVIDIA NeMo Automodel, read at b4733bdc1 (2025-09-18, the commit of its gradient-checkpointing guide): its
@@ -670,6 +701,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "liger": ("on", "NVIDIA NeMo Automodel b4733bdc1 components/_transformers/auto_model.py from_pretrained use_liger_kernel=True (line 176), applied by _patch_liger_kernel (liger_kernel's _apply_liger_kernel_to_instance) where liger-kernel is installed, a base dependency on x86_64 (pyproject.toml line 74)"),
         "dpo_reference": ("copy", "NVIDIA NeMo Automodel b4733bdc1 has no DPO recipe in nemo_automodel/recipes/llm: objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "NVIDIA NeMo Automodel's QLoRA (components/quantization/qlora.py) through BitsAndBytesConfig: as hf (not re-read for MoE)"),
+        "flat_params": ("off", "NVIDIA NeMo Automodel shards with FSDP2 (components/distributed/fsdp2.py)"),
     },
 }
 

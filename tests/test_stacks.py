@@ -384,7 +384,8 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
                                               "sequence_parallel": "off", "float8": "off", "decode_cache": "dynamic",
                                               "bnb_4bit_input": "freed", "int4_kernel": "none",
                                               "bnb_double_quant": "on", "rope_cache": "none", "vision_tower": "on",
-                                              "liger": "off", "dpo_reference": "copy", "quantize_experts": "off"}
+                                              "liger": "off", "dpo_reference": "copy", "quantize_experts": "off",
+                                              "flat_params": "off"}
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
