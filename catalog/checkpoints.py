@@ -71,7 +71,7 @@ PACKED = ("I32", "U32", "U8", "I8", "I16", "U16", "I64", "U64")
 DTYPE_PRECISION = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 # a GGUF's general.file_type (llama.cpp's LlamaFileType) -> the planner's GGUF precision
 GGUF_FILE_TYPE = {1: "fp16", 0: "fp32", 32: "bf16", 2: "q4_0", 7: "q8_0", 10: "q2_k", 12: "q3_k_m", 15: "q4_k_m",
-                  17: "q5_k_m", 18: "q6_k", 38: "mxfp4_moe"}  # 38: LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs)
+                  17: "q5_k_m", 18: "q6_k", 38: "mxfp4_moe", 39: "nvfp4_gguf"}  # 38: LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs); 39: LLAMA_FTYPE_MOSTLY_NVFP4
 # GGUF general.architecture -> the config.json model_type catalog/user.py reads
 GGUF_ARCH = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
              "gemma2": "gemma2", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",

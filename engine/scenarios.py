@@ -45,7 +45,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 # The 2026 checkpoint formats (fp8, nvfp4, mxfp4, GGUF mxfp4_moe: issue 27) are inference weights
 # only: transformers trains gpt-oss from its MXFP4 checkpoint dequantized (Mxfp4Config(dequantize=True)),
 # and no peft/bitsandbytes path keeps an fp8 or fp4 base frozen in those bits (not modelled).
-_NOT_BASES = ("fp8", "nvfp4", "mxfp4", "mxfp4_moe")
+_NOT_BASES = ("fp8", "nvfp4", "mxfp4", "mxfp4_moe", "nvfp4_gguf")
 BASE_PRECISIONS = ("auto",) + tuple(p for p in tuple(LINEAR_BITS) + tuple(GGUF_BITS) if p not in _NOT_BASES) \
     + tuple(BASE_ONLY_BITS)
 KV_PRECISIONS = ("auto",) + tuple(KV_BYTES)

@@ -1079,7 +1079,8 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
 # (LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38, include/llama.h) and no plain MXFP4 type, and gpt-oss's GGUFs are that type
 # (the experts in MXFP4, the rest as the file keeps it: GGUF_EXPERT_BITS). So `--precision mxfp4` under llama.cpp or
 # Ollama (issue 27: "MXFP4, gpt-oss's native format and a llama.cpp quant type") is read as mxfp4_moe.
-GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe"}
+# llama.cpp's one NVFP4 type likewise (LLAMA_FTYPE_MOSTLY_NVFP4: engine/constants.py GGUF_BITS nvfp4_gguf)
+GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe", "nvfp4": "nvfp4_gguf"}
 
 
 # The GGUF file types whose output tensor llama-quant.cpp stores as Q8_0 (the others: Q6_K), above

@@ -847,7 +847,9 @@ LCPP_FTYPES = {"q8_0": "q8_0", "q6_k": "q6_k", "q5_k - medium": "q5_k_m", "q4_k 
                "bf16": "bf16", "all f32": "fp32",
                # LLAMA_FTYPE_MOSTLY_MXFP4_MOE (gpt-oss's GGUFs): the experts MXFP4, the rest Q8_0 (engine
                # constants GGUF_BITS / GGUF_EXPERT_BITS); refused before though the engine models it
-               "mxfp4 moe": "mxfp4_moe"}
+               "mxfp4 moe": "mxfp4_moe",
+               # LLAMA_FTYPE_MOSTLY_NVFP4 (llama_model_ftype_name: "NVFP4"): engine/constants.py GGUF_BITS nvfp4_gguf
+               "nvfp4": "nvfp4_gguf"}
 
 
 def _host_buffer(device: str) -> bool:
