@@ -120,6 +120,7 @@ GGUF_NOT_MODELLED = {
     "lfm2": "has short-convolution layers (a state per sequence)", "lfm2moe": "has short-convolution layers (a state "
                                                                                "per sequence)",
     "gemma3n": "(Gemma 3n) has per-layer embeddings, AltUp and LAuReL blocks and layers sharing a KV cache",
+    "gemma4": "(Gemma 4) has full-attention layers of their own head width and KV heads (global_head_dim), per-layer embeddings (E2B, E4B) and a MoE block beside the MLP (26B-A4B)",
 }
 LLAMA4_GGUF_CHUNK = 8192
 # deepseek2's metadata -> DeepseekV3Config's fields (gguf-py constants.py Keys; convert_hf_to_gguf.py DeepseekV2Model

@@ -126,6 +126,7 @@ NOT_MODELLED = {
                "which the engine does not count yet",
     "gemma3n_text": "(Gemma 3n) has per-layer embeddings, AltUp and LAuReL blocks and layers that share another's KV cache, "
                     "which the engine does not count yet",
+    **dict.fromkeys(("gemma4", "gemma4_text"), "(Gemma 4) has full-attention layers of their own head width and KV heads (global_head_dim), per-layer embeddings (E2B, E4B) and a MoE block beside the MLP (26B-A4B), which the engine does not count yet"),
 }
 # Types that are another type's layout under their own name: Kimi K2 (moonshotai/Kimi-K2-Instruct, -Thinking) is
 # DeepSeek-V3's (its config.json: architectures DeepseekV3ForCausalLM, auto_map configuration_deepseek.DeepseekV3Config;

@@ -150,9 +150,10 @@ def test_granite_4_reads_its_attention_only_and_its_mamba_models():
 
 
 @pytest.mark.parametrize("model_type, what", [("zamba2", "Mamba"), ("jamba", "Mamba"), ("phi4flash", "SambaY"),
-                                              ("gemma3n", "per-layer embeddings"), ("lfm2", "short-convolution")])
+                                              ("gemma3n", "per-layer embeddings"), ("lfm2", "short-convolution"),
+                                              ("gemma4", "global_head_dim"), ("gemma4_text", "MoE block")])
 def test_a_hybrid_the_engine_does_not_count_is_refused_naming_what_it_lacks(tmp_path, model_type, what):
-    """Zamba2 (Mamba2 with shared attention blocks), Jamba (Mamba1), Phi-4-mini-flash, Gemma 3n, LFM2:
+    """Zamba2 (Mamba2 with shared attention blocks), Jamba (Mamba1), Phi-4-mini-flash, Gemma 3n, LFM2, Gemma 4:
     one line, exit status 2, naming what the engine does not count (it said only "is not supported")."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "hidden_size": 1536, "num_attention_heads": 12,
