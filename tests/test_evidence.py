@@ -1,5 +1,6 @@
 """The evidence table: every published reference beside our estimate, and every large gap explained."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +259,20 @@ def test_gpt_oss_mxfp4_files_are_their_layouts_bytes(table):
         assert abs(rows.loc[rid, "error_pct"]) <= 1.0, rid
     vllm = rows.loc[["vllm-gpt-oss-120b-h100-weights-v0-14", "vllm-gpt-oss-120b-h100-weights-marlin"], "error_pct"]
     assert ((vllm < 0) & (vllm > -10)).all()  # vLLM pads the expert tensors for its kernels
+
+
+def test_docs_state_the_fsdp1_rows_errors_the_code_computes(table):
+    """docs/evidence.md's section on FSDP1's flat parameters quotes each of its ten rows' error after the change; the
+    figures come from this table (python -m planner.evidence), so they cannot drift from the engine."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "evidence.md").read_text()
+    section = text[text.index("## FSDP1's flat parameters"):]
+    section = section[:section.index("\n## ")]
+    err = table.set_index("id")["error_pct"]
+    rows = {"dlrover full": [f"dlrover-atorch-llama2-7b-full-fsdp-{n}gpu" for n in (8, 16, 32, 64)],
+            "dlrover LoRA": [f"dlrover-atorch-llama2-7b-lora-fsdp-{n}gpu" for n in (8, 16, 32, 64)],
+            "llama-recipes PR #41": ["llama-recipes-pr41-llama2-7b-lora-fsdp4-active",
+                                     "llama-recipes-pr41-llama2-7b-lora-fsdp4-reserved"]}
+    for label, ids in rows.items():
+        line = next(ln for ln in section.splitlines() if ln.startswith(f"| {label}"))
+        after = line.rstrip(" |").rsplit("|", 1)[1]
+        assert re.findall(r"-?\d+\.\d%", after) == [f"{err[i]:.1f}%" for i in ids], (label, after)
