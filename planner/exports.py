@@ -737,6 +737,12 @@ def accelerate_fsdp(row, repo: str, repo_known: bool, model=None) -> Export:
                      "(buffers=[input_ids, labels, ...], buffer_seq_dims=[1, 1, ...]) (accelerate's context "
                      "parallelism guide), with SDPA and a causal mask")
     notes += _parallel_notes(row, model, "accelerate-fsdp", ("cp",) if "parallelism_config" in cfg else (), cp_why)
+    flat = str(row.get("flat_params", "off"))
+    if fsdp is not None and flat in ("on", "mixed"):
+        # engine/stacks.py flat_params: FSDP1's flat parameters hold other memory than FSDP2's per-parameter shards
+        notes.append(f"flat parameters {flat} (FSDP1's FlatParameter, --flat-params {flat}): this "
+                     "config launches FSDP2 (fsdp_version 2), whose per-parameter sharding the plan counts with "
+                     "--flat-params off: plan it so for this config")
     if pure_trained and fsdp is not None:
         notes.append(f"precision {prec['name']} (pure 16-bit): load the model in {prec['load']} in the script; "
                      f"mixed_precision no, since with {prec['half']} accelerate upcasts the trained parameters to fp32 "

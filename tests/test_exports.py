@@ -393,6 +393,17 @@ def test_accelerate_fsdp_says_zero_2_is_written_as_no_reshard():
     assert any(n.startswith("not expressed: ZeRO stage 2") for n in _comments(out))
 
 
+def test_accelerate_fsdp_says_an_fsdp1_plan_is_not_what_it_launches():
+    """The config is FSDP2; a plan of FSDP1's flat parameters (--flat-params on / mixed) counts other memory."""
+    args = ("estimate", "--model", "llama-2-7b", "--method", "lora", "--zero", "3", "--gpus", "8", "--precision",
+            "amp_bf16", "--grad-checkpointing", "--export", "accelerate-fsdp")
+    out, _ = _export(*args, "--flat-params", "mixed")
+    assert yaml.safe_load(out)["fsdp_config"]["fsdp_version"] == 2
+    assert any(n.startswith("not expressed: flat parameters mixed") for n in _comments(out))
+    out, _ = _export(*args)
+    assert not any("flat parameters" in n for n in _comments(out))
+
+
 def test_llama_factory_qlora_and_full_pure_bf16():
     out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--lora-rank", "32", "--lora-targets",
                      "q_proj,k_proj,v_proj", "--seq", "4096", "--attention", "flash", "--export", "llama-factory")
