@@ -228,10 +228,14 @@ class Inputs:
     # caches no cast of them), and in a mixed flat parameter a LoRA row's frozen layer weights get gradients
     flat_views: np.ndarray | bool = False
     frozen_grads: np.ndarray | bool = False
+    # gradient accumulation (engine/stacks.py accum_sync last): earlier micro-batches' gradients alive in the next
+    # ones' forward and backward, unsharded under ZeRO-2/3 / FSDP (no_sync)
+    accum_last: np.ndarray | bool = False
     # the routed experts' matrices (gate, up, down: no biases), what mxfp4 checkpoints quantize (issue 27)
     expert_linear: np.ndarray | float = 0.0
     experts_only: np.ndarray | bool = False   # the precision quantizes only the routed experts (mxfp4)
     gguf_expert_bits: np.ndarray | float = np.nan  # GGUF mxfp4_moe: the experts' bits (the rest: gguf_bits)
+    gguf_linear_bits: np.ndarray | float = np.nan  # GGUF nvfp4_gguf: the decoder linears' bits (the rest: gguf_bits)
     # beside the language model (issue 25): the vision tower + projector's parameters, loaded in 16-bit
     vision: np.ndarray | float = 0.0
     # the checkpoint's own bytes of the language model's weights, where the row's precision is the
@@ -520,6 +524,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         kv_elems=kv_elems, mla=mla & ~full_policy, expert_params=expert_params,
         expert_linear=expert_linear, experts_only=mv.mask("precision", *C.QUANT_EXPERTS_ONLY) & ~train,
         gguf_expert_bits=mv.lookup("precision", C.GGUF_EXPERT_BITS, np.nan),
+        gguf_linear_bits=mv.lookup("precision", C.GGUF_LINEAR_BITS, np.nan),
         # (--vision-tower off: the language model alone, engine/stacks.py vision_tower)
         vision=np.where(_mask_if_present(mv, "vision_tower", "off"), 0.0, np.asarray(arch["vision_params"], dtype=float)),
         stored_bytes=_stored_bytes(mv, models, midx, train),
@@ -1076,10 +1081,13 @@ def weight_bytes(x: Inputs, trainable: np.ndarray) -> np.ndarray:
     experts_only = x.experts_only & (x.expert_linear > 0)
     quantized = np.where(experts_only, x.expert_linear, _quantized_linear(x))
     gguf_experts = np.where(experts_only & ~np.isnan(x.gguf_expert_bits), x.expert_linear, 0.0)
+    # a GGUF type with bits of its own for the decoder linears (nvfp4_gguf: NVFP4 linears, the rest BF16)
+    gguf_lin = np.where(np.isnan(x.gguf_linear_bits), 0.0, _quantized_linear(x))
     infer_weights = np.where(
         np.isnan(x.gguf_bits),
         quantized * np.nan_to_num(x.lin_bits) / 8 + (x.N - quantized) * x.act_b + int8_scales,
-        gguf_experts * np.nan_to_num(x.gguf_expert_bits) / 8 + (x.N - gguf_experts) * np.nan_to_num(x.gguf_bits) / 8,
+        gguf_experts * np.nan_to_num(x.gguf_expert_bits) / 8 + gguf_lin * np.nan_to_num(x.gguf_linear_bits) / 8
+        + (x.N - gguf_experts - gguf_lin) * np.nan_to_num(x.gguf_bits) / 8,
     )
     # the checkpoint's own bytes win where its header gave them for this precision (issue 25)
     infer_weights = np.where(np.isnan(x.stored_bytes), infer_weights, x.stored_bytes)

@@ -136,15 +136,22 @@ def llama_swa_cells(window):
 GGUF_BITS = {
     "q8_0": 8.5, "q6_k": 6.5625, "q5_k_m": 5.69, "q4_k_m": 4.8944, "q4_0": 4.55, "q3_k_m": 3.91, "q2_k": 3.35,
     "mxfp4_moe": 8.5,
-    # llama.cpp's NVFP4 file type (LLAMA_FTYPE_MOSTLY_NVFP4 = 39, include/llama.h; GGML_TYPE_NVFP4 = 40): every weight
-    # matrix NVFP4, block_nvfp4 = 64 values in 4 UE4M3 scales (one per 16) + 32 bytes of e2m1 = 36 bytes, 4.5 bits
-    # (ggml/src/ggml.c type_traits: blck_size QK_NVFP4 64, type_size 36); src/llama-quant.cpp at 007dbbf3
-    # llama_ftype_get_default_type -> GGML_TYPE_NVFP4 with no per-tensor promotion, an untied token_embd NVFP4 too, the
-    # output (and a tied token_embd) Q6_K, or Q8_0 where a row is not whole 256-blocks (engine/serving.py). Named
-    # nvfp4_gguf: vLLM's and SGLang's `nvfp4` is ModelOpt's checkpoint (linears only, embeddings and lm_head 16-bit);
-    # under llama.cpp / Ollama `--precision nvfp4` reads as this type (engine/serving.py GGUF_PRECISION_ALIASES).
-    "nvfp4_gguf": 4.5,
+    # llama.cpp's NVFP4 file type (LLAMA_FTYPE_MOSTLY_NVFP4 = 39, include/llama.h; GGML_TYPE_NVFP4 = 40) as the
+    # published files have it: convert_hf_to_gguf.py (ggml-org/llama.cpp at 0024aa74) repacks a ModelOpt /
+    # compressed-tensors NVFP4 checkpoint's linears as GGML NVFP4 (block_nvfp4 = 64 values in 4 UE4M3 scales + 32
+    # bytes of e2m1 = 36 bytes, 4.5 bits: GGUF_LINEAR_BITS below; two F32 scalars a weight, `.scale` and
+    # `.input_scale`, left out) and writes every other tensor -- token_embd, output (lm_head, which ModelOpt leaves
+    # unquantized), norms -- in its --outtype, BF16 by default ("auto"), relabelling the file NVFP4 only for a
+    # 16/32-bit outtype. This entry is that rest: 16 bits. (llama-quant.cpp's own NVFP4 mapping at 007dbbf3 -- every
+    # matrix NVFP4, the output Q6_K -- is smaller, and upstream llama-quantize's CLI lists no NVFP4 type: the
+    # converted layout is the one planned, never the smaller.) Checked: llama-bench's size of a Llama 3.1 8B NVFP4
+    # file, 5.61 GiB (Thireus/GGUF-Tool-Suite#77, 2026-04-24), is this layout's 5.62 GiB. Named nvfp4_gguf: vLLM's
+    # and SGLang's `nvfp4` is the checkpoint itself; under llama.cpp `--precision nvfp4` reads as this type
+    # (engine/serving.py GGUF_PRECISION_ALIASES).
+    "nvfp4_gguf": 16.0,
 }
+# GGUF types whose decoder linears (experts included) take bits of their own, the rest GGUF_BITS's
+GGUF_LINEAR_BITS = {"nvfp4_gguf": 4.0 + 32.0 / 64}
 GGUF_EXPERT_BITS = {"mxfp4_moe": 4.0 + 8.0 / 32}
 # 16-bit GGUF files: convert_hf_to_gguf.py's --outtype f16 / bf16 (its own default output) and llama-quantize's F16 / BF16
 # file types (LLAMA_FTYPE_MOSTLY_F16 = 1, LLAMA_FTYPE_MOSTLY_BF16 = 32): every weight matrix, the output one too, in 16

@@ -1081,6 +1081,10 @@ def _check_hybrid(req: pd.DataFrame, models: pd.DataFrame) -> None:
 # Ollama (issue 27: "MXFP4, gpt-oss's native format and a llama.cpp quant type") is read as mxfp4_moe.
 # llama.cpp's one NVFP4 type likewise (LLAMA_FTYPE_MOSTLY_NVFP4: engine/constants.py GGUF_BITS nvfp4_gguf)
 GGUF_PRECISION_ALIASES = {"mxfp4": "mxfp4_moe", "nvfp4": "nvfp4_gguf"}
+# GGUF types Ollama does not load: its GGML runner stops on an NVFP4 GGUF with `GGML_ASSERT(type >= 0 && type <
+# GGML_TYPE_COUNT) failed` (ollama/ollama#16056, 2026-05-09, open; #15399: `ollama create --quantize nvfp4` is
+# "unsupported quantization type", NVFP4 only through its experimental MLX engine)
+OLLAMA_NOT_LOADED = ("nvfp4_gguf",)
 
 
 # The GGUF file types whose output tensor llama-quant.cpp stores as Q8_0 (the others: Q6_K), above
@@ -1120,7 +1124,7 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
     precision = str(precision)
     if engine in GGUF_ENGINES:
-        return precision in C.GGUF_FILE_PRECISIONS
+        return precision in C.GGUF_FILE_PRECISIONS and not (engine == "ollama" and precision in OLLAMA_NOT_LOADED)
     if engine == "mlc-llm":
         return precision in MLC_BITS
     if engine == "mlx-lm":
@@ -1188,6 +1192,11 @@ def _check(req: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> None:
         raise ValueError(f"precision {req['precision'][llama & ~gguf].iloc[0]!r} is not accepted for llama.cpp/ollama; "
                          f"accepted: {', '.join(C.GGUF_FILE_PRECISIONS)} (GGUF file types; bf16 / fp16: a 16-bit "
                          "GGUF)")
+    not_loaded = (req["engine"] == "ollama") & req["precision"].astype(str).isin(OLLAMA_NOT_LOADED)
+    if not_loaded.any():
+        raise ValueError(f"precision {req['precision'][not_loaded].iloc[0]!r} is not accepted for ollama: its GGML runner "
+                         "does not load NVFP4 GGUF files (ollama/ollama#16056: GGML_ASSERT type < GGML_TYPE_COUNT); "
+                         f"accepted: {', '.join(engine_precisions('ollama'))}, or --engine llama.cpp for this file")
     _check_version(req)
     _check_hybrid(req, models)
     _check_draft(req, models)
@@ -1293,7 +1302,7 @@ def engine_precisions(engine: str) -> tuple[str, ...]:
     types for llama.cpp / Ollama, MLC's own formats, EXL2 at a few bits (any 2-8 is taken) and GPTQ for
     ExLlamaV2, EXL3 at a few bits (any 1-8 is taken) for ExLlamaV3, else the torch formats with the 2026 ones the engine runs (FORMAT_ENGINES)."""
     if engine in GGUF_ENGINES:
-        return C.GGUF_FILE_PRECISIONS
+        return tuple(p for p in C.GGUF_FILE_PRECISIONS if not (engine == "ollama" and p in OLLAMA_NOT_LOADED))
     if engine == "mlc-llm":
         return tuple(MLC_BITS)
     if engine == "mlx-lm":
@@ -1885,7 +1894,7 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # tensor: Q8_0 in Q8_0 and MXFP4_MOE files and where a row is not whole K-quant blocks of 256, else Q6_K; a 16-bit
     # GGUF keeps it in 16 bits). Published loads: Llama-3.2-3B and Qwen3-4B Q4_K_M print
     # a CUDA0 model buffer of 1,918.36 and 2,375.91 MiB, 14% and 11% above the layers alone (docs/serving.md).
-    out_bits = np.where(np.isin(prec_s, C.GGUF_16BIT), 16.0,
+    out_bits = np.where(np.isin(prec_s, C.GGUF_16BIT + tuple(C.GGUF_LINEAR_BITS)), 16.0,
                         np.where(np.isin(prec_s, GGUF_OUTPUT_Q8_0) | (h % GGUF_QK_K != 0), C.GGUF_BITS["q8_0"],
                                  C.GGUF_BITS["q6_k"]))
     output_bytes = np.where(tied, V * h * out_bits / 8.0, embed_bytes)
@@ -2376,7 +2385,7 @@ def _linear_bits(precision: pd.Series) -> np.ndarray:
     (engine/constants.py LINEAR_BITS)."""
     p = precision.astype(str)
     # GGUF MXFP4_MOE: the experts MXFP4 (4.25 bits), the rest Q8_0 (engine/constants.py GGUF_EXPERT_BITS)
-    bits = p.map(C.GGUF_EXPERT_BITS).fillna(p.map(C.GGUF_BITS)).fillna(p.map(C.LINEAR_BITS))
+    bits = p.map(C.GGUF_EXPERT_BITS).fillna(p.map(C.GGUF_LINEAR_BITS)).fillna(p.map(C.GGUF_BITS)).fillna(p.map(C.LINEAR_BITS))
     bits = bits.fillna(pd.Series(exl2_bits(p), index=p.index)).fillna(pd.Series(exl3_bits(p), index=p.index))
     # MLC-LLM's and mlx-lm's formats quantize every weight, the experts too (MLC_BITS, MLX_BITS: their group scales
     # included); without these an MoE's experts were counted at 16 bits, more than its whole file

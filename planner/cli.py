@@ -819,8 +819,8 @@ def _add_serve_parser(sub) -> None:
                                                       "exl2-B (B bits per weight) or int4 (GPTQ) for exllamav2, exl3-B (B from 1 "
                                                       "to 8) for exllamav3, q4f16_1 ... "
                                                       "for mlc-llm, mlx-4bit, mlx-8bit ... for mlx-lm (default: a quantized published checkpoint's own "
-                                                      "format, gpt-oss mxfp4 (mxfp4_moe for llama.cpp/ollama, which read mxfp4 as that type, and nvfp4 as their NVFP4 "
-                                                      "file type, nvfp4_gguf), "
+                                                      "format, gpt-oss mxfp4 (mxfp4_moe for llama.cpp/ollama, which read mxfp4 as that type; llama.cpp reads "
+                                                      "nvfp4 as its NVFP4 file type, nvfp4_gguf), "
                                                       "DeepSeek V3/R1 fp8; else bf16, fp16 on a card without bf16 "
                                                       "(V100, T4), q4_k_m for llama.cpp/ollama, exl2-4.0 for "
                                                       "exllamav2, exl3-4.0 for exllamav3, q4f16_1 for mlc-llm, mlx-4bit for mlx-lm)")
