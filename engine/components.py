@@ -1009,6 +1009,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         train_cache=mask("use_cache", "on") & train,
         flat_views=mask("flat_params", "on", "mixed") & train,
         frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & train,
+        accum_last=mask("accum_sync", "last") & train & ~mask("optimizer_in_backward", "on"),
     )
 
 
@@ -1522,6 +1523,21 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
     if ds is not None:  # DeepSpeed ZeRO-1/2: its partition buffer and the step's fp32 gradient
         for name, (mask, part) in ds.gradients.items():
             out[name] = _where_part(mask, part, out.get(name, Part()))
+    if np.any(x.accum_last):
+        # gradient accumulation (accum_sync last): from the first micro-batch's backward to the last one's, the step's
+        # gradients so far are alive through every later forward and backward. Under ZeRO-2/3 / FSDP they are whole on
+        # each GPU: FSDP1's no_sync keeps flat_param.grad unsharded in the parameters' dtype (a mixed flat parameter's
+        # frozen weights too: t.gradients), FSDP2's set_requires_gradient_sync(False) in the reduce dtype (fp32 under
+        # mixed precision, as the pipeline-parallel accumulation in `workspace`); elsewhere they are the usual ones.
+        # The last micro-batch's backward reduce-scatters them (backward_end and the step as without accumulation);
+        # lm_head's own gradient in `backward` is counted twice (one V x h tensor).
+        sharded = x.zero >= 2
+        fsdp2 = t.trainable * np.where(x.master > 0, 4.0, x.gb)
+        whole = np.where(sharded, np.where(x.flat_views, t.gradients, fsdp2), t.gradients) / x.mp * _ep_share(x)
+        alive = np.where(x.accum_last, whole, 0.0)
+        for phase in ("forward", "loss_backward", "backward"):
+            part = out.get(phase, Part())
+            out[phase] = part._replace(fixed=part.fixed + alive)
     return out
 
 

@@ -64,8 +64,11 @@ PHASES = TRAIN_PHASES + INFER_PHASES
 PHASE_COMPONENTS = {
     # (issue 28: the training loop's kept outputs -- logits, a KV cache -- come last, so the phases
     # without them add in the order they always did)
-    "forward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache"),
-    "loss_backward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache"),
+    # (gradients last in forward and loss_backward: only gradient accumulation's alive gradients, engine/stacks.py
+    # accum_sync last, are there)
+    "forward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache", "gradients"),
+    "loss_backward": ("weights", "optimizer", "workspace", "autocast_copies", "activations", "logits", "kv_cache",
+                      "gradients"),
     "backward": ("weights", "optimizer", "workspace", "autocast_copies", "gradients", "activations", "logits",
                  "kv_cache"),
     "backward_end": ("weights", "optimizer", "workspace", "gradients", "logits", "kv_cache"),

@@ -185,6 +185,18 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   (namely, equivalent to not freezing those parameters)"). Both traced on torch 2.13:
                   benchmarks/check_fsdp1_flat_params.py. Every recipe: off (the hf recipe's ZeRO-3 terms were
                   measured under FSDP2; accelerate's FSDP1 is --flat-params on).
+* accum_sync      (ZeRO-2/3 / FSDP training) every: each micro-batch's backward reduce-scatters its gradients to their
+                  shards (no gradient accumulation, or accelerate's sync_each_batch). last: gradient accumulation under
+                  FSDP's no_sync, the gradients reduced only at the last micro-batch: FSDP1's `no_sync()` keeps each
+                  unit's gradient unsharded in flat_param.grad ("`.grad` remains the unsharded gradient from prior
+                  `no_sync()` iterations", torch/distributed/fsdp/_runtime_utils.py), in the parameters' dtype, a mixed
+                  flat parameter's frozen weights too; FSDP2's set_requires_gradient_sync(False) accumulates them
+                  unsharded in the reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed; fp32 under mixed
+                  precision). So from the first micro-batch's backward to the last one's every trained weight's gradient
+                  is whole on each GPU (divided by tensor parallelism only). Lightning Fabric's no_backward_sync is FSDP1's
+                  no_sync (LitGPT's finetune scripts accumulate under it); the transformers Trainer takes accelerate's
+                  no_sync when gradient_accumulation_steps > 1 unless sync_each_batch. Every recipe but litgpt: every
+                  (their default gradient_accumulation_steps is 1).
 * checkpointing op (issue 27): torchtitan's selective activation checkpointing, `selective_ac_option
                   "op"` (torchtitan/distributed/activation_checkpoint.py at b5bcd76, `_get_custom_policy`:
                   "Save all compute/comm ops, except every second mm/linear", the count restarting in each
@@ -365,6 +377,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     # issue 28: FSDP1's flat parameters (autocast casts of views are not cached; frozen weights in a mixed flat
     # parameter get gradients)
     "flat_params": ("auto", "off", "on", "mixed"),
+    # issue 28: gradient accumulation under FSDP's no_sync (each unit's unsharded gradient kept between micro-batches)
+    "accum_sync": ("auto", "every", "last"),
     # the reference model of a preference-tuning row (objective dpo): a frozen copy of the weights, the policy with its
     # adapters disabled, or reference log-probs computed before training (none in the step)
     "dpo_reference": ("auto", "copy", "adapters_off", "precomputed"),
@@ -478,6 +492,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927: no ref_model and a PEFT policy: None (the same model under disable_adapter, lines 1328-1336); otherwise a second model from the policy's checkpoint in its dtype (`ref_model_init_kwargs.setdefault(\"dtype\", self.model.dtype)`); precompute_ref_log_probs (default False) on request"),
         "quantize_experts": ("off", "transformers 5.24 + peft: bitsandbytes' replace_with_bnb_linear swaps nn.Linear only, so the fused 3-D experts stay in the load dtype (engine/constants.py BNB_FUSED_EXPERTS)"),
         "flat_params": ("off", "transformers Trainer: the engine's ZeRO-3 terms are FSDP2's, as measured (tests/data/measured_peaks.csv); accelerate's FSDP1 (fsdp_version 1) is --flat-params on, with peft's fsdp_auto_wrap_policy (adapters wrapped apart)"),
+        "accum_sync": ("every", "TrainingArguments.gradient_accumulation_steps default 1 (no accumulation); with more, the Trainer takes accelerate's no_sync under FSDP unless sync_each_batch: --accum-sync last"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -505,6 +520,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "torchtune recipes/lora_dpo_single_device.py and lora_dpo_distributed.py: the reference log-probs under `with disable_adapter(self._model)`; recipes/full_dpo_distributed.py: `self._ref_model = self._setup_reference_model(...)`, a second copy"),
         "quantize_experts": ("off", "torchtune's QLoRA quantizes its LoRA linears (torchao NF4): no expert quantization"),
         "flat_params": ("off", "torchtune 0.7.0 shards with FSDP2 (training.shard_model: fully_shard per layer)"),
+        "accum_sync": ("every", "torchtune 0.7.0 configs gradient_accumulation_steps 1 (the distributed recipes reduce at every backward)"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
@@ -532,6 +548,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "Unsloth patches TRL's DPOTrainer (PatchDPOTrainer) and trains LoRA adapters: ref_model None, TRL disables the adapters (trl 1.16.0 dpo_trainer.py lines 908-914)"),
         "quantize_experts": ("off", "the engine's transformers base as for the hf recipe (Unsloth's own MoE loading not re-read here)"),
         "flat_params": ("off", "Unsloth trains on one GPU (no FSDP)"),
+        "accum_sync": ("every", "Unsloth trains on one GPU (no sharded gradients)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),
@@ -559,6 +576,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "LLaMA-Factory src/llamafactory/train/trainer_utils.py create_ref_model: finetuning_type lora and no ref_model: None (the policy under disable_adapter(), train/dpo/trainer.py compute_reference_log_probs); otherwise load_model of the same checkpoint, a second copy"),
         "quantize_experts": ("off", "LLaMA-Factory loads its 4-bit base through transformers' BitsAndBytesConfig: the fused experts stay in the load dtype"),
         "flat_params": ("off", "LLaMA-Factory through the Trainer: as hf (accelerate's FSDP1 on request: --flat-params on)"),
+        "accum_sync": ("every", "LLaMA-Factory through the Trainer: as hf (its examples' gradient_accumulation_steps 8 under FSDP: --accum-sync last)"),
     },
     "axolotl": {
         "adapter_dtype": ("fp32", "axolotl 0.18.0 uses peft get_peft_model (autocast_adapter_dtype=True)"),
@@ -586,6 +604,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "axolotl src/axolotl/train.py setup_reference_model: `if cfg.adapter and not cfg.rl_adapter_ref_model: model_ref = None` (TRL disables the adapters; rl_adapter_ref_model is no field of axolotl 0.18.0's config schema, so validation drops it: a copy beside an adapter is refused, DPO_NO_ADAPTER_COPY); without an adapter the model is loaded again"),
         "quantize_experts": ("off", "axolotl 0.20: quantize_moe_experts is opt-in (its validator requires an adapter and load_in_4bit / load_in_8bit); the MoE QLoRA examples set it true: --quantize-experts on"),
         "flat_params": ("off", "axolotl: as hf (its fsdp_version 2 configs shard with FSDP2; fsdp_version 1: --flat-params on)"),
+        "accum_sync": ("every", "axolotl through the Trainer: as hf (gradient_accumulation_steps > 1 under FSDP: --accum-sync last)"),
     },
     "deepspeed": {
         "adapter_dtype": ("fp32", "transformers Trainer + DeepSpeed: peft adapters fp32"),
@@ -613,6 +632,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "TRL's DPOTrainer under DeepSpeed: as hf (trl 1.16.0 dpo_trainer.py lines 908-927; the copy prepared by prepare_deepspeed, lines 984-986, sharded under ZeRO-3 only)"),
         "quantize_experts": ("off", "TRL / transformers under DeepSpeed: as hf"),
         "flat_params": ("off", "DeepSpeed ZeRO-3 partitions each parameter on its own (no flat parameter in the module)"),
+        "accum_sync": ("every", "DeepSpeed ZeRO reduces each micro-batch's gradients into their partitions (no unsharded accumulation)"),
     },
     "torchtitan": {
         # read at pytorch/torchtitan b5bcd76 (2026-08-21); its published runs: benchmarks/llama3_h100_202412_torchtitan.md
@@ -641,6 +661,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ("copy", "torchtitan has no preference-tuning trainer: objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "torchtitan trains no bitsandbytes base: not used"),
         "flat_params": ("off", "torchtitan shards with FSDP2 (fully_shard)"),
+        "accum_sync": ("every", "torchtitan's gradient_accumulation_steps default 1"),
     },
     "litgpt": {
         # read at Lightning-AI/litgpt 5895df10 (2024-04) and 00af8b0d (2024-09), the commits of its config_hub
@@ -672,6 +693,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ("copy", "LitGPT ships no DPO script (litgpt/finetune: full, lora, adapter, adapter_v2): objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "LitGPT quantizes its own nn.Linear modules (--quantize): no fused experts"),
         "flat_params": ("off", "LitGPT trains in bf16-true (no autocast: no casts to cache); whether its Fabric FSDP strategy puts adapters and frozen weights in one flat parameter is not re-read: off keeps the engine as before"),
+        "accum_sync": ("last", "litgpt/finetune/lora.py and full.py: fabric.no_backward_sync(model, enabled=is_accumulating) on every micro-batch but the step's last (global_batch_size / micro_batch_size > 1 in config_hub), Fabric's FSDPStrategy implementing it as FSDP1's no_sync()"),
     },
     "automodel": {
         # NVIDIA NeMo Automodel, read at b4733bdc1 (2025-09-18, the commit of its gradient-checkpointing guide): its
@@ -702,6 +724,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ("copy", "NVIDIA NeMo Automodel b4733bdc1 has no DPO recipe in nemo_automodel/recipes/llm: objective dpo is refused under this recipe"),
         "quantize_experts": ("off", "NVIDIA NeMo Automodel's QLoRA (components/quantization/qlora.py) through BitsAndBytesConfig: as hf (not re-read for MoE)"),
         "flat_params": ("off", "NVIDIA NeMo Automodel shards with FSDP2 (components/distributed/fsdp2.py)"),
+        "accum_sync": ("every", "NVIDIA NeMo Automodel: not re-read for accumulation under no_sync; every keeps the engine as before"),
     },
 }
 

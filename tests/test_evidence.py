@@ -276,3 +276,19 @@ def test_docs_state_the_fsdp1_rows_errors_the_code_computes(table):
         line = next(ln for ln in section.splitlines() if ln.startswith(f"| {label}"))
         after = line.rstrip(" |").rsplit("|", 1)[1]
         assert re.findall(r"-?\d+\.\d%", after) == [f"{err[i]:.1f}%" for i in ids], (label, after)
+
+
+def test_docs_state_the_no_sync_rows_errors_the_code_computes(table):
+    """docs/evidence.md's section on gradient accumulation under no_sync quotes its six rows' errors after the change."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "evidence.md").read_text()
+    section = text[text.index("## Gradient accumulation under FSDP's no_sync"):]
+    section = section[:section.index("\n## ")]
+    err = table.set_index("id")["error_pct"]
+    rows = {"LitGPT LoRA Llama 2 7B": [f"litgpt-rt-fsdp-llama2-7b-lora-mb{b}-2xa100-40gb" for b in (1, 2, 4)],
+            "LitGPT LoRA Llama 2 13B": ["litgpt-rt-fsdp-llama2-13b-lora-mb1-4xa100-40gb"],
+            "LitGPT config_hub": ["litgpt-hub-llama2-7b-full-4xa100", "litgpt-hub-gemma-2b-full-4xa10g"]}
+    for label, ids in rows.items():
+        line = next(ln for ln in section.splitlines() if ln.startswith(f"| {label}"))
+        after = line.rstrip(" |").rsplit("|", 1)[1]
+        assert re.findall(r"[-+]?\d+\.\d%", after) == [f"{err[i]:+.1f}%" for i in ids], (label, after)
+

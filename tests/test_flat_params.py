@@ -83,3 +83,45 @@ def test_cli_takes_flat_params_and_says_what_is_accepted():
     code, out, err = run_cli("estimate", "--model", "llama-2-7b", "--flat-params", "flat")
     assert code == 2
     assert "'flat'" in err and "auto, off, on, mixed" in err
+
+
+# ---- --accum-sync: gradient accumulation under FSDP's no_sync (engine/stacks.py accum_sync) -------------------------
+
+def _accum_pair(**scenario) -> tuple[pd.Series, pd.Series]:
+    cat = default_catalog()
+    rows = estimate(pd.DataFrame([dict(scenario, accum_sync=a) for a in ("every", "last")]), cat.models(), cat.gpus())
+    return rows.iloc[0], rows.iloc[1]
+
+
+def test_no_sync_keeps_the_whole_unsharded_gradient_through_later_micro_batches():
+    """FSDP1 (--flat-params on), full fine-tuning in bf16: every weight's bf16 gradient whole on each GPU from the first
+    micro-batch's backward on (torch _runtime_utils.py: '.grad remains the unsharded gradient from prior no_sync()
+    iterations'), in the next micro-batches' forward: 8 GPUs hold the model's 2 bytes a weight each, not an 8th."""
+    every, last = _accum_pair(model="llama-2-7b", task="train", method="full", precision="bf16", batch=1, seq=2048,
+                              zero=3, gpus=8, grad_checkpointing=True, flat_params="on")
+    assert last["forward_phase_bytes"] - every["forward_phase_bytes"] == pytest.approx(last["params"] * 2, rel=1e-12)
+    # the last micro-batch's reduce-scatter leaves the step as without accumulation
+    assert last["optimizer_phase_bytes"] == every["optimizer_phase_bytes"]
+
+
+def test_no_sync_over_a_mixed_flat_parameter_keeps_the_frozen_weights_gradients_too():
+    every, last = _accum_pair(model="llama-2-7b", task="train", method="lora", precision="bf16", lora_rank=8,
+                              lora_targets="q_proj,v_proj", batch=1, seq=1024, zero=3, gpus=2, grad_checkpointing=True,
+                              flat_params="mixed", recipe="hf", adapter_dtype="bf16")  # FSDP1 flattens one dtype
+    adapters = L * 2 * 8 * (H + H)  # q and v: r x (in + out) each, 32 layers
+    assert last["forward_phase_bytes"] - every["forward_phase_bytes"] == pytest.approx((L * LAYER_ALL + adapters) * 2,
+                                                                                       rel=1e-12)
+
+
+def test_fsdp2_accumulates_in_the_reduce_dtype():
+    """FSDP2's set_requires_gradient_sync(False): the unsharded gradient in the reduce dtype, fp32 under mixed precision."""
+    every, last = _accum_pair(model="llama-2-7b", task="train", method="full", precision="mixed_bf16", batch=1,
+                              seq=1024, zero=3, gpus=8, grad_checkpointing=True, flat_params="off")
+    assert last["forward_phase_bytes"] - every["forward_phase_bytes"] == pytest.approx(last["params"] * 4, rel=1e-12)
+
+
+def test_only_the_litgpt_recipe_accumulates_under_no_sync_by_default():
+    cat = default_catalog()
+    rows = estimate(pd.DataFrame([dict(model="llama-2-7b", task="train", method="lora", recipe=r, zero=3, gpus=2)
+                                  for r in ("hf", "litgpt", "torchtune", "deepspeed")]), cat.models(), cat.gpus())
+    assert list(rows["accum_sync"]) == ["every", "last", "every", "every"]

@@ -385,7 +385,7 @@ def test_estimate_json_names_the_recipe_and_every_decided_switch():
                                               "bnb_4bit_input": "freed", "int4_kernel": "none",
                                               "bnb_double_quant": "on", "rope_cache": "none", "vision_tower": "on",
                                               "liger": "off", "dpo_reference": "copy", "quantize_experts": "off",
-                                              "flat_params": "off"}
+                                              "flat_params": "off", "accum_sync": "every"}
     assert data["grad_checkpointing"] is True  # torchtune's configs checkpoint
 
 
