@@ -381,8 +381,18 @@ LIGER_ELSEWHERE = {
 
 
 def _common_notes(row, repo_known: bool, target: str = "") -> list[str]:
-    notes = ["learning rate, schedule, epochs and dataset: not part of the plan (the target's defaults)",
-             "gradient accumulation 1: the plan's memory does not depend on it (raise it for a larger global batch)"]
+    accum = "gradient accumulation 1: the plan's memory does not depend on it (raise it for a larger global batch)"
+    # (the targets whose sharded runs accumulate under no_sync: accelerate's and TRL's trainer under FSDP, LitGPT's
+    # Fabric; DeepSpeed, the trainers launched with its JSON and torchtune reduce every micro-batch)
+    if int(row.get("zero", 0) or 0) >= 2 and target in ("accelerate-fsdp", "trl", "litgpt"):
+        # engine/stacks.py accum_sync: FSDP accumulates under no_sync, each unit's gradient whole between micro-batches
+        accum = ("gradient accumulation 1: raising it under FSDP keeps every gradient unsharded between micro-batches "
+                 "(no_sync), more than this plan unless it is made with --accum-sync last (or the trainer syncs each "
+                 "micro-batch: accelerate's sync_each_batch)")
+        if str(row.get("accum_sync", "every")) == "last":
+            accum = ("gradient accumulation: the plan counts it under no_sync (--accum-sync last); with 1, as written "
+                     "here, the run holds less")
+    notes = ["learning rate, schedule, epochs and dataset: not part of the plan (the target's defaults)", accum]
     if not repo_known:
         notes.append(f"model {row['model']}: no Hugging Face repository in the catalog; replace it with the checkpoint's path")
     if int(row.get("tp", 1) or 1) > 1 or int(row.get("pp", 1) or 1) > 1:
@@ -615,7 +625,7 @@ def _dpo_note(row) -> str:
 
 def trl(row, repo: str, repo_known: bool, model=None) -> Export:
     """A `trl sft --config FILE` YAML: SFTConfig (TrainingArguments) and ModelConfig keys."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "trl")
     cfg: dict = {"model_name_or_path": repo, "dtype": prec["load"],
                  "attn_implementation": HF_ATTENTION.get(str(row.get("attention", "sdpa")), "sdpa"),
                  "per_device_train_batch_size": int(row["batch"]), "gradient_accumulation_steps": 1,

@@ -404,6 +404,18 @@ def test_accelerate_fsdp_says_an_fsdp1_plan_is_not_what_it_launches():
     assert not any("flat parameters" in n for n in _comments(out))
 
 
+def test_the_accumulation_note_says_what_no_sync_holds_under_fsdp():
+    """engine/stacks.py accum_sync: FSDP accumulates under no_sync (every gradient unsharded between micro-batches),
+    DeepSpeed reduces into its partitions: 'the plan does not depend on it' holds for the second only."""
+    base = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8")
+    fsdp, _ = _export(*base, "--export", "accelerate-fsdp")
+    assert any("raising it under FSDP keeps every gradient unsharded" in n for n in _comments(fsdp))
+    _, ds_notes = _export(*base, "--export", "deepspeed")  # (a JSON file: its notes go to stderr)
+    assert "the plan's memory does not depend on it" in ds_notes
+    lit, _ = _export(*base, "--recipe", "litgpt", "--export", "litgpt")
+    assert any("the plan counts it under no_sync (--accum-sync last)" in n for n in _comments(lit))
+
+
 def test_llama_factory_qlora_and_full_pure_bf16():
     out, _ = _export("estimate", "--model", "llama-3.1-8b", "--method", "qlora", "--lora-rank", "32", "--lora-targets",
                      "q_proj,k_proj,v_proj", "--seq", "4096", "--attention", "flash", "--export", "llama-factory")
