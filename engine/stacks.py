@@ -520,7 +520,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "torchtune recipes/lora_dpo_single_device.py and lora_dpo_distributed.py: the reference log-probs under `with disable_adapter(self._model)`; recipes/full_dpo_distributed.py: `self._ref_model = self._setup_reference_model(...)`, a second copy"),
         "quantize_experts": ("off", "torchtune's QLoRA quantizes its LoRA linears (torchao NF4): no expert quantization"),
         "flat_params": ("off", "torchtune 0.7.0 shards with FSDP2 (training.shard_model: fully_shard per layer)"),
-        "accum_sync": ("every", "torchtune 0.7.0 configs gradient_accumulation_steps 1 (the distributed recipes reduce at every backward)"),
+        "accum_sync": ("every", "torchtune recipes/full_finetune_distributed.py train(): current_loss.backward() at every micro-batch with no no_sync / set_requires_gradient_sync, the optimizer stepping every gradient_accumulation_steps: FSDP2 reduce-scatters each backward into the shards"),
     },
     "unsloth": {
         "adapter_dtype": ("bf16", "unsloth 2026.8.19 unsloth/kernels/fast_lora.py: LoRA_MLP/LoRA_QKV cast A, B to X.dtype and save only the 16-bit X (adapter parameters stay fp32: 2 B per adapter parameter not counted)"),
