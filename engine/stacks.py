@@ -185,9 +185,12 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   (namely, equivalent to not freezing those parameters)"). Both traced on torch 2.13:
                   benchmarks/check_fsdp1_flat_params.py. Every recipe: off (the hf recipe's ZeRO-3 terms were
                   measured under FSDP2; accelerate's FSDP1 is --flat-params on).
-* accum_sync      (ZeRO-2/3 / FSDP training) every: each micro-batch's backward reduce-scatters its gradients to their
-                  shards (no gradient accumulation, or accelerate's sync_each_batch). last: gradient accumulation under
-                  FSDP's no_sync, the gradients reduced only at the last micro-batch: FSDP1's `no_sync()` keeps each
+* accum_sync      every: one micro-batch a step, or each micro-batch's gradients reduced to their shards at once
+                  (accelerate's sync_each_batch; DeepSpeed ZeRO, which accumulates into partitions it holds from the
+                  start): no gradient is alive in a forward. last: gradient accumulation, the step's gradients so far
+                  alive through the next micro-batches' forward and backward (on one GPU or plain data parallelism the
+                  usual gradients); under ZeRO-2/3 / FSDP accumulated under no_sync, reduced only at the last
+                  micro-batch: FSDP1's `no_sync()` keeps each
                   unit's gradient unsharded in flat_param.grad ("`.grad` remains the unsharded gradient from prior
                   `no_sync()` iterations", torch/distributed/fsdp/_runtime_utils.py), in the parameters' dtype, a mixed
                   flat parameter's frozen weights too; FSDP2's set_requires_gradient_sync(False) accumulates them

@@ -381,17 +381,21 @@ LIGER_ELSEWHERE = {
 
 
 def _common_notes(row, repo_known: bool, target: str = "") -> list[str]:
-    accum = "gradient accumulation 1: the plan's memory does not depend on it (raise it for a larger global batch)"
-    # (the targets whose sharded runs accumulate under no_sync: accelerate's and TRL's trainer under FSDP, LitGPT's
-    # Fabric; DeepSpeed, the trainers launched with its JSON and torchtune reduce every micro-batch)
-    if int(row.get("zero", 0) or 0) >= 2 and target in ("accelerate-fsdp", "trl", "litgpt"):
-        # engine/stacks.py accum_sync: FSDP accumulates under no_sync, each unit's gradient whole between micro-batches
-        accum = ("gradient accumulation 1: raising it under FSDP keeps every gradient unsharded between micro-batches "
-                 "(no_sync), more than this plan unless it is made with --accum-sync last (or the trainer syncs each "
-                 "micro-batch: accelerate's sync_each_batch)")
-        if str(row.get("accum_sync", "every")) == "last":
-            accum = ("gradient accumulation: the plan counts it under no_sync (--accum-sync last); with 1, as written "
-                     "here, the run holds less")
+    # engine/stacks.py accum_sync: with more than one micro-batch a step the step's gradients are alive through the
+    # next micro-batches' forward and backward (whole on each GPU under FSDP's no_sync: accelerate's and TRL's trainer,
+    # LitGPT's Fabric); DeepSpeed ZeRO accumulates into its gradient partitions, which the plan counts from the start
+    zero = int(row.get("zero", 0) or 0)
+    if zero >= 1 and target in ("deepspeed", "llama-factory", "axolotl"):
+        accum = ("gradient accumulation 1: the plan's memory does not depend on it (DeepSpeed accumulates into its "
+                 "gradient partitions, counted from initialisation; raise it for a larger global batch)")
+    elif str(row.get("accum_sync", "every")) == "last":
+        accum = ("gradient accumulation: the plan counts the gradients kept between micro-batches (--accum-sync last); "
+                 "with 1, as written here, the run holds less")
+    else:
+        accum = ("gradient accumulation 1 (one micro-batch a step, as planned): raising it keeps the step's gradients "
+                 "alive through the next micro-batches" + (", unsharded under FSDP's no_sync" if zero >= 2 else "")
+                 + ": plan that run with --accum-sync last" + (" (or sync each micro-batch: accelerate's sync_each_batch)"
+                                                               if target in ("accelerate-fsdp", "trl") and zero >= 2 else ""))
     notes = ["learning rate, schedule, epochs and dataset: not part of the plan (the target's defaults)", accum]
     if not repo_known:
         notes.append(f"model {row['model']}: no Hugging Face repository in the catalog; replace it with the checkpoint's path")
@@ -781,7 +785,7 @@ LF_ATTENTION = {"sdpa": "sdpa", "flash": "fa2", "eager": "disabled"}
 
 def llama_factory(row, repo: str, repo_known: bool, model=None) -> Export:
     """A `llamafactory-cli train FILE` YAML (model, method, dataset and train sections)."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "llama-factory")
     method = str(row["method"])
     cfg: dict = {"model_name_or_path": repo, "flash_attn": LF_ATTENTION.get(str(row.get("attention", "sdpa")), "auto"),
                  "stage": "dpo" if _dpo(row) else "sft", "do_train": True,
@@ -904,7 +908,7 @@ def _freeze_patterns(row, model) -> list[str]:
 
 def axolotl(row, repo: str, repo_known: bool, model=None) -> Export:
     """An `axolotl train FILE` YAML."""
-    prec, notes = _precision(row), _common_notes(row, repo_known)
+    prec, notes = _precision(row), _common_notes(row, repo_known, "axolotl")
     method = str(row["method"])
     cfg: dict = {"base_model": repo}
     if _remote_code(model):  # axolotl's trust_remote_code

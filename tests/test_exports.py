@@ -405,15 +405,18 @@ def test_accelerate_fsdp_says_an_fsdp1_plan_is_not_what_it_launches():
 
 
 def test_the_accumulation_note_says_what_no_sync_holds_under_fsdp():
-    """engine/stacks.py accum_sync: FSDP accumulates under no_sync (every gradient unsharded between micro-batches),
-    DeepSpeed reduces into its partitions: 'the plan does not depend on it' holds for the second only."""
+    """engine/stacks.py accum_sync: accumulating keeps the step's gradients alive between micro-batches (unsharded under
+    FSDP's no_sync); DeepSpeed accumulates into its partitions: 'the plan does not depend on it' holds there only."""
     base = ("estimate", "--model", "llama-3.1-8b", "--method", "full", "--zero", "3", "--gpus", "8")
     fsdp, _ = _export(*base, "--export", "accelerate-fsdp")
-    assert any("raising it under FSDP keeps every gradient unsharded" in n for n in _comments(fsdp))
+    assert any("unsharded under FSDP's no_sync: plan that run with --accum-sync last" in n for n in _comments(fsdp))
     _, ds_notes = _export(*base, "--export", "deepspeed")  # (a JSON file: its notes go to stderr)
-    assert "the plan's memory does not depend on it" in ds_notes
+    assert "the plan's memory does not depend on it (DeepSpeed accumulates into its gradient partitions" in ds_notes
     lit, _ = _export(*base, "--recipe", "litgpt", "--export", "litgpt")
-    assert any("the plan counts it under no_sync (--accum-sync last)" in n for n in _comments(lit))
+    assert any("the plan counts the gradients kept between micro-batches (--accum-sync last)" in n for n in _comments(lit))
+    # one GPU: accumulation keeps the full gradients alive through the next forward too
+    one, _ = _export("estimate", "--model", "llama-3.2-1b", "--method", "full", "--export", "accelerate-fsdp")
+    assert any("alive through the next micro-batches: plan that run with --accum-sync last" in n for n in _comments(one))
 
 
 def test_llama_factory_qlora_and_full_pure_bf16():
