@@ -177,6 +177,10 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
         # the batch's padding (auto: the recipe's): unpadded rows of sliding-window models take the mask's
         # terms from the window on (issue 28, engine/components.py sliding_window_training)
         "padding": pick(rng, ("auto", "padded", "unpadded"), n),
+        # FSDP1's flat parameters, gradient accumulation under no_sync, the training cache (auto: the recipe's)
+        "flat_params": pick(rng, ("auto", "off", "on", "mixed"), n),
+        "accum_sync": pick(rng, ("auto", "every", "last"), n),
+        "use_cache": pick(rng, ("auto", "on", "off"), n),
     })
     if recipes:
         frame["recipe"] = pick(rng, recipes, n)
@@ -363,8 +367,15 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (nor 2 -> 3 where ZeRO-3 is DeepSpeed's and what it shards of the weights does not cover the stage-3
     # optimizer's own buffers, `deepspeed_zero3_covered`)
     ds3_ok = deepspeed_zero3_covered(base, models, dp)
+    # (nor 1 -> 2 under gradient accumulation, accum_sync last: from ZeRO-2 on, FSDP's no_sync keeps the gradients
+    # unsharded, FSDP2 in its reduce dtype, fp32 under mixed precision, where ZeRO-1 keeps them in their own dtype:
+    # the sharded stage rightly holds more, engine/components.py gradients)
+    accum = np.zeros(len(base), dtype=bool)
+    if "accum_sync" in base:
+        litgpt = base["recipe"].eq("litgpt").to_numpy() if "recipe" in base else np.zeros(len(base), dtype=bool)
+        accum = base["accum_sync"].eq("last").to_numpy() | (base["accum_sync"].eq("auto").to_numpy() & litgpt)
     rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master & ((zero != 2) | ds3_ok)
-                          & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
+                          & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"] & ~accum)
                                                      | ((zero == 2) & (dp >= 2) & units_less & act_small
                                                         & ~pp_rows & ~quantized)))
     sharded = base.iloc[rows].copy()
