@@ -367,15 +367,18 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # (nor 2 -> 3 where ZeRO-3 is DeepSpeed's and what it shards of the weights does not cover the stage-3
     # optimizer's own buffers, `deepspeed_zero3_covered`)
     ds3_ok = deepspeed_zero3_covered(base, models, dp)
-    # (nor 1 -> 2 under gradient accumulation, accum_sync last: from ZeRO-2 on, FSDP's no_sync keeps the gradients
-    # unsharded, FSDP2 in its reduce dtype, fp32 under mixed precision, where ZeRO-1 keeps them in their own dtype:
-    # the sharded stage rightly holds more, engine/components.py gradients)
-    accum = np.zeros(len(base), dtype=bool)
+    # (nor 2 -> 3 where ZeRO-3 is FSDP's and the run accumulates under no_sync, accum_sync last, or holds FSDP1's mixed
+    # flat parameters, flat_params mixed: FSDP keeps every gradient unsharded between micro-batches, FSDP2 in fp32
+    # under mixed precision, and a mixed flat parameter gives the frozen weights gradients, where DeepSpeed's ZeRO-2
+    # keeps its partition: the FSDP stage rightly holds more, engine/components.py gradients)
+    fsdp_only = np.zeros(len(base), dtype=bool)
     if "accum_sync" in base:
-        litgpt = base["recipe"].eq("litgpt").to_numpy() if "recipe" in base else np.zeros(len(base), dtype=bool)
-        accum = base["accum_sync"].eq("last").to_numpy() | (base["accum_sync"].eq("auto").to_numpy() & litgpt)
-    rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master & ((zero != 2) | ds3_ok)
-                          & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"] & ~accum)
+        recipe = base["recipe"].astype(str).to_numpy() if "recipe" in base else np.full(len(base), "hf")
+        accum = base["accum_sync"].eq("last").to_numpy() | (base["accum_sync"].eq("auto").to_numpy() & (recipe == "litgpt"))
+        mixed = base["flat_params"].eq("mixed").to_numpy() if "flat_params" in base else np.zeros(len(base), dtype=bool)
+        fsdp_only = (accum | mixed) & ~np.isin(recipe, DS_ZERO3_RECIPES)
+    rows = np.flatnonzero(train & (off == "none") & ~to_fp32_master & ((zero != 2) | (ds3_ok & ~fsdp_only))
+                          & (((zero == 0) & holds["0 -> 1"]) | ((zero == 1) & holds["1 -> 2"])
                                                      | ((zero == 2) & (dp >= 2) & units_less & act_small
                                                         & ~pp_rows & ~quantized)))
     sharded = base.iloc[rows].copy()

@@ -976,6 +976,7 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         return _mask_if_present(mv, col, *values)
 
     paged32 = mv.mask("optimizer", "paged_adamw_32bit") & train
+    fsdp = (np.asarray(mv.values("zero"), dtype=float) >= 3) & ~mask("recipe", *C.DS_ZERO3_RECIPES)
     small = 0.0
     if paged32.any():  # bitsandbytes get_state_buffer pages only tensors of >= 1e5 elements
         lim = C.PAGED_MIN_ELEMENTS
@@ -1007,8 +1008,10 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         # use_cache on: the forward builds a cache, under checkpointing too where that is applied outside
         # transformers (its own turns the cache off; 'auto' resolves so, engine/rules.py)
         train_cache=mask("use_cache", "on") & train,
-        flat_views=mask("flat_params", "on", "mixed") & train,
-        frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & train,
+        # FSDP1's flat parameters exist only where the engine's sharding is FSDP: ZeRO-3 outside the DeepSpeed recipes
+        # (its ZeRO-1/2 are DeepSpeed's stage-1/2 optimizer, deepspeed_zero12)
+        flat_views=mask("flat_params", "on", "mixed") & train & fsdp,
+        frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & train & fsdp,
         accum_last=mask("accum_sync", "last") & train & ~mask("optimizer_in_backward", "on"),
     )
 
@@ -1531,13 +1534,17 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
         # mixed precision, as the pipeline-parallel accumulation in `workspace`); elsewhere they are the usual ones.
         # The last micro-batch's backward reduce-scatters them (backward_end and the step as without accumulation);
         # lm_head's own gradient in `backward` is counted twice (one V x h tensor).
-        sharded = x.zero >= 2
+        # DeepSpeed (ZeRO-1/2, and ZeRO-3 under its recipes) reduces each micro-batch into its gradient partitions: at
+        # ZeRO-1 every gradient is kept whole until the boundary, at ZeRO-2 this rank's partition (grads_in_partition,
+        # stage_1_and_2.py), at its ZeRO-3 the partitions it holds from initialisation (`deepspeed_zero3`): nothing more
+        fsdp = (x.zero >= 3) & ~np.asarray(x.ds_zero3, dtype=bool)
         fsdp2 = t.trainable * np.where(x.master > 0, 4.0, x.gb)
-        whole = np.where(sharded, np.where(x.flat_views, t.gradients, fsdp2), t.gradients) / x.mp * _ep_share(x)
-        alive = np.where(x.accum_last, whole, 0.0)
+        whole = np.select([fsdp, x.zero >= 2], [np.where(x.flat_views, t.gradients, fsdp2), 0.0], t.gradients)
+        alive = np.where(x.accum_last, whole / x.mp * _ep_share(x), 0.0)
+        partition = np.where(x.accum_last & (x.zero == 2), t.gradients / x.mp * _ep_share(x), 0.0)  # over the ranks
         for phase in ("forward", "loss_backward", "backward"):
             part = out.get(phase, Part())
-            out[phase] = part._replace(fixed=part.fixed + alive)
+            out[phase] = part._replace(fixed=part.fixed + alive, shard=part.shard + partition)
     return out
 
 

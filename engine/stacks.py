@@ -170,7 +170,7 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   TrainingArguments.use_cache, default False, training_args.py line 971) and torchtune (no
                   cache unless setup_caches is called); for loop manual the model config's default (on),
                   but off under checkpointing (transformers' own turns it off).
-* flat_params     (ZeRO-3 / FSDP training) off: each parameter sharded on its own (FSDP2's fully_shard, DeepSpeed
+* flat_params     (ZeRO-3 as FSDP: not under the DeepSpeed recipes, and the engine's ZeRO-1/2 are DeepSpeed's) off: each parameter sharded on its own (FSDP2's fully_shard, DeepSpeed
                   ZeRO-3): the weights a layer runs with are leaf parameters, whose autocast casts are cached.
                   on: FSDP1's FlatParameter (torch.distributed.fsdp.FullyShardedDataParallel): while a unit runs,
                   its module's weights are views of the unsharded flat parameter (_flat_param.py
@@ -189,8 +189,9 @@ docs/stacks.md says it in words, `stacks_table()` prints the table it shows):
                   (accelerate's sync_each_batch; DeepSpeed ZeRO, which accumulates into partitions it holds from the
                   start): no gradient is alive in a forward. last: gradient accumulation, the step's gradients so far
                   alive through the next micro-batches' forward and backward (on one GPU or plain data parallelism the
-                  usual gradients); under ZeRO-2/3 / FSDP accumulated under no_sync, reduced only at the last
-                  micro-batch: FSDP1's `no_sync()` keeps each
+                  usual gradients; DeepSpeed's ZeRO-2 keeps this rank's partition, grads_in_partition, and its ZeRO-3
+                  the partitions counted from the start); under ZeRO-3 as FSDP accumulated under no_sync, reduced only
+                  at the last micro-batch: FSDP1's `no_sync()` keeps each
                   unit's gradient unsharded in flat_param.grad ("`.grad` remains the unsharded gradient from prior
                   `no_sync()` iterations", torch/distributed/fsdp/_runtime_utils.py), in the parameters' dtype, a mixed
                   flat parameter's frozen weights too; FSDP2's set_requires_gradient_sync(False) accumulates them
@@ -495,7 +496,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "trl 1.16.0 trl/trainer/dpo_trainer.py lines 908-927: no ref_model and a PEFT policy: None (the same model under disable_adapter, lines 1328-1336); otherwise a second model from the policy's checkpoint in its dtype (`ref_model_init_kwargs.setdefault(\"dtype\", self.model.dtype)`); precompute_ref_log_probs (default False) on request"),
         "quantize_experts": ("off", "transformers 5.24 + peft: bitsandbytes' replace_with_bnb_linear swaps nn.Linear only, so the fused 3-D experts stay in the load dtype (engine/constants.py BNB_FUSED_EXPERTS)"),
         "flat_params": ("off", "transformers Trainer: the engine's ZeRO-3 terms are FSDP2's, as measured (tests/data/measured_peaks.csv); accelerate's FSDP1 (fsdp_version 1) is --flat-params on, with peft's fsdp_auto_wrap_policy (adapters wrapped apart)"),
-        "accum_sync": ("every", "TrainingArguments.gradient_accumulation_steps default 1 (no accumulation); with more, the Trainer takes accelerate's no_sync under FSDP unless sync_each_batch: --accum-sync last"),
+        "accum_sync": ("every", "TrainingArguments.gradient_accumulation_steps default 1 (no accumulation); with more the step's gradients stay alive between micro-batches (under FSDP the Trainer takes accelerate's no_sync unless sync_each_batch): --accum-sync last"),
     },
     "torchtune": {
         "adapter_dtype": ("bf16", "torchtune 0.7.0 recipes/lora_finetune_single_device.py: model built under set_default_dtype(bf16); configs dtype: bf16"),
@@ -551,7 +552,7 @@ RECIPES: dict[str, dict[str, tuple]] = {
         "dpo_reference": ({"full": "copy", "freeze": "copy", "lora": "adapters_off", "qlora": "adapters_off"}, "Unsloth patches TRL's DPOTrainer (PatchDPOTrainer) and trains LoRA adapters: ref_model None, TRL disables the adapters (trl 1.16.0 dpo_trainer.py lines 908-914)"),
         "quantize_experts": ("off", "the engine's transformers base as for the hf recipe (Unsloth's own MoE loading not re-read here)"),
         "flat_params": ("off", "Unsloth trains on one GPU (no FSDP)"),
-        "accum_sync": ("every", "Unsloth trains on one GPU (no sharded gradients)"),
+        "accum_sync": ("every", "Unsloth trains through the Trainer on one GPU: as hf (gradient_accumulation_steps > 1: --accum-sync last; a LoRA run's adapter gradients kept alive are small)"),
     },
     "llama-factory": {
         "adapter_dtype": ("fp32", "LLaMA-Factory 0.9.6.dev0 src/llamafactory/model/adapter.py: cast_trainable_params_to_fp32 unless pure_bf16"),

@@ -125,3 +125,26 @@ def test_only_the_litgpt_recipe_accumulates_under_no_sync_by_default():
     rows = estimate(pd.DataFrame([dict(model="llama-2-7b", task="train", method="lora", recipe=r, zero=3, gpus=2)
                                   for r in ("hf", "litgpt", "torchtune", "deepspeed")]), cat.models(), cat.gpus())
     assert list(rows["accum_sync"]) == ["every", "last", "every", "every"]
+
+
+def test_deepspeed_accumulates_into_its_partitions():
+    """DeepSpeed's ZeRO-2 (the engine's ZeRO-1/2 are its stage-1/2 optimizer) reduces each micro-batch into this rank's
+    partition (grads_in_partition): a dp-th of the gradients alive between micro-batches, not the whole; its ZeRO-3
+    under the deepspeed recipe keeps the partitions it holds from initialisation: nothing more."""
+    every, last = _accum_pair(model="llama-2-7b", task="train", method="full", precision="bf16", batch=1, seq=1024,
+                              zero=2, gpus=8, grad_checkpointing=True)
+    assert last["forward_phase_bytes"] - every["forward_phase_bytes"] == pytest.approx(last["params"] * 2 / 8, rel=1e-12)
+    every, last = _accum_pair(model="llama-2-7b", task="train", method="full", precision="bf16", batch=1, seq=1024,
+                              zero=3, gpus=8, grad_checkpointing=True, recipe="deepspeed")
+    assert last["forward_phase_bytes"] == every["forward_phase_bytes"]
+
+
+def test_flat_parameters_are_fsdps_only():
+    """--flat-params changes nothing where the sharding is not FSDP: the engine's ZeRO-2 (DeepSpeed's) and ZeRO-3 under
+    the DeepSpeed recipes."""
+    cat = default_catalog()
+    base = dict(model="llama-2-7b", task="train", method="lora", precision="amp_bf16", batch=1, seq=1024, gpus=4,
+                grad_checkpointing=True)
+    asked = [dict(base, zero=z, recipe=r, flat_params=f) for z, r in ((2, "hf"), (3, "deepspeed")) for f in ("off", "mixed")]
+    peaks = estimate(pd.DataFrame(asked), cat.models(), cat.gpus())["peak_bytes"].to_numpy()
+    assert peaks[0] == peaks[1] and peaks[2] == peaks[3]
