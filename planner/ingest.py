@@ -174,7 +174,10 @@ TRAINING_VERSIONS = ("torch", "transformers", "peft", "trl")
 # Before, any key the snippet does not print was dropped unseen: "gradient_checkpointing": true was estimated
 # without checkpointing (25.3 GiB beside a run's 13.0 GiB, +94%).
 TRAINING_ALIASES = {"gradient_checkpointing": "grad_checkpointing", "per_device_train_batch_size": "batch",
-                    "max_seq_length": "seq", "max_length": "seq", "lora_r": "lora_rank"}
+                    "max_seq_length": "seq", "max_length": "seq", "lora_r": "lora_rank",
+                    # TrainingArguments' accumulation count: more than 1 keeps the step's gradients between
+                    # micro-batches (engine/stacks.py accum_sync last), 1 is one micro-batch a step (every)
+                    "gradient_accumulation_steps": "accum_sync"}
 TRAINING_KEYS = (MARKER, *TRAINING_REQUIRED, *TRAINING_VERSIONS)
 
 
@@ -303,6 +306,11 @@ def parse_training(text: str) -> dict | None:
         name = TRAINING_ALIASES.get(key, key)
         if name not in SCENARIO_NAMES or value is None:
             continue
+        if key == "gradient_accumulation_steps":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise IngestError(f"the {MARKER} line's gradient_accumulation_steps {json.dumps(value)} is not read; "
+                                  "accepted: a whole number >= 1 (more than 1: --accum-sync last)")
+            value = "last" if value > 1 else "every"
         if name == "lora_targets" and isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             # PEFT's LoraConfig(target_modules=[...]) as json.dumps prints it: our comma list (the list reached the
             # engine as its str() and was refused as the target "['q_proj'")

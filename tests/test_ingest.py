@@ -104,6 +104,26 @@ def test_a_transformers_name_is_read_as_ours(tmp_path, alias, ours, value):
         assert json.loads(out)["scenario"]["grad_checkpointing"] is True
 
 
+@pytest.mark.parametrize("steps, ours", [(8, "last"), (1, "every")])
+def test_gradient_accumulation_steps_is_read_as_accum_sync(steps, ours):
+    """TrainingArguments' gradient_accumulation_steps was refused as an unknown key (exit 2); above 1 the step's
+    gradients stay alive between micro-batches (engine/stacks.py accum_sync last), 1 is one micro-batch a step."""
+    run = parse_training(_training_line(gradient_accumulation_steps=steps))
+    assert run["settings"]["accum_sync"] == ours and "gradient_accumulation_steps" not in run["settings"]
+
+
+@pytest.mark.parametrize("value", [0, 2.5, "8", True])
+def test_a_bad_gradient_accumulation_steps_names_the_value(value):
+    with pytest.raises(IngestError, match=r"gradient_accumulation_steps .* is not read; accepted: a whole number >= 1"):
+        parse_training(_training_line(gradient_accumulation_steps=value))
+
+
+def test_gradient_accumulation_steps_and_accum_sync_must_agree():
+    with pytest.raises(IngestError, match="gives accum_sync twice"):
+        parse_training(_training_line(gradient_accumulation_steps=4, accum_sync="every"))
+    assert parse_training(_training_line(gradient_accumulation_steps=4, accum_sync="last"))["settings"]["accum_sync"] == "last"
+
+
 def test_lora_targets_as_peft_prints_them_are_read_as_our_comma_list(tmp_path):
     """PEFT's LoraConfig(target_modules=[...]) printed by json.dumps is a list: it reached the engine as its str() and
     was refused as 'lora target "['q_proj'" is not a Llama linear module', a value the line never held."""
@@ -125,7 +145,8 @@ def test_lora_targets_as_peft_prints_them_are_read_as_our_comma_list(tmp_path):
     ({"foo": 3}, "the llm_planner_run line's key 'foo' is not read; accepted: model, max_memory_allocated, "
                  "max_memory_reserved, torch, transformers, peft, trl, a scenario column (task, method, precision, batch, "
                  "seq, grad_checkpointing, lora_rank, optimizer, gpus, ...: docs/ingest.md) or an alias "
-                 "(gradient_checkpointing, per_device_train_batch_size, max_seq_length, max_length, lora_r)"),
+                 "(gradient_checkpointing, per_device_train_batch_size, max_seq_length, max_length, lora_r, "
+                 "gradient_accumulation_steps)"),
     ({"grad_checkpointing": None, "grad_checkpoint": True},
      "the llm_planner_run line's key 'grad_checkpoint' (did you mean 'grad_checkpointing'?) is not read; accepted: "
      "the snippet's keys, a scenario column or an alias (docs/ingest.md)"),
