@@ -229,7 +229,7 @@ class Inputs:
     flat_views: np.ndarray | bool = False
     frozen_grads: np.ndarray | bool = False
     # gradient accumulation (engine/stacks.py accum_sync last): earlier micro-batches' gradients alive in the next
-    # ones' forward and backward, unsharded under ZeRO-2/3 / FSDP (no_sync)
+    # ones' forward and backward (unsharded under FSDP's no_sync, ZeRO-3 outside the DeepSpeed recipes)
     accum_last: np.ndarray | bool = False
     # the routed experts' matrices (gate, up, down: no biases), what mxfp4 checkpoints quantize (issue 27)
     expert_linear: np.ndarray | float = 0.0
@@ -1528,10 +1528,10 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
             out[name] = _where_part(mask, part, out.get(name, Part()))
     if np.any(x.accum_last):
         # gradient accumulation (accum_sync last): from the first micro-batch's backward to the last one's, the step's
-        # gradients so far are alive through every later forward and backward. Under ZeRO-2/3 / FSDP they are whole on
+        # gradients so far are alive through every later forward and backward. Under ZeRO-3 as FSDP they are whole on
         # each GPU: FSDP1's no_sync keeps flat_param.grad unsharded in the parameters' dtype (a mixed flat parameter's
         # frozen weights too: t.gradients), FSDP2's set_requires_gradient_sync(False) in the reduce dtype (fp32 under
-        # mixed precision, as the pipeline-parallel accumulation in `workspace`); elsewhere they are the usual ones.
+        # mixed precision, as the pipeline-parallel accumulation in `workspace`); on one GPU / ZeRO-0-1 the usual ones.
         # The last micro-batch's backward reduce-scatters them (backward_end and the step as without accumulation);
         # lm_head's own gradient in `backward` is counted twice (one V x h tensor).
         # DeepSpeed (ZeRO-1/2, and ZeRO-3 under its recipes) reduces each micro-batch into its gradient partitions: at
