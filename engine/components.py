@@ -194,6 +194,9 @@ class Inputs:
     # ZeRO-3 run by DeepSpeed's stage-3 optimizer (engine/constants.py DS_ZERO3_RECIPES): its own buffers
     # beside the sharding (`deepspeed_zero3`)
     ds_zero3: np.ndarray | bool = False
+    # ZeRO-3 run as FSDP: training rows at stage 3 outside DS_ZERO3_RECIPES (the engine's ZeRO-1/2 are DeepSpeed's
+    # stage-1/2 optimizer, `deepspeed_zero12`): where FSDP's flat parameters and no_sync accumulation apply
+    fsdp: np.ndarray | bool = False
     softcap: np.ndarray | float = 0.0  # 1 where the logits are softcapped (Gemma 2: final_logit_softcapping)
     kbit_prep: np.ndarray | bool = False  # QLoRA under peft prepare_model_for_kbit_training + bf16 autocast
     # the attention's path (issue 12, engine/stacks.py padding / attention): a padded batch under SDPA
@@ -447,8 +450,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         flags = {mod: np.where(gone, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
                  for mod, v in flags.items()}
     in_out = _in_out(flags, dims)
+    ds_zero3 = _mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train
+    fsdp = (np.asarray(mv.values("zero"), dtype=float) >= 3) & train & ~ds_zero3
     stack = _stack_inputs(mv, train, lora, full, freeze, flags, dims, h, L, mv.values("lora_rank").astype(float),
-                          np.minimum(mv.values("freeze_layers").astype(float), L))
+                          np.minimum(mv.values("freeze_layers").astype(float), L), fsdp)
     # peft prepare_model_for_kbit_training (engine/stacks.py kbit_prep): fp32 embeddings, lm_head and
     # norms, so an fp32 residual stream (R = 4) under the Trainer's bf16 autocast (each linear's input
     # cast to 16-bit, lm_head's fp32 weight cast to a 16-bit copy: acb = 2), as amp_bf16 holds them
@@ -562,7 +567,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         norms=np.asarray(arch["norms_per_layer"], dtype=float),
         qk_norm=np.asarray(arch["qk_norm"], dtype=bool).astype(float),
         fsdp_root=~_mask_if_present(mv, "recipe", "torchtune"),
-        ds_zero3=_mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train,
+        ds_zero3=ds_zero3, fsdp=fsdp,
         softcap=gemma2.astype(float), masked=masked & train, eager=eager, eager_bf16=gpt_oss & eager,
         clamped_glu=gpt_oss & (arch["num_experts"] > 0),
         dense_experts_fe=np.where(np.isin(mtype, C.DENSE_EXPERTS_MODEL_TYPES)[midx] & (arch["num_experts"] > 0)
@@ -969,14 +974,13 @@ def _mask_if_present(mv: View, col: str, *values) -> np.ndarray:
     return mv.mask(col, *values) if col in mv.frame else np.zeros(mv.size, dtype=bool)
 
 
-def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, k_layers) -> dict:
+def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, k_layers, fsdp) -> dict:
     """The stack switches of each group as Inputs fields (engine/stacks.py). A frame without
     the columns (an old caller) gets the defaults: the hf stack."""
     def mask(col, *values):
         return _mask_if_present(mv, col, *values)
 
     paged32 = mv.mask("optimizer", "paged_adamw_32bit") & train
-    fsdp = (np.asarray(mv.values("zero"), dtype=float) >= 3) & ~mask("recipe", *C.DS_ZERO3_RECIPES)
     small = 0.0
     if paged32.any():  # bitsandbytes get_state_buffer pages only tensors of >= 1e5 elements
         lim = C.PAGED_MIN_ELEMENTS
@@ -1008,10 +1012,9 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         # use_cache on: the forward builds a cache, under checkpointing too where that is applied outside
         # transformers (its own turns the cache off; 'auto' resolves so, engine/rules.py)
         train_cache=mask("use_cache", "on") & train,
-        # FSDP1's flat parameters exist only where the engine's sharding is FSDP: ZeRO-3 outside the DeepSpeed recipes
-        # (its ZeRO-1/2 are DeepSpeed's stage-1/2 optimizer, deepspeed_zero12)
-        flat_views=mask("flat_params", "on", "mixed") & train & fsdp,
-        frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & train & fsdp,
+        # FSDP1's flat parameters exist only where the engine's sharding is FSDP (Inputs.fsdp)
+        flat_views=mask("flat_params", "on", "mixed") & fsdp,
+        frozen_grads=mask("flat_params", "mixed") & lora & ~mask("method", "qlora") & fsdp,
         accum_last=mask("accum_sync", "last") & train & ~mask("optimizer_in_backward", "on"),
     )
 
@@ -1537,9 +1540,8 @@ def gradients(x: Inputs, t: Totals) -> dict[str, Part]:
         # DeepSpeed (ZeRO-1/2, and ZeRO-3 under its recipes) reduces each micro-batch into its gradient partitions: at
         # ZeRO-1 every gradient is kept whole until the boundary, at ZeRO-2 this rank's partition (grads_in_partition,
         # stage_1_and_2.py), at its ZeRO-3 the partitions it holds from initialisation (`deepspeed_zero3`): nothing more
-        fsdp = (x.zero >= 3) & ~np.asarray(x.ds_zero3, dtype=bool)
-        fsdp2 = t.trainable * np.where(x.master > 0, 4.0, x.gb)
-        whole = np.select([fsdp, x.zero >= 2], [np.where(x.flat_views, t.gradients, fsdp2), 0.0], t.gradients)
+        whole = np.select([np.asarray(x.fsdp, dtype=bool), x.zero >= 2],
+                          [np.where(x.flat_views, t.gradients, _fsdp2_accumulated_gradients(x, t)), 0.0], t.gradients)
         alive = np.where(x.accum_last, whole / x.mp * _ep_share(x), 0.0)
         partition = np.where(x.accum_last & (x.zero == 2), t.gradients / x.mp * _ep_share(x), 0.0)  # over the ranks
         for phase in ("forward", "loss_backward", "backward"):
@@ -2222,7 +2224,7 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
     accumulated = 0.0
     if np.any(pp_fsdp):
         gathered = np.where(pp_fsdp, unsharded / x.mp, gathered)
-        accumulated = np.where(pp_fsdp, t.trainable / x.mp * np.where(x.master > 0, 4.0, x.gb), 0.0)
+        accumulated = np.where(pp_fsdp, _fsdp2_accumulated_gradients(x, t) / x.mp, 0.0)
     zero3 = zero3 & x.fsdp_root  # the measured FSDP2 working set below (torchtune: not measured)
     transient = layer_backward_transient_bytes(x.h, x.f, x.R, x.M, x.tp, x.liger)
     # a bitsandbytes base dequantizes one whole weight to 16-bit per matmul (issue 27 item 4): MatMul4Bit's
@@ -2412,6 +2414,13 @@ def _fsdp_gathered_params(x: Inputs) -> np.ndarray:
     allowance). Replaces two of the largest unit (ZERO3_LAYERS_IN_FLIGHT), which double-counted a tied
     embedding (llama-3.2-1b x 8: +8.2%) and left out the root or the layer (llama-2-7b x 4: -9.7%)."""
     return _root_params(x) + x.layer_all
+
+
+def _fsdp2_accumulated_gradients(x: Inputs, t: Totals) -> np.ndarray:
+    """The trained parameters' gradients as FSDP2 accumulates them unsharded with gradient sync off
+    (_fsdp_param.py to_accumulated_grad_if_needed: `unsharded_grad.to(self.reduce_dtype)`): the reduce dtype, fp32
+    under mixed precision (a master copy), else the gradients' own, before tensor parallelism's split."""
+    return t.trainable * np.where(x.master > 0, 4.0, x.gb)
 
 
 def _layer_trained_params(x: Inputs, t: Totals) -> np.ndarray:

@@ -1124,7 +1124,7 @@ def engine_takes_precision(engine: str, precision: str) -> bool:
     (tests/test_checkpoints.py checks it agrees with `serve` for every engine and precision)."""
     precision = str(precision)
     if engine in GGUF_ENGINES:
-        return precision in C.GGUF_FILE_PRECISIONS and not (engine == "ollama" and precision in OLLAMA_NOT_LOADED)
+        return precision in engine_precisions(engine)
     if engine == "mlc-llm":
         return precision in MLC_BITS
     if engine == "mlx-lm":
