@@ -656,6 +656,34 @@ LOOP_CONFIGS = [
     _module(_train("qwen2-1.5b", "bf16", "adamw", 1, 4096, True, split=HO)),
     _module(_lora("llama-3.2-3b", "bf16", "adamw", 2, 2048, True, 16, ALL, HO)),
     _module(_train("gemma-2b", "bf16", "adamw", 2, 1024, True, split=HO)),
+    # ---- the third generality probe (2026-12-06; all held-out, committed before their data, no engine change
+    # planned for them): models no loops row has run -- Llama 2 (32k vocabulary), Llama 2 13B, Gemma 7B, Gemma 2 27B,
+    # Llama 3 70B (80 layers), full and freeze fine-tuning of mixtures of experts (Mixtral 8x7B, Qwen3-30B-A3B), LoRA
+    # on the MoE models peft reaches only through their linears (Qwen1.5-MoE, Llama 4 Scout, ERNIE 4.5) and on the
+    # Gated DeltaNet / Mamba2 hybrids (Qwen3-Next, Qwen3.5 27B, Granite 4.0-H micro); 16 short sequences; an fp32
+    # run with the cache off; prefills of a dense 8B at 2 x 16k and of Mixtral at 8k; every loop
+    _loop(_train("llama-2-13b", "bf16", "adamw", 1, 4096, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-2-7b", "bf16", "adamw", 4, 2048, True, 16, ALL, HO), TRN, ON, UNPAD, HO),
+    _loop(_freeze("gemma-7b", "bf16", "adamw", 2, 2048, False, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("gemma-2-27b", "bf16", "adamw", 1, 4096, True, 16, ALL, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-3-70b", "bf16", "adamw", 1, 4096, True, 16, ALL, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("mixtral-8x7b", "bf16", "adamw", 1, 2048, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("mixtral-8x7b", "bf16", "adamw", 2, 4096, True, 8, QV, HO), ACC, ON, UNPAD, HO),
+    _loop(_train("qwen3-30b-a3b", "bf16", "adamw", 1, 4096, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_freeze("qwen3-30b-a3b", "bf16", "adamw", 2, 1024, False, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen1.5-moe-a2.7b", "bf16", "adamw", 2, 2048, True, 8, QV, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("llama-4-scout", "bf16", "adamw", 1, 2048, True, 8, QV, HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("ernie-4.5-21b-a3b", "bf16", "adamw", 1, 4096, True, 8, QV, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("granite-4.0-h-micro", "bf16", "adamw", 1, 4096, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3-next-80b-a3b", "bf16", "adamw", 1, 4096, True, 8, QV, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3.5-27b", "bf16", "adamw", 1, 2048, True, 16, ALL, HO), TRN, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-1b", "bf16", "adamw", 16, 256, False, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_freeze("qwen2.5-7b", "amp_bf16", "adamw", 1, 8192, True, 2, HO), ACC, ON, UNPAD, HO),
+    _loop(_train("gemma-2-9b", "bf16", "sgd", 2, 2048, True, split=HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("phi-4-mini", "amp_bf16", "adamw", 2, 2048, True, 16, ALL, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("smollm3-3b", "fp32", "adamw", 1, 1024, False, split=HO), MAN, OFF, UNPAD, HO),
+    _loop(_infer("qwen3-8b", 2, 16384, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("mixtral-8x7b", 1, 8192, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
