@@ -684,6 +684,14 @@ LOOP_CONFIGS = [
     _loop(_train("smollm3-3b", "fp32", "adamw", 1, 1024, False, split=HO), MAN, OFF, UNPAD, HO),
     _loop(_infer("qwen3-8b", 2, 16384, HO), "generate", ON, UNPAD, HO),
     _loop(_infer("mixtral-8x7b", 1, 8192, HO), "generate", ON, UNPAD, HO),
+    # ---- FSDP2 under the loops people write (2026-12-06; all held-out, committed before their data, no engine change
+    # planned): the sharded runs above all take the harness loop; these keep `out` (manual, accelerate) or not
+    # (trainer), with and without checkpointing, the cache at its default or off, one padded batch, 2 to 8 ranks
+    _loop(_fsdp("llama-3.2-3b", "bf16", "adamw", 2, 2048, True, 4, HO), MAN, ON, UNPAD, HO),
+    _loop(_fsdp("mistral-7b", "bf16", "adamw", 1, 4096, True, 8, HO), ACC, ON, UNPAD, HO),
+    _loop(_fsdp("gemma-2-2b", "bf16", "adamw", 2, 1024, False, 2, HO), TRN, ON, UNPAD, HO),
+    _loop(_fsdp("qwen3-8b", "bf16", "sgd", 1, 8192, True, 8, HO), MAN, OFF, UNPAD, HO),
+    _loop(_fsdp("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 2, HO), MAN, ON, PAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
