@@ -1232,6 +1232,8 @@ def _make_optimizer(name: str, params):
                          warmup_init=False)
     if name == "adamw_loop":  # FSDP rows: the per-parameter loop (see _fsdp_setup)
         return torch.optim.AdamW(params, lr=1e-5, foreach=False, fused=False)
+    if name == "sgd_loop":  # FSDP rows: the per-parameter loop, as adamw_loop
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=False)
     raise ValueError(name)
 
 
@@ -1265,11 +1267,12 @@ def _run_train(c, model, ids, PhaseMemTracker, Ref, TOTAL, layers, details) -> d
 
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    # FSDP rows: foreach/fused AdamW on DTensor parameters materialises global-size
-    # temporaries under fake tensors (docs/accuracy.md); the per-parameter loop measures
-    # the per-rank state cleanly.
-    opt = _make_optimizer("adamw_loop" if c.get("zero") and c["optimizer"] == "adamw"
-                          else c["optimizer"], trainable)
+    # FSDP rows: foreach/fused AdamW (and foreach SGD: the FSDP2 loops row of 2026-12-06 held 34.8 GB of
+    # global-size temporaries in its step, 2 x the unsharded model + a shard) on DTensor parameters materialises
+    # global-size temporaries under fake tensors (docs/accuracy.md); the per-parameter loop measures the per-rank
+    # state cleanly.
+    loop_opt = {"adamw": "adamw_loop", "sgd": "sgd_loop"}
+    opt = _make_optimizer(loop_opt.get(c["optimizer"], c["optimizer"]) if c.get("zero") else c["optimizer"], trainable)
 
     mt = PhaseMemTracker()
     mt.skip_frozen_params(model)          # workaround 1, before any tracking
