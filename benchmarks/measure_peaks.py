@@ -692,6 +692,20 @@ LOOP_CONFIGS = [
     _loop(_fsdp("gemma-2-2b", "bf16", "adamw", 2, 1024, False, 2, HO), TRN, ON, UNPAD, HO),
     _loop(_fsdp("qwen3-8b", "bf16", "sgd", 1, 8192, True, 8, HO), MAN, OFF, UNPAD, HO),
     _loop(_fsdp("llama-3.2-1b", "bf16", "adamw", 4, 1024, False, 2, HO), MAN, ON, PAD, HO),
+    # ---- the fourth probe (2026-12-06; all held-out, committed before their data, no engine change planned): the
+    # settings no loops row has -- peft's all-linear on a dense model, pure fp16 and amp fp16, freeze of a mixture of
+    # experts with checkpointing, Adafactor on Gemma 3, fused AdamW on an MoE LoRA, 8 x 4,096 with checkpointing, amp
+    # on Gemma 2's eager attention, and the prefills of Llama 4 Scout (chunked attention) and of Qwen3-Next (hybrid)
+    _loop(_lora("llama-3.2-3b", "bf16", "adamw", 2, 2048, True, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-1b", "fp16", "adamw", 2, 2048, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_train("qwen2-1.5b", "amp_fp16", "adamw", 2, 1024, False, split=HO), TRN, ON, UNPAD, HO),
+    _loop(_freeze("mixtral-8x7b", "bf16", "adamw", 1, 2048, True, 2, HO), MAN, ON, UNPAD, HO),
+    _loop(_train("gemma-3-4b", "bf16", "adafactor", 1, 4096, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("qwen3-30b-a3b", "bf16", "adamw_fused", 2, 2048, False, 16, ALL, HO), ACC, ON, UNPAD, HO),
+    _loop(_train("llama-3.2-3b", "bf16", "adamw", 8, 4096, True, split=HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("gemma-2-9b", "amp_bf16", "adamw", 2, 4096, True, 16, ALL, HO), MAN, ON, UNPAD, HO),
+    _loop(_infer("llama-4-scout", 1, 16384, HO), "generate", ON, UNPAD, HO),
+    _loop(_infer("qwen3-next-80b-a3b", 1, 8192, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
