@@ -221,10 +221,35 @@ def loops_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
     return sc
 
 
+# The measured models that the harness builds from a config file (benchmarks/measure_peaks.py _hybrid_model) rather
+# than from the catalog: the engine reads the same file (catalog/user.py model_from_config_file), as a user's
+# --model-config would, in place of any catalog model of that id (tests/test_hybrid_training_accuracy.py does the same)
+CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
+                 "qwen3-next-80b-a3b": "hybrid_configs/qwen3-next-80b-a3b.json",
+                 "granite-4.0-h-micro": "configs_2026/granite-4.0-h-micro.json",
+                 "ernie-4.5-21b-a3b": "configs_2026/ernie-4.5-21b-a3b-pt.json",
+                 "qwen1.5-moe-a2.7b": "configs_2026/qwen1.5-moe-a2.7b.json"}
+
+
+def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:
+    """The catalog's models, with those of CONFIG_MODELS among `ids` read from their config files."""
+    from catalog.user import model_from_config_file
+    wanted = [m for m in CONFIG_MODELS if m in set(ids)]
+    if not wanted:
+        return models
+    own = []
+    for model_id in wanted:
+        row = model_from_config_file(ROOT / "tests" / "data" / CONFIG_MODELS[model_id])
+        row["id"] = model_id
+        own.append(row)
+    return pd.concat([models[~models["id"].isin(wanted)], pd.DataFrame(own)], ignore_index=True)
+
+
 def compare_loops(measured: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """estimate() per row of the loops harness, without the runtime overhead: `error` asked as the run
     was set up, `error_harness` asked as the calibration harness runs (loop trainer, use_cache off,
     an inference row's sliding-window K/V at its window: what the engine answered before issue 28)."""
+    models = with_config_models(models, measured["model"])
     sc = loops_scenario_frame(measured)
     result = estimate(sc, models)
     result["ours"] = result["peak_bytes"] - result["runtime_overhead_bytes"]

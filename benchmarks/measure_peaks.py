@@ -705,7 +705,9 @@ LOOP_CONFIGS = [
     _loop(_train("llama-3.2-3b", "bf16", "adamw", 8, 4096, True, split=HO), TRN, ON, UNPAD, HO),
     _loop(_lora("gemma-2-9b", "amp_bf16", "adamw", 2, 4096, True, 16, ALL, HO), MAN, ON, UNPAD, HO),
     _loop(_infer("llama-4-scout", 1, 16384, HO), "generate", ON, UNPAD, HO),
-    _loop(_infer("qwen3-next-80b-a3b", 1, 8192, HO), "generate", ON, UNPAD, HO),
+    # (committed with these, Qwen3-Next's prefill 1 x 8,192 was skipped by the run of 2026-12-06, its meta file says why:
+    # this harness's prefill reads each layer's cache.keys, which a Gated DeltaNet layer's LinearAttentionLayer has
+    # not; the hybrid prefills are measured by their own set, tests/data/measured_hybrid_prefill.csv)
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
