@@ -297,15 +297,15 @@ def test_docs_state_the_no_sync_rows_errors_the_code_computes(table):
 def test_every_published_fsdp1_run_lies_under_its_safe_figure_on_its_own_counter(cat, table):
     """engine/margins.py FSDP1_RESERVE_HIGH_PCT: FSDP1's per-stream reserve is not in the point estimate (the
     reserved and active rows of llama-recipes are 24% to 29% under it), but the verdicts' safe figure takes it:
-    every published run under `--flat-params on|mixed` lies at or under the estimate on its own counter plus the
-    safe margin, and the same scenarios under FSDP2 (flat_params off) or DeepSpeed's ZeRO-3 get no such allowance."""
+    every published run under `--flat-params on|mixed` but one (named below) lies at or under the estimate on its own
+    counter plus the safe margin, and the same scenarios under FSDP2 (flat_params off) or DeepSpeed's ZeRO-3 get no such allowance."""
     import pandas as pd
 
     from engine import estimate
     from planner.evidence import UNIT_FACTORS
     refs = cat.references().set_index("id")
     ids = [rid for rid, r in refs.iterrows() if r["scenario"].get("flat_params") in ("on", "mixed")]
-    assert len(ids) >= 20
+    assert len(ids) >= 27
     rows = refs.loc[ids]
     scen = pd.DataFrame(list(rows["scenario"])).assign(allow_long_context=True)
     scen["recipe"] = rows["recipe"].fillna("hf").replace("", "hf").to_numpy()
@@ -315,7 +315,10 @@ def test_every_published_fsdp1_run_lies_under_its_safe_figure_on_its_own_counter
     factor = shown["unit"].map(UNIT_FACTORS).to_numpy(dtype=float)
     safe = shown["estimate"].to_numpy(dtype=float) * factor + margin
     reference = shown["reference"].to_numpy(dtype=float) * factor
-    assert (safe >= reference).all(), list(shown.index[safe < reference])
+    # but one: Answer.AI's 7B QLoRA at 1 x 512, whose reserved counter starts after FSDP1's init left 3.72 GiB
+    # reserved before any batch (the doc's reserved_after_model_wrap, against the ~2.0 GiB of tensors), a loading
+    # residue this allowance is not about (its explanation: not modelled)
+    assert list(shown.index[safe < reference]) == ["answerai-llama2-7b-qlora-bs1-512-2x3090"]
     # the reserved / active rows the allowance is for are under the point estimate by more than 20%
     assert (shown.loc[shown.index.str.contains("reserved|active") & shown.index.str.startswith("llama-recipes-i"),
                       "error_pct"] < -20).all()
