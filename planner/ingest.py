@@ -48,7 +48,9 @@ FORMATS = ("training", "vllm", "llama.cpp", "sglang", "torchtune")
 TRAINING_FORMATS = ("training", "torchtune")  # estimated with engine.estimate, compared by the torch.cuda counters
 # `ingest --json`'s keys (a contract: keys are added, never renamed); one object per figure in "figures"
 INGEST_JSON_KEYS = ("format", "file", "model", "model_read", "gpu", "scenario", "figures", "notes")
-FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter")
+FIGURE_KEYS = ("figure", "metric", "measured", "estimate", "unit", "error_pct", "source_line", "counter",
+               # issue 28: a training run's memory peak as the verdicts decide on it (ours + the band's high side)
+               "safe_estimate")
 RUNS_FILE_ENV = "LLM_PLANNER_USER_RUNS"
 
 
@@ -1067,7 +1069,15 @@ def scenario_of(run: dict, model: str, gpu: str) -> dict:
 
 def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> dict[str, float]:
     """Our figure for each of the run's measured figures (NaN where the engine has none)."""
+    return _estimate_run(run, model, gpu, models, gpus)[0]
+
+
+def _estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame,
+                  gpus: pd.DataFrame) -> tuple[dict[str, float], float]:
+    """estimate_run's figures, and what the verdicts add to a training run's peak (safe_peak_bytes - peak_bytes: the
+    band's high side, engine/margins.py) to be added to each of its memory peaks; NaN for a serving log."""
     sc = scenario_of(run, model, gpu)
+    extra = np.nan
     if run["format"] in TRAINING_FORMATS:
         from engine.estimate import estimate
         from planner.evidence import reserved_peak_bytes
@@ -1076,6 +1086,7 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
         row = result.iloc[0]
         ours = {"allocated_peak": float(row["peak_bytes"] - row["runtime_overhead_bytes"]),
                 "reserved_peak": float(reserved_peak_bytes(result.iloc[:1])[0])}
+        extra = float(row["safe_peak_bytes"] - row["peak_bytes"]) if "safe_peak_bytes" in row else np.nan
     else:
         from planner.serving import serve_one
         request = {k: v for k, v in sc.items() if k != "task"}
@@ -1090,7 +1101,7 @@ def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd
                 "max_concurrency": float(row.get("max_concurrency", np.nan)),
                 "compute_buffer": float(row.get("compute_buffer_bytes", np.nan)),
                 "gpu_layers": float(row.get("gpu_layers", np.nan))}
-    return {k: ours.get(k, np.nan) for k in run["measured"]}
+    return {k: ours.get(k, np.nan) for k in run["measured"]}, extra
 
 
 # The measured figures that are memory held on one GPU at once, per format (the training counters are each a peak
@@ -1127,20 +1138,23 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
                           + did_you_mean(gpu, gpus["id"]))
     check_settings(run)
     check_card(run, gpu, gpus)
-    ours = estimate_run(run, model, gpu, models, gpus)
-    from planner.evidence import COUNTERS
+    ours, extra = _estimate_run(run, model, gpu, models, gpus)
+    from planner.evidence import COUNTERS, PEAK_METRICS
     out = []
     for figure, measured in run["measured"].items():
         metric, unit, _ = FIGURES[figure]
         est = ours.get(figure, np.nan)
         error = (est - measured) / measured * 100 if measured > 0 and math.isfinite(est) else np.nan
+        # the figure the verdicts decide on, on the same counter (a memory peak of a training run only)
+        safe = est + extra if metric in PEAK_METRICS and math.isfinite(est) and math.isfinite(extra) else np.nan
         out.append({"figure": figure, "metric": metric, "measured": float(measured),
                     "estimate": float(est) if math.isfinite(est) else None, "unit": unit,
                     "error_pct": round(float(error), 1) if math.isfinite(error) else None,
                     "source_line": run.get("lines", {}).get(figure, ""),
                     # a format whose figure is another counter than the metric's usual one names its own (SGLang's
                     # weights: the card's free memory falling while loading)
-                    "counter": FORMAT_COUNTERS.get(run.get("format"), {}).get(figure) or COUNTERS.get(metric, FIGURES[figure][2])})
+                    "counter": FORMAT_COUNTERS.get(run.get("format"), {}).get(figure) or COUNTERS.get(metric, FIGURES[figure][2]),
+                    "safe_estimate": float(safe) if math.isfinite(safe) else None})
     return out
 
 
@@ -1337,7 +1351,8 @@ def user_evidence_rows(models: pd.DataFrame, gpus: pd.DataFrame, runs: list[dict
                 "within_15pct": err is not None and abs(err) <= TARGET_PCT,
                 "source": f"your run: {entry.get('file', '')} ({entry['run']['format']}), saved {entry.get('saved', '')}",
                 "url": "", "setup_note": f["source_line"], "estimate_note": "", "counter": f["counter"],
-                "source_kind": "user"})
+                "source_kind": "user",
+                "safe_estimate": round(f["safe_estimate"] / scale, 3) if f["safe_estimate"] is not None else np.nan})
     out = pd.DataFrame(rows, columns=list(EVIDENCE_JSON_KEYS))
     out.attrs["user_runs_problems"] = problems
     return out
