@@ -1171,14 +1171,19 @@ def _shown(value, unit: str) -> str:
 
 
 def format_comparison(result: dict) -> str:
-    """The text table: figure, measured, ours, error %."""
+    """The text table: figure, measured, ours, error %; for a training run's peaks also "safe", the figure the
+    verdicts decide on (ours + the band's high side: a run measured above it could have been called "fits")."""
     head = (f"{result['format']} run of {result['model']} (read: {result['model_read']}) on {result['gpu']}: "
             + ", ".join(f"{k} {v}" for k, v in result["scenario"].items() if k not in ("model", "gpu")))
-    rows = [("figure", "measured", "ours", "error %")]
+    safe = any(f.get("safe_estimate") is not None for f in result["figures"])
+    rows = [("figure", "measured", "ours", "safe", "error %") if safe else ("figure", "measured", "ours", "error %")]
     for f in result["figures"]:
         err = "—" if f["error_pct"] is None else f"{f['error_pct']:+.1f}"
-        rows.append((f["figure"], _shown(f["measured"], f["unit"]), _shown(f["estimate"], f["unit"]), err))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        cells = [f["figure"], _shown(f["measured"], f["unit"]), _shown(f["estimate"], f["unit"])]
+        if safe:
+            cells.append(_shown(f.get("safe_estimate"), f["unit"]))
+        rows.append((*cells, err))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head]
     for r in rows:
         lines.append("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip())
