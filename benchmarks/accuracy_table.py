@@ -234,7 +234,8 @@ CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
 def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:
     """The catalog's models, with those of CONFIG_MODELS among `ids` read from their config files."""
     from catalog.user import model_from_config_file
-    wanted = [m for m in CONFIG_MODELS if m in set(ids)]
+    present = set(ids)
+    wanted = [m for m in CONFIG_MODELS if m in present]
     if not wanted:
         return models
     own = []

@@ -1067,15 +1067,11 @@ def scenario_of(run: dict, model: str, gpu: str) -> dict:
     return {"model": model, "gpu": gpu, **run["settings"]}
 
 
-def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.DataFrame) -> dict[str, float]:
-    """Our figure for each of the run's measured figures (NaN where the engine has none)."""
-    return _estimate_run(run, model, gpu, models, gpus)[0]
-
-
-def _estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame,
-                  gpus: pd.DataFrame) -> tuple[dict[str, float], float]:
-    """estimate_run's figures, and what the verdicts add to a training run's peak (safe_peak_bytes - peak_bytes: the
-    band's high side, engine/margins.py) to be added to each of its memory peaks; NaN for a serving log."""
+def estimate_run(run: dict, model: str, gpu: str, models: pd.DataFrame,
+                 gpus: pd.DataFrame) -> tuple[dict[str, float], float]:
+    """Our figure for each of the run's measured figures (NaN where the engine has none), and what the verdicts add
+    to a training run's peak (safe_peak_bytes - peak_bytes: the band's high side, engine/margins.py) to be added to
+    each of its memory peaks; NaN for a serving log."""
     sc = scenario_of(run, model, gpu)
     extra = np.nan
     if run["format"] in TRAINING_FORMATS:
@@ -1138,7 +1134,7 @@ def compare(run: dict, model: str, gpu: str, models: pd.DataFrame, gpus: pd.Data
                           + did_you_mean(gpu, gpus["id"]))
     check_settings(run)
     check_card(run, gpu, gpus)
-    ours, extra = _estimate_run(run, model, gpu, models, gpus)
+    ours, extra = estimate_run(run, model, gpu, models, gpus)
     from planner.evidence import COUNTERS, PEAK_METRICS
     out = []
     for figure, measured in run["measured"].items():

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from catalog.user import model_from_config_file
 from engine import estimate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,9 +18,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import accuracy_table  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-FILES = {"qwen3.5-27b": DATA / "hybrid_configs" / "qwen3.5-27b.json",
-         "qwen3-next-80b-a3b": DATA / "hybrid_configs" / "qwen3-next-80b-a3b.json",
-         "granite-4.0-h-micro": DATA / "configs_2026" / "granite-4.0-h-micro.json"}
 # Qwen3-Next's LoRA step without checkpointing also keeps, per layer, the expert stacks peft 0.21.2's ParamWrapper
 # rebuilds as W + B A in bf16 and every expert's matmul inputs (engine/components.py _expert_wrapper_kept)
 COVERED = ("qwen3.5-27b", "granite-4.0-h-micro", "qwen3-next-80b-a3b")
@@ -30,12 +26,8 @@ COVERED = ("qwen3.5-27b", "granite-4.0-h-micro", "qwen3-next-80b-a3b")
 @pytest.fixture(scope="module")
 def compared(models):
     measured = pd.read_csv(DATA / "measured_hybrid_training.csv")
-    own = []
-    for model_id, path in FILES.items():
-        row = model_from_config_file(path)
-        row["id"] = model_id
-        own.append(row)
-    models = pd.concat([models[~models["id"].isin(list(FILES))], pd.DataFrame(own)], ignore_index=True)
+    # the hybrids from the config files the harness built them from (accuracy_table.CONFIG_MODELS)
+    models = accuracy_table.with_config_models(models, measured["model"])
     result = estimate(accuracy_table.scenario_frame(measured), models, allow_unmodelled=True)
     measured["ours"] = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
     measured["error"] = measured["ours"] / measured["peak_bytes"] - 1

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from catalog.user import model_from_config_file
 from engine import estimate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,12 +48,8 @@ def test_the_rows_are_the_ones_measured_before_any_engine_change():
 @pytest.fixture(scope="module")
 def compared(models):
     measured = pd.read_csv(CSV)
-    extra = []
-    for mid, name in (("ernie-4.5-21b-a3b", "ernie-4.5-21b-a3b-pt.json"), ("qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b.json")):
-        m = model_from_config_file(DATA / "configs_2026" / name)
-        m["id"] = mid
-        extra.append(m)
-    models = pd.concat([models, pd.DataFrame(extra)], ignore_index=True)
+    # ERNIE 4.5 and Qwen1.5-MoE from their config files (accuracy_table.CONFIG_MODELS)
+    models = accuracy_table.with_config_models(models, measured["model"])
     result = estimate(accuracy_table.scenario_frame(measured), models)
     measured["ours"] = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
     measured["error"] = measured["ours"] / measured["peak_bytes"] - 1
