@@ -255,6 +255,30 @@ MODELS.update({
                         params=20_914_757_184),
 })
 
+# issue 28, the fifth probe (2026-12-06): the last catalog architecture no harness had run, DeepSeek-V3's (multi-head
+# latent attention, 3 dense layers then 256 routed + 1 shared experts, group-limited routing with a correction bias;
+# transformers 5.24 builds no multi-token-prediction layer), a 14B Phi-3-architecture model with an untied output
+# layer, and the smallest Gemma 3 (640 wide, a 262,144-token vocabulary); each from its published config.json
+# (the catalog's source line), params the catalog's count.
+MODELS.update({
+    "deepseek-v3": dict(arch="DeepseekV3Config", hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                        num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128, n_shared_experts=1,
+                        n_routed_experts=256, routed_scaling_factor=2.5, kv_lora_rank=512, q_lora_rank=1536,
+                        qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128, n_group=8, topk_group=4,
+                        num_experts_per_tok=8, first_k_dense_replace=3, norm_topk_prob=True, vocab_size=129280,
+                        tie_word_embeddings=False,
+                        # the catalog's 671,026,419,200 less the routers' e_score_correction_bias (58 MoE layers x
+                        # 256), which transformers 5.24 registers as a buffer (DeepseekV3TopkRouter), not a parameter
+                        params=671_026_404_352),
+    "phi-4": dict(arch="Phi3Config", hidden_size=5120, intermediate_size=17920, num_hidden_layers=40,
+                  num_attention_heads=40, num_key_value_heads=10, vocab_size=100352, tie_word_embeddings=False,
+                  rope_theta=250000.0, pad_token_id=100349, params=14_659_507_200),
+    "gemma-3-270m": dict(arch="Gemma3TextConfig", hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
+                         num_attention_heads=4, num_key_value_heads=1, head_dim=256, vocab_size=262144,
+                         tie_word_embeddings=True, sliding_window=512, query_pre_attn_scalar=256,
+                         rope_theta=1000000.0, hidden_activation="gelu_pytorch_tanh", params=268_098_176),
+})
+
 
 
 def _hybrid_model(path: str, arch: str, params: int) -> dict:
@@ -708,6 +732,16 @@ LOOP_CONFIGS = [
     # (committed with these, Qwen3-Next's prefill 1 x 8,192 was skipped by the run of 2026-12-06, its meta file says why:
     # this harness's prefill reads each layer's cache.keys, which a Gated DeltaNet layer's LinearAttentionLayer has
     # not; the hybrid prefills are measured by their own set, tests/data/measured_hybrid_prefill.csv)
+    # ---- the fifth probe (2026-12-06; all held-out, committed before their data, no engine change planned): DeepSeek-V3
+    # (MLA, shared experts, dense first layers; the band's "architecture without a measured run") under LoRA on peft's
+    # all-linear, freeze and a prefill; Phi-4 14B fully trained with the cache off; Gemma 3 270M in fp32, whose logits
+    # outweigh its layers
+    _loop(_lora("deepseek-v3", "bf16", "adamw", 1, 2048, True, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
+    _loop(_freeze("deepseek-v3", "bf16", "adamw", 1, 4096, True, 2, HO), TRN, ON, UNPAD, HO),
+    _loop(_infer("deepseek-v3", 1, 8192, HO), "generate", ON, UNPAD, HO),
+    _loop(_train("phi-4", "bf16", "adamw", 1, 4096, True, split=HO), ACC, OFF, UNPAD, HO),
+    _loop(_train("gemma-3-270m", "fp32", "adamw", 4, 1024, False, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("gemma-3-270m", "amp_bf16", "adamw", 8, 2048, True, 16, ALL, HO), TRN, ON, PAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
