@@ -62,8 +62,9 @@ RULES: tuple[tuple[str, str], ...] = (
                      "way; fp16 runs on a T4 or V100 where bf16 does not."),
     ("kv_policy", "KV policy 'auto': what the stack running the row keeps. An estimate's inference "
                   "row is a transformers prefill, which holds every layer's keys and values at full "
-                  "length (its sliding-window cache keeps a view of the whole prefill's K/V; MLA "
-                  "decompressed): full. A GGUF precision runs on llama.cpp, whose SWA cache keeps "
+                  "length (its sliding-window cache keeps a view of the whole prefill's K/V): full; an MLA "
+                  "model's latent, which transformers 5 caches and expands per layer: latent (the 4.x "
+                  "releases cached the per-head K/V: --kv-policy full). A GGUF precision runs on llama.cpp, whose SWA cache keeps "
                   "the window plus a micro-batch, padded to 256 cells (a model whose every layer slides "
                   "keeps all): windowed. serve uses each engine's own (vLLM, SGLang: latent; "
                   "llama.cpp, Ollama: windowed; transformers: full). --kv-policy windowed, full "
@@ -398,17 +399,26 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
     # kv_policy "auto" (RULES, issue 28): what the stack that runs the row keeps. An estimate's
     # inference row is a transformers prefill (generate()), whose DynamicCache keeps the whole prefill's
     # K/V of sliding-window layers (cache_utils.py DynamicSlidingWindowLayer.update slices the full
-    # torch.cat output: its storage stays whole) and MLA's decompressed K/V: 'full'. A GGUF precision
-    # runs on llama.cpp, whose SWA cache keeps the window: 'windowed'. (serve passes each engine's own.)
+    # torch.cat output: its storage stays whole): 'full'. MLA models keep their latent there: transformers
+    # 5 caches the compressed kv_nope and k_rot and expands them per layer after the cache
+    # (models/deepseek_v3/modeling_deepseek_v3.py in 5.24: "Cache read / write is performed while latent
+    # KV is still compressed", then expand_kv; the 4.x releases cached the expanded per-head K/V, which
+    # --kv-policy full asks): 'latent', measured by the loops harness's DeepSeek-V3 prefill
+    # (tests/data/measured_loops.csv). A GGUF precision runs on llama.cpp, whose SWA cache keeps the
+    # window: 'windowed'. (serve passes each engine's own.)
     if "kv_policy" in out:
         auto_policy = _category_mask(out["kv_policy"], "auto")
         if auto_policy.any():
             gguf = _category_mask(out["precision"], *C.GGUF_BITS) if "precision" in out else np.zeros(n, bool)
+            mla = (models["kv_lora_rank"].fillna(0).to_numpy()[at][model_codes] > 0) if "kv_lora_rank" in models \
+                else np.zeros(n, bool)
             policy = out["kv_policy"]
             if (auto_policy & gguf).any():
                 policy = _set_rows(policy, auto_policy & gguf, "windowed")
-            if (auto_policy & ~gguf).any():
-                policy = _set_rows(policy, auto_policy & ~gguf, "full")
+            if (auto_policy & ~gguf & ~mla).any():
+                policy = _set_rows(policy, auto_policy & ~gguf & ~mla, "full")
+            if (auto_policy & ~gguf & mla).any():
+                policy = _set_rows(policy, auto_policy & ~gguf & mla, "latent")
             out["kv_policy"] = policy
 
 

@@ -1626,10 +1626,12 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # the full length for hybrid sliding-window models and keep MLA's latent ("latent");
     # llama.cpp's SWA cache keeps the window ("windowed"); transformers' DynamicCache holds the
     # whole prefill's K/V of its sliding-window layers (a view of the full torch.cat output,
-    # cache_utils.py DynamicSlidingWindowLayer.update) and MLA's decompressed K/V ("full", issue 28)
+    # cache_utils.py DynamicSlidingWindowLayer.update: "full", issue 28) and, transformers 5, MLA's latent (the
+    # "latent" policy's count for MLA: engine/rules.py kv_policy; 4.x cached the per-head K/V)
     # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below. ExLlamaV3's too: its
     # command asks -swa_full where the model has sliding-window layers (full pages there, not its default ring state)
-    policy = np.where(is_vllm | is_sglang | is_exl | is_mlc, "latent", np.where(is_hf, "full", "windowed"))
+    policy = np.where(is_vllm | is_sglang | is_exl | is_mlc | (is_hf & (_model_col(m, "kv_lora_rank") > 0)), "latent",
+                      np.where(is_hf, "full", "windowed"))
     asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
         "precision": np.where(is_exl | is_mlc | is_mlx, "fp16", req["precision"].to_numpy(object)),
