@@ -52,9 +52,11 @@ MEASURED_LOW_PCT = 4.0    # ... or this much below
 BNB_HIGH_PCT = 5.0
 # ZeRO-1/2 (DeepSpeed's buckets), CPU offload, tensor and pipeline parallelism: no measured row.
 PARALLEL_HIGH_PCT = 10.0
-# architectures without a measured row (MLA, attention sinks / expert biases, interleaved MoE,
-# shared experts): the layer's own tensors are counted as for the measured families.
-ARCH_HIGH_PCT = 10.0
+# (No allowance for an architecture any more: MLA, attention sinks and expert biases, interleaved MoE layers and
+# shared experts, which had 10% as "architecture without a measured run", are each measured by the fake-tensor
+# harnesses, held out: DeepSeek-V3, gpt-oss-20b, Llama 4 Scout, ERNIE 4.5, Qwen1.5-MoE and Qwen3-Next in
+# tests/data/measured_loops.csv within 0.6%; Llama 4 Maverick, ERNIE and Qwen1.5-MoE LoRA in measured_moe_lora.csv within
+# 1.6%: tests/test_uncertainty.py, tests/test_moe_lora.py.)
 # GGUF (llama.cpp) inference: compute buffers are llama.cpp's, not PyTorch's.
 GGUF_HIGH_PCT = 10.0
 # mixture-of-experts training: transformers' default grouped_mm experts hold T x k rows whatever the
@@ -112,11 +114,6 @@ def reasons(mask: Mask, num: Getter, model_col: Getter, layout: bool = True) -> 
     train = mask("task", "train", "train")
     zero = num("zero", 0)
     experts = np.asarray(model_col("num_experts", 0)).astype(float)
-    unmeasured_arch = ((np.asarray(model_col("kv_lora_rank", 0)).astype(float) > 0)
-                       | np.asarray(model_col("attention_sinks", False)).astype(bool)
-                       | np.asarray(model_col("expert_bias", False)).astype(bool)
-                       | (np.asarray(model_col("moe_layer_step", 1)).astype(float) > 1)
-                       | (np.asarray(model_col("shared_intermediate_size", 0)).astype(float) > 0))
     bnb = ((train & (mask("method", "full", "qlora") | mask("base_precision", "auto", *BNB_PRECISIONS)
                      | mask("optimizer", "adamw", *BNB_OPTIMIZERS)))
            | (~train & mask("precision", "bf16", *BNB_PRECISIONS)))
@@ -134,7 +131,6 @@ def reasons(mask: Mask, num: Getter, model_col: Getter, layout: bool = True) -> 
     return [
         (bnb, BNB_HIGH_PCT, "bitsandbytes kernels (CUDA only) not measured"),
         (parallel, PARALLEL_HIGH_PCT, "ZeRO-1/2, offload or tensor/pipeline parallelism not measured"),
-        (unmeasured_arch, ARCH_HIGH_PCT, "architecture without a measured run"),
         (gguf, GGUF_HIGH_PCT, "llama.cpp compute buffers not measured"),
         (moe_train, MOE_TRAIN_HIGH_PCT, "mixture-of-experts routing imbalance (implementation-dependent)"),
         (zero3, ZERO3_PCT, "ZeRO-3/FSDP working set (FSDP2 measured within 10%)"),
@@ -174,5 +170,5 @@ def low_pct(mask: Mask, num: Getter) -> np.ndarray:
 
 
 __all__ = ["reasons", "frame_accessors", "high_pct", "low_pct", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT", "BNB_HIGH_PCT",
-           "PARALLEL_HIGH_PCT", "ARCH_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
+           "PARALLEL_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
            "SEQ_SPLIT_HIGH_PCT", "CONTEXT_PARALLEL_HIGH_PCT", "FSDP1_RESERVE_HIGH_PCT"]

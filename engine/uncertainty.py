@@ -28,7 +28,7 @@ from engine.estimate import estimate
 # The reasons and their percentages live in engine/margins.py (the executor decides its verdicts on
 # the same high side); re-exported here under their old names.
 from engine.margins import (
-    ARCH_HIGH_PCT, BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, GGUF_PRECISIONS, MEASURED_HIGH_PCT,
+    BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, GGUF_PRECISIONS, MEASURED_HIGH_PCT,
     MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, frame_accessors, high_pct, low_pct, reasons,
 )
 from engine.scenarios import DEFAULTS
@@ -150,5 +150,5 @@ def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["band", "padded_batch_extra_bytes", "window_prefill_bytes", "COLUMNS", "MEASURED_HIGH_PCT", "MEASURED_LOW_PCT",
-           "BNB_HIGH_PCT", "PARALLEL_HIGH_PCT", "ARCH_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
+           "BNB_HIGH_PCT", "PARALLEL_HIGH_PCT", "GGUF_HIGH_PCT", "MOE_TRAIN_HIGH_PCT", "ZERO3_PCT",
            "BNB_PRECISIONS", "BNB_OPTIMIZERS"]
