@@ -30,7 +30,8 @@ engine/params.py architecture_counts):
   experts per token, expert width, shared experts, dense layers first or interleaved).
 - qwen3 / qwen3_moe / gemma3_text: q and k norms; gemma2 / gemma3_text: four norms per layer.
 - deepseek_v3: latent attention (MLA: kv_lora_rank, q_lora_rank, qk_rope/nope_head_dim, v_head_dim); kimi_k2 (Kimi K2)
-  is read as its layout (SAME_LAYOUT).
+  is read as its layout (SAME_LAYOUT). deepseek_v2 (DeepSeek-V2, V2-Lite, V2.5, Coder-V2): the same attention (q_lora_rank
+  null: one q_proj) and experts, with a router without a correction bias (transformers 5.24 DeepseekV2TopkRouter).
 - gpt_oss: q/k/v/o biases, attention sinks, expert and router biases.
 - glm4_moe (GLM-4.5, GLM-4.5-Air, GLM-4.6): grouped-query attention with q/k/v biases where attention_bias (o_proj has
   none), q/k norms where use_qk_norm, a partial rotary (no weights); DeepSeek-V3's experts: shared experts, dense first
@@ -106,7 +107,7 @@ from engine.params import architecture_counts
 MAX_CONFIG_BYTES = 1_000_000
 ACCEPTED_CONFIG = "a path to a config.json"
 SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2",
-             "gemma3_text", "gemma3", "deepseek_v3", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
+             "gemma3_text", "gemma3", "deepseek_v3", "deepseek_v2", "gpt_oss", "llama4_text", "llama4", "phi3", "smollm3", "mistral3",
              "qwen2_vl", "qwen2_5_vl", "qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_k2", "glm4_moe", "olmo2", "olmo3",
              "seed_oss", "minimax_m2", "ernie4_5", "ernie4_5_moe", "granitemoehybrid", "granite", "nemotron_h", "bamba",
              "falcon_h1")
@@ -193,7 +194,7 @@ NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "line
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
             "num_experts_per_tok", "n_shared_experts")
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text",
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_moe_text",
              "glm4_moe", "minimax_m2", "ernie4_5_moe")
 # model_type -> defaults of its transformers config class that change the count.
 # (SmolLM3Config: tie_word_embeddings=True; Phi3Config: False, as the others)
@@ -541,12 +542,15 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     if kv_heads > heads or heads % kv_heads:
         raise CatalogError(file, None, "num_key_value_heads", f"must divide num_attention_heads ({heads}), got {kv_heads}")
     arch = {}
-    if model_type == "deepseek_v3":
-        # MLA (DeepseekV3Config): q/k heads of qk_nope_head_dim + qk_rope_head_dim
+    if model_type in ("deepseek_v3", "deepseek_v2"):
+        # MLA (DeepseekV3Config, DeepseekV2Config): q/k heads of qk_nope_head_dim + qk_rope_head_dim
         for key, default in (("kv_lora_rank", 512), ("qk_rope_head_dim", 64), ("qk_nope_head_dim", 128),
                              ("v_head_dim", 128)):
             arch[key] = _count(cfg, key, file, default)
-        arch["q_lora_rank"] = _count(cfg, "q_lora_rank", file, 0)
+        # q_lora_rank null: one q_proj (DeepSeek-V2-Lite; DeepseekV2Attention builds q_proj where it is None); a V2
+        # config that leaves the key out takes DeepseekV2Config's 1536
+        v2_default = model_type == "deepseek_v2" and "q_lora_rank" not in cfg
+        arch["q_lora_rank"] = 1536 if v2_default else _count(cfg, "q_lora_rank", file, 0)
         head_dim = arch["qk_nope_head_dim"] + arch["qk_rope_head_dim"]
     elif cfg.get("head_dim") is not None or model_type in HEAD_DIM_DEFAULT:
         head_dim = _number(cfg, "head_dim", file, default=HEAD_DIM_DEFAULT.get(model_type))
@@ -584,7 +588,7 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     # mixture of experts, per transformers' config classes
     if model_type in MOE_TYPES:
         experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "llama4_text": "num_local_experts",
-                       "deepseek_v3": "n_routed_experts", "glm4_moe": "n_routed_experts", "minimax_m2": "num_local_experts",
+                       "deepseek_v3": "n_routed_experts", "deepseek_v2": "n_routed_experts", "glm4_moe": "n_routed_experts", "minimax_m2": "num_local_experts",
                        "ernie4_5_moe": "moe_num_experts"}.get(model_type, "num_experts")
         # (Ernie4_5_MoeConfig.attribute_map: num_experts_per_tok is moe_k in its config.json)
         per_token_key = "moe_k" if model_type == "ernie4_5_moe" else "num_experts_per_tok"
@@ -606,14 +610,19 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, "mlp_only_layers", f"is {show(cfg.get('mlp_only_layers'))}; accepted: [] "
                                                                   "(dense layers between MoE layers are not read)")
             arch["moe_layer_step"] = _count(cfg, "decoder_sparse_step", file, 1, low=1)
-        if model_type in ("deepseek_v3", "glm4_moe"):  # DeepseekV3MoE: n_shared_experts x moe_intermediate_size, dense first
-            # (Glm4MoeMoE: the same experts, shared experts and router with e_score_correction_bias; Glm4MoeConfig's
-            # defaults n_shared_experts 1, first_k_dense_replace 1, and no moe_layer_freq)
-            glm = model_type == "glm4_moe"
-            arch["shared_intermediate_size"] = _count(cfg, "n_shared_experts", file, int(glm)) * arch["expert_intermediate_size"]
+        if model_type in ("deepseek_v3", "deepseek_v2", "glm4_moe"):
+            # DeepseekV3MoE: n_shared_experts x moe_intermediate_size, dense first (Glm4MoeMoE: the same experts, shared
+            # experts and router with e_score_correction_bias; Glm4MoeConfig's defaults n_shared_experts 1,
+            # first_k_dense_replace 1, and no moe_layer_freq). DeepseekV2Moe: the same experts and shared experts
+            # (DeepseekV2Config's defaults n_shared_experts 2, first_k_dense_replace 0) and a router of n_routed_experts x
+            # hidden without the correction bias (DeepseekV2TopkRouter: softmax, greedy or group-limited top-k)
+            glm, v2 = model_type == "glm4_moe", model_type == "deepseek_v2"
+            shared_default = 2 if v2 else int(glm)
+            arch["shared_intermediate_size"] = (_count(cfg, "n_shared_experts", file, shared_default)
+                                                * arch["expert_intermediate_size"])
             arch["first_dense_layers"] = _count(cfg, "first_k_dense_replace", file, int(glm))
             arch["moe_layer_step"] = 1 if glm else _count(cfg, "moe_layer_freq", file, 1, low=1)
-            arch["router_bias"] = True  # e_score_correction_bias, n_routed_experts per MoE layer (in the checkpoint)
+            arch["router_bias"] = not v2  # e_score_correction_bias, n_routed_experts per MoE layer (in the checkpoint)
         if model_type == "llama4_text":  # Llama4TextMoe: one shared expert of intermediate_size
             arch["shared_intermediate_size"] = ffn
             arch["moe_layer_step"] = _count(cfg, "interleave_moe_layer_step", file, 1, low=1)

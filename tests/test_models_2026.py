@@ -38,6 +38,9 @@ TRANSFORMERS_COUNTS = {
     "ernie-4.5-0.3b-pt.json": (360_748_032, 0.36e9),  # ERNIE-4.5-0.3B: "0.36B"
     # Granite 4.0 Micro (ibm-granite/granite-4.0-micro: attention on all 40 layers, no experts): IBM's "3B", 3.4B
     "granite-4.0-micro.json": (3_402_836_480, 3.4e9),
+    # DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite: "15.7B" total): MLA without a q projection's low rank
+    # (q_lora_rank null), a dense first layer, 64 routed + 2 shared experts of 1,408, a router without a bias
+    "deepseek-v2-lite.json": (15_706_484_224, 15.7e9),
 }
 
 
@@ -49,6 +52,29 @@ def test_a_2026_config_counts_what_transformers_builds(name):
     exact, published = TRANSFORMERS_COUNTS[name]
     assert record["params"] == exact
     assert abs(record["params"] / published - 1) < 0.01
+
+
+def test_deepseek_v2_reads_as_deepseek_v3s_layout_with_its_own_query_and_router():
+    """deepseek_v2 was refused by name ('deepseek_v2' is not supported). DeepseekV2Attention (transformers 5.24) builds
+    one q_proj where q_lora_rank is null (V2-Lite), q_a_proj / q_b_proj where it is given (V2, V2.5: 1,536, the class's
+    default for a config without the key); DeepseekV2TopkRouter holds no e_score_correction_bias, which DeepSeek-V3's
+    router does (26 MoE layers x 64 routed experts of difference). Its prefill keeps the MLA latent, as V3's does."""
+    cfg = json.loads((DATA / "deepseek-v2-lite.json").read_text())
+    lite = model_from_config(cfg)
+    assert lite["q_lora_rank"] == 0 and lite["kv_lora_rank"] == 512 and lite["first_dense_layers"] == 1
+    assert lite["shared_intermediate_size"] == 2 * 1408 and not lite["router_bias"]
+    as_v3 = model_from_config({**cfg, "model_type": "deepseek_v3"})
+    assert as_v3["params"] - lite["params"] == 26 * 64  # V3's correction bias, the one difference of layout
+    no_key = {k: v for k, v in cfg.items() if k != "q_lora_rank"}
+    assert model_from_config(no_key)["q_lora_rank"] == 1536
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / "deepseek-v2-lite.json"), "--task", "infer",
+                             "--seq", "8192", "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    row = row[0] if isinstance(row, list) else row
+    assert row["kv_policy"] == "latent"
+    # 27 layers x (512 + 64) latent values x 2 bytes x 8,192 tokens
+    assert row["kv_cache_bytes"] == 27 * 576 * 2 * 8192
 
 
 def test_olmo_and_minimax_q_k_norms_span_every_head():
