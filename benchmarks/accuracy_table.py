@@ -228,7 +228,8 @@ CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
                  "qwen3-next-80b-a3b": "hybrid_configs/qwen3-next-80b-a3b.json",
                  "granite-4.0-h-micro": "configs_2026/granite-4.0-h-micro.json",
                  "ernie-4.5-21b-a3b": "configs_2026/ernie-4.5-21b-a3b-pt.json",
-                 "qwen1.5-moe-a2.7b": "configs_2026/qwen1.5-moe-a2.7b.json"}
+                 "qwen1.5-moe-a2.7b": "configs_2026/qwen1.5-moe-a2.7b.json",
+                 "deepseek-v2-lite": "configs_2026/deepseek-v2-lite.json"}
 
 
 def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:

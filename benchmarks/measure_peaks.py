@@ -300,6 +300,10 @@ HYBRID_MODELS = {
                                          3_191_396_096),
 }
 MODELS.update(HYBRID_MODELS)
+# the sixth probe (2026-12-06): DeepSeek-V2-Lite, the MLA layout without a low-rank query (q_lora_rank null: one q_proj)
+# and with a router without a correction bias, from its config.json (tests/data/configs_2026), params transformers' count
+# (tests/test_models_2026.py); not a catalog model: the engine reads the same file (accuracy_table.CONFIG_MODELS)
+MODELS["deepseek-v2-lite"] = _hybrid_model("configs_2026/deepseek-v2-lite.json", "DeepseekV2Config", 15_706_484_224)
 
 LORA_TARGETS = {
     "q_proj,v_proj": ["q_proj", "v_proj"],
@@ -742,6 +746,12 @@ LOOP_CONFIGS = [
     _loop(_train("phi-4", "bf16", "adamw", 1, 4096, True, split=HO), ACC, OFF, UNPAD, HO),
     _loop(_train("gemma-3-270m", "fp32", "adamw", 4, 1024, False, split=HO), MAN, ON, UNPAD, HO),
     _loop(_lora("gemma-3-270m", "amp_bf16", "adamw", 8, 2048, True, 16, ALL, HO), TRN, ON, PAD, HO),
+    # ---- the sixth probe (2026-12-06; held-out, committed before their data, after the config reader learned
+    # deepseek_v2 and no engine change planned): DeepSeek-V2-Lite (MLA with one q_proj, 64 + 2 experts) fully trained
+    # under the trainer, a LoRA on peft's all-linear under a hand-written loop without checkpointing, and a prefill
+    _loop(_train("deepseek-v2-lite", "bf16", "adamw", 1, 4096, True, split=HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("deepseek-v2-lite", "amp_bf16", "adamw", 2, 2048, False, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
+    _loop(_infer("deepseek-v2-lite", 2, 8192, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
