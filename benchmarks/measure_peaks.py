@@ -750,7 +750,10 @@ LOOP_CONFIGS = [
     # deepseek_v2 and no engine change planned): DeepSeek-V2-Lite (MLA with one q_proj, 64 + 2 experts) fully trained
     # under the trainer, a LoRA on peft's all-linear under a hand-written loop without checkpointing, and a prefill
     _loop(_train("deepseek-v2-lite", "bf16", "adamw", 1, 4096, True, split=HO), TRN, ON, UNPAD, HO),
-    _loop(_lora("deepseek-v2-lite", "amp_bf16", "adamw", 2, 2048, False, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
+    # (committed first under amp_bf16 and skipped by its run: torch._grouped_mm, transformers 5.24's default experts
+    # path, refuses the fp32 weights autocast leaves it -- "Expected inputs of BF16 type but got mat_a.dtype=
+    # torch.float32"; the same row in bf16, before any of the probe's figures was compared)
+    _loop(_lora("deepseek-v2-lite", "bf16", "adamw", 2, 2048, False, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
     _loop(_infer("deepseek-v2-lite", 2, 8192, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
