@@ -1209,6 +1209,7 @@ def run_one(c: dict) -> dict:
         if p > 0:
             gpu_dropout(torch)
 
+    gpu_sdpa(torch)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_mode:
         # 2. Fake storage for every parameter/buffer: nothing allocated or computed.
@@ -1275,6 +1276,32 @@ def gpu_dropout(torch) -> None:
         return own(input, p, training, inplace)
 
     F.dropout = dropout  # nn.Dropout.forward calls F.dropout (torch/nn/modules/dropout.py)
+
+
+def gpu_sdpa(torch) -> None:
+    """Make SDPA with a value head narrower than the query's run the kernel a GPU runs. Multi-head latent attention
+    (DeepSeek-V2/V3) attends with q/k heads of qk_nope + qk_rope (192) and v heads of v_head_dim (128). torch 2.13's CPU
+    dispatch (aten/src/ATen/native/transformers/sdp_utils_cpp.cpp: the CPU flash kernel needs q, k and v of one head
+    width) takes the math path for it, which upcasts bf16 to fp32 and keeps the fp32 softmax of every head and position
+    pair for backward (_safe_softmax [b, heads, s, s], 13.5 GiB in DeepSeek-V2-Lite's 2 x 2,048 LoRA without
+    checkpointing). On CUDA, sdp_utils.cpp's memory-efficient kernel takes a value width other than q/k's
+    (check_head_dim_size_mem_efficient: q and k equal, each width a multiple of the alignment) and saves only the
+    output and the fp32 log-sum-exp. So such calls go to aten._scaled_dot_product_efficient_attention here, as a GPU's
+    dispatch sends them; every other call (equal widths, a mask, dropout, enable_gqa) keeps torch's own path."""
+    import torch.nn.functional as F
+
+    own = F.scaled_dot_product_attention
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if (attn_mask is None and dropout_p == 0.0 and not enable_gqa and query.shape[-1] == key.shape[-1]
+                and value.shape[-1] != query.shape[-1]):
+            grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+            return torch.ops.aten._scaled_dot_product_efficient_attention(
+                query, key, value, None, grad, 0.0, is_causal, scale=scale)[0]
+        return own(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                   enable_gqa=enable_gqa)
+
+    F.scaled_dot_product_attention = sdpa  # transformers' sdpa_attention_forward looks it up at each call
 
 
 def _make_optimizer(name: str, params):
