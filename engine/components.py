@@ -212,6 +212,7 @@ class Inputs:
     # gate.clamp, up.clamp, gate * sigmoid(gate * alpha), (up + 1) * glu, over the fused gate_up output
     clamped_glu: np.ndarray | bool = False
     dense_experts_fe: np.ndarray | float = 0.0  # the expert width where every expert runs every token (Llama 4), else 0
+    fp32_router: np.ndarray | bool = False  # the router's weights reach the experts in fp32 (FP32_ROUTER_WEIGHTS_MODEL_TYPES)
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
@@ -573,6 +574,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         dense_experts_fe=np.where(np.isin(mtype, C.DENSE_EXPERTS_MODEL_TYPES)[midx] & (arch["num_experts"] > 0)
                                   & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
                                   np.asarray(arch["expert_intermediate_size"], dtype=float), 0.0),
+        fp32_router=np.isin(mtype, C.FP32_ROUTER_WEIGHTS_MODEL_TYPES)[midx] & (arch["num_experts"] > 0),
         mask_window=sliding_mask_window(mv, arch, np.where(
             train, ~masked & ~_mask_if_present(mv, "packing", "on")
             & ~_mask_if_present(mv, "recipe", "torchtune", "litgpt", "torchtitan"),
@@ -2270,9 +2272,11 @@ def workspace(x: Inputs, t: Totals) -> dict[str, Part]:
         # k x h per token) through the experts, and at `weighted_out[inv_perm]` (line 528) four k x h
         # tensors are alive: that gathered input, the down projection's output (line 511), the
         # weighted output (line 524) and its copy back in token order; before, the gathered input
-        # beside gate/up/activation (k x h + 3 f, f = k x expert width). The larger of the two.
+        # beside gate/up/activation (k x h + 3 f, f = k x expert width). The larger of the two. Where the router's
+        # weights are fp32 (FP32_ROUTER_WEIGHTS_MODEL_TYPES), the weighted output and its copy are fp32 (4 bytes each).
         k = x.k_experts
-        moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, 4.0 * k * x.h) / x.tp)
+        weighted = 2.0 * k * x.h * (1.0 + np.where(x.fp32_router, 4.0 / x.act_b, 1.0))
+        moe_work = x.act_b * (4.0 * x.h + np.maximum(k * x.h + 3.0 * x.f, weighted) / x.tp)
         if np.any(x.dense_experts_fe > 0):
             # Llama 4 (DENSE_EXPERTS_MODEL_TYPES): every expert runs every token (engine/memory.py)
             llama4 = x.act_b * (4.0 * x.h + dense_experts_prefill_values(x.h, x.n_experts, x.dense_experts_fe) / x.tp)

@@ -224,6 +224,15 @@ PEFT_UNCONVERTED_MOE = ("gpt_oss", "llama4", "llama4_text", "qwen2_moe")
 # expert width (measured: tests/data/measured_moe_lora.csv, Llama 4 Scout; engine/components.py _layer_activations).
 # torchtune's own Llama 4 (GroupedExperts over the routed tokens) is not among them.
 DENSE_EXPERTS_MODEL_TYPES = ("llama4", "llama4_text")
+# Mixtures of experts whose router hands fp32 weights to the experts (transformers 5.24): MixtralTopKRouter returns the
+# normalized top-k of softmax(router_logits.float()); DeepseekV2TopkRouter, DeepseekV3TopkRouter and Glm4MoeTopkRouter
+# take them from fp32 scores (F.linear of hidden_states.type(torch.float32)) times routed_scaling_factor;
+# MiniMaxM2's from sigmoid(router_logits.float()). The Qwen MoE, OLMoE, ERNIE, GraniteMoE and gpt-oss routers cast to the
+# hidden states' dtype first. integrations/moe.py grouped_mm_experts_forward then multiplies the experts' 16-bit output
+# rows by them (`weighted_out = proj_out * sample_weights_g`, k x h per token) and copies that back to token order:
+# two fp32 k x h tensors beside the gathered input and the down projection's output at that moment (traced on the
+# sixth loops probe's DeepSeek-V2-Lite prefill, benchmarks/trace_peak.py: `mul` and `index` [98304, 2048] float32).
+FP32_ROUTER_WEIGHTS_MODEL_TYPES = ("mixtral", "deepseek_v2", "deepseek_v3", "glm4_moe", "minimax_m2")
 # Mixtures of experts that transformers 5.x runs from the checkpoint's own code (trust_remote_code), whose experts are
 # per-expert nn.Linear modules: Kimi K2 (model_type kimi_k2) ships DeepSeek-V3's modeling_deepseek.py
 # (DeepseekV3MoE: `self.experts = nn.ModuleList([DeepseekV3MLP(config, intermediate_size=config.moe_intermediate_size)

@@ -352,7 +352,7 @@ def test_the_fifth_probe_holds_as_docs_accuracy_says(loops, models):
     last catalog architecture no harness had run), Phi-4 and Gemma 3 270M; the paragraph's figures are this table's
     (the prefill's figure before the MLA cache rule is the engine's own with --kv-policy full, 4.x's cache)."""
     rows, measured = loops.iloc[122:128], LOOPS.iloc[122:128]
-    assert len(rows) == 6 and len(LOOPS) == 128 and (rows["split"] == "heldout").all()
+    assert len(rows) == 6 and (rows["split"] == "heldout").all()
     assert list(measured["model"]) == ["deepseek-v3"] * 3 + ["phi-4"] + ["gemma-3-270m"] * 2
     assert list(measured["task"])[:3] == ["train", "train", "infer"]
     err = rows["error"] * 100
@@ -363,9 +363,44 @@ def test_the_fifth_probe_holds_as_docs_accuracy_says(loops, models):
                    f"worst underestimate {err.min():+.2f}%"):
         assert figure in para, figure
     assert err.abs().max() <= 5 and err.min() >= -3
-    # the prefill under the per-head cache transformers 4.x kept (the rule before): the figure the paragraph gives
+    # the prefill under the per-head cache transformers 4.x kept (the rule before) and without the sixth probe's fp32
+    # router term (which came after): the engine as it stood, the figure the paragraph gives
+    from engine import constants
     prefill = accuracy_table.loops_scenario_frame(measured.iloc[[2]].reset_index(drop=True)).assign(kv_policy="full")
-    before = estimate(prefill, models)
+    kept = constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES
+    try:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = ()
+        before = estimate(prefill, models)
+    finally:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = kept
+    was = (before["peak_bytes"] - before["runtime_overhead_bytes"]).iloc[0] / measured["peak_bytes"].iloc[2] - 1
+    assert f"prefill was {was * 100:+.2f}%" in para
+
+
+def test_the_sixth_probe_holds_as_docs_accuracy_says(loops, models):
+    """docs/accuracy.md, 'The sixth probe': rows 129 to 131, DeepSeek-V2-Lite read from its config.json (full, LoRA,
+    prefill), committed before their data; the paragraph's figures are this table's, and the prefill's figure before
+    the fp32 router term is the engine's own without it."""
+    rows, measured = loops.iloc[128:131], LOOPS.iloc[128:131]
+    assert len(rows) == 3 and len(LOOPS) == 131 and (rows["split"] == "heldout").all()
+    assert (measured["model"] == "deepseek-v2-lite").all() and list(measured["task"]) == ["train", "train", "infer"]
+    err = rows["error"] * 100
+    text = (ROOT / "docs" / "accuracy.md").read_text()
+    para = text[text.index("**The sixth probe**"):]
+    para = para[:para.index("\n\n")]
+    for figure in (f"{len(rows)} rows", f"largest {err.abs().max():.2f}%", f"worst underestimate {err.min():+.2f}%"):
+        assert figure in para, figure
+    assert err.abs().max() <= 5 and err.min() >= -3
+    # the prefill without the fp32 router weights' two k x h tensors (the term the row found)
+    from engine import constants
+    prefill = accuracy_table.loops_scenario_frame(measured.iloc[[2]].reset_index(drop=True))
+    own = accuracy_table.with_config_models(models, ["deepseek-v2-lite"])
+    kept = constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES
+    try:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = ()
+        before = estimate(prefill, own)
+    finally:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = kept
     was = (before["peak_bytes"] - before["runtime_overhead_bytes"]).iloc[0] / measured["peak_bytes"].iloc[2] - 1
     assert f"prefill was {was * 100:+.2f}%" in para
 
