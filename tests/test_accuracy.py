@@ -293,6 +293,35 @@ def test_gpt_oss_rows_hold_as_docs_accuracy_says(loops):
     assert rows["error"].abs().max() < 0.005, rows[["task", "method", "batch", "seq", "error"]]
 
 
+def _paragraph_states(rows, heading: str, figures=("rows", "median", "largest", "worst")) -> str:
+    """The paragraph of docs/accuracy.md that starts with `heading` (to its first blank line) holds the named figures
+    of `rows` (their `error`), and the rows hold issue 28's per-row targets; returns the paragraph."""
+    err = rows["error"] * 100
+    text = (ROOT / "docs" / "accuracy.md").read_text()
+    para = text[text.index(heading):]
+    para = para[:para.index("\n\n")]
+    stated = {"rows": f"{len(rows)} rows", "median": f"median |error| {err.abs().median():.2f}%",
+              "largest": f"largest {err.abs().max():.2f}%", "largest_abs": f"largest |error| {err.abs().max():.2f}%",
+              "worst": f"worst underestimate {err.min():+.2f}%"}
+    for name in figures:
+        assert stated[name] in para, stated[name]
+    assert err.abs().max() <= 5 and err.min() >= -3  # issue 28's per-row targets
+    return para
+
+
+def _before_the_router_term(frame, models) -> float:
+    """The tensors' estimate (peak - runtime overhead) of a one-row frame without the fp32 router weights' term
+    (engine/constants.py FP32_ROUTER_WEIGHTS_MODEL_TYPES), the engine as it stood before the sixth probe."""
+    from engine import constants
+    kept = constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES
+    try:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = ()
+        before = estimate(frame, models)
+    finally:
+        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = kept
+    return float((before["peak_bytes"] - before["runtime_overhead_bytes"]).iloc[0])
+
+
 def test_the_third_probe_holds_as_docs_accuracy_says(loops):
     """docs/accuracy.md, 'The third generality probe': rows 87 to 108, all held-out, committed before their data
     (0b2ad5e) and measured with no engine change made for them; the paragraph's figures (rows, median, largest
@@ -304,15 +333,7 @@ def test_the_third_probe_holds_as_docs_accuracy_says(loops):
     assert {"llama-2-13b", "gemma-7b", "gemma-2-27b", "llama-3-70b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b",
             "llama-4-scout", "ernie-4.5-21b-a3b", "granite-4.0-h-micro", "qwen3-next-80b-a3b",
             "qwen3.5-27b"} <= set(measured["model"])
-    err = rows["error"] * 100
-    text = (ROOT / "docs" / "accuracy.md").read_text()
-    para = text[text.index("**The third generality probe**"):]
-    para = para[:para.index("\n\n")]
-    stated = (f"{len(rows)} rows", f"median |error| {err.abs().median():.2f}%", f"largest {err.abs().max():.2f}%",
-              f"worst underestimate {err.min():+.2f}%")
-    for figure in stated:
-        assert figure in para, figure
-    assert err.abs().max() <= 5 and err.min() >= -3  # issue 28's per-row targets
+    _paragraph_states(rows, "**The third generality probe**")
 
 
 def test_fsdp2_under_the_loops_holds_as_docs_accuracy_says(loops):
@@ -321,13 +342,7 @@ def test_fsdp2_under_the_loops_holds_as_docs_accuracy_says(loops):
     rows, measured = loops.iloc[108:113], LOOPS.iloc[108:113]
     assert len(rows) == 5 and (rows["split"] == "heldout").all() and (measured["zero"] == 3).all()
     assert set(measured["loop"]) == {"manual", "accelerate", "trainer"} and set(measured["gpus"]) == {2, 4, 8}
-    err = rows["error"] * 100
-    text = (ROOT / "docs" / "accuracy.md").read_text()
-    para = text[text.index("**FSDP2 under those loops**"):]
-    para = para[:para.index("\n\n")]
-    for figure in (f"{len(rows)} rows", f"largest |error| {err.abs().max():.2f}%", f"worst underestimate {err.min():+.2f}%"):
-        assert figure in para, figure
-    assert err.abs().max() <= 5 and err.min() >= -3
+    _paragraph_states(rows, "**FSDP2 under those loops**", ("rows", "largest_abs", "worst"))
 
 
 def test_the_fourth_probe_holds_as_docs_accuracy_says(loops):
@@ -337,14 +352,7 @@ def test_the_fourth_probe_holds_as_docs_accuracy_says(loops):
     assert len(rows) == 9 and (rows["split"] == "heldout").all()
     assert {"fp16", "amp_fp16"} <= set(measured["precision"]) and "all-linear" in set(measured["lora_targets"])
     assert measured["model"].iloc[-1] == "llama-4-scout" and measured["task"].iloc[-1] == "infer"
-    err = rows["error"] * 100
-    text = (ROOT / "docs" / "accuracy.md").read_text()
-    para = text[text.index("**The fourth probe**"):]
-    para = para[:para.index("\n\n")]
-    for figure in (f"{len(rows)} rows", f"median |error| {err.abs().median():.2f}%", f"largest {err.abs().max():.2f}%",
-                   f"worst underestimate {err.min():+.2f}%"):
-        assert figure in para, figure
-    assert err.abs().max() <= 5 and err.min() >= -3
+    _paragraph_states(rows, "**The fourth probe**")
 
 
 def test_the_fifth_probe_holds_as_docs_accuracy_says(loops, models):
@@ -355,25 +363,11 @@ def test_the_fifth_probe_holds_as_docs_accuracy_says(loops, models):
     assert len(rows) == 6 and (rows["split"] == "heldout").all()
     assert list(measured["model"]) == ["deepseek-v3"] * 3 + ["phi-4"] + ["gemma-3-270m"] * 2
     assert list(measured["task"])[:3] == ["train", "train", "infer"]
-    err = rows["error"] * 100
-    text = (ROOT / "docs" / "accuracy.md").read_text()
-    para = text[text.index("**The fifth probe**"):]
-    para = para[:para.index("\n\n")]
-    for figure in (f"{len(rows)} rows", f"median |error| {err.abs().median():.2f}%", f"largest {err.abs().max():.2f}%",
-                   f"worst underestimate {err.min():+.2f}%"):
-        assert figure in para, figure
-    assert err.abs().max() <= 5 and err.min() >= -3
+    para = _paragraph_states(rows, "**The fifth probe**")
     # the prefill under the per-head cache transformers 4.x kept (the rule before) and without the sixth probe's fp32
     # router term (which came after): the engine as it stood, the figure the paragraph gives
-    from engine import constants
     prefill = accuracy_table.loops_scenario_frame(measured.iloc[[2]].reset_index(drop=True)).assign(kv_policy="full")
-    kept = constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES
-    try:
-        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = ()
-        before = estimate(prefill, models)
-    finally:
-        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = kept
-    was = (before["peak_bytes"] - before["runtime_overhead_bytes"]).iloc[0] / measured["peak_bytes"].iloc[2] - 1
+    was = _before_the_router_term(prefill, models) / measured["peak_bytes"].iloc[2] - 1
     assert f"prefill was {was * 100:+.2f}%" in para
 
 
@@ -384,24 +378,11 @@ def test_the_sixth_probe_holds_as_docs_accuracy_says(loops, models):
     rows, measured = loops.iloc[128:131], LOOPS.iloc[128:131]
     assert len(rows) == 3 and len(LOOPS) == 131 and (rows["split"] == "heldout").all()
     assert (measured["model"] == "deepseek-v2-lite").all() and list(measured["task"]) == ["train", "train", "infer"]
-    err = rows["error"] * 100
-    text = (ROOT / "docs" / "accuracy.md").read_text()
-    para = text[text.index("**The sixth probe**"):]
-    para = para[:para.index("\n\n")]
-    for figure in (f"{len(rows)} rows", f"largest {err.abs().max():.2f}%", f"worst underestimate {err.min():+.2f}%"):
-        assert figure in para, figure
-    assert err.abs().max() <= 5 and err.min() >= -3
+    para = _paragraph_states(rows, "**The sixth probe**", ("rows", "largest", "worst"))
     # the prefill without the fp32 router weights' two k x h tensors (the term the row found)
-    from engine import constants
     prefill = accuracy_table.loops_scenario_frame(measured.iloc[[2]].reset_index(drop=True))
     own = accuracy_table.with_config_models(models, ["deepseek-v2-lite"])
-    kept = constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES
-    try:
-        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = ()
-        before = estimate(prefill, own)
-    finally:
-        constants.FP32_ROUTER_WEIGHTS_MODEL_TYPES = kept
-    was = (before["peak_bytes"] - before["runtime_overhead_bytes"]).iloc[0] / measured["peak_bytes"].iloc[2] - 1
+    was = _before_the_router_term(prefill, own) / measured["peak_bytes"].iloc[2] - 1
     assert f"prefill was {was * 100:+.2f}%" in para
 
 
