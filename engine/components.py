@@ -213,6 +213,9 @@ class Inputs:
     clamped_glu: np.ndarray | bool = False
     dense_experts_fe: np.ndarray | float = 0.0  # the expert width where every expert runs every token (Llama 4), else 0
     fp32_router: np.ndarray | bool = False  # the router's weights reach the experts in fp32 (FP32_ROUTER_WEIGHTS_MODEL_TYPES)
+    # the parameters of the layers freeze trains (k_layers): k x layer_all, or the last k layers as they are where a mixture of experts has
+    # dense layers first or between (engine/params.py _last_layers)
+    freeze_params: np.ndarray | float = 0.0
     # the masks transformers builds per forward: one per layer type (2 for a model with both
     # sliding-window and full-attention layers: Gemma 2/3, gpt-oss; traced on Gemma 2, two masks)
     mask_types: np.ndarray | float = 1.0
@@ -377,6 +380,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     expert_linear = np.where(special, counts["moe_layers"] * arch["num_experts"] * np.where(arch["mlp_ungated"], 2, 3)
                              * h * arch["expert_intermediate_size"], 0.0)
     mla = arch["kv_lora_rank"] > 0
+    freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L) if mv.size else np.zeros(0)
+    last_layers = None
     if special.any():
         # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);
         # MoE activations go through the experts a token uses: experts_per_token x their width
@@ -385,6 +390,16 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         layer_lin = np.where(special, counts["linear"] / L, layer_lin)
         layer_all = np.where(special, counts["layer_mean"], layer_all)
         moe = arch["num_experts"] > 0
+        # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
+        # Llama 4 Maverick's every other) trains k of its layers as they are, not k average layers (the fifth loops
+        # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
+        hybrid = np.zeros(mv.size, dtype=bool)
+        for field in ("linear_attention_layers", "mamba_layers", "mixer_free_layers", "mlp_free_layers"):
+            hybrid |= np.asarray(arch.get(field, 0.0), dtype=float) > 0
+        layered = moe & ((np.asarray(arch["first_dense_layers"], float) > 0)
+                         | (np.asarray(arch["moe_layer_step"], float) > 1)) & ~hybrid
+        if layered.any():
+            last_layers = np.where(layered, counts["last_layers"](freeze_k), np.nan)
         f = np.where(moe, arch["experts_per_token"] * arch["expert_intermediate_size"]
                      + arch["shared_intermediate_size"], f)
         active = np.where(moe, counts["active"], active)
@@ -544,7 +559,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
-        k_layers=np.minimum(mv.values("freeze_layers").astype(float), L),
+        k_layers=freeze_k,
+        freeze_params=freeze_k * layer_all if last_layers is None
+        else np.where(np.isnan(last_layers), freeze_k * layer_all, last_layers),
         wb=wb, wb_trained=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), wb),
         gb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.GRAD_BYTES, 0.0)),
         master=np.where(lora, 0.0, mv.lookup("precision", C.MASTER_BYTES, 0.0)),
@@ -1052,7 +1069,7 @@ def trainable_params(x: Inputs) -> np.ndarray:
     lora_params = x.L * x.r * x.in_out
     if np.any(np.isfinite(x.hyb_lora_in_out)):  # the hybrid models hybrid_lora_in_out covers
         lora_params = np.where(np.isfinite(x.hyb_lora_in_out), x.r * x.hyb_lora_in_out, lora_params)
-    return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.k_layers * x.layer_all], 0.0)
+    return np.select([x.full, x.lora, x.freeze], [x.N, lora_params, x.freeze_params], 0.0)
 
 
 def _frozen_rest_bytes(x: Inputs) -> np.ndarray:
@@ -2431,7 +2448,8 @@ def _layer_trained_params(x: Inputs, t: Totals) -> np.ndarray:
     """A decoder layer's trained parameters: all of them in full fine-tuning and in freeze's trained
     layers, else the adapters' mean share per layer."""
     # (a mixed flat parameter, flat_params mixed: every weight of the layer gets its gradient)
-    return np.where(x.full | x.freeze | x.frozen_grads, x.layer_all, t.trainable / np.maximum(x.L, 1.0))
+    return np.where(x.full | x.frozen_grads, x.layer_all,
+                    np.where(x.freeze, x.freeze_params / np.maximum(x.k_layers, 1.0), t.trainable / np.maximum(x.L, 1.0)))
 
 
 COMPONENT_FUNCTIONS = {

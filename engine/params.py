@@ -203,7 +203,23 @@ def architecture_counts(m) -> dict:
     active = outside + layers_common + moe_layers * moe_active
     linear = attn_layers_lin + dense_layers * mlp + moe_layers * (E * mats * h * fe + E * h + mats * h * fs)
     return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
-            "moe_layers": moe_layers, "experts": moe_layers * E * (mats * h * fe + expert_bias)}
+            "moe_layers": moe_layers, "experts": moe_layers * E * (mats * h * fe + expert_bias),
+            "last_layers": lambda k: _last_layers(k, L, _col(m, "first_dense_layers"), step, E, attn_lin + attn_other,
+                                                  mlp, moe_all)}
+
+
+def _last_layers(k, L, first_dense, step, E, attn, mlp, moe_all):
+    """Parameters of the last k decoder layers (what freeze tuning trains: LLaMA-Factory's last k), where a mixture of
+    experts' layers differ: the MoE layers are those from first_dense_layers on whose index past it, + 1, is a multiple
+    of moe_layer_step (transformers 5.24: DeepseekV3DecoderLayer `layer_idx >= first_k_dense_replace`;
+    Llama4TextDecoderLayer `layer_idx in config.moe_layers`, range(step - 1, L, step); Qwen3MoeDecoderLayer
+    `(layer_idx + 1) % decoder_sparse_step == 0`), the others dense. The count of MoE layers among indices [a, L) is
+    floor((L - fd) / step) - floor((max(a, fd) - fd) / step). (Not for the hybrids: their layer kinds interleave.)"""
+    k = np.minimum(np.asarray(k, dtype=np.float64), L)
+    start = np.maximum(L - k, first_dense)
+    moe_in = np.where(E > 0, np.floor(np.maximum(L - first_dense, 0.0) / step)
+                      - np.floor(np.maximum(start - first_dense, 0.0) / step), 0.0)
+    return k * attn + moe_in * moe_all + (k - moe_in) * mlp
 
 
 LINEAR_ATTENTION_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",

@@ -303,3 +303,21 @@ def test_windowed_longest_context_fits_and_one_more_does_not(model, gpu, precisi
     longest = int(estimate(pd.DataFrame([base]), models, gpus).iloc[0]["max_seq"])
     rows = estimate(pd.DataFrame([{**base, "seq": longest}, {**base, "seq": longest + 1}]), models, gpus)
     assert rows["fits"].tolist() == [True, False]
+
+
+def test_freeze_trains_the_last_layers_as_they_are_where_dense_layers_sit_among_the_experts(models):
+    """Freeze tuning trains the last k decoder layers. Llama 4 Maverick alternates dense (16,384 wide) and MoE layers
+    (interleave_moe_layer_step 2: its last layer is MoE) and DeepSeek-V3 has 3 dense layers first, so k times the mean
+    layer is wrong for both (DeepSeek-V3 k = 2: 21.9B where 23.0B train, the fifth loops probe's freeze row -0.58%).
+    The figures are transformers 5.24's: Llama4ForCausalLM built on the meta device from the catalog's fields, the
+    parameters of model.layers[-k:]; DeepSeek-V3's from the loops harness's row (tests/data/measured_loops.csv), plus
+    the two routers' 256 e_score_correction_bias values each, a buffer in transformers that the catalog counts."""
+    rows = [dict(model="llama-4-maverick", task="train", method="freeze", freeze_layers=k) for k in (1, 2, 3)]
+    rows.append(dict(model="deepseek-v3", task="train", method="freeze", freeze_layers=2))
+    rows.append(dict(model="deepseek-v3", task="train", method="freeze", freeze_layers=61))
+    got = estimate(pd.DataFrame(rows), models)["trainable_params"].tolist()
+    assert got[:3] == [16_295_536_640, 16_610_119_680, 32_905_656_320]
+    assert got[3] == 23_014_572_032 + 2 * 256
+    # every layer: the whole model less the embedding, the output layer and the final norm
+    m = models.set_index("id").loc["deepseek-v3"]
+    assert got[4] == m["params"] - 2 * m["vocab_size"] * m["hidden_size"] - m["hidden_size"]
