@@ -684,6 +684,13 @@ def gguf_config(reader, file: str, tensors=None) -> dict:
         cfg["num_key_value_heads"] = cfg["num_attention_heads"]  # (MLA: the config's, whatever the file's cache layout)
         cfg.pop("head_dim", None)
         cfg.pop("num_experts", None)
+        # DeepSeek-V2 (V2-Lite, V2.5, Coder-V2) is llama.cpp's deepseek2 too: its routers have no correction bias, so the
+        # file has no exp_probs_b tensor (LLM_TENSOR_FFN_EXP_PROBS_B, V3's e_score_correction_bias); read as
+        # catalog/user.py's deepseek_v2, q_lora_rank absent meaning one q_proj (llama.cpp writes the key only for a
+        # low-rank query; DeepseekV2Config's 1536 default is not the file's)
+        if cfg.get("n_routed_experts") and not any(".exp_probs_b" in n for n in names):
+            cfg["model_type"] = "deepseek_v2"
+            cfg.setdefault("q_lora_rank", None)
     elif cfg.get("num_experts"):
         if model_type == "llama":
             cfg["model_type"] = "mixtral"

@@ -437,3 +437,36 @@ def test_a_llama_4_gguf_is_read_with_its_experts_and_chunked_attention(tmp_path,
     assert (record["num_experts"], record["moe_layer_step"], record["family"]) == (e, 2, "custom-llama4_text")
     chunked = (record["sliding_window"], record["sliding_window_layers"])
     assert chunked == ((8192, layers - layers // 4) if window is None else (0, 0))
+
+
+def test_a_deepseek2_gguf_without_the_routers_bias_is_read_as_deepseek_v2(tmp_path):
+    """DeepSeek-V2 / V2-Lite / Coder-V2 GGUFs are llama.cpp's deepseek2 too, but their routers have no correction bias
+    (no exp_probs_b tensor) and V2-Lite's query has no low rank (no attention.q_lora_rank key, one attn_q weight).
+    They are read as deepseek_v2 (catalog/user.py): the count is that of the same fields' config.json, with one q_proj
+    and no bias, not DeepSeek-V3's layout."""
+    c, a = {**DS, "q_lora_rank": None}, "deepseek2"
+    heads, nope, rope, vd, kl = (c[k] for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim",
+                                                "v_head_dim", "kv_lora_rank"))
+    h, e, mf, f = c["hidden_size"], c["n_routed_experts"], c["moe_intermediate_size"], c["intermediate_size"]
+    meta = {f"{a}.attention.kv_lora_rank": kl, f"{a}.rope.dimension_count": rope, f"{a}.expert_count": e,
+            f"{a}.expert_shared_count": c["n_shared_experts"], f"{a}.expert_used_count": c["num_experts_per_tok"],
+            f"{a}.leading_dense_block_count": c["first_k_dense_replace"], f"{a}.expert_feed_forward_length": mf,
+            f"{a}.attention.key_length": nope + rope, f"{a}.attention.value_length": vd,
+            f"{a}.block_count": c["num_hidden_layers"], f"{a}.embedding_length": h, f"{a}.feed_forward_length": f,
+            f"{a}.attention.head_count": heads, f"{a}.attention.head_count_kv": heads,
+            f"{a}.context_length": c["max_position_embeddings"], f"{a}.vocab_size": c["vocab_size"], "general.file_type": 1}
+    tensors = [("token_embd.weight", (c["vocab_size"], h))]
+    for i in range(c["num_hidden_layers"]):
+        p = f"blk.{i}."
+        tensors += [(p + "attn_norm.weight", (h,)), (p + "attn_kv_a_norm.weight", (kl,)), (p + "ffn_norm.weight", (h,)),
+                    (p + "attn_q.weight", (heads * (nope + rope), h)), (p + "attn_kv_a_mqa.weight", (kl + rope, h)),
+                    (p + "attn_kv_b.weight", (heads * (nope + vd), kl)), (p + "attn_output.weight", (h, heads * vd))]
+        tensors += [t for t in _gguf_ffn(p, i, c, h, f, e, mf) if ".exp_probs_b" not in t[0]]
+    tensors += [("output_norm.weight", (h,)), ("output.weight", (c["vocab_size"], h))]
+    path = write_f16_gguf(tmp_path / "DeepSeek-V2-Lite-F16.gguf", a, meta, tensors)
+    record, info = model_from_files([path])
+    same = model_from_config({"model_type": "deepseek_v2", **c})
+    assert record["params"] == same["params"] == info["params_stored"] and info["weights_source"] == "header"
+    assert record["q_lora_rank"] == 0 and not record["router_bias"]
+    as_v3 = model_from_config({"model_type": "deepseek_v3", **c})
+    assert as_v3["params"] - record["params"] == (c["num_hidden_layers"] - c["first_k_dense_replace"]) * e
