@@ -369,7 +369,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     arch = {k: (_taken_filled(models[k], midx, v) if k in models else np.full(mv.size, v))
             for k, v in ARCH_DEFAULTS.items()}
     arch.update(m, qkv_bias=qkv_bias)
-    counts = architecture_counts(arch)
+    freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L)
+    counts = architecture_counts(arch, last_k=freeze_k)
     special = np.zeros(mv.size, dtype=bool)
     for k, v in ARCH_DEFAULTS.items():
         if k not in ("sliding_window", "sliding_window_layers", "vision_params"):
@@ -380,8 +381,6 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     expert_linear = np.where(special, counts["moe_layers"] * arch["num_experts"] * np.where(arch["mlp_ungated"], 2, 3)
                              * h * arch["expert_intermediate_size"], 0.0)
     mla = arch["kv_lora_rank"] > 0
-    freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L) if mv.size else np.zeros(0)
-    last_layers = None
     if special.any():
         # every layer's weights on average (what freeze trains per layer, ZeRO-3 gathers, ...);
         # MoE activations go through the experts a token uses: experts_per_token x their width
@@ -390,16 +389,6 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         layer_lin = np.where(special, counts["linear"] / L, layer_lin)
         layer_all = np.where(special, counts["layer_mean"], layer_all)
         moe = arch["num_experts"] > 0
-        # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
-        # Llama 4 Maverick's every other) trains k of its layers as they are, not k average layers (the fifth loops
-        # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
-        hybrid = np.zeros(mv.size, dtype=bool)
-        for field in ("linear_attention_layers", "mamba_layers", "mixer_free_layers", "mlp_free_layers"):
-            hybrid |= np.asarray(arch.get(field, 0.0), dtype=float) > 0
-        layered = moe & ((np.asarray(arch["first_dense_layers"], float) > 0)
-                         | (np.asarray(arch["moe_layer_step"], float) > 1)) & ~hybrid
-        if layered.any():
-            last_layers = np.where(layered, counts["last_layers"](freeze_k), np.nan)
         f = np.where(moe, arch["experts_per_token"] * arch["expert_intermediate_size"]
                      + arch["shared_intermediate_size"], f)
         active = np.where(moe, counts["active"], active)
@@ -560,8 +549,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
         k_layers=freeze_k,
-        freeze_params=freeze_k * layer_all if last_layers is None
-        else np.where(np.isnan(last_layers), freeze_k * layer_all, last_layers),
+        # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
+        # Llama 4 Maverick's every other) trains k of its layers as they are, not k mean layers (the fifth loops
+        # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
+        freeze_params=np.where(np.isnan(counts["last_layers"]), freeze_k * layer_all, counts["last_layers"]),
         wb=wb, wb_trained=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), wb),
         gb=np.where(lora, np.where(stack["adapter16"], 2.0, C.LORA_ADAPTER_BYTES), mv.lookup("precision", C.GRAD_BYTES, 0.0)),
         master=np.where(lora, 0.0, mv.lookup("precision", C.MASTER_BYTES, 0.0)),

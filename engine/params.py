@@ -113,7 +113,7 @@ def _col(m, key):
     return np.asarray(value, dtype=np.float64)
 
 
-def architecture_counts(m) -> dict:
+def architecture_counts(m, last_k=None) -> dict:
     """Exact parameter counts of any catalog model (dense Llama, MoE, MLA, Gemma 2/3, gpt-oss),
     scalars or whole columns: {'total', 'active', 'linear', 'layer_mean'} as float64 (integers
     below 2**53, so exact).
@@ -202,10 +202,16 @@ def architecture_counts(m) -> dict:
     total = outside + layers_common + moe_layers * moe_all
     active = outside + layers_common + moe_layers * moe_active
     linear = attn_layers_lin + dense_layers * mlp + moe_layers * (E * mats * h * fe + E * h + mats * h * fs)
-    return {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
-            "moe_layers": moe_layers, "experts": moe_layers * E * (mats * h * fe + expert_bias),
-            "last_layers": lambda k: _last_layers(k, L, _col(m, "first_dense_layers"), step, E, attn_lin + attn_other,
-                                                  mlp, moe_all)}
+    counts = {"total": total, "active": active, "linear": linear, "layer_mean": (total - outside) / L,
+              "moe_layers": moe_layers, "experts": moe_layers * E * (mats * h * fe + expert_bias)}
+    if last_k is not None:
+        # the last last_k layers' parameters where a mixture of experts' layers differ (dense layers first or between;
+        # not the hybrids, whose layer kinds interleave), NaN elsewhere: there every layer is the mean layer
+        first_dense = _col(m, "first_dense_layers")
+        layered = (E > 0) & ((first_dense > 0) | (step > 1)) & ~hybrid
+        counts["last_layers"] = np.where(layered, _last_layers(last_k, L, first_dense, step, E, attn_lin + attn_other,
+                                                               mlp, moe_all), np.nan)
+    return counts
 
 
 def _last_layers(k, L, first_dense, step, E, attn, mlp, moe_all):

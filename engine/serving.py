@@ -1630,7 +1630,8 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # "latent" policy's count for MLA: engine/rules.py kv_policy; 4.x cached the per-head K/V)
     # ExLlamaV2's cache holds every layer at max_seq_len ("latent"); its weights are computed below. ExLlamaV3's too: its
     # command asks -swa_full where the model has sliding-window layers (full pages there, not its default ring state)
-    policy = np.where(is_vllm | is_sglang | is_exl | is_mlc | (is_hf & (_model_col(m, "kv_lora_rank") > 0)), "latent",
+    mla = _model_col(m, "kv_lora_rank") > 0
+    policy = np.where(is_vllm | is_sglang | is_exl | is_mlc | (is_hf & mla), "latent",
                       np.where(is_hf, "full", "windowed"))
     asked = pd.DataFrame({
         "model": req["model"], "task": "infer",
@@ -1736,7 +1737,6 @@ def serve(requests: pd.DataFrame, models: pd.DataFrame, gpus: pd.DataFrame) -> p
     # --- engine defaults, decided here once ----------------------------------------------
     util = req["gpu_memory_utilization"].to_numpy(float)
     # SGLang's by version (sglang_mem_fraction): the card's memory as nvidia-smi gives it (usable_memory_bytes)
-    mla = _model_col(m, "kv_lora_rank") > 0
     # (SGLang matches "llama-2" in the model path; the repo as command_lines writes it)
     llama2 = _hf_repos(m, req.index).str.lower().str.contains("llama-2", regex=False).to_numpy(bool)
     vision = _model_col(m, "vision_params")
