@@ -62,6 +62,7 @@ from engine.params import (
     peft_moe_patterns,
     parse_lora_targets,
 )
+from engine.frames import column_array, column_index, frame_memo
 from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -341,32 +342,23 @@ def _every_target(flags: dict):
     return every
 
 
-def _taken_filled(column: pd.Series, rows: np.ndarray, fill):
-    """column.fillna(fill).to_numpy()[rows], with the rows taken first: a scenario frame names a few
-    models and the catalog holds dozens, and fillna over the whole column for each of the 30
-    architecture fields was ~2.5 ms of a one-row estimate's ~20 (2-core machine). The same array:
-    a column without a missing value is taken as it is; one with any goes through fillna as before."""
-    if not column.hasnans:
-        return column.to_numpy()[rows]
-    return column.fillna(fill).to_numpy()[rows]
-
-
 def inputs(view: View, models: pd.DataFrame) -> Inputs:
     """The Inputs of every group of a normalized scenario frame (one value per group of `view`)."""
     mv = view
-    midx = mv.index_in("model", models["id"]) if mv.size else np.zeros(0, dtype=int)
-    m = {k: models[k].to_numpy()[midx].astype(float) for k in MODEL_FIELDS}
+    midx = mv.index_in("model", column_index(models, "id")) if mv.size else np.zeros(0, dtype=int)
+    m = {k: column_array(models, k)[midx].astype(float) for k in MODEL_FIELDS}
     h, f, L = m["hidden_size"], m["intermediate_size"], m["num_layers"]
     a, kvh, d, V = m["num_heads"], m["num_kv_heads"], m["head_dim"], m["vocab_size"]
     qd, kvd = a * d, kvh * d
     layer_lin = h * qd + 2 * h * kvd + qd * h + 3 * h * f
     # Qwen2-style q/k/v biases (catalog column qkv_bias, absent or false for Llama)
-    qkv_bias = models["qkv_bias"].fillna(False).to_numpy(dtype=bool)[midx] if "qkv_bias" in models else np.zeros(mv.size, dtype=bool)
+    qkv_bias = (column_array(models, "qkv_bias", False).astype(bool)[midx] if "qkv_bias" in models
+                else np.zeros(mv.size, dtype=bool))
     layer_all = layer_lin + 2 * h + np.where(qkv_bias, qd + 2 * kvd, 0.0)
     n_lin = L * layer_lin
     # Beyond the dense Llama layout (engine/params.py architecture_counts): MoE, MLA, extra norms
     # and biases. A model without any of it keeps the expressions above (bit-identical).
-    arch = {k: (_taken_filled(models[k], midx, v) if k in models else np.full(mv.size, v))
+    arch = {k: (column_array(models, k, v)[midx] if k in models else np.full(mv.size, v))
             for k, v in ARCH_DEFAULTS.items()}
     arch.update(m, qkv_bias=qkv_bias)
     freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L)
@@ -426,12 +418,12 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # conversion of a mixture of experts (as their transformers model_type: a catalog model and the same model read
     # from its config.json alike)
     families = models["family"] if "family" in models else [""] * len(models)
-    mtype = model_types(families)
+    mtype = frame_memo(models, "model_types", lambda: model_types(families))
     # a mixture of experts whose LoRA config peft converts (fused_moe_lora_in_out): no gate/up/down nn.Linear adapter
     # is left (the experts' are ParamWrappers, Inputs.pw_*), so every term below reads its flags without them
     named = flags
-    pattern = peft_moe_patterns(families, mtype, models["num_experts"] if "num_experts" in models
-                                else np.zeros(len(models)))[midx]
+    pattern = frame_memo(models, "peft_moe_patterns", lambda: peft_moe_patterns(
+        families, mtype, models["num_experts"] if "num_experts" in models else np.zeros(len(models))))[midx]
     converted = (pattern != "") & lora
     # a mixture of experts peft does not convert (engine/constants.py PEFT_UNCONVERTED_MOE): its MLP names reach a
     # shared expert or a dense layer's MLP alone; where it has neither (gpt-oss), no MLP adapter at all
@@ -933,8 +925,10 @@ def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.nd
     arithmetic of weight_bytes decides (a catalog model, another precision, a training row)."""
     if "stored_weights_bytes" not in models or "stored_precision" not in models or not mv.size:
         return np.full(mv.size, np.nan)
-    stored = pd.to_numeric(models["stored_weights_bytes"], errors="coerce").to_numpy(float)[midx]
-    own = models["stored_precision"].fillna("").astype(str).to_numpy()[midx]
+    stored = frame_memo(models, ("numeric", "stored_weights_bytes"),
+                        lambda: pd.to_numeric(models["stored_weights_bytes"], errors="coerce").to_numpy(float))[midx]
+    own = frame_memo(models, ("text", "stored_precision"),
+                     lambda: models["stored_precision"].fillna("").astype(str).to_numpy())[midx]
     cats = np.asarray([str(c) for c in mv.categories("precision")] + [""], dtype=object)
     same = own == cats[mv.codes("precision")]
     return np.where(same & ~train & (stored > 0), stored, np.nan)

@@ -43,7 +43,8 @@ import engine.categories as categories
 import engine.margins as margins
 from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.scenarios import Configs, View, column, ep_accepted, gpus_step
+from engine.frames import column_array, column_values, frame_memo
+from engine.scenarios import Configs, View, ep_accepted, gpus_step
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -237,7 +238,7 @@ class Sweep:
     def frame(self, memory: MemoryRows, fit: FitRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
         """The speed and cost columns, and the result as a frame."""
         cfg, lift, n = self.cfg, self._lift, self.n
-        result = {col: column(self.sc, col) for col in self.sc.columns}
+        result = {col: column_values(self.sc, col) for col in self.sc.columns}
         result.update(memory.columns)
         result.update(fit.columns)
         if n == 0:
@@ -613,7 +614,7 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
         return None
     x, lift = ph.inputs, _lifter(of_config)
     gidx = gpu_index(cfg, gpus)
-    usable = np.where(chosen, gpus["usable_memory_bytes"].to_numpy().astype(float)[np.maximum(gidx, 0)], np.nan)
+    usable = np.where(chosen, column_array(gpus, "usable_memory_bytes").astype(float)[np.maximum(gidx, 0)], np.nan)
     headroom = cfg.values("headroom")
     # issue 28: a verdict never under-promises. fits, max_batch, max_seq and gpus_needed are decided on
     # the band's high side (the held-out error of both measuring harnesses and the allowances of the
@@ -626,7 +627,7 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
 
     capacity = capacity_at(lift(ph.context))  # (the row's own GPU count)
     # the longest context is bounded by the model's own, unless the scenario allows longer
-    ctx = models["max_context"].to_numpy(dtype=float)[lift(x.model)]
+    ctx = frame_memo(models, ("float", "max_context"), lambda: models["max_context"].to_numpy(dtype=float))[lift(x.model)]
     longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}
@@ -654,7 +655,7 @@ def verdict_margin(cfg: Configs, models: pd.DataFrame, model_rows: np.ndarray) -
     def model_col(name, default):
         if name not in models:
             return np.full(n, default)
-        return models[name].fillna(default).to_numpy()[model_rows]
+        return column_array(models, name, default)[model_rows]
 
     return margins.high_pct(margins.reasons(mask, num, model_col, layout=False), n) / 100.0
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 import engine.constants as C
 import engine.categories as categories
+from engine.frames import column_array, column_index, frame_memo
 from engine.constants import FP16_ACTIVATION_WEIGHTS, GALORE_OPTIMIZERS, GALORE_RANK, GALORE_RANK_BY_RECIPE, LORA_MODULES
 from engine.params import model_types, parse_lora_targets
 from engine.stacks import LIGER_MODEL_TYPES, LIGER_RECIPES, LIGER_UNPATCHED_FAMILIES, LOSS_FROM_LOGITS, NO_TRAINING_CACHE, RECIPES, SWITCHES, recipe_value
@@ -206,12 +207,12 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
     n = len(model_codes)
     if n == 0:
         return
-    at = pd.Index(models["id"]).get_indexer(pd.Index(model_cats, dtype=object))
+    at = column_index(models, "id").get_indexer(pd.Index(model_cats, dtype=object))
     at = np.append(np.maximum(at, 0), 0)
 
     def per_row(field, rows=None):  # a model figure for every row (or `rows`), through the model's code
         codes = model_codes if rows is None else model_codes[rows]
-        return models[field].to_numpy()[at][codes].astype(np.int64)
+        return column_array(models, field)[at][codes].astype(np.int64)
 
     infer = _category_mask(out["task"], "infer")
     any_infer = bool(infer.any())
@@ -352,7 +353,7 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
 
     # ep: 1 for a dense model (RULES)
     if "ep" in out and ranges.get("ep", (1, 1))[1] > 1:
-        experts = models["num_experts"].fillna(0).to_numpy()[at][model_codes] if "num_experts" in models else np.zeros(n)
+        experts = column_array(models, "num_experts", 0)[at][model_codes] if "num_experts" in models else np.zeros(n)
         ep = np.asarray(out["ep"], dtype=np.int64)
         if ((ep > 1) & (experts == 0)).any():
             out["ep"] = np.where(experts == 0, 1, ep).astype(np.int64)
@@ -374,7 +375,8 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         # default, and their loss stays the recipe's
         liger_loss, no_liger = None, None  # no_liger: per row, Liger's patches never reach it (None: no such row)
         if "liger" in out and not _every_row(out["liger"], "off"):
-            per_model = liger_unpatched(models["family"] if "family" in models else [""] * len(models))
+            per_model = frame_memo(models, "liger_unpatched", lambda: liger_unpatched(
+                models["family"] if "family" in models else [""] * len(models)))
             if per_model.any():
                 no_liger = per_model[at][model_codes]  # (at: per model code, the last a missing code)
             if not _every_row(out["recipe"], *LIGER_RECIPES):  # a recipe whose own modules Liger never reaches
@@ -410,7 +412,7 @@ def apply(out: dict, models: pd.DataFrame, ranges: dict, columns=None, filled=fr
         auto_policy = _category_mask(out["kv_policy"], "auto")
         if auto_policy.any():
             gguf = _category_mask(out["precision"], *C.GGUF_BITS) if "precision" in out else np.zeros(n, bool)
-            mla = (models["kv_lora_rank"].fillna(0).to_numpy()[at][model_codes] > 0) if "kv_lora_rank" in models \
+            mla = (column_array(models, "kv_lora_rank", 0)[at][model_codes] > 0) if "kv_lora_rank" in models \
                 else np.zeros(n, bool)
             policy = out["kv_policy"]
             if (auto_policy & gguf).any():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
-import weakref
 
 import numpy as np
 import pandas as pd
@@ -34,6 +33,15 @@ from engine.constants import (
 )
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
+from engine.frames import (  # noqa: F401  (column, column_array, ...: imported from here by older callers)
+    _prime,
+    column,
+    column_array,
+    column_categories,
+    column_index,
+    column_values,
+    frame_memo,
+)
 from engine.params import hybrid_training_unmodelled, parse_lora_targets
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
@@ -481,7 +489,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
         elif values.dtype != np.float64:
             out[col] = values.to_numpy(dtype=np.float64)
     rules.apply(out, models, ranges, columns, frozenset(DEFAULTS) - present)  # every default that depends on other columns, decided once
-    return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), ranges
+    return _prime(pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), out), ranges
 
 
 def _to_bool(value):
@@ -512,9 +520,11 @@ def _small_codes(values, span: tuple | None = None, columns=None):
     span: the (min, max) of the values when already known. columns: where a new per-row
     array is written (an engine.buffers.Columns; None: a plain array)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        k = len(values.cat.categories)
+        values = values.array
+    if isinstance(values, pd.Categorical):
+        k = len(values.categories)
         # (the Categorical's own codes, no copy: nothing writes into them)
-        return None if k <= 1 or (span and span[0] == span[1]) else (values.array.codes, k)
+        return None if k <= 1 or (span and span[0] == span[1]) else (values.codes, k)
     arr = np.asarray(values)
     if len(arr) == 0 or (span and span[0] == span[1]):
         return None
@@ -613,43 +623,6 @@ def _arange(n: int) -> np.ndarray:
     return ramp[:n]
 
 
-# The columns of a normalized frame (the engine builds it and never writes into it), each read
-# once per frame: `frame[col]` builds a new Series per call (~30-80 us with pandas 3's Arrow
-# column index), and a sweep's views, groupings and result read the same columns ~200 times per
-# estimate, whatever its size. Keyed by the frame's id while it lives (a weak reference drops the
-# entry with the frame).
-_FRAME_COLUMNS: dict[int, tuple] = {}
-
-
-def _columns_of(frame: pd.DataFrame) -> dict:
-    key = id(frame)
-    entry = _FRAME_COLUMNS.get(key)
-    if entry is not None and entry[0]() is frame:
-        return entry[1]
-    held: dict = {}
-    _FRAME_COLUMNS[key] = (weakref.ref(frame, lambda _, key=key: _FRAME_COLUMNS.pop(key, None)), held)
-    return held
-
-
-def column(frame: pd.DataFrame, col: str) -> pd.Series:
-    """frame[col] of a normalized frame, the same Series on every call."""
-    held = _columns_of(frame)
-    found = held.get(col)
-    if found is None:
-        found = held[col] = frame[col]
-    return found
-
-
-def column_categories(frame: pd.DataFrame, col: str) -> list:
-    """The categories of a normalized frame's categorical column, as a list (read once)."""
-    held = _columns_of(frame)
-    key = (col, "categories")
-    found = held.get(key)
-    if found is None:
-        found = held[key] = list(column(frame, col).cat.categories)
-    return found
-
-
 class View:
     """Per-group views of a normalized scenario frame's columns, one value per group, read
     at one row of each group (`rows`)."""
@@ -661,31 +634,41 @@ class View:
     def values(self, col: str) -> np.ndarray:
         key = ("values", col)
         if key not in self._cache:
-            self._cache[key] = column(self.frame, col).to_numpy()[self.rows]
+            values = column_values(self.frame, col)
+            if not isinstance(values, np.ndarray):
+                values = column(self.frame, col).to_numpy()
+            self._cache[key] = values[self.rows]
         return self._cache[key]
 
     def codes(self, col: str) -> np.ndarray:
         key = ("codes", col)
         if key not in self._cache:
-            self._cache[key] = column(self.frame, col).array.codes[self.rows]  # (the Categorical's own codes, no copy)
+            self._cache[key] = column_values(self.frame, col).codes[self.rows]  # (the Categorical's own codes, no copy)
         return self._cache[key]
 
     def categories(self, col: str) -> list:
         return list(column_categories(self.frame, col))  # (read once per frame: its columns do not change)
 
     def mask(self, col: str, *values) -> np.ndarray:
-        """Is the (categorical) column one of `values`."""
-        hits = np.array([c in values for c in self.categories(col)] + [False])
-        return hits[self.codes(col)]
+        """Is the (categorical) column one of `values`. Kept per (column, values): an estimate asks the same
+        masks (method, task, precision, ...) ~100 times; callers combine them with `&` / `|`, never in place."""
+        key = ("mask", col, values)
+        found = self._cache.get(key)
+        if found is None:
+            hits = np.array([c in values for c in column_categories(self.frame, col)] + [False])
+            found = self._cache[key] = hits[self.codes(col)]
+            found.flags.writeable = False
+        return found
 
     def lookup(self, col: str, table: dict, fill=np.nan) -> np.ndarray:
         """The (categorical) column mapped through a dict, as floats."""
-        values = np.array([table.get(c, fill) for c in self.categories(col)] + [fill], dtype=float)
+        values = np.array([table.get(c, fill) for c in column_categories(self.frame, col)] + [fill], dtype=float)
         return values[self.codes(col)]
 
     def index_in(self, col: str, ids) -> np.ndarray:
         """The position of the (categorical) column's value in `ids` (-1: not there)."""
-        found = pd.Index(ids).get_indexer(pd.Index(self.categories(col), dtype=object).astype(str))
+        ids = ids if isinstance(ids, pd.Index) else pd.Index(ids)
+        found = ids.get_indexer(pd.Index(column_categories(self.frame, col), dtype=object).astype(str))
         return np.append(found, -1)[self.codes(col)]
 
 
@@ -710,9 +693,9 @@ class Configs(View):
             self.by_seq = (self.inv, rep)
         else:
             ranges = ranges or {}
-            parts = [_small_codes(column(frame, c), ranges.get(c), columns) for c in CONFIG_COLUMNS]
+            parts = [_small_codes(column_values(frame, c), ranges.get(c), columns) for c in CONFIG_COLUMNS]
             parts = [p for p in parts if p is not None]
-            seq = _small_codes(column(frame, "seq"), ranges.get("seq"), columns)
+            seq = _small_codes(column_values(frame, "seq"), ranges.get("seq"), columns)
             if seq is None:
                 self.inv, rep = _group(parts, n, columns)
                 self.by_seq = (self.inv, rep)
@@ -736,7 +719,7 @@ class Configs(View):
         keep = [c for c in CONFIG_COLUMNS if c not in drop]
         parts = []
         for c in keep:
-            if isinstance(column(self.frame, c).dtype, pd.CategoricalDtype):
+            if isinstance(column_values(self.frame, c), pd.Categorical):
                 k = len(column_categories(self.frame, c))
                 if k > 1:
                     parts.append((self.codes(c), k))
@@ -755,7 +738,7 @@ class Configs(View):
         """Configuration x batch: (group of each row, one row of each group); made on first use."""
         key = ("split_batch",)
         if key not in self._cache:
-            batch = None if self.identity else _small_codes(column(self.frame, "batch"), self._batch_span, self._columns)
+            batch = None if self.identity else _small_codes(column_values(self.frame, "batch"), self._batch_span, self._columns)
             if batch is None:  # one row per configuration, or one batch: the configurations themselves
                 self._cache[key] = (self.inv, self.rep)
             else:
@@ -914,10 +897,10 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
             raise ValueError(f"ep {ep[i]} is not accepted with gpus {gpus[i]}, tp {tp[i]}, pp {pp[i]}; accepted: 1, or a "
                              "multiple of tp that divides gpus / pp (the experts spread over those GPUs of each stage)")
 
-    idx = cfg.index_in("model", models["id"])
-    ctx = models["max_context"].to_numpy()[idx]
-    heads = models["num_heads"].to_numpy()[idx]
-    layers = models["num_layers"].to_numpy()[idx]
+    idx = cfg.index_in("model", column_index(models, "id"))
+    ctx = column_array(models, "max_context")[idx]
+    heads = column_array(models, "num_heads")[idx]
+    layers = column_array(models, "num_layers")[idx]
     seq = out["seq"].to_numpy()
     allow = cfg.values("allow_long_context")
     longest = (ranges or {}).get("seq", (None, None))[1]
@@ -955,10 +938,10 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     # hybrid_training_unmodelled: Qwen3.5 and Granite 4.0-H MoE, Nemotron-H, Bamba, Falcon-H1); inference is
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
     if stateful and not allow_unmodelled:
-        counts = {c: models[c].fillna(0).to_numpy(dtype=float)[idx] for c in stateful}
+        counts = {c: column_array(models, c, 0).astype(float)[idx] for c in stateful}
         bad = train & (sum(counts.values()) > 0)
         if bad.any():
-            bad = bad & hybrid_training_unmodelled(models)[idx]
+            bad = bad & frame_memo(models, "hybrid_training_unmodelled", lambda: hybrid_training_unmodelled(models))[idx]
         if bad.any():
             i = cfg.first_row(bad)
             kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][cfg.inv[i]] > 0

@@ -31,6 +31,7 @@ from engine.margins import (
     BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, GGUF_PRECISIONS, MEASURED_HIGH_PCT,
     MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, frame_accessors, high_pct, low_pct, reasons,
 )
+from engine.frames import column_array, column_index
 from engine.scenarios import DEFAULTS
 
 COLUMNS = ("peak_low_bytes", "peak_high_bytes", "uncertainty_low_pct", "uncertainty_high_pct", "uncertainty_reasons",
@@ -43,8 +44,8 @@ def _model_column(result: pd.DataFrame, models: pd.DataFrame, name: str, default
     estimate of a one-row frame: every band reads some 30 model columns)."""
     if name not in models:
         return np.full(len(result), default)
-    values = models[name].fillna(default).to_numpy()
-    where = pd.Index(models["id"].to_numpy()).get_indexer(np.asarray(result["model"], dtype=object))
+    values = column_array(models, name, default)
+    where = column_index(models, "id").get_indexer(np.asarray(result["model"], dtype=object))
     picked = values[np.maximum(where, 0)] if len(values) else np.full(len(result), default)
     return np.where(where < 0, default, picked) if (where < 0).any() else picked
 

@@ -1,0 +1,123 @@
+"""Columns of frames read once per frame: a normalized scenario frame (the engine builds it and never writes into it)
+and the catalog's models and GPUs frames. `frame[col]` builds a new Series per call (~30-80 us with pandas 3's Arrow
+column index, `fillna` another), and one estimate reads the same columns ~200 times, whatever its size: each is read
+here once and kept while its frame lives (keyed by the frame's id; a weak reference drops the entry with the frame).
+
+A frame changed in place after an estimate read it would keep its old columns here: whoever changes a catalog table
+makes a new frame (a copy, pd.concat, catalog.Catalog's own tables), as every caller in this project does.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pandas as pd
+
+# The columns of a normalized frame (the engine builds it and never writes into it), each read
+# once per frame: `frame[col]` builds a new Series per call (~30-80 us with pandas 3's Arrow
+# column index), and a sweep's views, groupings and result read the same columns ~200 times per
+# estimate, whatever its size. Keyed by the frame's id while it lives (a weak reference drops the
+# entry with the frame).
+_FRAME_COLUMNS: dict[int, tuple] = {}
+
+
+def _columns_of(frame: pd.DataFrame) -> dict:
+    key = id(frame)
+    entry = _FRAME_COLUMNS.get(key)
+    if entry is not None and entry[0]() is frame:
+        return entry[1]
+    held: dict = {}
+    _FRAME_COLUMNS[key] = (weakref.ref(frame, lambda _, key=key: _FRAME_COLUMNS.pop(key, None)), held)
+    return held
+
+
+def column(frame: pd.DataFrame, col: str) -> pd.Series:
+    """frame[col] of a normalized frame, the same Series on every call."""
+    held = _columns_of(frame)
+    found = held.get(col)
+    if found is None:
+        found = held[col] = frame[col]
+    return found
+
+
+def column_values(frame: pd.DataFrame, col: str):
+    """The array a normalized frame's column holds (a numpy array, or a Categorical / other extension array), without
+    the Series `frame[col]` builds: the arrays `_normalize_columns` made the frame from, kept with it (`_prime`)."""
+    held = _columns_of(frame)
+    key = (col, "values")
+    found = held.get(key)
+    if found is None:
+        series = column(frame, col)
+        found = held[key] = series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+    return found
+
+
+def _prime(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
+    """Keep the arrays a frame was just built from (pd.DataFrame(arrays, copy=False)) as its columns' values."""
+    held = _columns_of(frame)
+    for col, values in arrays.items():
+        if isinstance(values, pd.Series):
+            values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
+        if isinstance(values, np.ndarray) and values.ndim == 1 or isinstance(values, pd.api.extensions.ExtensionArray):
+            if values.dtype == object:
+                continue  # (pandas may infer a type for it: read from the frame)
+            held[(col, "values")] = values
+    return frame
+
+
+def column_array(frame: pd.DataFrame, col: str, fill=None) -> np.ndarray:
+    """frame[col].to_numpy() (with fill: frame[col].fillna(fill).to_numpy(), the column as it is where nothing is
+    missing), read once per frame and kept while it lives. For frames nobody writes into once made: a normalized
+    scenario frame, and the catalog's models and GPUs frames, which an estimate reads ~100 columns of (each
+    `frame[col]` builds a Series, ~40 us, and `fillna` another). Whoever changes a catalog table makes a new frame
+    (a copy, pd.concat, catalog.Catalog's own): a frame changed in place would keep its old columns here."""
+    held = _columns_of(frame)
+    key = (col, "array", fill)
+    found = held.get(key)
+    if found is None:
+        series = column(frame, col)
+        found = held[key] = _read_only((series.fillna(fill) if fill is not None and series.hasnans else series).to_numpy())
+    return found
+
+
+def _read_only(value):
+    """A kept numpy array, made read-only (a view of it, where it is the frame's own memory): whoever would write into
+    what the next estimate reads fails at once instead."""
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
+
+
+def frame_memo(frame: pd.DataFrame, key, make):
+    """make(), computed once per frame (such a frame as column_array's) and kept with it: what an estimate derives from
+    a whole catalog table on every call (its models' transformers types, a column as floats, ...). key: hashable,
+    naming what make computes (with every argument it depends on besides the frame)."""
+    held = _columns_of(frame)
+    key = ("memo", key)
+    found = held.get(key, held)  # (the dict itself: a sentinel no make() returns)
+    if found is held:
+        found = held[key] = _read_only(make())
+    return found
+
+
+def column_index(frame: pd.DataFrame, col: str) -> pd.Index:
+    """pd.Index(frame[col]) of such a frame (its ids), kept with its hash table for get_indexer."""
+    held = _columns_of(frame)
+    key = (col, "index")
+    found = held.get(key)
+    if found is None:
+        found = held[key] = pd.Index(column(frame, col).to_numpy())
+    return found
+
+
+def column_categories(frame: pd.DataFrame, col: str) -> list:
+    """The categories of a normalized frame's categorical column, as a list (read once)."""
+    held = _columns_of(frame)
+    key = (col, "categories")
+    found = held.get(key)
+    if found is None:
+        values = column_values(frame, col)
+        found = held[key] = (values if isinstance(values, pd.Categorical) else column(frame, col).cat).categories.tolist()
+    return found
