@@ -19,6 +19,7 @@ from engine.buffers import Columns
 from engine.components import MODEL_FIELDS, inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
 from engine.rules import deepspeed_precision
+from engine.frames import _prime
 from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations, column
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
@@ -143,7 +144,7 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
             columns[col] = _rows_of(column(sc, col), rows)
     # at the stage asked, DeepSpeed's fp32 master copy applies as it would to the row asked at two GPUs
     deepspeed_precision(columns)
-    probe = pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False)
+    probe = _prime(pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False), columns)
     bounds = {k: v for k, v in ranges.items() if not k.startswith("_")}
     bounds.update(gpus=(2, 2), zero=(int(asked.min()), int(asked.max())))
     _, _, fit = _memory_and_fit(probe, models, gpus, settings, out.rows(len(probe)), lean=True, normalized=bounds)

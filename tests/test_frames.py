@@ -1,0 +1,93 @@
+"""engine/frames.py: the columns an estimate reads once per frame (catalog tables and its own normalized frame).
+
+What the cache must never do: hand one frame's columns to another frame (a copy with a changed value, or a new frame
+that reuses a freed frame's id), let a caller write into what the next estimate reads, or keep a frame alive."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from catalog import default_catalog
+from engine import estimate
+from engine import frames as F
+
+
+@pytest.fixture(scope="module")
+def tables():
+    cat = default_catalog()
+    return cat.models(), cat.gpus()
+
+
+def test_a_column_is_read_once_and_equals_the_frame_s_own():
+    frame = pd.DataFrame({"a": [1.0, np.nan, 3.0], "b": ["x", None, "z"]})
+    first = F.column_array(frame, "a", 0.0)
+    assert F.column_array(frame, "a", 0.0) is first
+    np.testing.assert_array_equal(first, frame["a"].fillna(0.0).to_numpy())
+    # unfilled and filled are kept apart
+    assert np.isnan(F.column_array(frame, "a")[1])
+    assert list(F.column_array(frame, "b", "")) == ["x", "", "z"]
+    assert list(F.column_index(frame, "b").get_indexer(["z", "x"])) == [2, 0]
+
+
+def test_what_is_kept_is_read_only():
+    frame = pd.DataFrame({"a": [1, 2, 3]})
+    kept = F.column_array(frame, "a")
+    with pytest.raises(ValueError):
+        kept[0] = 5
+    memo = F.frame_memo(frame, "twice", lambda: frame["a"].to_numpy() * 2)
+    with pytest.raises(ValueError):
+        memo[0] = 5
+    assert frame["a"].tolist() == [1, 2, 3]
+
+
+def test_frame_memo_makes_once_per_frame_and_key():
+    calls = []
+    frame, other = pd.DataFrame({"a": [1]}), pd.DataFrame({"a": [1]})
+    make = lambda: calls.append(1) or len(calls)  # noqa: E731
+    assert F.frame_memo(frame, "k", make) == 1
+    assert F.frame_memo(frame, "k", make) == 1
+    assert F.frame_memo(frame, "other key", make) == 2
+    assert F.frame_memo(other, "k", make) == 3
+    assert F.frame_memo(frame, "none", lambda: None) is None  # a None result is kept, not made again
+    assert F.frame_memo(frame, "none", lambda: 1 / 0) is None
+
+
+def test_a_frame_is_not_kept_alive_and_its_entry_goes_with_it():
+    frame = pd.DataFrame({"a": np.arange(5.0)})
+    F.column_array(frame, "a")
+    key, ref = id(frame), weakref.ref(frame)
+    assert key in F._FRAME_COLUMNS
+    del frame
+    gc.collect()
+    assert ref() is None and key not in F._FRAME_COLUMNS
+
+
+def test_a_changed_copy_of_the_models_table_gets_its_own_answer(tables):
+    """A caller who changes a model's shape makes a new frame (the documented contract); the estimate of the new
+    frame follows the change, and the old frame's answer is unchanged."""
+    models, gpus = tables
+    scenario = pd.DataFrame({"model": ["llama-3.1-8b"], "gpu": ["h100-sxm-80gb"], "method": ["full"],
+                             "batch": [2], "seq": [2048]})
+    before = estimate(scenario, models, gpus)["peak_bytes"].iloc[0]
+    deeper = models.copy()
+    deeper.loc[deeper["id"] == "llama-3.1-8b", "num_layers"] = 64
+    deeper.loc[deeper["id"] == "llama-3.1-8b", "params"] *= 2
+    after = estimate(scenario, deeper, gpus)["peak_bytes"].iloc[0]
+    assert after > before * 1.5
+    assert estimate(scenario, models, gpus)["peak_bytes"].iloc[0] == before
+
+
+def test_a_new_frame_in_a_freed_frame_s_place_reads_its_own_columns():
+    """CPython reuses the ids of freed objects: the entry of a freed frame must not answer for a new one."""
+    seen = 0
+    for i in range(200):
+        frame = pd.DataFrame({"a": [float(i)]})
+        assert F.column_array(frame, "a")[0] == float(i)
+        seen += 1
+        del frame
+    assert seen == 200
