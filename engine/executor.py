@@ -43,7 +43,7 @@ import engine.categories as categories
 import engine.margins as margins
 from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.frames import column_array, column_values, frame_memo
+from engine.frames import came_as_series, column, column_array, column_values, frame_memo
 from engine.scenarios import Configs, View, ep_accepted, gpus_step
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
@@ -238,7 +238,10 @@ class Sweep:
     def frame(self, memory: MemoryRows, fit: FitRows, gpus: pd.DataFrame | None, models: pd.DataFrame) -> pd.DataFrame:
         """The speed and cost columns, and the result as a frame."""
         cfg, lift, n = self.cfg, self._lift, self.n
-        result = {col: column_values(self.sc, col) for col in self.sc.columns}
+        # the scenario's columns: the engine's own arrays as they are; a column the caller gave as a Series, whose
+        # copy-on-write lets a caller write into the result (its bare array is read-only, and a result column made of
+        # it refused `result.loc[0, "batch"] = 8`)
+        result = {col: _result_column(self.sc, col) for col in self.sc.columns}
         result.update(memory.columns)
         result.update(fit.columns)
         if n == 0:
@@ -251,6 +254,12 @@ class Sweep:
                                     result["weights_bytes"], result["kv_cache_context_bytes"], gpus, models, fit.seq_level,
                                     self.out, frame_shape(self.sc)))
         return pd.DataFrame(result, index=pd.RangeIndex(n), copy=False)
+
+
+def _result_column(sc: pd.DataFrame, col: str):
+    """A normalized frame's column as the result holds it: the array where the engine made it, else the Series
+    (see Sweep.frame)."""
+    return column(sc, col) if came_as_series(sc, col) else column_values(sc, col)
 
 
 # ==== per memory configuration and per row: the memory columns ====================================

@@ -58,12 +58,19 @@ def _prime(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
     held = _columns_of(frame)
     for col, values in arrays.items():
         if isinstance(values, pd.Series):
+            held[(col, "series")] = True  # (a caller's column, or one made of it: the result keeps it a Series)
             values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
         if isinstance(values, np.ndarray) and values.ndim == 1 or isinstance(values, pd.api.extensions.ExtensionArray):
             if values.dtype == object:
                 continue  # (pandas may infer a type for it: read from the frame)
             held[(col, "values")] = values
     return frame
+
+
+def came_as_series(frame: pd.DataFrame, col: str) -> bool:
+    """Was the column given to the frame as a Series (`_prime`); True where the frame was not primed."""
+    held = _columns_of(frame)
+    return (col, "values") not in held or (col, "series") in held
 
 
 def column_array(frame: pd.DataFrame, col: str, fill=None) -> np.ndarray:

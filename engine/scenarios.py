@@ -231,10 +231,11 @@ def _as_category(series: pd.Series, column: str = "value") -> pd.Series:
 _SMALL_TEXT_ROWS = 4096
 
 
-def _small_text_category(series: pd.Series) -> pd.Series | None:
-    """_as_category's result for a short column of text (a missing value read as ""), typed as
-    the astype chain types it (categories: sorted, dtype "string"); None when a value is not text."""
-    values = ["" if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in series.tolist()]
+def _small_text_category(series: pd.Series, fill: str = "") -> pd.Series | None:
+    """_as_category's result for a short column of text (a missing value read as `fill`: "", or the column's default
+    as _fill_missing would put it there first), typed as the astype chain types it (categories: sorted, dtype
+    "string"); None when a value is not text."""
+    values = [fill if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in series.tolist()]
     if not all(type(v) is str for v in values):
         return None
     uniques = sorted(set(values))
@@ -416,6 +417,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
     n = len(src)
     out = {col: src[col] for col in src.columns}  # Series: copy-on-write keeps the caller's frame intact
     ranges = {}
+    typed = set()  # the text columns made categorical already (the short ones, with their default filled in)
     for col, default in DEFAULTS.items():
         if col not in out:
             ranges[col] = (default, default)
@@ -424,12 +426,17 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
             else:
                 dtype = np.float64 if col in FRACTION_COLUMNS else bool if isinstance(default, bool) else np.int64
                 out[col] = columns.full(default, dtype) if columns is not None else np.full(n, default, dtype=dtype)
+        elif col in CATEGORY_COLUMNS and n <= _SMALL_TEXT_ROWS and out[col].dtype.kind in "OT" \
+                and not isinstance(out[col].dtype, pd.CategoricalDtype) \
+                and (small := _small_text_category(out[col], fill=default)) is not None:
+            out[col] = small.array  # (a short text column: its missing cells the default and its categories in one pass)
+            typed.add(col)
         else:
             out[col] = _fill_missing(out[col], default)
 
     present = set(src.columns)
     for col in CATEGORY_COLUMNS:
-        if col in present:
+        if col in present and col not in typed:  # (a typed one's categories are the values it holds)
             out[col] = _drop_unused(_as_category(out[col], col))
 
     def categories(col):
@@ -489,6 +496,8 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
         elif values.dtype != np.float64:
             out[col] = values.to_numpy(dtype=np.float64)
     rules.apply(out, models, ranges, columns, frozenset(DEFAULTS) - present)  # every default that depends on other columns, decided once
+    # (a caller's column stays a Series: copy-on-write keeps the caller's frame and the result apart, where a bare
+    # array of it, read-only, would leave the result's column read-only too)
     return _prime(pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), out), ranges
 
 

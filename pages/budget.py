@@ -1,13 +1,13 @@
 """Budget planner: what a purchase (or cloud) budget runs, on its cheapest configuration, and
 what a bit more would unlock."""
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import common as c
 from app import data, state
+from app.charts import budget_chart_spec
 from app.labels import md_escape
 from planner import procurement
 
@@ -234,18 +234,10 @@ chart = pd.DataFrame({
 
 
 @c.chart
-def _budget_chart(chart: pd.DataFrame, plan_order: list, model_order: list, stretch: int, cost_label: str):
-    tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("plan:N", title="Workload"),
-           alt.Tooltip("config:N", title="Cheapest configuration"), alt.Tooltip("cost:Q", title=cost_label, format=",.2f")]
-    base = alt.Chart(chart).encode(
-        x=alt.X("plan:N", sort=plan_order, title="Workload", axis=alt.Axis(orient="top", labelAngle=0)),
-        y=alt.Y("model:N", sort=model_order, title=None))
-    cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
-        color=alt.Color("status:N", title="Against the budget", legend=alt.Legend(orient="bottom", labelLimit=240), scale=alt.Scale(
-            domain=["within the budget", f"with up to +{stretch}%", "beyond"], range=["#86efac", "#fcd34d", "#e5e7eb"])),
-        tooltip=tip)
-    text = base.mark_text(fontSize=12).encode(text="text:N", tooltip=tip)
-    return (cells + text).properties(width=alt.Step(150), height=alt.Step(28))
+def _budget_chart(chart: pd.DataFrame, plan_order: list, model_order: list, stretch: int, cost_label: str) -> dict:
+    # a Vega-Lite dict, not Altair: building the layered Altair chart and its dict was ~20 ms of each sidebar change;
+    # the same spec as Altair's (tests/test_page_charts.py compares them)
+    return budget_chart_spec(chart, plan_order, model_order, stretch, cost_label)
 
 
 _budget_chart(chart, list(chosen), [names[i] for i in models["id"]], stretch, COST_LABELS[mode], width="content")

@@ -337,7 +337,9 @@ def _columns_replaced(base: pd.DataFrame, rows: np.ndarray, other: pd.DataFrame 
         elif isinstance(dx, pd.CategoricalDtype) and isinstance(dy, pd.CategoricalDtype):
             # (the arrays' codes: the .cat accessor costs ~20 us a column, some 40 categorical columns a sweep)
             codes = x.array.codes.copy()
-            if dx == dy:
+            # (the same categories in the same order: unordered dtypes compare equal in any order, where the codes
+            # of one would name the other's categories)
+            if dx.categories.equals(dy.categories):
                 codes[rows] = y.array.codes
                 cols[name] = pd.Categorical.from_codes(codes, dtype=dx)
                 continue

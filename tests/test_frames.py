@@ -91,3 +91,23 @@ def test_a_new_frame_in_a_freed_frame_s_place_reads_its_own_columns():
         seen += 1
         del frame
     assert seen == 200
+
+
+def test_a_caller_may_write_into_the_result_and_its_own_frame_stays_as_it_was(tables):
+    """The result's scenario columns share memory with the caller's frame through copy-on-write (a Series), never as
+    a bare read-only array: `result.loc[0, "batch"] = 8` works, and neither the caller's frame nor the next answer
+    changes."""
+    models, gpus = tables
+    asked = pd.DataFrame({"model": ["llama-3.1-8b", "llama-3.1-70b"], "gpu": ["h100-sxm-80gb"] * 2,
+                          "method": ["lora", "full"], "batch": [4, 2], "seq": [2048, 1024], "lora_rank": [16, 16],
+                          "headroom": [0.1, 0.1]})
+    kept = asked.copy()
+    first = estimate(asked, models, gpus)
+    for col, value in (("batch", 8), ("seq", 512), ("lora_rank", 64), ("headroom", 0.5), ("zero", 1),
+                       ("peak_bytes", 1.0)):
+        first.loc[0, col] = value
+        assert first.loc[0, col] == value
+    pd.testing.assert_frame_equal(asked, kept)
+    again = estimate(asked, models, gpus)
+    assert (again.loc[0, "batch"], again.loc[0, "seq"], again.loc[0, "lora_rank"]) == (4, 2048, 16)
+    assert again.loc[0, "peak_bytes"] > 1e9

@@ -726,3 +726,14 @@ def test_labels_are_the_per_row_texts_at_any_size():
         got = planning._labels(unmodelled, ok, compatible, count, limit)
         assert list(got) == expect
         assert got.dtype == pd.array(np.asarray(expect, dtype=object), dtype="str").dtype
+
+
+def test_rows_replaced_read_the_other_frame_s_categories_in_its_own_order():
+    """Two unordered categoricals with the same categories in another order have equal dtypes to pandas; the codes of
+    one name the other's categories, so replaced rows must be read through the categories (the order of a frame's
+    categories is whatever its first rows made it)."""
+    base = pd.DataFrame({"c": pd.Categorical(["a", "b", "a"], categories=["a", "b"])})
+    other = pd.DataFrame({"c": pd.Categorical(["b", "a"], categories=["b", "a"])})
+    assert base["c"].dtype == other["c"].dtype  # (what made the shortcut wrong)
+    cols = planning._columns_replaced(base, np.array([0, 2]), other, ["c"])
+    assert list(cols["c"]) == ["b", "b", "a"]
