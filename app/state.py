@@ -592,12 +592,21 @@ def sidebar() -> dict:
                 if method == "qlora":
                     _widget("base_precision", lambda k, **v: st.selectbox("Frozen base", list(BASE_LABELS), key=k, **v,
                                                                      format_func=BASE_LABELS.get))
-        with sb.expander("Software stack"):
-            _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v, format_func=lambda r: RECIPE_LABELS.get(r, r),
-                                                          help="Whose defaults the switches below take (docs/stacks.md)."))
-            for switch, values in SWITCHES.items():
-                _widget(switch, lambda k, label=SWITCH_LABELS.get(switch, switch.replace("_", " ")), values=values, **v: st.selectbox(
-                    label, list(values), key=k, **v, help="auto: as the recipe sets it"))
+        # its ~30 switches drawn while the section is open only (a lazy expander, Streamlit's on_change="rerun"):
+        # ~10 ms of every sidebar change on every page, for a section few open; open at first where a switch is not
+        # its default (a shared link's stack), and the values stay in the store (and the URL) while it is closed
+        # (decided once a session: a parameter that changes makes Streamlit take the section for a new one)
+        first_open = st.session_state.setdefault("_stack_first_open", settings["recipe"] != FIELDS["recipe"].default
+                                                 or any(settings[name] != FIELDS[name].default for name in SWITCHES))
+        stack_box = sb.expander("Software stack", key="sidebar_stack_open", on_change="rerun", expanded=first_open)
+        if stack_box.open:
+            with stack_box:
+                _widget("recipe", lambda k, **v: st.selectbox("Recipe", list(RECIPE_NAMES), key=k, **v,
+                                                              format_func=lambda r: RECIPE_LABELS.get(r, r),
+                                                              help="Whose defaults the switches below take (docs/stacks.md)."))
+                for switch, values in SWITCHES.items():
+                    _widget(switch, lambda k, label=SWITCH_LABELS.get(switch, switch.replace("_", " ")), values=values, **v:
+                            st.selectbox(label, list(values), key=k, **v, help="auto: as the recipe sets it"))
         if method == "freeze":
             _widget("freeze_layers", lambda k, **v: sb.number_input("Trainable last layers", **_bounds("freeze_layers"),
                                                                key=k, **v))

@@ -1449,3 +1449,31 @@ def test_the_evidence_metric_filter_says_each_metric_in_words_and_the_link_keeps
     assert box.value == ["allocated_peak_bytes", "gpus_needed"]
     assert f"allocated peak: {COUNTERS['allocated_peak_bytes']}" in box.options and "GPUs needed" in box.options
     assert not [o for o in box.options if o.endswith("_bytes")], box.options
+
+
+def test_the_software_stack_is_drawn_while_its_section_is_open_and_its_values_hold_while_closed(models, gpus):
+    """The sidebar's Software stack (~30 switches) is a lazy section: closed by default, nothing of it drawn; opened,
+    every switch shows the store's value; a link whose stack differs from the defaults opens it at once; a value set
+    while open holds, in the figures and the URL, once the section is closed again."""
+    at = open_app()
+    assert not [w for w in at.sidebar.selectbox if w.key in ("w_recipe", "w_loop", "w_loss")]
+    at.session_state["sidebar_stack_open"] = True
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="w_recipe").value == "hf" and at.selectbox(key="w_loop").value == "auto"
+    at.selectbox(key="w_loop").set_value("manual").run()
+    assert not at.exception and at.query_params["loop"] in (["manual"], "manual")
+
+    def peak():
+        return {m.label: m for m in at.metric}["Peak per GPU"].value
+
+    shown = peak()
+    at.session_state["sidebar_stack_open"] = False
+    at.run()
+    assert not at.exception and not [w for w in at.sidebar.selectbox if w.key == "w_loop"]
+    assert peak() == shown and at.query_params["loop"] in (["manual"], "manual")
+    at.sidebar.number_input(key="w_batch").set_value(3).run()  # another change: the closed switch still holds
+    assert not at.exception and at.query_params["loop"] in (["manual"], "manual")
+
+    linked = open_app(query={"loss": "unfused"})
+    assert linked.selectbox(key="w_loss").value == "unfused"
