@@ -910,9 +910,9 @@ def _fit_rows(block: slice, at: np.ndarray, plan: FitPlan, rows: RowTerms, memor
         ms = np.divide(mt, rows.b[block], out=mt)  # the longest sequence at the row's batch
         np.floor(ms, out=ms)
         if (plan.layout.kv_window is not None or plan.layout.kv_state is not None) and rows.kv_saving is not None:
-            _windowed_longest(block, take, plan, rows, ms)
+            _windowed_longest(block, at, plan, rows, ms)
         if plan.terms:  # rows with a batch x seq x seq term: their longest context (and largest batch)
-            _seq_term_rows(block, take, plan, rows, chosen_r, cols["max_batch"][block], ms)
+            _seq_term_rows(block, at, plan, rows, chosen_r, cols["max_batch"][block], ms)
     short = ms < 1 if chosen_r is None else ~(chosen_r & (ms >= 1))
     np.minimum(ms, 1e12, out=ms)
     np.copyto(ms, 0.0, where=short)
@@ -950,47 +950,56 @@ def _largest_batch_rows(block, take, plan: FitPlan, rows: RowTerms, c, mt, chose
     np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0))
 
 
-def _windowed_longest(block, take, plan: FitPlan, rows: RowTerms, ms) -> None:
+def _row_subset(block: slice, at: np.ndarray, rows: RowTerms, on: np.ndarray):
+    """The rows of a block where `on`, for a solver that reads them alone: (their positions in the block, a taker of
+    their configurations' values, a reader of their row-level arrays). Each solver's arithmetic is per row, so the
+    figures are the ones it gives over the whole block; it runs over these rows only (a few: the windowed or
+    seq-term rows of a sweep)."""
+    idx = np.flatnonzero(on)
+    return idx, _taker(at[idx]), (lambda a: None if a is None else a[block][idx])
+
+
+def _windowed_longest(block, at, plan: FitPlan, rows: RowTerms, ms) -> None:
     """kv_policy windowed: beyond its window a sliding-window layer keeps window tokens of K/V, so past the
     window each cache phase grows by its per-token bytes less those layers' (components.kv_window_saving:
     bytes = fixed + kw b W + (per_token - kw) b s for s > W). The longest sequence at the row's batch, solved
     in both regimes by _quad_limits (kv_win), into ms for the rows without a batch x seq x seq term
     (_seq_term_rows solves those the same way). A linear-attention state (kv_state, hybrid models) is solved here
     too: a constant per sequence, whatever the length."""
-    lay = plan.layout
+    lay, take = plan.layout, _taker(at)
     windowed = np.zeros(len(rows.s[block]), dtype=bool) if lay.kv_window is None else take(lay.kv_window) > 0
     stateful = None if lay.kv_state is None else take(lay.kv_state)
     on = (windowed | (False if stateful is None else stateful > 0)) & take(lay.infer) & ~take(plan.quad_any)
     if not on.any():
         return
-    logits_fixed = rows.logits_fixed
+    idx, pick, row = _row_subset(block, at, rows, on)
     with np.errstate(divide="ignore", invalid="ignore"):
-        _, per_s = _quad_limits(take, plan.terms, rows.b[block], rows.s[block],
-                                None if logits_fixed is None else logits_fixed[block], by_batch=False,
-                                kv_win=None if lay.kv_window is None else (take(lay.kv_window), take(lay.window)),
-                                kv_state=stateful)
-    np.copyto(ms, np.floor(per_s), where=on)
+        _, per_s = _quad_limits(pick, plan.terms, row(rows.b), row(rows.s), row(rows.logits_fixed), by_batch=False,
+                                kv_win=None if lay.kv_window is None else (pick(lay.kv_window), pick(lay.window)),
+                                kv_state=None if stateful is None else stateful[idx])
+    ms[idx] = np.floor(per_s)
 
 
-def _seq_term_rows(block, take, plan: FitPlan, rows: RowTerms, chosen_r, max_batch, ms) -> None:
+def _seq_term_rows(block, at, plan: FitPlan, rows: RowTerms, chosen_r, max_batch, ms) -> None:
     """(issue 12) The block's rows whose configuration has a per_token_seq term: the longest
     context at the row's batch into ms (and, without configuration x seq groups, the largest
     batch at the row's seq into max_batch)."""
-    q_rows = take(plan.quad_any)
+    q_rows = _taker(at)(plan.quad_any)
     if not q_rows.any():
         return
-    logits_fixed, kv_saving = rows.logits_fixed, rows.kv_saving
+    idx, pick, row = _row_subset(block, at, rows, q_rows)
+    kv_saving = rows.kv_saving
     lay = plan.layout
     per_b, per_s = _quad_limits(
-        take, plan.terms, rows.b[block], rows.s[block], None if logits_fixed is None else logits_fixed[block],
-        None if kv_saving is None else kv_saving[block] / rows.tokens[block], by_batch=plan.seq_level is None,
-        kv_win=None if lay.kv_window is None or kv_saving is None else (take(lay.kv_window), take(lay.window)),
-        kv_state=None if lay.kv_state is None or kv_saving is None else take(lay.kv_state))
+        pick, plan.terms, row(rows.b), row(rows.s), row(rows.logits_fixed),
+        None if kv_saving is None else row(kv_saving) / row(rows.tokens), by_batch=plan.seq_level is None,
+        kv_win=None if lay.kv_window is None or kv_saving is None else (pick(lay.kv_window), pick(lay.window)),
+        kv_state=None if lay.kv_state is None or kv_saving is None else pick(lay.kv_state))
     if per_b is not None:  # (per configuration and seq above otherwise)
-        most = np.floor(per_b / rows.s[block])
-        ok_batch = most >= 1 if chosen_r is None else chosen_r & (most >= 1)
-        np.copyto(max_batch, np.where(ok_batch, np.minimum(most, 1e12), 0.0), where=q_rows)
-    np.copyto(ms, np.floor(per_s), where=q_rows)
+        most = np.floor(per_b / row(rows.s))
+        ok_batch = most >= 1 if chosen_r is None else chosen_r[idx] & (most >= 1)
+        max_batch[idx] = np.where(ok_batch, np.minimum(most, 1e12), 0.0)
+    ms[idx] = np.floor(per_s)
 
 
 def _gpus_needed_rows(nd: np.ndarray, block: slice, take, chosen_r, plan: FitPlan, scaled: dict, fits=None) -> None:
