@@ -204,18 +204,23 @@ def random_scenarios(rng: np.random.Generator, n: int, models: pd.DataFrame, gpu
     return frame
 
 
-def decided_loss(frame: pd.DataFrame) -> np.ndarray:
-    """Each row's loss as engine/rules.py decides it: 'auto' takes its recipe's (engine/stacks.py)."""
+def decided_switch(frame: pd.DataFrame, switch: str) -> np.ndarray:
+    """Each row's stack switch as engine/rules.py decides it: 'auto' takes its recipe's (engine/stacks.py)."""
     n = len(frame)
     # (object arrays: a fixed-width "<U4" array of "auto" would cut "linear_chunked" to "line")
-    loss = frame["loss"].astype(str).to_numpy(dtype=object) if "loss" in frame else np.full(n, "auto", dtype=object)
+    value = frame[switch].astype(str).to_numpy(dtype=object) if switch in frame else np.full(n, "auto", dtype=object)
     recipe = frame["recipe"].astype(str).to_numpy() if "recipe" in frame else np.full(n, DEFAULT_RECIPE)
     method = frame["method"].astype(str).to_numpy()
     gc = frame["grad_checkpointing"].to_numpy(dtype=bool)
-    auto = loss == "auto"
-    loss = loss.copy()
-    loss[auto] = [recipe_value(r, "loss", m, g) for r, m, g in zip(recipe[auto], method[auto], gc[auto])]
-    return loss
+    auto = value == "auto"
+    value = value.copy()
+    value[auto] = [recipe_value(r, switch, m, g) for r, m, g in zip(recipe[auto], method[auto], gc[auto])]
+    return value
+
+
+def decided_loss(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's loss as engine/rules.py decides it: 'auto' takes its recipe's (engine/stacks.py)."""
+    return decided_switch(frame, "loss")
 
 
 def deepspeed_stage_holds(frame: pd.DataFrame, models: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -432,8 +437,17 @@ def companions(base: pd.DataFrame, rng: np.random.Generator, models: pd.DataFram
     # upcast: with a small model and a large vocabulary (qwen2.5-3b LoRA, 3 x 10 tokens, +26 MiB of logits)
     # pure bf16 rightly needs more; `--recipes all`, seeds 5, 11, 12, 14)
     litgpt = (base["recipe"].astype(str) == "litgpt").to_numpy() if "recipe" in base else np.zeros(len(base), bool)
+    # (nor LoRA whose fp32 adapters take the down projection without checkpointing: peft casts each adapted module's
+    # input to the adapter's dtype (engine/components.py), so a 16-bit base keeps a 4-byte, f-wide copy of the down
+    # projection's input beside its own 2-byte activations, which fp32 training shares: with every module adapted and
+    # nothing recomputed, pure bf16 rightly holds about as much or more; seed 4971602839768075449, qwen3-8b under
+    # torchtitan's switches (packing, its flat parameters), all modules, r 64: +3.3%)
+    targets = base["lora_targets"].astype(str) if "lora_targets" in base else pd.Series("", index=base.index)
+    fp32_down = ((base["method"].isin(("lora", "qlora"))).to_numpy() & (decided_switch(base, "adapter_dtype") == "fp32")
+                 & (targets.str.contains("down_proj") | (targets == "all")).to_numpy()
+                 & (decided_switch(base, "checkpointing") == "none"))
     rows = np.flatnonzero(train & (base["precision"] == "fp32").to_numpy() & (base["tp"] == 1).to_numpy() & catalog
-                          & ~chunked & ~quantized & ~adafactor & ~ds_mixed & ~litgpt)
+                          & ~chunked & ~quantized & ~adafactor & ~ds_mixed & ~litgpt & ~fp32_down)
     half = base.iloc[rows].copy()
     half["precision"] = "bf16"
     out.append(("pure bf16 training never uses more than fp32", rows, half))

@@ -995,7 +995,10 @@ def _stack_inputs(mv: View, train, lora, full, freeze, flags, dims, h, L, rank, 
         litgpt = mask("recipe", "litgpt")
         if litgpt.any():  # LitGPT's LoRAQKVLinear: one lora_A (r x enabled, h) and one lora_B (enabled widths, r)
             qkv = ("q_proj", "k_proj", "v_proj")
-            a_qkv = sum(flags[m] for m in qkv) * rank * dims["q_proj"][0]
+            # (each enabled projection's input width: h for all three, where MLA's q and kv paths read h and their
+            # ranks, engine/components.py mla_lora_dims; h x the count before, which made more small values than
+            # an MLA model's adapters hold: paged bytes below zero, property search seed 4971602839768075449)
+            a_qkv = rank * sum(flags[m] * dims[m][0] for m in qkv)
             b_qkv = rank * sum(flags[m] * dims[m][1] for m in qkv)
             rest = sum(flags[m] * (small(rank * i) + small(rank * o)) for m, (i, o) in dims.items() if m not in qkv)
             lora_small = np.where(litgpt, (small(a_qkv) + small(b_qkv) + rest) * L, lora_small)

@@ -230,3 +230,24 @@ def test_the_longest_context_between_the_masks_window_and_the_caches_fits(models
     assert 8192 < longest < 8704  # (between the two windows: the piece the solver skipped)
     at = estimate(pd.DataFrame([{**row, "seq": longest}, {**row, "seq": longest + 1}]), models, gpus)["fits"].tolist()
     assert at == [True, False], (longest, at)
+
+
+def test_litgpt_s_fused_qkv_adapter_on_an_mla_model_pages_no_fewer_values_than_it_trains(models, gpus):
+    """Property search seed 4971602839768075449: DeepSeek-V3 LoRA on q, k, v, o under recipe litgpt with bitsandbytes'
+    paged 32-bit AdamW. The values bitsandbytes keeps on the device (tensors under 1e5 elements) were counted for
+    LitGPT's fused qkv adapter as h x the enabled projections, but MLA's q and kv paths read h plus their ranks:
+    more small values than the adapters hold, so the paged states came out negative (-1.19 MB) and the host's bytes
+    too low. Each projection's own input width now: the paged states are the trainable states less the small ones,
+    never below zero, and a dense model's figures are what they were."""
+    row = dict(model="deepseek-v3", task="train", method="qlora", precision="fp32", optimizer="paged_adamw_32bit",
+               batch=40, seq=4, grad_checkpointing=True, lora_rank=1, lora_targets="q_proj,k_proj,v_proj,o_proj",
+               zero=0, offload="optimizer", gpus=4, tp=1, pp=4, base_precision="q5_k_m", recipe="litgpt",
+               gpu="rtx-4060-ti-16gb")
+    out = estimate(pd.DataFrame([row, {**row, "method": "lora", "precision": "amp_fp16", "base_precision": "q2_k",
+                                       "offload": "none", "gpus": 1, "pp": 1, "lora_targets": "k_proj"},
+                                 {**row, "lora_rank": 8}]),
+                   models, gpus)
+    assert (out["paged_optimizer_bytes"] >= 0).all() and (out["cpu_bytes"] >= 0).all()
+    assert out["paged_optimizer_bytes"].iloc[0] == 0  # r 1: every adapter tensor under 1e5 values, none paged
+    assert out["paged_optimizer_bytes"].iloc[2] > 0  # r 8: the larger adapters are
+    assert (out["paged_optimizer_bytes"] <= out["trainable_params"] * 8).all()  # 32-bit AdamW: two fp32 states
