@@ -38,7 +38,7 @@ from catalog.schema import (
 from catalog.store import ShippedFrames, UserCatalogWarning, catalog_frames
 from engine import rules
 from engine.estimate import estimate
-from engine.scenarios import normalize
+from engine.scenarios import normalize, scenario_frame
 from planner import planning
 
 # ---- cache keys of the catalog frames ---------------------------------------------------------
@@ -419,7 +419,7 @@ def decided_notes(sc: dict, models: pd.DataFrame) -> list[str]:
     """What engine/rules.py decided for the sidebar's scenario, in words ("ZeRO stage 3 → 0
     (one GPU without offload)"); nothing when the scenario cannot be estimated (the page says why)."""
     try:
-        row = normalize(pd.DataFrame([sc]), models).iloc[0]
+        row = normalize(scenario_frame(sc), models).iloc[0]
     except ValueError:
         return []
     return rules.notes(sc, row)

@@ -38,8 +38,9 @@ def from_codes(codes: np.ndarray, categories, validate: bool = True) -> pd.Categ
 def positions(ids: pd.Series, column: pd.Series) -> np.ndarray:
     """Each row's position in `ids` (a catalog's id column) of its `column` value read as text, as
     `column.astype(str)` reads it (a missing value is "nan"); -1 where it is not there. A categorical
-    column is looked up once per category, not per row (a sweep has a few dozen GPUs or models)."""
-    index = pd.Index(ids.astype(str))
+    column is looked up once per category, not per row (a sweep has a few dozen GPUs or models). `ids` may be that
+    text as an Index already (kept with its hash table: engine.frames.frame_memo)."""
+    index = ids if isinstance(ids, pd.Index) else pd.Index(ids.astype(str))
     if isinstance(column.dtype, pd.CategoricalDtype):
         at = np.append(index.get_indexer(column.cat.categories.astype(str)), index.get_indexer(["nan"]))
         return at[column.cat.codes.to_numpy()]  # code -1 (missing): the last, "nan"'s

@@ -43,6 +43,7 @@ from engine.categories import per_value, positions
 from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
+from engine.frames import frame_memo
 from engine.memory import PHASES
 from engine.constants import PEFT_UNCONVERTED_MOE
 from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
@@ -194,10 +195,17 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _model_positions(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
+    """categories.positions(models["id"], frame["model"]), through the models' id index kept per models frame."""
+    return positions(frame_memo(models, "str_id_index", lambda: pd.Index(models["id"].astype(str))), frame["model"])
+
+
 def _model_fact(frame: pd.DataFrame, models: pd.DataFrame, name: str) -> np.ndarray:
     """models' `name` (as float) for every row's model id; NaN for an id not in `models`."""
-    facts = pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float)
-    at = positions(models["id"], frame["model"])
+    # (the models' column as floats and the rows' positions, each once per models frame / per frame's categories:
+    # tables call this for several facts of the same rows)
+    facts = frame_memo(models, ("numeric", name), lambda: pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float))
+    at = _model_positions(frame, models)
     return np.where(at >= 0, facts[np.maximum(at, 0)], np.nan)
 
 

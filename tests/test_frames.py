@@ -6,6 +6,7 @@ that reuses a freed frame's id), let a caller write into what the next estimate 
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 
 import numpy as np
@@ -111,3 +112,28 @@ def test_a_caller_may_write_into_the_result_and_its_own_frame_stays_as_it_was(ta
     again = estimate(asked, models, gpus)
     assert (again.loc[0, "batch"], again.loc[0, "seq"], again.loc[0, "lora_rank"]) == (4, 2048, 16)
     assert again.loc[0, "peak_bytes"] > 1e9
+
+
+def test_a_typed_one_scenario_frame_normalizes_as_the_plain_one(tables):
+    """engine.scenarios.scenario_frame (the sidebar's scenario, typed as normalize types it) gives the normalized
+    frame pd.DataFrame([scenario]) gives, for random sidebar-like scenarios (every column, text, numbers, flags)."""
+    from engine.scenarios import CHOICES, DEFAULTS, normalize, scenario_frame
+    models, _ = tables
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    ids = list(models["id"])
+    for _ in range(20):
+        sc = dict(DEFAULTS)
+        sc.update(model=str(rng.choice(ids)), batch=int(rng.integers(1, 64)), seq=int(rng.choice([256, 2048, 4096])),
+                  headroom=float(rng.uniform(0, 0.5)), allow_long_context=bool(rng.integers(0, 2)))
+        for col in rng.choice(list(CHOICES), size=5, replace=False):
+            sc[col] = str(rng.choice(list(CHOICES[col])))
+        try:
+            plain = normalize(pd.DataFrame([sc]), models)
+        except ValueError as refused:
+            with pytest.raises(ValueError, match=re.escape(str(refused))):
+                normalize(scenario_frame(sc), models)
+            continue
+        typed = normalize(scenario_frame(sc), models)
+        pd.testing.assert_frame_equal(typed, plain)
