@@ -1857,6 +1857,13 @@ def _meta(results: list[dict], skipped: list[dict], argv: list[str], runtime_s: 
             "fine-tuning does; otherwise HF would build a DynamicCache during training.",
             "Speed: the per-module PEAK_FW/PEAK_BW bookkeeping of MemTracker._update_peak_stats "
             "(display only, O(#modules) per op) is skipped; the global peak logic is unchanged.",
+            "Dropout: a training F.dropout with 0 < p < 1 calls aten.native_dropout, as a GPU's dispatch does (a "
+            "1-byte mask kept for backward), where fake CPU tensors would take the CPU branch and keep a 2- or "
+            "4-byte noise tensor (gpu_dropout; benchmarks/check_lora_dropout_saved.py).",
+            "SDPA: a call whose value heads are narrower than its query's (multi-head latent attention, "
+            "DeepSeek-V2/V3) goes to aten._scaled_dot_product_efficient_attention, as CUDA's dispatch sends it "
+            "(the output and the fp32 log-sum-exp kept), where the CPU dispatch takes the math path and keeps an "
+            "fp32 softmax of every head and position pair (gpu_sdpa); every other call keeps torch's own path.",
         ],
         "details_fields": {
             "weight_dtype": "dtype the model was cast to before to_empty",
