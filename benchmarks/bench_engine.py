@@ -239,6 +239,25 @@ def target_lines(engine_s: float, speedup: float, peer_ms: float, n: int) -> lis
     return lines
 
 
+def one_row(runs: int) -> int:
+    """The median of `runs` estimates of one Llama 3.1 8B LoRA scenario on an H100 (after one warm-up): what every
+    estimate costs whatever its rows (docs/performance.md, session 41)."""
+    import pandas as pd
+    cat = default_catalog()
+    models, gpus = cat.models(), cat.gpus()
+    frame = pd.DataFrame({"model": ["llama-3.1-8b"], "gpu": ["h100-sxm-80gb"], "method": ["lora"], "batch": [4],
+                          "seq": [2048]})
+    estimate(frame, models, gpus)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        estimate(frame, models, gpus)
+        times.append(time.perf_counter() - start)
+    print(f"one_row_ms={statistics.median(times) * 1000:.2f} runs={runs} (median; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs after one warm-up (median reported)")
@@ -246,7 +265,12 @@ def main(argv=None) -> int:
                     help="scenarios given to llm-analysis, one call each (the issue asks for >= 2,000; more is steadier)")
     ap.add_argument("--small", action="store_true", help="a smaller grid, for a quick check (not the target)")
     ap.add_argument("--engine-only", action="store_true", help="time the engine only (used for the allocator note)")
+    ap.add_argument("--one-row", type=int, default=0, metavar="N",
+                    help="time N estimates of one scenario (an estimate's fixed cost: a page's single-scenario views, "
+                         "the sidebar, the tests) and stop; information only, no target")
     args = ap.parse_args(argv)
+    if args.one_row:
+        return one_row(args.one_row)
     # as the command line runs a sweep (planner/cli.py main): numpy's huge-page advice off, unless
     # NUMPY_MADVISE_HUGEPAGE says otherwise (engine/buffers.py prefer_small_pages); it moves the first
     # call (fresh memory), not the later, pooled ones the targets time
