@@ -19,7 +19,7 @@ from engine.buffers import Columns
 from engine.components import MODEL_FIELDS, inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
 from engine.rules import deepspeed_precision
-from engine.frames import _prime
+from engine.frames import _prime, revalidate
 from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations, column
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
@@ -59,7 +59,8 @@ REQUIRED_GPU_COLUMNS = ("id", "usable_memory_bytes")
 def check_tables(models, gpus, model_columns=REQUIRED_MODEL_COLUMNS, gpu_columns=REQUIRED_GPU_COLUMNS,
                  gpus_optional: bool = True) -> None:
     """A library caller's catalog tables: refused in one line naming what is missing (a KeyError or TypeError from
-    inside the engine before). engine/serving.py serve() asks for its own columns."""
+    inside the engine before). engine/serving.py serve() asks for its own columns. What the engine keeps of a table
+    changed in place since it was last read is read again (engine/frames.py revalidate)."""
     for kind, table, required, optional in (("models", models, model_columns, False),
                                             ("gpus", gpus, gpu_columns, gpus_optional)):
         if table is None and optional:
@@ -72,6 +73,7 @@ def check_tables(models, gpus, model_columns=REQUIRED_MODEL_COLUMNS, gpu_columns
         if missing:
             raise ValueError(f"the {kind} table has no column {', '.join(missing)}; accepted: {where}, or a table with "
                              f"at least the columns {', '.join(required)}")
+        revalidate(table)
 
 
 def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False,

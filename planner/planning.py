@@ -43,7 +43,7 @@ from engine.categories import per_value, positions
 from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
-from engine.frames import frame_memo
+from engine.frames import frame_memo, revalidate
 from engine.memory import PHASES
 from engine.constants import PEFT_UNCONVERTED_MOE
 from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
@@ -197,6 +197,7 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _model_positions(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """categories.positions(models["id"], frame["model"]), through the models' id index kept per models frame."""
+    revalidate(models)  # (a table changed in place since: read again)
     return positions(frame_memo(models, "str_id_index", lambda: pd.Index(models["id"].astype(str))), frame["model"])
 
 

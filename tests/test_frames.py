@@ -137,3 +137,26 @@ def test_a_typed_one_scenario_frame_normalizes_as_the_plain_one(tables):
             continue
         typed = normalize(scenario_frame(sc), models)
         pd.testing.assert_frame_equal(typed, plain)
+
+
+def test_a_table_changed_in_place_is_read_again(tables):
+    """A library caller who writes into the models or GPUs table it estimated with (`models.loc[...] = `) gets the
+    answer of the table as it is now: estimate() compares a token of the table's contents with the one its columns
+    were read under (engine/frames.py revalidate), numbers and text alike."""
+    models, gpus = tables
+    models, gpus = models.copy(), gpus.copy()
+    scenario = pd.DataFrame({"model": ["llama-3.1-8b"], "gpu": ["h100-sxm-80gb"], "method": ["full"],
+                             "batch": [2], "seq": [2048]})
+    before = estimate(scenario, models, gpus).iloc[0]
+    at = models["id"] == "llama-3.1-8b"
+    models.loc[at, "num_layers"] = 64
+    models.loc[at, "params"] = models.loc[at, "params"] * 2
+    deeper = estimate(scenario, models, gpus).iloc[0]
+    assert deeper["peak_bytes"] > before["peak_bytes"] * 1.5
+    gpus.loc[gpus["id"] == "h100-sxm-80gb", "usable_memory_bytes"] = 1e15
+    assert bool(estimate(scenario, models, gpus).iloc[0]["fits"]) and not bool(deeper["fits"])
+    family = models.loc[at, "family"].iloc[0]
+    models.loc[at, "family"] = "gemma-2"  # text: Gemma 2's soft-capped logits and norms
+    as_gemma = estimate(scenario, models, gpus).iloc[0]["peak_bytes"]
+    models.loc[at, "family"] = family
+    assert as_gemma != estimate(scenario, models, gpus).iloc[0]["peak_bytes"]
