@@ -3,7 +3,7 @@ and the catalog's models and GPUs frames. `frame[col]` builds a new Series per c
 column index, `fillna` another), and one estimate reads the same columns ~200 times, whatever its size: each is read
 here once and kept while its frame lives (keyed by the frame's id; a weak reference drops the entry with the frame).
 
-A catalog table changed in place after an estimate read it (`models.loc[...] = `) is read again: estimate() and serve()
+A catalog table changed in place after an estimate read it (`models.loc[...] = `) is read again: the entry points
 call `revalidate` on the tables they are given, which compares a token of their contents (each block's bytes or
 values' identities) with the one its columns were read under. A normalized scenario frame is the engine's own.
 """
@@ -60,10 +60,11 @@ def _frame_token(frame: pd.DataFrame) -> tuple | None:
 
 def revalidate(frame: pd.DataFrame | None) -> None:
     """Forget what is kept of a catalog table whose contents changed since (written in place: `models.loc[...] = `),
-    so that it is read again; estimate() and serve() call it on the tables they are given, once a call. A frame
+    so that it is read again; the entry points that read a table's kept columns call it on the tables they are given
+    (estimate, serve, normalize, add_speed_cost, the uncertainty band, the planner's model facts), once a call. A frame
     nobody changed keeps its columns (the token is all this costs)."""
-    if frame is None:
-        return
+    if not isinstance(frame, pd.DataFrame):
+        return  # (None: no table; anything else is refused by the caller's own check)
     held = _columns_of(frame)
     token = _frame_token(frame)
     if held.get(("token",)) != token:

@@ -41,6 +41,7 @@ from engine.frames import (  # noqa: F401  (column, column_array, ...: imported 
     column_index,
     column_values,
     frame_memo,
+    revalidate,
 )
 from engine.params import hybrid_training_unmodelled, parse_lora_targets
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
@@ -433,6 +434,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
         raise ValueError(f"scenario column {show(repeated[0])} appears more than once; accepted: each column once")
     if "model" not in scenarios.columns:
         raise ValueError("scenarios need a 'model' column (a catalog model id)")
+    revalidate(models)  # (the models' columns kept per table: one written into in place since is read again)
     src = scenarios.reset_index(drop=True)
     n = len(src)
     out = {col: src[col] for col in src.columns}  # Series: copy-on-write keeps the caller's frame intact

@@ -67,7 +67,7 @@ import pandas as pd
 import engine.categories as categories
 from engine.buffers import Columns
 from engine.components import inputs
-from engine.frames import frame_memo
+from engine.frames import frame_memo, revalidate
 from engine.scenarios import Configs, did_you_mean, normalize_columns
 
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
@@ -349,6 +349,8 @@ def add_speed_cost(result: pd.DataFrame, gpus: pd.DataFrame | None, models: pd.D
     one builder estimate() uses (speed_level): the same figures for the same frame.
     Raises ValueError naming the value for a bad setting (mfu, tokens, ...).
     """
+    revalidate(gpus)
+    revalidate(models)
     out = result.copy()
     n = len(out)
     if n == 0:

@@ -31,7 +31,7 @@ from engine.margins import (
     BNB_HIGH_PCT, BNB_OPTIMIZERS, BNB_PRECISIONS, GGUF_HIGH_PCT, GGUF_PRECISIONS, MEASURED_HIGH_PCT,
     MEASURED_LOW_PCT, MOE_TRAIN_HIGH_PCT, PARALLEL_HIGH_PCT, ZERO3_PCT, frame_accessors, high_pct, low_pct, reasons,
 )
-from engine.frames import column_array, column_index
+from engine.frames import column_array, column_index, revalidate
 from engine.scenarios import DEFAULTS
 
 COLUMNS = ("peak_low_bytes", "peak_high_bytes", "uncertainty_low_pct", "uncertainty_high_pct", "uncertainty_reasons",
@@ -102,6 +102,7 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
     gemma-2-9b prefill 2 x 8,192 held all 42 layers' keys and values at 8,192 tokens). From the
     row's own cache bytes: per layer and token = kv_cache_bytes / (batch x (full layers x seq +
     window layers x min(seq, window)))."""
+    revalidate(models)
     n = len(result)
     col = lambda k, dflt: result[k].to_numpy() if k in result else np.full(n, dflt)  # noqa: E731
     take = lambda k: _model_column(result, models, k, 0).astype(float)  # noqa: E731
@@ -118,6 +119,7 @@ def window_prefill_bytes(result: pd.DataFrame, models: pd.DataFrame) -> np.ndarr
 
 def band(result: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """The uncertainty band of every row of an estimate() result (COLUMNS, same index)."""
+    revalidate(models)  # (its columns kept per table: one written into in place since is read again)
     n = len(result)
     mask, num = frame_accessors(result)
     found = reasons(mask, num, lambda k, d: _model_column(result, models, k, d))

@@ -197,14 +197,14 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _model_positions(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """categories.positions(models["id"], frame["model"]), through the models' id index kept per models frame."""
-    revalidate(models)  # (a table changed in place since: read again)
     return positions(frame_memo(models, "str_id_index", lambda: pd.Index(models["id"].astype(str))), frame["model"])
 
 
 def _model_fact(frame: pd.DataFrame, models: pd.DataFrame, name: str) -> np.ndarray:
     """models' `name` (as float) for every row's model id; NaN for an id not in `models`."""
     # (the models' column as floats and the rows' positions, each once per models frame / per frame's categories:
-    # tables call this for several facts of the same rows)
+    # tables call this for several facts of the same rows; a table changed in place since is read again)
+    revalidate(models)
     facts = frame_memo(models, ("numeric", name), lambda: pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float))
     at = _model_positions(frame, models)
     return np.where(at >= 0, facts[np.maximum(at, 0)], np.nan)

@@ -160,3 +160,14 @@ def test_a_table_changed_in_place_is_read_again(tables):
     as_gemma = estimate(scenario, models, gpus).iloc[0]["peak_bytes"]
     models.loc[at, "family"] = family
     assert as_gemma != estimate(scenario, models, gpus).iloc[0]["peak_bytes"]
+
+
+def test_the_planner_s_model_facts_follow_a_table_changed_in_place(tables):
+    """planning.refused_rows reads the models' context and layers once per table (its own per-frame memo): a table
+    whose context is written in place refuses by the new context."""
+    from planner import planning
+    models = tables[0].copy()
+    frame = planning.with_defaults(pd.DataFrame({"model": ["llama-2-7b"], "gpu": ["h100-sxm-80gb"], "seq": [8192]}))
+    assert planning.refused_rows(frame, models)[0].tolist() == [True]  # Llama 2: 4,096 tokens
+    models.loc[models["id"] == "llama-2-7b", "max_context"] = 16384
+    assert planning.refused_rows(frame, models)[0].tolist() == [False]
