@@ -26,8 +26,10 @@ run: $(VENV)/.runtime
 	$(BIN)/python app/serve.py --server.port $(PORT) --server.headless true
 
 # -n auto: one worker process per CPU (pytest-xdist); worksteal evens out the few long tests
+# (the modules compiled first, as `make run` does: the tests that start a process or a server import them compiled)
 test: $(VENV)/.test
 	$(BIN)/ruff check .
+	$(BIN)/python -m compileall -q engine catalog planner app pages dashboard.py
 	$(BIN)/python -m pytest -n auto --dist worksteal
 
 # --no-deps: llm-analysis pins huggingface_hub<0.15 and transformers<5, which would downgrade the
