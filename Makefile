@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8501
+# the project's own modules, compiled before a start (see `run`)
+MODULES := engine catalog planner app pages dashboard.py
 
 .PHONY: run test bench clean
 
@@ -22,14 +24,14 @@ $(VENV)/.test: requirements.txt requirements-test.txt | $(BIN)/python
 # The project's modules compiled first (a no-op when up to date): Python skips writing them where
 # PYTHONDONTWRITEBYTECODE is set, and compiling them at every start cost ~190 ms of the cold start.
 run: $(VENV)/.runtime
-	$(BIN)/python -m compileall -q engine catalog planner app pages dashboard.py
+	$(BIN)/python -m compileall -q $(MODULES)
 	$(BIN)/python app/serve.py --server.port $(PORT) --server.headless true
 
 # -n auto: one worker process per CPU (pytest-xdist); worksteal evens out the few long tests
 # (the modules compiled first, as `make run` does: the tests that start a process or a server import them compiled)
 test: $(VENV)/.test
 	$(BIN)/ruff check .
-	$(BIN)/python -m compileall -q engine catalog planner app pages dashboard.py
+	$(BIN)/python -m compileall -q $(MODULES)
 	$(BIN)/python -m pytest -n auto --dist worksteal
 
 # --no-deps: llm-analysis pins huggingface_hub<0.15 and transformers<5, which would downgrade the

@@ -596,8 +596,8 @@ def sidebar() -> dict:
         # ~10 ms of every sidebar change on every page, for a section few open; open at first where a switch is not
         # its default (a shared link's stack), and the values stay in the store (and the URL) while it is closed
         # (decided once a session: a parameter that changes makes Streamlit take the section for a new one)
-        first_open = st.session_state.setdefault("_stack_first_open", settings["recipe"] != FIELDS["recipe"].default
-                                                 or any(settings[name] != FIELDS[name].default for name in SWITCHES))
+        first_open = st.session_state.setdefault("_stack_first_open", any(
+            settings[name] != FIELDS[name].default for name in ("recipe", *SWITCHES)))
         stack_box = sb.expander("Software stack", key="sidebar_stack_open", on_change="rerun", expanded=first_open)
         if stack_box.open:
             with stack_box:

@@ -62,7 +62,7 @@ from engine.params import (
     peft_moe_patterns,
     parse_lora_targets,
 )
-from engine.frames import column_array, column_index, frame_memo
+from engine.frames import column_array, column_index, column_numbers, frame_memo
 from engine.scenarios import View, normalize
 
 MODEL_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -925,8 +925,7 @@ def _stored_bytes(mv: View, models: pd.DataFrame, midx: np.ndarray, train: np.nd
     arithmetic of weight_bytes decides (a catalog model, another precision, a training row)."""
     if "stored_weights_bytes" not in models or "stored_precision" not in models or not mv.size:
         return np.full(mv.size, np.nan)
-    stored = frame_memo(models, ("numeric", "stored_weights_bytes"),
-                        lambda: pd.to_numeric(models["stored_weights_bytes"], errors="coerce").to_numpy(float))[midx]
+    stored = column_numbers(models, "stored_weights_bytes")[midx]
     own = frame_memo(models, ("text", "stored_precision"),
                      lambda: models["stored_precision"].fillna("").astype(str).to_numpy())[midx]
     cats = np.asarray([str(c) for c in mv.categories("precision")] + [""], dtype=object)

@@ -19,8 +19,8 @@ from engine.buffers import Columns
 from engine.components import MODEL_FIELDS, inputs, physics
 from engine.executor import FitRows, MemoryRows, Sweep
 from engine.rules import deepspeed_precision
-from engine.frames import _prime, revalidate
-from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations, column
+from engine.frames import column, prime, revalidate
+from engine.scenarios import DEFAULTS, Configs, _normalize_columns, check_combinations
 
 # Default runtime-overhead settings (engine/constants.py gives the sources).
 OVERHEAD_DEFAULTS = {
@@ -59,8 +59,7 @@ REQUIRED_GPU_COLUMNS = ("id", "usable_memory_bytes")
 def check_tables(models, gpus, model_columns=REQUIRED_MODEL_COLUMNS, gpu_columns=REQUIRED_GPU_COLUMNS,
                  gpus_optional: bool = True) -> None:
     """A library caller's catalog tables: refused in one line naming what is missing (a KeyError or TypeError from
-    inside the engine before). engine/serving.py serve() asks for its own columns. What the engine keeps of a table
-    changed in place since it was last read is read again (engine/frames.py revalidate)."""
+    inside the engine before). engine/serving.py serve() asks for its own columns."""
     for kind, table, required, optional in (("models", models, model_columns, False),
                                             ("gpus", gpus, gpu_columns, gpus_optional)):
         if table is None and optional:
@@ -73,7 +72,6 @@ def check_tables(models, gpus, model_columns=REQUIRED_MODEL_COLUMNS, gpu_columns
         if missing:
             raise ValueError(f"the {kind} table has no column {', '.join(missing)}; accepted: {where}, or a table with "
                              f"at least the columns {', '.join(required)}")
-        revalidate(table)
 
 
 def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = False,
@@ -84,6 +82,7 @@ def _memory_and_fit(scenarios, models, gpus, settings: dict, out, lean: bool = F
     again (its values are the normalized rows' own; normalizing would change none of them)."""
     if normalized is None:
         check_tables(models, gpus)
+        revalidate(gpus)  # (a table written into in place since is read again: the models by _normalize_columns)
         sc, ranges = _normalize_columns(scenarios, models, out)
     else:
         sc, ranges = scenarios, normalized
@@ -146,7 +145,7 @@ def _gpus_needed_at_the_stage_asked(result: dict, sc, ranges, models, gpus, sett
             columns[col] = _rows_of(column(sc, col), rows)
     # at the stage asked, DeepSpeed's fp32 master copy applies as it would to the row asked at two GPUs
     deepspeed_precision(columns)
-    probe = _prime(pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False), columns)
+    probe = prime(pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), copy=False), columns)
     bounds = {k: v for k, v in ranges.items() if not k.startswith("_")}
     bounds.update(gpus=(2, 2), zero=(int(asked.min()), int(asked.max())))
     _, _, fit = _memory_and_fit(probe, models, gpus, settings, out.rows(len(probe)), lean=True, normalized=bounds)

@@ -15,11 +15,6 @@ import weakref
 import numpy as np
 import pandas as pd
 
-# The columns of a normalized frame (the engine builds it and never writes into it), each read
-# once per frame: `frame[col]` builds a new Series per call (~30-80 us with pandas 3's Arrow
-# column index), and a sweep's views, groupings and result read the same columns ~200 times per
-# estimate, whatever its size. Keyed by the frame's id while it lives (a weak reference drops the
-# entry with the frame).
 _FRAME_COLUMNS: dict[int, tuple] = {}
 
 
@@ -83,7 +78,7 @@ def column(frame: pd.DataFrame, col: str) -> pd.Series:
 
 def column_values(frame: pd.DataFrame, col: str):
     """The array a normalized frame's column holds (a numpy array, or a Categorical / other extension array), without
-    the Series `frame[col]` builds: the arrays `_normalize_columns` made the frame from, kept with it (`_prime`)."""
+    the Series `frame[col]` builds: the arrays `_normalize_columns` made the frame from, kept with it (`prime`)."""
     held = _columns_of(frame)
     key = (col, "values")
     found = held.get(key)
@@ -93,7 +88,7 @@ def column_values(frame: pd.DataFrame, col: str):
     return found
 
 
-def _prime(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
+def prime(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
     """Keep the arrays a frame was just built from (pd.DataFrame(arrays, copy=False)) as its columns' values."""
     held = _columns_of(frame)
     for col, values in arrays.items():
@@ -108,17 +103,16 @@ def _prime(frame: pd.DataFrame, arrays: dict) -> pd.DataFrame:
 
 
 def came_as_series(frame: pd.DataFrame, col: str) -> bool:
-    """Was the column given to the frame as a Series (`_prime`); True where the frame was not primed."""
+    """Was the column given to the frame as a Series (`prime`); True where the frame was not primed."""
     held = _columns_of(frame)
     return (col, "values") not in held or (col, "series") in held
 
 
 def column_array(frame: pd.DataFrame, col: str, fill=None) -> np.ndarray:
     """frame[col].to_numpy() (with fill: frame[col].fillna(fill).to_numpy(), the column as it is where nothing is
-    missing), read once per frame and kept while it lives. For frames nobody writes into once made: a normalized
-    scenario frame, and the catalog's models and GPUs frames, which an estimate reads ~100 columns of (each
-    `frame[col]` builds a Series, ~40 us, and `fillna` another). Whoever changes a catalog table makes a new frame
-    (a copy, pd.concat, catalog.Catalog's own): a frame changed in place would keep its old columns here."""
+    missing), read once per frame and kept while it lives, read-only: a normalized scenario frame's, and the catalog's
+    models and GPUs tables', which an estimate reads ~100 columns of (each `frame[col]` builds a Series, ~40 us, and
+    `fillna` another; a table written into in place since is read again: `revalidate`)."""
     held = _columns_of(frame)
     key = (col, "array", fill)
     found = held.get(key)
@@ -147,6 +141,16 @@ def frame_memo(frame: pd.DataFrame, key, make):
     if found is held:
         found = held[key] = _read_only(make())
     return found
+
+
+def column_numbers(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """pd.to_numeric(frame[col], errors="coerce") as floats (a value that is no number: NaN), kept per frame."""
+    return frame_memo(frame, ("numbers", col), lambda: pd.to_numeric(column(frame, col), errors="coerce").to_numpy(dtype=float))
+
+
+def column_text_index(frame: pd.DataFrame, col: str) -> pd.Index:
+    """pd.Index(frame[col].astype(str)) (ids read as text), kept per frame with its hash table for get_indexer."""
+    return frame_memo(frame, ("text index", col), lambda: pd.Index(column(frame, col).astype(str)))
 
 
 def column_index(frame: pd.DataFrame, col: str) -> pd.Index:

@@ -33,14 +33,14 @@ from engine.constants import (
 )
 import engine.rules as rules
 from engine.categories import dtype as category_dtype
-from engine.frames import (  # noqa: F401  (column, column_array, ...: imported from here by older callers)
-    _prime,
+from engine.frames import (
     column,
     column_array,
     column_categories,
     column_index,
     column_values,
     frame_memo,
+    prime,
     revalidate,
 )
 from engine.params import hybrid_training_unmodelled, parse_lora_targets
@@ -520,7 +520,7 @@ def _normalize_columns(scenarios: pd.DataFrame, models: pd.DataFrame, columns=No
     rules.apply(out, models, ranges, columns, frozenset(DEFAULTS) - present)  # every default that depends on other columns, decided once
     # (a caller's column stays a Series: copy-on-write keeps the caller's frame and the result apart, where a bare
     # array of it, read-only, would leave the result's column read-only too)
-    return _prime(pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), out), ranges
+    return prime(pd.DataFrame(out, index=pd.RangeIndex(n), copy=False), out), ranges
 
 
 def _to_bool(value):

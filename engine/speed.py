@@ -67,7 +67,7 @@ import pandas as pd
 import engine.categories as categories
 from engine.buffers import Columns
 from engine.components import inputs
-from engine.frames import frame_memo, revalidate
+from engine.frames import column_numbers, column_text_index, frame_memo, revalidate
 from engine.scenarios import Configs, did_you_mean, normalize_columns
 
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
@@ -239,7 +239,7 @@ def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dic
     found = gidx >= 0
     for k in GPU_FIELDS:
         if k in gpus.columns:
-            col = frame_memo(gpus, ("numeric", k), lambda k=k: pd.to_numeric(gpus[k], errors="coerce").to_numpy(dtype=float))
+            col = column_numbers(gpus, k)
             fields[k] = np.where(found, col[np.maximum(gidx, 0)], np.nan)
     return fields
 
@@ -247,7 +247,7 @@ def gather_gpu_fields(gpus: pd.DataFrame, gidx: np.ndarray, fields: dict) -> dic
 def gpu_index(cfg, gpus: pd.DataFrame) -> np.ndarray:
     """Per configuration (cfg: an engine.scenarios.Configs): the position of its GPU in `gpus`
     (-1: none chosen); a GPU id not in the table raises ValueError naming it."""
-    gidx = cfg.index_in("gpu", frame_memo(gpus, "str_ids", lambda: pd.Index(gpus["id"].astype(str))))
+    gidx = cfg.index_in("gpu", column_text_index(gpus, "id"))
     bad = ~cfg.mask("gpu", "") & (gidx < 0)
     if bad.any():
         value = str(cfg.frame["gpu"].iloc[cfg.first_row(bad)])

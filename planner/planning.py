@@ -43,7 +43,7 @@ from engine.categories import per_value, positions
 from engine.compat import check as compat_check
 from engine.compat import columns_read as compat_columns
 from engine.estimate import estimate
-from engine.frames import frame_memo, revalidate
+from engine.frames import column_numbers, column_text_index, revalidate
 from engine.memory import PHASES
 from engine.constants import PEFT_UNCONVERTED_MOE
 from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
@@ -195,18 +195,13 @@ def with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _model_positions(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
-    """categories.positions(models["id"], frame["model"]), through the models' id index kept per models frame."""
-    return positions(frame_memo(models, "str_id_index", lambda: pd.Index(models["id"].astype(str))), frame["model"])
-
-
 def _model_fact(frame: pd.DataFrame, models: pd.DataFrame, name: str) -> np.ndarray:
     """models' `name` (as float) for every row's model id; NaN for an id not in `models`."""
     # (the models' column as floats and the rows' positions, each once per models frame / per frame's categories:
     # tables call this for several facts of the same rows; a table changed in place since is read again)
     revalidate(models)
-    facts = frame_memo(models, ("numeric", name), lambda: pd.to_numeric(models[name], errors="coerce").to_numpy(dtype=float))
-    at = _model_positions(frame, models)
+    facts = column_numbers(models, name)
+    at = positions(column_text_index(models, "id"), frame["model"])
     return np.where(at >= 0, facts[np.maximum(at, 0)], np.nan)
 
 

@@ -85,13 +85,10 @@ def test_a_changed_copy_of_the_models_table_gets_its_own_answer(tables):
 
 def test_a_new_frame_in_a_freed_frame_s_place_reads_its_own_columns():
     """CPython reuses the ids of freed objects: the entry of a freed frame must not answer for a new one."""
-    seen = 0
     for i in range(200):
         frame = pd.DataFrame({"a": [float(i)]})
         assert F.column_array(frame, "a")[0] == float(i)
-        seen += 1
         del frame
-    assert seen == 200
 
 
 def test_a_caller_may_write_into_the_result_and_its_own_frame_stays_as_it_was(tables):
