@@ -495,6 +495,9 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CatalogError(file, None, "model_type", f"is required but missing; accepted: {', '.join(SUPPORTED)}")
+    if not isinstance(model_type, (str, int, float)):  # a list or an object: no model type (and not hashable)
+        raise CatalogError(file, None, "model_type", f"must be text, got {type(model_type).__name__} "
+                                                     f"{show(model_type)}; accepted: {', '.join(SUPPORTED)}")
     mamba_arch = {}
     if model_type in MAMBA2_TYPES:  # Mamba2 hybrids: their layer kinds and mixers (_mamba2_layout)
         cfg, mamba_arch = _mamba2_layout(cfg, model_type, file)

@@ -155,6 +155,8 @@ BAD = {
     "mixtral-top-k-above-experts.json": ["field 'num_experts_per_tok'", "at most num_local_experts (8)", "got 10"],
     "deepseek-missing-experts.json": ["field 'n_routed_experts'", "missing"],
     "model-type-number.json": ["field 'model_type'", "5 is not supported"],
+    # a list or an object is not a type name (it crashed the lookup: found by mutating the good configs)
+    "model-type-list.json": ["field 'model_type'", "must be text, got list", "['llama']"],
     "negative-vocab.json": ["field 'vocab_size'", "> 0", "-32000"],
     "not-utf8.json": ["not UTF-8", "0xe9"],
     "number-with-5000-digits.json": ["thousands of digits"],
