@@ -229,7 +229,12 @@ CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
                  "granite-4.0-h-micro": "configs_2026/granite-4.0-h-micro.json",
                  "ernie-4.5-21b-a3b": "configs_2026/ernie-4.5-21b-a3b-pt.json",
                  "qwen1.5-moe-a2.7b": "configs_2026/qwen1.5-moe-a2.7b.json",
-                 "deepseek-v2-lite": "configs_2026/deepseek-v2-lite.json"}
+                 "deepseek-v2-lite": "configs_2026/deepseek-v2-lite.json",
+                 # the seventh probe's (benchmarks/measure_peaks.py, 2026-12-07)
+                 "olmo-2-1124-7b": "configs_2026/olmo-2-1124-7b.json", "olmo-3-1025-7b": "configs_2026/olmo-3-1025-7b.json",
+                 "seed-oss-36b-instruct": "configs_2026/seed-oss-36b-instruct.json",
+                 "granite-4.0-micro": "configs_2026/granite-4.0-micro.json",
+                 "ernie-4.5-0.3b-pt": "configs_2026/ernie-4.5-0.3b-pt.json", "minimax-m2": "configs_2026/minimax-m2.json"}
 
 
 def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:

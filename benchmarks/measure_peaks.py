@@ -304,6 +304,20 @@ MODELS.update(HYBRID_MODELS)
 # and with a router without a correction bias, from its config.json (tests/data/configs_2026), params transformers' count
 # (tests/test_models_2026.py); not a catalog model: the engine reads the same file (accuracy_table.CONFIG_MODELS)
 MODELS["deepseek-v2-lite"] = _hybrid_model("configs_2026/deepseek-v2-lite.json", "DeepseekV2Config", 15_706_484_224)
+# the seventh probe (2026-12-07): families a user brings as a config.json that no measured row has run -- OLMo 2 and
+# OLMo 3 (norms after attention and MLP, q/k norms over the whole projection; OLMo 3's sliding-window layers),
+# Seed-OSS (q/k/v biases), Granite 4.0 micro (attention on every layer, embedding / residual / attention / logits
+# multipliers), ERNIE 4.5 0.3B (dense, tied, 103k vocabulary) and MiniMax-M2 (256 experts, full-width q/k norms,
+# partial rotary); params are transformers 5.24's count on the meta device (MiniMax-M2: the engine's less its 62 layers'
+# e_score_correction_bias buffers of 256, as DeepSeek-V3's)
+MODELS.update({
+    "olmo-2-1124-7b": _hybrid_model("configs_2026/olmo-2-1124-7b.json", "Olmo2Config", 7_298_617_344),
+    "olmo-3-1025-7b": _hybrid_model("configs_2026/olmo-3-1025-7b.json", "Olmo3Config", 7_298_011_136),
+    "seed-oss-36b-instruct": _hybrid_model("configs_2026/seed-oss-36b-instruct.json", "SeedOssConfig", 36_151_104_512),
+    "granite-4.0-micro": _hybrid_model("configs_2026/granite-4.0-micro.json", "GraniteMoeHybridConfig", 3_402_836_480),
+    "ernie-4.5-0.3b-pt": _hybrid_model("configs_2026/ernie-4.5-0.3b-pt.json", "Ernie4_5Config", 360_748_032),
+    "minimax-m2": _hybrid_model("configs_2026/minimax-m2.json", "MiniMaxM2Config", 228_689_748_992),
+})
 
 LORA_TARGETS = {
     "q_proj,v_proj": ["q_proj", "v_proj"],
@@ -755,6 +769,19 @@ LOOP_CONFIGS = [
     # torch.float32"; the same row in bf16, before any of the probe's figures was compared)
     _loop(_lora("deepseek-v2-lite", "bf16", "adamw", 2, 2048, False, 16, "all-linear", HO), MAN, ON, UNPAD, HO),
     _loop(_infer("deepseek-v2-lite", 2, 8192, HO), "generate", ON, UNPAD, HO),
+    # ---- the seventh probe (2026-12-07; all held-out, committed before their data, no engine change planned): the
+    # config.json families no measured row has run (MODELS above), each under one loop and setting chosen for coverage,
+    # not for the engine's answer: full fine-tuning under the trainer and LoRA without checkpointing under a hand-written
+    # loop on OLMo 2, OLMo 3's sliding window at twice its width, Seed-OSS LoRA on every projection, Granite's multipliers
+    # fully trained, ERNIE 0.3B where the logits outweigh the layers, MiniMax-M2 LoRA, and an OLMo 2 prefill
+    _loop(_train("olmo-2-1124-7b", "bf16", "adamw", 1, 4096, True, split=HO), TRN, ON, UNPAD, HO),
+    _loop(_lora("olmo-2-1124-7b", "bf16", "adamw", 2, 2048, False, 16, ALL, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("olmo-3-1025-7b", "bf16", "adamw", 1, 8192, True, 8, QV, HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("seed-oss-36b-instruct", "bf16", "adamw", 1, 4096, True, 16, ALL, HO), TRN, ON, UNPAD, HO),
+    _loop(_train("granite-4.0-micro", "bf16", "adamw", 2, 2048, True, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_train("ernie-4.5-0.3b-pt", "bf16", "adamw", 4, 1024, False, split=HO), MAN, ON, UNPAD, HO),
+    _loop(_lora("minimax-m2", "bf16", "adamw", 1, 2048, True, 8, QV, HO), MAN, ON, UNPAD, HO),
+    _loop(_infer("olmo-2-1124-7b", 2, 8192, HO), "generate", ON, UNPAD, HO),
 ]
 for _c in LOOP_CONFIGS:
     _c.setdefault("freeze_layers", 0)
