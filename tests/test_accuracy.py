@@ -376,7 +376,7 @@ def test_the_sixth_probe_holds_as_docs_accuracy_says(loops, models):
     prefill), committed before their data; the paragraph's figures are this table's, and the prefill's figure before
     the fp32 router term is the engine's own without it."""
     rows, measured = loops.iloc[128:131], LOOPS.iloc[128:131]
-    assert len(rows) == 3 and len(LOOPS) == 131 and (rows["split"] == "heldout").all()
+    assert len(rows) == 3 and (rows["split"] == "heldout").all()
     assert (measured["model"] == "deepseek-v2-lite").all() and list(measured["task"]) == ["train", "train", "infer"]
     para = _paragraph_states(rows, "**The sixth probe**", ("rows", "largest", "worst"))
     # the prefill without the fp32 router weights' two k x h tensors (the term the row found)
@@ -384,6 +384,23 @@ def test_the_sixth_probe_holds_as_docs_accuracy_says(loops, models):
     own = accuracy_table.with_config_models(models, ["deepseek-v2-lite"])
     was = _before_the_router_term(prefill, own) / measured["peak_bytes"].iloc[2] - 1
     assert f"prefill was {was * 100:+.2f}%" in para
+
+
+def test_the_seventh_probe_holds_as_docs_accuracy_says(loops):
+    """docs/accuracy.md, 'The seventh probe': rows 132 to 139, the config.json families no measured row had run (OLMo 2
+    and 3, Seed-OSS, Granite 4.0 micro, ERNIE 4.5 0.3B, MiniMax-M2), committed before their data (a80818d); each
+    model is read from its config file as a user's --model-config is; the paragraph's figures are this table's."""
+    rows, measured = loops.iloc[131:139], LOOPS.iloc[131:139]
+    assert len(rows) == 8 and len(LOOPS) == 139 and (rows["split"] == "heldout").all()
+    assert set(measured["model"]) == {"olmo-2-1124-7b", "olmo-3-1025-7b", "seed-oss-36b-instruct", "granite-4.0-micro",
+                                      "ernie-4.5-0.3b-pt", "minimax-m2"}
+    assert set(measured["model"]) <= set(accuracy_table.CONFIG_MODELS)  # none of them is a catalog model
+    para = _paragraph_states(rows, "**The seventh probe**")
+    # what modelling the loops changed for them: the rows more than 3% under when asked as the first harness's loop
+    under = rows[rows["error_harness"] < -0.03].sort_values("error_harness")
+    assert f"{len(under)} of them would be more than 3%" in para
+    for (_, row), name in zip(under.iterrows(), ("ERNIE's", "Olmo 3's")):
+        assert f"{name} ({row['error_harness'] * 100:+.2f}%)" in para
 
 
 def test_docs_and_readme_state_the_loops_figures_the_script_computes(models):
