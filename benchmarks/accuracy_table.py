@@ -234,7 +234,13 @@ CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
                  "olmo-2-1124-7b": "configs_2026/olmo-2-1124-7b.json", "olmo-3-1025-7b": "configs_2026/olmo-3-1025-7b.json",
                  "seed-oss-36b-instruct": "configs_2026/seed-oss-36b-instruct.json",
                  "granite-4.0-micro": "configs_2026/granite-4.0-micro.json",
-                 "ernie-4.5-0.3b-pt": "configs_2026/ernie-4.5-0.3b-pt.json", "minimax-m2": "configs_2026/minimax-m2.json"}
+                 "ernie-4.5-0.3b-pt": "configs_2026/ernie-4.5-0.3b-pt.json", "minimax-m2": "configs_2026/minimax-m2.json",
+                 # the hybrid probe's (measure_peaks.py HYBRID_PROBE_MODELS, 2026-12-07)
+                 "qwen3.5-35b-a3b": "hybrid_configs/qwen3.5-35b-a3b.json",
+                 "granite-4.0-h-tiny": "configs_2026/granite-4.0-h-tiny.json", "bamba-9b": "configs_2026/bamba-9b.json",
+                 "nvidia-nemotron-nano-9b-v2": "configs_2026/nvidia-nemotron-nano-9b-v2.json",
+                 "falcon-h1-7b-instruct": "configs_2026/falcon-h1-7b-instruct.json",
+                 "nvidia-nemotron-3-nano-30b-a3b": "configs_2026/nvidia-nemotron-3-nano-30b-a3b.json"}
 
 
 def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:

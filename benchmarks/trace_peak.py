@@ -87,7 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-gib", type=float, default=None)
     ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args(argv)
-    by_id = {mp.config_id(c): c for c in mp.CONFIGS + mp.LOOP_CONFIGS + mp.DROPOUT_CONFIGS}
+    by_id = {mp.config_id(c): c for c in (mp.CONFIGS + mp.LOOP_CONFIGS + mp.DROPOUT_CONFIGS + mp.HYBRID_CONFIGS
+                                          + mp.MOE_LORA_CONFIGS)}
     c = by_id[args.config]
     if args.min_gib is None:
         rows = list(csv.DictReader(open(mp.DEFAULT_OUT)))

@@ -690,9 +690,10 @@ def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
 
 def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.ndarray:
     """Per row, the sum of (in + out) over every LoRA adapter peft 0.21.2 puts on a hybrid model under transformers
-    5.24, for the models it covers (NaN elsewhere: trainable_params counts L x in_out there): Qwen3.5 (dense),
-    Qwen3-Next and Granite 4.0-H (dense), each checked against the trainable counts measured in
-    tests/data/measured_hybrid_training.csv (exactly: 116,727,808, 3,443,233,536 and 28,823,552 at r 16, all-linear).
+    5.24, for the models it covers (NaN elsewhere: trainable_params counts L x in_out there): Qwen3.5 (dense and MoE),
+    Qwen3-Next, Granite 4.0-H (dense and MoE) and Bamba, each checked against the trainable counts measured in
+    tests/data/measured_hybrid_training.csv (exactly: 116,727,808, 3,443,233,536 and 28,823,552 at r 16, all-linear;
+    the hybrid probe's Qwen3.5-35B-A3B 22,477,440, Granite 4.0-H Tiny 11,840,512, Bamba 9B 44,972,032).
       attention layers: q (2 x a d out with attention_output_gate), k, v, o as flagged;
       Gated DeltaNet layers, under every target (all-linear: their projections are nn.Linear of other names):
         Qwen3.5 in_proj_qkv (2 key + val), in_proj_z (val), in_proj_b and in_proj_a (Hv each), out_proj;
@@ -704,33 +705,46 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
         _convert_peft_config_moe, rank_pattern r x 2) or down_proj are named (all-linear names them), as
         ParamWrapper adapters of E x rank (tuners/lora/layer.py ParamWrapper.update_layer: lora_A in x r E, lora_B
         r E x out), the router's gate.weight (h to E) under every target; the shared expert's gate/up/down are mapped
-        away with them (not adapted), its shared_expert_gate (h to 1) is adapted under every target."""
+        away with them (not adapted), its shared_expert_gate (h to 1) is adapted under every target;
+      the MoE models peft 0.21.2 does not convert (qwen3_5_moe, granitemoehybrid are not in its conversion map): their
+        experts are 3-D parameters (Qwen3.5) or GraniteMoeHybridParallelExperts (Granite), no nn.Linear, and their
+        routers are not adapted either; the shared expert's gate/up/down as flagged and Qwen3.5's shared_expert_gate
+        under every target (Qwen3.5), the shared_mlp under every target (Granite), at the shared expert's width;
+      Bamba: attention layers as flagged, Mamba2 layers under every target, every layer's feed_forward gate/up/down
+        (nn.Linear named as Llama's) as flagged. (Read from peft's own adapters on those models: benchmarks/
+        measure_peaks.py --set hybrid, the hybrid probe's LoRA rows.)"""
     Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
     Lm = np.asarray(arch.get("mamba_layers", 0.0), dtype=float)
     hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
     mh, mp, ms, mg = (np.asarray(arch.get(k, 0.0), dtype=float) for k in MAMBA_FIELDS[:4])
     E, fe = (np.asarray(arch[c], dtype=float) for c in ("num_experts", "expert_intermediate_size"))
-    fd = np.asarray(m["intermediate_size"], dtype=float)
+    # a mixture of experts' dense MLP is its shared expert (Qwen3.5's shared_expert, Granite 4.0-H's shared_mlp)
+    fd = np.where(E > 0, np.asarray(arch["shared_intermediate_size"], dtype=float),
+                  np.asarray(m["intermediate_size"], dtype=float))
     g = flags
     every = _every_target(g)
     gate = np.where(np.asarray(arch["attention_output_gate"], dtype=bool), 2.0, 1.0)
     attn = (g["q_proj"] * (h + gate * qd) + g["k_proj"] * (h + kvd) + g["v_proj"] * (h + kvd)
             + g["o_proj"] * (qd + h))
     key, val = hk * dk, hv * dv
-    qwen35 = np.char.startswith(mtype, "qwen3_5") & (E == 0)
+    qwen35 = np.char.startswith(mtype, "qwen3_5")
     nxt = mtype == "qwen3_next"
-    granite = (mtype == "granitemoehybrid") & (E == 0)
+    granite = mtype == "granitemoehybrid"
+    bamba = mtype == "bamba"
     gdn = np.where(qwen35, (h + 2 * key + val) + (h + val) + 2 * (h + hv) + (val + h),
                    (h + 2 * key + 2 * val) + (h + 2 * hv) + (val + h))
     inner = mh * mp
     mamba = (h + 2 * inner + 2 * mg * ms + mh) + (inner + h)
     dense_mlp = (g["gate_proj"] + g["up_proj"]) * (h + fd) + g["down_proj"] * (fd + h)
+    # Qwen3.5's MoE: its shared_expert_gate (h to 1), an nn.Linear all-linear reaches
+    dense_mlp = dense_mlp + np.where(qwen35 & (E > 0) & np.asarray(arch["shared_expert_gate"], dtype=bool),
+                                     every * (h + 1.0), 0.0)
     mlp = np.where(granite, every * ((h + 2 * fd) + (fd + h)), dense_mlp)
     experts = (g["gate_proj"] * g["up_proj"] * 2.0 * E * (2 * fe + h) + g["down_proj"] * E * (h + fe)
                + every * ((h + E) + (h + 1)))
     mlp = np.where(nxt, experts, mlp)
     total = (L - Llin - Lm) * attn + every * (Llin * gdn + Lm * mamba) + L * mlp
-    return np.where(qwen35 | nxt | granite, total, np.nan)
+    return np.where(qwen35 | nxt | granite | bamba, total, np.nan)
 
 
 def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) -> tuple[np.ndarray, ...]:

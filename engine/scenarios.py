@@ -966,7 +966,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
     # hybrid linear attention and Mamba2 hybrids whose training is not modelled (engine/params.py
-    # hybrid_training_unmodelled: Qwen3.5 and Granite 4.0-H MoE, Nemotron-H, Bamba, Falcon-H1); inference is
+    # hybrid_training_unmodelled: Nemotron-H, Falcon-H1); inference is
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
     if stateful and not allow_unmodelled:
         counts = {c: column_array(models, c, 0).astype(float)[idx] for c in stateful}
@@ -978,7 +978,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
             kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][cfg.inv[i]] > 0
                     else "linear-attention (Gated DeltaNet)")
             raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet "
-                             "(modelled: Qwen3.5 dense, Qwen3-Next, Granite 4.0-H dense); "
+                             "(modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba); "
                              "accepted for this model: --task infer, and `serve`")
 
 

@@ -234,7 +234,7 @@ PEFT_REFUSED_LABEL = "✗ peft"  # the label of a LoRA row peft would not build 
 
 def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Training rows of a hybrid model whose training memory is not modelled (engine/params.py
-    hybrid_training_unmodelled: Qwen3.5's and Granite 4.0-H's MoE models, Nemotron-H, Bamba, Falcon-H1): refused by
+    hybrid_training_unmodelled: Nemotron-H, Falcon-H1): refused by
     the engine (engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows without figures."""
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models.columns]  # (and Mamba2 layers)
     if not stateful or "task" not in frame.columns:

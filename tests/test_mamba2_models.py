@@ -180,20 +180,25 @@ def test_llama_cpp_and_transformers_serve_a_mamba2_model(engine):
 
 
 def test_estimate_infers_and_training_is_refused_as_not_modelled():
-    path = str(DATA / "granite-4.0-h-small.json")
+    path = str(DATA / "nvidia-nemotron-nano-9b-v2.json")
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--task", "infer")
-    assert code == 0 and "parameters 32,207,337,984" in out
+    assert code == 0 and "parameters 8,888,227,328" in out
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--method", "lora")
     assert code == 2 and out == "" and "Traceback" not in err
-    assert err.strip().splitlines() == ["error: ibm-granite-granite-4.0-h-small has Mamba2 layers, whose training memory "
-                                        "is not modelled yet (modelled: Qwen3.5 dense, Qwen3-Next, Granite 4.0-H dense); "
+    assert err.strip().splitlines() == ["error: nvidia-nvidia-nemotron-nano-9b-v2 has Mamba2 layers, whose training memory "
+                                        "is not modelled yet (modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba); "
                                         "accepted for this model: --task infer, and `serve`"]
     code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method", "full")
     assert code == 2 and out == "" and "nemotron-3-nano-30b-a3b-bf16 has Mamba2 layers, whose training memory" in err
-    # Granite 4.0-H Micro (dense) is modelled (tests/test_hybrid_training_accuracy.py)
-    code, out, err = run_cli("estimate", "--model-config", str(DATA / "granite-4.0-h-micro.json"), "--gpu",
-                             "h100-sxm-80gb", "--method", "lora")
-    assert code == 0 and "Traceback" not in err
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / "falcon-h1-7b-instruct.json"), "--gpu",
+                             "h100-sxm-80gb", "--method", "full")
+    assert code == 2 and "falcon-h1-7b-instruct has Mamba2 layers, whose training memory" in err
+    # Granite 4.0-H Micro (dense) and, since the hybrid probe, Granite 4.0-H's MoE models and Bamba are modelled
+    # (tests/test_hybrid_training_accuracy.py)
+    for name in ("granite-4.0-h-micro.json", "granite-4.0-h-small.json", "bamba-9b.json"):
+        code, out, err = run_cli("estimate", "--model-config", str(DATA / name), "--gpu", "h100-sxm-80gb", "--method",
+                                 "lora")
+        assert code == 0 and "Traceback" not in err, (name, err)
 
 
 def _gguf(path, arch, meta, arrays, tensors):
@@ -333,14 +338,16 @@ def test_training_rows_of_a_mamba2_model_are_labelled_not_modelled_in_tables(cat
     the answers of the models it does model; inference rows of the same model are estimated."""
     from planner import planning
     models, gpus = cat
-    models = _with(models, "granite-4.0-h-small.json", "granite-4.0-h-micro.json")
-    sc = planning.expand({"task": "train", "method": "lora"}, model=["ibm-granite-granite-4.0-h-small", "llama-3.1-8b",
-                                                                     "ibm-granite-granite-4.0-h-micro"],
+    models = _with(models, "nvidia-nemotron-nano-9b-v2.json", "granite-4.0-h-micro.json", "granite-4.0-h-small.json")
+    sc = planning.expand({"task": "train", "method": "lora"}, model=["nvidia-nvidia-nemotron-nano-9b-v2", "llama-3.1-8b",
+                                                                     "ibm-granite-granite-4.0-h-micro",
+                                                                     "ibm-granite-granite-4.0-h-small"],
                          gpu=["h100-sxm-80gb"])
     conf = planning.configurations(sc, models, gpus)
-    # (Granite 4.0-H Micro, dense, is modelled: tests/test_hybrid_training_accuracy.py; Small, MoE, is not)
-    assert conf["label"].tolist() == ["✗ not modelled", "1", "1"]
-    sc = planning.expand({"task": "infer"}, model=["ibm-granite-granite-4.0-h-small"], gpu=["h100-sxm-80gb"])
+    # (Granite 4.0-H Micro and, since the hybrid probe, Small are modelled: tests/test_hybrid_training_accuracy.py;
+    # Nemotron-H is not)
+    assert conf["label"].tolist()[:3] == ["✗ not modelled", "1", "1"] and conf["label"].iloc[3] != "✗ not modelled"
+    sc = planning.expand({"task": "infer"}, model=["nvidia-nvidia-nemotron-nano-9b-v2"], gpu=["h100-sxm-80gb"])
     assert planning.configurations(sc, models, gpus)["label"].iloc[0] != "✗ not modelled"
 
 
