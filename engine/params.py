@@ -352,9 +352,10 @@ def hybrid_training_unmodelled(models) -> np.ndarray:
     Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept; held out against
     tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's models, Qwen3-Next,
     Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held out, within
-    0.4% of the measured steps with and without checkpointing). Not: Nemotron-H's blocks (its Nano 9B v2 full step
-    without checkpointing measured 13% below the engine's count: not traced) and Falcon-H1's parallel mixers (not
-    counted beside its attention); peft 0.21.2 refuses LoRA on either's out_proj (tuners_utils.py
+    0.4% of the measured steps with and without checkpointing). Not: Nemotron-H (its Nano 9B v2 full step without
+    checkpointing measured 13% below the engine's count; traced to its block layout, one norm and one of a Mamba2
+    mixer, attention or an ungated relu2 MLP a layer, which what a layer saves does not read yet: docs/accuracy.md)
+    and Falcon-H1's parallel mixers (not counted beside its attention); peft 0.21.2 refuses LoRA on either's out_proj (tuners_utils.py
     _check_lora_target_modules_mamba), so all-linear fails on them."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
