@@ -840,6 +840,12 @@ MODELS.update(HYBRID_PROBE_MODELS)
 HYBRID_CONFIGS += [cfg for i, model in enumerate(HYBRID_PROBE_MODELS)
                    for cfg in (_train(model, "bf16", "adamw", 1, 2048, i % 2 == 0, split=HO),
                                _lora(model, "bf16", "adamw", 1, 2048, i % 2 == 1, 16, "all-linear", split=HO))]
+# Nemotron-H's block layout (2026-12-07, after the probe's Nano 9B v2 full row traced 13% under the engine's count to
+# it; committed before their data, held out): other shapes without checkpointing, and freeze tuning (frozen Mamba2
+# mixers and MLP blocks), on the dense Nano 9B v2 and on Nemotron 3 Nano's relu2 experts
+HYBRID_CONFIGS += [_train("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 2, 1024, False, split=HO),
+                   _freeze("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 4096, False, 4, HO),
+                   _freeze("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2048, False, 2, HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
