@@ -1380,8 +1380,10 @@ def _make_optimizer(name: str, params):
 
 
 def _layers_of(model):
-    """The decoder layers (LlamaDecoderLayer, Qwen2DecoderLayer, Gemma2DecoderLayer, ...)."""
-    return [mod for mod in model.modules() if type(mod).__name__.endswith("DecoderLayer")]
+    """The decoder layers (LlamaDecoderLayer, Qwen2DecoderLayer, Gemma2DecoderLayer, ...; Nemotron-H's NemotronHBlock,
+    one mixer, attention or MLP block a layer)."""
+    return [mod for mod in model.modules() if type(mod).__name__.endswith("DecoderLayer")
+            or type(mod).__name__ == "NemotronHBlock"]
 
 
 def _fsdp_setup(c, hf_model):
