@@ -15,13 +15,13 @@ DATA = Path(__file__).resolve().parent / "data" / "measured_hybrid_training.csv"
 
 def test_the_rows_are_the_ones_measured_before_any_fit():
     # sha256 of the file as written by `measure_peaks.py --set hybrid` on 2026-12-06 (its first 18 rows, header
-    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows after them (meta file
-    # beside it): a held-out row changed after the engine is fitted fails here
+    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows and three Nemotron-H
+    # rows after them (meta file beside it): a held-out row changed after the engine is fitted fails here
     lines = DATA.read_bytes().splitlines(keepends=True)
     assert hashlib.sha256(b"".join(lines[:19])).hexdigest() == (
         "377cd848b78531e28d870636e09e857d6fdc7b93d299a73a954b1492ea4b7b87")
     assert hashlib.sha256(DATA.read_bytes()).hexdigest() == (
-        "34df1fd41a0808955c3e6468f8324cd9bbfb55f4a5e5df854cd52986e60f0f96")
+        "987d49e7bd605c1295208bef6fb7d17eacf6502513181c5e65541ee2e75ae080")
 
 
 def test_both_splits_hold_both_layer_kinds_methods_and_checkpointing():
@@ -31,7 +31,9 @@ def test_both_splits_hold_both_layer_kinds_methods_and_checkpointing():
     assert set(cal["seq"]) == {1024} and set(cal["model"]) == {"qwen3.5-27b", "granite-4.0-h-micro"}
     for split, part in rows.groupby("split"):
         assert {"qwen3.5-27b", "granite-4.0-h-micro"} <= set(part["model"]), split  # Gated DeltaNet and Mamba2
-        assert set(part["method"]) == {"full", "lora"} and set(part["grad_checkpointing"]) == {True, False}, split
+        # (freeze: the Nemotron-H rows held out for its block layout)
+        assert {"full", "lora"} <= set(part["method"]) <= {"full", "lora", "freeze"}, split
+        assert set(part["grad_checkpointing"]) == {True, False}, split
     key = ["model", "method", "batch", "seq", "grad_checkpointing"]
     assert rows[rows["split"] == "heldout"].merge(cal[key], on=key).empty
     assert set(rows.loc[rows["method"] == "lora", "lora_targets"]) == {"all-linear"}  # peft's own resolution
