@@ -43,7 +43,7 @@ import engine.categories as categories
 import engine.margins as margins
 from engine.components import Physics, deepspeed_zero12_rows, kv_state_bytes, kv_window_saving, last_logits_bytes
 from engine.memory import COMPONENTS, PHASES, TRAIN_PHASES, is_zero
-from engine.frames import came_as_series, column, column_array, column_values, frame_memo
+from engine.frames import came_as_series, column, column_array, column_floats, column_values
 from engine.scenarios import Configs, View, ep_accepted, gpus_step
 from engine.speed import OUTPUT_COLUMNS, SETTINGS, frame_shape, gpu_index, speed_columns
 
@@ -636,7 +636,7 @@ def gpu_limits(cfg: Configs, gpus: pd.DataFrame | None, models: pd.DataFrame, ph
 
     capacity = capacity_at(lift(ph.context))  # (the row's own GPU count)
     # the longest context is bounded by the model's own, unless the scenario allows longer
-    ctx = frame_memo(models, ("float", "max_context"), lambda: models["max_context"].to_numpy(dtype=float))[lift(x.model)]
+    ctx = column_floats(models, "max_context")[lift(x.model)]
     longest = np.where(cfg.values("allow_long_context"), np.inf, ctx)
     # what serving needs of its phases: weights, KV cache, working set, logits
     serving = ({name: lift(getattr(ph.phases[phase], part).get(comp, 0.0)) for name, phase, part, comp in SERVING_PARTS}

@@ -148,6 +148,11 @@ def column_numbers(frame: pd.DataFrame, col: str) -> np.ndarray:
     return frame_memo(frame, ("numbers", col), lambda: pd.to_numeric(column(frame, col), errors="coerce").to_numpy(dtype=float))
 
 
+def column_floats(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """frame[col].to_numpy(dtype=float) (a column of numbers: raises where a value is none), kept per frame."""
+    return frame_memo(frame, ("float", col), lambda: column(frame, col).to_numpy(dtype=float))
+
+
 def column_text_index(frame: pd.DataFrame, col: str) -> pd.Index:
     """pd.Index(frame[col].astype(str)) (ids read as text), kept per frame with its hash table for get_indexer."""
     return frame_memo(frame, ("text index", col), lambda: pd.Index(column(frame, col).astype(str)))
@@ -155,20 +160,12 @@ def column_text_index(frame: pd.DataFrame, col: str) -> pd.Index:
 
 def column_index(frame: pd.DataFrame, col: str) -> pd.Index:
     """pd.Index(frame[col]) of such a frame (its ids), kept with its hash table for get_indexer."""
-    held = _columns_of(frame)
-    key = (col, "index")
-    found = held.get(key)
-    if found is None:
-        found = held[key] = pd.Index(column(frame, col).to_numpy())
-    return found
+    return frame_memo(frame, ("index", col), lambda: pd.Index(column(frame, col).to_numpy()))
 
 
 def column_categories(frame: pd.DataFrame, col: str) -> list:
     """The categories of a normalized frame's categorical column, as a list (read once)."""
-    held = _columns_of(frame)
-    key = (col, "categories")
-    found = held.get(key)
-    if found is None:
+    def make():
         values = column_values(frame, col)
-        found = held[key] = (values if isinstance(values, pd.Categorical) else column(frame, col).cat).categories.tolist()
-    return found
+        return (values if isinstance(values, pd.Categorical) else column(frame, col).cat).categories.tolist()
+    return frame_memo(frame, ("categories", col), make)

@@ -67,7 +67,7 @@ import pandas as pd
 import engine.categories as categories
 from engine.buffers import Columns
 from engine.components import inputs
-from engine.frames import column_numbers, column_text_index, frame_memo, revalidate
+from engine.frames import column_floats, column_numbers, column_text_index, revalidate
 from engine.scenarios import Configs, did_you_mean, normalize_columns
 
 # ---- Defaults of the user settings (each can be overridden by a scenario column) -------------
@@ -290,7 +290,7 @@ def speed_level(cfg, x, lift, trainable, gpus: pd.DataFrame | None, models: pd.D
     here, for estimate() and add_speed_cost alike."""
     train = lift(x.train)
     midx = lift(x.model)
-    level = {k: frame_memo(models, ("float", k), lambda k=k: models[k].to_numpy(dtype=float))[midx] for k in MODEL_SHAPE}
+    level = {k: column_floats(models, k)[midx] for k in MODEL_SHAPE}
     # MoE: a token's FLOPs go through its active parameters (2 x active per token forward)
     level.update(N=lift(np.asarray(x.active).astype(np.int64).astype(float)),
                  T=np.asarray(trainable).astype(float),
