@@ -223,24 +223,12 @@ def loops_scenario_frame(measured: pd.DataFrame) -> pd.DataFrame:
 
 # The measured models that the harness builds from a config file (benchmarks/measure_peaks.py _hybrid_model) rather
 # than from the catalog: the engine reads the same file (catalog/user.py model_from_config_file), as a user's
-# --model-config would, in place of any catalog model of that id (tests/test_hybrid_training_accuracy.py does the same)
-CONFIG_MODELS = {"qwen3.5-27b": "hybrid_configs/qwen3.5-27b.json",
-                 "qwen3-next-80b-a3b": "hybrid_configs/qwen3-next-80b-a3b.json",
-                 "granite-4.0-h-micro": "configs_2026/granite-4.0-h-micro.json",
-                 "ernie-4.5-21b-a3b": "configs_2026/ernie-4.5-21b-a3b-pt.json",
-                 "qwen1.5-moe-a2.7b": "configs_2026/qwen1.5-moe-a2.7b.json",
-                 "deepseek-v2-lite": "configs_2026/deepseek-v2-lite.json",
-                 # the seventh probe's (benchmarks/measure_peaks.py, 2026-12-07)
-                 "olmo-2-1124-7b": "configs_2026/olmo-2-1124-7b.json", "olmo-3-1025-7b": "configs_2026/olmo-3-1025-7b.json",
-                 "seed-oss-36b-instruct": "configs_2026/seed-oss-36b-instruct.json",
-                 "granite-4.0-micro": "configs_2026/granite-4.0-micro.json",
-                 "ernie-4.5-0.3b-pt": "configs_2026/ernie-4.5-0.3b-pt.json", "minimax-m2": "configs_2026/minimax-m2.json",
-                 # the hybrid probe's (measure_peaks.py HYBRID_PROBE_MODELS, 2026-12-07)
-                 "qwen3.5-35b-a3b": "hybrid_configs/qwen3.5-35b-a3b.json",
-                 "granite-4.0-h-tiny": "configs_2026/granite-4.0-h-tiny.json", "bamba-9b": "configs_2026/bamba-9b.json",
-                 "nvidia-nemotron-nano-9b-v2": "configs_2026/nvidia-nemotron-nano-9b-v2.json",
-                 "falcon-h1-7b-instruct": "configs_2026/falcon-h1-7b-instruct.json",
-                 "nvidia-nemotron-3-nano-30b-a3b": "configs_2026/nvidia-nemotron-3-nano-30b-a3b.json"}
+# --model-config would, in place of any catalog model of that id (tests/test_hybrid_training_accuracy.py does the same).
+# Read from the harness's own entries, so that a model it builds from a file is read from that file here too.
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from measure_peaks import MODELS as _HARNESS_MODELS  # noqa: E402  (no torch at import: run_one imports it)
+
+CONFIG_MODELS = {model: entry["config_file"] for model, entry in _HARNESS_MODELS.items() if "config_file" in entry}
 
 
 def with_config_models(models: pd.DataFrame, ids) -> pd.DataFrame:

@@ -283,12 +283,14 @@ MODELS.update({
 
 def _hybrid_model(path: str, arch: str, params: int) -> dict:
     """A hybrid model's MODELS entry from its config.json in tests/data (the text model's fields), less the fields
-    run_one sets itself. The parameter counts are benchmarks/check_hybrid_counts.py's and check_mamba2_counts.py's."""
+    run_one sets itself. The parameter counts are benchmarks/check_hybrid_counts.py's and check_mamba2_counts.py's.
+    config_file: the file (under tests/data), which benchmarks/accuracy_table.py CONFIG_MODELS reads the engine's
+    record from."""
     raw = json.loads((REPO / "tests" / "data" / path).read_text())
     text = raw.get("text_config", raw)
     drop = ("model_type", "_name_or_path", "architectures", "torch_dtype", "transformers_version", "use_cache",
             "max_position_embeddings", "attention_dropout", "mamba_ssm_dtype")
-    return dict({k: v for k, v in text.items() if k not in drop}, arch=arch, params=params)
+    return dict({k: v for k, v in text.items() if k not in drop}, arch=arch, params=params, config_file=path)
 
 
 # the hybrid set (--set hybrid, tests/data/measured_hybrid_training.csv): Gated DeltaNet and Mamba2 hybrids at their
@@ -1179,6 +1181,7 @@ def run_one(c: dict) -> dict:
     PhaseMemTracker, Ref, TOTAL = _make_tracker_class()
 
     m = dict(MODELS[c["model"]])
+    m.pop("config_file", None)  # (where the entry was read from: not a config field)
     expected_params = m.pop("params")
     config_class = getattr(transformers, m.pop("arch", "LlamaConfig"))
     extra = {"rms_norm_eps": 1e-5} if config_class.__name__ == "LlamaConfig" else {}
