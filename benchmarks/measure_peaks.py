@@ -848,6 +848,12 @@ HYBRID_CONFIGS += [cfg for i, model in enumerate(HYBRID_PROBE_MODELS)
 HYBRID_CONFIGS += [_train("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 2, 1024, False, split=HO),
                    _freeze("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 4096, False, 4, HO),
                    _freeze("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2048, False, 2, HO)]
+# and two more (2026-12-07, committed before their data and before the block-layout term is written, held out): freeze
+# tuning with checkpointing at 1 x 8,192 (each block's input kept, the largest block recomputed in backward), and
+# Nemotron 3 Nano's last six blocks (three Mamba2, three relu2 expert blocks) at 1 x 4,096, where the backward, not the
+# optimizer step, should hold the peak
+HYBRID_CONFIGS += [_freeze("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 8192, True, 8, HO),
+                   _freeze("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 4096, False, 6, HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
