@@ -854,6 +854,13 @@ HYBRID_CONFIGS += [_train("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 2, 1024
 # optimizer step, should hold the peak
 HYBRID_CONFIGS += [_freeze("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 8192, True, 8, HO),
                    _freeze("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 4096, False, 6, HO)]
+# Falcon-H1's parallel mixers (2026-12-07, committed before their data and before any Falcon-H1 term): the probe's full
+# row with checkpointing peaks at the optimizer step, so these run without it where the layers hold the peak. Its 1 x
+# 2,048 full step calibrates (traced to write the term); other shapes, freeze tuning and checkpointing are held out
+HYBRID_CONFIGS += [_train("falcon-h1-7b-instruct", "bf16", "adamw", 1, 2048, False, split=CAL),
+                   _train("falcon-h1-7b-instruct", "bf16", "adamw", 2, 1024, False, split=HO),
+                   _freeze("falcon-h1-7b-instruct", "bf16", "adamw", 1, 4096, False, 4, HO),
+                   _freeze("falcon-h1-7b-instruct", "bf16", "adamw", 1, 8192, True, 8, HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
