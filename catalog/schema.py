@@ -408,6 +408,10 @@ MODEL_FIELDS: dict[str, Field] = {
     "mixer_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_ungated": Field(boolean, required=False, default=False),
+    # Nemotron-H's blocks in order (its hybrid_override_pattern: M Mamba2, * attention, - MLP, E experts), which the
+    # counts above do not order: what freeze tuning's last k blocks are (engine/params.py block_tail); none elsewhere
+    "block_pattern": Field(optional(text(max_len=1000, pattern=re.compile(r"[M*\-E]+"),
+                                         what="a string of M, *, - and E (one letter a block)")), required=False),
     # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
     # 0 for a text-only model. Not part of the architecture count the loader checks.
@@ -554,6 +558,18 @@ def check_model(m: dict, file: str) -> None:
             raise CatalogError(file, label, "mlp_free_layers", f"must be at most the layers with a mixer "
                                                                f"({m['num_layers'] - m.get('mixer_free_layers', 0)}), "
                                                                f"got {m['mlp_free_layers']}")
+    pattern = m.get("block_pattern")
+    if pattern:
+        kinds = {"mamba_layers": pattern.count("M"), "mixer_free_layers": pattern.count("-") + pattern.count("E"),
+                 "mlp_free_layers": pattern.count("M") + pattern.count("*")}
+        if len(pattern) != m["num_layers"]:
+            raise CatalogError(file, label, "block_pattern", f"has {len(pattern)} blocks where num_layers is "
+                                                             f"{m['num_layers']}; accepted: one letter a layer")
+        for key, count in kinds.items():
+            if m.get(key, 0) != count:
+                raise CatalogError(file, label, "block_pattern", f"has {count} blocks of the kind {key} counts, "
+                                                                 f"where {key} is {m.get(key, 0)}; accepted: a pattern "
+                                                                 "that agrees with the counts")
     if m.get("mamba_layers", 0):
         for key in MAMBA_FIELDS[:5]:
             if not m.get(key, 0):

@@ -69,10 +69,10 @@ engine/params.py architecture_counts):
 - nemotron_h (NVIDIA Nemotron-H, Nemotron Nano 2, Nemotron 3 Nano): one block kind a layer from hybrid_override_pattern
   (M Mamba2, * attention, - an up/down relu2 MLP, E n_routed_experts ungated relu2 experts of moe_intermediate_size, a
   sigmoid router and one shared expert of moe_shared_expert_intermediate_size; moe_latent_size, Nemotron 3 Super's
-  latent experts, refused), one norm each; bamba (IBM Bamba): Mamba2
-  on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted (engine/params.py mamba_params) and
-  their state per sequence sized for inference and serving; training them is refused as not modelled (but Granite
-  4.0-H's dense models: engine/params.py hybrid_training_unmodelled).
+  latent experts, refused), one norm each, their order kept (block_pattern: which blocks freeze tuning's last k are);
+  bamba (IBM Bamba): Mamba2 on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted
+  (engine/params.py mamba_params) and their state per sequence sized for inference and serving; training them is
+  estimated, but LoRA on Nemotron-H and any training of Falcon-H1 (engine/params.py hybrid_training_unmodelled).
 - falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
   norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
@@ -189,6 +189,7 @@ MAMBA2_ALIASES = {"nemotron_h": {"mamba_n_groups": "n_groups", "mamba_d_conv": "
                                  "num_local_experts": "n_routed_experts"}}
 # Nemotron-H's block kinds: hybrid_override_pattern's characters and layers_block_type's names (NemotronHConfig
 # _pattern_to_list, remap_legacy_layer_types)
+BLOCK_LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}  # (the kinds as the catalog's block_pattern writes them)
 NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "linear_attention": "mamba", "mamba": "mamba",
                    "full_attention": "attention", "attention": "attention", "mlp": "mlp", "moe": "moe"}
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).
@@ -434,7 +435,8 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
         # moe_shared_expert_intermediate_size (n_shared_experts builds nothing more). They are the model's MoE layers:
         # first_dense_layers counts the other blocks, so architecture_counts' moe_layers is the E blocks wherever they
         # stand (engine/params.py), and the blocks with an MLP alone are the - and E ones.
-        arch.update(mixer_free_layers=mlp + moe, mlp_free_layers=layers - mlp - moe, mlp_ungated=True, norms_per_layer=1)
+        arch.update(mixer_free_layers=mlp + moe, mlp_free_layers=layers - mlp - moe, mlp_ungated=True, norms_per_layer=1,
+                    block_pattern="".join(BLOCK_LETTERS[k] for k in kinds))
         if moe:
             if cfg.get("moe_latent_size") is not None:  # (NemotronHMoE's fc1/fc2_latent_proj: Nemotron 3 Super)
                 raise CatalogError(file, None, "moe_latent_size", f"is {show(cfg['moe_latent_size'])}: experts on a "
@@ -751,8 +753,10 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                      f"and SSM state per sequence), {attention} attention"
                      + (f", {arch['mixer_free_layers']} an MLP alone" if arch.get("mixer_free_layers") else "")
                      + (" (its experts)" if arch.get("mixer_free_layers") and arch.get("num_experts") else "") + "."
-                     + (" Training such a model is not modelled." if model_type != "granitemoehybrid"
-                        or arch.get("num_experts") else ""))  # (engine/params.py hybrid_training_unmodelled)
+                     + {"falcon_h1": " Training such a model is not modelled.",
+                        "nemotron_h": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
+                                      "out_proj); full and freeze tuning are."}.get(model_type, ""))
+        # (engine/params.py hybrid_training_unmodelled)
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "
                      "token and layer.")

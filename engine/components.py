@@ -53,6 +53,7 @@ from engine.stacks import (
 from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
+    block_tail,
     LINEAR_ATTENTION_FIELDS,
     MAMBA_FIELDS,
     kv_elements_per_token,
@@ -182,6 +183,13 @@ class Inputs:
     hyb_saved_frozen: np.ndarray | float = 0.0
     hyb_in_projs: np.ndarray | float = 0.0
     hyb_out_width: np.ndarray | float = 0.0
+    # Nemotron-H's blocks (hybrid_training_terms): those with an MLP alone, those with a mixer alone, 1 where its MLPs
+    # are up and down alone (relu2)
+    blk_mixer_free: np.ndarray | float = 0.0
+    blk_mlp_free: np.ndarray | float = 0.0
+    blk_ungated: np.ndarray | float = 0.0
+    # and, for freeze tuning, how many of each kind the last k blocks hold (engine/params.py block_tail; NaN: unknown)
+    blk_tail: dict | None = None
     pw_gu: np.ndarray | float = 0.0  # 1 where those experts' gate_up_proj is adapted
     pw_dn: np.ndarray | float = 0.0  # 1 where their down_proj is
     pw_router: np.ndarray | float = 0.0  # 1 where the router's gate.weight is (all-linear)
@@ -362,7 +370,14 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
             for k, v in ARCH_DEFAULTS.items()}
     arch.update(m, qkv_bias=qkv_bias)
     freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L)
-    counts = architecture_counts(arch, last_k=freeze_k)
+    # Nemotron-H's block pattern (the catalog's block_pattern): which blocks freeze tuning's last k are
+    tail = None
+    if "block_pattern" in models:
+        patterns = frame_memo(models, ("text", "block_pattern"),
+                              lambda: models["block_pattern"].fillna("").astype(str).to_numpy(object))[midx]
+        frozen = mv.mask("task", "train") & mv.mask("method", "freeze")
+        tail = block_tail(np.where(frozen, patterns, ""), freeze_k) if (patterns != "").any() else None
+    counts = architecture_counts(arch, last_k=freeze_k, tail=tail)
     special = np.zeros(mv.size, dtype=bool)
     for k, v in ARCH_DEFAULTS.items():
         if k not in ("sliding_window", "sliding_window_layers", "vision_params"):
@@ -540,7 +555,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
-        k_layers=freeze_k,
+        k_layers=freeze_k, blk_tail=tail,
         # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
         # Llama 4 Maverick's every other) trains k of its layers as they are, not k mean layers (the fifth loops
         # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
@@ -680,7 +695,10 @@ def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
     scale = np.asarray(act_b, dtype=float) / 2.0
     out = {"hyb_layers": Llin + Lm,
            "hyb_in_projs": Llin * np.where(split_in_proj, 4.0, 2.0) + Lm,
-           "hyb_out_width": Llin * hv * dv + Lm * mh * mp}
+           "hyb_out_width": Llin * hv * dv + Lm * mh * mp,
+           "blk_mixer_free": np.asarray(arch.get("mixer_free_layers", 0.0), dtype=float),
+           "blk_mlp_free": np.asarray(arch.get("mlp_free_layers", 0.0), dtype=float),
+           "blk_ungated": np.asarray(arch.get("mlp_ungated", False), dtype=float)}
     for kind in ("full", "frozen"):
         gdn = sum(c * t for c, t in zip(GDN_SAVED[kind], gdn_terms))
         mamba = sum(c * t for c, t in zip(MAMBA_SAVED[kind], mamba_terms))
@@ -1685,7 +1703,7 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     return dense
 
 
-def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
+def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None]:
     """Per token, what the Gated DeltaNet and Mamba2 layers (Inputs.hyb_*) keep for backward beyond what counting them
     as attention layers (_layer_activations) gives, summed over them: 0 for other models. Such a layer keeps its MLP
     part and its norms as an attention layer does; in place of the attention's part (what layer_activation_bytes
@@ -1695,9 +1713,9 @@ def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
     fp32 copy each adapted projection's lora_A keeps (4 x its input width, as layer_activation_bytes counts for q, k,
     v, o) and lora_A's fp32 output (4 r)."""
     if not np.any(np.asarray(x.hyb_layers) > 0):
-        return np.zeros(len(x.h))
+        return np.zeros(len(x.h)), None
     trains = np.where(x.full | x.freeze, 1.0, 0.0)
-    attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+    attn = _ATTENTION
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     args = dict(adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
@@ -1714,13 +1732,79 @@ def _hybrid_layers_delta(x: Inputs) -> np.ndarray:
     repeated = x.masked | x.eager | x.litgpt_model
     if np.any(repeated):
         attn_part = attn_part + np.where(repeated, 2.0 * (x.a - x.kvh) * x.d * x.M / x.tp, 0.0)
-    saved = np.where(x.full, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
+    saved = np.where(trains > 0, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
     normed_in = x.hyb_layers * trains * x.R * x.h
     fp32_cast = _fp32_adapter_cast(x, x.lora)
     in_ad, out_ad = adapted["q_proj"], adapted["o_proj"]
     copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
     lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
-    return (saved + normed_in + copies + lora_out) / x.tp - x.hyb_layers * attn_part
+    mixers = (saved + normed_in + copies + lora_out) / x.tp
+    delta = mixers - x.hyb_layers * attn_part
+    blocks = np.asarray(x.blk_mixer_free, dtype=float) + np.asarray(x.blk_mlp_free, dtype=float)
+    if not np.any(blocks > 0):
+        return delta, None
+    layout, kinds = _block_layout(x, saves, trains, adapted, args, whole, attn_part, mixers)
+    return delta + np.where(blocks > 0, layout, 0.0), {k: np.where(blocks > 0, v, np.nan) for k, v in kinds.items()}
+
+
+_ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def _block_layout(x: Inputs, saves, trains, adapted, args, whole, attn_part, mixers):
+    """Nemotron-H's blocks (transformers 5.24 modeling_nemotron_h.py NemotronHBlock.forward, lines 960-992): each block
+    is one norm and one mixer, a Mamba2 mixer (M), attention (*) or an MLP (-, or E: the relu2 experts), where the
+    engine's layer (layer_activation_bytes) holds two norms, attention and a gated MLP. Returned, per token: (what the
+    L blocks keep beyond L engine layers and the Mamba2 terms of _hybrid_layers_delta, summed over them; the largest
+    block's own, which checkpointing recomputes in backward). Per block:
+      the norm, NemotronHRMSNorm (lines 617-633): `.to(float32)`, pow and the product with rsqrt keep x in fp32 (4 h) and
+        rsqrt one fp32 value, as Llama's; then `(self.weight.to(torch.float32) * hidden_states).to(input_dtype)`
+        multiplies the weight in fp32, so where the weight trains its product keeps the fp32 normalized copy (4 h, where
+        Llama's keeps the 16-bit one, R h); its 16-bit output is the mixer's input, counted as each mixer's
+      the MLP blocks keep no attention tensors (attn_part), the Mamba2 and attention blocks no MLP tensors (mlp_part:
+        its input and gated SwiGLU's f-wide tensors);
+      NemotronHMLP (lines 639-650) and NemotronHExperts are up_proj and down_proj with relu2 between
+        (activations.py ReLUSquaredActivation: relu keeps its output, square keeps the same tensor, down_proj keeps
+        the square where it trains): two f-wide tensors where SwiGLU's product keeps four, 2 M f less.
+    Found by tracing the hybrid probe's Nano 9B v2 full step (benchmarks/trace_peak.py; its row is the calibration of
+    this term, docs/accuracy.md); checked on the held-out rows committed before it (tests/data/
+    measured_hybrid_training.csv)."""
+    h, f, M, tp = x.h, x.f, x.M, x.tp
+    no_mlp = layer_activation_bytes(h, 0.0 * f, x.qd, x.kvd, x.a, x.R, M, x.autocast,
+                                    {m: (v if m in _ATTENTION else 0.0) for m, v in saves.items()}, trains,
+                                    {m: (v if m in _ATTENTION else 0.0) for m, v in adapted.items()}, x.r, tp,
+                                    **args)
+    mlp_part = whole - no_mlp
+    llama_norm = rms_norm_saved_bytes(h, x.R, trains) / x.seq_split
+    norm = rms_norm_saved_bytes(h, 4.0, trains) / x.seq_split
+    relu2 = np.where(np.asarray(x.blk_ungated, dtype=float) > 0, -2.0 * M * f / tp, 0.0)
+    Lx, Ly = np.asarray(x.blk_mixer_free, dtype=float), np.asarray(x.blk_mlp_free, dtype=float)
+    layout = x.L * (norm - 2.0 * llama_norm) - Lx * attn_part - Ly * mlp_part + Lx * relu2
+    Lm = np.asarray(x.hyb_layers, dtype=float)
+    return layout, {"mamba": norm + mixers / np.maximum(Lm, 1.0), "attention": norm + attn_part,
+                    "mlp": norm + mlp_part + relu2, "mamba_n": Lm, "attention_n": Ly - Lm, "mlp_n": Lx}
+
+
+def _blocks_per_layer(x: Inputs, per_layer, mean, kinds):
+    """Nemotron-H (_block_layout's kinds; NaN on other rows): what a layer keeps where its blocks differ by kind.
+    Freeze tuning keeps the last k blocks as they are (Inputs.blk_tail, from the catalog's block_pattern): their mean,
+    where the pattern is known. Checkpointing recomputes one block at a time in backward: the largest of the kinds that
+    train (all of them, or those among freeze's last k). What the engine's layer counts beyond the blocks (a MoE's
+    routing, ...) stays spread evenly over the blocks."""
+    names = ("mamba", "attention", "mlp")
+    rest = mean - sum(kinds[k] * kinds[f"{k}_n"] for k in names) / x.L
+    tail = x.blk_tail if x.blk_tail is not None else {}
+    tail_n = {k: np.where(x.freeze & np.isfinite(tail[t]), tail[t], np.nan) if t in tail else np.full(len(x.h), np.nan)
+              for k, t in (("mamba", "mamba"), ("attention", "attention"), ("mlp", "mlp"))}
+    if "moe" in tail:  # (E blocks: the MLP kind, with the experts' active width)
+        tail_n["mlp"] = tail_n["mlp"] + np.where(np.isfinite(tail_n["mlp"]), tail["moe"], np.nan)
+    known = np.isfinite(tail_n["mamba"])
+    k = np.maximum(sum(np.nan_to_num(tail_n[n]) for n in names), 1.0)
+    frozen_tail = sum(np.nan_to_num(tail_n[n]) * kinds[n] for n in names) / k + rest
+    present = {n: np.where(known, np.nan_to_num(tail_n[n]), kinds[f"{n}_n"]) > 0 for n in names}
+    largest = np.max(np.stack([np.where(present[n], kinds[n], -np.inf) for n in names]), axis=0) + rest
+    blocks = np.isfinite(kinds["mamba"])
+    out = np.where(blocks & known & ~x.gc, frozen_tail, np.where(blocks & ~x.gc, mean, per_layer))
+    return np.where(blocks & x.gc, largest, out)
 
 
 def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
@@ -1857,7 +1941,11 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     checkpointing recomputes its own."""
     per_layer = _layer_activations(x)
     if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
-        per_layer = per_layer + np.where(x.gc, 0.0, _hybrid_layers_delta(x) / x.L)
+        delta, kinds = _hybrid_layers_delta(x)
+        mean = per_layer + delta / x.L
+        per_layer = np.where(x.gc, per_layer, mean)
+        if kinds is not None:
+            per_layer = _blocks_per_layer(x, per_layer, mean, kinds)
     pw_token, pw_fixed = _expert_wrapper_kept(x)
     if np.any(x.pw_fe > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
         per_layer = per_layer + np.where(x.gc, 0.0, pw_token / x.L)

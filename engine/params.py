@@ -12,6 +12,7 @@ k_proj and v_proj with bias=True and o_proj with bias=False).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 import engine.constants as C
 from engine.constants import LORA_MODULES
@@ -113,7 +114,7 @@ def _col(m, key):
     return np.asarray(value, dtype=np.float64)
 
 
-def architecture_counts(m, last_k=None) -> dict:
+def architecture_counts(m, last_k=None, tail=None) -> dict:
     """Exact parameter counts of any catalog model (dense Llama, MoE, MLA, Gemma 2/3, gpt-oss),
     scalars or whole columns: {'total', 'active', 'linear', 'layer_mean'} as float64 (integers
     below 2**53, so exact).
@@ -211,7 +212,37 @@ def architecture_counts(m, last_k=None) -> dict:
         layered = (E > 0) & ((first_dense > 0) | (step > 1)) & ~hybrid
         counts["last_layers"] = np.where(layered, _last_layers(last_k, L, first_dense, step, E, attn_lin + attn_other,
                                                                mlp, moe_all), np.nan)
+        if tail is not None:  # Nemotron-H's last blocks, by kind (block_tail; NaN where the pattern is not known)
+            norm = _col(m, "norms_per_layer") * h
+            blocks = (tail["mamba"] * (mamba_lin + mamba_other) + tail["attention"] * (attn_lin + attn_only)
+                      + tail["mlp"] * mlp + tail["moe"] * moe_all + last_k * norm)
+            counts["last_layers"] = np.where(np.isfinite(blocks), blocks, counts["last_layers"])
     return counts
+
+
+BLOCK_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+
+def block_tail(patterns, k) -> dict:
+    """Per row, how many of each block kind (BLOCK_KINDS: Nemotron-H's hybrid_override_pattern letters) stand among the
+    last k blocks of the row's pattern (the catalog's block_pattern), NaN where the row has none: what freeze tuning's
+    last k blocks are (LLaMA-Factory's last k layers; tests/data/measured_hybrid_training.csv's Nemotron-H freeze rows).
+    Worked once per distinct (pattern, k), not per row."""
+    pats = np.asarray(patterns, dtype=object)
+    ks = np.asarray(k, dtype=np.float64)
+    out = {kind: np.full(len(pats), np.nan) for kind in BLOCK_KINDS.values()}
+    known = np.array([isinstance(p, str) and p != "" for p in pats], dtype=bool)
+    if not known.any():
+        return out
+    rows = np.flatnonzero(known)
+    keys = pd.MultiIndex.from_arrays([pats[rows].astype(str), ks[rows]])
+    codes, uniques = pd.factorize(keys)
+    for i, (pattern, kk) in enumerate(uniques):
+        last = pattern[len(pattern) - int(min(max(kk, 0), len(pattern))):] if kk > 0 else ""
+        at = rows[codes == i]
+        for letter, kind in BLOCK_KINDS.items():
+            out[kind][at] = last.count(letter)
+    return out
 
 
 def _last_layers(k, L, first_dense, step, E, attn, mlp, moe_all):
@@ -347,21 +378,22 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
     return names
 
 
-def hybrid_training_unmodelled(models) -> np.ndarray:
-    """Per model (row of `models`): True where it has Gated DeltaNet or Mamba2 layers and training it is not modelled.
-    Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept; held out against
-    tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's models, Qwen3-Next,
-    Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held out, within
-    0.4% of the measured steps with and without checkpointing). Not: Nemotron-H (its Nano 9B v2 full step without
-    checkpointing measured 13% below the engine's count; traced to its block layout, one norm and one of a Mamba2
-    mixer, attention or an ungated relu2 MLP a layer, which what a layer saves does not read yet: docs/accuracy.md)
-    and Falcon-H1's parallel mixers (not counted beside its attention); peft 0.21.2 refuses LoRA on either's out_proj (tuners_utils.py
-    _check_lora_target_modules_mamba), so all-linear fails on them."""
+def hybrid_training_unmodelled(models, adapters: bool = False) -> np.ndarray:
+    """Per model (row of `models`): True where it has Gated DeltaNet or Mamba2 layers and training it is not modelled
+    (with adapters: LoRA or QLoRA; without: full or freeze tuning).
+    Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept, _block_layout; held
+    out against tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's models,
+    Qwen3-Next, Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held
+    out, within 0.4% of the measured steps with and without checkpointing), and Nemotron-H's full and freeze tuning
+    (its block layout, _block_layout: held out within 0.6%). Not: LoRA on Nemotron-H (peft 0.21.2 refuses all-linear
+    there, tuners_utils.py _check_lora_target_modules_mamba on out_proj, and no adapter count on its blocks is
+    measured) and Falcon-H1's training (its parallel mixers are not counted beside its attention; peft refuses its
+    out_proj too)."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
     mtype = model_types(models["family"] if "family" in models else [""] * n).astype(str)
     covered = ((mtype == "qwen3_next") | np.char.startswith(mtype, "qwen3_5") | (mtype == "granitemoehybrid")
-               | (mtype == "bamba"))
+               | (mtype == "bamba") | ((mtype == "nemotron_h") & (not adapters)))
     return (layers > 0) & ~covered
 
 

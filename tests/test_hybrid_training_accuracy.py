@@ -102,8 +102,10 @@ def test_the_hybrid_probe_rows_meet_the_targets_and_the_docs_say_so(compared, mo
     text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
     assert (f"6 rows, median |error| {np.median(np.abs(err)):.2f}%, largest {np.abs(err).max():.2f}%, worst "
             f"underestimate {err.min():+.2f}%") in text
+    # Nemotron Nano 9B v2's full step, as the engine counted it before its block layout (_block_layout off)
     nano = probe[(probe["model"] == "nvidia-nemotron-nano-9b-v2") & ~probe["grad_checkpointing"]]
-    assert len(nano) == 1 and f"measured {nano['error'].iloc[0] * 100:.2f}% below the engine's count" in text
+    before = _errors_without_block_layout(models, nano)
+    assert len(nano) == 1 and f"measured {before[0] * 100:.2f}% below the engine's count" in text
     # the engine's Mamba2 term for one of its mixers at 2,048 tokens (engine/components.py MAMBA_SAVED), as the page says
     from catalog.user import model_from_config_file
     from engine.components import MAMBA_SAVED
@@ -115,22 +117,66 @@ def test_the_hybrid_probe_rows_meet_the_targets_and_the_docs_say_so(compared, mo
     # the three LoRA rows committed for Nemotron-H and Falcon-H1 did not run: peft refuses LoRA on their out_proj
     refused = probe[probe["model"].isin(REFUSED)]
     assert len(refused) == 3 and (refused["method"] == "full").all()
-    # what the engine refuses follows: the probed models are modelled, the others not
+    # what the engine refuses follows: the probed models are modelled; Nemotron-H's full and freeze tuning since its
+    # block layout (below), not its LoRA; Falcon-H1 not at all
     own = accuracy_table.with_config_models(models, list(PROBED + REFUSED))
     flags = dict(zip(own["id"], hybrid_training_unmodelled(own)))
-    assert not any(flags[m] for m in PROBED) and all(flags[m] for m in REFUSED)
+    lora_flags = dict(zip(own["id"], hybrid_training_unmodelled(own, adapters=True)))
+    assert not any(flags[m] or lora_flags[m] for m in PROBED)
+    assert [m for m in REFUSED if flags[m]] == ["falcon-h1-7b-instruct"] and all(lora_flags[m] for m in REFUSED)
 
 
-def test_the_nemotron_rows_the_page_names_are_the_measured_ones(compared):
-    """docs/accuracy.md, after the hybrid probe: three Nemotron-H rows held out for a block-layout term not written yet;
-    the page's figures (how far each measured below or above the engine, and the trained values) are this table's."""
-    rows = compared.iloc[27:30]
-    assert len(rows) == 3 and len(compared) == 30 and (rows["split"] == "heldout").all()
-    assert rows["model"].str.startswith("nvidia-nemotron").all() and not rows["grad_checkpointing"].any()
+def _errors_without_block_layout(models, rows):
+    """The rows' errors as the engine gave them before Nemotron-H's block layout (engine/components.py _block_layout
+    returning nothing: every block an engine layer, k mean layers under freeze)."""
+    import engine.components as components
+
+    def no_layout(x, *args):
+        return 0.0, {k: np.full(len(x.h), np.nan) for k in ("mamba", "attention", "mlp", "mamba_n", "attention_n",
+                                                             "mlp_n")}
+    saved = components._block_layout
+    components._block_layout = no_layout
+    try:
+        models = accuracy_table.with_config_models(models, rows["model"])
+        result = estimate(accuracy_table.scenario_frame(rows), models, allow_unmodelled=True)
+    finally:
+        components._block_layout = saved
+    ours = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
+    return ours / rows["peak_bytes"].to_numpy() - 1
+
+
+def test_nemotron_h_block_layout_meets_the_targets_and_the_docs_say_so(compared):
+    """docs/accuracy.md, "Nemotron-H's block layout": rows 28 to 32 of the file were committed before their data and
+    held out; rows 25 and 29 (the probe's full step, the 1 x 4,096 freeze row) were traced to find the mechanism and are
+    its calibration. The held-out rows meet the targets, the trained values of the freeze rows are exact, and the page
+    quotes this table's figures."""
+    assert len(compared) == 32
+    rows = compared.iloc[27:32]
+    assert (rows["split"] == "heldout").all() and rows["model"].str.startswith("nvidia-nemotron").all()
+    held = compared.iloc[[27, 29, 30, 31]]
+    cal = compared.iloc[[24, 28]]
+    assert cal["model"].eq("nvidia-nemotron-nano-9b-v2").all() and list(cal["method"]) == ["full", "freeze"]
+    err = held["error"].to_numpy() * 100
+    assert np.median(np.abs(err)) <= 2 and np.all(np.abs(err) <= 5) and np.all(err >= -3), held[["method", "error"]]
+    assert np.all(np.abs(cal["error"]) <= 0.02), cal[["method", "error"]]
     text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
-    full, nano_freeze, nano3_freeze = (rows.iloc[i] for i in range(3))
-    assert f"fully trained at 2 x 1,024 measured {full['error'] * 100:.2f}% below the engine's count" in text
-    assert f"freeze-tuned at 1 x 4,096 {nano_freeze['error'] * 100:.2f}% below" in text
-    assert f"last two measured {-nano3_freeze['error'] * 100:.2f}% above it" in text
-    for r in (nano_freeze, nano3_freeze):
-        assert f"{r['trainable_params']:,}" in text and f"{int(r['ours_trainable']):,}" in text
+    c = cal["error"].to_numpy() * 100
+    assert (f"are calibration now: {c[0]:+.2f}% and {c[1]:+.2f}%. The four held out: median |error| "
+            f"{np.median(np.abs(err)):.2f}%, largest {np.abs(err).max():.2f}%, worst underestimate {err.min():+.2f}%") \
+        in text
+    freeze = compared[(compared["method"] == "freeze") & compared["model"].str.startswith("nvidia-nemotron")]
+    assert len(freeze) == 4 and (freeze["ours_trainable"] == freeze["trainable_params"]).all()
+    for value in freeze["trainable_params"].iloc[[0, 1, 2]]:
+        assert f"{value:,}" in text
+    # checkpointing and a larger k: the 1 x 8,192 row keeps each block's input and trains the last eight blocks
+    ckpt = compared.iloc[30]
+    assert ckpt["grad_checkpointing"] and ckpt["freeze_layers"] == 8 and ckpt["peak_phase"] == "backward"
+
+
+def test_block_tail_counts_the_last_blocks_of_each_kind():
+    from engine.params import block_tail
+    pattern = "M-M-M*-ME"
+    tail = block_tail(np.array([pattern, pattern, "", pattern], dtype=object), np.array([4, 9, 3, 0]))
+    assert list(tail["mamba"][[0, 1, 3]]) == [1, 4, 0] and list(tail["attention"][[0, 1]]) == [1, 1]
+    assert list(tail["mlp"][[0, 1]]) == [1, 3] and list(tail["moe"][[0, 1]]) == [1, 1]
+    assert all(np.isnan(tail[k][2]) for k in tail)  # no pattern: unknown, the mean layer is used

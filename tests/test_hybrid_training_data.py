@@ -15,13 +15,14 @@ DATA = Path(__file__).resolve().parent / "data" / "measured_hybrid_training.csv"
 
 def test_the_rows_are_the_ones_measured_before_any_fit():
     # sha256 of the file as written by `measure_peaks.py --set hybrid` on 2026-12-06 (its first 18 rows, header
-    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows and three Nemotron-H
-    # rows after them (meta file beside it): a held-out row changed after the engine is fitted fails here
+    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows and five Nemotron-H
+    # rows after them (the last two committed in d2e440d before their data; meta file beside it): a held-out row changed
+    # after the engine is fitted fails here
     lines = DATA.read_bytes().splitlines(keepends=True)
     assert hashlib.sha256(b"".join(lines[:19])).hexdigest() == (
         "377cd848b78531e28d870636e09e857d6fdc7b93d299a73a954b1492ea4b7b87")
     assert hashlib.sha256(DATA.read_bytes()).hexdigest() == (
-        "987d49e7bd605c1295208bef6fb7d17eacf6502513181c5e65541ee2e75ae080")
+        "b2dffc8fbcbc5bb137e18e9b1a3e5d355e3da725acd486bcb4f7461d6db7b63e")
 
 
 def test_both_splits_hold_both_layer_kinds_methods_and_checkpointing():

@@ -179,20 +179,29 @@ def test_llama_cpp_and_transformers_serve_a_mamba2_model(engine):
     assert d["mamba_layers"] == 29 and d["max_concurrency"] >= 1
 
 
-def test_estimate_infers_and_training_is_refused_as_not_modelled():
+def test_estimate_infers_trains_and_refuses_what_is_not_modelled():
     path = str(DATA / "nvidia-nemotron-nano-9b-v2.json")
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--task", "infer")
     assert code == 0 and "parameters 8,888,227,328" in out
+    # Nemotron-H: full and freeze tuning are modelled (its block layout, tests/test_hybrid_training_accuracy.py), LoRA
+    # is not (peft 0.21.2 refuses all-linear on its out_proj), and the message says which methods are accepted
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--method", "lora")
     assert code == 2 and out == "" and "Traceback" not in err
-    assert err.strip().splitlines() == ["error: nvidia-nvidia-nemotron-nano-9b-v2 has Mamba2 layers, whose training memory "
-                                        "is not modelled yet (modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba); "
-                                        "accepted for this model: --task infer, and `serve`"]
-    code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method", "full")
-    assert code == 2 and out == "" and "nemotron-3-nano-30b-a3b-bf16 has Mamba2 layers, whose training memory" in err
+    assert err.strip().splitlines() == ["error: nvidia-nvidia-nemotron-nano-9b-v2 has Mamba2 layers, whose LoRA training "
+                                        "memory is not modelled yet (peft 0.21.2 refuses all-linear on their out_proj, "
+                                        "and no adapter count on its blocks is measured); accepted for this model: "
+                                        "--method full or freeze, --task infer, and `serve`"]
+    for method in ("full", "freeze"):
+        for cfg in (path, str(DATA / NANO3)):
+            code, out, err = run_cli("estimate", "--model-config", cfg, "--gpu", "h100-sxm-80gb", "--method", method,
+                                     "--freeze-layers", "2")
+            assert code == 0 and "Traceback" not in err, (cfg, method, err)
     code, out, err = run_cli("estimate", "--model-config", str(DATA / "falcon-h1-7b-instruct.json"), "--gpu",
                              "h100-sxm-80gb", "--method", "full")
-    assert code == 2 and "falcon-h1-7b-instruct has Mamba2 layers, whose training memory" in err
+    assert code == 2 and err.strip().splitlines() == [
+        "error: tiiuae-falcon-h1-7b-instruct has Mamba2 layers, whose training memory is not modelled yet (modelled: Qwen3.5, "
+        "Qwen3-Next, Granite 4.0-H, Bamba, and Nemotron-H's full and freeze tuning); accepted for this model: --task "
+        "infer, and `serve`"]
     # Granite 4.0-H Micro (dense) and, since the hybrid probe, Granite 4.0-H's MoE models and Bamba are modelled
     # (tests/test_hybrid_training_accuracy.py)
     for name in ("granite-4.0-h-micro.json", "granite-4.0-h-small.json", "bamba-9b.json"):
@@ -401,3 +410,20 @@ def test_a_mamba2_prefill_holds_what_transformers_holds(cat):
     res = estimate(frame, models, gpus, fragmentation=0, context_bytes=0, cublas_bytes=0)
     rest_err = (res["peak_bytes"] - res["weights_bytes"]).to_numpy() / measured["activation_bytes"].to_numpy() - 1
     assert (rest_err > -0.01).all() and (rest_err < 0.02).all(), rest_err
+
+
+def test_a_block_pattern_that_disagrees_with_the_counts_is_refused_by_name():
+    """The record's block_pattern (Nemotron-H's hybrid_override_pattern, kept for freeze tuning's last k blocks) must
+    have one letter a layer and agree with mamba_layers, mixer_free_layers and mlp_free_layers."""
+    from catalog.schema import MODEL_FIELDS, CatalogError, check_model
+    from catalog.user import model_from_config_file
+    record = model_from_config_file(DATA / "nvidia-nemotron-nano-9b-v2.json")
+    assert record["block_pattern"] == "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+    check_model(dict(record), "x.json")
+    assert model_from_config_file(DATA / "bamba-9b.json").get("block_pattern") is None
+    for pattern, says in ((record["block_pattern"][:-1], "has 55 blocks where num_layers is 56"),
+                          (record["block_pattern"].replace("*", "M", 1), "has 28 blocks of the kind mamba_layers counts")):
+        with pytest.raises(CatalogError, match=says):
+            check_model(dict(record, block_pattern=pattern), "x.json")
+    with pytest.raises(ValueError, match="a string of M, \\*, - and E"):
+        MODEL_FIELDS["block_pattern"].check("M-X")

@@ -177,7 +177,7 @@ def test_configurations_call_the_engine_twice_at_most_whatever_the_grid(models, 
     # figures missing: planning.not_modelled; the catalog's one hybrid, Qwen3-Next, is modelled)
     from engine.params import hybrid_training_unmodelled
     hybrid = (conf["label"] == "✗ not modelled").to_numpy()
-    assert hybrid.sum() == int(hybrid_training_unmodelled(models).sum()) * len(gpus)
+    assert hybrid.sum() == int(hybrid_training_unmodelled(models, adapters=True).sum()) * len(gpus)
     assert conf.loc[hybrid, "peak_bytes"].isna().all() and not conf.loc[hybrid, "fits_within"].any()
     assert (conf["gpus"] == 1).sum() < planning.REUSE_ONE_CARD_ROWS
     assert calls == [n, n]
