@@ -213,7 +213,7 @@ BACKFILL: dict[str, dict[str, Backfill]] = {
         "mlp_free_layers": Backfill(0, "f20d2e3"),
         "mlp_ungated": Backfill(False, "f20d2e3"),
         # Nemotron-H's block order, 2026-12-07: not kept before, so a saved model's freeze tuning counts its mean block
-        "block_pattern": Backfill(None, "HEAD"),
+        "block_pattern": Backfill(None, "ca8aa5d"),
         # q/k norms over all heads (OLMo 2/3, MiniMax-M2), 2026-12-06: refused by the reader before, so every saved
         # model's q/k norms (if any) are per head
         "qk_norm_full": Backfill(False, "1c2c7fe"),
