@@ -861,6 +861,13 @@ HYBRID_CONFIGS += [_train("falcon-h1-7b-instruct", "bf16", "adamw", 1, 2048, Fal
                    _train("falcon-h1-7b-instruct", "bf16", "adamw", 2, 1024, False, split=HO),
                    _freeze("falcon-h1-7b-instruct", "bf16", "adamw", 1, 4096, False, 4, HO),
                    _freeze("falcon-h1-7b-instruct", "bf16", "adamw", 1, 8192, True, 8, HO)]
+# Freeze tuning of the hybrids whose layers alternate mixer kinds (2026-12-07, committed before their data and before
+# any term reads the layer order, held out): the last k layers are not k mean layers -- Granite 4.0-H Micro's and
+# Bamba's last four are all Mamba2 (attention at 5, 15, 25, 35 and at 9, 18, 27), Qwen3.5 27B's last two one Gated
+# DeltaNet layer and one attention layer (every fourth attends)
+HYBRID_CONFIGS += [_freeze("granite-4.0-h-micro", "bf16", "adamw", 1, 4096, False, 4, HO),
+                   _freeze("bamba-9b", "bf16", "adamw", 1, 4096, False, 4, HO),
+                   _freeze("qwen3.5-27b", "bf16", "adamw", 1, 4096, False, 2, HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
