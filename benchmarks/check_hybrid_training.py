@@ -5,7 +5,7 @@ training step, on fake tensors with the harness's MemTracker (benchmarks/measure
 installed (what `pip install transformers peft` gives; their kernels save other tensors, not measured here). Run with
 the measuring venv:
 
-    /work/venv-measure/bin/python benchmarks/check_hybrid_training.py [gdn|mamba]
+    /work/venv-measure/bin/python benchmarks/check_hybrid_training.py [gdn|gdn35|mamba|falcon]
 
 Per shape and per length (batch 2 x 1,024 and 2 x 2,048) and per weights mode (`full`: the layer's weights need
 grad; `frozen`: they do not, the base under LoRA, adapters not included), it prints, per token (the slope between
@@ -38,6 +38,12 @@ Output on 2026-12-06 (torch 2.13.0+cpu, transformers 5.24.0), per token, bf16, l
            13.18, 16.73, 12 (held out +0.00%, +0.32%)
     plus a per-sequence intercept (4.36 MB for batch 2 at Granite 4.0-H Micro's shape: the chunk states).
     e.g. Granite 4.0-H Micro's shape (h 2048, 64 heads of 64, state 128, chunk 256): 579,986 B a token saved.
+  Falcon-H1's mixer (`falcon`, 2026-12-07: mamba_rms_norm false, no gated norm; the same terms, fitted on MAMBA_FIT's
+  shapes, held out on FALCON_HELD_OUT: Falcon-H1 7B's shape and a 1.5B-Deep-like one):
+    full   saved    4, 33.634, 19.817, 12.178, 8.732, 8   held out +0.68%, +0.23%  (engine/components.py FALCON_SAVED)
+    frozen saved    2, 27.697, 19.848, 12.147, 8.607, 8   held out +0.61%, +0.20%
+    (4 h where Granite's keeps 2 h: the ssm_in_multiplier copy of its input, which in_proj keeps; 14 H P less: no
+    gated RMSNorm's fp32 copies.) e.g. Falcon-H1 7B's shape: 328,228 B a token saved (full), measured.
 """
 import sys
 from pathlib import Path
@@ -111,6 +117,26 @@ def mamba(h, heads, head_dim, state, groups, chunk):
     return lambda: GraniteMoeHybridMambaLayer(cfg, layer_idx=0)
 
 
+def falcon(h, heads, head_dim, state, groups, chunk):
+    """Falcon-H1's mixer (transformers 5.24 modeling_falcon_h1.py FalconH1Mixer), as Falcon-H1 7B's config builds it:
+    mamba_rms_norm false (the scan's output times silu(gate), no gated RMSNorm), its input scaled by
+    ssm_in_multiplier and in_proj's output by the mup_vector (new tensors, kept in place of the input and the
+    projection: the multipliers' values do not matter)."""
+    from transformers.models.falcon_h1 import FalconH1Config
+    from transformers.models.falcon_h1.modeling_falcon_h1 import FalconH1Mixer
+    cfg = FalconH1Config(hidden_size=h, num_attention_heads=16, num_key_value_heads=2, num_hidden_layers=1,
+                         mamba_n_heads=heads, mamba_d_head=head_dim, mamba_d_ssm=heads * head_dim,
+                         mamba_d_state=state, mamba_n_groups=groups, mamba_chunk_size=chunk, mamba_rms_norm=False,
+                         mamba_expand=max(heads * head_dim // h, 1))
+    from transformers.models.falcon_h1.modeling_falcon_h1 import compute_mup_vector
+
+    def build():  # (FalconH1Model.__init__ registers each mixer's mup_vector buffer, lines 1039-1041)
+        mixer = FalconH1Mixer(cfg, layer_idx=0)
+        mixer.register_buffer("mup_vector", compute_mup_vector(cfg), persistent=False)
+        return mixer
+    return build
+
+
 GDN_FIT = [dict(h=2048, hk=16, hv=32, dk=128, dv=128), dict(h=4096, hk=16, hv=32, dk=128, dv=128),
            dict(h=2048, hk=8, hv=32, dk=128, dv=128), dict(h=2048, hk=16, hv=64, dk=128, dv=128),
            dict(h=2048, hk=16, hv=32, dk=64, dv=128), dict(h=2048, hk=16, hv=32, dk=128, dv=256),
@@ -126,6 +152,10 @@ MAMBA_FIT = [dict(h=2048, heads=64, head_dim=64, state=128, groups=1, chunk=256)
              dict(h=2048, heads=64, head_dim=64, state=128, groups=1, chunk=128)]
 MAMBA_HELD_OUT = [dict(h=4096, heads=128, head_dim=64, state=128, groups=1, chunk=256),   # Granite 4.0-H Small-like
                   dict(h=5120, heads=128, head_dim=80, state=128, groups=8, chunk=128)]   # Nemotron Nano 2-like
+# Falcon-H1's mixer: fitted on MAMBA_FIT's shapes (fixed before its first run, 2026-12-07), held out on Falcon-H1 7B's
+# shape (h 3072, 24 heads of 128, state 256, one group, chunk 128) and Falcon-H1 1.5B-Deep-like (h 1280, 24 heads of 64)
+FALCON_HELD_OUT = [dict(h=3072, heads=24, head_dim=128, state=256, groups=1, chunk=128),
+                   dict(h=1280, heads=24, head_dim=64, state=256, groups=1, chunk=128)]
 
 
 def gdn_terms(s):
@@ -147,7 +177,8 @@ def slopes(maker, s, frozen, ckpt):
 def run(kind):
     maker, fit, held, terms = {"gdn": (gdn, GDN_FIT, GDN_HELD_OUT, gdn_terms),
                                "gdn35": (gdn35, [], GDN_FIT + GDN_HELD_OUT, gdn_terms),
-                               "mamba": (mamba, MAMBA_FIT, MAMBA_HELD_OUT, mamba_terms)}[kind]
+                               "mamba": (mamba, MAMBA_FIT, MAMBA_HELD_OUT, mamba_terms),
+                               "falcon": (falcon, MAMBA_FIT, FALCON_HELD_OUT, mamba_terms)}[kind]
     for frozen in (False, True):
         for ckpt in (False, True):
             label = f"{kind} {'frozen' if frozen else 'full'} {'ckpt' if ckpt else 'no-ckpt'}"

@@ -408,10 +408,11 @@ MODEL_FIELDS: dict[str, Field] = {
     "mixer_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_free_layers": Field(whole_count(0, 1_000), required=False, default=0),
     "mlp_ungated": Field(boolean, required=False, default=False),
-    # Nemotron-H's blocks in order (its hybrid_override_pattern: M Mamba2, * attention, - MLP, E experts), which the
-    # counts above do not order: what freeze tuning's last k blocks are (engine/params.py block_tail); none elsewhere
-    "block_pattern": Field(optional(text(max_len=1000, pattern=re.compile(r"[M*\-E]+"),
-                                         what="a string of M, *, - and E (one letter a block)")), required=False),
+    # a hybrid's layers in order, which the counts above do not order: what freeze tuning's last k layers are
+    # (engine/params.py block_tail). Nemotron-H: its hybrid_override_pattern, one kind a block (M Mamba2, * attention,
+    # - MLP, E experts); the others, each layer's mixer beside its MLP (M Mamba2, L Gated DeltaNet, * attention)
+    "block_pattern": Field(optional(text(max_len=1000, pattern=re.compile(r"[M*\-EL]+"),
+                                         what="a string of M, L, *, - and E (one letter a layer)")), required=False),
     # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
     # 0 for a text-only model. Not part of the architecture count the loader checks.
@@ -560,8 +561,15 @@ def check_model(m: dict, file: str) -> None:
                                                                f"got {m['mlp_free_layers']}")
     pattern = m.get("block_pattern")
     if pattern:
-        kinds = {"mamba_layers": pattern.count("M"), "mixer_free_layers": pattern.count("-") + pattern.count("E"),
-                 "mlp_free_layers": pattern.count("M") + pattern.count("*")}
+        blocks = bool(m.get("mixer_free_layers", 0) or m.get("mlp_free_layers", 0))  # (Nemotron-H's one-kind blocks)
+        kinds = {"mamba_layers": pattern.count("M"), "linear_attention_layers": pattern.count("L")}
+        kinds.update({"mixer_free_layers": pattern.count("-") + pattern.count("E"),
+                      "mlp_free_layers": pattern.count("M") + pattern.count("*")} if blocks else
+                     {"mixer_free_layers": pattern.count("-") + pattern.count("E")})
+        if m.get("mamba_parallel", False):
+            raise CatalogError(file, label, "block_pattern", "is not read for a model whose Mamba2 mixers run beside "
+                                                             "attention (mamba_parallel: every layer alike); accepted: "
+                                                             "none")
         if len(pattern) != m["num_layers"]:
             raise CatalogError(file, label, "block_pattern", f"has {len(pattern)} blocks where num_layers is "
                                                              f"{m['num_layers']}; accepted: one letter a layer")

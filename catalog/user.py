@@ -72,7 +72,8 @@ engine/params.py architecture_counts):
   latent experts, refused), one norm each, their order kept (block_pattern: which blocks freeze tuning's last k are);
   bamba (IBM Bamba): Mamba2 on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted
   (engine/params.py mamba_params) and their state per sequence sized for inference and serving; training them is
-  estimated, but LoRA on Nemotron-H and any training of Falcon-H1 (engine/params.py hybrid_training_unmodelled).
+  estimated, but LoRA on Nemotron-H and Falcon-H1 and training a Falcon-H1 with mamba_rms_norm (engine/params.py
+  hybrid_training_unmodelled).
 - falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
   norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
@@ -379,6 +380,8 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
         if unknown:
             raise CatalogError(file, None, "layer_types", f"has {show(unknown[0])}; accepted: attention, mamba")
         mamba = sum(1 for t in types if t in ("mamba", "linear_attention"))
+        if mamba:  # (the layers' order: which layers freeze tuning's last k are, engine/params.py block_tail)
+            arch["block_pattern"] = "".join("M" if t in ("mamba", "linear_attention") else "*" for t in types)
         experts = _count(cfg, "num_local_experts", file, 8)
         if experts > 0:  # GraniteMoeHybridMoE beside the shared_mlp (num_experts_per_tok default 2)
             arch.update(num_experts=experts, experts_per_token=_count(cfg, "num_experts_per_tok", file, 2, low=1),
@@ -398,6 +401,7 @@ def _mamba2_layout(cfg: dict, model_type: str, file: str) -> tuple[dict, dict]:
             raise CatalogError(file, None, "attn_layer_indices", f"must be a list of layer numbers, got {show(indices)}")
         attention = {i for i in indices if 0 <= i < layers}
         mamba = layers - len(attention)
+        arch["block_pattern"] = "".join("*" if i in attention else "M" for i in range(layers))
     elif model_type == "falcon_h1":
         # FalconH1DecoderLayer: attention and a Mamba2 mixer side by side on every layer (their outputs summed, the mup
         # multipliers scaling them add no weights), a gated MLP, input_layernorm and pre_ff_layernorm; the mixer's
@@ -679,9 +683,11 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                 raise CatalogError(file, None, "layer_types", f"has {show(unknown[0])}; accepted: linear_attention, "
                                                               "full_attention")
             arch["linear_attention_layers"] = sum(1 for t in types if t == "linear_attention")
+            arch["block_pattern"] = "".join("L" if t == "linear_attention" else "*" for t in types)
         else:
             interval = _count(cfg, "full_attention_interval", file, 4, low=1)
             arch["linear_attention_layers"] = layers - layers // interval
+            arch["block_pattern"] = "".join("*" if (i + 1) % interval == 0 else "L" for i in range(layers))
         for key, default in HYBRID_DEFAULTS.items():
             arch[key] = _count(cfg, key, file, default, low=1)
         arch["attention_output_gate"] = True  # Qwen3NextAttention: q_proj gives query and gate (no config field)
@@ -753,9 +759,12 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                      f"and SSM state per sequence), {attention} attention"
                      + (f", {arch['mixer_free_layers']} an MLP alone" if arch.get("mixer_free_layers") else "")
                      + (" (its experts)" if arch.get("mixer_free_layers") and arch.get("num_experts") else "") + "."
-                     + {"falcon_h1": " Training such a model is not modelled.",
-                        "nemotron_h": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
-                                      "out_proj); full and freeze tuning are."}.get(model_type, ""))
+                     + ({"nemotron_h": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
+                                       "out_proj); full and freeze tuning are.",
+                         "falcon_h1": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
+                                      "out_proj); full and freeze tuning are." if not arch.get("mamba_norm")
+                         else " Training such a model (its mixers' gated norm: mamba_rms_norm) is not modelled."}
+                        .get(model_type, "")))
         # (engine/params.py hybrid_training_unmodelled)
     if arch.get("kv_lora_rank"):
         notes.append(f"Latent attention (MLA): {arch['kv_lora_rank'] + arch['qk_rope_head_dim']} cached values per "

@@ -188,6 +188,10 @@ class Inputs:
     blk_mixer_free: np.ndarray | float = 0.0
     blk_mlp_free: np.ndarray | float = 0.0
     blk_ungated: np.ndarray | float = 0.0
+    # Falcon-H1's mixers beside attention (hybrid_training_terms): how many, what they save (trained and frozen)
+    hyb_par_layers: np.ndarray | float = 0.0
+    hyb_par_saved_full: np.ndarray | float = 0.0
+    hyb_par_saved_frozen: np.ndarray | float = 0.0
     # and, for freeze tuning, how many of each kind the last k blocks hold (engine/params.py block_tail; NaN: unknown)
     blk_tail: dict | None = None
     pw_gu: np.ndarray | float = 0.0  # 1 where those experts' gate_up_proj is adapted
@@ -675,15 +679,22 @@ def linear_prefill_bytes(arch: dict, h, act_b) -> tuple[np.ndarray, np.ndarray]:
 GDN_SAVED = {"full": (2.0, 8.0, 32.0, 34.0, 1318.0, 4.0), "frozen": (2.0, 8.0, 32.0, 30.0, 1314.0, 4.0)}
 # Mamba2 terms: h, H P, H N, chunk H, H P N / chunk, G N.
 MAMBA_SAVED = {"full": (2.0, 47.63, 19.82, 12.18, 8.73, 8.03), "frozen": (2.0, 37.70, 19.85, 12.15, 8.61, 8.03)}
+# Falcon-H1's mixer (FalconH1Mixer with mamba_rms_norm false, as Falcon-H1 7B's config has it: the scan's output
+# times silu(gate), no gated RMSNorm; its input times ssm_in_multiplier, a copy in_proj keeps, counted here), the same
+# terms, least squares on the same single-layer shapes (benchmarks/check_hybrid_training.py falcon; held out on Falcon-H1
+# 7B's shape +0.68% and a 1.5B-Deep-like one +0.23%).
+FALCON_SAVED = {"full": (4.0, 33.63, 19.82, 12.18, 8.73, 8.0), "frozen": (2.0, 27.70, 19.85, 12.15, 8.61, 8.0)}
 
 
 def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
     """Per row (0 for a model without them): hyb_layers, the Gated DeltaNet and Mamba2 layers in place of attention
-    (Falcon-H1's mamba_parallel mixers run beside it: not counted); hyb_saved_full / hyb_saved_frozen, what those
+    (Falcon-H1's mamba_parallel mixers run beside it: hyb_par_*, below); hyb_saved_full / hyb_saved_frozen, what those
     layers' mixers save per token, summed (GDN_SAVED, MAMBA_SAVED at 16-bit activations, scaled by act_b / 2);
     hyb_in_projs, their input projections, summed (Qwen3.5's Qwen3_5GatedDeltaNet: in_proj_qkv, in_proj_z, in_proj_b,
     in_proj_a; Qwen3-Next's: in_proj_qkvz, in_proj_ba; Mamba2: in_proj); hyb_out_width, out_proj's input widths,
-    summed (Hv dv; heads x head_dim)."""
+    summed (Hv dv; heads x head_dim); hyb_par_layers and hyb_par_saved_full / _frozen, Falcon-H1's mixers beside
+    attention (without mamba_rms_norm: FALCON_SAVED) and what they save, summed; blk_*, Nemotron-H's blocks
+    (_block_layout)."""
     Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
     hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
     Lm = np.where(np.asarray(arch.get("mamba_parallel", False), dtype=bool), 0.0,
@@ -699,10 +710,16 @@ def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
            "blk_mixer_free": np.asarray(arch.get("mixer_free_layers", 0.0), dtype=float),
            "blk_mlp_free": np.asarray(arch.get("mlp_free_layers", 0.0), dtype=float),
            "blk_ungated": np.asarray(arch.get("mlp_ungated", False), dtype=float)}
+    # Falcon-H1: a Mamba2 mixer beside attention on every layer (mamba_parallel), without its gated norm
+    Lp = np.where(np.asarray(arch.get("mamba_parallel", False), dtype=bool)
+                  & ~np.asarray(arch.get("mamba_norm", True), dtype=bool),
+                  np.asarray(arch.get("mamba_layers", 0.0), dtype=float), 0.0)
+    out["hyb_par_layers"] = Lp
     for kind in ("full", "frozen"):
         gdn = sum(c * t for c, t in zip(GDN_SAVED[kind], gdn_terms))
         mamba = sum(c * t for c, t in zip(MAMBA_SAVED[kind], mamba_terms))
         out[f"hyb_saved_{kind}"] = scale * (Llin * gdn + Lm * mamba)
+        out[f"hyb_par_saved_{kind}"] = scale * Lp * sum(c * t for c, t in zip(FALCON_SAVED[kind], mamba_terms))
     return out
 
 
@@ -1703,7 +1720,7 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     return dense
 
 
-def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None]:
+def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None, np.ndarray | None]:
     """Per token, what the Gated DeltaNet and Mamba2 layers (Inputs.hyb_*) keep for backward beyond what counting them
     as attention layers (_layer_activations) gives, summed over them: 0 for other models. Such a layer keeps its MLP
     part and its norms as an attention layer does; in place of the attention's part (what layer_activation_bytes
@@ -1712,9 +1729,13 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None]:
     normed input where its input projections train (R h, once), and under peft's fp32 adapters on a 16-bit base the
     fp32 copy each adapted projection's lora_A keeps (4 x its input width, as layer_activation_bytes counts for q, k,
     v, o) and lora_A's fp32 output (4 r)."""
-    if not np.any(np.asarray(x.hyb_layers) > 0):
-        return np.zeros(len(x.h)), None
     trains = np.where(x.full | x.freeze, 1.0, 0.0)
+    # Falcon-H1's mixers run beside attention: each layer keeps its mixer's tensors on top of the engine's layer (its
+    # attention keeps the attention_in_multiplier copy of the normed input as the engine's layer keeps the normed
+    # input; nothing keeps the mixer's output, scaled by ssm_out_multiplier: less its 2 h)
+    par = (np.where(trains > 0, x.hyb_par_saved_full, x.hyb_par_saved_frozen) - x.hyb_par_layers * x.M * x.h) / x.tp
+    if not np.any(np.asarray(x.hyb_layers) > 0):
+        return np.zeros(len(x.h)) + par, None, None
     attn = _ATTENTION
     saves = {mod: trains for mod in C.LORA_MODULES}
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
@@ -1739,12 +1760,21 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None]:
     copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
     lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
     mixers = (saved + normed_in + copies + lora_out) / x.tp
-    delta = mixers - x.hyb_layers * attn_part
-    blocks = np.asarray(x.blk_mixer_free, dtype=float) + np.asarray(x.blk_mlp_free, dtype=float)
-    if not np.any(blocks > 0):
-        return delta, None
-    layout, kinds = _block_layout(x, saves, trains, adapted, args, whole, attn_part, mixers)
-    return delta + np.where(blocks > 0, layout, 0.0), {k: np.where(blocks > 0, v, np.nan) for k, v in kinds.items()}
+    delta = mixers - x.hyb_layers * attn_part + par
+    blocks = (np.asarray(x.blk_mixer_free, dtype=float) + np.asarray(x.blk_mlp_free, dtype=float)) > 0
+    # the layers of the hybrids whose every layer holds a mixer and an MLP (Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba),
+    # by kind, for freeze tuning's last k (_blocks_per_layer): a Gated DeltaNet or Mamba2 layer keeps the engine's layer
+    # less its attention part plus its mixer's own; an attention layer the engine's layer
+    n_mix = np.asarray(x.hyb_layers, dtype=float)
+    layered = ~blocks & (n_mix > 0)
+    kinds = {"mamba": whole - attn_part + mixers / np.maximum(n_mix, 1.0), "attention": whole,
+             "mlp": np.zeros(len(x.h)), "mamba_n": n_mix, "attention_n": x.L - n_mix, "mlp_n": np.zeros(len(x.h))}
+    kinds = {k: np.where(layered, v, np.nan) for k, v in kinds.items()}
+    if not np.any(blocks):
+        return delta, kinds, blocks
+    layout, block_kinds = _block_layout(x, saves, trains, adapted, args, whole, attn_part, mixers)
+    kinds = {k: np.where(blocks, block_kinds[k], kinds[k]) for k in kinds}
+    return delta + np.where(blocks, layout, 0.0), kinds, blocks
 
 
 _ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -1784,12 +1814,13 @@ def _block_layout(x: Inputs, saves, trains, adapted, args, whole, attn_part, mix
                     "mlp": norm + mlp_part + relu2, "mamba_n": Lm, "attention_n": Ly - Lm, "mlp_n": Lx}
 
 
-def _blocks_per_layer(x: Inputs, per_layer, mean, kinds):
-    """Nemotron-H (_block_layout's kinds; NaN on other rows): what a layer keeps where its blocks differ by kind.
-    Freeze tuning keeps the last k blocks as they are (Inputs.blk_tail, from the catalog's block_pattern): their mean,
-    where the pattern is known. Checkpointing recomputes one block at a time in backward: the largest of the kinds that
-    train (all of them, or those among freeze's last k). What the engine's layer counts beyond the blocks (a MoE's
-    routing, ...) stays spread evenly over the blocks."""
+def _blocks_per_layer(x: Inputs, per_layer, mean, kinds, blocks):
+    """What a layer keeps where a hybrid's layers differ by kind (_hybrid_layers_delta's kinds: Nemotron-H's one-kind
+    blocks, `blocks`, and the mixer and attention layers of the others; NaN on other rows). Freeze tuning keeps the
+    last k layers as they are (Inputs.blk_tail, from the catalog's block_pattern): their mean, where the order is
+    known. On Nemotron-H checkpointing recomputes one block at a time in backward: the largest of the kinds that train
+    (all of them, or those among freeze's last k); the others keep the engine's layer there, as measured. What the
+    engine's layer counts beyond the kinds (a MoE's routing, q/k norms, ...) stays spread evenly over the layers."""
     names = ("mamba", "attention", "mlp")
     rest = mean - sum(kinds[k] * kinds[f"{k}_n"] for k in names) / x.L
     tail = x.blk_tail if x.blk_tail is not None else {}
@@ -1797,14 +1828,16 @@ def _blocks_per_layer(x: Inputs, per_layer, mean, kinds):
               for k, t in (("mamba", "mamba"), ("attention", "attention"), ("mlp", "mlp"))}
     if "moe" in tail:  # (E blocks: the MLP kind, with the experts' active width)
         tail_n["mlp"] = tail_n["mlp"] + np.where(np.isfinite(tail_n["mlp"]), tail["moe"], np.nan)
+    if "linear" in tail:  # (a Gated DeltaNet layer: the mixer kind of its model)
+        tail_n["mamba"] = tail_n["mamba"] + np.where(np.isfinite(tail_n["mamba"]), tail["linear"], np.nan)
     known = np.isfinite(tail_n["mamba"])
     k = np.maximum(sum(np.nan_to_num(tail_n[n]) for n in names), 1.0)
     frozen_tail = sum(np.nan_to_num(tail_n[n]) * kinds[n] for n in names) / k + rest
     present = {n: np.where(known, np.nan_to_num(tail_n[n]), kinds[f"{n}_n"]) > 0 for n in names}
     largest = np.max(np.stack([np.where(present[n], kinds[n], -np.inf) for n in names]), axis=0) + rest
-    blocks = np.isfinite(kinds["mamba"])
-    out = np.where(blocks & known & ~x.gc, frozen_tail, np.where(blocks & ~x.gc, mean, per_layer))
-    return np.where(blocks & x.gc, largest, out)
+    kind = np.isfinite(kinds["mamba"])
+    out = np.where(kind & known & ~x.gc, frozen_tail, per_layer)
+    return np.where(kind & blocks & x.gc, largest, out)
 
 
 def _expert_wrapper_kept(x: Inputs) -> tuple[np.ndarray, np.ndarray]:
@@ -1940,12 +1973,13 @@ def activations(x: Inputs, t: Totals) -> dict[str, Part]:
     checkpointing each layer's input, and the final norm's; a layer's backward under
     checkpointing recomputes its own."""
     per_layer = _layer_activations(x)
-    if np.any(np.asarray(x.hyb_layers) > 0):  # hybrid models: their layers' own terms, as an average per layer
-        delta, kinds = _hybrid_layers_delta(x)
+    if np.any((np.asarray(x.hyb_layers) > 0) | (np.asarray(x.hyb_par_layers) > 0)):  # hybrid models: their layers'
+        delta, kinds, blocks = _hybrid_layers_delta(x)                               # own terms, a mean per layer
         mean = per_layer + delta / x.L
-        per_layer = np.where(x.gc, per_layer, mean)
+        # (Falcon-H1's layers are all alike: the one checkpointing recomputes holds its mixer too)
+        per_layer = np.where(x.gc & ~(np.asarray(x.hyb_par_layers) > 0), per_layer, mean)
         if kinds is not None:
-            per_layer = _blocks_per_layer(x, per_layer, mean, kinds)
+            per_layer = _blocks_per_layer(x, per_layer, mean, kinds, blocks)
     pw_token, pw_fixed = _expert_wrapper_kept(x)
     if np.any(x.pw_fe > 0):  # (the recomputed layer's own under checkpointing: one layer's share)
         per_layer = per_layer + np.where(x.gc, 0.0, pw_token / x.L)

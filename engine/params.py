@@ -212,15 +212,19 @@ def architecture_counts(m, last_k=None, tail=None) -> dict:
         layered = (E > 0) & ((first_dense > 0) | (step > 1)) & ~hybrid
         counts["last_layers"] = np.where(layered, _last_layers(last_k, L, first_dense, step, E, attn_lin + attn_other,
                                                                mlp, moe_all), np.nan)
-        if tail is not None:  # Nemotron-H's last blocks, by kind (block_tail; NaN where the pattern is not known)
+        if tail is not None:  # a hybrid's last layers, by kind (block_tail; NaN where the order is not known)
             norm = _col(m, "norms_per_layer") * h
-            blocks = (tail["mamba"] * (mamba_lin + mamba_other) + tail["attention"] * (attn_lin + attn_only)
-                      + tail["mlp"] * mlp + tail["moe"] * moe_all + last_k * norm)
+            mixers = (tail["mamba"] * (mamba_lin + mamba_other) + tail["linear"] * (gdn_lin + gdn_other)
+                      + tail["attention"] * (attn_lin + attn_only) + last_k * norm)
+            # Nemotron-H's one-kind blocks: their MLP and expert blocks; the others: every layer's MLP or experts
+            block_mlps = tail["mlp"] * mlp + tail["moe"] * moe_all
+            layer_mlps = last_k * (dense_layers * mlp + moe_layers * moe_all) / L
+            blocks = mixers + np.where((Lx > 0) | (Ly > 0), block_mlps, layer_mlps)
             counts["last_layers"] = np.where(np.isfinite(blocks), blocks, counts["last_layers"])
     return counts
 
 
-BLOCK_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+BLOCK_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "L": "linear"}
 
 
 def block_tail(patterns, k) -> dict:
@@ -384,16 +388,19 @@ def hybrid_training_unmodelled(models, adapters: bool = False) -> np.ndarray:
     Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept, _block_layout; held
     out against tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's models,
     Qwen3-Next, Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held
-    out, within 0.4% of the measured steps with and without checkpointing), and Nemotron-H's full and freeze tuning
-    (its block layout, _block_layout: held out within 0.6%). Not: LoRA on Nemotron-H (peft 0.21.2 refuses all-linear
-    there, tuners_utils.py _check_lora_target_modules_mamba on out_proj, and no adapter count on its blocks is
-    measured) and Falcon-H1's training (its parallel mixers are not counted beside its attention; peft refuses its
-    out_proj too)."""
+    out, within 0.4% of the measured steps with and without checkpointing), Nemotron-H's full and freeze tuning (its
+    block layout, _block_layout: held out within 0.4%) and Falcon-H1's (its mixers beside attention, FALCON_SAVED:
+    held out within 0.5%). Not: LoRA on Nemotron-H and Falcon-H1 (peft 0.21.2 refuses all-linear there, tuners_utils.py
+    _check_lora_target_modules_mamba on out_proj, and no adapter count on their layers is measured), nor a Falcon-H1
+    with mamba_rms_norm (the 7B's config has it false; a mixer with its gated norm beside attention is not measured)."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
     mtype = model_types(models["family"] if "family" in models else [""] * n).astype(str)
+    # (Falcon-H1 as its 7B's config builds it: mamba_rms_norm false, engine/components.py FALCON_SAVED)
+    falcon = (mtype == "falcon_h1") & ~_float_col(models, "mamba_norm").astype(bool) if "mamba_norm" in models \
+        else np.zeros(n, dtype=bool)
     covered = ((mtype == "qwen3_next") | np.char.startswith(mtype, "qwen3_5") | (mtype == "granitemoehybrid")
-               | (mtype == "bamba") | ((mtype == "nemotron_h") & (not adapters)))
+               | (mtype == "bamba") | ((mtype == "nemotron_h") | falcon) & (not adapters))
     return (layers > 0) & ~covered
 
 

@@ -966,7 +966,7 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
     # hybrid linear attention and Mamba2 hybrids whose training is not modelled (engine/params.py
-    # hybrid_training_unmodelled: Falcon-H1, and LoRA on Nemotron-H); inference is
+    # hybrid_training_unmodelled: LoRA on Nemotron-H and Falcon-H1, a Falcon-H1 with mamba_rms_norm); inference is
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
     if stateful and not allow_unmodelled:
         counts = {c: column_array(models, c, 0).astype(float)[idx] for c in stateful}
@@ -984,11 +984,12 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
             if not whole[cfg.inv[i]]:  # (Nemotron-H: its full and freeze tuning are modelled, its LoRA is not)
                 raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose LoRA training memory is not modelled "
                                  "yet (peft 0.21.2 refuses all-linear on their out_proj, and no adapter count on its "
-                                 "blocks is measured); accepted for this model: --method full or freeze, --task infer, "
+                                 "layers is measured); accepted for this model: --method full or freeze, --task infer, "
                                  "and `serve`")
             raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet "
-                             "(modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba, and Nemotron-H's full and freeze "
-                             "tuning); accepted for this model: --task infer, and `serve`")
+                             "(modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba, and full and freeze tuning of "
+                             "Nemotron-H and of Falcon-H1 without mamba_rms_norm); accepted for this model: --task "
+                             "infer, and `serve`")
 
 
 def grid(**axes) -> pd.DataFrame:

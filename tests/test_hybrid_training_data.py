@@ -15,20 +15,25 @@ DATA = Path(__file__).resolve().parent / "data" / "measured_hybrid_training.csv"
 
 def test_the_rows_are_the_ones_measured_before_any_fit():
     # sha256 of the file as written by `measure_peaks.py --set hybrid` on 2026-12-06 (its first 18 rows, header
-    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows and five Nemotron-H
-    # rows after them (the last two committed in d2e440d before their data; meta file beside it): a held-out row changed
-    # after the engine is fitted fails here
+    # included) and of the whole file as written again on 2026-12-07 with the hybrid probe's rows, five Nemotron-H rows,
+    # four Falcon-H1 rows and three freeze rows of alternating hybrids after them (committed before their data in
+    # 22a9f1f, d2e440d, a040c48 and 498ccec; meta file beside it): a held-out row changed after the engine is fitted
+    # fails here
     lines = DATA.read_bytes().splitlines(keepends=True)
     assert hashlib.sha256(b"".join(lines[:19])).hexdigest() == (
         "377cd848b78531e28d870636e09e857d6fdc7b93d299a73a954b1492ea4b7b87")
     assert hashlib.sha256(DATA.read_bytes()).hexdigest() == (
-        "b2dffc8fbcbc5bb137e18e9b1a3e5d355e3da725acd486bcb4f7461d6db7b63e")
+        "2f8ebf7ac87f8e3963e62da9a2be35ed6a9d678075e36e5fdaf6b891f213be63")
 
 
 def test_both_splits_hold_both_layer_kinds_methods_and_checkpointing():
     rows = pd.read_csv(DATA)
     assert set(rows["split"]) == {"calibration", "heldout"}
     cal = rows[rows["split"] == "calibration"]
+    # (and Falcon-H1 7B's 1 x 2,048 full step, the calibration row of its mixers beside attention, a040c48)
+    falcon = cal["model"] == "falcon-h1-7b-instruct"
+    assert falcon.sum() == 1 and set(cal.loc[falcon, "seq"]) == {2048}
+    cal = cal[~falcon]
     assert set(cal["seq"]) == {1024} and set(cal["model"]) == {"qwen3.5-27b", "granite-4.0-h-micro"}
     for split, part in rows.groupby("split"):
         assert {"qwen3.5-27b", "granite-4.0-h-micro"} <= set(part["model"]), split  # Gated DeltaNet and Mamba2

@@ -179,7 +179,7 @@ def test_llama_cpp_and_transformers_serve_a_mamba2_model(engine):
     assert d["mamba_layers"] == 29 and d["max_concurrency"] >= 1
 
 
-def test_estimate_infers_trains_and_refuses_what_is_not_modelled():
+def test_estimate_infers_trains_and_refuses_what_is_not_modelled(tmp_path):
     path = str(DATA / "nvidia-nemotron-nano-9b-v2.json")
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--task", "infer")
     assert code == 0 and "parameters 8,888,227,328" in out
@@ -189,19 +189,26 @@ def test_estimate_infers_trains_and_refuses_what_is_not_modelled():
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.strip().splitlines() == ["error: nvidia-nvidia-nemotron-nano-9b-v2 has Mamba2 layers, whose LoRA training "
                                         "memory is not modelled yet (peft 0.21.2 refuses all-linear on their out_proj, "
-                                        "and no adapter count on its blocks is measured); accepted for this model: "
+                                        "and no adapter count on its layers is measured); accepted for this model: "
                                         "--method full or freeze, --task infer, and `serve`"]
     for method in ("full", "freeze"):
         for cfg in (path, str(DATA / NANO3)):
             code, out, err = run_cli("estimate", "--model-config", cfg, "--gpu", "h100-sxm-80gb", "--method", method,
                                      "--freeze-layers", "2")
             assert code == 0 and "Traceback" not in err, (cfg, method, err)
-    code, out, err = run_cli("estimate", "--model-config", str(DATA / "falcon-h1-7b-instruct.json"), "--gpu",
-                             "h100-sxm-80gb", "--method", "full")
+    # Falcon-H1 (its mixers beside attention): full and freeze tuning, not LoRA; with mamba_rms_norm, not at all
+    falcon = str(DATA / "falcon-h1-7b-instruct.json")
+    code, out, err = run_cli("estimate", "--model-config", falcon, "--gpu", "h100-sxm-80gb", "--method", "full")
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = run_cli("estimate", "--model-config", falcon, "--gpu", "h100-sxm-80gb", "--method", "qlora")
+    assert code == 2 and "falcon-h1-7b-instruct has Mamba2 layers, whose LoRA training memory is not modelled" in err
+    normed = tmp_path / "falcon-h1-normed.json"
+    normed.write_text(json.dumps(dict(json.loads(Path(falcon).read_text()), mamba_rms_norm=True)))
+    code, out, err = run_cli("estimate", "--model-config", str(normed), "--gpu", "h100-sxm-80gb", "--method", "full")
     assert code == 2 and err.strip().splitlines() == [
-        "error: tiiuae-falcon-h1-7b-instruct has Mamba2 layers, whose training memory is not modelled yet (modelled: Qwen3.5, "
-        "Qwen3-Next, Granite 4.0-H, Bamba, and Nemotron-H's full and freeze tuning); accepted for this model: --task "
-        "infer, and `serve`"]
+        "error: tiiuae-falcon-h1-7b-instruct has Mamba2 layers, whose training memory is not modelled yet (modelled: "
+        "Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba, and full and freeze tuning of Nemotron-H and of Falcon-H1 without "
+        "mamba_rms_norm); accepted for this model: --task infer, and `serve`"]
     # Granite 4.0-H Micro (dense) and, since the hybrid probe, Granite 4.0-H's MoE models and Bamba are modelled
     # (tests/test_hybrid_training_accuracy.py)
     for name in ("granite-4.0-h-micro.json", "granite-4.0-h-small.json", "bamba-9b.json"):
@@ -420,10 +427,39 @@ def test_a_block_pattern_that_disagrees_with_the_counts_is_refused_by_name():
     record = model_from_config_file(DATA / "nvidia-nemotron-nano-9b-v2.json")
     assert record["block_pattern"] == "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
     check_model(dict(record), "x.json")
-    assert model_from_config_file(DATA / "bamba-9b.json").get("block_pattern") is None
+    # the hybrids whose layers each hold a mixer and an MLP keep their layers' order too (M Mamba2, L Gated DeltaNet,
+    # * attention); Falcon-H1, every layer alike, none
+    assert model_from_config_file(DATA / "bamba-9b.json")["block_pattern"] == "M" * 9 + "*" + "M" * 8 + "*" + "M" * 8 \
+        + "*" + "M" * 4
+    granite = model_from_config_file(DATA / "granite-4.0-h-micro.json")
+    assert [i for i, c in enumerate(granite["block_pattern"]) if c == "*"] == [5, 15, 25, 35]
+    assert model_from_config_file(DATA / "falcon-h1-7b-instruct.json").get("block_pattern") is None
+    qwen = default_catalog().models().set_index("id").loc["qwen3-next-80b-a3b", "block_pattern"]
+    assert qwen == "LLL*" * 12
+    with pytest.raises(CatalogError, match="is not read for a model whose Mamba2 mixers run beside attention"):
+        check_model(dict(model_from_config_file(DATA / "falcon-h1-7b-instruct.json"), block_pattern="M" * 44), "x.json")
+    with pytest.raises(CatalogError, match="has 35 blocks of the kind linear_attention_layers counts, where linear_attention_layers is 36"):
+        check_model(dict(default_catalog().models().set_index("id").loc["qwen3-next-80b-a3b"].dropna().to_dict(),
+                         id="q", block_pattern="LLL*" * 11 + "LL**"), "x.json")
     for pattern, says in ((record["block_pattern"][:-1], "has 55 blocks where num_layers is 56"),
                           (record["block_pattern"].replace("*", "M", 1), "has 28 blocks of the kind mamba_layers counts")):
         with pytest.raises(CatalogError, match=says):
             check_model(dict(record, block_pattern=pattern), "x.json")
-    with pytest.raises(ValueError, match="a string of M, \\*, - and E"):
+    with pytest.raises(ValueError, match="a string of M, L, \\*, - and E"):
         MODEL_FIELDS["block_pattern"].check("M-X")
+
+
+def test_tables_label_only_the_lora_rows_of_nemotron_h_and_falcon_h1_as_not_modelled():
+    """planning.not_modelled (the "✗ not modelled" label of a table row) follows the engine per method: Nemotron-H's and
+    Falcon-H1's full and freeze rows are estimated, their LoRA and QLoRA rows are not; inference rows never are."""
+    from planner import planning
+    models = default_catalog().models()
+    records = [model_from_config_file(DATA / name) for name in ("nvidia-nemotron-nano-9b-v2.json",
+                                                                "falcon-h1-7b-instruct.json")]
+    models = pd.concat([models, pd.DataFrame(records)], ignore_index=True)
+    frame = planning.expand({"task": "train", "batch": 1, "seq": 1024, "freeze_layers": 2},
+                            model=[r["id"] for r in records], method=["full", "freeze", "lora", "qlora"])
+    frame = pd.concat([frame, frame.head(2).assign(task="infer", method="none")], ignore_index=True)
+    label = planning.not_modelled(frame, models)
+    want = frame["method"].astype(str).isin(["lora", "qlora"]).to_numpy()
+    assert want.sum() == 4 and (label == want).all(), frame.assign(label=label)
