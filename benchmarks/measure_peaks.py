@@ -325,6 +325,9 @@ LORA_TARGETS = {
     "q_proj,v_proj": ["q_proj", "v_proj"],
     "all": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "all-linear": "all-linear",  # peft's own resolution: every nn.Linear but the output layer
+    # attention and an ungated MLP's projections by name: what peft builds on Nemotron-H and Falcon-H1, where it refuses
+    # all-linear (their Mamba2 out_proj, tuners_utils.py _check_lora_target_modules_mamba)
+    "q_proj,k_proj,v_proj,o_proj,up_proj,down_proj": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"],
 }
 
 
@@ -868,6 +871,13 @@ HYBRID_CONFIGS += [_train("falcon-h1-7b-instruct", "bf16", "adamw", 1, 2048, Fal
 HYBRID_CONFIGS += [_freeze("granite-4.0-h-micro", "bf16", "adamw", 1, 4096, False, 4, HO),
                    _freeze("bamba-9b", "bf16", "adamw", 1, 4096, False, 4, HO),
                    _freeze("qwen3.5-27b", "bf16", "adamw", 1, 4096, False, 2, HO)]
+# LoRA on Nemotron-H and Falcon-H1 with the projections named (2026-12-07, committed before their data and before any
+# term for them, held out): peft refuses all-linear on both, but builds a list of the attention and MLP projections
+SIX = "q_proj,k_proj,v_proj,o_proj,up_proj,down_proj"
+HYBRID_CONFIGS += [_lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 2048, False, 16, SIX, split=HO),
+                   _lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 4096, True, 16, "q_proj,v_proj", split=HO),
+                   _lora("falcon-h1-7b-instruct", "bf16", "adamw", 1, 2048, False, 16, SIX, split=HO),
+                   _lora("falcon-h1-7b-instruct", "bf16", "adamw", 2, 2048, True, 16, "q_proj,v_proj", split=HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
