@@ -72,8 +72,8 @@ engine/params.py architecture_counts):
   latent experts, refused), one norm each, their order kept (block_pattern: which blocks freeze tuning's last k are);
   bamba (IBM Bamba): Mamba2 on every layer but attn_layer_indices. Their Mamba2 mixers' weights are counted
   (engine/params.py mamba_params) and their state per sequence sized for inference and serving; training them is
-  estimated, but LoRA on Nemotron-H and Falcon-H1 and training a Falcon-H1 with mamba_rms_norm (engine/params.py
-  hybrid_training_unmodelled).
+  estimated, but LoRA on every projection of Nemotron-H and Falcon-H1 (peft refuses all-linear there), on Nemotron-H's
+  expert blocks, and training a Falcon-H1 with mamba_rms_norm (engine/params.py hybrid_training_unmodelled).
 - falcon_h1 (Falcon-H1): attention and a Mamba2 mixer side by side on every layer (mamba_parallel), a gated MLP, two
   norms; the mixer's intermediate mamba_d_ssm, its norm only where mamba_rms_norm; the mup multipliers add no weights.
 - ernie4_5, ernie4_5_moe (ERNIE-4.5): the Llama layout, tied by default; the MoE's first moe_layer_start_index layers
@@ -759,10 +759,11 @@ def model_from_config(cfg, file: str = "config.json", model_id: str | None = Non
                      f"and SSM state per sequence), {attention} attention"
                      + (f", {arch['mixer_free_layers']} an MLP alone" if arch.get("mixer_free_layers") else "")
                      + (" (its experts)" if arch.get("mixer_free_layers") and arch.get("num_experts") else "") + "."
-                     + ({"nemotron_h": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
-                                       "out_proj); full and freeze tuning are.",
-                         "falcon_h1": " LoRA on such a model is not modelled (peft refuses all-linear on its Mamba2 "
-                                      "out_proj); full and freeze tuning are." if not arch.get("mamba_norm")
+                     + ({"nemotron_h": " LoRA takes its projections listed (peft refuses all-linear on its Mamba2 "
+                                       "out_proj)" + ("; on its expert blocks it is not modelled." if arch.get("num_experts")
+                                                      else "."),
+                         "falcon_h1": " LoRA takes its projections listed (peft refuses all-linear on its Mamba2 "
+                                      "out_proj)." if not arch.get("mamba_norm")
                          else " Training such a model (its mixers' gated norm: mamba_rms_norm) is not modelled."}
                         .get(model_type, "")))
         # (engine/params.py hybrid_training_unmodelled)

@@ -194,6 +194,7 @@ class Inputs:
     hyb_par_saved_frozen: np.ndarray | float = 0.0
     # and, for freeze tuning, how many of each kind the last k blocks hold (engine/params.py block_tail; NaN: unknown)
     blk_tail: dict | None = None
+    lora_every: np.ndarray | float = 0.0  # 1 where a LoRA row names every target (peft's all-linear)
     pw_gu: np.ndarray | float = 0.0  # 1 where those experts' gate_up_proj is adapted
     pw_dn: np.ndarray | float = 0.0  # 1 where their down_proj is
     pw_router: np.ndarray | float = 0.0  # 1 where the router's gate.weight is (all-linear)
@@ -433,6 +434,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     base_bits = mv.lookup("base_precision", {**C.LINEAR_BITS, **C.GGUF_BITS, **C.BASE_ONLY_BITS}, 16.0)
     kv_b = mv.lookup("kv_precision", C.KV_BYTES, np.nan)
     flags = _lora_flags(mv)
+    every_target = _every_target(flags)  # (all-linear, before any name is taken out for a model's own layout below)
+    if np.any(arch["mlp_ungated"]):  # (Nemotron-H's MLPs are up_proj and down_proj alone: no gate_proj to adapt)
+        flags["gate_proj"] = np.where(np.asarray(arch["mlp_ungated"], dtype=bool), 0.0, flags["gate_proj"])
     # the models' families, read once per model (not per row): Gemma's norms, Gemma 2's softcapped logits, peft's
     # conversion of a mixture of experts (as their transformers model_type: a catalog model and the same model read
     # from its config.json alike)
@@ -559,7 +563,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
-        k_layers=freeze_k, blk_tail=tail,
+        k_layers=freeze_k, blk_tail=tail, lora_every=np.where(lora, every_target, 0.0),
         # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
         # Llama 4 Maverick's every other) trains k of its layers as they are, not k mean layers (the fifth loops
         # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
@@ -747,7 +751,11 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
         under every target (Qwen3.5), the shared_mlp under every target (Granite), at the shared expert's width;
       Bamba: attention layers as flagged, Mamba2 layers under every target, every layer's feed_forward gate/up/down
         (nn.Linear named as Llama's) as flagged. (Read from peft's own adapters on those models: benchmarks/
-        measure_peaks.py --set hybrid, the hybrid probe's LoRA rows.)"""
+        measure_peaks.py --set hybrid, the hybrid probe's LoRA rows.)
+      Nemotron-H without experts (Nano 9B v2), its projections named (peft refuses all-linear on it: the engine does,
+        engine/params.py hybrid_training_unmodelled): q, k, v, o on its attention blocks and up, down on its MLP
+        blocks as flagged, nothing on its Mamba2 blocks (their in_proj and out_proj are not Llama names).
+      Falcon-H1 is not here: its layers all hold q, k, v, o and gate, up, down under Llama's names, L x in_out."""
     Llin = np.asarray(arch["linear_attention_layers"], dtype=float)
     Lm = np.asarray(arch.get("mamba_layers", 0.0), dtype=float)
     hk, hv, dk, dv = (np.asarray(arch[c], dtype=float) for c in LINEAR_ATTENTION_FIELDS[:4])
@@ -766,6 +774,11 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
     nxt = mtype == "qwen3_next"
     granite = mtype == "granitemoehybrid"
     bamba = mtype == "bamba"
+    # Nemotron-H (dense: Nano 9B v2), with the projections named (peft refuses all-linear on it): q, k, v, o on its
+    # attention blocks, up and down on its MLP blocks (NemotronHMLP), nothing on its Mamba2 blocks
+    Lx, Ly = (np.asarray(arch[c], dtype=float) for c in ("mixer_free_layers", "mlp_free_layers"))
+    nemotron = (mtype == "nemotron_h") & (E <= 0)
+    nemotron_total = (Ly - Lm) * attn + Lx * (g["up_proj"] * (h + fd) + g["down_proj"] * (fd + h))
     gdn = np.where(qwen35, (h + 2 * key + val) + (h + val) + 2 * (h + hv) + (val + h),
                    (h + 2 * key + 2 * val) + (h + 2 * hv) + (val + h))
     inner = mh * mp
@@ -779,7 +792,8 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
                + every * ((h + E) + (h + 1)))
     mlp = np.where(nxt, experts, mlp)
     total = (L - Llin - Lm) * attn + every * (Llin * gdn + Lm * mamba) + L * mlp
-    return np.where(qwen35 | nxt | granite | bamba, total, np.nan)
+    total = np.where(nemotron, nemotron_total, total)
+    return np.where(qwen35 | nxt | granite | bamba | nemotron, total, np.nan)
 
 
 def fused_moe_lora_in_out(arch: dict, flags: dict, dims: dict, h, L, pattern) -> tuple[np.ndarray, ...]:
@@ -1756,7 +1770,7 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None, np.ndarray
     saved = np.where(trains > 0, x.hyb_saved_full, x.hyb_saved_frozen) - x.hyb_layers * x.M * x.h
     normed_in = x.hyb_layers * trains * x.R * x.h
     fp32_cast = _fp32_adapter_cast(x, x.lora)
-    in_ad, out_ad = adapted["q_proj"], adapted["o_proj"]
+    in_ad, out_ad = _mixer_adapters(x, adapted)
     copies = np.where(fp32_cast, 4.0 * (in_ad * x.hyb_in_projs * x.h + out_ad * x.hyb_out_width), 0.0)
     lora_out = 4.0 * x.r * (in_ad * x.hyb_in_projs + out_ad * x.hyb_layers)
     mixers = (saved + normed_in + copies + lora_out) / x.tp
@@ -1778,6 +1792,14 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None, np.ndarray
 
 
 _ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def _mixer_adapters(x: Inputs, adapted: dict):
+    """(1 where a Gated DeltaNet or Mamba2 mixer's input projections are adapted, 1 where its out_proj is): only under
+    all-linear, as hybrid_lora_in_out counts them (their names are not Llama's); a list of named projections leaves
+    them frozen. (Read as q_proj's and o_proj's flags before the LoRA rows on Nemotron-H with six names listed were
+    traced: that row measured 6.86% below the engine's count, 2.96% after.)"""
+    return x.lora_every, x.lora_every
 
 
 def _block_layout(x: Inputs, saves, trains, adapted, args, whole, attn_part, mixers):

@@ -382,16 +382,19 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
     return names
 
 
-def hybrid_training_unmodelled(models, adapters: bool = False) -> np.ndarray:
+def hybrid_training_unmodelled(models, adapters: bool = False, listed: bool = False) -> np.ndarray:
     """Per model (row of `models`): True where it has Gated DeltaNet or Mamba2 layers and training it is not modelled
-    (with adapters: LoRA or QLoRA; without: full or freeze tuning).
+    (with adapters: LoRA or QLoRA, on every projection, or with listed, on a list of named projections; without: full
+    or freeze tuning).
     Modelled (engine/components.py hybrid_training_terms, hybrid_lora_in_out, _expert_wrapper_kept, _block_layout; held
     out against tests/data/measured_hybrid_training.csv, tests/test_hybrid_training_accuracy.py): Qwen3.5's models,
     Qwen3-Next, Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held
     out, within 0.4% of the measured steps with and without checkpointing), Nemotron-H's full and freeze tuning (its
     block layout, _block_layout: held out within 0.4%) and Falcon-H1's (its mixers beside attention, FALCON_SAVED:
-    held out within 0.5%). Not: LoRA on Nemotron-H and Falcon-H1 (peft 0.21.2 refuses all-linear there, tuners_utils.py
-    _check_lora_target_modules_mamba on out_proj, and no adapter count on their layers is measured), nor a Falcon-H1
+    held out within 0.5%), and LoRA on Falcon-H1 and the dense Nemotron-H with its projections listed (held out:
+    tests/test_hybrid_training_accuracy.py). Not: LoRA on every projection of Nemotron-H and Falcon-H1 (peft 0.21.2
+    refuses all-linear there, tuners_utils.py _check_lora_target_modules_mamba on out_proj), LoRA on Nemotron-H's
+    expert models (Nemotron 3 Nano: no adapter count on its expert blocks is measured), nor a Falcon-H1
     with mamba_rms_norm (the 7B's config has it false; a mixer with its gated norm beside attention is not measured)."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
@@ -399,8 +402,10 @@ def hybrid_training_unmodelled(models, adapters: bool = False) -> np.ndarray:
     # (Falcon-H1 as its 7B's config builds it: mamba_rms_norm false, engine/components.py FALCON_SAVED)
     falcon = (mtype == "falcon_h1") & ~_float_col(models, "mamba_norm").astype(bool) if "mamba_norm" in models \
         else np.zeros(n, dtype=bool)
+    dense_nemotron = (mtype == "nemotron_h") & ~(np.nan_to_num(_float_col(models, "num_experts")) > 0)
     covered = ((mtype == "qwen3_next") | np.char.startswith(mtype, "qwen3_5") | (mtype == "granitemoehybrid")
-               | (mtype == "bamba") | ((mtype == "nemotron_h") | falcon) & (not adapters))
+               | (mtype == "bamba") | ((mtype == "nemotron_h") | falcon) & (not adapters)
+               | (dense_nemotron | falcon) & adapters & listed)
     return (layers > 0) & ~covered
 
 

@@ -966,26 +966,34 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
         j = cfg.inv[i]
         raise ValueError(f"pp {pp[j]} exceeds {out['model'].iloc[i]}'s {layers[j]} layers; accepted: 1 to {layers[j]}")
     # hybrid linear attention and Mamba2 hybrids whose training is not modelled (engine/params.py
-    # hybrid_training_unmodelled: LoRA on Nemotron-H and Falcon-H1, a Falcon-H1 with mamba_rms_norm); inference is
+    # hybrid_training_unmodelled: LoRA on every projection of Nemotron-H and Falcon-H1, ...); inference is
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models]
     if stateful and not allow_unmodelled:
         counts = {c: column_array(models, c, 0).astype(float)[idx] for c in stateful}
         bad = train & (sum(counts.values()) > 0)
         adapters = cfg.mask("method", "lora", "qlora")
+        every = cfg.mask("lora_targets", "all")
         if bad.any():
             whole = frame_memo(models, "hybrid_training_unmodelled", lambda: hybrid_training_unmodelled(models))[idx]
             lora = frame_memo(models, "hybrid_lora_unmodelled",
                               lambda: hybrid_training_unmodelled(models, adapters=True))[idx]
-            bad = bad & np.where(adapters, lora, whole)
+            listed = frame_memo(models, "hybrid_listed_lora_unmodelled",
+                                lambda: hybrid_training_unmodelled(models, adapters=True, listed=True))[idx]
+            bad = bad & np.where(adapters, np.where(every, lora, listed), whole)
         if bad.any():
             i = cfg.first_row(bad)
-            kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][cfg.inv[i]] > 0
+            j = cfg.inv[i]
+            kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][j] > 0
                     else "linear-attention (Gated DeltaNet)")
-            if not whole[cfg.inv[i]]:  # (Nemotron-H: its full and freeze tuning are modelled, its LoRA is not)
+            if not whole[j] and every[j] and not listed[j]:  # (Nemotron-H, Falcon-H1: peft refuses all-linear)
+                raise ValueError(f"lora targets 'all' on {out['model'].iloc[i]}: peft 0.21.2 refuses all-linear on its "
+                                 f"{kind} layers' out_proj; accepted for this model: --lora-targets as a list of its "
+                                 "attention and MLP projections (q_proj,k_proj,v_proj,o_proj,up_proj,down_proj), "
+                                 "--method full or freeze, --task infer, and `serve`")
+            if not whole[j]:  # (Nemotron-H's expert models: full and freeze tuning are modelled, LoRA is not)
                 raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose LoRA training memory is not modelled "
-                                 "yet (peft 0.21.2 refuses all-linear on their out_proj, and no adapter count on its "
-                                 "layers is measured); accepted for this model: --method full or freeze, --task infer, "
-                                 "and `serve`")
+                                 "yet (no adapter count on its expert blocks is measured); accepted for this model: "
+                                 "--method full or freeze, --task infer, and `serve`")
             raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet "
                              "(modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba, and full and freeze tuning of "
                              "Nemotron-H and of Falcon-H1 without mamba_rms_norm); accepted for this model: --task "

@@ -234,7 +234,7 @@ PEFT_REFUSED_LABEL = "✗ peft"  # the label of a LoRA row peft would not build 
 
 def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     """Training rows of a hybrid model whose training memory is not modelled (engine/params.py
-    hybrid_training_unmodelled: Falcon-H1, and LoRA or QLoRA on Nemotron-H): refused by
+    hybrid_training_unmodelled: LoRA or QLoRA on every projection of Nemotron-H or Falcon-H1, ...): refused by
     the engine (engine/scenarios.py check_combinations); tables keep them as "✗ not modelled" rows without figures."""
     stateful = [c for c in ("linear_attention_layers", "mamba_layers") if c in models.columns]  # (and Mamba2 layers)
     if not stateful or "task" not in frame.columns:
@@ -246,9 +246,12 @@ def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
         return rows
     unmodelled = hybrid_training_unmodelled(models)
     lora_unmodelled = hybrid_training_unmodelled(models, adapters=True)
-    at = positions(models["id"], frame["model"])
+    listed_unmodelled = hybrid_training_unmodelled(models, adapters=True, listed=True)
+    at = np.maximum(positions(models["id"], frame["model"]), -1)
     adapters = per_value(_series_or_column(frame, "method"), lambda u: np.isin(np.asarray(u).astype(str), ("lora", "qlora")))
-    pick = np.where(adapters, lora_unmodelled[np.maximum(at, 0)], unmodelled[np.maximum(at, 0)])
+    every = per_value(_series_or_column(frame, "lora_targets"), lambda u: np.asarray(u).astype(str) == "all")
+    pos = np.maximum(at, 0)
+    pick = np.where(adapters, np.where(every, lora_unmodelled[pos], listed_unmodelled[pos]), unmodelled[pos])
     return rows & np.where(at >= 0, pick, False)
 
 

@@ -69,6 +69,7 @@ def test_the_adapters_peft_puts_on_each_hybrid_are_counted_exactly(compared):
     # gate_up_proj at twice the rank) and router; the engine counted 104,857,600, 28,180,480 and 31,064,064 before
     lora = compared[compared["method"] == "lora"]
     assert (lora["ours_trainable"] == lora["trainable_params"]).all(), lora[["model", "ours_trainable", "trainable_params"]]
+    lora = lora[lora["lora_targets"] == "all-linear"]  # (the named lists on Nemotron-H and Falcon-H1: below)
     assert set(lora["trainable_params"]) == {116_727_808, 28_823_552, 3_443_233_536, 22_477_440, 11_840_512, 44_972_032}
 
 
@@ -130,23 +131,27 @@ def test_the_hybrid_probe_rows_meet_the_targets_and_the_docs_say_so(compared, mo
     assert not any(flags[m] for m in REFUSED) and all(lora_flags[m] for m in REFUSED)
 
 
-def _errors_without_block_layout(models, rows):
-    """The rows' errors as the engine gave them before Nemotron-H's block layout (engine/components.py _block_layout
-    returning nothing: every block an engine layer, k mean layers under freeze)."""
+def _errors_patched(models, rows, name, replacement):
+    """The rows' errors with engine/components.py's `name` replaced for the call (the engine before a term)."""
     import engine.components as components
-
-    def no_layout(x, *args):
-        return 0.0, {k: np.full(len(x.h), np.nan) for k in ("mamba", "attention", "mlp", "mamba_n", "attention_n",
-                                                             "mlp_n")}
-    saved = components._block_layout
-    components._block_layout = no_layout
+    saved = getattr(components, name)
+    setattr(components, name, replacement(saved))
     try:
         models = accuracy_table.with_config_models(models, rows["model"])
         result = estimate(accuracy_table.scenario_frame(rows), models, allow_unmodelled=True)
     finally:
-        components._block_layout = saved
+        setattr(components, name, saved)
     ours = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
     return ours / rows["peak_bytes"].to_numpy() - 1
+
+
+def _errors_without_block_layout(models, rows):
+    """... before Nemotron-H's block layout (_block_layout returning nothing: every block an engine layer, k mean
+    layers under freeze)."""
+    def no_layout(saved):
+        return lambda x, *args: (0.0, {k: np.full(len(x.h), np.nan) for k in ("mamba", "attention", "mlp", "mamba_n",
+                                                                               "attention_n", "mlp_n")})
+    return _errors_patched(models, rows, "_block_layout", no_layout)
 
 
 def test_nemotron_h_block_layout_meets_the_targets_and_the_docs_say_so(compared):
@@ -186,22 +191,12 @@ def test_block_tail_counts_the_last_blocks_of_each_kind():
 
 
 def _errors_without_falcon_mixers(models, rows):
-    """The rows' errors as the engine gave them before Falcon-H1's mixers were counted (hybrid_training_terms without
-    its hyb_par_* terms: each layer its attention and MLP alone)."""
-    import engine.components as components
-    saved = components.hybrid_training_terms
-
-    def without(*args, **kwargs):
-        out = saved(*args, **kwargs)
-        return {k: (v * 0.0 if k.startswith("hyb_par_") else v) for k, v in out.items()}
-    components.hybrid_training_terms = without
-    try:
-        models = accuracy_table.with_config_models(models, rows["model"])
-        result = estimate(accuracy_table.scenario_frame(rows), models, allow_unmodelled=True)
-    finally:
-        components.hybrid_training_terms = saved
-    ours = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
-    return ours / rows["peak_bytes"].to_numpy() - 1
+    """... before Falcon-H1's mixers were counted (hybrid_training_terms without its hyb_par_* terms: each layer its
+    attention and MLP alone)."""
+    def without(saved):
+        return lambda *args, **kwargs: {k: (v * 0.0 if k.startswith("hyb_par_") else v)
+                                        for k, v in saved(*args, **kwargs).items()}
+    return _errors_patched(models, rows, "hybrid_training_terms", without)
 
 
 def test_falcon_h1_mixers_beside_attention_meet_the_targets_and_the_docs_say_so(compared, models):
@@ -228,28 +223,17 @@ def test_falcon_h1_mixers_beside_attention_meet_the_targets_and_the_docs_say_so(
 
 
 def _errors_as_mean_layers(models, rows):
-    """The rows' errors with freeze's last k layers counted as k mean layers (engine/params.py block_tail giving no
-    kinds: the engine before the layers' order was read)."""
-    import engine.components as components
-    saved = components.block_tail
-
-    def unknown(patterns, k):
-        return saved(np.full(len(patterns), "", dtype=object), k)
-    components.block_tail = unknown
-    try:
-        models = accuracy_table.with_config_models(models, rows["model"])
-        result = estimate(accuracy_table.scenario_frame(rows), models, allow_unmodelled=True)
-    finally:
-        components.block_tail = saved
-    ours = (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy()
-    return ours / rows["peak_bytes"].to_numpy() - 1
+    """... with freeze's last k layers counted as k mean layers (engine/params.py block_tail giving no kinds: the engine
+    before the layers' order was read)."""
+    def unknown(saved):
+        return lambda patterns, k: saved(np.full(len(patterns), "", dtype=object), k)
+    return _errors_patched(models, rows, "block_tail", unknown)
 
 
 def test_freeze_tuning_of_hybrids_whose_layers_alternate_meets_the_targets_and_the_docs_say_so(compared, models):
     """docs/accuracy.md, "Freeze tuning's last k layers of a hybrid": rows 37 to 39 of the file (498ccec, before their
     data and the term), held out: Granite 4.0-H Micro's and Bamba's last four layers (all Mamba2), Qwen3.5 27B's last
     two (a Gated DeltaNet and an attention layer)."""
-    assert len(compared) == 39
     rows = compared.iloc[36:39]
     assert list(rows["model"]) == ["granite-4.0-h-micro", "bamba-9b", "qwen3.5-27b"]
     assert (rows["method"] == "freeze").all() and (rows["split"] == "heldout").all()
@@ -261,4 +245,32 @@ def test_freeze_tuning_of_hybrids_whose_layers_alternate_meets_the_targets_and_t
     quoted = (f"held out: median |error| {np.median(np.abs(err)):.2f}%, largest {np.abs(err).max():.2f}%, worst "
               f"underestimate {err.min():+.2f}% (" + ", ".join(f"{e:+.2f}%" for e in err) + "); counted as k mean layers "
               "they were " + ", ".join(f"{b:+.2f}%" for b in before) + ".")
+    assert quoted in text, quoted
+
+
+def test_lora_on_nemotron_h_and_falcon_h1_with_the_projections_listed_meets_the_targets(compared, models):
+    """docs/accuracy.md, "LoRA on Nemotron-H and Falcon-H1": rows 40 to 43 of the file (468159e, before their data and
+    before the engine estimated them): r 16 on q, k, v, o, up, down without checkpointing, and on q, v with it, on Nano
+    9B v2 and Falcon-H1 7B; peft's adapters counted exactly. Row 40 was traced after it measured 6.86% below the
+    engine's count (the mixers' projections read as adapted under a list: engine/components.py _mixer_adapters), so
+    it is calibration now; the other three, which that fix does not move, stay held out."""
+    assert len(compared) == 43
+    rows = compared.iloc[39:43]
+    assert (rows["method"] == "lora").all() and (rows["split"] == "heldout").all()
+    assert list(rows["model"]) == ["nvidia-nemotron-nano-9b-v2"] * 2 + ["falcon-h1-7b-instruct"] * 2
+    assert (rows["ours_trainable"] == rows["trainable_params"]).all(), rows[["model", "ours_trainable", "trainable_params"]]
+    traced, held = rows.iloc[:1], rows.iloc[1:]
+    err = held["error"].to_numpy() * 100
+    assert np.median(np.abs(err)) <= 2 and np.all(np.abs(err) <= 5) and np.all(err >= -3), held[["model", "error"]]
+    before = _errors_patched(models, rows, "_mixer_adapters",
+                             lambda saved: lambda x, adapted: (adapted["q_proj"], adapted["o_proj"])) * 100
+    assert np.allclose(before[1:], err)  # (the fix does not move the held-out rows)
+    cal = traced["error"].iloc[0] * 100
+    assert 0 <= cal <= 5
+    text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
+    quoted = (f"The first measured {before[0]:.2f}% below the engine's count and was traced: {cal:+.2f}% after the fix. "
+              f"The three others, which the fix does not move, held out: median |error| {np.median(np.abs(err)):.2f}%, "
+              f"largest {np.abs(err).max():.2f}%, worst underestimate {err.min():+.2f}% ("
+              + ", ".join(f"{e:+.2f}%" for e in err) + "). The trained values are exact ("
+              + ", ".join(f"{v:,}" for v in rows["trainable_params"]) + ").")
     assert quoted in text, quoted

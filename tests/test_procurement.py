@@ -310,7 +310,7 @@ def test_a_workload_the_engine_does_not_model_is_named_as_such_not_out_of_reach(
     from engine import scenarios
     from tests.clirun import run_cli
 
-    def every_hybrid(models, adapters=False):
+    def every_hybrid(models, adapters=False, listed=False):
         return (models["linear_attention_layers"].fillna(0).to_numpy(dtype=float) > 0)
     monkeypatch.setattr(scenarios, "hybrid_training_unmodelled", every_hybrid)
     monkeypatch.setattr(planning_module(), "hybrid_training_unmodelled", every_hybrid)
