@@ -43,7 +43,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from engine.params import LINEAR_ATTENTION_FIELDS, MAMBA_FIELDS, architecture_counts
+from engine.params import BLOCK_KINDS, LINEAR_ATTENTION_FIELDS, MAMBA_FIELDS, architecture_counts
 from engine.scenarios import CHOICES as SCENARIO_CHOICES
 from engine.scenarios import INT_RANGES, PRECISIONS
 
@@ -411,7 +411,7 @@ MODEL_FIELDS: dict[str, Field] = {
     # a hybrid's layers in order, which the counts above do not order: what freeze tuning's last k layers are
     # (engine/params.py block_tail). Nemotron-H: its hybrid_override_pattern, one kind a block (M Mamba2, * attention,
     # - MLP, E experts); the others, each layer's mixer beside its MLP (M Mamba2, L Gated DeltaNet, * attention)
-    "block_pattern": Field(optional(text(max_len=1000, pattern=re.compile(r"[M*\-EL]+"),
+    "block_pattern": Field(optional(text(max_len=1000, pattern=re.compile("[" + re.escape("".join(BLOCK_KINDS)) + "]+"),
                                          what="a string of M, L, *, - and E (one letter a layer)")), required=False),
     # issue 25: a vision-language checkpoint's vision encoder + multimodal projector, i.e. the
     # checkpoint's total minus the language model's count (`params`, what the fields above give);
@@ -561,11 +561,10 @@ def check_model(m: dict, file: str) -> None:
                                                                f"got {m['mlp_free_layers']}")
     pattern = m.get("block_pattern")
     if pattern:
-        blocks = bool(m.get("mixer_free_layers", 0) or m.get("mlp_free_layers", 0))  # (Nemotron-H's one-kind blocks)
-        kinds = {"mamba_layers": pattern.count("M"), "linear_attention_layers": pattern.count("L")}
-        kinds.update({"mixer_free_layers": pattern.count("-") + pattern.count("E"),
-                      "mlp_free_layers": pattern.count("M") + pattern.count("*")} if blocks else
-                     {"mixer_free_layers": pattern.count("-") + pattern.count("E")})
+        kinds = {"mamba_layers": pattern.count("M"), "linear_attention_layers": pattern.count("L"),
+                 "mixer_free_layers": pattern.count("-") + pattern.count("E")}
+        if m.get("mixer_free_layers", 0) or m.get("mlp_free_layers", 0):  # (Nemotron-H's one-kind blocks)
+            kinds["mlp_free_layers"] = pattern.count("M") + pattern.count("*")
         if m.get("mamba_parallel", False):
             raise CatalogError(file, label, "block_pattern", "is not read for a model whose Mamba2 mixers run beside "
                                                              "attention (mamba_parallel: every layer alike); accepted: "

@@ -101,7 +101,7 @@ from catalog.schema import (
     validate_entries,
 )
 from catalog.quant import quant_precision
-from engine.params import architecture_counts
+from engine.params import BLOCK_KINDS, architecture_counts
 
 # A real config.json is a few KB; reading stops at 1 MB, so a wrong path (a log, a checkpoint,
 # /dev/zero) is refused at once instead of filling memory.
@@ -190,7 +190,7 @@ MAMBA2_ALIASES = {"nemotron_h": {"mamba_n_groups": "n_groups", "mamba_d_conv": "
                                  "num_local_experts": "n_routed_experts"}}
 # Nemotron-H's block kinds: hybrid_override_pattern's characters and layers_block_type's names (NemotronHConfig
 # _pattern_to_list, remap_legacy_layer_types)
-BLOCK_LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}  # (the kinds as the catalog's block_pattern writes them)
+BLOCK_LETTERS = {kind: letter for letter, kind in BLOCK_KINDS.items()}  # (the kinds as block_pattern writes them)
 NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "linear_attention": "mamba", "mamba": "mamba",
                    "full_attention": "attention", "attention": "attention", "mlp": "mlp", "moe": "moe"}
 # Keys that mark a mixture-of-experts model of a type we do not read (Qwen2-MoE's are read).

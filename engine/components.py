@@ -375,13 +375,14 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
             for k, v in ARCH_DEFAULTS.items()}
     arch.update(m, qkv_bias=qkv_bias)
     freeze_k = np.minimum(mv.values("freeze_layers").astype(float), L)
-    # Nemotron-H's block pattern (the catalog's block_pattern): which blocks freeze tuning's last k are
+    train = mv.mask("task", "train")
+    freeze = train & mv.mask("method", "freeze")
+    # a hybrid's layers in order (the catalog's block_pattern): which layers freeze tuning's last k are
     tail = None
     if "block_pattern" in models:
         patterns = frame_memo(models, ("text", "block_pattern"),
                               lambda: models["block_pattern"].fillna("").astype(str).to_numpy(object))[midx]
-        frozen = mv.mask("task", "train") & mv.mask("method", "freeze")
-        tail = block_tail(np.where(frozen, patterns, ""), freeze_k) if (patterns != "").any() else None
+        tail = block_tail(np.where(freeze, patterns, ""), freeze_k) if (patterns != "").any() else None
     counts = architecture_counts(arch, last_k=freeze_k, tail=tail)
     special = np.zeros(mv.size, dtype=bool)
     for k, v in ARCH_DEFAULTS.items():
@@ -421,11 +422,9 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     gpus = mv.values("gpus").astype(float)
     tp = mv.values("tp").astype(float)
     pp = mv.values("pp").astype(float)
-    train = mv.mask("task", "train")
     full = train & mv.mask("method", "full")
     lora = train & mv.mask("method", "lora", "qlora")
     qlora = train & mv.mask("method", "qlora")
-    freeze = train & mv.mask("method", "freeze")
 
     wb = mv.lookup("precision", C.WEIGHT_BYTES, 0.0)
     acb = mv.lookup("precision", C.AUTOCAST_COPY_BYTES, 0.0)
@@ -1845,13 +1844,12 @@ def _blocks_per_layer(x: Inputs, per_layer, mean, kinds, blocks):
     engine's layer counts beyond the kinds (a MoE's routing, q/k norms, ...) stays spread evenly over the layers."""
     names = ("mamba", "attention", "mlp")
     rest = mean - sum(kinds[k] * kinds[f"{k}_n"] for k in names) / x.L
-    tail = x.blk_tail if x.blk_tail is not None else {}
-    tail_n = {k: np.where(x.freeze & np.isfinite(tail[t]), tail[t], np.nan) if t in tail else np.full(len(x.h), np.nan)
-              for k, t in (("mamba", "mamba"), ("attention", "attention"), ("mlp", "mlp"))}
-    if "moe" in tail:  # (E blocks: the MLP kind, with the experts' active width)
-        tail_n["mlp"] = tail_n["mlp"] + np.where(np.isfinite(tail_n["mlp"]), tail["moe"], np.nan)
-    if "linear" in tail:  # (a Gated DeltaNet layer: the mixer kind of its model)
-        tail_n["mamba"] = tail_n["mamba"] + np.where(np.isfinite(tail_n["mamba"]), tail["linear"], np.nan)
+    # freeze's last k by kind: E blocks count as the MLP kind (the experts' active width), Gated DeltaNet layers as
+    # the mixer kind of their model (block_tail: NaN where the order is not known, then all kinds are)
+    none = np.full(len(x.h), np.nan)
+    tail = x.blk_tail if x.blk_tail is not None else dict.fromkeys(("mamba", "linear", "attention", "mlp", "moe"), none)
+    tail_n = {"mamba": tail["mamba"] + tail["linear"], "attention": tail["attention"], "mlp": tail["mlp"] + tail["moe"]}
+    tail_n = {k: np.where(x.freeze, v, np.nan) for k, v in tail_n.items()}
     known = np.isfinite(tail_n["mamba"])
     k = np.maximum(sum(np.nan_to_num(tail_n[n]) for n in names), 1.0)
     frozen_tail = sum(np.nan_to_num(tail_n[n]) * kinds[n] for n in names) / k + rest

@@ -228,10 +228,10 @@ BLOCK_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "L": "lin
 
 
 def block_tail(patterns, k) -> dict:
-    """Per row, how many of each block kind (BLOCK_KINDS: Nemotron-H's hybrid_override_pattern letters) stand among the
-    last k blocks of the row's pattern (the catalog's block_pattern), NaN where the row has none: what freeze tuning's
-    last k blocks are (LLaMA-Factory's last k layers; tests/data/measured_hybrid_training.csv's Nemotron-H freeze rows).
-    Worked once per distinct (pattern, k), not per row."""
+    """Per row, how many of each block kind (BLOCK_KINDS: Nemotron-H's hybrid_override_pattern letters, and L for a
+    Gated DeltaNet layer) stand among the last k blocks of the row's pattern (the catalog's block_pattern), NaN where
+    the row has none: what freeze tuning's last k blocks are (LLaMA-Factory's last k layers; the freeze rows of
+    tests/data/measured_hybrid_training.csv). Worked once per distinct (pattern, k), not per row."""
     pats = np.asarray(patterns, dtype=object)
     ks = np.asarray(k, dtype=np.float64)
     out = {kind: np.full(len(pats), np.nan) for kind in BLOCK_KINDS.values()}
@@ -407,6 +407,21 @@ def hybrid_training_unmodelled(models, adapters: bool = False, listed: bool = Fa
                | (mtype == "bamba") | ((mtype == "nemotron_h") | falcon) & (not adapters)
                | (dense_nemotron | falcon) & adapters & listed)
     return (layers > 0) & ~covered
+
+
+def hybrid_unmodelled_by_method(models) -> dict:
+    """Per model, hybrid_training_unmodelled under each kind of training row: "whole" (full or freeze tuning), "all"
+    (LoRA or QLoRA on every projection) and "listed" (LoRA or QLoRA on named projections). unmodelled_rows picks a
+    row's."""
+    return {"whole": hybrid_training_unmodelled(models), "all": hybrid_training_unmodelled(models, adapters=True),
+            "listed": hybrid_training_unmodelled(models, adapters=True, listed=True)}
+
+
+def unmodelled_rows(by_method: dict, adapters, every) -> np.ndarray:
+    """Per row, from hybrid_unmodelled_by_method's arrays taken at the rows' models: the one the row's method (adapters:
+    LoRA or QLoRA) and targets (every: 'all') ask for. Read by the engine's refusal (engine/scenarios.py
+    check_combinations) and the tables' "✗ not modelled" label (planner/planning.py not_modelled) alike."""
+    return np.where(adapters, np.where(every, by_method["all"], by_method["listed"]), by_method["whole"])
 
 
 def _float_col(models, name: str) -> np.ndarray:

@@ -43,7 +43,7 @@ from engine.frames import (
     prime,
     revalidate,
 )
-from engine.params import hybrid_training_unmodelled, parse_lora_targets
+from engine.params import hybrid_unmodelled_by_method, parse_lora_targets, unmodelled_rows
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_ADAPTER_COPY, DPO_NO_PRECOMPUTED, DPO_RECIPES, RECIPE_NAMES, SWITCHES
 
 TASKS = ("train", "infer")
@@ -971,20 +971,17 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
     if stateful and not allow_unmodelled:
         counts = {c: column_array(models, c, 0).astype(float)[idx] for c in stateful}
         bad = train & (sum(counts.values()) > 0)
-        adapters = cfg.mask("method", "lora", "qlora")
-        every = cfg.mask("lora_targets", "all")
         if bad.any():
-            whole = frame_memo(models, "hybrid_training_unmodelled", lambda: hybrid_training_unmodelled(models))[idx]
-            lora = frame_memo(models, "hybrid_lora_unmodelled",
-                              lambda: hybrid_training_unmodelled(models, adapters=True))[idx]
-            listed = frame_memo(models, "hybrid_listed_lora_unmodelled",
-                                lambda: hybrid_training_unmodelled(models, adapters=True, listed=True))[idx]
-            bad = bad & np.where(adapters, np.where(every, lora, listed), whole)
+            every = cfg.mask("lora_targets", "all")
+            by_method = {k: v[idx] for k, v in frame_memo(models, "hybrid_unmodelled_by_method",
+                                                            lambda: hybrid_unmodelled_by_method(models)).items()}
+            bad = bad & unmodelled_rows(by_method, cfg.mask("method", "lora", "qlora"), every)
         if bad.any():
             i = cfg.first_row(bad)
             j = cfg.inv[i]
             kind = ("Mamba2" if "mamba_layers" in counts and counts["mamba_layers"][j] > 0
                     else "linear-attention (Gated DeltaNet)")
+            whole, listed = by_method["whole"], by_method["listed"]
             if not whole[j] and every[j] and not listed[j]:  # (Nemotron-H, Falcon-H1: peft refuses all-linear)
                 raise ValueError(f"lora targets 'all' on {out['model'].iloc[i]}: peft 0.21.2 refuses all-linear on its "
                                  f"{kind} layers' out_proj; accepted for this model: --lora-targets as a list of its "

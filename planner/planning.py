@@ -46,7 +46,7 @@ from engine.estimate import estimate
 from engine.frames import column_numbers, column_text_index, revalidate
 from engine.memory import PHASES
 from engine.constants import PEFT_UNCONVERTED_MOE
-from engine.params import hybrid_training_unmodelled, model_types, peft_moe_patterns
+from engine.params import hybrid_unmodelled_by_method, model_types, peft_moe_patterns, unmodelled_rows
 from engine.scenarios import DEFAULTS, ep_accepted, gpus_step, grid
 from engine.rules import liger_unpatched
 from engine.stacks import DEFAULT_RECIPE, DPO_NO_PRECOMPUTED, LIGER_SWITCH_RECIPES, recipe_value
@@ -244,15 +244,11 @@ def not_modelled(frame: pd.DataFrame, models: pd.DataFrame) -> np.ndarray:
     rows = train & (np.nan_to_num(hybrid) > 0)
     if not rows.any():
         return rows
-    unmodelled = hybrid_training_unmodelled(models)
-    lora_unmodelled = hybrid_training_unmodelled(models, adapters=True)
-    listed_unmodelled = hybrid_training_unmodelled(models, adapters=True, listed=True)
-    at = np.maximum(positions(models["id"], frame["model"]), -1)
+    at = positions(models["id"], frame["model"])
     adapters = per_value(_series_or_column(frame, "method"), lambda u: np.isin(np.asarray(u).astype(str), ("lora", "qlora")))
     every = per_value(_series_or_column(frame, "lora_targets"), lambda u: np.asarray(u).astype(str) == "all")
-    pos = np.maximum(at, 0)
-    pick = np.where(adapters, np.where(every, lora_unmodelled[pos], listed_unmodelled[pos]), unmodelled[pos])
-    return rows & np.where(at >= 0, pick, False)
+    by_method = {k: v[np.maximum(at, 0)] for k, v in hybrid_unmodelled_by_method(models).items()}
+    return rows & (at >= 0) & unmodelled_rows(by_method, adapters, every)
 
 
 def refused_rows(frame: pd.DataFrame, models: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -306,14 +306,14 @@ def test_a_workload_the_engine_does_not_model_is_named_as_such_not_out_of_reach(
     """A workload the engine does not model is named apart by the budget, and a budget of only such workloads prints
     its answer (it ended in a TypeError formatting empty buy-vs-rent settings; QA pass). The catalog's one hybrid,
     Qwen3-Next, is modelled now (tests/test_hybrid_training_accuracy.py): here it is marked unmodelled again, as every
-    hybrid was before, in both places that read engine/params.py hybrid_training_unmodelled."""
-    from engine import scenarios
+    hybrid was before, in engine/params.py hybrid_training_unmodelled, which the engine's refusal and the planner's label
+    both read (hybrid_unmodelled_by_method)."""
+    from engine import params
     from tests.clirun import run_cli
 
     def every_hybrid(models, adapters=False, listed=False):
         return (models["linear_attention_layers"].fillna(0).to_numpy(dtype=float) > 0)
-    monkeypatch.setattr(scenarios, "hybrid_training_unmodelled", every_hybrid)
-    monkeypatch.setattr(planning_module(), "hybrid_training_unmodelled", every_hybrid)
+    monkeypatch.setattr(params, "hybrid_training_unmodelled", every_hybrid)
 
     code, out, err = run_cli("budget", "--budget", "10000", "--workloads", "qwen3-next-80b-a3b:full,llama-3-8b:qlora",
                              "--json")
@@ -326,11 +326,6 @@ def test_a_workload_the_engine_does_not_model_is_named_as_such_not_out_of_reach(
                              "--utilization", "0.5")
     assert code == 0 and "Traceback" not in err, err
     assert "not modelled" in out and "qwen3-next-80b-a3b:lora" in out and "at 50% use" in out
-
-
-def planning_module():
-    from planner import planning
-    return planning
 
 
 def test_a_modelled_hybrid_workload_is_answered():
