@@ -328,6 +328,8 @@ LORA_TARGETS = {
     # attention and an ungated MLP's projections by name: what peft builds on Nemotron-H and Falcon-H1, where it refuses
     # all-linear (their Mamba2 out_proj, tuners_utils.py _check_lora_target_modules_mamba)
     "q_proj,k_proj,v_proj,o_proj,up_proj,down_proj": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"],
+    # the MLP's two projections alone (on Nemotron 3 Nano: each expert block's shared expert)
+    "up_proj,down_proj": ["up_proj", "down_proj"],
 }
 
 
@@ -878,6 +880,16 @@ HYBRID_CONFIGS += [_lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 2048,
                    _lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 4096, True, 16, "q_proj,v_proj", split=HO),
                    _lora("falcon-h1-7b-instruct", "bf16", "adamw", 1, 2048, False, 16, SIX, split=HO),
                    _lora("falcon-h1-7b-instruct", "bf16", "adamw", 2, 2048, True, 16, "q_proj,v_proj", split=HO)]
+# LoRA on Nemotron 3 Nano's expert blocks (2026-12-07, committed before their data and before any term for them, held
+# out): transformers 5.24 fuses its experts into bare 3-D parameters (NemotronHExperts.up_proj / down_proj) and peft
+# 0.21.2 does not convert nemotron_h (transformers' _MODEL_TO_CONVERSION_PATTERN has no entry), so a list of names
+# reaches the attention projections and each expert block's shared expert (an nn.Linear NemotronHMLP), never the
+# experts; the frozen experts and router still run backward for the adapters before them
+HYBRID_CONFIGS += [_lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2048, False, 16, SIX, split=HO),
+                   _lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 4096, True, 16, "q_proj,v_proj",
+                         split=HO),
+                   _lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2048, True, 8, "up_proj,down_proj",
+                         split=HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
