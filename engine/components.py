@@ -53,6 +53,7 @@ from engine.stacks import (
 from engine.params import (
     ARCH_DEFAULTS,
     architecture_counts,
+    block_lead,
     block_tail,
     LINEAR_ATTENTION_FIELDS,
     MAMBA_FIELDS,
@@ -171,6 +172,7 @@ class Inputs:
     n_experts: np.ndarray | float = 0.0
     k_experts: np.ndarray | float = 0.0
     moe_share: np.ndarray | float = 0.0
+    shared_gate: np.ndarray | float = 0.0  # 1 where a MoE layer's shared expert is scaled by a sigmoid gate (Qwen2-MoE)
     # Gemma's RMSNorm (issue 12): (x * (1 + w)) in fp32 (1 where the model is a Gemma); norms per layer
     gemma_norm: np.ndarray | float = 0.0
     norms: np.ndarray | float = 2.0
@@ -194,12 +196,17 @@ class Inputs:
     hyb_par_saved_frozen: np.ndarray | float = 0.0
     # and, for freeze tuning, how many of each kind the last k blocks hold (engine/params.py block_tail; NaN: unknown)
     blk_tail: dict | None = None
+    # and, for LoRA without checkpointing on them, how many of each kind run before the first adapted block (block_lead)
+    blk_lead: dict | None = None
     lora_every: np.ndarray | float = 0.0  # 1 where a LoRA row names every target (peft's all-linear)
     pw_gu: np.ndarray | float = 0.0  # 1 where those experts' gate_up_proj is adapted
     pw_dn: np.ndarray | float = 0.0  # 1 where their down_proj is
     pw_router: np.ndarray | float = 0.0  # 1 where the router's gate.weight is (all-linear)
     pw_fe: np.ndarray | float = 0.0  # an expert's width where peft's ParamWrapper adapts fused experts (fused_moe_lora_in_out)
     hyb_lora_in_out: np.ndarray | float = np.nan  # every layer's LoRA (in + out) where hybrid_lora_in_out covers it
+    # the input width of down_proj's adapter where it is not the MLP's width f (None: f): a mixture of experts peft leaves
+    # unconverted adapts its shared expert and dense MLPs, never the routed experts f counts (inputs(): down_f)
+    down_f: np.ndarray | None = None
     # ZeRO-3 wraps only the decoder layers and the root (HF Trainer / accelerate FSDP2, as measured), so
     # the root unit holds the embedding and lm_head; torchtune shards them as units of their own
     # (github.com/pytorch/torchtune at 0031bfb, recipes/configs/llama3_1/70B_full.yaml:
@@ -383,6 +390,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         patterns = frame_memo(models, ("text", "block_pattern"),
                               lambda: models["block_pattern"].fillna("").astype(str).to_numpy(object))[midx]
         tail = block_tail(np.where(freeze, patterns, ""), freeze_k) if (patterns != "").any() else None
+    else:
+        patterns = None
     counts = architecture_counts(arch, last_k=freeze_k, tail=tail)
     special = np.zeros(mv.size, dtype=bool)
     for k, v in ARCH_DEFAULTS.items():
@@ -447,6 +456,26 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     pattern = frame_memo(models, "peft_moe_patterns", lambda: peft_moe_patterns(
         families, mtype, models["num_experts"] if "num_experts" in models else np.zeros(len(models))))[midx]
     converted = (pattern != "") & lora
+    # Nemotron-H's LoRA without checkpointing: the blocks before the first adapted one run outside autograd and keep
+    # nothing (block_lead); its Mamba2 mixers are adapted under all-linear alone, which peft refuses there. Not under
+    # peft's prepare_model_for_kbit_training (kbit_prep), whose enable_input_require_grads makes the embedding's output
+    # require grad, so that every block keeps its tensors (peft 0.21.2 utils/other.py lines 221-233, under its default
+    # use_gradient_checkpointing=True)
+    lead = None
+    if patterns is not None:
+        lead_rows = ((patterns != "") & (mtype == "nemotron_h")[midx] & lora
+                     & ~np.asarray(mv.values("grad_checkpointing"), dtype=bool)
+                     & ~(_mask_if_present(mv, "kbit_prep", "on") & qlora))
+        if lead_rows.any():
+            on = np.flatnonzero(lead_rows)
+            attn_on = sum(flags[mod][on] if np.ndim(flags[mod]) else flags[mod] for mod in _ATTENTION) > 0
+            mlp_on = (flags["up_proj"] + flags["down_proj"])[on] > 0 if np.ndim(flags["up_proj"]) else \
+                np.full(len(on), flags["up_proj"] + flags["down_proj"] > 0)
+            every_on = (every_target[on] if np.ndim(every_target) else np.full(len(on), every_target)) > 0
+            letters = np.full(mv.size, "", dtype=object)
+            letters[on] = [("*" if a_ else "") + ("-E" if m_ else "") + ("M" if e_ else "")
+                           for a_, m_, e_ in zip(np.broadcast_to(attn_on, on.shape), mlp_on, every_on)]
+            lead = block_lead(np.where(lead_rows, patterns, ""), letters)
     # a mixture of experts peft does not convert (engine/constants.py PEFT_UNCONVERTED_MOE): its MLP names reach a
     # shared expert or a dense layer's MLP alone; where it has neither (gpt-oss), no MLP adapter at all
     per_expert = np.isin(mtype, C.PER_EXPERT_LINEAR_MOE)[midx] & (np.asarray(arch["num_experts"], float) > 0)
@@ -462,6 +491,18 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                                                      + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L,
                          f)
     dims = lora_module_dims(h, mlp_width, a, kvh, d)
+    # what down_proj's adapter takes in, a token and a layer (layer_activation_bytes' down_f): the adapted MLPs' width
+    # there, not f's routed experts; on Nemotron-H's expert blocks (the layers _block_layout counts an MLP on) the
+    # shared expert's own width (peft adapts its NemotronHMLP alone: the 1 x 2,048 LoRA row with six names listed was
+    # 3.75% over with the adapter's fp32 copy of down_proj's input at f, 14,848 values a token for 3,712)
+    down_f = None
+    moe_lora = lora & (np.asarray(arch["num_experts"], float) > 0) & ~converted & ~per_expert
+    if moe_lora.any():
+        nemotron_moe = moe_lora & (mtype == "nemotron_h")[midx]
+        shared_mean = ((L - moe_count) * m["intermediate_size"]
+                       + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L
+        down_f = np.where(nemotron_moe, np.asarray(arch["shared_intermediate_size"], float),
+                          np.where(moe_lora, shared_mean, f))
     if mla.any():
         dims = mla_lora_dims(dims, arch, h, a, mla)
     if converted.any() or no_mlp.any():
@@ -562,7 +603,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         off_opt=mv.mask("offload", "optimizer", "all") & train, off_all=mv.mask("offload", "all") & train,
         gc=mv.values("grad_checkpointing"),
         train=train, infer=~train, full=full, lora=lora, qlora=qlora, freeze=freeze,
-        k_layers=freeze_k, blk_tail=tail, lora_every=np.where(lora, every_target, 0.0),
+        k_layers=freeze_k, blk_tail=tail, blk_lead=lead, lora_every=np.where(lora, every_target, 0.0),
         # freeze trains the last k layers: a mixture of experts with dense layers first or between (DeepSeek-V3's 3,
         # Llama 4 Maverick's every other) trains k of its layers as they are, not k mean layers (the fifth loops
         # probe's DeepSeek-V3 freeze: 23.0B trained where k x the mean layer is 21.9B, -0.58%)
@@ -578,6 +619,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         base_quant=base_quant, base_bits=stored_frozen,
         kv_b=np.where(np.isnan(kv_b), act_b, kv_b), last_only=mv.mask("prefill_logits", "last"),
         r=np.where(lora, mv.values("lora_rank").astype(float), 0.0), flags=flags, in_out=in_out,
+        down_f=down_f,
         state_count=mv.lookup("optimizer", C.STATE_COUNT, 0.0), temp_count=mv.lookup("optimizer", C.STEP_TEMP_COUNT, 0.0),
         adam8=mv.mask("optimizer", "adamw_8bit", "paged_adamw_8bit"), ao8=mv.mask("optimizer", "adamw_8bit_torchao"),
         paged=mv.mask("optimizer", "paged_adamw_8bit", "paged_adamw_32bit") & train, adafactor=mv.mask("optimizer", "adafactor"),
@@ -606,6 +648,8 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                           & (arch["sliding_window_layers"].astype(float) < L)),
         moe_share=np.where(arch["num_experts"] > 0, np.maximum(L - arch["first_dense_layers"].astype(float), 0.0)
                            / np.maximum(arch["moe_layer_step"].astype(float), 1.0) / L, 0.0),
+        shared_gate=np.where((arch["num_experts"] > 0) & np.asarray(arch["shared_expert_gate"], dtype=bool)
+                             & (np.asarray(arch["shared_intermediate_size"], dtype=float) > 0), 1.0, 0.0),
         lin_max=lin_max, awq_fused=_mask_if_present(mv, "int4_kernel", "autoawq_fused") & int4,
         exllama=_mask_if_present(mv, "int4_kernel", "exllama") & int4,
         bnb_infer=mv.mask("precision", "nf4") & ~train,
@@ -776,7 +820,7 @@ def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.n
     # Nemotron-H (dense: Nano 9B v2), with the projections named (peft refuses all-linear on it): q, k, v, o on its
     # attention blocks, up and down on its MLP blocks (NemotronHMLP), nothing on its Mamba2 blocks
     Lx, Ly = (np.asarray(arch[c], dtype=float) for c in ("mixer_free_layers", "mlp_free_layers"))
-    nemotron = (mtype == "nemotron_h") & (E <= 0)
+    nemotron = mtype == "nemotron_h"
     nemotron_total = (Ly - Lm) * attn + Lx * (g["up_proj"] * (h + fd) + g["down_proj"] * (fd + h))
     gdn = np.where(qwen35, (h + 2 * key + val) + (h + val) + 2 * (h + hv) + (val + h),
                    (h + 2 * key + 2 * val) + (h + 2 * hv) + (val + h))
@@ -1700,7 +1744,7 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     dense = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r, x.tp,
                                    adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
                                    uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model,
-                                   fused_qkv=x.litgpt_model, liger=x.liger)
+                                   fused_qkv=x.litgpt_model, liger=x.liger, down_f=x.down_f)
     if np.any(x.gemma_norm > 0):  # (Liger's RMSNorm keeps the same for Gemma's norm: no extra)
         gemma = gemma_norm_bytes(x.h, x.R, trains, x.norms, x.gemma_norm) / x.seq_split
         dense = dense + (np.where(x.liger, 0.0, gemma) if np.any(x.liger) else gemma)
@@ -1716,6 +1760,16 @@ def _layer_activations(x: Inputs) -> np.ndarray:
     if not np.any(x.moe_share > 0):
         return dense
     dense = dense + x.moe_share * moe_routing_bytes(x.h, x.n_experts, x.k_experts, np.where(x.autocast, 2.0, x.M), trains, x.tp)
+    if np.any(x.shared_gate > 0):
+        # Qwen2-MoE's shared expert is scaled by its gate (transformers 5.24 modeling_qwen2_moe.py
+        # Qwen2MoeSparseMoeBlock.forward: `F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output`;
+        # Qwen3-Next's and Qwen3.5's MoE blocks alike): the product keeps the shared expert's h-wide output (M h) for
+        # the sigmoid's gradient; and where LoRA adapts the gate (an nn.Linear(h, 1) all-linear reaches), its lora_A
+        # keeps an fp32 copy of the layer's normed input (4 h) under peft's fp32 adapters. Traced on the moe_lora set's
+        # Qwen1.5-MoE-A2.7B all-linear row (benchmarks/trace_peak.py: shared_expert.down_proj `_to_copy` [2048, 2048]
+        # bf16, shared_expert_gate `_to_copy` [2048, 2048] fp32, in each of the 24 layers)
+        gate_in = np.where(_fp32_adapter_cast(x, x.lora), 4.0 * x.h * x.lora_every, 0.0)
+        dense = dense + x.moe_share * x.shared_gate * (x.M * x.h + gate_in)
     if np.any(x.clamped_glu):
         # gpt-oss's clamped SwiGLU keeps six f-wide tensors per routed slot where SiLU's product keeps three (the
         # dense formula's 3 M f): the fused gate_up output (2 f: both clamps keep their input), the clamped gate,
@@ -1754,7 +1808,7 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None, np.ndarray
     adapted = {mod: np.where(x.lora, x.flags[mod], 0.0) for mod in C.LORA_MODULES}
     args = dict(adapter16=x.adapter16, seq_split=x.seq_split, dropout=x.lora_dropout,
                 uncast=np.asarray(x.adapter16, dtype=bool) | x.bnb_base | x.litgpt_model, fused_qkv=x.litgpt_model,
-                liger=x.liger)
+                liger=x.liger, down_f=x.down_f)
     whole = layer_activation_bytes(x.h, x.f, x.qd, x.kvd, x.a, x.R, x.M, x.autocast, saves, trains, adapted, x.r,
                                    x.tp, **args)
     no_attn = layer_activation_bytes(x.h, x.f, 0.0 * x.qd, 0.0 * x.kvd, 0.0 * x.a, x.R, x.M, x.autocast,
@@ -1787,6 +1841,13 @@ def _hybrid_layers_delta(x: Inputs) -> tuple[np.ndarray, dict | None, np.ndarray
         return delta, kinds, blocks
     layout, block_kinds = _block_layout(x, saves, trains, adapted, args, whole, attn_part, mixers)
     kinds = {k: np.where(blocks, block_kinds[k], kinds[k]) for k in kinds}
+    if x.blk_lead is not None:
+        # LoRA's leading blocks before the first adapted one (Inputs.blk_lead, no checkpointing): nothing kept. (The first
+        # adapted block is counted whole, where an expert block keeps its adapted shared expert alone: a little over)
+        lead = x.blk_lead
+        unkept = (np.nan_to_num(lead["mamba"]) * block_kinds["mamba"] + np.nan_to_num(lead["attention"])
+                  * block_kinds["attention"] + np.nan_to_num(lead["mlp"] + lead["moe"]) * block_kinds["mlp"])
+        layout = layout - unkept
     return delta + np.where(blocks, layout, 0.0), kinds, blocks
 
 

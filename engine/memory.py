@@ -167,7 +167,7 @@ def assemble(parts: dict[str, dict[str, Part]]) -> dict[str, Phase]:
 
 
 def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adapted, lora_r, tp, adapter16=False,
-                           seq_split=1.0, dropout=False, uncast=False, fused_qkv=False, liger=False):
+                           seq_split=1.0, dropout=False, uncast=False, fused_qkv=False, liger=False, down_f=None):
     """Bytes per token saved for backward by one LlamaDecoderLayer (HF transformers, SDPA).
 
     R: bytes of the residual stream (4 under fp32/autocast, 2 in pure 16-bit).
@@ -202,7 +202,9 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
                The output is laid out (batch, seq, heads, dim) already, so o_proj keeps the
                same tensor: transpose(1, 2).contiguous() copies nothing.
       MLP: SiLU keeps gate's output, the product keeps SiLU's output and up's output (3*M*f),
-               down_proj keeps the product (M*f) when its weight trains.
+               down_proj keeps the product (M*f) when its weight trains. down_f (default f): the input
+               width of down_proj's adapter, where LoRA adapts a narrower MLP than f (a mixture of
+               experts' shared expert; engine/components.py Inputs.down_f).
       LoRA (peft): adapters are fp32 (peft's autocast_adapter_dtype=True upcasts them), so a
                16-bit input is cast to fp32 for each adapted module and kept by lora_A (4*in);
                lora_B keeps lora_A's fp32 output (4*r). Under autocast lora_A instead casts
@@ -277,12 +279,13 @@ def layer_activation_bytes(h, f, qd, kvd, a, R, M, cast_each, saves, wgrad, adap
     attn = (qkv_bytes * (qd + 2 * kvd) + qkv_bytes * qd + 4.0 * a) / tp
     attn = attn + 4.0 * qd * adapted["o_proj"] * (1 - shared_keep) / tp
     glu = np.where(liger, 2.0, 3.0) * M * f if any_liger else 3.0 * M * f  # SiLU and the product (Liger: a, b)
-    mlp = (glu + M * f * np.maximum(d_saves, adapted["down_proj"] * input_keep)) / tp
-    mlp = mlp + 4.0 * f * adapted["down_proj"] * (1 - shared_keep) / tp
+    fd = f if down_f is None else down_f  # down_proj's adapter's input width
+    mlp = (glu + M * np.maximum(f * d_saves, fd * adapted["down_proj"] * input_keep)) / tp
+    mlp = mlp + 4.0 * fd * adapted["down_proj"] * (1 - shared_keep) / tp
     if any_drop:  # o_proj's input (SDPA's output) and down_proj's (the product) at M bytes
         o_own = np.where(cast_each, 2.0 * drop * np.asarray(uncast, dtype=bool), M * own)
         attn = attn + (o_own + drop) * qd * adapted["o_proj"] / tp
-        mlp = mlp + (M * own + drop) * f * adapted["down_proj"] / tp
+        mlp = mlp + (M * own + drop) * fd * adapted["down_proj"] / tp
     n_adapted = sum(adapted.values())
     lora = np.where(cast_each | np.asarray(adapter16, dtype=bool), 2.0, 4.0) * lora_r * n_adapted
     return (

@@ -249,6 +249,29 @@ def block_tail(patterns, k) -> dict:
     return out
 
 
+def block_lead(patterns, adapted) -> dict:
+    """Per row, how many of each block kind (BLOCK_KINDS) stand before the first block whose letter is in the row's
+    `adapted` letters (a string: the kinds LoRA adapts on that row), NaN where the row has no pattern or no adapted
+    letter: the blocks a LoRA step runs without autograd (their input needs no gradient and no weight of theirs trains,
+    so they save nothing for backward). Worked once per distinct (pattern, letters)."""
+    pats = np.asarray(patterns, dtype=object)
+    letters = np.asarray(adapted, dtype=object)
+    out = {kind: np.full(len(pats), np.nan) for kind in BLOCK_KINDS.values()}
+    known = np.array([isinstance(p, str) and p != "" and isinstance(a, str) and a != ""
+                      for p, a in zip(pats, letters)], dtype=bool)
+    if not known.any():
+        return out
+    rows = np.flatnonzero(known)
+    keys = pd.MultiIndex.from_arrays([pats[rows].astype(str), letters[rows].astype(str)])
+    codes, uniques = pd.factorize(keys)
+    for i, (pattern, kinds) in enumerate(uniques):
+        first = min((j for j, c in enumerate(pattern) if c in kinds), default=len(pattern))
+        at = rows[codes == i]
+        for letter, kind in BLOCK_KINDS.items():
+            out[kind][at] = pattern[:first].count(letter)
+    return out
+
+
 def _last_layers(k, L, first_dense, step, E, attn, mlp, moe_all):
     """Parameters of the last k decoder layers (what freeze tuning trains: LLaMA-Factory's last k), where a mixture of
     experts' layers differ: the MoE layers are those from first_dense_layers on whose index past it, + 1, is a multiple
@@ -391,21 +414,19 @@ def hybrid_training_unmodelled(models, adapters: bool = False, listed: bool = Fa
     Qwen3-Next, Granite 4.0-H's models and Bamba (the MoE ones and Bamba since the hybrid probe of 2026-12-07: held
     out, within 0.4% of the measured steps with and without checkpointing), Nemotron-H's full and freeze tuning (its
     block layout, _block_layout: held out within 0.4%) and Falcon-H1's (its mixers beside attention, FALCON_SAVED:
-    held out within 0.5%), and LoRA on Falcon-H1 and the dense Nemotron-H with its projections listed (held out:
-    tests/test_hybrid_training_accuracy.py). Not: LoRA on every projection of Nemotron-H and Falcon-H1 (peft 0.21.2
-    refuses all-linear there, tuners_utils.py _check_lora_target_modules_mamba on out_proj), LoRA on Nemotron-H's
-    expert models (Nemotron 3 Nano: no adapter count on its expert blocks is measured), nor a Falcon-H1
-    with mamba_rms_norm (the 7B's config has it false; a mixer with its gated norm beside attention is not measured)."""
+    held out within 0.5%), and LoRA on Falcon-H1 and Nemotron-H with its projections listed (held out:
+    tests/test_hybrid_training_accuracy.py; Nemotron 3 Nano's expert blocks since 2026-12-07: peft adapts their shared
+    expert alone). Not: LoRA on every projection of Nemotron-H and Falcon-H1 (peft 0.21.2 refuses all-linear there,
+    tuners_utils.py _check_lora_target_modules_mamba on out_proj), nor a Falcon-H1 with mamba_rms_norm (the 7B's config has it false; a mixer with its gated norm beside attention is not measured)."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
     mtype = model_types(models["family"] if "family" in models else [""] * n).astype(str)
     # (Falcon-H1 as its 7B's config builds it: mamba_rms_norm false, engine/components.py FALCON_SAVED)
     falcon = (mtype == "falcon_h1") & ~_float_col(models, "mamba_norm").astype(bool) if "mamba_norm" in models \
         else np.zeros(n, dtype=bool)
-    dense_nemotron = (mtype == "nemotron_h") & ~(np.nan_to_num(_float_col(models, "num_experts")) > 0)
+    nemotron = mtype == "nemotron_h"
     covered = ((mtype == "qwen3_next") | np.char.startswith(mtype, "qwen3_5") | (mtype == "granitemoehybrid")
-               | (mtype == "bamba") | ((mtype == "nemotron_h") | falcon) & (not adapters)
-               | (dense_nemotron | falcon) & adapters & listed)
+               | (mtype == "bamba") | (nemotron | falcon) & (not adapters) | (nemotron | falcon) & adapters & listed)
     return (layers > 0) & ~covered
 
 

@@ -987,10 +987,6 @@ def check_combinations(out: pd.DataFrame, models: pd.DataFrame, cfg: Configs | N
                                  f"{kind} layers' out_proj; accepted for this model: --lora-targets as a list of its "
                                  "attention and MLP projections (q_proj,k_proj,v_proj,o_proj,up_proj,down_proj), "
                                  "--method full or freeze, --task infer, and `serve`")
-            if not whole[j]:  # (Nemotron-H's expert models: full and freeze tuning are modelled, LoRA is not)
-                raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose LoRA training memory is not modelled "
-                                 "yet (no adapter count on its expert blocks is measured); accepted for this model: "
-                                 "--method full or freeze, --task infer, and `serve`")
             raise ValueError(f"{out['model'].iloc[i]} has {kind} layers, whose training memory is not modelled yet "
                              "(modelled: Qwen3.5, Qwen3-Next, Granite 4.0-H, Bamba, and full and freeze tuning of "
                              "Nemotron-H and of Falcon-H1 without mamba_rms_norm); accepted for this model: --task "

@@ -195,10 +195,17 @@ def test_estimate_infers_trains_and_refuses_what_is_not_modelled(tmp_path):
                                         "`serve`"]
     code, out, err = run_cli("estimate", "--model-config", path, "--gpu", "h100-sxm-80gb", "--method", "lora", "--json")
     assert code == 0 and json.loads(out)["trainable_params"] == 4 * 8 * ((4480 + 5120) + (4480 + 1024))  # q, v: 4 blocks
-    # Nemotron 3 Nano's LoRA (its expert blocks' adapters) is not measured
+    # Nemotron 3 Nano's LoRA: peft adapts the attention blocks' q and v (r 8 by default) and, where up / down are named,
+    # each expert block's shared expert, never its fused experts (tests/data/measured_hybrid_training.csv's counts)
     code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method",
-                             "lora")
-    assert code == 2 and "LoRA training memory is not modelled yet (no adapter count on its expert blocks" in err
+                             "lora", "--json")
+    assert code == 0 and json.loads(out)["trainable_params"] == 6 * 8 * ((2688 + 4096) + (2688 + 256))  # 6 * blocks
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method",
+                             "lora", "--lora-targets", "up_proj,down_proj", "--lora-rank", "8", "--json")
+    assert code == 0 and json.loads(out)["trainable_params"] == 23 * 8 * 2 * (2688 + 3712)  # 23 shared experts
+    code, out, err = run_cli("estimate", "--model-config", str(DATA / NANO3), "--gpu", "h100-sxm-80gb", "--method",
+                             "lora", "--lora-targets", "all")
+    assert code == 2 and "lora targets 'all' on" in err and "refuses all-linear" in err
     for method in ("full", "freeze"):
         for cfg in (path, str(DATA / NANO3)):
             code, out, err = run_cli("estimate", "--model-config", cfg, "--gpu", "h100-sxm-80gb", "--method", method,
