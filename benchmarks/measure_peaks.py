@@ -890,6 +890,14 @@ HYBRID_CONFIGS += [_lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2
                          split=HO),
                    _lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 1, 2048, True, 8, "up_proj,down_proj",
                          split=HO)]
+# The blocks ahead of the first adapter (engine/params.py block_lead, 2026-12-07, read from the traced six-name rows;
+# committed before their data, held out): q, v alone without checkpointing, where every block before the first attention
+# block runs outside autograd (Nano 9B v2: 7 Mamba2 and 7 MLP blocks; Nemotron 3 Nano: 3 Mamba2 and 2 expert blocks);
+# and Qwen3.5-35B-A3B's shared expert gate at another shape
+HYBRID_CONFIGS += [_lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 2048, False, 16, "q_proj,v_proj", split=HO),
+                   _lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 2, 1024, False, 16, "q_proj,v_proj",
+                         split=HO),
+                   _lora("qwen3.5-35b-a3b", "bf16", "adamw", 1, 1024, False, 16, "all-linear", split=HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
@@ -938,6 +946,11 @@ MOE_LORA_CONFIGS = [
     # Llama 4 Maverick (128 experts, every other layer dense), measured after the Scout-derived terms, none changed for it
     _lora("llama-4-maverick", "bf16", "adamw", 1, 1024, False, 16, ALL, HO),
     _infer("llama-4-maverick", 1, 2048, HO),
+    # Qwen2-MoE's shared expert gate and the width of its shared expert's down_proj adapter (2026-12-07, after the
+    # all-linear row above was traced for them; committed before their data, held out): other shapes without
+    # checkpointing, all-linear (the gate adapted) and q, v (the gate's product alone)
+    _lora("qwen1.5-moe-a2.7b", "bf16", "adamw", 2, 1024, False, 16, "all-linear", HO),
+    _lora("qwen1.5-moe-a2.7b", "bf16", "adamw", 1, 4096, False, 8, QV, HO),
 ]
 
 
