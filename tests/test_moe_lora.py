@@ -29,20 +29,22 @@ def _sha(lines: list[bytes]) -> str:
 def test_the_rows_are_the_ones_measured_before_any_engine_change():
     # sha256 of the file as `measure_peaks.py --set moe_lora` wrote it, four times on 2026-12-06, each split committed
     # before the engine changed for it: the converted models (9 rows), the unconverted ones (6), Llama 4's prefill (2),
-    # and Llama 4 Maverick (2: no engine change, a check of the Scout-derived terms); each run rewrote the rows before
-    # it byte for byte
+    # and Llama 4 Maverick (2: no engine change, a check of the Scout-derived terms); and on 2026-12-07 with two
+    # Qwen1.5-MoE rows after them (38f4137, committed before their data: the shared expert gate and its down_proj
+    # adapter's width, read from the first Qwen1.5-MoE row's trace); each run rewrote the rows before it byte for byte
     lines = CSV.read_bytes().splitlines(keepends=True)
     assert _sha(lines[:10]) == "3f57bf87436e3a483dcef4daaaeba1f0173f83fd425ef83b914195e9b9e5f6c8"
     assert _sha(lines[:16]) == "098de4422521868a178de4af1504f270d8be1c78fa4e17a3c9e30821ef6dfa51"
     assert _sha(lines[:18]) == "64d986676f56596af3077818a9338f808b0a407243fa7ff7e6c0d39e1dc87aa3"
-    assert _sha(lines) == "f6f32f8f6603a42236f54a62c43dfdb75b7202f3b0cd5a179c51a59a850e807e"
+    assert _sha(lines[:20]) == "f6f32f8f6603a42236f54a62c43dfdb75b7202f3b0cd5a179c51a59a850e807e"
+    assert _sha(lines) == "fd730033beefb9a1becd9f2733f25bc594dfff1cee04ac94d550f3a14bbd9c05"
     rows = pd.read_csv(CSV)
     cal = rows[rows["split"] == "calibration"]
     assert set(cal["model"]) == {"qwen3-30b-a3b"} and set(cal["seq"]) == {1024}
     held = rows[rows["split"] == "heldout"]
     assert {"mixtral-8x7b", "ernie-4.5-21b-a3b", "gpt-oss-20b", "qwen1.5-moe-a2.7b", "llama-4-scout",
             "llama-4-maverick"} <= set(held["model"])
-    assert len(held) == 17
+    assert len(held) == 19
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +74,10 @@ def test_a_mixture_of_experts_peft_does_not_convert_adapts_its_linear_modules_al
     # gpt-oss: q/k/v/o alone (7,962,624 at r 16, where the engine counted 24,551,424: a dense MLP of 4 experts' width on
     # every layer); Qwen1.5-MoE: attention, the shared expert and its gate; Llama 4 Scout: attention and the shared expert
     rows = compared[compared["model"].isin(UNCONVERTED) & (compared["method"] == "lora")]
-    assert len(rows) == 7
-    exact = rows[(rows["lora_targets"] == "all-linear") | (rows["model"] != "qwen1.5-moe-a2.7b")]
+    assert len(rows) == 9
+    exact = rows[(rows["lora_targets"] != "all") | (rows["model"] != "qwen1.5-moe-a2.7b")]
     assert (exact["ours_trainable"] == exact["trainable_params"]).all(), exact[["model", "ours_trainable"]]
-    assert set(exact["trainable_params"]) == {7_962_624, 15_925_632, 55_836_672, 65_273_856}
+    assert set(exact["trainable_params"]) == {7_962_624, 15_925_632, 55_836_672, 65_273_856, 1_572_864}
     # the seven names on Qwen1.5-MoE leave its shared_expert_gate (nn.Linear(h, 1)) out; the engine reads them as
     # all-linear (_every_target), 24 x 8 x 2,049 values over: the safe side
     listed = rows[(rows["model"] == "qwen1.5-moe-a2.7b") & (rows["lora_targets"] == "all")].iloc[0]
@@ -219,3 +221,43 @@ def test_a_sweep_leaves_out_the_lora_rows_estimate_refuses():
     rows = {(r["model"], r["method"]) for r in csv.DictReader(io.StringIO(out))}
     assert rows == {("qwen3-30b-a3b", "full"), ("llama-3-8b", "lora"), ("llama-3-8b", "full"), ("mixtral-8x7b", "full")}
     assert "left out LoRA rows of qwen3-30b-a3b, mixtral-8x7b" in err
+
+
+def _errors_without_the_shared_expert_terms(models, rows):
+    """The rows' errors with the engine as it was before the shared expert's gate and its down_proj adapter's width were
+    read (Inputs.shared_gate 0, Inputs.down_f None)."""
+    import dataclasses
+
+    entry = sys.modules["engine.estimate"]  # (the module: engine.estimate, the attribute, is its function)
+    saved = entry.inputs
+
+    def older(*args, **kwargs):
+        return dataclasses.replace(saved(*args, **kwargs), shared_gate=0.0, down_f=None)
+    entry.inputs = older
+    try:
+        models = accuracy_table.with_config_models(models, rows["model"])
+        result = estimate(accuracy_table.scenario_frame(rows), models)
+    finally:
+        entry.inputs = saved
+    return (result["peak_bytes"] - result["runtime_overhead_bytes"]).to_numpy() / rows["peak_bytes"].to_numpy() - 1
+
+
+def test_qwen2_moe_shared_expert_gate_and_down_proj_width_hold_on_rows_measured_after(compared, models):
+    """docs/accuracy.md: Qwen1.5-MoE's all-linear 1 x 2,048 row (line 12 of the file) was traced to read what its shared
+    expert keeps (the gate's product keeps the expert's output, the adapted gate an fp32 copy of its input, down_proj's
+    adapter a copy at the shared expert's width); the last two rows were committed after that and before their data
+    (38f4137), held out."""
+    traced = compared.iloc[[11]]
+    after = compared.iloc[19:21]
+    assert (traced["model"] == "qwen1.5-moe-a2.7b").all() and (after["model"] == "qwen1.5-moe-a2.7b").all()
+    assert (after["split"] == "heldout").all() and not after["grad_checkpointing"].any()
+    err = after["error"].to_numpy() * 100
+    assert np.all(np.abs(err) <= 0.5), after[["lora_targets", "error"]]
+    rows = pd.concat([traced, after])
+    before = _errors_without_the_shared_expert_terms(models, rows) * 100
+    now = rows["error"].to_numpy() * 100
+    text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
+    quoted = (f"Qwen1.5-MoE's traced all-linear row went from {before[0]:+.2f}% to {now[0]:+.2f}%; the two rows committed "
+              f"after it and before their data (2 x 1,024 all-linear, 1 x 4,096 q, v at r 8) would have been "
+              f"{before[1]:+.2f}% and {before[2]:+.2f}% and are {now[1]:+.2f}% and {now[2]:+.2f}%.")
+    assert quoted in text, quoted
