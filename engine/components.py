@@ -468,13 +468,15 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
                      & ~(_mask_if_present(mv, "kbit_prep", "on") & qlora))
         if lead_rows.any():
             on = np.flatnonzero(lead_rows)
-            attn_on = sum(flags[mod][on] if np.ndim(flags[mod]) else flags[mod] for mod in _ATTENTION) > 0
-            mlp_on = (flags["up_proj"] + flags["down_proj"])[on] > 0 if np.ndim(flags["up_proj"]) else \
-                np.full(len(on), flags["up_proj"] + flags["down_proj"] > 0)
-            every_on = (every_target[on] if np.ndim(every_target) else np.full(len(on), every_target)) > 0
+
+            def at(v):  # a flag at the lead rows (a flag may be one value for every row)
+                return np.broadcast_to(np.asarray(v, dtype=float), (mv.size,))[on] > 0
+            # the block letters each row adapts: * attention (q, k, v, o), - and E an MLP or an expert block's shared
+            # expert (up, down), M a Mamba2 mixer (all-linear)
+            attn_on = at(sum(flags[mod] for mod in _ATTENTION))
             letters = np.full(mv.size, "", dtype=object)
             letters[on] = [("*" if a_ else "") + ("-E" if m_ else "") + ("M" if e_ else "")
-                           for a_, m_, e_ in zip(np.broadcast_to(attn_on, on.shape), mlp_on, every_on)]
+                           for a_, m_, e_ in zip(attn_on, at(flags["up_proj"] + flags["down_proj"]), at(every_target))]
             lead = block_lead(np.where(lead_rows, patterns, ""), letters)
     # a mixture of experts peft does not convert (engine/constants.py PEFT_UNCONVERTED_MOE): its MLP names reach a
     # shared expert or a dense layer's MLP alone; where it has neither (gpt-oss), no MLP adapter at all

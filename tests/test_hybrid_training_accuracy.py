@@ -351,3 +351,23 @@ def test_rows_committed_after_the_lead_blocks_and_shared_gate_meet_the_targets_a
               f"{kept[0]:+.2f}% and {kept[1]:+.2f}% with the blocks ahead of the first adapter counted as kept; "
               f"Qwen3.5-35B-A3B all-linear at 1 x 1,024 {err[2]:+.2f}%.")
     assert quoted in text, quoted
+
+
+def test_the_leading_blocks_keep_their_tensors_under_kbit_prep_and_checkpointing(models):
+    """block_lead applies to LoRA without checkpointing alone: peft's prepare_model_for_kbit_training (kbit_prep on)
+    makes the embedding's output require grad, so every block keeps its tensors, and checkpointing keeps each block's
+    input whatever its adapters."""
+    import engine.components as components
+    rows = pd.DataFrame([dict(model="nvidia-nemotron-nano-9b-v2", task="train", method="qlora", precision="bf16",
+                              batch=1, seq=2048, grad_checkpointing=gc, lora_targets="q_proj,v_proj", kbit_prep=kbit)
+                         for kbit in ("on", "off") for gc in (False, True)])
+    models = accuracy_table.with_config_models(models, rows["model"])
+    kept = estimate(rows, models)["activations_bytes"].to_numpy()
+    saved = components.block_lead
+    components.block_lead = _no_block_lead(saved)
+    try:
+        whole = estimate(rows, models)["activations_bytes"].to_numpy()
+    finally:
+        components.block_lead = saved
+    assert list(kept[[0, 1, 3]]) == list(whole[[0, 1, 3]])  # kbit_prep on, or checkpointing: nothing taken off
+    assert kept[2] < whole[2]  # kbit_prep off, no checkpointing: the blocks before the first attention block
