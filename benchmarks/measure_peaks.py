@@ -898,6 +898,12 @@ HYBRID_CONFIGS += [_lora("nvidia-nemotron-nano-9b-v2", "bf16", "adamw", 1, 2048,
                    _lora("nvidia-nemotron-3-nano-30b-a3b", "bf16", "adamw", 2, 1024, False, 16, "q_proj,v_proj",
                          split=HO),
                    _lora("qwen3.5-35b-a3b", "bf16", "adamw", 1, 1024, False, 16, "all-linear", split=HO)]
+# Granite 4.0-H's MLP is GraniteMoeHybridMLP, input_linear (h to 2 f) and output_linear: two adapters under all-linear,
+# where the engine's activations count three, gate, up and down, and adapters on the MLP under a list of Llama names that
+# peft never finds there (modeling_granitemoehybrid.py lines 747-769; 2026-12-07, read from the source, not traced:
+# committed before their data and before any engine change, held out)
+HYBRID_CONFIGS += [_lora("granite-4.0-h-micro", "bf16", "adamw", 2, 1024, False, 16, "all-linear", split=HO),
+                   _lora("granite-4.0-h-tiny", "bf16", "adamw", 1, 2048, False, 16, "all-linear", split=HO)]
 
 
 # The MoE LoRA set (--set moe_lora, tests/data/measured_moe_lora.csv; 2026-12-06): LoRA on the mixture-of-experts
