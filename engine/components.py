@@ -511,6 +511,7 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
         gone = converted | no_mlp
         flags = {mod: np.where(gone, 0.0, v) if mod in ("gate_proj", "up_proj", "down_proj") else v
                  for mod, v in flags.items()}
+    flags = _granite_mlp_flags(flags, (mtype == "granitemoehybrid")[midx] & lora, every_target)
     in_out = _in_out(flags, dims)
     ds_zero3 = _mask_if_present(mv, "recipe", *C.DS_ZERO3_RECIPES) & train
     fsdp = (np.asarray(mv.values("zero"), dtype=float) >= 3) & train & ~ds_zero3
@@ -770,6 +771,21 @@ def hybrid_training_terms(arch: dict, h, act_b, split_in_proj) -> dict:
         out[f"hyb_saved_{kind}"] = scale * (Llin * gdn + Lm * mamba)
         out[f"hyb_par_saved_{kind}"] = scale * Lp * sum(c * t for c, t in zip(FALCON_SAVED[kind], mamba_terms))
     return out
+
+
+def _granite_mlp_flags(flags: dict, granite, every_target) -> dict:
+    """The LoRA flags of the MLP where the row's model is a Granite 4.0 (granite: per row): its MLP (the shared_mlp) is
+    GraniteMoeHybridMLP, input_linear (h to 2 f, gate and up in one) and output_linear (transformers 5.24
+    modeling_granitemoehybrid.py lines 747-769), two nn.Linear of other names than Llama's, which peft adapts under
+    all-linear alone, as two modules (hybrid_lora_in_out counts them so), never under a list of gate/up/down. So the
+    terms that read the flags (the adapters' inputs kept, their outputs, their states) see up for input_linear and down
+    for output_linear where every target is asked, and no MLP adapter elsewhere. (Before: gate, up and down as named,
+    one fp32 copy of the layer's input too many under all-linear.)"""
+    if not np.any(granite):
+        return flags
+    every_mlp = np.where(granite, every_target, 0.0)
+    return {mod: (np.where(granite, 0.0 if mod == "gate_proj" else every_mlp, v)
+                  if mod in ("gate_proj", "up_proj", "down_proj") else v) for mod, v in flags.items()}
 
 
 def hybrid_lora_in_out(arch: dict, m, flags: dict, h, qd, kvd, L, mtype) -> np.ndarray:

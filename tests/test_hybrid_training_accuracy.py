@@ -337,7 +337,6 @@ def test_rows_committed_after_the_lead_blocks_and_shared_gate_meet_the_targets_a
     and before their data (38f4137, the engine's figures for them in its message), held out: q, v alone without
     checkpointing on both Nemotron-H models, where every block before the first attention block keeps nothing (Nano 9B
     v2: seven Mamba2 and seven MLP blocks), and Qwen3.5-35B-A3B's all-linear step at 1 x 1,024."""
-    assert len(compared) == 49
     rows = compared.iloc[46:49]
     assert list(rows["model"]) == ["nvidia-nemotron-nano-9b-v2", "nvidia-nemotron-3-nano-30b-a3b", "qwen3.5-35b-a3b"]
     assert (rows["split"] == "heldout").all() and not rows["grad_checkpointing"].any()
@@ -371,3 +370,31 @@ def test_the_leading_blocks_keep_their_tensors_under_kbit_prep_and_checkpointing
         components.block_lead = saved
     assert list(kept[[0, 1, 3]]) == list(whole[[0, 1, 3]])  # kbit_prep on, or checkpointing: nothing taken off
     assert kept[2] < whole[2]  # kbit_prep off, no checkpointing: the blocks before the first attention block
+
+
+def test_granite_two_linear_mlp_meets_the_targets_and_the_docs_say_so(compared, models):
+    """docs/accuracy.md: Granite 4.0's MLP is input_linear and output_linear (engine/components.py _granite_mlp_flags),
+    read from transformers' source, not from a trace. Rows 50 and 51 of the file (d25dfe8, before their data and the
+    change) are held out; the earlier Granite LoRA rows without checkpointing moved with it."""
+    assert len(compared) == 51
+    rows = compared.iloc[49:51]
+    assert list(rows["model"]) == ["granite-4.0-h-micro", "granite-4.0-h-tiny"]
+    assert (rows["split"] == "heldout").all() and not rows["grad_checkpointing"].any()
+    assert (rows["ours_trainable"] == rows["trainable_params"]).all(), rows[["ours_trainable", "trainable_params"]]
+    err = rows["error"].to_numpy() * 100
+    assert np.all(np.abs(err) <= 2) and np.all(err >= -3), rows[["model", "error"]]
+    before = _errors_patched(models, rows, "_granite_mlp_flags", lambda saved: lambda flags, *args: flags) * 100
+    assert np.all(before > err)
+    # the set's first Granite LoRA rows without checkpointing (1 x 1,024 calibration, 1 x 2,048 held out)
+    first = compared.iloc[[9, 13]]
+    assert (first["model"] == "granite-4.0-h-micro").all() and (first["method"] == "lora").all()
+    assert not first["grad_checkpointing"].any()
+    old = _errors_patched(models, first, "_granite_mlp_flags", lambda saved: lambda flags, *args: flags) * 100
+    now = first["error"].to_numpy() * 100
+    text = " ".join((ROOT / "docs" / "accuracy.md").read_text().split())
+    assert (f"its LoRA rows without checkpointing went from {old[0]:+.2f}% and {old[1]:+.2f}% to {now[0]:+.2f}% and "
+            f"{now[1]:+.2f}%") in text
+    quoted = ("Two Granite rows committed before their data and before the change (d25dfe8), held out, all-linear without "
+              f"checkpointing: H Micro at 2 x 1,024 {err[0]:+.2f}% and H Tiny at 1 x 2,048 {err[1]:+.2f}% ({before[0]:+.2f}% "
+              f"and {before[1]:+.2f}% with three MLP adapters).")
+    assert quoted in text, quoted
