@@ -489,9 +489,10 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     # term read from the flags and dims (the adapters' small tensors, their states) sums to the adapters peft makes
     # (a per-expert nn.Linear MoE, PER_EXPERT_LINEAR_MOE: the routed experts' adapters too, k of them a token: the
     # active width f, as before)
-    mlp_width = np.where(unconverted & ~per_expert, ((L - moe_count) * m["intermediate_size"]
-                                                     + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L,
-                         f)
+    # (the per-layer mean of the dense layers' and the shared experts' widths)
+    shared_mean = ((L - moe_count) * m["intermediate_size"]
+                   + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L
+    mlp_width = np.where(unconverted & ~per_expert, shared_mean, f)
     dims = lora_module_dims(h, mlp_width, a, kvh, d)
     # what down_proj's adapter takes in, a token and a layer (layer_activation_bytes' down_f): the adapted MLPs' width
     # there, not f's routed experts; on Nemotron-H's expert blocks (the layers _block_layout counts an MLP on) the
@@ -501,8 +502,6 @@ def inputs(view: View, models: pd.DataFrame) -> Inputs:
     moe_lora = lora & (np.asarray(arch["num_experts"], float) > 0) & ~converted & ~per_expert
     if moe_lora.any():
         nemotron_moe = moe_lora & (mtype == "nemotron_h")[midx]
-        shared_mean = ((L - moe_count) * m["intermediate_size"]
-                       + moe_count * np.asarray(arch["shared_intermediate_size"], float)) / L
         down_f = np.where(nemotron_moe, np.asarray(arch["shared_intermediate_size"], float),
                           np.where(moe_lora, shared_mean, f))
     if mla.any():

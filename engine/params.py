@@ -227,49 +227,45 @@ def architecture_counts(m, last_k=None, tail=None) -> dict:
 BLOCK_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "L": "linear"}
 
 
+def _kinds_in(patterns, keys, known, part) -> dict:
+    """Per row, how many of each block kind (BLOCK_KINDS) stand in part(pattern, key) of the row's pattern, NaN where
+    `known` is false; worked once per distinct (pattern, key), not per row (block_tail, block_lead)."""
+    out = {kind: np.full(len(patterns), np.nan) for kind in BLOCK_KINDS.values()}
+    if not known.any():
+        return out
+    rows = np.flatnonzero(known)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([patterns[rows].astype(str), keys[rows]]))
+    for i, (pattern, key) in enumerate(uniques):
+        blocks = part(pattern, key)
+        at = rows[codes == i]
+        for letter, kind in BLOCK_KINDS.items():
+            out[kind][at] = blocks.count(letter)
+    return out
+
+
 def block_tail(patterns, k) -> dict:
     """Per row, how many of each block kind (BLOCK_KINDS: Nemotron-H's hybrid_override_pattern letters, and L for a
     Gated DeltaNet layer) stand among the last k blocks of the row's pattern (the catalog's block_pattern), NaN where
     the row has none: what freeze tuning's last k blocks are (LLaMA-Factory's last k layers; the freeze rows of
-    tests/data/measured_hybrid_training.csv). Worked once per distinct (pattern, k), not per row."""
+    tests/data/measured_hybrid_training.csv)."""
     pats = np.asarray(patterns, dtype=object)
-    ks = np.asarray(k, dtype=np.float64)
-    out = {kind: np.full(len(pats), np.nan) for kind in BLOCK_KINDS.values()}
     known = np.array([isinstance(p, str) and p != "" for p in pats], dtype=bool)
-    if not known.any():
-        return out
-    rows = np.flatnonzero(known)
-    keys = pd.MultiIndex.from_arrays([pats[rows].astype(str), ks[rows]])
-    codes, uniques = pd.factorize(keys)
-    for i, (pattern, kk) in enumerate(uniques):
-        last = pattern[len(pattern) - int(min(max(kk, 0), len(pattern))):] if kk > 0 else ""
-        at = rows[codes == i]
-        for letter, kind in BLOCK_KINDS.items():
-            out[kind][at] = last.count(letter)
-    return out
+    return _kinds_in(pats, np.asarray(k, dtype=np.float64), known,
+                     lambda pattern, kk: pattern[len(pattern) - int(min(max(kk, 0), len(pattern))):] if kk > 0 else "")
 
 
 def block_lead(patterns, adapted) -> dict:
     """Per row, how many of each block kind (BLOCK_KINDS) stand before the first block whose letter is in the row's
     `adapted` letters (a string: the kinds LoRA adapts on that row), NaN where the row has no pattern or no adapted
     letter: the blocks a LoRA step runs without autograd (their input needs no gradient and no weight of theirs trains,
-    so they save nothing for backward). Worked once per distinct (pattern, letters)."""
+    so they save nothing for backward)."""
     pats = np.asarray(patterns, dtype=object)
     letters = np.asarray(adapted, dtype=object)
-    out = {kind: np.full(len(pats), np.nan) for kind in BLOCK_KINDS.values()}
     known = np.array([isinstance(p, str) and p != "" and isinstance(a, str) and a != ""
                       for p, a in zip(pats, letters)], dtype=bool)
-    if not known.any():
-        return out
-    rows = np.flatnonzero(known)
-    keys = pd.MultiIndex.from_arrays([pats[rows].astype(str), letters[rows].astype(str)])
-    codes, uniques = pd.factorize(keys)
-    for i, (pattern, kinds) in enumerate(uniques):
-        first = min((j for j, c in enumerate(pattern) if c in kinds), default=len(pattern))
-        at = rows[codes == i]
-        for letter, kind in BLOCK_KINDS.items():
-            out[kind][at] = pattern[:first].count(letter)
-    return out
+    return _kinds_in(pats, letters.astype(str), known,
+                     lambda pattern, kinds: pattern[:min((j for j, c in enumerate(pattern) if c in kinds),
+                                                         default=len(pattern))])
 
 
 def _last_layers(k, L, first_dense, step, E, attn, mlp, moe_all):
@@ -417,7 +413,8 @@ def hybrid_training_unmodelled(models, adapters: bool = False, listed: bool = Fa
     held out within 0.5%), and LoRA on Falcon-H1 and Nemotron-H with its projections listed (held out:
     tests/test_hybrid_training_accuracy.py; Nemotron 3 Nano's expert blocks since 2026-12-07: peft adapts their shared
     expert alone). Not: LoRA on every projection of Nemotron-H and Falcon-H1 (peft 0.21.2 refuses all-linear there,
-    tuners_utils.py _check_lora_target_modules_mamba on out_proj), nor a Falcon-H1 with mamba_rms_norm (the 7B's config has it false; a mixer with its gated norm beside attention is not measured)."""
+    tuners_utils.py _check_lora_target_modules_mamba on out_proj), nor a Falcon-H1 with mamba_rms_norm (the 7B's config
+    has it false; a mixer with its gated norm beside attention is not measured)."""
     n = len(models)
     layers = sum(np.nan_to_num(_float_col(models, c)) for c in ("linear_attention_layers", "mamba_layers"))
     mtype = model_types(models["family"] if "family" in models else [""] * n).astype(str)
@@ -426,7 +423,7 @@ def hybrid_training_unmodelled(models, adapters: bool = False, listed: bool = Fa
         else np.zeros(n, dtype=bool)
     nemotron = mtype == "nemotron_h"
     covered = ((mtype == "qwen3_next") | np.char.startswith(mtype, "qwen3_5") | (mtype == "granitemoehybrid")
-               | (mtype == "bamba") | (nemotron | falcon) & (not adapters) | (nemotron | falcon) & adapters & listed)
+               | (mtype == "bamba") | (nemotron | falcon) & ((not adapters) or listed))
     return (layers > 0) & ~covered
 
 
